@@ -1,0 +1,331 @@
+"""The project's own census-like demo microdata (``data_samples/census_sample.csv``).
+
+The file mirrors the example data set of Nayak, Zhang & You (2018), as reviewed in
+Nayak (2020), section 5: 59,033 persons and the five key variables
+
+====================  =========================================================
+``sex``               1 = male, 2 = female
+``age``               integer years 0..91 (91 means "91 or older")
+``race``              codes 1..9 in the order of the review's Table 2
+``marital``           codes 1..5 in the order of the review's Table 1
+``puma``              Public Use Microdata Area, 44 codes 101..144
+====================  =========================================================
+
+whose cross-classification has 2 * 92 * 9 * 5 * 44 = 364,320 possible cells. It is
+synthetic: no record describes a real person (the names are built from short generic
+lists), but its joint structure is realistic enough that the cell profile over the keys is
+close to the paper's (25,406 non-empty cells, 13,662 singletons, 4,777 doubletons).
+
+What the structure models
+-------------------------
+* **Marital status and race** are allocated with the *exact* counts of Tables 1 and 2
+  (59,033 records in total for both), then paired at random.
+* **Age given marital status** follows a population pyramid times an age profile for each
+  status: children (< 15) are always never married, married people are mostly 25-70,
+  widowed people are mostly over 65, divorced and separated people are middle-aged. So age
+  and marital status are strongly dependent, as in a census.
+* **Sex given marital status and age**: about even, with more women at old ages and among
+  the widowed, divorced and separated.
+* **PUMA given race**: PUMA sizes are skewed (log-normal), and each race group has its
+  own geographic affinity (residential concentration): the White and Black populations
+  are spread unevenly over the areas, and the small groups are concentrated in a few
+  areas. This concentration is what keeps the number of non-empty cells near the paper's.
+* **Non-key columns**: ``person_id`` (unique, ``P0000001``...), ``full_name`` (a direct
+  identifier, which is never released), ``hours_worked`` (0..99, depends on age),
+  ``income`` (whole dollars, non-negative, right-skewed, depends on age, sex and hours),
+  ``weight`` (integer survey weight 50..300).
+
+Everything is vectorized (loops run over categories only) and driven by one
+``numpy.random.default_rng(seed)`` stream in a fixed order, so the output is a pure
+function of ``(n, seed)`` and the CSV written by :func:`write_census_sample` is
+byte-identical across runs and platforms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "AGES",
+    "DEFAULT_N",
+    "DEFAULT_SEED",
+    "KEY_VARIABLES",
+    "MARITAL_COUNTS",
+    "MARITAL_LABELS",
+    "PAPER_PROFILE",
+    "PUMAS",
+    "RACE_COUNTS",
+    "RACE_LABELS",
+    "SAMPLE_FILENAME",
+    "cell_profile",
+    "generate_census_sample",
+    "write_census_sample",
+]
+
+DEFAULT_N: int = 59_033
+DEFAULT_SEED: int = 20180601
+SAMPLE_FILENAME: str = "census_sample.csv"
+
+#: Key variables of the NZY example, in the order used for the cross-classification.
+KEY_VARIABLES: tuple[str, ...] = ("sex", "age", "race", "marital", "puma")
+
+#: Table 1 of the review (original data), codes 1..5 in this order.
+MARITAL_LABELS: tuple[str, ...] = (
+    "Married",
+    "Widowed",
+    "Divorced",
+    "Separated",
+    "Never married",
+)
+MARITAL_COUNTS: tuple[int, ...] = (24688, 3156, 4742, 1040, 25407)
+
+#: Table 2 of the review (original data), codes 1..9 in this order.
+RACE_LABELS: tuple[str, ...] = (
+    "White",
+    "Black",
+    "American Indian alone",
+    "Alaska Native alone",
+    "American Indian & Alaska Native",
+    "Asian",
+    "Native Hawaiian & other Pacific Islander",
+    "Some other race alone",
+    "Two or more races",
+)
+RACE_COUNTS: tuple[int, ...] = (37201, 15239, 97, 1, 42, 3461, 20, 1349, 1623)
+
+AGES: np.ndarray = np.arange(92)  # 0..91, 91 = "91 or older"
+PUMAS: np.ndarray = np.arange(101, 145)  # 44 areas
+
+#: Cell profile over the five keys reported by NZY for their 59,033-person file.
+PAPER_PROFILE: dict[str, int] = {
+    "n": 59_033,
+    "non_empty_cells": 25_406,
+    "singletons": 13_662,
+    "doubletons": 4_777,
+    "possible_cells": 364_320,
+}
+
+COLUMNS: tuple[str, ...] = (
+    "person_id",
+    "full_name",
+    "sex",
+    "age",
+    "race",
+    "marital",
+    "puma",
+    "income",
+    "hours_worked",
+    "weight",
+)
+
+_FIRST_MALE = np.array(
+    ["James", "John", "Robert", "Michael", "William", "David", "Richard", "Joseph",
+     "Thomas", "Charles", "Daniel", "Matthew", "Anthony", "Mark", "Steven", "Paul",
+     "Andrew", "Kevin", "Brian", "George", "Luis", "Carlos", "Wei", "Jamal"]
+)  # fmt: skip
+_FIRST_FEMALE = np.array(
+    ["Mary", "Patricia", "Jennifer", "Linda", "Elizabeth", "Barbara", "Susan", "Jessica",
+     "Sarah", "Karen", "Nancy", "Lisa", "Betty", "Sandra", "Ashley", "Emily", "Donna",
+     "Michelle", "Carol", "Amanda", "Maria", "Rosa", "Mei", "Aisha"]
+)  # fmt: skip
+_LAST = np.array(
+    ["Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis",
+     "Rodriguez", "Martinez", "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson",
+     "Thomas", "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson",
+     "White", "Harris", "Sanchez", "Clark", "Ramirez", "Lewis", "Robinson", "Walker",
+     "Young", "Allen", "King", "Wright", "Scott", "Torres", "Nguyen", "Hill", "Flores"]
+)  # fmt: skip
+
+# --- structure parameters (tuned so the cell profile is close to the paper's) ----------
+# Log-normal spread of the PUMA sizes.
+_PUMA_SIZE_SIGMA = 0.35
+# Log-normal spread of each race group's affinity to the PUMAs (race codes 1..9): White
+# people are spread fairly evenly, Black people less so, the smaller groups are
+# concentrated in a few areas. (Race 4 has a single person, so its value is irrelevant.)
+_RACE_AFFINITY_SIGMA = (0.3, 0.6, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5)
+
+
+def _age_pyramid() -> np.ndarray:
+    """Unnormalized population by single year of age 0..91 (91 = 91+)."""
+    a = AGES.astype(float)
+    base = 1.35 - 0.0025 * a  # gently declining cohort sizes
+    survival = 1.0 / (1.0 + np.exp((a - 80.0) / 6.0))  # mortality at old ages
+    pyramid = base * survival
+    pyramid[91] += pyramid[91] * 4.0  # open-ended top class
+    return pyramid
+
+
+def _logistic(a: np.ndarray, centre: float, scale: float) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-(a - centre) / scale))
+
+
+def _age_weights_by_marital() -> list[np.ndarray]:
+    """Age distribution (probabilities over 0..91) for each marital code 1..5."""
+    a = AGES.astype(float)
+    pyramid = _age_pyramid()
+    adult = (a >= 15).astype(float)
+    ever = _logistic(a, 27.0, 4.0) * 0.92 * adult  # ever married by age
+    widow = _logistic(a, 76.0, 7.0)  # widowed share among the ever married
+    div = np.exp(-0.5 * ((a - 52.0) / 14.0) ** 2)  # divorced share profile
+    sep = np.exp(-0.5 * ((a - 40.0) / 11.0) ** 2)  # separated share profile
+    married_share = ever * (1.0 - 0.85 * widow) * (1.0 - 0.18 * div - 0.05 * sep)
+    profiles = [
+        married_share,
+        ever * widow * 0.85,
+        ever * div * 0.18 * (1.0 - widow),
+        ever * sep * 0.05 * (1.0 - widow),
+        1.0 - ever,
+    ]
+    weights = []
+    for prof in profiles:
+        w = np.clip(prof, 0.0, None) * pyramid
+        weights.append(w / w.sum())
+    return weights
+
+
+def _exact_codes(counts: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    """Codes 1..len(counts) repeated with exactly the given counts, in random order."""
+    codes = np.repeat(np.arange(1, len(counts) + 1), counts)
+    return rng.permutation(codes)
+
+
+def _scaled_counts(counts: Sequence[int], n: int) -> np.ndarray:
+    """Integer counts summing to ``n`` proportional to ``counts`` (largest remainder)."""
+    c = np.asarray(counts, dtype=np.int64)
+    total = int(c.sum())
+    if n == total:
+        return c.copy()
+    quota = c * n / total
+    out = np.floor(quota).astype(np.int64)
+    short = n - int(out.sum())
+    order = np.argsort(-(quota - out), kind="stable")
+    out[order[:short]] += 1
+    return out
+
+
+def generate_census_sample(n: int = DEFAULT_N, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Generate the census-like demo microdata (see the module docstring).
+
+    With the default ``n`` the race and marital-status counts equal Tables 1 and 2 of the
+    review exactly; for another ``n`` they are scaled by largest-remainder allocation.
+    The result is a pure function of ``(n, seed)``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+    rng = np.random.default_rng(seed)
+
+    # marital status (exact counts) and age given marital status
+    marital_counts = _scaled_counts(MARITAL_COUNTS, n)
+    marital = np.repeat(np.arange(1, 6), marital_counts)
+    age = np.empty(n, dtype=np.int64)
+    start = 0
+    for count, w in zip(marital_counts, _age_weights_by_marital(), strict=True):
+        age[start : start + count] = rng.choice(AGES, size=count, p=w)
+        start += count
+
+    # race: exact counts, paired with marital/age at random
+    race = _exact_codes(_scaled_counts(RACE_COUNTS, n), rng)
+
+    # sex given marital status and age
+    a = age.astype(float)
+    p_female = 0.49 + 0.17 * _logistic(a, 78.0, 6.0)
+    p_female = p_female + np.select(
+        [marital == 2, marital == 3, marital == 4], [0.27, 0.07, 0.08], 0.0
+    )
+    sex = np.where(rng.random(n) < np.clip(p_female, 0.0, 0.95), 2, 1)
+
+    # PUMA given race: skewed sizes times a per-race geographic affinity
+    size = rng.lognormal(0.0, _PUMA_SIZE_SIGMA, size=PUMAS.size)
+    puma = np.empty(n, dtype=np.int64)
+    for code, sigma in enumerate(_RACE_AFFINITY_SIGMA, start=1):
+        affinity = rng.lognormal(0.0, sigma, size=PUMAS.size)
+        w = size * affinity
+        members = np.flatnonzero(race == code)
+        puma[members] = rng.choice(PUMAS, size=members.size, p=w / w.sum())
+
+    # hours worked given age
+    p_work = 0.78 * _logistic(a, 19.0, 2.0) * (1.0 - _logistic(a, 64.0, 3.5)) + 0.04
+    works = (a >= 16) & (rng.random(n) < p_work)
+    part_time = rng.random(n) < 0.12 + 0.35 * ((a < 23) | (a >= 65))
+    hours = np.where(part_time, rng.normal(20.0, 7.0, size=n), rng.normal(42.0, 8.0, size=n))
+    hours = np.clip(np.rint(hours), 1, 99).astype(np.int64)
+    hours_worked = np.where(works, hours, 0)
+
+    # income given age, sex and hours (whole dollars, right-skewed)
+    log_mu = 10.1 + 0.9 * np.exp(-0.5 * ((a - 50.0) / 15.0) ** 2) - 0.25 * (sex == 2)
+    earned = np.exp(rng.normal(log_mu, 0.75)) * (hours_worked / 40.0) ** 0.8
+    other = np.where(a >= 62, np.exp(rng.normal(9.6, 0.6, size=n)), 0.0)
+    other = np.where((a >= 18) & (rng.random(n) < 0.10), other + rng.exponential(3000.0, n), other)
+    income = np.where(a < 15, 0.0, earned + other)
+    income = np.minimum(np.rint(income), 999_999).astype(np.int64)
+
+    # survey weight
+    weight = np.clip(np.rint(rng.lognormal(np.log(110.0), 0.35, size=n)), 50, 300)
+    weight = weight.astype(np.int64)
+
+    # names (direct identifier): first name by sex, last name at random
+    first_idx = rng.integers(0, _FIRST_MALE.size, size=n)
+    first = np.where(sex == 1, _FIRST_MALE[first_idx], _FIRST_FEMALE[first_idx])
+    last = _LAST[rng.integers(0, _LAST.size, size=n)]
+
+    # random record order, then ids in file order
+    order = rng.permutation(n)
+    frame = pd.DataFrame(
+        {
+            "full_name": pd.Series(first[order]) + " " + pd.Series(last[order]),
+            "sex": sex[order],
+            "age": age[order],
+            "race": race[order],
+            "marital": marital[order],
+            "puma": puma[order],
+            "income": income[order],
+            "hours_worked": hours_worked[order],
+            "weight": weight[order],
+        }
+    )
+    frame.insert(0, "person_id", "P" + pd.Series(np.arange(1, n + 1)).astype(str).str.zfill(7))
+    for col in ("sex", "age", "race", "marital", "puma", "income", "hours_worked", "weight"):
+        frame[col] = frame[col].astype(np.int64)
+    return frame[list(COLUMNS)]
+
+
+def write_census_sample(dir: Path) -> Path:
+    """Write the default sample to ``dir / census_sample.csv`` and return the path.
+
+    Comma-separated, UTF-8, header row, no index, ``\\n`` line endings. The directory is
+    created if needed. The bytes depend only on the generator's defaults.
+    """
+    out_dir = Path(dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / SAMPLE_FILENAME
+    frame = generate_census_sample()
+    frame.to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+    return path
+
+
+def cell_profile(frame: pd.DataFrame, keys: Sequence[str]) -> dict[str, int]:
+    """Cell profile of ``frame`` over the cross-classification of ``keys``.
+
+    Returns ``n`` (records), ``non_empty_cells``, ``singletons`` (cells with frequency 1),
+    ``doubletons`` (frequency 2) and ``possible_cells``: the product over the keys of the
+    number of distinct values observed (for the demo file 2 * 92 * 9 * 5 * 44 = 364,320).
+    Missing key values count as a category of their own.
+    """
+    keys = list(keys)
+    if not keys:
+        raise ValueError("keys must name at least one column")
+    counts = frame.groupby(keys, dropna=False, sort=False).size()
+    possible = 1
+    for key in keys:
+        possible *= int(frame[key].nunique(dropna=False))
+    return {
+        "n": int(len(frame)),
+        "non_empty_cells": int(counts.size),
+        "singletons": int((counts == 1).sum()),
+        "doubletons": int((counts == 2).sum()),
+        "possible_cells": possible,
+    }
