@@ -1,0 +1,45 @@
+# Two commands on a fresh machine:  make demo   |   make test
+# Both create .venv and install the project on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install demo test test-fast lint bench chromium clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# A demo release of the project's own census-like sample (embedded Prefect, no server).
+# --force: the demo replaces its own previous demo release (only after the new one is complete).
+demo: install
+	$(VENV)/bin/sdc release configs/census_demo.yaml --force
+
+# The report test renders HTML in headless Chromium; install it with apt when it is missing.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium (apt) for the report rendering test"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "chromium could not be installed; the rendering test will be skipped"; \
+	else echo "no apt-get: the rendering test will be skipped"; fi
+
+test: install chromium
+	$(PY) -m pytest
+
+test-fast: install
+	$(PY) -m pytest -m "not slow"
+
+lint: install
+	$(VENV)/bin/ruff check sdc flows cli tests benchmarks
+
+bench: install
+	$(PY) benchmarks/bench_engine.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

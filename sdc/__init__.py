@@ -1,0 +1,37 @@
+"""sdc: identification-risk-controlled microdata release with the Nayak-Zhang-You unbiased PRAM.
+
+Public API::
+
+    cfg = sdc.load_config("configs/census_demo.yaml")
+    result = sdc.release_frame(frame, cfg, seed=12345)
+    result.frame, result.blocks, result.certificate
+
+See ``../shared/docs/METHOD.md`` for the method and the README for the config reference.
+"""
+
+from sdc.config import ConfigError, ReleaseConfig, load_config, parse_config
+from sdc.errors import CertificationError, InputError, SmallBlockError
+from sdc.release import ReleaseResult, release_frame
+from sdc.risk import calibrate_theta, correct_match_risk, max_risk
+from sdc.theta import h, kmin, solve_theta
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CertificationError",
+    "ConfigError",
+    "InputError",
+    "ReleaseConfig",
+    "ReleaseResult",
+    "SmallBlockError",
+    "__version__",
+    "calibrate_theta",
+    "correct_match_risk",
+    "h",
+    "kmin",
+    "load_config",
+    "max_risk",
+    "parse_config",
+    "release_frame",
+    "solve_theta",
+]

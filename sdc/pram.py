@@ -1,0 +1,65 @@
+"""The NZY unbiased PRAM inside one post-randomization block (METHOD.md section 5, eq. 5.3).
+
+For a record in cell c_j of a PRB with k cells and original frequencies t:
+
+    P(Z = c_j | X = c_j) = 1 - theta / t_j
+    P(Z = c_i | X = c_j) = theta / ((k - 1) t_j)      for each of the other k - 1 cells.
+
+So sum_j p_ij t_j = t_i: the expected released count of every cell equals its original count
+(unbiased), cells outside the PRB (and empty cells) are never reached, and a singleton record
+moves with probability theta, a doubleton record with theta / 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["nzy_matrix", "post_randomize"]
+
+
+def nzy_matrix(t: np.ndarray, theta: float) -> np.ndarray:
+    """The k x k transition matrix P of equation (5.3); column j is the law of Z given X = c_j.
+
+    Meant for tests and small PRBs (it is dense); the release never builds it.
+    """
+    t = np.asarray(t, dtype=float)
+    k = t.size
+    if k < 2:
+        return np.ones((1, 1))
+    off = theta / ((k - 1) * t)
+    p = np.tile(off, (k, 1))
+    np.fill_diagonal(p, 1.0 - theta / t)
+    return p
+
+
+def post_randomize(local_cell: np.ndarray, t: np.ndarray, k: int, theta: float,
+                   rng: np.random.Generator) -> np.ndarray:
+    """Post-randomize the records of one PRB, all at once.
+
+    Parameters
+    ----------
+    local_cell : (m,) int
+        Cell of each record within the PRB (0..k-1), records in a canonical order.
+    t : (m,) int
+        Original frequency t_j of each record's cell.
+    k : int
+        Number of cells in the PRB.
+    theta : float
+        Design parameter, 0 <= theta <= min(t).
+    rng : numpy Generator
+        The PRB's own stream. Record i uses the i-th pair of uniforms: the first decides
+        whether it moves (u < theta / t_j), the second which of the other k - 1 cells it moves
+        to (uniformly), so its outcome depends only on its position in the canonical order.
+
+    Returns
+    -------
+    (m,) int: the released cell of each record within the PRB.
+    """
+    m = local_cell.size
+    u = rng.random((m, 2))
+    if k < 2 or theta <= 0:
+        return local_cell.copy()
+    move = u[:, 0] < theta / t
+    r = np.minimum((u[:, 1] * (k - 1)).astype(np.int64), k - 2)
+    dest = r + (r >= local_cell)
+    return np.where(move, dest, local_cell)
