@@ -11,7 +11,7 @@ See ``../shared/docs/METHOD.md`` for the method and the README for the config re
 
 from sdc.config import ConfigError, ReleaseConfig, load_config, parse_config
 from sdc.errors import CertificationError, InputError, SmallBlockError
-from sdc.release import ReleaseResult, release_frame
+from sdc.release import Partitioned, ReleaseResult, partition_frame, release_frame
 from sdc.risk import calibrate_theta, correct_match_risk, max_risk
 from sdc.theta import h, kmin, solve_theta
 
@@ -22,6 +22,7 @@ __all__ = [
     "ConfigError",
     "InputError",
     "ReleaseConfig",
+    "Partitioned",
     "ReleaseResult",
     "SmallBlockError",
     "__version__",
@@ -32,6 +33,7 @@ __all__ = [
     "load_config",
     "max_risk",
     "parse_config",
+    "partition_frame",
     "release_frame",
     "solve_theta",
 ]

@@ -30,7 +30,7 @@ from sdc.streams import stream
 from sdc.theta import kmin as kmin_of
 from sdc.theta import solve_theta
 
-__all__ = ["ReleaseResult", "release_frame", "default_merge_order"]
+__all__ = ["Partitioned", "ReleaseResult", "default_merge_order", "partition_frame", "release_frame"]
 
 
 @dataclass
@@ -135,6 +135,65 @@ def _tiebreak(frame: pd.DataFrame, rows: np.ndarray, id_column: str | None) -> n
     return pd.util.hash_pandas_object(sub, index=False).to_numpy()
 
 
+@dataclass(frozen=True)
+class Partitioned:
+    """Cells, partition sets and sensitive cells of a file: everything before randomness.
+
+    ``cell_partition_set[j]`` is the partition set of cell j; ``partition_keys[s]`` its label
+    (e.g. ``"sex=Male | age=18-24 | race=white"``); ``ps_codes[s]`` its generalized codes;
+    ``sensitive[j]`` is ``t_j < 1/xi``.
+    """
+
+    cells: CellTable
+    cell_partition_set: np.ndarray
+    ps_codes: np.ndarray
+    partition_keys: list[str]
+    generalizations: list[Generalization]
+    sensitive: np.ndarray
+    xi: float
+    theta: float
+    kmin: int
+
+    @property
+    def record_partition_set(self) -> np.ndarray:
+        return self.cell_partition_set[self.cells.record_cell]
+
+
+def partition_frame(frame: pd.DataFrame, config: ReleaseConfig) -> Partitioned:
+    """Encode the keys of ``frame``, find its non-empty cells, partition sets and sensitive cells.
+
+    Pure and deterministic; used by :func:`release_frame`, by the audit (on the original and on
+    the released file) and by the reports.
+    """
+    _check_columns(frame, config)
+    if len(frame) == 0:
+        raise InputError("the input has no records; nothing to release")
+    xi = config.risk.xi
+    theta = solve_theta(xi)
+    km = kmin_of(theta)
+    keys = config.key_names
+    kvs = config.key_variables
+    codes = [encode_key(frame[v], v, kvs[v]) for v in keys]
+    cells = encode_cells(codes, [kvs[v].size for v in keys], keys)
+    pvars = config.partition_variables
+    gens = [generalize_domain(v, kvs[v], config.partition[v]) for v in pvars]
+    if pvars:
+        g_codes = [g.code_map[cells.key_codes[:, keys.index(v)]]
+                   for v, g in zip(pvars, gens, strict=True)]
+        ps = encode_cells(g_codes, [len(g.labels) for g in gens], pvars)
+        cell_ps, ps_codes = ps.record_cell, ps.key_codes
+    else:
+        cell_ps = np.zeros(cells.n_cells, dtype=np.int64)
+        ps_codes = np.zeros((1, 0), dtype=np.int64)
+    labels = [
+        " | ".join(f"{v}={g.labels[ps_codes[s, i]]}"
+                   for i, (v, g) in enumerate(zip(pvars, gens, strict=True))) or "all records"
+        for s in range(ps_codes.shape[0])
+    ]
+    sensitive = cells.frequency * xi < 1.0
+    return Partitioned(cells, cell_ps, ps_codes, labels, gens, sensitive, xi, theta, km)
+
+
 def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> ReleaseResult:
     """Post-randomize the risky records of ``frame`` with NZY PRAM and certify the result.
 
@@ -160,38 +219,13 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> Rele
     SmallBlockError
         A PRB is too small under ``small_blocks: fail``, or cannot be certified after merging.
     """
-    _check_columns(frame, config)
-    if len(frame) == 0:
-        raise InputError("the input has no records; nothing to release")
-    xi = config.risk.xi
-    theta = solve_theta(xi)
-    km = kmin_of(theta)
+    part = partition_frame(frame, config)
+    xi, theta, km = part.xi, part.theta, part.kmin
     keys = config.key_names
     kvs = config.key_variables
-
-    codes = [encode_key(frame[v], v, kvs[v]) for v in keys]
-    cells = encode_cells(codes, [kvs[v].size for v in keys], keys)
-    t = cells.frequency
-
-    # partition sets, at the level of cells
-    pvars = config.partition_variables
-    gens: list[Generalization] = [generalize_domain(v, kvs[v], config.partition[v]) for v in pvars]
-    if pvars:
-        g_codes = [g.code_map[cells.key_codes[:, keys.index(v)]] for v, g in zip(pvars, gens, strict=True)]
-        ps = encode_cells(g_codes, [len(g.labels) for g in gens], pvars)
-        cell_ps, ps_codes = ps.record_cell, ps.key_codes
-    else:
-        cell_ps = np.zeros(cells.n_cells, dtype=np.int64)
-        ps_codes = np.zeros((1, 0), dtype=np.int64)
-    n_ps = ps_codes.shape[0]
-    ps_labels = [
-        " | ".join(f"{v}={g.labels[ps_codes[s, i]]}" for i, (v, g) in enumerate(zip(pvars, gens, strict=True)))
-        or "all records"
-        for s in range(n_ps)
-    ]
-
-    # sensitive cells and profiles per partition set
-    sensitive = t * xi < 1.0
+    cells, t, cell_ps, ps_codes = part.cells, part.cells.frequency, part.cell_partition_set, part.ps_codes
+    pvars, gens, ps_labels, sensitive = config.partition_variables, part.generalizations, part.partition_keys, part.sensitive
+    n_ps = len(ps_labels)
     t_max = max(1, math.ceil(1.0 / xi) - 1)
     profiles = np.zeros((n_ps, t_max + 1), dtype=np.int64)
     np.add.at(profiles, (cell_ps[sensitive], t[sensitive]), 1)
