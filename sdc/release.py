@@ -99,12 +99,11 @@ def default_merge_order(config: ReleaseConfig) -> list[str]:
     return [v for v, r in sorted(items, key=lambda vr: rank.get(type(vr[1]), 3))]
 
 
-def _check_columns(frame: pd.DataFrame, config: ReleaseConfig) -> None:
+def _check_columns(frame: pd.DataFrame, config: ReleaseConfig, identifiers: bool = True) -> None:
     need = {f"key_variables.{k}": k for k in config.key_names}
-    if config.input.id_column:
+    if identifiers and config.input.id_column:
         need["input.id_column"] = config.input.id_column
-    for d in config.input.drop:
-        need["input.drop"] = d
+    for d in (config.input.drop if identifiers else []):
         if d not in frame.columns:
             raise InputError(
                 f"column {d!r} (named in input.drop) is not in the input; the input has "
@@ -165,7 +164,7 @@ def partition_frame(frame: pd.DataFrame, config: ReleaseConfig) -> Partitioned:
     Pure and deterministic; used by :func:`release_frame`, by the audit (on the original and on
     the released file) and by the reports.
     """
-    _check_columns(frame, config)
+    _check_columns(frame, config, identifiers=False)
     if len(frame) == 0:
         raise InputError("the input has no records; nothing to release")
     xi = config.risk.xi
@@ -219,6 +218,7 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> Rele
     SmallBlockError
         A PRB is too small under ``small_blocks: fail``, or cannot be certified after merging.
     """
+    _check_columns(frame, config)
     part = partition_frame(frame, config)
     xi, theta, km = part.xi, part.theta, part.kmin
     keys = config.key_names
