@@ -30,7 +30,7 @@ from sdc.streams import stream
 from sdc.theta import kmin as kmin_of
 from sdc.theta import solve_theta
 
-__all__ = ["Partitioned", "ReleaseResult", "default_merge_order", "partition_frame", "release_frame"]
+__all__ = ["Partitioned", "partition_units", "ReleaseResult", "default_merge_order", "partition_frame", "release_frame"]
 
 
 @dataclass
@@ -88,6 +88,23 @@ class ReleaseResult:
     @property
     def n_changed(self) -> int:
         return int(self.changed.sum())
+
+
+def partition_units(partition_keys: list[str], blocks: pd.DataFrame) -> dict[str, str]:
+    """Map every partition key to the unit whose record count the release preserves exactly.
+
+    PRAM never moves a record out of its PRB, so the record count of every partition set is
+    preserved, except when small PRBs were merged: then records may move between the merged
+    partition sets, and the preserved count is the merged group's total. The unit of a merged
+    partition set is the merged block's key (its members joined by " + "); every other partition
+    set is its own unit.
+    """
+    units = {k: k for k in partition_keys}
+    for key, n in zip(blocks["partition_key"], blocks["n_partition_sets"], strict=True):
+        if n > 1:
+            for member in key.split(" + "):
+                units[member] = key
+    return units
 
 
 def default_merge_order(config: ReleaseConfig) -> list[str]:
