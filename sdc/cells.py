@@ -35,20 +35,35 @@ def encode_key(values: pd.Series, name: str, kv: KeyVariable) -> np.ndarray:
     and the first data rows (1-based) when a value is outside the declared domain, or empty
     under ``missing: error``.
     """
-    isna = values.isna().to_numpy()
+    is_int = values.dtype.kind in "iu"  # integer columns cannot hold missing values
+    isna = np.zeros(len(values), dtype=bool) if is_int else values.isna().to_numpy()
     n_missing = int(isna.sum())
     if n_missing and kv.missing == "error":
         raise InputError(
             f"column {name!r}: {n_missing} row(s) have no value (rows {_rows_sample(isna)}); "
             f"fill them in, or declare 'missing: category' for {name} in key_variables"
         )
-    if kv.range is not None:
+    int_categories = kv.categories is not None and all(
+        isinstance(c, int) and not isinstance(c, bool) for c in kv.categories)
+    if is_int and kv.range is not None:
+        lo, hi = kv.range
+        codes = values.to_numpy().astype(np.int64, copy=False) - lo
+        bad = (codes < 0) | (codes > hi - lo)
+    elif is_int and int_categories and max(kv.categories) - min(kv.categories) <= 10_000_000:
+        # lookup table over [min, max] of the declared integer categories
+        cmin = min(kv.categories)
+        lut = np.full(max(kv.categories) - cmin + 1, -1, dtype=np.int64)
+        lut[np.asarray(kv.categories, dtype=np.int64) - cmin] = np.arange(len(kv.categories))
+        off = values.to_numpy().astype(np.int64, copy=False) - cmin
+        inside = (off >= 0) & (off < lut.size)
+        codes = np.where(inside, lut[np.where(inside, off, 0)], -1)
+        bad = codes < 0
+    elif kv.range is not None:
         lo, hi = kv.range
         num = pd.to_numeric(values, errors="coerce")
         arr = num.to_numpy(dtype=float, na_value=np.nan)
         bad = ~isna & (np.isnan(arr) | (arr != np.floor(arr)) | (arr < lo) | (arr > hi))
-        codes = np.where(isna, 0, arr - lo)
-        codes = np.nan_to_num(codes, nan=0).astype(np.int64)
+        codes = np.where(isna | bad, 0, arr - lo).astype(np.int64)
     else:
         index = pd.Index(kv.categories)
         codes = index.get_indexer(values.where(~values.isna(), None)
@@ -105,16 +120,21 @@ def encode_cells(codes: list[np.ndarray], sizes: list[int], names: list[str]) ->
     combined = np.zeros(n, dtype=np.int64)
     radix = 1
     compacted = False
-    for c, s in zip(codes, sizes, strict=True):
+    for i, (c, s) in enumerate(zip(codes, sizes, strict=True)):
+        if i == 0:
+            combined = c.astype(np.int64, copy=True)
+            radix = s
+            continue
         if radix * s >= _MAX_CODE:
             combined, _ = pd.factorize(combined, sort=True)
-            combined = combined.astype(np.int64)
+            combined = combined.astype(np.int64, copy=False)
             radix = int(combined.max()) + 1 if n else 1
             compacted = True
-        combined = combined * s + c
+        combined *= s
+        combined += c
         radix *= s
     record_cell, uniques = pd.factorize(combined, sort=True)
-    record_cell = record_cell.astype(np.int64)
+    record_cell = record_cell.astype(np.int64, copy=False)
     n_cells = uniques.size
     frequency = np.bincount(record_cell, minlength=n_cells).astype(np.int64)
     if not compacted:
