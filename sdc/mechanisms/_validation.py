@@ -1,0 +1,128 @@
+"""Parameter validation in the scikit-learn style.
+
+Every public function of :mod:`sdc.mechanisms` validates its parameters with the helpers
+below. A bad parameter raises :class:`ValueError` whose message names the parameter, the
+value received and the allowed range, e.g.::
+
+    The 'gamma' parameter must be a float in the range (1, inf). Got 0.5 instead.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "check_real",
+    "check_int",
+    "check_probability_vector",
+    "check_transition_matrix",
+]
+
+
+def _fmt_range(low: float | None, high: float | None, closed: str) -> str:
+    left = "[" if closed in ("both", "left") else "("
+    right = "]" if closed in ("both", "right") else ")"
+    lo = "-inf" if low is None else f"{low:g}"
+    hi = "inf" if high is None else f"{high:g}"
+    return f"{left}{lo}, {hi}{right}"
+
+
+def check_real(
+    value: object,
+    name: str,
+    low: float | None = None,
+    high: float | None = None,
+    closed: str = "both",
+) -> float:
+    """Return ``value`` as a float after checking it lies in the interval.
+
+    ``closed`` is one of ``"both"``, ``"left"``, ``"right"``, ``"neither"`` and says which
+    ends of ``[low, high]`` are included (``None`` means unbounded on that side).
+    """
+    rng = _fmt_range(low, high, closed)
+    if isinstance(value, bool) or not isinstance(value, Real | np.floating | np.integer):
+        raise ValueError(
+            f"The '{name}' parameter must be a float in the range {rng}. Got {value!r} instead."
+        )
+    v = float(value)
+    ok = not math.isnan(v)
+    if ok and low is not None:
+        ok = v >= low if closed in ("both", "left") else v > low
+    if ok and high is not None:
+        ok = v <= high if closed in ("both", "right") else v < high
+    if not ok:
+        raise ValueError(
+            f"The '{name}' parameter must be a float in the range {rng}. Got {value!r} instead."
+        )
+    return v
+
+
+def check_int(
+    value: object, name: str, low: int | None = None, high: int | None = None
+) -> int:
+    """Return ``value`` as an int after checking ``low <= value <= high``."""
+    rng = _fmt_range(low, high, "both")
+    if isinstance(value, bool) or not isinstance(value, Integral | np.integer):
+        raise ValueError(
+            f"The '{name}' parameter must be an int in the range {rng}. Got {value!r} instead."
+        )
+    v = int(value)
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise ValueError(
+            f"The '{name}' parameter must be an int in the range {rng}. Got {value!r} instead."
+        )
+    return v
+
+
+def check_probability_vector(
+    p: ArrayLike, name: str, *, min_size: int = 1, atol: float = 1e-9
+) -> NDArray[np.float64]:
+    """Return ``p`` as a 1-D float array of non-negative entries summing to 1."""
+    arr = np.asarray(p, dtype=float)
+    if arr.ndim != 1 or arr.size < min_size:
+        raise ValueError(
+            f"The '{name}' parameter must be a 1-D probability vector with at least "
+            f"{min_size} entries. Got shape {arr.shape} instead."
+        )
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(
+            f"The '{name}' parameter must have finite entries in the range [0, 1]. "
+            f"Got {arr.tolist()!r} instead."
+        )
+    total = float(arr.sum())
+    if abs(total - 1.0) > atol:
+        raise ValueError(
+            f"The '{name}' parameter must sum to 1 (tolerance {atol:g}). Got sum {total!r} instead."
+        )
+    return arr
+
+
+def check_transition_matrix(
+    P: ArrayLike, name: str = "P", *, atol: float = 1e-9
+) -> NDArray[np.float64]:
+    """Return ``P`` as a 2-D float array whose **columns** are probability distributions.
+
+    The convention of the seeds (Chai 2019, Nayak 2020): column ``j`` is the distribution of
+    the output given true category ``c_j``; row ``i`` belongs to output ``d_i``.
+    """
+    arr = np.asarray(P, dtype=float)
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(
+            f"The '{name}' parameter must be a 2-D transition matrix. Got shape {arr.shape} instead."
+        )
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > 1 + atol):
+        raise ValueError(
+            f"The '{name}' parameter must have entries in the range [0, 1]. Got min "
+            f"{float(np.nanmin(arr))!r}, max {float(np.nanmax(arr))!r} instead."
+        )
+    sums = arr.sum(axis=0)
+    if np.any(np.abs(sums - 1.0) > atol):
+        raise ValueError(
+            f"The '{name}' parameter must have columns summing to 1 (columns = true "
+            f"categories). Got column sums {np.round(sums, 12).tolist()!r} instead."
+        )
+    return arr
