@@ -24,8 +24,8 @@ __all__ = [
 
 
 def _fmt_range(low: float | None, high: float | None, closed: str) -> str:
-    left = "[" if closed in ("both", "left") else "("
-    right = "]" if closed in ("both", "right") else ")"
+    left = "[" if closed in ("both", "left") and low is not None else "("
+    right = "]" if closed in ("both", "right") and high is not None else ")"
     lo = "-inf" if low is None else f"{low:g}"
     hi = "inf" if high is None else f"{high:g}"
     return f"{left}{lo}, {hi}{right}"

@@ -385,6 +385,11 @@ def tsubset_response_probabilities(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``P(Z_j = 1)`` (display before eq. 7.5) and ``P(Z_i = 1, Z_j = 1)`` (eq. 7.5).
 
+    ``P(Z_j = 1) = t [(gamma-1)(k-t) pi_j + (t-1) gamma + k - t] / ((k-1)(t gamma + k - t))``.
+    This is the first line of the dissertation's display, ``t(gamma m_t s_t - 1)/(k-1) pi_j +
+    t(k - gamma m_t s_t)/(k(k-1))``; its second, "simplified" line has the constant
+    ``t(gamma-1) + k - t``, a typo (it disagrees with eq. 7.1 and with the TPM).
+
     Returns ``(p1, p11)`` with ``p11[i, j]`` for ``i != j`` and ``p11[j, j] = p1[j]``.
     """
     p = check_probability_vector(pi, "pi", min_size=2)
@@ -392,7 +397,7 @@ def tsubset_response_probabilities(
     tt = _t(t, kk)
     g = _gamma(gamma)
     den = tt * g + kk - tt
-    p1 = tt * ((g - 1) * (kk - tt) * p + (tt * (g - 1) + kk - tt)) / ((kk - 1) * den)
+    p1 = tt * ((g - 1) * (kk - tt) * p + ((tt - 1) * g + kk - tt)) / ((kk - 1) * den)
     if kk == 2:
         p11 = np.zeros((2, 2))
     else:
