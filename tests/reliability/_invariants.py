@@ -1,0 +1,112 @@
+"""Release invariants checked on any ``sdc.release_frame`` result (used by several test files).
+
+``check_release(original, config, result)`` asserts, record by record and with whole columns:
+
+1. the released frame has the input's index and columns minus ``input.drop``;
+2. every non-key column is unchanged per record (bit-identical, dtype included);
+3. records of non-sensitive cells are bit-identical in every column;
+4. the released key combination of every record is a cell that was non-empty in the
+   original (no new cells), and it lies in the record's own PRB (merged blocks included), so
+   the record never leaves its partition set / block;
+5. the number of records per partition set is equal before and after;
+6. ``result.released_cell`` and ``result.changed`` describe the released frame exactly;
+7. every PRB's exact max risk and the certificate are <= xi, and the certificate is the max of
+   the PRB risks and 1/t of the smallest non-sensitive cell.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+import sdc
+
+XI_SLACK = 1e-12
+
+
+def cell_keys(part: sdc.Partitioned) -> pd.DataFrame:
+    """Key codes of every record of a partitioned frame, one column per key variable."""
+    codes = part.cells.key_codes[part.cells.record_cell]
+    return pd.DataFrame(codes, columns=part.cells.names)
+
+
+def check_release(original: pd.DataFrame, config: sdc.ReleaseConfig,
+                  result: sdc.ReleaseResult) -> None:
+    keys = config.key_names
+    rel = result.frame
+    expect_cols = [c for c in original.columns if c not in set(config.input.drop)]
+    assert list(rel.columns) == expect_cols
+    assert rel.index.equals(original.index)
+    base = original[expect_cols]
+
+    # 2. non-key columns unchanged per record
+    others = [c for c in expect_cols if c not in keys]
+    if others:
+        pd.testing.assert_frame_equal(rel[others], base[others], check_exact=True)
+    for k in keys:
+        assert rel[k].dtype == base[k].dtype, (k, rel[k].dtype, base[k].dtype)
+
+    p0 = sdc.partition_frame(original, config)
+    p1 = sdc.partition_frame(rel, config)
+    rec_sensitive = p0.sensitive[p0.cells.record_cell]
+
+    # 3. non-sensitive records bit-identical
+    keep = ~rec_sensitive
+    pd.testing.assert_frame_equal(rel[keep], base[keep], check_exact=True)
+
+    # 4. no new cells; released cell lies in the record's own PRB
+    k0 = pd.DataFrame(p0.cells.key_codes, columns=keys)
+    k0["_cell0"] = np.arange(len(k0))
+    k1 = cell_keys(p1)
+    mapped = k1.merge(k0, on=keys, how="left", sort=False)["_cell0"]
+    assert mapped.notna().all(), "a released record lies in a cell that was empty"
+    released_cell = mapped.to_numpy(dtype=np.int64)
+    np.testing.assert_array_equal(released_cell, result.released_cell)
+    orig_cell = p0.cells.record_cell
+    np.testing.assert_array_equal(orig_cell, result.cells.record_cell)
+    np.testing.assert_array_equal(result.cell_prb[released_cell], result.cell_prb[orig_cell])
+    np.testing.assert_array_equal(p0.cell_partition_set, result.cell_partition_set)
+    # a merged PRB may move a record to another partition set of the same block; a record of a
+    # one-partition-set PRB (or a non-sensitive one) keeps its partition set
+    blocks_of_ps = pd.Series(result.partition_sets["prb"].to_numpy())
+    ps_in_block = blocks_of_ps.groupby(blocks_of_ps).size()
+    rec_prb = result.cell_prb[orig_cell]
+    single = (rec_prb < 0) | (ps_in_block.reindex(rec_prb).fillna(1).to_numpy() == 1)
+    lab0 = np.asarray(p0.partition_keys)[p0.record_partition_set]
+    lab1 = np.asarray(p1.partition_keys)[p1.record_partition_set]
+    np.testing.assert_array_equal(lab1[single], lab0[single])
+
+    # 5. partition-set record counts equal (labels are domain-based, so comparable)
+    n0 = pd.Series(lab0).value_counts()
+    n1 = pd.Series(lab1).value_counts()
+    merged = result.blocks["n_partition_sets"].gt(1).any() if len(result.blocks) else False
+    if not merged:
+        pd.testing.assert_series_equal(n0.sort_index(), n1.sort_index())
+    else:  # merged blocks preserve the count of the whole block
+        blk0 = pd.Series(rec_prb).value_counts().sort_index()
+        blk1 = pd.Series(result.cell_prb[released_cell]).value_counts().sort_index()
+        pd.testing.assert_series_equal(blk0, blk1)
+
+    # 6. changed = key values differ
+    differ = np.zeros(len(rel), dtype=bool)
+    for k in keys:
+        a, b = rel[k], base[k]
+        differ |= ~((a == b).fillna(False).to_numpy(dtype=bool) | (a.isna() & b.isna()).to_numpy())
+    np.testing.assert_array_equal(differ, result.changed)
+    assert not (differ & ~rec_sensitive).any()
+
+    # 7. risk
+    assert result.certificate <= result.xi + XI_SLACK
+    if len(result.blocks):
+        assert (result.blocks["max_risk"] <= result.xi + XI_SLACK).all()
+        assert int(result.blocks["k"].sum()) == int(p0.sensitive.sum())
+        assert int(result.blocks["n_records"].sum()) == int(rec_sensitive.sum())
+        for row in result.blocks.itertuples():  # loop over PRBs, not records
+            prof = {int(t): int(m) for t, m in
+                    (p.split(":") for p in row.profile.split(", "))}
+            assert abs(sdc.max_risk(prof, row.theta).max_risk - row.max_risk) < 1e-12
+    expect = list(result.blocks["max_risk"]) if len(result.blocks) else []
+    t = p0.cells.frequency
+    if (~p0.sensitive).any():
+        expect.append(1.0 / int(t[~p0.sensitive].min()))
+    assert result.certificate == (max(expect) if expect else 0.0)
