@@ -1,0 +1,554 @@
+"""The release job as a Prefect flow, plus the plain functions behind ``sdc plan`` / ``validate``.
+
+``release(config_path, force=False)`` runs a handful of coarse tasks::
+
+    load -> validate input -> plan (seed + partition preview) -> perturb and certify
+         -> validate output -> reports -> write (atomic publish)
+
+and returns a JSON-friendly summary (release folder, n, partition sets, PRBs, theta, the exact
+certificate max_j,a R_j(a, t) next to xi, records changed). It also publishes three Prefect
+artifacts: a markdown summary, a table of the PRBs (one row per block: k, profile, theta, exact
+max risk, action - never a record) and a link to the release folder.
+
+The flow runs on Prefect's embedded default: without ``PREFECT_API_URL`` Prefect starts a
+temporary local API for the run, so nobody has to start a server by hand. Only cron schedules
+need a real server (see :mod:`flows.schedule`).
+
+Randomness comes only from the release seed (``sdc.streams``); the tasks still have
+``retries=0``, and every task that receives a DataFrame or the config uses ``NO_CACHE`` (Prefect
+would otherwise pickle and hash every argument, and a cached write would silently skip the
+release).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
+from prefect.cache_policies import NO_CACHE
+
+import sdc
+from sdc.config import ReleaseConfig, SeedFile
+
+__all__ = [
+    "Job",
+    "PlanSummary",
+    "ValidationSummary",
+    "artifact_key",
+    "blocks_table",
+    "check_release_target",
+    "load_job",
+    "plan_release",
+    "progress_callback",
+    "release",
+    "reports_to_files",
+    "summarize",
+    "summary_markdown",
+    "validate_release_input",
+]
+
+log = logging.getLogger("sdc.flows")
+
+# ---------------------------------------------------------------------------------------------
+# progress hook (the CLI shows the current step in a spinner)
+# ---------------------------------------------------------------------------------------------
+_progress: Callable[[str], None] | None = None
+
+
+@contextmanager
+def progress_callback(fn: Callable[[str], None] | None) -> Iterator[None]:
+    """While active, every release step calls ``fn(step_description)`` when it starts."""
+    global _progress
+    old, _progress = _progress, fn
+    try:
+        yield
+    finally:
+        _progress = old
+
+
+def _step(text: str) -> None:
+    if _progress is not None:
+        _progress(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# plain functions (testable without Prefect)
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Job:
+    """A loaded release job: the parsed config, the raw input and what the audit needs."""
+
+    config_path: Path
+    config: ReleaseConfig
+    config_text: str
+    frame: pd.DataFrame
+    input_sha256: str
+
+
+def load_job(config_path: str | Path) -> Job:
+    """Parse the config, read its input and hash both (the hashes go into ``audit.json``).
+
+    Raises ``sdc.ConfigError`` (bad config) or ``sdc.InputError`` (missing or unreadable
+    input).
+    """
+    from sdc import io as sdc_io
+
+    path = Path(config_path).expanduser()
+    config = sdc.load_config(path)
+    config_text = path.read_text(encoding="utf-8")
+    frame = sdc_io.read_input(config)
+    return Job(path.resolve(), config, config_text, frame, sdc_io.sha256_file(config.input_path))
+
+
+def check_release_target(config: ReleaseConfig, force: bool) -> None:
+    """Refuse early, before any work, what ``write_release`` would refuse at publish time: an
+    existing release without ``force`` (``ReleaseExistsError``) and an existing non-empty folder
+    that is not a release (``ReleaseFolderError``, even with ``force``: it is never replaced).
+    ``write_release`` checks again when it publishes; this only saves the computation.
+    """
+    from sdc.publish import ReleaseExistsError, ReleaseFolderError
+
+    out = config.output_dir.absolute()
+    if not (out.exists() or out.is_symlink()):
+        return
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        return  # an empty folder is not a release; write_release publishes in its place
+    if out.is_symlink() or not (out / "internal" / "audit.json").is_file():
+        raise ReleaseFolderError(
+            f"{str(out)!r} exists and is not a release folder (no internal/audit.json); it is "
+            "never replaced, not even with --force. Move it away or change output.dir"
+        )
+    if not force:
+        raise ReleaseExistsError(
+            f"release {str(out)!r} already exists and is never overwritten silently. Rerun with "
+            "--force to replace it (the old release stays in place until the new one is "
+            "complete), or change output.dir in the config"
+        )
+
+
+def reports_to_files(reports: Any) -> dict[str, bytes]:
+    """``Reports(risk, utility, html)`` -> the internal files ``risk.json``, ``utility.json``,
+    ``report.html`` (JSON with sorted keys, so identical reports give identical bytes)."""
+    return {
+        "risk.json": _json_bytes(reports.risk),
+        "utility.json": _json_bytes(reports.utility),
+        "report.html": reports.html.encode("utf-8"),
+    }
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, pd.DataFrame):
+        return o.to_dict(orient="records")
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"cannot serialize {type(o).__name__} to JSON")
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n").encode()
+
+
+def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: int,
+              release_dir: Path | None = None, seed_created: bool = False,
+              warnings: list[str] | None = None, seconds: float | None = None) -> dict[str, Any]:
+    """The flow's return value: plain JSON types only, nothing record-level.
+
+    ``expected_changed`` is sum over PRBs of theta_b * k_b (NZY: a record of a cell with
+    frequency t moves with probability theta/t, and the t records of the cell give theta in
+    expectation, so each PRB changes theta * k records on average).
+    """
+    blocks = result.blocks
+    return {
+        "name": config.name,
+        "release_dir": str(release_dir) if release_dir is not None else None,
+        "n": int(n_records),
+        "n_partition_sets": int(len(result.partition_sets)),
+        "n_prbs": int(len(blocks)),
+        "n_cells": int(result.cells.n_cells),
+        "n_sensitive_cells": int(result.sensitive_cell.sum()),
+        "theta": float(result.theta),
+        "theta_mode": config.risk.theta,
+        "kmin": int(result.kmin),
+        "xi": float(result.xi),
+        "certificate": float(result.certificate),
+        "certified": bool(result.certificate <= result.xi + 1e-12),
+        "records_changed": int(result.n_changed),
+        "expected_changed": float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        "actions": {str(k): int(v) for k, v in blocks["action"].value_counts().items()},
+        "merges": list(result.merges),
+        "seed_created": bool(seed_created),
+        "warnings": list(warnings or []),
+        "seconds": round(seconds, 3) if seconds is not None else None,
+    }
+
+
+_BLOCK_COLUMNS = ["prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",
+                  "theta", "max_risk", "action", "expected_changed", "changed"]
+
+
+def blocks_table(blocks: pd.DataFrame) -> list[dict[str, Any]]:
+    """The PRB table as rows of plain values (for the Prefect table artifact and the CLI)."""
+    cols = [c for c in _BLOCK_COLUMNS if c in blocks.columns]
+    out = blocks[cols].copy()
+    for c in ("theta", "max_risk"):
+        if c in out:
+            out[c] = out[c].round(6)
+    if "expected_changed" in out:
+        out["expected_changed"] = out["expected_changed"].round(2)
+    return json.loads(out.to_json(orient="records"))
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """The markdown artifact: one small table of release-level numbers."""
+    ok = "yes" if summary["certified"] else "**NO**"
+    merges = "; ".join(summary["merges"]) if summary["merges"] else "none"
+    actions = ", ".join(f"{k}: {v}" for k, v in summary["actions"].items()) or "none"
+    rows = [
+        ("records (n)", f"{summary['n']:,}"),
+        ("partition sets", f"{summary['n_partition_sets']:,}"),
+        ("post-randomization blocks (PRBs)", f"{summary['n_prbs']:,}"),
+        ("sensitive cells / non-empty cells",
+         f"{summary['n_sensitive_cells']:,} / {summary['n_cells']:,}"),
+        (f"theta ({summary['theta_mode']})", f"{summary['theta']:.4f} (kmin = {summary['kmin']})"),
+        ("certificate max R_j(a, t)", f"{summary['certificate']:.6f}"),
+        ("xi", f"{summary['xi']}"),
+        ("certificate <= xi", ok),
+        ("records changed", f"{summary['records_changed']:,} "
+                            f"(expected {summary['expected_changed']:,.1f})"),
+        ("block actions", actions),
+        ("merges", merges),
+        ("release folder", f"`{summary['release_dir']}`"),
+    ]
+    lines = [f"# Release `{summary['name']}`", "", "| | |", "|---|---|"]
+    lines += [f"| {a} | {b} |" for a, b in rows]
+    if summary["warnings"]:
+        lines += ["", "**Warnings**", ""] + [f"- {w}" for w in summary["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def artifact_key(prefix: str, name: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
+    return f"{prefix}-" + (re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "job")
+
+
+# ---------------------------------------------------------------------------------------------
+# tasks
+# ---------------------------------------------------------------------------------------------
+@task(name="load", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def load_task(config_path: str, force: bool) -> Job:
+    """Parse the config, refuse an existing release without ``force``, read and hash the input."""
+    from sdc.publish import checkpoint
+
+    _step("loading config and input")
+    config = sdc.load_config(config_path)
+    check_release_target(config, force)
+    job = load_job(config_path)
+    checkpoint("loaded")  # crash-test hook
+    get_run_logger().info("loaded %s: %d records, %d columns from %s", job.config.name,
+                          len(job.frame), job.frame.shape[1], job.config.input_path)
+    return job
+
+
+@task(name="validate input", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def validate_input_task(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
+    """pandera input schema, validated lazily: every problem is reported at once."""
+    from sdc.schemas import validate_input
+
+    _step("validating the input")
+    return validate_input(frame, config)
+
+
+@task(name="plan", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def plan_task(frame: pd.DataFrame, config: ReleaseConfig) -> tuple[Any, dict[str, int]]:
+    """Load (or create, mode 0600) the seed and preview cells, partition sets, sensitive cells."""
+    from sdc.seeds import load_seed
+
+    _step("planning partition sets and blocks")
+    seed_info = load_seed(config, create=True)
+    part = sdc.partition_frame(frame, config)
+    preview = {
+        "n_cells": int(part.cells.n_cells),
+        "n_partition_sets": int(len(part.partition_keys)),
+        "n_sensitive_cells": int(part.sensitive.sum()),
+    }
+    logger = get_run_logger()
+    if seed_info.created:
+        logger.warning("created a new seed file %s (mode 0600); keep it to reproduce this "
+                       "release", seed_info.path)
+    logger.info("%(n_cells)d non-empty cells in %(n_partition_sets)d partition sets, "
+                "%(n_sensitive_cells)d sensitive", preview)
+    return seed_info, preview
+
+
+@task(name="perturb and certify", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def perturb_task(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> sdc.ReleaseResult:
+    """NZY PRAM per PRB and the exact certificate (``sdc.release_frame``)."""
+    _step("post-randomizing and certifying")
+    result = sdc.release_frame(frame, config, seed)
+    get_run_logger().info("%d PRBs, certificate %.6f (xi %s), %d records changed",
+                          len(result.blocks), result.certificate, result.xi, result.n_changed)
+    return result
+
+
+@task(name="validate output", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig, seed: int) -> int:
+    """Build the public frame and check it against the output schema before anything is
+    written; also refuse a certificate above xi (belt and braces: the engine already does)."""
+    from sdc.publish import public_frame
+    from sdc.schemas import validate_output
+
+    _step("validating the public file")
+    if not result.certificate <= result.xi + 1e-12:
+        raise sdc.CertificationError(
+            f"certificate {result.certificate:.6f} exceeds xi = {result.xi}; nothing was written"
+        )
+    public = public_frame(result, config, seed)
+    validate_output(public, config)
+    return int(len(public))
+
+
+@task(name="reports", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: ReleaseConfig,
+                seed: int) -> tuple[dict[str, bytes] | None, list[str]]:
+    """Risk and utility reports (internal files). Skipped with a warning if ``sdc.report`` is
+    not installed."""
+    _step("building risk and utility reports")
+    try:
+        from sdc import report as sdc_report
+    except ModuleNotFoundError as e:
+        if e.name not in ("sdc.report",):
+            raise
+        msg = "sdc.report is not available: the release has no risk/utility reports"
+        get_run_logger().warning(msg)
+        return None, [msg]
+    reports = sdc_report.build_reports(original, result, config, seed=seed)
+    return reports_to_files(reports), []
+
+
+@task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed_info: Any,
+               reports: dict[str, bytes] | None, force: bool) -> Path:
+    """Assemble public + internal files and publish them atomically (temp sibling + rename)."""
+    from sdc.publish import assemble_release, write_release
+
+    _step("writing the release")
+    public, internal = assemble_release(
+        job.config, original, result, seed_info, input_sha256=job.input_sha256,
+        config_text=job.config_text, reports=reports,
+    )
+    out = write_release(job.config.output_dir, public, internal, force=force)
+    get_run_logger().info("release written to %s", out)
+    return Path(out)
+
+
+def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
+    name = summary["name"]
+    create_markdown_artifact(summary_markdown(summary), key=artifact_key("release-summary", name),
+                             description=f"Release {name}: certificate vs xi")
+    create_table_artifact(blocks_table(blocks), key=artifact_key("release-prbs", name),
+                          description=f"Post-randomization blocks of {name} (no record data)")
+    if summary["release_dir"]:
+        url = Path(summary["release_dir"]).resolve().as_uri()
+        create_link_artifact(url, link_text=summary["release_dir"],
+                             key=artifact_key("release-folder", name),
+                             description=f"Release folder of {name}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the flow
+# ---------------------------------------------------------------------------------------------
+@flow(name="release", retries=0, log_prints=False)
+def release(config_path: str, force: bool = False) -> dict[str, Any]:
+    """Run one release job from its YAML config and publish the release folder.
+
+    Parameters
+    ----------
+    config_path : str
+        The job's YAML config (relative paths inside it are relative to its folder).
+    force : bool
+        Replace an existing release folder (the old one stays until the new one is complete).
+
+    Returns
+    -------
+    dict
+        :func:`summarize`'s summary, with ``release_dir`` set.
+    """
+    t0 = time.perf_counter()
+    job = load_task(str(config_path), force)
+    frame = validate_input_task(job.frame, job.config)
+    seed_info, _preview = plan_task(frame, job.config)
+    result = perturb_task(frame, job.config, seed_info.value)
+    validate_output_task(result, job.config, seed_info.value)
+    reports, warnings = report_task(frame, result, job.config, seed_info.value)
+    out = write_task(job, frame, result, seed_info, reports, force)
+    summary = summarize(job.config, result, n_records=len(frame), release_dir=out,
+                        seed_created=bool(seed_info.created), warnings=warnings,
+                        seconds=time.perf_counter() - t0)
+    _publish_artifacts(summary, result.blocks)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# sdc plan / sdc validate
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class PlanSummary:
+    """What a release would do, computed without writing anything.
+
+    The plan (partition sets, PRBs, k, theta, actions, certificate) does not depend on the
+    seed: randomness only decides *which* records move. ``changed`` is the actual number of
+    records the release would change, known only when the seed already exists.
+    """
+
+    name: str
+    config_path: Path
+    input_path: Path
+    output_dir: Path
+    n_records: int
+    n_cells: int
+    n_sensitive_cells: int
+    n_sensitive_records: int
+    xi: float
+    theta: float
+    theta_mode: str
+    kmin: int
+    small_blocks: str
+    partition_sets: pd.DataFrame
+    blocks: pd.DataFrame
+    merges: list[str]
+    certificate: float
+    certificate_at: dict[str, Any]
+    expected_changed: float
+    changed: int | None
+    seed_known: bool
+    release_exists: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_partition_sets(self) -> int:
+        return int(len(self.partition_sets))
+
+    @property
+    def n_prbs(self) -> int:
+        return int(len(self.blocks))
+
+    @property
+    def small_block_actions(self) -> pd.DataFrame:
+        """PRBs that did not simply use the theorem's theta (merged and/or calibrated)."""
+        return self.blocks[self.blocks["action"] != "theorem"]
+
+
+def plan_release(config_path: str | Path) -> PlanSummary:
+    """Everything ``sdc plan`` prints. Writes nothing: the seed file is read if it exists but
+    never created, and the release folder is not touched.
+
+    ``expected_changed`` = sum over PRBs of theta_b * k_b.
+    """
+    from sdc.schemas import validate_input
+    from sdc.seeds import load_seed
+
+    job = load_job(config_path)
+    config = job.config
+    frame = validate_input(job.frame, config)
+    notes: list[str] = []
+    seed: int | None = None
+    seed_file = config.resolve(config.seed.file) if isinstance(config.seed, SeedFile) else None
+    if seed_file is None or seed_file.exists() or seed_file.is_symlink():
+        seed = load_seed(config, create=False).value  # bad permissions etc. are errors
+    else:
+        notes.append("the seed file does not exist yet; `sdc release` will create it. The plan "
+                     "does not depend on the seed, only which records move does")
+    # the plan is seed-independent; with no seed yet, 0 only fills the random draws we ignore
+    result = sdc.release_frame(frame, config, seed if seed is not None else 0)
+    blocks = result.blocks
+    sens = result.sensitive_cell
+    out = config.output_dir.resolve()
+    return PlanSummary(
+        name=config.name,
+        config_path=job.config_path,
+        input_path=config.input_path.resolve(),
+        output_dir=out,
+        n_records=int(len(frame)),
+        n_cells=int(result.cells.n_cells),
+        n_sensitive_cells=int(sens.sum()),
+        n_sensitive_records=int(result.cells.frequency[sens].sum()),
+        xi=float(result.xi),
+        theta=float(result.theta),
+        theta_mode=config.risk.theta,
+        kmin=int(result.kmin),
+        small_blocks=config.risk.small_blocks,
+        partition_sets=result.partition_sets,
+        blocks=blocks,
+        merges=list(result.merges),
+        certificate=float(result.certificate),
+        certificate_at=dict(result.certificate_at),
+        expected_changed=float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        changed=int(result.n_changed) if seed is not None else None,
+        seed_known=seed is not None,
+        release_exists=out.exists(),
+        notes=notes,
+    )
+
+
+@dataclass
+class ValidationSummary:
+    """``sdc validate``: the config parsed and the input passed the pandera input schema."""
+
+    name: str
+    config_path: Path
+    input_path: Path
+    input_sha256: str
+    n_records: int
+    n_columns: int
+    key_variables: list[str]
+    n_cells: int
+    n_partition_sets: int
+    n_sensitive_cells: int
+
+
+def validate_release_input(config_path: str | Path) -> ValidationSummary:
+    """Check the config and the input only (no seed, no randomness, no writes).
+
+    Raises ``sdc.ConfigError`` / ``sdc.InputError`` (every input problem in one table) /
+    ``FileNotFoundError``.
+    """
+    from sdc.schemas import validate_input
+
+    job = load_job(config_path)
+    frame = validate_input(job.frame, job.config)
+    part = sdc.partition_frame(frame, job.config)
+    return ValidationSummary(
+        name=job.config.name,
+        config_path=job.config_path,
+        input_path=job.config.input_path.resolve(),
+        input_sha256=job.input_sha256,
+        n_records=int(len(frame)),
+        n_columns=int(frame.shape[1]),
+        key_variables=job.config.key_names,
+        n_cells=int(part.cells.n_cells),
+        n_partition_sets=int(len(part.partition_keys)),
+        n_sensitive_cells=int(part.sensitive.sum()),
+    )

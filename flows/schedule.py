@@ -1,0 +1,154 @@
+"""Cron schedules: every config with a ``schedule:`` becomes a served Prefect deployment.
+
+``sdc schedule CONFIG...`` loads the configs, skips (and reports) those without a
+``schedule:``, builds one deployment of the :func:`flows.release.release` flow per remaining
+config, named after the config's ``name``, with its cron and timezone and the parameter
+``config_path`` (absolute), and serves them with :func:`prefect.serve`: a long-running process
+that polls the Prefect API for scheduled (or manually triggered) runs and executes them in
+subprocesses.
+
+Cron needs a real Prefect server. The embedded (ephemeral) API that ``sdc release`` uses lives
+only as long as one process and has no scheduler, so :func:`require_server` refuses plainly when
+``PREFECT_API_URL`` is not set.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sdc
+
+__all__ = [
+    "ScheduleError",
+    "ScheduledJob",
+    "build_deployments",
+    "collect_schedules",
+    "require_server",
+    "serve_schedules",
+]
+
+NO_SERVER_MESSAGE = (
+    "PREFECT_API_URL is not set, so there is no Prefect server to hold the schedules: cron "
+    "schedules need a real Prefect server (the embedded one that `sdc release` starts lives only "
+    "for one run and never schedules anything). Start one with `prefect server start` (it "
+    "listens on http://127.0.0.1:4200), then set PREFECT_API_URL=http://127.0.0.1:4200/api "
+    "(export it, or `prefect config set PREFECT_API_URL=...`) and run `sdc schedule` again. "
+    "See docs/OPERATIONS.md for running both as services"
+)
+
+
+class ScheduleError(RuntimeError):
+    """Schedules cannot be served (no server, nothing to schedule, duplicate names)."""
+
+
+@dataclass(frozen=True)
+class ScheduledJob:
+    """One config to serve: deployment ``release/<name>`` with its cron and timezone."""
+
+    name: str
+    config_path: Path
+    cron: str
+    timezone: str
+
+
+def require_server() -> str:
+    """The configured Prefect API URL, or :class:`ScheduleError` with how to get one.
+
+    Reads Prefect's settings, so both the environment variable and a Prefect profile
+    (``prefect config set PREFECT_API_URL=...``) count.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise ScheduleError(NO_SERVER_MESSAGE)
+    return str(url)
+
+
+def collect_schedules(config_paths: Sequence[str | Path]) -> tuple[list[ScheduledJob],
+                                                                      list[tuple[Path, str]]]:
+    """Load every config; return the scheduled jobs and the skipped ``(path, reason)`` pairs.
+
+    A config that does not parse is an error (``sdc.ConfigError``), not a skip: a typo must not
+    silently drop a monthly release. Raises :class:`ScheduleError` when nothing is left or two
+    configs share a ``name`` (deployment names must be unique).
+    """
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    jobs: list[ScheduledJob] = []
+    skipped: list[tuple[Path, str]] = []
+    for raw in config_paths:
+        path = Path(raw).expanduser().resolve()
+        cfg = sdc.load_config(path)
+        if cfg.schedule is None:
+            skipped.append((path, f"config {cfg.name!r} has no schedule: section"))
+            continue
+        cron, tz = cfg.schedule.cron, cfg.schedule.timezone
+        try:
+            zoneinfo.ZoneInfo(tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise sdc.ConfigError(
+                f"config {str(path)!r}: schedule.timezone {tz!r} is not an IANA time zone "
+                "(e.g. UTC, Europe/Paris, America/New_York)"
+            ) from None
+        try:
+            CronSchedule(cron=cron, timezone=tz)
+        except ValidationError:
+            raise sdc.ConfigError(
+                f"config {str(path)!r}: schedule.cron {cron!r} is not a valid cron expression "
+                "(5 fields: minute hour day-of-month month day-of-week, e.g. '0 6 1 * *'; "
+                "random/hashed R and H fields are not supported)"
+            ) from None
+        jobs.append(ScheduledJob(cfg.name, path, cron, tz))
+    names = [j.name for j in jobs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        where = "; ".join(f"{j.name}: {j.config_path}" for j in jobs if j.name in dupes)
+        raise ScheduleError(
+            f"configs share the name(s) {dupes} ({where}); each scheduled config needs its own "
+            "name, which becomes the deployment name release/<name>"
+        )
+    if not jobs:
+        listed = "; ".join(f"{p}: {why}" for p, why in skipped)
+        raise ScheduleError(
+            f"none of the given configs has a schedule ({listed}); add e.g. "
+            "`schedule: {cron: \"0 6 1 * *\", timezone: UTC}` to a config"
+        )
+    return jobs, skipped
+
+
+def build_deployments(jobs: Sequence[ScheduledJob], *, force: bool = False) -> list[Any]:
+    """One ``RunnerDeployment`` of the release flow per job (cron + timezone, absolute
+    ``config_path``). The entrypoint is the module path ``flows.release:release`` so runs work
+    whatever the service's working directory. ``force`` is passed to every scheduled run."""
+    from prefect.flows import EntrypointType
+    from prefect.schedules import Cron
+
+    from flows.release import release
+
+    return [
+        release.to_deployment(
+            name=j.name,
+            schedule=Cron(j.cron, timezone=j.timezone),
+            parameters={"config_path": str(j.config_path), "force": force},
+            description=f"Release job {j.name} ({j.config_path}), cron {j.cron!r} {j.timezone}",
+            tags=["sdc", "release"],
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        )
+        for j in jobs
+    ]
+
+
+def serve_schedules(config_paths: Sequence[str | Path], *, force: bool = False,
+                    limit: int | None = None) -> None:
+    """Check for a server, build the deployments and serve them (blocks until interrupted)."""
+    from prefect import serve
+
+    require_server()
+    jobs, _ = collect_schedules(config_paths)
+    serve(*build_deployments(jobs, force=force), limit=limit)

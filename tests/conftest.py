@@ -1,0 +1,137 @@
+"""Shared test fixtures.
+
+Sections (add new fixtures to the section they belong to, or a new section at the end):
+
+1. Paths: the repository, its demo data, the shared real data (``../shared/data``).
+2. Prefect: ``prefect_harness``, one temporary Prefect API + database for the whole session,
+   requested only by the few flow-level tests (everything else tests plain functions).
+3. Release jobs in ``tmp_path``: ``make_census_job`` (the demo config on the repo's census
+   sample) and ``make_small_job`` (a small synthetic file and config), both writing outputs
+   and seeds under ``tmp_path`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+# ---------------------------------------------------------------------------------------------
+# 1. paths
+# ---------------------------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+CENSUS_CSV = REPO / "data_samples" / "census_sample.csv"
+SHARED_DATA = REPO / ".." / "shared" / "data"
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Prefect
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """A throwaway Prefect API and database for the session (started once, ~10 s)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. release jobs in tmp_path
+# ---------------------------------------------------------------------------------------------
+def write_yaml(path: Path, data: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` merged into ``base``; a value of ``None`` deletes the key."""
+    out = dict(base)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_update(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+JobMaker = Callable[..., Path]
+
+
+@pytest.fixture
+def make_census_job(tmp_path: Path) -> JobMaker:
+    """``make_census_job(name="census-demo", **changes) -> config path``.
+
+    The repo's ``configs/census_demo.yaml`` with its input pointing at the repo's
+    ``data_samples/census_sample.csv``, the seed file and the release folder under
+    ``tmp_path``. ``changes`` are merged into the YAML (``None`` deletes a key).
+    """
+
+    def make(name: str = "census-demo", **changes: Any) -> Path:
+        data = yaml.safe_load((CONFIGS / "census_demo.yaml").read_text(encoding="utf-8"))
+        data["name"] = name
+        data["input"]["path"] = str(CENSUS_CSV)
+        data["seed"] = {"file": str(tmp_path / "secrets" / f"{name}.seed")}
+        data["output"]["dir"] = str(tmp_path / "releases" / name)
+        data = _deep_update(data, changes)
+        return write_yaml(tmp_path / "configs" / f"{name}.yaml", data)
+
+    return make
+
+
+def small_frame(n: int = 3000, seed: int = 7) -> pd.DataFrame:
+    """A small synthetic microdata file: id, name, 4 key variables, income, weight."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "id": [f"R{i:06d}" for i in range(n)],
+        "name": [f"person {i}" for i in range(n)],
+        "sex": rng.integers(1, 3, n),
+        "age": rng.integers(0, 91, n),
+        "race": rng.choice([1, 2, 3], n, p=[0.7, 0.2, 0.1]),
+        "region": rng.integers(1, 6, n),
+        "income": rng.gamma(2.0, 20000.0, n).round(0).astype(np.int64),
+        "weight": rng.integers(50, 300, n),
+    })
+
+
+@pytest.fixture
+def make_small_job(tmp_path: Path) -> JobMaker:
+    """``make_small_job(name="small", n=3000, frame=None, **changes) -> config path``.
+
+    Writes ``tmp_path/data/<name>.csv`` (``small_frame(n)`` unless ``frame`` is given) and a
+    config releasing it into ``tmp_path/releases/<name>`` with an integer seed.
+    """
+
+    def make(name: str = "small", n: int = 3000, frame: pd.DataFrame | None = None,
+             **changes: Any) -> Path:
+        data_path = tmp_path / "data" / f"{name}.csv"
+        data_path.parent.mkdir(parents=True, exist_ok=True)
+        (small_frame(n) if frame is None else frame).to_csv(data_path, index=False)
+        config = {
+            "name": name,
+            "input": {"path": str(data_path), "format": "csv", "id_column": "id",
+                      "drop": ["name"], "weight": "weight"},
+            "key_variables": {
+                "sex": {"categories": [1, 2], "labels": {1: "Male", 2: "Female"}},
+                "age": {"range": [0, 90]},
+                "race": {"categories": [1, 2, 3], "labels": {1: "White", 2: "Black",
+                                                             3: "Other"}},
+                "region": {"categories": [1, 2, 3, 4, 5]},
+            },
+            "partition": {"sex": "as_is", "age": {"bands": [0, 30, 60]}},
+            "risk": {"xi": 0.395, "theta": "theorem", "small_blocks": "merge"},
+            "seed": 20260101,
+            "output": {"dir": str(tmp_path / "releases" / name), "formats": ["parquet", "csv"]},
+        }
+        return write_yaml(tmp_path / "configs" / f"{name}.yaml", _deep_update(config, changes))
+
+    return make
