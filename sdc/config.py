@@ -279,11 +279,29 @@ class Schedule(_Strict):
 
 
 class DPPerturb(_Strict):
-    """eps-differentially private PRAM (Ayed et al.) of one non-key categorical variable."""
+    """eps-differentially private PRAM (Ayed et al.) of one non-key categorical variable.
+
+    ``categories``: the variable's domain (default: the values present in the input, sorted).
+    ``proportions``: public proportions (same order as ``categories``) the design is optimised
+    for. Without them the input's own proportions are used; the design then depends on the
+    confidential data and is kept internal (see ``sdc.perturb``).
+    """
 
     mechanism: Literal["dp_pram"] = "dp_pram"
-    epsilon: float = Field(gt=0)
+    epsilon: float = Field(gt=0, le=20)
     categories: list[Category] | None = None
+    proportions: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _proportions(self) -> DPPerturb:
+        if self.proportions is not None:
+            if self.categories is None or len(self.categories) != len(self.proportions):
+                raise ValueError("'proportions' needs 'categories' of the same length")
+            if any(p < 0 for p in self.proportions) or abs(sum(self.proportions) - 1) > 1e-6:
+                raise ValueError(f"'proportions' must be >= 0 and sum to 1, got {self.proportions}")
+        if self.categories is not None and len(self.categories) < 2:
+            raise ValueError("'categories' needs at least 2 categories for DP-PRAM")
+        return self
 
 
 class ReleaseConfig(_Strict):

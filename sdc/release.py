@@ -25,6 +25,7 @@ from sdc.cells import CellTable, encode_cells, encode_key
 from sdc.config import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
 from sdc.errors import InputError
 from sdc.hierarchies import Generalization, generalize_domain
+from sdc.perturb import apply_perturbations
 from sdc.pram import post_randomize
 from sdc.streams import stream
 from sdc.theta import kmin as kmin_of
@@ -47,6 +48,8 @@ class ReleaseResult:
         ``n_records``, ``profile`` (e.g. ``"1:200, 2:80"``), ``cells_t1``, ``cells_t2``, ...,
         ``theta``, ``kmin``, ``max_risk``, ``max_risk_t``, ``max_risk_a``, ``action``,
         ``expected_changed`` (theta * k) and ``changed``.
+    dp_perturbations : list of :class:`sdc.perturb.DPPerturbation`
+        The eps-DP PRAM applied to the config's ``perturb:`` variables (non-key), if any.
     certificate : float
         max over PRBs of their exact max risk and over non-sensitive cells of 1/t_j.
     certificate_at : dict
@@ -67,6 +70,7 @@ class ReleaseResult:
     cell_prb: np.ndarray
     released_cell: np.ndarray
     merges: list[str] = field(default_factory=list)
+    dp_perturbations: list = field(default_factory=list)
 
     @property
     def changed(self) -> np.ndarray:
@@ -301,6 +305,9 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> Rele
             col[pos] = _decode_values(kvs[v], new_codes[diff])
             out[v] = pd.Series(col, index=out.index, name=v).astype(frame[v].dtype)
 
+    # eps-DP PRAM of the perturb: variables (non-key), after NZY
+    out, dp_done = apply_perturbations(frame, out, config, seed)
+
     # certificate
     blocks_df = _blocks_frame(plan, ps_labels, km, changed_per_block, t_max)
     cert, cert_at = 0.0, {}
@@ -317,7 +324,7 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> Rele
     ps_frame = _partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
                                      plan.block_of_partition_set)
     return ReleaseResult(out, blocks_df, cert, cert_at, xi, theta, km, ps_frame, cells, cell_ps,
-                         cell_prb, released_cell, plan.merges)
+                         cell_prb, released_cell, plan.merges, dp_done)
 
 
 def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, changed: np.ndarray,
