@@ -1,0 +1,230 @@
+"""Disclosure-risk measures in sdcMicro's definitions, on whole columns.
+
+These are the figures a disclosure review board knows from sdcMicro (Templ, Kowarik & Meindl,
+2015, *J. Stat. Softw.* 67(4); R package ``sdcMicro``, functions ``freqCalc``, ``indivRisk``,
+``measure_risk`` and ``print(sdcObj, type = "kAnon")``). They are computed on the original file
+("before") and on the released file ("after", treating the released key values as if they were
+true: an upper-bound style figure, because a released record in a small cell is only the right
+person with the probability the NZY certificate bounds).
+
+Definitions, for a record i in key cell c (the combination of its key values):
+
+* ``fk`` - sample frequency: the number of records in c (sdcMicro ``freqCalc``: ``fk``).
+* ``Fk`` - estimated population frequency: the sum of the sampling weights of the records in c
+  (``freqCalc``: ``Fk``); without a weight column ``Fk = fk``.
+* individual risk ``r_i`` (``indivRisk(f, method = "approx", survey = !is.null(w))`` as called by
+  ``measure_riskWORK``): with ``p = fk / Fk``,
+
+  - ``fk = 1``: ``r = p / (1 - p) * log(1 / p)``
+  - ``fk = 2``: ``r = p / (1 - p) - (p / (1 - p))^2 * log(1 / p)``
+  - ``fk > 2``: ``r = p / (fk - (1 - p))``
+  - and wherever ``fk == Fk`` (weights of 1, or a population): ``r = 1 / fk``, overriding the
+    three forms above;
+  - without weights (``survey = FALSE``): ``r = 1 / fk``.
+
+  This is the Benedetti-Franconi approximation of the negative-binomial super-population risk
+  (Franconi & Polettini 2004, "Individual risk estimation in mu-Argus: a review", PSD 2004,
+  LNCS 3050, 262-272), exactly as in ``sdcMicro/R/indivRisk.R`` (the ``- 1e-4`` shift of ``p``
+  that exists only in the legacy C++ ``compute_risk`` of ``src/Measure_Risk.h`` is not used by
+  ``measure_risk``, so not here either).
+* expected re-identifications ``ER = sum_i r_i`` (``measure_risk``: ``global_risk_ER``); global
+  risk ``ER / n`` (``global_risk``) and in percent (``global_risk_pct``).
+* k-anonymity: the number of records with ``fk < k`` (``print(sdcObj, type = "kAnon")``, k = 2,
+  3, 5); we also give the sum of their weights.
+* records "with higher risk than the main part of the data" (``print(sdcObj, type = "risk")``):
+  ``r_i > median(r) + 2 * mad(r)`` and ``r_i > 0.1``, with R's ``mad`` (constant 1.4826).
+
+Missing key values: sdcMicro's ``freqCalc`` lets a missing value match any value; here the key
+variables declare ``missing: category`` explicitly, so a missing value is one more category and
+matches only other missing values. The files the project tests against have no missing keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "FREQUENCY_CLASSES",
+    "K_ANONYMITY_LEVELS",
+    "frequencies",
+    "frequency_classes",
+    "high_risk_count",
+    "individual_risk",
+    "k_anonymity",
+    "measure_risk",
+    "risk_summary",
+]
+
+#: Frequency classes of cells used in every report: (label, lowest t, highest t or None).
+FREQUENCY_CLASSES: tuple[tuple[str, int, int | None], ...] = (
+    ("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5+", 5, None),
+)
+#: k of the k-anonymity counts.
+K_ANONYMITY_LEVELS: tuple[int, ...] = (2, 3, 5)
+#: thresholds for "records with individual risk above".
+RISK_THRESHOLDS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.5)
+
+
+def frequencies(record_cell: np.ndarray, weights: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: ``fk`` (records in its cell) and ``Fk`` (sum of weights in its cell).
+
+    ``record_cell`` holds integer cell ids 0..C-1. Without weights ``Fk = fk`` (as floats).
+    Weights are summed in a canonical order (by cell, then weight), so the result does not
+    depend on the row order of the file.
+    """
+    cell = np.asarray(record_cell, dtype=np.int64)
+    n_cells = int(cell.max()) + 1 if cell.size else 0
+    f = np.bincount(cell, minlength=n_cells)
+    fk = f[cell]
+    if weights is None:
+        return fk, fk.astype(float)
+    w = np.asarray(weights, dtype=float)
+    order = np.lexsort((w, cell))
+    big_f = np.bincount(cell[order], weights=w[order], minlength=n_cells)
+    return fk, big_f[cell]
+
+
+def individual_risk(fk: np.ndarray, Fk: np.ndarray | None = None) -> np.ndarray:  # noqa: N803
+    """sdcMicro's individual risk per record (``indivRisk``, method ``"approx"``).
+
+    With ``Fk`` (weighted data), ``p = fk / Fk`` and
+
+    ``r = p/(1-p) log(1/p)`` if fk = 1; ``r = p/(1-p) - (p/(1-p))^2 log(1/p)`` if fk = 2;
+    ``r = p / (fk - (1 - p))`` if fk > 2; then ``r = 1/fk`` wherever ``fk == Fk``.
+
+    Without ``Fk``: ``r = 1 / fk``. See the module docstring for the reference.
+    """
+    fk = np.asarray(fk, dtype=float)
+    if Fk is None:
+        return 1.0 / fk
+    big_f = np.asarray(Fk, dtype=float)
+    p = fk / big_f
+    r = np.zeros_like(p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        odds = p / (1.0 - p)
+        log_inv = np.log(1.0 / p)
+        r = np.where(fk > 2, p / (fk - (1.0 - p)), r)
+        r = np.where(fk == 2, odds - odds**2 * log_inv, r)
+        r = np.where(fk == 1, odds * log_inv, r)
+    same = fk == big_f
+    r[same] = 1.0 / fk[same]
+    return r
+
+
+def k_anonymity(fk: np.ndarray, weights: np.ndarray | None = None,
+                levels: Sequence[int] = K_ANONYMITY_LEVELS) -> list[dict[str, Any]]:
+    """Records violating k-anonymity (``fk < k``) for each k, with their share and weight sum."""
+    fk = np.asarray(fk)
+    n = fk.size
+    out = []
+    for k in levels:
+        bad = fk < k
+        row: dict[str, Any] = {"k": int(k), "records_violating": int(bad.sum()),
+                               "share": float(bad.sum() / n) if n else 0.0,
+                               "weighted_violating": None}
+        if weights is not None:
+            w = np.sort(np.asarray(weights, dtype=float)[bad])
+            row["weighted_violating"] = float(w.sum())
+        out.append(row)
+    return out
+
+
+def frequency_classes(cell_frequency: np.ndarray) -> list[dict[str, Any]]:
+    """Cells and records by cell-frequency class 1, 2, 3-4, 5+.
+
+    ``cells`` = number of non-empty cells with t in the class, ``records`` = sum of their t.
+    """
+    t = np.asarray(cell_frequency, dtype=np.int64)
+    n = int(t.sum())
+    out = []
+    for label, lo, hi in FREQUENCY_CLASSES:
+        sel = (t >= lo) & ((t <= hi) if hi is not None else True)
+        rec = int(t[sel].sum())
+        out.append({"class": label, "min": lo, "max": hi, "cells": int(sel.sum()),
+                    "records": rec, "share_records": rec / n if n else 0.0})
+    return out
+
+
+def high_risk_count(risk: np.ndarray) -> int:
+    """sdcMicro's "observations with higher risk than the main part of the data".
+
+    ``sum(r > median(r) + 2 * mad(r) & r > 0.1)`` with R's ``mad`` = 1.4826 * median(|r - med|).
+    """
+    r = np.asarray(risk, dtype=float)
+    if r.size == 0:
+        return 0
+    med = float(np.median(r))
+    mad = 1.4826 * float(np.median(np.abs(r - med)))
+    return int(((r > med + 2.0 * mad) & (r > 0.1)).sum())
+
+
+def risk_summary(record_cell: np.ndarray, weights: np.ndarray | None, xi: float) -> dict[str, Any]:
+    """Every sdcMicro-style figure of one file (original or released), aggregated.
+
+    Returns counts by frequency class, sensitive cells (t < 1/xi), k-anonymity violations and
+    the individual-risk aggregates (ER, global risk, max, quantiles, records above thresholds,
+    sdcMicro's high-risk count, and sum of risks by fk class). No record-level value.
+    """
+    cell = np.asarray(record_cell, dtype=np.int64)
+    n = int(cell.size)
+    t = np.bincount(cell)
+    t = t[t > 0]
+    fk, big_f = frequencies(cell, weights)
+    r = individual_risk(fk, big_f if weights is not None else None)
+    r_sorted = np.sort(r)  # canonical summation order
+    er = float(r_sorted.sum())
+    sens = t * xi < 1.0
+    by_class = []
+    for label, lo, hi in FREQUENCY_CLASSES:
+        sel = (fk >= lo) & ((fk <= hi) if hi is not None else True)
+        rs = np.sort(r[sel])
+        by_class.append({"class": label, "records": int(sel.sum()), "sum_risk": float(rs.sum()),
+                         "mean_risk": float(rs.mean()) if rs.size else None})
+    q = np.quantile(r, [0.5, 0.9, 0.99]) if n else [np.nan] * 3
+    return {
+        "n_records": n,
+        "n_cells": int(t.size),
+        "frequency_classes": frequency_classes(t),
+        "sensitive": {"threshold": 1.0 / xi, "cells": int(sens.sum()),
+                      "records": int(t[sens].sum())},
+        "k_anonymity": k_anonymity(fk, weights),
+        "sdcmicro": {
+            "weighted": weights is not None,
+            "expected_reidentifications": er,
+            "global_risk": er / n if n else 0.0,
+            "global_risk_pct": 100.0 * er / n if n else 0.0,
+            "max_individual_risk": float(r.max()) if n else 0.0,
+            "quantiles": {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])},
+            "records_risk_above": [{"threshold": th, "records": int((r > th).sum())}
+                                   for th in RISK_THRESHOLDS],
+            "high_risk_records": high_risk_count(r),
+            "by_fk_class": by_class,
+        },
+    }
+
+
+def measure_risk(frame: pd.DataFrame, key_variables: Sequence[str],
+                 weight: str | None = None) -> dict[str, Any]:
+    """sdcMicro's ``measure_risk(data, keyVars, w)`` on a plain DataFrame.
+
+    Returns ``{"fk", "Fk", "risk"}`` (per-record numpy arrays, in row order), and
+    ``global_risk_ER``, ``global_risk``, ``global_risk_pct`` as in sdcMicro. Missing key values
+    form their own category (see the module docstring). For library use and tests; the
+    reports aggregate and never store the per-record arrays.
+    """
+    missing = [c for c in [*key_variables, *([weight] if weight else [])] if c not in frame.columns]
+    if missing:
+        raise KeyError(f"columns {missing} are not in the frame (it has {list(frame.columns)[:20]})")
+    cell = frame.groupby(list(key_variables), dropna=False, sort=True).ngroup().to_numpy()
+    w = frame[weight].to_numpy(dtype=float) if weight else None
+    fk, big_f = frequencies(cell, w)
+    r = individual_risk(fk, big_f if w is not None else None)
+    er = float(np.sort(r).sum())
+    n = len(frame)
+    return {"fk": fk, "Fk": big_f, "risk": r, "global_risk_ER": er,
+            "global_risk": er / n if n else 0.0, "global_risk_pct": 100.0 * er / n if n else 0.0}
