@@ -29,6 +29,12 @@ from sdc.errors import InputError
 __all__ = ["csv_bytes", "parquet_bytes", "read_input", "sha256_bytes", "sha256_file"]
 
 _CHUNK = 1 << 20
+try:
+    from pandas._libs.parsers import STR_NA_VALUES as _NA_STRINGS
+except ImportError:  # pragma: no cover - private pandas name; the documented default list
+    _NA_STRINGS = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan",
+                   "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a",
+                   "nan", "null"}
 _DELIMITERS = (",", ";", "\t", "|")
 _DELIM_NAMES = {",": ",", ";": ";", "\t": "tab", "|": "|"}
 
@@ -180,10 +186,14 @@ def _read_csv(path: Path, config: ReleaseConfig) -> pd.DataFrame:
             )
     if len(set(header)) != len(header):
         raise _dup_error(path, header)
+    text_keys = _string_key_dtypes(config, header)
+    # pandas reads "NA", "null", "n/a"... as missing; in a key with text categories only an
+    # empty field is missing ("NA" may be Namibia)
+    na_values = {c: ([""] if c in text_keys else sorted(_NA_STRINGS)) for c in header}
     try:
         frame = pd.read_csv(
-            path, sep=inp.delimiter, encoding=encoding, dtype=_string_key_dtypes(config, header),
-            skipinitialspace=False, low_memory=False,
+            path, sep=inp.delimiter, encoding=encoding, dtype=text_keys,
+            keep_default_na=False, na_values=na_values, skipinitialspace=False, low_memory=False,
         )
     except pd.errors.ParserError as e:
         raise InputError(
@@ -191,6 +201,32 @@ def _read_csv(path: Path, config: ReleaseConfig) -> pd.DataFrame:
             f"{str(e).strip().removeprefix('Error tokenizing data. C error: ')}. "
             "Every line must have as many fields as the header; check quoting and the delimiter"
         ) from None
+    return _numbers_in_text_keys(frame, config)
+
+
+def _integral_domain(kv) -> bool:
+    return kv.range is not None or (
+        kv.categories is not None
+        and all(isinstance(c, int) and not isinstance(c, bool) for c in kv.categories))
+
+
+def _numbers_in_text_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
+    """CSV only: a key declared with integers whose column pandas read as text because of a few
+    non-numbers ("x", "n/a") keeps the whole numbers as integers, so the schema reports just
+    the bad values, not every row."""
+    for name, kv in config.key_variables.items():
+        if name not in frame.columns or not _integral_domain(kv):
+            continue
+        s = frame[name]
+        if not (pd.api.types.is_string_dtype(s.dtype) or s.dtype == object):
+            continue
+        num = pd.to_numeric(s, errors="coerce")
+        whole = (num.notna() & (num == np.floor(num))).to_numpy()
+        if not whole.any():
+            continue
+        out = s.astype(object).to_numpy(copy=True)
+        out[whole] = num.to_numpy()[whole].astype(np.int64)
+        frame[name] = pd.Series(out, index=frame.index, dtype=object, name=name)
     return frame
 
 
@@ -243,11 +279,7 @@ def _integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
     for name, kv in config.key_variables.items():
         if name not in frame.columns or not pd.api.types.is_float_dtype(frame[name].dtype):
             continue
-        integral = kv.range is not None or (
-            kv.categories is not None
-            and all(isinstance(c, int) and not isinstance(c, bool) for c in kv.categories)
-        )
-        if not integral:
+        if not _integral_domain(kv):
             continue
         arr = frame[name].to_numpy(dtype=float, na_value=np.nan)
         ok = np.isfinite(arr)

@@ -85,6 +85,7 @@ __all__ = [
 ]
 
 AUDIT_FORMAT = "sdc-audit/1"
+_MAX_LISTED = 10_000  # categories listed one by one in the codebook
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -308,6 +309,10 @@ def codebook_markdown(config: ReleaseConfig, result: ReleaseResult) -> str:
         lines += [f"### `{k}`", ""]
         if kv.range is not None and not kv.labels:
             lines.append(f"Whole numbers {kv.range[0]} to {kv.range[1]}.")
+        elif not kv.labels and len(kv.domain) > _MAX_LISTED:
+            shown = ", ".join(f"`{_md(v)}`" for v in kv.domain[:100])
+            lines.append(f"{len(kv.domain)} categories (the full list is in the release "
+                         f"config); the first 100: {shown}, ...")
         elif not kv.labels:
             lines.append("Categories: " + ", ".join(f"`{_md(v)}`" for v in kv.domain) + ".")
         else:

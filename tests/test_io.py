@@ -223,3 +223,27 @@ def test_bytes_identical_in_a_fresh_process() -> None:
                          env={"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}, cwd=REPO)
     expected = f"{sha256_bytes(parquet_bytes(_frame()))} {sha256_bytes(csv_bytes(_frame()))}"
     assert out.stdout.strip() == expected
+
+
+def test_a_few_non_numbers_in_an_integer_key(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("sex,age,region\n1,34,01\nx,5,10\n2,?,02\n")
+    df = read_input(make_config(tmp_path, "d.csv"))
+    assert df["sex"].tolist() == [1, "x", 2] and df["age"].tolist() == [34, 5, "?"]
+    from sdc.schemas import validate_input
+
+    with pytest.raises(sdc.InputError) as e:
+        validate_input(df, make_config(tmp_path, "d.csv"))
+    msg = str(e.value)
+    assert "2 problems" in msg  # only the bad values, not every row of the column
+    assert "'x'" in msg and "'?'" in msg and "'1'" not in msg
+
+
+def test_na_is_a_category_in_text_keys_but_missing_elsewhere(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("sex,age,region,x\n1,NA,NA,NA\n2,5,,null\n")
+    data = {"name": "t", "input": {"path": "d.csv"},
+            "key_variables": {"sex": {"categories": [1, 2]}, "age": {"range": [0, 9]},
+                              "region": {"categories": ["NA", "US"], "missing": "category"}},
+            "risk": {"xi": 0.395}}
+    df = read_input(sdc.parse_config(data, tmp_path))
+    assert df["region"].iloc[0] == "NA" and pd.isna(df["region"].iloc[1])
+    assert pd.isna(df["age"].iloc[0]) and df["x"].isna().all()
