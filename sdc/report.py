@@ -606,7 +606,7 @@ p.note{color:var(--muted);margin:6px 0 12px;max-width:900px}
 .grid2{display:grid;grid-template-columns:1fr 1fr;gap:14px}
 table{border-collapse:collapse;width:100%;background:var(--card);font-size:13px;margin:6px 0 10px}
 th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
-th{background:#f1f5f9;font-weight:600;color:#374151}
+th{background:#f1f5f9;font-weight:600;color:#374151;white-space:nowrap}
 th.grp{text-align:center;border-bottom:1px solid #d1d5db}
 td.cat{min-width:120px}.code{white-space:nowrap}td.key{white-space:nowrap}
 .scroll{overflow-x:auto}
@@ -745,13 +745,13 @@ def _numeric_section(utility: dict[str, Any]) -> str:
             if shift is not None:
                 max_shift = max(max_shift, abs(shift))
             rows.append([E(str(r["label"])), _int(b["n"]), f(b, "mean"), f(a, "mean"),
-                         _signed(shift, 2) if shift is not None else "&ndash;",
+                         _signed(shift, 1) if shift is not None else "&ndash;",
                          f(b, "q1"), f(a, "q1"), f(b, "median"), f(a, "median"), f(b, "q3"), f(a, "q3")])
         head = ["Category", "n (orig.)", "Mean before", "Mean after", "Δ mean", "Q1 before",
                 "Q1 after", "Median before", "Median after", "Q3 before", "Q3 after"]
         out.append(f'<details><summary>{E(blk["variable"])} by {E(blk["by"])} '
                    f'<span class="zero">({len(rows)} categories, largest |Δ mean| '
-                   f'{max_shift:,.2f})</span></summary>{_table(head, rows)}</details>')
+                   f'{max_shift:,.1f})</span></summary>{_table(head, rows)}</details>')
     return "".join(out)
 
 
