@@ -86,3 +86,14 @@ def test_bad_perturb_inputs_are_clear(census_with_class):
     g.loc[[0, 5], "income_class"] = "unknown"
     with pytest.raises(sdc.InputError, match=r"'income_class': 2 row\(s\).*unknown.*rows 1, 6"):
         sdc.release_frame(g, _cfg(d), seed=1)
+
+
+@pytest.mark.parametrize("p", [[0.5, 0.3, 0.2], [0.4, 0.3, 0.2, 0.1], [0.7, 0.1, 0.1, 0.05, 0.05],
+                               [0.25] * 4])
+@pytest.mark.parametrize("eps", [0.3, 1.0, 2.0, 4.0])
+def test_dp_pram_design_is_eps_dp_exactly(p, eps):
+    """No tolerance: the released design's parity must not exceed e^eps even by 1e-10."""
+    from sdc.mechanisms import parity
+
+    design = dp_pram(p, eps)
+    assert parity(design.transition_matrix) <= np.exp(eps)
