@@ -36,6 +36,12 @@ def check_xi(xi: object) -> float:
     x = float(xi)
     if not math.isfinite(x) or not (1.0 / 3.0 < x < 1.0):
         raise ValueError(f"{_XI_HELP}; got xi = {x!r}")
+    if x - 1.0 / 3.0 < 1e-9:
+        # theta = 1 - 3 (xi - 1/3) + ...: closer than 1e-9 to 1/3, theta rounds towards 1 and
+        # kmin = ceil(1/(1 - theta)) exceeds any real file.
+        raise ValueError(f"{_XI_HELP}; got xi = {x!r}, which is so close to 1/3 that theta "
+                         "rounds to 1 and every PRB would need more than 10^8 cells: use a "
+                         "larger xi (0.35 or more is usual)")
     return x
 
 

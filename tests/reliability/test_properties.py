@@ -287,12 +287,8 @@ def test_xi_bounds_are_config_errors() -> None:
             sdc.parse_config({**base, "risk": {"xi": xi}})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: xi = nextafter(1/3, 1) passes check_xi, solve_theta rounds theta to 1.0 and "
-    "sdc.theta.kmin raises a bare ValueError('theta must lie in [0, 1) for kmin') instead of a "
-    "ConfigError naming risk.xi. Fix: in sdc/theta.py check_xi (or solve_theta) refuse any xi "
-    "whose theta rounds to 1, e.g. require x > 1/3 + 1e-12, with the _XI_HELP message"))
 def test_xi_next_to_one_third() -> None:
+    """Fixed: check_xi refuses xi within 1e-9 of 1/3 (theta would round to 1)."""
     xi = float(np.nextafter(1 / 3, 1))
     frame = pd.DataFrame({"a": [0, 1, 1, 2, 2, 2]})
     base = {"name": "x", "input": {"path": "x.csv"}, "key_variables": {"a": {"range": [0, 3]}},
