@@ -57,7 +57,7 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
     user: list[type[BaseException]] = [sdc.ConfigError, sdc.InputError, sdc.SmallBlockError,
                                        FileNotFoundError, PermissionError, IsADirectoryError,
                                        NotADirectoryError, FileExistsError]
-    known: list[type[BaseException]] = [sdc.CertificationError]
+    known: list[type[BaseException]] = [sdc.CertificationError, PrefectUnreachableError]
     for module, name, group in (("sdc.publish", "ReleaseExistsError", user),
                                 ("sdc.publish", "ReleaseFolderError", user),
                                 ("flows.schedule", "ScheduleError", user),
@@ -96,7 +96,7 @@ def _friendly_errors() -> Iterator[None]:
             raise
         code, msg = _describe(exc)
         err_console.print("error: ", style="bold red", end="")
-        err_console.print(msg, markup=False)
+        err_console.print(msg, markup=False, soft_wrap=True)  # keep tables in messages intact
         raise typer.Exit(code) from None
 
 
@@ -155,16 +155,47 @@ def release(
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
     with _friendly_errors():
-        from flows.release import progress_callback
+        import sdc
+        from flows.release import check_release_target, progress_callback
         from flows.release import release as release_flow
 
-        with console.status(f"release {config}: starting Prefect (embedded)") as status:
+        # the cheap refusals first, before Prefect starts (the flow checks them again)
+        check_release_target(sdc.load_config(config), force)
+        api = _check_prefect_api()
+        where = f"connecting to {api}" if api else "starting Prefect (embedded)"
+        with console.status(f"release {config}: {where}") as status:
             def show(step: str) -> None:
                 status.update(f"release {config}: {step}")
 
             with progress_callback(show):
                 summary = release_flow(config_path=str(config), force=force)
         _print_release_summary(summary)
+
+
+class PrefectUnreachableError(RuntimeError):
+    """PREFECT_API_URL names a server that does not answer."""
+
+
+def _check_prefect_api() -> str | None:
+    """The configured Prefect API URL after checking that it answers (None: embedded mode).
+
+    Without this, a stopped server shows up as an obscure connection error from deep inside
+    Prefect after a long wait."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return None
+    with get_client(sync_client=True) as client:
+        problem = client.api_healthcheck()
+    if problem is not None:
+        raise PrefectUnreachableError(
+            f"PREFECT_API_URL is set to {url}, but no Prefect server answers there "
+            f"({type(problem).__name__}: {problem}). Start it (`prefect server start`, see "
+            "docs/OPERATIONS.md), or unset PREFECT_API_URL to run with Prefect's embedded API"
+        )
+    return str(url)
 
 
 def _print_release_summary(s: dict[str, Any]) -> None:

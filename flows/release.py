@@ -268,7 +268,7 @@ def load_task(config_path: str, force: bool) -> Job:
     job = load_job(config_path)
     checkpoint("loaded")  # crash-test hook
     get_run_logger().info("loaded %s: %d records, %d columns from %s", job.config.name,
-                          len(job.frame), job.frame.shape[1], job.config.input_path)
+                          len(job.frame), job.frame.shape[1], job.config.input_path.resolve())
     return job
 
 
@@ -359,9 +359,9 @@ def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed
         job.config, original, result, seed_info, input_sha256=job.input_sha256,
         config_text=job.config_text, reports=reports,
     )
-    out = write_release(job.config.output_dir, public, internal, force=force)
+    out = Path(write_release(job.config.output_dir, public, internal, force=force)).resolve()
     get_run_logger().info("release written to %s", out)
-    return Path(out)
+    return out
 
 
 def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:

@@ -55,17 +55,28 @@ class ScheduledJob:
     timezone: str
 
 
-def require_server() -> str:
-    """The configured Prefect API URL, or :class:`ScheduleError` with how to get one.
+def require_server(*, check: bool = True) -> str:
+    """The configured Prefect API URL, or :class:`ScheduleError` saying how to get one.
 
     Reads Prefect's settings, so both the environment variable and a Prefect profile
-    (``prefect config set PREFECT_API_URL=...``) count.
+    (``prefect config set PREFECT_API_URL=...``) count. With ``check``, the server must also
+    answer its health check.
     """
+    from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
     if not url:
         raise ScheduleError(NO_SERVER_MESSAGE)
+    if check:
+        with get_client(sync_client=True) as client:
+            problem = client.api_healthcheck()
+        if problem is not None:
+            raise ScheduleError(
+                f"PREFECT_API_URL is set to {url}, but no Prefect server answers there "
+                f"({type(problem).__name__}: {problem}). Start it with `prefect server start` "
+                "(see docs/OPERATIONS.md) and run `sdc schedule` again"
+            )
     return str(url)
 
 

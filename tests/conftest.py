@@ -5,9 +5,9 @@ Sections (add new fixtures to the section they belong to, or a new section at th
 1. Paths: the repository, its demo data, the shared real data (``../shared/data``).
 2. Prefect: ``prefect_harness``, one temporary Prefect API + database for the whole session,
    requested only by the few flow-level tests (everything else tests plain functions).
-3. Release jobs in ``tmp_path``: ``make_census_job`` (the demo config on the repo's census
-   sample) and ``make_small_job`` (a small synthetic file and config), both writing outputs
-   and seeds under ``tmp_path`` only.
+3. Release jobs in ``tmp_path``: ``make_repo_job`` (any config of ``configs/``),
+   ``make_census_job`` (the demo config on the repo's census sample) and ``make_small_job``
+   (a small synthetic file and config); all write outputs and seeds under ``tmp_path`` only.
 """
 
 from __future__ import annotations
@@ -36,10 +36,21 @@ SHARED_DATA = REPO / ".." / "shared" / "data"
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
     """A throwaway Prefect API and database for the session (started once, ~10 s)."""
+    import os
+
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+    # the harness's server subprocess inherits this: no telemetry calls (and no noisy errors)
+    old = os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED")
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    try:
+        with prefect_test_harness(server_startup_timeout=120):
+            yield
+    finally:
+        if old is None:
+            os.environ.pop("PREFECT_SERVER_ANALYTICS_ENABLED", None)
+        else:
+            os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = old
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,23 +78,43 @@ def _deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any
 JobMaker = Callable[..., Path]
 
 
+def relocate_config(src: Path, tmp_path: Path, name: str | None = None,
+                    **changes: Any) -> Path:
+    """Copy the repo config ``src`` to ``tmp_path/configs/``: its input and hierarchy paths made
+    absolute (as they resolve from ``src``'s folder), its seed file and release folder moved
+    under ``tmp_path``. ``changes`` are merged into the YAML (``None`` deletes a key)."""
+    data = yaml.safe_load(src.read_text(encoding="utf-8"))
+    name = name or data["name"]
+    base = src.resolve().parent
+    data["name"] = name
+    data["input"]["path"] = str((base / data["input"]["path"]).resolve())
+    for rule in (data.get("partition") or {}).values():
+        if isinstance(rule, dict) and "hierarchy" in rule:
+            rule["hierarchy"] = str((base / rule["hierarchy"]).resolve())
+    data["seed"] = {"file": str(tmp_path / "secrets" / f"{name}.seed")}
+    data["output"] = dict(data.get("output") or {}, dir=str(tmp_path / "releases" / name))
+    data = _deep_update(data, changes)
+    return write_yaml(tmp_path / "configs" / f"{name}.yaml", data)
+
+
+@pytest.fixture
+def make_repo_job(tmp_path: Path) -> JobMaker:
+    """``make_repo_job("adult.yaml", name=None, **changes) -> config path``: a config from
+    ``configs/`` relocated into ``tmp_path`` (see :func:`relocate_config`)."""
+
+    def make(filename: str, name: str | None = None, **changes: Any) -> Path:
+        return relocate_config(CONFIGS / filename, tmp_path, name, **changes)
+
+    return make
+
+
 @pytest.fixture
 def make_census_job(tmp_path: Path) -> JobMaker:
-    """``make_census_job(name="census-demo", **changes) -> config path``.
-
-    The repo's ``configs/census_demo.yaml`` with its input pointing at the repo's
-    ``data_samples/census_sample.csv``, the seed file and the release folder under
-    ``tmp_path``. ``changes`` are merged into the YAML (``None`` deletes a key).
-    """
+    """``make_census_job(name="census-demo", **changes) -> config path``: the demo config on
+    the repo's ``data_samples/census_sample.csv``, seed file and release under ``tmp_path``."""
 
     def make(name: str = "census-demo", **changes: Any) -> Path:
-        data = yaml.safe_load((CONFIGS / "census_demo.yaml").read_text(encoding="utf-8"))
-        data["name"] = name
-        data["input"]["path"] = str(CENSUS_CSV)
-        data["seed"] = {"file": str(tmp_path / "secrets" / f"{name}.seed")}
-        data["output"]["dir"] = str(tmp_path / "releases" / name)
-        data = _deep_update(data, changes)
-        return write_yaml(tmp_path / "configs" / f"{name}.yaml", data)
+        return relocate_config(CONFIGS / "census_demo.yaml", tmp_path, name, **changes)
 
     return make
 

@@ -94,8 +94,17 @@ def test_require_server_refuses_without_api_url():
             require_server()
     assert str(e.value) == NO_SERVER_MESSAGE
     assert "prefect server start" in NO_SERVER_MESSAGE and "PREFECT_API_URL" in NO_SERVER_MESSAGE
-    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:1/api"}):
-        assert require_server() == "http://127.0.0.1:1/api"
+    dead = f"http://127.0.0.1:{_free_port()}/api"
+    with temporary_settings(updates={PREFECT_API_URL: dead}):
+        assert require_server(check=False) == dead
+        with pytest.raises(ScheduleError, match="no Prefect server answers there"):
+            require_server()
+
+
+def test_require_server_accepts_a_live_server(prefect_harness):
+    from prefect.settings import PREFECT_API_URL
+
+    assert require_server() == PREFECT_API_URL.value()
 
 
 def test_sdc_schedule_without_server_exits_plainly(make_small_job, tmp_path):
