@@ -217,8 +217,8 @@ def _print_release_summary(s: dict[str, Any]) -> None:
     for w in s.get("warnings", []):
         console.print(f"warning: {w}", style="yellow", markup=False)
     if s.get("seed_created"):
-        console.print("a new seed file was created (mode 0600); keep it to reproduce this "
-                      "release", style="yellow")
+        console.print(f"created the seed file {s.get('seed_file')} (mode 0600): back it up, "
+                      "it is what makes a rerun byte-identical", style="yellow", markup=False)
     console.print(f"[green]Release written to[/green] {s['release_dir']}")
 
 

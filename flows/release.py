@@ -173,6 +173,7 @@ def _json_bytes(obj: Any) -> bytes:
 
 def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: int,
               release_dir: Path | None = None, seed_created: bool = False,
+              seed_file: Path | None = None,
               warnings: list[str] | None = None, seconds: float | None = None) -> dict[str, Any]:
     """The flow's return value: plain JSON types only, nothing record-level.
 
@@ -200,6 +201,7 @@ def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: in
         "actions": {str(k): int(v) for k, v in blocks["action"].value_counts().items()},
         "merges": list(result.merges),
         "seed_created": bool(seed_created),
+        "seed_file": str(seed_file) if seed_file is not None else None,
         "warnings": list(warnings or []),
         "seconds": round(seconds, 3) if seconds is not None else None,
     }
@@ -405,7 +407,8 @@ def release(config_path: str, force: bool = False) -> dict[str, Any]:
     reports, warnings = report_task(frame, result, job.config, seed_info.value)
     out = write_task(job, frame, result, seed_info, reports, force)
     summary = summarize(job.config, result, n_records=len(frame), release_dir=out,
-                        seed_created=bool(seed_info.created), warnings=warnings,
+                        seed_created=bool(seed_info.created), seed_file=seed_info.path,
+                        warnings=warnings,
                         seconds=time.perf_counter() - t0)
     _publish_artifacts(summary, result.blocks)
     return summary

@@ -211,6 +211,13 @@ def test_schedule_serves_and_runs_for_real(make_small_job, tmp_path):
         from sdc.audit import verify_release
 
         assert verify_release(release_dir).ok
+
+        # stopping the service (SIGTERM, as systemd does) pauses its schedules
+        _stop(serve)
+        assert serve.returncode == 0, serve_log.read_text(errors="replace")[-4000:]
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            with get_client(sync_client=True) as client:
+                assert client.read_deployment_by_name("release/sched-job").paused
     finally:
         _stop(serve)
         _stop(server)
