@@ -271,10 +271,10 @@ def _read_stat(path: Path, fmt: str, config: ReleaseConfig) -> pd.DataFrame:
 
 
 def _integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
-    """Float key columns holding whole numbers where the config declares integers -> integer.
+    """Float key columns holding whole numbers where the config declares integers -> int64.
 
-    A column with missing values becomes nullable ``Int64``; a column with a fractional value is
-    left alone (the schema reports it).
+    A column with missing values stays float64 (NaN = missing); a column with a fractional
+    value is left alone (the schema reports it).
     """
     for name, kv in config.key_variables.items():
         if name not in frame.columns or not pd.api.types.is_float_dtype(frame[name].dtype):
@@ -291,8 +291,8 @@ def _integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
             continue
         if ok.all():
             frame[name] = arr.astype(np.int64)
-        else:
-            frame[name] = frame[name].astype("Int64")
+        # With missing values the column stays float64: the engine's integer fast path
+        # (sdc.cells.encode_key) does not yet skip <NA> in a nullable Int64 column.
     return frame
 
 
@@ -303,8 +303,9 @@ def read_input(config: ReleaseConfig) -> pd.DataFrame:
     accepted and stripped), ``parquet``, ``sav`` and ``dta`` (via pyreadstat). Types are inferred
     by pandas; key columns declared with string categories are read as strings (so ``"01"``
     stays ``"01"``), and float key columns holding only whole numbers where the config declares
-    integers come out as ``int64`` (``Int64`` if some are missing). Strings use pandas' default
-    string dtype.
+    integers come out as ``int64`` (float64 with NaN if some are missing). Strings use pandas'
+    default string dtype. In CSV, an empty field is missing everywhere; pandas' other missing
+    markers ("NA", "null", ...) count as missing except in keys with text categories.
 
     Raises
     ------
