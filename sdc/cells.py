@@ -35,8 +35,11 @@ def encode_key(values: pd.Series, name: str, kv: KeyVariable) -> np.ndarray:
     and the first data rows (1-based) when a value is outside the declared domain, or empty
     under ``missing: error``.
     """
-    is_int = values.dtype.kind in "iu"  # integer columns cannot hold missing values
-    isna = np.zeros(len(values), dtype=bool) if is_int else values.isna().to_numpy()
+    is_int = values.dtype.kind in "iu"
+    nullable = isinstance(values.dtype, pd.api.extensions.ExtensionDtype)
+    # plain numpy integer columns cannot hold missing values; nullable ones (Int64) can
+    isna = (np.zeros(len(values), dtype=bool) if is_int and not nullable
+            else values.isna().to_numpy())
     n_missing = int(isna.sum())
     if n_missing and kv.missing == "error":
         raise InputError(
@@ -47,17 +50,17 @@ def encode_key(values: pd.Series, name: str, kv: KeyVariable) -> np.ndarray:
         isinstance(c, int) and not isinstance(c, bool) for c in kv.categories)
     if is_int and kv.range is not None:
         lo, hi = kv.range
-        codes = values.to_numpy().astype(np.int64, copy=False) - lo
-        bad = (codes < 0) | (codes > hi - lo)
+        codes = values.to_numpy(dtype=np.int64, na_value=lo) - lo
+        bad = ~isna & ((codes < 0) | (codes > hi - lo))
     elif is_int and int_categories and max(kv.categories) - min(kv.categories) <= 10_000_000:
         # lookup table over [min, max] of the declared integer categories
         cmin = min(kv.categories)
         lut = np.full(max(kv.categories) - cmin + 1, -1, dtype=np.int64)
         lut[np.asarray(kv.categories, dtype=np.int64) - cmin] = np.arange(len(kv.categories))
-        off = values.to_numpy().astype(np.int64, copy=False) - cmin
+        off = values.to_numpy(dtype=np.int64, na_value=cmin) - cmin
         inside = (off >= 0) & (off < lut.size)
         codes = np.where(inside, lut[np.where(inside, off, 0)], -1)
-        bad = codes < 0
+        bad = ~isna & (codes < 0)
     elif kv.range is not None:
         lo, hi = kv.range
         num = pd.to_numeric(values, errors="coerce")

@@ -229,3 +229,22 @@ def test_merge_is_deterministic_and_joins_adjacent_bands():
     assert keys == ["age=0-19 + age=20-39", "age=40-59 + age=60+"]
     again = sdc.release_frame(frame, cfg, seed=1)
     pd.testing.assert_frame_equal(res.blocks, again.blocks)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "Int64", "float64"])
+def test_integer_keys_with_missing_values_in_any_dtype(dtype):
+    cfg = sdc.parse_config({
+        "name": "m", "input": {"path": "x.csv"},
+        "key_variables": {"x": {"range": [0, 9], "missing": "category"},
+                          "c": {"categories": [1, 2, 3], "missing": "category"}},
+        "risk": {"xi": 0.395}, "seed": 1,
+    })
+    x = pd.Series([0, 1, 2, 3, None, 5, 6, 7, 7, 7] if dtype != "int64" else [0, 1, 2, 3, 4, 5, 6, 7, 7, 7])
+    c = pd.Series([1, None, 2, 3, 1, 1, 1, 1, 1, 1] if dtype != "int64" else [1, 1, 2, 3, 1, 1, 1, 1, 1, 1])
+    frame = pd.DataFrame({"x": x.astype(dtype), "c": c.astype(dtype)})
+    res = sdc.release_frame(frame, cfg, seed=2)
+    assert_release_invariants(frame, res, cfg)
+    bad = frame.copy()
+    bad.loc[2, "x"] = 12
+    with pytest.raises(sdc.InputError, match=r"'x': 1 row\(s\).*12"):
+        sdc.release_frame(bad, cfg, seed=2)
