@@ -116,6 +116,8 @@ def _root(
 ) -> None:
     """Publish public-use microdata with identification risk <= xi (NZY unbiased PRAM)."""
     _state["debug"] = debug
+    if "prefect" in sys.modules:
+        return  # Prefect read its settings at import (e.g. under tests): env changes are moot
     # no telemetry calls from an agency machine (they also fail noisily without internet)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if not debug and ctx.invoked_subcommand != "schedule":
