@@ -27,7 +27,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 app = typer.Typer(
     name="sdc",
@@ -136,7 +138,7 @@ def _kv_table(rows: list[tuple[str, str]], title: str | None = None) -> Table:
     t.add_column(style="bold")
     t.add_column()
     for k, v in rows:
-        t.add_row(k, v)
+        t.add_row(Text(k), Text(v))  # user data: never rich markup
     return t
 
 
@@ -165,9 +167,9 @@ def release(
         check_release_target(sdc.load_config(config), force)
         api = _check_prefect_api()
         where = f"connecting to {api}" if api else "starting Prefect (embedded)"
-        with console.status(f"release {config}: {where}") as status:
+        with console.status(f"release {escape(str(config))}: {where}") as status:
             def show(step: str) -> None:
-                status.update(f"release {config}: {step}")
+                status.update(f"release {escape(str(config))}: {step}")
 
             with progress_callback(show):
                 summary = release_flow(config_path=str(config), force=force)
@@ -221,7 +223,7 @@ def _print_release_summary(s: dict[str, Any]) -> None:
     if s.get("seed_created"):
         console.print(f"created the seed file {s.get('seed_file')} (mode 0600): back it up, "
                       "it is what makes a rerun byte-identical", style="yellow", markup=False)
-    console.print(f"[green]Release written to[/green] {s['release_dir']}")
+    console.print(f"[green]Release written to[/green] {escape(str(s['release_dir']))}")
 
 
 @app.command()
@@ -234,14 +236,14 @@ def plan(
     with _friendly_errors():
         from flows.release import plan_release
 
-        with console.status(f"planning {config}"):
+        with console.status(f"planning {escape(str(config))}"):
             p = plan_release(config)
         ps = Table(title=f"Partition sets ({p.n_partition_sets})", title_justify="left")
         for col in ("partition set", "records", "cells", "sensitive cells", "sensitive records",
                     "PRB"):
             ps.add_column(col, justify="left" if col == "partition set" else "right")
         for r in p.partition_sets.head(limit).itertuples(index=False):
-            ps.add_row(str(r.partition_key), _fmt_int(r.n_records), _fmt_int(r.n_cells),
+            ps.add_row(Text(str(r.partition_key)), _fmt_int(r.n_records), _fmt_int(r.n_cells),
                        _fmt_int(r.n_sensitive_cells), _fmt_int(r.n_sensitive_records),
                        "-" if int(r.prb) < 0 else str(int(r.prb)))
         console.print(ps)
@@ -256,11 +258,21 @@ def plan(
         for r in p.blocks.head(limit).itertuples(index=False):
             bt.add_row(str(r.prb), _fmt_int(r.k), _fmt_int(r.n_records), str(r.profile),
                        f"{r.theta:.4f}", f"{r.max_risk:.4f}", str(r.action),
-                       f"{r.expected_changed:.1f}", str(r.partition_key))
+                       f"{r.expected_changed:.1f}", Text(str(r.partition_key)))
         console.print(bt)
         if p.n_prbs > limit:
             console.print(f"... and {p.n_prbs - limit} more (--limit)")
         small = p.small_block_actions
+        if len(small):
+            st = Table(title=f"Small-block actions ({len(small)} PRBs; kmin = {p.kmin}, policy "
+                             f"{p.small_blocks})", title_justify="left")
+            for col in ("PRB", "k", "theta", "max risk", "action", "partition set(s)"):
+                st.add_column(col, overflow="fold",
+                              justify="left" if col in ("action", "partition set(s)") else "right")
+            for r in small.itertuples(index=False):
+                st.add_row(str(r.prb), _fmt_int(r.k), f"{r.theta:.4f}", f"{r.max_risk:.4f}",
+                           str(r.action), Text(str(r.partition_key)))
+            console.print(st)
         actions = (", ".join(f"{a}: {n}" for a, n in small["action"].value_counts().items())
                    if len(small) else "none (every PRB has k >= kmin and uses the theorem's "
                    "theta)")
@@ -295,7 +307,7 @@ def validate(config: ConfigArg) -> None:
     with _friendly_errors():
         from flows.release import validate_release_input
 
-        with console.status(f"validating {config}"):
+        with console.status(f"validating {escape(str(config))}"):
             v = validate_release_input(config)
         console.print(_kv_table([
             ("config", str(v.config_path)),
@@ -316,15 +328,15 @@ def audit(release_dir: ReleaseDirArg) -> None:
 
         if not release_dir.is_dir():
             raise FileNotFoundError(f"release folder {str(release_dir)!r} does not exist")
-        with console.status(f"auditing {release_dir}"):
+        with console.status(f"auditing {escape(str(release_dir))}"):
             report = verify_release(release_dir)
-        t = Table(title=f"Audit of {release_dir}", title_justify="left")
+        t = Table(title=escape(f"Audit of {release_dir}"), title_justify="left")
         t.add_column("check")
         t.add_column("result")
         t.add_column("detail")
         for c in report.checks:
-            t.add_row(c.name, "[green]pass[/green]" if c.ok else "[bold red]FAIL[/bold red]",
-                      str(c.detail))
+            t.add_row(Text(c.name), "[green]pass[/green]" if c.ok else "[bold red]FAIL[/bold red]",
+                      Text(str(c.detail)))
         console.print(t)
         failed = [c for c in report.checks if not c.ok]
         if failed or not report.ok:
@@ -342,9 +354,9 @@ def report(release_dir: ReleaseDirArg) -> None:
 
         if not release_dir.is_dir():
             raise FileNotFoundError(f"release folder {str(release_dir)!r} does not exist")
-        with console.status(f"rendering the report of {release_dir}"):
+        with console.status(f"rendering the report of {escape(str(release_dir))}"):
             path = render_release_report(release_dir)
-        console.print(f"[green]Report written to[/green] {path}")
+        console.print(f"[green]Report written to[/green] {escape(str(path))}")
 
 
 @app.command()
@@ -382,9 +394,9 @@ def sample(
     with _friendly_errors():
         from sdc.samples import write_census_sample
 
-        with console.status(f"writing the census sample into {out}"):
+        with console.status(f"writing the census sample into {escape(str(out))}"):
             path = write_census_sample(out)
-        console.print(f"[green]Sample written to[/green] {path}")
+        console.print(f"[green]Sample written to[/green] {escape(str(path))}")
 
 
 def _mount_rr() -> None:

@@ -236,3 +236,18 @@ def test_config_yaml_error_is_clean(tmp_path):
     assert_clean_error(run("plan", cfg), 2, "not valid YAML", "line")
     cfg.write_text(yaml.safe_dump({"name": "x"}))
     assert_clean_error(run("plan", cfg), 2, "required key is missing")
+
+
+def test_plan_shows_small_block_actions_and_merges_verbatim(make_small_job):
+    """Merge descriptions contain [brackets]: printed as text, never eaten as rich markup."""
+    from flows.release import plan_release
+
+    cfg = make_small_job(n=400, partition={"sex": "as_is", "race": "as_is",
+                                           "age": {"bands": list(range(0, 91, 10))}})
+    merges = plan_release(cfg).merges
+    assert any("[" in m for m in merges)
+    r = run("plan", cfg)
+    assert r.exit_code == 0, r.text
+    assert "Small-block actions" in r.text and "merged+theorem" in r.text
+    for m in merges:
+        assert " ".join(m.split()) in r.text, m
