@@ -245,10 +245,15 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         ("release folder", f"`{summary['release_dir']}`"),
     ]
     lines = [f"# Release `{summary['name']}`", "", "| | |", "|---|---|"]
-    lines += [f"| {a} | {b} |" for a, b in rows]
+    lines += [f"| {a} | {_md_cell(b)} |" for a, b in rows]
     if summary["warnings"]:
         lines += ["", "**Warnings**", ""] + [f"- {w}" for w in summary["warnings"]]
     return "\n".join(lines) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    """Partition keys contain '|' ("sex=Male | age=0-17"): escape it inside table cells."""
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def artifact_key(prefix: str, name: str) -> str:

@@ -139,6 +139,9 @@ def test_summary_markdown_table_and_keys(make_small_job):
     assert f"| certificate max R_j(a, t) | {s['certificate']:.6f} |" in md
     assert "| certificate <= xi | yes |" in md and "- w1" in md
     assert "**NO**" in summary_markdown(dict(s, certified=False))
+    merged = summary_markdown(dict(s, merges=["a=1 | b=2 joined a=1 | b=3"]))
+    row = next(line for line in merged.splitlines() if line.startswith("| merges |"))
+    assert row == "| merges | a=1 \\| b=2 joined a=1 \\| b=3 |"   # pipes escaped in the cell
 
     rows = blocks_table(result.blocks)
     assert len(rows) == len(result.blocks)
