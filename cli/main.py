@@ -399,31 +399,9 @@ def sample(
         console.print(f"[green]Sample written to[/green] {escape(str(path))}")
 
 
-def _mount_rr() -> None:
-    """``sdc rr ...`` (survey-design commands from ``cli.rr``). A missing module just leaves
-    ``rr`` out; a broken one must not take ``sdc release`` down with it, so ``sdc rr`` then
-    explains the import error instead."""
-    try:
-        from cli.rr import rr_app
-    except ModuleNotFoundError as e:
-        if e.name in ("cli.rr",):
-            return
-        problem: Exception = e
-    except Exception as e:  # noqa: BLE001 - reported by `sdc rr`
-        problem = e
-    else:
-        app.add_typer(rr_app, name="rr", help="Randomized-response survey designs.")
-        return
+from cli.rr import rr_app  # noqa: E402 - after the main app's commands
 
-    @app.command("rr", hidden=True, context_settings={"allow_extra_args": True,
-                                                      "ignore_unknown_options": True})
-    def _rr_unavailable() -> None:
-        err_console.print(f"error: the survey-design commands (cli.rr) cannot be loaded: "
-                          f"{type(problem).__name__}: {problem}", markup=False)
-        raise typer.Exit(EXIT_FAILURE)
-
-
-_mount_rr()
+app.add_typer(rr_app, name="rr", help="Randomized-response survey designs.")
 
 
 def main() -> None:

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import (
@@ -56,7 +55,6 @@ __all__ = [
     "plan_release",
     "progress_callback",
     "release",
-    "reports_to_files",
     "summarize",
     "summary_markdown",
     "validate_release_input",
@@ -141,36 +139,6 @@ def check_release_target(config: ReleaseConfig, force: bool) -> None:
         )
 
 
-def reports_to_files(reports: Any) -> dict[str, bytes]:
-    """``Reports(risk, utility, html)`` -> the internal files ``risk.json``, ``utility.json``,
-    ``report.html`` (JSON with sorted keys, so identical reports give identical bytes)."""
-    return {
-        "risk.json": _json_bytes(reports.risk),
-        "utility.json": _json_bytes(reports.utility),
-        "report.html": reports.html.encode("utf-8"),
-    }
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.bool_):
-        return bool(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, pd.DataFrame):
-        return o.to_dict(orient="records")
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"cannot serialize {type(o).__name__} to JSON")
-
-
-def _json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n").encode()
-
-
 def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: int,
               release_dir: Path | None = None, seed_created: bool = False,
               seed_file: Path | None = None,
@@ -244,6 +212,15 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         ("merges", merges),
         ("release folder", f"`{summary['release_dir']}`"),
     ]
+    head = summary.get("headline")
+    if head:
+        rows[-1:-1] = [
+            ("unique records (fk = 1) before -> after",
+             f"{head['unique_records_before']:,} -> {head['unique_records_after']:,}"),
+            ("sdcMicro expected re-identifications before -> after",
+             f"{head['er_before']:,.1f} -> {head['er_after']:,.1f}"),
+            ("largest marginal TVD", f"{head['max_tvd']:.5f}"),
+        ]
     lines = [f"# Release `{summary['name']}`", "", "| | |", "|---|---|"]
     lines += [f"| {a} | {_md_cell(b)} |" for a, b in rows]
     if summary["warnings"]:
@@ -339,20 +316,13 @@ def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig, seed:
 
 @task(name="reports", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: ReleaseConfig,
-                seed: int) -> tuple[dict[str, bytes] | None, list[str]]:
-    """Risk and utility reports (internal files). Skipped with a warning if ``sdc.report`` is
-    not installed."""
+                seed: int) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Risk and utility reports: the internal files and the headline numbers."""
+    from sdc.report import build_reports, headline
+
     _step("building risk and utility reports")
-    try:
-        from sdc import report as sdc_report
-    except ModuleNotFoundError as e:
-        if e.name not in ("sdc.report",):
-            raise
-        msg = "sdc.report is not available: the release has no risk/utility reports"
-        get_run_logger().warning(msg)
-        return None, [msg]
-    reports = sdc_report.build_reports(original, result, config, seed=seed)
-    return reports_to_files(reports), []
+    reports = build_reports(original, result, config, seed=seed)
+    return reports.files(), headline(reports.risk, reports.utility)
 
 
 @task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
@@ -409,12 +379,12 @@ def release(config_path: str, force: bool = False) -> dict[str, Any]:
     seed_info, _preview = plan_task(frame, job.config)
     result = perturb_task(frame, job.config, seed_info.value)
     validate_output_task(result, job.config, seed_info.value)
-    reports, warnings = report_task(frame, result, job.config, seed_info.value)
+    reports, head = report_task(frame, result, job.config, seed_info.value)
     out = write_task(job, frame, result, seed_info, reports, force)
     summary = summarize(job.config, result, n_records=len(frame), release_dir=out,
                         seed_created=bool(seed_info.created), seed_file=seed_info.path,
-                        warnings=warnings,
                         seconds=time.perf_counter() - t0)
+    summary["headline"] = head
     _publish_artifacts(summary, result.blocks)
     return summary
 

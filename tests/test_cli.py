@@ -130,12 +130,11 @@ def test_release_audit_report(prefect_harness, make_small_job):
     assert r.exit_code == 0, r.text
     assert "audit passed" in r.text and "FAIL" not in r.text
 
-    if importlib.util.find_spec("sdc.report") is not None:
-        html = out / "internal" / "report.html"
-        html.unlink()
-        r = run("report", out)
-        assert r.exit_code == 0, r.text
-        assert "Report written to" in r.text and html.is_file()
+    html = out / "internal" / "report.html"
+    html.unlink()
+    r = run("report", out)
+    assert r.exit_code == 0, r.text
+    assert "Report written to" in r.text and html.is_file()
 
     # a modified public file fails the audit: exit 1 and a FAIL row
     csv = out / "public" / "microdata.csv"
