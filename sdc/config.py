@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -254,9 +255,32 @@ class SeedFile(_Strict):
     file: Path
 
 
+_PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
+_PLACEHOLDERS = {"date": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}
+
+
 class OutputSpec(_Strict):
+    """Where the release folder goes. ``dir`` may contain ``{date}`` (YYYY-MM-DD), ``{month}``
+    (YYYY-MM) or ``{year}``, filled with the UTC date of the run, so a scheduled job writes one
+    release per period instead of finding last period's folder in the way."""
+
     dir: Path
     formats: list[Literal["parquet", "csv"]] = Field(default_factory=lambda: ["parquet"])
+
+    @field_validator("dir")
+    @classmethod
+    def _known_placeholders(cls, v: Path) -> Path:
+        unknown = [m for m in _PLACEHOLDER_RE.findall(str(v)) if m not in _PLACEHOLDERS]
+        if unknown:
+            raise ValueError(f"unknown placeholder {{{unknown[0]}}} in output.dir; use "
+                             f"{', '.join('{' + k + '}' for k in _PLACEHOLDERS)}")
+        return v
+
+    def dir_for(self, when: datetime | None = None) -> Path:
+        """``dir`` with its placeholders filled for ``when`` (default: now, UTC)."""
+        when = when or datetime.now(UTC)
+        text = _PLACEHOLDER_RE.sub(lambda m: when.strftime(_PLACEHOLDERS[m.group(1)]), str(self.dir))
+        return Path(text)
 
     @field_validator("formats")
     @classmethod
@@ -398,9 +422,10 @@ class ReleaseConfig(_Strict):
 
     @property
     def output_dir(self) -> Path:
+        """The release folder (placeholders such as ``{date}`` filled with today's UTC date)."""
         if self.output is None:
             return self.resolve(Path("releases") / self.name)
-        return self.resolve(self.output.dir)
+        return self.resolve(self.output.dir_for())
 
     @property
     def partition_variables(self) -> list[str]:
