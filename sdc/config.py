@@ -36,8 +36,10 @@ import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -211,8 +213,31 @@ class Hierarchy(_Strict):
         return self
 
 
+def _rule_kind(v: Any) -> str | None:
+    """Which partition rule the user wrote: chosen by its key, so only that one is validated."""
+    if isinstance(v, str):
+        return "rule:as_is_word"
+    if isinstance(v, dict):
+        found = [k for k in ("bands", "groups", "hierarchy", "as_is") if k in v]
+        return f"rule:{found[0]}" if len(found) == 1 else None
+    return {AsIs: "rule:as_is", Bands: "rule:bands", Groups: "rule:groups",
+            Hierarchy: "rule:hierarchy"}.get(type(v))
+
+
 PartitionRule = Annotated[
-    Literal["as_is"] | AsIs | Bands | Groups | Hierarchy, Field(union_mode="left_to_right")
+    Annotated[Literal["as_is"], Tag("rule:as_is_word")]
+    | Annotated[AsIs, Tag("rule:as_is")]
+    | Annotated[Bands, Tag("rule:bands")]
+    | Annotated[Groups, Tag("rule:groups")]
+    | Annotated[Hierarchy, Tag("rule:hierarchy")],
+    Discriminator(
+        _rule_kind,
+        custom_error_type="partition_rule",
+        custom_error_message=(
+            "a partition rule is one of: as_is, {bands: [left edges]}, "
+            "{groups: {name: [categories]}}, {hierarchy: file.csv, level: n}"
+        ),
+    ),
 ]
 
 
@@ -465,7 +490,8 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
     """One readable paragraph per problem: dotted key path, what was wrong, what was given."""
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-", "tagged-")))
+        loc = ".".join(str(p) for p in e["loc"]
+                       if not str(p).startswith(("function-", "tagged-", "rule:")))
         # pydantic adds the union member name to the path; keep the user's keys only
         loc = re.sub(r"\.(AsIs|Bands|Groups|Hierarchy|SeedFile|literal\[[^\]]*\]|int|str)\b", "", loc)
         msg = e["msg"].removeprefix("Value error, ")
@@ -475,7 +501,7 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
         elif e["type"] == "missing":
             msg = "required key is missing"
         shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
-        lines.append(f"  {loc or '<top>'}: {msg}{shown}")
+        lines.append(f"  {loc}: {msg}{shown}" if loc else f"  {msg}{shown}")
     uniq = list(dict.fromkeys(lines))
     return f"invalid {source}:\n" + "\n".join(uniq)
 

@@ -92,27 +92,28 @@ def numeric_columns(frame: pd.DataFrame, config: ReleaseConfig) -> list[str]:
             and not pd.api.types.is_bool_dtype(frame[c])]
 
 
-def _group_stats(values: pd.Series, codes: np.ndarray, size: int) -> list[dict[str, Any] | None]:
+def _group_stats(values: pd.Series, codes: np.ndarray) -> dict[int, dict[str, Any]]:
+    """Mean and quartiles of ``values`` per observed category code (small groups withheld)."""
     s = pd.Series(values.to_numpy(dtype=float), index=codes)
     ok = s.notna().to_numpy()
     g = s[ok].groupby(level=0)
     n = g.size()
     mean = g.mean()
     qs = g.quantile([0.25, 0.5, 0.75]).unstack()
-    out: list[dict[str, Any] | None] = []
-    for c in range(size):
-        nc = int(n.get(c, 0))
-        if nc == 0:
-            out.append({"n": 0, "suppressed": False, "mean": None, "q1": None, "median": None,
-                        "q3": None})
-        elif nc < NUMERIC_MIN_GROUP:
-            out.append({"n": nc, "suppressed": True, "mean": None, "q1": None, "median": None,
-                        "q3": None})
+    out: dict[int, dict[str, Any]] = {}
+    for c in n.index:  # observed categories only (a 10^6-category key has few observed)
+        nc = int(n[c])
+        if nc < NUMERIC_MIN_GROUP:
+            out[int(c)] = {"n": nc, "suppressed": True, "mean": None, "q1": None,
+                           "median": None, "q3": None}
         else:
-            out.append({"n": nc, "suppressed": False, "mean": float(mean[c]),
-                        "q1": float(qs.loc[c, 0.25]), "median": float(qs.loc[c, 0.5]),
-                        "q3": float(qs.loc[c, 0.75])})
+            out[int(c)] = {"n": nc, "suppressed": False, "mean": float(mean[c]),
+                           "q1": float(qs.loc[c, 0.25]), "median": float(qs.loc[c, 0.5]),
+                           "q3": float(qs.loc[c, 0.75])}
     return out
+
+
+_EMPTY_GROUP = {"n": 0, "suppressed": False, "mean": None, "q1": None, "median": None, "q3": None}
 
 
 def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> dict[str, Any]:
@@ -163,7 +164,8 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig) 
             entry["weighted"] = {"tvd": tvd(wpo, wpr), "hellinger": hellinger(wpo, wpr),
                                  "max_abs_difference": float(np.abs(wr - wo).max()),
                                  "max_abs_share_difference": float(np.abs(wpr - wpo).max())}
-        for c in range(size):
+        # categories empty before and after carry no information (and a key may declare 10^6)
+        for c in np.flatnonzero((o > 0) | (r > 0)).tolist():
             row: dict[str, Any] = {
                 "value": values[c], "label": labels[c],
                 "original": int(o[c]), "original_share": float(po[c]),
@@ -191,9 +193,11 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig) 
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
             sb = kvs[b].size
-            oc = orig_codes[a] * sb + orig_codes[b]
-            rc = rel_codes[a] * sb + rel_codes[b]
-            size = kvs[a].size * sb
+            # number only the observed (a, b) combinations: sizes multiply to 10^12 and more
+            both, _ = pd.factorize(np.concatenate([orig_codes[a] * sb + orig_codes[b],
+                                                   rel_codes[a] * sb + rel_codes[b]]), sort=True)
+            oc, rc = both[:n], both[n:]
+            size = int(both.max()) + 1 if both.size else 0
             o = np.bincount(oc, minlength=size)
             r = np.bincount(rc, minlength=size)
             row = {"a": a, "b": b, "tvd": tvd(_shares(o), _shares(r)),
@@ -210,11 +214,11 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig) 
         for v in keys:
             kv = kvs[v]
             values, labels = _domain_labels(kv)
-            before = _group_stats(original[col], orig_codes[v], kv.size)
-            after = _group_stats(after_vals, rel_codes[v], kv.size)
-            rows = [{"value": values[c], "label": labels[c], "before": before[c],
-                     "after": after[c]}
-                    for c in range(kv.size) if before[c]["n"] > 0 or after[c]["n"] > 0]
+            before = _group_stats(original[col], orig_codes[v])
+            after = _group_stats(after_vals, rel_codes[v])
+            rows = [{"value": values[c], "label": labels[c],
+                     "before": before.get(c, _EMPTY_GROUP), "after": after.get(c, _EMPTY_GROUP)}
+                    for c in sorted(set(before) | set(after))]
             numeric.append({"variable": col, "by": v, "rows": rows})
 
     changed = np.asarray(result.changed)
