@@ -167,18 +167,22 @@ def cases(draw: st.DrawFn, allow_bad: bool = True) -> Case:
     data["name"] = [f"Person {i}" for i in range(n)]
     data["income"] = draw(st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False)),
                                    min_size=n, max_size=n))
-    frame = pd.DataFrame({c: _column(v) for c, v in data.items()})
+    nullable = draw(st.booleans())  # integer columns with empties: Int64 or float64
+    frame = pd.DataFrame({c: _column(v, nullable) for c, v in data.items()})
     seed = draw(st.integers(0, 2**63 - 1))
     return Case(cfg, frame, bad, seed)
 
 
-def _column(values: list[Any]) -> pd.Series:
-    """What a reader would produce: ints (float if any empty), strings, floats."""
+def _column(values: list[Any], nullable: bool = False) -> pd.Series:
+    """What a reader would produce: ints (Int64 or float64 if any empty), strings, floats."""
     non_null = [v for v in values if v is not None]
     if non_null and all(isinstance(v, str) for v in non_null):
         return pd.Series(values, dtype="str")
-    if non_null and all(isinstance(v, int) for v in non_null) and len(non_null) == len(values):
-        return pd.Series(values, dtype="int64")
+    if non_null and all(isinstance(v, int) for v in non_null):
+        if len(non_null) == len(values):
+            return pd.Series(values, dtype="int64")
+        if nullable:
+            return pd.Series(values, dtype="Int64")
     return pd.Series([np.nan if v is None else v for v in values], dtype="float64")
 
 

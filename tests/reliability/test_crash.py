@@ -1,0 +1,179 @@
+"""Crash safety (issue 6, deliverable 3) and reruns through the CLI (deliverable 4).
+
+``sdc release`` runs in a subprocess (its own session, using the test session's Prefect API so
+that it starts no server of its own) with the crash-test hook of ``sdc.publish.checkpoint``:
+``SDC_CHECKPOINT_DIR`` makes it touch ``<dir>/<name>`` at each checkpoint and
+``SDC_PAUSE_AT=<name>`` makes it sleep there, so the test SIGKILLs it at exactly that point:
+
+- ``loaded``: config and input read, nothing computed or written;
+- ``writing:microdata.parquet`` / ``writing:microdata.csv``: half of that file's bytes are in
+  the temp sibling folder;
+- ``before_rename``: the temp folder is complete, the rename has not happened.
+
+After each kill: without an earlier release, no release folder exists (a complete one with
+matching hashes would also be acceptable, but before the rename there must be none); with an
+earlier release and ``--force``, the earlier release is byte for byte what it was. The next run
+succeeds, removes the killed run's temp folder, and its public files are byte-identical to
+those of an uninterrupted run. All runs use the census sample (59,033 records) and one seed
+file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from .conftest import CENSUS_CSV, SDC_BIN, CensusRelease, public_bytes, sdc_env
+
+POINTS = ["loaded", "writing:microdata.parquet", "writing:microdata.csv", "before_rename"]
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``folder``: relative path -> (bytes, mode)."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mode & 0o777)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def leftovers(out_dir: Path) -> list[Path]:
+    return sorted(p for p in out_dir.parent.iterdir()
+                  if p.name.startswith((f".{out_dir.name}.tmp-", f".{out_dir.name}.old-")))
+
+
+def hashes_match_audit(out_dir: Path) -> bool:
+    audit = json.loads((out_dir / "internal" / "audit.json").read_text(encoding="utf-8"))
+    files = audit["public_files"]
+    on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+               for p in (out_dir / "public").iterdir()}
+    return files == on_disk
+
+
+def kill_at(prefect_api: str, point: str, config: Path, *extra: str,
+            workdir: Path) -> None:
+    """Run ``sdc release CONFIG [extra]`` and SIGKILL its process group at ``point``."""
+    marks = workdir / f"checkpoints-{point.replace(':', '_')}"
+    env = sdc_env(prefect_api, SDC_CHECKPOINT_DIR=str(marks), SDC_PAUSE_AT=point)
+    proc = subprocess.Popen([str(SDC_BIN), "release", str(config), *extra], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    target = marks / point.replace("/", "_")
+    deadline = time.monotonic() + 120
+    try:
+        while not target.exists():
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                pytest.fail(f"sdc exited ({proc.returncode}) before checkpoint {point}:\n{out}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"checkpoint {point} not reached in 120 s")
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL or proc.returncode is not None
+
+
+@pytest.fixture(scope="module")
+def earlier(census_release: CensusRelease, cli) -> tuple[Path, dict[str, tuple[bytes, int]]]:
+    """An earlier release made with another (integer) seed, snapshotted: the --force runs
+    below replace it."""
+    cfg = census_release.config("earlier", seed=777)
+    res = cli("release", cfg)
+    assert res.exit_code == 0, res.output
+    return cfg, snapshot(census_release.root / "releases" / "earlier")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_without_earlier_release(point: str, census_release: CensusRelease,
+                                      prefect_api: str, tmp_path: Path, cli) -> None:
+    name = f"fresh-{point.replace(':', '-').replace('.', '-')}"
+    cfg = census_release.config(name)
+    out = census_release.root / "releases" / name
+    kill_at(prefect_api, point, cfg, workdir=tmp_path)
+    if out.exists():  # only acceptable if complete and consistent
+        assert point != "before_rename" and hashes_match_audit(out), snapshot(out).keys()
+    assert not out.exists(), f"a killed run at {point} left a release folder"
+    # the next run (in-process: only the killed run needs a subprocess) succeeds, cleans up,
+    # and equals an uninterrupted run byte for byte
+    res = cli("release", cfg)
+    assert res.exit_code == 0, res.output
+    assert leftovers(out) == []
+    assert public_bytes(out) == census_release.public
+    assert hashes_match_audit(out)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_with_force_keeps_earlier_release(point: str, census_release: CensusRelease,
+                                               earlier, prefect_api: str,
+                                               tmp_path: Path, cli) -> None:
+    """The --force run replaces an earlier release (seed 777) with the reference one (the
+    session's seed file); killed anywhere, the earlier release is intact."""
+    earlier_cfg, before = earlier
+    out = census_release.root / "releases" / "earlier"
+    cfg = census_release.config(f"force-{point.replace(':', '-').replace('.', '-')}")
+    # same output folder as the earlier release, the reference seed file
+    data = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+    data["output"]["dir"] = str(out)
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+    kill_at(prefect_api, point, cfg, "--force", workdir=tmp_path)
+    assert snapshot(out) == before, f"the earlier release changed after a kill at {point}"
+    res = cli("release", cfg, "--force")
+    assert res.exit_code == 0, res.output
+    assert leftovers(out) == []
+    assert public_bytes(out) == census_release.public
+    assert hashes_match_audit(out)
+    # put the earlier release back for the next point (its own seed, byte-identical public)
+    res = cli("release", earlier_cfg, "--force")
+    assert res.exit_code == 0, res.output
+    after = snapshot(out)
+    assert {k: v for k, v in after.items() if k.startswith("public/")} == {
+        k: v for k, v in before.items() if k.startswith("public/")}
+    before.clear()
+    before.update(after)
+
+
+# ---------------------------------------------------------------------------------------------
+# reruns through the CLI (deliverable 4)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.e2e
+def test_rerun_is_byte_identical(census_release: CensusRelease, cli) -> None:
+    res = cli("release", census_release.config("rerun"))
+    assert res.exit_code == 0, res.output
+    assert public_bytes(census_release.root / "releases" / "rerun") == census_release.public
+
+
+@pytest.mark.e2e
+def test_shuffled_input_is_byte_identical(census_release: CensusRelease, cli) -> None:
+    frame = pd.read_csv(CENSUS_CSV)
+    rng = np.random.default_rng(2024)
+    shuffled = census_release.root / "census_shuffled.csv"
+    frame.iloc[rng.permutation(len(frame))].to_csv(shuffled, index=False)
+    res = cli("release", census_release.config("shuffled", input__path=str(shuffled)))
+    assert res.exit_code == 0, res.output
+    assert public_bytes(census_release.root / "releases" / "shuffled") == census_release.public
+
+
+@pytest.mark.e2e
+def test_existing_release_is_not_overwritten_without_force(census_release: CensusRelease,
+                                                           cli) -> None:
+    before = snapshot(census_release.out_dir)
+    res = cli("release", census_release.config_path)
+    assert res.exit_code == 2
+    assert "--force" in res.text and "already exists" in res.text
+    assert snapshot(census_release.out_dir) == before
