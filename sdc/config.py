@@ -27,6 +27,7 @@ Shape (see the README for the full reference)::
 from __future__ import annotations
 
 import math
+import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -439,7 +440,7 @@ class ReleaseConfig(_Strict):
     def resolve(self, path: Path) -> Path:
         """``path`` made absolute relative to the config file's folder."""
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (self._base_dir / p)
+        return Path(os.path.normpath(p if p.is_absolute() else (self._base_dir / p)))
 
     @property
     def input_path(self) -> Path:
