@@ -570,3 +570,40 @@ def test_bad_partition_rule_names_only_the_rule_given(job: JobBuilder, cli) -> N
     assert contains(res.output, "60.0 is followed by 30.0")
     for noise in ("unknown key", "required key is missing", "literal["):
         assert noise not in res.text, f"misleading {noise!r} in:\n{res.output}"
+
+
+#: Refusals that only ``sdc release`` can meet: the output folder, the seed, the public frame.
+RELEASE_ONLY = {"output_not_writable", "output_parent_is_file", "output_in_public",
+                "output_not_release", "seed_world_readable", "seed_group_writable",
+                "seed_not_integer", "seed_empty", "seed_is_folder", "seed_missing_in_config",
+                "seed_negative", "record_id_column", "weight_dropped"}
+#: Refusals of the risk plan (``sdc plan`` meets them, ``sdc validate`` does not).
+PLAN_ONLY = {"k1_fail", "one_record"}
+
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_validate_and_plan_refuse_alike_and_write_nothing(command: str, job: JobBuilder,
+                                                          cli) -> None:
+    """``sdc validate`` and ``sdc plan`` refuse every input and config problem with the same
+    exit code and message as ``sdc release``, and write nothing (no release folder, no seed
+    file)."""
+    failures = []
+    for case in CASES:
+        if case.exit_code != USER or case.id in RELEASE_ONLY or (
+                command == "validate" and case.id in PLAN_ONLY):
+            continue
+        j = JobBuilder(job.root / case.id)
+        j.root.mkdir()
+        case.setup(j)
+        path = j.write() if j.config_path.name == "job.yaml" else j.config_path
+        if j.seed_path.exists():
+            j.seed_path.unlink()  # plan must not create it
+        res = cli(command, path)
+        missing = [f for f in case.fragments if not contains(res.output, f)]
+        if res.exit_code != USER or missing or "Traceback" in res.output:
+            failures.append(f"{case.id}: exit {res.exit_code}, missing {missing}: {res.text}")
+        if j.leftovers() or j.seed_path.exists():
+            failures.append(f"{case.id}: {command} wrote {j.leftovers()} / the seed file")
+    assert not failures, "\n".join(failures)
