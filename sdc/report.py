@@ -89,8 +89,9 @@ def build_risk(original: pd.DataFrame, result: ReleaseResult, config: ReleaseCon
     n = int(cells.record_cell.size)
     before = risk_summary(cells.record_cell, w, xi)
     after_part = partition_frame(result.frame, config)
-    w_after = result.frame[weight].to_numpy(dtype=float) if weight else None
-    after = risk_summary(after_part.cells.record_cell, w_after, xi)
+    # PRAM never changes a weight and result.frame keeps the input's row order, so the input's
+    # weights serve "after" too, also when input.drop keeps the weight out of the public file
+    after = risk_summary(after_part.cells.record_cell, w, xi)
 
     # partition sets: before from the engine, after from the released file (joined by label)
     a_t = after_part.cells.frequency
