@@ -581,7 +581,6 @@ RELEASE_ONLY = {"output_not_writable", "output_parent_is_file", "output_in_publi
 PLAN_ONLY = {"k1_fail", "one_record"}
 
 
-
 @pytest.mark.e2e
 @pytest.mark.parametrize("command", ["validate", "plan"])
 def test_validate_and_plan_refuse_alike_and_write_nothing(command: str, job: JobBuilder,
