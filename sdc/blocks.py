@@ -163,7 +163,9 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
                 f"{len(left)} post-randomization block(s) still have {why} after merging along "
                 f"every allowed partition variable: {listed}. Partition more coarsely (or add "
                 "variables to risk.merge_along)"
-                + (", or use risk.small_blocks: calibrate" if policy == "merge" else "")
+                + (", or use risk.small_blocks: calibrate"
+                   if policy == "merge" and any(calibrate_theta(b.profile_dict(), xi) is not None
+                                                for b in left) else "")
             )
     else:  # pragma: no cover - validated by the config model
         raise ValueError(f"unknown small_blocks policy {policy!r}")

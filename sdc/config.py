@@ -36,10 +36,13 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     PrivateAttr,
+    StrictInt,
+    StrictStr,
     Tag,
     ValidationError,
     field_validator,
@@ -65,7 +68,15 @@ __all__ = [
     "parse_config",
 ]
 
-Category = int | str
+def _strict_category(v: Any) -> Any:
+    # YAML `true`/`false` or 1.5 must not silently become the category 1 or 0
+    if isinstance(v, bool) or not isinstance(v, int | str):
+        raise ValueError(f"a category must be an integer or a string, not a {type(v).__name__}; "
+                         "quote it in the YAML to make it a string")
+    return v
+
+
+Category = Annotated[StrictInt | StrictStr, BeforeValidator(_strict_category)]
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 

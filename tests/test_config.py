@@ -49,6 +49,7 @@ def test_valid_config_resolves_relative_paths(tmp_path):
     ({"partition__sex": {"groups": {"a": [1, 2], "b": [2]}}}, "in both 'a' and 'b'"),
     ({"output": {"dir": "r/{when}"}}, "unknown placeholder {when}"),
     ({"name": "a b"}, "name must be letters"),
+    ({"key_variables__sex": {"categories": [True, False]}}, "key_variables.sex.categories.0"),
     ({"input__drop": ["sex"]}, "a key cannot be dropped"),
 ])
 def test_bad_configs_name_the_key(over, fragment):
