@@ -185,21 +185,18 @@ def _check_prefect_api() -> str | None:
 
     Without this, a stopped server shows up as an obscure connection error from deep inside
     Prefect after a long wait."""
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL
+    from flows.schedule import prefect_api
 
-    url = PREFECT_API_URL.value()
-    if not url:
+    url, problem = prefect_api()
+    if url is None:
         return None
-    with get_client(sync_client=True) as client:
-        problem = client.api_healthcheck()
     if problem is not None:
         raise PrefectUnreachableError(
             f"PREFECT_API_URL is set to {url}, but no Prefect server answers there "
             f"({type(problem).__name__}: {problem}). Start it (`prefect server start`, see "
             "docs/OPERATIONS.md), or unset PREFECT_API_URL to run with Prefect's embedded API"
         )
-    return str(url)
+    return url
 
 
 def _print_release_summary(s: dict[str, Any]) -> None:

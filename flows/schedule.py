@@ -27,6 +27,7 @@ __all__ = [
     "ScheduledJob",
     "build_deployments",
     "collect_schedules",
+    "prefect_api",
     "require_server",
     "serve_schedules",
 ]
@@ -55,6 +56,20 @@ class ScheduledJob:
     timezone: str
 
 
+def prefect_api() -> tuple[str | None, Exception | None]:
+    """The configured Prefect API URL (None: embedded mode) and, if set, why it does not
+    answer its health check (None: it answers). Shared by ``sdc release`` and ``sdc schedule``.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return None, None
+    with get_client(sync_client=True) as client:
+        return str(url), client.api_healthcheck()
+
+
 def require_server(*, check: bool = True) -> str:
     """The configured Prefect API URL, or :class:`ScheduleError` saying how to get one.
 
@@ -62,15 +77,13 @@ def require_server(*, check: bool = True) -> str:
     (``prefect config set PREFECT_API_URL=...``) count. With ``check``, the server must also
     answer its health check.
     """
-    from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
     if not url:
         raise ScheduleError(NO_SERVER_MESSAGE)
     if check:
-        with get_client(sync_client=True) as client:
-            problem = client.api_healthcheck()
+        _, problem = prefect_api()
         if problem is not None:
             raise ScheduleError(
                 f"PREFECT_API_URL is set to {url}, but no Prefect server answers there "

@@ -123,8 +123,8 @@ def small_frame(n: int = 3000, seed: int = 7) -> pd.DataFrame:
     """A small synthetic microdata file: id, name, 4 key variables, income, weight."""
     rng = np.random.default_rng(seed)
     return pd.DataFrame({
-        "id": [f"R{i:06d}" for i in range(n)],
-        "name": [f"person {i}" for i in range(n)],
+        "id": np.char.add("R", np.char.zfill(np.arange(n).astype(str), 6)),
+        "name": np.char.add("person ", np.arange(n).astype(str)),
         "sex": rng.integers(1, 3, n),
         "age": rng.integers(0, 91, n),
         "race": rng.choice([1, 2, 3], n, p=[0.7, 0.2, 0.1]),

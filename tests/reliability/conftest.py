@@ -141,8 +141,9 @@ def base_frame(n: int = 600, seed: int = 11) -> pd.DataFrame:
     weight. 600 records over 2 x 91 x 3 x 5 cells: plenty of singletons and doubletons."""
     rng = np.random.default_rng(seed)
     return pd.DataFrame({
-        "id": [f"R{i:06d}" for i in rng.permutation(n) + 1],
-        "name": [f"Person {i} Surname{i % 97}" for i in range(n)],
+        "id": np.char.add("R", np.char.zfill((rng.permutation(n) + 1).astype(str), 6)),
+        "name": np.char.add(np.char.add("Person ", np.arange(n).astype(str)),
+                            np.char.add(" Surname", (np.arange(n) % 97).astype(str))),
         "sex": rng.integers(1, 3, n),
         "age": rng.integers(0, 91, n),
         "race": rng.choice([1, 2, 3], n, p=[0.7, 0.2, 0.1]),
