@@ -36,7 +36,7 @@ test-fast: install
 	$(PY) -m pytest -m "not slow"
 
 lint: install
-	$(VENV)/bin/ruff check sdc flows cli tests benchmarks
+	$(VENV)/bin/ruff check sdc flows tests benchmarks
 
 bench: install
 	$(PY) benchmarks/bench_engine.py

@@ -14,7 +14,7 @@ The flow runs on Prefect's embedded default: without ``PREFECT_API_URL`` Prefect
 temporary local API for the run, so nobody has to start a server by hand. Only cron schedules
 need a real server (see :mod:`flows.schedule`).
 
-Randomness comes only from the release seed (``sdc.streams``); the tasks still have
+Randomness comes only from the release seed (``sdc.engine.draws``); the tasks still have
 ``retries=0``, and every task that receives a DataFrame or the config uses ``NO_CACHE`` (Prefect
 would otherwise pickle and hash every argument, and a cached write would silently skip the
 release).
@@ -42,7 +42,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 import sdc
-from sdc.config import ReleaseConfig, SeedFile
+from sdc.config.model import ReleaseConfig, SeedFile
 
 __all__ = [
     "Job",
@@ -104,13 +104,14 @@ def load_job(config_path: str | Path) -> Job:
     Raises ``sdc.ConfigError`` (bad config) or ``sdc.InputError`` (missing or unreadable
     input).
     """
-    from sdc import io as sdc_io
+    from sdc.io.read import read_input
+    from sdc.io.write import sha256_file
 
     path = Path(config_path).expanduser()
     config = sdc.load_config(path)
     config_text = path.read_text(encoding="utf-8")
-    frame = sdc_io.read_input(config)
-    return Job(path.resolve(), config, config_text, frame, sdc_io.sha256_file(config.input_path))
+    frame = read_input(config)
+    return Job(path.resolve(), config, config_text, frame, sha256_file(config.input_path))
 
 
 def check_release_target(config: ReleaseConfig, force: bool) -> None:
@@ -119,7 +120,7 @@ def check_release_target(config: ReleaseConfig, force: bool) -> None:
     that is not a release (``ReleaseFolderError``, even with ``force``: it is never replaced).
     ``write_release`` checks again when it publishes; this only saves the computation.
     """
-    from sdc.publish import ReleaseExistsError, ReleaseFolderError
+    from sdc.release.folder import ReleaseExistsError, ReleaseFolderError
 
     out = config.output_dir.absolute()
     if not (out.exists() or out.is_symlink()):
@@ -244,7 +245,7 @@ def artifact_key(prefix: str, name: str) -> str:
 @task(name="load", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def load_task(config_path: str, force: bool) -> Job:
     """Parse the config, refuse an existing release without ``force``, read and hash the input."""
-    from sdc.publish import checkpoint
+    from sdc.release.folder import checkpoint
 
     _step("loading config and input")
     config = sdc.load_config(config_path)
@@ -259,7 +260,7 @@ def load_task(config_path: str, force: bool) -> Job:
 @task(name="validate input", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def validate_input_task(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
     """pandera input schema, validated lazily: every problem is reported at once."""
-    from sdc.schemas import validate_input
+    from sdc.io.schemas import validate_input
 
     _step("validating the input")
     return validate_input(frame, config)
@@ -268,7 +269,7 @@ def validate_input_task(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFr
 @task(name="plan", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def plan_task(frame: pd.DataFrame, config: ReleaseConfig) -> tuple[Any, dict[str, int]]:
     """Load (or create, mode 0600) the seed and preview cells, partition sets, sensitive cells."""
-    from sdc.seeds import load_seed
+    from sdc.release.seeds import load_seed
 
     _step("planning partition sets and blocks")
     seed_info = load_seed(config, create=True)
@@ -301,8 +302,8 @@ def perturb_task(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> sdc.R
 def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig, seed: int) -> int:
     """Build the public frame and check it against the output schema before anything is
     written; also refuse a certificate above xi (belt and braces: the engine already does)."""
-    from sdc.publish import public_frame
-    from sdc.schemas import validate_output
+    from sdc.io.schemas import validate_output
+    from sdc.release.public import public_frame
 
     _step("validating the public file")
     if not result.certificate <= result.xi + 1e-12:
@@ -318,7 +319,7 @@ def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig, seed:
 def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: ReleaseConfig,
                 seed: int) -> tuple[dict[str, bytes], dict[str, Any]]:
     """Risk and utility reports: the internal files and the headline numbers."""
-    from sdc.report import build_reports, headline
+    from sdc.reports.build import build_reports, headline
 
     _step("building risk and utility reports")
     reports = build_reports(original, result, config, seed=seed)
@@ -329,7 +330,8 @@ def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: Relea
 def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed_info: Any,
                reports: dict[str, bytes] | None, force: bool) -> Path:
     """Assemble public + internal files and publish them atomically (temp sibling + rename)."""
-    from sdc.publish import assemble_release, write_release
+    from sdc.release.assemble import assemble_release
+    from sdc.release.folder import write_release
 
     _step("writing the release")
     public, internal = assemble_release(
@@ -445,8 +447,8 @@ def plan_release(config_path: str | Path) -> PlanSummary:
 
     ``expected_changed`` = sum over PRBs of theta_b * k_b.
     """
-    from sdc.schemas import validate_input
-    from sdc.seeds import load_seed
+    from sdc.io.schemas import validate_input
+    from sdc.release.seeds import load_seed
 
     job = load_job(config_path)
     config = job.config
@@ -513,7 +515,7 @@ def validate_release_input(config_path: str | Path) -> ValidationSummary:
     Raises ``sdc.ConfigError`` / ``sdc.InputError`` (every input problem in one table) /
     ``FileNotFoundError``.
     """
-    from sdc.schemas import validate_input
+    from sdc.io.schemas import validate_input
 
     job = load_job(config_path)
     frame = validate_input(job.frame, job.config)

@@ -9,11 +9,14 @@ Public API::
 See ``../shared/docs/METHOD.md`` for the method and the README for the config reference.
 """
 
-from sdc.config import ConfigError, ReleaseConfig, load_config, parse_config
+from sdc.config.load import load_config, parse_config
+from sdc.config.model import ConfigError, ReleaseConfig
+from sdc.engine.apply import ReleaseResult, apply_plan, release_frame
+from sdc.engine.partition import Partitioned, partition_frame
+from sdc.engine.plan import ReleasePlan, plan_release
+from sdc.engine.risk import calibrate_theta, correct_match_risk, max_risk
+from sdc.engine.theta import h, kmin, solve_theta
 from sdc.errors import CertificationError, InputError, SmallBlockError
-from sdc.release import Partitioned, ReleaseResult, partition_frame, release_frame
-from sdc.risk import calibrate_theta, correct_match_risk, max_risk
-from sdc.theta import h, kmin, solve_theta
 
 __version__ = "0.1.0"
 
@@ -23,7 +26,10 @@ __all__ = [
     "InputError",
     "ReleaseConfig",
     "Partitioned",
+    "ReleasePlan",
     "ReleaseResult",
+    "apply_plan",
+    "plan_release",
     "SmallBlockError",
     "__version__",
     "calibrate_theta",

@@ -103,7 +103,7 @@ def cli(prefect_api: str) -> Iterator[Any]:
     """``cli("release", path, "--force") -> CliResult`` (in-process, typer's CliRunner)."""
     from typer.testing import CliRunner
 
-    from cli.main import app
+    from sdc.cli.main import app
 
     mp = pytest.MonkeyPatch()
     _quiet_prefect_console(mp)

@@ -31,9 +31,9 @@ _CHILD = textwrap.dedent("""
     import gc, json, resource, sys, time
     import numpy as np, pandas as pd
     import sdc
-    from sdc.io import read_input
-    from sdc.publish import public_frame
-    from sdc.schemas import validate_input
+    from sdc.io.read import read_input
+    from sdc.release.public import public_frame
+    from sdc.io.schemas import validate_input
 
     def rss_mb():
         with open("/proc/self/statm") as f:

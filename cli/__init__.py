@@ -1,1 +1,0 @@
-"""The ``sdc`` command line (cli.main)."""

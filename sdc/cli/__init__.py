@@ -1,0 +1,1 @@
+"""The ``sdc`` command line (sdc.cli.main)."""

@@ -1,0 +1,410 @@
+"""``sdc``: the command line agency staff use to run release jobs.
+
+Commands (``sdc COMMAND --help`` for each)::
+
+    sdc release CONFIG [--force]   run the release flow (embedded Prefect) and publish
+    sdc plan CONFIG                what a release would do; writes nothing
+    sdc validate CONFIG            check the config and the input only
+    sdc audit RELEASE_DIR          re-verify a published release (exit 1 on any failure)
+    sdc report RELEASE_DIR         re-render internal/report.html from the JSON reports
+    sdc schedule CONFIG...         serve the configs' cron schedules (needs a Prefect server)
+    sdc sample [--out DIR]         regenerate data_samples/census_sample.csv
+    sdc rr ...                     randomized-response survey designs
+
+Exit codes: 0 success; 2 bad config, bad input, refused overwrite or a missing file
+(something the user fixes); 1 failed audit or any other failure. Errors are printed as one
+readable paragraph; ``sdc --debug ...`` shows the traceback and Prefect's own logs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+app = typer.Typer(
+    name="sdc",
+    help="Publish public-use microdata with identification risk <= xi (NZY unbiased PRAM).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+_state: dict[str, Any] = {"debug": False}
+
+# exit codes
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+# ---------------------------------------------------------------------------------------------
+# errors: one readable paragraph, never a bare traceback (unless --debug)
+# ---------------------------------------------------------------------------------------------
+def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(errors the user fixes -> exit 2, known failures -> exit 1). Imported lazily so that
+    ``sdc --help`` stays fast and a missing optional module cannot break error reporting."""
+    import sdc
+
+    user: list[type[BaseException]] = [sdc.ConfigError, sdc.InputError, sdc.SmallBlockError,
+                                       FileNotFoundError, PermissionError, IsADirectoryError,
+                                       NotADirectoryError, FileExistsError]
+    known: list[type[BaseException]] = [sdc.CertificationError, PrefectUnreachableError]
+    for module, name, group in (("sdc.release.folder", "ReleaseExistsError", user),
+                                ("sdc.release.folder", "ReleaseFolderError", user),
+                                ("flows.schedule", "ScheduleError", user),
+                                ("sdc.release.audit", "AuditError", known)):
+        try:
+            group.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):  # pragma: no cover - module not installed
+            pass
+    return tuple(user), tuple(known)
+
+
+def _describe(exc: BaseException) -> tuple[int, str]:
+    """(exit code, one-paragraph message) for an exception."""
+    user, known = _error_types()
+    if isinstance(exc, user):
+        if isinstance(exc, OSError) and exc.filename and exc.strerror:
+            return EXIT_USAGE, f"{exc.strerror}: {exc.filename}"
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, known):
+        return EXIT_FAILURE, str(exc)
+    return EXIT_FAILURE, (f"{type(exc).__name__}: {exc}. This was not expected; rerun with "
+                          "`sdc --debug ...` for the full traceback and report it if it persists")
+
+
+@contextmanager
+def _friendly_errors() -> Iterator[None]:
+    try:
+        yield
+    except (typer.Exit, typer.Abort):
+        raise
+    except KeyboardInterrupt:
+        err_console.print("interrupted", style="yellow")
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if _state["debug"]:
+            raise
+        code, msg = _describe(exc)
+        err_console.print("error: ", style="bold red", end="")
+        err_console.print(msg, markup=False, soft_wrap=True)  # keep tables in messages intact
+        raise typer.Exit(code) from None
+
+
+def _quiet_prefect() -> None:
+    """Keep Prefect's console logging (INFO lines, telemetry, task tracebacks) out of the
+    user's way; set before Prefect is imported. Logs still reach the Prefect API (UI).
+    ``--debug`` and any value the user sets themselves win."""
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and Prefect's logs.")]
+    = False,
+) -> None:
+    """Publish public-use microdata with identification risk <= xi (NZY unbiased PRAM)."""
+    _state["debug"] = debug
+    if "prefect" in sys.modules:
+        return  # Prefect read its settings at import (e.g. under tests): env changes are moot
+    # no telemetry calls from an agency machine (they also fail noisily without internet)
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if not debug and ctx.invoked_subcommand != "schedule":
+        _quiet_prefect()
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+def _fmt_int(v: Any) -> str:
+    return f"{int(v):,}"
+
+
+def _kv_table(rows: list[tuple[str, str]], title: str | None = None) -> Table:
+    t = Table(show_header=False, title=title, title_justify="left", box=None, padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    for k, v in rows:
+        t.add_row(Text(k), Text(v))  # user data: never rich markup
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------------------------
+ConfigArg = Annotated[Path, typer.Argument(help="The release job's YAML config.",
+                                           show_default=False)]
+ReleaseDirArg = Annotated[Path, typer.Argument(help="A release folder (the config's output.dir).",
+                                               show_default=False)]
+
+
+@app.command()
+def release(
+    config: ConfigArg,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing release (the old "
+                                        "one stays until the new one is complete).")] = False,
+) -> None:
+    """Run the release flow for CONFIG and publish the release folder."""
+    with _friendly_errors():
+        import sdc
+        from flows.release import check_release_target, progress_callback
+        from flows.release import release as release_flow
+
+        # the cheap refusals first, before Prefect starts (the flow checks them again)
+        check_release_target(sdc.load_config(config), force)
+        api = _check_prefect_api()
+        where = f"connecting to {api}" if api else "starting Prefect (embedded)"
+        with console.status(f"release {escape(str(config))}: {where}") as status:
+            def show(step: str) -> None:
+                status.update(f"release {escape(str(config))}: {step}")
+
+            with progress_callback(show):
+                summary = release_flow(config_path=str(config), force=force)
+        _print_release_summary(summary)
+
+
+class PrefectUnreachableError(RuntimeError):
+    """PREFECT_API_URL names a server that does not answer."""
+
+
+def _check_prefect_api() -> str | None:
+    """The configured Prefect API URL after checking that it answers (None: embedded mode).
+
+    Without this, a stopped server shows up as an obscure connection error from deep inside
+    Prefect after a long wait."""
+    from flows.schedule import prefect_api
+
+    url, problem = prefect_api()
+    if url is None:
+        return None
+    if problem is not None:
+        raise PrefectUnreachableError(
+            f"PREFECT_API_URL is set to {url}, but no Prefect server answers there "
+            f"({type(problem).__name__}: {problem}). Start it (`prefect server start`, see "
+            "docs/OPERATIONS.md), or unset PREFECT_API_URL to run with Prefect's embedded API"
+        )
+    return url
+
+
+def _print_release_summary(s: dict[str, Any]) -> None:
+    ok = s["certificate"] <= s["xi"] + 1e-12
+    rows = [
+        ("records", _fmt_int(s["n"])),
+        ("partition sets", _fmt_int(s["n_partition_sets"])),
+        ("PRBs", _fmt_int(s["n_prbs"])),
+        (f"theta ({s['theta_mode']})", f"{s['theta']:.4f}   kmin = {s['kmin']}"),
+        ("certificate", f"{s['certificate']:.6f} {'<=' if ok else '>'} xi = {s['xi']}"),
+        ("records changed", f"{_fmt_int(s['records_changed'])} "
+                            f"(expected {s['expected_changed']:,.1f})"),
+    ]
+    if s["merges"]:
+        rows.append(("merges", "\n".join(s["merges"])))
+    if s.get("seconds") is not None:
+        rows.append(("time", f"{s['seconds']:.1f} s"))
+    console.print(_kv_table(rows, title=f"Release {s['name']}"))
+    for w in s.get("warnings", []):
+        console.print(f"warning: {w}", style="yellow", markup=False)
+    if s.get("seed_created"):
+        console.print(f"created the seed file {s.get('seed_file')} (mode 0600): back it up, "
+                      "it is what makes a rerun byte-identical", style="yellow", markup=False)
+    console.print(f"[green]Release written to[/green] {escape(str(s['release_dir']))}")
+
+
+@app.command()
+def plan(
+    config: ConfigArg,
+    limit: Annotated[int, typer.Option(help="Show at most this many partition sets / PRBs.")]
+    = 60,
+) -> None:
+    """Show what a release would do (partition sets, PRBs, theta, certificate); write nothing."""
+    with _friendly_errors():
+        from flows.release import plan_release
+
+        with console.status(f"planning {escape(str(config))}"):
+            p = plan_release(config)
+        ps = Table(title=f"Partition sets ({p.n_partition_sets})", title_justify="left")
+        for col in ("partition set", "records", "cells", "sensitive cells", "sensitive records",
+                    "PRB"):
+            ps.add_column(col, justify="left" if col == "partition set" else "right")
+        for r in p.partition_sets.head(limit).itertuples(index=False):
+            ps.add_row(Text(str(r.partition_key)), _fmt_int(r.n_records), _fmt_int(r.n_cells),
+                       _fmt_int(r.n_sensitive_cells), _fmt_int(r.n_sensitive_records),
+                       "-" if int(r.prb) < 0 else str(int(r.prb)))
+        console.print(ps)
+        if p.n_partition_sets > limit:
+            console.print(f"... and {p.n_partition_sets - limit} more (--limit)")
+        bt = Table(title=f"Post-randomization blocks ({p.n_prbs})", title_justify="left")
+        for col in ("PRB", "k", "records", "profile t:cells", "theta", "max risk", "action",
+                    "exp. changed", "partition set(s)"):
+            bt.add_column(col, justify="left" if col in ("partition set(s)", "profile t:cells",
+                                                         "action") else "right",
+                          overflow="fold")
+        for r in p.blocks.head(limit).itertuples(index=False):
+            bt.add_row(str(r.prb), _fmt_int(r.k), _fmt_int(r.n_records), str(r.profile),
+                       f"{r.theta:.4f}", f"{r.max_risk:.4f}", str(r.action),
+                       f"{r.expected_changed:.1f}", Text(str(r.partition_key)))
+        console.print(bt)
+        if p.n_prbs > limit:
+            console.print(f"... and {p.n_prbs - limit} more (--limit)")
+        small = p.small_block_actions
+        if len(small):
+            st = Table(title=f"Small-block actions ({len(small)} PRBs; kmin = {p.kmin}, policy "
+                             f"{p.small_blocks})", title_justify="left")
+            for col in ("PRB", "k", "theta", "max risk", "action", "partition set(s)"):
+                st.add_column(col, overflow="fold",
+                              justify="left" if col in ("action", "partition set(s)") else "right")
+            for r in small.itertuples(index=False):
+                st.add_row(str(r.prb), _fmt_int(r.k), f"{r.theta:.4f}", f"{r.max_risk:.4f}",
+                           str(r.action), Text(str(r.partition_key)))
+            console.print(st)
+        actions = (", ".join(f"{a}: {n}" for a, n in small["action"].value_counts().items())
+                   if len(small) else "none (every PRB has k >= kmin and uses the theorem's "
+                   "theta)")
+        ok = p.certificate <= p.xi + 1e-12
+        rows = [
+            ("config", str(p.config_path)),
+            ("records", _fmt_int(p.n_records)),
+            ("non-empty cells", f"{_fmt_int(p.n_cells)} ({_fmt_int(p.n_sensitive_cells)} "
+                                f"sensitive, {_fmt_int(p.n_sensitive_records)} records)"),
+            ("partition sets / PRBs", f"{p.n_partition_sets} / {p.n_prbs}"),
+            ("xi", f"{p.xi}"),
+            (f"theta ({p.theta_mode})", f"{p.theta:.4f}"),
+            ("kmin", str(p.kmin)),
+            (f"small blocks ({p.small_blocks})", actions),
+            ("expected changed records", f"{p.expected_changed:,.1f} (sum of theta * k)"),
+            ("certificate", f"{p.certificate:.6f} {'<=' if ok else '>'} xi"),
+            ("release folder", f"{p.output_dir}" + (" (exists: `sdc release` needs --force)"
+                                                    if p.release_exists else "")),
+        ]
+        if p.changed is not None:
+            rows.insert(9, ("changed records with the seed", _fmt_int(p.changed)))
+        for m in p.merges:
+            rows.append(("merge", m))
+        console.print(_kv_table(rows, title=f"Plan for {p.name} (nothing written)"))
+        for n in p.notes:
+            console.print(f"note: {n}", style="yellow", markup=False)
+
+
+@app.command()
+def validate(config: ConfigArg) -> None:
+    """Check the config and its input (schema, domains, ids, weights) without releasing."""
+    with _friendly_errors():
+        from flows.release import validate_release_input
+
+        with console.status(f"validating {escape(str(config))}"):
+            v = validate_release_input(config)
+        console.print(_kv_table([
+            ("config", str(v.config_path)),
+            ("input", f"{v.input_path} (sha256 {v.input_sha256[:16]}...)"),
+            ("records / columns", f"{_fmt_int(v.n_records)} / {v.n_columns}"),
+            ("key variables", ", ".join(v.key_variables)),
+            ("non-empty cells", f"{_fmt_int(v.n_cells)} ({_fmt_int(v.n_sensitive_cells)} "
+                                "sensitive)"),
+            ("partition sets", _fmt_int(v.n_partition_sets)),
+        ], title=f"{v.name}: config and input are valid"))
+
+
+@app.command()
+def audit(release_dir: ReleaseDirArg) -> None:
+    """Re-verify a release: source hash, partition sets, PRBs, certificate <= xi, file hashes."""
+    with _friendly_errors():
+        from sdc.release.audit import verify_release
+
+        if not release_dir.is_dir():
+            raise FileNotFoundError(f"release folder {str(release_dir)!r} does not exist")
+        with console.status(f"auditing {escape(str(release_dir))}"):
+            report = verify_release(release_dir)
+        t = Table(title=escape(f"Audit of {release_dir}"), title_justify="left")
+        t.add_column("check")
+        t.add_column("result")
+        t.add_column("detail")
+        for c in report.checks:
+            t.add_row(Text(c.name), "[green]pass[/green]" if c.ok else "[bold red]FAIL[/bold red]",
+                      Text(str(c.detail)))
+        console.print(t)
+        failed = [c for c in report.checks if not c.ok]
+        if failed or not report.ok:
+            err_console.print(f"audit FAILED: {len(failed)} of {len(report.checks)} checks",
+                              style="bold red")
+            raise typer.Exit(EXIT_FAILURE)
+        console.print(f"[green]audit passed[/green]: {len(report.checks)} checks")
+
+
+@app.command()
+def report(release_dir: ReleaseDirArg) -> None:
+    """Re-render internal/report.html of a release from its risk and utility JSON."""
+    with _friendly_errors():
+        from sdc.reports.build import render_release_report
+
+        if not release_dir.is_dir():
+            raise FileNotFoundError(f"release folder {str(release_dir)!r} does not exist")
+        with console.status(f"rendering the report of {escape(str(release_dir))}"):
+            path = render_release_report(release_dir)
+        console.print(f"[green]Report written to[/green] {escape(str(path))}")
+
+
+@app.command()
+def schedule(
+    configs: Annotated[list[Path], typer.Argument(help="Release configs; those with a "
+                                                  "schedule: are served.", show_default=False)],
+    force: Annotated[bool, typer.Option("--force", help="Scheduled runs replace the existing "
+                                        "release (otherwise a run fails if it exists).")] = False,
+) -> None:
+    """Serve the configs' cron schedules as Prefect deployments (needs PREFECT_API_URL)."""
+    with _friendly_errors():
+        from flows.schedule import build_deployments, collect_schedules, require_server
+
+        url = require_server()
+        jobs, skipped = collect_schedules(configs)
+        for path, why in skipped:
+            console.print(f"skipped {path}: {why}", style="yellow", markup=False)
+        for j in jobs:
+            console.print(f"serving release/{j.name}: cron {j.cron!r} ({j.timezone}) "
+                          f"config {j.config_path}", markup=False)
+        console.print(f"Prefect API: {url}. Stop with Ctrl-C (schedules are paused on exit).",
+                      markup=False)
+        deployments = build_deployments(jobs, force=force)
+        from prefect import serve
+
+        serve(*deployments)
+
+
+@app.command()
+def sample(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write census_sample.csv into.")]
+    = Path("data_samples"),
+) -> None:
+    """Regenerate the census-like demo sample (byte-identical on every run)."""
+    with _friendly_errors():
+        from sdc.samples import write_census_sample
+
+        with console.status(f"writing the census sample into {escape(str(out))}"):
+            path = write_census_sample(out)
+        console.print(f"[green]Sample written to[/green] {escape(str(path))}")
+
+
+from sdc.cli.rr import rr_app  # noqa: E402 - after the main app's commands
+
+app.add_typer(rr_app, name="rr", help="Randomized-response survey designs.")
+
+
+def main() -> None:
+    """Console-script entry point (``sdc = "sdc.cli.main:main"``)."""
+    app(prog_name="sdc")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

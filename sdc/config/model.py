@@ -1,0 +1,519 @@
+"""Release configuration: the YAML file an agency keeps for one release job.
+
+The model is strict: unknown keys and wrong types are rejected with the dotted path of the
+offending key and what was expected (see :func:`format_validation_error`). Paths are relative to
+the config file; :func:`load_config` resolves them and loads every generalization hierarchy it
+names, so the engine (:func:`sdc.release_frame`) never touches the file system.
+
+Shape (see the README for the full reference)::
+
+    name: census-demo
+    input: {path: data_samples/census_sample.csv, format: csv, delimiter: ",",
+            id_column: person_id, drop: [full_name], weight: weight}
+    key_variables:
+      sex: {categories: [1, 2]}
+      age: {range: [0, 91]}
+      race: {categories: [1, 2, 3, 4, 5, 6, 7, 8, 9], labels: {1: White, 2: Black}}
+    partition:
+      sex: as_is
+      age: {bands: [0, 18, 25, 35, 45, 55, 65]}
+      race: {groups: {white: [1], black: [2], other: [3, 4, 5, 6, 7, 8, 9]}}
+    risk: {xi: 0.395, theta: theorem, small_blocks: merge}
+    seed: {file: secrets/census-demo.seed}
+    output: {dir: releases/census-demo, formats: [parquet, csv]}
+    schedule: {cron: "0 6 1 * *", timezone: UTC}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from datetime import UTC, datetime
+from numbers import Real
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    StrictStr,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "AsIs",
+    "Bands",
+    "ConfigError",
+    "DPPerturb",
+    "Groups",
+    "Hierarchy",
+    "InputSpec",
+    "KeyVariable",
+    "OutputSpec",
+    "ReleaseConfig",
+    "RiskSpec",
+    "Schedule",
+    "SeedFile",
+    "check_xi",
+]
+
+def _strict_category(v: Any) -> Any:
+    # YAML `true`/`false` or 1.5 must not silently become the category 1 or 0
+    if isinstance(v, bool) or not isinstance(v, int | str):
+        raise ValueError(f"a category must be an integer or a string, not a {type(v).__name__}; "
+                         "quote it in the YAML to make it a string")
+    return v
+
+
+Category = Annotated[StrictInt | StrictStr, BeforeValidator(_strict_category)]
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ConfigError(ValueError):
+    """A release config that cannot be used. The message names the key and the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, arbitrary_types_allowed=True)
+
+
+class InputSpec(_Strict):
+    """Where the microdata come from and which columns are identifiers."""
+
+    path: Path
+    format: Literal["csv", "parquet", "sav", "dta"] | None = None
+    delimiter: str = ","
+    encoding: str = "utf-8"
+    id_column: str | None = None
+    drop: list[str] = Field(default_factory=list)
+    weight: str | None = None
+
+    @field_validator("delimiter")
+    @classmethod
+    def _one_char(cls, v: str) -> str:
+        if len(v) != 1:
+            raise ValueError(f"delimiter must be exactly one character, got {v!r}")
+        return v
+
+    @property
+    def resolved_format(self) -> str:
+        """The declared format, or the one implied by the file suffix."""
+        if self.format:
+            return self.format
+        suffix = self.path.suffix.lower().lstrip(".")
+        return {"csv": "csv", "txt": "csv", "parquet": "parquet", "pq": "parquet",
+                "sav": "sav", "zsav": "sav", "dta": "dta"}.get(suffix, "csv")
+
+
+class KeyVariable(_Strict):
+    """A key variable: what an intruder can match on. Exactly one of ``categories`` or ``range``.
+
+    ``categories`` lists the declared domain (integers or strings) in the order used for codes,
+    codebooks and merging; ``range: [lo, hi]`` declares the integers lo..hi inclusive (ages).
+    ``missing: error`` rejects empty values; ``missing: category`` treats them as one more
+    category (released as empty).
+    """
+
+    categories: list[Category] | None = None
+    range: tuple[int, int] | None = None
+    labels: dict[Category, str] = Field(default_factory=dict)
+    missing: Literal["error", "category"] = "error"
+
+    @model_validator(mode="after")
+    def _one_domain(self) -> KeyVariable:
+        if (self.categories is None) == (self.range is None):
+            raise ValueError("give exactly one of 'categories' (a list) or 'range' ([lo, hi])")
+        if self.categories is not None:
+            if len(self.categories) == 0:
+                raise ValueError("'categories' must not be empty")
+            seen: set[Any] = set()
+            dupes = [c for c in self.categories if c in seen or seen.add(c)]
+            if dupes:
+                raise ValueError(f"'categories' lists {dupes[:5]} more than once")
+        if self.range is not None and self.range[0] > self.range[1]:
+            raise ValueError(f"'range' must be [lo, hi] with lo <= hi, got {list(self.range)}")
+        return self
+
+    @property
+    def domain(self) -> list[Category]:
+        """Declared categories in code order (the range expanded)."""
+        if self.categories is not None:
+            return list(self.categories)
+        lo, hi = self.range  # type: ignore[misc]
+        return list(range(lo, hi + 1))
+
+    @property
+    def size(self) -> int:
+        n = len(self.categories) if self.categories is not None else self.range[1] - self.range[0] + 1  # type: ignore[index]
+        return n + (1 if self.missing == "category" else 0)
+
+
+class AsIs(_Strict):
+    """Partition on the variable's own categories (also written as the bare string ``as_is``)."""
+
+    as_is: Literal[True] = True
+
+
+class Bands(_Strict):
+    """Numeric bands given by their left edges, strictly increasing: [0, 18, 25] means
+    [0, 18), [18, 25), [25, inf). Every declared value must fall in a band."""
+
+    bands: list[float]
+
+    @field_validator("bands")
+    @classmethod
+    def _increasing(cls, v: list[float]) -> list[float]:
+        if len(v) == 0:
+            raise ValueError("'bands' needs at least one left edge")
+        if any(not math.isfinite(x) for x in v):
+            raise ValueError(f"'bands' must be finite numbers, got {v}")
+        bad = [(a, b) for a, b in zip(v, v[1:], strict=False) if not a < b]
+        if bad:
+            raise ValueError(
+                f"'bands' left edges must be strictly increasing (sorted, no overlap or repeat); "
+                f"{bad[0][0]} is followed by {bad[0][1]}"
+            )
+        return v
+
+
+class Groups(_Strict):
+    """Category groups: group name -> the categories it contains. Every declared category must
+    be in exactly one group; group order is the merge order."""
+
+    groups: dict[str, list[Category]]
+
+    @field_validator("groups")
+    @classmethod
+    def _non_empty(cls, v: dict[str, list[Category]]) -> dict[str, list[Category]]:
+        if not v:
+            raise ValueError("'groups' needs at least one group")
+        for name, members in v.items():
+            if not members:
+                raise ValueError(f"group {name!r} is empty")
+        return v
+
+
+class Hierarchy(_Strict):
+    """An ARX-format generalization hierarchy file (``value;level1;level2;...;*``) at a level.
+
+    Level 0 is the value itself; level 1 the second column, and so on. The file is read by
+    :func:`load_config` (into ``table``), not by the engine.
+    """
+
+    hierarchy: Path
+    level: int = Field(ge=0)
+    delimiter: str = ";"
+    _table: list[list[str]] | None = PrivateAttr(default=None)
+
+    @property
+    def table(self) -> list[list[str]] | None:
+        return self._table
+
+    def with_table(self, table: list[list[str]]) -> Hierarchy:
+        self._table = table
+        return self
+
+
+def _rule_kind(v: Any) -> str | None:
+    """Which partition rule the user wrote: chosen by its key, so only that one is validated."""
+    if isinstance(v, str):
+        return "rule:as_is_word"
+    if isinstance(v, dict):
+        found = [k for k in ("bands", "groups", "hierarchy", "as_is") if k in v]
+        return f"rule:{found[0]}" if len(found) == 1 else None
+    return {AsIs: "rule:as_is", Bands: "rule:bands", Groups: "rule:groups",
+            Hierarchy: "rule:hierarchy"}.get(type(v))
+
+
+PartitionRule = Annotated[
+    Annotated[Literal["as_is"], Tag("rule:as_is_word")]
+    | Annotated[AsIs, Tag("rule:as_is")]
+    | Annotated[Bands, Tag("rule:bands")]
+    | Annotated[Groups, Tag("rule:groups")]
+    | Annotated[Hierarchy, Tag("rule:hierarchy")],
+    Discriminator(
+        _rule_kind,
+        custom_error_type="partition_rule",
+        custom_error_message=(
+            "a partition rule is one of: as_is, {bands: [left edges]}, "
+            "{groups: {name: [categories]}}, {hierarchy: file.csv, level: n}"
+        ),
+    ),
+]
+
+
+class RiskSpec(_Strict):
+    """The identification-risk target and how to reach it.
+
+    - ``xi``: bound on every correct-match probability R_j(a, t); must lie in (1/3, 1).
+    - ``theta``: ``theorem`` uses theta solving h(theta) = xi for every PRB (NZY);
+      ``calibrated`` uses, per PRB, the smallest theta whose exact max risk is <= xi.
+    - ``small_blocks``: what to do with a PRB of k < kmin = ceil(1/(1-theta)) cells:
+      ``merge`` it with a neighbouring partition set, ``calibrate`` its theta exactly (merging
+      if even theta -> 1 cannot certify it), or ``fail``.
+    - ``merge_along``: partition variables to coarsen along, in order (default: banded
+      variables, then hierarchies, then groups, then as-is variables, in config order).
+    """
+
+    xi: float
+    theta: Literal["theorem", "calibrated"] = "theorem"
+    small_blocks: Literal["merge", "calibrate", "fail"] = "merge"
+    merge_along: list[str] | None = None
+
+    @field_validator("xi", mode="before")
+    @classmethod
+    def _xi_number(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"xi must be a number in (1/3, 1), got {v!r}")
+        return v
+
+    @field_validator("xi")
+    @classmethod
+    def _xi_range(cls, v: float) -> float:
+        return check_xi(v)
+
+
+class SeedFile(_Strict):
+    """A file holding the release seed (a decimal integer). Created with mode 0600 if missing."""
+
+    file: Path
+
+
+_PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
+_PLACEHOLDERS = {"date": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}
+
+
+class OutputSpec(_Strict):
+    """Where the release folder goes. ``dir`` may contain ``{date}`` (YYYY-MM-DD), ``{month}``
+    (YYYY-MM) or ``{year}``, filled with the UTC date of the run, so a scheduled job writes one
+    release per period instead of finding last period's folder in the way."""
+
+    dir: Path
+    formats: list[Literal["parquet", "csv"]] = Field(default_factory=lambda: ["parquet"])
+
+    @field_validator("dir")
+    @classmethod
+    def _known_placeholders(cls, v: Path) -> Path:
+        unknown = [m for m in _PLACEHOLDER_RE.findall(str(v)) if m not in _PLACEHOLDERS]
+        if unknown:
+            raise ValueError(f"unknown placeholder {{{unknown[0]}}} in output.dir; use "
+                             f"{', '.join('{' + k + '}' for k in _PLACEHOLDERS)}")
+        return v
+
+    def dir_for(self, when: datetime | None = None) -> Path:
+        """``dir`` with its placeholders filled for ``when`` (default: now, UTC)."""
+        when = when or datetime.now(UTC)
+        text = _PLACEHOLDER_RE.sub(lambda m: when.strftime(_PLACEHOLDERS[m.group(1)]), str(self.dir))
+        return Path(text)
+
+    @field_validator("formats")
+    @classmethod
+    def _some(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("'formats' needs at least one of parquet, csv")
+        return list(dict.fromkeys(v))
+
+
+class Schedule(_Strict):
+    cron: str
+    timezone: str = "UTC"
+
+    @field_validator("cron")
+    @classmethod
+    def _five_fields(cls, v: str) -> str:
+        if len(v.split()) != 5:
+            raise ValueError(f"cron must have 5 fields (minute hour day month weekday), got {v!r}")
+        return v
+
+
+class DPPerturb(_Strict):
+    """eps-differentially private PRAM (Ayed et al.) of one non-key categorical variable.
+
+    ``categories``: the variable's domain (default: the values present in the input, sorted).
+    ``proportions``: public proportions (same order as ``categories``) the design is optimised
+    for. Without them the input's own proportions are used; the design then depends on the
+    confidential data and is kept internal (see ``sdc.engine.perturb``).
+    """
+
+    mechanism: Literal["dp_pram"] = "dp_pram"
+    epsilon: float = Field(gt=0, le=20)
+    categories: list[Category] | None = None
+    proportions: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _proportions(self) -> DPPerturb:
+        if self.proportions is not None:
+            if self.categories is None or len(self.categories) != len(self.proportions):
+                raise ValueError("'proportions' needs 'categories' of the same length")
+            if any(p < 0 for p in self.proportions) or abs(sum(self.proportions) - 1) > 1e-6:
+                raise ValueError(f"'proportions' must be >= 0 and sum to 1, got {self.proportions}")
+        if self.categories is not None and len(self.categories) < 2:
+            raise ValueError("'categories' needs at least 2 categories for DP-PRAM")
+        return self
+
+
+class ReleaseConfig(_Strict):
+    """One release job. See the module docstring for the YAML shape."""
+
+    name: str
+    input: InputSpec
+    key_variables: dict[str, KeyVariable]
+    partition: dict[str, PartitionRule] = Field(default_factory=dict)
+    risk: RiskSpec
+    seed: int | SeedFile | None = None
+    output: OutputSpec | None = None
+    schedule: Schedule | None = None
+    perturb: dict[str, DPPerturb] = Field(default_factory=dict)
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _source_path: Path | None = PrivateAttr(default=None)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(
+                f"name must be letters, digits, '.', '_' or '-' (it names folders), got {v!r}"
+            )
+        return v
+
+    @field_validator("key_variables")
+    @classmethod
+    def _some_keys(cls, v: dict[str, KeyVariable]) -> dict[str, KeyVariable]:
+        if not v:
+            raise ValueError("declare at least one key variable")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> ReleaseConfig:
+        keys = set(self.key_variables)
+        not_keys = [p for p in self.partition if p not in keys]
+        if not_keys:
+            raise ValueError(
+                f"partition: {not_keys} {'is' if len(not_keys) == 1 else 'are'} not declared under "
+                f"key_variables ({sorted(keys)}); partition sets are built from generalized key "
+                "variables only"
+            )
+        if self.risk.merge_along is not None:
+            bad = [m for m in self.risk.merge_along if m not in self.partition]
+            if bad:
+                raise ValueError(f"risk.merge_along: {bad} not among the partition variables")
+        special = {
+            "input.id_column": self.input.id_column,
+            "input.weight": self.input.weight,
+        }
+        for where, col in special.items():
+            if col is not None and col in keys:
+                raise ValueError(f"{where}: {col!r} is also a key variable; it cannot be both")
+        clash = [d for d in self.input.drop if d in keys]
+        if clash:
+            raise ValueError(f"input.drop: {clash} are key variables; a key cannot be dropped")
+        for var, rule in self.partition.items():
+            kv = self.key_variables[var]
+            if isinstance(rule, Groups):
+                _check_groups(var, rule, kv)
+            if isinstance(rule, Bands) and kv.categories is not None:
+                nonnum = [c for c in kv.categories if not isinstance(c, int | float)]
+                if nonnum:
+                    raise ValueError(
+                        f"partition.{var}: bands need numeric categories, but {var} has {nonnum[:3]}"
+                    )
+        for var in self.perturb:
+            if var in keys:
+                raise ValueError(
+                    f"perturb.{var}: {var!r} is a key variable (NZY perturbs it); DP-PRAM applies "
+                    "to non-key variables only"
+                )
+        return self
+
+    # -- resolved paths ---------------------------------------------------------------------
+    @property
+    def base_dir(self) -> Path:
+        """The folder the config's relative paths are relative to."""
+        return self._base_dir
+
+    @property
+    def source_path(self) -> Path | None:
+        return self._source_path
+
+    def resolve(self, path: Path) -> Path:
+        """``path`` made absolute relative to the config file's folder."""
+        p = Path(path).expanduser()
+        return Path(os.path.normpath(p if p.is_absolute() else (self._base_dir / p)))
+
+    @property
+    def input_path(self) -> Path:
+        return self.resolve(self.input.path)
+
+    @property
+    def output_dir(self) -> Path:
+        """The release folder (placeholders such as ``{date}`` filled with today's UTC date)."""
+        if self.output is None:
+            return self.resolve(Path("releases") / self.name)
+        return self.resolve(self.output.dir_for())
+
+    @property
+    def partition_variables(self) -> list[str]:
+        return list(self.partition)
+
+    @property
+    def key_names(self) -> list[str]:
+        return list(self.key_variables)
+
+
+def _check_groups(var: str, rule: Groups, kv: KeyVariable) -> None:
+    domain = kv.domain
+    dom = set(domain)
+    where: dict[Any, str] = {}
+    for g, members in rule.groups.items():
+        for m in members:
+            if m in where:
+                raise ValueError(
+                    f"partition.{var}.groups: category {m!r} is in both {where[m]!r} and {g!r}; "
+                    "each category must be in exactly one group"
+                )
+            where[m] = g
+    unknown = [m for m in where if m not in dom]
+    if unknown:
+        raise ValueError(
+            f"partition.{var}.groups: {unknown[:5]} are not declared categories of {var}"
+        )
+    missing = [c for c in domain if c not in where]
+    if missing:
+        raise ValueError(
+            f"partition.{var}.groups: categories {missing[:10]} of {var} are in no group; "
+            "add them to a group"
+        )
+
+
+_XI_HELP = (
+    "xi must lie strictly between 1/3 and 1: below or at 1/3 no unbiased NZY PRAM can bound "
+    "every correct-match probability (h(theta) > 1/3 for all theta < 1), and at or above 1 "
+    "there is nothing to protect"
+)
+
+
+def check_xi(xi: object) -> float:
+    """Return ``xi`` as a float if 1/3 < xi < 1, else raise ``ValueError`` saying why."""
+    if isinstance(xi, bool) or not isinstance(xi, Real | np.floating | np.integer):
+        raise ValueError(f"{_XI_HELP}; got {xi!r} ({type(xi).__name__}), not a number")
+    x = float(xi)
+    if not math.isfinite(x) or not (1.0 / 3.0 < x < 1.0):
+        raise ValueError(f"{_XI_HELP}; got xi = {x!r}")
+    if x - 1.0 / 3.0 < 1e-9:
+        # theta = 1 - 3 (xi - 1/3) + ...: closer than 1e-9 to 1/3, theta rounds towards 1 and
+        # kmin = ceil(1/(1 - theta)) exceeds any real file.
+        raise ValueError(f"{_XI_HELP}; got xi = {x!r}, which is so close to 1/3 that theta "
+                         "rounds to 1 and every PRB would need more than 10^8 cells: use a "
+                         "larger xi (0.35 or more is usual)")
+    return x
+
+

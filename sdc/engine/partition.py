@@ -1,0 +1,104 @@
+"""Records -> cell table and partition sets: the counting pass (METHOD.md sections 1-3).
+
+:func:`partition_frame` is one of the only two steps of a release that touch records (the other
+is :mod:`sdc.engine.apply`): it encodes the key variables, finds the non-empty cells and their
+frequencies t_j, generalizes the partition variables and assigns every cell to its partition
+set, and flags the sensitive cells (t_j < 1/xi). Everything after it works on the cell table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.cells import CellTable, encode_cells, encode_key
+from sdc.engine.generalize import Generalization, generalize_domain
+from sdc.engine.theta import kmin as kmin_of
+from sdc.engine.theta import solve_theta
+from sdc.errors import InputError
+
+__all__ = ["Partitioned", "check_columns", "partition_frame"]
+
+
+def check_columns(frame: pd.DataFrame, config: ReleaseConfig, identifiers: bool = True) -> None:
+    need = {f"key_variables.{k}": k for k in config.key_names}
+    if identifiers and config.input.id_column:
+        need["input.id_column"] = config.input.id_column
+    for d in (config.input.drop if identifiers else []):
+        if d not in frame.columns:
+            raise InputError(
+                f"column {d!r} (named in input.drop) is not in the input; the input has "
+                f"{list(frame.columns)[:20]}. Fix the column name in the config"
+            )
+    missing = {w: c for w, c in need.items() if c not in frame.columns}
+    if missing:
+        w, c = next(iter(missing.items()))
+        raise InputError(
+            f"column {c!r} (named in {w}) is not in the input, which has columns "
+            f"{list(frame.columns)[:20]}; fix the name in the config or the input header"
+        )
+    dup = frame.columns[frame.columns.duplicated()].tolist()
+    if dup:
+        raise InputError(f"the input has duplicated column names {dup}; make them unique")
+
+
+@dataclass(frozen=True)
+class Partitioned:
+    """Cells, partition sets and sensitive cells of a file: everything before randomness.
+
+    ``cell_partition_set[j]`` is the partition set of cell j; ``partition_keys[s]`` its label
+    (e.g. ``"sex=Male | age=18-24 | race=white"``); ``ps_codes[s]`` its generalized codes;
+    ``sensitive[j]`` is ``t_j < 1/xi``.
+    """
+
+    cells: CellTable
+    cell_partition_set: np.ndarray
+    ps_codes: np.ndarray
+    partition_keys: list[str]
+    generalizations: list[Generalization]
+    sensitive: np.ndarray
+    xi: float
+    theta: float
+    kmin: int
+
+    @property
+    def record_partition_set(self) -> np.ndarray:
+        return self.cell_partition_set[self.cells.record_cell]
+
+
+def partition_frame(frame: pd.DataFrame, config: ReleaseConfig) -> Partitioned:
+    """Encode the keys of ``frame``, find its non-empty cells, partition sets and sensitive cells.
+
+    Pure and deterministic; used by :func:`release_frame`, by the audit (on the original and on
+    the released file) and by the reports.
+    """
+    check_columns(frame, config, identifiers=False)
+    if len(frame) == 0:
+        raise InputError("the input has no records; nothing to release")
+    xi = config.risk.xi
+    theta = solve_theta(xi)
+    km = kmin_of(theta)
+    keys = config.key_names
+    kvs = config.key_variables
+    codes = [encode_key(frame[v], v, kvs[v]) for v in keys]
+    cells = encode_cells(codes, [kvs[v].size for v in keys], keys)
+    pvars = config.partition_variables
+    gens = [generalize_domain(v, kvs[v], config.partition[v]) for v in pvars]
+    if pvars:
+        g_codes = [g.code_map[cells.key_codes[:, keys.index(v)]]
+                   for v, g in zip(pvars, gens, strict=True)]
+        ps = encode_cells(g_codes, [len(g.labels) for g in gens], pvars)
+        cell_ps, ps_codes = ps.record_cell, ps.key_codes
+    else:
+        cell_ps = np.zeros(cells.n_cells, dtype=np.int64)
+        ps_codes = np.zeros((1, 0), dtype=np.int64)
+    labels = [
+        " | ".join(f"{v}={g.labels[ps_codes[s, i]]}"
+                   for i, (v, g) in enumerate(zip(pvars, gens, strict=True))) or "all records"
+        for s in range(ps_codes.shape[0])
+    ]
+    sensitive = cells.frequency * xi < 1.0
+    return Partitioned(cells, cell_ps, ps_codes, labels, gens, sensitive, xi, theta, km)

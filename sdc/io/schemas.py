@@ -1,0 +1,271 @@
+"""pandera schemas built from a release config: what the input and the public file must satisfy.
+
+The input schema checks, per column:
+
+- key variables: every non-empty value is one of the declared ``categories``, or an integer in
+  the declared ``range`` (two checks: ``integer`` and ``in_range``); empty values are an error
+  under ``missing: error`` and allowed under ``missing: category``;
+- the id column (``input.id_column``): present, no empty value, unique;
+- the weight column (``input.weight``): present, numeric, finite, > 0;
+- the dropped columns (``input.drop``): present.
+
+Validation is lazy: :func:`validate_input` reports every problem at once as a short table
+(column, check, bad values, count, first rows) followed by what to do, in one
+:class:`~sdc.errors.InputError`.
+
+The output schema (:func:`validate_output`) checks the public frame before anything is written:
+the same key domains, ``record_id`` present, integer, unique and non-empty, and neither a
+dropped identifier nor the original id column present.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+from pandera.errors import SchemaError, SchemaErrors
+
+from sdc.config.model import KeyVariable, ReleaseConfig
+from sdc.errors import InputError
+
+__all__ = ["OutputSchemaError", "input_schema", "output_schema", "validate_input",
+           "validate_output"]
+
+PUBLIC_ID = "record_id"
+_MAX_ROWS_SHOWN = 5
+
+
+class OutputSchemaError(ValueError):
+    """The public frame breaks the output schema. Nothing is written; indicates a bug or a
+    config that makes the release unsafe (e.g. an input column named like the public id)."""
+
+
+# -- checks (vectorized; each returns a boolean Series aligned with the values) -------------
+def _numeric(s: pd.Series) -> pd.Series:
+    return pd.to_numeric(s, errors="coerce").astype("float64")
+
+
+def _is_integer(s: pd.Series) -> pd.Series:
+    x = _numeric(s)
+    return x.notna() & np.isfinite(x) & (x == np.floor(x))
+
+
+def _in_range(lo: int, hi: int):
+    def check(s: pd.Series) -> pd.Series:
+        x = _numeric(s)
+        # non-numbers are reported by the `integer` check, not twice
+        return x.isna() | ((x >= lo) & (x <= hi))
+    return check
+
+
+def _in_categories(categories: list[Any]):
+    cats = list(categories)
+
+    def check(s: pd.Series) -> pd.Series:
+        return s.isin(cats)
+    return check
+
+
+def _positive_finite(s: pd.Series) -> pd.Series:
+    x = _numeric(s)
+    return x.notna() & np.isfinite(x) & (x > 0)
+
+
+def _key_column(name: str, kv: KeyVariable) -> pa.Column:
+    checks: list[pa.Check]
+    if kv.range is not None:
+        lo, hi = kv.range
+        checks = [
+            pa.Check(_is_integer, name="integer"),
+            pa.Check(_in_range(lo, hi), name=f"in_range[{lo}, {hi}]"),
+        ]
+    else:
+        checks = [pa.Check(_in_categories(kv.categories), name="in_categories")]  # type: ignore[arg-type]
+    return pa.Column(None, checks=checks, nullable=kv.missing == "category", required=True,
+                     name=name)
+
+
+def input_schema(config: ReleaseConfig) -> pa.DataFrameSchema:
+    """The pandera schema of the input file implied by ``config`` (see the module docstring).
+
+    Columns not named in the config are allowed and not checked.
+    """
+    cols: dict[str, pa.Column] = {
+        name: _key_column(name, kv) for name, kv in config.key_variables.items()
+    }
+    inp = config.input
+    if inp.id_column is not None:
+        cols[inp.id_column] = pa.Column(None, nullable=False, unique=True, required=True,
+                                        name=inp.id_column)
+    if inp.weight is not None:
+        cols[inp.weight] = pa.Column(
+            None, nullable=False, required=True, name=inp.weight,
+            checks=[pa.Check(_positive_finite, name="positive_finite")],
+        )
+    for d in inp.drop:
+        cols.setdefault(d, pa.Column(None, nullable=True, required=True, name=d))
+    return pa.DataFrameSchema(cols, strict=False, name=f"input of {config.name}")
+
+
+def output_schema(config: ReleaseConfig) -> pa.DataFrameSchema:
+    """The pandera schema of the public microdata: key domains, a unique integer ``record_id``,
+    and no dropped identifier or original id column (checked as frame-wide checks)."""
+    cols: dict[str, pa.Column] = {
+        name: _key_column(name, kv) for name, kv in config.key_variables.items()
+    }
+    cols[PUBLIC_ID] = pa.Column(
+        None, nullable=False, unique=True, required=True, name=PUBLIC_ID,
+        checks=[pa.Check(_is_integer, name="integer")],
+    )
+    forbidden = list(config.input.drop)
+    if config.input.id_column is not None and config.input.id_column != PUBLIC_ID:
+        forbidden.append(config.input.id_column)
+    frame_checks = [
+        pa.Check(lambda df, c=c: c not in df.columns, name=f"absent:{c}")
+        for c in dict.fromkeys(forbidden)
+    ]
+    return pa.DataFrameSchema(cols, checks=frame_checks, strict=False,
+                              name=f"public microdata of {config.name}")
+
+
+# -- the problems table --------------------------------------------------------------------
+def _fix(check: str, column: str, config: ReleaseConfig) -> str:
+    kv = config.key_variables.get(column)
+    if check == "column_in_dataframe":
+        return "add the column to the file, or fix its name in the config"
+    if check == "not_nullable":
+        if kv is not None:
+            return f"fill in the values, or set key_variables.{column}.missing: category"
+        return "fill in the values"
+    if check in ("field_uniqueness", "unique"):
+        return "make the ids unique (one row per respondent)"
+    if check == "integer":
+        return "use whole numbers (or declare categories instead of a range)"
+    if check.startswith("in_range"):
+        return f"fix the values or widen key_variables.{column}.range"
+    if check == "in_categories":
+        return f"fix the values or add them to key_variables.{column}.categories"
+    if check == "in_categories:text":
+        return (f"the values are text but key_variables.{column}.categories are numbers: store "
+                "the column as integers, or quote the categories in the config")
+    if check == "positive_finite":
+        return "weights must be > 0 and finite: fix or remove those rows"
+    if check.startswith("absent:"):
+        return "remove the column before writing (a bug if it reaches here)"
+    return "fix the data or the config"
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, np.generic):
+        v = v.item()
+    if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+        return "<empty>"
+    r = repr(v)
+    return r if len(r) <= 24 else r[:21] + "..."
+
+
+def _describe(check: str, column: str, config: ReleaseConfig) -> str:
+    kv = config.key_variables.get(column)
+    if check == "in_categories" and kv is not None and kv.categories is not None:
+        cats = list(kv.categories)
+        return f"in categories {cats[:8]}{' ...' if len(cats) > 8 else ''}"
+    if check.startswith("in_range"):
+        return check.replace("in_range", "in range ").replace(", ", "..").replace("[", "").replace("]", "")
+    return {"not_nullable": "not empty", "field_uniqueness": "unique", "integer": "whole number",
+            "positive_finite": "finite and > 0", "column_in_dataframe": "column present"}.get(
+        check, "not released" if check.startswith("absent:") else check)
+
+
+def problems_table(err: SchemaErrors, frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
+    """One row per (column, check): check, bad values (a sample), count of rows, first rows
+    (1-based data rows, the header not counted) and the fix."""
+    fc = err.failure_cases
+    rows = []
+    pos = pd.Series(np.arange(len(frame)), index=frame.index)
+    frame_level = fc["schema_context"].astype(str) == "DataFrameSchema"
+    for (column, check), g in fc[~frame_level].groupby(["column", "check"], dropna=False,
+                                                        sort=False):
+        check, column = str(check), str(column)
+        idx = g["index"].dropna()
+        idx = idx[idx.isin(pos.index)]
+        first = np.sort(pos.loc[idx.unique()].to_numpy()) + 1
+        cases = pd.unique(g["failure_case"].astype(object)).tolist()
+        vals = list(dict.fromkeys(_fmt_value(v) for v in cases[: 4 * _MAX_ROWS_SHOWN]))
+        fix_key = check
+        kv = config.key_variables.get(column)
+        if check == "in_categories" and kv is not None and kv.categories is not None:
+            as_text = {str(c) for c in kv.categories}
+            if any(isinstance(v, str) and v in as_text for v in cases):
+                fix_key = "in_categories:text"
+        more = " ..." if len(vals) > _MAX_ROWS_SHOWN else ""
+        rows.append({
+            "column": column, "check": _describe(check, column, config),
+            "bad values": ", ".join(vals[:_MAX_ROWS_SHOWN]) + more,
+            "count": len(first) if len(first) else len(g),
+            "first rows": ", ".join(str(r) for r in first[:_MAX_ROWS_SHOWN])
+            + (" ..." if len(first) > _MAX_ROWS_SHOWN else ""),
+            "fix": _fix(fix_key, column, config),
+        })
+    for _, r in fc[frame_level].iterrows():
+        check = str(r["check"])
+        if check.startswith("column_in_dataframe"):
+            column, check, bad = str(r["failure_case"]), "column_in_dataframe", "(missing)"
+        elif check.startswith("absent:"):
+            column, bad = check.split(":", 1)[1], "(present)"
+        else:
+            column, bad = "<table>", _fmt_value(r["failure_case"])
+        rows.append({"column": column, "check": _describe(check, column, config),
+                     "bad values": bad, "count": len(frame), "first rows": "all",
+                     "fix": _fix(check, column, config)})
+    # missing columns first: they explain everything else
+    rows.sort(key=lambda r: r["check"] != "column present")
+    return pd.DataFrame(rows, columns=["column", "check", "bad values", "count", "first rows", "fix"])
+
+
+def _render(table: pd.DataFrame) -> str:
+    cols = list(table.columns)
+    cells = [[str(c) for c in cols]] + [[str(v) for v in r] for r in table.itertuples(index=False)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cols))]
+    lines = ["  " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+             for r in cells]
+    lines.insert(1, "  " + "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _validate(frame: pd.DataFrame, schema: pa.DataFrameSchema, config: ReleaseConfig,
+              what: str, exc: type[Exception]) -> pd.DataFrame:
+    if frame.columns.duplicated().any():
+        dup = frame.columns[frame.columns.duplicated()].tolist()
+        raise exc(f"{what} has duplicated column names {dup}; make them unique")
+    try:
+        return schema.validate(frame, lazy=True)
+    except SchemaErrors as err:
+        table = problems_table(err, frame, config)
+        n = len(table)
+        raise exc(
+            f"{what} does not match the config ({n} problem{'s' if n != 1 else ''}; rows are "
+            f"1-based data rows, the header not counted):\n{_render(table)}"
+        ) from None
+    except SchemaError as err:  # pragma: no cover - lazy=True collects; kept for safety
+        raise exc(f"{what} does not match the config: {err}") from None
+
+
+def validate_input(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
+    """Validate the input lazily against :func:`input_schema`; return the frame unchanged.
+
+    Raises :class:`~sdc.errors.InputError` listing every problem at once: column, check, a
+    sample of the bad values, how many rows, the first rows (1-based data rows) and the fix.
+    """
+    return _validate(frame, input_schema(config), config, f"the input of {config.name!r}",
+                     InputError)
+
+
+def validate_output(public_frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
+    """Validate the public frame against :func:`output_schema` before anything is written.
+
+    Raises :class:`OutputSchemaError` (a ``ValueError``) with the same problems table.
+    """
+    return _validate(public_frame, output_schema(config), config,
+                     f"the public microdata of {config.name!r}", OutputSchemaError)

@@ -1,0 +1,66 @@
+"""All files of a release as bytes: the public files, the internal tables, reports and the audit record."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.apply import ReleaseResult
+from sdc.io.schemas import validate_output
+from sdc.io.write import csv_bytes, parquet_bytes, sha256_bytes
+from sdc.release.audit import _package_version, build_audit
+from sdc.release.public import codebook_markdown, public_frame
+from sdc.release.seeds import SeedInfo
+
+__all__ = ["assemble_release"]
+
+_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: ReleaseResult,
+                     seed_info: SeedInfo, *, input_sha256: str, config_text: str,
+                     reports: dict[str, bytes] | None = None
+                     ) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """All files of a release as bytes: ``(public, internal)``, each name -> bytes.
+
+    public: ``microdata.parquet`` and/or ``microdata.csv`` (per ``output.formats``; the frame of
+    :func:`public_frame`, validated with :func:`sdc.io.schemas.validate_output` first) and
+    ``codebook.md``. internal: ``blocks.parquet``, ``partition_sets.parquet``, the ``reports``
+    given (e.g. ``risk.json``, ``report.html``) and ``audit.json`` (:func:`build_audit`, with
+    the SHA-256 of every other file).
+
+    Raises :class:`~sdc.io.schemas.OutputSchemaError` if the public frame breaks the output
+    schema, :class:`ValueError` if a report name is reserved or not a plain file name.
+    """
+    pub = public_frame(result, config, seed_info.value)
+    validate_output(pub, config)
+    formats = config.output.formats if config.output is not None else ["parquet"]
+    public: dict[str, bytes] = {}
+    if "parquet" in formats:
+        public["microdata.parquet"] = parquet_bytes(pub)
+    if "csv" in formats:
+        public["microdata.csv"] = csv_bytes(pub)
+    public["codebook.md"] = codebook_markdown(config, result).encode("utf-8")
+
+    internal: dict[str, bytes] = {
+        "blocks.parquet": parquet_bytes(result.blocks),
+        "partition_sets.parquet": parquet_bytes(result.partition_sets),
+    }
+    for name, data in (reports or {}).items():
+        if name in internal or name == "audit.json" or not _NAME_OK.match(name):
+            raise ValueError(f"report name {name!r} is reserved or not a plain file name")
+        internal[name] = bytes(data)
+    audit = build_audit(
+        config, result, input_path=config.input_path, input_sha256=input_sha256,
+        n_rows=len(original), seed_info=seed_info,
+        public_hashes={k: sha256_bytes(v) for k, v in public.items()},
+        internal_hashes={k: sha256_bytes(v) for k, v in internal.items()},
+        config_text=config_text, package_version=_package_version(),
+    )
+    internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return public, internal
+
+

@@ -1,0 +1,488 @@
+"""Re-verify a release folder from scratch: ``sdc audit RELEASE_DIR``.
+
+:func:`verify_release` trusts nothing but ``internal/audit.json`` as a pointer to what should be
+checked. It re-reads the source file the audit names, rebuilds the config from the stored copy,
+recomputes the partition of the original and of the released public microdata with
+:func:`sdc.partition_frame`, recomputes theta and kmin from xi and the exact maximum
+identification risk of every PRB from its frequency profile (recounted from the source) and its
+recorded theta with :func:`sdc.max_risk`, and checks the release-level invariants of METHOD.md:
+
+- public (and internal) files match their recorded SHA-256; no unlisted public file;
+- the source file exists, matches its SHA-256 and row count; the public file has as many
+  records; the public frame passes the output schema;
+- the stored config copy matches its SHA-256 and still parses; theta = h^-1(xi), kmin as recorded;
+- every partition set has the same number of records before and after (partition sets merged
+  into one PRB by ``small_blocks: merge`` are compared as one group: records may move inside it);
+- every non-sensitive cell (t_j >= 1/xi) has the same count before and after;
+- no released cell was empty in the original;
+- every PRB's profile equals the recount, and its exact max risk (recomputed) is <= xi and
+  equals the recorded one;
+- the certificate max(max_PRB risk, max over non-sensitive cells of 1/t_j) is <= xi and equals
+  the recorded one.
+
+A failed check is a :class:`Check` with ``ok=False`` and a detail naming what differs; only an
+unreadable release folder raises (:class:`AuditError`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from sdc.config.load import parse_config
+from sdc.config.model import ConfigError, ReleaseConfig
+from sdc.engine.apply import ReleaseResult
+from sdc.engine.partition import Partitioned, partition_frame
+from sdc.engine.risk import max_risk
+from sdc.engine.theta import kmin as kmin_of
+from sdc.engine.theta import solve_theta
+from sdc.errors import InputError
+from sdc.io.read import _integer_keys, _string_key_dtypes, read_input
+from sdc.io.schemas import validate_output
+from sdc.io.write import sha256_bytes, sha256_file
+from sdc.release.seeds import SeedInfo
+
+__all__ = ["AuditError", "AuditReport", "Check", "read_public", "verify_release"]
+
+_TOL = 1e-12      # same slack the engine allows when it certifies (risk <= xi + 1e-12)
+_REL = 1e-9       # recomputed vs recorded floats
+
+
+class AuditError(ValueError):
+    """The release folder cannot be audited at all (missing or unreadable audit.json)."""
+
+
+@dataclass
+class Check:
+    """One audit check: its name, whether it passed, and what was found."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class AuditReport:
+    """All checks of one release folder; ``ok`` iff every check passed."""
+
+    release_dir: Path
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def add(self, name: str, ok: bool, detail: str) -> bool:
+        self.checks.append(Check(name, bool(ok), detail))
+        return bool(ok)
+
+
+def _load_audit(release_dir: Path) -> dict[str, Any]:
+    if not release_dir.is_dir():
+        raise AuditError(f"release folder {str(release_dir)!r} does not exist or is not a folder")
+    path = release_dir / "internal" / "audit.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AuditError(
+            f"{str(path)!r} does not exist: {str(release_dir)!r} is not a release folder written "
+            "by 'sdc release' (or its internal/ folder was removed)"
+        ) from None
+    except PermissionError:
+        raise AuditError(f"{str(path)!r} cannot be read (permission denied); run the audit as "
+                         "the release's owner") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AuditError(f"{str(path)!r} is not valid JSON ({e}); the audit record is damaged") from None
+    if not isinstance(data, dict) or "config" not in data or "input" not in data:
+        raise AuditError(f"{str(path)!r} is not an sdc audit record (no config/input sections)")
+    return data
+
+
+def read_public(release_dir: Path, config) -> pd.DataFrame:
+    """The released public microdata: ``public/microdata.parquet``, else ``microdata.csv``
+    (key columns with string categories read as strings)."""
+    pub = Path(release_dir) / "public"
+    if (pub / "microdata.parquet").is_file():
+        return pd.read_parquet(pub / "microdata.parquet")
+    path = pub / "microdata.csv"
+    header = pd.read_csv(path, nrows=0).columns.tolist()
+    frame = pd.read_csv(path, dtype=_string_key_dtypes(config, header), low_memory=False)
+    return _integer_keys(frame, config)
+
+
+def _hash_checks(report: AuditReport, release_dir: Path, audit: dict[str, Any]) -> None:
+    for folder, key in (("public", "public_files"), ("internal", "internal_files")):
+        recorded: dict[str, str] = audit.get(key) or {}
+        if folder == "public" and not recorded:
+            report.add("public files: hashes", False, "audit.json lists no public files")
+            continue
+        bad, missing = [], []
+        for name, digest in sorted(recorded.items()):
+            p = release_dir / folder / name
+            if not p.is_file():
+                missing.append(name)
+            elif sha256_file(p) != digest:
+                bad.append(name)
+        detail = []
+        if missing:
+            detail.append(f"missing: {missing}")
+        if bad:
+            detail.append(f"SHA-256 differs from audit.json (modified after release): {bad}")
+        report.add(f"{folder} files: hashes", not detail,
+                   "; ".join(detail) or f"{len(recorded)} files match audit.json")
+    present = sorted(p.name for p in (release_dir / "public").iterdir()) if (
+        release_dir / "public").is_dir() else []
+    extra = [p for p in present if p not in (audit.get("public_files") or {})]
+    report.add("public files: nothing unlisted", not extra,
+               f"files not in audit.json: {extra}" if extra else "no unlisted file in public/")
+
+
+def _cell_frame(part: Partitioned) -> pd.DataFrame:
+    df = pd.DataFrame(part.cells.key_codes, columns=part.cells.names)
+    df["t"] = part.cells.frequency
+    return df
+
+
+def _ps_counts(part: Partitioned) -> pd.Series:
+    counts = np.bincount(part.record_partition_set, minlength=len(part.partition_keys))
+    return pd.Series(counts, index=pd.Index(part.partition_keys, name="partition_key"))
+
+
+def _parse_profile(s: str) -> dict[int, int]:
+    out = {}
+    for item in str(s).split(","):
+        if item.strip():
+            t, m = item.split(":")
+            out[int(t)] = int(m)
+    return out
+
+
+def _fmt_profile(p: dict[int, int]) -> str:
+    return ", ".join(f"{t}:{m}" for t, m in sorted(p.items()))
+
+
+def verify_release(release_dir: Path) -> AuditReport:
+    """Re-verify a release folder (see the module docstring for the list of checks).
+
+    Never raises for a failed check; raises :class:`AuditError` only if ``release_dir`` is not
+    a readable release folder (no readable, well-formed ``internal/audit.json``).
+    """
+    release_dir = Path(release_dir).expanduser().absolute()
+    audit = _load_audit(release_dir)
+    rep = AuditReport(release_dir)
+    _hash_checks(rep, release_dir, audit)
+
+    # -- config ------------------------------------------------------------------------------
+    conf = audit["config"]
+    text = conf.get("text") or ""
+    rep.add("config copy: hash", sha256_bytes(text.encode("utf-8")) == conf.get("sha256"),
+            "stored config text matches its SHA-256" if sha256_bytes(text.encode("utf-8"))
+            == conf.get("sha256") else "the stored config text was edited after the release")
+    try:
+        cfg = parse_config(yaml.safe_load(text), Path(conf.get("base_dir") or "."),
+                           source="stored config copy")
+    except (ConfigError, yaml.YAMLError, OSError) as e:
+        rep.add("config copy: parses", False, f"cannot rebuild the config: {e}")
+        return rep
+    rep.add("config copy: parses", True, f"release job {cfg.name!r}")
+
+    # -- source --------------------------------------------------------------------------------
+    inp = audit["input"]
+    src = Path(inp["path"])
+    if not src.is_file():
+        rep.add("source: exists", False, f"source file {str(src)!r} not found")
+        return rep
+    digest = sha256_file(src)
+    rep.add("source: hash", digest == inp.get("sha256"),
+            f"{src} matches its recorded SHA-256" if digest == inp.get("sha256") else
+            f"{src} has SHA-256 {digest[:16]}..., audit.json records "
+            f"{str(inp.get('sha256'))[:16]}...: the source changed since the release")
+    cfg.input.path = src
+    try:
+        original = read_input(cfg)
+    except InputError as e:
+        rep.add("source: readable", False, str(e))
+        return rep
+    n_rows = int(inp.get("n_rows", -1))
+    rep.add("source: row count", len(original) == n_rows,
+            f"{len(original)} rows (audit.json: {n_rows})")
+
+    # -- public microdata ------------------------------------------------------------------------
+    try:
+        public = read_public(release_dir, cfg)
+    except (OSError, ValueError) as e:
+        rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
+        return rep
+    rep.add("public microdata: record count", len(public) == len(original),
+            f"{len(public)} released records, {len(original)} in the source")
+    try:
+        validate_output(public, cfg)
+        rep.add("public microdata: output schema", True,
+                "key domains, unique record_id, no identifier column")
+    except ValueError as e:
+        rep.add("public microdata: output schema", False, str(e))
+
+    # -- theta and kmin ----------------------------------------------------------------------------
+    risk = audit.get("risk") or {}
+    xi = float(cfg.risk.xi)
+    theta, km = solve_theta(xi), kmin_of(solve_theta(xi))
+    ok = (math.isclose(float(risk.get("xi", math.nan)), xi, rel_tol=0, abs_tol=1e-15)
+          and math.isclose(float(risk.get("theta", math.nan)), theta, rel_tol=_REL)
+          and int(risk.get("kmin", -1)) == km)
+    rep.add("theta and kmin", ok,
+            f"xi = {xi}, theta = {theta:.6f}, kmin = {km} (audit.json: xi = {risk.get('xi')}, "
+            f"theta = {risk.get('theta')}, kmin = {risk.get('kmin')})")
+
+    # -- partitions ----------------------------------------------------------------------------
+    try:
+        po = partition_frame(original, cfg)
+        pr = partition_frame(public, cfg)
+    except (InputError, ConfigError) as e:
+        rep.add("partition", False, f"cannot partition: {e}")
+        return rep
+    # the PRB of each partition set (internal/partition_sets.parquet; its hash is checked above)
+    ps_path = release_dir / "internal" / "partition_sets.parquet"
+    prb_of_label: dict[str, int] = {}
+    if ps_path.is_file():
+        ps = pd.read_parquet(ps_path, columns=["partition_key", "prb"])
+        prb_of_label = dict(zip(ps["partition_key"].astype(str), ps["prb"].astype(int), strict=True))
+    # partition sets merged into one PRB form one group: records may move inside it
+    members = pd.Series(list(prb_of_label.values())).value_counts()
+    merged = set(members.index[members > 1].tolist())
+
+    def group(label: str) -> str:
+        b = prb_of_label.get(label, -1)
+        return f"merged PRB {b}" if b in merged else label
+
+    co, cr = _ps_counts(po), _ps_counts(pr)
+    co = co.groupby(co.index.map(group)).sum()
+    cr = cr.groupby(cr.index.map(group)).sum()
+    both = pd.concat([co.rename("original"), cr.rename("released")], axis=1).fillna(0)
+    diff = both[both["original"] != both["released"]]
+    note = f" ({len(merged)} merged groups compared as one)" if merged else ""
+    rep.add("partition sets: counts equal", diff.empty,
+            f"{len(co)} partition sets, all counts equal{note}" if diff.empty else
+            f"{len(diff)} partition set(s) differ{note}, e.g. " + "; ".join(
+                f"{k}: {int(r.original)} -> {int(r.released)}" for k, r in diff.head(3).iterrows()))
+
+    names = po.cells.names
+    cells = _cell_frame(po).merge(_cell_frame(pr), on=names, how="outer",
+                                  suffixes=("_orig", "_rel"), indicator=True)
+    sens_t = 1.0 / xi
+    t_o = cells["t_orig"].fillna(0).to_numpy()
+    t_r = cells["t_rel"].fillna(0).to_numpy()
+    nonsens = (t_o > 0) & (t_o >= sens_t)
+    changed = nonsens & (t_o != t_r)
+    rep.add("non-sensitive cells unchanged", not changed.any(),
+            f"{int(nonsens.sum())} non-sensitive cells, all counts unchanged" if not changed.any()
+            else f"{int(changed.sum())} non-sensitive cell(s) changed count, e.g. "
+            + _cell_examples(cells[changed], cfg))
+    new = (t_o == 0) & (t_r > 0)
+    rep.add("no new cells", not new.any(),
+            "every released cell exists in the original" if not new.any() else
+            f"{int(new.sum())} released cell(s) ({int(t_r[new].sum())} records) were empty in "
+            "the original, e.g. " + _cell_examples(cells[new], cfg))
+
+    # -- PRBs and the certificate ----------------------------------------------------------------
+    blocks = audit.get("blocks") or []
+    sens = po.sensitive
+    cell_label = np.asarray(po.partition_keys, dtype=object)[po.cell_partition_set]
+    cell_prb = np.array([prb_of_label.get(lab, -1) for lab in po.partition_keys],
+                        dtype=np.int64)[po.cell_partition_set]
+    orphan = sens & (cell_prb < 0)
+    rep.add("sensitive cells all in a PRB", not orphan.any(),
+            f"{int(sens.sum())} sensitive cells in {len(blocks)} PRBs" if not orphan.any() else
+            f"{int(orphan.sum())} sensitive cell(s) in partition sets without a PRB, e.g. "
+            f"{sorted(set(cell_label[orphan]))[:3]}")
+    recount = pd.DataFrame({"prb": cell_prb[sens], "t": po.cells.frequency[sens]})
+    recount = recount.groupby(["prb", "t"]).size()
+    risks, bad_profile, bad_risk, over = [], [], [], []
+    for b in blocks:
+        i = int(b["prb"])
+        prof = (recount.loc[i].to_dict() if i in recount.index.get_level_values(0) else {})
+        prof = {int(t): int(m) for t, m in prof.items()}
+        stored = _parse_profile(b.get("profile", ""))
+        if prof != stored:
+            bad_profile.append(f"PRB {i} ({b.get('partition_key')}): recorded "
+                               f"{_fmt_profile(stored)}, recounted {_fmt_profile(prof)}")
+        if not prof:
+            continue
+        r = max_risk(prof, float(b["theta"]))
+        risks.append((r.max_risk, i, r.t, r.a))
+        if not math.isclose(r.max_risk, float(b.get("max_risk", math.nan)), rel_tol=_REL):
+            bad_risk.append(f"PRB {i}: recorded {b.get('max_risk')}, recomputed {r.max_risk:.10f}")
+        if r.max_risk > xi + _TOL:
+            over.append(f"PRB {i} ({b.get('partition_key')}): {r.max_risk:.6f} at t={r.t}, "
+                        f"a={r.a} with theta={float(b['theta']):.6f}")
+    extra_prbs = sorted(set(recount.index.get_level_values(0)) - {int(b["prb"]) for b in blocks})
+    if extra_prbs:
+        bad_profile.append(f"PRBs {extra_prbs[:5]} hold sensitive cells but are not in audit.json")
+    rep.add("PRB profiles match the source", not bad_profile,
+            f"{len(blocks)} PRB profiles recounted" if not bad_profile else "; ".join(bad_profile[:3])
+            + (f" (and {len(bad_profile) - 3} more)" if len(bad_profile) > 3 else ""))
+    rep.add("PRB max risk recomputed = recorded", not bad_risk,
+            "every PRB's exact max risk matches" if not bad_risk else "; ".join(bad_risk[:3]))
+    rep.add("PRB max risk <= xi", not over,
+            f"every PRB's exact max risk <= xi = {xi}" if not over else
+            f"{len(over)} PRB(s) above xi = {xi}: " + "; ".join(over[:3]))
+
+    cert, where = 0.0, "no cell"
+    if risks:
+        m = max(risks)
+        cert, where = m[0], f"PRB {m[1]} at t={m[2]}, a={m[3]}"
+    t_ns = po.cells.frequency[~sens]
+    if t_ns.size and 1.0 / int(t_ns.min()) > cert:
+        cert, where = 1.0 / int(t_ns.min()), f"a non-sensitive cell with t={int(t_ns.min())}"
+    recorded = float(risk.get("certificate", math.nan))
+    rep.add("certificate <= xi", cert <= xi + _TOL,
+            f"certificate {cert:.6f} ({where}) vs xi = {xi}")
+    rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=_REL),
+            f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
+    return rep
+
+
+def _cell_examples(rows: pd.DataFrame, cfg, k: int = 3) -> str:
+    def value(n: str, code: int) -> str:
+        dom = cfg.key_variables[n].domain
+        return repr(dom[code]) if code < len(dom) else "<missing>"
+
+    names = cfg.key_names
+    return "; ".join(
+        "(" + ", ".join(f"{n}={value(n, int(r[n]))}" for n in names) + f"): "
+        f"{int(np.nan_to_num(r['t_orig']))} -> {int(np.nan_to_num(r['t_rel']))}"
+        for _, r in rows.head(k).iterrows()
+    )
+
+
+# -- writing the audit record ---------------------------------------------------------------
+AUDIT_FORMAT = "sdc-audit/1"
+
+def _plain(obj: Any) -> Any:
+    """Recursively convert numpy/pandas/Path values into JSON-serializable Python ones."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_plain(v) for v in obj.tolist()]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return _plain(frame.to_dict(orient="records"))
+
+
+def config_text_of(config: ReleaseConfig) -> str:
+    """The config file's text if it was loaded from a file, else a YAML dump of the model
+    (hierarchy tables excluded; paths as written)."""
+    if config.source_path is not None and Path(config.source_path).is_file():
+        return Path(config.source_path).read_text(encoding="utf-8")
+
+    def conv(o: Any) -> Any:
+        if isinstance(o, dict):
+            return {k: conv(v) for k, v in o.items()}
+        if isinstance(o, list | tuple):
+            return [conv(v) for v in o]
+        return str(o) if isinstance(o, Path) else o
+
+    data = conv(config.model_dump(mode="python", exclude_none=True))
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("sdc")
+    except Exception:  # not installed as a distribution
+        import sdc
+
+        return sdc.__version__
+
+
+def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Path,
+                input_sha256: str, n_rows: int, seed_info: SeedInfo,
+                public_hashes: dict[str, str], config_text: str,
+                package_version: str, internal_hashes: dict[str, str] | None = None
+                ) -> dict[str, Any]:
+    """The content of ``internal/audit.json``.
+
+    Keys: ``format``, ``name``, ``created_at`` (UTC; internal only), ``package_version``,
+    ``python``, ``config`` (``text`` = exact copy, ``sha256`` of its UTF-8 bytes, ``base_dir``
+    its relative paths resolve against, ``source_path``), ``input`` (absolute ``path``,
+    ``format``, ``sha256``, ``n_rows``), ``seed`` (``source``: ``file`` or ``config``, the file's
+    ``path`` and ``sha256`` - never the seed), ``risk`` (``xi``, ``theta``, ``kmin``,
+    ``theta_mode``, ``small_blocks``, ``certificate``, ``certificate_at``, ``merges``),
+    ``counts`` (records, cells, sensitive cells, partition sets, PRBs, records changed),
+    ``blocks`` (the PRB table, one dict per PRB with its action), ``public_files`` and
+    ``internal_files`` (name -> SHA-256).
+    """
+    sens = result.cell_prb >= 0
+    return _plain({
+        "format": AUDIT_FORMAT,
+        "name": config.name,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "package_version": package_version,
+        "python": sys.version.split()[0],
+        "config": {
+            "text": config_text,
+            "sha256": sha256_bytes(config_text.encode("utf-8")),
+            "base_dir": str(config.base_dir),
+            "source_path": str(config.source_path) if config.source_path else None,
+        },
+        "input": {
+            "path": str(Path(input_path).resolve()),
+            "format": config.input.resolved_format,
+            "sha256": input_sha256,
+            "n_rows": int(n_rows),
+        },
+        "seed": {
+            "source": "config" if seed_info.path is None else "file",
+            "path": str(seed_info.path) if seed_info.path is not None else None,
+            "sha256": seed_info.sha256,
+            "created_by_this_run": bool(seed_info.created),
+        },
+        "risk": {
+            "xi": float(result.xi),
+            "theta": float(result.theta),
+            "kmin": int(result.kmin),
+            "theta_mode": config.risk.theta,
+            "small_blocks": config.risk.small_blocks,
+            "certificate": float(result.certificate),
+            "certificate_at": result.certificate_at,
+            "merges": list(result.merges),
+        },
+        "counts": {
+            "records": int(len(result.frame)),
+            "cells": int(result.cells.n_cells),
+            "sensitive_cells": int(sens.sum()),
+            "sensitive_records": int(result.cells.frequency[sens].sum()),
+            "partition_sets": int(len(result.partition_sets)),
+            "prbs": int(len(result.blocks)),
+            "records_changed": int(result.n_changed),
+        },
+        "blocks": _records(result.blocks),
+        "public_files": dict(public_hashes),
+        "internal_files": dict(internal_hashes or {}),
+    })
+
+

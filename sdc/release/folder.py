@@ -1,0 +1,321 @@
+"""Turning an engine result into a release folder, and publishing it atomically.
+
+Layout of a release (``output.dir``)::
+
+    <release>/
+      public/                      mode 0755, files 0644: what the public gets
+        microdata.parquet          per output.formats
+        microdata.csv
+        codebook.md
+      internal/                    mode 0700, files 0600: for the agency and the auditor only
+        audit.json                 config copy + SHA-256, input SHA-256 and rows, xi, theta,
+                                   kmin, PRB table, certificate, public/internal file hashes,
+                                   seed file path + SHA-256 (never the seed)
+        blocks.parquet             the PRB table
+        partition_sets.parquet     partition sets, their counts and PRB
+        risk.json, utility.json, report.html, ...   (reports passed in by the caller)
+
+Nothing in ``public/`` depends on the input's row order or reveals the seed, theta per block,
+PRB contents or a link to the original records: the original id column is removed, records are
+put in a canonical order (sorted by all released values) and then shuffled with the release's
+own random stream ``stream(seed, "public-row-order")``, and numbered 1..n afresh
+(:data:`PUBLIC_ID`).
+
+Crash behaviour of :func:`write_release` (also in ``docs/RELEASE_FOLDER.md``):
+
+- Everything is written into a hidden sibling ``<parent>/.<name>.tmp-<pid>-<hex>`` (mode 0700
+  while being written), every file and folder is fsynced, then the folder is renamed to
+  ``<parent>/<name>`` in one ``rename`` (``renameat2(RENAME_NOREPLACE)`` on Linux, so a
+  concurrent publisher cannot be overwritten). Killed at any point before that rename: no
+  ``<name>`` folder appears (or the earlier release stays exactly as it was); killed after it:
+  the release is complete. A power cut after the rename cannot lose the files' contents (they
+  were fsynced before) and the parent folder is fsynced after.
+- With ``force`` and an existing release, the new folder is swapped in with one atomic
+  ``renameat2(RENAME_EXCHANGE)``: until that instant the old release is in place and complete;
+  after it the new one is. The old one then sits in the temp folder and is deleted. Where the
+  exchange is unavailable (non-Linux, some file systems), the old release is first renamed to
+  ``.<name>.old-<pid>-<hex>`` and the new one renamed into place; a crash between these two
+  renames leaves no ``<name>`` for a moment, and the next run renames the old release back
+  before doing anything else.
+- Leftover ``.<name>.tmp-*`` / ``.<name>.old-*`` folders of a process that no longer exists
+  (a killed run) are removed at the start of the next run; those of a live process (a
+  concurrent run) are left alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+import secrets
+import shutil
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["ReleaseExistsError", "ReleaseFolderError", "checkpoint", "write_release"]
+
+_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ReleaseExistsError(FileExistsError):
+    """The release folder exists and ``force`` was not given."""
+
+
+class ReleaseFolderError(ValueError):
+    """The release folder cannot be written there (inside another release, not writable, or an
+    existing folder that is not a release)."""
+
+
+# -- test hook -------------------------------------------------------------------------------
+def checkpoint(name: str) -> None:
+    """Crash-test hook. With env ``SDC_CHECKPOINT_DIR`` set, touch ``<dir>/<name>`` (``/``
+    replaced by ``_``); with ``SDC_PAUSE_AT == name``, then sleep 120 s so a test can SIGKILL
+    the process exactly here. Does nothing otherwise."""
+    d = os.environ.get("SDC_CHECKPOINT_DIR")
+    if d:
+        folder = Path(d)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name.replace("/", "_")).touch()
+    if os.environ.get("SDC_PAUSE_AT") == name:
+        time.sleep(120)
+
+
+# -- atomic publish ---------------------------------------------------------------------------
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _renameat2(src: Path, dst: Path, flags: int) -> bool:
+    """``renameat2(src, dst, flags)``; False if the call is unavailable (then the caller falls
+    back). Raises OSError for real failures (e.g. EEXIST with NOREPLACE)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(dst))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_release(p: Path) -> bool:
+    return (p / "internal" / "audit.json").is_file() or (
+        (p / "public").is_dir() and (p / "internal").is_dir())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]+$")
+
+
+def _leftovers(parent: Path, name: str) -> list[tuple[Path, str, bool]]:
+    """(path, kind, stale) of this release's temp/old folders in ``parent``."""
+    out = []
+    for p in parent.glob(f".{_glob_escape(name)}.*-*"):
+        m = _LEFTOVER.match(p.name)
+        if m is None or m["name"] != name:
+            continue
+        pid = int(m["pid"])
+        out.append((p, m["kind"], not _pid_alive(pid) or pid == 0))
+    return sorted(out)
+
+
+def _glob_escape(s: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", s)
+
+
+def _recover_and_clean(out_dir: Path) -> list[Path]:
+    """Undo a half-done fallback swap and remove stale leftovers of killed runs."""
+    removed = []
+    parent, name = out_dir.parent, out_dir.name
+    items = _leftovers(parent, name)
+    if not out_dir.exists():
+        olds = [p for p, kind, stale in items if kind == "old" and stale]
+        if olds:  # killed between the two renames of the fallback swap: put the old one back
+            os.rename(olds[-1], out_dir)
+            _fsync_dir(parent)
+            items = _leftovers(parent, name)
+    for p, _kind, stale in items:
+        if stale:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def _write_file(path: Path, data: bytes, mode: int, label: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), mode)
+        half = len(data) // 2
+        f.write(data[:half])
+        f.flush()
+        checkpoint(f"writing:{label}")
+        f.write(data[half:])
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_target(out_dir: Path) -> None:
+    for a in out_dir.parents:
+        if _is_release(a):
+            inside = out_dir.relative_to(a).parts[0]
+            where = f"the {inside}/ folder of" if inside in ("public", "internal") else "inside"
+            raise ReleaseFolderError(
+                f"output folder {str(out_dir)!r} lies in {where} release {str(a)!r}; a release "
+                "must not be written inside another one (its public files would change). "
+                "Choose another output.dir, e.g. a sibling of that release"
+            )
+
+
+def write_release(out_dir: Path, public: dict[str, bytes], internal: dict[str, bytes], *,
+                  force: bool = False) -> Path:
+    """Publish a release folder atomically; return its absolute path.
+
+    ``public`` files go to ``<out_dir>/public/`` (folder 0755, files 0644), ``internal`` files
+    to ``<out_dir>/internal/`` (folder 0700, files 0600). Steps:
+
+    1. refuse an ``out_dir`` inside another release (e.g. in its ``public/``), a parent that
+       cannot be created or written, or an existing ``out_dir`` that is not a release (a
+       non-empty folder without ``internal/audit.json``; never deleted, even with ``force``);
+    2. put back an old release left by a half-done fallback swap, and delete stale
+       ``.<name>.tmp-*`` / ``.<name>.old-*`` folders of killed runs;
+    3. an existing release without ``force`` -> :class:`ReleaseExistsError`;
+    4. write every file into ``<parent>/.<name>.tmp-<pid>-<hex>`` (0700 while writing), each
+       file fsynced (the test hook ``checkpoint("writing:<file>")`` runs after half of each
+       file's bytes), the folders fsynced, then the folder made 0755;
+    5. ``checkpoint("before_rename")``, then one atomic rename into place (exchange with the
+       old release under ``force``), fsync of the parent, removal of the old release.
+
+    Any exception during 4-5 removes the temp folder and re-raises; a SIGKILL leaves it for the
+    next run to remove. See the module docstring for what a crash at each point leaves.
+    """
+    out_dir = Path(out_dir).expanduser().absolute()
+    name = out_dir.name
+    if not name or name in (".", ".."):
+        raise ReleaseFolderError(f"output folder {str(out_dir)!r} has no usable name")
+    for group in (public, internal):
+        for fname in group:
+            if not _NAME_OK.match(fname):
+                raise ValueError(f"release file name {fname!r} is not a plain file name")
+    _check_target(out_dir)
+    parent = out_dir.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except (PermissionError, FileExistsError, NotADirectoryError, OSError) as e:
+        raise ReleaseFolderError(
+            f"cannot create the folder {str(parent)!r} for release {name!r} ({e.strerror or e}); "
+            "create it or choose another output.dir"
+        ) from None
+    if not parent.is_dir():
+        raise ReleaseFolderError(f"{str(parent)!r} is not a folder; choose another output.dir")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ReleaseFolderError(
+            f"folder {str(parent)!r} is not writable by this user, so release {name!r} cannot be "
+            "written there; make it writable (chmod/chown) or choose another output.dir"
+        )
+    _recover_and_clean(out_dir)
+    exists = out_dir.exists() or out_dir.is_symlink()
+    if exists:
+        if out_dir.is_dir() and not out_dir.is_symlink() and not any(out_dir.iterdir()):
+            out_dir.rmdir()  # an empty folder is not a release: publish in its place
+            exists = False
+        elif (not out_dir.is_dir() or out_dir.is_symlink()
+              or not (out_dir / "internal" / "audit.json").is_file()):
+            raise ReleaseFolderError(
+                f"{str(out_dir)!r} exists and is not a release folder (no internal/audit.json); "
+                "it is never replaced, not even with --force. Move it away or choose another "
+                "output.dir"
+            )
+        elif not force:
+            raise ReleaseExistsError(
+                f"release {str(out_dir)!r} already exists and is never overwritten silently. "
+                "Rerun with --force to replace it (the old release stays in place until the "
+                "new one is complete), or choose another output.dir"
+            )
+
+    tmp = parent / f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    os.mkdir(tmp, 0o700)
+    try:
+        pub_dir, int_dir = tmp / "public", tmp / "internal"
+        os.mkdir(pub_dir, 0o755)
+        os.chmod(pub_dir, 0o755)
+        os.mkdir(int_dir, 0o700)
+        os.chmod(int_dir, 0o700)
+        for fname, data in public.items():
+            _write_file(pub_dir / fname, data, 0o644, fname)
+        for fname, data in internal.items():
+            _write_file(int_dir / fname, data, 0o600, fname)
+        _fsync_dir(pub_dir)
+        _fsync_dir(int_dir)
+        os.chmod(tmp, 0o755)
+        _fsync_dir(tmp)
+        checkpoint("before_rename")
+        if exists:
+            _swap(tmp, out_dir)
+        else:
+            _publish_new(tmp, out_dir)
+        _fsync_dir(parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    # after an exchange, tmp holds the old release
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def _publish_new(tmp: Path, out_dir: Path) -> None:
+    try:
+        done = _renameat2(tmp, out_dir, _RENAME_NOREPLACE)
+    except OSError as e:
+        if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise ReleaseExistsError(
+                f"release {str(out_dir)!r} appeared while this one was being written (another "
+                "run?); nothing was replaced. Rerun with --force to replace it"
+            ) from None
+        raise
+    if not done:
+        if out_dir.exists():
+            raise ReleaseExistsError(
+                f"release {str(out_dir)!r} appeared while this one was being written; rerun "
+                "with --force to replace it")
+        os.rename(tmp, out_dir)
+
+
+def _swap(tmp: Path, out_dir: Path) -> None:
+    if _renameat2(tmp, out_dir, _RENAME_EXCHANGE):
+        return
+    old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+    os.rename(out_dir, old)
+    checkpoint("between_renames")
+    try:
+        os.rename(tmp, out_dir)
+    except BaseException:
+        os.rename(old, out_dir)  # put the old release back
+        raise
+    os.rename(old, tmp)  # so the caller's cleanup removes the old release

@@ -1,0 +1,243 @@
+"""The public frame and the public codebook of a release.
+
+Nothing in ``public/`` depends on the input's row order or reveals the seed, theta per block,
+PRB contents or a link to the original records: the original id column is removed, records are
+put in a canonical order (sorted by all released values) and then shuffled with the release's
+own random stream ``stream(seed, "public-row-order")``, and numbered 1..n afresh
+(:data:`PUBLIC_ID`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
+from sdc.engine.apply import ReleaseResult
+from sdc.engine.draws import stream
+from sdc.engine.generalize import generalize_domain
+from sdc.errors import InputError
+from sdc.io.schemas import PUBLIC_ID
+
+__all__ = ["PUBLIC_ID", "codebook_markdown", "public_frame"]
+
+_MAX_LISTED = 10_000  # categories listed one by one in the codebook
+
+
+# -- the public frame --------------------------------------------------------------------------
+def _canonical_order(frame: pd.DataFrame) -> np.ndarray:
+    """Row positions sorted by all column values (first column first, missing last).
+
+    Rows that tie are identical in every column, so the order of the *content* does not depend
+    on the input's row order.
+    """
+    if len(frame.columns) == 0:
+        return np.arange(len(frame))
+    keys = []
+    for c in frame.columns:
+        s = frame[c]
+        try:
+            codes, _ = pd.factorize(s, sort=True, use_na_sentinel=True)
+        except TypeError:  # mixed types in an object column
+            codes, _ = pd.factorize(s.astype(str), sort=True, use_na_sentinel=True)
+        codes = np.where(codes < 0, np.iinfo(np.int64).max, codes)  # missing last
+        keys.append(codes)
+    return np.lexsort(keys[::-1])
+
+
+def public_frame(result: ReleaseResult, config: ReleaseConfig, seed: int) -> pd.DataFrame:
+    """The public microdata: released records, original id removed, shuffled, renumbered.
+
+    1. ``result.frame`` minus ``input.id_column`` (dropped identifiers are already gone);
+    2. sorted canonically by all released values (stable lexsort), so the outcome does not
+       depend on the input's row order;
+    3. permuted by ``stream(seed, "public-row-order").permutation(n)``;
+    4. ``record_id`` = 1..n inserted as the first column; index reset.
+
+    Raises :class:`~sdc.errors.InputError` if the input has a non-id column named
+    ``record_id`` (it would clash with the public id).
+    """
+    frame = result.frame
+    id_col = config.input.id_column
+    if id_col is not None and id_col in frame.columns:
+        frame = frame.drop(columns=[id_col])
+    if PUBLIC_ID in frame.columns:
+        raise InputError(
+            f"column {PUBLIC_ID!r} in the input clashes with the public record id the release "
+            f"adds; rename it, declare it as input.id_column, or list it in input.drop"
+        )
+    n = len(frame)
+    order = _canonical_order(frame)
+    perm = stream(seed, "public-row-order").permutation(n)
+    out = frame.iloc[order[perm]].reset_index(drop=True)
+    out.insert(0, PUBLIC_ID, np.arange(1, n + 1, dtype=np.int64))
+    return out
+
+
+# -- codebook ---------------------------------------------------------------------------------
+def _type_name(dtype: Any) -> str:
+    if pd.api.types.is_bool_dtype(dtype):
+        return "boolean"
+    if pd.api.types.is_integer_dtype(dtype):
+        return "integer"
+    if pd.api.types.is_float_dtype(dtype):
+        return "number"
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return "date/time"
+    return "text"
+
+
+def _md(s: Any) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def _rule_text(var: str, config: ReleaseConfig) -> str:
+    rule = config.partition[var]
+    kv = config.key_variables[var]
+    labels = generalize_domain(var, kv, rule).labels
+    shown = ", ".join(labels[:15]) + (", ..." if len(labels) > 15 else "")
+    if isinstance(rule, Bands):
+        return f"bands {shown}"
+    if isinstance(rule, Groups):
+        return "groups " + "; ".join(f"{g}: {', '.join(map(str, m))}" for g, m in rule.groups.items())
+    if isinstance(rule, Hierarchy):
+        return f"hierarchy {Path(rule.hierarchy).name} level {rule.level}: {shown}"
+    return "as is"
+
+
+def _merged_variables(result: ReleaseResult, config: ReleaseConfig) -> tuple[int, list[str]]:
+    """(number of PRBs made of several partition sets, partition variables whose generalized
+    value differs inside at least one of them)."""
+    ps = result.partition_sets
+    pvars = [v for v in config.partition_variables if v in ps.columns]
+    ps = ps[ps["prb"] >= 0]
+    if ps.empty or not pvars:
+        return 0, []
+    sizes = ps.groupby("prb").size()
+    multi = ps[ps["prb"].isin(sizes.index[sizes > 1])]
+    if multi.empty:
+        return 0, []
+    nunique = multi.groupby("prb")[pvars].nunique()
+    return int((sizes > 1).sum()), [v for v in pvars if (nunique[v] > 1).any()]
+
+
+def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) -> str:
+    if var in config.key_variables:
+        rule = config.partition.get(var)
+        if rule is None:
+            return ("may have been changed (key variable; post-randomized in records of rare "
+                    "key combinations)")
+        across = (" and, in merged partition sets, to a neighbouring generalized value"
+                  if var in merged_vars else "")
+        if rule == "as_is" or isinstance(rule, AsIs):
+            if var in merged_vars:
+                return "may have been changed, only in merged partition sets (see Partition)"
+            return "never changed (partition variable, kept as is)"
+        exact = "" if across else "; the generalized value is exact"
+        return (f"may have been changed only within its generalized value ({_rule_text(var, config)})"
+                f"{across}{exact}")
+    if var in config.perturb:
+        return f"may have been changed (eps-differentially private PRAM, eps = {config.perturb[var].epsilon:g})"
+    if var == PUBLIC_ID:
+        return "new sequential number 1..n in random order; no link to the original file"
+    return "unchanged"
+
+
+def codebook_markdown(config: ReleaseConfig, result: ReleaseResult) -> str:
+    """The public codebook (Markdown).
+
+    Lists every public variable with its type and whether it may have been perturbed, the
+    categories and labels of every key variable, the partition (generalized values preserved
+    exactly), xi, the number of records and the DP-PRAM variables of ``config.perturb``. It
+    states nothing record-level and nothing from which PRAM could be undone: no seed, no theta
+    per block, no PRB contents, no counts of changed records per block.
+    """
+    id_col = config.input.id_column
+    cols = [PUBLIC_ID] + [c for c in result.frame.columns if c != id_col]
+    dtypes = {c: result.frame[c].dtype for c in cols if c != PUBLIC_ID}
+    n = len(result.frame)
+    keys = config.key_names
+    xi = config.risk.xi
+    n_merged, merged_vars = _merged_variables(result, config)
+    lines = [
+        f"# Codebook: {config.name}",
+        "",
+        f"Public-use microdata: {n} records, {len(cols)} variables "
+        f"({', '.join(f'`microdata.{f}`' for f in (config.output.formats if config.output else ['parquet']))}).",
+        "",
+        "## Disclosure control",
+        "",
+        "The file was protected with the Nayak-Zhang-You unbiased post-randomization method "
+        "(PRAM). An intruder who knows a respondent's values of the key variables "
+        f"({', '.join(f'`{k}`' for k in keys)}) and that the respondent is in the file picks the "
+        f"right record with probability at most **xi = {xi:g}**, for every respondent and every "
+        "number of matching records.",
+        "",
+        f"- Records in combinations of key values shared by at least {math.ceil(1 / xi)} "
+        "respondents are unchanged. Records in rarer combinations may have had their key "
+        "values replaced, all together, by those of another rare combination of the same "
+        "partition set (below). The expected count of every combination of key values equals "
+        "its count in the original file, and combinations absent from the original never appear.",
+        "- Variables that are not key variables are released as collected"
+        + (" (except the DP-PRAM variables below)." if config.perturb else "."),
+        "- Direct identifiers and the original record identifier are removed; the records are in "
+        f"random order and `{PUBLIC_ID}` is a new number with no link to the original file.",
+    ]
+    if config.partition:
+        lines += [
+            "",
+            "### Partition",
+            "",
+            "Post-randomization never moves a record out of its partition set, so these "
+            "generalized values are exact for every record"
+            + (" (except as noted below for merged partition sets):" if n_merged else ":"),
+            "",
+        ]
+        lines += [f"- `{v}`: {_md(_rule_text(v, config))}" for v in config.partition]
+        if n_merged:
+            lines += [
+                "",
+                f"In {n_merged} place(s), small partition sets had too few rare combinations "
+                "to be protected on their own and were merged with neighbouring partition sets. "
+                "Inside such a merged group a record may have moved between its partition sets, "
+                f"so the generalized values of {', '.join(f'`{v}`' for v in merged_vars)} are "
+                "exact for the merged group, not for each partition set in it.",
+            ]
+    if config.perturb:
+        lines += ["", "### Differentially private PRAM", "",
+                  "These non-key variables were randomized with eps-differentially private PRAM "
+                  "(smaller eps = more protection, more noise):", ""]
+        lines += [f"- `{v}`: eps = {p.epsilon:g}" for v, p in config.perturb.items()]
+    lines += ["", "## Variables", "", "| # | variable | type | role | perturbation |",
+              "|---|---|---|---|---|"]
+    for i, c in enumerate(cols, start=1):
+        typ = "integer" if c == PUBLIC_ID else _type_name(dtypes[c])
+        role = ("record id" if c == PUBLIC_ID else "key" if c in config.key_variables
+                else "weight" if c == config.input.weight else "")
+        lines.append(f"| {i} | `{_md(c)}` | {typ} | {role} | {_md(_perturbation(c, config, merged_vars))} |")
+    lines += ["", "## Categories of the key variables", ""]
+    for k in keys:
+        kv = config.key_variables[k]
+        lines += [f"### `{k}`", ""]
+        if kv.range is not None and not kv.labels:
+            lines.append(f"Whole numbers {kv.range[0]} to {kv.range[1]}.")
+        elif not kv.labels and len(kv.domain) > _MAX_LISTED:
+            shown = ", ".join(f"`{_md(v)}`" for v in kv.domain[:100])
+            lines.append(f"{len(kv.domain)} categories (the full list is in the release "
+                         f"config); the first 100: {shown}, ...")
+        elif not kv.labels:
+            lines.append("Categories: " + ", ".join(f"`{_md(v)}`" for v in kv.domain) + ".")
+        else:
+            lines += ["| value | label |", "|---|---|"]
+            lines += [f"| {_md(v)} | {_md(kv.labels.get(v, ''))} |" for v in kv.domain]
+        if kv.missing == "category":
+            lines.append("")
+            lines.append("An empty value means *missing* (a category of its own).")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+

@@ -1,0 +1,263 @@
+"""Risk and utility reports of a release: ``risk.json``, ``utility.json`` and ``report.html``.
+
+The flow calls :func:`build_reports` once per release and writes :meth:`Reports.files` into the
+release's ``internal/`` folder; ``sdc report RELEASE_DIR`` calls :func:`render_release_report`,
+which re-renders the HTML from the two JSON files alone (the page is a pure function of them).
+:func:`headline` picks the few numbers published as Prefect artifacts.
+
+What every number means: ``docs/REPORTS.md``; the JSON shapes: :mod:`sdc.reports.schema`
+(``docs/report_schema/*.json``). The page shows aggregates only: counts, shares, distances,
+risks and summary statistics of groups of at least ``numeric_min_group`` records - never a
+record-level value, never an id or a direct identifier.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.apply import ReleaseResult
+from sdc.engine.partition import partition_frame
+from sdc.reports.disclosure import risk_summary
+from sdc.reports.html import render_html
+from sdc.reports.intruder import simulate_intruder
+from sdc.reports.utility import compute_utility
+
+__all__ = ["Reports", "build_reports", "build_risk", "dumps", "headline",
+           "render_release_report"]
+
+RISK_FILE, UTILITY_FILE, HTML_FILE = "risk.json", "utility.json", "report.html"
+
+
+# --------------------------------------------------------------------------------------------
+# JSON
+# --------------------------------------------------------------------------------------------
+def _clean(obj: Any) -> Any:
+    """JSON-ready copy: numpy scalars to Python, NaN/inf to None, floats to 12 significant
+    digits (so sums whose last bits depend on summation order serialize identically)."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_clean(v) for v in obj.tolist()]
+    if isinstance(obj, bool | np.bool_):
+        return bool(obj)
+    if isinstance(obj, int | np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        x = float(obj)
+        if not math.isfinite(x):
+            return None
+        return float(f"{x:.12g}")
+    return obj
+
+
+def dumps(obj: Any) -> bytes:
+    """Deterministic JSON bytes: sorted keys, 2-space indent, no NaN (null), trailing newline."""
+    return (json.dumps(_clean(obj), sort_keys=True, indent=2, allow_nan=False,
+                       ensure_ascii=False) + "\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------
+# risk.json
+# --------------------------------------------------------------------------------------------
+def _profile_dict(profile: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in str(profile).split(","):
+        if part.strip():
+            t, m = part.split(":")
+            out[str(int(t))] = int(m)
+    return out
+
+
+def build_risk(original: pd.DataFrame, result: ReleaseResult, config: ReleaseConfig, *,
+               seed: int, n_sim: int = 200) -> dict[str, Any]:
+    """The content of ``risk.json`` (see :mod:`sdc.reports.schema`)."""
+    xi = float(result.xi)
+    weight = config.input.weight
+    w = original[weight].to_numpy(dtype=float) if weight else None
+    cells = result.cells
+    n = int(cells.record_cell.size)
+    before = risk_summary(cells.record_cell, w, xi)
+    after_part = partition_frame(result.frame, config)
+    # PRAM never changes a weight and result.frame keeps the input's row order, so the input's
+    # weights serve "after" too, also when input.drop keeps the weight out of the public file
+    after = risk_summary(after_part.cells.record_cell, w, xi)
+
+    # partition sets: before from the engine, after from the released file (joined by label)
+    a_t = after_part.cells.frequency
+    a_ps = after_part.cell_partition_set
+    a_sens = a_t * xi < 1.0
+    n_aps = len(after_part.partition_keys)
+    a_cells = np.bincount(a_ps, minlength=n_aps)
+    a_sc = np.bincount(a_ps[a_sens], minlength=n_aps)
+    a_sr = np.bincount(a_ps[a_sens], weights=a_t[a_sens], minlength=n_aps).astype(np.int64)
+    a_rec = np.bincount(a_ps, weights=a_t, minlength=n_aps).astype(np.int64)
+    after_by_key = {k: s for s, k in enumerate(after_part.partition_keys)}
+    ps_rows = []
+    for _, row in result.partition_sets.iterrows():
+        s = after_by_key.get(row["partition_key"])
+        ps_rows.append({
+            "partition_set": int(row["partition_set"]),
+            "partition_key": str(row["partition_key"]),
+            "prb": int(row["prb"]) if int(row["prb"]) >= 0 else None,
+            "n_records": int(row["n_records"]),
+            "n_records_after": int(a_rec[s]) if s is not None else 0,
+            "cells_before": int(row["n_cells"]),
+            "cells_after": int(a_cells[s]) if s is not None else 0,
+            "sensitive_cells_before": int(row["n_sensitive_cells"]),
+            "sensitive_records_before": int(row["n_sensitive_records"]),
+            "sensitive_cells_after": int(a_sc[s]) if s is not None else 0,
+            "sensitive_records_after": int(a_sr[s]) if s is not None else 0,
+        })
+
+    prbs = []
+    for _, b in result.blocks.iterrows():
+        prbs.append({
+            "prb": int(b["prb"]), "partition_key": str(b["partition_key"]),
+            "n_partition_sets": int(b["n_partition_sets"]), "k": int(b["k"]),
+            "n_records": int(b["n_records"]), "profile": _profile_dict(b["profile"]),
+            "theta": float(b["theta"]), "kmin": int(b["kmin"]),
+            "max_risk": float(b["max_risk"]), "max_risk_t": int(b["max_risk_t"]),
+            "max_risk_a": int(b["max_risk_a"]), "action": str(b["action"]),
+            "expected_changed": float(b["expected_changed"]), "changed": int(b["changed"]),
+            "pass": bool(float(b["max_risk"]) <= xi + 1e-12),
+        })
+
+    intruder = simulate_intruder(cells.frequency, result.cell_prb, result.blocks, seed=seed,
+                                 n_sim=n_sim, xi=xi)
+    n_changed = int(np.asarray(result.changed).sum())
+    at = {k: v for k, v in result.certificate_at.items()}
+    return {
+        "schema_version": "sdc-risk/1",
+        "release": {
+            "name": config.name, "n_records": n, "key_variables": config.key_names,
+            "partition_variables": config.partition_variables, "weight": weight,
+            "xi": xi, "theta": float(result.theta), "kmin": int(result.kmin),
+            "theta_mode": config.risk.theta, "small_blocks": config.risk.small_blocks,
+        },
+        "verdict": {
+            "certificate": float(result.certificate), "xi": xi,
+            "pass": bool(result.certificate <= xi + 1e-12), "at": at,
+            "n_prb": len(prbs), "n_changed": n_changed,
+            "share_changed": n_changed / n if n else 0.0,
+            "n_partition_sets": len(ps_rows), "merges": list(result.merges),
+        },
+        "before": before,
+        "after": after,
+        "partition_sets": ps_rows,
+        "prbs": prbs,
+        "intruder": intruder,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# public entry points
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reports:
+    """The three report files of a release (contents; the flow writes them into internal/)."""
+
+    risk: dict[str, Any]
+    utility: dict[str, Any]
+    html: str
+
+    def files(self) -> dict[str, bytes]:
+        """``{"risk.json", "utility.json", "report.html"}`` as bytes (deterministic JSON)."""
+        return {RISK_FILE: dumps(self.risk), UTILITY_FILE: dumps(self.utility),
+                HTML_FILE: self.html.encode("utf-8")}
+
+
+def build_reports(original: pd.DataFrame, result: ReleaseResult, config: ReleaseConfig, *,
+                  seed: int, n_sim: int = 200) -> Reports:
+    """Risk (before/after, certificate, Monte Carlo intruder), utility and the HTML page.
+
+    ``original`` is the input frame and ``result`` what ``release_frame(original, config,
+    seed)`` returned (same row order). The intruder uses ``n_sim`` replications on streams
+    ``stream(seed, f"intruder:{i}")``. The returned dicts are already JSON-clean (what is
+    written is what :func:`render_release_report` reads back), and the HTML is rendered from
+    them only.
+    """
+    if len(original) != len(result.frame):
+        raise ValueError(
+            f"original has {len(original)} rows but the release has {len(result.frame)}; pass "
+            "the frame that release_frame was called with"
+        )
+    from sdc.reports.schema import validate
+
+    risk = _clean(build_risk(original, result, config, seed=seed, n_sim=n_sim))
+    utility = _clean(compute_utility(original, result, config))
+    validate(risk, utility)
+    return Reports(risk, utility, render_html(risk, utility))
+
+
+def headline(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
+    """A few numbers for a Prefect artifact (all JSON scalars)."""
+    v = risk["verdict"]
+    b, a = risk["before"], risk["after"]
+    kv = utility.get("key_variables", [])
+    wmax = [e["weighted"]["max_abs_share_difference"] for e in kv if e.get("weighted")]
+    return {
+        "certificate": v["certificate"], "xi": v["xi"], "pass": v["pass"],
+        "n_records": risk["release"]["n_records"], "n_changed": v["n_changed"],
+        "share_changed": v["share_changed"], "n_prb": v["n_prb"],
+        "er_before": b["sdcmicro"]["expected_reidentifications"],
+        "er_after": a["sdcmicro"]["expected_reidentifications"],
+        "global_risk_before": b["sdcmicro"]["global_risk"],
+        "global_risk_after": a["sdcmicro"]["global_risk"],
+        "unique_records_before": b["k_anonymity"][0]["records_violating"],
+        "unique_records_after": a["k_anonymity"][0]["records_violating"],
+        "intruder_max_estimate": risk["intruder"].get("max_estimate"),
+        "max_tvd": max((e["tvd"] for e in kv), default=0.0),
+        "max_weighted_share_difference": max(wmax) if wmax else None,
+    }
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def render_release_report(release_dir: Path) -> Path:
+    """Re-render ``RELEASE_DIR/internal/report.html`` from ``risk.json`` and ``utility.json``.
+
+    The JSON files are validated against the documented schema first; the page is written
+    atomically with mode 0600. Returns the path of the page.
+    """
+    internal = Path(release_dir) / "internal"
+    docs = {}
+    for name in (RISK_FILE, UTILITY_FILE):
+        p = internal / name
+        if not p.is_file():
+            raise FileNotFoundError(
+                f"{p} does not exist; RELEASE_DIR must be a release folder written by "
+                "'sdc release' (it holds internal/risk.json and internal/utility.json)"
+            )
+        try:
+            docs[name] = json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{p} is not valid JSON ({e}); re-run the release to rewrite it") from e
+    from sdc.reports.schema import validate
+
+    validate(docs[RISK_FILE], docs[UTILITY_FILE], where=str(internal))
+    out = internal / HTML_FILE
+    _write_private(out, render_html(docs[RISK_FILE], docs[UTILITY_FILE]).encode("utf-8"))
+    return out

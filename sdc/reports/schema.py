@@ -1,0 +1,265 @@
+"""JSON Schemas (draft 2020-12) of ``internal/risk.json`` and ``internal/utility.json``.
+
+The schemas here are the source of truth; ``docs/report_schema/risk.schema.json`` and
+``utility.schema.json`` are written from them by ``python -m sdc.reports.schema docs/report_schema``
+(a test checks they are current). Every field carries a description; ``docs/REPORTS.md`` explains
+the numbers in prose.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RISK_SCHEMA", "UTILITY_SCHEMA", "ReportSchemaError", "validate", "write_schemas"]
+
+_NUM = {"type": "number"}
+_INT = {"type": "integer", "minimum": 0}
+_SHARE = {"type": "number", "minimum": 0, "maximum": 1}
+_NNUM = {"type": ["number", "null"]}
+_NINT = {"type": ["integer", "null"]}
+
+
+def _obj(props: dict[str, Any], desc: str = "", required: list[str] | None = None,
+         extra: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": props,
+                           "required": sorted(props) if required is None else required,
+                           "additionalProperties": extra}
+    if desc:
+        out["description"] = desc
+    return out
+
+
+def _d(schema: dict[str, Any], desc: str) -> dict[str, Any]:
+    return {**schema, "description": desc}
+
+
+def _arr(items: dict[str, Any], desc: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "array", "items": items}
+    if desc:
+        out["description"] = desc
+    return out
+
+
+_RELEASE_COMMON = {
+    "name": _d({"type": "string"}, "Release job name (config 'name')."),
+    "n_records": _d(_INT, "Records in the input (and in the release)."),
+    "key_variables": _arr({"type": "string"}, "Key variables, config order."),
+    "partition_variables": _arr({"type": "string"}, "Partition variables, config order."),
+    "weight": _d({"type": ["string", "null"]}, "Weight column (input.weight) or null."),
+}
+
+_FREQ_CLASS = _obj({
+    "class": _d({"type": "string", "enum": ["1", "2", "3-4", "5+"]}, "Cell-frequency class."),
+    "min": _d(_INT, "Smallest t in the class."),
+    "max": _d(_NINT, "Largest t in the class (null: unbounded)."),
+    "cells": _d(_INT, "Non-empty cells with t in the class."),
+    "records": _d(_INT, "Records in those cells (sum of t)."),
+    "share_records": _d(_SHARE, "records / n."),
+})
+
+_RISK_SUMMARY = _obj({
+    "n_records": _INT,
+    "n_cells": _d(_INT, "Non-empty cells of the key variables' cross-classification."),
+    "frequency_classes": _arr(_FREQ_CLASS, "Cells and records by cell frequency 1, 2, 3-4, 5+."),
+    "sensitive": _obj({
+        "threshold": _d(_NUM, "1/xi: a cell is sensitive iff 0 < t < 1/xi."),
+        "cells": _INT, "records": _INT}, "Sensitive cells and the records in them."),
+    "k_anonymity": _arr(_obj({
+        "k": _d(_INT, "k of k-anonymity."),
+        "records_violating": _d(_INT, "Records with fk < k (sdcMicro print(type='kAnon'))."),
+        "share": _SHARE,
+        "weighted_violating": _d(_NNUM, "Sum of the weights of those records (null: no weight).")})),
+    "sdcmicro": _obj({
+        "weighted": _d({"type": "boolean"}, "Whether Fk used a weight column."),
+        "expected_reidentifications": _d(_NUM, "ER = sum of individual risks (global_risk_ER)."),
+        "global_risk": _d(_NUM, "ER / n (sdcMicro global_risk)."),
+        "global_risk_pct": _d(_NUM, "100 ER / n."),
+        "max_individual_risk": _NUM,
+        "quantiles": _obj({"p50": _NUM, "p90": _NUM, "p99": _NUM},
+                          "Quantiles of the individual risk over records."),
+        "records_risk_above": _arr(_obj({"threshold": _NUM, "records": _INT})),
+        "high_risk_records": _d(_INT, "r > median + 2 mad and r > 0.1 (sdcMicro print(type='risk'))."),
+        "by_fk_class": _arr(_obj({"class": {"type": "string"}, "records": _INT,
+                                  "sum_risk": _NUM, "mean_risk": _NNUM})),
+    }, "sdcMicro measure_risk / indivRisk figures (see sdc.reports.disclosure)."),
+}, "Risk figures of one file.")
+
+_PRB = _obj({
+    "prb": _INT, "partition_key": {"type": "string"},
+    "n_partition_sets": _d(_INT, "Partition sets in the PRB (> 1 after merging)."),
+    "k": _d(_INT, "Sensitive cells in the PRB."),
+    "n_records": _d(_INT, "Records in those cells."),
+    "profile": _d({"type": "object", "additionalProperties": _INT},
+                  "Frequency profile: t (as a string) -> number of cells with that t."),
+    "theta": _d(_NUM, "theta used for the PRB."), "kmin": _INT,
+    "max_risk": _d(_NUM, "Exact max over cells j and a >= 1 of R_j(a, t)."),
+    "max_risk_t": _INT, "max_risk_a": _INT,
+    "action": _d({"type": "string"}, "theorem | calibrated, prefixed 'merged+' after merging."),
+    "expected_changed": _d(_NUM, "theta * k: expected number of records moved."),
+    "changed": _d(_INT, "Records actually moved in the release."),
+    "pass": _d({"type": "boolean"}, "max_risk <= xi."),
+})
+
+_INTRUDER_CLASS = _obj({
+    "t": _d(_INT, "Original frequency of the target's cell."),
+    "a": _d(_INT, "Released count S_j of the target's cell."),
+    "estimate": _d(_NNUM, "Monte Carlo P(correct | t, S_j = a), all PRBs pooled."),
+    "se": _d(_NNUM, "Its standard error (ratio estimator over replications)."),
+    "n_obs": _d(_INT, "(replication, target) pairs in the class."),
+    "n_eff": _d(_NNUM, "Conservative effective sample size (sum m_r)^2 / sum m_r^2."),
+    "exact_pooled": _d(_NNUM, "The same pooled probability computed exactly."),
+    "exact_min": _d(_NNUM, "Smallest exact R_b(a, t) over PRBs b."),
+    "exact_max": _d(_NNUM, "Largest exact R_b(a, t) over PRBs b."),
+    "p_s_equals_a": _d(_NNUM, "Exact P(S_j = a) averaged over sensitive records."),
+})
+
+RISK_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://sdc.example/report_schema/risk.schema.json",
+    "title": "sdc risk report (internal/risk.json)",
+    **_obj({
+        "schema_version": {"const": "sdc-risk/1"},
+        "release": _obj({**_RELEASE_COMMON,
+                         "xi": _d(_NUM, "Risk target."), "theta": _d(_NUM, "Theorem theta, h(theta) = xi."),
+                         "kmin": _d(_INT, "ceil(1/(1 - theta))."),
+                         "theta_mode": {"enum": ["theorem", "calibrated"]},
+                         "small_blocks": {"enum": ["merge", "calibrate", "fail"]}},
+                        "The release job."),
+        "verdict": _obj({
+            "certificate": _d(_NUM, "Max over PRBs of max R and over non-sensitive cells of 1/t."),
+            "xi": _NUM, "pass": _d({"type": "boolean"}, "certificate <= xi."),
+            "at": _d({"type": "object"}, "Where the certificate is attained (source, prb, t, a)."),
+            "n_prb": _INT, "n_changed": _INT, "share_changed": _SHARE, "n_partition_sets": _INT,
+            "merges": _arr({"type": "string"}, "Small-block merges, in order."),
+        }, "Certificate against xi."),
+        "before": {**_RISK_SUMMARY, "description": "Risk of the original file."},
+        "after": {**_RISK_SUMMARY, "description": "Risk of the released file, its key values taken as true."},
+        "partition_sets": _arr(_obj({
+            "partition_set": _INT, "partition_key": {"type": "string"}, "prb": _NINT,
+            "n_records": _INT, "n_records_after": _INT, "cells_before": _INT, "cells_after": _INT,
+            "sensitive_cells_before": _INT, "sensitive_records_before": _INT,
+            "sensitive_cells_after": _INT, "sensitive_records_after": _INT,
+        }), "Per partition set: cells and sensitive cells/records before and after."),
+        "prbs": _arr(_PRB, "The NZY certificate per PRB."),
+        "intruder": _obj({
+            "n_sim": _d(_INT, "Replications."), "a_max": _INT,
+            "stream": _d({"type": "string"}, "Stream key template of replication i."),
+            "estimator": {"type": "string"}, "xi": _NNUM,
+            "n_targets": _d(_INT, "Sensitive records attacked per replication."),
+            "max_estimate": _NNUM,
+            "classes": _arr(_INTRUDER_CLASS),
+            "overall": _obj({
+                "expected_correct_exact": _d(_NUM, "E[correct matches] attacking every sensitive record."),
+                "expected_correct_estimate": _NUM, "se": _NUM}),
+        }, "Monte Carlo intruder (sdc.reports.intruder).", required=[
+            "n_sim", "a_max", "stream", "estimator", "xi", "n_targets", "classes", "overall"]),
+    }),
+}
+
+_STATS = {"type": "object", "properties": {
+    "n": _INT, "suppressed": {"type": "boolean"},
+    "mean": _NNUM, "q1": _NNUM, "median": _NNUM, "q3": _NNUM},
+    "required": ["n", "suppressed", "mean", "q1", "median", "q3"], "additionalProperties": False}
+
+_CATEGORY = _obj({
+    "value": _d({"type": ["integer", "string", "null"]}, "Declared category (null: missing)."),
+    "label": {"type": "string"},
+    "original": _INT, "original_share": _SHARE, "released": _INT, "released_share": _SHARE,
+    "difference": _d({"type": "integer"}, "released - original."),
+    "share_difference": _NUM,
+    "weighted_original": _NNUM, "weighted_released": _NNUM, "weighted_difference": _NNUM,
+    "weighted_original_share": _NNUM, "weighted_released_share": _NNUM,
+    "weighted_share_difference": _NNUM,
+    "weighted_suppressed": _d({"type": "boolean"}, "Weighted totals withheld: fewer than "
+                              "numeric_min_group records on one side."),
+}, required=["value", "label", "original", "original_share", "released", "released_share",
+             "difference", "share_difference"])
+
+UTILITY_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://sdc.example/report_schema/utility.schema.json",
+    "title": "sdc utility report (internal/utility.json)",
+    **_obj({
+        "schema_version": {"const": "sdc-utility/1"},
+        "release": _obj({**_RELEASE_COMMON, "numeric_min_group": _d(
+            _INT, "Smallest group whose numeric summaries are shown.")}),
+        "key_variables": _arr(_obj({
+            "name": {"type": "string"}, "partition_variable": {"type": "boolean"},
+            "partition_rule": _d({"enum": ["as_is", "bands", "groups", "hierarchy", None]},
+                                 "How the variable partitions the file (null: not a partition variable)."),
+            "generalized_totals": {"oneOf": [{"type": "null"}, _arr(_obj({
+                "label": {"type": "string"}, "original": _INT, "released": _INT,
+                "difference": {"type": "integer"}}))],
+                "description": "Counts per generalized value (band, group, hierarchy level) of a "
+                               "generalized partition variable: preserved unless PRBs were merged."},
+            "n_categories": _INT,
+            "tvd": _d(_SHARE, "1/2 sum |p - q| over categories."),
+            "hellinger": _d(_SHARE, "sqrt(1/2 sum (sqrt p - sqrt q)^2)."),
+            "n_changed": _INT, "share_changed": _SHARE,
+            "max_abs_difference": _INT,
+            "weighted": {"oneOf": [{"type": "null"}, _obj({
+                "tvd": _SHARE, "hellinger": _SHARE, "max_abs_difference": _NUM,
+                "max_abs_share_difference": _NUM})]},
+            "categories": _arr(_CATEGORY, "Tables 1-2 of the NZY review, one row per category."),
+        }), "Per key variable: marginal before/after."),
+        "pairs": _arr(_obj({
+            "a": {"type": "string"}, "b": {"type": "string"},
+            "tvd": _d(_SHARE, "TVD of the two-way table."),
+            "cells_original": _INT, "cells_released": _INT, "weighted_tvd": _NNUM})),
+        "numeric": _arr(_obj({
+            "variable": {"type": "string"}, "by": {"type": "string"},
+            "rows": _arr(_obj({"value": {"type": ["integer", "string", "null"]},
+                               "label": {"type": "string"}, "before": _STATS, "after": _STATS})),
+        }), "Numeric non-key variables by key-variable category."),
+        "changed": _obj({
+            "overall": _obj({"n_changed": _INT, "share": _SHARE}),
+            "by_key_variable": _arr(_obj({"name": {"type": "string"}, "n_changed": _INT,
+                                          "share": _SHARE})),
+            "by_partition_set": _arr(_obj({"partition_key": {"type": "string"},
+                                           "n_records": _INT, "n_changed": _INT,
+                                           "share": _SHARE})),
+        }),
+    }),
+}
+
+
+class ReportSchemaError(ValueError):
+    """A report document does not match its schema; the message names the file and field."""
+
+
+def validate(risk: dict[str, Any], utility: dict[str, Any], where: str | None = None) -> None:
+    """Validate both documents; raise :class:`ReportSchemaError` naming the field on failure."""
+    import jsonschema
+
+    for name, doc, schema in (("risk.json", risk, RISK_SCHEMA),
+                              ("utility.json", utility, UTILITY_SCHEMA)):
+        validator = jsonschema.Draft202012Validator(schema)
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        if errors:
+            e = errors[0]
+            path = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+            loc = f"{where}/{name}" if where else name
+            raise ReportSchemaError(
+                f"{loc}: field {path}: {e.message} ({len(errors)} schema error(s)); the file was "
+                "not written by this version of sdc or was edited - re-run the release"
+            )
+
+
+def write_schemas(folder: Path) -> list[Path]:
+    """Write ``risk.schema.json`` and ``utility.schema.json`` into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, schema in (("risk.schema.json", RISK_SCHEMA), ("utility.schema.json", UTILITY_SCHEMA)):
+        p = folder / name
+        p.write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        out.append(p)
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for p in write_schemas(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/report_schema")):
+        print(p)

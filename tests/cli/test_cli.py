@@ -1,0 +1,252 @@
+"""Every ``sdc`` command through typer's test runner, with its error paths (exit codes 0/1/2,
+one readable paragraph, no traceback). Only the release tests run the flow."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import sdc
+from sdc.cli.main import app
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def run(*args: str):
+    """Invoke ``sdc ARGS``; returns the result with ``.text``: stdout + stderr, whitespace
+    collapsed (rich wraps long lines)."""
+    result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    result.text = " ".join((result.stdout + result.stderr).split())
+    return result
+
+
+def assert_clean_error(result, code: int, *needles: str) -> None:
+    assert result.exit_code == code, result.text
+    assert "Traceback" not in result.text
+    assert result.text.startswith("error: ") or "error: " in result.text
+    for n in needles:
+        assert n in result.text, (n, result.text)
+
+
+def test_help_lists_every_command():
+    r = run("--help")
+    assert r.exit_code == 0
+    for cmd in ("release", "plan", "validate", "audit", "report", "schedule", "sample"):
+        assert cmd in r.text
+    r = run()  # no arguments: the help, as a usage error
+    assert r.exit_code == 2 and "Usage: sdc" in r.text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sdc.cli.rr") is None, reason="cli/rr.py not there yet")
+def test_rr_is_mounted():
+    r = run("rr", "--help")
+    assert r.exit_code == 0, r.text
+    assert "Usage: sdc rr" in r.text and "Randomized-response survey designs" in r.text
+
+
+# --- validate -------------------------------------------------------------------------------
+def test_validate_ok(make_small_job):
+    r = run("validate", make_small_job(n=600))
+    assert r.exit_code == 0, r.text
+    assert "config and input are valid" in r.text and "600 / 8" in r.text
+
+
+def test_validate_bad_config_names_the_key(make_small_job):
+    cfg = make_small_job(risk={"xii": 0.4})
+    assert_clean_error(run("validate", cfg), 2, "risk.xii", "unknown key")
+
+
+def test_validate_missing_config():
+    assert_clean_error(run("validate", "no/such/config.yaml"), 2, "does not exist")
+
+
+def test_validate_bad_input_lists_problems(make_small_job):
+    from conftest import small_frame
+
+    bad = small_frame(300)
+    bad.loc[[1, 2], "race"] = 9
+    assert_clean_error(run("validate", make_small_job(frame=bad)), 2, "race")
+
+
+def test_validate_missing_input(make_small_job, tmp_path):
+    cfg = make_small_job(input={"path": str(tmp_path / "gone.csv")})
+    assert_clean_error(run("validate", cfg), 2, "gone.csv")
+
+
+def test_debug_shows_the_exception(make_small_job):
+    cfg = make_small_job(risk={"xii": 0.4})
+    r = runner.invoke(app, ["--debug", "validate", str(cfg)])
+    assert isinstance(r.exception, sdc.ConfigError)
+
+
+def test_unexpected_error_exit_1(make_small_job, monkeypatch):
+    import flows.release
+
+    def boom(path):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(flows.release, "validate_release_input", boom)
+    assert_clean_error(run("validate", make_small_job()), 1, "RuntimeError: disk on fire",
+                       "--debug")
+
+
+# --- plan -----------------------------------------------------------------------------------
+def test_plan_prints_and_writes_nothing(make_census_job, tmp_path):
+    cfg = make_census_job()
+    r = run("plan", cfg, "--limit", "3")
+    assert r.exit_code == 0, r.text
+    for needle in ("Partition sets (42)", "Post-randomization blocks (42)", "theta (theorem) 0.7990",
+                   "kmin 5", "expected changed records", "certificate 0.39", "<= xi",
+                   "... and 39 more"):
+        assert needle in r.text, needle
+    assert not (tmp_path / "secrets").exists() and not (tmp_path / "releases").exists()
+
+
+def test_plan_small_block_failure(make_small_job):
+    cfg = make_small_job(n=300, partition={"sex": "as_is", "race": "as_is",
+                                           "age": {"bands": list(range(0, 91, 5))}},
+                         risk={"small_blocks": "fail"})
+    assert_clean_error(run("plan", cfg), 2, "kmin", "small_blocks")
+
+
+# --- release, audit, report (the flow runs here) --------------------------------------------
+@pytest.mark.e2e
+def test_release_audit_report(prefect_harness, make_small_job):
+    cfg = make_small_job("cli-job", n=2000)
+    out = sdc.load_config(cfg).output_dir
+
+    r = run("release", cfg)
+    assert r.exit_code == 0, r.text
+    assert f"Release written to {out}" in r.text and "certificate" in r.text
+
+    assert_clean_error(run("release", cfg), 2, "already exists", "--force")
+
+    r = run("audit", out)
+    assert r.exit_code == 0, r.text
+    assert "audit passed" in r.text and "FAIL" not in r.text
+
+    html = out / "internal" / "report.html"
+    html.unlink()
+    r = run("report", out)
+    assert r.exit_code == 0, r.text
+    assert "Report written to" in r.text and html.is_file()
+
+    # a modified public file fails the audit: exit 1 and a FAIL row
+    csv = out / "public" / "microdata.csv"
+    csv.write_bytes(csv.read_bytes().replace(b"\n", b"\r\n", 1))
+    r = run("audit", out)
+    assert r.exit_code == 1, r.text
+    assert "FAIL" in r.text and "audit FAILED" in r.text
+
+
+def test_release_bad_config_is_clean(make_small_job):
+    """Fails in the config load before Prefect is involved: exit 2, one paragraph."""
+    cfg = make_small_job(risk={"xi": 0.2})
+    assert_clean_error(run("release", cfg), 2, "xi")
+
+
+def test_audit_errors(tmp_path):
+    assert_clean_error(run("audit", tmp_path / "nope"), 2, "does not exist")
+    (tmp_path / "notarelease").mkdir()
+    assert_clean_error(run("audit", tmp_path / "notarelease"), 1, "audit.json")
+
+
+def test_report_missing_folder(tmp_path):
+    assert_clean_error(run("report", tmp_path / "nope"), 2, "does not exist")
+
+
+# --- schedule -------------------------------------------------------------------------------
+def test_schedule_refuses_without_server(make_small_job):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    cfg = make_small_job(schedule={"cron": "0 6 1 * *"})
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        r = run("schedule", cfg)
+    assert_clean_error(r, 2, "PREFECT_API_URL is not set", "prefect server start")
+
+
+def _dead_api_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/api"
+
+
+def test_schedule_and_release_with_a_dead_server(make_small_job):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    cfg = make_small_job(schedule={"cron": "0 6 1 * *"})
+    with temporary_settings(updates={PREFECT_API_URL: _dead_api_url()}):
+        assert_clean_error(run("schedule", cfg), 2, "no Prefect server answers there")
+        assert_clean_error(run("release", cfg), 1, "no Prefect server answers there",
+                           "unset PREFECT_API_URL")
+
+
+def test_schedule_serves_scheduled_configs(prefect_harness, make_small_job, monkeypatch):
+    """Against the harness's live API; prefect.serve itself is replaced (the real thing is
+    in test_schedule.py)."""
+    import prefect
+
+    served = []
+    monkeypatch.setattr(prefect, "serve", lambda *deps, **kw: served.extend(deps))
+    monthly = make_small_job("monthly", schedule={"cron": "0 6 1 * *", "timezone": "UTC"})
+    adhoc = make_small_job("adhoc")
+    r = run("schedule", monthly, adhoc)
+    assert r.exit_code == 0, r.text
+    assert f"skipped {adhoc.resolve()}" in r.text
+    assert "serving release/monthly: cron '0 6 1 * *' (UTC)" in r.text
+    assert [d.name for d in served] == ["monthly"]
+    assert served[0].parameters == {"config_path": str(monthly.resolve()), "force": False}
+
+    r = run("schedule", "--force", monthly)
+    assert r.exit_code == 0 and served[-1].parameters["force"] is True
+
+    assert_clean_error(run("schedule", adhoc), 2, "none of the given configs has a schedule")
+    bad = make_small_job("badcron", schedule={"cron": "0 25 * * *"})
+    assert_clean_error(run("schedule", bad), 2, "schedule.cron")
+
+
+# --- sample ---------------------------------------------------------------------------------
+def test_sample_regenerates_the_committed_file(tmp_path):
+    r = run("sample", "--out", tmp_path / "ds")
+    assert r.exit_code == 0, r.text
+    written = tmp_path / "ds" / "census_sample.csv"
+    assert "Sample written to" in r.text
+    assert written.read_bytes() == (REPO / "data_samples" / "census_sample.csv").read_bytes()
+
+
+def test_sample_unwritable_target(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    r = run("sample", "--out", blocker / "sub")
+    assert r.exit_code == 2, r.text
+    assert "Traceback" not in r.text and "error: " in r.text
+
+
+def test_config_yaml_error_is_clean(tmp_path):
+    cfg = tmp_path / "broken.yaml"
+    cfg.write_text("name: x\ninput: [unclosed\n")
+    assert_clean_error(run("plan", cfg), 2, "not valid YAML", "line")
+    cfg.write_text(yaml.safe_dump({"name": "x"}))
+    assert_clean_error(run("plan", cfg), 2, "required key is missing")
+
+
+def test_plan_shows_small_block_actions_and_merges_verbatim(make_small_job):
+    """Merge descriptions contain [brackets]: printed as text, never eaten as rich markup."""
+    from flows.release import plan_release
+
+    cfg = make_small_job(n=400, partition={"sex": "as_is", "race": "as_is",
+                                           "age": {"bands": list(range(0, 91, 10))}})
+    merges = plan_release(cfg).merges
+    assert any("[" in m for m in merges)
+    r = run("plan", cfg)
+    assert r.exit_code == 0, r.text
+    assert "Small-block actions" in r.text and "merged+theorem" in r.text
+    for m in merges:
+        assert " ".join(m.split()) in r.text, m

@@ -1,0 +1,223 @@
+"""Schedules: config ``schedule:`` -> served Prefect deployment with cron and timezone.
+
+The slow test runs everything for real: ``prefect server start`` on a free 127.0.0.1 port with
+its own PREFECT_HOME, ``sdc schedule`` against it, ``prefect deployment run``, and waits for the
+release folder. Every process it starts is stopped by PID (its own process group) in a finally.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import sdc
+from flows.schedule import (
+    NO_SERVER_MESSAGE,
+    ScheduleError,
+    build_deployments,
+    collect_schedules,
+    require_server,
+)
+
+BIN = Path(sys.executable).parent
+SDC = BIN / "sdc"
+PREFECT = BIN / "prefect"
+
+
+def _clean_env(prefect_home: Path) -> dict[str, str]:
+    """The current environment without any PREFECT_* setting, on a private PREFECT_HOME."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update({
+        "PREFECT_HOME": str(prefect_home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "false",
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+# ---------------------------------------------------------------------------------------------
+# plain functions
+# ---------------------------------------------------------------------------------------------
+def test_collect_schedules_keeps_scheduled_and_reports_skipped(make_small_job):
+    a = make_small_job("monthly", schedule={"cron": "0 6 1 * *", "timezone": "Europe/Paris"})
+    b = make_small_job("adhoc")
+    jobs, skipped = collect_schedules([a, b])
+    assert [(j.name, j.cron, j.timezone, j.config_path) for j in jobs] == [
+        ("monthly", "0 6 1 * *", "Europe/Paris", a.resolve())]
+    assert skipped == [(b.resolve(), "config 'adhoc' has no schedule: section")]
+
+
+def test_collect_schedules_errors(make_small_job):
+    plain = make_small_job("adhoc")
+    with pytest.raises(ScheduleError, match="none of the given configs has a schedule"):
+        collect_schedules([plain])
+    bad_tz = make_small_job("tz", schedule={"cron": "0 6 1 * *", "timezone": "Mars/Olympus"})
+    with pytest.raises(sdc.ConfigError, match=r"schedule.timezone 'Mars/Olympus'"):
+        collect_schedules([bad_tz])
+    bad_cron = make_small_job("cron", schedule={"cron": "99 6 1 * *"})
+    with pytest.raises(sdc.ConfigError, match=r"schedule.cron '99 6 1 \* \*'"):
+        collect_schedules([bad_cron])
+    one = make_small_job("same", schedule={"cron": "0 6 1 * *"})
+    two = one.with_name("copy.yaml")
+    two.write_text(one.read_text())
+    with pytest.raises(ScheduleError, match=r"share the name\(s\) \['same'\]"):
+        collect_schedules([one, two])
+
+
+def test_build_deployments_cron_timezone_parameters(make_small_job):
+    cfg = make_small_job("monthly", schedule={"cron": "30 5 2 * *", "timezone": "America/Chicago"})
+    jobs, _ = collect_schedules([cfg])
+    (dep,) = build_deployments(jobs, force=True)
+    assert dep.name == "monthly"
+    assert dep.flow_name == "release"
+    assert dep.entrypoint == "flows.release.release"
+    assert dep.parameters == {"config_path": str(cfg.resolve()), "force": True}
+    (sched,) = dep.schedules
+    assert sched.schedule.cron == "30 5 2 * *"
+    assert sched.schedule.timezone == "America/Chicago"
+
+
+def test_require_server_refuses_without_api_url():
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        with pytest.raises(ScheduleError) as e:
+            require_server()
+    assert str(e.value) == NO_SERVER_MESSAGE
+    assert "prefect server start" in NO_SERVER_MESSAGE and "PREFECT_API_URL" in NO_SERVER_MESSAGE
+    dead = f"http://127.0.0.1:{_free_port()}/api"
+    with temporary_settings(updates={PREFECT_API_URL: dead}):
+        assert require_server(check=False) == dead
+        with pytest.raises(ScheduleError, match="no Prefect server answers there"):
+            require_server()
+
+
+def test_require_server_accepts_a_live_server(prefect_harness):
+    from prefect.settings import PREFECT_API_URL
+
+    assert require_server() == PREFECT_API_URL.value()
+
+
+def test_sdc_schedule_without_server_exits_plainly(make_small_job, tmp_path):
+    """The real entry point, in a clean environment: exit 2, the plain message, no traceback."""
+    cfg = make_small_job("monthly", schedule={"cron": "0 6 1 * *"})
+    proc = subprocess.run([str(SDC), "schedule", str(cfg)], env=_clean_env(tmp_path / "ph"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    err = " ".join(proc.stderr.split())
+    assert "PREFECT_API_URL is not set" in err
+    assert "prefect server start" in err
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# for real: server + sdc schedule + prefect deployment run
+# ---------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str, logs: list[Path], step: float = 1.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(step)
+    tails = "\n".join(f"--- {p.name} ---\n{p.read_text(errors='replace')[-4000:]}"
+                      for p in logs if p.exists())
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{tails}")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    """SIGTERM to the process group we created for ``proc``, then SIGKILL if it lingers."""
+    if proc is None or proc.poll() is not None:
+        return
+    pgid = os.getpgid(proc.pid)
+    os.killpg(pgid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(pgid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_schedule_serves_and_runs_for_real(make_small_job, tmp_path):
+    cfg = make_small_job("sched-job", schedule={"cron": "0 6 1 1 *", "timezone": "Europe/Paris"})
+    release_dir = tmp_path / "releases" / "sched-job"
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = _clean_env(tmp_path / "prefect-home")
+    client_env = dict(env, PREFECT_API_URL=api)
+    server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
+    logs = [server_log, serve_log]
+    server = serve = None
+    try:
+        with open(server_log, "w") as out:
+            server = subprocess.Popen(
+                [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait(lambda: _healthy(api), 120, "the Prefect server", logs)
+
+        with open(serve_log, "w") as out:
+            serve = subprocess.Popen([str(SDC), "schedule", str(cfg)], env=client_env,
+                                     cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+        def triggered() -> bool:
+            assert serve.poll() is None, "sdc schedule exited early"
+            r = subprocess.run([str(PREFECT), "deployment", "run", "release/sched-job"],
+                               env=client_env, capture_output=True, text=True, timeout=60)
+            return r.returncode == 0
+
+        _wait(triggered, 120, "the deployment release/sched-job to exist", logs, step=2.0)
+
+        # the served deployment carries the config's cron, timezone and absolute config path
+        from prefect.client.orchestration import get_client
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            with get_client(sync_client=True) as client:
+                dep = client.read_deployment_by_name("release/sched-job")
+        assert dep.parameters["config_path"] == str(cfg.resolve())
+        (sched,) = dep.schedules
+        assert (sched.schedule.cron, sched.schedule.timezone) == ("0 6 1 1 *", "Europe/Paris")
+        assert sched.active
+
+        _wait(lambda: (release_dir / "internal" / "audit.json").exists(), 180,
+              "the release folder from the triggered run", logs)
+        assert sorted(p.name for p in (release_dir / "public").iterdir()) == [
+            "codebook.md", "microdata.csv", "microdata.parquet"]
+        from sdc.release.audit import verify_release
+
+        assert verify_release(release_dir).ok
+
+        # stopping the service (SIGTERM, as systemd does) pauses its schedules
+        _stop(serve)
+        assert serve.returncode == 0, serve_log.read_text(errors="replace")[-4000:]
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            with get_client(sync_client=True) as client:
+                assert client.read_deployment_by_name("release/sched-job").paused
+    finally:
+        _stop(serve)
+        _stop(server)

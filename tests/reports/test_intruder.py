@@ -1,0 +1,143 @@
+"""Monte Carlo intruder (sdc.reports.intruder) against the exact NZY risk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sdc
+from sdc.reports.intruder import exact_s_distribution, simulate_intruder
+
+ROOT = Path(__file__).resolve().parents[2]
+XI = 0.395
+THETA = sdc.solve_theta(XI)
+
+
+def _blocks(profiles: list[dict[int, int]], theta: float) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    t_cells, prb = [], []
+    rows = []
+    for b, prof in enumerate(profiles):
+        for t, m in sorted(prof.items()):
+            t_cells += [t] * m
+            prb += [b] * m
+        rows.append({"prb": b, "k": sum(prof.values()), "theta": theta,
+                     "profile": ", ".join(f"{t}:{m}" for t, m in sorted(prof.items()))})
+    # two non-sensitive cells that must never matter
+    t_cells += [5, 9]
+    prb += [-1, -1]
+    return np.array(t_cells), np.array(prb), pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("profile,t", [({1: 5}, 1), ({1: 200, 2: 80}, 2), ({1: 3, 2: 2}, 1),
+                                       ({1: 3, 2: 2}, 2), ({2: 4}, 2)])
+def test_exact_distribution_matches_engine(profile: dict[int, int], t: int) -> None:
+    """R_j(a) = P(kept, S = a) / (a P(S = a)) from our independent binomial convolution agrees
+    with sdc.correct_match_risk; P(S = .) sums to 1 and E[S] = t (NZY PRAM is unbiased)."""
+    n_rec = sum(tt * m for tt, m in profile.items())
+    kept, total = exact_s_distribution(profile, t, THETA, max(n_rec + 1, 8))
+    assert total.sum() == pytest.approx(1.0, abs=1e-12)
+    assert (np.arange(total.size) * total).sum() == pytest.approx(t, abs=1e-9)
+    assert kept.sum() == pytest.approx(1 - THETA / t, abs=1e-12)  # P(B keeps its cell)
+    a = np.arange(1, 7)
+    with np.errstate(invalid="ignore"):
+        ours = kept[1:7] / (a * total[1:7])
+    np.testing.assert_allclose(ours, sdc.correct_match_risk(profile, t, THETA, 6), rtol=1e-9)
+
+
+def test_exact_by_hand_two_singletons() -> None:
+    """k = 2 singleton cells, theta: B keeps with p = 1 - theta; the other record lands in B's
+    cell with probability theta / ((k-1) t) = theta. So P(S=1, kept) = (1-theta)^2,
+    P(S=1) = (1-theta)^2 + theta^2, R(1) = (1-theta)^2 / ((1-theta)^2 + theta^2)."""
+    th = 0.6
+    kept, total = exact_s_distribution({1: 2}, 1, th, 3)
+    assert kept.tolist() == pytest.approx([0.0, 0.16, 0.24])
+    assert total.tolist() == pytest.approx([0.24, 0.16 + 0.36, 0.24])
+    assert sdc.correct_match_risk({1: 2}, 1, th, 1)[0] == pytest.approx(0.16 / 0.52)
+
+
+@pytest.mark.statistical
+def test_monte_carlo_matches_exact() -> None:
+    """Two PRBs, 4000 replications: every (t, a) estimate within 4 sigma of the exact pooled R.
+
+    Tolerance: per (replication, target) pair the Rao-Blackwellized value Y = 1{kept}/a given
+    S = a lies in [0, 1/a] with mean R, so Var(Y) <= R/a - R^2 <= R (1 - R): the binomial
+    variance. Pairs of one replication can be correlated; the mean of m correlated terms has
+    variance at most Var(Y) (Cauchy-Schwarz), so counting each replication once - the Kish
+    effective size n_eff = (sum m_r)^2 / sum m_r^2 reported by the simulation - gives
+    sd <= sqrt(R (1 - R) / n_eff). 4 sd: a false alarm has probability < 1e-4 per class.
+    """
+    t_cells, prb, blocks = _blocks([{1: 5}, {1: 3, 2: 2}], THETA)
+    out = simulate_intruder(t_cells, prb, blocks, seed=2024, n_sim=4000, xi=XI)
+    assert out["n_targets"] == 5 + 3 + 4
+    checked = 0
+    for c in out["classes"]:
+        if c["n_obs"] < 200:
+            continue
+        r = c["exact_pooled"]
+        bound = np.sqrt(r * (1 - r) / c["n_eff"])
+        assert abs(c["estimate"] - r) <= 4 * bound, c
+        assert c["se"] <= 1.2 * bound  # the reported SE respects the binomial bound
+        assert c["exact_min"] <= r + 1e-12 and r <= c["exact_max"] + 1e-12
+        checked += 1
+    assert checked >= 5
+    # the worst exact R stays below xi (both PRBs are certified: k >= kmin or exact check)
+    assert max(c["exact_max"] for c in out["classes"] if c["exact_max"] is not None) <= XI
+    # overall expected correct matches: mean of n_sim iid totals, SE from their spread
+    ov = out["overall"]
+    assert abs(ov["expected_correct_estimate"] - ov["expected_correct_exact"]) <= 4 * ov["se"]
+
+
+def test_reproducible_and_seed_dependent() -> None:
+    t_cells, prb, blocks = _blocks([{1: 6, 2: 1}], THETA)
+    a = simulate_intruder(t_cells, prb, blocks, seed=7, n_sim=50)
+    b = simulate_intruder(t_cells, prb, blocks, seed=7, n_sim=50)
+    c = simulate_intruder(t_cells, prb, blocks, seed=8, n_sim=50)
+    assert a == b
+    assert a["classes"] != c["classes"]
+    # exact figures do not depend on the seed
+    assert [x["exact_pooled"] for x in a["classes"]] == [x["exact_pooled"] for x in c["classes"]]
+
+
+def test_wrong_theta_is_detected() -> None:
+    """The comparison has power: simulating with theta = 0.3 while the exact values assume the
+    release's theta puts the t = 1, a = 1 estimate far outside the tolerance."""
+    t_cells, prb, blocks = _blocks([{1: 5}], THETA)
+    exact = simulate_intruder(t_cells, prb, blocks, seed=1, n_sim=1000)
+    wrong = simulate_intruder(t_cells, prb, blocks.assign(theta=0.3), seed=1, n_sim=1000)
+    e = next(c for c in exact["classes"] if c["a"] == 1)
+    w = next(c for c in wrong["classes"] if c["a"] == 1)
+    assert abs(w["estimate"] - e["exact_pooled"]) > 8 * np.sqrt(
+        e["exact_pooled"] * (1 - e["exact_pooled"]) / w["n_eff"])
+
+
+def test_no_prb() -> None:
+    out = simulate_intruder(np.array([3, 4]), np.array([-1, -1]), pd.DataFrame(
+        columns=["prb", "k", "theta", "profile"]), seed=1, n_sim=10)
+    assert out["classes"] == [] and out["n_targets"] == 0
+    with pytest.raises(ValueError, match="n_sim"):
+        simulate_intruder(np.array([1]), np.array([0]), pd.DataFrame(), seed=1, n_sim=1)
+
+
+@pytest.mark.statistical
+def test_census_demo_intruder() -> None:
+    cfg = sdc.load_config(ROOT / "configs" / "census_demo.yaml")
+    if not cfg.input_path.is_file():
+        pytest.skip(f"census demo sample {cfg.input_path} absent")
+    frame = pd.read_csv(cfg.input_path)
+    result = sdc.release_frame(frame, cfg, seed=99)
+    out = simulate_intruder(result.cells.frequency, result.cell_prb, result.blocks, seed=99,
+                            n_sim=200, xi=result.xi)
+    assert out["n_targets"] == int(result.cells.frequency[result.cell_prb >= 0].sum())
+    for c in out["classes"]:
+        r = c["exact_pooled"]
+        # same binomial bound as above (n_eff ~ 200 replications); plus the sharper
+        # between-replication SE, which must not exceed it
+        bound = np.sqrt(r * (1 - r) / c["n_eff"])
+        assert abs(c["estimate"] - r) <= 4 * bound, c
+        assert abs(c["estimate"] - r) <= 5 * c["se"], c
+        assert c["exact_max"] <= result.certificate + 1e-12
+    # the worst class (t = 2, a = 1 here) sits at the certificate, below xi
+    assert max(c["exact_max"] for c in out["classes"]) == pytest.approx(result.certificate)
