@@ -7,6 +7,7 @@ from sdc.config.model import (
     Bands,
     ConfigError,
     DPPerturb,
+    EngineSpec,
     Groups,
     Hierarchy,
     InputSpec,
@@ -20,7 +21,7 @@ from sdc.config.model import (
 )
 
 __all__ = [
-    "AsIs", "Bands", "ConfigError", "DPPerturb", "Groups", "Hierarchy", "InputSpec", "KeyVariable",
+    "AsIs", "Bands", "ConfigError", "DPPerturb", "EngineSpec", "Groups", "Hierarchy", "InputSpec", "KeyVariable",
     "OutputSpec", "ReleaseConfig", "RiskSpec", "Schedule", "SeedFile", "check_xi",
     "format_validation_error", "load_config", "parse_config", "read_hierarchy",
 ]

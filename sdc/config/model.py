@@ -54,6 +54,7 @@ __all__ = [
     "Bands",
     "ConfigError",
     "DPPerturb",
+    "EngineSpec",
     "Groups",
     "Hierarchy",
     "InputSpec",
@@ -323,6 +324,34 @@ class OutputSpec(_Strict):
         return list(dict.fromkeys(v))
 
 
+class EngineSpec(_Strict):
+    """Which executor runs the two record passes (count cells, apply the plan).
+
+    ``engine: pandas`` (default: the file in memory), ``engine: streaming`` (one machine, out of
+    core: record batches) or ``engine: {kind: dask, scheduler: tcp://host:port, workers: 2,
+    scratch: /shared/tmp, batch_rows: 1048576}``. Without ``scheduler`` the dask engine starts a
+    LocalCluster of ``workers`` processes; ``scratch`` is the temporary folder for the public
+    order buckets (on an existing cluster: a folder every worker and the client can reach).
+    Every engine gives the same release (byte-identical public files)."""
+
+    kind: Literal["pandas", "streaming", "dask"] = "pandas"
+    scheduler: str | None = None
+    workers: int = Field(default=2, ge=1, le=256)
+    scratch: Path | None = None
+    batch_rows: int = Field(default=1 << 20, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, v: Any) -> Any:
+        return {"kind": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _dask_only(self) -> EngineSpec:
+        if self.kind != "dask" and self.scheduler is not None:
+            raise ValueError(f"'scheduler' is for kind: dask, not {self.kind!r}")
+        return self
+
+
 class Schedule(_Strict):
     cron: str
     timezone: str = "UTC"
@@ -373,6 +402,7 @@ class ReleaseConfig(_Strict):
     output: OutputSpec | None = None
     schedule: Schedule | None = None
     perturb: dict[str, DPPerturb] = Field(default_factory=dict)
+    engine: EngineSpec = Field(default_factory=EngineSpec)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source_path: Path | None = PrivateAttr(default=None)
 

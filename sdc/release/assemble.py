@@ -9,10 +9,11 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import ReleaseResult
+from sdc.io.batches import public_bytes
 from sdc.io.schemas import validate_output
-from sdc.io.write import csv_bytes, parquet_bytes, sha256_bytes
+from sdc.io.write import parquet_bytes, sha256_bytes
 from sdc.release.audit import _package_version, build_audit
-from sdc.release.public import codebook_markdown, public_frame
+from sdc.release.public import codebook_markdown, public_frame, public_schema_for
 from sdc.release.seeds import SeedInfo
 
 __all__ = ["assemble_release"]
@@ -35,15 +36,13 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     Raises :class:`~sdc.io.schemas.OutputSchemaError` if the public frame breaks the output
     schema, :class:`ValueError` if a report name is reserved or not a plain file name.
     """
-    pub = public_frame(result, config, seed_info.value)
+    schema = public_schema_for(config, result.frame)
+    pub = public_frame(result, config, seed_info.value, schema=schema)
     validate_output(pub, config)
     formats = config.output.formats if config.output is not None else ["parquet"]
-    public: dict[str, bytes] = {}
-    if "parquet" in formats:
-        public["microdata.parquet"] = parquet_bytes(pub)
-    if "csv" in formats:
-        public["microdata.csv"] = csv_bytes(pub)
-    public["codebook.md"] = codebook_markdown(config, result).encode("utf-8")
+    # written exactly as the streaming and Dask engines write them (same schema, row groups)
+    public: dict[str, bytes] = public_bytes(pub, schema, list(formats))
+    public["codebook.md"] = codebook_markdown(config, result, schema=schema).encode("utf-8")
 
     internal: dict[str, bytes] = {
         "blocks.parquet": parquet_bytes(result.blocks),

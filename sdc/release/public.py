@@ -15,48 +15,74 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
 from sdc.engine.apply import ReleaseResult
-from sdc.engine.draws import stream
 from sdc.engine.generalize import generalize_domain
 from sdc.errors import InputError
+from sdc.io.batches import input_arrow_schema, public_schema
 from sdc.io.schemas import PUBLIC_ID
+from sdc.release.order import public_positions
 
-__all__ = ["PUBLIC_ID", "codebook_markdown", "public_frame"]
+__all__ = ["PUBLIC_ID", "codebook_markdown", "public_frame", "public_schema_for"]
 
 _MAX_LISTED = 10_000  # categories listed one by one in the codebook
 
 
 # -- the public frame --------------------------------------------------------------------------
-def _canonical_order(frame: pd.DataFrame) -> np.ndarray:
-    """Row positions sorted by all column values (first column first, missing last).
+def public_schema_for(config: ReleaseConfig, frame: pd.DataFrame) -> pa.Schema:
+    """The public Arrow schema of an in-memory release: :func:`sdc.io.batches.public_schema`
+    of the input file's Arrow schema (what the batch engines use), so every engine writes the
+    same types; for SPSS/Stata input, or a column whose values the file's inferred type cannot
+    hold, the type comes from ``frame``."""
+    base = None
+    try:
+        if config.input_path.exists():
+            base = input_arrow_schema(config)
+    except (InputError, pa.ArrowException, OSError, ValueError):
+        base = None
+    if base is None:
+        base = _schema_from_frame(frame)
+    schema = public_schema(config, base)
+    fields = []
+    for f in schema:
+        if f.name in frame.columns and f.name not in config.key_variables:
+            s = frame[f.name]
+            if pa.types.is_integer(f.type) and s.dtype.kind == "f":
+                v = s.to_numpy()
+                if not np.all(np.isnan(v) | (v == np.floor(v))):
+                    f = pa.field(f.name, pa.float64())
+            elif (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)) and \
+                    s.dtype.kind not in "iufb":
+                f = pa.field(f.name, pa.string())
+        fields.append(f)
+    return pa.schema(fields)
 
-    Rows that tie are identical in every column, so the order of the *content* does not depend
-    on the input's row order.
-    """
-    if len(frame.columns) == 0:
-        return np.arange(len(frame))
-    keys = []
+
+def _schema_from_frame(frame: pd.DataFrame) -> pa.Schema:
+    fields = []
     for c in frame.columns:
-        s = frame[c]
         try:
-            codes, _ = pd.factorize(s, sort=True, use_na_sentinel=True)
-        except TypeError:  # mixed types in an object column
-            codes, _ = pd.factorize(s.astype(str), sort=True, use_na_sentinel=True)
-        codes = np.where(codes < 0, np.iinfo(np.int64).max, codes)  # missing last
-        keys.append(codes)
-    return np.lexsort(keys[::-1])
+            t = pa.Schema.from_pandas(frame[[c]].head(1000), preserve_index=False).field(c).type
+        except (pa.ArrowException, TypeError, ValueError):
+            t = pa.string()
+        fields.append(pa.field(c, t))
+    return pa.schema(fields)
 
 
-def public_frame(result: ReleaseResult, config: ReleaseConfig, seed: int) -> pd.DataFrame:
-    """The public microdata: released records, original id removed, shuffled, renumbered.
+def public_frame(result: ReleaseResult, config: ReleaseConfig, seed: int,
+                 schema: pa.Schema | None = None) -> pd.DataFrame:
+    """The public microdata: released records, original id removed, in public order, renumbered.
 
     1. ``result.frame`` minus ``input.id_column`` (dropped identifiers are already gone);
-    2. sorted canonically by all released values (stable lexsort), so the outcome does not
-       depend on the input's row order;
-    3. permuted by ``stream(seed, "public-row-order").permutation(n)``;
-    4. ``record_id`` = 1..n inserted as the first column; index reset.
+    2. ordered by the keyed hash of each record's public values (:mod:`sdc.release.order`):
+       the order the streaming and Dask engines produce out of core; it does not depend on the
+       input's row order;
+    3. ``record_id`` = 1..n inserted as the first column; index reset.
+
+    ``schema`` is the public Arrow schema (default :func:`public_schema_for`): values are
+    normalized through it before hashing, as in the batch engines.
 
     Raises :class:`~sdc.errors.InputError` if the input has a non-id column named
     ``record_id`` (it would clash with the public id).
@@ -70,10 +96,12 @@ def public_frame(result: ReleaseResult, config: ReleaseConfig, seed: int) -> pd.
             f"column {PUBLIC_ID!r} in the input clashes with the public record id the release "
             f"adds; rename it, declare it as input.id_column, or list it in input.drop"
         )
+    if schema is None:
+        schema = public_schema_for(config, result.frame)
+    body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
     n = len(frame)
-    order = _canonical_order(frame)
-    perm = stream(seed, "public-row-order").permutation(n)
-    out = frame.iloc[order[perm]].reset_index(drop=True)
+    pos = public_positions(frame, body, seed, result.cells)
+    out = frame.iloc[pos].reset_index(drop=True)
     out.insert(0, PUBLIC_ID, np.arange(1, n + 1, dtype=np.int64))
     return out
 
@@ -147,7 +175,20 @@ def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) 
     return "unchanged"
 
 
-def codebook_markdown(config: ReleaseConfig, result: ReleaseResult) -> str:
+def _arrow_type_name(t: pa.DataType) -> str:
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_temporal(t):
+        return "date/time"
+    return "text"
+
+
+def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | None = None,
+                      n_records: int | None = None) -> str:
     """The public codebook (Markdown).
 
     Lists every public variable with its type and whether it may have been perturbed, the
@@ -155,11 +196,19 @@ def codebook_markdown(config: ReleaseConfig, result: ReleaseResult) -> str:
     exactly), xi, the number of records and the DP-PRAM variables of ``config.perturb``. It
     states nothing record-level and nothing from which PRAM could be undone: no seed, no theta
     per block, no PRB contents, no counts of changed records per block.
+
+    With ``schema`` (the public Arrow schema, as every engine writes it) the variables and their
+    types come from it and ``result`` only needs ``partition_sets``; ``n_records`` then gives n.
     """
     id_col = config.input.id_column
-    cols = [PUBLIC_ID] + [c for c in result.frame.columns if c != id_col]
-    dtypes = {c: result.frame[c].dtype for c in cols if c != PUBLIC_ID}
-    n = len(result.frame)
+    if schema is not None:
+        cols = [PUBLIC_ID] + [c for c in schema.names if c != PUBLIC_ID]
+        types = {f.name: _arrow_type_name(f.type) for f in schema}
+        n = int(n_records if n_records is not None else len(result.frame))
+    else:
+        cols = [PUBLIC_ID] + [c for c in result.frame.columns if c != id_col]
+        types = {c: _type_name(result.frame[c].dtype) for c in cols if c != PUBLIC_ID}
+        n = len(result.frame)
     keys = config.key_names
     xi = config.risk.xi
     n_merged, merged_vars = _merged_variables(result, config)
@@ -215,7 +264,7 @@ def codebook_markdown(config: ReleaseConfig, result: ReleaseResult) -> str:
     lines += ["", "## Variables", "", "| # | variable | type | role | perturbation |",
               "|---|---|---|---|---|"]
     for i, c in enumerate(cols, start=1):
-        typ = "integer" if c == PUBLIC_ID else _type_name(dtypes[c])
+        typ = "integer" if c == PUBLIC_ID else types[c]
         role = ("record id" if c == PUBLIC_ID else "key" if c in config.key_variables
                 else "weight" if c == config.input.weight else "")
         lines.append(f"| {i} | `{_md(c)}` | {typ} | {role} | {_md(_perturbation(c, config, merged_vars))} |")

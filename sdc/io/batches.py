@@ -1,0 +1,350 @@
+"""Reading the input in record batches and writing the public files batch by batch.
+
+Used by the out-of-core executors (:mod:`sdc.release.streaming`, :mod:`sdc.release.dask_engine`)
+and, for the public files, by the pandas engine too, so that every engine writes the same
+bytes:
+
+- :func:`input_batches` yields the input as pandas frames of at most ``batch_rows`` records,
+  each with a global ``RangeIndex`` (its first record's 0-based row number in the file), read
+  with pyarrow: a Parquet file or a folder of Parquet parts (``pyarrow.dataset``, parts in
+  path order), or a CSV file (``pyarrow.csv.open_csv``, streaming). SPSS and Stata files have
+  no streaming reader here: :func:`check_streamable` refuses them with a clear message.
+- :func:`public_schema` is THE Arrow schema of the public microdata, derived from the input's
+  Arrow schema and the config only (never from one batch's pandas dtypes, which vary: an
+  integer column with a missing value in one batch only would be float64 in that batch).
+- :class:`PublicWriter` writes Parquet (``ParquetWriter``, row groups of exactly
+  :data:`ROW_GROUP_ROWS` records whatever the batch sizes, snappy, no pandas metadata) and CSV
+  (header once, then each batch) from Arrow tables cast to the public schema. The bytes depend
+  only on the public records and their order, not on how they were batched.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from sdc.config.model import ReleaseConfig
+from sdc.errors import InputError
+
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "PUBLIC_ID",
+    "ROW_GROUP_ROWS",
+    "PublicWriter",
+    "check_streamable",
+    "frame_to_table",
+    "input_arrow_schema",
+    "input_batches",
+    "public_schema",
+    "table_to_frame",
+]
+
+PUBLIC_ID = "record_id"
+DEFAULT_BATCH_ROWS = 1 << 20
+ROW_GROUP_ROWS = 1 << 20
+_NA_STRINGS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+               "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
+
+
+def check_streamable(config: ReleaseConfig, engine: str) -> None:
+    """Refuse inputs and outputs the out-of-core engines cannot stream.
+
+    Raises
+    ------
+    InputError
+        SPSS ``.sav`` / Stata ``.dta`` input (no batch reader: convert it to Parquet once, e.g.
+        ``pd.read_spss(path).to_parquet(...)``, or use ``--engine pandas``).
+    """
+    fmt = config.input.resolved_format
+    if fmt not in ("csv", "parquet"):
+        raise InputError(
+            f"the {engine} engine reads Parquet (a file or a folder of parts) and CSV in record "
+            f"batches; input.format {fmt!r} has no batch reader. Convert the file to Parquet "
+            f"once, or release it with --engine pandas (it fits in memory if it is an SPSS/Stata "
+            f"export)"
+        )
+
+
+def _text_keys(config: ReleaseConfig) -> list[str]:
+    return [k for k, kv in config.key_variables.items()
+            if kv.categories is not None and any(isinstance(c, str) for c in kv.categories)]
+
+
+def _csv_options(config: ReleaseConfig, block_size: int = 1 << 24):
+    inp = config.input
+    enc = inp.encoding.lower().replace("_", "-")
+    read = pacsv.ReadOptions(block_size=block_size,
+                             encoding="utf8" if enc in ("utf-8", "utf8", "utf-8-sig") else inp.encoding)
+    parse = pacsv.ParseOptions(delimiter=inp.delimiter)
+    # text keys stay text ("01" is not 1); strings are never turned into nulls by pyarrow: the
+    # missing markers are applied per column below, as the pandas reader does
+    convert = pacsv.ConvertOptions(column_types={k: pa.string() for k in _text_keys(config)},
+                                   null_values=_NA_STRINGS, strings_can_be_null=False,
+                                   timestamp_parsers=[])
+    return read, parse, convert
+
+
+def _dataset(path: Path) -> pads.Dataset:
+    try:
+        return pads.dataset(str(path), format="parquet")
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(
+            f"input {str(path)!r} is not a readable Parquet file or folder of Parquet parts "
+            f"({e}). Check input.path and input.format"
+        ) from None
+
+
+def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
+    """The Arrow schema the batch readers produce for the input (None for SPSS/Stata).
+
+    CSV: pyarrow's types inferred from the first block (text keys forced to string).
+    """
+    fmt = config.input.resolved_format
+    path = config.input_path
+    if fmt == "parquet":
+        return _normalize_schema(_dataset(path).schema)
+    if fmt == "csv":
+        read, parse, convert = _csv_options(config)
+        with pacsv.open_csv(str(path), read_options=read, parse_options=parse,
+                            convert_options=convert) as reader:
+            return _normalize_schema(reader.schema)
+    return None
+
+
+def _normalize_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_null(t):
+        return pa.string()
+    return t
+
+
+def _normalize_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, _normalize_type(f.type)) for f in schema])
+
+
+def _integral(kv) -> bool:
+    return kv.range is not None or (
+        kv.categories is not None
+        and all(isinstance(c, int) and not isinstance(c, bool) for c in kv.categories))
+
+
+def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
+    """The public file's Arrow schema: ``record_id`` (int64) then the input's columns minus
+    ``input.id_column`` and ``input.drop``, in input order. Key variables declared with
+    integers are int64 (nullable); text keys are string; every other column keeps the input's
+    type. No schema metadata (no pandas metadata: it would depend on one engine's dtypes)."""
+    skip = set(config.input.drop) | ({config.input.id_column} if config.input.id_column else set())
+    fields = [pa.field(PUBLIC_ID, pa.int64())]
+    for f in _normalize_schema(input_schema):
+        if f.name in skip:
+            continue
+        t = f.type
+        kv = config.key_variables.get(f.name)
+        if kv is not None:
+            if _integral(kv):
+                t = pa.int64()
+            elif kv.categories is not None and any(isinstance(c, str) for c in kv.categories):
+                t = pa.string()
+        fields.append(pa.field(f.name, t))
+    return pa.schema(fields)
+
+
+def _csv_missing(table: pa.Table, config: ReleaseConfig) -> pa.Table:
+    """pandas' CSV rules: in text keys only an empty field is missing; in other string columns
+    every pandas missing marker is."""
+    import pyarrow.compute as pc
+
+    text = set(_text_keys(config))
+    cols = []
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            markers = pa.array([""] if name in text else _NA_STRINGS, type=col.type)
+            col = pc.if_else(pc.is_in(col, value_set=markers), pa.scalar(None, col.type), col)
+        cols.append(col)
+    return pa.table(cols, names=table.column_names)
+
+
+def table_to_frame(table: pa.Table | pa.RecordBatch, offset: int) -> pd.DataFrame:
+    """One batch as pandas, indexed by global 0-based row numbers ``offset..offset+n-1``."""
+    frame = table.to_pandas()
+    frame.index = pd.RangeIndex(offset, offset + len(frame))
+    return frame
+
+
+def input_batches(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+                  columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
+    """The input as pandas frames of at most ``batch_rows`` records, in file order, each with
+    its global row numbers as index (0-based; the problems tables print them 1-based).
+
+    Raises
+    ------
+    InputError
+        Missing or unreadable file, SPSS/Stata input, a CSV value that does not fit the type
+        pyarrow inferred from the file's first block.
+    """
+    check_streamable(config, "streaming")
+    path = config.input_path
+    if not path.exists():
+        raise InputError(
+            f"input {str(path)!r} does not exist. Fix input.path in the config (relative paths "
+            f"are relative to the config's folder {str(config.base_dir)!r})"
+        )
+    fmt = config.input.resolved_format
+    try:
+        if fmt == "parquet":
+            source = _dataset(path).to_batches(columns=columns, batch_size=batch_rows,
+                                               use_threads=True)
+            yield from _rebatch(source, batch_rows, lambda t: t)
+            return
+        read, parse, convert = _csv_options(config)
+        if columns is not None:
+            convert.include_columns = list(columns)
+        with pacsv.open_csv(str(path), read_options=read, parse_options=parse,
+                            convert_options=convert) as reader:
+            yield from _rebatch(reader, batch_rows, lambda t: _csv_missing(t, config))
+    except pa.ArrowInvalid as e:
+        raise InputError(
+            f"input file {str(path)!r} cannot be read in batches: {e}. The streaming reader "
+            "takes each column's type from the file's first block; a later value of another "
+            "type (text in a numeric column) stops it. Fix the value, or convert the file to "
+            "Parquet with explicit types"
+        ) from None
+
+
+def _rebatch(source, batch_rows: int, fix) -> Iterator[pd.DataFrame]:
+    """Frames of exactly ``batch_rows`` records (the last one holds the rest), whatever the
+    sizes of the source's record batches (Parquet row groups, CSV blocks)."""
+    offset = 0
+    pending: list[pa.RecordBatch] = []
+    n_pending = 0
+    for batch in source:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        n_pending += batch.num_rows
+        while n_pending >= batch_rows:
+            table = pa.Table.from_batches(pending)
+            head, rest = table.slice(0, batch_rows), table.slice(batch_rows)
+            yield table_to_frame(fix(head), offset)
+            offset += batch_rows
+            pending, n_pending = rest.to_batches(), rest.num_rows
+    if n_pending:
+        yield table_to_frame(fix(pa.Table.from_batches(pending)), offset)
+
+
+# -- writing ------------------------------------------------------------------------------------
+def frame_to_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    arrays = []
+    for f in schema:
+        s = frame[f.name]
+        if pa.types.is_integer(f.type) and s.dtype.kind == "f":
+            vals = s.to_numpy()
+            mask = np.isnan(vals)
+            arrays.append(pa.array(np.where(mask, 0, vals).astype(np.int64), type=f.type,
+                                   mask=mask))
+        elif pa.types.is_integer(f.type) and s.dtype == object:
+            arrays.append(pa.array(pd.array(s.to_numpy(), dtype="Int64"), type=f.type))
+        else:
+            arrays.append(pa.array(s, type=f.type, from_pandas=True))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _csv_frame(table: pa.Table) -> pd.DataFrame:
+    mapping = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+               pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+               pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
+    return table.to_pandas(types_mapper=mapping.get)
+
+
+class PublicWriter:
+    """Write the public microdata batch by batch: the same bytes whatever the batching.
+
+    Parameters
+    ----------
+    schema : pyarrow.Schema
+        :func:`public_schema`.
+    parquet, csv : binary file objects or None
+        Where to write each format (``output.formats``).
+    row_group_rows : int
+        Records per Parquet row group (the last one holds the rest).
+    """
+
+    def __init__(self, schema: pa.Schema, *, parquet: BinaryIO | None = None,
+                 csv: BinaryIO | None = None, row_group_rows: int = ROW_GROUP_ROWS) -> None:
+        self.schema = schema
+        self.row_group_rows = int(row_group_rows)
+        self._pq = pq.ParquetWriter(parquet, schema, compression="snappy") if parquet else None
+        self._csv = csv
+        self._csv_header = True
+        self._pending: list[pa.Table] = []
+        self._n_pending = 0
+        self.n_rows = 0
+
+    def write_frame(self, frame: pd.DataFrame) -> None:
+        """Append records given as a pandas frame (cast to the public schema)."""
+        self.write_table(frame_to_table(frame, self.schema))
+
+    def write_table(self, table: pa.Table) -> None:
+        """Append records given as an Arrow table with the public schema's columns."""
+        table = table.select(self.schema.names).cast(self.schema)
+        self.n_rows += table.num_rows
+        if self._csv is not None and table.num_rows:
+            text = _csv_frame(table).to_csv(index=False, header=self._csv_header,
+                                            lineterminator="\n")
+            self._csv.write(text.encode("utf-8"))
+            self._csv_header = False
+        if self._pq is None:
+            return
+        self._pending.append(table)
+        self._n_pending += table.num_rows
+        if self._n_pending >= self.row_group_rows:
+            whole = pa.concat_tables(self._pending)
+            n_full = (whole.num_rows // self.row_group_rows) * self.row_group_rows
+            for start in range(0, n_full, self.row_group_rows):
+                self._pq.write_table(whole.slice(start, self.row_group_rows),
+                                     row_group_size=self.row_group_rows)
+            rest = whole.slice(n_full)
+            self._pending, self._n_pending = [rest], rest.num_rows
+
+    def close(self) -> None:
+        """Flush the last row group and close the Parquet writer (CSV: header if no records)."""
+        if self._csv is not None and self._csv_header:
+            text = _csv_frame(self.schema.empty_table()).to_csv(index=False, lineterminator="\n")
+            self._csv.write(text.encode("utf-8"))
+            self._csv_header = False
+        if self._pq is not None:
+            if self._n_pending:
+                self._pq.write_table(pa.concat_tables(self._pending),
+                                     row_group_size=self.row_group_rows)
+            self._pending, self._n_pending = [], 0
+            self._pq.close()
+            self._pq = None
+
+
+def public_bytes(frame: pd.DataFrame, schema: pa.Schema, formats: list[str]) -> dict[str, bytes]:
+    """The public files of an in-memory public frame, written exactly as the streaming engine
+    writes them (same schema, row groups and CSV text): ``{"microdata.parquet": ..., ...}``."""
+    pq_buf = io.BytesIO() if "parquet" in formats else None
+    csv_buf = io.BytesIO() if "csv" in formats else None
+    w = PublicWriter(schema, parquet=pq_buf, csv=csv_buf)
+    w.write_frame(frame)
+    w.close()
+    out: dict[str, bytes] = {}
+    if pq_buf is not None:
+        out["microdata.parquet"] = pq_buf.getvalue()
+    if csv_buf is not None:
+        out["microdata.csv"] = csv_buf.getvalue()
+    return out

@@ -1,0 +1,128 @@
+"""The public row order: a keyed hash of each public record, the same on every engine.
+
+A global in-memory shuffle cannot run out of core, and its result would depend on how records
+were batched. Instead every public record gets the 64-bit key
+
+    order = fmix64(fmix64(content(record) ^ k0) + k1)    (k0, k1) from the seed and
+                                                          a salt from the cell table
+
+where ``content`` hashes the record's public values (all public columns but ``record_id``,
+normalized through the public Arrow schema, so a value hashes alike whatever pandas dtype one
+batch had). Records are sorted by (order, content); ``record_id`` numbers them 1..n. Records
+with equal content are interchangeable, so the file's bytes do not depend on the input's row
+order, on batching, or on the engine. The order reveals nothing about the original records: it
+is a function of the public values and the secret seed only. The salt (SHA-256 of the cell
+table) makes the order of two releases of a series differ even where records are unchanged.
+
+Out of core, records are bucketed by the top bits of ``order`` (:func:`bucket_of`), each bucket
+is sorted in memory and buckets are written in order: the same total order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pyarrow as pa
+from pandas.util import hash_array
+
+from sdc.engine.cells import CellTable
+
+__all__ = ["ORDER_COLUMNS", "bucket_of", "content_hash", "order_keys", "order_salt",
+           "sort_positions"]
+
+ORDER_COLUMNS = ("__sdc_order", "__sdc_content")
+_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+
+def order_salt(cells: CellTable) -> int:
+    """64-bit digest of the cell table (key codes and t_j): identical on every engine."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(cells.key_codes, dtype="<i8").tobytes())
+    h.update(np.ascontiguousarray(cells.frequency, dtype="<i8").tobytes())
+    return int.from_bytes(h.digest()[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def _column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    t = col.type
+    n = len(col)
+    valid = np.ones(n, dtype=bool)
+    if col.null_count:
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        h = hash_array(vals)
+    elif pa.types.is_floating(t):
+        vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
+        vals = np.where(vals == 0.0, 0.0, vals)  # -0.0 and 0.0 alike
+        h = hash_array(vals)
+    elif pa.types.is_temporal(t):
+        vals = col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        h = hash_array(np.asarray(vals, dtype=np.int64))
+    else:
+        vals = col.cast(pa.string()).to_numpy(zero_copy_only=False)
+        h = hash_array(np.asarray(vals, dtype=object), categorize=False)
+    return np.where(valid, h, np.uint64(0x5BD1E9955BD1E995))
+
+
+def content_hash(table: pa.Table) -> np.ndarray:
+    """(n,) uint64 hash of every record's values (columns in the table's order)."""
+    h = np.full(table.num_rows, np.uint64(0xCBF29CE484222325), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for col in table.columns:
+            h = (h ^ _column_hash(col)) * _MUL
+            h ^= h >> np.uint64(29)
+    return h
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(33))
+    x = x * np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> np.uint64(33)
+    return x
+
+
+def order_keys(table: pa.Table, seed: int, salt: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order, content) uint64 keys of the public records in ``table`` (no ``record_id``).
+
+    ``order = fmix64(fmix64(content ^ k0) + k1)`` with (k0, k1) the first 128 bits of
+    SHA-256("sdc-public-row-order|seed|salt"). The order is a function of public values only,
+    so it needs to be well mixed, not cryptographically strong; two murmur3 finalizers per
+    record cost a fraction of a SipHash.
+    """
+    content = content_hash(table)
+    d = hashlib.sha256(f"sdc-public-row-order|{int(seed)}|{int(salt)}".encode()).digest()
+    k0 = np.uint64(int.from_bytes(d[:8], "little"))
+    k1 = np.uint64(int.from_bytes(d[8:16], "little"))
+    with np.errstate(over="ignore"):
+        order = _fmix64(_fmix64(content ^ k0) + k1)
+    return order, content
+
+
+def sort_positions(order: np.ndarray, content: np.ndarray) -> np.ndarray:
+    """Positions sorted by (order, content): one argsort of ``order``; the rare equal order keys
+    (identical records, or a 64-bit collision) are resolved by a lexsort."""
+    pos = np.argsort(order)
+    o = order[pos]
+    if o.size > 1 and (o[1:] == o[:-1]).any():
+        return np.lexsort((content, order))
+    return pos
+
+
+def bucket_of(order: np.ndarray, bits: int) -> np.ndarray:
+    """Bucket 0..2**bits-1 of every record: the top ``bits`` bits of its order key."""
+    if bits == 0:
+        return np.zeros(order.size, dtype=np.int64)
+    return (order >> np.uint64(64 - bits)).astype(np.int64)
+
+
+def public_positions(frame, schema: pa.Schema, seed: int, cells: CellTable) -> np.ndarray:
+    """Row positions of an in-memory released frame (no ``record_id``) in public order: the
+    order the batch engines produce (the frame is normalized through ``schema`` first)."""
+    from sdc.io.batches import frame_to_table
+
+    table = frame_to_table(frame, schema)
+    order, content = order_keys(table, seed, order_salt(cells))
+    return sort_positions(order, content)
