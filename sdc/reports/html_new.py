@@ -1,0 +1,202 @@
+"""The reviewer's page ``report.html``: Jinja2 templates (autoescaped) fed by plain data.
+
+``templates/report.html.j2`` lays out the page, ``templates/macros.html.j2`` holds the table
+cells and number formats, ``templates/charts.html.j2`` draws the SVG charts whose geometry
+:mod:`sdc.reports.charts` computes, and ``templates/report.css`` is inlined. No HTML is built
+in Python: this module only derives figures (the worst TVD, the pair matrix, chart geometry)
+and formats numbers as text; the templates escape every string they print.
+
+The page is a pure function of ``risk.json`` and ``utility.json``: self-contained (inline CSS
+and SVG, no script), it opens offline.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from sdc.reports import charts
+
+__all__ = ["TEMPLATES", "render_html"]
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+DASH, MINUS = "–", "−"   # en dash for a missing value, the minus sign for negative numbers
+
+
+# --------------------------------------------------------------------------------------------
+# number formats (text; the templates decide the markup)
+# --------------------------------------------------------------------------------------------
+def fmt_count(x: Any) -> str:
+    """An integer with thousands separators; a dash for a missing value."""
+    return DASH if x is None else f"{int(x):,}"
+
+
+def fmt_num(x: Any, d: int = 4) -> str:
+    """A number with ``d`` decimals and thousands separators; a dash for a missing value."""
+    return DASH if x is None else f"{float(x):,.{d}f}"
+
+
+def fmt_pct(x: Any, d: int = 2) -> str:
+    """A share as a percentage with ``d`` decimals; a dash for a missing value."""
+    return DASH if x is None else f"{100.0 * float(x):.{d}f}%"
+
+
+def fmt_signed(x: Any, d: int = 0) -> str:
+    """A difference with its sign (rounded to an integer for ``d = 0``); exactly ``"0"`` when
+    it rounds to zero, which the templates grey out."""
+    if x is None:
+        return DASH
+    v = float(x)
+    if (d and abs(v) < 0.5 * 10**-d) or (not d and round(v) == 0):
+        return "0"
+    s = f"{v:+,.{d}f}" if d else f"{int(round(v)):+,}"
+    return s.replace("-", MINUS)
+
+
+def fmt_pp(x: Any, d: int = 3) -> str:
+    """A share difference in percentage points, signed; ``"0"`` when it rounds to zero."""
+    if x is None:
+        return DASH
+    v = 100.0 * float(x)
+    if abs(v) < 0.5 * 10**-d:
+        return "0"
+    return f"{v:+.{d}f}".replace("-", MINUS)
+
+
+def fmt_fixed(x: float, d: int = 1) -> str:
+    """A coordinate with ``d`` decimals (``f"{x:.{d}f}"``)."""
+    return f"{float(x):.{d}f}"
+
+
+def fmt_g(x: float) -> str:
+    """Python's general format (``0.395``, ``0.05``)."""
+    return f"{float(x):g}"
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The Jinja2 environment: templates from :data:`TEMPLATES`, autoescaping on, undefined
+    names are errors, number formats as filters."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(count=fmt_count, num=fmt_num, pct=fmt_pct, signed=fmt_signed, pp=fmt_pp,
+                       fixed=fmt_fixed, g=fmt_g, tick=charts.fmt_tick)
+    env.globals.update(
+        zip=lambda *seqs: zip(*seqs, strict=True),
+        color={"before": charts.BEFORE, "after": charts.AFTER, "xi": charts.XI_COLOR,
+               "exact": charts.EXACT},
+    )
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# what the page shows, derived from the two documents (data only)
+# --------------------------------------------------------------------------------------------
+_RULE_TEXT = {
+    "as_is": "partition variable (as is): counts preserved unless PRBs were merged",
+    "bands": "partition variable (bands): band totals preserved unless PRBs were merged",
+    "groups": "partition variable (groups): group totals preserved unless PRBs were merged",
+    "hierarchy": "partition variable (hierarchy): generalized totals preserved unless PRBs were merged",
+}
+
+
+def _key_variable(e: dict[str, Any]) -> dict[str, Any]:
+    cats = e["categories"]
+    rule = e.get("partition_rule")
+    return {
+        "e": e,
+        "rule_text": _RULE_TEXT.get(rule, str(rule)) if rule else None,
+        "chart": charts.before_after_chart(
+            [str(c["label"]) for c in cats], [c["original"] for c in cats],
+            [c["released"] for c in cats], f"{e['name']}: original vs released counts"),
+        "rows": [c for c in cats if not (c["original"] == 0 and c["released"] == 0)],
+    }
+
+
+def _pair_matrix(pairs: list[dict[str, Any]], names: list[str],
+                 weighted: bool) -> dict[str, Any]:
+    """TVD of every pair: unweighted above the diagonal, weighted below (when there is a
+    weight); ``alpha`` = 0.08 + 0.45 min(v / vmax, 1) shades a cell."""
+    m = {(p["a"], p["b"]): p for p in pairs}
+    vmax = max([p["tvd"] for p in pairs] + [p["weighted_tvd"] or 0 for p in pairs])
+
+    def cell(v: float | None) -> dict[str, Any]:
+        if v is None:
+            return {"kind": "empty"}
+        a = 0 if vmax <= 0 else min(v / vmax, 1.0)
+        return {"kind": "value", "value": v, "alpha": 0.08 + 0.45 * a}
+
+    rows = []
+    for i, r in enumerate(names):
+        cells = []
+        for j, c in enumerate(names):
+            if i == j:
+                cells.append({"kind": "diagonal"})
+            elif i < j:
+                cells.append(cell(m[(r, c)]["tvd"]))
+            else:
+                cells.append(cell(m[(c, r)]["weighted_tvd"]) if weighted else {"kind": "empty"})
+        rows.append({"name": r, "cells": cells})
+    return {"names": names, "rows": rows}
+
+
+def _numeric_block(blk: dict[str, Any]) -> dict[str, Any]:
+    rows, max_shift = [], 0.0
+    for r in blk["rows"]:
+        b, a = r["before"], r["after"]
+        shift = (a["mean"] - b["mean"]) if (a["mean"] is not None and b["mean"] is not None) \
+            else None
+        if shift is not None:
+            max_shift = max(max_shift, abs(shift))
+        rows.append({"row": r, "shift": shift})
+    return {"variable": blk["variable"], "by": blk["by"], "rows": rows, "max_shift": max_shift}
+
+
+def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
+    """Everything ``report.html.j2`` prints, from the two JSON documents only."""
+    rel = risk["release"]
+    v = risk["verdict"]
+    xi = v["xi"]
+    weighted = rel.get("weight") is not None
+    intr = risk["intruder"]
+    kv = utility.get("key_variables", [])
+    prbs = risk.get("prbs", [])
+    pairs = utility.get("pairs", [])
+    ch = utility.get("changed", {})
+    chg = {x["partition_key"]: x for x in ch.get("by_partition_set", [])}
+    return {
+        "title": f"Disclosure review: {rel['name']}",
+        "rel": rel, "v": v, "xi": xi, "at": v.get("at") or {}, "weighted": weighted,
+        "b": risk["before"], "a": risk["after"], "intr": intr, "ov": intr.get("overall", {}),
+        "kv": [_key_variable(e) for e in kv],
+        "worst": max(kv, key=lambda e: e["tvd"]) if kv else None,
+        "prbs": [{"p": p, "profile": ", ".join(
+            f"{t}:{m}" for t, m in sorted(p["profile"].items(), key=lambda x: int(x[0])))}
+            for p in prbs],
+        "prb_chart": charts.prb_risk_chart(prbs, xi),
+        "size_chart": charts.histogram_chart(
+            [p["k"] for p in prbs], "PRB size histogram", "cells per PRB (k)", rel["kmin"],
+            f"kmin = {rel['kmin']}"),
+        "intruder_chart": charts.intruder_chart(intr.get("classes", []), xi),
+        "pairs": _pair_matrix(pairs, rel["key_variables"], weighted) if pairs else None,
+        "numeric": [_numeric_block(blk) for blk in utility.get("numeric", [])],
+        "numeric_min_group": utility["release"].get("numeric_min_group"),
+        "changed": ch, "changed_overall": ch.get("overall", {}),
+        "partition_sets": [{"p": p, "c": chg.get(p["partition_key"], {})}
+                           for p in risk.get("partition_sets", [])],
+    }
+
+
+def render_html(risk: dict[str, Any], utility: dict[str, Any]) -> str:
+    """The reviewer's page, from the two JSON documents only. Self-contained (inline CSS/SVG)."""
+    return environment().get_template("report.html.j2").render(page_data(risk, utility))
