@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from sdc.reports.html_new import render_html
+from sdc.reports.html import render_html
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CASES = ["weighted", "tiny", "edge"]
@@ -183,3 +183,37 @@ def test_same_pixels_as_golden(case: str, tmp_path: Path) -> None:
     assert n_diff <= MAX_DIFF_PIXELS, (
         f"{n_diff} pixels differ (limit {MAX_DIFF_PIXELS}): compare {tmp_path}/golden.png and "
         f"{tmp_path}/new.png")
+
+
+# --------------------------------------------------------------------------------------------
+# packaging
+# --------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_templates_ship_in_the_wheel(tmp_path: Path) -> None:
+    """A non-editable install renders the page: the templates are package data of the wheel."""
+    import sys
+    import zipfile
+
+    repo = Path(__file__).resolve().parents[2]
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(repo), "--no-deps", "-q",
+                            "-w", str(tmp_path / "dist")], capture_output=True, text=True,
+                           timeout=600)
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next((tmp_path / "dist").glob("sdc-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in ("report.html.j2", "charts.html.j2", "macros.html.j2", "report.css"):
+        assert f"sdc/reports/templates/{name}" in names
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(tmp_path / "site"), str(wheel)], capture_output=True, check=True,
+                   timeout=600)
+    # run outside the repository with only the installed copy of sdc on the path first
+    code = ("import json, sys, sdc.reports.html as h; "
+            "assert h.__file__.startswith(sys.argv[1]), h.__file__; "
+            "r, u = (json.load(open(p, encoding='utf-8')) for p in sys.argv[2:4]); "
+            "sys.stdout.write(h.render_html(r, u))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"),
+                          str(GOLDEN / "tiny.risk.json"), str(GOLDEN / "tiny.utility.json")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                         env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert page_events(out.stdout) == page_events((GOLDEN / "tiny.html").read_text("utf-8"))
