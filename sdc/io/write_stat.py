@@ -1,0 +1,241 @@
+"""SPSS ``.sav`` and Stata ``.dta`` public files with variable and value labels (pyreadstat).
+
+:func:`stat_layout` turns the public frame into what both formats can hold, the same way for
+both (so the two files have the same variable names, codes and labels):
+
+- **Names.** A column name that is not ``[A-Za-z][A-Za-z0-9_]{0,31}``, or is a reserved word of
+  SPSS (ALL, AND, BY, EQ, GE, GT, LE, LT, NE, NOT, OR, TO, WITH) or Stata (_all, _b, byte,
+  _coef, _cons, double, float, if, in, int, long, _n, _N, _pi, _pred, _rc, _skip, strL,
+  using, with), is renamed: other characters become ``_``, a leading non-letter gets a ``v``
+  prefix, the name is cut to 32 characters and made unique (case-insensitively) with ``_2``,
+  ``_3``, ... The codebook lists every renamed variable.
+- **Text categories.** Stata attaches value labels to integer variables only, so a key
+  variable with text categories is written as integer codes 1..K in the order of its declared
+  categories, labelled with the category's label, or its text when it has none. A missing
+  value (``missing: category``) is a system missing value. The codebook lists the codes.
+- **Integer categories** keep their values; declared labels become value labels.
+- **Variable labels** come from the config (``key_variables.<k>.label``, ``input.labels``).
+  Limits: Stata variable labels 80 characters, SPSS 256 bytes; value labels 32,000 characters
+  (Stata) and 120 bytes (SPSS). A longer label is an error naming the variable and the limit
+  (the codebook has room for it).
+- Other columns: booleans -> 0/1; text stays text (both formats store a missing string as
+  the empty string); integers are written as doubles (exact up to 2^53; larger integers are
+  an error).
+
+:func:`stat_bytes` writes one file through a temporary folder and returns its bytes with the
+creation time stamp SPSS and Stata headers carry replaced by a fixed one (1 Jan 1970 00:00),
+so that the same release gives byte-identical files (one rule of the release folder).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from sdc.errors import InputError
+
+__all__ = ["StatLayout", "stat_bytes", "stat_layout", "stat_name"]
+
+StatFormat = Literal["sav", "dta"]
+
+_NAME_OK = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+_RESERVED = {w.lower() for w in (
+    "ALL AND BY EQ GE GT LE LT NE NOT OR TO WITH "  # SPSS
+    "_all _b byte _coef _cons double float if in int long _n _pi _pred _rc _skip strL "
+    "using with str").split()}
+VAR_LABEL_LIMIT = {"dta": 80, "sav": 256}          # characters (dta) / UTF-8 bytes (sav)
+VALUE_LABEL_LIMIT = {"dta": 32_000, "sav": 120}
+_FIXED_SAV_TIME = b"01 Jan 7000:00:00"              # 9-byte date + 8-byte time of the header
+_FIXED_DTA_TIME = b"01 Jan 1970 00:00"
+_MAX_EXACT = 2**53
+
+
+def stat_name(name: str, taken: set[str]) -> str:
+    """A variable name valid in SPSS and Stata, unique (case-insensitively) among ``taken``.
+
+    ``taken`` holds lower-cased names already used and is updated.
+    """
+    base = str(name)
+    if not (_NAME_OK.match(base) and base.lower() not in _RESERVED):
+        base = re.sub(r"[^A-Za-z0-9_]", "_", base)
+        if not base or not base[0].isalpha():
+            base = "v" + base
+        base = base[:32]
+        if base.lower() in _RESERVED:
+            base = (base + "_")[:32]
+    out, i = base, 1
+    while out.lower() in taken:
+        i += 1
+        suffix = f"_{i}"
+        out = base[: 32 - len(suffix)] + suffix
+    taken.add(out.lower())
+    return out
+
+
+@dataclass
+class StatLayout:
+    """The frame as SPSS/Stata hold it, and what the codebook says about it.
+
+    Attributes
+    ----------
+    frame : DataFrame
+        Columns renamed (``names``), text keys coded 1..K, booleans 0/1.
+    names : dict
+        Original column name -> name in the file (every column).
+    value_labels : dict
+        File name -> {code: label}.
+    variable_labels : dict
+        File name -> label.
+    codes : dict
+        Original column name of a text key -> {category: code}.
+    """
+
+    frame: pd.DataFrame
+    names: dict[str, str]
+    value_labels: dict[str, dict[int, str]] = field(default_factory=dict)
+    variable_labels: dict[str, str] = field(default_factory=dict)
+    codes: dict[str, dict[Any, int]] = field(default_factory=dict)
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """Only the columns whose name changed."""
+        return {k: v for k, v in self.names.items() if k != v}
+
+
+def _label_len(text: str, fmt: StatFormat) -> int:
+    return len(text.encode("utf-8")) if fmt == "sav" else len(text)
+
+
+def _check_label(text: str, fmt: StatFormat, limits: Mapping[str, int], what: str) -> str:
+    text = str(text)
+    n, limit = _label_len(text, fmt), limits[fmt]
+    if n > limit:
+        unit = "bytes (UTF-8)" if fmt == "sav" else "characters"
+        raise InputError(
+            f"{what} is {n} {unit} long, but {'SPSS' if fmt == 'sav' else 'Stata'} allows "
+            f"{limit}: shorten it in the config (the codebook can carry longer text), or remove "
+            f"{fmt!r} from output.formats"
+        )
+    return text
+
+
+def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
+                categories: Mapping[str, Sequence[Any]] | None = None,
+                value_labels: Mapping[str, Mapping[Any, str]] | None = None,
+                variable_labels: Mapping[str, str] | None = None) -> StatLayout:
+    """Convert the public frame for SPSS (``fmt='sav'``) or Stata (``'dta'``).
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The public frame (record order is kept as is).
+    categories : mapping
+        Key variable -> declared categories in code order. Keys whose categories include text
+        are written as codes 1..K (module docstring); integer keys keep their values.
+    value_labels : mapping
+        Key variable -> {category: label} (the config's ``labels``).
+    variable_labels : mapping
+        Column -> variable label.
+
+    Raises
+    ------
+    InputError
+        A label over the format's limit, an integer beyond 2^53, or a text key value outside
+        its declared categories (names the column, the value and the row count).
+    """
+    categories = dict(categories or {})
+    value_labels = {k: dict(v) for k, v in (value_labels or {}).items()}
+    variable_labels = dict(variable_labels or {})
+    taken: set[str] = set()
+    names = {c: stat_name(c, taken) for c in frame.columns}
+    out: dict[str, Any] = {}
+    vlabels: dict[str, dict[int, str]] = {}
+    codes_of: dict[str, dict[Any, int]] = {}
+    for col in frame.columns:
+        s = frame[col]
+        new = names[col]
+        cats = categories.get(col)
+        labels = value_labels.get(col, {})
+        if cats is not None and any(isinstance(c, str) for c in cats):
+            code = {c: i for i, c in enumerate(cats, start=1)}
+            mapped = s.astype(object).map(code)
+            bad = s.notna() & mapped.isna()
+            if bad.any():
+                vals = pd.unique(s[bad].astype(str))[:5].tolist()
+                raise InputError(f"column {col!r}: {int(bad.sum())} rows hold values {vals} "
+                                 "outside its declared categories; they cannot be coded")
+            arr = mapped.to_numpy(dtype=float, na_value=np.nan)
+            out[new] = arr.astype(np.int32) if not np.isnan(arr).any() else arr
+            codes_of[col] = code
+            vlabels[new] = {i: _check_label(labels.get(c, str(c)), fmt, VALUE_LABEL_LIMIT,
+                                            f"the label of {col}={c!r}")
+                            for c, i in code.items()}
+            continue
+        if pd.api.types.is_bool_dtype(s.dtype):
+            out[new] = s.astype(np.int8)
+        elif pd.api.types.is_integer_dtype(s.dtype):
+            arr = s.to_numpy(dtype=float, na_value=np.nan)
+            big = np.abs(np.nan_to_num(arr)) > _MAX_EXACT
+            if big.any():
+                raise InputError(f"column {col!r}: {int(big.sum())} rows hold integers beyond "
+                                 f"2^53 (e.g. {int(s[big].iloc[0])}), which SPSS and Stata "
+                                 "store only approximately; drop the format or the column")
+            out[new] = s
+        elif pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
+            out[new] = s
+        else:  # text (pandas string dtype or objects): plain Python strings, missing -> None
+            out[new] = pd.Series(s.astype("string").to_numpy(dtype=object, na_value=None),
+                                 index=s.index, dtype=object)
+        if labels:
+            ok = {}
+            for v, text in labels.items():
+                if isinstance(v, int | np.integer) and not isinstance(v, bool):
+                    ok[int(v)] = _check_label(text, fmt, VALUE_LABEL_LIMIT,
+                                              f"the label of {col}={v!r}")
+            if ok:
+                vlabels[new] = ok
+    varl = {names[c]: _check_label(t, fmt, VAR_LABEL_LIMIT, f"the variable label of {c!r}")
+            for c, t in variable_labels.items() if c in names and t}
+    return StatLayout(pd.DataFrame(out, index=frame.index).reset_index(drop=True), names,
+                      vlabels, varl, codes_of)
+
+
+def _fix_timestamp(data: bytes, fmt: StatFormat) -> bytes:
+    """Replace the header's creation time stamp by a fixed one (byte-identical reruns)."""
+    if fmt == "sav":
+        if data[:4] not in (b"$FL2", b"$FL3") or not re.match(
+                rb"\d\d [A-Za-z]{3} \d\d\d\d:\d\d:\d\d", data[92:109]):
+            raise RuntimeError("unexpected SPSS header layout: cannot fix its time stamp")
+        return data[:92] + _FIXED_SAV_TIME + data[109:]
+    m = re.search(rb"<timestamp>\x11(\d\d [A-Za-z]{3} \d{4} \d\d:\d\d)</timestamp>", data[:1024])
+    if m is None:
+        raise RuntimeError("unexpected Stata header layout: cannot fix its time stamp")
+    return data[: m.start(1)] + _FIXED_DTA_TIME + data[m.end(1):]
+
+
+def stat_bytes(layout: StatLayout, fmt: StatFormat, *, file_label: str = "") -> bytes:
+    """The ``.sav`` / ``.dta`` file of ``layout`` as bytes (fixed header time stamp).
+
+    ``.dta`` is written as Stata 15 (format 119 readers: Stata 15 and later; UTF-8).
+    """
+    import pyreadstat
+
+    with tempfile.TemporaryDirectory(prefix="sdc-stat-") as tmp:
+        path = Path(tmp) / f"microdata.{fmt}"
+        common = dict(column_labels=layout.variable_labels or None,
+                      variable_value_labels=layout.value_labels or None)
+        if fmt == "sav":
+            pyreadstat.write_sav(layout.frame, str(path), file_label=file_label[:64], **common)
+        elif fmt == "dta":
+            pyreadstat.write_dta(layout.frame, str(path), file_label=file_label[:80],
+                                 version=15, **common)
+        else:
+            raise ValueError(f"format must be 'sav' or 'dta', got {fmt!r}")
+        return _fix_timestamp(path.read_bytes(), fmt)

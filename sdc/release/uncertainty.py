@@ -1,0 +1,101 @@
+"""The codebook section *Uncertainty added by post-randomization* (docs/DATA_USERS.md).
+
+Publishes exactly: xi, theta_bar (:func:`sdc.engine.variance.theta_bound`: the theorem's theta,
+a function of xi, or 1) and, for every category v of every key variable x that PRAM can
+change, c_x(v) = the number of sensitive cells with x = v rounded up
+(:func:`sdc.engine.variance.publishable_count`), with the resulting bound on the standard
+deviation the perturbation adds to the released count of x = v:
+sqrt(2 theta_bar min(c_x(v), sum_{w != v} c_x(w))). Nothing per PRB, no theta per block.
+Why this is safe is argued in docs/DATA_USERS.md section 3.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from sdc.config import AsIs, ReleaseConfig
+from sdc.engine.variance import (
+    publishable_count,
+    sensitive_cells_by_category,
+    theta_bound,
+    variance_bound,
+)
+
+__all__ = ["uncertainty_figures", "uncertainty_markdown"]
+
+_MAX_ROWS = 60  # categories listed per key variable
+
+
+def _md(s: Any) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def uncertainty_figures(config: ReleaseConfig, result: Any) -> dict[str, Any]:
+    """The published figures: ``theta_bar`` and per key variable a list of
+    (category, c rounded up, variance bound) for every declared category."""
+    cells = result.cells
+    names = list(cells.names)
+    sizes = [config.key_variables[k].size for k in names]
+    counts = sensitive_cells_by_category(cells.key_codes, result.cell_prb >= 0, sizes)
+    thetas = result.blocks["theta"].to_numpy(dtype=float) if len(result.blocks) else np.array([])
+    tb = theta_bound(config.risk.xi, thetas)
+    out: dict[str, Any] = {"xi": float(config.risk.xi), "theta_bar": float(tb), "variables": {}}
+    for k, c in zip(names, counts, strict=True):
+        kv = config.key_variables[k]
+        dom = kv.domain + ([None] if kv.missing == "category" else [])
+        pub = np.array([publishable_count(x) for x in c], dtype=np.int64)  # loop over categories
+        rest = pub.sum() - pub
+        bound = variance_bound(pub, tb, rest)
+        out["variables"][k] = [(dom[i], int(pub[i]), float(bound[i])) for i in range(len(dom))]
+    return out
+
+
+def uncertainty_markdown(config: ReleaseConfig, result: Any) -> list[str]:
+    """Codebook lines of the section (see the module docstring)."""
+    fig = uncertainty_figures(config, result)
+    tb = fig["theta_bar"]
+    lines = [
+        "## Uncertainty added by post-randomization",
+        "",
+        "Counts and proportions of key-variable combinations are unbiased: the expected "
+        "released count of every combination equals its original count. The perturbation adds "
+        "variance; survey-weighted estimates can be biased. How to use the figures below: "
+        "`docs/DATA_USERS.md` of the `sdc` project (section 3).",
+        "",
+        f"- theta_bar = {tb:.4f}: every post-randomization block used theta <= theta_bar"
+        + (" (the theorem's theta for xi; a function of xi alone)." if tb < 1 else
+           " (some small block needed its own larger theta; every theta is below 1)."),
+        f"- One full combination of all key values: added variance at most 2 theta_bar = "
+        f"{2 * tb:.3f}.",
+        "- Category v of key variable x: added variance of its count at most "
+        "2 theta_bar min(c(v), sum of c over the other categories); a two-way combination "
+        "x = v and y = w: at most 2 theta_bar min(c_x(v), c_y(w)). Divide by n^2 for a "
+        "proportion. c is the number of rare combinations with that value, rounded up (to 10, "
+        "or two significant digits).",
+    ]
+    for k, rows in fig["variables"].items():
+        rule = config.partition.get(k)
+        if rule == "as_is" or isinstance(rule, AsIs):
+            lines += ["", f"### `{_md(k)}`", "", "Kept as is (partition variable): no added "
+                      "variance outside merged partition sets."]
+            continue
+        kv = config.key_variables[k]
+        lines += ["", f"### `{_md(k)}`", "", "| value | label | c (rare combinations, rounded up) "
+                  "| added variance of the count at most | added SD at most |",
+                  "|---|---|---|---|---|"]
+        shown = [r for r in rows if r[1] > 0][:_MAX_ROWS]
+        for v, c, b in shown:
+            label = kv.labels.get(v, "") if v is not None else "(missing)"
+            lines.append(f"| {_md('' if v is None else v)} | {_md(label)} | {c:,} | {b:,.1f} | "
+                         f"{math.sqrt(b):,.1f} |")
+        hidden = sum(1 for r in rows if r[1] > 0) - len(shown)
+        zero = sum(1 for r in rows if r[1] == 0)
+        if hidden:
+            lines.append(f"| ... | | {hidden} more values | | |")
+        if zero:
+            lines += ["", f"{zero} value(s) have no rare combination: their counts carry no "
+                      "added variance."]
+    return lines

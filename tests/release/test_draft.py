@@ -1,0 +1,125 @@
+"""The config draft of `sdc init` (sdc.release.draft): observed domains, labels from SPSS/Stata
+metadata, the partition checked on the data, and YAML that parses to exactly the draft."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyreadstat
+import pytest
+import yaml
+
+import sdc
+from sdc.release.draft import (
+    RANGE_THRESHOLD,
+    build_draft,
+    draft_yaml,
+    observe_key,
+    read_for_draft,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+CENSUS = REPO / "data_samples" / "census_sample.csv"
+CENSUS_KEYS = ["sex", "age", "race", "marital", "puma"]
+
+
+def _census_draft(tmp_path: Path, **kw):
+    frame, vl, varl, fmt = read_for_draft(CENSUS, CENSUS_KEYS, id_column="person_id",
+                                          drop=["full_name"], weight="weight")
+    return build_draft(frame, data_path=CENSUS, config_path=tmp_path / "census.yaml",
+                       keys=CENSUS_KEYS, fmt=fmt, id_column="person_id", drop=["full_name"],
+                       weight="weight", value_labels=vl, variable_labels=varl, **kw)
+
+
+def test_census_draft_domains_partition_and_check(tmp_path):
+    d = _census_draft(tmp_path)
+    assert d.keys["sex"].categories == [1, 2]
+    assert d.keys["age"].range == (0, 91)             # 92 distinct integers: a range
+    assert d.keys["race"].categories == list(range(1, 10))
+    assert d.keys["puma"].range == (101, 144)
+    # bands for the widest range key, as_is for the small categorical ones, PUMA free
+    assert d.partition["sex"] == "as_is" and "bands" in d.partition["age"]
+    assert "puma" not in d.partition and "race" not in d.partition
+    c = d.check
+    assert c["small_prbs"] <= 0.10 * c["prbs"] and c["certificate"] <= 0.395
+    assert c["records"] == 59033
+
+
+def test_yaml_parses_to_the_draft_and_warns_about_observed_domains(tmp_path):
+    d = _census_draft(tmp_path)
+    text = draft_yaml(d)
+    assert yaml.safe_load(text) == d.as_dict()
+    assert "OBSERVED DOMAINS" in text and "PUBLIC domain" in text and "rare" in text
+    assert "released unchanged: [income, hours_worked]" in text
+    cfg = sdc.parse_config(yaml.safe_load(text), tmp_path)
+    assert cfg.input_path == CENSUS.resolve()        # path relative to the config's folder
+    assert cfg.risk.small_blocks == "merge" and cfg.output.formats == ["parquet", "csv"]
+
+
+def test_observe_key_kinds():
+    s = pd.Series(np.arange(RANGE_THRESHOLD + 1))
+    assert observe_key(s, "x").range == (0, RANGE_THRESHOLD)
+    assert observe_key(pd.Series([3, 1, 3]), "x").categories == [1, 3]
+    # text that is a canonical integer becomes integers; leading zeros stay text
+    assert observe_key(pd.Series(["2", "10"]), "x").categories == [2, 10]
+    assert observe_key(pd.Series(["02", "10"]), "x").categories == ["02", "10"]
+    kd = observe_key(pd.Series(["b", None, "a"]), "x")
+    assert kd.categories == ["a", "b"] and kd.missing
+    kd = observe_key(pd.Series([1.0, 2.0]), "x", {1.0: "one", 2.0: "two", 9.0: "refused"})
+    assert kd.categories == [1, 2, 9] and kd.labels == {1: "one", 2: "two", 9: "refused"}
+    assert kd.unobserved_labelled == [9]
+    with pytest.raises(sdc.InputError, match="non-whole numbers"):
+        observe_key(pd.Series([1.5, 2.0]), "x")
+    with pytest.raises(sdc.InputError, match="boolean"):
+        observe_key(pd.Series([True, False]), "x")
+
+
+def _small(n: int = 3000) -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    return pd.DataFrame({
+        "id": np.arange(n), "sex": rng.integers(1, 3, n).astype(float),
+        "age": rng.integers(0, 91, n).astype(float),
+        "race": rng.choice([1.0, 2.0, 3.0], n, p=[0.7, 0.2, 0.1]),
+        "region": rng.integers(1, 6, n).astype(float),
+        "income": rng.gamma(2.0, 20000.0, n).round(0)})
+
+
+@pytest.mark.parametrize("fmt", ["sav", "dta", "parquet"])
+def test_labels_from_spss_stata_metadata(tmp_path, fmt):
+    f = _small()
+    path = tmp_path / f"survey.{fmt}"
+    vlabels = {"sex": {1: "Male", 2: "Female"},
+               "race": {1: "White", 2: "Black", 3: "Other", 9: "Refused"}}
+    clabels = {"sex": "Sex", "age": "Age in years", "income": "Yearly income"}
+    if fmt == "sav":
+        pyreadstat.write_sav(f, str(path), variable_value_labels=vlabels, column_labels=clabels)
+    elif fmt == "dta":
+        pyreadstat.write_dta(f, str(path), variable_value_labels=vlabels, column_labels=clabels)
+    else:
+        f.to_parquet(path)
+    keys = ["sex", "age", "race", "region"]
+    frame, vl, varl, got_fmt = read_for_draft(path, keys, id_column="id")
+    assert got_fmt == fmt
+    d = build_draft(frame, data_path=path, config_path=tmp_path / "c.yaml", keys=keys,
+                    fmt=fmt, id_column="id", value_labels=vl, variable_labels=varl)
+    spec = d.as_dict()
+    if fmt == "parquet":
+        assert "labels" not in spec["key_variables"]["sex"]
+        assert spec["output"]["formats"] == ["parquet", "csv"]
+        return
+    assert spec["key_variables"]["sex"] == {"label": "Sex", "categories": [1, 2],
+                                            "labels": {1: "Male", 2: "Female"}}
+    assert spec["key_variables"]["race"]["categories"] == [1, 2, 3, 9]   # labelled, unobserved
+    assert spec["key_variables"]["age"]["label"] == "Age in years"
+    assert spec["input"]["labels"] == {"income": "Yearly income"}
+    assert spec["output"]["formats"] == ["parquet", fmt]
+    assert yaml.safe_load(draft_yaml(d)) == spec
+
+
+def test_missing_columns_are_named(tmp_path):
+    with pytest.raises(sdc.InputError, match=r"--keys: \['nope'\] is not a column.*sex"):
+        read_for_draft(CENSUS, ["sex", "nope"])
+    with pytest.raises(sdc.InputError, match=r"--weight: \['w'\]"):
+        read_for_draft(CENSUS, ["sex"], weight="w")
