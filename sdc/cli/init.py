@@ -67,7 +67,7 @@ def init_command(
     = False,
 ) -> None:
     """Draft a commented release config from DATA (observed domains: review before release)."""
-    from cli.main import _friendly_errors, console  # the CLI's error handling and console
+    from sdc.cli.main import _friendly_errors, console  # the CLI's error handling
 
     with _friendly_errors():
         from rich.markup import escape

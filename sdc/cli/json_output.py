@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["FORMAT", "SCHEMAS", "audit_document", "error_document", "plan_document",
-           "release_document", "validate_document", "write_schemas"]
+           "print_document", "release_document", "validate", "validate_document",
+           "write_schemas"]
 
 FORMAT = "sdc-cli/1"
 
@@ -264,6 +265,12 @@ def validate(document: dict[str, Any]) -> None:
 
     jsonschema.validate(document, SCHEMAS[document["command"]],
                         cls=jsonschema.Draft202012Validator)
+
+
+def print_document(document: dict[str, Any]) -> None:
+    """Write the document to stdout as one JSON text (UTF-8, newline-terminated)."""
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.flush()
 
 
 def write_schemas(folder: str | Path) -> list[Path]:

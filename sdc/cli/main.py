@@ -2,6 +2,7 @@
 
 Commands (``sdc COMMAND --help`` for each)::
 
+    sdc init DATA --keys a,b,c     draft a commented config from a data file (observed domains)
     sdc release CONFIG [--force]   run the release flow (embedded Prefect) and publish
     sdc plan CONFIG                what a release would do; writes nothing
     sdc validate CONFIG            check the config and the input only
@@ -10,6 +11,9 @@ Commands (``sdc COMMAND --help`` for each)::
     sdc schedule CONFIG...         serve the configs' cron schedules (needs a Prefect server)
     sdc sample [--out DIR]         regenerate data_samples/census_sample.csv
     sdc rr ...                     randomized-response survey designs
+
+``--json`` on release, plan, validate and audit prints one JSON document on stdout, errors
+included (schemas: docs/cli_json/, sdc.cli.json_output).
 
 Exit codes: 0 success; 2 bad config, bad input, refused overwrite or a missing file
 (something the user fixes); 1 failed audit or any other failure. Errors are printed as one
@@ -21,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -85,7 +89,9 @@ def _describe(exc: BaseException) -> tuple[int, str]:
 
 
 @contextmanager
-def _friendly_errors() -> Iterator[None]:
+def _friendly_errors(json_for: str | None = None) -> Iterator[None]:
+    """Errors as one readable paragraph on stderr, or (``json_for`` = the command, under
+    ``--json``) as one JSON error document on stdout; the exit code is the same."""
     try:
         yield
     except (typer.Exit, typer.Abort):
@@ -97,6 +103,11 @@ def _friendly_errors() -> Iterator[None]:
         if _state["debug"]:
             raise
         code, msg = _describe(exc)
+        if json_for is not None:
+            from sdc.cli.json_output import error_document, print_document
+
+            print_document(error_document(json_for, code, exc, msg))
+            raise typer.Exit(code) from None
         err_console.print("error: ", style="bold red", end="")
         err_console.print(msg, markup=False, soft_wrap=True)  # keep tables in messages intact
         raise typer.Exit(code) from None
@@ -149,6 +160,8 @@ ConfigArg = Annotated[Path, typer.Argument(help="The release job's YAML config."
                                            show_default=False)]
 ReleaseDirArg = Annotated[Path, typer.Argument(help="A release folder (the config's output.dir).",
                                                show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout "
+                                       "(errors too; schemas in docs/cli_json/).")]
 
 
 @app.command()
@@ -156,9 +169,10 @@ def release(
     config: ConfigArg,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing release (the old "
                                         "one stays until the new one is complete).")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
-    with _friendly_errors():
+    with _friendly_errors("release" if as_json else None):
         import sdc
         from flows.release import check_release_target, progress_callback
         from flows.release import release as release_flow
@@ -167,12 +181,18 @@ def release(
         check_release_target(sdc.load_config(config), force)
         api = _check_prefect_api()
         where = f"connecting to {api}" if api else "starting Prefect (embedded)"
-        with console.status(f"release {escape(str(config))}: {where}") as status:
+        quiet = nullcontext() if as_json else None  # stdout holds the JSON document only
+        with quiet or console.status(f"release {escape(str(config))}: {where}") as status:
             def show(step: str) -> None:
                 status.update(f"release {escape(str(config))}: {step}")
 
-            with progress_callback(show):
+            with progress_callback(None if as_json else show):
                 summary = release_flow(config_path=str(config), force=force)
+        if as_json:
+            from sdc.cli.json_output import print_document, release_document
+
+            print_document(release_document(summary))
+            return
         _print_release_summary(summary)
 
 
@@ -228,10 +248,17 @@ def plan(
     config: ConfigArg,
     limit: Annotated[int, typer.Option(help="Show at most this many partition sets / PRBs.")]
     = 60,
+    as_json: JsonOpt = False,
 ) -> None:
     """Show what a release would do (partition sets, PRBs, theta, certificate); write nothing."""
-    with _friendly_errors():
+    with _friendly_errors("plan" if as_json else None):
         from flows.release import plan_release
+
+        if as_json:  # every partition set and PRB, no --limit
+            from sdc.cli.json_output import plan_document, print_document
+
+            print_document(plan_document(plan_release(config)))
+            return
 
         with console.status(f"planning {escape(str(config))}"):
             p = plan_release(config)
@@ -299,10 +326,16 @@ def plan(
 
 
 @app.command()
-def validate(config: ConfigArg) -> None:
+def validate(config: ConfigArg, as_json: JsonOpt = False) -> None:
     """Check the config and its input (schema, domains, ids, weights) without releasing."""
-    with _friendly_errors():
+    with _friendly_errors("validate" if as_json else None):
         from flows.release import validate_release_input
+
+        if as_json:
+            from sdc.cli.json_output import print_document, validate_document
+
+            print_document(validate_document(validate_release_input(config)))
+            return
 
         with console.status(f"validating {escape(str(config))}"):
             v = validate_release_input(config)
@@ -318,13 +351,21 @@ def validate(config: ConfigArg) -> None:
 
 
 @app.command()
-def audit(release_dir: ReleaseDirArg) -> None:
+def audit(release_dir: ReleaseDirArg, as_json: JsonOpt = False) -> None:
     """Re-verify a release: source hash, partition sets, PRBs, certificate <= xi, file hashes."""
-    with _friendly_errors():
+    with _friendly_errors("audit" if as_json else None):
         from sdc.release.audit import verify_release
 
         if not release_dir.is_dir():
             raise FileNotFoundError(f"release folder {str(release_dir)!r} does not exist")
+        if as_json:
+            from sdc.cli.json_output import audit_document, print_document
+
+            doc = audit_document(verify_release(release_dir), release_dir)
+            print_document(doc)
+            if not doc["passed"]:
+                raise typer.Exit(EXIT_FAILURE)
+            return
         with console.status(f"auditing {escape(str(release_dir))}"):
             report = verify_release(release_dir)
         t = Table(title=escape(f"Audit of {release_dir}"), title_justify="left")
@@ -396,7 +437,10 @@ def sample(
         console.print(f"[green]Sample written to[/green] {escape(str(path))}")
 
 
+from sdc.cli.init import init_command  # noqa: E402 - after the main app's commands
 from sdc.cli.rr import rr_app  # noqa: E402 - after the main app's commands
+
+app.command("init")(init_command)
 
 app.add_typer(rr_app, name="rr", help="Randomized-response survey designs.")
 

@@ -77,6 +77,8 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
         elif e["type"] == "missing":
             msg = "required key is missing"
         shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
+        if shown and (f"got xi = {given!r}" in msg or msg.endswith(f"got {given!r}")):
+            shown = ""  # the message already shows the value (e.g. check_xi's "got xi = 39.5")
         lines.append(f"  {loc}: {msg}{shown}" if loc else f"  {msg}{shown}")
     uniq = list(dict.fromkeys(lines))
     return f"invalid {source}:\n" + "\n".join(uniq)

@@ -97,6 +97,9 @@ class InputSpec(_Strict):
     id_column: str | None = None
     drop: list[str] = Field(default_factory=list)
     weight: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Variable labels of columns that are not key variables (``{income: "Yearly income"}``);
+    written into SPSS/Stata files and the codebook. Key variables take ``label:``."""
 
     @field_validator("delimiter")
     @classmethod
@@ -128,6 +131,8 @@ class KeyVariable(_Strict):
     range: tuple[int, int] | None = None
     labels: dict[Category, str] = Field(default_factory=dict)
     missing: Literal["error", "category"] = "error"
+    label: str | None = None
+    """Variable label (SPSS/Stata variable label, codebook)."""
 
     @model_validator(mode="after")
     def _one_domain(self) -> KeyVariable:
@@ -299,7 +304,8 @@ class OutputSpec(_Strict):
     release per period instead of finding last period's folder in the way."""
 
     dir: Path
-    formats: list[Literal["parquet", "csv"]] = Field(default_factory=lambda: ["parquet"])
+    formats: list[Literal["parquet", "csv", "sav", "dta"]] = Field(
+        default_factory=lambda: ["parquet"])
 
     @field_validator("dir")
     @classmethod
@@ -320,7 +326,7 @@ class OutputSpec(_Strict):
     @classmethod
     def _some(cls, v: list[str]) -> list[str]:
         if not v:
-            raise ValueError("'formats' needs at least one of parquet, csv")
+            raise ValueError("'formats' needs at least one of parquet, csv, sav, dta")
         return list(dict.fromkeys(v))
 
 
@@ -443,6 +449,10 @@ class ReleaseConfig(_Strict):
         for where, col in special.items():
             if col is not None and col in keys:
                 raise ValueError(f"{where}: {col!r} is also a key variable; it cannot be both")
+        labelled_keys = [c for c in self.input.labels if c in keys]
+        if labelled_keys:
+            raise ValueError(f"input.labels: {labelled_keys} are key variables; give their label "
+                             f"as key_variables.{labelled_keys[0]}.label")
         clash = [d for d in self.input.drop if d in keys]
         if clash:
             raise ValueError(f"input.drop: {clash} are key variables; a key cannot be dropped")

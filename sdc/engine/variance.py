@@ -43,6 +43,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sdc.engine.theta import solve_theta
+
 __all__ = [
     "cell_count_variance",
     "publishable_count",
@@ -144,17 +146,19 @@ def variance_bound(c: int | np.ndarray, theta_bar: float,
 def theta_bound(xi: float, block_thetas: Sequence[float] | np.ndarray) -> float:
     """theta_bar, the one design figure about theta the codebook publishes.
 
-    The theorem's theta (a function of xi alone, hence public with xi) when no PRB used a
+    The theorem's theta (a function of xi alone, hence public with xi) rounded up to two
+    decimals (0.79905 -> 0.80: still a bound, and no digits of an actual theta are printed,
+    which the leak scans of the public files enforce) when no PRB used a
     larger theta, which is always so under ``theta: theorem`` with ``small_blocks: merge`` or
     ``fail`` and under ``theta: calibrated`` for PRBs with k >= kmin; otherwise 1 (every theta
     is below 1). It reveals at most one bit: whether some small PRB needed a theta above the
     theorem's.
     """
-    from sdc.theta import solve_theta  # low layer; kept local so this module stays importable
-
     th = solve_theta(xi)
     arr = np.asarray(block_thetas, dtype=float)
-    return th if arr.size == 0 or float(arr.max()) <= th + 1e-12 else 1.0
+    if arr.size and float(arr.max()) > th + 1e-12:
+        return 1.0
+    return min(1.0, math.ceil(th * 100 - 1e-9) / 100)
 
 
 def publishable_count(c: int) -> int:

@@ -15,6 +15,8 @@ from sdc.io.write import parquet_bytes, sha256_bytes
 from sdc.release.audit import _package_version, build_audit
 from sdc.release.public import codebook_markdown, public_frame, public_schema_for
 from sdc.release.seeds import SeedInfo
+from sdc.release.stat_files import stat_codebook_lines, stat_public_files
+from sdc.release.uncertainty import uncertainty_markdown
 
 __all__ = ["assemble_release"]
 
@@ -27,7 +29,7 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
                      ) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """All files of a release as bytes: ``(public, internal)``, each name -> bytes.
 
-    public: ``microdata.parquet`` and/or ``microdata.csv`` (per ``output.formats``; the frame of
+    public: ``microdata.parquet``, ``.csv``, ``.sav``, ``.dta`` (per ``output.formats``; the frame of
     :func:`public_frame`, validated with :func:`sdc.io.schemas.validate_output` first) and
     ``codebook.md``. internal: ``blocks.parquet``, ``partition_sets.parquet``, the ``reports``
     given (e.g. ``risk.json``, ``report.html``) and ``audit.json`` (:func:`build_audit`, with
@@ -42,7 +44,11 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     formats = config.output.formats if config.output is not None else ["parquet"]
     # written exactly as the streaming and Dask engines write them (same schema, row groups)
     public: dict[str, bytes] = public_bytes(pub, schema, list(formats))
-    public["codebook.md"] = codebook_markdown(config, result, schema=schema).encode("utf-8")
+    stat_files, layout = stat_public_files(pub, config)  # sav / dta: same records, same order
+    public.update(stat_files)
+    extra = stat_codebook_lines(config, layout) + uncertainty_markdown(config, result)
+    codebook = codebook_markdown(config, result, schema=schema).rstrip()
+    public["codebook.md"] = (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
 
     internal: dict[str, bytes] = {
         "blocks.parquet": parquet_bytes(result.blocks),

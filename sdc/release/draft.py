@@ -164,7 +164,7 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
         Unreadable file, or a key / id / drop / weight column that is not in the file (names
         the column and lists the file's columns).
     """
-    from sdc.io import read_input
+    from sdc.io.read import read_input
 
     path = Path(data_path).expanduser().resolve()
     drop = list(drop or [])

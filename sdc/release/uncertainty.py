@@ -65,11 +65,11 @@ def uncertainty_markdown(config: ReleaseConfig, result: Any) -> list[str]:
         "variance; survey-weighted estimates can be biased. How to use the figures below: "
         "`docs/DATA_USERS.md` of the `sdc` project (section 3).",
         "",
-        f"- theta_bar = {tb:.4f}: every post-randomization block used theta <= theta_bar"
-        + (" (the theorem's theta for xi; a function of xi alone)." if tb < 1 else
+        f"- theta_bar = {tb:.2f}: every post-randomization block used theta <= theta_bar"
+        + (" (the theorem's theta for xi, a function of xi alone, rounded up)." if tb < 1 else
            " (some small block needed its own larger theta; every theta is below 1)."),
         f"- One full combination of all key values: added variance at most 2 theta_bar = "
-        f"{2 * tb:.3f}.",
+        f"{2 * tb:.2f}.",
         "- Category v of key variable x: added variance of its count at most "
         "2 theta_bar min(c(v), sum of c over the other categories); a two-way combination "
         "x = v and y = w: at most 2 theta_bar min(c_x(v), c_y(w)). Divide by n^2 for a "

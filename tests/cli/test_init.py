@@ -20,7 +20,7 @@ runner = CliRunner()
 
 
 def run(*args):
-    from cli.main import app
+    from sdc.cli.main import app
 
     r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
     r.text = " ".join((r.stdout + r.stderr).split())

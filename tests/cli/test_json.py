@@ -17,7 +17,7 @@ runner = CliRunner()
 
 
 def run_json(*args, code: int = 0) -> dict:
-    from cli.main import app
+    from sdc.cli.main import app
 
     r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
     assert r.exit_code == code, (r.stdout, r.stderr)

@@ -12,11 +12,14 @@ fourth central moment mu_4 of N_A computed exactly from its cumulants
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import sdc
+from sdc.engine.pram import nzy_matrix
 from sdc.engine.variance import (
     cell_count_variance,
     publishable_count,
@@ -26,7 +29,6 @@ from sdc.engine.variance import (
     theta_bound,
     variance_bound,
 )
-from sdc.pram import nzy_matrix
 
 THETA = sdc.solve_theta(0.395)
 
@@ -71,8 +73,9 @@ def test_one_cell_prb_adds_nothing():
 
 
 def test_theta_bound_and_rounding():
-    assert theta_bound(0.395, [0.79, THETA]) == THETA
-    assert theta_bound(0.395, []) == THETA
+    assert theta_bound(0.395, [0.79, THETA]) == 0.80     # 0.79905 rounded up
+    assert theta_bound(0.395, []) == 0.80
+    assert theta_bound(0.5, []) == math.ceil(sdc.solve_theta(0.5) * 100) / 100
     assert theta_bound(0.395, [0.95]) == 1.0
     assert [publishable_count(c) for c in (0, 1, 10, 11, 99, 100, 137, 1234)] == \
         [0, 10, 10, 11, 99, 100, 140, 1300]
