@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
-__all__ = ["init_command", "split_list"]
+__all__ = ["make_init_command", "split_list"]
 
 
 def split_list(text: str | None) -> list[str]:
@@ -45,60 +48,65 @@ def _write_new(path: Path, text: str, force: bool) -> None:
         raise
 
 
-def init_command(
-    data: Annotated[Path, typer.Argument(help="The microdata file (CSV, Parquet, SPSS .sav, "
-                                         "Stata .dta).", show_default=False)],
-    keys: Annotated[str, typer.Option("--keys", help="Key variables, comma-separated: what an "
-                                      "intruder can match on.", show_default=False)],
-    id_column: Annotated[str | None, typer.Option("--id", help="Unique record id column "
-                                                  "(never released).")] = None,
-    drop: Annotated[str | None, typer.Option("--drop", help="Direct identifiers, "
-                                             "comma-separated (never released).")] = None,
-    weight: Annotated[str | None, typer.Option("--weight", help="Survey weight column.")] = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Config file to write "
-                                                "(default: ./<data name>.yaml).")] = None,
-    name: Annotated[str | None, typer.Option("--name", help="Release job name (default: the "
-                                             "data file's name).")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="csv | parquet | sav | dta "
-                                            "(default: from the suffix).")] = None,
-    delimiter: Annotated[str, typer.Option("--delimiter", help="CSV delimiter.")] = ",",
-    encoding: Annotated[str, typer.Option("--encoding", help="CSV encoding.")] = "utf-8",
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing config file.")]
-    = False,
-) -> None:
-    """Draft a commented release config from DATA (observed domains: review before release)."""
-    from sdc.cli.main import _friendly_errors, console  # the CLI's error handling
+def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]],
+                      console: Console) -> Callable[..., None]:
+    """The ``sdc init`` command, bound to the CLI's error handling and console (given by
+    ``sdc.cli.main``, which this module does not import: no import cycle)."""
 
-    with _friendly_errors():
-        from rich.markup import escape
+    def init_command(
+        data: Annotated[Path, typer.Argument(help="The microdata file (CSV, Parquet, SPSS .sav, "
+                                             "Stata .dta).", show_default=False)],
+        keys: Annotated[str, typer.Option("--keys", help="Key variables, comma-separated: what an "
+                                          "intruder can match on.", show_default=False)],
+        id_column: Annotated[str | None, typer.Option("--id", help="Unique record id column "
+                                                      "(never released).")] = None,
+        drop: Annotated[str | None, typer.Option("--drop", help="Direct identifiers, "
+                                                 "comma-separated (never released).")] = None,
+        weight: Annotated[str | None, typer.Option("--weight", help="Survey weight column.")] = None,
+        output: Annotated[Path | None, typer.Option("-o", "--output", help="Config file to write "
+                                                    "(default: ./<data name>.yaml).")] = None,
+        name: Annotated[str | None, typer.Option("--name", help="Release job name (default: the "
+                                                 "data file's name).")] = None,
+        fmt: Annotated[str | None, typer.Option("--format", help="csv | parquet | sav | dta "
+                                                "(default: from the suffix).")] = None,
+        delimiter: Annotated[str, typer.Option("--delimiter", help="CSV delimiter.")] = ",",
+        encoding: Annotated[str, typer.Option("--encoding", help="CSV encoding.")] = "utf-8",
+        force: Annotated[bool, typer.Option("--force", help="Replace an existing config file.")]
+        = False,
+    ) -> None:
+        """Draft a commented release config from DATA (observed domains: review before release)."""
+        with friendly_errors():
+            from rich.markup import escape
 
-        from sdc.release.draft import build_draft, draft_yaml, read_for_draft
+            from sdc.release.draft import build_draft, draft_yaml, read_for_draft
 
-        key_list = split_list(keys)
-        drop_list = split_list(drop)
-        out = (output or Path(f"{Path(data).stem}.yaml")).expanduser()
-        if out.exists() and not force:  # refuse before reading a large file
-            _write_new(out, "", force)
-        with console.status(f"reading {escape(str(data))} and checking a partition"):
-            frame, value_labels, variable_labels, resolved = read_for_draft(
-                data, key_list, fmt=fmt, delimiter=delimiter, encoding=encoding,
-                id_column=id_column, drop=drop_list, weight=weight)
-            draft = build_draft(
-                frame, data_path=Path(data), config_path=out, keys=key_list, fmt=resolved,
-                id_column=id_column, drop=drop_list, weight=weight, delimiter=delimiter,
-                encoding=encoding, value_labels=value_labels, variable_labels=variable_labels,
-                name=name)
-        _write_new(out, draft_yaml(draft, data_display=str(data)), force)
-        c = draft.check
-        part = ", ".join(f"{v} ({'as is' if r == 'as_is' else 'bands'})"
-                         for v, r in draft.partition.items()) or "none"
-        console.print(f"[green]Config draft written to[/green] {escape(str(out))}")
-        console.print(
-            f"{c['records']:,} records, keys {', '.join(key_list)}; partition: {part}; "
-            f"{c['partition_sets']} partition sets, {c['prbs']} PRBs, certificate "
-            f"{c['certificate']:.4f} <= xi = {c['xi']}", markup=False, soft_wrap=True)
-        console.print("The categories and ranges are OBSERVED in the data: replace them with "
-                      "each variable's public domain before a real release (a domain read "
-                      "from the data can reveal a rare value).", style="yellow", markup=False)
-        console.print(f"Next: review it, then `sdc plan {out}` and `sdc release {out}`.",
-                      markup=False)
+            key_list = split_list(keys)
+            drop_list = split_list(drop)
+            out = (output or Path(f"{Path(data).stem}.yaml")).expanduser()
+            if out.exists() and not force:  # refuse before reading a large file
+                _write_new(out, "", force)
+            with console.status(f"reading {escape(str(data))} and checking a partition"):
+                frame, value_labels, variable_labels, resolved = read_for_draft(
+                    data, key_list, fmt=fmt, delimiter=delimiter, encoding=encoding,
+                    id_column=id_column, drop=drop_list, weight=weight)
+                draft = build_draft(
+                    frame, data_path=Path(data), config_path=out, keys=key_list, fmt=resolved,
+                    id_column=id_column, drop=drop_list, weight=weight, delimiter=delimiter,
+                    encoding=encoding, value_labels=value_labels, variable_labels=variable_labels,
+                    name=name)
+            _write_new(out, draft_yaml(draft, data_display=str(data)), force)
+            c = draft.check
+            part = ", ".join(f"{v} ({'as is' if r == 'as_is' else 'bands'})"
+                             for v, r in draft.partition.items()) or "none"
+            console.print(f"[green]Config draft written to[/green] {escape(str(out))}")
+            console.print(
+                f"{c['records']:,} records, keys {', '.join(key_list)}; partition: {part}; "
+                f"{c['partition_sets']} partition sets, {c['prbs']} PRBs, certificate "
+                f"{c['certificate']:.4f} <= xi = {c['xi']}", markup=False, soft_wrap=True)
+            console.print("The categories and ranges are OBSERVED in the data: replace them with "
+                          "each variable's public domain before a real release (a domain read "
+                          "from the data can reveal a rare value).", style="yellow", markup=False)
+            console.print(f"Next: review it, then `sdc plan {out}` and `sdc release {out}`.",
+                          markup=False)
+
+    return init_command

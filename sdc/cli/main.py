@@ -437,10 +437,10 @@ def sample(
         console.print(f"[green]Sample written to[/green] {escape(str(path))}")
 
 
-from sdc.cli.init import init_command  # noqa: E402 - after the main app's commands
+from sdc.cli.init import make_init_command  # noqa: E402 - after the main app's commands
 from sdc.cli.rr import rr_app  # noqa: E402 - after the main app's commands
 
-app.command("init")(init_command)
+app.command("init")(make_init_command(_friendly_errors, console))
 
 app.add_typer(rr_app, name="rr", help="Randomized-response survey designs.")
 

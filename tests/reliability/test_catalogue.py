@@ -448,7 +448,7 @@ CASES: list[Case] = [
          "variable", cfg("risk.merge_along", ["region"]), USER,
          ["risk.merge_along", "['region']", "not among the partition variables"]),
     Case("unknown_format", "output.formats: [xlsx]", cfg("output.formats", ["xlsx"]), USER,
-         ["output.formats", "'parquet' or 'csv'", "'xlsx'"]),
+         ["output.formats", "'parquet', 'csv', 'sav' or 'dta'", "'xlsx'"]),
     Case("seed_negative", "seed: -5 in the config", cfg("seed", -5), USER,
          ["seed", "non-negative integer", "-5"]),
     Case("seed_missing_in_config", "no seed in the config", cfg("seed", DELETE), USER,
