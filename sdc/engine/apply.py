@@ -41,15 +41,18 @@ class ReleaseResult:
     blocks : DataFrame
         One row per PRB: ``prb``, ``partition_key``, ``n_partition_sets``, ``k``,
         ``n_records``, ``profile`` (e.g. ``"1:200, 2:80"``), ``cells_t1``, ``cells_t2``, ...,
-        ``theta``, ``kmin``, ``max_risk``, ``max_risk_t``, ``max_risk_a``, ``action``,
-        ``expected_changed`` (theta * k) and ``changed``.
+        ``theta``, ``kmin``, ``max_risk`` (mechanism-aware: max over the target's cell, the
+        picked cell and a), ``max_risk_t``, ``max_risk_a``, ``max_risk_pick`` (``own`` or
+        ``other``), ``max_risk_t_z`` (frequency of the picked cell), ``own_max_risk`` (NZY's
+        own-cell intruder), ``other_max_risk``, ``action``, ``expected_changed`` (theta * k)
+        and ``changed``.
     dp_perturbations : list of :class:`sdc.engine.perturb.DPPerturbation`
         The eps-DP PRAM applied to the config's ``perturb:`` variables (non-key), if any.
     certificate : float
         max over PRBs of their exact max risk and over non-sensitive cells of 1/t_j.
     certificate_at : dict
         Where the certificate is attained: ``{"source": "prb", "prb", "partition_key", "t",
-        "a"}`` or ``{"source": "non_sensitive", "t", "a"}``.
+        "a", "pick", "t_z"}`` or ``{"source": "non_sensitive", "t", "a", "pick", "t_z"}``.
     """
 
     frame: pd.DataFrame

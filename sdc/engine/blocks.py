@@ -6,21 +6,29 @@ frequency profile (how many sensitive cells have t = 1, 2, ...). Nothing here se
 
 Small-block policies (``risk.small_blocks``), with kmin = ceil(1/(1 - theta)):
 
+Every risk here is mechanism-aware (:mod:`sdc.engine.risk`): the max over the target's cell j,
+the cell z of the PRB the intruder picks from (its own or another) and a >= 1. NZY's theorem
+covers the own-cell intruder only, so a block "covered by the theorem" needs k >= kmin *and* a
+mechanism-aware max risk <= xi at the theorem's theta (the second always held in our checks of
+every profile with k >= kmin, but it is checked, not assumed).
+
 ``fail``
-    any PRB with k < kmin is an error naming the partition set, k and kmin.
+    any PRB not covered by the theorem is an error naming the partition set, k and kmin.
 ``merge``
     deterministic coarsening. The partition variables are taken in ``merge_along`` order
     v1, v2, ... At level L, blocks that agree on every partition variable other than
     v1..vL form a *line*, ordered by (vL, ..., v1) codes of their first partition set. Within a
-    line, while a deficient block (k < kmin) exists and the line has more than one block, the
+    line, while a deficient block (not covered by the theorem) exists and the line has more than one block, the
     deficient block with the smallest k (first in line order on ties) joins its adjacent
     neighbour with the smaller k (the next one on ties). Partition sets without sensitive cells
     take no part (they have nothing to perturb). If deficient blocks remain after the last
     level, the release stops with an error naming them.
 ``calibrate``
-    a PRB with k < kmin gets the smallest theta whose exact max risk is <= xi
-    (:func:`sdc.engine.risk.calibrate_theta`); one that even theta -> 1 cannot certify (k = 1, ...)
-    is merged as above, and the merged block is calibrated again.
+    a PRB not covered by the theorem gets the smallest theta whose exact mechanism-aware max
+    risk is <= xi (:func:`sdc.engine.risk.calibrate_theta`); one that no theta in (0, 1]
+    certifies (k = 1; two singletons when xi < 1/2: below theta = 1 their own-cell risk at
+    a = 2 is 1/2, at theta = 1 they swap with certainty) is merged as above, and the merged
+    block is calibrated again.
 
 With ``risk.theta: calibrated`` every block gets its calibrated theta (never above the
 theorem's when the theorem applies). Every block's exact max risk is computed for the theta it
@@ -137,27 +145,39 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
     def uncertifiable(b: Block) -> bool:
         return calibrate_theta(b.profile_dict(), xi) is None
 
-    def small(b: Block) -> bool:
-        return b.k < kmin
+    def covered(b: Block) -> bool:
+        """The theorem's theta applies (k >= kmin) and certifies the block against the
+        mechanism-aware intruder (NZY's theorem covers the own-cell intruder only)."""
+        return b.k >= kmin and max_risk(b.profile_dict(), theta).max_risk <= xi
+
+    def why_not(b: Block) -> str:
+        if b.k < kmin:
+            return f"k={b.k}"
+        r = max_risk(b.profile_dict(), theta)
+        return (f"k={b.k}, but its mechanism-aware max risk at theta = {theta:.4f} is "
+                f"{r.max_risk:.4f} ({r.z} cell, t={r.t}, a={r.a})")
 
     merges: list[str] = []
     if policy == "fail":
-        bad = [b for b in blocks if small(b)]
+        bad = [b for b in blocks if not covered(b)]
         if bad:
-            listed = "; ".join(f"{describe(b)}: k={b.k}" for b in bad[:20])
+            listed = "; ".join(f"{describe(b)}: {why_not(b)}" for b in bad[:20])
             more = f" (and {len(bad) - 20} more)" if len(bad) > 20 else ""
             raise SmallBlockError(
                 f"{len(bad)} post-randomization block(s) have fewer than kmin = {kmin} sensitive "
-                f"cells (theta = {theta:.4f}), and risk.small_blocks is 'fail': {listed}{more}. "
-                "Use a coarser partition, or set risk.small_blocks to 'merge' or 'calibrate'"
+                f"cells or are not certified at the theorem's theta = {theta:.4f}, and "
+                f"risk.small_blocks is 'fail': {listed}{more}. Use a coarser partition, or set "
+                "risk.small_blocks to 'merge' or 'calibrate'"
             )
     elif policy in ("merge", "calibrate"):
-        deficient = small if policy == "merge" else uncertifiable
+        deficient = (lambda b: not covered(b)) if policy == "merge" else uncertifiable
         blocks, merges = _merge_lines(blocks, ps_codes, merge_along, deficient, describe)
         left = [b for b in blocks if deficient(b)]
         if left:
-            why = (f"fewer than kmin = {kmin} cells" if policy == "merge"
-                   else "no theta in (0, 1] certifies them")
+            why = (f"fewer than kmin = {kmin} cells (or no certificate at the theorem's theta)"
+                   if policy == "merge" else
+                   "no theta in (0, 1] certifying them against an intruder who knows the "
+                   "mechanism")
             listed = "; ".join(f"{describe(b)}: k={b.k}" for b in left[:20])
             raise SmallBlockError(
                 f"{len(left)} post-randomization block(s) still have {why} after merging along "
@@ -171,17 +191,17 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
         raise ValueError(f"unknown small_blocks policy {policy!r}")
 
     for b in blocks:
-        use_theorem = theta_mode == "theorem" and b.k >= kmin
-        if use_theorem:
+        theorem_ok = covered(b)
+        if theta_mode == "theorem" and theorem_ok:
             b.theta, kind = theta, "theorem"
         else:
-            upper = theta if b.k >= kmin else 1.0
-            cal = calibrate_theta(b.profile_dict(), xi, upper=upper)
+            # calibrated mode: never above the theorem's theta where that one certifies
+            cal = calibrate_theta(b.profile_dict(), xi, upper=theta if theorem_ok else 1.0)
             if cal is None:  # pragma: no cover - excluded above
                 raise CertificationError(f"{describe(b)} cannot be certified")
             b.theta, kind = cal, "calibrated"
         b.risk = max_risk(b.profile_dict(), b.theta)
-        if b.risk.max_risk > xi + 1e-12:
+        if b.risk.max_risk > xi + 1e-12:  # pragma: no cover - every theta above is certified
             raise CertificationError(
                 f"{describe(b)}: exact max risk {b.risk.max_risk:.6f} exceeds xi = {xi} at "
                 f"theta = {b.theta:.6f}; nothing was released (this is a bug: please report it)"

@@ -138,11 +138,14 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
         i = int(np.argmax(blocks_df["max_risk"].to_numpy()))
         cert = float(blocks_df["max_risk"].iat[i])
         cert_at = {"source": "prb", "prb": i, "partition_key": blocks_df["partition_key"].iat[i],
-                   "t": int(blocks_df["max_risk_t"].iat[i]), "a": int(blocks_df["max_risk_a"].iat[i])}
+                   "t": int(blocks_df["max_risk_t"].iat[i]), "a": int(blocks_df["max_risk_a"].iat[i]),
+                   "pick": str(blocks_df["max_risk_pick"].iat[i]),
+                   "t_z": int(blocks_df["max_risk_t_z"].iat[i])}
     if (~sensitive).any():
         t_ns = int(t[~sensitive].min())
         if 1.0 / t_ns > cert:
-            cert, cert_at = 1.0 / t_ns, {"source": "non_sensitive", "t": t_ns, "a": t_ns}
+            cert, cert_at = 1.0 / t_ns, {"source": "non_sensitive", "t": t_ns, "a": t_ns,
+                                         "pick": "own", "t_z": t_ns}
 
     ps_frame = _partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
                                      bplan.block_of_partition_set)
@@ -170,13 +173,18 @@ def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int) ->
             "max_risk": float(b.risk.max_risk),
             "max_risk_t": int(b.risk.t),
             "max_risk_a": int(b.risk.a),
+            "max_risk_pick": str(b.risk.z),
+            "max_risk_t_z": int(b.risk.t_z),
+            "own_max_risk": float(b.risk.own_max),
+            "other_max_risk": float(b.risk.other_max),
             "action": b.action,
             "expected_changed": float(b.theta * b.k),
         })
         rows.append(row)
     cols = ["prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",
             *[f"cells_t{tt}" for tt in range(1, t_max + 1)], "theta", "kmin", "max_risk",
-            "max_risk_t", "max_risk_a", "action", "expected_changed"]
+            "max_risk_t", "max_risk_a", "max_risk_pick", "max_risk_t_z", "own_max_risk",
+            "other_max_risk", "action", "expected_changed"]
     return pd.DataFrame(rows, columns=cols)
 
 def _partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,

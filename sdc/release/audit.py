@@ -5,7 +5,8 @@ checked. It re-reads the source file the audit names, rebuilds the config from t
 recomputes the partition of the original and of the released public microdata with
 :func:`sdc.partition_frame`, recomputes theta and kmin from xi and the exact maximum
 identification risk of every PRB from its frequency profile (recounted from the source) and its
-recorded theta with :func:`sdc.max_risk`, and checks the release-level invariants of METHOD.md:
+recorded theta with :func:`sdc.max_risk` (mechanism-aware: the max over the target's cell, the
+cell of the PRB the intruder picks from - its own or another - and a), and checks the release-level invariants of METHOD.md:
 
 - public (and internal) files match their recorded SHA-256; no unlisted public file;
 - the source file exists, matches its SHA-256 and row count; the public file has as many
@@ -320,13 +321,13 @@ def verify_release(release_dir: Path) -> AuditReport:
                                f"{_fmt_profile(stored)}, recounted {_fmt_profile(prof)}")
         if not prof:
             continue
-        r = max_risk(prof, float(b["theta"]))
-        risks.append((r.max_risk, i, r.t, r.a))
+        r = max_risk(prof, float(b["theta"]))  # mechanism-aware: own and other picked cells
+        risks.append((r.max_risk, i, r.t, r.a, r.z, r.t_z))
         if not math.isclose(r.max_risk, float(b.get("max_risk", math.nan)), rel_tol=_REL):
             bad_risk.append(f"PRB {i}: recorded {b.get('max_risk')}, recomputed {r.max_risk:.10f}")
         if r.max_risk > xi + _TOL:
             over.append(f"PRB {i} ({b.get('partition_key')}): {r.max_risk:.6f} at t={r.t}, "
-                        f"a={r.a} with theta={float(b['theta']):.6f}")
+                        f"a={r.a}, {r.z} cell (t_z={r.t_z}) with theta={float(b['theta']):.6f}")
     extra_prbs = sorted(set(recount.index.get_level_values(0)) - {int(b["prb"]) for b in blocks})
     if extra_prbs:
         bad_profile.append(f"PRBs {extra_prbs[:5]} hold sensitive cells but are not in audit.json")
@@ -342,7 +343,7 @@ def verify_release(release_dir: Path) -> AuditReport:
     cert, where = 0.0, "no cell"
     if risks:
         m = max(risks)
-        cert, where = m[0], f"PRB {m[1]} at t={m[2]}, a={m[3]}"
+        cert, where = m[0], f"PRB {m[1]} at t={m[2]}, a={m[3]}, {m[4]} cell (t_z={m[5]})"
     t_ns = po.cells.frequency[~sens]
     if t_ns.size and 1.0 / int(t_ns.min()) > cert:
         cert, where = 1.0 / int(t_ns.min()), f"a non-sensitive cell with t={int(t_ns.min())}"

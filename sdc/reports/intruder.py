@@ -186,7 +186,8 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
         prof = _parse_profile(blocks["profile"].iat[b])
         n_rec = sum(t * m for t, m in prof.items())
         for t, m in prof.items():
-            kept_pmf, s_pmf = exact_s_distribution(prof, t, thetas[b], n_rec + 1)
+            # S_j <= n_rec, but the classes run to a_max: never index past the pmf
+            kept_pmf, s_pmf = exact_s_distribution(prof, t, thetas[b], max(n_rec, a_max) + 1)
             a_all = np.arange(kept_pmf.size)
             expected_correct += m * t * float((kept_pmf[1:] / a_all[1:]).sum())
             r = correct_match_risk(prof, t, thetas[b], a_max)

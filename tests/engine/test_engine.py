@@ -174,7 +174,8 @@ def test_no_sensitive_cell_releases_input_minus_identifiers():
     res = sdc.release_frame(frame, cfg, seed=1)
     assert res.n_changed == 0 and len(res.blocks) == 0
     assert res.certificate == pytest.approx(1 / 3)
-    assert res.certificate_at == {"source": "non_sensitive", "t": 3, "a": 3}
+    assert res.certificate_at == {"source": "non_sensitive", "t": 3, "a": 3, "pick": "own",
+                                  "t_z": 3}
     pd.testing.assert_frame_equal(res.frame, frame)
 
 

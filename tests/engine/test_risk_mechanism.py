@@ -1,4 +1,4 @@
-"""Mechanism-aware risk R_{j->z}(a, t) (sdc/engine/risk_mechanism.py): brute force, Monte Carlo,
+"""Mechanism-aware risk R_{j->z}(a, t) (sdc/engine/risk.py): brute force, Monte Carlo,
 the paper's numbers and the two-singleton swap of issue 13."""
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ import numpy as np
 import pytest
 
 from sdc import solve_theta
-from sdc.engine.risk_mechanism import (
-    calibrate_theta_mechanism,
-    mechanism_max_risk,
-    pick_distribution,
-    pick_risk,
-)
+from sdc.engine.risk import calibrate_theta as calibrate_theta_mechanism
+from sdc.engine.risk import max_risk as mechanism_max_risk
+from sdc.engine.risk import pick_distribution, pick_risk
 
 THETA_0395 = solve_theta(0.395)  # 0.79905, METHOD.md section 4
 
