@@ -327,6 +327,10 @@ class OutputSpec(_Strict):
     def _some(cls, v: list[str]) -> list[str]:
         if not v:
             raise ValueError("'formats' needs at least one of parquet, csv, sav, dta")
+        if not {"parquet", "csv"} & set(v):
+            raise ValueError(f"'formats' {list(v)} needs parquet or csv as well: sav and dta are "
+                             "written in addition, and `sdc audit` re-verifies a release from "
+                             "its Parquet or CSV file; use e.g. [parquet, sav]")
         return list(dict.fromkeys(v))
 
 

@@ -534,7 +534,7 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
     L += [
         "partition:                    # generalized keys -> partition sets; PRAM never leaves one",
         f"  # suggested by sdc init and checked on the data: {c.get('partition_sets', '?')} "
-        f"partition sets, {c.get('small_prbs', '?')} PRBs with k < kmin = {c.get('kmin', '?')}",
+        f"partition sets, {c.get('small_prbs', '?')} PRB(s) with k < kmin = {c.get('kmin', '?')}",
     ]
     L += [f"  # {h}" for h in d.history]
     if not d.partition:

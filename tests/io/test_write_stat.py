@@ -93,3 +93,28 @@ def test_undeclared_text_value_and_huge_integers():
     f = pd.DataFrame({"big": np.array([1, 2**60], dtype=np.int64)})
     with pytest.raises(InputError, match="beyond 2\\^53"):
         stat_layout(f, "sav")
+
+
+def test_stat_formats_need_parquet_or_csv():
+    import sdc
+
+    base = {"name": "x", "input": {"path": "a.csv"}, "key_variables": {"a": {"categories": [1]}},
+            "risk": {"xi": 0.4}}
+    with pytest.raises(sdc.ConfigError, match=r"needs parquet or csv as well.*sdc audit"):
+        sdc.parse_config({**base, "output": {"dir": "r", "formats": ["sav", "dta"]}})
+    cfg = sdc.parse_config({**base, "output": {"dir": "r", "formats": ["parquet", "sav", "dta"]}})
+    assert cfg.output.formats == ["parquet", "sav", "dta"]
+
+
+def test_key_label_and_input_labels_in_the_config():
+    import sdc
+
+    base = {"name": "x", "input": {"path": "a.csv", "labels": {"income": "Yearly income"}},
+            "key_variables": {"a": {"categories": [1], "label": "A variable"}},
+            "risk": {"xi": 0.4}}
+    cfg = sdc.parse_config(base)
+    assert cfg.key_variables["a"].label == "A variable"
+    assert cfg.input.labels == {"income": "Yearly income"}
+    bad = {**base, "input": {"path": "a.csv", "labels": {"a": "x"}}}
+    with pytest.raises(sdc.ConfigError, match=r"input.labels: \['a'\] are key variables.*key_variables.a.label"):
+        sdc.parse_config(bad)
