@@ -283,3 +283,89 @@ def group_summaries(sorted_values: np.ndarray, codes_in_value_order: list[np.nda
             qv.append(np.where(n > 0, val, np.nan))
         out.append(GroupSummary(n, mean, qv[0], qv[1], qv[2]))
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# the release's aggregates, shared by risk.json and utility.json
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReleaseAggregates:
+    """Everything the reports need from the records, computed once per release.
+
+    Attributes
+    ----------
+    t_before, t_after : (C,) int64
+        Records per cell of the original file (t_j) and of the released file
+        (``bincount(released_cell)``; PRAM only moves records between existing cells).
+    w_before, w_after : ExactSums or None
+        Sum of the weights per cell, before and after (None without a weight column).
+    moved_from, moved_to : (m,) int64
+        Original and released cell of every record whose key values changed.
+    params : (b, s)
+        The fixed-point parameters of the weight sums.
+    """
+
+    t_before: np.ndarray
+    t_after: np.ndarray
+    w_before: ExactSums | None
+    w_after: ExactSums | None
+    moved_from: np.ndarray
+    moved_to: np.ndarray
+    params: tuple[int, int] | None
+
+    @classmethod
+    def of(cls, result: Any, weights: np.ndarray | None) -> ReleaseAggregates:
+        """One pass over the records: released-cell counts, weight sums, moved records."""
+        cells = result.cells
+        rec, rel = np.asarray(cells.record_cell), np.asarray(result.released_cell)
+        n_cells = int(cells.key_codes.shape[0])
+        t_before = np.bincount(rec, minlength=n_cells).astype(np.int64)
+        t_after = np.bincount(rel, minlength=n_cells).astype(np.int64)
+        moved = np.flatnonzero(rel != rec)
+        wb = wa = params = None
+        if weights is not None:
+            w = np.asarray(weights, dtype=np.float64)
+            params = ExactSums.params(w.size, float(np.abs(w).max(initial=0.0)))
+            wb = ExactSums.of(rec, w, n_cells, params=params)
+            wa = ExactSums.of(rel, w, n_cells, params=params)
+        return cls(t_before, t_after, wb, wa, rec[moved], rel[moved], params)
+
+    @property
+    def n_changed(self) -> int:
+        return int(self.moved_from.size)
+
+
+def partition_set_rows(result: Any, agg: ReleaseAggregates, xi: float) -> list[dict[str, Any]]:
+    """risk.json's ``partition_sets``: before from the engine, after from the released cells
+    (a released record's partition set is its released cell's)."""
+    ps = result.partition_sets
+    n_ps = len(ps)
+    cps = np.asarray(result.cell_partition_set)
+    t = agg.t_after
+    present = t > 0
+    sens = present & (t * xi < 1.0)
+    a_rec = np.bincount(cps, weights=t, minlength=n_ps).astype(np.int64)
+    a_cells = np.bincount(cps[present], minlength=n_ps)
+    a_sc = np.bincount(cps[sens], minlength=n_ps)
+    a_sr = np.bincount(cps[sens], weights=t[sens], minlength=n_ps).astype(np.int64)
+    cols = {c: ps[c].to_numpy() for c in ("partition_set", "partition_key", "prb", "n_records",
+                                          "n_cells", "n_sensitive_cells",
+                                          "n_sensitive_records")}
+    rows = []
+    for i in range(n_ps):
+        s = int(cols["partition_set"][i])
+        prb = int(cols["prb"][i])
+        rows.append({
+            "partition_set": s,
+            "partition_key": str(cols["partition_key"][i]),
+            "prb": prb if prb >= 0 else None,
+            "n_records": int(cols["n_records"][i]),
+            "n_records_after": int(a_rec[s]),
+            "cells_before": int(cols["n_cells"][i]),
+            "cells_after": int(a_cells[s]),
+            "sensitive_cells_before": int(cols["n_sensitive_cells"][i]),
+            "sensitive_records_before": int(cols["n_sensitive_records"][i]),
+            "sensitive_cells_after": int(a_sc[s]),
+            "sensitive_records_after": int(a_sr[s]),
+        })
+    return rows
