@@ -61,13 +61,14 @@ def _numeric(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> list
             sides.append((ok_idx, xs, np.asarray(cell_of)[ok_idx]))
         params = ExactSums.params(before_x.size, float(np.nanmax(np.abs(
             np.concatenate([sides[0][1], sides[1][1]])), initial=0.0)))
+        sizes = [kvs[v].size for v in keys]
+        before = group_summaries(sides[0][1], [cells.key_codes[sides[0][2], j]
+                                               for j in range(len(keys))], sizes, params)
+        after = group_summaries(sides[1][1], [cells.key_codes[sides[1][2], j]
+                                              for j in range(len(keys))], sizes, params)
         for j, v in enumerate(keys):
-            kv = kvs[v]
-            values, labels = _domain_labels(kv)
-            g_before, = group_summaries(sides[0][1], [cells.key_codes[sides[0][2], j]],
-                                        kv.size, params)
-            g_after, = group_summaries(sides[1][1], [cells.key_codes[sides[1][2], j]],
-                                       kv.size, params)
+            values, labels = _domain_labels(kvs[v])
+            g_before, g_after = before[j], after[j]
             obs = np.flatnonzero((g_before.n > 0) | (g_after.n > 0)).tolist()
             rows = [{"value": values[c], "label": labels[c], "before": _stats(g_before, c),
                      "after": _stats(g_after, c)} for c in obs]

@@ -79,24 +79,40 @@ class ExactSums:
         if not np.isfinite(max_abs):
             raise ValueError("weights must be finite for exact sums")
         exp = int(np.frexp(max_abs)[1]) if max_abs > 0 else 0  # max_abs < 2^exp
-        return b, 2 * b - 1 - exp
+        return b, min(2 * b - 1 - exp, 1000)  # 2^s stays a finite float
+
+    @staticmethod
+    def limbs(weights: np.ndarray, params: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """``(hi, lo)``: every weight as ``rint(w 2^s) = hi 2^b + lo``, both exact in float64.
+
+        Multiplying by a power of two is exact (no overflow: ``|w| 2^s < 2^(2b-1)``); the
+        rounded products are integers, and so are their floor division by ``2^b`` and the
+        remainder, which lies in ``[0, 2^b)``.
+        """
+        b, s = params
+        q = np.rint(np.asarray(weights, dtype=np.float64) * 2.0**s)
+        hi = np.floor(q * 2.0**-b)
+        lo = q - hi * 2.0**b
+        return hi, lo
 
     @classmethod
-    def of(cls, codes: np.ndarray, weights: np.ndarray, size: int, *,
-           params: tuple[int, int] | None = None) -> ExactSums:
+    def of(cls, codes: np.ndarray, weights: np.ndarray | None, size: int, *,
+           params: tuple[int, int] | None = None,
+           limbs: tuple[np.ndarray, np.ndarray] | None = None) -> ExactSums:
         """Sums of ``weights`` per code 0..size-1 (one pass, no sort).
 
         ``params`` = ``(b, s)`` from :meth:`params`; by default from ``len(weights)`` and
         ``max|weights|``. Sums that will be compared or combined must share their params.
+        ``limbs`` = :meth:`limbs` of the weights under ``params``, when several groupings of
+        the same weights are summed (then ``weights`` may be None).
         """
-        w = np.asarray(weights, dtype=np.float64)
         codes = np.asarray(codes)
-        b, s = params if params is not None else cls.params(w.size, float(np.abs(w).max(initial=0.0)))
-        q = np.rint(np.ldexp(w, s))  # exact integers (|q| < 2^(2b-1) <= 2^105, held exactly)
-        hi = np.floor(np.ldexp(q, -b))
-        lo = q - np.ldexp(hi, b)  # exact: 0 <= lo < 2^b
+        if params is None:
+            w = np.asarray(weights, dtype=np.float64)
+            params = cls.params(w.size, float(np.abs(w).max(initial=0.0)))
+        hi, lo = limbs if limbs is not None else cls.limbs(weights, params)
         return cls(np.bincount(codes, weights=hi, minlength=size),
-                   np.bincount(codes, weights=lo, minlength=size), b, s)
+                   np.bincount(codes, weights=lo, minlength=size), params[0], params[1])
 
     def regroup(self, codes: np.ndarray, size: int) -> ExactSums:
         """Sums over groups of groups: ``codes[g]`` is the new group of old group g (exact)."""
@@ -109,11 +125,11 @@ class ExactSums:
 
     def total(self) -> float:
         """The sum over all groups (exact up to the final rounding)."""
-        return float(np.ldexp(np.ldexp(self.hi.sum(), self.bits) + self.lo.sum(), -self.scale))
+        return float((self.hi.sum() * 2.0**self.bits + self.lo.sum()) * 2.0**-self.scale)
 
     def values(self) -> np.ndarray:
         """The sums as float64: ``(hi 2^b + lo) 2^-s``, rounded once."""
-        return np.ldexp(np.ldexp(self.hi, self.bits) + self.lo, -self.scale)
+        return (self.hi * 2.0**self.bits + self.lo) * 2.0**-self.scale
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,25 +263,26 @@ def _sort_codes(codes: np.ndarray, size: int) -> np.ndarray:
 
 
 def group_summaries(sorted_values: np.ndarray, codes_in_value_order: list[np.ndarray],
-                    size: int, params: tuple[int, int]) -> list[GroupSummary]:
+                    sizes: list[int], params: tuple[int, int]) -> list[GroupSummary]:
     """Mean and quartiles (pandas' linear interpolation) of one variable per group code, for
     several groupings of the same values.
 
     ``sorted_values`` are the non-missing values in ascending order (one ``argsort`` per
     variable, shared by every grouping); ``codes_in_value_order[g]`` the group code of each of
-    them under grouping g (all with codes 0..size-1). Each grouping costs one stable sort of
-    its codes (radix, linear in n, when ``size <= 65536``), after which the values of every
+    them under grouping g (codes 0..sizes[g]-1). Each grouping costs one stable sort of
+    its codes (radix, linear in n, when ``sizes[g] <= 65536``), after which the values of every
     group are consecutive and ascending. Means use :class:`ExactSums` with ``params``, so they
     do not depend on the row order either.
     """
     out = []
     x = sorted_values
-    for codes in codes_in_value_order:
+    limbs = ExactSums.limbs(x, params)
+    for codes, size in zip(codes_in_value_order, sizes, strict=True):
         perm = _sort_codes(codes, size)
         v = x[perm]
         n = np.bincount(codes, minlength=size)
         start = np.concatenate(([0], np.cumsum(n)[:-1]))
-        sums = ExactSums.of(codes, x, size, params=params).values()
+        sums = ExactSums.of(codes, None, size, params=params, limbs=limbs).values()
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(n > 0, sums / np.maximum(n, 1), np.nan)
         qv = []
@@ -326,8 +343,9 @@ class ReleaseAggregates:
         if weights is not None:
             w = np.asarray(weights, dtype=np.float64)
             params = ExactSums.params(w.size, float(np.abs(w).max(initial=0.0)))
-            wb = ExactSums.of(rec, w, n_cells, params=params)
-            wa = ExactSums.of(rel, w, n_cells, params=params)
+            limbs = ExactSums.limbs(w, params)
+            wb = ExactSums.of(rec, None, n_cells, params=params, limbs=limbs)
+            wa = ExactSums.of(rel, None, n_cells, params=params, limbs=limbs)
         return cls(t_before, t_after, wb, wa, rec[moved], rel[moved], params)
 
     @property

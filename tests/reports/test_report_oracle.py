@@ -88,7 +88,7 @@ def test_group_summaries_equal_pandas() -> None:
     codes = [rng.integers(0, size, n), rng.integers(0, 7, n) * 3]
     order = np.argsort(x, kind="stable")
     params = ExactSums.params(n, float(np.abs(x).max()))
-    got = group_summaries(x[order], [c[order] for c in codes], size, params)
+    got = group_summaries(x[order], [c[order] for c in codes], [size, size], params)
     for c, g in zip(codes, got, strict=True):
         grp = pd.Series(x).groupby(c)
         want_q = grp.quantile([0.25, 0.5, 0.75]).unstack()
