@@ -44,9 +44,19 @@ from typing import Any
 
 import numpy as np
 
+from sdc.reports.disclosure import (
+    FREQUENCY_CLASSES,
+    K_ANONYMITY_LEVELS,
+    RISK_THRESHOLDS,
+    frequency_classes,
+    individual_risk,
+)
+
 __all__ = [
     "ExactSums",
     "GroupSummary",
+    "ReleaseAggregates",
+    "partition_set_rows",
     "group_summaries",
     "record_quantiles",
     "risk_summary_cells",
@@ -180,14 +190,6 @@ def risk_summary_cells(cell_frequency: np.ndarray, cell_weight: ExactSums | None
     xi : float
         The risk threshold (sensitive cells have ``t < 1/xi``).
     """
-    from sdc.disclosure import (
-        FREQUENCY_CLASSES,
-        K_ANONYMITY_LEVELS,
-        RISK_THRESHOLDS,
-        frequency_classes,
-        individual_risk,
-    )
-
     t_all = np.asarray(cell_frequency, dtype=np.int64)
     keep = t_all > 0
     t = t_all[keep]

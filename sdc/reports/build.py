@@ -26,8 +26,7 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import ReleaseResult
-from sdc.engine.partition import partition_frame
-from sdc.reports.disclosure import risk_summary
+from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows, risk_summary_cells
 from sdc.reports.html import render_html
 from sdc.reports.intruder import simulate_intruder
 from sdc.reports.utility import compute_utility
@@ -81,45 +80,27 @@ def _profile_dict(profile: str) -> dict[str, int]:
 
 
 def build_risk(original: pd.DataFrame, result: ReleaseResult, config: ReleaseConfig, *,
-               seed: int, n_sim: int = 200) -> dict[str, Any]:
-    """The content of ``risk.json`` (see :mod:`sdc.reports.schema`)."""
+               seed: int, n_sim: int = 200, agg: ReleaseAggregates | None = None
+               ) -> dict[str, Any]:
+    """The content of ``risk.json`` (see :mod:`sdc.reports.schema`).
+
+    Computed from the cell table and the released cells (``agg``, built here when not
+    given): sdcMicro's measures per cell (:func:`sdc.reports.aggregate.risk_summary_cells`),
+    the partition sets after release by cell, and the intruder on the PRBs' cells.
+    """
     xi = float(result.xi)
     weight = config.input.weight
-    w = original[weight].to_numpy(dtype=float) if weight else None
-    cells = result.cells
-    n = int(cells.record_cell.size)
-    before = risk_summary(cells.record_cell, w, xi)
-    after_part = partition_frame(result.frame, config)
-    # PRAM never changes a weight and result.frame keeps the input's row order, so the input's
-    # weights serve "after" too, also when input.drop keeps the weight out of the public file
-    after = risk_summary(after_part.cells.record_cell, w, xi)
-
-    # partition sets: before from the engine, after from the released file (joined by label)
-    a_t = after_part.cells.frequency
-    a_ps = after_part.cell_partition_set
-    a_sens = a_t * xi < 1.0
-    n_aps = len(after_part.partition_keys)
-    a_cells = np.bincount(a_ps, minlength=n_aps)
-    a_sc = np.bincount(a_ps[a_sens], minlength=n_aps)
-    a_sr = np.bincount(a_ps[a_sens], weights=a_t[a_sens], minlength=n_aps).astype(np.int64)
-    a_rec = np.bincount(a_ps, weights=a_t, minlength=n_aps).astype(np.int64)
-    after_by_key = {k: s for s, k in enumerate(after_part.partition_keys)}
-    ps_rows = []
-    for _, row in result.partition_sets.iterrows():
-        s = after_by_key.get(row["partition_key"])
-        ps_rows.append({
-            "partition_set": int(row["partition_set"]),
-            "partition_key": str(row["partition_key"]),
-            "prb": int(row["prb"]) if int(row["prb"]) >= 0 else None,
-            "n_records": int(row["n_records"]),
-            "n_records_after": int(a_rec[s]) if s is not None else 0,
-            "cells_before": int(row["n_cells"]),
-            "cells_after": int(a_cells[s]) if s is not None else 0,
-            "sensitive_cells_before": int(row["n_sensitive_cells"]),
-            "sensitive_records_before": int(row["n_sensitive_records"]),
-            "sensitive_cells_after": int(a_sc[s]) if s is not None else 0,
-            "sensitive_records_after": int(a_sr[s]) if s is not None else 0,
-        })
+    n = int(result.cells.record_cell.size)
+    if agg is None:
+        # PRAM never changes a weight, so the input's weights serve "after" too, also when
+        # input.drop keeps the weight out of the public file
+        agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
+                                   if weight else None)
+    # before: the cells' t_j; after: the released cells (PRAM moves a record into another
+    # existing cell with all its key values, so no re-scan of the released records is needed)
+    before = risk_summary_cells(agg.t_before, agg.w_before, xi)
+    after = risk_summary_cells(agg.t_after, agg.w_after, xi)
+    ps_rows = partition_set_rows(result, agg, xi)
 
     prbs = []
     for _, b in result.blocks.iterrows():
@@ -134,9 +115,9 @@ def build_risk(original: pd.DataFrame, result: ReleaseResult, config: ReleaseCon
             "pass": bool(float(b["max_risk"]) <= xi + 1e-12),
         })
 
-    intruder = simulate_intruder(cells.frequency, result.cell_prb, result.blocks, seed=seed,
+    intruder = simulate_intruder(result.cells.frequency, result.cell_prb, result.blocks, seed=seed,
                                  n_sim=n_sim, xi=xi)
-    n_changed = int(np.asarray(result.changed).sum())
+    n_changed = agg.n_changed
     at = {k: v for k, v in result.certificate_at.items()}
     return {
         "schema_version": "sdc-risk/1",
@@ -195,8 +176,11 @@ def build_reports(original: pd.DataFrame, result: ReleaseResult, config: Release
         )
     from sdc.reports.schema import validate
 
-    risk = _clean(build_risk(original, result, config, seed=seed, n_sim=n_sim))
-    utility = _clean(compute_utility(original, result, config))
+    weight = config.input.weight
+    agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
+                               if weight else None)  # the one pass over the records
+    risk = _clean(build_risk(original, result, config, seed=seed, n_sim=n_sim, agg=agg))
+    utility = _clean(compute_utility(original, result, config, agg=agg))
     validate(risk, utility)
     return Reports(risk, utility, render_html(risk, utility))
 

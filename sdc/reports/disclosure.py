@@ -74,18 +74,18 @@ def frequencies(record_cell: np.ndarray, weights: np.ndarray | None = None
     """Per record: ``fk`` (records in its cell) and ``Fk`` (sum of weights in its cell).
 
     ``record_cell`` holds integer cell ids 0..C-1. Without weights ``Fk = fk`` (as floats).
-    Weights are summed in a canonical order (by cell, then weight), so the result does not
-    depend on the row order of the file.
+    Weights are summed per cell exactly in fixed point (:class:`sdc.reports.aggregate.ExactSums`,
+    one pass, no sort), so the result does not depend on the row order of the file.
     """
+    from sdc.reports.aggregate import ExactSums
+
     cell = np.asarray(record_cell, dtype=np.int64)
     n_cells = int(cell.max()) + 1 if cell.size else 0
     f = np.bincount(cell, minlength=n_cells)
     fk = f[cell]
     if weights is None:
         return fk, fk.astype(float)
-    w = np.asarray(weights, dtype=float)
-    order = np.lexsort((w, cell))
-    big_f = np.bincount(cell[order], weights=w[order], minlength=n_cells)
+    big_f = ExactSums.of(cell, np.asarray(weights, dtype=float), n_cells).values()
     return fk, big_f[cell]
 
 
@@ -169,43 +169,19 @@ def risk_summary(record_cell: np.ndarray, weights: np.ndarray | None, xi: float)
     Returns counts by frequency class, sensitive cells (t < 1/xi), k-anonymity violations and
     the individual-risk aggregates (ER, global risk, max, quantiles, records above thresholds,
     sdcMicro's high-risk count, and sum of risks by fk class). No record-level value.
+
+    fk, Fk and the individual risk are the same for every record of a cell, so everything is
+    computed per cell (:func:`sdc.reports.aggregate.risk_summary_cells`) from one pass over
+    the records: their count and exact weight sum per cell.
     """
+    from sdc.reports.aggregate import ExactSums, risk_summary_cells
+
     cell = np.asarray(record_cell, dtype=np.int64)
-    n = int(cell.size)
-    t = np.bincount(cell)
-    t = t[t > 0]
-    fk, big_f = frequencies(cell, weights)
-    r = individual_risk(fk, big_f if weights is not None else None)
-    r_sorted = np.sort(r)  # canonical summation order
-    er = float(r_sorted.sum())
-    sens = t * xi < 1.0
-    by_class = []
-    for label, lo, hi in FREQUENCY_CLASSES:
-        sel = (fk >= lo) & ((fk <= hi) if hi is not None else True)
-        rs = np.sort(r[sel])
-        by_class.append({"class": label, "records": int(sel.sum()), "sum_risk": float(rs.sum()),
-                         "mean_risk": float(rs.mean()) if rs.size else None})
-    q = np.quantile(r, [0.5, 0.9, 0.99]) if n else [np.nan] * 3
-    return {
-        "n_records": n,
-        "n_cells": int(t.size),
-        "frequency_classes": frequency_classes(t),
-        "sensitive": {"threshold": 1.0 / xi, "cells": int(sens.sum()),
-                      "records": int(t[sens].sum())},
-        "k_anonymity": k_anonymity(fk, weights),
-        "sdcmicro": {
-            "weighted": weights is not None,
-            "expected_reidentifications": er,
-            "global_risk": er / n if n else 0.0,
-            "global_risk_pct": 100.0 * er / n if n else 0.0,
-            "max_individual_risk": float(r.max()) if n else 0.0,
-            "quantiles": {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])},
-            "records_risk_above": [{"threshold": th, "records": int((r > th).sum())}
-                                   for th in RISK_THRESHOLDS],
-            "high_risk_records": high_risk_count(r),
-            "by_fk_class": by_class,
-        },
-    }
+    n_cells = int(cell.max()) + 1 if cell.size else 0
+    t = np.bincount(cell, minlength=n_cells)
+    wsum = (ExactSums.of(cell, np.asarray(weights, dtype=float), n_cells)
+            if weights is not None else None)
+    return risk_summary_cells(t, wsum, xi)
 
 
 def measure_risk(frame: pd.DataFrame, key_variables: Sequence[str],

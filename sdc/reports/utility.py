@@ -1,7 +1,13 @@
 """Utility of a release: how much the statistics moved (issue 4, "Utility").
 
-All figures compare the original file with the released one, record by record aligned (the
-released frame keeps the input row order), and are aggregates only.
+All figures compare the original file with the released one and are aggregates only. They
+are computed from the engine's cell table and the released cell of every record
+(:class:`sdc.reports.aggregate.ReleaseAggregates`): a marginal is a sum of cell frequencies
+over the cells with that category, a two-way table the same over pairs of key codes of the
+cells, a weighted total the exact fixed-point sum of the weights per cell regrouped (no sort,
+independent of the row order; see :mod:`sdc.reports.aggregate`). Only the numeric summaries
+read the records: one argsort per numeric variable and one linear (radix) sort of the codes
+per key variable.
 
 Definitions (p = original shares, q = released shares over the same categories):
 
@@ -32,6 +38,7 @@ import pandas as pd
 
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, KeyVariable, ReleaseConfig
 from sdc.engine.generalize import generalize_domain
+from sdc.reports.aggregate import ExactSums, GroupSummary, ReleaseAggregates, group_summaries
 
 __all__ = ["NUMERIC_MIN_GROUP", "compute_utility", "hellinger", "numeric_columns", "tvd"]
 
@@ -57,12 +64,6 @@ def hellinger(p: np.ndarray, q: np.ndarray) -> float:
 def _shares(x: np.ndarray) -> np.ndarray:
     s = x.sum()
     return x / s if s > 0 else np.zeros_like(x, dtype=float)
-
-
-def _wsum(codes: np.ndarray, w: np.ndarray, size: int) -> np.ndarray:
-    """Sum of weights per code in a canonical order (independent of row order)."""
-    order = np.lexsort((w, codes))
-    return np.bincount(codes[order], weights=w[order], minlength=size)
 
 
 def _domain_labels(kv: KeyVariable) -> tuple[list[Any], list[str]]:
@@ -92,61 +93,99 @@ def numeric_columns(frame: pd.DataFrame, config: ReleaseConfig) -> list[str]:
             and not pd.api.types.is_bool_dtype(frame[c])]
 
 
-def _group_stats(values: pd.Series, codes: np.ndarray) -> dict[int, dict[str, Any]]:
-    """Mean and quartiles of ``values`` per observed category code (small groups withheld)."""
-    s = pd.Series(values.to_numpy(dtype=float), index=codes)
-    ok = s.notna().to_numpy()
-    g = s[ok].groupby(level=0)
-    n = g.size()
-    mean = g.mean()
-    qs = g.quantile([0.25, 0.5, 0.75]).unstack()
-    out: dict[int, dict[str, Any]] = {}
-    for c in n.index:  # observed categories only (a 10^6-category key has few observed)
-        nc = int(n[c])
-        if nc < NUMERIC_MIN_GROUP:
-            out[int(c)] = {"n": nc, "suppressed": True, "mean": None, "q1": None,
-                           "median": None, "q3": None}
-        else:
-            out[int(c)] = {"n": nc, "suppressed": False, "mean": float(mean[c]),
-                           "q1": float(qs.loc[c, 0.25]), "median": float(qs.loc[c, 0.5]),
-                           "q3": float(qs.loc[c, 0.75])}
+def _stats(g: GroupSummary, c: int) -> dict[str, Any]:
+    nc = int(g.n[c])
+    if nc == 0:
+        return {"n": 0, "suppressed": False, "mean": None, "q1": None, "median": None,
+                "q3": None}
+    if nc < NUMERIC_MIN_GROUP:
+        return {"n": nc, "suppressed": True, "mean": None, "q1": None, "median": None,
+                "q3": None}
+    return {"n": nc, "suppressed": False, "mean": float(g.mean[c]), "q1": float(g.q1[c]),
+            "median": float(g.median[c]), "q3": float(g.q3[c])}
+
+
+def _numeric(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> list[dict[str, Any]]:
+    """Mean and quartiles of every numeric non-key variable per category of every key, before
+    (original key value) and after (released key value): one argsort per variable, then one
+    linear stable sort of the codes per key (see :func:`group_summaries`)."""
+    keys = config.key_names
+    kvs = config.key_variables
+    cells = result.cells
+    released = result.frame
+    out = []
+    for col in numeric_columns(original, config):
+        before_x = original[col].to_numpy(dtype=float, na_value=np.nan)
+        after_x = (released[col].to_numpy(dtype=float, na_value=np.nan)
+                   if col in released.columns else before_x)
+        same = after_x is before_x or np.array_equal(before_x, after_x, equal_nan=True)
+        sides = []
+        for x, cell_of in ((before_x, cells.record_cell),
+                           (after_x, result.released_cell)):
+            if sides and same:  # the values did not change: reuse the sort
+                ok_idx, xs = sides[0][0], sides[0][1]
+            else:
+                ok_idx = np.flatnonzero(~np.isnan(x))
+                order = np.argsort(x[ok_idx], kind="stable")
+                ok_idx = ok_idx[order]
+                xs = x[ok_idx]
+            sides.append((ok_idx, xs, np.asarray(cell_of)[ok_idx]))
+        params = ExactSums.params(before_x.size, float(np.nanmax(np.abs(
+            np.concatenate([sides[0][1], sides[1][1]])), initial=0.0)))
+        sizes = [kvs[v].size for v in keys]
+        before = group_summaries(sides[0][1], [cells.key_codes[sides[0][2], j]
+                                               for j in range(len(keys))], sizes, params)
+        after = group_summaries(sides[1][1], [cells.key_codes[sides[1][2], j]
+                                              for j in range(len(keys))], sizes, params)
+        for j, v in enumerate(keys):
+            values, labels = _domain_labels(kvs[v])
+            g_before, g_after = before[j], after[j]
+            obs = np.flatnonzero((g_before.n > 0) | (g_after.n > 0)).tolist()
+            rows = [{"value": values[c], "label": labels[c], "before": _stats(g_before, c),
+                     "after": _stats(g_after, c)} for c in obs]
+            out.append({"variable": col, "by": v, "rows": rows})
     return out
 
 
-_EMPTY_GROUP = {"n": 0, "suppressed": False, "mean": None, "q1": None, "median": None, "q3": None}
-
-
-def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> dict[str, Any]:
+def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig,
+                    agg: ReleaseAggregates | None = None) -> dict[str, Any]:
     """Every utility figure of one release (see the module docstring), as a JSON-ready dict.
 
     ``original`` is the input frame, ``result`` the :class:`sdc.ReleaseResult` of
-    ``release_frame(original, config, seed)``; the released frame is in the same row order.
+    ``release_frame(original, config, seed)`` (it uses ``cells``, ``released_cell``,
+    ``cell_partition_set``, ``partition_sets`` and, for numeric variables, ``frame``);
+    ``agg`` the release's :class:`ReleaseAggregates` when the caller already has them.
     """
     keys = config.key_names
     kvs = config.key_variables
     cells = result.cells
     n = int(cells.record_cell.size)
     weight = config.input.weight
-    w = original[weight].to_numpy(dtype=float) if weight else None
-    orig_codes = {v: cells.key_codes[cells.record_cell, j] for j, v in enumerate(keys)}
-    rel_codes = {v: cells.key_codes[result.released_cell, j] for j, v in enumerate(keys)}
+    if agg is None:
+        agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
+                                   if weight else None)
+    weighted = agg.w_before is not None
+    kc = cells.key_codes
+    tb, ta = agg.t_before.astype(float), agg.t_after.astype(float)
     pvars = set(config.partition_variables)
 
     key_out = []
-    for v in keys:
+    for j, v in enumerate(keys):
         kv = kvs[v]
         values, labels = _domain_labels(kv)
         size = kv.size
-        o = np.bincount(orig_codes[v], minlength=size)
-        r = np.bincount(rel_codes[v], minlength=size)
+        codes = kc[:, j]
+        o = np.bincount(codes, weights=tb, minlength=size).astype(np.int64)
+        r = np.bincount(codes, weights=ta, minlength=size).astype(np.int64)
         po, pr = _shares(o), _shares(r)
-        n_changed = int((orig_codes[v] != rel_codes[v]).sum())
+        n_changed = int((kc[agg.moved_from, j] != kc[agg.moved_to, j]).sum())
         rule = _rule_name(config.partition[v]) if v in pvars else None
         groups = None
         if rule is not None and rule != "as_is":
             gen = generalize_domain(v, kv, config.partition[v])
-            go = np.bincount(gen.code_map[orig_codes[v]], minlength=len(gen.labels))
-            gr = np.bincount(gen.code_map[rel_codes[v]], minlength=len(gen.labels))
+            gsize = len(gen.labels)
+            go = np.bincount(gen.code_map[codes], weights=tb, minlength=gsize).astype(np.int64)
+            gr = np.bincount(gen.code_map[codes], weights=ta, minlength=gsize).astype(np.int64)
             groups = [{"label": str(lab), "original": int(go[g]), "released": int(gr[g]),
                        "difference": int(gr[g] - go[g])} for g, lab in enumerate(gen.labels)]
         entry: dict[str, Any] = {
@@ -157,14 +196,14 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig) 
             "max_abs_difference": int(np.abs(r - o).max()) if size else 0,
             "weighted": None,
         }
-        cats = []
-        if w is not None:
-            wo, wr = _wsum(orig_codes[v], w, size), _wsum(rel_codes[v], w, size)
+        if weighted:
+            wo = agg.w_before.regroup(codes, size).values()
+            wr = agg.w_after.regroup(codes, size).values()
             wpo, wpr = _shares(wo), _shares(wr)
             entry["weighted"] = {"tvd": tvd(wpo, wpr), "hellinger": hellinger(wpo, wpr),
                                  "max_abs_difference": float(np.abs(wr - wo).max()),
                                  "max_abs_share_difference": float(np.abs(wpr - wpo).max())}
-        # categories empty before and after carry no information (and a key may declare 10^6)
+        cats = []
         for c in np.flatnonzero((o > 0) | (r > 0)).tolist():
             row: dict[str, Any] = {
                 "value": values[c], "label": labels[c],
@@ -172,7 +211,7 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig) 
                 "released": int(r[c]), "released_share": float(pr[c]),
                 "difference": int(r[c] - o[c]), "share_difference": float(pr[c] - po[c]),
             }
-            if w is not None:
+            if weighted:
                 small = 0 < min(o[c], r[c]) < NUMERIC_MIN_GROUP or (
                     min(o[c], r[c]) == 0 < max(o[c], r[c]) < NUMERIC_MIN_GROUP)
                 if small:  # a weighted total of so few records would show their weights
@@ -191,47 +230,34 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig) 
 
     pairs = []
     for i, a in enumerate(keys):
-        for b in keys[i + 1:]:
-            sb = kvs[b].size
-            # number only the observed (a, b) combinations: sizes multiply to 10^12 and more
-            both, _ = pd.factorize(np.concatenate([orig_codes[a] * sb + orig_codes[b],
-                                                   rel_codes[a] * sb + rel_codes[b]]), sort=True)
-            oc, rc = both[:n], both[n:]
-            size = int(both.max()) + 1 if both.size else 0
-            o = np.bincount(oc, minlength=size)
-            r = np.bincount(rc, minlength=size)
+        for jb in range(i + 1, len(keys)):
+            b = keys[jb]
+            # the two-way table on the cells: (a, b) codes of every cell, observed ones numbered
+            pcode, _ = pd.factorize(kc[:, i] * kvs[b].size + kc[:, jb], sort=True)
+            size = int(pcode.max()) + 1 if pcode.size else 0
+            o = np.bincount(pcode, weights=tb, minlength=size)
+            r = np.bincount(pcode, weights=ta, minlength=size)
             row = {"a": a, "b": b, "tvd": tvd(_shares(o), _shares(r)),
                    "cells_original": int((o > 0).sum()), "cells_released": int((r > 0).sum()),
                    "weighted_tvd": None}
-            if w is not None:
-                row["weighted_tvd"] = tvd(_shares(_wsum(oc, w, size)), _shares(_wsum(rc, w, size)))
+            if weighted:
+                row["weighted_tvd"] = tvd(_shares(agg.w_before.regroup(pcode, size).values()),
+                                          _shares(agg.w_after.regroup(pcode, size).values()))
             pairs.append(row)
 
-    numeric = []
-    released = result.frame
-    for col in numeric_columns(original, config):
-        after_vals = released[col] if col in released.columns else original[col]
-        for v in keys:
-            kv = kvs[v]
-            values, labels = _domain_labels(kv)
-            before = _group_stats(original[col], orig_codes[v])
-            after = _group_stats(after_vals, rel_codes[v])
-            rows = [{"value": values[c], "label": labels[c],
-                     "before": before.get(c, _EMPTY_GROUP), "after": after.get(c, _EMPTY_GROUP)}
-                    for c in sorted(set(before) | set(after))]
-            numeric.append({"variable": col, "by": v, "rows": rows})
+    numeric = _numeric(original, result, config)
 
-    changed = np.asarray(result.changed)
     ps = result.partition_sets
-    rec_ps = np.asarray(result.record_partition_set)
     n_ps = len(ps)
-    ch_ps = np.bincount(rec_ps, weights=changed, minlength=n_ps).astype(np.int64)
-    n_ps_rec = np.bincount(rec_ps, minlength=n_ps)
-    by_ps = [{"partition_key": str(ps["partition_key"].iat[s]), "n_records": int(n_ps_rec[s]),
+    cps = np.asarray(result.cell_partition_set)
+    ch_ps = np.bincount(cps[agg.moved_from], minlength=n_ps)
+    n_ps_rec = np.bincount(cps, weights=tb, minlength=n_ps).astype(np.int64)
+    keys_ps = ps["partition_key"].to_numpy()
+    by_ps = [{"partition_key": str(keys_ps[s]), "n_records": int(n_ps_rec[s]),
               "n_changed": int(ch_ps[s]),
               "share": float(ch_ps[s] / n_ps_rec[s]) if n_ps_rec[s] else 0.0}
              for s in range(n_ps)]
-    n_ch = int(changed.sum())
+    n_ch = agg.n_changed
     return {
         "schema_version": "sdc-utility/1",
         "release": {"name": config.name, "n_records": n, "key_variables": keys,

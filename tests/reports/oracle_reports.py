@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 import sdc
-from sdc.disclosure import (
+from sdc.reports.disclosure import (
     FREQUENCY_CLASSES,
     K_ANONYMITY_LEVELS,
     RISK_THRESHOLDS,
@@ -24,7 +24,7 @@ from sdc.disclosure import (
     high_risk_count,
     individual_risk,
 )
-from sdc.utility import NUMERIC_MIN_GROUP, hellinger, numeric_columns, tvd
+from sdc.reports.utility import NUMERIC_MIN_GROUP, hellinger, numeric_columns, tvd
 
 _WEIGHTED_FIELDS = ("weighted_original", "weighted_released", "weighted_difference",
                     "weighted_original_share", "weighted_released_share",
@@ -180,8 +180,8 @@ _EMPTY_GROUP = {"n": 0, "suppressed": False, "mean": None, "q1": None, "median":
 
 def utility(original: pd.DataFrame, result: Any, config: sdc.ReleaseConfig) -> dict[str, Any]:
     """utility.json's figures, record by record (the pre-issue-14 ``compute_utility``)."""
-    from sdc.hierarchies import generalize_domain
-    from sdc.utility import _rule_name
+    from sdc.engine.generalize import generalize_domain
+    from sdc.reports.utility import _rule_name
 
     keys = config.key_names
     kvs = config.key_variables

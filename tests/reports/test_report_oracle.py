@@ -31,12 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _report_functions():
-    try:  # the package layout after layout-v1
-        from sdc.reports.build import build_risk
-        from sdc.reports.utility import compute_utility
-    except ImportError:  # pragma: no cover - before the move
-        from sdc.report import build_risk
-        from sdc.utility import compute_utility
+    from sdc.reports.build import build_risk
+    from sdc.reports.utility import compute_utility
+
     return build_risk, compute_utility
 
 
@@ -172,15 +169,15 @@ def test_reports_equal_the_record_level_oracle(case: str) -> None:
 def test_reports_equal_the_oracle_on_the_census_sample() -> None:
     path = ROOT / "configs" / "census_demo.yaml"
     config = sdc.load_config(path)
-    from sdc import io as sdc_io
+    from sdc.io.read import read_input
 
-    frame = sdc_io.read_input(config)
+    frame = read_input(config)
     assert _compare(frame, config, seed=20260101) > 1000
 
 
 def test_reports_do_not_depend_on_row_order() -> None:
     """Shuffled input rows: the same reports, bit for bit (exact sums, no float order)."""
-    from sdc.report import dumps
+    from sdc.reports.build import dumps
 
     build_risk, compute_utility = _report_functions()
     frame, config = _frame(3000, 4), _config("weight")

@@ -69,6 +69,7 @@ def test_designed_release_by_hand() -> None:
         partition_sets=pd.DataFrame({"partition_set": [0, 1],
                                      "partition_key": ["sex=1", "sex=2"]}),
         record_partition_set=sex_c,
+        cell_partition_set=key_codes[:, 0],  # partition by sex: the cell's sex code
     )
     u = compute_utility(frame, result, cfg)
     kv = {e["name"]: e for e in u["key_variables"]}
