@@ -13,14 +13,16 @@ factory, same ephemeral flags ``PREFECT__SERVER_EPHEMERAL`` / ``PREFECT__SERVER_
 off) as the first thing ``sdc release`` does, *before* it imports Prefect, pandas or the
 engine, and hands its URL to the flow with ``prefect.settings.temporary_settings``. The server
 boots on the second core while the CLI imports and reads the config; the calling process never
-imports the server package. The server is stopped when the command ends (and, on Linux, gets
-SIGTERM if the CLI dies, so a killed run does not leave it behind).
+imports the server package. The server is stopped at interpreter exit, after Prefect's own
+exit handlers have delivered the run's last logs and events (and, on Linux, it gets SIGTERM
+if the CLI dies, so a killed run does not leave it behind).
 
 This module must not import Prefect: its point is to run before Prefect is imported.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import importlib.util
@@ -73,6 +75,10 @@ class TemporaryAPI:
         self.ready_after: float | None = None
         self.peak_rss_mb: float | None = None
         self.process: subprocess.Popen[bytes] | None = self._launch()
+        # atexit runs its handlers last-registered-first: registered now, before Prefect is
+        # imported, this stop runs after Prefect's own exit handlers have sent the last logs
+        # and events of the run to this server
+        atexit.register(self.stop)
 
     @property
     def url(self) -> str:
@@ -139,6 +145,19 @@ class TemporaryAPI:
             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher on a busy machine, or "
             "start a server (`prefect server start`) and set PREFECT_API_URL"
         )
+
+    def current_peak_rss_mb(self) -> float | None:
+        """The server's peak RSS so far (Linux ``VmHWM``), None if unknown."""
+        if self.process is None:
+            return self.peak_rss_mb
+        try:
+            with open(f"/proc/{self.process.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return None
 
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 5 s) and record its peak RSS."""

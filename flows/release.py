@@ -267,25 +267,17 @@ def validate_input_task(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFr
 
 
 @task(name="plan", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def plan_task(frame: pd.DataFrame, config: ReleaseConfig) -> tuple[Any, dict[str, int]]:
-    """Load (or create, mode 0600) the seed and preview cells, partition sets, sensitive cells."""
+def plan_task(config: ReleaseConfig) -> Any:
+    """Load (or create, mode 0600) the seed. The cells, partition sets and sensitive cells are
+    logged by the next task, from the engine's own pass over the records."""
     from sdc.release.seeds import load_seed
 
     _step("planning partition sets and blocks")
     seed_info = load_seed(config, create=True)
-    part = sdc.partition_frame(frame, config)
-    preview = {
-        "n_cells": int(part.cells.n_cells),
-        "n_partition_sets": int(len(part.partition_keys)),
-        "n_sensitive_cells": int(part.sensitive.sum()),
-    }
-    logger = get_run_logger()
     if seed_info.created:
-        logger.warning("created a new seed file %s (mode 0600); keep it to reproduce this "
-                       "release", seed_info.path)
-    logger.info("%(n_cells)d non-empty cells in %(n_partition_sets)d partition sets, "
-                "%(n_sensitive_cells)d sensitive", preview)
-    return seed_info, preview
+        get_run_logger().warning("created a new seed file %s (mode 0600); keep it to reproduce "
+                                 "this release", seed_info.path)
+    return seed_info
 
 
 @task(name="perturb and certify", cache_policy=NO_CACHE, retries=0, persist_result=False)
@@ -293,15 +285,20 @@ def perturb_task(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> sdc.R
     """NZY PRAM per PRB and the exact certificate (``sdc.release_frame``)."""
     _step("post-randomizing and certifying")
     result = sdc.release_frame(frame, config, seed)
-    get_run_logger().info("%d PRBs, certificate %.6f (xi %s), %d records changed",
-                          len(result.blocks), result.certificate, result.xi, result.n_changed)
+    logger = get_run_logger()
+    logger.info("%d non-empty cells in %d partition sets, %d sensitive", result.cells.n_cells,
+                len(result.partition_sets), int(result.sensitive_cell.sum()))
+    logger.info("%d PRBs, certificate %.6f (xi %s), %d records changed",
+                len(result.blocks), result.certificate, result.xi, result.n_changed)
     return result
 
 
 @task(name="validate output", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig, seed: int) -> int:
+def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig,
+                         seed: int) -> pd.DataFrame:
     """Build the public frame and check it against the output schema before anything is
-    written; also refuse a certificate above xi (belt and braces: the engine already does)."""
+    written; also refuse a certificate above xi (belt and braces: the engine already does).
+    Returns the validated public frame: the write task writes exactly it (built once)."""
     from sdc.io.schemas import validate_output
     from sdc.release.public import public_frame
 
@@ -312,7 +309,7 @@ def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig, seed:
         )
     public = public_frame(result, config, seed)
     validate_output(public, config)
-    return int(len(public))
+    return public
 
 
 @task(name="reports", cache_policy=NO_CACHE, retries=0, persist_result=False)
@@ -328,15 +325,17 @@ def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: Relea
 
 @task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed_info: Any,
-               reports: dict[str, bytes] | None, force: bool) -> Path:
-    """Assemble public + internal files and publish them atomically (temp sibling + rename)."""
+               reports: dict[str, bytes] | None, force: bool,
+               public: pd.DataFrame | None = None) -> Path:
+    """Assemble public + internal files and publish them atomically (temp sibling + rename).
+    ``public`` is the frame the output validation built and checked (written as is)."""
     from sdc.release.assemble import assemble_release
     from sdc.release.folder import write_release
 
     _step("writing the release")
     public, internal = assemble_release(
         job.config, original, result, seed_info, input_sha256=job.input_sha256,
-        config_text=job.config_text, reports=reports,
+        config_text=job.config_text, reports=reports, public_data=public,
     )
     out = Path(write_release(job.config.output_dir, public, internal, force=force)).resolve()
     get_run_logger().info("release written to %s", out)
@@ -373,21 +372,35 @@ def release(config_path: str, force: bool = False) -> dict[str, Any]:
     Returns
     -------
     dict
-        :func:`summarize`'s summary, with ``release_dir`` set.
+        :func:`summarize`'s summary, with ``release_dir`` set, ``seconds`` = wall time of the
+        job inside the flow (from the first task to the artifacts) and ``timings`` = wall
+        seconds per task (each including Prefect's own bookkeeping of that task run).
     """
     t0 = time.perf_counter()
-    job = load_task(str(config_path), force)
-    frame = validate_input_task(job.frame, job.config)
-    seed_info, _preview = plan_task(frame, job.config)
-    result = perturb_task(frame, job.config, seed_info.value)
-    validate_output_task(result, job.config, seed_info.value)
-    reports, head = report_task(frame, result, job.config, seed_info.value)
-    out = write_task(job, frame, result, seed_info, reports, force)
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        t = time.perf_counter()
+        out = fn(*args)
+        timings[name] = round(time.perf_counter() - t, 3)
+        return out
+
+    job = timed("load", load_task, str(config_path), force)
+    frame = timed("validate input", validate_input_task, job.frame, job.config)
+    seed_info = timed("plan", plan_task, job.config)
+    result = timed("perturb and certify", perturb_task, frame, job.config, seed_info.value)
+    public = timed("validate output", validate_output_task, result, job.config, seed_info.value)
+    reports, head = timed("reports", report_task, frame, result, job.config, seed_info.value)
+    out = timed("write", write_task, job, frame, result, seed_info, reports, force, public)
     summary = summarize(job.config, result, n_records=len(frame), release_dir=out,
                         seed_created=bool(seed_info.created), seed_file=seed_info.path,
                         seconds=time.perf_counter() - t0)
     summary["headline"] = head
+    t = time.perf_counter()
     _publish_artifacts(summary, result.blocks)
+    timings["artifacts"] = round(time.perf_counter() - t, 3)
+    summary["timings"] = timings
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
 
 

@@ -3,7 +3,7 @@
 Commands (``sdc COMMAND --help`` for each)::
 
     sdc init DATA --keys a,b,c     draft a commented config from a data file (observed domains)
-    sdc release CONFIG [--force]   run the release flow (embedded Prefect) and publish
+    sdc release CONFIG [--force] [--timings]   run the release flow (embedded Prefect)
     sdc plan CONFIG                what a release would do; writes nothing
     sdc validate CONFIG            check the config and the input only
     sdc audit RELEASE_DIR          re-verify a published release (exit 1 on any failure)
@@ -170,8 +170,20 @@ def release(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing release (the old "
                                         "one stays until the new one is complete).")] = False,
     as_json: JsonOpt = False,
+    timings: Annotated[bool, typer.Option("--timings", help="Also print the seconds of every "
+                                          "step and of Prefect's start-up, as one JSON line "
+                                          "starting with 'timings ' (not with --json).")] = False,
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
+    import time
+
+    t0 = time.perf_counter()
+    # Prefect's temporary API boots in a subprocess while this process imports and checks
+    # (flows.ephemeral imports nothing of Prefect); None with a configured PREFECT_API_URL.
+    # It is stopped at exit (atexit, after Prefect has sent the run's last logs to it).
+    from flows.ephemeral import TemporaryAPI
+
+    temp_api = None if _prefect_api_configured() else TemporaryAPI.start()
     with _friendly_errors("release" if as_json else None):
         import sdc
         from flows.release import check_release_target, progress_callback
@@ -180,6 +192,9 @@ def release(
         # the cheap refusals first, before Prefect starts (the flow checks them again)
         check_release_target(sdc.load_config(config), force)
         api = _check_prefect_api()
+        if api and temp_api is not None:  # a profile names a server: use it
+            temp_api.stop()
+            temp_api = None
         where = f"connecting to {api}" if api else "starting Prefect (embedded)"
         quiet = nullcontext() if as_json else None  # stdout holds the JSON document only
         with quiet or console.status(f"release {escape(str(config))}: {where}") as status:
@@ -187,13 +202,45 @@ def release(
                 status.update(f"release {escape(str(config))}: {step}")
 
             with progress_callback(None if as_json else show):
-                summary = release_flow(config_path=str(config), force=force)
+                if temp_api is None:
+                    summary = release_flow(config_path=str(config), force=force)
+                else:
+                    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+                    ready = temp_api.wait()
+                    with temporary_settings({PREFECT_API_URL: temp_api.url}):
+                        summary = release_flow(config_path=str(config), force=force)
+        total = time.perf_counter() - t0
+        summary["total_seconds"] = round(total, 3)
         if as_json:
             from sdc.cli.json_output import print_document, release_document
 
             print_document(release_document(summary))
             return
         _print_release_summary(summary)
+        if timings:
+            import json
+
+            out = {"total_seconds": round(total, 3), "job_seconds": summary.get("seconds"),
+                   "prefect_seconds": round(total - (summary.get("seconds") or 0.0), 3),
+                   "tasks": summary.get("timings", {})}
+            if temp_api is not None:
+                out["api_server_ready_seconds"] = round(ready, 3)
+                out["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()
+            console.print("timings " + json.dumps(out), markup=False, soft_wrap=True,
+                          highlight=False)
+
+
+def _prefect_api_configured() -> bool:
+    """A Prefect API is already configured: PREFECT_API_URL in the environment, or in the
+    settings of an already imported Prefect (a test harness, an embedding program)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    if "prefect" in sys.modules:
+        from prefect.settings import PREFECT_API_URL
+
+        return bool(PREFECT_API_URL.value())
+    return False
 
 
 class PrefectUnreachableError(RuntimeError):
@@ -233,7 +280,10 @@ def _print_release_summary(s: dict[str, Any]) -> None:
     if s["merges"]:
         rows.append(("merges", "\n".join(s["merges"])))
     if s.get("seconds") is not None:
-        rows.append(("time", f"{s['seconds']:.1f} s"))
+        total = s.get("total_seconds")
+        rows.append(("time", f"{s['seconds']:.1f} s job" if total is None else
+                     f"{total:.1f} s = {s['seconds']:.1f} s job + "
+                     f"{max(total - s['seconds'], 0.0):.1f} s Prefect start-up and bookkeeping"))
     console.print(_kv_table(rows, title=f"Release {s['name']}"))
     for w in s.get("warnings", []):
         console.print(f"warning: {w}", style="yellow", markup=False)

@@ -25,7 +25,8 @@ _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: ReleaseResult,
                      seed_info: SeedInfo, *, input_sha256: str, config_text: str,
-                     reports: dict[str, bytes] | None = None
+                     reports: dict[str, bytes] | None = None,
+                     public_data: pd.DataFrame | None = None
                      ) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """All files of a release as bytes: ``(public, internal)``, each name -> bytes.
 
@@ -35,12 +36,19 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     given (e.g. ``risk.json``, ``report.html``) and ``audit.json`` (:func:`build_audit`, with
     the SHA-256 of every other file).
 
+    ``public_data``: the public frame when the caller already built it with
+    :func:`public_frame` and validated it (the release flow does, before the reports), so that
+    this record-level step runs once per release.
+
     Raises :class:`~sdc.io.schemas.OutputSchemaError` if the public frame breaks the output
     schema, :class:`ValueError` if a report name is reserved or not a plain file name.
     """
     schema = public_schema_for(config, result.frame)
-    pub = public_frame(result, config, seed_info.value, schema=schema)
-    validate_output(pub, config)
+    if public_data is None:
+        pub = public_frame(result, config, seed_info.value, schema=schema)
+        validate_output(pub, config)
+    else:
+        pub = public_data
     formats = config.output.formats if config.output is not None else ["parquet"]
     # written exactly as the streaming and Dask engines write them (same schema, row groups)
     public: dict[str, bytes] = public_bytes(pub, schema, list(formats))

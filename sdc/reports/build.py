@@ -26,7 +26,8 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import ReleaseResult
-from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows, risk_summary_cells
+from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows
+from sdc.reports.disclosure import risk_summary_cells
 from sdc.reports.html import render_html
 from sdc.reports.intruder import simulate_intruder
 from sdc.reports.utility import compute_utility

@@ -47,6 +47,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.reports.exact import ExactSums, record_quantiles
+
 __all__ = [
     "FREQUENCY_CLASSES",
     "K_ANONYMITY_LEVELS",
@@ -57,6 +59,7 @@ __all__ = [
     "k_anonymity",
     "measure_risk",
     "risk_summary",
+    "risk_summary_cells",
 ]
 
 #: Frequency classes of cells used in every report: (label, lowest t, highest t or None).
@@ -77,7 +80,6 @@ def frequencies(record_cell: np.ndarray, weights: np.ndarray | None = None
     Weights are summed per cell exactly in fixed point (:class:`sdc.reports.aggregate.ExactSums`,
     one pass, no sort), so the result does not depend on the row order of the file.
     """
-    from sdc.reports.aggregate import ExactSums
 
     cell = np.asarray(record_cell, dtype=np.int64)
     n_cells = int(cell.max()) + 1 if cell.size else 0
@@ -174,8 +176,6 @@ def risk_summary(record_cell: np.ndarray, weights: np.ndarray | None, xi: float)
     computed per cell (:func:`sdc.reports.aggregate.risk_summary_cells`) from one pass over
     the records: their count and exact weight sum per cell.
     """
-    from sdc.reports.aggregate import ExactSums, risk_summary_cells
-
     cell = np.asarray(record_cell, dtype=np.int64)
     n_cells = int(cell.max()) + 1 if cell.size else 0
     t = np.bincount(cell, minlength=n_cells)
@@ -204,3 +204,76 @@ def measure_risk(frame: pd.DataFrame, key_variables: Sequence[str],
     n = len(frame)
     return {"fk": fk, "Fk": big_f, "risk": r, "global_risk_ER": er,
             "global_risk": er / n if n else 0.0, "global_risk_pct": 100.0 * er / n if n else 0.0}
+
+
+def risk_summary_cells(cell_frequency: np.ndarray, cell_weight: ExactSums | None,
+                       xi: float) -> dict[str, Any]:
+    """:func:`risk_summary` computed on cells (same keys, same meaning).
+
+    sdcMicro's ``fk``, ``Fk`` and individual risk are the same for every record of a cell, so
+    a record-level aggregate is a cell-level aggregate weighted by ``t_j``: ``ER = sum_j t_j
+    r_j``, the records above a threshold are ``sum t_j [r_j > th]``, and a record-level
+    quantile (numpy's linear interpolation between order statistics) is read off the cells
+    sorted by ``r_j`` with the cumulative counts of their records
+    (:func:`sdc.reports.exact.record_quantiles`). Cost: O(C log C) in the number of cells.
+
+    Parameters
+    ----------
+    cell_frequency : (C,) int
+        Records per cell (``fk``); cells with 0 records (empty after release) are ignored.
+    cell_weight : ExactSums or None
+        Sum of the weights per cell (``Fk``), or None for an unweighted file (``Fk = fk``).
+    xi : float
+        The risk threshold (sensitive cells have ``t < 1/xi``).
+    """
+    t_all = np.asarray(cell_frequency, dtype=np.int64)
+    keep = t_all > 0
+    t = t_all[keep]
+    wsum = cell_weight[keep] if cell_weight is not None else None
+    n = int(t.sum())
+    big_f = wsum.values() if wsum is not None else None
+    r = individual_risk(t, big_f)  # per cell; every record of the cell has this risk
+    rt = r * t
+    er = float(rt.sum())
+    sens = t * xi < 1.0
+    by_class = []
+    for label, lo, hi in FREQUENCY_CLASSES:
+        sel = (t >= lo) & ((t <= hi) if hi is not None else True)
+        rec = int(t[sel].sum())
+        srisk = float(rt[sel].sum())
+        by_class.append({"class": label, "records": rec, "sum_risk": srisk,
+                         "mean_risk": srisk / rec if rec else None})
+    k_anon = []
+    for k in K_ANONYMITY_LEVELS:
+        bad = t < k
+        nb = int(t[bad].sum())
+        k_anon.append({"k": int(k), "records_violating": nb, "share": nb / n if n else 0.0,
+                       "weighted_violating": wsum[bad].total() if wsum is not None else None})
+    if n:
+        q50, q90, q99 = record_quantiles(r, t, [0.5, 0.9, 0.99])
+        med = q50
+        mad = 1.4826 * record_quantiles(np.abs(r - med), t, [0.5])[0]
+        high = int(t[(r > med + 2.0 * mad) & (r > 0.1)].sum())
+    else:
+        q50 = q90 = q99 = float("nan")
+        high = 0
+    return {
+        "n_records": n,
+        "n_cells": int(t.size),
+        "frequency_classes": frequency_classes(t),
+        "sensitive": {"threshold": 1.0 / xi, "cells": int(sens.sum()),
+                      "records": int(t[sens].sum())},
+        "k_anonymity": k_anon,
+        "sdcmicro": {
+            "weighted": wsum is not None,
+            "expected_reidentifications": er,
+            "global_risk": er / n if n else 0.0,
+            "global_risk_pct": 100.0 * er / n if n else 0.0,
+            "max_individual_risk": float(r.max()) if n else 0.0,
+            "quantiles": {"p50": q50, "p90": q90, "p99": q99},
+            "records_risk_above": [{"threshold": th, "records": int(t[r > th].sum())}
+                                   for th in RISK_THRESHOLDS],
+            "high_risk_records": high,
+            "by_fk_class": by_class,
+        },
+    }

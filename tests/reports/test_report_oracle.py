@@ -3,7 +3,7 @@
 ``oracle_reports.py`` (next to this file) is the straightforward record-level computation the
 reports used before: every figure re-scanned from the records, weighted sums lexsorted, the
 released file re-partitioned from its key values. The package now computes risk.json and
-utility.json from the cell table and the released cells (``sdc.reports.aggregate``). Every
+utility.json from the cell table and the released cells (``sdc.reports.aggregate``, ``sdc.reports.exact``). Every
 figure of both is compared here: integers and strings exactly, floats to 1e-9 relative (they
 are the same sums in another order; the exact fixed-point sums are checked against math.fsum
 separately).
@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 
 import sdc
-from sdc.reports.aggregate import ExactSums, group_summaries, record_quantiles
+from sdc.reports.aggregate import group_summaries
+from sdc.reports.exact import ExactSums, record_quantiles
 
 _spec = importlib.util.spec_from_file_location(
     "oracle_reports", Path(__file__).with_name("oracle_reports.py"))
