@@ -225,6 +225,7 @@ def release(
                    "prefect_seconds": round(total - (summary.get("seconds") or 0.0), 3),
                    "tasks": summary.get("timings", {})}
             if temp_api is not None:
+                out["api_server_url"] = temp_api.url
                 out["api_server_ready_seconds"] = round(ready, 3)
                 out["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()
             console.print("timings " + json.dumps(out), markup=False, soft_wrap=True,

@@ -250,3 +250,24 @@ def test_plan_shows_small_block_actions_and_merges_verbatim(make_small_job):
     assert "Small-block actions" in r.text and "merged+theorem" in r.text
     for m in merges:
         assert " ".join(m.split()) in r.text, m
+
+
+def test_release_timings(prefect_harness, make_small_job):
+    """--timings: one JSON line with the job's seconds per task next to the total; the summary's
+    time row splits the job from Prefect's start-up and bookkeeping."""
+    import json
+
+    cfg = make_small_job("timed-job", n=1500)
+    r = run("release", cfg, "--timings")
+    assert r.exit_code == 0, r.text
+    line = next(x for x in r.stdout.splitlines() if x.startswith("timings "))
+    t = json.loads(line.removeprefix("timings "))
+    assert list(t["tasks"]) == ["load", "validate input", "plan", "perturb and certify",
+                                "validate output", "reports", "write", "artifacts"]
+    assert 0 < sum(t["tasks"].values()) <= t["job_seconds"] <= t["total_seconds"]
+    assert t["prefect_seconds"] == pytest.approx(t["total_seconds"] - t["job_seconds"], abs=2e-3)
+    assert "s job +" in r.text and "Prefect start-up" in r.text
+    # without the option: no timings line
+    r = run("release", cfg, "--force")
+    assert r.exit_code == 0, r.text
+    assert "timings {" not in r.stdout
