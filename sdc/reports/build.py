@@ -111,7 +111,9 @@ def build_risk(original: pd.DataFrame, result: ReleaseResult, config: ReleaseCon
             "n_records": int(b["n_records"]), "profile": _profile_dict(b["profile"]),
             "theta": float(b["theta"]), "kmin": int(b["kmin"]),
             "max_risk": float(b["max_risk"]), "max_risk_t": int(b["max_risk_t"]),
-            "max_risk_a": int(b["max_risk_a"]), "action": str(b["action"]),
+            "max_risk_a": int(b["max_risk_a"]), "max_risk_pick": str(b["max_risk_pick"]),
+            "max_risk_t_z": int(b["max_risk_t_z"]), "own_max_risk": float(b["own_max_risk"]),
+            "other_max_risk": float(b["other_max_risk"]), "action": str(b["action"]),
             "expected_changed": float(b["expected_changed"]), "changed": int(b["changed"]),
             "pass": bool(float(b["max_risk"]) <= xi + 1e-12),
         })

@@ -187,7 +187,8 @@ def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
         "size_chart": charts.histogram_chart(
             [p["k"] for p in prbs], "PRB size histogram", "cells per PRB (k)", rel["kmin"],
             f"kmin = {rel['kmin']}"),
-        "intruder_chart": charts.intruder_chart(intr.get("classes", []), xi),
+        "intruder_chart": charts.intruder_chart(
+            [c for c in intr.get("classes", []) if c.get("pick", "own") == "own"], xi),
         "pairs": _pair_matrix(pairs, rel["key_variables"], weighted) if pairs else None,
         "numeric": [_numeric_block(blk) for blk in utility.get("numeric", [])],
         "numeric_min_group": utility["release"].get("numeric_min_group"),

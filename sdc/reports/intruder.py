@@ -28,6 +28,14 @@ P_b(S = a) = p P(S' = a-1) + (1 - p) P(S' = a), p = 1 - theta_b / t and S' is th
 *other* records landing in the cell (METHOD.md section 6). Both are reported, with the range
 min_b / max_b of the exact R_b(a, t) (:func:`sdc.correct_match_risk`).
 
+Other-cell strategy (issue 13): an intruder who knows the mechanism may pick from another cell z
+of B's PRB (at theta = 1 two singletons swap with certainty). Per replica and (target B, other
+cell z) pair with S_z = a, Y = 1{B released in z} / a; summed over the targets of frequency t_j
+outside z this is (records of frequency t_j from other cells released in z) / a, so the work per
+replica is one bincount over the sensitive cells. These classes are keyed (t, t_z, a); their exact
+pooled value uses q = theta/((k-1) t_j) and S' = other records released in z
+(:func:`sdc.engine.risk.pick_distribution`), weighted by the number of (target, cell) pairs.
+
 Standard error: replicas are independent, the pairs within one replica are not, so the SE is
 the ratio-estimator (delta-method) SE over replicas,
 
@@ -50,7 +58,7 @@ from scipy.stats import binom
 
 from sdc.engine.draws import stream
 from sdc.engine.pram import post_randomize
-from sdc.engine.risk import correct_match_risk
+from sdc.engine.risk import correct_match_risk, pick_distribution
 
 __all__ = ["A_MAX", "exact_s_distribution", "simulate_intruder"]
 
@@ -100,6 +108,18 @@ def _parse_profile(profile: Any) -> dict[int, int]:
     return out
 
 
+def _ratio(col_n: np.ndarray, col_c: np.ndarray, n_sim: int) -> dict[str, Any]:
+    """Pooled ratio estimate sum(num) / sum(cnt) over replicas, its delta-method SE and n_eff."""
+    n_obs = float(col_c.sum())
+    if n_obs <= 0:
+        return {"estimate": None, "se": None, "n_obs": 0, "n_eff": None}
+    est = float(col_n.sum() / n_obs)
+    resid = col_n - est * col_c
+    se = float(np.sqrt((resid**2).sum() / (n_sim * (n_sim - 1))) / col_c.mean())
+    return {"estimate": est, "se": se, "n_obs": int(round(n_obs)),
+            "n_eff": float(n_obs**2 / (col_c**2).sum())}
+
+
 def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame,
                       *, seed: int, n_sim: int = 200, xi: float | None = None,
                       a_max: int = A_MAX) -> dict[str, Any]:
@@ -120,7 +140,8 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
 
     Returns
     -------
-    dict with ``classes`` (one entry per (t, a), a = 1..a_max, with ``estimate``, ``se``,
+    dict with ``classes`` (one entry per own-cell (t, a) and per other-cell (t, t_z, a),
+    a = 1..a_max, with ``pick``, ``t``, ``t_z``, ``a``, ``estimate``, ``se``,
     ``n_obs``, ``n_eff``, ``exact_pooled``, ``exact_min``, ``exact_max``, ``p_s_equals_a``) and
     ``overall`` (expected number of correct matches if the intruder attacks every sensitive
     record: exact and estimated, with SE).
@@ -131,7 +152,8 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     prb = np.asarray(cell_prb, dtype=np.int64)
     n_blocks = len(blocks)
     base = {"n_sim": int(n_sim), "a_max": int(a_max), "stream": "intruder:{i}",
-            "estimator": "rao-blackwellized: 1{kept} / S_j per target and replica",
+            "estimator": "rao-blackwellized: 1{B in z} / S_z per (target, picked cell) and "
+                         "replica; z = the target's own cell or another cell of its PRB",
             "xi": xi}
     sens = np.flatnonzero(prb >= 0)
     if n_blocks == 0 or sens.size == 0:
@@ -153,6 +175,17 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     t_max = int(slot_t.max())
     n_cls = (t_max + 1) * (a_max + 1)
     cls_base = slot_t * (a_max + 1)
+    # other-cell picks: (target frequency t_j, picked cell z) pairs, per sensitive cell z
+    n_sc = sens.size
+    t_sc = t_cell[sens]
+    m_prb = np.zeros((n_blocks, t_max + 1))
+    np.add.at(m_prb, (sprb[slot_sc], slot_t), 1.0)       # records of frequency t per PRB
+    pairs_zt = m_prb[sprb].copy()                          # targets of frequency t_j outside z
+    pairs_zt[np.arange(n_sc), t_sc] -= t_sc
+    n_cls_o = (t_max + 1) * (t_max + 1) * (a_max + 1)
+    cls_o = ((np.arange(t_max + 1)[None, :] * (t_max + 1) + t_sc[:, None]) * (a_max + 1))
+    num_o = np.zeros((n_sim, n_cls_o))
+    cnt_o = np.zeros((n_sim, n_cls_o))
 
     num = np.zeros((n_sim, n_cls))
     cnt = np.zeros((n_sim, n_cls))
@@ -175,6 +208,16 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
         idx = cls_base[ok] + s[ok]
         num[i] = np.bincount(idx, weights=y[ok], minlength=n_cls)
         cnt[i] = np.bincount(idx, minlength=n_cls)
+        # other-cell picks: arrivals[z, t_j] = records of frequency t_j moved into z
+        moved = dest != slot_sc
+        arrivals = np.bincount(dest[moved] * (t_max + 1) + slot_t[moved],
+                               minlength=n_sc * (t_max + 1)).reshape(n_sc, t_max + 1)
+        s_z = s_count[:, None]
+        valid = (pairs_zt > 0) & (s_z >= 1) & (s_z <= a_max)
+        idx_o = (cls_o + s_z)[valid]
+        num_o[i] = np.bincount(idx_o, weights=(arrivals / np.maximum(s_z, 1))[valid],
+                               minlength=n_cls_o)
+        cnt_o[i] = np.bincount(idx_o, weights=pairs_zt[valid], minlength=n_cls_o)
 
     # exact values per PRB
     exact_num = np.zeros(n_cls)
@@ -182,6 +225,11 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     r_min = np.full(n_cls, np.inf)
     r_max = np.full(n_cls, -np.inf)
     expected_correct = 0.0
+    exact_num_o = np.zeros(n_cls_o)
+    exact_den_o = np.zeros(n_cls_o)
+    r_min_o = np.full(n_cls_o, np.inf)
+    r_max_o = np.full(n_cls_o, -np.inf)
+    pairs_total: dict[tuple[int, int], float] = {}
     for b in range(n_blocks):
         prof = _parse_profile(blocks["profile"].iat[b])
         n_rec = sum(t * m for t, m in prof.items())
@@ -198,6 +246,20 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
                 if np.isfinite(r[a - 1]):
                     r_min[c] = min(r_min[c], float(r[a - 1]))
                     r_max[c] = max(r_max[c], float(r[a - 1]))
+            for t_z, m_z in prof.items():
+                others = m_z - (1 if t_z == t else 0)
+                if others < 1 or int(ks[b]) < 2:
+                    continue
+                hit, tot = pick_distribution(prof, t, thetas[b], max(n_rec, a_max) + 1, t_z=t_z)
+                pairs = m * t * others
+                pairs_total[t, t_z] = pairs_total.get((t, t_z), 0.0) + pairs
+                for a in range(1, a_max + 1):
+                    c = (t * (t_max + 1) + t_z) * (a_max + 1) + a
+                    exact_num_o[c] += pairs * hit[a] / a
+                    exact_den_o[c] += pairs * tot[a]
+                    if tot[a] > 0:
+                        r_min_o[c] = min(r_min_o[c], float(hit[a] / a / tot[a]))
+                        r_max_o[c] = max(r_max_o[c], float(hit[a] / a / tot[a]))
 
     n_targets = int(slot_sc.size)
     classes = []
@@ -213,12 +275,24 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
                 se = float(np.sqrt((resid**2).sum() / (n_sim * (n_sim - 1))) / col_c.mean())
                 n_eff = float(n_obs**2 / (col_c**2).sum())
             classes.append({
-                "t": int(t), "a": int(a), "estimate": est, "se": se,
+                "pick": "own", "t": int(t), "t_z": int(t), "a": int(a), "estimate": est, "se": se,
                 "n_obs": int(n_obs), "n_eff": n_eff,
                 "exact_pooled": float(exact_num[c] / exact_den[c]) if exact_den[c] > 0 else None,
                 "exact_min": float(r_min[c]) if np.isfinite(r_min[c]) else None,
                 "exact_max": float(r_max[c]) if np.isfinite(r_max[c]) else None,
                 "p_s_equals_a": float(exact_den[c] / n_targets),
+            })
+    for (t, t_z), n_pairs in sorted(pairs_total.items()):
+        for a in range(1, a_max + 1):
+            c = (t * (t_max + 1) + t_z) * (a_max + 1) + a
+            classes.append({
+                "pick": "other", "t": int(t), "t_z": int(t_z), "a": int(a),
+                **_ratio(num_o[:, c], cnt_o[:, c], n_sim),
+                "exact_pooled": (float(exact_num_o[c] / exact_den_o[c]) if exact_den_o[c] > 0
+                                 else None),
+                "exact_min": float(r_min_o[c]) if np.isfinite(r_min_o[c]) else None,
+                "exact_max": float(r_max_o[c]) if np.isfinite(r_max_o[c]) else None,
+                "p_s_equals_a": float(exact_den_o[c] / n_pairs),
             })
     est_total = float(total_y.mean())
     se_total = float(total_y.std(ddof=1) / np.sqrt(n_sim))

@@ -95,8 +95,15 @@ _PRB = _obj({
     "profile": _d({"type": "object", "additionalProperties": _INT},
                   "Frequency profile: t (as a string) -> number of cells with that t."),
     "theta": _d(_NUM, "theta used for the PRB."), "kmin": _INT,
-    "max_risk": _d(_NUM, "Exact max over cells j and a >= 1 of R_j(a, t)."),
-    "max_risk_t": _INT, "max_risk_a": _INT,
+    "max_risk": _d(_NUM, "Exact mechanism-aware max over target cells j, picked cells z (own "
+                         "or another of the PRB) and a >= 1 of R_{j->z}(a, t)."),
+    "max_risk_t": _d(_INT, "t_j of the target's cell where the max is attained."),
+    "max_risk_a": _d(_INT, "Released count S_z = a where the max is attained."),
+    "max_risk_pick": _d({"enum": ["own", "other"]},
+                        "The intruder's pick where the max is attained: own cell (NZY) or other."),
+    "max_risk_t_z": _d(_INT, "Frequency of the picked cell."),
+    "own_max_risk": _d(_NUM, "Max over own-cell picks only (NZY's R_j(a, t))."),
+    "other_max_risk": _d(_NUM, "Max over other-cell picks only."),
     "action": _d({"type": "string"}, "theorem | calibrated, prefixed 'merged+' after merging."),
     "expected_changed": _d(_NUM, "theta * k: expected number of records moved."),
     "changed": _d(_INT, "Records actually moved in the release."),
@@ -104,16 +111,20 @@ _PRB = _obj({
 })
 
 _INTRUDER_CLASS = _obj({
+    "pick": _d({"enum": ["own", "other"]},
+               "The intruder picks from the target's own cell (NZY) or another cell z of the PRB."),
     "t": _d(_INT, "Original frequency of the target's cell."),
-    "a": _d(_INT, "Released count S_j of the target's cell."),
-    "estimate": _d(_NNUM, "Monte Carlo P(correct | t, S_j = a), all PRBs pooled."),
+    "t_z": _d(_INT, "Original frequency of the picked cell (= t for own)."),
+    "a": _d(_INT, "Released count S_z of the picked cell."),
+    "estimate": _d(_NNUM, "Monte Carlo P(correct | t, t_z, S_z = a), all PRBs pooled."),
     "se": _d(_NNUM, "Its standard error (ratio estimator over replications)."),
     "n_obs": _d(_INT, "(replication, target) pairs in the class."),
     "n_eff": _d(_NNUM, "Conservative effective sample size (sum m_r)^2 / sum m_r^2."),
     "exact_pooled": _d(_NNUM, "The same pooled probability computed exactly."),
     "exact_min": _d(_NNUM, "Smallest exact R_b(a, t) over PRBs b."),
     "exact_max": _d(_NNUM, "Largest exact R_b(a, t) over PRBs b."),
-    "p_s_equals_a": _d(_NNUM, "Exact P(S_j = a) averaged over sensitive records."),
+    "p_s_equals_a": _d(_NNUM, "Exact P(S_z = a) averaged over sensitive records (own) or over "
+                              "the class's (target, other cell) pairs (other)."),
 })
 
 RISK_SCHEMA: dict[str, Any] = {
@@ -131,7 +142,8 @@ RISK_SCHEMA: dict[str, Any] = {
         "verdict": _obj({
             "certificate": _d(_NUM, "Max over PRBs of max R and over non-sensitive cells of 1/t."),
             "xi": _NUM, "pass": _d({"type": "boolean"}, "certificate <= xi."),
-            "at": _d({"type": "object"}, "Where the certificate is attained (source, prb, t, a)."),
+            "at": _d({"type": "object"},
+                     "Where the certificate is attained (source, prb, t, a, pick, t_z)."),
             "n_prb": _INT, "n_changed": _INT, "share_changed": _SHARE, "n_partition_sets": _INT,
             "merges": _arr({"type": "string"}, "Small-block merges, in order."),
         }, "Certificate against xi."),

@@ -141,3 +141,38 @@ def test_census_demo_intruder() -> None:
         assert c["exact_max"] <= result.certificate + 1e-12
     # the worst class (t = 2, a = 1 here) sits at the certificate, below xi
     assert max(c["exact_max"] for c in out["classes"]) == pytest.approx(result.certificate)
+
+
+@pytest.mark.statistical
+def test_other_cell_strategy_matches_exact() -> None:
+    """Issue 13: the intruder who picks from another cell of the PRB. Two singletons at
+    theta = 0.6 give it 0.6^2 / (0.6^2 + 0.4^2) = 0.6923 at a = 1; a PRB of 3 records (fewer than
+    a_max = 4: this crashed the exact pmfs before) and a large PRB at the theorem's theta ride
+    along. Tolerance: the binomial bound of test_monte_carlo_matches_exact (per pair
+    Y = 1{B in z}/a lies in [0, 1/a] with mean R, so sd <= sqrt(R (1 - R) / n_eff))."""
+    t_cells, prb, blocks = _blocks([{1: 2}, {1: 1, 2: 1}, {1: 7, 2: 3}], 0.6)
+    out = simulate_intruder(t_cells, prb, blocks, seed=13, n_sim=4000, xi=XI)
+    other = [c for c in out["classes"] if c["pick"] == "other"]
+    assert {(c["t"], c["t_z"]) for c in other} == {(1, 1), (1, 2), (2, 1), (2, 2)}
+    checked = 0
+    for c in other:
+        if c["n_obs"] < 200 or c["exact_pooled"] is None:
+            continue
+        r = c["exact_pooled"]
+        bound = np.sqrt(r * (1 - r) / c["n_eff"])
+        assert abs(c["estimate"] - r) <= 4 * bound + 1e-12, c
+        assert c["exact_min"] <= r + 1e-12 and r <= c["exact_max"] + 1e-12
+        checked += 1
+    assert checked >= 6
+    # the worst exact other-cell pick is the two-singleton swap
+    c11 = next(c for c in other if (c["t"], c["t_z"], c["a"]) == (1, 1, 1))
+    assert c11["exact_max"] == pytest.approx(0.36 / 0.52)
+
+
+def test_two_singletons_at_theta_one_swap() -> None:
+    t_cells, prb, blocks = _blocks([{1: 2}], 1.0)
+    out = simulate_intruder(t_cells, prb, blocks, seed=1, n_sim=20)
+    c = next(c for c in out["classes"] if c["pick"] == "other" and c["a"] == 1)
+    assert c["estimate"] == 1.0 and c["exact_pooled"] == 1.0 and c["se"] == 0.0
+    own = [c for c in out["classes"] if c["pick"] == "own" and c["estimate"] is not None]
+    assert all(c["estimate"] == 0.0 for c in own)
