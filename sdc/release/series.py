@@ -1,0 +1,318 @@
+"""Release series: reruns of one job under one seed, and the risk of the series as a whole.
+
+**The seed file is the series.** Every run of a job with the same seed file belongs to one
+series. Because a record's draws are a keyed function of (seed, its identity) (see
+:mod:`sdc.engine.draws`), a record whose cell frequency t_j, PRB and theta did not change is
+released with the *same* key values in every release of the series, so linking releases by
+their (public, unchanged) non-key values shows the intruder nothing new about it.
+
+**A new seed starts an independent randomization.** Records released under the old seed and
+again under the new one are then two independent draws of the same NZY law: an intruder who
+links the two releases by the non-key values sees two outcomes, and the modal released cell
+over several independent releases converges to the true one. That is a leak for every record
+released before. ``sdc release`` therefore refuses to start a new seed for an output pattern
+(e.g. ``releases/lfs-{month}``) that already has releases under another seed, unless told to
+(``--new-series``).
+
+What the audit records (``internal/audit.json``, key ``series``): the series id (a keyed
+64-bit fingerprint of the seed: ``keyed_hash(seed, "series-id", 0)``, which reveals nothing
+about the seed, and also exists for integer seeds), the seed file's SHA-256, the config name,
+the output pattern, whether this run started a new series, and the previous release of the
+series (its folder and the SHA-256 of its ``audit.json``) when the pattern has one.
+
+Record-level internal file ``internal/records.parquet`` (internal only, mode 0600): one row
+per record with ``identity`` (the record's 64-bit identity used for its draws), ``cell`` and
+``released`` (the cell identities of its true and released key values, see
+:func:`sdc.engine.draws.cell_identity`). Nothing else: no key values, no row order of the
+input. It is what the series risk is measured from.
+
+**Series risk** (:func:`series_risk`, ``sdc audit --series DIR ...``), measured from the
+records files of the releases, in the order given:
+
+- *changed share*: of the records present in two consecutive releases, the share whose
+  released key values differ between the two;
+- *linking intruder*: links the records of all releases by identity (the best an intruder
+  linking by non-key values can do), takes each record's modal released cell over the series
+  (ties: the latest release), and, knowing a target's true key values c in the last release,
+  picks uniformly one of the a records of the last release whose modal cell is c. Its
+  correct-match rate is reported per (t_j, a) class, like the single-release intruder, next to
+  the same intruder on the last release alone and to xi.
+
+What is certified exactly and what is only measured:
+
+- Per release, the exact certificate of METHOD.md section 6 holds unchanged (each record's
+  law is eq. 5.3, records independent).
+- A record whose true cell, t_j, theta and PRB (set of cell identities) are the same in
+  every release of the series is released identically in all of them (a deterministic
+  function of seed and identity): its released history is one draw, so the series adds no
+  observation about it and its risk against the linking intruder is its single-release risk
+  R_j(a, t) <= xi, *provided the other records it is confused with are also unchanged*.
+- Records whose t_j, theta or PRB changed are redrawn only partly (monotone move decision:
+  a changed threshold flips only the records between the two thresholds; rendezvous
+  destination: a joining cell captures 1/k of the movers, a leaving cell releases its own):
+  the series risk over such records, and over cells mixing both kinds, is only measured,
+  not certified. The report shows the measurement next to xi.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["RECORDS_FILE", "SeriesRisk", "SeriesError", "find_series", "load_records",
+           "pattern_glob", "series_risk", "series_risk_of_dirs"]
+
+RECORDS_FILE = "records.parquet"
+_PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
+
+
+class SeriesError(ValueError):
+    """A release would start a new seed for an output pattern with releases under another."""
+
+
+def pattern_glob(pattern: Path) -> str:
+    """The output pattern with its placeholders as ``*`` (``releases/lfs-{month}`` ->
+    ``releases/lfs-*``)."""
+    return _PLACEHOLDER_RE.sub("*", str(pattern))
+
+
+def _audit_of(d: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((d / "internal" / "audit.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _same_series(audit: dict[str, Any], series_id: str, seed_file_sha256: str | None) -> bool | None:
+    """True/False if ``audit`` is/is not of the series; None when it records no seed at all."""
+    s = audit.get("series") or {}
+    if s.get("id"):
+        return str(s["id"]) == series_id
+    sha = (audit.get("seed") or {}).get("sha256")
+    if sha is None:
+        return None
+    return seed_file_sha256 is not None and sha == seed_file_sha256
+
+
+@dataclass
+class SeriesInfo:
+    """Where this run stands in its series (goes to ``internal/audit.json`` as ``series``)."""
+
+    id: str
+    seed_file_sha256: str | None
+    config_name: str
+    output_pattern: str
+    new_series: bool
+    previous: dict[str, Any] | None = None
+    other_series: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "seed_file_sha256": self.seed_file_sha256,
+                "config_name": self.config_name, "output_pattern": self.output_pattern,
+                "new_series": self.new_series, "previous": self.previous,
+                "releases_under_other_seeds": self.other_series}
+
+
+def find_series(pattern: Path, target: Path, *, series_id: str, seed_file_sha256: str | None,
+                config_name: str, new_series: bool = False) -> SeriesInfo:
+    """Check the release folders of ``pattern`` and find this run's previous release.
+
+    Parameters
+    ----------
+    pattern : Path
+        The resolved ``output.dir`` with its placeholders (``releases/lfs-{month}``).
+    target : Path
+        This run's release folder (the pattern filled in).
+    series_id : str
+        This run's series id (keyed fingerprint of the seed).
+    seed_file_sha256 : str or None
+    config_name : str
+    new_series : bool
+        Allow starting a new seed where releases under another seed exist.
+
+    Returns
+    -------
+    SeriesInfo; ``previous`` is the latest release of the same series under the pattern other
+    than ``target`` whose name sorts before ``target`` (or the latest one if none does).
+
+    Raises
+    ------
+    SeriesError
+        Releases of the pattern were made under another seed and ``new_series`` is False.
+    """
+    target = Path(target).absolute()
+    same, other = [], []
+    for d in sorted(Path(p).absolute() for p in _glob(pattern)):
+        audit = _audit_of(d)
+        verdict = None if audit is None else _same_series(audit, series_id, seed_file_sha256)
+        if verdict is True and d != target:
+            same.append(d)
+        elif verdict is False:
+            other.append(d)
+    if other and not new_series:
+        names = ", ".join(str(d) for d in other[:3])
+        raise SeriesError(
+            f"output pattern {str(pattern)!r} already has {len(other)} release(s) made under "
+            f"another seed ({names}); this run's seed differs. A new seed starts an independent "
+            "randomization: every record released before would be released again with fresh "
+            "draws, and linking the releases by their non-key values reveals its true key "
+            "values (the modal released cell). To continue the series, restore the seed file "
+            "the earlier releases used (their internal/audit.json names it and its SHA-256). To "
+            "start a new series deliberately, rerun with --new-series"
+        )
+    previous = None
+    if same:
+        d = ([x for x in same if x.name < target.name] or same)[-1]
+        previous = {"dir": str(d), "audit_sha256": hashlib.sha256(
+            (d / "internal" / "audit.json").read_bytes()).hexdigest()}
+    return SeriesInfo(series_id, seed_file_sha256, config_name, str(pattern),
+                      bool(new_series and other), previous, [str(d) for d in other])
+
+
+def _glob(pattern: Path) -> list[Path]:
+    g = pattern_glob(pattern)
+    p = Path(g)
+    if "*" not in g:
+        return [p] if p.is_dir() else []
+    anchor = Path(p.anchor) if p.is_absolute() else Path(".")
+    rel = p.relative_to(p.anchor) if p.is_absolute() else p
+    return [q for q in anchor.glob(str(rel)) if q.is_dir()]
+
+
+# -- series risk --------------------------------------------------------------------------------
+def load_records(release_dir: Path) -> pd.DataFrame:
+    """``internal/records.parquet`` of a release (columns identity, cell, released)."""
+    path = Path(release_dir) / "internal" / RECORDS_FILE
+    if not path.is_file():
+        raise SeriesError(
+            f"{str(path)!r} does not exist: the release was made before record-level internal "
+            "data existed (or internal/ was removed), so its series risk cannot be measured; "
+            "rerun the release with the same seed file to create it")
+    return pd.read_parquet(path, columns=["identity", "cell", "released"])
+
+
+@dataclass
+class SeriesRisk:
+    """Measured risk of a release series (see the module docstring).
+
+    Attributes
+    ----------
+    n_releases : int
+    changed : DataFrame
+        One row per consecutive pair: ``release``, ``n_common`` (records in both),
+        ``n_changed`` (released key values differ), ``share``.
+    intruder : DataFrame
+        One row per (t, a) class of the last release's targets with a >= 1: ``t``, ``a``,
+        ``n_targets``, ``series_rate`` (linking intruder, modal cell), ``single_rate``
+        (same intruder on the last release alone).
+    xi : float
+    """
+
+    n_releases: int
+    changed: pd.DataFrame
+    intruder: pd.DataFrame
+    xi: float
+
+    @property
+    def max_changed_share(self) -> float:
+        return float(self.changed["share"].max()) if len(self.changed) else 0.0
+
+    def rate_a1(self, which: str = "series_rate") -> float:
+        """Correct-match rate over all targets with exactly one matching record."""
+        one = self.intruder[self.intruder["a"] == 1]
+        n = one["n_targets"].sum()
+        return float((one[which] * one["n_targets"]).sum() / n) if n else 0.0
+
+    def max_rate(self, which: str = "series_rate", min_targets: int = 1) -> float:
+        sel = self.intruder[self.intruder["n_targets"] >= min_targets]
+        return float(sel[which].max()) if len(sel) else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_releases": self.n_releases, "xi": self.xi,
+                "max_changed_share": self.max_changed_share,
+                "rate_one_match_series": self.rate_a1("series_rate"),
+                "rate_one_match_single": self.rate_a1("single_rate"),
+                "changed": self.changed.to_dict(orient="records"),
+                "intruder": self.intruder.to_dict(orient="records")}
+
+
+def _intruder(last: pd.DataFrame, modal: pd.Series) -> pd.DataFrame:
+    """Per target of ``last``: (t, a, score) for the intruder who sees ``modal`` per identity."""
+    m = modal.reindex(last["identity"].to_numpy()).to_numpy()
+    cell = last["cell"].to_numpy()
+    t = last.groupby("cell")["identity"].transform("size").to_numpy()
+    a_of = pd.Series(m).value_counts()
+    a = a_of.reindex(cell).fillna(0).to_numpy().astype(np.int64)
+    correct = m == cell
+    score = np.where(a > 0, correct / np.maximum(a, 1), 0.0)
+    return pd.DataFrame({"t": t, "a": a, "score": score})
+
+
+def series_risk(records: list[pd.DataFrame], xi: float, *, a_max: int = 5) -> SeriesRisk:
+    """Measure the risk of a series from the records tables of its releases, in order.
+
+    Parameters
+    ----------
+    records : list of DataFrame
+        Per release: columns ``identity``, ``cell``, ``released`` (uint64).
+    xi : float
+        The risk target, reported alongside.
+    a_max : int
+        Classes a = 1..a_max are reported.
+
+    Returns
+    -------
+    SeriesRisk
+    """
+    if not records:
+        raise SeriesError("a series needs at least one release")
+    rows = []
+    for i in range(1, len(records)):
+        prev = records[i - 1].set_index("identity")["released"]
+        cur = records[i][["identity", "released"]]
+        common = cur[cur["identity"].isin(prev.index)]
+        changed = common["released"].to_numpy() != prev.reindex(common["identity"]).to_numpy()
+        n = len(common)
+        rows.append({"release": i, "n_common": n, "n_changed": int(changed.sum()),
+                     "share": float(changed.mean()) if n else 0.0})
+    changed_df = pd.DataFrame(rows, columns=["release", "n_common", "n_changed", "share"])
+
+    stacked = pd.concat([r[["identity", "released"]].assign(rel=i)
+                         for i, r in enumerate(records)], ignore_index=True)
+    g = stacked.groupby(["identity", "released"], sort=False).agg(n=("rel", "size"),
+                                                                  last=("rel", "max"))
+    g = g.reset_index().sort_values(["identity", "n", "last"], kind="stable")
+    modal = g.drop_duplicates("identity", keep="last").set_index("identity")["released"]
+    last = records[-1]
+    series = _intruder(last, modal)
+    single = _intruder(last, last.set_index("identity")["released"])
+    df = pd.DataFrame({"t": series["t"], "a": series["a"], "series": series["score"]})
+    df["single"] = single["score"]  # classes follow the series view; single uses its own a
+    out = []
+    for (t, a), grp in df[(df["a"] >= 1) & (df["a"] <= a_max)].groupby(["t", "a"]):
+        out.append({"t": int(t), "a": int(a), "n_targets": len(grp),
+                    "series_rate": float(grp["series"].mean()), "single_rate": float("nan")})
+    sgl = pd.DataFrame({"t": single["t"], "a": single["a"], "s": single["score"]})
+    sgl = sgl[(sgl["a"] >= 1) & (sgl["a"] <= a_max)].groupby(["t", "a"])["s"].mean()
+    for r in out:
+        r["single_rate"] = float(sgl.get((r["t"], r["a"]), float("nan")))
+    intr = pd.DataFrame(out, columns=["t", "a", "n_targets", "series_rate", "single_rate"])
+    return SeriesRisk(len(records), changed_df, intr, float(xi))
+
+
+def series_risk_of_dirs(release_dirs: list[Path], xi: float | None = None) -> SeriesRisk:
+    """:func:`series_risk` of release folders (their ``internal/records.parquet``); xi from the
+    last release's audit when not given."""
+    dirs = [Path(d) for d in release_dirs]
+    if xi is None:
+        audit = _audit_of(dirs[-1]) or {}
+        xi = float((audit.get("risk") or {}).get("xi", float("nan")))
+    return series_risk([load_records(d) for d in dirs], xi)

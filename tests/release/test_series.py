@@ -1,0 +1,162 @@
+"""Release series (issue 10): a 12-month simulated series, stability of per-record outcomes,
+the series-risk measurement and the series bookkeeping of release folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sdc
+from sdc.release.series import SeriesError, find_series, series_risk
+from sdc.samples import generate_census_sample
+
+REPO = Path(__file__).resolve().parents[2]
+CENSUS_CONFIG = REPO / "configs" / "census_demo.yaml"
+XI = 0.395
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return sdc.load_config(CENSUS_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def months() -> list[pd.DataFrame]:
+    """12 monthly files of 60,000 records: each month 1% leave and 1% join (new ids)."""
+    rng = np.random.default_rng(2026)
+    base = generate_census_sample(60_000, seed=11)
+    pool = generate_census_sample(12_000, seed=12)
+    pool["person_id"] = "N" + pool["person_id"].str[1:]
+    files, cur, used = [base], base, 0
+    for _ in range(11):
+        n = len(cur) // 100
+        leave = rng.choice(len(cur), n, replace=False)
+        cur = pd.concat([cur.drop(cur.index[leave]), pool.iloc[used:used + n]],
+                        ignore_index=True)
+        used += n
+        cur = cur.sample(frac=1.0, random_state=int(rng.integers(1 << 31)))  # new row order
+        files.append(cur.reset_index(drop=True))
+    return files
+
+
+@pytest.mark.slow
+def test_twelve_month_series_with_churn_does_not_leak(months, cfg):
+    records = [sdc.release_frame(f, cfg, seed=777).records_table() for f in months]
+    risk = series_risk(records, XI)
+    assert risk.n_releases == 12
+    # share of records present in two consecutive months whose released keys changed
+    assert risk.max_changed_share <= 0.02, risk.changed
+    # the linking intruder (modal released cell over the series) when one record matches
+    assert risk.rate_a1("series_rate") <= XI, risk.intruder
+    assert risk.rate_a1("single_rate") <= XI
+    # the same measurement has teeth: a new seed every month leaks (independent draws)
+    leaky = [sdc.release_frame(f, cfg, seed=1000 + i).records_table()
+             for i, f in enumerate(months)]
+    bad = series_risk(leaky, XI)
+    assert bad.max_changed_share > 0.05
+    assert bad.rate_a1("series_rate") > XI, bad.intruder
+
+
+def _outcome(res) -> pd.Series:
+    """Released cell identity per record identity."""
+    t = res.records_table()
+    return t.set_index("identity")["released"]
+
+
+def test_removing_one_record_changes_only_records_whose_own_situation_changed(cfg):
+    frame = generate_census_sample(20_000, seed=5)
+    a = sdc.release_frame(frame, cfg, seed=9)
+    # remove one singleton record of a PRB: its PRB loses a cell (the stable destination rule)
+    sens = np.flatnonzero((a.cells.frequency[a.cells.record_cell] == 1)
+                          & (a.record_prb >= 0))
+    gone = frame.index[sens[0]]
+    b = sdc.release_frame(frame.drop(index=gone), cfg, seed=9)
+    oa, ob = _outcome(a), _outcome(b)
+    common = ob.index
+    changed = oa.reindex(common).to_numpy() != ob.to_numpy()
+    # every changed record moved in release a to the removed cell: redirected by rendezvous
+    removed_cell = a.records_table()["cell"].to_numpy()[sens[0]]
+    assert np.all(oa.reindex(common).to_numpy()[changed] == removed_cell)
+    # bound: expected number of movers into one cell is theta/(k-1) * sum 1/t over the PRB
+    assert changed.sum() <= 10
+
+
+def test_adding_a_cell_to_a_prb_changes_only_through_the_stable_destination_rule(cfg):
+    frame = generate_census_sample(20_000, seed=6)
+    keys = cfg.key_names
+    a = sdc.release_frame(frame, cfg, seed=3)
+    ta = a.records_table()
+    # a new record in a new (empty) cell of a PRB: same partition set, another puma
+    first = int(np.flatnonzero(a.record_prb >= 0)[0])
+    cands = frame.iloc[[first] * 44].copy()
+    cands["puma"] = np.arange(101, 145)
+    cands = cands.merge(frame[keys].drop_duplicates(), on=keys, how="left", indicator=True)
+    extra = cands[cands["_merge"] == "left_only"].drop(columns="_merge").iloc[[0]]
+    extra["person_id"] = "X0000001"
+    b = sdc.release_frame(pd.concat([frame, extra], ignore_index=True), cfg, seed=3)
+    tb = b.records_table().iloc[: len(frame)]
+    assert np.array_equal(ta["cell"].to_numpy(), tb["cell"].to_numpy())
+    changed = ta["released"].to_numpy() != tb["released"].to_numpy()
+    prb = a.record_prb[first]
+    touched = a.record_prb == prb
+    assert b.blocks["k"].sum() == a.blocks["k"].sum() + 1
+    assert not changed[~touched].any()           # other PRBs: nothing changes
+    # in the touched PRB no record's t_j or theta changed, so no move decision changed; a mover
+    # changes destination iff the new cell beats its old winner: probability 1/k each
+    moved_a = ta["released"].to_numpy() != ta["cell"].to_numpy()
+    assert not (changed & ~moved_a).any()
+    assert np.all(tb["released"].to_numpy()[changed] == b.records_table()["cell"].iloc[-1])
+    k = int(b.blocks["k"].iloc[b.record_prb[first]])
+    movers = int(moved_a[touched].sum())
+    # binomial(movers, 1/k): mean + 4 SE
+    assert changed.sum() <= movers / k + 4 * np.sqrt(movers / k) + 1
+
+
+def test_adding_a_partition_set_changes_no_other_record(cfg):
+    frame = generate_census_sample(20_000, seed=8)
+    with_ps = sdc.release_frame(frame, cfg, seed=4).records_table()
+    keep = ~((frame["sex"] == 2) & (frame["race"] == 2))      # remove whole partition sets
+    without = sdc.release_frame(frame[keep].reset_index(drop=True), cfg, seed=4).records_table()
+    both = with_ps[keep.to_numpy()].reset_index(drop=True)
+    assert np.array_equal(both["released"].to_numpy(), without["released"].to_numpy())
+
+
+def test_series_risk_on_constructed_records():
+    ident = np.arange(6, dtype=np.uint64)
+    cell = np.array([1, 2, 3, 3, 4, 5], dtype=np.uint64)
+    r1 = pd.DataFrame({"identity": ident, "cell": cell, "released": cell.copy()})
+    r2 = r1.copy()
+    r2.loc[0, "released"] = np.uint64(2)        # record 0 moved into cell 2 in release 2
+    risk = series_risk([r1, r2, r2.copy()], XI)
+    assert list(risk.changed["n_changed"]) == [1, 0]
+    assert risk.changed["share"].iloc[0] == pytest.approx(1 / 6)
+    # modal over (1, 2, 2) for record 0 is 2: cell 2 has a = 2 candidates, cell 1 none
+    row = risk.intruder[(risk.intruder["t"] == 1) & (risk.intruder["a"] == 2)]
+    assert row["series_rate"].iloc[0] == pytest.approx(0.5)
+
+
+def _fake_release(d: Path, series_id: str | None, sha: str | None) -> None:
+    (d / "internal").mkdir(parents=True)
+    audit = {"config": {}, "input": {}, "seed": {"sha256": sha}}
+    if series_id:
+        audit["series"] = {"id": series_id}
+    (d / "internal" / "audit.json").write_text(json.dumps(audit))
+
+
+def test_find_series_previous_release_and_refusal(tmp_path):
+    pattern = tmp_path / "releases" / "lfs-{month}"
+    _fake_release(tmp_path / "releases" / "lfs-2026-01", "s1", "aa")
+    _fake_release(tmp_path / "releases" / "lfs-2026-02", "s1", "aa")
+    info = find_series(pattern, tmp_path / "releases" / "lfs-2026-03", series_id="s1",
+                       seed_file_sha256="aa", config_name="lfs")
+    assert info.previous["dir"].endswith("lfs-2026-02") and not info.new_series
+    with pytest.raises(SeriesError, match="--new-series"):
+        find_series(pattern, tmp_path / "releases" / "lfs-2026-03", series_id="s2",
+                    seed_file_sha256="bb", config_name="lfs")
+    info = find_series(pattern, tmp_path / "releases" / "lfs-2026-03", series_id="s2",
+                       seed_file_sha256="bb", config_name="lfs", new_series=True)
+    assert info.new_series and info.previous is None and len(info.other_series) == 2
