@@ -210,9 +210,11 @@ class SeriesRisk:
         One row per consecutive pair: ``release``, ``n_common`` (records in both),
         ``n_changed`` (released key values differ), ``share``.
     intruder : DataFrame
-        One row per (t, a) class of the last release's targets with a >= 1: ``t``, ``a``,
-        ``n_targets``, ``series_rate`` (linking intruder, modal cell), ``single_rate``
-        (same intruder on the last release alone).
+        One row per (t, a) class of the last release's targets with 1 <= a <= a_max: ``t``
+        (the target's t_j in the last release), ``a`` (matching records), ``n_series`` and
+        ``series_rate`` (targets of the class and correct-match rate of the linking intruder,
+        modal cell over the series), ``n_single`` and ``single_rate`` (the same intruder on the
+        last release alone; its classes use its own a).
     xi : float
     """
 
@@ -227,12 +229,13 @@ class SeriesRisk:
 
     def rate_a1(self, which: str = "series_rate") -> float:
         """Correct-match rate over all targets with exactly one matching record."""
-        one = self.intruder[self.intruder["a"] == 1]
-        n = one["n_targets"].sum()
-        return float((one[which] * one["n_targets"]).sum() / n) if n else 0.0
+        one = self.intruder[(self.intruder["a"] == 1) & self.intruder[which].notna()]
+        w = one["n_" + which.removesuffix("_rate")]
+        return float((one[which] * w).sum() / w.sum()) if w.sum() else 0.0
 
     def max_rate(self, which: str = "series_rate", min_targets: int = 1) -> float:
-        sel = self.intruder[self.intruder["n_targets"] >= min_targets]
+        """Largest class rate among classes with at least ``min_targets`` targets."""
+        sel = self.intruder[self.intruder["n_" + which.removesuffix("_rate")] >= min_targets]
         return float(sel[which].max()) if len(sel) else 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -294,17 +297,16 @@ def series_risk(records: list[pd.DataFrame], xi: float, *, a_max: int = 5) -> Se
     last = records[-1]
     series = _intruder(last, modal)
     single = _intruder(last, last.set_index("identity")["released"])
-    df = pd.DataFrame({"t": series["t"], "a": series["a"], "series": series["score"]})
-    df["single"] = single["score"]  # classes follow the series view; single uses its own a
-    out = []
-    for (t, a), grp in df[(df["a"] >= 1) & (df["a"] <= a_max)].groupby(["t", "a"]):
-        out.append({"t": int(t), "a": int(a), "n_targets": len(grp),
-                    "series_rate": float(grp["series"].mean()), "single_rate": float("nan")})
-    sgl = pd.DataFrame({"t": single["t"], "a": single["a"], "s": single["score"]})
-    sgl = sgl[(sgl["a"] >= 1) & (sgl["a"] <= a_max)].groupby(["t", "a"])["s"].mean()
-    for r in out:
-        r["single_rate"] = float(sgl.get((r["t"], r["a"]), float("nan")))
-    intr = pd.DataFrame(out, columns=["t", "a", "n_targets", "series_rate", "single_rate"])
+    def classes(view: pd.DataFrame, name: str) -> pd.DataFrame:
+        v = view[(view["a"] >= 1) & (view["a"] <= a_max)]
+        return v.groupby(["t", "a"])["score"].agg(["size", "mean"]).rename(
+            columns={"size": f"n_{name}", "mean": f"{name}_rate"})
+
+    intr = classes(series, "series").join(classes(single, "single"), how="outer")
+    intr = intr.reset_index().fillna({"n_series": 0, "n_single": 0})
+    intr[["t", "a", "n_series", "n_single"]] = intr[["t", "a", "n_series", "n_single"]].astype(
+        np.int64)
+    intr = intr[["t", "a", "n_series", "series_rate", "n_single", "single_rate"]]
     return SeriesRisk(len(records), changed_df, intr, float(xi))
 
 
