@@ -1,9 +1,21 @@
 """Records -> released records: the second (and last) step of a release that touches records.
 
+The per-record step is a PURE function of a batch, given the global plan (any engine can call it
+on any batch and get byte-identical results)::
+
+    released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray,
+                   seed: int) -> np.ndarray        # (m,) released cell of each record
+
+with ``identity`` from :func:`sdc.engine.draws.record_identity` made distinct by
+:func:`sdc.engine.draws.unique_identities` (see /work/wt/CONTRACT-draws.md and
+:mod:`sdc.engine.draws` for the keyed draws: move iff u1 < theta / t_j, destination by
+rendezvous hashing over the other k - 1 cells of the PRB).
+
 :func:`apply_plan` post-randomizes every sensitive record inside its PRB with the NZY
-probabilities of the :class:`~sdc.engine.plan.ReleasePlan` (one random stream per PRB derived
-from the seed and the PRB's partition key), gives every moved record all key values of its
-destination cell, and applies the eps-DP PRAM of ``perturb:`` variables.
+probabilities of the :class:`~sdc.engine.plan.ReleasePlan` (record-keyed draws: a record's
+outcome depends on the seed, its own identity and cell and the plan, never on its position or
+on other records), gives every moved record all key values of its destination cell, and applies
+the eps-DP PRAM of ``perturb:`` variables (same keyed draws).
 :func:`release_frame` is the whole engine on one DataFrame (METHOD.md sections 2-6):
 partition (:mod:`sdc.engine.partition`), plan (:mod:`sdc.engine.plan`), apply.
 
@@ -20,13 +32,20 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.cells import CellTable
-from sdc.engine.draws import stream
+from sdc.engine.draws import (
+    DrawPlan,
+    cell_identity,
+    draw_tiebreak,
+    keyed_uniform,
+    record_identity,
+    rendezvous,
+    unique_identities,
+)
 from sdc.engine.partition import check_columns, partition_frame
 from sdc.engine.perturb import apply_perturbations
 from sdc.engine.plan import ReleasePlan, plan_release
-from sdc.engine.pram import post_randomize
 
-__all__ = ["ReleaseResult", "apply_plan", "release_frame"]
+__all__ = ["ReleaseResult", "apply_plan", "draw_plan", "release_frame", "released_cells"]
 
 
 @dataclass
@@ -69,6 +88,25 @@ class ReleaseResult:
     released_cell: np.ndarray
     merges: list[str] = field(default_factory=list)
     dp_perturbations: list = field(default_factory=list)
+    cell_id: np.ndarray | None = None
+    prb_identity: np.ndarray | None = None
+    config: ReleaseConfig | None = None
+
+    def records_table(self) -> pd.DataFrame:
+        """Record-level internal table for the series risk (``internal/records.parquet``).
+
+        Columns ``identity`` (the record's draw identity: :func:`record_identity` of the
+        released frame, whose identity columns are unchanged, made distinct with PRB records
+        first, so PRB records carry exactly the identity their draws used), ``cell`` and
+        ``released`` (:func:`cell_identity` of its true and released key values); input row
+        order. Internal only: never published.
+        """
+        rec = self.cells.record_cell
+        in_prb = self.cell_prb[rec] >= 0
+        ident = unique_identities(record_identity(self.frame, self.config),
+                                  draw_tiebreak(self.cell_id[rec], in_prb))
+        return pd.DataFrame({"identity": ident, "cell": self.cell_id[rec],
+                             "released": self.cell_id[self.released_cell]})
 
     @property
     def changed(self) -> np.ndarray:
@@ -96,12 +134,65 @@ def _decode_values(kv, codes: np.ndarray) -> np.ndarray:
     return np.asarray(dom, dtype=object)[codes]
 
 
-def _tiebreak(frame: pd.DataFrame, rows: np.ndarray, id_column: str | None) -> np.ndarray:
-    """A canonical order among records of the same cell that does not depend on row order."""
-    sub = frame.iloc[rows]
-    if id_column is not None:
-        return pd.factorize(sub[id_column], sort=True)[0]
-    return pd.util.hash_pandas_object(sub, index=False).to_numpy()
+def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
+    """The arrays of ``plan`` that the per-record step needs (see :class:`DrawPlan`)."""
+    part = plan.partitioned
+    return DrawPlan(cell_prb=plan.cell_prb, cell_frequency=part.cells.frequency,
+                    cell_id=cell_identity(part.cells.key_codes, config),
+                    prb_theta=np.array([b.theta for b in plan.block_plan.blocks],
+                                       dtype=np.float64))
+
+
+def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray,
+                   seed: int) -> np.ndarray:
+    """Released cell of every record of a batch: NZY PRAM with record-keyed draws.
+
+    Parameters
+    ----------
+    plan : DrawPlan
+        The global plan (all cells of the file).
+    record_cell : (m,) int
+        Each record's true cell (index into the plan's cell arrays).
+    identity : (m,) uint64
+        Each record's identity, after :func:`unique_identities` over all drawing records.
+    seed : int
+        Release seed.
+
+    Returns
+    -------
+    (m,) int64 released cell. A pure per-record function: record i's value depends only on
+    (seed, plan, record_cell[i], identity[i]). P(move) = theta_b / t_j; a moving record goes to
+    one of the other k - 1 cells of its PRB uniformly (rendezvous hashing): eq. 5.3.
+    """
+    record_cell = np.asarray(record_cell, dtype=np.int64)
+    identity = np.asarray(identity, dtype=np.uint64)
+    out = record_cell.copy()
+    prb = plan.cell_prb[record_cell]
+    rows = np.flatnonzero(prb >= 0)
+    if rows.size == 0:
+        return out
+    c = record_cell[rows]
+    theta = plan.prb_theta[prb[rows]]
+    u1 = keyed_uniform(seed, "move", identity[rows])
+    move = u1 < theta / plan.cell_frequency[c]
+    movers = rows[move]
+    if movers.size == 0:
+        return out
+    cells, bounds = plan.prb_cells()
+    local = np.full(plan.cell_prb.size, -1, dtype=np.int64)
+    local[cells] = np.arange(cells.size) - bounds[plan.cell_prb[cells]]
+    mp = prb[movers]
+    order = np.argsort(mp, kind="stable")
+    movers, mp = movers[order], mp[order]
+    starts = np.searchsorted(mp, np.arange(plan.prb_theta.size + 1))
+    for b in np.flatnonzero(np.diff(starts)):
+        seg = movers[starts[b]:starts[b + 1]]
+        bc = cells[bounds[b]:bounds[b + 1]]
+        if bc.size < 2:
+            continue
+        pick = rendezvous(seed, "dest", identity[seg], local[record_cell[seg]], plan.cell_id[bc])
+        out[seg] = bc[pick]
+    return out
 
 
 def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, seed: int) -> ReleaseResult:
@@ -109,29 +200,22 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
     part = plan.partitioned
     keys = config.key_names
     kvs = config.key_variables
-    cells, t = part.cells, part.cells.frequency
+    cells = part.cells
     blocks = plan.block_plan.blocks
-    cell_prb, sens_cells, starts, cell_local = plan.cell_prb, plan.prb_cells, plan.prb_start, plan.cell_local
+    cell_prb = plan.cell_prb
 
-    # records of the PRBs in canonical order: (PRB, cell, tiebreak)
+    # record-keyed draws: identities of the PRB records (made distinct among them), then the
+    # pure per-record step
     rec_cell = cells.record_cell
-    rec_prb = cell_prb[rec_cell]
-    rows = np.flatnonzero(rec_prb >= 0)
-    tb = _tiebreak(frame, rows, config.input.id_column)
-    rows = rows[np.lexsort((tb, rec_cell[rows], rec_prb[rows]))]
-    row_prb = rec_prb[rows]
-    bounds = np.searchsorted(row_prb, np.arange(len(blocks) + 1))
-
+    dplan = draw_plan(plan, config)
+    rows = np.flatnonzero(cell_prb[rec_cell] >= 0)
+    prb_identity = unique_identities(record_identity(frame.iloc[rows], config),
+                                     draw_tiebreak(dplan.cell_id[rec_cell[rows]], True))
     released_cell = rec_cell.copy()
-    changed_per_block = np.zeros(len(blocks), dtype=np.int64)
-    for b, blk in enumerate(blocks):
-        seg = rows[bounds[b]:bounds[b + 1]]
-        c = rec_cell[seg]
-        rng = stream(seed, "prb:" + plan.prb_label(b))
-        dest_local = post_randomize(cell_local[c], t[c], blk.k, blk.theta, rng)
-        block_cells = sens_cells[starts[b]:starts[b] + blk.k]
-        released_cell[seg] = block_cells[dest_local]
-        changed_per_block[b] = int((block_cells[dest_local] != c).sum())
+    released_cell[rows] = released_cells(dplan, rec_cell[rows], prb_identity, seed)
+    moved_rec = released_cell != rec_cell
+    changed_per_block = np.bincount(cell_prb[rec_cell[moved_rec]],
+                                    minlength=len(blocks)).astype(np.int64)
 
     # the released frame: every moved record takes all key values of its destination cell
     out = frame.drop(columns=list(config.input.drop))
@@ -150,13 +234,19 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
             out[v] = pd.Series(col, index=out.index, name=v).astype(frame[v].dtype)
 
     # eps-DP PRAM of the perturb: variables (non-key), after NZY
-    out, dp_done = apply_perturbations(frame, out, config, seed)
+    dp_identity = None
+    if config.perturb:
+        in_prb = cell_prb[rec_cell] >= 0
+        dp_identity = unique_identities(record_identity(frame, config),
+                                        draw_tiebreak(dplan.cell_id[rec_cell], in_prb))
+    out, dp_done = apply_perturbations(frame, out, config, seed, identity=dp_identity)
 
     blocks_df = plan.blocks.copy()
     blocks_df["changed"] = changed_per_block
     return ReleaseResult(out, blocks_df, plan.certificate, plan.certificate_at, part.xi, part.theta,
                          part.kmin, plan.partition_sets, cells, part.cell_partition_set, cell_prb,
-                         released_cell, plan.merges, dp_done)
+                         released_cell, plan.merges, dp_done, dplan.cell_id, prb_identity,
+                         config)
 
 
 def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> ReleaseResult:
@@ -172,8 +262,9 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> Rele
         Its ``key_variables``, ``partition``, ``risk`` and ``input`` (id and dropped columns)
         sections are used. Hierarchy files must already be loaded (``sdc.load_config`` does it).
     seed : int
-        The release seed. The outcome of a record depends only on the seed, its PRB and its
-        place in the PRB's canonical order (cell, then id or row content).
+        The release seed. The outcome of a record depends only on the seed, the plan, its own
+        cell and its own identity (id, else its non-key values): not on its position, on row
+        order or on which other records exist, except through its own t_j, theta and PRB.
 
     Returns
     -------

@@ -13,9 +13,12 @@ written to the codebook so users can unbias estimates (M^-1). Otherwise q is opt
 input's own proportions, is itself a function of the confidential data, and is kept in the
 internal audit only. Budgets of several perturbed variables add up.
 
-Reproducibility: each variable has its own stream ``stream(seed, "dp-pram:<name>")`` and
-records are randomized in a canonical order (by id, else by row content), so a record's
-outcome does not depend on the input's row order.
+Reproducibility and release series: record-keyed draws (:mod:`sdc.engine.draws`), as for the
+key variables. A record keeps its category x iff ``u < q_x`` with
+``u = keyed_uniform(seed, "dp-pram:<name>", identity)``; otherwise its category is the
+rendezvous choice among the other categories (uniform over them, stable when categories join
+or leave), keyed on the same identity. So a record's outcome depends only on the seed, its
+identity and its own value: not on row order, and the same month after month.
 """
 
 from __future__ import annotations
@@ -27,9 +30,16 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.draws import stream
+from sdc.engine.draws import (
+    draw_tiebreak,
+    keyed_uniform,
+    record_identity,
+    rendezvous,
+    unique_identities,
+    value_hash,
+)
 from sdc.errors import InputError
-from sdc.mechanisms.dp_pram import apply_dp_pram, dp_pram
+from sdc.mechanisms.dp_pram import DPPramResult, dp_pram
 
 __all__ = ["DPPerturbation", "apply_perturbations"]
 
@@ -55,20 +65,38 @@ class DPPerturbation:
         return out
 
 
-def _canonical_order(frame: pd.DataFrame, id_column: str | None) -> np.ndarray:
-    if id_column is not None and id_column in frame.columns:
-        return np.argsort(pd.factorize(frame[id_column], sort=True)[0], kind="stable")
-    h = pd.util.hash_pandas_object(frame, index=False).to_numpy()
-    return np.argsort(h, kind="stable")
+def keyed_dp_pram(codes: np.ndarray, design: DPPramResult, identity: np.ndarray,
+                  category_id: np.ndarray, seed: int, variable: str) -> np.ndarray:
+    """DP-PRAM of a column of category codes with record-keyed draws (pure per record).
+
+    Keep x with probability q_x (``keyed_uniform(seed, "dp-pram:<variable>", identity) <
+    q_x``); otherwise the rendezvous choice among the other categories (``category_id``: stable
+    ids of the categories), uniform over the S - 1 of them: the law of matrix form (8).
+    """
+    codes = np.asarray(codes, dtype=np.int64)
+    purpose = f"dp-pram:{variable}"
+    keep = keyed_uniform(seed, purpose, identity) < design.q[codes]
+    out = codes.copy()
+    movers = np.flatnonzero(~keep)
+    if movers.size:
+        out[movers] = rendezvous(seed, purpose, identity[movers], codes[movers], category_id)
+    return out
 
 
 def apply_perturbations(original: pd.DataFrame, released: pd.DataFrame,
-                        config: ReleaseConfig, seed: int) -> tuple[pd.DataFrame, list[DPPerturbation]]:
-    """DP-PRAM every ``perturb:`` variable of ``released`` (a copy is returned)."""
+                        config: ReleaseConfig, seed: int, *, identity: np.ndarray | None = None
+                        ) -> tuple[pd.DataFrame, list[DPPerturbation]]:
+    """DP-PRAM every ``perturb:`` variable of ``released`` (a copy is returned).
+
+    ``identity``: the records' distinct identities (:func:`sdc.engine.draws.unique_identities`
+    over all records); computed from ``original`` when not given.
+    """
     if not config.perturb:
         return released, []
     out = released.copy()
-    order = _canonical_order(original, config.input.id_column)
+    if identity is None:
+        identity = record_identity(original, config)
+        identity = unique_identities(identity, draw_tiebreak(identity, False))
     done = []
     for var, spec in config.perturb.items():
         if var not in original.columns:
@@ -97,8 +125,8 @@ def apply_perturbations(original: pd.DataFrame, released: pd.DataFrame,
         else:
             p, source = np.bincount(codes, minlength=len(cats)) / codes.size, "input"
         design = dp_pram(p, spec.epsilon)
-        new_codes = np.empty_like(codes)
-        new_codes[order] = apply_dp_pram(codes[order], design, stream(seed, f"dp-pram:{var}"))
+        cat_id = value_hash(pd.Series(np.asarray(cats, dtype=object)))
+        new_codes = keyed_dp_pram(codes, design, identity, cat_id, seed, var)
         values = np.asarray(cats, dtype=object)[new_codes]
         out[var] = pd.Series(values, index=out.index, name=var).astype(original[var].dtype)
         done.append(DPPerturbation(var, float(spec.epsilon), cats, source,

@@ -16,18 +16,20 @@ import pandas as pd
 import pytest
 
 from sdc import correct_match_risk, solve_theta
-from sdc.engine.draws_keyed import (
+from sdc.engine.apply import released_cells
+from sdc.engine.draws import (
     _STR_KEY,
     _TAG_STR,
     DrawPlan,
     fmix64,
     keyed_uniform,
-    released_cells,
     rendezvous,
     siphash24,
     unique_identities,
     value_hash,
 )
+
+pytestmark = pytest.mark.statistical
 
 THETA = solve_theta(0.395)
 T_CELLS = np.array([1, 1, 2, 1, 2, 1])
@@ -148,8 +150,6 @@ def simulated() -> np.ndarray:
     out = np.stack([released_cells(PLAN, cells, ident, seed) for seed in range(N_SEEDS)])
     return out.reshape(N_SEEDS * COPIES, N_REC)
 
-
-pytestmark = pytest.mark.statistical
 
 
 def test_cell_counts_are_unbiased(simulated):
