@@ -2,11 +2,18 @@
 
 A production config names a seed file (``seed: {file: secrets/census-demo.seed}``) holding one
 decimal integer. On the first run the file is created with 128 random bits from
-:mod:`secrets` (folder 0700, file 0600, created exclusively so two concurrent first runs agree
-on one seed); later runs read it back, which is what makes a rerun byte-identical. A seed file
+:mod:`secrets` (folder 0700, file 0600; written to a temporary file, fsynced and hard-linked
+into place, so a kill cannot leave an empty seed file and two concurrent first runs agree on
+one seed); later runs read it back, which is what makes a rerun byte-identical. A seed file
 that the group or others may read or write is refused: anyone who can read it can undo the
 shuffle and, with the input, retrace PRAM's choices. The audit records the file's path and the
 SHA-256 of its bytes, never the seed.
+
+The seed file is the release series (:mod:`sdc.release.series`): reruns with the same seed
+file release unchanged records identically. A NEW seed starts an independent randomization,
+which leaks for every record released before (linking the releases by the non-key values
+reveals the modal released cell); ``sdc release`` refuses it for an output pattern that has
+releases under another seed unless ``--new-series`` is given. Back the seed file up.
 
 An integer seed in the config (``seed: 12345``) is accepted for tests and demos.
 """
@@ -42,6 +49,7 @@ class SeedInfo:
     path: Path | None
     sha256: str | None
     created: bool
+    series: dict | None = None     # set by sdc.release.series.series_for (audit.json "series")
 
     def __repr__(self) -> str:  # keep the value out of logs and tracebacks
         return (f"SeedInfo(value=<hidden>, path={self.path!r}, sha256={self.sha256!r}, "
@@ -66,23 +74,52 @@ def _mkdirs_private(folder: Path) -> None:
 
 
 def _create(path: Path) -> bool:
-    """Create the seed file exclusively; False if another process created it first."""
+    """Create the seed file atomically and exclusively; False if another process created it first.
+
+    The seed is written to a private temporary file in the same folder (mode 0600), fsynced, and
+    then hard-linked to ``path`` (``link`` fails if ``path`` exists, so two concurrent first runs
+    agree on one seed), the temporary name is removed and the folder fsynced. A kill at any
+    moment leaves either no seed file or a complete one: never an empty or partial seed file
+    (at worst an unused ``.<name>.tmp-<pid>-*`` file, removed by the next run).
+    """
     _mkdirs_private(path.parent)
+    for stale in path.parent.glob(f".{path.name}.tmp-*"):
+        try:
+            pid = int(stale.name.rsplit("-", 2)[-2])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            stale.unlink(missing_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return False
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, f"{secrets.randbits(128)}\n".encode("ascii"))
-        os.fsync(fd)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, f"{secrets.randbits(128)}\n".encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
     finally:
-        os.close(fd)
+        tmp.unlink(missing_ok=True)
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+    return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True
 
 

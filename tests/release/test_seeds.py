@@ -125,3 +125,38 @@ def test_unreadable_seed_file_message(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(Path, "read_bytes", denied)
     with pytest.raises(sdc.InputError, match=r"cannot be read \(permission denied\).*chmod 600"):
         load_seed(cfg(tmp_path, {"file": "s.seed"}))
+
+
+def test_a_kill_during_the_first_write_leaves_no_empty_seed_file(tmp_path):
+    """SIGKILL a process while it writes a new seed file (its fsync blocks): the seed path
+    does not exist afterwards (only a temporary file may), and the next run creates a full one."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    seed_path = tmp_path / "secrets" / "job.seed"
+    ready = tmp_path / "ready"
+    code = textwrap.dedent(f"""
+        import os, time, pathlib
+        from sdc.release import seeds
+        real = os.fsync
+        def slow(fd):
+            pathlib.Path({str(ready)!r}).touch()
+            time.sleep(60)
+        os.fsync = slow
+        seeds._create(pathlib.Path({str(seed_path)!r}))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    for _ in range(300):
+        if ready.exists():
+            break
+        time.sleep(0.05)
+    assert ready.exists()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not seed_path.exists()
+    info = load_seed(cfg(tmp_path, {"file": str(seed_path)}))
+    assert info.created and seed_path.read_text().strip().isdigit()
+    assert not list(seed_path.parent.glob(".job.seed.tmp-*"))   # the stale temp file is gone
