@@ -267,13 +267,21 @@ def validate_input_task(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFr
 
 
 @task(name="plan", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def plan_task(config: ReleaseConfig) -> Any:
-    """Load (or create, mode 0600) the seed. The cells, partition sets and sensitive cells are
-    logged by the next task, from the engine's own pass over the records."""
+def plan_task(config: ReleaseConfig, new_series: bool = False) -> Any:
+    """Load (or create, mode 0600) the seed and place the run in its release series (refused
+    when the output pattern has releases under another seed, unless ``new_series``). The cells,
+    partition sets and sensitive cells are logged by the next task."""
     from sdc.release.seeds import load_seed
+    from sdc.release.series import series_for
 
     _step("planning partition sets and blocks")
     seed_info = load_seed(config, create=True)
+    info = series_for(config, seed_info, new_series=new_series)
+    if info.new_series:
+        get_run_logger().warning(
+            "starting a NEW release series for %s although %d release(s) exist under another "
+            "seed: records released before are randomized afresh (linkable, leaks)",
+            info.output_pattern, len(info.other_series))
     if seed_info.created:
         get_run_logger().warning("created a new seed file %s (mode 0600); keep it to reproduce "
                                  "this release", seed_info.path)
@@ -359,7 +367,7 @@ def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
 # the flow
 # ---------------------------------------------------------------------------------------------
 @flow(name="release", retries=0, log_prints=False)
-def release(config_path: str, force: bool = False) -> dict[str, Any]:
+def release(config_path: str, force: bool = False, new_series: bool = False) -> dict[str, Any]:
     """Run one release job from its YAML config and publish the release folder.
 
     Parameters
@@ -368,6 +376,9 @@ def release(config_path: str, force: bool = False) -> dict[str, Any]:
         The job's YAML config (relative paths inside it are relative to its folder).
     force : bool
         Replace an existing release folder (the old one stays until the new one is complete).
+    new_series : bool
+        Start a new seed (an independent randomization: a leak for records released before)
+        for an output pattern that already has releases under another seed.
 
     Returns
     -------
@@ -387,7 +398,7 @@ def release(config_path: str, force: bool = False) -> dict[str, Any]:
 
     job = timed("load", load_task, str(config_path), force)
     frame = timed("validate input", validate_input_task, job.frame, job.config)
-    seed_info = timed("plan", plan_task, job.config)
+    seed_info = timed("plan", plan_task, job.config, new_series)
     result = timed("perturb and certify", perturb_task, frame, job.config, seed_info.value)
     public = timed("validate output", validate_output_task, result, job.config, seed_info.value)
     reports, head = timed("reports", report_task, frame, result, job.config, seed_info.value)

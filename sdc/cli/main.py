@@ -169,6 +169,10 @@ def release(
     config: ConfigArg,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing release (the old "
                                         "one stays until the new one is complete).")] = False,
+    new_series: Annotated[bool, typer.Option(
+        "--new-series", help="Start a new seed for an output pattern that already has releases "
+        "under another seed. A new seed is an independent randomization: records released "
+        "before become linkable and their true key values leak.")] = False,
     as_json: JsonOpt = False,
     timings: Annotated[bool, typer.Option("--timings", help="Also print the seconds of every "
                                           "step and of Prefect's start-up, as one JSON line "
@@ -203,13 +207,15 @@ def release(
 
             with progress_callback(None if as_json else show):
                 if temp_api is None:
-                    summary = release_flow(config_path=str(config), force=force)
+                    summary = release_flow(config_path=str(config), force=force,
+                                               new_series=new_series)
                 else:
                     from prefect.settings import PREFECT_API_URL, temporary_settings
 
                     ready = temp_api.wait()
                     with temporary_settings({PREFECT_API_URL: temp_api.url}):
-                        summary = release_flow(config_path=str(config), force=force)
+                        summary = release_flow(config_path=str(config), force=force,
+                                               new_series=new_series)
         total = time.perf_counter() - t0
         summary["total_seconds"] = round(total, 3)
         if as_json:
@@ -402,10 +408,29 @@ def validate(config: ConfigArg, as_json: JsonOpt = False) -> None:
 
 
 @app.command()
-def audit(release_dir: ReleaseDirArg, as_json: JsonOpt = False) -> None:
-    """Re-verify a release: source hash, partition sets, PRBs, certificate <= xi, file hashes."""
+def audit(
+    release_dirs: Annotated[list[Path], typer.Argument(
+        help="A release folder; with --series, the releases of a series in order.",
+        show_default=False, metavar="RELEASE_DIR...")],
+    series: Annotated[bool, typer.Option(
+        "--series", help="Measure the risk of a release series from the releases' internal "
+        "data: share of records in consecutive releases whose released key values changed, "
+        "and the linking intruder's correct-match rate per (t_j, a) next to xi. Exit 1 when "
+        "the rate with one matching record exceeds xi.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-verify a release: source hash, partition sets, PRBs, certificate <= xi, file hashes.
+    With --series DIR [DIR ...]: measure the risk of the series."""
+    if series:
+        _audit_series(release_dirs, as_json)
+        return
     with _friendly_errors("audit" if as_json else None):
         from sdc.release.audit import verify_release
+
+        if len(release_dirs) != 1:
+            raise sdc_user_error(f"sdc audit takes one release folder ({len(release_dirs)} "
+                                 "given); to measure a series of releases add --series")
+        release_dir = release_dirs[0]
 
         if not release_dir.is_dir():
             raise FileNotFoundError(f"release folder {str(release_dir)!r} does not exist")
@@ -433,6 +458,56 @@ def audit(release_dir: ReleaseDirArg, as_json: JsonOpt = False) -> None:
                               style="bold red")
             raise typer.Exit(EXIT_FAILURE)
         console.print(f"[green]audit passed[/green]: {len(report.checks)} checks")
+
+
+def sdc_user_error(message: str) -> Exception:
+    import sdc
+
+    return sdc.InputError(message)
+
+
+def _audit_series(release_dirs: list[Path], as_json: bool) -> None:
+    """``sdc audit --series``: the measured series risk (sdc.release.series)."""
+    with _friendly_errors("audit" if as_json else None):
+        from sdc.release.series import series_risk_of_dirs
+
+        for d in release_dirs:
+            if not d.is_dir():
+                raise FileNotFoundError(f"release folder {str(d)!r} does not exist")
+        risk = series_risk_of_dirs(release_dirs)
+        rate = risk.rate_a1("series_rate")
+        ok = rate <= risk.xi
+        if as_json:
+            import json
+
+            doc = {"command": "audit-series", "releases": [str(d) for d in release_dirs],
+                   "passed": ok, **risk.to_dict()}
+            print(json.dumps(doc, indent=2, default=float))
+            if not ok:
+                raise typer.Exit(EXIT_FAILURE)
+            return
+        t = Table(title="Records present in consecutive releases", title_justify="left")
+        for c in ("release", "previous", "records in both", "released keys changed", "share"):
+            t.add_column(c)
+        for r in risk.changed.itertuples():
+            t.add_row(Text(str(release_dirs[r.release])), Text(str(release_dirs[r.release - 1])),
+                      f"{r.n_common:,}", f"{r.n_changed:,}", f"{r.share:.2%}")
+        console.print(t)
+        t = Table(title=f"Linking intruder over {risk.n_releases} releases (modal released "
+                  f"cell) vs the last release alone; xi = {risk.xi}", title_justify="left")
+        for c in ("t_j", "a", "targets", "series rate", "targets (last only)", "rate (last only)"):
+            t.add_column(c)
+        for r in risk.intruder.itertuples():
+            t.add_row(str(r.t), str(r.a), f"{r.n_series:,}", f"{r.series_rate:.4f}",
+                      f"{r.n_single:,}", f"{r.single_rate:.4f}")
+        console.print(t)
+        msg = (f"correct-match rate with one matching record: series {rate:.4f}, last release "
+               f"alone {risk.rate_a1('single_rate'):.4f}, xi {risk.xi} (measured, not certified:"
+               " see docs/SERIES.md)")
+        if not ok:
+            err_console.print("series risk ABOVE xi: " + msg, style="bold red")
+            raise typer.Exit(EXIT_FAILURE)
+        console.print("[green]series risk within xi[/green]: " + msg)
 
 
 @app.command()

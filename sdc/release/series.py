@@ -66,15 +66,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["RECORDS_FILE", "SeriesRisk", "SeriesError", "find_series", "load_records",
+from sdc.config.model import ConfigError, ReleaseConfig
+from sdc.engine.draws import keyed_hash
+
+__all__ = ["RECORDS_FILE", "SeriesInfo", "series_for", "series_id", "SeriesRisk", "SeriesError", "find_series", "load_records",
            "pattern_glob", "series_risk", "series_risk_of_dirs"]
 
 RECORDS_FILE = "records.parquet"
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
 
 
-class SeriesError(ValueError):
-    """A release would start a new seed for an output pattern with releases under another."""
+class SeriesError(ConfigError):
+    """A release would start a new seed for an output pattern with releases under another, or a
+    series cannot be measured (CLI exit 2)."""
 
 
 def pattern_glob(pattern: Path) -> str:
@@ -175,6 +179,28 @@ def find_series(pattern: Path, target: Path, *, series_id: str, seed_file_sha256
             (d / "internal" / "audit.json").read_bytes()).hexdigest()}
     return SeriesInfo(series_id, seed_file_sha256, config_name, str(pattern),
                       bool(new_series and other), previous, [str(d) for d in other])
+
+
+def series_id(seed: int) -> str:
+    """The series id of a seed: ``keyed_hash(seed, "series-id", 0)`` as 16 hex digits (a keyed
+    pseudo-random fingerprint: equal seeds agree, the seed cannot be recovered from it)."""
+    return f"{int(keyed_hash(int(seed), 'series-id', np.zeros(1, dtype=np.uint64))[0]):016x}"
+
+
+def series_for(config: ReleaseConfig, seed_info: Any, *, new_series: bool = False) -> SeriesInfo:
+    """:func:`find_series` for a release job: its output pattern, target folder and seed.
+
+    Sets ``seed_info.series`` (what ``internal/audit.json`` records) and returns the info.
+    Raises :class:`SeriesError` as :func:`find_series`.
+    """
+    if config.output is None:
+        raise ConfigError("output: the config has no output section; add output: {dir: ...}")
+    info = find_series(config.resolve(config.output.dir), config.output_dir,
+                       series_id=series_id(seed_info.value),
+                       seed_file_sha256=seed_info.sha256, config_name=config.name,
+                       new_series=new_series)
+    seed_info.series = info.to_dict()
+    return info
 
 
 def _glob(pattern: Path) -> list[Path]:

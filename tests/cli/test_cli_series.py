@@ -1,0 +1,59 @@
+"""``sdc release`` and ``sdc audit --series`` on a release series (issue 10), through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from sdc.cli.main import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    r.text = " ".join((r.stdout + r.stderr).split())
+    return r
+
+
+def test_series_release_refusal_and_audit(prefect_harness, make_small_job, tmp_path):
+    seed = tmp_path / "secrets" / "small.seed"
+    cfg = make_small_job(seed={"file": str(seed)},
+                         output={"dir": str(tmp_path / "releases" / "small-{month}")})
+    r = run("release", cfg)
+    assert r.exit_code == 0, r.text
+    (this,) = list((tmp_path / "releases").iterdir())
+    last = this.with_name("small-0000-01")          # pretend it was last month's release
+    this.rename(last)
+    r = run("release", cfg)
+    assert r.exit_code == 0, r.text
+    audit = json.loads((this / "internal" / "audit.json").read_text())
+    s = audit["series"]
+    assert s["previous"]["dir"] == str(last) and not s["new_series"]
+    assert s["seed_file_sha256"] == audit["seed"]["sha256"] and s["config_name"] == "small"
+    # same input, same seed: no record's released key values changed
+    assert s["risk_vs_previous"]["changed_share"] == 0.0
+    rec = pd.read_parquet(this / "internal" / "records.parquet")
+    assert list(rec.columns) == ["identity", "cell", "released"]
+    assert oct((this / "internal" / "records.parquet").stat().st_mode & 0o777) == "0o600"
+    assert run("audit", this).exit_code == 0          # the records file is hashed and listed
+    r = run("audit", "--series", last, this)
+    assert r.exit_code == 0, r.text
+    assert "series risk within xi" in r.text and "0.00%" in r.text
+    r = run("audit", "--series", last, this, "--json")
+    doc = json.loads(r.stdout)
+    assert doc["passed"] and doc["max_changed_share"] == 0.0
+    # a new seed for the same output pattern is refused (exit 2), nothing written
+    seed.unlink()
+    r = run("release", cfg, "--force")
+    assert r.exit_code == 2, r.text
+    assert "another seed" in r.text and "--new-series" in r.text
+    assert json.loads((this / "internal" / "audit.json").read_text()) == audit
+    r = run("release", cfg, "--force", "--new-series")
+    assert r.exit_code == 0, r.text
+    s2 = json.loads((this / "internal" / "audit.json").read_text())["series"]
+    assert s2["new_series"] and s2["previous"] is None and s2["id"] != s["id"]
+    r = run("audit", this, last)
+    assert r.exit_code == 2 and "--series" in r.text
