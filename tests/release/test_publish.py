@@ -150,7 +150,8 @@ def test_assembled_files_and_audit(census, files) -> None:
     cfg, frame, res = census
     public, internal = files
     assert set(public) == {"microdata.parquet", "microdata.csv", "codebook.md"}
-    assert set(internal) == {"audit.json", "blocks.parquet", "partition_sets.parquet", "risk.json"}
+    assert set(internal) == {"audit.json", "blocks.parquet", "partition_sets.parquet", "risk.json",
+                             "records.parquet"}
     audit = json.loads(internal["audit.json"])
     assert audit["public_files"] == {k: sha256_bytes(v) for k, v in public.items()}
     assert audit["internal_files"]["risk.json"] == sha256_bytes(b'{"x": 1}\n')
