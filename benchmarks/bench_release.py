@@ -152,7 +152,7 @@ def wide_reports(n: int = 1_000_000, n_keys: int = 10, levels: int = 500) -> dic
         import resource, time
         import numpy as np, pandas as pd
         import sdc
-        from sdc.report import build_reports
+        from sdc.reports.build import build_reports
         rng = np.random.default_rng(3)
         n, p, L = {n}, {n_keys}, {levels}
         cols = {{}}

@@ -240,7 +240,9 @@ def _validate(frame: pd.DataFrame, schema: pa.DataFrameSchema, config: ReleaseCo
         dup = frame.columns[frame.columns.duplicated()].tolist()
         raise exc(f"{what} has duplicated column names {dup}; make them unique")
     try:
-        return schema.validate(frame, lazy=True)
+        # inplace: the schemas coerce nothing, so pandera need not copy the frame first (a
+        # copy of every record, e.g. +450 MB and 1.2 s at 5M records; issue 14)
+        return schema.validate(frame, lazy=True, inplace=True)
     except SchemaErrors as err:
         table = problems_table(err, frame, config)
         n = len(table)

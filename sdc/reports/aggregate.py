@@ -16,6 +16,7 @@ dependence on the row order). sdcMicro's measures per cell are in
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,31 +44,31 @@ class GroupSummary:
 def _sort_codes(codes: np.ndarray, size: int) -> np.ndarray:
     """Stable argsort of group codes: radix sort (linear) when the codes fit 16 bits."""
     if size <= np.iinfo(np.uint16).max + 1:
-        return np.argsort(codes.astype(np.uint16), kind="stable")
+        return np.argsort(codes.astype(np.uint16, copy=False), kind="stable")
     return np.argsort(codes, kind="stable")
 
 
-def group_summaries(sorted_values: np.ndarray, codes_in_value_order: list[np.ndarray],
-                    sizes: list[int], params: tuple[int, int]) -> list[GroupSummary]:
+def group_summaries(sorted_values: np.ndarray, codes_in_value_order: Iterable[np.ndarray],
+                    sizes: list[int], group_sums: Iterable[np.ndarray]) -> list[GroupSummary]:
     """Mean and quartiles (pandas' linear interpolation) of one variable per group code, for
     several groupings of the same values.
 
     ``sorted_values`` are the non-missing values in ascending order (one ``argsort`` per
     variable, shared by every grouping); ``codes_in_value_order[g]`` the group code of each of
-    them under grouping g (codes 0..sizes[g]-1). Each grouping costs one stable sort of
-    its codes (radix, linear in n, when ``sizes[g] <= 65536``), after which the values of every
-    group are consecutive and ascending. Means use :class:`ExactSums` with ``params``, so they
-    do not depend on the row order either.
+    them under grouping g (codes 0..sizes[g]-1); ``group_sums[g]`` the sum of the values per
+    group (the caller sums them exactly per cell and regroups the cells, see
+    :class:`ExactSums`). Each grouping costs one stable sort of its codes (radix, linear in n,
+    when ``sizes[g] <= 65536``), after which the values of every group are consecutive and
+    ascending. The iterables may be generators: one grouping's codes are in memory at a time.
     """
     out = []
     x = sorted_values
-    limbs = ExactSums.limbs(x, params)
-    for codes, size in zip(codes_in_value_order, sizes, strict=True):
+    for codes, size, sums in zip(codes_in_value_order, sizes, group_sums, strict=True):
         perm = _sort_codes(codes, size)
-        v = x[perm]
         n = np.bincount(codes, minlength=size)
+        v = x[perm]
+        del perm
         start = np.concatenate(([0], np.cumsum(n)[:-1]))
-        sums = ExactSums.of(codes, None, size, params=params, limbs=limbs).values()
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(n > 0, sums / np.maximum(n, 1), np.nan)
         qv = []
@@ -128,9 +129,7 @@ class ReleaseAggregates:
         if weights is not None:
             w = np.asarray(weights, dtype=np.float64)
             params = ExactSums.params(w.size, float(np.abs(w).max(initial=0.0)))
-            limbs = ExactSums.limbs(w, params)
-            wb = ExactSums.of(rec, None, n_cells, params=params, limbs=limbs)
-            wa = ExactSums.of(rel, None, n_cells, params=params, limbs=limbs)
+            wb, wa = ExactSums.each([rec, rel], w, n_cells, params=params)
         return cls(t_before, t_after, wb, wa, rec[moved], rel[moved], params)
 
     @property

@@ -32,7 +32,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ExactSums", "record_quantiles"]
+__all__ = ["CHUNK", "ExactSums", "record_quantiles"]
+
+#: Records per chunk when weights are turned into limbs (bounds the extra memory).
+CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -78,23 +81,36 @@ class ExactSums:
         return hi, lo
 
     @classmethod
-    def of(cls, codes: np.ndarray, weights: np.ndarray | None, size: int, *,
-           params: tuple[int, int] | None = None,
-           limbs: tuple[np.ndarray, np.ndarray] | None = None) -> ExactSums:
+    def of(cls, codes: np.ndarray, weights: np.ndarray, size: int, *,
+           params: tuple[int, int] | None = None) -> ExactSums:
         """Sums of ``weights`` per code 0..size-1 (one pass, no sort).
 
         ``params`` = ``(b, s)`` from :meth:`params`; by default from ``len(weights)`` and
         ``max|weights|``. Sums that will be compared or combined must share their params.
-        ``limbs`` = :meth:`limbs` of the weights under ``params``, when several groupings of
-        the same weights are summed (then ``weights`` may be None).
         """
-        codes = np.asarray(codes)
+        return cls.each([codes], weights, size, params=params)[0]
+
+    @classmethod
+    def each(cls, groupings: list[np.ndarray], weights: np.ndarray, size: int, *,
+             params: tuple[int, int] | None = None) -> list[ExactSums]:
+        """:meth:`of` for several groupings of the same weights, in one pass.
+
+        The weights are turned into limbs a chunk of :data:`CHUNK` records at a time, so the
+        extra memory is a few MB whatever the number of records; chunk sums of exact integers
+        add up exactly, so chunking changes no bit of the result.
+        """
+        w = np.asarray(weights, dtype=np.float64)
         if params is None:
-            w = np.asarray(weights, dtype=np.float64)
             params = cls.params(w.size, float(np.abs(w).max(initial=0.0)))
-        hi, lo = limbs if limbs is not None else cls.limbs(weights, params)
-        return cls(np.bincount(codes, weights=hi, minlength=size),
-                   np.bincount(codes, weights=lo, minlength=size), params[0], params[1])
+        his = [np.zeros(size) for _ in groupings]
+        los = [np.zeros(size) for _ in groupings]
+        for lo_i in range(0, w.size, CHUNK):
+            hi, lo = cls.limbs(w[lo_i:lo_i + CHUNK], params)
+            for g, codes in enumerate(groupings):
+                c = codes[lo_i:lo_i + CHUNK]
+                his[g] += np.bincount(c, weights=hi, minlength=size)
+                los[g] += np.bincount(c, weights=lo, minlength=size)
+        return [cls(h, lo, params[0], params[1]) for h, lo in zip(his, los, strict=True)]
 
     def regroup(self, codes: np.ndarray, size: int) -> ExactSums:
         """Sums over groups of groups: ``codes[g]`` is the new group of old group g (exact)."""

@@ -113,30 +113,41 @@ def _numeric(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> list
     kvs = config.key_variables
     cells = result.cells
     released = result.frame
+    sizes = [kvs[v].size for v in keys]
+    # per key, the codes of every cell in the smallest integer type (gathers of n records)
+    cell_codes = [cells.key_codes[:, j].astype(np.uint16 if size <= 65536 else np.int64)
+                  for j, size in enumerate(sizes)]
+    n_cells = int(cells.key_codes.shape[0])
+    cell_dtype = np.int32 if n_cells < 2**31 else np.int64
     out = []
     for col in numeric_columns(original, config):
         before_x = original[col].to_numpy(dtype=float, na_value=np.nan)
         after_x = (released[col].to_numpy(dtype=float, na_value=np.nan)
                    if col in released.columns else before_x)
         same = after_x is before_x or np.array_equal(before_x, after_x, equal_nan=True)
+        if same:
+            after_x = before_x  # one copy of the values in memory
+        top = max(float(np.nanmax(np.abs(x), initial=0.0)) for x in (before_x, after_x))
+        params = ExactSums.params(before_x.size, top)
+        order = None
         sides = []
-        for x, cell_of in ((before_x, cells.record_cell),
-                           (after_x, result.released_cell)):
-            if sides and same:  # the values did not change: reuse the sort
-                ok_idx, xs = sides[0][0], sides[0][1]
-            else:
-                ok_idx = np.flatnonzero(~np.isnan(x))
-                order = np.argsort(x[ok_idx], kind="stable")
-                ok_idx = ok_idx[order]
-                xs = x[ok_idx]
-            sides.append((ok_idx, xs, np.asarray(cell_of)[ok_idx]))
-        params = ExactSums.params(before_x.size, float(np.nanmax(np.abs(
-            np.concatenate([sides[0][1], sides[1][1]])), initial=0.0)))
-        sizes = [kvs[v].size for v in keys]
-        before = group_summaries(sides[0][1], [cells.key_codes[sides[0][2], j]
-                                               for j in range(len(keys))], sizes, params)
-        after = group_summaries(sides[1][1], [cells.key_codes[sides[1][2], j]
-                                              for j in range(len(keys))], sizes, params)
+        for x, cell_of in ((before_x, cells.record_cell), (after_x, result.released_cell)):
+            if order is None or not same:  # the values did not change: reuse the sort
+                # ties are equal values: any order among them gives the same statistics
+                order = np.argsort(x)  # NaN last
+                n_ok = int(x.size - np.isnan(x).sum())
+                order = order[:n_ok]
+                xs = x[order]
+            cell = np.take(np.asarray(cell_of).astype(cell_dtype, copy=False), order)
+            # exact sums per cell (one pass), regrouped per category of every key
+            cell_sums = ExactSums.of(cell, xs, n_cells, params=params)
+            sides.append((xs, cell, cell_sums))
+        del before_x, after_x
+        before, after = (
+            group_summaries(xs, (codes[cell] for codes in cell_codes), sizes,
+                            (cell_sums.regroup(codes, size).values()
+                             for codes, size in zip(cell_codes, sizes, strict=True)))
+            for xs, cell, cell_sums in sides)
         for j, v in enumerate(keys):
             values, labels = _domain_labels(kvs[v])
             g_before, g_after = before[j], after[j]
