@@ -27,6 +27,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,11 +54,13 @@ __all__ = [
     "check_release_target",
     "load_job",
     "plan_release",
+    "prefetch_job",
     "progress_callback",
     "release",
     "summarize",
     "summary_markdown",
     "validate_release_input",
+    "warm_imports",
 ]
 
 log = logging.getLogger("sdc.flows")
@@ -112,6 +115,38 @@ def load_job(config_path: str | Path) -> Job:
     config_text = path.read_text(encoding="utf-8")
     frame = read_input(config)
     return Job(path.resolve(), config, config_text, frame, sha256_file(config.input_path))
+
+
+_prefetched: dict[str, Future[Job]] = {}
+
+
+def _job_key(config_path: str | Path) -> str:
+    return str(Path(config_path).expanduser().resolve())
+
+
+def prefetch_job(config_path: str | Path) -> None:
+    """Start :func:`load_job` (parse the config, read and hash the input) in a background
+    thread; the flow's load task takes the result instead of reading the input again.
+
+    ``sdc release`` calls this while Prefect's temporary API server boots (a fixed wait of
+    several seconds), so that reading the input overlaps it. Any error (bad config, unreadable
+    input) is raised by the load task, exactly as without the prefetch.
+    """
+    ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdc-prefetch")
+    _prefetched[_job_key(config_path)] = ex.submit(load_job, config_path)
+    ex.shutdown(wait=False)
+
+
+def warm_imports() -> None:
+    """Import the modules the tasks import lazily (pandera, scipy, pyarrow's writer, ...), so
+    that ``sdc release`` pays for them while Prefect's temporary API boots, not in the job."""
+    import sdc.io.read
+    import sdc.io.schemas
+    import sdc.release.assemble
+    import sdc.release.folder
+    import sdc.release.public
+    import sdc.release.seeds
+    import sdc.reports.build  # noqa: F401
 
 
 def check_release_target(config: ReleaseConfig, force: bool) -> None:
@@ -244,13 +279,15 @@ def artifact_key(prefix: str, name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 @task(name="load", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def load_task(config_path: str, force: bool) -> Job:
-    """Parse the config, refuse an existing release without ``force``, read and hash the input."""
+    """Parse the config, refuse an existing release without ``force``, read and hash the input
+    (or take what :func:`prefetch_job` read while Prefect started)."""
     from sdc.release.folder import checkpoint
 
     _step("loading config and input")
     config = sdc.load_config(config_path)
     check_release_target(config, force)
-    job = load_job(config_path)
+    prefetched = _prefetched.pop(_job_key(config_path), None)
+    job = prefetched.result() if prefetched is not None else load_job(config_path)
     checkpoint("loaded")  # crash-test hook
     get_run_logger().info("loaded %s: %d records, %d columns from %s", job.config.name,
                           len(job.frame), job.frame.shape[1], job.config.input_path.resolve())

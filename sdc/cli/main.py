@@ -199,6 +199,11 @@ def release(
         if api and temp_api is not None:  # a profile names a server: use it
             temp_api.stop()
             temp_api = None
+        if temp_api is not None:  # use the server's boot time: read the input, import
+            from flows.release import prefetch_job, warm_imports
+
+            prefetch_job(config)
+            warm_imports()
         where = f"connecting to {api}" if api else "starting Prefect (embedded)"
         quiet = nullcontext() if as_json else None  # stdout holds the JSON document only
         with quiet or console.status(f"release {escape(str(config))}: {where}") as status:

@@ -1,0 +1,37 @@
+"""flows.release.prefetch_job: the input read while Prefect starts is what the load task uses,
+and its errors surface from the flow exactly as without the prefetch (issue 14)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import flows.release as fr
+import sdc
+from flows.release import prefetch_job
+from flows.release import release as release_flow
+
+
+def test_prefetched_job_is_used_and_consumed(prefect_harness, make_small_job, monkeypatch):
+    cfg = make_small_job("prefetch", n=1200)
+    calls = []
+    real = fr.load_job
+    monkeypatch.setattr(fr, "load_job", lambda p: calls.append(p) or real(p))
+    prefetch_job(cfg)
+    summary = release_flow(config_path=str(cfg))
+    assert calls == [cfg]  # read once: by the prefetch, not again by the load task
+    assert fr._prefetched == {}
+    out = Path(summary["release_dir"])
+    pub = pd.read_parquet(out / "public" / "microdata.parquet")
+    assert len(pub) == 1200 and summary["n"] == 1200
+
+
+def test_prefetch_errors_surface_from_the_load_task(prefect_harness, make_small_job):
+    cfg = make_small_job("prefetch-bad", n=300)
+    Path(sdc.load_config(cfg).input_path).unlink()
+    prefetch_job(cfg)
+    with pytest.raises((sdc.InputError, FileNotFoundError)):
+        release_flow(config_path=str(cfg))
+    assert fr._prefetched == {}
