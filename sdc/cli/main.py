@@ -217,6 +217,7 @@ def release(
                 else:
                     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+                    waited_from = time.perf_counter() - t0
                     ready = temp_api.wait()
                     with temporary_settings({PREFECT_API_URL: temp_api.url}):
                         summary = release_flow(config_path=str(config), force=force,
@@ -238,6 +239,7 @@ def release(
             if temp_api is not None:
                 out["api_server_url"] = temp_api.url
                 out["api_server_ready_seconds"] = round(ready, 3)
+                out["cli_ready_seconds"] = round(waited_from, 3)
                 out["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()
             console.print("timings " + json.dumps(out), markup=False, soft_wrap=True,
                           highlight=False)
