@@ -46,6 +46,7 @@ import sdc
 from sdc.config.model import ReleaseConfig, SeedFile
 
 __all__ = [
+    "ENGINES",
     "Job",
     "PlanSummary",
     "ValidationSummary",
@@ -57,6 +58,7 @@ __all__ = [
     "prefetch_job",
     "progress_callback",
     "release",
+    "resolve_engine",
     "summarize",
     "summary_markdown",
     "validate_release_input",
@@ -401,10 +403,151 @@ def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# the streaming and Dask engines (issue 11): the same release, records never held whole
+# ---------------------------------------------------------------------------------------------
+ENGINES = ("pandas", "streaming", "dask")
+
+
+def resolve_engine(config: ReleaseConfig, engine: str | None) -> Any:
+    """The engine spec of a run: ``--engine`` (if given) over the config's ``engine:``.
+
+    A ``--engine dask`` keeps the config's dask settings (scheduler, workers, scratch) when the
+    config's engine is dask too."""
+    from sdc.config.model import EngineSpec
+
+    spec = config.engine
+    if engine is None or engine == spec.kind:
+        return spec
+    if engine not in ENGINES:
+        raise sdc.ConfigError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    return EngineSpec(kind=engine, batch_rows=spec.batch_rows)
+
+
+def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
+    from sdc.release.dask_engine import DaskSpec
+
+    scratch = str(config.resolve(spec.scratch)) if spec.scratch is not None else None
+    return DaskSpec(scheduler=spec.scheduler, workers=spec.workers, scratch=scratch)
+
+
+@dataclass
+class BatchJob:
+    """A release job for the batch engines: the config, never the records."""
+
+    config_path: Path
+    config: ReleaseConfig
+    config_text: str
+    input_sha256: str
+    seed_info: Any
+
+
+@task(name="load (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def batch_load_task(config_path: str, force: bool, engine: str,
+                    new_series: bool = False) -> BatchJob:
+    """Parse the config, refuse an existing release without ``force``, refuse what the engine
+    cannot stream, hash the input, load (or create) the seed and place the run in its release
+    series (as the pandas path's plan task). Reads no records."""
+    from sdc.io.batches import check_streamable, input_sha256
+    from sdc.release.seeds import load_seed
+    from sdc.release.series import series_for
+
+    _step("loading config")
+    path = Path(config_path).expanduser()
+    config = sdc.load_config(path)
+    check_release_target(config, force)
+    check_streamable(config, engine)
+    digest = input_sha256(config.input_path)
+    seed_info = load_seed(config, create=True)
+    info = series_for(config, seed_info, new_series=new_series)
+    if info.new_series:
+        get_run_logger().warning(
+            "starting a NEW release series for %s although %d release(s) exist under another "
+            "seed: records released before are randomized afresh (linkable, leaks)",
+            info.output_pattern, len(info.other_series))
+    if seed_info.created:
+        get_run_logger().warning("created a new seed file %s (mode 0600); keep it to reproduce "
+                                 "this release", seed_info.path)
+    return BatchJob(path.resolve(), config, path.read_text(encoding="utf-8"), digest, seed_info)
+
+
+@task(name="release records (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def batch_release_task(job: BatchJob, spec: Any, stage: Path) -> Any:
+    """Count cells, plan, and release every record in batches (streaming) or partitions
+    (Dask); the public files are written into ``stage``."""
+    config, seed = job.config, job.seed_info.value
+    if spec.kind == "dask":
+        from sdc.release.dask_engine import dask_release
+
+        res = dask_release(config, seed, stage, _dask_spec(config, spec), progress=_step)
+    else:
+        from sdc.release.streaming import stream_release
+
+        res = stream_release(config, seed, stage, batch_rows=spec.batch_rows, progress=_step)
+    if not res.certificate <= res.xi + 1e-12:
+        raise sdc.CertificationError(
+            f"certificate {res.certificate:.6f} exceeds xi = {res.xi}; nothing was published")
+    get_run_logger().info("%s engine: %d records, %d PRBs, certificate %.6f (xi %s), %d changed",
+                          spec.kind, res.n_records, len(res.plan.blocks), res.certificate,
+                          res.xi, res.n_changed)
+    return res
+
+
+@task(name="write (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def batch_write_task(job: BatchJob, result: Any, force: bool) -> Path:
+    """Codebook, internal tables and audit record from aggregates; atomic publish (the public
+    files are moved in from the stage folder)."""
+    from sdc.release.assemble import assemble_batch_release
+    from sdc.release.folder import write_release
+
+    _step("writing the release")
+    public, internal = assemble_batch_release(job.config, result, job.seed_info,
+                                              input_sha256=job.input_sha256,
+                                              config_text=job.config_text)
+    return Path(write_release(job.config.output_dir, public, internal, force=force)).resolve()
+
+
+def _stage_folder(config: ReleaseConfig) -> Path:
+    """A temp folder beside the release (same file system: the public files are renamed into
+    the release), named like write_release's temp folders so a killed run's is cleaned up."""
+    import os
+    import secrets
+
+    out = config.output_dir.absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    os.mkdir(stage, 0o700)
+    return stage
+
+
+def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
+                     new_series: bool = False) -> dict[str, Any]:
+    import shutil
+
+    job = batch_load_task(str(config_path), force, spec.kind, new_series)
+    stage = _stage_folder(job.config)
+    try:
+        result = batch_release_task(job, spec, stage / "public")
+        out = batch_write_task(job, result, force)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    summary = summarize(job.config, result, n_records=result.n_records, release_dir=out,
+                        seed_created=bool(job.seed_info.created), seed_file=job.seed_info.path,
+                        warnings=[f"engine {spec.kind}: the risk and utility reports and the "
+                                  "series records table are not built by the batch engines "
+                                  "yet (issue 11); run `sdc audit` to re-verify the release"],
+                        seconds=time.perf_counter() - t0)
+    summary["engine"] = spec.kind
+    summary["headline"] = None
+    _publish_artifacts(summary, result.blocks)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
 # the flow
 # ---------------------------------------------------------------------------------------------
 @flow(name="release", retries=0, log_prints=False)
-def release(config_path: str, force: bool = False, new_series: bool = False) -> dict[str, Any]:
+def release(config_path: str, force: bool = False, new_series: bool = False,
+            engine: str | None = None) -> dict[str, Any]:
     """Run one release job from its YAML config and publish the release folder.
 
     Parameters
@@ -416,6 +559,9 @@ def release(config_path: str, force: bool = False, new_series: bool = False) -> 
     new_series : bool
         Start a new seed (an independent randomization: a leak for records released before)
         for an output pattern that already has releases under another seed.
+    engine : {"pandas", "streaming", "dask"}, optional
+        Overrides the config's ``engine:``. The Dask computation runs inside this flow's task
+        (see :mod:`sdc.release.dask_engine` for why not prefect-dask's task runner).
 
     Returns
     -------
@@ -425,6 +571,9 @@ def release(config_path: str, force: bool = False, new_series: bool = False) -> 
         seconds per task (each including Prefect's own bookkeeping of that task run).
     """
     t0 = time.perf_counter()
+    spec = resolve_engine(sdc.load_config(config_path), engine)
+    if spec.kind != "pandas":
+        return _release_batches(config_path, force, spec, t0, new_series)
     timings: dict[str, float] = {}
 
     def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -502,15 +651,58 @@ class PlanSummary:
         return self.blocks[self.blocks["action"] != "theorem"]
 
 
-def plan_release(config_path: str | Path) -> PlanSummary:
+def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
+    """``sdc plan --engine streaming|dask``: one counting pass in batches (validated per batch),
+    then the shared planning code. ``changed`` needs the apply pass: not computed here."""
+    from sdc.io.batches import check_streamable
+
+    path = Path(config_path).expanduser()
+    config = sdc.load_config(path)
+    check_streamable(config, spec.kind)
+    if spec.kind == "dask":
+        from sdc.release.dask_engine import dask_client, dask_count_cells
+        from sdc.release.streaming import plan_cells
+
+        with dask_client(_dask_spec(config, spec)) as client:
+            count, _, _ = dask_count_cells(client, config)
+    else:
+        from sdc.release.streaming import count_cells, plan_cells
+
+        count = count_cells(config, batch_rows=spec.batch_rows)
+    plan = plan_cells(count, config)
+    part = plan.partitioned
+    sens = plan.cell_prb >= 0
+    blocks = plan.blocks
+    out = config.output_dir.resolve()
+    return PlanSummary(
+        name=config.name, config_path=path.resolve(), input_path=config.input_path.resolve(),
+        output_dir=out, n_records=int(count.n_records), n_cells=int(part.cells.n_cells),
+        n_sensitive_cells=int(sens.sum()),
+        n_sensitive_records=int(part.cells.frequency[sens].sum()),
+        xi=float(part.xi), theta=float(part.theta), theta_mode=config.risk.theta,
+        kmin=int(part.kmin), small_blocks=config.risk.small_blocks,
+        partition_sets=plan.partition_sets, blocks=blocks, merges=list(plan.merges),
+        certificate=float(plan.certificate), certificate_at=dict(plan.certificate_at),
+        expected_changed=float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        changed=None, seed_known=False, release_exists=out.exists(),
+        notes=[f"engine {spec.kind}: one counting pass; the number of changed records is "
+               "known after the release pass"],
+    )
+
+
+def plan_release(config_path: str | Path, engine: str | None = None) -> PlanSummary:
     """Everything ``sdc plan`` prints. Writes nothing: the seed file is read if it exists but
     never created, and the release folder is not touched.
 
-    ``expected_changed`` = sum over PRBs of theta_b * k_b.
+    ``expected_changed`` = sum over PRBs of theta_b * k_b. ``engine`` (default: the config's)
+    chooses how the records are read; streaming and dask count in batches.
     """
     from sdc.io.schemas import validate_input
     from sdc.release.seeds import load_seed
 
+    spec = resolve_engine(sdc.load_config(config_path), engine)
+    if spec.kind != "pandas":
+        return _plan_batches(config_path, spec)
     job = load_job(config_path)
     config = job.config
     frame = validate_input(job.frame, config)

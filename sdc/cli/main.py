@@ -177,6 +177,10 @@ def release(
     timings: Annotated[bool, typer.Option("--timings", help="Also print the seconds of every "
                                           "step and of Prefect's start-up, as one JSON line "
                                           "starting with 'timings ' (not with --json).")] = False,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="pandas (in memory, default) | streaming (one machine, out of core) | "
+        "dask (LocalCluster, or engine.scheduler of the config); overrides the config's "
+        "engine:.", show_default=False)] = None,
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
     import time
@@ -213,7 +217,8 @@ def release(
             with progress_callback(None if as_json else show):
                 if temp_api is None:
                     summary = release_flow(config_path=str(config), force=force,
-                                               new_series=new_series)
+                                               new_series=new_series,
+                                               engine=engine)
                 else:
                     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -221,7 +226,7 @@ def release(
                     ready = temp_api.wait()
                     with temporary_settings({PREFECT_API_URL: temp_api.url}):
                         summary = release_flow(config_path=str(config), force=force,
-                                               new_series=new_series)
+                                               new_series=new_series, engine=engine)
         total = time.perf_counter() - t0
         summary["total_seconds"] = round(total, 3)
         if as_json:
@@ -313,6 +318,9 @@ def plan(
     limit: Annotated[int, typer.Option(help="Show at most this many partition sets / PRBs.")]
     = 60,
     as_json: JsonOpt = False,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="pandas | streaming | dask: how the records are read and counted "
+        "(overrides the config's engine:).", show_default=False)] = None,
 ) -> None:
     """Show what a release would do (partition sets, PRBs, theta, certificate); write nothing."""
     with _friendly_errors("plan" if as_json else None):
@@ -321,11 +329,11 @@ def plan(
         if as_json:  # every partition set and PRB, no --limit
             from sdc.cli.json_output import plan_document, print_document
 
-            print_document(plan_document(plan_release(config)))
+            print_document(plan_document(plan_release(config, engine=engine)))
             return
 
         with console.status(f"planning {escape(str(config))}"):
-            p = plan_release(config)
+            p = plan_release(config, engine=engine)
         ps = Table(title=f"Partition sets ({p.n_partition_sets})", title_justify="left")
         for col in ("partition set", "records", "cells", "sensitive cells", "sensitive records",
                     "PRB"):

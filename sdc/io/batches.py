@@ -44,6 +44,8 @@ __all__ = [
     "frame_to_table",
     "input_arrow_schema",
     "input_batches",
+    "input_row_count",
+    "input_sha256",
     "public_schema",
     "table_to_frame",
 ]
@@ -72,6 +74,24 @@ def check_streamable(config: ReleaseConfig, engine: str) -> None:
             f"once, or release it with --engine pandas (it fits in memory if it is an SPSS/Stata "
             f"export)"
         )
+
+
+def input_sha256(path: Path) -> str:
+    """SHA-256 of the input: of the file's bytes, or for a folder of Parquet parts, of the list
+    of (relative path, SHA-256 of the part) in path order."""
+    import hashlib
+
+    from sdc.io.write import sha256_file
+
+    path = Path(path)
+    if not path.is_dir():
+        if not path.exists():
+            raise InputError(f"input {str(path)!r} does not exist. Fix input.path in the config")
+        return sha256_file(path)
+    h = hashlib.sha256()
+    for part in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        h.update(f"{part.relative_to(path).as_posix()}\t{sha256_file(part)}\n".encode())
+    return h.hexdigest()
 
 
 def _text_keys(config: ReleaseConfig) -> list[str]:
@@ -204,9 +224,8 @@ def input_batches(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS
     fmt = config.input.resolved_format
     try:
         if fmt == "parquet":
-            source = _dataset(path).to_batches(columns=columns, batch_size=batch_rows,
-                                               use_threads=True)
-            yield from _rebatch(source, batch_rows, lambda t: t)
+            yield from _rebatch(_parquet_batches(path, columns, batch_rows), batch_rows,
+                                lambda t: t)
             return
         read, parse, convert = _csv_options(config)
         if columns is not None:
@@ -221,6 +240,23 @@ def input_batches(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS
             "type (text in a numeric column) stops it. Fix the value, or convert the file to "
             "Parquet with explicit types"
         ) from None
+
+
+def input_row_count(config: ReleaseConfig) -> int | None:
+    """Number of records of a Parquet input from its metadata (None for CSV: unknown before
+    reading it)."""
+    if config.input.resolved_format != "parquet":
+        return None
+    return int(sum(pq.ParquetFile(f).metadata.num_rows for f in _dataset(config.input_path).files))
+
+
+def _parquet_batches(path: Path, columns: list[str] | None, batch_rows: int):
+    """Record batches of a Parquet file or of the parts of a folder (in path order), read
+    sequentially: ``ParquetFile.iter_batches`` per part. (The dataset scanner reads ahead
+    without a bound that a slow consumer can rely on: at 30M records it held ~2 GB.)"""
+    for part in _dataset(path).files:
+        pf = pq.ParquetFile(part)
+        yield from pf.iter_batches(batch_size=batch_rows, columns=columns, use_threads=True)
 
 
 def _rebatch(source, batch_rows: int, fix) -> Iterator[pd.DataFrame]:

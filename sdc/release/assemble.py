@@ -21,7 +21,7 @@ from sdc.release.series import RECORDS_FILE, SeriesError, load_records, series_r
 from sdc.release.stat_files import stat_codebook_lines, stat_public_files
 from sdc.release.uncertainty import uncertainty_markdown
 
-__all__ = ["assemble_release"]
+__all__ = ["assemble_batch_release", "assemble_release"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -104,3 +104,36 @@ def _risk_vs_previous(previous: Path, records: pd.DataFrame, xi: float) -> dict[
             "rate_one_match_series": d["rate_one_match_series"],
             "rate_one_match_single": d["rate_one_match_single"], "xi": xi,
             "intruder": d["intruder"]}
+
+def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *,
+                           input_sha256: str, config_text: str,
+                           reports: dict[str, bytes] | None = None
+                           ) -> tuple[dict[str, Path | bytes], dict[str, bytes]]:
+    """The files of a release made by the streaming or Dask engine (``result`` is a
+    :class:`sdc.release.streaming.BatchRelease`): its public files are already written (paths,
+    moved into the release by :func:`sdc.release.folder.write_release`); the codebook, internal
+    tables and audit record are built from aggregates exactly as :func:`assemble_release` does.
+    """
+    from sdc.io.write import sha256_file
+
+    public: dict[str, Path | bytes] = dict(result.files)
+    public["codebook.md"] = codebook_markdown(config, result, schema=result.schema,
+                                              n_records=result.n_records).encode("utf-8")
+    internal: dict[str, bytes] = {
+        "blocks.parquet": parquet_bytes(result.blocks),
+        "partition_sets.parquet": parquet_bytes(result.partition_sets),
+    }
+    for name, data in (reports or {}).items():
+        if name in internal or name == "audit.json" or not _NAME_OK.match(name):
+            raise ValueError(f"report name {name!r} is reserved or not a plain file name")
+        internal[name] = bytes(data)
+    hashes = {k: (sha256_file(v) if isinstance(v, Path) else sha256_bytes(v))
+              for k, v in public.items()}
+    audit = build_audit(
+        config, result, input_path=config.input_path, input_sha256=input_sha256,
+        n_rows=result.n_records, seed_info=seed_info, public_hashes=hashes,
+        internal_hashes={k: sha256_bytes(v) for k, v in internal.items()},
+        config_text=config_text, package_version=_package_version(),
+    )
+    internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return public, internal

@@ -473,7 +473,7 @@ def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Pat
             "merges": list(result.merges),
         },
         "counts": {
-            "records": int(len(result.frame)),
+            "records": int(n_rows),
             "cells": int(result.cells.n_cells),
             "sensitive_cells": int(sens.sum()),
             "sensitive_records": int(result.cells.frequency[sens].sum()),

@@ -168,7 +168,20 @@ def _recover_and_clean(out_dir: Path) -> list[Path]:
     return removed
 
 
-def _write_file(path: Path, data: bytes, mode: int, label: str) -> None:
+def _write_file(path: Path, data: bytes | Path, mode: int, label: str) -> None:
+    if isinstance(data, Path):  # a file written by a batch engine: moved in (or copied), fsynced
+        try:
+            os.rename(data, path)
+        except OSError:
+            shutil.copyfile(data, path)
+        os.chmod(path, mode)
+        checkpoint(f"writing:{label}")
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     with os.fdopen(fd, "wb") as f:
         os.fchmod(f.fileno(), mode)
@@ -193,12 +206,13 @@ def _check_target(out_dir: Path) -> None:
             )
 
 
-def write_release(out_dir: Path, public: dict[str, bytes], internal: dict[str, bytes], *,
+def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict[str, bytes], *,
                   force: bool = False) -> Path:
     """Publish a release folder atomically; return its absolute path.
 
     ``public`` files go to ``<out_dir>/public/`` (folder 0755, files 0644), ``internal`` files
-    to ``<out_dir>/internal/`` (folder 0700, files 0600). Steps:
+    to ``<out_dir>/internal/`` (folder 0700, files 0600). A public value may be the ``Path`` of
+    a file a batch engine already wrote (moved in by rename, or copied; then fsynced). Steps:
 
     1. refuse an ``out_dir`` inside another release (e.g. in its ``public/``), a parent that
        cannot be created or written, or an existing ``out_dir`` that is not a release (a

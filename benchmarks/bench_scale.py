@@ -1,0 +1,184 @@
+"""Scale benchmark: the streaming and Dask engines at 10M, 30M and 100M records.
+
+For each N a Parquet file is generated batch by batch (never held whole: 1M records at a time,
+5 skewed key variables of 2/92/9/5/44 levels as in the NZY example, plus an id, income, hours
+and weight), then three child processes each run one job on it and report wall seconds and
+peak RSS (``ru_maxrss`` of the process and, for Dask, the sum of the workers' peaks):
+
+  floor     : one pyarrow pass that reads the file in batches, counts the cells (the same
+              mixed-radix cell codes and merge as the engines) and writes every batch to a
+              Parquet file: the least any release must do;
+  streaming : :func:`sdc.release.streaming.stream_release` (count, identities, apply, bucketed
+              order, public Parquet);
+  dask      : :func:`sdc.release.dask_engine.dask_release` on a LocalCluster of 2 workers.
+
+The machine is shared: ``uptime`` (load average) is printed next to every figure.
+
+    python benchmarks/bench_scale.py --n 10000000 30000000 --engines streaming dask
+    python benchmarks/bench_scale.py --n 100000000 --engines streaming --dir /work/tmp
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+KEYS = {"sex": 2, "age": 92, "race": 9, "marital": 5, "puma": 44}
+GEN_BATCH = 1_000_000
+
+
+def generate(path: Path, n: int, seed: int = 1) -> None:
+    """Write N synthetic records to ``path`` in batches of 1M (row groups of 1M)."""
+    rng = np.random.default_rng(seed)
+    shares = {}
+    for name, levels in KEYS.items():
+        w = rng.pareto(1.2, levels) + 0.05
+        shares[name] = w / w.sum()
+    schema = pa.schema([("person_id", pa.int64())] + [(k, pa.int64()) for k in KEYS]
+                       + [("income", pa.float64()), ("hours", pa.int64()), ("weight", pa.float64())])
+    with pq.ParquetWriter(path, schema, compression="snappy") as w:
+        for start in range(0, n, GEN_BATCH):
+            m = min(GEN_BATCH, n - start)
+            r = np.random.default_rng([seed, start])
+            cols = {"person_id": np.arange(start, start + m, dtype=np.int64) * 7919 + 13}
+            for name, levels in KEYS.items():
+                cols[name] = r.choice(levels, size=m, p=shares[name]).astype(np.int64)
+            cols["income"] = r.lognormal(10, 1, m).round()
+            cols["hours"] = r.integers(0, 80, m)
+            cols["weight"] = r.uniform(50, 300, m)
+            w.write_table(pa.table(cols, schema=schema))
+
+
+def make_config(path: Path, out: Path, formats=("parquet",)):
+    from sdc.config.load import parse_config
+
+    return parse_config({
+        "name": "bench-scale",
+        "input": {"path": str(path), "id_column": "person_id", "weight": "weight"},
+        "key_variables": {k: {"range": [0, v - 1]} for k, v in KEYS.items()},
+        "partition": {"sex": "as_is", "age": {"bands": [0, 18, 25, 35, 45, 55, 65]},
+                      "race": {"groups": {"white": [0], "black": [1], "other": list(range(2, 9))}}},
+        "risk": {"xi": 0.395, "small_blocks": "merge"},
+        "seed": 7,
+        "output": {"dir": str(out), "formats": list(formats)},
+    })
+
+
+def _floor(path: Path, out: Path) -> dict:
+    from sdc.engine.batches import CellCounter
+
+    sizes = list(KEYS.values())
+    counter = CellCounter()
+    pf = pq.ParquetFile(path)
+    with pq.ParquetWriter(out / "floor.parquet", pf.schema_arrow, compression="snappy") as w:
+        for batch in pf.iter_batches(batch_size=1 << 20):
+            code = np.zeros(batch.num_rows, dtype=np.int64)
+            for k, s in zip(KEYS, sizes, strict=True):
+                code *= s
+                code += batch.column(k).to_numpy()
+            counter.add(code)
+            w.write_batch(batch)
+    codes, _ = counter.result()
+    return {"cells": int(codes.size)}
+
+
+def _child(which: str, path: str, out: str, q: mp.Queue) -> None:
+    path, out = Path(path), Path(out)
+    extra: dict = {}
+    t0 = time.perf_counter()
+    if which == "floor":
+        extra = _floor(path, out)
+    else:
+        cfg = make_config(path, out / "release")
+        if which == "streaming":
+            from sdc.release.streaming import stream_release
+
+            res = stream_release(cfg, 7, out / "public", tmp_dir=out)
+        else:
+            from sdc.release.dask_engine import DaskSpec, dask_client, dask_release
+
+            res = dask_release(cfg, 7, out / "public", DaskSpec(workers=2, scratch=str(out)))
+            del dask_client
+        extra = {"cells": int(res.plan.partitioned.cells.n_cells),
+                 "prbs": int(len(res.plan.blocks)), "changed": res.n_changed,
+                 "certificate": round(res.plan.certificate, 4)}
+        pub = out / "public" / "microdata.parquet"
+        extra["public_sha256_16"] = _sha(pub)[:16]
+    secs = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    q.put({"job": which, "seconds": round(secs, 1), "peak_rss_mb": round(peak),
+           "children_peak_rss_mb": round(kids), **extra})
+
+
+def _sha(p: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run(which: str, path: Path, work: Path) -> dict:
+    out = work / which
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(which, str(path), str(out), q))
+    p.start()
+    p.join()
+    res = q.get() if p.exitcode == 0 else {"job": which, "error": f"exit {p.exitcode}"}
+    res["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    shutil.rmtree(out, ignore_errors=True)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[10_000_000, 30_000_000])
+    ap.add_argument("--engines", nargs="+", default=["streaming", "dask"],
+                    choices=["streaming", "dask"])
+    ap.add_argument("--dir", default=None, help="work folder (needs ~6 GB per 100M records)")
+    ap.add_argument("--json", default=None, help="append results as JSON lines to this file")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="sdc-bench-scale-", dir=args.dir))
+    try:
+        for n in args.n:
+            path = work / f"input-{n}.parquet"
+            t0 = time.perf_counter()
+            generate(path, n)
+            print(f"N={n:,}: generated {path.stat().st_size / 2**30:.2f} GiB in "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)
+            rows = [run("floor", path, work)]
+            rows += [run(e, path, work) for e in args.engines]
+            floor = rows[0].get("seconds")
+            for r in rows:
+                r["n"] = n
+                if floor and "seconds" in r:
+                    r["x_floor"] = round(r["seconds"] / floor, 2)
+                print(json.dumps(r), flush=True)
+                if args.json:
+                    with open(args.json, "a") as f:
+                        f.write(json.dumps(r) + "\n")
+            os.remove(path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""The Dask engine: the two record passes as tasks on a dask.distributed cluster.
+
+Same passes and same per-batch code as :mod:`sdc.release.streaming`; here every batch is one
+*piece* of the input (a row group of a Parquet file, or of a part in a folder of parts,
+``pyarrow.dataset`` fragments in path order) and runs as a task on a worker:
+
+- count: each task validates its piece (pandera; problems with global row numbers) and returns
+  its (cell code, count) pairs; the client merges them and plans (shared
+  :func:`sdc.engine.plan.plan_release`);
+- identities: each task returns the identities of its drawing records; the client makes them
+  unique once and sends each task its slice;
+- apply: each task releases its piece and writes it into the bucket folders
+  (``<scratch>/bucket-XXXXX/piece-YYYYY.parquet``) by the top bits of the public order key; the
+  client then sorts bucket after bucket and writes the public files (one bucket in memory at a
+  time), numbering ``record_id``. The bytes are those of the pandas and streaming engines.
+
+Without an address a ``LocalCluster`` (``workers`` processes, 1 thread each) is started for the
+release and closed after it; with ``scheduler: tcp://host:port`` the existing cluster is used.
+Its workers must have ``sdc`` installed and see the input path and the scratch folder (a
+shared file system). The Prefect flow runs this inside its task (not with prefect-dask's
+``DaskTaskRunner``: that distributes Prefect tasks, each reporting to the Prefect API - which,
+embedded, lives in the flow's process - while our units of work are hundreds of data pieces
+that need no orchestration of their own).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
+from sdc.errors import InputError
+from sdc.io.batches import (
+    PublicWriter,
+    input_arrow_schema,
+    public_schema,
+    table_to_frame,
+)
+from sdc.release.order import ORDER_COLUMNS, bucket_of, order_salt
+from sdc.release.streaming import (
+    BatchRelease,
+    CellCount,
+    _batch_problems,
+    _bucket_bits,
+    _Problems,
+    batch_identities,
+    draw_plan,
+    plan_cells,
+    release_batch,
+    write_buckets_in_order,
+)
+
+__all__ = ["DaskSpec", "dask_client", "dask_count_cells", "dask_release"]
+
+
+@dataclass(frozen=True)
+class DaskSpec:
+    """``engine: {kind: dask, scheduler: tcp://host:port, workers: 2, scratch: /shared/tmp}``."""
+
+    scheduler: str | None = None
+    workers: int = 2
+    scratch: str | None = None
+
+
+@contextmanager
+def dask_client(spec: DaskSpec):
+    """A ``distributed.Client``: to ``spec.scheduler``, or to a new ``LocalCluster`` of
+    ``spec.workers`` single-threaded worker processes (closed on exit)."""
+    from distributed import Client, LocalCluster
+
+    if spec.scheduler:
+        try:
+            client = Client(spec.scheduler, timeout="20s")
+        except OSError as e:
+            raise InputError(
+                f"cannot reach the Dask scheduler {spec.scheduler!r} ({e}); start it (dask "
+                "scheduler / dask worker) or remove engine.scheduler to use a local cluster"
+            ) from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    cluster = LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=40)
+    client = Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def _pieces(config: ReleaseConfig) -> list[tuple[str, int, int]]:
+    """(file path, row group, rows) of every piece of a Parquet input, in file order."""
+    fmt = config.input.resolved_format
+    if fmt != "parquet":
+        raise InputError(
+            f"the dask engine reads Parquet (a file or a folder of parts), not {fmt!r}: convert "
+            "the input to Parquet once, or use --engine streaming (which also reads CSV)"
+        )
+    path = config.input_path
+    if not path.exists():
+        raise InputError(f"input {str(path)!r} does not exist. Fix input.path in the config")
+    ds = pads.dataset(str(path), format="parquet")
+    out = []
+    for frag in ds.get_fragments():
+        md = pq.ParquetFile(frag.path).metadata
+        for rg in range(md.num_row_groups):
+            n = md.row_group(rg).num_rows
+            if n:
+                out.append((frag.path, rg, n))
+    return out
+
+
+def _read_piece(piece: tuple[str, int, int], offset: int):
+    path, rg, _n = piece
+    return table_to_frame(pq.ParquetFile(path).read_row_group(rg), offset)
+
+
+def _count_task(piece, offset, config):
+    frame = _read_piece(piece, offset)
+    problems = _batch_problems(frame, config)
+    if problems is not None and len(problems):
+        return ("problems", problems, offset, list(frame.columns))
+    u, c = np.unique(cell_codes(frame, config), return_counts=True)
+    return ("counts", u, c.astype(np.int64), list(frame.columns))
+
+
+def _identity_task(piece, offset, codes_sorted, dplan, config):
+    frame = _read_piece(piece, offset)
+    rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
+    return batch_identities(frame, rc, dplan, config)
+
+
+def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, config, seed,
+                schema, salt, bits, scratch):
+    frame = _read_piece(piece, offset)
+    rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
+    table, rel = release_batch(frame, rc, cells, dplan, identity, config, seed, schema, salt)
+    buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
+    order = np.argsort(buckets, kind="stable")
+    bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
+    for b in np.flatnonzero(np.diff(bounds)):
+        folder = Path(scratch) / f"bucket-{b:05d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table.take(pa.array(order[bounds[b]:bounds[b + 1]])),
+                       folder / f"piece-{index:06d}.parquet", compression="lz4")
+    freq = np.bincount(rel, minlength=cells.n_cells)
+    moved = rel != rc
+    n_prb = dplan.prb_theta.size
+    changed = (np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb) if moved.any()
+               else np.zeros(n_prb, dtype=np.int64))
+    return freq, changed
+
+
+def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, list[int]]:
+    """The count pass on the cluster: (cell count, pieces, their global row offsets)."""
+    from sdc.engine.partition import check_columns
+    from sdc.io.schemas import _render
+
+    pieces = _pieces(config)
+    offsets = np.concatenate([[0], np.cumsum([p[2] for p in pieces])]).astype(int).tolist()
+    cfg = client.scatter(config, broadcast=True)
+    futures = [client.submit(_count_task, p, offsets[i], cfg, pure=False)
+               for i, p in enumerate(pieces)]
+    counter = CellCounter()
+    problems = _Problems()
+    columns: list[str] = []
+    for res in client.gather(futures):
+        if not columns:
+            columns = res[3]
+        if res[0] == "problems":
+            problems.add(res[1], res[2])
+        else:
+            counter.add_counts(res[1], res[2])
+    if problems.rows:
+        table = problems.table()
+        k = len(table)
+        raise InputError(
+            f"the input of {config.name!r} does not match the config ({k} problem"
+            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted; "
+            f"checked per partition):\n{_render(table)}"
+        )
+    if not pieces or counter.n_records == 0:
+        raise InputError(f"input {str(config.input_path)!r} has no records; nothing to release")
+    import pandas as pd
+
+    check_columns(pd.DataFrame(columns=columns), config)
+    codes, counts = counter.result()
+    return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns), \
+        pieces, offsets
+
+
+def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
+                 progress: Callable[[str], None] | None = None) -> BatchRelease:
+    """Release ``config``'s input on a Dask cluster; write the public files into ``out_dir``."""
+    say = progress or (lambda s: None)
+    if config.perturb:
+        raise InputError(
+            "the dask engine does not apply perturb: (DP-PRAM of non-key variables) yet; "
+            "release this config with --engine pandas, or remove perturb:"
+        )
+    scratch = Path(tempfile.mkdtemp(prefix="sdc-dask-", dir=spec.scratch))
+    try:
+        with dask_client(spec) as client:
+            say("counting cells on the cluster")
+            count, pieces, offsets = dask_count_cells(client, config)
+            plan = plan_cells(count, config)
+            cells = count.cells
+            dplan = draw_plan(plan, config)
+            schema = public_schema(config, input_arrow_schema(config))
+            salt = order_salt(cells)
+            cfg = client.scatter(config, broadcast=True)
+            codes_f = client.scatter(count.cell_codes, broadcast=True)
+            dplan_f = client.scatter(dplan, broadcast=True)
+            cells_f = client.scatter(cells, broadcast=True)
+
+            say("record identities on the cluster")
+            got = client.gather([client.submit(_identity_task, p, offsets[i], codes_f, dplan_f,
+                                               cfg, pure=False) for i, p in enumerate(pieces)])
+            sizes = [g[0].size for g in got]
+            from sdc.engine.draws import unique_identities
+
+            ident = (unique_identities(np.concatenate([g[0] for g in got]),
+                                       np.concatenate([g[1] for g in got]))
+                     if sum(sizes) else np.zeros(0, np.uint64))
+            del got
+            starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+
+            say("releasing records on the cluster")
+            bits = _bucket_bits(count.n_records)
+            futures = [client.submit(_apply_task, p, offsets[i], i, codes_f, cells_f, dplan_f,
+                                     ident[starts[i]:starts[i + 1]], cfg, seed, schema, salt,
+                                     bits, str(scratch), pure=False)
+                       for i, p in enumerate(pieces)]
+            released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
+            changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
+            for freq, ch in client.gather(futures):
+                released_frequency += freq
+                changed += ch
+        say("writing the public file in order")
+        formats = config.output.formats if config.output is not None else ["parquet"]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        files: dict[str, Path] = {}
+        handles: dict[str, Any] = {}
+        try:
+            for fmt, name in (("parquet", "microdata.parquet"), ("csv", "microdata.csv")):
+                if fmt in formats:
+                    files[name] = out_dir / name
+                    handles[fmt] = open(files[name], "wb")  # noqa: SIM115
+            writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
+            write_buckets_in_order([scratch / f"bucket-{b:05d}" for b in range(1 << bits)],
+                                   writer)
+            writer.close()
+        finally:
+            for h in handles.values():
+                h.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files)

@@ -1,0 +1,519 @@
+"""The streaming engine: a release of a file larger than memory, on one machine.
+
+Three passes over the input in record batches (:func:`sdc.io.batches.input_batches`), with
+memory bounded by one batch plus the cell table, never by the file:
+
+1. **count** (:func:`count_cells`): per batch, the pandera input checks (problems reported
+   with global row numbers) and the mixed-radix cell codes, reduced to (cell, count) pairs and
+   merged: the cell table, identical to the in-memory engine's. Then
+   :func:`sdc.engine.plan.plan_release` on it (shared by every engine): PRBs, theta,
+   certificate.
+2. **identities**: the 64-bit identities of the records that draw (those of PRBs), 8 bytes per
+   such record, made unique once (:func:`sdc.engine.draws.unique_identities`).
+3. **apply**: per batch, each record's released cell (:func:`sdc.engine.apply.released_cells`,
+   a pure function of the seed, the plan and the record), its released values, its public order
+   key (:mod:`sdc.release.order`); records go to 2**b temporary bucket files by the top bits of
+   the key. Each bucket is then sorted in memory and appended to the public files
+   (:class:`sdc.io.batches.PublicWriter`), numbering ``record_id`` in that order.
+
+The public files are byte-identical to the pandas engine's for the same input, config and seed.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.apply import released_cells
+from sdc.engine.batches import (
+    CellCounter,
+    CellLocator,
+    cell_codes,
+    cell_table,
+    decode_released,
+    partition_cells,
+)
+from sdc.engine.cells import CellTable
+from sdc.engine.draws import DrawPlan, cell_identity, record_identity, unique_identities
+from sdc.engine.partition import check_columns
+from sdc.engine.plan import ReleasePlan, plan_release
+from sdc.errors import InputError
+from sdc.io.batches import (
+    DEFAULT_BATCH_ROWS,
+    PUBLIC_ID,
+    PublicWriter,
+    check_streamable,
+    frame_to_table,
+    input_arrow_schema,
+    input_batches,
+    input_row_count,
+    public_schema,
+)
+from sdc.release.order import ORDER_COLUMNS, bucket_of, order_keys, order_salt, sort_positions
+
+__all__ = ["BatchRelease", "CellCount", "count_cells", "draw_plan", "stream_release",
+           "validate_batches"]
+
+BUCKET_ROWS = 1 << 21  # records per bucket on average: one bucket is sorted in memory
+
+
+@dataclass
+class CellCount:
+    """The count pass's result: the cell table and the number of records.
+
+    ``identities_unique`` is True when the count pass checked that every record's identity
+    (hash of ``input.id_column``) is distinct: then the draws need no global identity step.
+    """
+
+    cells: CellTable
+    cell_codes: np.ndarray
+    n_records: int
+    columns: list[str]
+    identities_unique: bool = False
+
+
+@dataclass
+class BatchRelease:
+    """What an out-of-core release returns: aggregates only (no record is held).
+
+    Attributes
+    ----------
+    plan : ReleasePlan
+        PRBs, theta, certificate (shared planning code).
+    n_records : int
+    released_frequency : (C,) int64
+        Released count S_j of every non-empty original cell.
+    changed_per_prb : (B,) int64
+        Records whose key values changed, per PRB.
+    schema : pyarrow.Schema
+        The public file's schema.
+    files : dict
+        Public file name -> path of the written file.
+    """
+
+    plan: ReleasePlan
+    n_records: int
+    released_frequency: np.ndarray
+    changed_per_prb: np.ndarray
+    schema: pa.Schema
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def n_changed(self) -> int:
+        return int(self.changed_per_prb.sum())
+
+    # the aggregate fields of :class:`sdc.engine.apply.ReleaseResult` (audit, summary, codebook)
+    @property
+    def cells(self) -> CellTable:
+        return self.plan.partitioned.cells
+
+    @property
+    def cell_prb(self) -> np.ndarray:
+        return self.plan.cell_prb
+
+    @property
+    def sensitive_cell(self) -> np.ndarray:
+        return self.plan.cell_prb >= 0
+
+    @property
+    def xi(self) -> float:
+        return self.plan.partitioned.xi
+
+    @property
+    def theta(self) -> float:
+        return self.plan.partitioned.theta
+
+    @property
+    def kmin(self) -> int:
+        return self.plan.partitioned.kmin
+
+    @property
+    def certificate(self) -> float:
+        return self.plan.certificate
+
+    @property
+    def certificate_at(self) -> dict[str, Any]:
+        return self.plan.certificate_at
+
+    @property
+    def merges(self) -> list[str]:
+        return list(self.plan.merges)
+
+    @property
+    def partition_sets(self) -> pd.DataFrame:
+        return self.plan.partition_sets
+
+    @property
+    def blocks(self) -> pd.DataFrame:
+        """The PRB table with ``changed`` (records whose key values changed, per PRB)."""
+        b = self.plan.blocks.copy()
+        b["changed"] = self.changed_per_prb.astype(np.int64)
+        return b
+
+
+# -- validation per batch ------------------------------------------------------------------------
+class _Problems:
+    """Merge the per-batch problems tables of the pandera input schema (global row numbers)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def add(self, table: pd.DataFrame, offset: int) -> None:
+        for r in table.to_dict("records"):
+            key = (r["column"], r["check"])
+            first = r["first rows"]
+            if first == "all":
+                nums, all_rows = [], True
+            else:
+                nums = [int(x) + offset for x in first.replace(" ...", "").split(", ") if x]
+                all_rows = False
+            vals = [v for v in str(r["bad values"]).replace(" ...", "").split(", ") if v]
+            cur = self.rows.setdefault(key, {"column": r["column"], "check": r["check"],
+                                             "values": [], "count": 0, "first": [],
+                                             "all": False, "fix": r["fix"]})
+            cur["count"] += int(r["count"])
+            cur["all"] = cur["all"] or all_rows
+            cur["first"] = (cur["first"] + nums)[:5]
+            cur["values"] = list(dict.fromkeys(cur["values"] + vals))[:6]
+
+    def table(self) -> pd.DataFrame:
+        out = []
+        for r in self.rows.values():
+            out.append({
+                "column": r["column"], "check": r["check"],
+                "bad values": ", ".join(r["values"][:5]) + (" ..." if len(r["values"]) > 5 else ""),
+                "count": r["count"],
+                "first rows": "all" if r["all"] else ", ".join(map(str, r["first"]))
+                + (" ..." if r["count"] > len(r["first"]) else ""),
+                "fix": r["fix"]})
+        out.sort(key=lambda r: r["check"] != "column present")
+        return pd.DataFrame(out, columns=["column", "check", "bad values", "count", "first rows",
+                                          "fix"])
+
+
+def _batch_problems(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame | None:
+    from pandera.errors import SchemaErrors
+
+    from sdc.io.schemas import input_schema, problems_table
+
+    local = frame.reset_index(drop=True)
+    try:
+        input_schema(config).validate(local, lazy=True)
+    except SchemaErrors as err:
+        return problems_table(err, local, config)
+    return None
+
+
+def validate_batches(frames: Iterable[pd.DataFrame], config: ReleaseConfig,
+                     consume: Callable[[pd.DataFrame], None] | None = None) -> int:
+    """Run the pandera input checks on every batch; raise one :class:`InputError` listing every
+    problem of the whole file with its global 1-based row numbers (the first five per problem).
+
+    ``consume(frame)`` is called on every batch that passed (e.g. the cell counter), so one read
+    validates and counts. Returns the number of records.
+    """
+    from sdc.io.schemas import _render
+
+    problems = _Problems()
+    n = 0
+    for frame in frames:
+        offset = int(frame.index[0]) if len(frame) else n
+        table = _batch_problems(frame, config)
+        if table is not None and len(table):
+            problems.add(table, offset)
+        elif consume is not None and not problems.rows:
+            consume(frame)
+        n += len(frame)
+    if problems.rows:
+        table = problems.table()
+        k = len(table)
+        raise InputError(
+            f"the input of {config.name!r} does not match the config ({k} problem"
+            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted; "
+            f"checked in batches):\n{_render(table)}"
+        )
+    return n
+
+
+# -- pass 1: count -------------------------------------------------------------------------------
+def checked_columns(config: ReleaseConfig) -> list[str] | None:
+    """The columns the count pass reads: those the input schema checks (keys, id, weight,
+    dropped identifiers) that the file has; a missing one is then reported by the schema."""
+    names = input_arrow_schema(config).names
+    need = [*config.key_names, config.input.id_column, config.input.weight, *config.input.drop]
+    return [c for c in names if c in {n for n in need if n}]
+
+
+def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+                validate: bool = True) -> CellCount:
+    """Read the input once in batches: validate each batch, count its cells, merge."""
+    check_streamable(config, "streaming")
+    counter = CellCounter()
+    columns: list[str] = []
+
+    all_columns = list(input_arrow_schema(config).names)
+    id_col = config.input.id_column
+    identities: list[np.ndarray] = []
+    # 8 bytes per record for the id check: preallocated when the row count is known (Parquet),
+    # so the check needs no second copy
+    n_known = input_row_count(config) if id_col is not None else None
+    filled = [0]
+    if n_known is not None:
+        identities.append(np.empty(n_known, dtype=np.uint64))
+
+    def consume(frame: pd.DataFrame) -> None:
+        if not columns:
+            check_columns(pd.DataFrame(columns=all_columns), config)
+            columns.extend(all_columns)
+        counter.add(cell_codes(frame, config))
+        if id_col is not None:
+            ident = np.asarray(record_identity(frame, config), dtype=np.uint64)
+            if n_known is not None:
+                identities[0][filled[0]:filled[0] + ident.size] = ident
+                filled[0] += ident.size
+            else:
+                identities.append(ident)
+
+    frames = input_batches(config, batch_rows=batch_rows, columns=checked_columns(config))
+    if validate:
+        n = validate_batches(frames, config, consume)
+    else:
+        n = 0
+        for frame in frames:
+            consume(frame)
+            n += len(frame)
+    if n == 0:
+        raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
+                         "release")
+    codes, counts = counter.result()
+    unique = False
+    if id_col is not None:
+        if n_known is not None:
+            identities[0] = identities[0][:filled[0]]
+        unique = _check_unique_ids(identities, config, batch_rows)
+    return CellCount(cell_table(codes, counts, config), codes, n, columns, unique)
+
+
+def _check_unique_ids(identities: list[np.ndarray], config: ReleaseConfig,
+                      batch_rows: int) -> bool:
+    """The id column must be unique over the whole file, not only within each batch (pandera
+    checks a batch). Sorts the 64-bit identities (8 bytes per record); equal identities are
+    looked up by one more pass: equal ids are an :class:`InputError` with their global rows,
+    a mere 64-bit hash collision just means the draws need the global identity step (False)."""
+    allid = (identities[0] if len(identities) == 1 else
+             np.concatenate(identities) if identities else np.zeros(0, np.uint64))
+    identities.clear()
+    allid.sort()
+    dup_mask = allid[1:] == allid[:-1]
+    if not dup_mask.any():
+        return True
+    dups = np.unique(allid[1:][dup_mask])
+    del allid
+    id_col = config.input.id_column
+    rows, values = [], []
+    for frame in input_batches(config, batch_rows=batch_rows, columns=[id_col]):
+        hit = np.isin(np.asarray(record_identity(frame, config), np.uint64), dups)
+        if hit.any():
+            rows.append(frame.index.to_numpy()[hit])
+            values.append(frame[id_col].to_numpy()[hit])
+    rows_a, vals = np.concatenate(rows), pd.Series(np.concatenate(values))
+    repeated = vals.duplicated(keep=False).to_numpy()
+    if not repeated.any():
+        return False  # hash collisions only
+    shown = ", ".join(str(r + 1) for r in rows_a[repeated][:5])
+    examples = [str(v) for v in pd.unique(vals[repeated])[:5]]
+    raise InputError(
+        f"column {id_col!r} (input.id_column) must be unique: {int(repeated.sum())} rows share "
+        f"an id with another row, e.g. {examples} (rows {shown}{' ...' if repeated.sum() > 5 else ''}; "
+        "1-based data rows). Fix the ids, or remove input.id_column"
+    )
+
+
+def plan_cells(count: CellCount, config: ReleaseConfig) -> ReleasePlan:
+    """The shared planning step on the counted cell table."""
+    return plan_release(partition_cells(count.cells, config), config)
+
+
+def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
+    """The plain arrays every batch needs to draw (picklable, sent to Dask workers)."""
+    cells = plan.partitioned.cells
+    thetas = np.array([b.theta for b in plan.block_plan.blocks], dtype=np.float64)
+    return DrawPlan(cell_prb=np.asarray(plan.cell_prb, dtype=np.int64),
+                    cell_frequency=np.asarray(cells.frequency, dtype=np.int64),
+                    cell_id=cell_identity(cells.key_codes, config), prb_theta=thetas)
+
+
+def batch_identities(frame: pd.DataFrame, record_cell: np.ndarray, dplan: DrawPlan,
+                     config: ReleaseConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(identity, tiebreak) of the records of a batch that draw (records of PRBs)."""
+    drawing = dplan.cell_prb[record_cell] >= 0
+    if not drawing.any():
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    ident = record_identity(frame, config)[drawing]
+    return np.asarray(ident, np.uint64), dplan.cell_id[record_cell[drawing]]
+
+
+def release_batch(frame: pd.DataFrame, record_cell: np.ndarray, cells: CellTable,
+                  dplan: DrawPlan, identity: np.ndarray, config: ReleaseConfig, seed: int,
+                  schema: pa.Schema, salt: int) -> tuple[pa.Table, np.ndarray]:
+    """Release one batch: (public table without ``record_id`` plus the two order columns,
+    released_cell). ``record_cell`` is the global cell of every record of the batch;
+    ``identity`` holds the unique identities of the batch's drawing records, in row order."""
+    released = record_cell.copy()
+    drawing = np.flatnonzero(dplan.cell_prb[record_cell] >= 0)
+    if drawing.size:
+        released[drawing] = released_cells(dplan, record_cell[drawing], identity, seed)
+    out = decode_released(frame, record_cell, released, cells, config)
+    body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
+    table = frame_to_table(out, body)
+    order, content = order_keys(table, seed, salt)
+    table = table.append_column(ORDER_COLUMNS[0], pa.array(order, pa.uint64()))
+    table = table.append_column(ORDER_COLUMNS[1], pa.array(content, pa.uint64()))
+    return table, released
+
+
+def _identity_columns(config: ReleaseConfig, columns: list[str]) -> list[str] | None:
+    """Columns pass 2 reads: the keys and the id column when there is one (else all)."""
+    if config.input.id_column is None:
+        return None
+    need = set(config.key_names) | {config.input.id_column}
+    return [c for c in columns if c in need]
+
+
+def _bucket_bits(n: int) -> int:
+    return max(0, math.ceil(math.log2(max(1, n) / BUCKET_ROWS)))
+
+
+def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> None:
+    """Sort each bucket by (order, content) in memory and append it; number ``record_id``."""
+    next_id = 1
+    for path in bucket_files:
+        if not path.exists():
+            continue
+        table = pq.read_table(path)
+        if table.num_rows == 0:
+            continue
+        order = table.column(ORDER_COLUMNS[0]).to_numpy()
+        content = table.column(ORDER_COLUMNS[1]).to_numpy()
+        table = table.take(pa.array(sort_positions(order, content)))
+        table = table.drop_columns(list(ORDER_COLUMNS))
+        ids = pa.array(np.arange(next_id, next_id + table.num_rows, dtype=np.int64))
+        next_id += table.num_rows
+        writer.write_table(table.add_column(0, PUBLIC_ID, ids))
+        del table
+
+
+def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
+                   batch_rows: int = DEFAULT_BATCH_ROWS, tmp_dir: Path | None = None,
+                   progress: Callable[[str], None] | None = None) -> BatchRelease:
+    """Release ``config``'s input out of core and write the public microdata into ``out_dir``
+    (``microdata.parquet`` / ``microdata.csv`` per ``output.formats``).
+
+    Raises
+    ------
+    InputError
+        Input problems (every one, with global row numbers), SPSS/Stata input, ``perturb:``.
+    SmallBlockError
+        As the pandas engine.
+    """
+    say = progress or (lambda s: None)
+    check_streamable(config, "streaming")
+    if config.perturb:
+        raise InputError(
+            "the streaming engine does not apply perturb: (DP-PRAM of non-key variables) yet; "
+            "release this config with --engine pandas, or remove perturb:"
+        )
+    say("counting cells (pass 1 of 3)")
+    count = count_cells(config, batch_rows=batch_rows)
+    plan = plan_cells(count, config)
+    cells = count.cells
+    dplan = draw_plan(plan, config)
+    schema = public_schema(config, input_arrow_schema(config))
+    salt = order_salt(cells)
+
+    say("record identities" + (" (pass 2 of 3)" if not count.identities_unique else ""))
+    locate = CellLocator(count.cell_codes, config)
+    idents, ties = [], []
+    if (dplan.cell_prb >= 0).any() and not count.identities_unique:
+        for frame in input_batches(config, batch_rows=batch_rows,
+                                   columns=_identity_columns(config, count.columns)):
+            rc = locate(cell_codes(frame, config))
+            i, t = batch_identities(frame, rc, dplan, config)
+            idents.append(i)
+            ties.append(t)
+    identity = (unique_identities(np.concatenate(idents), np.concatenate(ties))
+                if idents else None)
+    del idents, ties
+
+    say("releasing records (pass 3 of 3)")
+    bits = _bucket_bits(count.n_records)
+    tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
+    try:
+        bucket_files = [tmp / f"bucket-{b:05d}.parquet" for b in range(1 << bits)]
+        writers: dict[int, pq.ParquetWriter] = {}
+        released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
+        n_prb = len(plan.block_plan.blocks)
+        changed = np.zeros(n_prb, dtype=np.int64)
+        pos = 0
+        for frame in input_batches(config, batch_rows=batch_rows):
+            rc = locate(cell_codes(frame, config))
+            drawing = dplan.cell_prb[rc] >= 0
+            m = int(drawing.sum())
+            if identity is not None:
+                ident = identity[pos:pos + m]
+            elif m:  # identities checked unique in pass 1: the global step is the identity map
+                ident = np.asarray(record_identity(frame, config), np.uint64)[drawing]
+            else:
+                ident = np.zeros(0, np.uint64)
+            table, rel = release_batch(frame, rc, cells, dplan, ident, config, seed, schema,
+                                       salt)
+            pos += m
+            released_frequency += np.bincount(rel, minlength=cells.n_cells)
+            moved = rel != rc
+            if moved.any():
+                changed += np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb)
+            buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
+            order = np.argsort(buckets, kind="stable")
+            bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
+            for b in np.flatnonzero(np.diff(bounds)):
+                part = table.take(pa.array(order[bounds[b]:bounds[b + 1]]))
+                if b not in writers:
+                    writers[b] = pq.ParquetWriter(bucket_files[b], part.schema,
+                                                  compression="none")
+                writers[b].write_table(part)
+            del table, frame
+        for w in writers.values():
+            w.close()
+
+        say("writing the public file in order")
+        formats = config.output.formats if config.output is not None else ["parquet"]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        files: dict[str, Path] = {}
+        handles = {}
+        if "parquet" in formats:
+            files["microdata.parquet"] = out_dir / "microdata.parquet"
+            handles["parquet"] = open(files["microdata.parquet"], "wb")  # noqa: SIM115
+        if "csv" in formats:
+            files["microdata.csv"] = out_dir / "microdata.csv"
+            handles["csv"] = open(files["microdata.csv"], "wb")  # noqa: SIM115
+        try:
+            writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
+            write_buckets_in_order(bucket_files, writer)
+            writer.close()
+        finally:
+            for h in handles.values():
+                h.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files)

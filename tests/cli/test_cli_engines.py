@@ -1,0 +1,136 @@
+"""``--engine pandas|streaming|dask`` and ``engine:`` through the CLI: the same release.
+
+The public files (microdata, codebook), the PRB table and the certificate of a streaming and a
+dask release equal those of the pandas release of the same input, config and seed; ``sdc
+audit`` passes on every one of them; ``sdc plan --engine streaming`` plans the same PRBs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from sdc.cli.main import app
+
+runner = CliRunner()
+KEYS = {"sex": 2, "age": 92, "race": 9, "marital": 5, "puma": 44}
+
+
+def run(*args):
+    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    r.text = " ".join((r.stdout + r.stderr).split())
+    return r
+
+
+def _frame(n: int, seed: int = 4) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    cols = {"pid": rng.permutation(n).astype(np.int64) + 1000}
+    for name, levels in KEYS.items():
+        w = rng.pareto(1.2, levels) + 0.05
+        cols[name] = rng.choice(levels, size=n, p=w / w.sum()).astype(np.int64)
+    cols["income"] = rng.lognormal(8, 1, n).round(2)
+    cols["hours"] = rng.integers(0, 80, n)
+    return pd.DataFrame(cols)
+
+
+def _job(tmp_path: Path, name: str, input_path: Path, engine=None, fmt="parquet") -> Path:
+    cfg = {
+        "name": name,
+        "input": {"path": str(input_path), "format": fmt, "id_column": "pid"},
+        "key_variables": {k: {"range": [0, v - 1]} for k, v in KEYS.items()},
+        "partition": {"sex": "as_is", "age": {"bands": [0, 18, 25, 35, 45, 55, 65]},
+                      "race": {"groups": {"white": [0], "black": [1],
+                                          "other": list(range(2, 9))}}},
+        "risk": {"xi": 0.395, "small_blocks": "merge"},
+        "seed": 2026,
+        "output": {"dir": str(tmp_path / "releases" / name), "formats": ["parquet", "csv"]},
+    }
+    if engine is not None:
+        cfg["engine"] = engine
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _public(tmp_path: Path, name: str) -> dict[str, str]:
+    pub = tmp_path / "releases" / name / "public"
+    return {f.name: _sha(f) for f in sorted(pub.iterdir())}
+
+
+def _audit(tmp_path: Path, name: str) -> dict:
+    return json.loads((tmp_path / "releases" / name / "internal" / "audit.json").read_text())
+
+
+@pytest.mark.e2e
+def test_streaming_release_through_the_cli_equals_pandas(tmp_path):
+    inp = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(_frame(4000), preserve_index=False), inp,
+                   row_group_size=1000)
+    r = run("release", _job(tmp_path, "pd", inp))
+    assert r.exit_code == 0, r.text
+    r = run("release", _job(tmp_path, "st", inp), "--engine", "streaming")
+    assert r.exit_code == 0, r.text
+    # the config's engine: key works too
+    r = run("release", _job(tmp_path, "st2", inp, engine={"kind": "streaming",
+                                                            "batch_rows": 777}))
+    assert r.exit_code == 0, r.text
+    expected = _public(tmp_path, "pd")
+    assert set(expected) == {"microdata.parquet", "microdata.csv", "codebook.md"}
+    codebook = (tmp_path / "releases" / "pd" / "public" / "codebook.md").read_text()
+    for name in ("st", "st2"):
+        got = _public(tmp_path, name)
+        assert got["microdata.parquet"] == expected["microdata.parquet"]
+        assert got["microdata.csv"] == expected["microdata.csv"]
+        assert (tmp_path / "releases" / name / "public" / "codebook.md").read_text() == \
+            codebook.replace("Codebook: pd", f"Codebook: {name}")
+        a, b = _audit(tmp_path, "pd"), _audit(tmp_path, name)
+        assert a["risk"] == b["risk"] and a["counts"] == b["counts"]
+        assert a["blocks"] == b["blocks"]
+        assert a["public_files"]["microdata.parquet"] == b["public_files"]["microdata.parquet"]
+        r = run("audit", tmp_path / "releases" / name)
+        assert r.exit_code == 0, r.text
+    r = run("plan", _job(tmp_path, "st", inp), "--engine", "streaming")
+    assert r.exit_code == 0, r.text
+    assert "certificate" in r.text and "engine streaming" in r.text
+
+
+@pytest.mark.e2e
+def test_streaming_refuses_stata_input_through_the_cli(tmp_path):
+    inp = tmp_path / "in.dta"
+    _frame(100).to_stata(inp, write_index=False)
+    r = run("release", _job(tmp_path, "dta", inp, fmt="dta"), "--engine", "streaming")
+    assert r.exit_code == 2, r.text
+    assert "Convert the file to Parquet" in r.text and "Traceback" not in r.text
+    assert not (tmp_path / "releases" / "dta").exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_dask_release_through_the_cli_on_a_folder_of_parts(tmp_path):
+    frame = _frame(6000)
+    whole = tmp_path / "whole.parquet"
+    frame.to_parquet(whole, index=False)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i, idx in enumerate(np.array_split(np.arange(len(frame)), 3)):
+        frame.iloc[idx].to_parquet(parts / f"part-{i}.parquet", index=False)
+    assert run("release", _job(tmp_path, "pd", whole)).exit_code == 0
+    r = run("release", _job(tmp_path, "dk", parts, engine={"kind": "dask", "workers": 2}))
+    assert r.exit_code == 0, r.text
+    exp, got = _public(tmp_path, "pd"), _public(tmp_path, "dk")
+    assert got["microdata.parquet"] == exp["microdata.parquet"]
+    assert got["microdata.csv"] == exp["microdata.csv"]
+    assert _audit(tmp_path, "pd")["blocks"] == _audit(tmp_path, "dk")["blocks"]
