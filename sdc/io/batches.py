@@ -66,6 +66,15 @@ def check_streamable(config: ReleaseConfig, engine: str) -> None:
         SPSS ``.sav`` / Stata ``.dta`` input (no batch reader: convert it to Parquet once, e.g.
         ``pd.read_spss(path).to_parquet(...)``, or use ``--engine pandas``).
     """
+    formats = config.output.formats if config.output is not None else ["parquet"]
+    stat = [f for f in formats if f in ("sav", "dta")]
+    if stat:
+        raise InputError(
+            f"the {engine} engine writes the public file batch by batch (Parquet, CSV); "
+            f"output.formats {stat} are written by pyreadstat from one in-memory frame and "
+            "cannot be streamed. Remove them from output.formats (convert the released Parquet "
+            "later if needed), or release with --engine pandas"
+        )
     fmt = config.input.resolved_format
     if fmt not in ("csv", "parquet"):
         raise InputError(

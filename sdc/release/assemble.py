@@ -117,8 +117,10 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
     from sdc.io.write import sha256_file
 
     public: dict[str, Path | bytes] = dict(result.files)
-    public["codebook.md"] = codebook_markdown(config, result, schema=result.schema,
-                                              n_records=result.n_records).encode("utf-8")
+    extra = stat_codebook_lines(config, None) + uncertainty_markdown(config, result)
+    codebook = codebook_markdown(config, result, schema=result.schema,
+                                 n_records=result.n_records).rstrip()
+    public["codebook.md"] = (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
     internal: dict[str, bytes] = {
         "blocks.parquet": parquet_bytes(result.blocks),
         "partition_sets.parquet": parquet_bytes(result.partition_sets),

@@ -172,7 +172,7 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
 
     pieces = _pieces(config)
     offsets = np.concatenate([[0], np.cumsum([p[2] for p in pieces])]).astype(int).tolist()
-    cfg = client.scatter(config, broadcast=True)
+    cfg = client.scatter(config, broadcast=True, hash=False)
     futures = [client.submit(_count_task, p, offsets[i], cfg, pure=False)
                for i, p in enumerate(pieces)]
     counter = CellCounter()
@@ -222,10 +222,10 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
             dplan = draw_plan(plan, config)
             schema = public_schema(config, input_arrow_schema(config))
             salt = order_salt(cells)
-            cfg = client.scatter(config, broadcast=True)
-            codes_f = client.scatter(count.cell_codes, broadcast=True)
-            dplan_f = client.scatter(dplan, broadcast=True)
-            cells_f = client.scatter(cells, broadcast=True)
+            cfg = client.scatter(config, broadcast=True, hash=False)
+            codes_f = client.scatter(count.cell_codes, broadcast=True, hash=False)
+            dplan_f = client.scatter(dplan, broadcast=True, hash=False)
+            cells_f = client.scatter(cells, broadcast=True, hash=False)
 
             say("record identities on the cluster")
             got = client.gather([client.submit(_identity_task, p, offsets[i], codes_f, dplan_f,
