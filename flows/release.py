@@ -493,7 +493,7 @@ def batch_release_task(job: BatchJob, spec: Any, stage: Path) -> Any:
 
 
 @task(name="write (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def batch_write_task(job: BatchJob, result: Any, force: bool) -> Path:
+def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str) -> Path:
     """Codebook, internal tables and audit record from aggregates; atomic publish (the public
     files are moved in from the stage folder)."""
     from sdc.release.assemble import assemble_batch_release
@@ -502,7 +502,7 @@ def batch_write_task(job: BatchJob, result: Any, force: bool) -> Path:
     _step("writing the release")
     public, internal = assemble_batch_release(job.config, result, job.seed_info,
                                               input_sha256=job.input_sha256,
-                                              config_text=job.config_text)
+                                              config_text=job.config_text, engine=engine)
     return Path(write_release(job.config.output_dir, public, internal, force=force)).resolve()
 
 
@@ -527,7 +527,7 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
     stage = _stage_folder(job.config)
     try:
         result = batch_release_task(job, spec, stage / "public")
-        out = batch_write_task(job, result, force)
+        out = batch_write_task(job, result, force, spec.kind)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     summary = summarize(job.config, result, n_records=result.n_records, release_dir=out,

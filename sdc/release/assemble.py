@@ -106,13 +106,14 @@ def _risk_vs_previous(previous: Path, records: pd.DataFrame, xi: float) -> dict[
             "intruder": d["intruder"]}
 
 def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *,
-                           input_sha256: str, config_text: str,
+                           input_sha256: str, config_text: str, engine: str,
                            reports: dict[str, bytes] | None = None
                            ) -> tuple[dict[str, Path | bytes], dict[str, bytes]]:
     """The files of a release made by the streaming or Dask engine (``result`` is a
     :class:`sdc.release.streaming.BatchRelease`): its public files are already written (paths,
     moved into the release by :func:`sdc.release.folder.write_release`); the codebook, internal
-    tables and audit record are built from aggregates exactly as :func:`assemble_release` does.
+    tables and audit record are built from aggregates exactly as :func:`assemble_release` does;
+    ``engine`` ("streaming" / "dask") is recorded in the audit record.
     """
     from sdc.io.write import sha256_file
 
@@ -137,5 +138,6 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
         internal_hashes={k: sha256_bytes(v) for k, v in internal.items()},
         config_text=config_text, package_version=_package_version(),
     )
+    audit["engine"] = engine  # `sdc audit` then re-counts source and public file in batches
     internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     return public, internal

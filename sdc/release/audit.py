@@ -158,7 +158,9 @@ def _cell_frame(part: Partitioned) -> pd.DataFrame:
 
 
 def _ps_counts(part: Partitioned) -> pd.Series:
-    counts = np.bincount(part.record_partition_set, minlength=len(part.partition_keys))
+    # records per partition set from the cells (t_j summed): also for a batch-counted table
+    counts = np.bincount(part.cell_partition_set, weights=part.cells.frequency,
+                         minlength=len(part.partition_keys)).astype(np.int64)
     return pd.Series(counts, index=pd.Index(part.partition_keys, name="partition_key"))
 
 
@@ -203,38 +205,16 @@ def verify_release(release_dir: Path) -> AuditReport:
     # -- source --------------------------------------------------------------------------------
     inp = audit["input"]
     src = Path(inp["path"])
-    if not src.is_file():
-        rep.add("source: exists", False, f"source file {str(src)!r} not found")
-        return rep
-    digest = sha256_file(src)
-    rep.add("source: hash", digest == inp.get("sha256"),
-            f"{src} matches its recorded SHA-256" if digest == inp.get("sha256") else
-            f"{src} has SHA-256 {digest[:16]}..., audit.json records "
-            f"{str(inp.get('sha256'))[:16]}...: the source changed since the release")
-    cfg.input.path = src
-    try:
-        original = read_input(cfg)
-    except InputError as e:
-        rep.add("source: readable", False, str(e))
-        return rep
-    n_rows = int(inp.get("n_rows", -1))
-    rep.add("source: row count", len(original) == n_rows,
-            f"{len(original)} rows (audit.json: {n_rows})")
-
-    # -- public microdata ------------------------------------------------------------------------
-    try:
-        public = read_public(release_dir, cfg)
-    except (OSError, ValueError) as e:
-        rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
-        return rep
-    rep.add("public microdata: record count", len(public) == len(original),
-            f"{len(public)} released records, {len(original)} in the source")
-    try:
-        validate_output(public, cfg)
-        rep.add("public microdata: output schema", True,
-                "key domains, unique record_id, no identifier column")
-    except ValueError as e:
-        rep.add("public microdata: output schema", False, str(e))
+    if audit.get("engine") in ("streaming", "dask"):
+        found = _streamed_partitions(rep, release_dir, cfg, src, inp)
+        if found is None:
+            return rep
+        po, pr = found
+    else:
+        found = _in_memory_partitions(rep, release_dir, cfg, src, inp)
+        if found is None:
+            return rep
+        po, pr = found
 
     # -- theta and kmin ----------------------------------------------------------------------------
     risk = audit.get("risk") or {}
@@ -247,13 +227,6 @@ def verify_release(release_dir: Path) -> AuditReport:
             f"xi = {xi}, theta = {theta:.6f}, kmin = {km} (audit.json: xi = {risk.get('xi')}, "
             f"theta = {risk.get('theta')}, kmin = {risk.get('kmin')})")
 
-    # -- partitions ----------------------------------------------------------------------------
-    try:
-        po = partition_frame(original, cfg)
-        pr = partition_frame(public, cfg)
-    except (InputError, ConfigError) as e:
-        rep.add("partition", False, f"cannot partition: {e}")
-        return rep
     # the PRB of each partition set (internal/partition_sets.parquet; its hash is checked above)
     ps_path = release_dir / "internal" / "partition_sets.parquet"
     prb_of_label: dict[str, int] = {}
@@ -353,6 +326,106 @@ def verify_release(release_dir: Path) -> AuditReport:
     rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=_REL),
             f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
     return rep
+
+
+def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
+                          inp: dict[str, Any]) -> tuple[Partitioned, Partitioned] | None:
+    """Source and public file read whole (pandas engine releases): their partitions."""
+    if not src.is_file():
+        rep.add("source: exists", False, f"source file {str(src)!r} not found")
+        return None
+    digest = sha256_file(src)
+    rep.add("source: hash", digest == inp.get("sha256"),
+            f"{src} matches its recorded SHA-256" if digest == inp.get("sha256") else
+            f"{src} has SHA-256 {digest[:16]}..., audit.json records "
+            f"{str(inp.get('sha256'))[:16]}...: the source changed since the release")
+    cfg.input.path = src
+    try:
+        original = read_input(cfg)
+    except InputError as e:
+        rep.add("source: readable", False, str(e))
+        return None
+    n_rows = int(inp.get("n_rows", -1))
+    rep.add("source: row count", len(original) == n_rows,
+            f"{len(original)} rows (audit.json: {n_rows})")
+
+    # -- public microdata ------------------------------------------------------------------------
+    try:
+        public = read_public(release_dir, cfg)
+    except (OSError, ValueError) as e:
+        rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
+        return None
+    rep.add("public microdata: record count", len(public) == len(original),
+            f"{len(public)} released records, {len(original)} in the source")
+    try:
+        validate_output(public, cfg)
+        rep.add("public microdata: output schema", True,
+                "key domains, unique record_id, no identifier column")
+    except ValueError as e:
+        rep.add("public microdata: output schema", False, str(e))
+    try:
+        return partition_frame(original, cfg), partition_frame(public, cfg)
+    except (InputError, ConfigError) as e:
+        rep.add("partition", False, f"cannot partition: {e}")
+        return None
+
+
+def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
+                         inp: dict[str, Any]) -> tuple[Partitioned, Partitioned] | None:
+    """Streaming/Dask releases: source and public file counted in record batches (memory
+    bounded by a batch and the cell table); the output schema is checked per batch."""
+    from sdc.engine.batches import partition_cells
+    from sdc.io.batches import input_batches, input_sha256
+    from sdc.release.streaming import count_cells
+
+    if not src.exists():
+        rep.add("source: exists", False, f"source {str(src)!r} not found")
+        return None
+    digest = input_sha256(src)
+    rep.add("source: hash", digest == inp.get("sha256"),
+            f"{src} matches its recorded SHA-256" if digest == inp.get("sha256") else
+            f"{src} has SHA-256 {digest[:16]}..., audit.json records "
+            f"{str(inp.get('sha256'))[:16]}...: the source changed since the release")
+    cfg.input.path = src
+    try:
+        orig = count_cells(cfg, validate=False)
+    except InputError as e:
+        rep.add("source: readable", False, str(e))
+        return None
+    n_rows = int(inp.get("n_rows", -1))
+    rep.add("source: row count", orig.n_records == n_rows,
+            f"{orig.n_records} rows (audit.json: {n_rows})")
+    pub = Path(release_dir) / "public"
+    name = "microdata.parquet" if (pub / "microdata.parquet").is_file() else "microdata.csv"
+    pcfg = cfg.model_copy(deep=True)
+    pcfg.input.path = pub / name
+    pcfg.input.format = "parquet" if name.endswith(".parquet") else "csv"
+    pcfg.input.delimiter = ","
+    pcfg.input.encoding = "utf-8"
+    pcfg.input.id_column = None
+    pcfg.input.drop = []
+    pcfg.input.weight = None
+    pcfg.perturb = {}
+    if pcfg.output is not None:
+        pcfg.output.formats = ["parquet"]
+    pcfg._base_dir = cfg._base_dir
+    try:
+        rel = count_cells(pcfg, validate=False)
+        problems = []
+        for batch in input_batches(pcfg):
+            try:
+                validate_output(batch.reset_index(drop=True), cfg)
+            except ValueError as e:
+                problems.append(f"records {batch.index[0] + 1}-{batch.index[-1] + 1}: {e}")
+    except (OSError, ValueError) as e:
+        rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
+        return None
+    rep.add("public microdata: record count", rel.n_records == orig.n_records,
+            f"{rel.n_records} released records, {orig.n_records} in the source")
+    rep.add("public microdata: output schema", not problems,
+            "key domains, unique record_id within each batch, no identifier column (checked in "
+            "batches)" if not problems else "; ".join(problems[:3]))
+    return partition_cells(orig.cells, cfg), partition_cells(rel.cells, cfg)
 
 
 def _cell_examples(rows: pd.DataFrame, cfg, k: int = 3) -> str:

@@ -134,3 +134,23 @@ def test_dask_release_through_the_cli_on_a_folder_of_parts(tmp_path):
     assert got["microdata.parquet"] == exp["microdata.parquet"]
     assert got["microdata.csv"] == exp["microdata.csv"]
     assert _audit(tmp_path, "pd")["blocks"] == _audit(tmp_path, "dk")["blocks"]
+    assert _audit(tmp_path, "dk")["engine"] == "dask"
+    r = run("audit", tmp_path / "releases" / "dk")  # source = folder of parts, counted in batches
+    assert r.exit_code == 0, r.text
+
+
+@pytest.mark.e2e
+def test_audit_of_a_streaming_release_catches_a_tampered_public_file(tmp_path):
+    inp = tmp_path / "in.parquet"
+    _frame(3000).to_parquet(inp, index=False)
+    assert run("release", _job(tmp_path, "st", inp), "--engine", "streaming").exit_code == 0
+    pub = tmp_path / "releases" / "st" / "public" / "microdata.parquet"
+    table = pq.read_table(pub)
+    sex = table.column("sex").to_numpy().copy()
+    sex[:50] = 1 - sex[:50]  # flip a partition variable: partition-set counts change
+    pub.chmod(0o644)
+    pq.write_table(table.set_column(table.schema.get_field_index("sex"), "sex", pa.array(sex)),
+                   pub)
+    r = run("audit", tmp_path / "releases" / "st")
+    assert r.exit_code == 1, r.text
+    assert "partition" in r.text.lower()
