@@ -10,7 +10,7 @@ Same passes and same per-batch code as :mod:`sdc.release.streaming`; here every 
 - identities: each task returns the identities of its drawing records; the client makes them
   unique once and sends each task its slice;
 - apply: each task releases its piece and writes it into the bucket folders
-  (``<scratch>/bucket-XXXXX/piece-YYYYY.parquet``) by the top bits of the public order key; the
+  (``<scratch>/bucket-XXXXX/piece-YYYYY.arrow``, Arrow IPC) by the top bits of the public order key; the
   client then sorts bucket after bucket and writes the public files (one bucket in memory at a
   time), numbering ``record_id``. The bytes are those of the pandas and streaming engines.
 
@@ -152,11 +152,12 @@ def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, conf
     buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
     order = np.argsort(buckets, kind="stable")
     bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
+    table = table.take(pa.array(order))
     for b in np.flatnonzero(np.diff(bounds)):
         folder = Path(scratch) / f"bucket-{b:05d}"
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table.take(pa.array(order[bounds[b]:bounds[b + 1]])),
-                       folder / f"piece-{index:06d}.parquet", compression="lz4")
+        with pa.ipc.new_file(folder / f"piece-{index:06d}.arrow", table.schema) as w:
+            w.write_table(table.slice(bounds[b], bounds[b + 1] - bounds[b]))
     freq = np.bincount(rel, minlength=cells.n_cells)
     moved = rel != rc
     n_prb = dplan.prb_theta.size

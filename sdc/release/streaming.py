@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import released_cells
@@ -395,13 +394,23 @@ def _bucket_bits(n: int) -> int:
     return max(0, math.ceil(math.log2(max(1, n) / BUCKET_ROWS)))
 
 
+def read_bucket(path: Path) -> pa.Table | None:
+    """A bucket: one Arrow IPC file, or a folder of IPC pieces (Dask); None if empty."""
+    files = sorted(path.glob("*.arrow")) if path.is_dir() else [path] if path.exists() else []
+    tables = []
+    for f in files:
+        with pa.ipc.open_file(f) as reader:
+            tables.append(reader.read_all())
+    return pa.concat_tables(tables) if tables else None
+
+
 def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> None:
     """Sort each bucket by (order, content) in memory and append it; number ``record_id``."""
     next_id = 1
     for path in bucket_files:
-        if not path.exists():
+        table = read_bucket(path)
+        if table is None:
             continue
-        table = pq.read_table(path)
         if table.num_rows == 0:
             continue
         order = table.column(ORDER_COLUMNS[0]).to_numpy()
@@ -460,8 +469,10 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     bits = _bucket_bits(count.n_records)
     tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
     try:
-        bucket_files = [tmp / f"bucket-{b:05d}.parquet" for b in range(1 << bits)]
-        writers: dict[int, pq.ParquetWriter] = {}
+        # temporary buckets as Arrow IPC files: no encoding, no compression (the order keys are
+        # random; measured 6x faster to write and 10x to read back than Parquet)
+        bucket_files = [tmp / f"bucket-{b:05d}.arrow" for b in range(1 << bits)]
+        writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         n_prb = len(plan.block_plan.blocks)
         changed = np.zeros(n_prb, dtype=np.int64)
@@ -486,11 +497,11 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
             order = np.argsort(buckets, kind="stable")
             bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
+            table = table.take(pa.array(order))  # one gather; each bucket is then a slice
             for b in np.flatnonzero(np.diff(bounds)):
-                part = table.take(pa.array(order[bounds[b]:bounds[b + 1]]))
+                part = table.slice(bounds[b], bounds[b + 1] - bounds[b])
                 if b not in writers:
-                    writers[b] = pq.ParquetWriter(bucket_files[b], part.schema,
-                                                  compression="none")
+                    writers[b] = pa.ipc.new_file(bucket_files[b], part.schema)
                 writers[b].write_table(part)
             del table, frame
         for w in writers.values():
