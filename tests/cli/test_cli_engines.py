@@ -154,3 +154,20 @@ def test_audit_of_a_streaming_release_catches_a_tampered_public_file(tmp_path):
     r = run("audit", tmp_path / "releases" / "st")
     assert r.exit_code == 1, r.text
     assert "partition" in r.text.lower()
+
+
+@pytest.mark.e2e
+def test_streaming_reports_every_input_problem_with_global_rows(tmp_path):
+    frame = _frame(2000)
+    frame.loc[[3, 1500], "age"] = 120          # outside 0..91, in two batches of 700
+    frame.loc[1999, "puma"] = -1
+    inp = tmp_path / "bad.parquet"
+    frame.to_parquet(inp, index=False)
+    cfg = _job(tmp_path, "bad", inp, engine={"kind": "streaming", "batch_rows": 700})
+    for cmd in ("release", "plan"):
+        r = run(cmd, cfg)
+        assert r.exit_code == 2, r.text
+        assert "Traceback" not in r.text
+        assert "age" in r.text and "4, 1501" in r.text and "120" in r.text
+        assert "puma" in r.text and "2000" in r.text
+    assert not (tmp_path / "releases" / "bad").exists()
