@@ -160,3 +160,24 @@ def test_find_series_previous_release_and_refusal(tmp_path):
     info = find_series(pattern, tmp_path / "releases" / "lfs-2026-03", series_id="s2",
                        seed_file_sha256="bb", config_name="lfs", new_series=True)
     assert info.new_series and info.previous is None and len(info.other_series) == 2
+
+
+def test_without_id_column_duplicates_and_row_order(cfg):
+    """No id column and many records with identical non-key values: identities are made
+    distinct, the records table carries the draw identities, and a shuffled input gives the
+    same released records (as a multiset: identical records are interchangeable)."""
+    frame = generate_census_sample(20_000, seed=21).drop(columns=["person_id", "full_name"])
+    frame[["hours_worked", "income", "weight"]] = 0          # every record identical off-key
+    c = cfg.model_copy(update={"input": cfg.input.model_copy(update={"id_column": None,
+                                                                     "drop": []})})
+    a = sdc.release_frame(frame, c, seed=5)
+    ta = a.records_table()
+    assert ta["identity"].is_unique
+    prb_rows = np.flatnonzero(a.record_prb >= 0)
+    assert np.array_equal(ta["identity"].to_numpy()[prb_rows], a.prb_identity)
+    assert a.n_changed > 0
+    b = sdc.release_frame(frame.sample(frac=1.0, random_state=3), c, seed=5)
+    keys = c.key_names
+    pd.testing.assert_frame_equal(
+        a.frame[keys].sort_values(keys).reset_index(drop=True),
+        b.frame[keys].sort_values(keys).reset_index(drop=True))
