@@ -131,15 +131,16 @@ def test_kill_with_force_keeps_earlier_release(point: str, census_release: Censu
     data["output"]["dir"] = str(out)
     cfg.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
-    kill_at(prefect_api, point, cfg, "--force", workdir=tmp_path)
+    # another seed for the same output folder: a new release series, so --new-series (issue 10)
+    kill_at(prefect_api, point, cfg, "--force", "--new-series", workdir=tmp_path)
     assert snapshot(out) == before, f"the earlier release changed after a kill at {point}"
-    res = cli("release", cfg, "--force")
+    res = cli("release", cfg, "--force", "--new-series")
     assert res.exit_code == 0, res.output
     assert leftovers(out) == []
     assert public_bytes(out) == census_release.public
     assert hashes_match_audit(out)
     # put the earlier release back for the next point (its own seed, byte-identical public)
-    res = cli("release", earlier_cfg, "--force")
+    res = cli("release", earlier_cfg, "--force", "--new-series")
     assert res.exit_code == 0, res.output
     after = snapshot(out)
     assert {k: v for k, v in after.items() if k.startswith("public/")} == {
