@@ -81,7 +81,7 @@ def dask_client(spec: DaskSpec):
 
     if spec.scheduler:
         try:
-            client = Client(spec.scheduler, timeout="20s")
+            client = Client(spec.scheduler, timeout="10s")
         except OSError as e:
             raise InputError(
                 f"cannot reach the Dask scheduler {spec.scheduler!r} ({e}); start it (dask "

@@ -183,3 +183,34 @@ def test_duplicate_ids_across_batches_are_reported_with_global_rows(tmp_path):
         stream_release(cfg, 1, tmp_path / "o", batch_rows=300)
     assert "'pid'" in str(e.value) and "rows 6, 901" in str(e.value)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_dask_uses_an_existing_cluster_by_its_scheduler_address(tmp_path):
+    from distributed import LocalCluster
+
+    from sdc.release.dask_engine import DaskSpec, dask_release
+
+    frame = make_frame(5_000)
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=1_500)
+    cfg = config_for(path, tmp_path / "rel", "parquet")
+    expected, _ = pandas_public(cfg, 11)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:
+        got = dask_release(cfg, 11, tmp_path / "dask",
+                           DaskSpec(scheduler=cluster.scheduler_address, scratch=str(tmp_path)))
+        assert len(cluster.workers) == 2  # the cluster is still up: the release did not own it
+    for name, data in expected.items():
+        assert sha((tmp_path / "dask" / name).read_bytes()) == sha(data), name
+    assert got.n_records == 5_000
+
+
+def test_unreachable_scheduler_is_a_clear_error(tmp_path):
+    from sdc.release.dask_engine import DaskSpec, dask_release
+
+    path = tmp_path / "in.parquet"
+    make_frame(100).to_parquet(path, index=False)
+    cfg = config_for(path, tmp_path / "rel", "parquet")
+    with pytest.raises(sdc.InputError, match="cannot reach the Dask scheduler"):
+        dask_release(cfg, 1, tmp_path / "o", DaskSpec(scheduler="tcp://127.0.0.1:9"))
