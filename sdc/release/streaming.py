@@ -9,7 +9,9 @@ memory bounded by one batch plus the cell table, never by the file:
    :func:`sdc.engine.plan.plan_release` on it (shared by every engine): PRBs, theta,
    certificate.
 2. **identities**: the 64-bit identities of the records that draw (those of PRBs), 8 bytes per
-   such record, made unique once (:func:`sdc.engine.draws.unique_identities`).
+   such record, made unique once (:func:`sdc.engine.draws.unique_identities`). Skipped when
+   pass 1 found every ``input.id_column`` identity distinct (it sorts them, 8 bytes per
+   record, to check the ids over the whole file): the global step is then the identity map.
 3. **apply**: per batch, each record's released cell (:func:`sdc.engine.apply.released_cells`,
    a pure function of the seed, the plan and the record), its released values, its public order
    key (:mod:`sdc.release.order`); records go to 2**b temporary bucket files by the top bits of
