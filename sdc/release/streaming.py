@@ -46,7 +46,13 @@ from sdc.engine.batches import (
     partition_cells,
 )
 from sdc.engine.cells import CellTable
-from sdc.engine.draws import DrawPlan, cell_identity, record_identity, unique_identities
+from sdc.engine.draws import (
+    DrawPlan,
+    cell_identity,
+    draw_tiebreak,
+    record_identity,
+    unique_identities,
+)
 from sdc.engine.partition import check_columns
 from sdc.engine.plan import ReleasePlan, plan_release
 from sdc.errors import InputError
@@ -362,7 +368,9 @@ def batch_identities(frame: pd.DataFrame, record_cell: np.ndarray, dplan: DrawPl
     if not drawing.any():
         return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
     ident = record_identity(frame, config)[drawing]
-    return np.asarray(ident, np.uint64), dplan.cell_id[record_cell[drawing]]
+    # the same tiebreak as the in-memory engine (PRB records: top bit cleared), so duplicated
+    # identities get the same distinct identities in every engine (issue 10 contract)
+    return np.asarray(ident, np.uint64), draw_tiebreak(dplan.cell_id[record_cell[drawing]], True)
 
 
 def release_batch(frame: pd.DataFrame, record_cell: np.ndarray, cells: CellTable,

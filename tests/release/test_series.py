@@ -181,3 +181,25 @@ def test_without_id_column_duplicates_and_row_order(cfg):
     pd.testing.assert_frame_equal(
         a.frame[keys].sort_values(keys).reset_index(drop=True),
         b.frame[keys].sort_values(keys).reset_index(drop=True))
+
+
+def test_streaming_batches_get_the_same_draw_identities_as_the_in_memory_engine(cfg):
+    """Duplicated identities (no id column, identical non-key values) are made distinct in the
+    same way by the batch engines and by release_frame (same tiebreak: draw_tiebreak)."""
+    from sdc.engine.apply import draw_plan
+    from sdc.engine.draws import unique_identities
+    from sdc.engine.partition import partition_frame
+    from sdc.engine.plan import plan_release
+    from sdc.release.streaming import batch_identities
+
+    frame = generate_census_sample(20_000, seed=21).drop(columns=["person_id", "full_name"])
+    frame[["hours_worked", "income", "weight"]] = 0
+    c = cfg.model_copy(update={"input": cfg.input.model_copy(update={"id_column": None,
+                                                                     "drop": []})})
+    res = sdc.release_frame(frame, c, seed=5)
+    dplan = draw_plan(plan_release(partition_frame(frame, c), c), c)
+    halves = np.array_split(np.arange(len(frame)), 2)          # two batches
+    parts = [batch_identities(frame.iloc[h], res.cells.record_cell[h], dplan, c) for h in halves]
+    ident = unique_identities(np.concatenate([p[0] for p in parts]),
+                              np.concatenate([p[1] for p in parts]))
+    assert np.array_equal(ident, res.prb_identity)
