@@ -250,7 +250,8 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
                 others = m_z - (1 if t_z == t else 0)
                 if others < 1 or int(ks[b]) < 2:
                     continue
-                hit, tot = pick_distribution(prof, t, thetas[b], max(n_rec, a_max) + 1, t_z=t_z)
+                # only a = 1..a_max is used: the truncated convolution keeps its head exactly
+                hit, tot = pick_distribution(prof, t, thetas[b], a_max + 1, t_z=t_z)
                 pairs = m * t * others
                 pairs_total[t, t_z] = pairs_total.get((t, t_z), 0.0) + pairs
                 for a in range(1, a_max + 1):
