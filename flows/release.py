@@ -361,12 +361,16 @@ def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig,
 
 @task(name="reports", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: ReleaseConfig,
-                seed: int) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """Risk and utility reports: the internal files and the headline numbers."""
+                seed: int, seed_info: Any = None) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Risk and utility reports: the internal files and the headline numbers. When the release
+    series has a previous release, its comparison with this one (computed once here, kept in
+    ``seed_info.series`` for the audit record) becomes the report's "Release series" section."""
+    from sdc.release.series import series_risk_vs_previous
     from sdc.reports.build import build_reports, headline
 
     _step("building risk and utility reports")
-    reports = build_reports(original, result, config, seed=seed)
+    series = series_risk_vs_previous(seed_info, result) if seed_info is not None else None
+    reports = build_reports(original, result, config, seed=seed, series=series)
     return reports.files(), headline(reports.risk, reports.utility)
 
 
@@ -587,7 +591,8 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     seed_info = timed("plan", plan_task, job.config, new_series)
     result = timed("perturb and certify", perturb_task, frame, job.config, seed_info.value)
     public = timed("validate output", validate_output_task, result, job.config, seed_info.value)
-    reports, head = timed("reports", report_task, frame, result, job.config, seed_info.value)
+    reports, head = timed("reports", report_task, frame, result, job.config, seed_info.value,
+                          seed_info)
     out = timed("write", write_task, job, frame, result, seed_info, reports, force, public)
     summary = summarize(job.config, result, n_records=len(frame), release_dir=out,
                         seed_created=bool(seed_info.created), seed_file=seed_info.path,

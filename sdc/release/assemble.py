@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -17,7 +16,7 @@ from sdc.io.write import parquet_bytes, sha256_bytes
 from sdc.release.audit import _package_version, build_audit
 from sdc.release.public import codebook_markdown, public_frame, public_schema_for
 from sdc.release.seeds import SeedInfo
-from sdc.release.series import RECORDS_FILE, SeriesError, load_records, series_risk
+from sdc.release.series import RECORDS_FILE, series_risk_vs_previous
 from sdc.release.stat_files import stat_codebook_lines, stat_public_files
 from sdc.release.uncertainty import uncertainty_markdown
 
@@ -65,14 +64,13 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
         "blocks.parquet": parquet_bytes(result.blocks),
         "partition_sets.parquet": parquet_bytes(result.partition_sets),
     }
-    series = dict(getattr(seed_info, "series", None) or {})
     if result.cell_id is not None:
         # record-level internal data of the release series (identity, cell, released)
         records = result.records_table()
         internal[RECORDS_FILE] = parquet_bytes(records)
-        prev = (series.get("previous") or {}).get("dir")
-        if prev:
-            series["risk_vs_previous"] = _risk_vs_previous(Path(prev), records, result.xi)
+        # vs the previous release (the flow's report task may have computed it already)
+        series_risk_vs_previous(seed_info, result, records)
+    series = dict(getattr(seed_info, "series", None) or {})
     for name, data in (reports or {}).items():
         if name in internal or name == "audit.json" or not _NAME_OK.match(name):
             raise ValueError(f"report name {name!r} is reserved or not a plain file name")
@@ -89,21 +87,6 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     return public, internal
 
-
-
-
-def _risk_vs_previous(previous: Path, records: pd.DataFrame, xi: float) -> dict[str, Any]:
-    """Series risk of (previous release, this one): the changed share and the linking intruder."""
-    try:
-        risk = series_risk([load_records(previous), records], xi)
-    except (SeriesError, OSError, ValueError) as e:
-        return {"previous": str(previous), "error": str(e)}
-    d = risk.to_dict()
-    return {"previous": str(previous), "changed_share": d["max_changed_share"],
-            "n_common": int(risk.changed["n_common"].sum()),
-            "rate_one_match_series": d["rate_one_match_series"],
-            "rate_one_match_single": d["rate_one_match_single"], "xi": xi,
-            "intruder": d["intruder"]}
 
 def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *,
                            input_sha256: str, config_text: str, engine: str,

@@ -70,7 +70,7 @@ from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.engine.draws import keyed_hash
 
 __all__ = ["RECORDS_FILE", "SeriesInfo", "series_for", "series_id", "SeriesRisk", "SeriesError", "find_series", "load_records",
-           "pattern_glob", "series_risk", "series_risk_of_dirs"]
+           "pattern_glob", "risk_vs_previous", "series_risk_vs_previous", "series_risk", "series_risk_of_dirs"]
 
 RECORDS_FILE = "records.parquet"
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
@@ -344,3 +344,47 @@ def series_risk_of_dirs(release_dirs: list[Path], xi: float | None = None) -> Se
         audit = _audit_of(dirs[-1]) or {}
         xi = float((audit.get("risk") or {}).get("xi", float("nan")))
     return series_risk([load_records(d) for d in dirs], xi)
+
+
+def risk_vs_previous(previous: Path, records: pd.DataFrame, xi: float) -> dict[str, Any]:
+    """Series risk of (previous release, this one): ``audit.json``'s ``series.risk_vs_previous``
+    and, through the flow, ``risk.json``'s ``series`` (the same dict, computed once).
+
+    Returns ``previous`` (the folder), ``n_common`` (records in both releases), ``n_changed``
+    and ``changed_share`` (of those, released key values differ), ``rate_one_match_series`` /
+    ``rate_one_match_single`` (linking intruder over both releases / on this one alone, targets
+    with a = 1 matching record), ``xi`` and ``intruder`` (:attr:`SeriesRisk.intruder` rows).
+    When the previous release cannot be measured (no records file), ``previous`` and ``error``.
+    """
+    try:
+        risk = series_risk([load_records(previous), records], xi)
+    except (SeriesError, OSError, ValueError) as e:
+        return {"previous": str(previous), "error": str(e)}
+    d = risk.to_dict()
+    return {"previous": str(previous), "changed_share": d["max_changed_share"],
+            "n_common": int(risk.changed["n_common"].sum()),
+            "n_changed": int(risk.changed["n_changed"].sum()),
+            "rate_one_match_series": d["rate_one_match_series"],
+            "rate_one_match_single": d["rate_one_match_single"], "xi": float(xi),
+            "intruder": d["intruder"]}
+
+
+def series_risk_vs_previous(seed_info: Any, result: Any,
+                            records: pd.DataFrame | None = None) -> dict[str, Any] | None:
+    """:func:`risk_vs_previous` for the run placed by :func:`series_for`, computed once and kept
+    in ``seed_info.series["risk_vs_previous"]``: the audit record and the report both use it.
+
+    ``result`` is the run's :class:`~sdc.engine.apply.ReleaseResult`; ``records`` its
+    :meth:`~sdc.engine.apply.ReleaseResult.records_table` (built here when needed and not
+    given). None when the series has no previous release or the result has no cell ids.
+    """
+    series = getattr(seed_info, "series", None) or {}
+    if "risk_vs_previous" in series:
+        return series["risk_vs_previous"]
+    prev = (series.get("previous") or {}).get("dir")
+    if not prev or result.cell_id is None:
+        return None
+    if records is None:
+        records = result.records_table()
+    series["risk_vs_previous"] = risk_vs_previous(Path(prev), records, float(result.xi))
+    return series["risk_vs_previous"]

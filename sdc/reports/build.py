@@ -33,7 +33,7 @@ from sdc.reports.intruder import simulate_intruder
 from sdc.reports.utility import compute_utility
 
 __all__ = ["Reports", "build_reports", "build_risk", "dumps", "headline",
-           "render_release_report"]
+           "render_release_report", "series_section"]
 
 RISK_FILE, UTILITY_FILE, HTML_FILE = "risk.json", "utility.json", "report.html"
 
@@ -145,6 +145,28 @@ def build_risk(original: pd.DataFrame, result: ReleaseResult, config: ReleaseCon
     }
 
 
+def series_section(risk_vs_previous: dict[str, Any]) -> dict[str, Any]:
+    """``risk.json``'s ``series`` object from the flow's comparison with the previous release
+    of the series (``audit.json``'s ``series.risk_vs_previous``, docs/SERIES.md): the same
+    figures, with the previous release named by its folder name only (no path, no seed).
+
+    Aggregates only: records in both releases, how many changed their released key values
+    (share = n_changed / n_common), and the linking intruder's correct-match rate per
+    (t_j, a) class and over all targets with a = 1 matching record, next to xi.
+    """
+    r = risk_vs_previous
+    out: dict[str, Any] = {"previous": Path(str(r["previous"])).name}
+    if "error" in r:
+        out["error"] = str(r["error"])
+        return out
+    keys = ("n_common", "n_changed", "changed_share", "rate_one_match_series",
+            "rate_one_match_single", "xi")
+    out.update({k: r[k] for k in keys})
+    out["intruder"] = [{k: c[k] for k in ("t", "a", "n_series", "series_rate", "n_single",
+                                         "single_rate")} for c in r["intruder"]]
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # public entry points
 # --------------------------------------------------------------------------------------------
@@ -163,14 +185,17 @@ class Reports:
 
 
 def build_reports(original: pd.DataFrame, result: ReleaseResult, config: ReleaseConfig, *,
-                  seed: int, n_sim: int = 200) -> Reports:
+                  seed: int, n_sim: int = 200,
+                  series: dict[str, Any] | None = None) -> Reports:
     """Risk (before/after, certificate, Monte Carlo intruder), utility and the HTML page.
 
     ``original`` is the input frame and ``result`` what ``release_frame(original, config,
     seed)`` returned (same row order). The intruder uses ``n_sim`` replications on streams
     ``stream(seed, f"intruder:{i}")``. The returned dicts are already JSON-clean (what is
     written is what :func:`render_release_report` reads back), and the HTML is rendered from
-    them only.
+    them only. ``series``: the comparison with the previous release of the series
+    (:func:`sdc.release.series.risk_vs_previous`), when there is one; it becomes ``risk.json``'s
+    ``series`` (:func:`series_section`) and the page's "Release series" section.
     """
     if len(original) != len(result.frame):
         raise ValueError(
@@ -182,7 +207,10 @@ def build_reports(original: pd.DataFrame, result: ReleaseResult, config: Release
     weight = config.input.weight
     agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
                                if weight else None)  # the one pass over the records
-    risk = _clean(build_risk(original, result, config, seed=seed, n_sim=n_sim, agg=agg))
+    risk = build_risk(original, result, config, seed=seed, n_sim=n_sim, agg=agg)
+    if series is not None:
+        risk["series"] = series_section(series)
+    risk = _clean(risk)
     utility = _clean(compute_utility(original, result, config, agg=agg))
     validate(risk, utility)
     return Reports(risk, utility, render_html(risk, utility))

@@ -195,6 +195,7 @@ def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
         "changed": ch, "changed_overall": ch.get("overall", {}),
         "partition_sets": [{"p": p, "c": chg.get(p["partition_key"], {})}
                            for p in risk.get("partition_sets", [])],
+        "series": risk.get("series"),  # None: first release of its series (section omitted)
     }
 
 

@@ -127,6 +127,37 @@ _INTRUDER_CLASS = _obj({
                               "the class's (target, other cell) pairs (other)."),
 })
 
+_SERIES_CLASS = _obj({
+    "t": _d(_INT, "The target's cell frequency t_j in this release."),
+    "a": _d(_INT, "Records whose modal released cell (series) or released cell (single) is the "
+                  "target's true cell."),
+    "n_series": _d(_INT, "Targets of this release in the class, linking intruder."),
+    "series_rate": _d(_NNUM, "Correct-match rate of the linking intruder (modal released cell "
+                             "over both releases); null: no target."),
+    "n_single": _d(_INT, "Targets in the class for the same intruder on this release alone."),
+    "single_rate": _d(_NNUM, "Its correct-match rate on this release alone; null: no target."),
+})
+
+_SERIES = {"description": (
+    "Present when the release series (docs/SERIES.md) has a previous release: the comparison "
+    "with it, the same figures as internal/audit.json's series.risk_vs_previous. Measured, "
+    "not certified (the certificate covers one release)."),
+    "oneOf": [
+        _obj({
+            "previous": _d({"type": "string"}, "Folder name of the previous release."),
+            "n_common": _d(_INT, "Records (by identity) in both releases."),
+            "n_changed": _d(_INT, "Of those, records whose released key values changed."),
+            "changed_share": _d(_SHARE, "n_changed / n_common."),
+            "rate_one_match_series": _d(_SHARE, "Linking intruder's correct-match rate over "
+                                                "targets with a = 1 matching record."),
+            "rate_one_match_single": _d(_SHARE, "The same on this release alone."),
+            "xi": _d(_NUM, "Risk target."),
+            "intruder": _arr(_SERIES_CLASS, "Per (t, a) class, 1 <= a <= 5."),
+        }),
+        _obj({"previous": _d({"type": "string"}, "Folder name of the previous release."),
+              "error": _d({"type": "string"}, "Why the series risk could not be measured.")}),
+    ]}
+
 RISK_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://sdc.example/report_schema/risk.schema.json",
@@ -168,7 +199,9 @@ RISK_SCHEMA: dict[str, Any] = {
                 "expected_correct_estimate": _NUM, "se": _NUM}),
         }, "Monte Carlo intruder (sdc.reports.intruder).", required=[
             "n_sim", "a_max", "stream", "estimator", "xi", "n_targets", "classes", "overall"]),
-    }),
+        "series": _SERIES,
+    }, required=["after", "before", "intruder", "partition_sets", "prbs", "release",
+                 "schema_version", "verdict"]),
 }
 
 _STATS = {"type": "object", "properties": {
