@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["nzy_matrix", "post_randomize"]
+__all__ = ["nzy_matrix", "post_randomize", "post_randomize_records"]
 
 
 def nzy_matrix(t: np.ndarray, theta: float) -> np.ndarray:
@@ -59,7 +59,35 @@ def post_randomize(local_cell: np.ndarray, t: np.ndarray, k: int, theta: float,
     u = rng.random((m, 2))
     if k < 2 or theta <= 0:
         return local_cell.copy()
-    move = u[:, 0] < theta / t
-    r = np.minimum((u[:, 1] * (k - 1)).astype(np.int64), k - 2)
-    dest = r + (r >= local_cell)
-    return np.where(move, dest, local_cell)
+    return post_randomize_records(local_cell, t, k, theta, u)
+
+
+def post_randomize_records(local_cell: np.ndarray, t: np.ndarray, k: np.ndarray | int,
+                           theta: np.ndarray | float, u: np.ndarray) -> np.ndarray:
+    """The kernel of :func:`post_randomize` for records of any number of PRBs at once.
+
+    Record i moves iff ``u[i, 0] < theta_i / t_i`` (never when k_i < 2 or theta_i <= 0) and
+    then goes to the other cell ``r + (r >= local_cell[i])``, r = floor(u[i, 1] (k_i - 1))
+    (capped at k_i - 2): uniform over the other k_i - 1 cells of its PRB.
+
+    Parameters
+    ----------
+    local_cell, t : (m,) int
+        Cell within its PRB and the cell's original frequency t_j, per record.
+    k, theta : (m,) arrays or scalars
+        Cells and theta of each record's PRB.
+    u : (m, 2) float
+        The record's uniform pair (for several PRBs drawn in one call in PRB order, the same
+        numbers as one :func:`post_randomize` call per PRB on the same stream).
+
+    Returns
+    -------
+    (m,) int: the released cell of each record within its PRB.
+    """
+    k = np.asarray(k, dtype=np.int64)
+    theta = np.asarray(theta, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        move = (u[:, 0] < theta / t) & (k >= 2) & (theta > 0)
+    r = np.minimum((u[:, 1] * (k - 1)).astype(np.int64), np.maximum(k - 2, 0))
+    r += r >= local_cell
+    return np.where(move, r, local_cell)

@@ -10,7 +10,10 @@ f"intruder:{i}")`` - never the release's ``prb:...`` streams, so the simulation 
 about which records the real release moved. Within a replication the PRBs are visited in PRB
 order and each is post-randomized with the engine's own kernel
 (:func:`sdc.engine.pram.post_randomize`) on its records in canonical order (by cell), so the simulated
-mechanism is the released one.
+mechanism is the released one. All PRBs of a replica go through that kernel in one call
+(:func:`sdc.engine.pram.post_randomize_records` on one draw of all uniform pairs: the same
+numbers as one call per PRB), and the sums of Y below are taken per cell as exact integer
+counts divided by a (no loop or float sum over records, no dependence on summation order).
 
 Estimator (Rao-Blackwellized intruder): for every target B with t_j = t and S_j = a >= 1 in a
 replica, the conditional probability of a correct match given the replica is Y = 1{B kept its
@@ -57,7 +60,7 @@ import pandas as pd
 from scipy.stats import binom
 
 from sdc.engine.draws import stream
-from sdc.engine.pram import post_randomize
+from sdc.engine.pram import post_randomize_records
 from sdc.engine.risk import correct_match_risk, pick_distribution
 
 __all__ = ["A_MAX", "exact_s_distribution", "simulate_intruder"]
@@ -169,12 +172,10 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     slot_sc = np.repeat(np.arange(sens.size), t_cell[sens])        # sensitive-cell index
     slot_t = t_cell[sens][slot_sc]
     slot_local = local[slot_sc]
-    slot_bounds = np.searchsorted(sprb[slot_sc], np.arange(n_blocks + 1))
     ks = blocks["k"].to_numpy(dtype=np.int64)
     thetas = blocks["theta"].to_numpy(dtype=float)
     t_max = int(slot_t.max())
     n_cls = (t_max + 1) * (a_max + 1)
-    cls_base = slot_t * (a_max + 1)
     # other-cell picks: (target frequency t_j, picked cell z) pairs, per sensitive cell z
     n_sc = sens.size
     t_sc = t_cell[sens]
@@ -183,41 +184,62 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     pairs_zt = m_prb[sprb].copy()                          # targets of frequency t_j outside z
     pairs_zt[np.arange(n_sc), t_sc] -= t_sc
     n_cls_o = (t_max + 1) * (t_max + 1) * (a_max + 1)
-    cls_o = ((np.arange(t_max + 1)[None, :] * (t_max + 1) + t_sc[:, None]) * (a_max + 1))
     num_o = np.zeros((n_sim, n_cls_o))
     cnt_o = np.zeros((n_sim, n_cls_o))
 
     num = np.zeros((n_sim, n_cls))
     cnt = np.zeros((n_sim, n_cls))
     total_y = np.zeros(n_sim)
-    dest = np.empty(slot_sc.size, dtype=np.int64)
+    # per slot, the parameters of its PRB: one post-randomization of all PRBs per replica.
+    # Every PRB draws its records' uniform pairs in PRB order from the replica's stream, so
+    # one draw of all pairs is the same sequence as one post_randomize call per PRB.
+    slot_prb = sprb[slot_sc]
+    slot_k = ks[slot_prb]
+    slot_theta = thetas[slot_prb]
+    slot_base = starts[slot_prb]
+    n_slots = slot_sc.size
+    # class bins of a cell z by (t_z, S_z): S_z = 0 and S_z > a_max go to dump bins
+    w_a = a_max + 2
+    own_cls = t_sc * w_a                                  # + min(S_z, a_max + 1)
+    div = np.maximum(np.arange(a_max + 1), 1).astype(float)
+    pairs_t = np.ascontiguousarray(np.maximum(pairs_zt, 0.0).T)  # (t_max + 1, n_sc)
+    pairs_used = [t for t in range(t_max + 1) if pairs_t[t].any()]
+    slot_t_o = slot_t * ((t_max + 1) * w_a)
+    n_bins = (t_max + 1) * w_a
     for i in range(n_sim):
-        rng = stream(seed, f"intruder:{i}")
-        for b in range(n_blocks):
-            lo, hi = slot_bounds[b], slot_bounds[b + 1]
-            if hi == lo:
-                continue
-            d = post_randomize(slot_local[lo:hi], slot_t[lo:hi], int(ks[b]), float(thetas[b]), rng)
-            dest[lo:hi] = starts[b] + d
-        s_count = np.bincount(dest, minlength=sens.size)
-        s = s_count[slot_sc]
-        kept = dest == slot_sc
-        y = np.where(kept, 1.0 / np.maximum(s, 1), 0.0)
-        total_y[i] = np.sort(y).sum()
-        ok = (s >= 1) & (s <= a_max)
-        idx = cls_base[ok] + s[ok]
-        num[i] = np.bincount(idx, weights=y[ok], minlength=n_cls)
-        cnt[i] = np.bincount(idx, minlength=n_cls)
-        # other-cell picks: arrivals[z, t_j] = records of frequency t_j moved into z
-        moved = dest != slot_sc
-        arrivals = np.bincount(dest[moved] * (t_max + 1) + slot_t[moved],
-                               minlength=n_sc * (t_max + 1)).reshape(n_sc, t_max + 1)
-        s_z = s_count[:, None]
-        valid = (pairs_zt > 0) & (s_z >= 1) & (s_z <= a_max)
-        idx_o = (cls_o + s_z)[valid]
-        num_o[i] = np.bincount(idx_o, weights=(arrivals / np.maximum(s_z, 1))[valid],
-                               minlength=n_cls_o)
-        cnt_o[i] = np.bincount(idx_o, weights=pairs_zt[valid], minlength=n_cls_o)
+        u = stream(seed, f"intruder:{i}").random((n_slots, 2))
+        dest = post_randomize_records(slot_local, slot_t, slot_k, slot_theta, u)
+        move = dest != slot_local
+        dest += slot_base
+        del u
+        s_count = np.bincount(dest, minlength=n_sc)
+        # own cell: Y = 1{kept} / S_j summed over the targets of cell j is K_j / S_j with
+        # K_j the records of j that kept their cell (integers: exact, no order dependence)
+        moved_sc = slot_sc[move]
+        kept_cnt = (t_sc - np.bincount(moved_sc, minlength=n_sc)).astype(float)
+        by_s = np.bincount(s_count, weights=kept_cnt)     # sum of K_j per S_j value
+        total_y[i] = float((by_s[1:] / np.arange(1, by_s.size)).sum())
+        s_cl = np.minimum(s_count, a_max + 1)
+        zc = own_cls + s_cl                               # class bin of every cell z
+        num[i] = (np.bincount(zc, weights=kept_cnt, minlength=n_bins)
+                  .reshape(t_max + 1, w_a)[:, :a_max + 1] / div).ravel()
+        cnt[i] = (np.bincount(zc, weights=t_sc, minlength=n_bins)
+                  .reshape(t_max + 1, w_a)[:, :a_max + 1]).ravel()
+        # other-cell picks: (records of frequency t_j moved into z) / S_z per class
+        # (t_j, t_z, S_z); a record moved into z implies a target of frequency t_j outside z,
+        # so every arrival falls in a valid pair class
+        dz = dest[move]
+        idx_m = slot_t_o[move] + zc[dz]
+        num_o[i] = (np.bincount(idx_m, minlength=(t_max + 1) * n_bins)
+                    .reshape(-1, w_a)[:, :a_max + 1] / div).ravel()
+        # pairs (target of frequency t_j outside z, z) per class of z
+        for t in pairs_used:
+            cnt_o[i, t * (t_max + 1) * (a_max + 1):(t + 1) * (t_max + 1) * (a_max + 1)] = \
+                np.bincount(zc, weights=pairs_t[t], minlength=n_bins) \
+                .reshape(t_max + 1, w_a)[:, :a_max + 1].ravel()
+
+    cnt[:, ::a_max + 1] = 0.0    # a = 0 (the S_z = 0 bins): no class
+    cnt_o[:, ::a_max + 1] = 0.0
 
     # exact values per PRB
     exact_num = np.zeros(n_cls)
