@@ -142,6 +142,8 @@ def prefetch_job(config_path: str | Path) -> None:
 def warm_imports() -> None:
     """Import the modules the tasks import lazily (pandera, scipy, pyarrow's writer, ...), so
     that ``sdc release`` pays for them while Prefect's temporary API boots, not in the job."""
+    import pandera.backends.pandas.builtin_checks  # noqa: F401 (imported on first validate)
+
     import sdc.io.read
     import sdc.io.schemas
     import sdc.release.assemble
