@@ -9,7 +9,7 @@ on any batch and get byte-identical results)::
 with ``identity`` from :func:`sdc.engine.draws.record_identity` made distinct by
 :func:`sdc.engine.draws.unique_identities` (see /work/wt/CONTRACT-draws.md and
 :mod:`sdc.engine.draws` for the keyed draws: move iff u1 < theta / t_j, destination by
-rendezvous hashing over the other k - 1 cells of the PRB).
+hierarchical (trie) rendezvous over the other k - 1 cells of the PRB, O(log k) per record).
 
 :func:`apply_plan` post-randomizes every sensitive record inside its PRB with the NZY
 probabilities of the :class:`~sdc.engine.plan.ReleasePlan` (record-keyed draws: a record's
@@ -38,7 +38,7 @@ from sdc.engine.draws import (
     draw_tiebreak,
     keyed_uniform,
     record_identity,
-    rendezvous,
+    trie_rendezvous,
     unique_identities,
 )
 from sdc.engine.partition import check_columns, partition_frame
@@ -162,7 +162,9 @@ def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray
     -------
     (m,) int64 released cell. A pure per-record function: record i's value depends only on
     (seed, plan, record_cell[i], identity[i]). P(move) = theta_b / t_j; a moving record goes to
-    one of the other k - 1 cells of its PRB uniformly (rendezvous hashing): eq. 5.3.
+    one of the other k - 1 cells of its PRB uniformly (hierarchical rendezvous,
+    :func:`sdc.engine.draws.trie_rendezvous`: an exponential race with rates n_c / N at each
+    node of the PRB's 16-ary hash trie, whose product telescopes to 1 / (k - 1)): eq. 5.3.
     """
     record_cell = np.asarray(record_cell, dtype=np.int64)
     identity = np.asarray(identity, dtype=np.uint64)
@@ -178,20 +180,11 @@ def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray
     movers = rows[move]
     if movers.size == 0:
         return out
-    cells, bounds = plan.prb_cells()
-    local = np.full(plan.cell_prb.size, -1, dtype=np.int64)
-    local[cells] = np.arange(cells.size) - bounds[plan.cell_prb[cells]]
-    mp = prb[movers]
-    order = np.argsort(mp, kind="stable")
-    movers, mp = movers[order], mp[order]
-    starts = np.searchsorted(mp, np.arange(plan.prb_theta.size + 1))
-    for b in np.flatnonzero(np.diff(starts)):
-        seg = movers[starts[b]:starts[b + 1]]
-        bc = cells[bounds[b]:bounds[b + 1]]
-        if bc.size < 2:
-            continue
-        pick = rendezvous(seed, "dest", identity[seg], local[record_cell[seg]], plan.cell_id[bc])
-        out[seg] = bc[pick]
+    cells, sorted_hash, bounds, position = plan.dest_trie(seed)
+    pick = trie_rendezvous(seed, "dest", identity[movers], position[record_cell[movers]],
+                           prb[movers], sorted_hash, bounds)
+    ok = pick >= 0                    # a PRB of one cell has nowhere to move: the record stays
+    out[movers[ok]] = cells[pick[ok]]
     return out
 
 

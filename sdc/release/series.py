@@ -48,8 +48,8 @@ What is certified exactly and what is only measured:
   observation about it and its risk against the linking intruder is its single-release risk
   R_j(a, t) <= xi, *provided the other records it is confused with are also unchanged*.
 - Records whose t_j, theta or PRB changed are redrawn only partly (monotone move decision:
-  a changed threshold flips only the records between the two thresholds; rendezvous
-  destination: a joining cell captures 1/k of the movers, a leaving cell releases its own):
+  a changed threshold flips only the records between the two thresholds; trie-rendezvous
+  destination: a joining or leaving cell changes about depth/k of the movers, depth ~ log16 k):
   the series risk over such records, and over cells mixing both kinds, is only measured,
   not certified. The report shows the measurement next to xi.
 """

@@ -11,6 +11,8 @@ false-alarm probability ~6e-5 per comparison); each test says how its variance i
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -22,9 +24,12 @@ from sdc.engine.draws import (
     _TAG_STR,
     DrawPlan,
     fmix64,
+    keyed_hash,
     keyed_uniform,
     rendezvous,
     siphash24,
+    trie_order,
+    trie_rendezvous,
     unique_identities,
     value_hash,
 )
@@ -237,3 +242,205 @@ def test_rendezvous_is_stable_when_a_candidate_joins_or_leaves():
     redirected = np.bincount(again[before == 3], minlength=k)[keep] / (before == 3).sum()
     q = 1 / (k - 1)
     assert np.all(np.abs(redirected - q) <= 4 * np.sqrt(q * (1 - q) / (before == 3).sum()))
+
+
+# -- the NZY destination: hierarchical (trie) rendezvous -------------------------------------------
+def _trie_reference(seed: int, purpose: str, ident: int, own_id: int | None,
+                    cand_ids: list[int]) -> int:
+    """Plain-Python hierarchical rendezvous for ONE record (the docstring's algorithm, written
+    independently of the vectorized code): returns the chosen candidate id."""
+    hashes = keyed_hash(seed, purpose + ":cell", np.array(cand_ids, dtype=np.uint64))
+    leaves = sorted((int(h), c) for h, c in zip(hashes, cand_ids, strict=True))
+    cands = [(h, c) for h, c in leaves if c != own_id]
+    depth, prefix = 0, 0
+    while len(cands) > 1:
+        node = int(keyed_hash(seed, f"{purpose}:trie:{depth}", np.array([ident], np.uint64),
+                              np.array([prefix], np.uint64))[0])
+        best = None
+        for c in range(16):
+            sub = [x for x in cands if (x[0] >> (60 - 4 * depth)) & 15 == c]
+            if not sub:
+                continue
+            v = _fmix_int((node + (c + 1) * 0x9E3779B97F4A7C15) & M64)   # SplitMix64 output c+1
+            u = ((v >> 11) + 0.5) * 2.0 ** -53
+            e = -math.log(u) / len(sub)                                   # exponential race
+            if best is None or e < best[0]:
+                best = (e, c, sub)
+        cands, prefix, depth = best[2], prefix * 16 + best[1], depth + 1
+    return cands[0][1]
+
+
+def _trie_pick(seed: int, ident: np.ndarray, own: np.ndarray, cand: np.ndarray,
+               group: np.ndarray | None = None, n_groups: int = 1) -> np.ndarray:
+    """Vectorized choice as candidate indices (own: candidate index or -1)."""
+    group_c = np.zeros(cand.size, dtype=np.int64) if group is None else group
+    order, sh, bounds = trie_order(seed, "dest", cand, group_c, n_groups)
+    pos = np.empty(cand.size, dtype=np.int64)
+    pos[order] = np.arange(cand.size)
+    own_pos = np.where(own >= 0, pos[np.maximum(own, 0)], -1)
+    rec_group = group_c[np.maximum(own, 0)] if group is not None else np.zeros(ident.size, np.int64)
+    pick = trie_rendezvous(seed, "dest", ident, own_pos, rec_group, sh, bounds)
+    return np.where(pick >= 0, order[np.maximum(pick, 0)], -1)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5, 17, 300, 5000])
+def test_trie_rendezvous_equals_the_plain_python_reference(k):
+    cand = fmix64(np.arange(1000, 1000 + k, dtype=np.uint64))
+    m = 150
+    ident = fmix64(np.arange(m, dtype=np.uint64) + np.uint64(77))
+    own = np.where(np.arange(m) % 7 == 6, -1, np.arange(m) % k)     # some records without own
+    got = _trie_pick(5, ident, own, cand)
+    ids = [int(x) for x in cand]
+    want = [ids.index(_trie_reference(5, "dest", int(ident[i]),
+                                      None if own[i] < 0 else ids[own[i]], ids))
+            for i in range(m)]
+    assert got.tolist() == want
+    assert not np.any(got == own)
+
+
+def test_trie_rendezvous_groups_are_separate_tries_and_records_are_independent():
+    rng = np.random.default_rng(4)
+    sizes = [1, 2, 40, 700]
+    group = np.repeat(np.arange(4), sizes)
+    cand = fmix64(rng.integers(0, 2**63, group.size, dtype=np.uint64))
+    own = rng.integers(0, group.size, 3000)
+    ident = rng.integers(0, 2**63, own.size, dtype=np.uint64)
+    got = _trie_pick(8, ident, own, cand, group, 4)
+    # a one-cell group has no destination; otherwise the choice stays in the record's group
+    assert np.all(got[group[own] == 0] == -1)
+    ok = group[own] > 0
+    assert np.array_equal(group[got[ok]], group[own[ok]]) and not np.any(got[ok] == own[ok])
+    # each group is its own trie: the same as choosing within the group alone
+    for g in (1, 2, 3):
+        sel = np.flatnonzero(group[own] == g)
+        members = np.flatnonzero(group == g)
+        local = np.searchsorted(members, own[sel])
+        alone = members[_trie_pick(8, ident[sel], local, cand[members])]
+        assert np.array_equal(alone, got[sel])
+    # a record's choice depends on nothing but itself: any subset, any order, same answers
+    perm = rng.permutation(own.size)[:500]
+    assert np.array_equal(_trie_pick(8, ident[perm], own[perm], cand, group, 4), got[perm])
+
+
+def test_trie_rendezvous_is_uniform_when_all_hashes_collide():
+    # the depth-16 fallback (candidates sharing all 64 bits): floor(U N)-th of them, own skipped
+    k, m = 5, 40_000
+    sh = np.zeros(k, dtype=np.uint64)
+    ident = np.arange(m, dtype=np.uint64)
+    own = np.arange(m) % k
+    pick = trie_rendezvous(1, "dest", ident, own, np.zeros(m, np.int64), sh,
+                           np.array([0, k]))
+    assert not np.any(pick == own)
+    q = 1 / (k - 1)
+    for o in range(k):
+        f = np.bincount(pick[own == o], minlength=k) / (own == o).sum()
+        se = np.sqrt(q * (1 - q) / (own == o).sum())     # multinomial share
+        assert np.all(np.abs(np.delete(f, o) - q) <= 4 * se), (o, f)
+
+
+@pytest.mark.parametrize(("k", "m"), [(2, 20_000), (5, 50_000), (17, 100_000),
+                                      (300, 150_000), (5000, 250_000)])
+def test_trie_destinations_are_exactly_uniform_over_the_other_cells(k, m):
+    """m records (one fixed seed, distinct identities: independent draws), own cell i mod k.
+
+    Whatever its own cell, a record's offset (dest - own) mod k is uniform over 1 .. k - 1
+    (uniform over the other cells, own excluded), so the K = k - 1 offset counts are
+    multinomial(m, 1/K). Statistics with their exact variance, each within 4 standard errors:
+    - Pearson's X^2 of the offset counts: E = K - 1,
+      Var = 2 (K - 1) + (sum_i 1/p_i - K^2 - 2K + 2) / m (exact for a multinomial; Bishop,
+      Fienberg & Holland 1975, eq. 14.4-7), skipped for K = 1;
+    - offsets in 10 bins (k > 11) or one by one: each share binomial, SE sqrt(p (1 - p) / m);
+    - the share landing in the root's crowded subtrees (top digit whose subtree holds more than
+      k/16 cells, where a wrong race rate would show first): per record exactly
+      h / (k - 1), h = such cells other than its own; a sum of independent Bernoullis.
+    """
+    cand = fmix64(np.arange(50, 50 + k, dtype=np.uint64) * np.uint64(3))
+    ident = np.arange(m, dtype=np.uint64) * np.uint64(0x9E3779B1)
+    own = np.arange(m) % k
+    got = _trie_pick(2026, ident, own, cand)
+    assert not np.any(got == own) and np.all(got >= 0)
+    K = k - 1
+    off = (got - own) % k                                     # 1 .. k - 1, uniform
+    if K > 1:
+        cnt = np.bincount(off, minlength=k)[1:]
+        x2 = ((cnt - m / K) ** 2 / (m / K)).sum()
+        sum_inv_p = K * K                                     # K offsets of share 1/K
+        var = 2 * (K - 1) + (sum_inv_p - K * K - 2 * K + 2) / m
+        assert abs(x2 - (K - 1)) <= 4 * np.sqrt(var), (x2, K)
+    nb = min(K, 10)
+    bins = (off - 1) * nb // K
+    share = np.bincount(bins, minlength=nb) / m
+    exact = np.bincount(np.arange(K) * nb // K, minlength=nb) / K
+    se = np.sqrt(exact * (1 - exact) / m)
+    assert np.all(np.abs(share - exact) <= 4 * se), (share, exact)
+    top = (keyed_hash(2026, "dest:cell", cand) >> np.uint64(60)).astype(np.int64)
+    crowded = np.bincount(top, minlength=16)[top] > k / 16
+    p_rec = (crowded.sum() - crowded[own]) / K                # per record, own excluded
+    se = np.sqrt((p_rec * (1 - p_rec)).sum()) / m
+    assert abs(crowded[got].mean() - p_rec.mean()) <= 4 * se
+
+
+def _expected_change_on_join(sorted_hash_before: np.ndarray, x: int) -> float:
+    """Exact P(a record without own cell changes its choice) when a candidate with hash x joins.
+
+    Coupled races (same uniforms before and after). At a node v on x's path with N_v >= 1
+    candidates before, x's child c holding n_c of them: after the join the rates are n_c + 1 and
+    N_v + 1, so P(winner changes | at v) = P(c wins after) - P(c wins before)
+    = (n_c + 1)/(N_v + 1) - n_c/N_v = (N_v - n_c) / (N_v (N_v + 1)) (a node with N_v = 1 was
+    terminal before: then the new race gives x's side probability 1/2, the same formula). The
+    record is at v with probability N_v / N_0 (telescoping), so
+    P(change) = sum_v (N_v - n_c) / (N_0 (N_v + 1)) <= depth / N_0: about 1/N_0 per level,
+    instead of 1/(N_0 + 1) for the flat rendezvous.
+    """
+    hs = [int(h) for h in sorted_hash_before]
+    n0, total, node = len(hs), 0.0, hs
+    for d in range(16):
+        if not node:
+            break
+        shift = 60 - 4 * d
+        c = (x >> shift) & 15
+        child = [h for h in node if (h >> shift) & 15 == c]
+        total += (len(node) - len(child)) / (n0 * (len(node) + 1))
+        node = child
+    return total
+
+
+def _common_prefix(a: np.ndarray, x: int) -> np.ndarray:
+    """Number of leading 4-bit digits that each hash in ``a`` shares with ``x``."""
+    diff = np.asarray(a, dtype=np.uint64) ^ np.uint64(x)
+    bits = np.where(diff == 0, 64, 63 - np.floor(np.log2(np.maximum(diff, 1).astype(float))))
+    return (bits // 4).astype(int)
+
+
+@pytest.mark.parametrize("k", [9, 300, 5000])
+def test_trie_rendezvous_is_stable_when_a_candidate_joins_or_leaves(k):
+    m = 60_000
+    ident = np.arange(m, dtype=np.uint64) * np.uint64(7919)
+    cand = fmix64(np.arange(k, dtype=np.uint64))
+    own = np.full(m, -1)
+    before = _trie_pick(11, ident, own, cand)
+    new = fmix64(np.array([10**6], np.uint64))
+    after = _trie_pick(11, ident, own, np.r_[cand, new])
+    changed = after != before
+    h_all = keyed_hash(11, "dest:cell", np.r_[cand, new])
+    hx = int(h_all[-1])
+    # a changed record moves into the joining candidate's subtree at the node where its path
+    # changed: its new choice shares more leading digits with x than its old one
+    assert np.all(_common_prefix(h_all[after[changed]], hx)
+                  > _common_prefix(h_all[before[changed]], hx))
+    p = _expected_change_on_join(np.sort(h_all[:-1]), hx)
+    depth = int(np.ceil(np.log(k) / np.log(16))) + 1
+    assert p <= (depth + 1) / k
+    # binomial(m, p) changes: 4 standard errors
+    assert abs(changed.mean() - p) <= 4 * np.sqrt(p * (1 - p) / m), (changed.mean(), p)
+    # candidate 3 leaves: the records that chose it are redirected; other records change only
+    # by leaving 3's subtree, with the same bound (the join of 3 to the smaller set, reversed)
+    keep = np.delete(np.arange(k), 3)
+    again = keep[_trie_pick(11, ident, own, cand[keep])]
+    moved = again != before
+    assert np.all(moved[before == 3])
+    h3 = int(h_all[3])
+    assert np.all(_common_prefix(h_all[again[moved]], h3)
+                  < _common_prefix(h_all[before[moved]], h3))
+    p3 = _expected_change_on_join(np.sort(h_all[keep]), h3)
+    assert abs(moved.mean() - p3) <= 4 * np.sqrt(p3 * (1 - p3) / m), (moved.mean(), p3)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import sdc
+from sdc.engine.draws import keyed_hash
 from sdc.release.series import SeriesError, find_series, series_risk
 from sdc.samples import generate_census_sample
 
@@ -67,6 +68,33 @@ def _outcome(res) -> pd.Series:
     return t.set_index("identity")["released"]
 
 
+def _digits_shared(h: np.ndarray, x: int) -> np.ndarray:
+    """Leading 4-bit digits each 64-bit hash in ``h`` shares with ``x`` (16 when equal)."""
+    diff = np.asarray(h, dtype=np.uint64) ^ np.uint64(x)
+    lead = np.where(diff == 0, 64,
+                    63 - np.floor(np.log2(np.maximum(diff, 1).astype(np.float64))))
+    return (lead // 4).astype(int)
+
+
+def _change_bound(movers: int, prb_hashes: np.ndarray, x: int) -> float:
+    """Upper bound (mean + 4 SE) on the records whose destination changes when the cell with
+    trie hash x joins or leaves a PRB whose other cells have hashes ``prb_hashes`` (k - 1 of them
+    besides x, k counted with x).
+
+    Coupled exponential races (sdc.engine.draws.trie_rendezvous): at a node v on x's path with
+    N_v candidates (x not counted) of which n_c under x's child, a record at v changes its
+    winner with probability (N_v - n_c) / (N_v (N_v + 1)) <= 1 / N_v, and it is at v with
+    probability N_v / N_0 (N_0 >= k - 2 candidates: own cell excluded). So
+    P(change) <= L / (k - 2), L = the races on x's path = 1 + the most leading digits x shares
+    with another cell of the PRB. Changes are independent across records (distinct identities):
+    binomial(movers, p), bound mean + 4 standard errors + 1.
+    """
+    k = prb_hashes.size + 1
+    levels = 1 + int(_digits_shared(prb_hashes, x).max())
+    p = min(1.0, levels / (k - 2))
+    return movers * p + 4 * np.sqrt(movers * p * (1 - p)) + 1
+
+
 def test_removing_one_record_changes_only_records_whose_own_situation_changed(cfg):
     frame = generate_census_sample(20_000, seed=5)
     a = sdc.release_frame(frame, cfg, seed=9)
@@ -77,12 +105,27 @@ def test_removing_one_record_changes_only_records_whose_own_situation_changed(cf
     b = sdc.release_frame(frame.drop(index=gone), cfg, seed=9)
     oa, ob = _outcome(a), _outcome(b)
     common = ob.index
-    changed = oa.reindex(common).to_numpy() != ob.to_numpy()
-    # every changed record moved in release a to the removed cell: redirected by rendezvous
+    old = oa.reindex(common).to_numpy()
+    changed = old != ob.to_numpy()
     removed_cell = a.records_table()["cell"].to_numpy()[sens[0]]
-    assert np.all(oa.reindex(common).to_numpy()[changed] == removed_cell)
-    # bound: expected number of movers into one cell is theta/(k-1) * sum 1/t over the PRB
-    assert changed.sum() <= 10
+    prb = a.record_prb[sens[0]]
+    prb_ids = a.cell_id[a.cell_prb == prb]
+    assert b.blocks["k"].sum() == a.blocks["k"].sum() - 1
+    # nothing changes outside the PRB, and no move decision changed (t_j and theta unchanged)
+    ta = a.records_table().set_index("identity").reindex(common)
+    assert np.all(np.isin(ta["cell"].to_numpy()[changed], prb_ids))
+    assert np.all(ta["cell"].to_numpy()[changed] != old[changed])        # movers in release a
+    # every changed record leaves the removed cell's subtree of the destination trie: in release
+    # a its destination shared more leading hash digits with the removed cell than now
+    h = lambda ids: keyed_hash(9, "dest:cell", np.asarray(ids, dtype=np.uint64))  # noqa: E731
+    hx = int(h([removed_cell])[0])
+    assert np.all(_digits_shared(h(old[changed]), hx)
+                  > _digits_shared(h(ob.to_numpy()[changed]), hx))
+    # the records that went to the removed cell are all redirected
+    assert np.all(changed[old == removed_cell])
+    movers = int(((ta["cell"].to_numpy() != old) & np.isin(ta["cell"].to_numpy(), prb_ids)).sum())
+    others = h(prb_ids[prb_ids != removed_cell])
+    assert changed.sum() <= _change_bound(movers, others, hx), (changed.sum(), movers)
 
 
 def test_adding_a_cell_to_a_prb_changes_only_through_the_stable_destination_rule(cfg):
@@ -105,15 +148,19 @@ def test_adding_a_cell_to_a_prb_changes_only_through_the_stable_destination_rule
     touched = a.record_prb == prb
     assert b.blocks["k"].sum() == a.blocks["k"].sum() + 1
     assert not changed[~touched].any()           # other PRBs: nothing changes
-    # in the touched PRB no record's t_j or theta changed, so no move decision changed; a mover
-    # changes destination iff the new cell beats its old winner: probability 1/k each
+    # in the touched PRB no record's t_j or theta changed, so no move decision changed
     moved_a = ta["released"].to_numpy() != ta["cell"].to_numpy()
     assert not (changed & ~moved_a).any()
-    assert np.all(tb["released"].to_numpy()[changed] == b.records_table()["cell"].iloc[-1])
-    k = int(b.blocks["k"].iloc[b.record_prb[first]])
+    # a changed record moves into the new cell's subtree of the destination trie: its new
+    # destination shares more leading hash digits with the new cell than its old one
+    new_cell = b.records_table()["cell"].iloc[-1]
+    h = lambda ids: keyed_hash(3, "dest:cell", np.asarray(ids, dtype=np.uint64))  # noqa: E731
+    hx = int(h([new_cell])[0])
+    assert np.all(_digits_shared(h(tb["released"].to_numpy()[changed]), hx)
+                  > _digits_shared(h(ta["released"].to_numpy()[changed]), hx))
     movers = int(moved_a[touched].sum())
-    # binomial(movers, 1/k): mean + 4 SE
-    assert changed.sum() <= movers / k + 4 * np.sqrt(movers / k) + 1
+    others = h(a.cell_id[a.cell_prb == prb])
+    assert changed.sum() <= _change_bound(movers, others, hx), (changed.sum(), movers)
 
 
 def test_adding_a_partition_set_changes_no_other_record(cfg):
