@@ -344,20 +344,21 @@ def perturb_task(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> sdc.R
 
 @task(name="validate output", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig,
-                         seed: int) -> pd.DataFrame:
-    """Build the public frame and check it against the output schema before anything is
-    written; also refuse a certificate above xi (belt and braces: the engine already does).
-    Returns the validated public frame: the write task writes exactly it (built once)."""
+                         seed: int) -> Any:
+    """Put the public records in public order and check them against the output schema
+    before anything is written; also refuse a certificate above xi (belt and braces: the
+    engine already does). Returns the validated :class:`sdc.release.public.PublicRecords`:
+    the write task writes exactly them (ordered once, gathered one row group at a time)."""
     from sdc.io.schemas import validate_output
-    from sdc.release.public import public_frame
+    from sdc.release.public import public_records
 
     _step("validating the public file")
     if not result.certificate <= result.xi + 1e-12:
         raise sdc.CertificationError(
             f"certificate {result.certificate:.6f} exceeds xi = {result.xi}; nothing was written"
         )
-    public = public_frame(result, config, seed)
-    validate_output(public, config)
+    public = public_records(result, config, seed)
+    validate_output(public.check_frame(), config)
     return public
 
 
@@ -379,9 +380,10 @@ def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: Relea
 @task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed_info: Any,
                reports: dict[str, bytes] | None, force: bool,
-               public: pd.DataFrame | None = None) -> Path:
+               public: Any = None) -> Path:
     """Assemble public + internal files and publish them atomically (temp sibling + rename).
-    ``public`` is the frame the output validation built and checked (written as is)."""
+    ``public`` are the public records the output validation built and checked (written as
+    is)."""
     from sdc.release.assemble import assemble_release
     from sdc.release.folder import write_release
 

@@ -104,7 +104,7 @@ class ReleaseResult:
         rec = self.cells.record_cell
         in_prb = self.cell_prb[rec] >= 0
         ident = unique_identities(record_identity(self.frame, self.config),
-                                  draw_tiebreak(self.cell_id[rec], in_prb))
+                                  lambda: draw_tiebreak(self.cell_id[rec], in_prb))
         return pd.DataFrame({"identity": ident, "cell": self.cell_id[rec],
                              "released": self.cell_id[self.released_cell]})
 

@@ -200,7 +200,13 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     if len(set(schema.names)) != len(schema.names):
         raise _dup_error(path, list(schema.names))
     try:
-        return pq.read_table(path).to_pandas()
+        # self_destruct + split_blocks: each column's Arrow buffers are freed as it is
+        # converted (no consolidation copy); then the Arrow pool returns its cached decode
+        # buffers to the system, which nothing later reuses (-240 MB peak, -350 MB resident
+        # at 5M records; issue 14)
+        frame = pq.read_table(path).to_pandas(self_destruct=True, split_blocks=True)
+        pa.default_memory_pool().release_unused()
+        return frame
     except (pa.ArrowException, OSError, ValueError) as e:
         raise InputError(
             f"input file {str(path)!r} is not a readable Parquet file ({e}); re-export it"

@@ -14,10 +14,15 @@ from sdc.io.batches import public_bytes
 from sdc.io.schemas import validate_output
 from sdc.io.write import parquet_bytes, sha256_bytes
 from sdc.release.audit import _package_version, build_audit
-from sdc.release.public import codebook_markdown, public_frame, public_schema_for
+from sdc.release.public import (
+    PublicRecords,
+    codebook_markdown,
+    public_records,
+    public_schema_for,
+)
 from sdc.release.seeds import SeedInfo
 from sdc.release.series import RECORDS_FILE, series_risk_vs_previous
-from sdc.release.stat_files import stat_codebook_lines, stat_public_files
+from sdc.release.stat_files import STAT_FORMATS, stat_codebook_lines, stat_public_files
 from sdc.release.uncertainty import uncertainty_markdown
 
 __all__ = ["assemble_batch_release", "assemble_release"]
@@ -28,7 +33,7 @@ _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: ReleaseResult,
                      seed_info: SeedInfo, *, input_sha256: str, config_text: str,
                      reports: dict[str, bytes] | None = None,
-                     public_data: pd.DataFrame | None = None
+                     public_data: PublicRecords | pd.DataFrame | None = None
                      ) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """All files of a release as bytes: ``(public, internal)``, each name -> bytes.
 
@@ -38,24 +43,33 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     given (e.g. ``risk.json``, ``report.html``) and ``audit.json`` (:func:`build_audit`, with
     the SHA-256 of every other file).
 
-    ``public_data``: the public frame when the caller already built it with
-    :func:`public_frame` and validated it (the release flow does, before the reports), so that
-    this record-level step runs once per release.
+    ``public_data``: the public records when the caller already built them with
+    :func:`public_records` and validated them (the release flow does, before the reports), so
+    that this record-level step runs once per release (a public frame of :func:`public_frame`
+    is accepted too).
 
     Raises :class:`~sdc.io.schemas.OutputSchemaError` if the public frame breaks the output
     schema, :class:`ValueError` if a report name is reserved or not a plain file name.
     """
     schema = public_schema_for(config, result.frame)
     if public_data is None:
-        pub = public_frame(result, config, seed_info.value, schema=schema)
-        validate_output(pub, config)
-    else:
-        pub = public_data
-    formats = config.output.formats if config.output is not None else ["parquet"]
+        public_data = public_records(result, config, seed_info.value, schema=schema)
+        validate_output(public_data.check_frame(), config)
+    formats = list(config.output.formats if config.output is not None else ["parquet"])
     # written exactly as the streaming and Dask engines write them (same schema, row groups)
-    public: dict[str, bytes] = public_bytes(pub, schema, list(formats))
-    stat_files, layout = stat_public_files(pub, config)  # sav / dta: same records, same order
-    public.update(stat_files)
+    if isinstance(public_data, PublicRecords):
+        public: dict[str, bytes] = public_data.write(formats)
+        # sav / dta: same records, same order (they need the whole frame)
+        pub = public_data.frame() if any(f in STAT_FORMATS for f in formats) else None
+    else:
+        public = public_bytes(public_data, schema, formats)
+        pub = public_data
+    if pub is not None:
+        stat_files, layout = stat_public_files(pub, config)
+        public.update(stat_files)
+        del pub
+    else:
+        layout = None
     extra = stat_codebook_lines(config, layout) + uncertainty_markdown(config, result)
     codebook = codebook_markdown(config, result, schema=schema).rstrip()
     public["codebook.md"] = (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
