@@ -43,15 +43,29 @@ def order_salt(cells: CellTable) -> int:
     return int.from_bytes(h.digest()[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
+_LUT_RANGE = 1 << 16  # integer columns spanning at most this many values hash via a table
+
+
+def _int_hash(vals: np.ndarray) -> np.ndarray:
+    """``hash_array(vals)`` of int64 values; for a column of few distinct values (a key) the
+    hash of every value in [min, max] once, then one gather from that small table (the same
+    numbers, a quarter of the work)."""
+    if vals.size > 4 * _LUT_RANGE:
+        lo, hi = int(vals.min()), int(vals.max())
+        if hi - lo < _LUT_RANGE:
+            lut = hash_array(np.arange(lo, hi + 1, dtype=np.int64))
+            return lut[vals - lo] if lo else lut[vals]
+    return hash_array(vals)
+
+
 def _column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     t = col.type
-    n = len(col)
-    valid = np.ones(n, dtype=bool)
+    valid = None
     if col.null_count:
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_integer(t) or pa.types.is_boolean(t):
-        vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        h = hash_array(vals)
+        vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        h = _int_hash(vals)
     elif pa.types.is_floating(t):
         vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
         vals = np.where(vals == 0.0, 0.0, vals)  # -0.0 and 0.0 alike
@@ -62,6 +76,8 @@ def _column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     else:
         vals = col.cast(pa.string()).to_numpy(zero_copy_only=False)
         h = hash_array(np.asarray(vals, dtype=object), categorize=False)
+    if valid is None:
+        return h
     return np.where(valid, h, np.uint64(0x5BD1E9955BD1E995))
 
 
@@ -70,7 +86,8 @@ def content_hash(table: pa.Table) -> np.ndarray:
     h = np.full(table.num_rows, np.uint64(0xCBF29CE484222325), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for col in table.columns:
-            h = (h ^ _column_hash(col)) * _MUL
+            h ^= _column_hash(col)
+            h *= _MUL
             h ^= h >> np.uint64(29)
     return h
 
