@@ -69,8 +69,12 @@ __all__ = ["A_MAX", "exact_s_distribution", "simulate_intruder"]
 A_MAX = 4
 
 
-def _bin_pmf(n: int, q: float) -> np.ndarray:
-    return binom.pmf(np.arange(n + 1), n, q) if n > 0 else np.ones(1)
+def _bin_pmf(n: int, q: float, size: int | None = None) -> np.ndarray:
+    """Binomial(n, q) pmf at 0 .. min(n, size - 1) (the whole pmf when ``size`` is None)."""
+    if n <= 0:
+        return np.ones(1)
+    top = n if size is None else min(n, size - 1)
+    return binom.pmf(np.arange(top + 1), n, q)
 
 
 def exact_s_distribution(profile: Mapping[int, int], t_j: int, theta: float,
@@ -79,17 +83,30 @@ def exact_s_distribution(profile: Mapping[int, int], t_j: int, theta: float,
 
     S_j = 1{kept} + S', S' = Bin(t_j - 1, 1 - theta/t_j) + sum over the other cells l of
     Bin(t_l, theta / ((k - 1) t_l)) (cells with equal t merged into one binomial). Written
-    independently of :mod:`sdc.engine.risk` (plain binomial pmfs and full convolutions), so it also
+    independently of :mod:`sdc.engine.risk` (plain binomial pmfs and convolutions), so it also
     cross-checks the engine.
+
+    Only the head of S' that is not 0 in double precision is convolved. S' is a sum of
+    independent Bernoullis with mean mu = (t_j - 1)(1 - theta/t_j) + theta (the k - 1 other
+    cells bring theta/(k - 1) each) and variance <= mu, so by Bernstein's inequality
+    P(S' >= mu + x) <= exp(-x^2 / (2 (mu + x/3))). With x = max(60 sqrt(mu), 2300) the exponent
+    is below -1350 (x >= mu: >= 3x/8 >= 862 ... and 1350 for mu > 3600), i.e. the tail is below
+    the smallest positive double (4.9e-324): P(S' = a) is exactly 0.0 in floating point for
+    a >= mu + x, and every pmf is cut there. Without the cut a PRB of k cells cost O(k^2)
+    (full convolutions of length ~ records of the PRB); with it O(k) for the pmfs and
+    O(cut^2) per convolution, cut ~ t_j + 2300.
     """
     k = int(sum(profile.values()))
     th = float(theta) if k > 1 else 0.0
-    pmf = _bin_pmf(t_j - 1, 1.0 - th / t_j)
+    mu = (t_j - 1) * (1.0 - th / t_j) + th
+    cut = min(length + 1, int(np.ceil(mu + max(60.0 * np.sqrt(mu), 2300.0))) + 1)
+    pmf = _bin_pmf(t_j - 1, 1.0 - th / t_j, cut)
     if k > 1:
         for t, m in sorted(profile.items()):
             others = int(m) - (1 if int(t) == t_j else 0)
             if others > 0:
-                pmf = np.convolve(pmf, _bin_pmf(others * int(t), th / ((k - 1) * int(t))))
+                pmf = np.convolve(pmf, _bin_pmf(others * int(t), th / ((k - 1) * int(t)),
+                                                cut))[:cut]
     p = 1.0 - th / t_j
     s_other = np.zeros(length + 1)
     m = min(pmf.size, length + 1)

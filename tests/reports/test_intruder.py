@@ -47,6 +47,36 @@ def test_exact_distribution_matches_engine(profile: dict[int, int], t: int) -> N
     np.testing.assert_allclose(ours, sdc.correct_match_risk(profile, t, THETA, 6), rtol=1e-9)
 
 
+@pytest.mark.parametrize("profile,t", [({1: 3000, 2: 2500}, 1), ({1: 3000, 2: 2500}, 2),
+                                       ({1: 40, 7: 900}, 7)])
+def test_exact_distribution_cut_equals_the_full_convolution(profile: dict[int, int],
+                                                             t: int) -> None:
+    """The head cut (Bernstein: P(S' >= mu + max(60 sqrt(mu), 2300)) < 4.9e-324) leaves the
+    distribution as the full-length convolution gives it: the same values to rounding, the
+    entries past the cut are exactly 0.0 in the full one too, and the expected number of
+    correct matches sum_a P(kept, S = a) / a is unchanged."""
+    from scipy.stats import binom
+
+    n_rec = sum(tt * m for tt, m in profile.items())
+    k = sum(profile.values())
+    kept, total = exact_s_distribution(profile, t, THETA, n_rec + 1)
+    full = binom.pmf(np.arange(t), t - 1, 1 - THETA / t)      # the uncut reference
+    for tt, m in sorted(profile.items()):
+        others = m - (1 if tt == t else 0)
+        full = np.convolve(full, binom.pmf(np.arange(others * tt + 1), others * tt,
+                                           THETA / ((k - 1) * tt)))
+    full = np.r_[full, np.zeros(n_rec + 1 - full.size)]      # S' <= n_rec - 1
+    p = 1 - THETA / t
+    want_kept = np.r_[0.0, p * full[:n_rec]]
+    want_total = want_kept + (1 - p) * full[: n_rec + 1]
+    np.testing.assert_allclose(kept, want_kept, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(total, want_total, rtol=1e-12, atol=1e-300)
+    cut = int(np.ceil((t - 1) * p + THETA + 2300)) + 1
+    assert n_rec > cut and not want_total[cut + 1:].any()     # the cut is exercised
+    a = np.arange(1, n_rec + 1)
+    assert (kept[1:] / a).sum() == pytest.approx((want_kept[1:] / a).sum(), rel=1e-13)
+
+
 def test_exact_by_hand_two_singletons() -> None:
     """k = 2 singleton cells, theta: B keeps with p = 1 - theta; the other record lands in B's
     cell with probability theta / ((k-1) t) = theta. So P(S=1, kept) = (1-theta)^2,
