@@ -106,7 +106,7 @@ class ReleaseResult:
         ident = unique_identities(record_identity(self.frame, self.config),
                                   lambda: draw_tiebreak(self.cell_id[rec], in_prb))
         return pd.DataFrame({"identity": ident, "cell": self.cell_id[rec],
-                             "released": self.cell_id[self.released_cell]})
+                             "released": self.cell_id[self.released_cell]}, copy=False)
 
     @property
     def changed(self) -> np.ndarray:
