@@ -244,16 +244,31 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig,
         for jb in range(i + 1, len(keys)):
             b = keys[jb]
             # the two-way table on the cells: (a, b) codes of every cell, observed ones numbered
-            pcode, _ = pd.factorize(kc[:, i] * kvs[b].size + kc[:, jb], sort=True)
-            size = int(pcode.max()) + 1 if pcode.size else 0
-            o = np.bincount(pcode, weights=tb, minlength=size)
-            r = np.bincount(pcode, weights=ta, minlength=size)
+            # in code order. With a dense code space (sizes' product <= 4 C or 2^20) the bins are
+            # summed by code and the observed ones kept: the same sums in the same order as
+            # numbering them with a hash table first (pd.factorize, ~10x slower)
+            dense = kc[:, i].astype(np.int64) * kvs[b].size + kc[:, jb]
+            span = kvs[a].size * kvs[b].size
+            if span <= max(4 * dense.size, 1 << 20):
+                keep = np.flatnonzero(np.bincount(dense, minlength=span))
+                size, pcode = int(keep.size), None
+                o = np.bincount(dense, weights=tb, minlength=span)[keep]
+                r = np.bincount(dense, weights=ta, minlength=span)[keep]
+            else:
+                pcode, _ = pd.factorize(dense, sort=True)
+                size = int(pcode.max()) + 1 if pcode.size else 0
+                o = np.bincount(pcode, weights=tb, minlength=size)
+                r = np.bincount(pcode, weights=ta, minlength=size)
             row = {"a": a, "b": b, "tvd": tvd(_shares(o), _shares(r)),
                    "cells_original": int((o > 0).sum()), "cells_released": int((r > 0).sum()),
                    "weighted_tvd": None}
             if weighted:
-                row["weighted_tvd"] = tvd(_shares(agg.w_before.regroup(pcode, size).values()),
-                                          _shares(agg.w_after.regroup(pcode, size).values()))
+                if pcode is None:
+                    wo = agg.w_before.regroup(dense, span)[keep]
+                    wr = agg.w_after.regroup(dense, span)[keep]
+                else:
+                    wo, wr = agg.w_before.regroup(pcode, size), agg.w_after.regroup(pcode, size)
+                row["weighted_tvd"] = tvd(_shares(wo.values()), _shares(wr.values()))
             pairs.append(row)
 
     numeric = _numeric(original, result, config)

@@ -147,8 +147,25 @@ def _config(weight: str | None = "weight") -> sdc.ReleaseConfig:
     }, base_dir=Path("."))
 
 
+def _wide_domain_frame() -> pd.DataFrame:
+    f = _frame(3000, 4)
+    f["postcode"] = np.random.default_rng(4).integers(0, 1200, len(f))
+    return f
+
+
+def _wide_domain_config() -> sdc.ReleaseConfig:
+    """Two keys of 1,200 declared levels: their two-way table (1.44e6 codes, more than 4 C and
+    2^20) takes the hash-numbered path of compute_utility's pairs, the others the dense one."""
+    cfg = _config("weight").model_dump()
+    cfg["key_variables"]["age"] = {"range": [0, 1199]}
+    cfg["key_variables"]["postcode"] = {"range": [0, 1199]}
+    cfg["partition"]["age"] = {"bands": [0, 30, 60]}
+    return sdc.parse_config(cfg, base_dir=Path("."))
+
+
 CASES = {
     "weighted": (lambda: _frame(4000, 1), lambda: _config("weight")),
+    "wide_domains": (_wide_domain_frame, _wide_domain_config),
     "unweighted": (lambda: _frame(2500, 2), lambda: _config(None)),
     "tiny": (lambda: _frame(60, 3), lambda: _config("weight")),
 }
