@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["nzy_matrix", "post_randomize", "post_randomize_records"]
+__all__ = ["nzy_matrix", "post_randomize", "post_randomize_prepared", "post_randomize_records",
+           "prepare_records"]
 
 
 def nzy_matrix(t: np.ndarray, theta: float) -> np.ndarray:
@@ -84,10 +85,39 @@ def post_randomize_records(local_cell: np.ndarray, t: np.ndarray, k: np.ndarray 
     -------
     (m,) int: the released cell of each record within its PRB.
     """
+    return post_randomize_prepared(local_cell, prepare_records(t, k, theta), u)
+
+
+def prepare_records(t: np.ndarray, k: np.ndarray | int,
+                    theta: np.ndarray | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The per-record constants of :func:`post_randomize_records`, for callers that replay the
+    same records many times (the report's Monte Carlo intruder).
+
+    Returns
+    -------
+    threshold : (m,) float
+        ``theta / t`` where the record can move, -1 where it cannot (k < 2 or theta <= 0), so
+        that ``u < threshold`` is the move decision for any u in [0, 1).
+    k_minus_1 : float array
+        k - 1 (exact as a float).
+    r_max : int array
+        max(k - 2, 0), the cap of the destination draw.
+    """
     k = np.asarray(k, dtype=np.int64)
     theta = np.asarray(theta, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        move = (u[:, 0] < theta / t) & (k >= 2) & (theta > 0)
-    r = np.minimum((u[:, 1] * (k - 1)).astype(np.int64), np.maximum(k - 2, 0))
+        threshold = np.where((k >= 2) & (theta > 0), theta / t, -1.0)
+    return threshold, (k - 1).astype(float), np.maximum(k - 2, 0)
+
+
+def post_randomize_prepared(local_cell: np.ndarray,
+                            prepared: tuple[np.ndarray, np.ndarray, np.ndarray],
+                            u: np.ndarray) -> np.ndarray:
+    """:func:`post_randomize_records` with its constants from :func:`prepare_records`: the same
+    numbers (``u * (k - 1)`` is the same product whether k - 1 is an int or its float)."""
+    threshold, k_minus_1, r_max = prepared
+    move = u[:, 0] < threshold
+    r = (u[:, 1] * k_minus_1).astype(np.int64)
+    np.minimum(r, r_max, out=r)
     r += r >= local_cell
     return np.where(move, r, local_cell)

@@ -12,7 +12,8 @@ order and each is post-randomized with the engine's own kernel
 (:func:`sdc.engine.pram.post_randomize`) on its records in canonical order (by cell), so the simulated
 mechanism is the released one. All PRBs of a replica go through that kernel in one call
 (:func:`sdc.engine.pram.post_randomize_records` on one draw of all uniform pairs: the same
-numbers as one call per PRB), and the sums of Y below are taken per cell as exact integer
+numbers as one call per PRB; its per-record constants are prepared once for all replicas,
+:func:`sdc.engine.pram.prepare_records`), and the sums of Y below are taken per cell as exact integer
 counts divided by a (no loop or float sum over records, no dependence on summation order).
 
 Estimator (Rao-Blackwellized intruder): for every target B with t_j = t and S_j = a >= 1 in a
@@ -60,7 +61,7 @@ import pandas as pd
 from scipy.stats import binom
 
 from sdc.engine.draws import stream
-from sdc.engine.pram import post_randomize_records
+from sdc.engine.pram import post_randomize_prepared, prepare_records
 from sdc.engine.risk import correct_match_risk, pick_distribution
 
 __all__ = ["A_MAX", "exact_s_distribution", "simulate_intruder"]
@@ -223,9 +224,10 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     pairs_used = [t for t in range(t_max + 1) if pairs_t[t].any()]
     slot_t_o = slot_t * ((t_max + 1) * w_a)
     n_bins = (t_max + 1) * w_a
+    kernel = prepare_records(slot_t, slot_k, slot_theta)   # the same records every replica
     for i in range(n_sim):
         u = stream(seed, f"intruder:{i}").random((n_slots, 2))
-        dest = post_randomize_records(slot_local, slot_t, slot_k, slot_theta, u)
+        dest = post_randomize_prepared(slot_local, kernel, u)
         move = dest != slot_local
         dest += slot_base
         del u
