@@ -353,9 +353,7 @@ def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig,
     """Put the public records in public order and check them against the output schema
     before anything is written; also refuse a certificate above xi (belt and braces: the
     engine already does). Returns the validated :class:`sdc.release.public.PublicRecords`:
-    the write task writes exactly them (ordered once, gathered one row group at a time). Their
-    files are encoded in a background thread from here on, overlapping the report task; the
-    write task waits for them (nothing is written to disk before it)."""
+    the write task writes exactly them (ordered once, gathered one row group at a time)."""
     from sdc.io.schemas import validate_output
     from sdc.release.public import public_records
 
@@ -366,9 +364,6 @@ def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig,
         )
     public = public_records(result, config, seed)
     validate_output(public.check_frame(), config)
-    # encode the public files while the reports are built (the write task collects them)
-    public.start_writing(list(config.output.formats if config.output is not None
-                              else ["parquet"]))
     return public
 
 

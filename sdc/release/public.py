@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import io
 import math
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +106,6 @@ class PublicRecords:
     table: pa.Table
     positions: np.ndarray
     schema: pa.Schema
-    _pending: dict[tuple[str, ...], Future[dict[str, bytes]]] = field(
-        default_factory=dict, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -129,29 +126,11 @@ class PublicRecords:
         out.insert(0, PUBLIC_ID, np.arange(1, self.n + 1, dtype=np.int64))
         return out
 
-    def start_writing(self, formats: list[str]) -> None:
-        """Start :meth:`write` in a background thread (the release flow does so after the
-        output validation, so that the files are encoded while the reports are built: Arrow's
-        take and Parquet writer release the GIL). :meth:`write` with the same formats then
-        returns its result, or raises its error."""
-        key = tuple(formats)
-        if key in self._pending:
-            return
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdc-public-write")
-        self._pending[key] = pool.submit(self._write, list(formats), ROW_GROUP_ROWS)
-        pool.shutdown(wait=False)
-
     def write(self, formats: list[str], row_group_rows: int = ROW_GROUP_ROWS
               ) -> dict[str, bytes]:
         """``{"microdata.parquet": ..., "microdata.csv": ...}`` (per ``formats``): exactly the
         bytes :func:`sdc.io.batches.public_bytes` writes for :meth:`frame` (the writer's output
         does not depend on how records are batched), gathered one row group at a time."""
-        started = self._pending.pop(tuple(formats), None)
-        if started is not None and row_group_rows == ROW_GROUP_ROWS:
-            return started.result()
-        return self._write(list(formats), row_group_rows)
-
-    def _write(self, formats: list[str], row_group_rows: int) -> dict[str, bytes]:
         pq_buf = io.BytesIO() if "parquet" in formats else None
         csv_buf = io.BytesIO() if "csv" in formats else None
         w = PublicWriter(self.schema, parquet=pq_buf, csv=csv_buf,
