@@ -142,7 +142,7 @@ def _numeric(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> list
             # exact sums per cell (one pass), regrouped per category of every key
             cell_sums = ExactSums.of(cell, xs, n_cells, params=params)
             sides.append((xs, cell, cell_sums))
-        del before_x, after_x
+        del before_x, after_x, order, x  # the sorted values and cells are all that is needed
         before, after = (
             group_summaries(xs, (codes[cell] for codes in cell_codes), sizes,
                             (cell_sums.regroup(codes, size).values()
