@@ -505,8 +505,21 @@ def batch_release_task(job: BatchJob, spec: Any, stage: Path) -> Any:
     return res
 
 
+@task(name="reports (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def batch_report_task(job: BatchJob, result: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """risk.json, utility.json and report.html of a batch release, from the aggregates the
+    engine accumulated during its passes (same builders and bytes as the pandas engine)."""
+    from sdc.release.batch_reports import batch_reports
+    from sdc.reports.build import headline
+
+    _step("building risk and utility reports")
+    reports = batch_reports(result, job.config, seed=job.seed_info.value)
+    return reports.files(), headline(reports.risk, reports.utility)
+
+
 @task(name="write (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str) -> Path:
+def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str,
+                     reports: dict[str, bytes] | None = None) -> Path:
     """Codebook, internal tables and audit record from aggregates; atomic publish (the public
     files are moved in from the stage folder)."""
     from sdc.release.assemble import assemble_batch_release
@@ -515,7 +528,8 @@ def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str) -> Pa
     _step("writing the release")
     public, internal = assemble_batch_release(job.config, result, job.seed_info,
                                               input_sha256=job.input_sha256,
-                                              config_text=job.config_text, engine=engine)
+                                              config_text=job.config_text, engine=engine,
+                                              reports=reports)
     return Path(write_release(job.config.output_dir, public, internal, force=force)).resolve()
 
 
@@ -540,17 +554,17 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
     stage = _stage_folder(job.config)
     try:
         result = batch_release_task(job, spec, stage / "public")
-        out = batch_write_task(job, result, force, spec.kind)
+        reports, head = batch_report_task(job, result)
+        out = batch_write_task(job, result, force, spec.kind, reports)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     summary = summarize(job.config, result, n_records=result.n_records, release_dir=out,
                         seed_created=bool(job.seed_info.created), seed_file=job.seed_info.path,
-                        warnings=[f"engine {spec.kind}: the risk and utility reports and the "
-                                  "series records table are not built by the batch engines "
-                                  "yet (issue 11); run `sdc audit` to re-verify the release"],
+                        warnings=[f"engine {spec.kind}: the series records table is not built "
+                                  "by the batch engines yet (issue 11)"],
                         seconds=time.perf_counter() - t0)
     summary["engine"] = spec.kind
-    summary["headline"] = None
+    summary["headline"] = head
     _publish_artifacts(summary, result.blocks)
     return summary
 

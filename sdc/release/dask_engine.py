@@ -47,6 +47,12 @@ from sdc.io.batches import (
     public_schema,
     table_to_frame,
 )
+from sdc.release.batch_reports import (
+    add_apply_batch,
+    add_refine_batch,
+    new_accumulator,
+    refine_columns,
+)
 from sdc.release.order import ORDER_COLUMNS, bucket_of, order_salt
 from sdc.release.streaming import (
     BatchRelease,
@@ -133,9 +139,11 @@ def _count_task(piece, offset, config):
     frame = _read_piece(piece, offset)
     problems = _batch_problems(frame, config)
     if problems is not None and len(problems):
-        return ("problems", problems, offset, list(frame.columns))
+        return ("problems", problems, offset, list(frame.columns), None)
     u, c = np.unique(cell_codes(frame, config), return_counts=True)
-    return ("counts", u, c.astype(np.int64), list(frame.columns))
+    w = config.input.weight
+    wmax = float(np.abs(frame[w].to_numpy(float)).max(initial=0.0)) if w else None
+    return ("counts", u, c.astype(np.int64), list(frame.columns), wmax)
 
 
 def _identity_task(piece, offset, codes_sorted, dplan, config):
@@ -145,10 +153,12 @@ def _identity_task(piece, offset, codes_sorted, dplan, config):
 
 
 def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, config, seed,
-                schema, salt, bits, scratch):
+                schema, salt, bits, scratch, acc):
     frame = _read_piece(piece, offset)
     rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
     table, rel = release_batch(frame, rc, cells, dplan, identity, config, seed, schema, salt)
+    part = acc.spawn()  # this piece's report aggregates
+    add_apply_batch(part, frame, rc, rel, config)
     buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
     order = np.argsort(buckets, kind="stable")
     bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
@@ -163,7 +173,28 @@ def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, conf
     n_prb = dplan.prb_theta.size
     changed = (np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb) if moved.any()
                else np.zeros(n_prb, dtype=np.int64))
-    return freq, changed
+    return freq, changed, part
+
+
+def _refine_task(piece, offset, codes_sorted, acc, moved_rows, moved_cells, config):
+    """One piece of a report refinement pass (:mod:`sdc.release.batch_reports`)."""
+    path, rg, _n = piece
+    cols = refine_columns(acc, config)
+    frame = table_to_frame(pq.ParquetFile(path).read_row_group(rg, columns=cols), offset)
+    part = acc.spawn()
+    part.moved_rows, part.moved_cells = [moved_rows], [moved_cells]
+    add_refine_batch(part, frame, CellLocator(codes_sorted, config), config)
+    part.moved_rows, part.moved_cells = [], []
+    return part
+
+
+def _merge_all(client, futures, acc) -> None:
+    """Add the tasks' partial accumulators as they complete (one in memory at a time)."""
+    from distributed import as_completed
+
+    for fut in as_completed(futures):
+        acc.merge(fut.result())
+        fut.release()
 
 
 def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, list[int]]:
@@ -179,9 +210,12 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     counter = CellCounter()
     problems = _Problems()
     columns: list[str] = []
+    wmax = 0.0 if config.input.weight else None
     for res in client.gather(futures):
         if not columns:
             columns = res[3]
+        if res[4] is not None:
+            wmax = max(wmax, res[4])
         if res[0] == "problems":
             problems.add(res[1], res[2])
         else:
@@ -200,8 +234,8 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
 
     check_columns(pd.DataFrame(columns=columns), config)
     codes, counts = counter.result()
-    return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns), \
-        pieces, offsets
+    return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns,
+                     weight_max=wmax), pieces, offsets
 
 
 def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
@@ -242,15 +276,38 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
 
             say("releasing records on the cluster")
             bits = _bucket_bits(count.n_records)
+            acc = new_accumulator(cells, config, count.weight_max)  # the reports' aggregates
+            acc_f = client.scatter(acc.spawn(), broadcast=True, hash=False)
             futures = [client.submit(_apply_task, p, offsets[i], i, codes_f, cells_f, dplan_f,
                                      ident[starts[i]:starts[i + 1]], cfg, seed, schema, salt,
-                                     bits, str(scratch), pure=False)
+                                     bits, str(scratch), acc_f, pure=False)
                        for i, p in enumerate(pieces)]
             released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
             changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
-            for freq, ch in client.gather(futures):
+            from distributed import as_completed
+
+            for fut in as_completed(futures):
+                freq, ch, part = fut.result()
+                fut.release()
                 released_frequency += freq
                 changed += ch
+                acc.merge(part)
+            del futures
+            more = acc.start_refinement()
+            if more:
+                say("numeric summaries for the reports on the cluster")
+            while more:
+                template = acc.spawn()
+                template.moved_rows, template.moved_cells = [], []
+                tmpl_f = client.scatter(template, broadcast=True, hash=False)
+                futures = []
+                for i, p in enumerate(pieces):
+                    mr, mc = acc.moved_slice(offsets[i], offsets[i + 1])
+                    futures.append(client.submit(_refine_task, p, offsets[i], codes_f, tmpl_f,
+                                                 mr, mc, cfg, pure=False))
+                _merge_all(client, futures, acc)
+                del futures
+                more = acc.end_refine_pass()
         say("writing the public file in order")
         formats = config.output.formats if config.output is not None else ["parquet"]
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -270,4 +327,5 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
                 h.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files)
+    return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files,
+                        accumulator=acc)

@@ -67,6 +67,7 @@ from sdc.io.batches import (
     input_row_count,
     public_schema,
 )
+from sdc.release.batch_reports import add_apply_batch, new_accumulator, refine_streaming
 from sdc.release.order import ORDER_COLUMNS, bucket_of, order_keys, order_salt, sort_positions
 
 __all__ = ["BatchRelease", "CellCount", "count_cells", "draw_plan", "stream_release",
@@ -88,6 +89,7 @@ class CellCount:
     n_records: int
     columns: list[str]
     identities_unique: bool = False
+    weight_max: float | None = None  # largest input.weight (the reports' exact-sum parameters)
 
 
 @dataclass
@@ -115,6 +117,8 @@ class BatchRelease:
     changed_per_prb: np.ndarray
     schema: pa.Schema
     files: dict[str, Path] = field(default_factory=dict)
+    #: the report aggregates (:class:`sdc.reports.accumulate.ReleaseAccumulator`), filled
+    accumulator: Any = None
 
     @property
     def n_changed(self) -> int:
@@ -160,6 +164,10 @@ class BatchRelease:
     @property
     def partition_sets(self) -> pd.DataFrame:
         return self.plan.partition_sets
+
+    @property
+    def cell_partition_set(self) -> np.ndarray:
+        return self.plan.partitioned.cell_partition_set
 
     @property
     def blocks(self) -> pd.DataFrame:
@@ -276,6 +284,8 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
     # so the check needs no second copy
     n_known = input_row_count(config) if id_col is not None else None
     filled = [0]
+    weight = config.input.weight
+    weight_max = [0.0]
     if n_known is not None:
         identities.append(np.empty(n_known, dtype=np.uint64))
 
@@ -284,6 +294,8 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
             check_columns(pd.DataFrame(columns=all_columns), config)
             columns.extend(all_columns)
         counter.add(cell_codes(frame, config))
+        if weight is not None and len(frame):
+            weight_max[0] = max(weight_max[0], float(np.abs(frame[weight].to_numpy(float)).max()))
         if id_col is not None:
             ident = np.asarray(record_identity(frame, config), dtype=np.uint64)
             if n_known is not None:
@@ -309,7 +321,8 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
         if n_known is not None:
             identities[0] = identities[0][:filled[0]]
         unique = _check_unique_ids(identities, config, batch_rows)
-    return CellCount(cell_table(codes, counts, config), codes, n, columns, unique)
+    return CellCount(cell_table(codes, counts, config), codes, n, columns, unique,
+                     weight_max[0] if weight is not None else None)
 
 
 def _check_unique_ids(identities: list[np.ndarray], config: ReleaseConfig,
@@ -486,6 +499,7 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         n_prb = len(plan.block_plan.blocks)
         changed = np.zeros(n_prb, dtype=np.int64)
+        acc = new_accumulator(cells, config, count.weight_max)  # the reports' aggregates
         pos = 0
         for frame in input_batches(config, batch_rows=batch_rows):
             rc = locate(cell_codes(frame, config))
@@ -500,6 +514,7 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             table, rel = release_batch(frame, rc, cells, dplan, ident, config, seed, schema,
                                        salt)
             pos += m
+            add_apply_batch(acc, frame, rc, rel, config)
             released_frequency += np.bincount(rel, minlength=cells.n_cells)
             moved = rel != rc
             if moved.any():
@@ -537,4 +552,8 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                 h.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files)
+    if acc.numeric:
+        say("numeric summaries for the reports (keys and numeric columns again)")
+    refine_streaming(acc, locate, config, batch_rows=batch_rows)
+    return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files,
+                        accumulator=acc)

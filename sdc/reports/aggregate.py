@@ -107,9 +107,12 @@ class ReleaseAggregates:
     w_before, w_after : ExactSums or None
         Sum of the weights per cell, before and after (None without a weight column).
     moved_from, moved_to : (m,) int64
-        Original and released cell of every record whose key values changed.
+        Original and released cell of every record whose key values changed (or, with
+        ``moved_count``, of every distinct (from, to) pair).
     params : (b, s)
         The fixed-point parameters of the weight sums.
+    moved_count : (m,) int64 or None
+        Records per (moved_from, moved_to) pair (the batch engines' form); None: one each.
     """
 
     t_before: np.ndarray
@@ -119,6 +122,7 @@ class ReleaseAggregates:
     moved_from: np.ndarray
     moved_to: np.ndarray
     params: tuple[int, int] | None
+    moved_count: np.ndarray | None = None
 
     @classmethod
     def of(cls, result: Any, weights: np.ndarray | None) -> ReleaseAggregates:
@@ -137,8 +141,17 @@ class ReleaseAggregates:
         return cls(t_before, t_after, wb, wa, rec[moved], rel[moved], params)
 
     @property
+    def moved_weights(self) -> np.ndarray:
+        """Records per entry of ``moved_from`` / ``moved_to``."""
+        if self.moved_count is None:
+            return np.ones(self.moved_from.size, dtype=np.int64)
+        return self.moved_count
+
+    @property
     def n_changed(self) -> int:
-        return int(self.moved_from.size)
+        if self.moved_count is None:
+            return int(self.moved_from.size)
+        return int(self.moved_count.sum())
 
 
 def partition_set_rows(result: Any, agg: ReleaseAggregates, xi: float) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from sdc.reports.intruder import simulate_intruder
 from sdc.reports.utility import compute_utility
 
 __all__ = ["Reports", "build_reports", "build_risk", "dumps", "headline",
-           "render_release_report", "series_section"]
+           "render_release_report", "reports_from_aggregates", "series_section"]
 
 RISK_FILE, UTILITY_FILE, HTML_FILE = "risk.json", "utility.json", "report.html"
 
@@ -80,7 +80,7 @@ def _profile_dict(profile: str) -> dict[str, int]:
     return out
 
 
-def build_risk(original: pd.DataFrame, result: ReleaseResult, config: ReleaseConfig, *,
+def build_risk(original: pd.DataFrame | None, result: ReleaseResult, config: ReleaseConfig, *,
                seed: int, n_sim: int = 200, agg: ReleaseAggregates | None = None
                ) -> dict[str, Any]:
     """The content of ``risk.json`` (see :mod:`sdc.reports.schema`).
@@ -91,12 +91,12 @@ def build_risk(original: pd.DataFrame, result: ReleaseResult, config: ReleaseCon
     """
     xi = float(result.xi)
     weight = config.input.weight
-    n = int(result.cells.record_cell.size)
     if agg is None:
         # PRAM never changes a weight, so the input's weights serve "after" too, also when
         # input.drop keeps the weight out of the public file
         agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
                                    if weight else None)
+    n = int(agg.t_before.sum())
     # before: the cells' t_j; after: the released cells (PRAM moves a record into another
     # existing cell with all its key values, so no re-scan of the released records is needed)
     before = risk_summary_cells(agg.t_before, agg.w_before, xi)
@@ -202,16 +202,29 @@ def build_reports(original: pd.DataFrame, result: ReleaseResult, config: Release
             f"original has {len(original)} rows but the release has {len(result.frame)}; pass "
             "the frame that release_frame was called with"
         )
-    from sdc.reports.schema import validate
-
     weight = config.input.weight
     agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
                                if weight else None)  # the one pass over the records
+    return reports_from_aggregates(original, result, config, agg, seed=seed, n_sim=n_sim,
+                                   series=series)
+
+
+def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: ReleaseConfig,
+                            agg: ReleaseAggregates, *, seed: int, n_sim: int = 200,
+                            series: dict[str, Any] | None = None,
+                            summaries: dict[str, Any] | None = None) -> Reports:
+    """:func:`build_reports` from the release's aggregates: the in-memory engine passes the
+    input frame (numeric summaries from its records), the batch engines (``result`` a
+    :class:`sdc.release.streaming.BatchRelease`) ``original=None`` and the ``summaries`` of
+    :meth:`sdc.reports.accumulate.ReleaseAccumulator.group_summaries`. Same figures, same
+    bytes for the same aggregates."""
+    from sdc.reports.schema import validate
+
     risk = build_risk(original, result, config, seed=seed, n_sim=n_sim, agg=agg)
     if series is not None:
         risk["series"] = series_section(series)
     risk = _clean(risk)
-    utility = _clean(compute_utility(original, result, config, agg=agg))
+    utility = _clean(compute_utility(original, result, config, agg=agg, summaries=summaries))
     validate(risk, utility)
     return Reports(risk, utility, render_html(risk, utility))
 

@@ -148,33 +148,48 @@ def _numeric(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> list
                             (cell_sums.regroup(codes, size).values()
                              for codes, size in zip(cell_codes, sizes, strict=True)))
             for xs, cell, cell_sums in sides)
-        for j, v in enumerate(keys):
-            values, labels = _domain_labels(kvs[v])
-            g_before, g_after = before[j], after[j]
-            obs = np.flatnonzero((g_before.n > 0) | (g_after.n > 0)).tolist()
-            rows = [{"value": values[c], "label": labels[c], "before": _stats(g_before, c),
-                     "after": _stats(g_after, c)} for c in obs]
-            out.append({"variable": col, "by": v, "rows": rows})
+        out += numeric_entries(col, before, after, config)
     return out
 
 
-def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig,
-                    agg: ReleaseAggregates | None = None) -> dict[str, Any]:
+def numeric_entries(col: str, before: list[GroupSummary], after: list[GroupSummary],
+                    config: ReleaseConfig) -> list[dict[str, Any]]:
+    """utility.json's ``numeric`` entries of variable ``col`` from its summaries per key
+    variable before and after (shared by the in-memory and the batch engines)."""
+    kvs = config.key_variables
+    out = []
+    for j, v in enumerate(config.key_names):
+        values, labels = _domain_labels(kvs[v])
+        g_before, g_after = before[j], after[j]
+        obs = np.flatnonzero((g_before.n > 0) | (g_after.n > 0)).tolist()
+        rows = [{"value": values[c], "label": labels[c], "before": _stats(g_before, c),
+                 "after": _stats(g_after, c)} for c in obs]
+        out.append({"variable": col, "by": v, "rows": rows})
+    return out
+
+
+def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseConfig,
+                    agg: ReleaseAggregates | None = None,
+                    summaries: dict[str, tuple[list[GroupSummary], list[GroupSummary]]]
+                    | None = None) -> dict[str, Any]:
     """Every utility figure of one release (see the module docstring), as a JSON-ready dict.
 
     ``original`` is the input frame, ``result`` the :class:`sdc.ReleaseResult` of
     ``release_frame(original, config, seed)`` (it uses ``cells``, ``released_cell``,
     ``cell_partition_set``, ``partition_sets`` and, for numeric variables, ``frame``);
     ``agg`` the release's :class:`ReleaseAggregates` when the caller already has them.
+    The batch engines pass ``agg`` and ``summaries`` (per numeric variable, its
+    :class:`GroupSummary` per key before and after, :mod:`sdc.reports.accumulate`) and no
+    ``original``.
     """
     keys = config.key_names
     kvs = config.key_variables
     cells = result.cells
-    n = int(cells.record_cell.size)
     weight = config.input.weight
     if agg is None:
         agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
                                    if weight else None)
+    n = int(agg.t_before.sum())
     weighted = agg.w_before is not None
     kc = cells.key_codes
     tb, ta = agg.t_before.astype(float), agg.t_after.astype(float)
@@ -189,7 +204,7 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig,
         o = np.bincount(codes, weights=tb, minlength=size).astype(np.int64)
         r = np.bincount(codes, weights=ta, minlength=size).astype(np.int64)
         po, pr = _shares(o), _shares(r)
-        n_changed = int((kc[agg.moved_from, j] != kc[agg.moved_to, j]).sum())
+        n_changed = int(agg.moved_weights[kc[agg.moved_from, j] != kc[agg.moved_to, j]].sum())
         rule = _rule_name(config.partition[v]) if v in pvars else None
         groups = None
         if rule is not None and rule != "as_is":
@@ -271,12 +286,17 @@ def compute_utility(original: pd.DataFrame, result: Any, config: ReleaseConfig,
                 row["weighted_tvd"] = tvd(_shares(wo.values()), _shares(wr.values()))
             pairs.append(row)
 
-    numeric = _numeric(original, result, config)
+    if summaries is None:
+        numeric = _numeric(original, result, config)
+    else:
+        numeric = [e for col, (b, a) in summaries.items()
+                   for e in numeric_entries(col, b, a, config)]
 
     ps = result.partition_sets
     n_ps = len(ps)
     cps = np.asarray(result.cell_partition_set)
-    ch_ps = np.bincount(cps[agg.moved_from], minlength=n_ps)
+    ch_ps = np.bincount(cps[agg.moved_from], weights=agg.moved_weights,
+                        minlength=n_ps).astype(np.int64)
     n_ps_rec = np.bincount(cps, weights=tb, minlength=n_ps).astype(np.int64)
     keys_ps = ps["partition_key"].to_numpy()
     by_ps = [{"partition_key": str(keys_ps[s]), "n_records": int(n_ps_rec[s]),

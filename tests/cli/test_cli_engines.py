@@ -70,6 +70,22 @@ def _public(tmp_path: Path, name: str) -> dict[str, str]:
     return {f.name: _sha(f) for f in sorted(pub.iterdir())}
 
 
+def _reports(tmp_path: Path, name: str, rename: str | None = None) -> dict[str, str]:
+    """risk.json and utility.json (the release's name replaced by ``rename``); the page must
+    be the rendering of the two (so equal JSON means an equal page up to the name)."""
+    from sdc.reports.html import render_html
+
+    internal = tmp_path / "releases" / name / "internal"
+    out = {}
+    for f in ("risk.json", "utility.json"):
+        text = (internal / f).read_text()
+        out[f] = text.replace(f'"name": "{name}"', f'"name": "{rename}"') if rename else text
+    page = render_html(*(json.loads((internal / f).read_text())
+                         for f in ("risk.json", "utility.json")))
+    assert (internal / "report.html").read_text() == page
+    return out
+
+
 def _audit(tmp_path: Path, name: str) -> dict:
     return json.loads((tmp_path / "releases" / name / "internal" / "audit.json").read_text())
 
@@ -102,6 +118,14 @@ def test_streaming_release_through_the_cli_equals_pandas(tmp_path):
         assert a["public_files"]["microdata.parquet"] == b["public_files"]["microdata.parquet"]
         r = run("audit", tmp_path / "releases" / name)
         assert r.exit_code == 0, r.text
+        # the reports: the same bytes as pandas' (the release name is the only difference)
+        assert _reports(tmp_path, name) == _reports(tmp_path, "pd", rename=name)
+    r = run("release", _job(tmp_path, "st3", inp), "--engine", "streaming", "--json")
+    assert r.exit_code == 0, r.stdout
+    summary = json.loads(r.stdout)
+    assert summary["certified"] is True
+    assert not any("report" in w for w in summary["warnings"])  # no "reports not built"
+    assert (tmp_path / "releases" / "st3" / "internal" / "risk.json").is_file()
     r = run("plan", _job(tmp_path, "st", inp), "--engine", "streaming")
     assert r.exit_code == 0, r.text
     assert "certificate" in r.text and "engine streaming" in r.text
@@ -135,6 +159,7 @@ def test_dask_release_through_the_cli_on_a_folder_of_parts(tmp_path):
     assert got["microdata.csv"] == exp["microdata.csv"]
     assert _audit(tmp_path, "pd")["blocks"] == _audit(tmp_path, "dk")["blocks"]
     assert _audit(tmp_path, "dk")["engine"] == "dask"
+    assert _reports(tmp_path, "dk") == _reports(tmp_path, "pd", rename="dk")
     r = run("audit", tmp_path / "releases" / "dk")  # source = folder of parts, counted in batches
     assert r.exit_code == 0, r.text
 

@@ -1,0 +1,94 @@
+"""The reports of the batch engines: the per-batch calls into
+:class:`sdc.reports.accumulate.ReleaseAccumulator` and its refinement passes.
+
+The streaming and Dask engines call :func:`new_accumulator` after planning,
+:func:`add_apply_batch` on every batch of their apply pass, and :func:`refine_streaming` (or
+the Dask engine its tasks) afterwards; :func:`batch_reports` then builds ``risk.json``,
+``utility.json`` and ``report.html`` with the same builders as the in-memory engine
+(:func:`sdc.reports.build.reports_from_aggregates`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.batches import CellLocator, cell_codes
+from sdc.engine.cells import CellTable
+from sdc.io.batches import DEFAULT_BATCH_ROWS, input_arrow_schema, input_batches
+from sdc.reports.accumulate import ReleaseAccumulator
+from sdc.reports.utility import numeric_columns
+
+__all__ = ["add_apply_batch", "add_refine_batch", "batch_reports", "new_accumulator",
+           "refine_columns", "refine_streaming"]
+
+
+def report_numeric_columns(config: ReleaseConfig) -> list[str]:
+    """The numeric non-key variables of the input (the in-memory engine's choice, from the
+    pandas types of the batch reader's Arrow schema)."""
+    schema = input_arrow_schema(config)
+    empty = schema.empty_table().to_pandas()
+    return numeric_columns(empty, config)
+
+
+def new_accumulator(cells: CellTable, config: ReleaseConfig,
+                    weight_max: float | None) -> ReleaseAccumulator:
+    """An empty accumulator for a release planned on ``cells``."""
+    sizes = [config.key_variables[v].size for v in config.key_names]
+    wmax = weight_max if config.input.weight else None
+    if config.input.weight and wmax is None:
+        wmax = 0.0
+    return ReleaseAccumulator(cells.key_codes, cells.frequency, sizes, wmax,
+                              report_numeric_columns(config))
+
+
+def _values(frame: pd.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:
+    return {c: frame[c].to_numpy(dtype=float, na_value=np.nan) for c in columns}
+
+
+def add_apply_batch(acc: ReleaseAccumulator, frame: pd.DataFrame, record_cell: np.ndarray,
+                    released_cell: np.ndarray, config: ReleaseConfig) -> None:
+    """Feed one batch of the apply pass (``frame`` indexed by global rows)."""
+    weight = config.input.weight
+    w = frame[weight].to_numpy(dtype=float) if weight else None
+    acc.add_apply_batch(frame.index.to_numpy(), record_cell, released_cell, w,
+                        _values(frame, acc.numeric))
+
+
+def refine_columns(acc: ReleaseAccumulator, config: ReleaseConfig) -> list[str]:
+    """The columns a refinement pass reads: the keys and the numeric variables."""
+    return list(dict.fromkeys([*config.key_names, *acc.numeric]))
+
+
+def add_refine_batch(acc: ReleaseAccumulator, frame: pd.DataFrame, locate: CellLocator,
+                     config: ReleaseConfig) -> None:
+    """Feed one batch of a refinement pass."""
+    rc = locate(cell_codes(frame, config))
+    acc.add_refine_batch(frame.index.to_numpy(), rc, _values(frame, acc.numeric))
+
+
+def refine_streaming(acc: ReleaseAccumulator, locate: CellLocator, config: ReleaseConfig, *,
+                     batch_rows: int = DEFAULT_BATCH_ROWS) -> int:
+    """The refinement passes over the input (keys and numeric columns only); returns how
+    many were made (0 without numeric variables)."""
+    passes = 0
+    more = acc.start_refinement()
+    while more:
+        for frame in input_batches(config, batch_rows=batch_rows,
+                                   columns=refine_columns(acc, config)):
+            add_refine_batch(acc, frame, locate, config)
+        passes += 1
+        more = acc.end_refine_pass()
+    return passes
+
+
+def batch_reports(result: Any, config: ReleaseConfig, *, seed: int, n_sim: int = 200) -> Any:
+    """:class:`sdc.reports.build.Reports` of a batch release (``result.accumulator`` filled)."""
+    from sdc.reports.build import reports_from_aggregates
+
+    acc = result.accumulator
+    return reports_from_aggregates(None, result, config, acc.aggregates(), seed=seed,
+                                   n_sim=n_sim, summaries=acc.group_summaries())

@@ -1,0 +1,276 @@
+"""The release's report aggregates, filled batch by batch by the streaming and Dask engines.
+
+Everything ``risk.json`` and ``utility.json`` need from records (:class:`ReleaseAggregates`
+and the numeric summaries per category) is a sum over records, so the batch engines fill a
+:class:`ReleaseAccumulator` during the passes they already make and add partial accumulators
+of Dask tasks with :meth:`ReleaseAccumulator.merge`:
+
+* count pass: ``t_before`` is the cell table's frequency; the largest |weight| fixes the
+  exact-sum parameters (:meth:`sdc.reports.exact.ExactSums.params`, which need the number of
+  records and the largest magnitude before the first sum);
+* apply pass (:meth:`ReleaseAccumulator.add_apply_batch`): ``t_after``, the exact weight sums
+  per original and released cell, the moved records as counts per (from, to) cell pair (all
+  the reports use of them: how many changed, per key variable and per partition set), and
+  per numeric variable the largest |x| and the first radix round of the quartile select
+  (:mod:`sdc.reports.quantiles`) for the groups before (original key value) and after
+  (released key value); the released cell of every moved record is kept (global row,
+  cell: 16 bytes per moved record) so that later passes need not draw again;
+* refinement passes (:meth:`ReleaseAccumulator.add_refine_batch`), only with numeric
+  variables: they read the key and numeric columns of the input again (the released cell is
+  the original cell except for the kept moved records - cheaper than re-running the draws or
+  reading back the wider, reordered public file), sum the values exactly per cell (the
+  parameters need the largest |x|, known after the apply pass) and refine the quartile
+  selects until every order statistic is exact (usually one pass).
+
+The result is identical to the in-memory engine's for any batching: every sum is exact.
+Numeric "after" values are the input's (the batch engines do not apply ``perturb:``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sdc.reports.aggregate import GroupSummary, ReleaseAggregates
+from sdc.reports.exact import ExactSums
+from sdc.reports.quantiles import HIST_BINS, QuantileSelect, images
+
+__all__ = ["ReleaseAccumulator"]
+
+
+class ReleaseAccumulator:
+    """Report aggregates of one release, added up over batches (see the module docstring).
+
+    Parameters
+    ----------
+    key_codes : (C, K) int
+        The key codes of every cell (the cell table).
+    t_before : (C,) int64
+        Records per original cell (the cell table's frequency).
+    sizes : list of int
+        Number of categories of every key variable.
+    weight_max : float or None
+        Largest |weight| over the file (None: no weight column).
+    numeric : list of str
+        The numeric non-key variables (:func:`sdc.reports.utility.numeric_columns`).
+    """
+
+    def __init__(self, key_codes: np.ndarray, t_before: np.ndarray, sizes: list[int],
+                 weight_max: float | None, numeric: list[str]) -> None:
+        self.key_codes = np.asarray(key_codes)
+        self.t_before = np.asarray(t_before, dtype=np.int64)
+        self.n_records = int(self.t_before.sum())
+        self.n_cells = int(self.t_before.size)
+        self.sizes = [int(s) for s in sizes]
+        self.numeric = list(numeric)
+        self.t_after = np.zeros(self.n_cells, dtype=np.int64)
+        self.params = (None if weight_max is None
+                       else ExactSums.params(self.n_records, float(weight_max)))
+        self.w = np.zeros((4, self.n_cells)) if self.params else None  # hi/lo before, after
+        self.pairs: list[tuple[np.ndarray, np.ndarray]] = []
+        self.moved_rows: list[np.ndarray] = []
+        self.moved_cells: list[np.ndarray] = []
+        total = sum(self.sizes)
+        # flat group of every cell under (side, key j): before groups first, then after
+        off = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
+        self.n_groups = 2 * total
+        self.cell_group = [self.key_codes[:, j].astype(np.int64) + off[j]
+                           for j in range(len(self.sizes))]
+        self.total = total
+        bins = max(HIST_BINS // max(len(self.numeric), 1), 1 << 10)
+        self.select = {c: QuantileSelect(self.n_groups, hist_bins=bins) for c in self.numeric}
+        self.max_abs = {c: 0.0 for c in self.numeric}
+        self.x_params: dict[str, tuple[int, int]] = {}
+        self.x_sums: dict[str, np.ndarray] = {}
+        self.refine_pass = 0
+
+    # -- Dask: partial accumulators ------------------------------------------------------------
+    def spawn(self) -> ReleaseAccumulator:
+        """An empty accumulator of the same release and stage (filled by one task)."""
+        new = object.__new__(ReleaseAccumulator)
+        new.__dict__.update(self.__dict__)
+        new.t_after = np.zeros_like(self.t_after)
+        new.w = None if self.w is None else np.zeros_like(self.w)
+        new.pairs, new.moved_rows, new.moved_cells = [], [], []
+        new.select = {c: s.spawn() for c, s in self.select.items()}
+        new.max_abs = {c: 0.0 for c in self.numeric}
+        new.x_sums = {c: np.zeros_like(v) for c, v in self.x_sums.items()}
+        return new
+
+    def merge(self, other: ReleaseAccumulator) -> None:
+        """Add a partial accumulator made by :meth:`spawn` (any order)."""
+        self.t_after += other.t_after
+        if self.w is not None:
+            self.w += other.w
+        self.pairs += other.pairs
+        self.moved_rows += other.moved_rows
+        self.moved_cells += other.moved_cells
+        for c in self.numeric:
+            self.select[c].merge(other.select[c])
+            self.max_abs[c] = max(self.max_abs[c], other.max_abs[c])
+            if c in self.x_sums:
+                self.x_sums[c] += other.x_sums[c]
+        self._compact_pairs()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    # -- apply pass ----------------------------------------------------------------------------
+    def add_apply_batch(self, rows: np.ndarray, record_cell: np.ndarray,
+                        released_cell: np.ndarray, weights: np.ndarray | None,
+                        values: dict[str, np.ndarray]) -> None:
+        """One batch of the apply pass: ``rows`` its global row numbers, ``weights`` its
+        weight column (or None), ``values[c]`` every numeric variable as float64 (NaN missing).
+        """
+        rc = np.asarray(record_cell, dtype=np.int64)
+        rel = np.asarray(released_cell, dtype=np.int64)
+        self.t_after += np.bincount(rel, minlength=self.n_cells)
+        moved = np.flatnonzero(rel != rc)
+        if moved.size:
+            pair, cnt = np.unique(rc[moved] * self.n_cells + rel[moved], return_counts=True)
+            self.pairs.append((pair, cnt.astype(np.int64)))
+            self.moved_rows.append(np.asarray(rows, dtype=np.int64)[moved])
+            self.moved_cells.append(rel[moved])
+            if len(self.pairs) > 64:
+                self._compact_pairs()
+        if self.w is not None and weights is not None:
+            hi, lo = ExactSums.limbs(np.asarray(weights, dtype=np.float64), self.params)
+            for k, cell in ((0, rc), (2, rel)):
+                self.w[k] += np.bincount(cell, weights=hi, minlength=self.n_cells)
+                self.w[k + 1] += np.bincount(cell, weights=lo, minlength=self.n_cells)
+        for c in self.numeric:
+            keep, u = images(values[c])
+            if u.size:
+                x = np.asarray(values[c], dtype=np.float64)[keep]
+                self.max_abs[c] = max(self.max_abs[c], float(np.abs(x).max()))
+            self._select_add(c, rc[keep], rel[keep], u)
+
+    def _select_add(self, c: str, rc: np.ndarray, rel: np.ndarray, u: np.ndarray) -> None:
+        sel = self.select[c]
+        if sel.done:
+            return
+        for j in range(len(self.sizes)):
+            sel.add(self.cell_group[j][rc], u)
+            sel.add(self.cell_group[j][rel] + self.total, u)
+
+    def _compact_pairs(self) -> None:
+        if len(self.pairs) > 1:
+            p = np.concatenate([a for a, _ in self.pairs])
+            c = np.concatenate([b for _, b in self.pairs])
+            u, inv = np.unique(p, return_inverse=True)
+            self.pairs = [(u, np.bincount(inv, weights=c).astype(np.int64))]
+
+    # -- refinement passes ---------------------------------------------------------------------
+    def start_refinement(self) -> bool:
+        """End the apply pass; True when refinement passes over the input are needed."""
+        if not self.numeric:
+            return False
+        self.refine_pass = 0
+        rows = (np.concatenate(self.moved_rows) if self.moved_rows
+                else np.zeros(0, np.int64))
+        cells = (np.concatenate(self.moved_cells) if self.moved_cells
+                 else np.zeros(0, np.int64))
+        order = np.argsort(rows, kind="stable")
+        self.moved_rows, self.moved_cells = [rows[order]], [cells[order]]
+        for c in self.numeric:
+            self.x_params[c] = ExactSums.params(self.n_records, self.max_abs[c])
+            self.x_sums[c] = np.zeros((4, self.n_cells))
+            self.select[c].end_round()
+        return True
+
+    def released_of(self, rows: np.ndarray, record_cell: np.ndarray) -> np.ndarray:
+        """The released cell of records ``rows`` (global rows) whose original cells are
+        ``record_cell``: the kept moved records' cells, the original cell otherwise."""
+        rel = np.asarray(record_cell, dtype=np.int64).copy()
+        mr, mc = self.moved_rows[0], self.moved_cells[0]
+        rows = np.asarray(rows, dtype=np.int64)
+        if mr.size and rows.size:
+            lo, hi = np.searchsorted(mr, [rows.min(), rows.max() + 1])
+            if hi > lo:
+                pos = np.searchsorted(rows, mr[lo:hi]) if np.all(rows[1:] >= rows[:-1]) \
+                    else _positions(rows, mr[lo:hi])
+                rel[pos] = mc[lo:hi]
+        return rel
+
+    def moved_slice(self, row_lo: int, row_hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """The kept moved records of global rows [row_lo, row_hi) (for a Dask task)."""
+        mr, mc = self.moved_rows[0], self.moved_cells[0]
+        lo, hi = np.searchsorted(mr, [row_lo, row_hi])
+        return mr[lo:hi], mc[lo:hi]
+
+    def add_refine_batch(self, rows: np.ndarray, record_cell: np.ndarray,
+                         values: dict[str, np.ndarray],
+                         released_cell: np.ndarray | None = None) -> None:
+        """One batch of a refinement pass (same records as the apply pass, any batching)."""
+        rc = np.asarray(record_cell, dtype=np.int64)
+        rel = (self.released_of(rows, rc) if released_cell is None
+               else np.asarray(released_cell, dtype=np.int64))
+        for c in self.numeric:
+            keep, u = images(values[c])
+            rck, relk = rc[keep], rel[keep]
+            if self.refine_pass == 0:
+                x = np.asarray(values[c], dtype=np.float64)[keep]
+                hi, lo = ExactSums.limbs(x, self.x_params[c])
+                s = self.x_sums[c]
+                for k, cell in ((0, rck), (2, relk)):
+                    s[k] += np.bincount(cell, weights=hi, minlength=self.n_cells)
+                    s[k + 1] += np.bincount(cell, weights=lo, minlength=self.n_cells)
+            self._select_add(c, rck, relk, u)
+
+    def end_refine_pass(self) -> bool:
+        """End a refinement pass; True when another one is needed."""
+        self.refine_pass += 1
+        more = False
+        for sel in self.select.values():
+            if not sel.done:
+                more = sel.end_round() or more
+        return more
+
+    # -- results -------------------------------------------------------------------------------
+    def aggregates(self) -> ReleaseAggregates:
+        """The :class:`ReleaseAggregates` (moved records as counts per (from, to) pair)."""
+        self._compact_pairs()
+        pair, cnt = self.pairs[0] if self.pairs else (np.zeros(0, np.int64),
+                                                     np.zeros(0, np.int64))
+        wb = wa = None
+        if self.w is not None:
+            b, s = self.params
+            wb = ExactSums(self.w[0], self.w[1], b, s)
+            wa = ExactSums(self.w[2], self.w[3], b, s)
+        return ReleaseAggregates(self.t_before, self.t_after.copy(), wb, wa,
+                                 pair // self.n_cells, pair % self.n_cells, self.params,
+                                 moved_count=cnt)
+
+    def group_summaries(self) -> dict[str, tuple[list[GroupSummary], list[GroupSummary]]]:
+        """Per numeric variable: (before, after) :class:`GroupSummary` per key variable, as
+        :func:`sdc.reports.aggregate.group_summaries` computes them in memory."""
+        out = {}
+        for c in self.numeric:
+            n, (q1, q2, q3) = self.select[c].quartiles()
+            b, s = self.x_params[c]
+            sums = self.x_sums[c]
+            sides = []
+            for side, (k, base) in enumerate(((0, 0), (2, self.total))):
+                cell_sums = ExactSums(sums[k], sums[k + 1], b, s)
+                per_key = []
+                start = base
+                for j, size in enumerate(self.sizes):
+                    g = slice(start, start + size)
+                    start += size
+                    nj = n[g]
+                    tot = cell_sums.regroup(self.key_codes[:, j], size).values()
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        mean = np.where(nj > 0, tot / np.maximum(nj, 1), np.nan)
+                    per_key.append(GroupSummary(nj.copy(), mean, q1[g].copy(), q2[g].copy(),
+                                                q3[g].copy()))
+                del side
+                sides.append(per_key)
+            out[c] = (sides[0], sides[1])
+        return out
+
+
+def _positions(rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions of ``wanted`` global rows in an unsorted ``rows``."""
+    order = np.argsort(rows, kind="stable")
+    return order[np.searchsorted(rows[order], wanted)]

@@ -1,0 +1,305 @@
+"""Exact quartiles per group out of core: a radix select on the order-preserving image of floats.
+
+pandas' linear quantile of n values at q interpolates between two order statistics,
+``x_(lo)`` and ``x_(hi)`` with ``pos = q (n - 1)``, ``lo = floor(pos)``, ``hi = min(lo + 1,
+n - 1)``: ``a + (b - a) * (pos - lo)``. The order statistics are exact values, whatever
+algorithm finds them, so a batch engine can find them without holding a column: only the
+2 x 3 ranks per group matter.
+
+The image
+---------
+``float_image`` maps a float64 to a uint64 whose unsigned order is the float order (sign bit
+flipped for x >= 0, all bits flipped for x < 0); ``-0.0`` is first made ``+0.0`` (they compare
+equal, and pandas' interpolation ``a + (b - a) * frac`` returns ``+0.0`` for either, so the
+sign of a zero never reaches a figure). NaN is excluded as pandas excludes it.
+
+Rounds (a most-significant-digit radix select)
+----------------------------------------------
+:class:`QuantileSelect` keeps *slots* (a group and a known prefix of the image of its target
+order statistics, the same number of known bits for every slot of a round) and, per round,
+either
+
+* ``hist``: counts per slot of the next ``d`` bits of the image of every value whose prefix
+  matches the slot; the target's rank then falls in one bin, whose digit extends the prefix.
+  The first round has one slot per group and an empty prefix; ``d = clamp(floor(log2(
+  hist_bins / slots)), 1, 16)``, so the histogram never exceeds ``hist_bins`` counters however
+  many groups there are (10 keys x 500 levels x 2 sides = 10,000 groups: d = 9). From the
+  second round on, the smallest and largest image per slot are kept too: a slot whose values
+  are all equal (heavy ties, e.g. 60 % zeros) is resolved at once. A prefix of 64 bits is the
+  value itself.
+* ``collect``: when the values in all remaining slots number at most ``collect_values``, the
+  next pass keeps them (slot, image) and a sort per slot gives the exact order statistics.
+
+Counts, minima and maxima add up over batches, so any batching gives the same result, and
+:meth:`QuantileSelect.merge` adds the partial results of Dask tasks. The values are then
+interpolated with the formula of :func:`sdc.reports.aggregate.group_summaries`, so the floats
+are bit-identical to the in-memory engine's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["COLLECT_VALUES", "HIST_BINS", "QUARTILES", "QuantileSelect", "float_image",
+           "image_float", "images", "interpolate"]
+
+#: Histogram counters per select (int64: 64 MB) - bounds the first round's memory.
+HIST_BINS = 1 << 23
+#: Values a collect round may keep (image + slot: 16 bytes each, 128 MB).
+COLLECT_VALUES = 1 << 23
+QUARTILES = (0.25, 0.5, 0.75)
+_SIGN = np.uint64(1 << 63)
+_ONES = np.uint64((1 << 64) - 1)
+
+
+def float_image(x: np.ndarray) -> np.ndarray:
+    """The order-preserving uint64 image of non-NaN float64 values (``-0.0`` as ``+0.0``)."""
+    u = (np.asarray(x, dtype=np.float64) + 0.0).view(np.uint64)
+    return np.where(u & _SIGN, ~u, u | _SIGN)
+
+
+def image_float(u: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`float_image`."""
+    u = np.asarray(u, dtype=np.uint64)
+    return np.where(u & _SIGN, u & ~_SIGN, ~u).view(np.float64)
+
+
+def images(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(keep, image)``: the mask of non-NaN values and their images."""
+    x = np.asarray(values, dtype=np.float64)
+    keep = ~np.isnan(x)
+    return keep, float_image(x[keep])
+
+
+def _ranks(n: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pandas' (lo, hi, frac) for quantile q of groups of n values (as group_summaries)."""
+    pos = q * (np.maximum(n, 1) - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(n, 1) - 1)
+    return lo, hi, pos - lo
+
+
+def interpolate(a: np.ndarray, b: np.ndarray, frac: np.ndarray) -> np.ndarray:
+    """``a + (b - a) * frac``: pandas' linear interpolation (group_quantile)."""
+    return a + (b - a) * frac
+
+
+class QuantileSelect:
+    """Exact order statistics for the quartiles of ``n_groups`` groups, fed in batches.
+
+    Use: ``add(groups, image)`` for every batch of a pass, then ``end_round()``; while it
+    returns True, make another pass calling ``add`` with the same records (any batching,
+    any order), then ``end_round()`` again. :meth:`quartiles` gives n and the three quartiles.
+    """
+
+    def __init__(self, n_groups: int, *, hist_bins: int | None = None,
+                 collect_values: int | None = None) -> None:
+        self.n_groups = int(n_groups)
+        self.hist_bins = int(HIST_BINS if hist_bins is None else hist_bins)
+        self.collect_values = int(COLLECT_VALUES if collect_values is None else collect_values)
+        self.count = np.zeros(self.n_groups, dtype=np.int64)
+        self.round = 1
+        self.known = 0
+        self.mode = "hist"
+        self.slot_group = np.arange(self.n_groups, dtype=np.int64)
+        self.slot_prefix = np.zeros(self.n_groups, dtype=np.uint64)
+        self._index_slots()
+        self.bits = self._digit_bits(self.n_groups)
+        self._reset_accumulators()
+        # targets: (group, rank in the group, rank left in its slot, slot, value, done)
+        self.t_group = self.t_rank = self.t_left = self.t_slot = np.zeros(0, np.int64)
+        self.t_value = np.zeros(0, np.float64)
+        self.t_done = np.zeros(0, bool)
+
+    # -- state ---------------------------------------------------------------------------------
+    def _digit_bits(self, n_slots: int) -> int:
+        d = int(np.floor(np.log2(max(self.hist_bins, 2) / max(n_slots, 1))))
+        return int(min(max(d, 1), 16, 64 - self.known))
+
+    def _index_slots(self) -> None:
+        g = self.slot_group
+        self.slot_start = np.searchsorted(g, np.arange(self.n_groups))
+        self.slot_count = np.bincount(g, minlength=self.n_groups)
+        self.max_slots = int(self.slot_count.max(initial=0))
+
+    def _reset_accumulators(self) -> None:
+        n_slots = self.slot_group.size
+        if self.mode == "hist":
+            self.hist = np.zeros(n_slots << self.bits, dtype=np.int64)
+            self.smin = np.full(n_slots, _ONES, dtype=np.uint64)
+            self.smax = np.zeros(n_slots, dtype=np.uint64)
+        else:
+            self.hist = np.zeros(0, np.int64)
+        self.c_slot: list[np.ndarray] = []
+        self.c_image: list[np.ndarray] = []
+
+    def spawn(self) -> QuantileSelect:
+        """An empty copy of this round's state (a Dask task fills it; :meth:`merge` adds it)."""
+        new = object.__new__(QuantileSelect)
+        new.__dict__.update(self.__dict__)
+        new.count = np.zeros_like(self.count)
+        new._reset_accumulators()
+        return new
+
+    def merge(self, other: QuantileSelect) -> None:
+        """Add the counts of a partial select of the same round (see :meth:`spawn`)."""
+        if self.round == 1:
+            self.count += other.count
+        if self.mode == "hist":
+            self.hist += other.hist
+            np.minimum(self.smin, other.smin, out=self.smin)
+            np.maximum(self.smax, other.smax, out=self.smax)
+        else:
+            self.c_slot += other.c_slot
+            self.c_image += other.c_image
+
+    def __getstate__(self) -> dict[str, Any]:  # histograms travel sparse (Dask results)
+        state = dict(self.__dict__)
+        h = state.pop("hist")
+        nz = np.flatnonzero(h)
+        state["_hist_sparse"] = (h.size, nz, h[nz])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        size, nz, val = state.pop("_hist_sparse")
+        self.__dict__.update(state)
+        self.hist = np.zeros(size, dtype=np.int64)
+        self.hist[nz] = val
+
+    @property
+    def done(self) -> bool:
+        return self.round > 1 and bool(self.t_done.all())
+
+    # -- a pass --------------------------------------------------------------------------------
+    def _match(self, groups: np.ndarray, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The slot of every value whose group has a slot with its prefix (others dropped)."""
+        if self.round == 1:
+            return groups, image
+        prefix = image >> np.uint64(64 - self.known)
+        start, cnt = self.slot_start[groups], self.slot_count[groups]
+        slot = np.full(groups.size, -1, dtype=np.int64)
+        for j in range(self.max_slots):  # at most 6 slots per group
+            idx = np.flatnonzero((cnt > j) & (slot < 0))
+            cand = start[idx] + j
+            hit = self.slot_prefix[cand] == prefix[idx]
+            slot[idx[hit]] = cand[hit]
+        keep = slot >= 0
+        return slot[keep], image[keep]
+
+    def add(self, groups: np.ndarray, image: np.ndarray) -> None:
+        """Count (or keep) the values with images ``image`` of groups ``groups`` (0..G-1)."""
+        groups = np.asarray(groups, dtype=np.int64)
+        if self.round == 1:
+            self.count += np.bincount(groups, minlength=self.n_groups)
+        if self.done or groups.size == 0:
+            return
+        slot, u = self._match(groups, image)
+        if slot.size == 0:
+            return
+        if self.mode == "collect":
+            self.c_slot.append(slot)
+            self.c_image.append(u)
+            return
+        shift = np.uint64(64 - self.bits)
+        digit = ((u << np.uint64(self.known)) >> shift).astype(np.int64)
+        self.hist += np.bincount((slot << self.bits) + digit, minlength=self.hist.size)
+        if self.round > 1:
+            np.minimum.at(self.smin, slot, u)
+            np.maximum.at(self.smax, slot, u)
+
+    def end_round(self) -> bool:
+        """Resolve what this pass decided; True when another pass is needed."""
+        if self.round == 1:
+            self._make_targets()
+        open_ = np.flatnonzero(~self.t_done)
+        slot = self.t_slot[open_]
+        left = self.t_left[open_]
+        if self.mode == "collect":
+            s = np.concatenate(self.c_slot) if self.c_slot else np.zeros(0, np.int64)
+            u = np.concatenate(self.c_image) if self.c_image else np.zeros(0, np.uint64)
+            order = np.lexsort((u, s))
+            s, u = s[order], u[order]
+            first = np.searchsorted(s, slot)
+            self.t_value[open_] = image_float(u[first + left])
+            self.t_done[open_] = True
+        else:
+            same = self.smin[slot] == self.smax[slot]  # all values of the slot are equal
+            if self.round > 1 and same.any():
+                self.t_value[open_[same]] = image_float(self.smin[slot[same]])
+                self.t_done[open_[same]] = True
+            cum = np.cumsum(self.hist)
+            base = np.concatenate(([0], cum))[slot << self.bits]
+            flat = np.searchsorted(cum, base + left, side="right")
+            below = np.concatenate(([0], cum))[flat]
+            digit = (flat - (slot << self.bits)).astype(np.uint64)
+            in_bin = self.hist[flat]
+            self.known += self.bits
+            prefix = (self.slot_prefix[slot] << np.uint64(self.bits)) | digit
+            self.t_left[open_] = base + left - below
+            live = ~self.t_done[open_]
+            if self.known >= 64:
+                self.t_value[open_[live]] = image_float(prefix[live])
+                self.t_done[open_[live]] = True
+            else:
+                self._next_slots(open_[live], self.t_group[open_[live]], prefix[live],
+                                 in_bin[live])
+        self.c_slot, self.c_image = [], []
+        self.round += 1
+        return not bool(self.t_done.all())
+
+    def _make_targets(self) -> None:
+        """The distinct ranks each non-empty group's quartiles need (at most 6 per group)."""
+        groups, ranks = [], []
+        for q in QUARTILES:
+            lo, hi, _ = _ranks(self.count, q)
+            for r in (lo, hi):
+                ok = np.flatnonzero(self.count > 0)
+                groups.append(ok)
+                ranks.append(r[ok])
+        g, r = np.concatenate(groups), np.concatenate(ranks)
+        key = np.unique(np.stack([g, r], axis=1), axis=0) if g.size else np.zeros((0, 2),
+                                                                                    np.int64)
+        self.t_group = key[:, 0].astype(np.int64)
+        self.t_rank = key[:, 1].astype(np.int64)
+        self.t_left = self.t_rank.copy()
+        self.t_slot = self.t_group.copy()  # round 1: slot = group
+        self.t_value = np.full(self.t_group.size, np.nan)
+        self.t_done = np.zeros(self.t_group.size, bool)
+
+    def _next_slots(self, targets: np.ndarray, group: np.ndarray, prefix: np.ndarray,
+                    in_bin: np.ndarray) -> None:
+        """Slots of the next round: distinct (group, prefix) of the open targets."""
+        order = np.lexsort((prefix, group))
+        g, p, c = group[order], prefix[order], in_bin[order]
+        new = np.ones(g.size, bool)
+        new[1:] = (g[1:] != g[:-1]) | (p[1:] != p[:-1])
+        slot_of = np.cumsum(new) - 1
+        self.t_slot[targets[order]] = slot_of
+        self.slot_group, self.slot_prefix = g[new], p[new]
+        self._index_slots()
+        total = int(c[new].sum())
+        self.mode = "collect" if total <= self.collect_values else "hist"
+        if self.mode == "hist":
+            self.bits = self._digit_bits(self.slot_group.size)
+        self._reset_accumulators()
+
+    # -- result --------------------------------------------------------------------------------
+    def quartiles(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``(n, [q1, median, q3])`` per group (NaN for empty groups), pandas' interpolation."""
+        if not self.done and self.t_group.size:
+            raise RuntimeError("quartiles() before every order statistic was resolved")
+        key = self.t_group * (1 << 40) + self.t_rank
+        out = []
+        for q in QUARTILES:
+            lo, hi, frac = _ranks(self.count, q)
+            ok = self.count > 0
+            g = np.arange(self.n_groups, dtype=np.int64)
+            a = np.full(self.n_groups, np.nan)
+            b = np.full(self.n_groups, np.nan)
+            if key.size:
+                a[ok] = self.t_value[np.searchsorted(key, g[ok] * (1 << 40) + lo[ok])]
+                b[ok] = self.t_value[np.searchsorted(key, g[ok] * (1 << 40) + hi[ok])]
+            out.append(np.where(ok, interpolate(a, b, frac), np.nan))
+        return self.count, out

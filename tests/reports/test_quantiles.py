@@ -1,0 +1,127 @@
+"""The out-of-core quartile select (sdc.reports.quantiles) against pandas' quantiles.
+
+Exact tests: the order statistics are exact values and the interpolation is pandas' formula,
+so the quartiles must be bit-identical to ``groupby(...).quantile(q)`` (linear), whatever the
+batching, the histogram width and the collect budget.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sdc.reports.aggregate import group_summaries
+from sdc.reports.quantiles import QuantileSelect, float_image, image_float, images
+
+
+def run_select(x: np.ndarray, g: np.ndarray, n_groups: int, batches: int = 5,
+               **kw) -> tuple[np.ndarray, list[np.ndarray], int]:
+    sel = QuantileSelect(n_groups, **kw)
+    parts = np.array_split(np.random.default_rng(0).permutation(x.size), batches)
+    passes = 0
+    while True:
+        for idx in parts:
+            keep, u = images(x[idx])
+            sel.add(g[idx][keep], u)
+        passes += 1
+        if not sel.end_round():
+            break
+    n, qs = sel.quartiles()
+    return n, qs, passes
+
+
+def pandas_quartiles(x, g, n_groups):
+    s = pd.Series(x).groupby(g)
+    return [s.quantile(q).reindex(range(n_groups)).to_numpy() for q in (0.25, 0.5, 0.75)]
+
+
+def data(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    x = rng.lognormal(2, 3, n) * rng.choice([-1.0, 1.0], n)
+    x[rng.random(n) < 0.5] = 0.0          # heavy ties
+    x[rng.random(n) < 0.03] = -0.0        # signed zeros
+    x[rng.random(n) < 0.05] = np.nan      # missing
+    x[rng.random(n) < 0.1] = 7.25         # ties at a non-zero value
+    g = rng.integers(0, 40, n)
+    g[g == 3] = 4                          # group 3 empty
+    g[g == 38] = 37
+    g[1] = 38                              # group 38 has exactly one element
+    x[1] = -3.5
+    return x, g, 41                        # group 40 empty too
+
+
+@pytest.mark.parametrize("kw", [{}, {"hist_bins": 1 << 8}, {"hist_bins": 1 << 8,
+                                                               "collect_values": 10},
+                                {"collect_values": 1 << 30}])
+def test_quartiles_equal_pandas_bit_for_bit(kw):
+    x, g, G = data(30_000, 1)
+    n, qs, passes = run_select(x, g, G, **kw)
+    assert np.array_equal(n, np.bincount(g[~np.isnan(x)], minlength=G))
+    for got, exp in zip(qs, pandas_quartiles(x, g, G), strict=True):
+        assert np.array_equal(got, exp, equal_nan=True)
+        # +0.0, never -0.0 (pandas' interpolation gives +0.0 for any two zeros)
+        assert not np.any(np.signbit(got[got == 0]))
+    assert np.isnan(qs[1][3]) and np.isnan(qs[1][40]) and n[3] == 0
+    assert n[38] == 1 and qs[0][38] == qs[2][38] == -3.5
+    if kw.get("collect_values") == 10:
+        assert passes > 2  # several digit rounds were needed
+
+
+def test_quartiles_equal_group_summaries():
+    x, g, G = data(5_000, 2)
+    ok = ~np.isnan(x)
+    order = np.argsort(x[ok], kind="stable")
+    xs, codes = x[ok][order], g[ok][order]
+    sums = np.bincount(codes, weights=xs, minlength=G)
+    (ref,) = group_summaries(xs, [codes], [G], [sums])
+    _, qs, _ = run_select(x, g, G, hist_bins=1 << 10)
+    for got, exp in zip(qs, (ref.q1, ref.median, ref.q3), strict=True):
+        assert np.array_equal(got, exp, equal_nan=True)
+
+
+def test_all_equal_values_resolve_in_one_refinement_pass():
+    x = np.zeros(100_000)
+    x[:10] = 1.0
+    g = np.zeros(x.size, dtype=np.int64)
+    _, qs, passes = run_select(x, g, 1, collect_values=100)
+    assert passes == 2 and qs[1][0] == 0.0
+
+
+def test_empty_input_and_all_nan():
+    sel = QuantileSelect(3)
+    sel.add(np.zeros(0, np.int64), np.zeros(0, np.uint64))
+    assert not sel.end_round()
+    n, qs = sel.quartiles()
+    assert n.tolist() == [0, 0, 0] and all(np.isnan(q).all() for q in qs)
+    keep, u = images(np.array([np.nan, np.nan]))
+    assert not keep.any() and u.size == 0
+
+
+def test_image_is_order_preserving_and_invertible():
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(0, 1e6, 1000), [np.inf, -np.inf, 0.0, 5e-324, -5e-324,
+                                                    np.finfo(float).max]])
+    u = float_image(x)
+    assert np.array_equal(np.argsort(x, kind="stable"), np.argsort(u, kind="stable"))
+    assert np.array_equal(image_float(u), x)
+    assert float_image(np.array([-0.0]))[0] == float_image(np.array([0.0]))[0]
+
+
+def test_merge_of_partial_selects_equals_one_select():
+    x, g, G = data(8_000, 3)
+    whole = run_select(x, g, G, batches=1)[1]
+    sel = QuantileSelect(G, hist_bins=1 << 9, collect_values=20)
+    halves = np.array_split(np.arange(x.size), 2)
+    while True:
+        for idx in halves:  # two "tasks", merged
+            part = sel.spawn()
+            keep, u = images(x[idx])
+            part.add(g[idx][keep], u)
+            sel.merge(pickle.loads(pickle.dumps(part)))
+        if not sel.end_round():
+            break
+    for a, b in zip(sel.quartiles()[1], whole, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
