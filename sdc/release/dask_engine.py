@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
+from sdc.engine.draws import record_identity
 from sdc.errors import InputError
 from sdc.io.batches import (
     PublicWriter,
@@ -61,7 +62,10 @@ from sdc.release.streaming import (
     _bucket_bits,
     _Problems,
     batch_identities,
+    confirm_duplicate_ids,
     draw_plan,
+    duplicate_identities,
+    id_rows_with_identity,
     plan_cells,
     release_batch,
     write_buckets_in_order,
@@ -143,7 +147,18 @@ def _count_task(piece, offset, config):
     u, c = np.unique(cell_codes(frame, config), return_counts=True)
     w = config.input.weight
     wmax = float(np.abs(frame[w].to_numpy(float)).max(initial=0.0)) if w else None
-    return ("counts", u, c.astype(np.int64), list(frame.columns), wmax)
+    # with an id column, the piece's 64-bit identities (8 bytes per record) for the check that
+    # the ids are unique over the whole input, not only within each piece
+    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
+             if config.input.id_column else None)
+    return ("counts", u, c.astype(np.int64), list(frame.columns), wmax, ident)
+
+
+def _duplicate_rows_task(piece, offset, dups, config):
+    """(global rows, id values) of the piece's records whose identity is in ``dups``."""
+    path, rg, _n = piece
+    table = pq.ParquetFile(path).read_row_group(rg, columns=[config.input.id_column])
+    return id_rows_with_identity(table_to_frame(table, offset), dups, config)
 
 
 def _identity_task(piece, offset, codes_sorted, dplan, config):
@@ -211,6 +226,7 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     problems = _Problems()
     columns: list[str] = []
     wmax = 0.0 if config.input.weight else None
+    identities: list[np.ndarray] = []
     for res in client.gather(futures):
         if not columns:
             columns = res[3]
@@ -220,6 +236,9 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
             problems.add(res[1], res[2])
         else:
             counter.add_counts(res[1], res[2])
+            if res[5] is not None:
+                identities.append(res[5])
+    del futures
     if problems.rows:
         table = problems.table()
         k = len(table)
@@ -233,9 +252,23 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     import pandas as pd
 
     check_columns(pd.DataFrame(columns=columns), config)
+    unique = False
+    if config.input.id_column:
+        # the ids must be unique over the whole input: sort the gathered 64-bit identities;
+        # equal ones are confirmed on the actual id values (one more pass over the id column
+        # of the pieces that hold them), so a hash collision is never reported as a duplicate
+        dups = duplicate_identities(identities)
+        if dups is None:
+            unique = True
+        else:
+            dups_f = client.scatter(dups, broadcast=True, hash=False)
+            hits = client.gather([client.submit(_duplicate_rows_task, p, offsets[i], dups_f, cfg,
+                                                pure=False) for i, p in enumerate(pieces)])
+            unique = confirm_duplicate_ids(hits, config)
+    del identities
     codes, counts = counter.result()
     return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns,
-                     weight_max=wmax), pieces, offsets
+                     identities_unique=unique, weight_max=wmax), pieces, offsets
 
 
 def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,

@@ -331,23 +331,51 @@ def _check_unique_ids(identities: list[np.ndarray], config: ReleaseConfig,
     checks a batch). Sorts the 64-bit identities (8 bytes per record); equal identities are
     looked up by one more pass: equal ids are an :class:`InputError` with their global rows,
     a mere 64-bit hash collision just means the draws need the global identity step (False)."""
+    dups = duplicate_identities(identities)
+    if dups is None:
+        return True
+    id_col = config.input.id_column
+    hits = (id_rows_with_identity(frame, dups, config)
+            for frame in input_batches(config, batch_rows=batch_rows, columns=[id_col]))
+    return confirm_duplicate_ids(hits, config)
+
+
+def duplicate_identities(identities: list[np.ndarray]) -> np.ndarray | None:
+    """The 64-bit identities that occur more than once (sorted), or None when all differ.
+    Consumes (clears) ``identities``; one sort of 8 bytes per record."""
     allid = (identities[0] if len(identities) == 1 else
              np.concatenate(identities) if identities else np.zeros(0, np.uint64))
     identities.clear()
     allid.sort()
     dup_mask = allid[1:] == allid[:-1]
     if not dup_mask.any():
-        return True
-    dups = np.unique(allid[1:][dup_mask])
-    del allid
+        return None
+    return np.unique(allid[1:][dup_mask])
+
+
+def id_rows_with_identity(frame: pd.DataFrame, dups: np.ndarray,
+                          config: ReleaseConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(global rows, id values) of the batch's records whose identity is one of ``dups``
+    (the batch's index holds its global 0-based row numbers)."""
+    hit = np.isin(np.asarray(record_identity(frame, config), np.uint64), dups)
+    return frame.index.to_numpy()[hit], frame[config.input.id_column].to_numpy()[hit]
+
+
+def confirm_duplicate_ids(hits, config: ReleaseConfig) -> bool:
+    """Compare the actual id values of the records that share a 64-bit identity: equal values
+    raise :class:`InputError` naming the column, examples and their global rows; otherwise
+    the identities are mere hash collisions and the function returns False (not unique)."""
     id_col = config.input.id_column
     rows, values = [], []
-    for frame in input_batches(config, batch_rows=batch_rows, columns=[id_col]):
-        hit = np.isin(np.asarray(record_identity(frame, config), np.uint64), dups)
-        if hit.any():
-            rows.append(frame.index.to_numpy()[hit])
-            values.append(frame[id_col].to_numpy()[hit])
+    for r, v in hits:
+        if len(r):
+            rows.append(np.asarray(r))
+            values.append(np.asarray(v))
+    if not rows:
+        return False
     rows_a, vals = np.concatenate(rows), pd.Series(np.concatenate(values))
+    order = np.argsort(rows_a, kind="stable")  # pieces may arrive in any order
+    rows_a, vals = rows_a[order], vals.iloc[order].reset_index(drop=True)
     repeated = vals.duplicated(keep=False).to_numpy()
     if not repeated.any():
         return False  # hash collisions only

@@ -186,6 +186,44 @@ def test_duplicate_ids_across_batches_are_reported_with_global_rows(tmp_path):
 
 
 @pytest.mark.slow
+def test_dask_reports_duplicate_ids_in_different_partitions_with_global_rows(tmp_path):
+    from sdc.release.dask_engine import DaskSpec, dask_release
+
+    frame = make_frame(1_000, with_missing=False)
+    frame.loc[900, "pid"] = frame.loc[5, "pid"]  # rows 6 and 901: different row groups of 300
+    frame.loc[901, "pid"] = frame.loc[600, "pid"]  # rows 601 and 902: a third partition
+    path = tmp_path / "dup.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=300)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 4
+    cfg = config_for(path, tmp_path / "rel", "parquet")
+    with pytest.raises(sdc.InputError) as e:
+        dask_release(cfg, 1, tmp_path / "o", DaskSpec(workers=2))
+    msg = str(e.value)
+    assert "'pid'" in msg and "4 rows share an id" in msg and "rows 6, 601, 901, 902" in msg
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_64_bit_identity_collision_is_not_reported_as_a_duplicate_id(tmp_path, monkeypatch):
+    """Two different ids whose identity hashes are made equal: the check confirms on the
+    actual values, finds no duplicate and only asks for the global identity step (False)."""
+    frame = make_frame(600, with_missing=False)
+    path = tmp_path / "in.parquet"
+    frame.to_parquet(path, index=False)
+    cfg = config_for(path, tmp_path / "rel", "parquet")
+    real = streaming.record_identity
+
+    def colliding(batch, config):
+        h = np.asarray(real(batch, config), np.uint64).copy()
+        ids = batch["pid"].to_numpy()
+        h[(ids == frame.loc[3, "pid"]) | (ids == frame.loc[400, "pid"])] = np.uint64(42)
+        return h
+
+    monkeypatch.setattr(streaming, "record_identity", colliding)
+    count = count_cells(cfg, batch_rows=200)
+    assert count.identities_unique is False and count.n_records == 600
+
+
+@pytest.mark.slow
 def test_dask_uses_an_existing_cluster_by_its_scheduler_address(tmp_path):
     from distributed import LocalCluster
 
