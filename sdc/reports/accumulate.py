@@ -78,6 +78,7 @@ class ReleaseAccumulator:
         self.cell_group = [self.key_codes[:, j].astype(np.int64) + off[j]
                            for j in range(len(self.sizes))]
         self.total = total
+        self.group_ranges = [(int(o), int(o) + s) for o, s in zip(off, self.sizes, strict=True)]
         bins = max(HIST_BINS // max(len(self.numeric), 1), 1 << 10)
         self.select = {c: QuantileSelect(self.n_groups, hist_bins=bins) for c in self.numeric}
         self.max_abs = {c: 0.0 for c in self.numeric}
@@ -150,9 +151,15 @@ class ReleaseAccumulator:
         sel = self.select[c]
         if sel.done:
             return
-        for j in range(len(self.sizes)):
-            sel.add(self.cell_group[j][rc], u)
-            sel.add(self.cell_group[j][rel] + self.total, u)
+        rank = None
+        pre = sel.prefilter(u)  # later rounds: only values in some slot's prefix, once
+        if pre is not None:
+            idx, rank = pre
+            rc, rel, u = rc[idx], rel[idx], u[idx]
+        for j, (a, b) in enumerate(self.group_ranges):
+            sel.add(self.cell_group[j][rc], u, (a, b), rank)
+            sel.add(self.cell_group[j][rel] + self.total, u, (a + self.total, b + self.total),
+                    rank)
 
     def _compact_pairs(self) -> None:
         if len(self.pairs) > 1:

@@ -115,21 +115,27 @@ class QuantileSelect:
 
     # -- state ---------------------------------------------------------------------------------
     def _digit_bits(self, n_slots: int) -> int:
-        d = int(np.floor(np.log2(max(self.hist_bins, 2) / max(n_slots, 1))))
+        # later rounds keep a minimum and a maximum per bin too: a quarter of the counters
+        bins = self.hist_bins if self.round == 1 else self.hist_bins // 4
+        d = int(np.floor(np.log2(max(bins, 2) / max(n_slots, 1))))
         return int(min(max(d, 1), 16, 64 - self.known))
 
     def _index_slots(self) -> None:
-        g = self.slot_group
-        self.slot_start = np.searchsorted(g, np.arange(self.n_groups))
-        self.slot_count = np.bincount(g, minlength=self.n_groups)
-        self.max_slots = int(self.slot_count.max(initial=0))
+        """Slots are sorted by (group, prefix); ``prefixes`` are their distinct prefixes and
+        ``slot_key = group * len(prefixes) + rank of the prefix`` is sorted too."""
+        self.prefixes = np.unique(self.slot_prefix)
+        self.slot_key = (self.slot_group * max(self.prefixes.size, 1)
+                         + np.searchsorted(self.prefixes, self.slot_prefix))
 
     def _reset_accumulators(self) -> None:
         n_slots = self.slot_group.size
         if self.mode == "hist":
             self.hist = np.zeros(n_slots << self.bits, dtype=np.int64)
-            self.smin = np.full(n_slots, _ONES, dtype=np.uint64)
-            self.smax = np.zeros(n_slots, dtype=np.uint64)
+            # smallest / largest image per bin from the second round on: a target's bin
+            # holding one distinct value resolves it (ties, integer-valued columns)
+            m = self.hist.size if self.round > 1 else 0
+            self.smin = np.full(m, _ONES, dtype=np.uint64)
+            self.smax = np.zeros(m, dtype=np.uint64)
         else:
             self.hist = np.zeros(0, np.int64)
         self.c_slot: list[np.ndarray] = []
@@ -173,29 +179,52 @@ class QuantileSelect:
         return self.round > 1 and bool(self.t_done.all())
 
     # -- a pass --------------------------------------------------------------------------------
-    def _match(self, groups: np.ndarray, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def prefilter(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(positions, prefix rank)`` of the values whose prefix is some slot's (None in
+        the first round: every value counts). One binary search per value, shared by all
+        groupings of the same values; :meth:`add` then takes ``prefix_rank``."""
+        if self.round == 1 or self.done:
+            return None
+        p = self.prefixes
+        if p.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        prefix = image >> np.uint64(64 - self.known)
+        r = np.minimum(np.searchsorted(p, prefix), p.size - 1)
+        idx = np.flatnonzero(p[r] == prefix)
+        return idx, r[idx]
+
+    def _match(self, groups: np.ndarray, image: np.ndarray,
+               prefix_rank: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The slot of every value whose group has a slot with its prefix (others dropped)."""
         if self.round == 1:
             return groups, image
-        prefix = image >> np.uint64(64 - self.known)
-        start, cnt = self.slot_start[groups], self.slot_count[groups]
-        slot = np.full(groups.size, -1, dtype=np.int64)
-        for j in range(self.max_slots):  # at most 6 slots per group
-            idx = np.flatnonzero((cnt > j) & (slot < 0))
-            cand = start[idx] + j
-            hit = self.slot_prefix[cand] == prefix[idx]
-            slot[idx[hit]] = cand[hit]
-        keep = slot >= 0
-        return slot[keep], image[keep]
+        if prefix_rank is None:
+            idx, prefix_rank = self.prefilter(image)
+            groups, image = groups[idx], image[idx]
+        if self.slot_key.size == 0:
+            return np.zeros(0, np.int64), image[:0]
+        key = groups * max(self.prefixes.size, 1) + prefix_rank
+        s = np.minimum(np.searchsorted(self.slot_key, key), self.slot_key.size - 1)
+        keep = self.slot_key[s] == key
+        return s[keep], image[keep]
 
-    def add(self, groups: np.ndarray, image: np.ndarray) -> None:
-        """Count (or keep) the values with images ``image`` of groups ``groups`` (0..G-1)."""
+    def add(self, groups: np.ndarray, image: np.ndarray,
+            group_range: tuple[int, int] | None = None,
+            prefix_rank: np.ndarray | None = None) -> None:
+        """Count (or keep) the values with images ``image`` of groups ``groups`` (0..G-1).
+
+        ``group_range = (a, b)``: every group is in ``a..b-1`` (then the first round counts
+        into that part of the histogram only: no full-size temporary per call).
+        ``prefix_rank``: the values were already passed through :meth:`prefilter` (only its
+        positions given, with its ranks).
+        """
         groups = np.asarray(groups, dtype=np.int64)
+        a, b = group_range if group_range is not None else (0, self.n_groups)
         if self.round == 1:
-            self.count += np.bincount(groups, minlength=self.n_groups)
+            self.count[a:b] += np.bincount(groups - a, minlength=b - a)
         if self.done or groups.size == 0:
             return
-        slot, u = self._match(groups, image)
+        slot, u = self._match(groups, image, prefix_rank)
         if slot.size == 0:
             return
         if self.mode == "collect":
@@ -204,10 +233,15 @@ class QuantileSelect:
             return
         shift = np.uint64(64 - self.bits)
         digit = ((u << np.uint64(self.known)) >> shift).astype(np.int64)
-        self.hist += np.bincount((slot << self.bits) + digit, minlength=self.hist.size)
-        if self.round > 1:
-            np.minimum.at(self.smin, slot, u)
-            np.maximum.at(self.smax, slot, u)
+        if self.round == 1:  # slot = group: only the groups' part of the histogram
+            lo, hi = a << self.bits, b << self.bits
+            self.hist[lo:hi] += np.bincount(((slot - a) << self.bits) + digit,
+                                            minlength=hi - lo)
+        else:
+            flat = (slot << self.bits) + digit
+            self.hist += np.bincount(flat, minlength=self.hist.size)
+            np.minimum.at(self.smin, flat, u)
+            np.maximum.at(self.smax, flat, u)
 
     def end_round(self) -> bool:
         """Resolve what this pass decided; True when another pass is needed."""
@@ -219,19 +253,28 @@ class QuantileSelect:
         if self.mode == "collect":
             s = np.concatenate(self.c_slot) if self.c_slot else np.zeros(0, np.int64)
             u = np.concatenate(self.c_image) if self.c_image else np.zeros(0, np.uint64)
-            order = np.lexsort((u, s))
-            s, u = s[order], u[order]
+            low = 64 - self.known  # the bits below the slots' common prefix length
+            if self.slot_group.size <= (1 << self.known) >> 1:
+                # one uint64 key per value: slot above the bits below the prefix
+                mask = np.uint64((1 << low) - 1)
+                key = (s.astype(np.uint64) << np.uint64(low)) | (u & mask)
+                key.sort()
+                s = (key >> np.uint64(low)).astype(np.int64)
+                u = (self.slot_prefix[s] << np.uint64(low)) | (key & mask)
+            else:
+                order = np.lexsort((u, s))
+                s, u = s[order], u[order]
             first = np.searchsorted(s, slot)
             self.t_value[open_] = image_float(u[first + left])
             self.t_done[open_] = True
         else:
-            same = self.smin[slot] == self.smax[slot]  # all values of the slot are equal
-            if self.round > 1 and same.any():
-                self.t_value[open_[same]] = image_float(self.smin[slot[same]])
-                self.t_done[open_[same]] = True
             cum = np.cumsum(self.hist)
             base = np.concatenate(([0], cum))[slot << self.bits]
             flat = np.searchsorted(cum, base + left, side="right")
+            if self.round > 1:
+                same = self.smin[flat] == self.smax[flat]  # one distinct value in the bin
+                self.t_value[open_[same]] = image_float(self.smin[flat[same]])
+                self.t_done[open_[same]] = True
             below = np.concatenate(([0], cum))[flat]
             digit = (flat - (slot << self.bits)).astype(np.uint64)
             in_bin = self.hist[flat]
@@ -281,9 +324,11 @@ class QuantileSelect:
         self._index_slots()
         total = int(c[new].sum())
         self.mode = "collect" if total <= self.collect_values else "hist"
+        self.round += 1  # the accumulators below are the next round's
         if self.mode == "hist":
             self.bits = self._digit_bits(self.slot_group.size)
         self._reset_accumulators()
+        self.round -= 1
 
     # -- result --------------------------------------------------------------------------------
     def quartiles(self) -> tuple[np.ndarray, list[np.ndarray]]:
