@@ -42,13 +42,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLLECT_VALUES", "HIST_BINS", "QUARTILES", "QuantileSelect", "float_image",
+__all__ = ["COLLECT_VALUES", "HIST_BINS", "LUT_MAX", "QUARTILES", "QuantileSelect", "float_image",
            "image_float", "images", "interpolate"]
 
 #: Histogram counters per select (int64: 64 MB) - bounds the first round's memory.
 HIST_BINS = 1 << 23
 #: Values a collect round may keep (image + slot: 16 bytes each, 128 MB).
 COLLECT_VALUES = 1 << 23
+#: Largest (group, prefix) -> slot lookup table (int64: 128 MB).
+LUT_MAX = 1 << 24
 QUARTILES = (0.25, 0.5, 0.75)
 _SIGN = np.uint64(1 << 63)
 _ONES = np.uint64((1 << 64) - 1)
@@ -105,7 +107,7 @@ class QuantileSelect:
         self.mode = "hist"
         self.slot_group = np.arange(self.n_groups, dtype=np.int64)
         self.slot_prefix = np.zeros(self.n_groups, dtype=np.uint64)
-        self._index_slots()
+        self._index_slots(lut=False)  # the first round needs no lookup (slot = group)
         self.bits = self._digit_bits(self.n_groups)
         self._reset_accumulators()
         # targets: (group, rank in the group, rank left in its slot, slot, value, done)
@@ -120,12 +122,18 @@ class QuantileSelect:
         d = int(np.floor(np.log2(max(bins, 2) / max(n_slots, 1))))
         return int(min(max(d, 1), 16, 64 - self.known))
 
-    def _index_slots(self) -> None:
+    def _index_slots(self, lut: bool = True) -> None:
         """Slots are sorted by (group, prefix); ``prefixes`` are their distinct prefixes and
         ``slot_key = group * len(prefixes) + rank of the prefix`` is sorted too."""
         self.prefixes = np.unique(self.slot_prefix)
         self.slot_key = (self.slot_group * max(self.prefixes.size, 1)
                          + np.searchsorted(self.prefixes, self.slot_prefix))
+        # a dense (group, prefix rank) -> slot table when small: one gather per value
+        size = self.n_groups * max(self.prefixes.size, 1)
+        self.slot_lut = None
+        if lut and size <= LUT_MAX:
+            self.slot_lut = np.full(size, -1, dtype=np.int64)
+            self.slot_lut[self.slot_key] = np.arange(self.slot_key.size, dtype=np.int64)
 
     def _reset_accumulators(self) -> None:
         n_slots = self.slot_group.size
@@ -204,6 +212,10 @@ class QuantileSelect:
         if self.slot_key.size == 0:
             return np.zeros(0, np.int64), image[:0]
         key = groups * max(self.prefixes.size, 1) + prefix_rank
+        if self.slot_lut is not None:
+            s = self.slot_lut[key]
+            keep = s >= 0
+            return s[keep], image[keep]
         s = np.minimum(np.searchsorted(self.slot_key, key), self.slot_key.size - 1)
         keep = self.slot_key[s] == key
         return s[keep], image[keep]
@@ -239,7 +251,9 @@ class QuantileSelect:
                                             minlength=hi - lo)
         else:
             flat = (slot << self.bits) + digit
-            self.hist += np.bincount(flat, minlength=self.hist.size)
+            # the slots of groups a..b-1 are consecutive: count into their part only
+            lo, hi = (np.searchsorted(self.slot_group, [a, b]) << self.bits).tolist()
+            self.hist[lo:hi] += np.bincount(flat - lo, minlength=hi - lo)
             np.minimum.at(self.smin, flat, u)
             np.maximum.at(self.smax, flat, u)
 

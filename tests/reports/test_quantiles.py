@@ -125,3 +125,15 @@ def test_merge_of_partial_selects_equals_one_select():
             break
     for a, b in zip(sel.quartiles()[1], whole, strict=True):
         assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_without_the_slot_lookup_table(monkeypatch):
+    """Many (group, prefix) pairs: the slots are found by binary search instead."""
+    from sdc.reports import quantiles
+
+    monkeypatch.setattr(quantiles, "LUT_MAX", 0)
+    x, g, G = data(20_000, 4)
+    _, qs, passes = run_select(x, g, G, hist_bins=1 << 9, collect_values=30)
+    assert passes > 2
+    for got, exp in zip(qs, pandas_quartiles(x, g, G), strict=True):
+        assert np.array_equal(got, exp, equal_nan=True)
