@@ -137,7 +137,8 @@ class QuantileSelect:
 
     def _reset_accumulators(self) -> None:
         n_slots = self.slot_group.size
-        if self.mode == "hist":
+        finished = self.round > 1 and bool(getattr(self, "t_done", np.zeros(0, bool)).all())
+        if self.mode == "hist" and not finished:
             self.hist = np.zeros(n_slots << self.bits, dtype=np.int64)
             # smallest / largest image per bin from the second round on: a target's bin
             # holding one distinct value resolves it (ties, integer-valued columns)
@@ -146,6 +147,8 @@ class QuantileSelect:
             self.smax = np.zeros(m, dtype=np.uint64)
         else:
             self.hist = np.zeros(0, np.int64)
+            self.smin = np.zeros(0, np.uint64)
+            self.smax = np.zeros(0, np.uint64)
         self.c_slot: list[np.ndarray] = []
         self.c_image: list[np.ndarray] = []
 
@@ -161,6 +164,8 @@ class QuantileSelect:
         """Add the counts of a partial select of the same round (see :meth:`spawn`)."""
         if self.round == 1:
             self.count += other.count
+        if self.done:
+            return
         if self.mode == "hist":
             self.hist += other.hist
             np.minimum(self.smin, other.smin, out=self.smin)
@@ -171,16 +176,21 @@ class QuantileSelect:
 
     def __getstate__(self) -> dict[str, Any]:  # histograms travel sparse (Dask results)
         state = dict(self.__dict__)
-        h = state.pop("hist")
+        h, lo, hi = state.pop("hist"), state.pop("smin"), state.pop("smax")
         nz = np.flatnonzero(h)
-        state["_hist_sparse"] = (h.size, nz, h[nz])
+        state["_sparse"] = (h.size, nz, h[nz], lo.size, lo[nz] if lo.size else lo,
+                            hi[nz] if hi.size else hi)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        size, nz, val = state.pop("_hist_sparse")
+        size, nz, val, m, lo, hi = state.pop("_sparse")
         self.__dict__.update(state)
         self.hist = np.zeros(size, dtype=np.int64)
         self.hist[nz] = val
+        self.smin = np.full(m, _ONES, dtype=np.uint64)
+        self.smax = np.zeros(m, dtype=np.uint64)
+        if m:  # a bin without values keeps the identities of min and max
+            self.smin[nz], self.smax[nz] = lo, hi
 
     @property
     def done(self) -> bool:

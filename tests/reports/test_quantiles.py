@@ -137,3 +137,18 @@ def test_without_the_slot_lookup_table(monkeypatch):
     assert passes > 2
     for got, exp in zip(qs, pandas_quartiles(x, g, G), strict=True):
         assert np.array_equal(got, exp, equal_nan=True)
+
+
+def test_partials_of_a_finished_select_merge_as_nothing():
+    x, g, G = data(3_000, 6)
+    sel = QuantileSelect(G)
+    keep, u = images(x)
+    sel.add(g[keep], u)
+    while sel.end_round():
+        sel.add(g[keep], u)
+    before = [q.copy() for q in sel.quartiles()[1]]
+    part = pickle.loads(pickle.dumps(sel.spawn()))
+    assert part.hist.size == 0
+    sel.merge(part)
+    for a, b in zip(sel.quartiles()[1], before, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
