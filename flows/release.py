@@ -484,18 +484,22 @@ def batch_load_task(config_path: str, force: bool, engine: str,
 
 
 @task(name="release records (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def batch_release_task(job: BatchJob, spec: Any, stage: Path) -> Any:
+def batch_release_task(job: BatchJob, spec: Any, stage: Path,
+                       records: Path | None = None) -> Any:
     """Count cells, plan, and release every record in batches (streaming) or partitions
-    (Dask); the public files are written into ``stage``."""
+    (Dask); the public files are written into ``stage``, the internal records file (release
+    series) to ``records``."""
     config, seed = job.config, job.seed_info.value
     if spec.kind == "dask":
         from sdc.release.dask_engine import dask_release
 
-        res = dask_release(config, seed, stage, _dask_spec(config, spec), progress=_step)
+        res = dask_release(config, seed, stage, _dask_spec(config, spec), progress=_step,
+                           records_path=records)
     else:
         from sdc.release.streaming import stream_release
 
-        res = stream_release(config, seed, stage, batch_rows=spec.batch_rows, progress=_step)
+        res = stream_release(config, seed, stage, batch_rows=spec.batch_rows, progress=_step,
+                             records_path=records)
     if not res.certificate <= res.xi + 1e-12:
         raise sdc.CertificationError(
             f"certificate {res.certificate:.6f} exceeds xi = {res.xi}; nothing was published")
@@ -510,10 +514,12 @@ def batch_report_task(job: BatchJob, result: Any) -> tuple[dict[str, bytes], dic
     """risk.json, utility.json and report.html of a batch release, from the aggregates the
     engine accumulated during its passes (same builders and bytes as the pandas engine)."""
     from sdc.release.batch_reports import batch_reports
+    from sdc.release.series import batch_series_risk_vs_previous
     from sdc.reports.build import headline
 
     _step("building risk and utility reports")
-    reports = batch_reports(result, job.config, seed=job.seed_info.value)
+    series = batch_series_risk_vs_previous(job.seed_info, result.records_file, result.xi)
+    reports = batch_reports(result, job.config, seed=job.seed_info.value, series=series)
     return reports.files(), headline(reports.risk, reports.utility)
 
 
@@ -553,15 +559,14 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
     job = batch_load_task(str(config_path), force, spec.kind, new_series)
     stage = _stage_folder(job.config)
     try:
-        result = batch_release_task(job, spec, stage / "public")
+        result = batch_release_task(job, spec, stage / "public",
+                                    stage / "internal" / "records.parquet")
         reports, head = batch_report_task(job, result)
         out = batch_write_task(job, result, force, spec.kind, reports)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     summary = summarize(job.config, result, n_records=result.n_records, release_dir=out,
                         seed_created=bool(job.seed_info.created), seed_file=job.seed_info.path,
-                        warnings=[f"engine {spec.kind}: the series records table is not built "
-                                  "by the batch engines yet (issue 11)"],
                         seconds=time.perf_counter() - t0)
     summary["engine"] = spec.kind
     summary["headline"] = head

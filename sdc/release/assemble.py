@@ -81,7 +81,7 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     if result.cell_id is not None:
         # record-level internal data of the release series (identity, cell, released)
         records = result.records_table()
-        internal[RECORDS_FILE] = parquet_bytes(records)
+        internal[RECORDS_FILE] = _records_bytes(result, records)
         # vs the previous release (the flow's report task may have computed it already)
         series_risk_vs_previous(seed_info, result, records)
     series = dict(getattr(seed_info, "series", None) or {})
@@ -102,6 +102,17 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     return public, internal
 
 
+def _records_bytes(result: ReleaseResult, records: pd.DataFrame) -> bytes:
+    """``internal/records.parquet`` of an in-memory release, in the order every engine writes
+    (:mod:`sdc.release.records_file`: by raw identity, not the input's row order)."""
+    from sdc.engine.draws import record_identity
+    from sdc.release.records_file import records_parquet_bytes
+
+    raw = record_identity(result.frame, result.config)
+    return records_parquet_bytes(raw, records["identity"].to_numpy(),
+                                 records["cell"].to_numpy(), records["released"].to_numpy())
+
+
 def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *,
                            input_sha256: str, config_text: str, engine: str,
                            reports: dict[str, bytes] | None = None
@@ -119,22 +130,44 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
     codebook = codebook_markdown(config, result, schema=result.schema,
                                  n_records=result.n_records).rstrip()
     public["codebook.md"] = (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
-    internal: dict[str, bytes] = {
+    internal: dict[str, Path | bytes] = {
         "blocks.parquet": parquet_bytes(result.blocks),
         "partition_sets.parquet": parquet_bytes(result.partition_sets),
     }
+    series = _batch_series(result, seed_info, internal)
     for name, data in (reports or {}).items():
         if name in internal or name == "audit.json" or not _NAME_OK.match(name):
             raise ValueError(f"report name {name!r} is reserved or not a plain file name")
         internal[name] = bytes(data)
-    hashes = {k: (sha256_file(v) if isinstance(v, Path) else sha256_bytes(v))
-              for k, v in public.items()}
+
+    def digest(v: Path | bytes) -> str:
+        return sha256_file(v) if isinstance(v, Path) else sha256_bytes(v)
+
     audit = build_audit(
         config, result, input_path=config.input_path, input_sha256=input_sha256,
-        n_rows=result.n_records, seed_info=seed_info, public_hashes=hashes,
-        internal_hashes={k: sha256_bytes(v) for k, v in internal.items()},
+        n_rows=result.n_records, seed_info=seed_info,
+        public_hashes={k: digest(v) for k, v in public.items()},
+        internal_hashes={k: digest(v) for k, v in internal.items()},
         config_text=config_text, package_version=_package_version(),
     )
+    if series:
+        audit["series"] = series
     audit["engine"] = engine  # `sdc audit` then re-counts source and public file in batches
     internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     return public, internal
+
+
+def _batch_series(result, seed_info: SeedInfo, internal: dict[str, Path | bytes]
+                  ) -> dict:
+    """The records file a batch engine wrote (moved into ``internal/`` by
+    :func:`sdc.release.folder.write_release`) and the ``series`` entry of the audit record,
+    with the comparison with the previous release of the series (computed once; the flow's
+    report task usually did it already)."""
+    from sdc.release.series import batch_series_risk_vs_previous
+
+    path = getattr(result, "records_file", None)
+    if path is not None:
+        internal[RECORDS_FILE] = Path(path)
+        batch_series_risk_vs_previous(seed_info, Path(path), result.xi)
+    return dict(getattr(seed_info, "series", None) or {})
+

@@ -85,10 +85,12 @@ def refine_streaming(acc: ReleaseAccumulator, locate: CellLocator, config: Relea
     return passes
 
 
-def batch_reports(result: Any, config: ReleaseConfig, *, seed: int, n_sim: int = 200) -> Any:
-    """:class:`sdc.reports.build.Reports` of a batch release (``result.accumulator`` filled)."""
+def batch_reports(result: Any, config: ReleaseConfig, *, seed: int, n_sim: int = 200,
+                  series: dict[str, Any] | None = None) -> Any:
+    """:class:`sdc.reports.build.Reports` of a batch release (``result.accumulator`` filled);
+    ``series``: the comparison with the previous release of the series, if any."""
     from sdc.reports.build import reports_from_aggregates
 
     acc = result.accumulator
     return reports_from_aggregates(None, result, config, acc.aggregates(), seed=seed,
-                                   n_sim=n_sim, summaries=acc.group_summaries())
+                                   n_sim=n_sim, summaries=acc.group_summaries(), series=series)

@@ -55,6 +55,7 @@ from sdc.release.batch_reports import (
     refine_columns,
 )
 from sdc.release.order import ORDER_COLUMNS, bucket_of, order_salt
+from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 from sdc.release.streaming import (
     BatchRelease,
     CellCount,
@@ -168,10 +169,13 @@ def _identity_task(piece, offset, codes_sorted, dplan, config):
 
 
 def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, config, seed,
-                schema, salt, bits, scratch, acc):
+                schema, salt, bits, scratch, acc, records_scratch=None):
     frame = _read_piece(piece, offset)
     rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
     table, rel = release_batch(frame, rc, cells, dplan, identity, config, seed, schema, salt)
+    if records_scratch is not None:  # internal/records.parquet's spill (records_file module)
+        RecordsSpill(Path(records_scratch), bits, piece=index).add(
+            record_identity(frame, config), rc, rel)
     part = acc.spawn()  # this piece's report aggregates
     add_apply_batch(part, frame, rc, rel, config)
     buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
@@ -272,8 +276,11 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
 
 
 def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
-                 progress: Callable[[str], None] | None = None) -> BatchRelease:
-    """Release ``config``'s input on a Dask cluster; write the public files into ``out_dir``."""
+                 progress: Callable[[str], None] | None = None,
+                 records_path: Path | None = None) -> BatchRelease:
+    """Release ``config``'s input on a Dask cluster; write the public files into ``out_dir``
+    and the internal ``records.parquet`` to ``records_path`` when given (spilled by the apply
+    tasks into ``<scratch>/records/``, written by the client bucket after bucket)."""
     say = progress or (lambda s: None)
     if config.perturb:
         raise InputError(
@@ -313,7 +320,9 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
             acc_f = client.scatter(acc.spawn(), broadcast=True, hash=False)
             futures = [client.submit(_apply_task, p, offsets[i], i, codes_f, cells_f, dplan_f,
                                      ident[starts[i]:starts[i + 1]], cfg, seed, schema, salt,
-                                     bits, str(scratch), acc_f, pure=False)
+                                     bits, str(scratch), acc_f,
+                                     str(scratch / "records") if records_path else None,
+                                     pure=False)
                        for i, p in enumerate(pieces)]
             released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
             changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
@@ -341,6 +350,12 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
                 _merge_all(client, futures, acc)
                 del futures
                 more = acc.end_refine_pass()
+        records_file = None
+        if records_path is not None:
+            say("writing the internal records file")
+            records_file = write_records_from_buckets(
+                RecordsSpill(scratch / "records", bits, piece=0).buckets(), records_path,
+                dplan.cell_id, dplan.cell_prb)
         say("writing the public file in order")
         formats = config.output.formats if config.output is not None else ["parquet"]
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -361,4 +376,4 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files,
-                        accumulator=acc)
+                        accumulator=acc, records_file=records_file)

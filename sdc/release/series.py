@@ -70,7 +70,7 @@ from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.engine.draws import keyed_hash
 
 __all__ = ["RECORDS_FILE", "SeriesInfo", "series_for", "series_id", "SeriesRisk", "SeriesError", "find_series", "load_records",
-           "pattern_glob", "risk_vs_previous", "series_risk_vs_previous", "series_risk", "series_risk_of_dirs"]
+           "pattern_glob", "risk_vs_previous", "series_risk_vs_previous", "batch_series_risk_vs_previous", "series_risk", "series_risk_of_dirs"]
 
 RECORDS_FILE = "records.parquet"
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
@@ -388,3 +388,21 @@ def series_risk_vs_previous(seed_info: Any, result: Any,
         records = result.records_table()
     series["risk_vs_previous"] = risk_vs_previous(Path(prev), records, float(result.xi))
     return series["risk_vs_previous"]
+
+
+def batch_series_risk_vs_previous(seed_info: Any, records_file: Path | None,
+                                  xi: float) -> dict[str, Any] | None:
+    """:func:`series_risk_vs_previous` for a release of the streaming or Dask engine, from the
+    ``records.parquet`` it wrote (read whole here, 24 bytes per record, as the previous
+    release's: the comparison joins the two by identity). Computed once and kept in
+    ``seed_info.series["risk_vs_previous"]``; None without a previous release."""
+    series = getattr(seed_info, "series", None) or {}
+    if "risk_vs_previous" in series:
+        return series["risk_vs_previous"]
+    prev = (series.get("previous") or {}).get("dir")
+    if not prev or records_file is None:
+        return None
+    records = pd.read_parquet(records_file, columns=["identity", "cell", "released"])
+    series["risk_vs_previous"] = risk_vs_previous(Path(prev), records, float(xi))
+    return series["risk_vs_previous"]
+

@@ -69,6 +69,7 @@ from sdc.io.batches import (
 )
 from sdc.release.batch_reports import add_apply_batch, new_accumulator, refine_streaming
 from sdc.release.order import ORDER_COLUMNS, bucket_of, order_keys, order_salt, sort_positions
+from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 
 __all__ = ["BatchRelease", "CellCount", "count_cells", "draw_plan", "stream_release",
            "validate_batches"]
@@ -119,6 +120,8 @@ class BatchRelease:
     files: dict[str, Path] = field(default_factory=dict)
     #: the report aggregates (:class:`sdc.reports.accumulate.ReleaseAccumulator`), filled
     accumulator: Any = None
+    #: ``internal/records.parquet`` as written (:mod:`sdc.release.records_file`), if asked for
+    records_file: Path | None = None
 
     @property
     def n_changed(self) -> int:
@@ -476,9 +479,11 @@ def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> No
 
 def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                    batch_rows: int = DEFAULT_BATCH_ROWS, tmp_dir: Path | None = None,
-                   progress: Callable[[str], None] | None = None) -> BatchRelease:
+                   progress: Callable[[str], None] | None = None,
+                   records_path: Path | None = None) -> BatchRelease:
     """Release ``config``'s input out of core and write the public microdata into ``out_dir``
-    (``microdata.parquet`` / ``microdata.csv`` per ``output.formats``).
+    (``microdata.parquet`` / ``microdata.csv`` per ``output.formats``), and the internal
+    ``records.parquet`` to ``records_path`` when given (:mod:`sdc.release.records_file`).
 
     Raises
     ------
@@ -528,20 +533,25 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         n_prb = len(plan.block_plan.blocks)
         changed = np.zeros(n_prb, dtype=np.int64)
         acc = new_accumulator(cells, config, count.weight_max)  # the reports' aggregates
+        spill = (RecordsSpill(tmp / "records", bits) if records_path is not None else None)
         pos = 0
         for frame in input_batches(config, batch_rows=batch_rows):
             rc = locate(cell_codes(frame, config))
             drawing = dplan.cell_prb[rc] >= 0
             m = int(drawing.sum())
+            raw = (np.asarray(record_identity(frame, config), np.uint64)
+                   if spill is not None or (identity is None and m) else None)
             if identity is not None:
                 ident = identity[pos:pos + m]
             elif m:  # identities checked unique in pass 1: the global step is the identity map
-                ident = np.asarray(record_identity(frame, config), np.uint64)[drawing]
+                ident = raw[drawing]
             else:
                 ident = np.zeros(0, np.uint64)
             table, rel = release_batch(frame, rc, cells, dplan, ident, config, seed, schema,
                                        salt)
             pos += m
+            if spill is not None:
+                spill.add(raw, rc, rel)
             add_apply_batch(acc, frame, rc, rel, config)
             released_frequency += np.bincount(rel, minlength=cells.n_cells)
             moved = rel != rc
@@ -559,6 +569,12 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             del table, frame
         for w in writers.values():
             w.close()
+        records_file = None
+        if spill is not None:
+            spill.close()
+            say("writing the internal records file")
+            records_file = write_records_from_buckets(spill.buckets(), records_path,
+                                                      dplan.cell_id, dplan.cell_prb)
 
         say("writing the public file in order")
         formats = config.output.formats if config.output is not None else ["parquet"]
@@ -584,4 +600,4 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         say("numeric summaries for the reports (keys and numeric columns again)")
     refine_streaming(acc, locate, config, batch_rows=batch_rows)
     return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files,
-                        accumulator=acc)
+                        accumulator=acc, records_file=records_file)

@@ -71,6 +71,13 @@ def pandas_public(config, seed: int) -> dict[str, bytes]:
     return public_bytes(pub, schema, list(config.output.formats)), result
 
 
+def pandas_records(result) -> bytes:
+    """The pandas engine's internal/records.parquet bytes."""
+    from sdc.release.assemble import _records_bytes
+
+    return _records_bytes(result, result.records_table())
+
+
 def sha(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
@@ -92,9 +99,12 @@ def test_streaming_equals_pandas(small_input, tmp_path, monkeypatch, id_column):
     cfg = config_for(path, tmp_path / "rel", fmt, id_column=id_column)
     expected, result = pandas_public(cfg, 11)
     monkeypatch.setattr(streaming, "BUCKET_ROWS", 200)  # 16 buckets for 3,000 records
-    got = stream_release(cfg, 11, tmp_path / "stream", batch_rows=413)
+    got = stream_release(cfg, 11, tmp_path / "stream", batch_rows=413,
+                         records_path=tmp_path / "int" / "records.parquet")
     for name, data in expected.items():
         assert sha((tmp_path / "stream" / name).read_bytes()) == sha(data), name
+    assert got.records_file.read_bytes() == pandas_records(result)
+    assert got.records_file.stat().st_mode & 0o777 == 0o600
     assert got.n_records == len(result.frame)
     assert got.plan.certificate == result.certificate
     assert got.n_changed == result.n_changed
@@ -118,6 +128,36 @@ def test_public_order_does_not_depend_on_row_order_or_batching(tmp_path, monkeyp
     stream_release(config_for(b, tmp_path / "rb", "parquet"), 11, tmp_path / "ob", batch_rows=999)
     assert (tmp_path / "oa" / "microdata.parquet").read_bytes() == \
         (tmp_path / "ob" / "microdata.parquet").read_bytes()
+
+
+def test_records_file_equal_across_engines_with_shared_identities(tmp_path, monkeypatch):
+    """Without an id column and with one non-key column, thousands of records share a raw
+    identity: the per-bucket unique_identities must equal the pandas engine's global one, and
+    the file's order must not follow the input's row order."""
+    frame = make_frame(3_000, with_missing=False)[[*KEYS, "region", "name"]]
+    path = tmp_path / "in.parquet"
+    frame.to_parquet(path, index=False)
+    cfg = config_for(path, tmp_path / "rel", "parquet", id_column=None, formats=("parquet",))
+    _, result = pandas_public(cfg, 11)
+    expected = pandas_records(result)
+    monkeypatch.setattr(streaming, "BUCKET_ROWS", 100)
+    got = stream_release(cfg, 11, tmp_path / "stream", batch_rows=257,
+                         records_path=tmp_path / "records.parquet")
+    assert got.records_file.read_bytes() == expected
+    rec = pq.read_table(got.records_file).to_pandas()
+    assert rec.columns.tolist() == ["identity", "cell", "released"]
+    assert rec["identity"].is_unique and len(rec) == len(frame)
+    # the input's row order is not the file's
+    assert not np.array_equal(rec["identity"].to_numpy(),
+                              result.records_table()["identity"].to_numpy())
+    # and a shuffled input gives the same bytes
+    shuffled = tmp_path / "shuffled.parquet"
+    frame.sample(frac=1.0, random_state=2).to_parquet(shuffled, index=False)
+    cfg2 = config_for(shuffled, tmp_path / "rel2", "parquet", id_column=None,
+                      formats=("parquet",))
+    got2 = stream_release(cfg2, 11, tmp_path / "stream2", batch_rows=999,
+                          records_path=tmp_path / "records2.parquet")
+    assert got2.records_file.read_bytes() == expected
 
 
 def test_cell_table_merged_from_batches_equals_whole_file(tmp_path):
@@ -166,9 +206,11 @@ def test_dask_equals_pandas_on_a_two_worker_local_cluster(tmp_path):
     frame.to_parquet(whole, index=False)
     expected, result = pandas_public(config_for(whole, tmp_path / "r0", "parquet"), 11)
     got = dask_release(config_for(folder, tmp_path / "r1", "parquet"), 11, tmp_path / "dask",
-                       DaskSpec(workers=2, scratch=str(tmp_path)))
+                       DaskSpec(workers=2, scratch=str(tmp_path)),
+                       records_path=tmp_path / "records.parquet")
     for name, data in expected.items():
         assert sha((tmp_path / "dask" / name).read_bytes()) == sha(data), name
+    assert got.records_file.read_bytes() == pandas_records(result)
     assert got.plan.certificate == result.certificate
     assert got.n_changed == result.n_changed
 
