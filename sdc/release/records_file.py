@@ -120,19 +120,27 @@ class RecordsSpill:
                 for b in range(1 << self.bits)]
 
 
+def _read_bucket(path: Path) -> pa.Table | None:
+    """A spilled bucket: one Arrow IPC file, or a folder of IPC pieces (Dask); None if empty."""
+    files = sorted(path.glob("*.arrow")) if path.is_dir() else [path] if path.exists() else []
+    tables = []
+    for f in files:
+        with pa.ipc.open_file(f) as reader:
+            tables.append(reader.read_all())
+    return pa.concat_tables(tables) if tables else None
+
+
 def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndarray,
                                cell_prb: np.ndarray) -> Path:
     """Write ``records.parquet`` (mode 0600) from the spilled buckets, one bucket in memory at a
     time: per bucket, :func:`unique_identities` (tiebreak :func:`draw_tiebreak`: PRB records
     first, as the draws), the cell ids, one sort, appended in bucket order."""
-    from sdc.release.streaming import read_bucket
-
     cell_id = np.asarray(cell_id, np.uint64)
     in_prb_cell = np.asarray(cell_prb) >= 0
 
     def tables():
         for b in buckets:
-            t = read_bucket(b)
+            t = _read_bucket(b)
             if t is None or t.num_rows == 0:
                 continue
             raw = t.column("raw").to_numpy()
