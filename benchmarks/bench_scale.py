@@ -124,9 +124,12 @@ def _child(which: str, path: str, out: str, q: mp.Queue) -> None:
             del dask_client
         t_engine = time.perf_counter()
         # the report passes (numeric summaries) and building risk/utility/report.html
-        summaries = [t for step, t in marks if step.startswith("numeric summaries")]
-        if summaries:
-            extra["report_passes_seconds"] = round(t_engine - summaries[0], 1)
+        # from the first refinement pass to the next step (dask: the public file is written
+        # after the cluster closed) or the end
+        times = [t for _, t in marks] + [t_engine]
+        for i, (step, t) in enumerate(marks):
+            if step.startswith("numeric summaries"):
+                extra["report_passes_seconds"] = round(times[i + 1] - t, 1)
         if getattr(res, "accumulator", None) is not None:
             from sdc.release.batch_reports import batch_reports
 
