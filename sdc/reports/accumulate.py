@@ -13,7 +13,9 @@ of Dask tasks with :meth:`ReleaseAccumulator.merge`:
   the reports use of them: how many changed, per key variable and per partition set), and
   per numeric variable the largest |x| and the first radix round of the quartile select
   (:mod:`sdc.reports.quantiles`) for the groups before (original key value) and after
-  (released key value); the released cell of every moved record is kept (global row,
+  (released key value) - the after groups as the before groups plus the differences of the
+  moved records (``QuantileSelect(mirror=...)``), so every value is counted once per key
+  variable, not twice; the released cell of every moved record is kept (global row,
   cell: 16 bytes per moved record) so that later passes need not draw again;
 * refinement passes (:meth:`ReleaseAccumulator.add_refine_batch`), only with numeric
   variables: they read the key and numeric columns of the input again (the released cell is
@@ -80,7 +82,8 @@ class ReleaseAccumulator:
         self.total = total
         self.group_ranges = [(int(o), int(o) + s) for o, s in zip(off, self.sizes, strict=True)]
         bins = max(HIST_BINS // max(len(self.numeric), 1), 1 << 10)
-        self.select = {c: QuantileSelect(self.n_groups, hist_bins=bins) for c in self.numeric}
+        self.select = {c: QuantileSelect(self.n_groups, hist_bins=bins, mirror=total)
+                       for c in self.numeric}
         self.max_abs = {c: 0.0 for c in self.numeric}
         self.x_params: dict[str, tuple[int, int]] = {}
         self.x_sums: dict[str, np.ndarray] = {}
@@ -150,6 +153,21 @@ class ReleaseAccumulator:
     def _select_add(self, c: str, rc: np.ndarray, rel: np.ndarray, u: np.ndarray) -> None:
         sel = self.select[c]
         if sel.done:
+            return
+        if sel.round == 1:
+            # the after groups are the before groups but for the few moved records: count
+            # every value once per key variable (before), and for the after groups only the
+            # moved records' differences (the select adds the before counts at the round's end)
+            digit = sel.first_digits(u)
+            moved = np.flatnonzero(rel != rc)
+            for j, (a, b) in enumerate(self.group_ranges):
+                sel.add(self.cell_group[j][rc], u, (a, b), digit=digit)
+                if moved.size:
+                    g_from = self.cell_group[j][rc[moved]]
+                    g_to = self.cell_group[j][rel[moved]]
+                    ch = g_from != g_to
+                    sel.add_signed(g_to[ch] + self.total, u[moved[ch]], 1)
+                    sel.add_signed(g_from[ch] + self.total, u[moved[ch]], -1)
             return
         rank = None
         pre = sel.prefilter(u)  # later rounds: only values in some slot's prefix, once

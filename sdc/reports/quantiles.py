@@ -97,8 +97,15 @@ class QuantileSelect:
     """
 
     def __init__(self, n_groups: int, *, hist_bins: int | None = None,
-                 collect_values: int | None = None) -> None:
+                 collect_values: int | None = None, mirror: int | None = None) -> None:
         self.n_groups = int(n_groups)
+        #: groups ``mirror..2 mirror - 1`` start the first round with the counts of groups
+        #: ``0..mirror - 1`` (added at its end): a caller whose second half of groups differs
+        #: from the first for few values counts the first half and only the differences
+        #: (:meth:`add_signed`) into the second
+        self.mirror = None if mirror is None else int(mirror)
+        if self.mirror is not None and 2 * self.mirror != self.n_groups:
+            raise ValueError(f"mirror={mirror} must be half of n_groups={n_groups}")
         self.hist_bins = int(HIST_BINS if hist_bins is None else hist_bins)
         self.collect_values = int(COLLECT_VALUES if collect_values is None else collect_values)
         self.count = np.zeros(self.n_groups, dtype=np.int64)
@@ -230,15 +237,32 @@ class QuantileSelect:
         keep = self.slot_key[s] == key
         return s[keep], image[keep]
 
+    def first_digits(self, image: np.ndarray) -> np.ndarray:
+        """The first round's digit of every image (shared by :meth:`add` calls on the same
+        values)."""
+        return (image >> np.uint64(64 - self.bits)).astype(np.int64)
+
+    def add_signed(self, groups: np.ndarray, image: np.ndarray, sign: int) -> None:
+        """First round only: add (``sign=1``) or remove (``sign=-1``) single values (few:
+        ``np.add.at``), e.g. the differences between mirrored groups."""
+        if self.round != 1:
+            raise RuntimeError("add_signed is for the first round (counts per group) only")
+        groups = np.asarray(groups, dtype=np.int64)
+        if groups.size == 0:
+            return
+        np.add.at(self.count, groups, sign)
+        np.add.at(self.hist, (groups << self.bits) + self.first_digits(image), sign)
+
     def add(self, groups: np.ndarray, image: np.ndarray,
             group_range: tuple[int, int] | None = None,
-            prefix_rank: np.ndarray | None = None) -> None:
+            prefix_rank: np.ndarray | None = None, digit: np.ndarray | None = None) -> None:
         """Count (or keep) the values with images ``image`` of groups ``groups`` (0..G-1).
 
         ``group_range = (a, b)``: every group is in ``a..b-1`` (then the first round counts
         into that part of the histogram only: no full-size temporary per call).
         ``prefix_rank``: the values were already passed through :meth:`prefilter` (only its
-        positions given, with its ranks).
+        positions given, with its ranks). ``digit``: first round, :meth:`first_digits` of
+        ``image``.
         """
         groups = np.asarray(groups, dtype=np.int64)
         a, b = group_range if group_range is not None else (0, self.n_groups)
@@ -253,8 +277,11 @@ class QuantileSelect:
             self.c_slot.append(slot)
             self.c_image.append(u)
             return
-        shift = np.uint64(64 - self.bits)
-        digit = ((u << np.uint64(self.known)) >> shift).astype(np.int64)
+        if self.round == 1:
+            digit = self.first_digits(u) if digit is None else digit
+        else:
+            shift = np.uint64(64 - self.bits)
+            digit = ((u << np.uint64(self.known)) >> shift).astype(np.int64)
         if self.round == 1:  # slot = group: only the groups' part of the histogram
             lo, hi = a << self.bits, b << self.bits
             self.hist[lo:hi] += np.bincount(((slot - a) << self.bits) + digit,
@@ -270,6 +297,10 @@ class QuantileSelect:
     def end_round(self) -> bool:
         """Resolve what this pass decided; True when another pass is needed."""
         if self.round == 1:
+            if self.mirror is not None:
+                m = self.mirror
+                self.count[m:] += self.count[:m]
+                self.hist[m << self.bits:] += self.hist[:m << self.bits]
             self._make_targets()
         open_ = np.flatnonzero(~self.t_done)
         slot = self.t_slot[open_]
