@@ -41,7 +41,8 @@ from sdc.engine.draws import (
 from sdc.errors import InputError
 from sdc.mechanisms.dp_pram import DPPramResult, dp_pram
 
-__all__ = ["DPPerturbation", "apply_perturbations"]
+__all__ = ["DPPerturbation", "PerturbDesign", "apply_perturbations", "merge_value_counts",
+           "perturb_batch", "perturb_designs", "perturb_value_counts"]
 
 
 @dataclass(frozen=True)
@@ -83,53 +84,138 @@ def keyed_dp_pram(codes: np.ndarray, design: DPPramResult, identity: np.ndarray,
     return out
 
 
+def _rows(mask: np.ndarray, row_numbers: np.ndarray | None) -> str:
+    pos = np.flatnonzero(mask)[:5]
+    nums = pos if row_numbers is None else np.asarray(row_numbers)[pos]
+    return ", ".join(str(int(r) + 1) for r in nums)
+
+
+def perturb_value_counts(frame: pd.DataFrame, variable: str, config: ReleaseConfig,
+                         row_numbers: np.ndarray | None = None) -> pd.Series:
+    """Count the values of one ``perturb:`` variable in ``frame`` (a whole file or a batch),
+    after checking them: the column exists, has a value in every row and, when the config
+    lists ``categories``, only those. Counts of batches add up (:func:`merge_value_counts`).
+
+    ``row_numbers``: the frame's 0-based global row numbers, for the error messages (default:
+    its positions).
+    """
+    if variable not in frame.columns:
+        raise InputError(f"column {variable!r} (named in perturb) is not in the input; the input "
+                         f"has {list(frame.columns)[:20]}. Fix the name in the config")
+    col = frame[variable]
+    isna = col.isna().to_numpy()
+    if isna.any():
+        raise InputError(f"column {variable!r}: {int(isna.sum())} row(s) have no value (rows "
+                         f"{_rows(isna, row_numbers)}); DP-PRAM needs a value in every row: fill "
+                         "them in")
+    spec = config.perturb[variable]
+    if spec.categories is not None:
+        cats = list(spec.categories)
+        bad = pd.Index(cats).get_indexer(col) < 0
+        if bad.any():
+            raise InputError(
+                f"column {variable!r}: {int(bad.sum())} row(s) hold values outside "
+                f"perturb.{variable}.categories {cats[:10]}, e.g. "
+                f"{pd.unique(col[bad])[:5].tolist()} (rows {_rows(bad, row_numbers)}); "
+                "add them to the categories")
+    return col.value_counts(sort=False)
+
+
+def merge_value_counts(counts: list[pd.Series]) -> pd.Series:
+    """Add up the value counts of several batches."""
+    counts = [c for c in counts if len(c)]
+    if not counts:
+        return pd.Series(dtype=np.int64)
+    return pd.concat(counts).groupby(level=0, sort=False).sum()
+
+
+@dataclass(frozen=True)
+class PerturbDesign:
+    """The DP-PRAM design of one ``perturb:`` variable for the whole file: its categories (in
+    order), keep probabilities q and category ids. Needs only the file's value counts, so the
+    batch engines build it after their counting pass and apply it per batch."""
+
+    variable: str
+    epsilon: float
+    categories: list[Any]
+    proportions_source: str
+    design: DPPramResult
+    category_id: np.ndarray
+
+    def perturbation(self, changed: int) -> DPPerturbation:
+        return DPPerturbation(self.variable, self.epsilon, self.categories,
+                              self.proportions_source, [float(x) for x in self.design.q],
+                              float(self.design.mutual_information), self.design.family,
+                              int(changed))
+
+
+def perturb_designs(config: ReleaseConfig, value_counts: dict[str, pd.Series],
+                    n_records: int) -> list[PerturbDesign]:
+    """The designs of every ``perturb:`` variable from the whole file's value counts
+    (:func:`perturb_value_counts`, merged over batches).
+
+    Categories: the config's, else the sorted distinct values of the file. Proportions p: the
+    config's (public), else the file's own, ``count_x / n`` (then q is confidential). q
+    maximizes the mutual information subject to eps-DP (:func:`sdc.mechanisms.dp_pram`).
+    """
+    out = []
+    for var, spec in (config.perturb or {}).items():
+        counts = value_counts[var]
+        cats = (list(spec.categories) if spec.categories is not None
+                else sorted(counts.index.tolist()))
+        if len(cats) < 2:
+            raise InputError(f"column {var!r} has a single category {cats}; DP-PRAM needs at "
+                             "least 2: remove it from perturb")
+        if spec.proportions is not None:
+            p, source = np.asarray(spec.proportions, dtype=float), "config"
+        else:
+            per_cat = np.zeros(len(cats), dtype=np.int64)
+            idx = pd.Index(cats).get_indexer(counts.index)
+            per_cat[idx] = counts.to_numpy().astype(np.int64)
+            p, source = per_cat / int(n_records), "input"
+        design = dp_pram(p, spec.epsilon)
+        cat_id = value_hash(pd.Series(np.asarray(cats, dtype=object)))
+        out.append(PerturbDesign(var, float(spec.epsilon), cats, source, design, cat_id))
+    return out
+
+
+def perturb_batch(original: pd.DataFrame, released: pd.DataFrame,
+                  designs: list[PerturbDesign], identity: np.ndarray, seed: int
+                  ) -> tuple[pd.DataFrame, np.ndarray]:
+    """Apply the designs to the records of ``released`` (a whole file or any batch; a copy is
+    returned) with record-keyed draws: pure per record, so batches give the whole file's result.
+
+    ``identity``: the records' distinct identities (:func:`sdc.engine.draws.unique_identities`
+    over all records of the file). Returns the frame and the records changed per variable.
+    """
+    out = released.copy()
+    changed = np.zeros(len(designs), dtype=np.int64)
+    for i, d in enumerate(designs):
+        col = original[d.variable]
+        codes = pd.Index(d.categories).get_indexer(col)
+        new_codes = keyed_dp_pram(codes, d.design, identity, d.category_id, seed, d.variable)
+        values = np.asarray(d.categories, dtype=object)[new_codes]
+        out[d.variable] = pd.Series(values, index=out.index,
+                                    name=d.variable).astype(original[d.variable].dtype)
+        changed[i] = int((new_codes != codes).sum())
+    return out, changed
+
+
 def apply_perturbations(original: pd.DataFrame, released: pd.DataFrame,
                         config: ReleaseConfig, seed: int, *, identity: np.ndarray | None = None
                         ) -> tuple[pd.DataFrame, list[DPPerturbation]]:
     """DP-PRAM every ``perturb:`` variable of ``released`` (a copy is returned).
 
     ``identity``: the records' distinct identities (:func:`sdc.engine.draws.unique_identities`
-    over all records); computed from ``original`` when not given.
+    over all records); computed from ``original`` when not given. The in-memory form of
+    :func:`perturb_value_counts` -> :func:`perturb_designs` -> :func:`perturb_batch`.
     """
     if not config.perturb:
         return released, []
-    out = released.copy()
     if identity is None:
         identity = record_identity(original, config)
         identity = unique_identities(identity, draw_tiebreak(identity, False))
-    done = []
-    for var, spec in config.perturb.items():
-        if var not in original.columns:
-            raise InputError(f"column {var!r} (named in perturb) is not in the input; the input "
-                             f"has {list(original.columns)[:20]}. Fix the name in the config")
-        col = original[var]
-        isna = col.isna().to_numpy()
-        if isna.any():
-            rows = ", ".join(str(r + 1) for r in np.flatnonzero(isna)[:5])
-            raise InputError(f"column {var!r}: {int(isna.sum())} row(s) have no value (rows "
-                             f"{rows}); DP-PRAM needs a value in every row: fill them in")
-        cats = list(spec.categories) if spec.categories is not None else sorted(pd.unique(col).tolist())
-        if len(cats) < 2:
-            raise InputError(f"column {var!r} has a single category {cats}; DP-PRAM needs at "
-                             "least 2: remove it from perturb")
-        codes = pd.Index(cats).get_indexer(col)
-        bad = codes < 0
-        if bad.any():
-            rows = ", ".join(str(r + 1) for r in np.flatnonzero(bad)[:5])
-            raise InputError(
-                f"column {var!r}: {int(bad.sum())} row(s) hold values outside perturb.{var}."
-                f"categories {cats[:10]}, e.g. {pd.unique(col[bad])[:5].tolist()} (rows {rows}); "
-                "add them to the categories")
-        if spec.proportions is not None:
-            p, source = np.asarray(spec.proportions, dtype=float), "config"
-        else:
-            p, source = np.bincount(codes, minlength=len(cats)) / codes.size, "input"
-        design = dp_pram(p, spec.epsilon)
-        cat_id = value_hash(pd.Series(np.asarray(cats, dtype=object)))
-        new_codes = keyed_dp_pram(codes, design, identity, cat_id, seed, var)
-        values = np.asarray(cats, dtype=object)[new_codes]
-        out[var] = pd.Series(values, index=out.index, name=var).astype(original[var].dtype)
-        done.append(DPPerturbation(var, float(spec.epsilon), cats, source,
-                                   [float(x) for x in design.q], float(design.mutual_information),
-                                   design.family, int((new_codes != codes).sum())))
-    return out, done
+    counts = {var: perturb_value_counts(original, var, config) for var in config.perturb}
+    designs = perturb_designs(config, counts, len(original))
+    out, changed = perturb_batch(original, released, designs, identity, seed)
+    return out, [d.perturbation(int(c)) for d, c in zip(designs, changed, strict=True)]

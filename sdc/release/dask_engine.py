@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 from sdc.config.model import ReleaseConfig
 from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
 from sdc.engine.draws import record_identity
+from sdc.engine.perturb import merge_value_counts
 from sdc.errors import InputError
 from sdc.io.batches import (
     PublicWriter,
@@ -57,12 +58,16 @@ from sdc.release.batch_reports import (
 from sdc.release.order import ORDER_COLUMNS, bucket_of, order_salt
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 from sdc.release.streaming import (
+    BatchPerturb,
     BatchRelease,
     CellCount,
     _batch_problems,
     _bucket_bits,
     _Problems,
+    add_perturb_counts,
+    all_identities,
     batch_identities,
+    check_batch_perturb,
     confirm_duplicate_ids,
     draw_plan,
     duplicate_identities,
@@ -152,7 +157,9 @@ def _count_task(piece, offset, config):
     # the ids are unique over the whole input, not only within each piece
     ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
              if config.input.id_column else None)
-    return ("counts", u, c.astype(np.int64), list(frame.columns), wmax, ident)
+    pcounts: dict = {v: [] for v in (config.perturb or {})}  # perturb: value counts
+    add_perturb_counts(pcounts, frame, config)
+    return ("counts", u, c.astype(np.int64), list(frame.columns), wmax, ident, pcounts)
 
 
 def _duplicate_rows_task(piece, offset, dups, config):
@@ -162,17 +169,24 @@ def _duplicate_rows_task(piece, offset, dups, config):
     return id_rows_with_identity(table_to_frame(table, offset), dups, config)
 
 
-def _identity_task(piece, offset, codes_sorted, dplan, config):
+def _identity_task(piece, offset, codes_sorted, dplan, config, every=False):
     frame = _read_piece(piece, offset)
     rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
-    return batch_identities(frame, rc, dplan, config)
+    return (all_identities if every else batch_identities)(frame, rc, dplan, config)
 
 
 def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, config, seed,
-                schema, salt, bits, scratch, acc, records_scratch=None):
+                schema, salt, bits, scratch, acc, records_scratch=None, perturb=None):
     frame = _read_piece(piece, offset)
     rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
-    table, rel = release_batch(frame, rc, cells, dplan, identity, config, seed, schema, salt)
+    every_ident = None
+    if perturb is not None:  # identity: all the piece's records (None: the raw ones, unique)
+        perturb = BatchPerturb(perturb.designs, np.zeros_like(perturb.changed))
+        every_ident = (np.asarray(record_identity(frame, config), np.uint64)
+                       if identity is None else identity)
+        identity = every_ident[dplan.cell_prb[rc] >= 0]
+    table, rel = release_batch(frame, rc, cells, dplan, identity, config, seed, schema, salt,
+                               perturb, every_ident)
     if records_scratch is not None:  # internal/records.parquet's spill (records_file module)
         RecordsSpill(Path(records_scratch), bits, piece=index).add(
             record_identity(frame, config), rc, rel)
@@ -192,7 +206,7 @@ def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, conf
     n_prb = dplan.prb_theta.size
     changed = (np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb) if moved.any()
                else np.zeros(n_prb, dtype=np.int64))
-    return freq, changed, part
+    return freq, changed, part, (perturb.changed if perturb is not None else None)
 
 
 def _refine_task(piece, offset, codes_sorted, acc, moved_rows, moved_cells, config):
@@ -231,6 +245,7 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     columns: list[str] = []
     wmax = 0.0 if config.input.weight else None
     identities: list[np.ndarray] = []
+    pcounts: dict[str, list] = {v: [] for v in (config.perturb or {})}
     for res in client.gather(futures):
         if not columns:
             columns = res[3]
@@ -242,6 +257,8 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
             counter.add_counts(res[1], res[2])
             if res[5] is not None:
                 identities.append(res[5])
+            for v, c in res[6].items():
+                pcounts[v].extend(c)
     del futures
     if problems.rows:
         table = problems.table()
@@ -272,7 +289,9 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     del identities
     codes, counts = counter.result()
     return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns,
-                     identities_unique=unique, weight_max=wmax), pieces, offsets
+                     identities_unique=unique, weight_max=wmax,
+                     perturb_counts={v: merge_value_counts(c) for v, c in pcounts.items()}
+                     ), pieces, offsets
 
 
 def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
@@ -282,11 +301,7 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
     and the internal ``records.parquet`` to ``records_path`` when given (spilled by the apply
     tasks into ``<scratch>/records/``, written by the client bucket after bucket)."""
     say = progress or (lambda s: None)
-    if config.perturb:
-        raise InputError(
-            "the dask engine does not apply perturb: (DP-PRAM of non-key variables) yet; "
-            "release this config with --engine pandas, or remove perturb:"
-        )
+    check_batch_perturb(config, "dask")
     scratch = Path(tempfile.mkdtemp(prefix="sdc-dask-", dir=spec.scratch))
     try:
         with dask_client(spec) as client:
@@ -303,9 +318,18 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
             cells_f = client.scatter(cells, broadcast=True, hash=False)
 
             say("record identities on the cluster")
-            got = client.gather([client.submit(_identity_task, p, offsets[i], codes_f, dplan_f,
-                                               cfg, pure=False) for i, p in enumerate(pieces)])
-            sizes = [g[0].size for g in got]
+            # perturb: draws for every record: identities made distinct over all records,
+            # unless the count pass found them unique (then each task uses its raw ones)
+            perturb = BatchPerturb.of(count, config)
+            every = perturb is not None
+            if every and count.identities_unique:
+                got = [(None, None)] * len(pieces)
+                sizes = [0] * len(pieces)
+            else:
+                got = client.gather([client.submit(_identity_task, p, offsets[i], codes_f,
+                                                   dplan_f, cfg, every, pure=False)
+                                     for i, p in enumerate(pieces)])
+                sizes = [g[0].size for g in got]
             from sdc.engine.draws import unique_identities
 
             ident = (unique_identities(np.concatenate([g[0] for g in got]),
@@ -313,26 +337,29 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
                      if sum(sizes) else np.zeros(0, np.uint64))
             del got
             starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+            no_ident = every and count.identities_unique
 
             say("releasing records on the cluster")
             bits = _bucket_bits(count.n_records)
             acc = new_accumulator(cells, config, count.weight_max)  # the reports' aggregates
             acc_f = client.scatter(acc.spawn(), broadcast=True, hash=False)
             futures = [client.submit(_apply_task, p, offsets[i], i, codes_f, cells_f, dplan_f,
-                                     ident[starts[i]:starts[i + 1]], cfg, seed, schema, salt,
-                                     bits, str(scratch), acc_f,
+                                     None if no_ident else ident[starts[i]:starts[i + 1]], cfg,
+                                     seed, schema, salt, bits, str(scratch), acc_f,
                                      str(scratch / "records") if records_path else None,
-                                     pure=False)
+                                     perturb, pure=False)
                        for i, p in enumerate(pieces)]
             released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
             changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
             from distributed import as_completed
 
             for fut in as_completed(futures):
-                freq, ch, part = fut.result()
+                freq, ch, part, dp_changed = fut.result()
                 fut.release()
                 released_frequency += freq
                 changed += ch
+                if dp_changed is not None:
+                    perturb.changed += dp_changed
                 acc.merge(part)
             del futures
             more = acc.start_refinement()
@@ -376,4 +403,5 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files,
-                        accumulator=acc, records_file=records_file)
+                        accumulator=acc, records_file=records_file,
+                        dp_perturbations=perturb.perturbations() if perturb else [])

@@ -54,6 +54,12 @@ from sdc.engine.draws import (
     unique_identities,
 )
 from sdc.engine.partition import check_columns
+from sdc.engine.perturb import (
+    merge_value_counts,
+    perturb_batch,
+    perturb_designs,
+    perturb_value_counts,
+)
 from sdc.engine.plan import ReleasePlan, plan_release
 from sdc.errors import InputError
 from sdc.io.batches import (
@@ -67,7 +73,12 @@ from sdc.io.batches import (
     input_row_count,
     public_schema,
 )
-from sdc.release.batch_reports import add_apply_batch, new_accumulator, refine_streaming
+from sdc.release.batch_reports import (
+    add_apply_batch,
+    new_accumulator,
+    refine_streaming,
+    report_numeric_columns,
+)
 from sdc.release.order import ORDER_COLUMNS, bucket_of, order_keys, order_salt, sort_positions
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 
@@ -91,6 +102,8 @@ class CellCount:
     columns: list[str]
     identities_unique: bool = False
     weight_max: float | None = None  # largest input.weight (the reports' exact-sum parameters)
+    #: value counts of every ``perturb:`` variable over the file (the DP-PRAM designs)
+    perturb_counts: dict[str, pd.Series] = field(default_factory=dict)
 
 
 @dataclass
@@ -122,6 +135,8 @@ class BatchRelease:
     accumulator: Any = None
     #: ``internal/records.parquet`` as written (:mod:`sdc.release.records_file`), if asked for
     records_file: Path | None = None
+    #: the DP-PRAM of the ``perturb:`` variables (:class:`sdc.engine.perturb.DPPerturbation`)
+    dp_perturbations: list = field(default_factory=list)
 
     @property
     def n_changed(self) -> int:
@@ -269,7 +284,8 @@ def checked_columns(config: ReleaseConfig) -> list[str] | None:
     """The columns the count pass reads: those the input schema checks (keys, id, weight,
     dropped identifiers) that the file has; a missing one is then reported by the schema."""
     names = input_arrow_schema(config).names
-    need = [*config.key_names, config.input.id_column, config.input.weight, *config.input.drop]
+    need = [*config.key_names, config.input.id_column, config.input.weight, *config.input.drop,
+            *(config.perturb or {})]
     return [c for c in names if c in {n for n in need if n}]
 
 
@@ -291,12 +307,14 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
     weight_max = [0.0]
     if n_known is not None:
         identities.append(np.empty(n_known, dtype=np.uint64))
+    perturb_counts: dict[str, list[pd.Series]] = {v: [] for v in (config.perturb or {})}
 
     def consume(frame: pd.DataFrame) -> None:
         if not columns:
             check_columns(pd.DataFrame(columns=all_columns), config)
             columns.extend(all_columns)
         counter.add(cell_codes(frame, config))
+        add_perturb_counts(perturb_counts, frame, config)
         if weight is not None and len(frame):
             weight_max[0] = max(weight_max[0], float(np.abs(frame[weight].to_numpy(float)).max()))
         if id_col is not None:
@@ -325,7 +343,57 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
             identities[0] = identities[0][:filled[0]]
         unique = _check_unique_ids(identities, config, batch_rows)
     return CellCount(cell_table(codes, counts, config), codes, n, columns, unique,
-                     weight_max[0] if weight is not None else None)
+                     weight_max[0] if weight is not None else None,
+                     {v: merge_value_counts(c) for v, c in perturb_counts.items()})
+
+
+# -- perturb: (DP-PRAM of non-key variables) in batches -----------------------------------------
+def add_perturb_counts(acc: dict[str, list[pd.Series]], frame: pd.DataFrame,
+                       config: ReleaseConfig) -> None:
+    """Check a batch's ``perturb:`` columns and add their value counts (global row numbers in
+    the errors: the batch's index)."""
+    for var in acc:
+        acc[var].append(perturb_value_counts(frame, var, config, frame.index.to_numpy()))
+
+
+def check_batch_perturb(config: ReleaseConfig, engine: str) -> None:
+    """Refuse a ``perturb:`` variable the reports summarize as a numeric variable: the batch
+    engines' report aggregates (:mod:`sdc.reports.accumulate`) take a numeric variable's
+    released values to be its input values, which DP-PRAM breaks (categorical ones are fine)."""
+    numeric = [v for v in (config.perturb or {}) if v in report_numeric_columns(config)]
+    if numeric:
+        raise InputError(
+            f"perturb: variable(s) {numeric} are numeric columns of the input; the {engine} "
+            "engine's reports summarize numeric variables from their input values, so it cannot "
+            "release a DP-perturbed numeric column yet. Store the column as text (its categories "
+            "as strings), or release this config with --engine pandas")
+
+
+@dataclass
+class BatchPerturb:
+    """What every batch needs for ``perturb:``: the designs (from the count pass's value
+    counts) and the running count of changed records per variable."""
+
+    designs: list
+    changed: np.ndarray
+
+    @classmethod
+    def of(cls, count: CellCount, config: ReleaseConfig) -> BatchPerturb | None:
+        if not config.perturb:
+            return None
+        designs = perturb_designs(config, count.perturb_counts, count.n_records)
+        return cls(designs, np.zeros(len(designs), dtype=np.int64))
+
+    def perturbations(self) -> list:
+        return [d.perturbation(int(c)) for d, c in zip(self.designs, self.changed, strict=True)]
+
+
+def all_identities(frame: pd.DataFrame, record_cell: np.ndarray, dplan: DrawPlan,
+                   config: ReleaseConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(identity, tiebreak) of every record of a batch: for ``perturb:``, whose draws use the
+    identities made distinct over all records (PRB records first, so theirs are the NZY ones)."""
+    return (np.asarray(record_identity(frame, config), np.uint64),
+            draw_tiebreak(dplan.cell_id[record_cell], dplan.cell_prb[record_cell] >= 0))
 
 
 def _check_unique_ids(identities: list[np.ndarray], config: ReleaseConfig,
@@ -419,15 +487,21 @@ def batch_identities(frame: pd.DataFrame, record_cell: np.ndarray, dplan: DrawPl
 
 def release_batch(frame: pd.DataFrame, record_cell: np.ndarray, cells: CellTable,
                   dplan: DrawPlan, identity: np.ndarray, config: ReleaseConfig, seed: int,
-                  schema: pa.Schema, salt: int) -> tuple[pa.Table, np.ndarray]:
+                  schema: pa.Schema, salt: int, perturb: BatchPerturb | None = None,
+                  all_identity: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray]:
     """Release one batch: (public table without ``record_id`` plus the two order columns,
     released_cell). ``record_cell`` is the global cell of every record of the batch;
-    ``identity`` holds the unique identities of the batch's drawing records, in row order."""
+    ``identity`` holds the unique identities of the batch's drawing records, in row order.
+    With ``perturb``, the DP-PRAM of the ``perturb:`` variables follows (``all_identity``: the
+    unique identities of all the batch's records; ``perturb.changed`` is added to)."""
     released = record_cell.copy()
     drawing = np.flatnonzero(dplan.cell_prb[record_cell] >= 0)
     if drawing.size:
         released[drawing] = released_cells(dplan, record_cell[drawing], identity, seed)
     out = decode_released(frame, record_cell, released, cells, config)
+    if perturb is not None:
+        out, ch = perturb_batch(frame, out, perturb.designs, all_identity, seed)
+        perturb.changed += ch
     body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
     table = frame_to_table(out, body)
     order, content = order_keys(table, seed, salt)
@@ -488,17 +562,14 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     Raises
     ------
     InputError
-        Input problems (every one, with global row numbers), SPSS/Stata input, ``perturb:``.
+        Input problems (every one, with global row numbers), SPSS/Stata input, a numeric
+        ``perturb:`` variable (:func:`check_batch_perturb`).
     SmallBlockError
         As the pandas engine.
     """
     say = progress or (lambda s: None)
     check_streamable(config, "streaming")
-    if config.perturb:
-        raise InputError(
-            "the streaming engine does not apply perturb: (DP-PRAM of non-key variables) yet; "
-            "release this config with --engine pandas, or remove perturb:"
-        )
+    check_batch_perturb(config, "streaming")
     say("counting cells (pass 1 of 3)")
     count = count_cells(config, batch_rows=batch_rows)
     plan = plan_cells(count, config)
@@ -509,12 +580,16 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
 
     say("record identities" + (" (pass 2 of 3)" if not count.identities_unique else ""))
     locate = CellLocator(count.cell_codes, config)
+    perturb = BatchPerturb.of(count, config)
+    # perturb: draws for every record, so its identities are made distinct over all records
+    # (8 bytes per record; the drawing records' are then the NZY ones, draw_tiebreak)
+    every = perturb is not None
     idents, ties = [], []
-    if (dplan.cell_prb >= 0).any() and not count.identities_unique:
+    if (every or (dplan.cell_prb >= 0).any()) and not count.identities_unique:
         for frame in input_batches(config, batch_rows=batch_rows,
                                    columns=_identity_columns(config, count.columns)):
             rc = locate(cell_codes(frame, config))
-            i, t = batch_identities(frame, rc, dplan, config)
+            i, t = (all_identities if every else batch_identities)(frame, rc, dplan, config)
             idents.append(i)
             ties.append(t)
     identity = (unique_identities(np.concatenate(idents), np.concatenate(ties))
@@ -540,16 +615,20 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             drawing = dplan.cell_prb[rc] >= 0
             m = int(drawing.sum())
             raw = (np.asarray(record_identity(frame, config), np.uint64)
-                   if spill is not None or (identity is None and m) else None)
-            if identity is not None:
+                   if spill is not None or every or (identity is None and m) else None)
+            every_ident = None
+            if every:  # identities of all records (pass 2's, or the checked-unique raw ones)
+                every_ident = raw if identity is None else identity[pos:pos + len(frame)]
+                ident = every_ident[drawing]
+            elif identity is not None:
                 ident = identity[pos:pos + m]
             elif m:  # identities checked unique in pass 1: the global step is the identity map
                 ident = raw[drawing]
             else:
                 ident = np.zeros(0, np.uint64)
             table, rel = release_batch(frame, rc, cells, dplan, ident, config, seed, schema,
-                                       salt)
-            pos += m
+                                       salt, perturb, every_ident)
+            pos += len(frame) if every else m
             if spill is not None:
                 spill.add(raw, rc, rel)
             add_apply_batch(acc, frame, rc, rel, config)
@@ -600,4 +679,5 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         say("numeric summaries for the reports (keys and numeric columns again)")
     refine_streaming(acc, locate, config, batch_rows=batch_rows)
     return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files,
-                        accumulator=acc, records_file=records_file)
+                        accumulator=acc, records_file=records_file,
+                        dp_perturbations=perturb.perturbations() if perturb else [])

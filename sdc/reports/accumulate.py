@@ -25,7 +25,8 @@ of Dask tasks with :meth:`ReleaseAccumulator.merge`:
   selects until every order statistic is exact (usually one pass).
 
 The result is identical to the in-memory engine's for any batching: every sum is exact.
-Numeric "after" values are the input's (the batch engines do not apply ``perturb:``).
+Numeric "after" values are the input's (the batch engines refuse a numeric ``perturb:``
+variable, :func:`sdc.release.streaming.check_batch_perturb`).
 """
 
 from __future__ import annotations

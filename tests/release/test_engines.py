@@ -44,7 +44,7 @@ def make_frame(n: int, seed: int = 3, with_missing: bool = True) -> pd.DataFrame
 
 
 def config_for(path: Path, out: Path, fmt: str, id_column: str | None = "pid",
-               formats=("parquet", "csv")) -> sdc.ReleaseConfig:
+               formats=("parquet", "csv"), perturb: dict | None = None) -> sdc.ReleaseConfig:
     inp = {"path": str(path), "format": fmt, "drop": ["name"]}
     if id_column:
         inp["id_column"] = id_column
@@ -58,6 +58,7 @@ def config_for(path: Path, out: Path, fmt: str, id_column: str | None = "pid",
         "risk": {"xi": 0.395, "small_blocks": "merge"},
         "seed": 11,
         "output": {"dir": str(out), "formats": list(formats)},
+        **({"perturb": perturb} if perturb else {}),
     })
 
 
@@ -160,6 +161,39 @@ def test_records_file_equal_across_engines_with_shared_identities(tmp_path, monk
     assert got2.records_file.read_bytes() == expected
 
 
+PERTURB = {"region": {"epsilon": 0.8}}
+
+
+@pytest.mark.parametrize("id_column", ["pid", None])
+def test_streaming_perturb_equals_pandas(tmp_path, monkeypatch, id_column):
+    """perturb: per batch (designs from the count pass's value counts, record-keyed draws):
+    public files and records file byte-identical to the pandas engine's; without an id column
+    the identities are made distinct over all records first (pass 2)."""
+    frame = make_frame(3_000, with_missing=False)
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    cfg = config_for(path, tmp_path / "rel", "parquet", id_column=id_column, perturb=PERTURB)
+    expected, result = pandas_public(cfg, 11)
+    monkeypatch.setattr(streaming, "BUCKET_ROWS", 200)
+    got = stream_release(cfg, 11, tmp_path / "stream", batch_rows=413,
+                         records_path=tmp_path / "records.parquet")
+    for name, data in expected.items():
+        assert sha((tmp_path / "stream" / name).read_bytes()) == sha(data), name
+    assert got.records_file.read_bytes() == pandas_records(result)
+    (want,), (have,) = result.dp_perturbations, got.dp_perturbations
+    assert have == want and have.changed > 0
+
+
+def test_streaming_perturb_reports_a_missing_value_with_its_global_row(tmp_path):
+    frame = make_frame(1_000, with_missing=False)
+    frame.loc[777, "region"] = None
+    path = tmp_path / "in.parquet"
+    frame.to_parquet(path, index=False)
+    cfg = config_for(path, tmp_path / "rel", "parquet", perturb=PERTURB)
+    with pytest.raises(sdc.InputError, match="region.*rows 778"):
+        stream_release(cfg, 11, tmp_path / "o", batch_rows=300)
+
+
 def test_cell_table_merged_from_batches_equals_whole_file(tmp_path):
     frame = make_frame(5_000, with_missing=False)
     path = tmp_path / "in.parquet"
@@ -211,6 +245,16 @@ def test_dask_equals_pandas_on_a_two_worker_local_cluster(tmp_path):
     for name, data in expected.items():
         assert sha((tmp_path / "dask" / name).read_bytes()) == sha(data), name
     assert got.records_file.read_bytes() == pandas_records(result)
+    # perturb: on the cluster too
+    cfg = config_for(whole, tmp_path / "r2", "parquet", perturb=PERTURB)
+    expected, result = pandas_public(cfg, 11)
+    got = dask_release(config_for(folder, tmp_path / "r3", "parquet", perturb=PERTURB), 11,
+                       tmp_path / "dask-perturb", DaskSpec(workers=2, scratch=str(tmp_path)),
+                       records_path=tmp_path / "records-perturb.parquet")
+    for name, data in expected.items():
+        assert sha((tmp_path / "dask-perturb" / name).read_bytes()) == sha(data), name
+    assert got.records_file.read_bytes() == pandas_records(result)
+    assert got.dp_perturbations == result.dp_perturbations
     assert got.plan.certificate == result.certificate
     assert got.n_changed == result.n_changed
 
