@@ -122,17 +122,19 @@ def _key_column(name: str, kv: KeyVariable) -> pa.Column:
                      name=name)
 
 
-def input_schema(config: ReleaseConfig) -> pa.DataFrameSchema:
+def input_schema(config: ReleaseConfig, *, unique_id: bool = True) -> pa.DataFrameSchema:
     """The pandera schema of the input file implied by ``config`` (see the module docstring).
 
-    Columns not named in the config are allowed and not checked.
+    Columns not named in the config are allowed and not checked. ``unique_id=False`` leaves
+    out the id column's uniqueness (the batch engines check it over the whole file instead
+    of per batch: :mod:`sdc.release.streaming`).
     """
     cols: dict[str, pa.Column] = {
         name: _key_column(name, kv) for name, kv in config.key_variables.items()
     }
     inp = config.input
     if inp.id_column is not None:
-        cols[inp.id_column] = pa.Column(None, nullable=False, unique=True, required=True,
+        cols[inp.id_column] = pa.Column(None, nullable=False, unique=unique_id, required=True,
                                         name=inp.id_column)
     if inp.weight is not None:
         cols[inp.weight] = pa.Column(

@@ -63,17 +63,19 @@ from sdc.release.streaming import (
     CellCount,
     _batch_problems,
     _bucket_bits,
+    _duplicate_ids_table,
     _Problems,
+    _raise_duplicate_ids,
     add_perturb_counts,
     all_identities,
     batch_identities,
     check_batch_perturb,
-    confirm_duplicate_ids,
     draw_plan,
     duplicate_identities,
     id_rows_with_identity,
     plan_cells,
     release_batch,
+    repeated_ids,
     write_buckets_in_order,
 )
 
@@ -147,16 +149,18 @@ def _read_piece(piece: tuple[str, int, int], offset: int):
 
 def _count_task(piece, offset, config):
     frame = _read_piece(piece, offset)
+    # with an id column, the piece's 64-bit identities (8 bytes per record) for the check that
+    # the ids are unique over the whole input (pieces are validated without it); also from a
+    # piece with problems, so duplicated ids are reported with them
+    id_col = config.input.id_column
+    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
+             if id_col and id_col in frame.columns else None)
     problems = _batch_problems(frame, config)
     if problems is not None and len(problems):
-        return ("problems", problems, offset, list(frame.columns), None)
+        return ("problems", problems, offset, list(frame.columns), None, ident)
     u, c = np.unique(cell_codes(frame, config), return_counts=True)
     w = config.input.weight
     wmax = float(np.abs(frame[w].to_numpy(float)).max(initial=0.0)) if w else None
-    # with an id column, the piece's 64-bit identities (8 bytes per record) for the check that
-    # the ids are unique over the whole input, not only within each piece
-    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
-             if config.input.id_column else None)
     pcounts: dict = {v: [] for v in (config.perturb or {})}  # perturb: value counts
     add_perturb_counts(pcounts, frame, config)
     return ("counts", u, c.astype(np.int64), list(frame.columns), wmax, ident, pcounts)
@@ -255,11 +259,28 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
             problems.add(res[1], res[2])
         else:
             counter.add_counts(res[1], res[2])
-            if res[5] is not None:
-                identities.append(res[5])
             for v, c in res[6].items():
                 pcounts[v].extend(c)
+        if res[5] is not None:
+            identities.append(res[5])
     del futures
+
+    def duplicated_ids() -> tuple[np.ndarray, Any] | None | bool:
+        # the ids must be unique over the whole input: sort the gathered 64-bit identities;
+        # equal ones are confirmed on the actual id values (one more pass over the id column
+        # of the pieces), so a hash collision is never reported as a duplicate
+        dups = duplicate_identities(identities)
+        if dups is None:
+            return True
+        dups_f = client.scatter(dups, broadcast=True, hash=False)
+        return repeated_ids(client.gather([
+            client.submit(_duplicate_rows_task, p, offsets[i], dups_f, cfg, pure=False)
+            for i, p in enumerate(pieces)]))
+
+    if problems.rows and config.input.id_column and identities:
+        found = duplicated_ids()
+        if found is not None and found is not True:
+            problems.add(_duplicate_ids_table(*found, config), 0)
     if problems.rows:
         table = problems.table()
         k = len(table)
@@ -275,18 +296,12 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     check_columns(pd.DataFrame(columns=columns), config)
     unique = False
     if config.input.id_column:
-        # the ids must be unique over the whole input: sort the gathered 64-bit identities;
-        # equal ones are confirmed on the actual id values (one more pass over the id column
-        # of the pieces that hold them), so a hash collision is never reported as a duplicate
-        dups = duplicate_identities(identities)
-        if dups is None:
+        found = duplicated_ids()
+        if found is True:
             unique = True
-        else:
-            dups_f = client.scatter(dups, broadcast=True, hash=False)
-            hits = client.gather([client.submit(_duplicate_rows_task, p, offsets[i], dups_f, cfg,
-                                                pure=False) for i, p in enumerate(pieces)])
-            unique = confirm_duplicate_ids(hits, config)
-    del identities
+        elif found is not None:
+            _raise_duplicate_ids(*found, config)
+    identities.clear()
     codes, counts = counter.result()
     return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns,
                      identities_unique=unique, weight_max=wmax,

@@ -235,39 +235,63 @@ class _Problems:
                                           "fix"])
 
 
-def _batch_problems(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame | None:
+def batch_schema(config: ReleaseConfig) -> Any:
+    """The pandera schema a batch is validated with: the input schema without the id column's
+    uniqueness, which the count pass checks over the whole file (:func:`_check_unique_ids`;
+    a duplicate is reported with the batches' problems), not per batch."""
+    from sdc.io.schemas import input_schema
+
+    return input_schema(config, unique_id=False)
+
+
+def _batch_problems(frame: pd.DataFrame, config: ReleaseConfig,
+                    schema: Any = None) -> pd.DataFrame | None:
     from pandera.errors import SchemaErrors
 
-    from sdc.io.schemas import input_schema, problems_table
+    from sdc.io.schemas import problems_table
 
     local = frame.reset_index(drop=True)
     try:
-        input_schema(config).validate(local, lazy=True)
+        # inplace: pandera would otherwise copy the batch first (a third of its time); no
+        # check coerces, so nothing is modified
+        (schema if schema is not None else batch_schema(config)).validate(
+            local, lazy=True, inplace=True)
     except SchemaErrors as err:
         return problems_table(err, local, config)
     return None
 
 
 def validate_batches(frames: Iterable[pd.DataFrame], config: ReleaseConfig,
-                     consume: Callable[[pd.DataFrame], None] | None = None) -> int:
+                     consume: Callable[[pd.DataFrame], None] | None = None, *,
+                     every: Callable[[pd.DataFrame], None] | None = None,
+                     more_problems: Callable[[], pd.DataFrame | None] | None = None) -> int:
     """Run the pandera input checks on every batch; raise one :class:`InputError` listing every
     problem of the whole file with its global 1-based row numbers (the first five per problem).
 
     ``consume(frame)`` is called on every batch that passed (e.g. the cell counter), so one read
-    validates and counts. Returns the number of records.
+    validates and counts; ``every(frame)`` on every batch. When a batch had problems,
+    ``more_problems()`` may add whole-file ones (a problems table with global 1-based rows,
+    e.g. duplicated ids) to the same report. Returns the number of records.
     """
     from sdc.io.schemas import _render
 
     problems = _Problems()
+    schema = batch_schema(config)
     n = 0
     for frame in frames:
         offset = int(frame.index[0]) if len(frame) else n
-        table = _batch_problems(frame, config)
+        table = _batch_problems(frame, config, schema)
         if table is not None and len(table):
             problems.add(table, offset)
         elif consume is not None and not problems.rows:
             consume(frame)
+        if every is not None:
+            every(frame)
         n += len(frame)
+    if problems.rows and more_problems is not None:
+        extra = more_problems()
+        if extra is not None and len(extra):
+            problems.add(extra, 0)
     if problems.rows:
         table = problems.table()
         k = len(table)
@@ -317,21 +341,35 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
         add_perturb_counts(perturb_counts, frame, config)
         if weight is not None and len(frame):
             weight_max[0] = max(weight_max[0], float(np.abs(frame[weight].to_numpy(float)).max()))
-        if id_col is not None:
-            ident = np.asarray(record_identity(frame, config), dtype=np.uint64)
-            if n_known is not None:
-                identities[0][filled[0]:filled[0] + ident.size] = ident
-                filled[0] += ident.size
-            else:
-                identities.append(ident)
+
+    def collect_ids(frame: pd.DataFrame) -> None:
+        # every batch, also one with problems: the ids are checked over the whole file
+        if id_col is None or id_col not in frame.columns:
+            return
+        ident = np.asarray(record_identity(frame, config), dtype=np.uint64)
+        if n_known is not None:
+            identities[0][filled[0]:filled[0] + ident.size] = ident
+            filled[0] += ident.size
+        else:
+            identities.append(ident)
+
+    def id_problems() -> pd.DataFrame | None:
+        if id_col is None or (n_known is not None and not filled[0]):
+            return None
+        if n_known is not None:
+            identities[0] = identities[0][:filled[0]]
+        found = _duplicate_ids(identities, config, batch_rows)
+        return None if found is None or found is True else _duplicate_ids_table(*found, config)
 
     frames = input_batches(config, batch_rows=batch_rows, columns=checked_columns(config))
     if validate:
-        n = validate_batches(frames, config, consume)
+        n = validate_batches(frames, config, consume, every=collect_ids,
+                             more_problems=id_problems)
     else:
         n = 0
         for frame in frames:
             consume(frame)
+            collect_ids(frame)
             n += len(frame)
     if n == 0:
         raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
@@ -396,19 +434,51 @@ def all_identities(frame: pd.DataFrame, record_cell: np.ndarray, dplan: DrawPlan
             draw_tiebreak(dplan.cell_id[record_cell], dplan.cell_prb[record_cell] >= 0))
 
 
-def _check_unique_ids(identities: list[np.ndarray], config: ReleaseConfig,
-                      batch_rows: int) -> bool:
-    """The id column must be unique over the whole file, not only within each batch (pandera
-    checks a batch). Sorts the 64-bit identities (8 bytes per record); equal identities are
-    looked up by one more pass: equal ids are an :class:`InputError` with their global rows,
-    a mere 64-bit hash collision just means the draws need the global identity step (False)."""
+def _duplicate_ids(identities: list[np.ndarray], config: ReleaseConfig, batch_rows: int
+                   ) -> tuple[np.ndarray, pd.Series] | None | bool:
+    """Sort the 64-bit identities (8 bytes per record); look the equal ones up by one more
+    pass over the id column: (global 0-based rows, id values) of the records whose id value
+    another record has too (sorted by row), True when all identities differ, None when the
+    equal identities were mere 64-bit hash collisions. Consumes ``identities``."""
     dups = duplicate_identities(identities)
     if dups is None:
         return True
     id_col = config.input.id_column
     hits = (id_rows_with_identity(frame, dups, config)
             for frame in input_batches(config, batch_rows=batch_rows, columns=[id_col]))
-    return confirm_duplicate_ids(hits, config)
+    return repeated_ids(hits)
+
+
+def _duplicate_ids_table(rows: np.ndarray, values: pd.Series,
+                         config: ReleaseConfig) -> pd.DataFrame:
+    """The duplicated ids as a row of the problems table (1-based global rows)."""
+    from sdc.io.schemas import _describe, _fix
+
+    id_col = str(config.input.id_column)
+    return pd.DataFrame([{
+        "column": id_col, "check": _describe("field_uniqueness", id_col, config),
+        "bad values": ", ".join(str(v) for v in pd.unique(values)[:5])
+        + (" ..." if values.nunique() > 5 else ""),
+        "count": int(rows.size),
+        "first rows": ", ".join(str(r + 1) for r in rows[:5]) + (" ..." if rows.size > 5 else ""),
+        "fix": _fix("field_uniqueness", id_col, config)}])
+
+
+def _check_unique_ids(identities: list[np.ndarray], config: ReleaseConfig,
+                      batch_rows: int) -> bool:
+    """The id column must be unique over the whole file, not only within each batch (the
+    batches are validated without it). Equal ids are an :class:`InputError` with their global
+    rows; a mere 64-bit hash collision just means the draws need the global identity step
+    (False)."""
+    if not identities or (len(identities) == 1 and identities[0].size == 0):
+        return True
+    found = _duplicate_ids(identities, config, batch_rows)
+    if found is True:
+        return True
+    if found is None:
+        return False
+    _raise_duplicate_ids(*found, config)
+    return False
 
 
 def duplicate_identities(identities: list[np.ndarray]) -> np.ndarray | None:
@@ -432,31 +502,46 @@ def id_rows_with_identity(frame: pd.DataFrame, dups: np.ndarray,
     return frame.index.to_numpy()[hit], frame[config.input.id_column].to_numpy()[hit]
 
 
-def confirm_duplicate_ids(hits, config: ReleaseConfig) -> bool:
-    """Compare the actual id values of the records that share a 64-bit identity: equal values
-    raise :class:`InputError` naming the column, examples and their global rows; otherwise
-    the identities are mere hash collisions and the function returns False (not unique)."""
-    id_col = config.input.id_column
+def repeated_ids(hits) -> tuple[np.ndarray, pd.Series] | None:
+    """Of the records that share a 64-bit identity (``hits``: (global rows, id values) pieces
+    in any order), those whose actual id value another record has too: (rows sorted, values);
+    None when there are none (hash collisions only). Empty ids (reported as such) never count."""
     rows, values = [], []
     for r, v in hits:
         if len(r):
             rows.append(np.asarray(r))
             values.append(np.asarray(v))
     if not rows:
-        return False
+        return None
     rows_a, vals = np.concatenate(rows), pd.Series(np.concatenate(values))
     order = np.argsort(rows_a, kind="stable")  # pieces may arrive in any order
     rows_a, vals = rows_a[order], vals.iloc[order].reset_index(drop=True)
-    repeated = vals.duplicated(keep=False).to_numpy()
+    repeated = (vals.duplicated(keep=False) & vals.notna()).to_numpy()
     if not repeated.any():
-        return False  # hash collisions only
-    shown = ", ".join(str(r + 1) for r in rows_a[repeated][:5])
-    examples = [str(v) for v in pd.unique(vals[repeated])[:5]]
+        return None
+    return rows_a[repeated], vals[repeated].reset_index(drop=True)
+
+
+def _raise_duplicate_ids(rows: np.ndarray, values: pd.Series, config: ReleaseConfig) -> None:
+    id_col = config.input.id_column
+    shown = ", ".join(str(r + 1) for r in rows[:5])
+    examples = [str(v) for v in pd.unique(values)[:5]]
     raise InputError(
-        f"column {id_col!r} (input.id_column) must be unique: {int(repeated.sum())} rows share "
-        f"an id with another row, e.g. {examples} (rows {shown}{' ...' if repeated.sum() > 5 else ''}; "
+        f"column {id_col!r} (input.id_column) must be unique: {int(rows.size)} rows share "
+        f"an id with another row, e.g. {examples} (rows {shown}{' ...' if rows.size > 5 else ''}; "
         "1-based data rows). Fix the ids, or remove input.id_column"
     )
+
+
+def confirm_duplicate_ids(hits, config: ReleaseConfig) -> bool:
+    """Compare the actual id values of the records that share a 64-bit identity: equal values
+    raise :class:`InputError` naming the column, examples and their global rows; otherwise
+    the identities are mere hash collisions and the function returns False (not unique)."""
+    found = repeated_ids(hits)
+    if found is None:
+        return False  # hash collisions only
+    _raise_duplicate_ids(*found, config)
+    return False
 
 
 def plan_cells(count: CellCount, config: ReleaseConfig) -> ReleasePlan:

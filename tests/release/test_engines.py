@@ -432,3 +432,52 @@ def test_dask_reports_equal_pandas(tmp_path):
     files = batch_reports(got, cfg, seed=11, n_sim=20).files()
     for name, data in expected.items():
         assert files[name] == data, name
+
+
+def _dups_and_bad_ages(tmp_path: Path) -> Path:
+    frame = make_frame(1_000, with_missing=False)
+    frame.loc[20, "pid"] = frame.loc[10, "pid"]    # rows 11 and 21: within one batch of 300
+    frame.loc[950, "pid"] = frame.loc[400, "pid"]  # rows 401 and 951: across batches
+    frame.loc[[12, 700], "age"] = 500              # another problem in the same file
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=300)
+    return path
+
+
+def test_duplicate_ids_are_reported_with_the_other_problems(tmp_path):
+    """The batches are validated without the id's uniqueness (checked once over the whole
+    file): duplicates within one batch and across batches still appear, with their global
+    rows and values, in the same problems table as the batch checks' problems."""
+    path = _dups_and_bad_ages(tmp_path)
+    frame = pd.read_parquet(path)
+    with pytest.raises(sdc.InputError) as e:
+        stream_release(config_for(path, tmp_path / "rel", "parquet"), 1, tmp_path / "o",
+                       batch_rows=300)
+    msg = str(e.value)
+    assert "2 problems" in msg and "checked in batches" in msg
+    pid_line = next(line for line in msg.splitlines() if line.strip().startswith("pid"))
+    assert "unique" in pid_line and "11, 21, 401, 951" in pid_line
+    assert str(frame.loc[10, "pid"]) in pid_line and "| 4 " in pid_line
+    age_line = next(line for line in msg.splitlines() if line.strip().startswith("age"))
+    assert "13, 701" in age_line and "500" in age_line
+    assert not (tmp_path / "o").exists()
+    # alone, a duplicate within one batch is the whole-file check's error
+    frame = make_frame(600, with_missing=False)
+    frame.loc[8, "pid"] = frame.loc[7, "pid"]
+    frame.to_parquet(path, index=False)
+    with pytest.raises(sdc.InputError, match=r"2 rows share an id .*rows 8, 9"):
+        count_cells(config_for(path, tmp_path / "rel", "parquet"), batch_rows=300)
+
+
+@pytest.mark.slow
+def test_dask_reports_duplicate_ids_with_the_other_problems(tmp_path):
+    from sdc.release.dask_engine import DaskSpec, dask_release
+
+    path = _dups_and_bad_ages(tmp_path)
+    with pytest.raises(sdc.InputError) as e:
+        dask_release(config_for(path, tmp_path / "rel", "parquet"), 1, tmp_path / "o",
+                     DaskSpec(workers=2))
+    msg = str(e.value)
+    pid_line = next(line for line in msg.splitlines() if line.strip().startswith("pid"))
+    assert "unique" in pid_line and "11, 21, 401, 951" in pid_line
+    assert "13, 701" in msg and "checked per partition" in msg
