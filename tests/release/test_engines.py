@@ -341,10 +341,10 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
 
 
 # -- reports: risk.json, utility.json and report.html from every engine --------------------------
-def report_frame(n: int, seed: int = 8) -> pd.DataFrame:
+def report_frame(n: int, seed: int = 8, with_missing: bool = True) -> pd.DataFrame:
     """Weights, NaN in a numeric column, heavy ties (60 % zeros, some -0.0), a skewed
     (Pareto) and a negative column: every case of the out-of-core quartile select."""
-    frame = make_frame(n, seed)
+    frame = make_frame(n, seed, with_missing=with_missing)
     rng = np.random.default_rng(seed + 1)
     frame["w"] = rng.uniform(0.5, 400.0, n)
     zeros = rng.lognormal(5, 2, n)
@@ -356,10 +356,8 @@ def report_frame(n: int, seed: int = 8) -> pd.DataFrame:
     return frame
 
 
-def report_config(path: Path, out: Path, fmt: str) -> sdc.ReleaseConfig:
-    cfg = config_for(path, out, fmt)
-    data = cfg.model_dump(mode="json") if hasattr(cfg, "model_dump") else None
-    del data
+def report_config(path: Path, out: Path, fmt: str,
+                  perturb: dict | None = None) -> sdc.ReleaseConfig:
     raw = {
         "name": "engines",
         "input": {"path": str(path), "format": fmt, "drop": ["name"], "id_column": "pid",
@@ -369,6 +367,7 @@ def report_config(path: Path, out: Path, fmt: str) -> sdc.ReleaseConfig:
         "risk": {"xi": 0.395, "small_blocks": "merge"},
         "seed": 11,
         "output": {"dir": str(out), "formats": ["parquet"]},
+        **({"perturb": perturb} if perturb else {}),
     }
     return parse_config(raw)
 
@@ -408,6 +407,23 @@ def test_streaming_reports_equal_pandas(tmp_path, monkeypatch, fmt):
     monkeypatch.setattr(quantiles, "COLLECT_VALUES", 50)
     got = stream_release(cfg, 11, tmp_path / "s2", batch_rows=1000)
     assert got.accumulator.refine_pass > 1
+    files = batch_reports(got, cfg, seed=11, n_sim=20).files()
+    for name, data in expected.items():
+        assert files[name] == data, name
+
+
+def test_streaming_reports_equal_pandas_with_perturb(tmp_path):
+    """A categorical perturb: variable (DP-PRAM, not a key) changes no report figure's
+    source: the reports of the streaming engine are still the pandas engine's, byte for byte."""
+    from sdc.release.batch_reports import batch_reports
+
+    frame = report_frame(3_000, with_missing=False)
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=700)
+    cfg = report_config(path, tmp_path / "rel", "parquet", perturb=PERTURB)
+    expected = pandas_reports(cfg, 11)
+    got = stream_release(cfg, 11, tmp_path / "s", batch_rows=511)
+    assert got.dp_perturbations and got.dp_perturbations[0].changed > 0
     files = batch_reports(got, cfg, seed=11, n_sim=20).files()
     for name, data in expected.items():
         assert files[name] == data, name
