@@ -188,7 +188,9 @@ def perturb_batch(original: pd.DataFrame, released: pd.DataFrame,
     ``identity``: the records' distinct identities (:func:`sdc.engine.draws.unique_identities`
     over all records of the file). Returns the frame and the records changed per variable.
     """
-    out = released.copy()
+    # shallow: only whole columns are replaced below, never written into (a deep copy of every
+    # column cost half of this function at 1M records)
+    out = released.copy(deep=False)
     changed = np.zeros(len(designs), dtype=np.int64)
     for i, d in enumerate(designs):
         col = original[d.variable]
