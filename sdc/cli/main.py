@@ -198,12 +198,16 @@ def release(
         from flows.release import release as release_flow
 
         # the cheap refusals first, before Prefect starts (the flow checks them again)
-        check_release_target(sdc.load_config(config), force)
+        loaded = sdc.load_config(config)
+        check_release_target(loaded, force)
         api = _check_prefect_api()
         if api and temp_api is not None:  # a profile names a server: use it
             temp_api.stop()
             temp_api = None
-        if temp_api is not None:  # use the server's boot time: read the input, import
+        # the batch engines never hold the input whole: no prefetch (it would read the whole
+        # file into memory and never be consumed)
+        in_memory = (engine or loaded.engine.kind) == "pandas"
+        if temp_api is not None and in_memory:  # the server's boot time: read the input, import
             from flows.release import prefetch_job, warm_imports
 
             prefetch_job(config)

@@ -249,3 +249,17 @@ def test_perturb_release_through_the_cli_equals_pandas(tmp_path):
     assert r.exit_code == 2, r.text
     assert "hours" in r.text and "--engine pandas" in r.text
     assert not (tmp_path / "releases" / "numeric").exists()
+
+
+@pytest.mark.e2e
+def test_streaming_release_through_the_cli_does_not_prefetch_the_input(tmp_path):
+    """The CLI reads a pandas job's input while Prefect boots; a batch-engine release must not
+    (the prefetch would hold the whole file in memory and never be consumed)."""
+    import flows.release as fr
+
+    inp = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(_frame(500), preserve_index=False), inp)
+    before = set(fr._prefetched)
+    r = run("release", _job(tmp_path, "st", inp), "--engine", "streaming")
+    assert r.exit_code == 0, r.text
+    assert set(fr._prefetched) == before
