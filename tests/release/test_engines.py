@@ -497,3 +497,33 @@ def test_dask_reports_duplicate_ids_with_the_other_problems(tmp_path):
     pid_line = next(line for line in msg.splitlines() if line.strip().startswith("pid"))
     assert "unique" in pid_line and "11, 21, 401, 951" in pid_line
     assert "13, 701" in msg and "checked per partition" in msg
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_sorted_records_is_the_four_key_order(shared):
+    """The records file's order is (raw identity, identity, cell, released): the argsort of
+    distinct raw identities gives exactly it, and shared ones fall back to the lexsort."""
+    from sdc.release.records_file import sorted_records
+
+    rng = np.random.default_rng(3)
+    n = 5_000
+    raw = rng.integers(0, 2**63, n, dtype=np.uint64)
+    if shared:
+        raw[::4] = raw[1::4][: raw[::4].size]  # a quarter of the records share a raw identity
+    ident = rng.integers(0, 2**63, n, dtype=np.uint64)
+    cell = rng.integers(0, 50, n).astype(np.uint64)
+    rel = rng.integers(0, 50, n).astype(np.uint64)
+    got = sorted_records(raw, ident, cell, rel)
+    order = np.lexsort((rel, cell, ident, raw))
+    for name, col in (("identity", ident), ("cell", cell), ("released", rel)):
+        assert np.array_equal(got.column(name).to_numpy(), col[order])
+
+
+def test_bucket_of_is_small_for_a_radix_sort():
+    from sdc.release.order import bucket_of
+
+    keys = np.array([0, 2**63, 2**64 - 1], dtype=np.uint64)
+    assert bucket_of(keys, 3).dtype == np.uint16
+    assert bucket_of(keys, 3).tolist() == [0, 4, 7]
+    assert bucket_of(keys, 0).tolist() == [0, 0, 0]
+    assert bucket_of(keys, 20).tolist() == [0, 2**19, 2**20 - 1]
