@@ -9,7 +9,7 @@ peak RSS (``ru_maxrss`` of the process and, for Dask, the sum of the workers' pe
               mixed-radix cell codes and merge as the engines) and writes every batch to a
               Parquet file: the least any release must do;
   streaming : :func:`sdc.release.streaming.stream_release` (count, identities, apply, bucketed
-              order, public Parquet);
+              order, public Parquet, and the internal records.parquet a release writes);
   dask      : :func:`sdc.release.dask_engine.dask_release` on a LocalCluster of 2 workers.
 
 The engines accumulate the report aggregates during their passes and make the report
@@ -115,11 +115,13 @@ def _child(which: str, path: str, out: str, q: mp.Queue) -> None:
         if which == "streaming":
             from sdc.release.streaming import stream_release
 
-            res = stream_release(cfg, 7, out / "public", tmp_dir=out, progress=mark)
+            res = stream_release(cfg, 7, out / "public", tmp_dir=out, progress=mark,
+                                 records_path=out / "records.parquet")
         else:
             from sdc.release.dask_engine import DaskSpec, dask_client, dask_release
 
             res = dask_release(cfg, 7, out / "public", DaskSpec(workers=2, scratch=str(out)),
+                               records_path=out / "records.parquet",
                                progress=mark)
             del dask_client
         t_engine = time.perf_counter()
