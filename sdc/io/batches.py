@@ -21,6 +21,8 @@ bytes:
 from __future__ import annotations
 
 import io
+import queue
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -47,11 +49,13 @@ __all__ = [
     "input_row_count",
     "input_sha256",
     "public_schema",
+    "read_ahead_frames",
     "table_to_frame",
 ]
 
 PUBLIC_ID = "record_id"
 DEFAULT_BATCH_ROWS = 1 << 20
+READ_AHEAD = 1  # frames read by a background thread ahead of the consumer
 ROW_GROUP_ROWS = 1 << 20
 _NA_STRINGS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
                "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
@@ -213,9 +217,15 @@ def table_to_frame(table: pa.Table | pa.RecordBatch, offset: int) -> pd.DataFram
 
 
 def input_batches(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
-                  columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
+                  columns: list[str] | None = None,
+                  read_ahead: int = READ_AHEAD) -> Iterator[pd.DataFrame]:
     """The input as pandas frames of at most ``batch_rows`` records, in file order, each with
     its global row numbers as index (0-based; the problems tables print them 1-based).
+
+    The next ``read_ahead`` frames are read, decoded and converted to pandas by a background
+    thread while the caller works on the current one (:func:`read_ahead_frames`; pyarrow's
+    decoding and most of the conversion release the GIL): memory grows by at most
+    ``read_ahead + 1`` batches; 0 reads in the caller's thread.
 
     Raises
     ------
@@ -223,6 +233,59 @@ def input_batches(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS
         Missing or unreadable file, SPSS/Stata input, a CSV value that does not fit the type
         pyarrow inferred from the file's first block.
     """
+    frames = _input_frames(config, batch_rows, columns)
+    if read_ahead > 0:
+        frames = read_ahead_frames(frames, read_ahead)
+    yield from frames
+
+
+def read_ahead_frames(frames: Iterator[pd.DataFrame], depth: int = 1) -> Iterator[pd.DataFrame]:
+    """Yield the items of ``frames`` in order, produced by a background thread at most
+    ``depth`` items ahead of the consumer. An exception of the producer is raised in the
+    consumer at the point it happened; closing the generator early (an error in the
+    consumer, ``break``) stops the thread and closes ``frames``."""
+    slots: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for frame in frames:
+                if not put((frame, None)):
+                    return
+            put((end, None))
+        except BaseException as err:  # noqa: BLE001 - re-raised in the consumer
+            put((end, err))
+
+    worker = threading.Thread(target=produce, name="sdc-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            frame, err = slots.get()
+            if frame is end:
+                if err is not None:
+                    raise err
+                return
+            yield frame
+    finally:
+        stop.set()
+        worker.join()
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()
+
+
+def _input_frames(config: ReleaseConfig, batch_rows: int,
+                  columns: list[str] | None) -> Iterator[pd.DataFrame]:
     check_streamable(config, "streaming")
     path = config.input_path
     if not path.exists():

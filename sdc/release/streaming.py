@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ from sdc.io.batches import (
     input_batches,
     input_row_count,
     public_schema,
+    read_ahead_frames,
 )
 from sdc.release.batch_reports import (
     add_apply_batch,
@@ -617,14 +618,13 @@ def read_bucket(path: Path) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> None:
-    """Sort each bucket by (order, content) in memory and append it; number ``record_id``."""
+def sorted_buckets(bucket_files: list[Path]) -> Iterator[pa.Table]:
+    """Each non-empty bucket sorted by (order, content), order columns dropped, ``record_id``
+    numbered from 1 on across the buckets: the public records in their public order."""
     next_id = 1
     for path in bucket_files:
         table = read_bucket(path)
-        if table is None:
-            continue
-        if table.num_rows == 0:
+        if table is None or table.num_rows == 0:
             continue
         order = table.column(ORDER_COLUMNS[0]).to_numpy()
         content = table.column(ORDER_COLUMNS[1]).to_numpy()
@@ -634,8 +634,57 @@ def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> No
         table = table.drop_columns(list(ORDER_COLUMNS)).take(positions)
         ids = pa.array(np.arange(next_id, next_id + table.num_rows, dtype=np.int64))
         next_id += table.num_rows
-        writer.write_table(table.add_column(0, PUBLIC_ID, ids))
+        yield table.add_column(0, PUBLIC_ID, ids)
         del table
+
+
+def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> None:
+    """Sort each bucket by (order, content) in memory and append it; number ``record_id``.
+    The next bucket is read and sorted by a background thread while this one is encoded
+    (:func:`sdc.io.batches.read_ahead_frames`: one sorted bucket ahead at most)."""
+    for table in read_ahead_frames(sorted_buckets(bucket_files), 1):
+        writer.write_table(table)
+        del table
+
+
+def released_batches(frames: Iterable[pd.DataFrame], locate: CellLocator, dplan: DrawPlan,
+                     identity: np.ndarray | None, *, every: bool, need_raw: bool,
+                     cells: CellTable, config: ReleaseConfig, seed: int, schema: pa.Schema,
+                     salt: int, perturb: BatchPerturb | None, bits: int) -> Iterator[tuple]:
+    """The apply pass's per-batch work that depends on the batch alone (and the running
+    position in ``identity``): for every input frame, ``(frame, record_cell, released_cell,
+    raw_identity or None, public table sorted by bucket, bucket bounds)``; the table's rows
+    of bucket ``b`` are ``bounds[b]:bounds[b + 1]``.
+
+    ``identity``: pass 2's distinct identities (of all records with ``every``, else of the
+    drawing ones, in row order), None when pass 1 found the raw identities distinct.
+    """
+    pos = 0
+    for frame in frames:
+        rc = locate(cell_codes(frame, config))
+        drawing = dplan.cell_prb[rc] >= 0
+        m = int(drawing.sum())
+        raw = (np.asarray(record_identity(frame, config), np.uint64)
+               if need_raw or every or (identity is None and m) else None)
+        every_ident = None
+        if every:  # identities of all records (pass 2's, or the checked-unique raw ones)
+            every_ident = raw if identity is None else identity[pos:pos + len(frame)]
+            ident = every_ident[drawing]
+        elif identity is not None:
+            ident = identity[pos:pos + m]
+        elif m:  # identities checked unique in pass 1: the global step is the identity map
+            ident = raw[drawing]
+        else:
+            ident = np.zeros(0, np.uint64)
+        table, rel = release_batch(frame, rc, cells, dplan, ident, config, seed, schema,
+                                   salt, perturb, every_ident)
+        pos += len(frame) if every else m
+        buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
+        order = np.argsort(buckets, kind="stable")
+        bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
+        table = table.take(pa.array(order))  # one gather; each bucket is then a slice
+        yield frame, rc, rel, (raw if need_raw else None), table, bounds
+        del frame, table
 
 
 def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
@@ -696,26 +745,14 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         changed = np.zeros(n_prb, dtype=np.int64)
         acc = new_accumulator(cells, config, count.weight_max)  # the reports' aggregates
         spill = (RecordsSpill(tmp / "records", bits) if records_path is not None else None)
-        pos = 0
-        for frame in input_batches(config, batch_rows=batch_rows):
-            rc = locate(cell_codes(frame, config))
-            drawing = dplan.cell_prb[rc] >= 0
-            m = int(drawing.sum())
-            raw = (np.asarray(record_identity(frame, config), np.uint64)
-                   if spill is not None or every or (identity is None and m) else None)
-            every_ident = None
-            if every:  # identities of all records (pass 2's, or the checked-unique raw ones)
-                every_ident = raw if identity is None else identity[pos:pos + len(frame)]
-                ident = every_ident[drawing]
-            elif identity is not None:
-                ident = identity[pos:pos + m]
-            elif m:  # identities checked unique in pass 1: the global step is the identity map
-                ident = raw[drawing]
-            else:
-                ident = np.zeros(0, np.uint64)
-            table, rel = release_batch(frame, rc, cells, dplan, ident, config, seed, schema,
-                                       salt, perturb, every_ident)
-            pos += len(frame) if every else m
+        frames = input_batches(config, batch_rows=batch_rows, read_ahead=0)
+        # the pure part of each batch (read, cells, draws, public values, order keys, bucket
+        # split) runs one batch ahead in a background thread; the bookkeeping below in order
+        applied = read_ahead_frames(released_batches(
+            frames, locate, dplan, identity, every=every, need_raw=spill is not None,
+            cells=cells, config=config, seed=seed, schema=schema, salt=salt, perturb=perturb,
+            bits=bits), 1)
+        for frame, rc, rel, raw, table, bounds in applied:
             if spill is not None:
                 spill.add(raw, rc, rel)
             add_apply_batch(acc, frame, rc, rel, config)
@@ -723,10 +760,6 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             moved = rel != rc
             if moved.any():
                 changed += np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb)
-            buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
-            order = np.argsort(buckets, kind="stable")
-            bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
-            table = table.take(pa.array(order))  # one gather; each bucket is then a slice
             for b in np.flatnonzero(np.diff(bounds)):
                 part = table.slice(bounds[b], bounds[b + 1] - bounds[b])
                 if b not in writers:

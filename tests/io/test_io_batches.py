@@ -12,7 +12,13 @@ import pytest
 
 import sdc
 from sdc.config.load import parse_config
-from sdc.io.batches import PublicWriter, input_arrow_schema, input_batches, public_schema
+from sdc.io.batches import (
+    PublicWriter,
+    input_arrow_schema,
+    input_batches,
+    public_schema,
+    read_ahead_frames,
+)
 
 
 def _config(path, fmt="parquet", **inp):
@@ -80,3 +86,55 @@ def test_input_batches_global_index_and_content(tmp_path, fmt):
 def test_stata_input_is_refused_with_the_fix(tmp_path):
     with pytest.raises(sdc.InputError, match="Convert the file to Parquet"):
         list(input_batches(_config(tmp_path / "x.dta", "dta")))
+
+
+@pytest.mark.parametrize("read_ahead", [0, 1, 3])
+def test_read_ahead_gives_the_same_frames(tmp_path, read_ahead):
+    frame = _frame()
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=90)
+    got = list(input_batches(_config(path), batch_rows=250, read_ahead=read_ahead))
+    assert [b.index[0] for b in got] == [0, 250, 500, 750]
+    pd.testing.assert_frame_equal(pd.concat(got), frame, check_dtype=False)
+
+
+def test_read_ahead_raises_the_producers_error_after_the_items_before_it():
+    def source():
+        yield 1
+        yield 2
+        raise ValueError("bad block")
+
+    seen = []
+    with pytest.raises(ValueError, match="bad block"):
+        for x in read_ahead_frames(source(), 1):
+            seen.append(x)
+    assert seen == [1, 2]
+
+
+def test_read_ahead_stops_its_thread_and_closes_the_source_when_the_consumer_stops():
+    import threading
+
+    produced, closed = [], []
+
+    def source():
+        try:
+            for i in range(1000):
+                produced.append(i)
+                yield i
+        finally:
+            closed.append(True)
+
+    frames = read_ahead_frames(source(), 2)
+    for x in frames:
+        if x == 3:
+            break
+    frames.close()
+    assert closed == [True]
+    # at most depth items ahead of the consumer (plus the one being put), never the whole source
+    assert len(produced) <= 3 + 1 + 2 + 1
+    assert not any(t.name == "sdc-read-ahead" for t in threading.enumerate())
+
+
+def test_read_ahead_reports_a_missing_input_as_an_input_error(tmp_path):
+    with pytest.raises(sdc.InputError, match="does not exist"):
+        list(input_batches(_config(tmp_path / "missing.parquet")))
