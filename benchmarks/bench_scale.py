@@ -132,6 +132,9 @@ def _child(which: str, path: str, out: str, q: mp.Queue) -> None:
         for i, (step, t) in enumerate(marks):
             if step.startswith("numeric summaries"):
                 extra["report_passes_seconds"] = round(times[i + 1] - t, 1)
+        # seconds of every step, from its progress mark to the next one (or the engine's end)
+        extra["steps_seconds"] = {step.split(" (")[0]: round(times[i + 1] - t, 1)
+                                  for i, (step, t) in enumerate(marks)}
         if getattr(res, "accumulator", None) is not None:
             from sdc.release.batch_reports import batch_reports
 

@@ -18,7 +18,12 @@ import pandas as pd
 from sdc.config.model import ReleaseConfig
 from sdc.engine.batches import CellLocator, cell_codes
 from sdc.engine.cells import CellTable
-from sdc.io.batches import DEFAULT_BATCH_ROWS, input_arrow_schema, input_batches
+from sdc.io.batches import (
+    DEFAULT_BATCH_ROWS,
+    input_arrow_schema,
+    input_batches,
+    read_ahead_frames,
+)
 from sdc.reports.accumulate import ReleaseAccumulator
 from sdc.reports.utility import numeric_columns
 
@@ -64,9 +69,9 @@ def refine_columns(acc: ReleaseAccumulator, config: ReleaseConfig) -> list[str]:
 
 
 def add_refine_batch(acc: ReleaseAccumulator, frame: pd.DataFrame, locate: CellLocator,
-                     config: ReleaseConfig) -> None:
-    """Feed one batch of a refinement pass."""
-    rc = locate(cell_codes(frame, config))
+                     config: ReleaseConfig, record_cell: np.ndarray | None = None) -> None:
+    """Feed one batch of a refinement pass (``record_cell``: its cells, if already located)."""
+    rc = locate(cell_codes(frame, config)) if record_cell is None else record_cell
     acc.add_refine_batch(frame.index.to_numpy(), rc, _values(frame, acc.numeric))
 
 
@@ -77,9 +82,12 @@ def refine_streaming(acc: ReleaseAccumulator, locate: CellLocator, config: Relea
     passes = 0
     more = acc.start_refinement()
     while more:
-        for frame in input_batches(config, batch_rows=batch_rows,
-                                   columns=refine_columns(acc, config)):
-            add_refine_batch(acc, frame, locate, config)
+        frames = input_batches(config, batch_rows=batch_rows, read_ahead=0,
+                               columns=refine_columns(acc, config))
+        # reading and locating the cells of the next batch run in a background thread
+        located = read_ahead_frames(((f, locate(cell_codes(f, config))) for f in frames), 1)
+        for frame, rc in located:
+            add_refine_batch(acc, frame, locate, config, rc)
         passes += 1
         more = acc.end_refine_pass()
     return passes

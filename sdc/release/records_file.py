@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from sdc.engine.draws import draw_tiebreak, unique_identities
-from sdc.io.batches import PublicWriter
+from sdc.io.batches import PublicWriter, read_ahead_frames
 from sdc.release.order import bucket_of
 
 __all__ = ["RECORDS_SCHEMA", "RecordsSpill", "records_parquet_bytes", "sorted_records",
@@ -140,7 +140,7 @@ def _read_bucket(path: Path) -> pa.Table | None:
 def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndarray,
                                cell_prb: np.ndarray) -> Path:
     """Write ``records.parquet`` (mode 0600) from the spilled buckets, one bucket in memory at a
-    time: per bucket, :func:`unique_identities` (tiebreak :func:`draw_tiebreak`: PRB records
+    time (and the next one being prepared): per bucket, :func:`unique_identities` (tiebreak :func:`draw_tiebreak`: PRB records
     first, as the draws), the cell ids, one sort, appended in bucket order."""
     cell_id = np.asarray(cell_id, np.uint64)
     in_prb_cell = np.asarray(cell_prb) >= 0
@@ -161,5 +161,6 @@ def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndar
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        _write(f, tables())
+        # the next bucket is read and sorted by a background thread while this one is encoded
+        _write(f, read_ahead_frames(tables(), 1))
     return path
