@@ -86,15 +86,18 @@ def _floor(path: Path, out: Path) -> dict:
 
     sizes = list(KEYS.values())
     counter = CellCounter()
-    pf = pq.ParquetFile(path)
+    # read as the engines do (sdc.io.batches): row group by row group, no pre_buffer (pyarrow's
+    # default iter_batches keeps what it has read and was 2-3x slower)
+    pf = pq.ParquetFile(path, pre_buffer=False)
     with pq.ParquetWriter(out / "floor.parquet", pf.schema_arrow, compression="snappy") as w:
-        for batch in pf.iter_batches(batch_size=1 << 20):
+        for g in range(pf.metadata.num_row_groups):
+            batch = pf.read_row_group(g)  # a Table (one row group)
             code = np.zeros(batch.num_rows, dtype=np.int64)
             for k, s in zip(KEYS, sizes, strict=True):
                 code *= s
                 code += batch.column(k).to_numpy()
             counter.add(code)
-            w.write_batch(batch)
+            w.write_table(batch)
     codes, _ = counter.result()
     return {"cells": int(codes.size)}
 

@@ -138,3 +138,35 @@ def test_read_ahead_stops_its_thread_and_closes_the_source_when_the_consumer_sto
 def test_read_ahead_reports_a_missing_input_as_an_input_error(tmp_path):
     with pytest.raises(sdc.InputError, match="does not exist"):
         list(input_batches(_config(tmp_path / "missing.parquet")))
+
+
+@pytest.mark.parametrize("batch_rows", [250, 20])  # row groups of 90: read whole / streamed
+def test_parquet_row_groups_read_whole_or_streamed_give_the_same_frames(tmp_path, batch_rows):
+    frame = _frame()
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=90)
+    got = list(input_batches(_config(path), batch_rows=batch_rows))
+    assert {len(b) for b in got[:-1]} == {batch_rows}
+    pd.testing.assert_frame_equal(pd.concat(got), frame, check_dtype=False)
+
+
+def test_reading_a_parquet_file_does_not_keep_what_it_has_read(tmp_path):
+    # pyarrow's default pre_buffer keeps every column chunk read so far cached: Arrow memory
+    # then grows with the file. 64 row groups of 8 MB each; at most a few may be alive at once
+    path = tmp_path / "big.parquet"
+    n = 1 << 20
+    table = pa.table({"x": np.arange(64 * n, dtype=np.int64)})
+    pq.write_table(table, path, row_group_size=n, compression="none")
+    del table
+    from sdc.io.batches import _parquet_batches
+
+    base = pa.total_allocated_bytes()
+    batches = _parquet_batches(path, None, n)
+    held = 0
+    for i, batch in enumerate(batches):
+        held = max(held, pa.total_allocated_bytes() - base)
+        assert batch.num_rows == n
+        del batch
+        if i == 40:
+            break
+    assert held < 8 * (8 * n)  # a few row groups, not 41 of them (pre_buffer: 330 MB)
