@@ -462,9 +462,24 @@ def public_bytes(frame: pd.DataFrame, schema: pa.Schema, formats: list[str]) -> 
     w = PublicWriter(schema, parquet=pq_buf, csv=csv_buf)
     w.write_frame(frame)
     w.close()
+    return buffered_files(pq_buf, csv_buf)
+
+
+def buffered_files(pq_buf: io.BytesIO | None, csv_buf: io.BytesIO | None) -> dict[str, bytes]:
+    """``{"microdata.parquet": ..., "microdata.csv": ...}`` from the writers' buffers."""
     out: dict[str, bytes] = {}
     if pq_buf is not None:
         out["microdata.parquet"] = pq_buf.getvalue()
     if csv_buf is not None:
         out["microdata.csv"] = csv_buf.getvalue()
     return out
+
+
+def read_bucket(path: Path) -> pa.Table | None:
+    """A spilled bucket: one Arrow IPC file, or a folder of IPC pieces (Dask); None if empty."""
+    files = sorted(path.glob("*.arrow")) if path.is_dir() else [path] if path.exists() else []
+    tables = []
+    for f in files:
+        with pa.ipc.open_file(f) as reader:
+            tables.append(reader.read_all())
+    return pa.concat_tables(tables) if tables else None

@@ -26,6 +26,7 @@ from sdc.errors import InputError
 from sdc.io.batches import (
     ROW_GROUP_ROWS,
     PublicWriter,
+    buffered_files,
     frame_to_table,
     input_arrow_schema,
     public_schema,
@@ -144,12 +145,7 @@ class PublicRecords:
             w.write_table(chunk.add_column(0, id_field, ids))
             del chunk
         w.close()
-        out: dict[str, bytes] = {}
-        if pq_buf is not None:
-            out["microdata.parquet"] = pq_buf.getvalue()
-        if csv_buf is not None:
-            out["microdata.csv"] = csv_buf.getvalue()
-        return out
+        return buffered_files(pq_buf, csv_buf)
 
 
 def public_records(result: ReleaseResult, config: ReleaseConfig, seed: int,

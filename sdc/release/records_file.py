@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from sdc.engine.draws import draw_tiebreak, unique_identities
-from sdc.io.batches import PublicWriter, read_ahead_frames
+from sdc.io.batches import PublicWriter, read_ahead_frames, read_bucket
 from sdc.release.order import bucket_of
 
 __all__ = ["RECORDS_SCHEMA", "RecordsSpill", "records_parquet_bytes", "sorted_records",
@@ -127,16 +127,6 @@ class RecordsSpill:
                 for b in range(1 << self.bits)]
 
 
-def _read_bucket(path: Path) -> pa.Table | None:
-    """A spilled bucket: one Arrow IPC file, or a folder of IPC pieces (Dask); None if empty."""
-    files = sorted(path.glob("*.arrow")) if path.is_dir() else [path] if path.exists() else []
-    tables = []
-    for f in files:
-        with pa.ipc.open_file(f) as reader:
-            tables.append(reader.read_all())
-    return pa.concat_tables(tables) if tables else None
-
-
 def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndarray,
                                cell_prb: np.ndarray) -> Path:
     """Write ``records.parquet`` (mode 0600) from the spilled buckets, one bucket in memory at a
@@ -147,7 +137,7 @@ def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndar
 
     def tables():
         for b in buckets:
-            t = _read_bucket(b)
+            t = read_bucket(b)
             if t is None or t.num_rows == 0:
                 continue
             raw = t.column("raw").to_numpy()

@@ -73,6 +73,7 @@ from sdc.io.batches import (
     input_row_count,
     public_schema,
     read_ahead_frames,
+    read_bucket,
 )
 from sdc.release.batch_reports import (
     add_apply_batch,
@@ -606,16 +607,6 @@ def _identity_columns(config: ReleaseConfig, columns: list[str]) -> list[str] | 
 
 def _bucket_bits(n: int) -> int:
     return max(0, math.ceil(math.log2(max(1, n) / BUCKET_ROWS)))
-
-
-def read_bucket(path: Path) -> pa.Table | None:
-    """A bucket: one Arrow IPC file, or a folder of IPC pieces (Dask); None if empty."""
-    files = sorted(path.glob("*.arrow")) if path.is_dir() else [path] if path.exists() else []
-    tables = []
-    for f in files:
-        with pa.ipc.open_file(f) as reader:
-            tables.append(reader.read_all())
-    return pa.concat_tables(tables) if tables else None
 
 
 def sorted_buckets(bucket_files: list[Path]) -> Iterator[pa.Table]:

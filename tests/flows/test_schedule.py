@@ -215,9 +215,14 @@ def test_schedule_serves_and_runs_for_real(make_small_job, tmp_path):
         # stopping the service (SIGTERM, as systemd does) pauses its schedules
         _stop(serve)
         assert serve.returncode == 0, serve_log.read_text(errors="replace")[-4000:]
-        with temporary_settings(updates={PREFECT_API_URL: api}):
-            with get_client(sync_client=True) as client:
-                assert client.read_deployment_by_name("release/sched-job").paused
+        # the pause is requested by the service while it shuts down; give the API a moment to
+        # show it (one fresh-clone run read the deployment before the pause was visible)
+        def paused() -> bool:
+            with temporary_settings(updates={PREFECT_API_URL: api}):
+                with get_client(sync_client=True) as client:
+                    return bool(client.read_deployment_by_name("release/sched-job").paused)
+
+        _wait(paused, 30, "the deployment to be paused after SIGTERM", logs)
     finally:
         _stop(serve)
         _stop(server)
