@@ -322,6 +322,59 @@ def input_row_count(config: ReleaseConfig) -> int | None:
     return int(sum(pq.ParquetFile(f).metadata.num_rows for f in _dataset(config.input_path).files))
 
 
+def input_value_ranges(config: ReleaseConfig,
+                       columns: list[str]) -> dict[str, tuple[float, float, bool]]:
+    """``{column: (low, high, integer-typed)}`` from a Parquet input's statistics, for the
+    numeric ``columns`` whose every row group states its minimum and maximum (row groups of
+    nulls only are skipped); a column missing here has no usable statistics (CSV input, a
+    writer that wrote none, NaN bounds).
+
+    Only a hint: the reports' quartile select starts its radix digits at the bits in which
+    the values differ (:class:`sdc.reports.quantiles.ImageMap`), and checks every value
+    against the range, so statistics that do not bound the data cost time, never a figure.
+    """
+    if config.input.resolved_format != "parquet" or not columns:
+        return {}
+    out: dict[str, tuple[float, float, bool]] = {}
+    lows: dict[str, float] = {}
+    highs: dict[str, float] = {}
+    dead: set[str] = set()
+    for part in _dataset(config.input_path).files:
+        meta = pq.ParquetFile(part).metadata
+        names = meta.schema.to_arrow_schema().names
+        where = {c: names.index(c) for c in columns if c in names}
+        for c in columns:
+            if c not in where:
+                dead.add(c)
+        for g in range(meta.num_row_groups):
+            rg = meta.row_group(g)
+            for c, i in where.items():
+                col = rg.column(i)
+                st = col.statistics
+                if st is not None and st.has_null_count and st.null_count == rg.num_rows:
+                    continue  # nulls only: nothing to bound
+                if st is None or not st.has_min_max:
+                    dead.add(c)
+                    continue
+                try:
+                    lo, hi = float(st.min), float(st.max)
+                except (TypeError, ValueError):
+                    dead.add(c)
+                    continue
+                if not (np.isfinite(lo) and np.isfinite(hi)):
+                    dead.add(c)
+                    continue
+                lows[c] = min(lows.get(c, lo), lo)
+                highs[c] = max(highs.get(c, hi), hi)
+    schema = input_arrow_schema(config)
+    for c in columns:
+        if c in dead or c not in lows:
+            continue
+        integral = pa.types.is_integer(schema.field(c).type) if c in schema.names else False
+        out[c] = (lows[c], highs[c], bool(integral))
+    return out
+
+
 def _parquet_batches(path: Path, columns: list[str] | None, batch_rows: int):
     """Record batches of a Parquet file or of the parts of a folder (in path order), read
     sequentially, one row group at a time (``read_row_group``; a row group of more than

@@ -22,6 +22,7 @@ from sdc.io.batches import (
     DEFAULT_BATCH_ROWS,
     input_arrow_schema,
     input_batches,
+    input_value_ranges,
     read_ahead_frames,
 )
 from sdc.reports.accumulate import ReleaseAccumulator
@@ -46,8 +47,11 @@ def new_accumulator(cells: CellTable, config: ReleaseConfig,
     wmax = weight_max if config.input.weight else None
     if config.input.weight and wmax is None:
         wmax = 0.0
-    return ReleaseAccumulator(cells.key_codes, cells.frequency, sizes, wmax,
-                              report_numeric_columns(config))
+    numeric = report_numeric_columns(config)
+    # a Parquet input's statistics: the apply pass then sums the values and starts the
+    # quartile select at the bits in which they differ (checked against the data)
+    return ReleaseAccumulator(cells.key_codes, cells.frequency, sizes, wmax, numeric,
+                              input_value_ranges(config, numeric))
 
 
 def _values(frame: pd.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:
@@ -64,15 +68,15 @@ def add_apply_batch(acc: ReleaseAccumulator, frame: pd.DataFrame, record_cell: n
 
 
 def refine_columns(acc: ReleaseAccumulator, config: ReleaseConfig) -> list[str]:
-    """The columns a refinement pass reads: the keys and the numeric variables."""
-    return list(dict.fromkeys([*config.key_names, *acc.numeric]))
+    """The columns a refinement pass reads: the keys and the numeric variables it refines."""
+    return list(dict.fromkeys([*config.key_names, *acc.refining]))
 
 
 def add_refine_batch(acc: ReleaseAccumulator, frame: pd.DataFrame, locate: CellLocator,
                      config: ReleaseConfig, record_cell: np.ndarray | None = None) -> None:
     """Feed one batch of a refinement pass (``record_cell``: its cells, if already located)."""
     rc = locate(cell_codes(frame, config)) if record_cell is None else record_cell
-    acc.add_refine_batch(frame.index.to_numpy(), rc, _values(frame, acc.numeric))
+    acc.add_refine_batch(frame.index.to_numpy(), rc, _values(frame, acc.refining))
 
 
 def refine_streaming(acc: ReleaseAccumulator, locate: CellLocator, config: ReleaseConfig, *,

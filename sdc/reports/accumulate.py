@@ -17,12 +17,23 @@ of Dask tasks with :meth:`ReleaseAccumulator.merge`:
   moved records (``QuantileSelect(mirror=...)``), so every value is counted once per key
   variable, not twice; the released cell of every moved record is kept (global row,
   cell: 16 bytes per moved record) so that later passes need not draw again;
-* refinement passes (:meth:`ReleaseAccumulator.add_refine_batch`), only with numeric
-  variables: they read the key and numeric columns of the input again (the released cell is
-  the original cell except for the kept moved records - cheaper than re-running the draws or
-  reading back the wider, reordered public file), sum the values exactly per cell (the
-  parameters need the largest |x|, known after the apply pass) and refine the quartile
-  selects until every order statistic is exact (usually one pass).
+* refinement passes (:meth:`ReleaseAccumulator.add_refine_batch`), only when a numeric
+  variable needs one: they read the key and numeric columns of the input again (the released
+  cell is the original cell except for the kept moved records - cheaper than re-running the
+  draws or reading back the wider, reordered public file), sum the values exactly per cell
+  when the apply pass could not (the parameters need the largest |x|) and refine the
+  quartile selects until every order statistic is exact.
+
+Known ranges (``ranges``: a Parquet input's statistics, :func:`sdc.io.batches.
+input_value_ranges`) make the refinement cheap or unnecessary: the largest |x| is known
+before the apply pass, so it sums the values exactly itself, and the select's first digit
+starts at the bits in which the values differ (:class:`sdc.reports.quantiles.ImageMap`): an
+integer variable of a small range (hours 0..79) is resolved in the apply pass, a float one
+needs one refinement pass over few values. The apply pass checks every value against the
+range and the range against the values (the smallest and largest must be in the data, so the
+exact-sum parameters are those of the data): a column whose statistics are wrong is started
+over with the plain float image in the refinement passes, so the figures never depend on
+the statistics.
 
 The result is identical to the in-memory engine's for any batching: every sum is exact.
 Numeric "after" values are the input's (the batch engines refuse a numeric ``perturb:``
@@ -37,7 +48,7 @@ import numpy as np
 
 from sdc.reports.aggregate import GroupSummary, ReleaseAggregates
 from sdc.reports.exact import ExactSums
-from sdc.reports.quantiles import HIST_BINS, QuantileSelect, images
+from sdc.reports.quantiles import HIST_BINS, ImageMap, QuantileSelect
 
 __all__ = ["ReleaseAccumulator"]
 
@@ -57,10 +68,14 @@ class ReleaseAccumulator:
         Largest |weight| over the file (None: no weight column).
     numeric : list of str
         The numeric non-key variables (:func:`sdc.reports.utility.numeric_columns`).
+    ranges : dict, optional
+        ``{variable: (low, high, integer-typed)}``: bounds of some numeric variables known
+        before the apply pass (checked against the data, see the module docstring).
     """
 
     def __init__(self, key_codes: np.ndarray, t_before: np.ndarray, sizes: list[int],
-                 weight_max: float | None, numeric: list[str]) -> None:
+                 weight_max: float | None, numeric: list[str],
+                 ranges: dict[str, tuple[float, float, bool]] | None = None) -> None:
         self.key_codes = np.asarray(key_codes)
         self.t_before = np.asarray(t_before, dtype=np.int64)
         self.n_records = int(self.t_before.sum())
@@ -82,13 +97,31 @@ class ReleaseAccumulator:
                            for j in range(len(self.sizes))]
         self.total = total
         self.group_ranges = [(int(o), int(o) + s) for o, s in zip(off, self.sizes, strict=True)]
-        bins = max(HIST_BINS // max(len(self.numeric), 1), 1 << 10)
-        self.select = {c: QuantileSelect(self.n_groups, hist_bins=bins, mirror=total)
-                       for c in self.numeric}
+        self.hist_bins = max(HIST_BINS // max(len(self.numeric), 1), 1 << 10)
+        ranges = ranges or {}
+        self.maps = {c: (ImageMap.of_range(*ranges[c]) if c in ranges else ImageMap())
+                     for c in self.numeric}
+        self.select = {c: self._new_select(c) for c in self.numeric}
         self.max_abs = {c: 0.0 for c in self.numeric}
         self.x_params: dict[str, tuple[int, int]] = {}
         self.x_sums: dict[str, np.ndarray] = {}
+        # a known range gives the exact-sum parameters now: the apply pass sums the values
+        for c, m in self.maps.items():
+            if not m.identity:
+                self.x_params[c] = ExactSums.params(self.n_records,
+                                                    max(abs(m.low), abs(m.high)))
+                self.x_sums[c] = np.zeros((4, self.n_cells))
+        #: columns whose sums the first refinement pass makes (set by start_refinement)
+        self.sums_pending: set[str] = set()
+        #: smallest and largest image seen per column with a known range, and the columns
+        #: with a value outside it (their select and sums start over in the refinement)
+        self.seen: dict[str, tuple[int, int]] = {}
+        self.outside: set[str] = set()
         self.refine_pass = 0
+
+    def _new_select(self, c: str) -> QuantileSelect:
+        return QuantileSelect(self.n_groups, hist_bins=self.hist_bins, mirror=self.total,
+                              image_map=self.maps[c])
 
     # -- Dask: partial accumulators ------------------------------------------------------------
     def spawn(self) -> ReleaseAccumulator:
@@ -101,6 +134,7 @@ class ReleaseAccumulator:
         new.select = {c: s.spawn() for c, s in self.select.items()}
         new.max_abs = {c: 0.0 for c in self.numeric}
         new.x_sums = {c: np.zeros_like(v) for c, v in self.x_sums.items()}
+        new.seen, new.outside = {}, set()
         return new
 
     def merge(self, other: ReleaseAccumulator) -> None:
@@ -116,6 +150,9 @@ class ReleaseAccumulator:
             self.max_abs[c] = max(self.max_abs[c], other.max_abs[c])
             if c in self.x_sums:
                 self.x_sums[c] += other.x_sums[c]
+            if c in other.seen:
+                self._see(c, *other.seen[c])
+        self.outside |= other.outside
         self._compact_pairs()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -145,11 +182,33 @@ class ReleaseAccumulator:
                 self.w[k] += np.bincount(cell, weights=hi, minlength=self.n_cells)
                 self.w[k + 1] += np.bincount(cell, weights=lo, minlength=self.n_cells)
         for c in self.numeric:
-            keep, u = images(values[c])
-            if u.size:
-                x = np.asarray(values[c], dtype=np.float64)[keep]
+            m = self.maps[c]
+            keep, u, inside = m.images(values[c])
+            x = np.asarray(values[c], dtype=np.float64)[keep]
+            if x.size:
                 self.max_abs[c] = max(self.max_abs[c], float(np.abs(x).max()))
-            self._select_add(c, rc[keep], rel[keep], u)
+            if c in self.outside:
+                continue
+            if not inside:  # the statistics do not bound the data: start over later
+                self.outside.add(c)
+                continue
+            rck, relk = rc[keep], rel[keep]
+            if not m.identity and u.size:
+                self._see(c, int(u.min()), int(u.max()))
+                self._sum_values(c, x, rck, relk)
+            self._select_add(c, rck, relk, u)
+
+    def _see(self, c: str, lo: int, hi: int) -> None:
+        old = self.seen.get(c)
+        self.seen[c] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+
+    def _sum_values(self, c: str, x: np.ndarray, rc: np.ndarray, rel: np.ndarray) -> None:
+        """Exact sums of the values per original and released cell."""
+        hi, lo = ExactSums.limbs(x, self.x_params[c])
+        s = self.x_sums[c]
+        for k, cell in ((0, rc), (2, rel)):
+            s[k] += np.bincount(cell, weights=hi, minlength=self.n_cells)
+            s[k + 1] += np.bincount(cell, weights=lo, minlength=self.n_cells)
 
     def _select_add(self, c: str, rc: np.ndarray, rel: np.ndarray, u: np.ndarray) -> None:
         sel = self.select[c]
@@ -193,17 +252,36 @@ class ReleaseAccumulator:
         if not self.numeric:
             return False
         self.refine_pass = 0
+        self.sums_pending = set()
+        for c in self.numeric:
+            m = self.maps[c]
+            # the range must bound the data and be its smallest and largest value: the
+            # exact-sum parameters are then the data's, as in the in-memory engine
+            if not m.identity and (c in self.outside or self.seen.get(c) != (0, m.span)):
+                self.maps[c] = ImageMap()
+                self.select[c] = self._new_select(c)  # round 1 in the first refinement pass
+                self.x_params.pop(c, None)
+                self.x_sums.pop(c, None)
+            else:
+                self.select[c].end_round()  # the apply pass counted its first round
+            if c not in self.x_params:
+                self.x_params[c] = ExactSums.params(self.n_records, self.max_abs[c])
+                self.x_sums[c] = np.zeros((4, self.n_cells))
+                self.sums_pending.add(c)
         rows = (np.concatenate(self.moved_rows) if self.moved_rows
                 else np.zeros(0, np.int64))
         cells = (np.concatenate(self.moved_cells) if self.moved_cells
                  else np.zeros(0, np.int64))
         order = np.argsort(rows, kind="stable")
         self.moved_rows, self.moved_cells = [rows[order]], [cells[order]]
-        for c in self.numeric:
-            self.x_params[c] = ExactSums.params(self.n_records, self.max_abs[c])
-            self.x_sums[c] = np.zeros((4, self.n_cells))
-            self.select[c].end_round()
-        return True
+        return bool(self.refining)
+
+    @property
+    def refining(self) -> list[str]:
+        """The numeric variables the current refinement pass reads (sums or a select open)."""
+        return [c for c in self.numeric
+                if (self.refine_pass == 0 and c in self.sums_pending)
+                or not self.select[c].done]
 
     def released_of(self, rows: np.ndarray, record_cell: np.ndarray) -> np.ndarray:
         """The released cell of records ``rows`` (global rows) whose original cells are
@@ -232,16 +310,11 @@ class ReleaseAccumulator:
         rc = np.asarray(record_cell, dtype=np.int64)
         rel = (self.released_of(rows, rc) if released_cell is None
                else np.asarray(released_cell, dtype=np.int64))
-        for c in self.numeric:
-            keep, u = images(values[c])
+        for c in self.refining:
+            keep, u, _ = self.maps[c].images(values[c])  # identity or checked: inside
             rck, relk = rc[keep], rel[keep]
-            if self.refine_pass == 0:
-                x = np.asarray(values[c], dtype=np.float64)[keep]
-                hi, lo = ExactSums.limbs(x, self.x_params[c])
-                s = self.x_sums[c]
-                for k, cell in ((0, rck), (2, relk)):
-                    s[k] += np.bincount(cell, weights=hi, minlength=self.n_cells)
-                    s[k + 1] += np.bincount(cell, weights=lo, minlength=self.n_cells)
+            if self.refine_pass == 0 and c in self.sums_pending:
+                self._sum_values(c, np.asarray(values[c], dtype=np.float64)[keep], rck, relk)
             self._select_add(c, rck, relk, u)
 
     def end_refine_pass(self) -> bool:

@@ -13,6 +13,11 @@ flipped for x >= 0, all bits flipped for x < 0); ``-0.0`` is first made ``+0.0``
 equal, and pandas' interpolation ``a + (b - a) * frac`` returns ``+0.0`` for either, so the
 sign of a zero never reaches a figure). NaN is excluded as pandas excludes it.
 
+When a column's range is known before the first pass (a Parquet file's statistics),
+:class:`ImageMap` shifts the images to start at 0 (``float_image(x) - float_image(low)``, or
+``x - low`` for an integer-typed column), so their leading bits are known zeros and the first
+digit is spent on the bits in which the values differ.
+
 Rounds (a most-significant-digit radix select)
 ----------------------------------------------
 :class:`QuantileSelect` keeps *slots* (a group and a known prefix of the image of its target
@@ -42,15 +47,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLLECT_VALUES", "HIST_BINS", "LUT_MAX", "QUARTILES", "QuantileSelect", "float_image",
-           "image_float", "images", "interpolate"]
+__all__ = ["COLLECT_VALUES", "HIST_BINS", "LUT_MAX", "QUARTILES", "ImageMap", "QuantileSelect",
+           "float_image", "image_float", "images", "interpolate"]
 
 #: Histogram counters per select (int64: 64 MB) - bounds the first round's memory.
 HIST_BINS = 1 << 23
-#: Values a collect round may keep (image + slot: 16 bytes each, 128 MB).
-COLLECT_VALUES = 1 << 23
+#: Values a collect round may keep (image + slot: 16 bytes each, 256 MB).
+COLLECT_VALUES = 1 << 24
 #: Largest (group, prefix) -> slot lookup table (int64: 128 MB).
 LUT_MAX = 1 << 24
+#: Longest known prefix the prefilter looks up in a table (2^22 int32: 16 MB) instead of by
+#: binary search.
+PREFIX_LUT_BITS = 22
 QUARTILES = (0.25, 0.5, 0.75)
 _SIGN = np.uint64(1 << 63)
 _ONES = np.uint64((1 << 64) - 1)
@@ -59,7 +67,12 @@ _ONES = np.uint64((1 << 64) - 1)
 def float_image(x: np.ndarray) -> np.ndarray:
     """The order-preserving uint64 image of non-NaN float64 values (``-0.0`` as ``+0.0``)."""
     u = (np.asarray(x, dtype=np.float64) + 0.0).view(np.uint64)
-    return np.where(u & _SIGN, ~u, u | _SIGN)
+    # x < 0: all bits flipped (~u = u ^ ones); x >= 0: the sign bit set (u ^ sign); the
+    # arithmetic shift of the sign gives ones or zeros: two passes, one temporary
+    flip = (u.view(np.int64) >> 63).view(np.uint64)
+    flip |= _SIGN
+    flip ^= u
+    return flip
 
 
 def image_float(u: np.ndarray) -> np.ndarray:
@@ -73,6 +86,89 @@ def images(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(values, dtype=np.float64)
     keep = ~np.isnan(x)
     return keep, float_image(x[keep])
+
+
+class ImageMap:
+    """An order-preserving map of a column's non-NaN values onto ``0..span`` (uint64).
+
+    The select learns ``64 - span.bit_length()`` leading bits for free (they are zero), so a
+    column whose range is known before the first pass (Parquet statistics) spends the first
+    round's digit on the bits that differ between its values:
+
+    * ``kind="float"``: ``float_image(x) - float_image(low)``; a lognormal income from 50 to
+      10^7 spans about 2^57 images, so a 13-bit first digit splits every binade in 256 bins
+      instead of 2;
+    * ``kind="int"`` (integer-typed column, ``|low|, |high| <= 2^52``): ``x - low`` exactly, so
+      hours 0..79 span 7 bits and the first round resolves every order statistic.
+
+    The identity map (``ImageMap()``) is :func:`float_image` itself. Values outside
+    ``[low, high]`` (statistics that do not bound the data) are reported by :meth:`images`
+    (``inside=False``); the caller must then not count them (see
+    :class:`sdc.reports.accumulate.ReleaseAccumulator`, which starts that column over with the
+    identity map).
+    """
+
+    def __init__(self, low: float | None = None, high: float | None = None,
+                 integral: bool = False) -> None:
+        self.low, self.high = low, high
+        if low is None or high is None:
+            self.kind, self.base, self.span = "float", 0, (1 << 64) - 1
+        elif integral:
+            self.kind, self.base, self.span = "int", 0, int(high) - int(low)
+        else:
+            lo, hi = float_image(np.array([low, high], dtype=np.float64)).tolist()
+            self.kind, self.base, self.span = "float", int(lo), int(hi) - int(lo)
+        if self.span < 0:
+            raise ValueError(f"low={low} is above high={high}")
+
+    @classmethod
+    def of_range(cls, low: float, high: float, integral: bool) -> ImageMap:
+        """The map for a column whose non-NaN values lie in ``[low, high]`` (``integral``:
+        integer-typed); the identity map when the range is not usable."""
+        ok = np.isfinite(low) and np.isfinite(high) and low <= high
+        if not ok:
+            return cls()
+        integral = bool(integral and float(low).is_integer() and float(high).is_integer()
+                        and max(abs(low), abs(high)) <= 2.0**52)
+        return cls(float(low), float(high), integral)
+
+    @property
+    def identity(self) -> bool:
+        return self.low is None
+
+    @property
+    def known_bits(self) -> int:
+        """Leading bits every image has as zero (at most 63: one digit is always counted)."""
+        return 64 - max(self.span.bit_length(), 1)
+
+    def images(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        """``(keep, image, inside)``: the non-NaN mask, the images of the kept values, and
+        whether every kept value lies in ``[low, high]`` (the images are meaningless if not)."""
+        x = np.asarray(values, dtype=np.float64)
+        keep = ~np.isnan(x)
+        xk = x[keep]
+        if self.identity:
+            return keep, float_image(xk), True
+        if self.kind == "int":
+            d = xk - self.low  # exact: integers below 2^53
+            inside = bool(d.size == 0 or (d.min() >= 0 and d.max() <= self.span))
+            return keep, (d.astype(np.uint64) if inside else np.zeros(0, np.uint64)), inside
+        u = float_image(xk)
+        u -= np.uint64(self.base)  # a value below low wraps around above span
+        inside = bool(u.size == 0 or int(u.max()) <= self.span)
+        return keep, u, inside
+
+    def values(self, image: np.ndarray) -> np.ndarray:
+        """The float64 values of images (inverse of :meth:`images`)."""
+        u = np.asarray(image, dtype=np.uint64)
+        if self.identity:
+            return image_float(u)
+        if self.kind == "int":
+            return u.astype(np.float64) + self.low
+        return image_float(u + np.uint64(self.base))
+
+    def __repr__(self) -> str:
+        return f"ImageMap(low={self.low}, high={self.high}, kind={self.kind!r})"
 
 
 def _ranks(n: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -97,8 +193,11 @@ class QuantileSelect:
     """
 
     def __init__(self, n_groups: int, *, hist_bins: int | None = None,
-                 collect_values: int | None = None, mirror: int | None = None) -> None:
+                 collect_values: int | None = None, mirror: int | None = None,
+                 image_map: ImageMap | None = None) -> None:
         self.n_groups = int(n_groups)
+        #: how values become images (:class:`ImageMap`): the caller's images must be its
+        self.image_map = ImageMap() if image_map is None else image_map
         #: groups ``mirror..2 mirror - 1`` start the first round with the counts of groups
         #: ``0..mirror - 1`` (added at its end): a caller whose second half of groups differs
         #: from the first for few values counts the first half and only the differences
@@ -110,7 +209,7 @@ class QuantileSelect:
         self.collect_values = int(COLLECT_VALUES if collect_values is None else collect_values)
         self.count = np.zeros(self.n_groups, dtype=np.int64)
         self.round = 1
-        self.known = 0
+        self.known = self.image_map.known_bits
         self.mode = "hist"
         self.slot_group = np.arange(self.n_groups, dtype=np.int64)
         self.slot_prefix = np.zeros(self.n_groups, dtype=np.uint64)
@@ -133,6 +232,12 @@ class QuantileSelect:
         """Slots are sorted by (group, prefix); ``prefixes`` are their distinct prefixes and
         ``slot_key = group * len(prefixes) + rank of the prefix`` is sorted too."""
         self.prefixes = np.unique(self.slot_prefix)
+        # prefix -> its rank (or -1) for the prefilter, when the prefixes are short
+        self.prefix_lut = None
+        if lut and self.known <= PREFIX_LUT_BITS:
+            self.prefix_lut = np.full(1 << self.known, -1, dtype=np.int32)
+            self.prefix_lut[self.prefixes.astype(np.int64)] = np.arange(self.prefixes.size,
+                                                                       dtype=np.int32)
         self.slot_key = (self.slot_group * max(self.prefixes.size, 1)
                          + np.searchsorted(self.prefixes, self.slot_prefix))
         # a dense (group, prefix rank) -> slot table when small: one gather per value
@@ -214,6 +319,10 @@ class QuantileSelect:
         if p.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         prefix = image >> np.uint64(64 - self.known)
+        if self.prefix_lut is not None:  # short prefixes: one gather per value
+            r = self.prefix_lut[prefix]
+            idx = np.flatnonzero(r >= 0)
+            return idx, r[idx].astype(np.int64)
         r = np.minimum(np.searchsorted(p, prefix), p.size - 1)
         idx = np.flatnonzero(p[r] == prefix)
         return idx, r[idx]
@@ -239,8 +348,8 @@ class QuantileSelect:
 
     def first_digits(self, image: np.ndarray) -> np.ndarray:
         """The first round's digit of every image (shared by :meth:`add` calls on the same
-        values)."""
-        return (image >> np.uint64(64 - self.bits)).astype(np.int64)
+        values; the map's leading ``known`` bits are zero)."""
+        return (image >> np.uint64(64 - self.known - self.bits)).astype(np.int64)
 
     def add_signed(self, groups: np.ndarray, image: np.ndarray, sign: int) -> None:
         """First round only: add (``sign=1``) or remove (``sign=-1``) single values (few:
@@ -320,7 +429,7 @@ class QuantileSelect:
                 order = np.lexsort((u, s))
                 s, u = s[order], u[order]
             first = np.searchsorted(s, slot)
-            self.t_value[open_] = image_float(u[first + left])
+            self.t_value[open_] = self.image_map.values(u[first + left])
             self.t_done[open_] = True
         else:
             cum = np.cumsum(self.hist)
@@ -328,7 +437,7 @@ class QuantileSelect:
             flat = np.searchsorted(cum, base + left, side="right")
             if self.round > 1:
                 same = self.smin[flat] == self.smax[flat]  # one distinct value in the bin
-                self.t_value[open_[same]] = image_float(self.smin[flat[same]])
+                self.t_value[open_[same]] = self.image_map.values(self.smin[flat[same]])
                 self.t_done[open_[same]] = True
             below = np.concatenate(([0], cum))[flat]
             digit = (flat - (slot << self.bits)).astype(np.uint64)
@@ -338,7 +447,7 @@ class QuantileSelect:
             self.t_left[open_] = base + left - below
             live = ~self.t_done[open_]
             if self.known >= 64:
-                self.t_value[open_[live]] = image_float(prefix[live])
+                self.t_value[open_[live]] = self.image_map.values(prefix[live])
                 self.t_done[open_[live]] = True
             else:
                 self._next_slots(open_[live], self.t_group[open_[live]], prefix[live],

@@ -170,3 +170,24 @@ def test_reading_a_parquet_file_does_not_keep_what_it_has_read(tmp_path):
         if i == 40:
             break
     assert held < 8 * (8 * n)  # a few row groups, not 41 of them (pre_buffer: 330 MB)
+
+
+def test_value_ranges_come_from_the_parquet_statistics(tmp_path):
+    """Every row group's minimum and maximum (a row group of nulls only is skipped); nothing
+    for a CSV file, a column without statistics, or a NaN bound."""
+    from sdc.io.batches import input_value_ranges
+
+    t = pa.table({"a": pa.array([3, 9, None, None], pa.int64()),
+                  "b": pa.array([0.5, -2.25, None, None]),
+                  "c": pa.array([1.0, 2.0, 3.0, float("nan")])})
+    path = tmp_path / "s.parquet"
+    pq.write_table(t, path, row_group_size=2)  # the second row group: a and b all null
+    cfg = _config(path)
+    got = input_value_ranges(cfg, ["a", "b"])
+    assert got == {"a": (3.0, 9.0, True), "b": (-2.25, 0.5, False)}
+    # no statistics written: no range
+    pq.write_table(t, path, write_statistics=["a"])
+    assert input_value_ranges(cfg, ["a", "b"]) == {"a": (3.0, 9.0, True)}
+    csv = tmp_path / "s.csv"
+    t.to_pandas().to_csv(csv, index=False)
+    assert input_value_ranges(_config(csv, fmt="csv"), ["a", "b"]) == {}

@@ -353,6 +353,7 @@ def report_frame(n: int, seed: int = 8, with_missing: bool = True) -> pd.DataFra
     frame["zeros"] = zeros
     frame["skew"] = rng.pareto(0.8, n) * 1e3
     frame["neg"] = -rng.exponential(3.0, n).round(1)
+    frame["kids"] = rng.integers(-1, 9, n)  # integer-typed: resolved in the apply pass
     return frame
 
 
@@ -408,6 +409,46 @@ def test_streaming_reports_equal_pandas(tmp_path, monkeypatch, fmt):
     got = stream_release(cfg, 11, tmp_path / "s2", batch_rows=1000)
     assert got.accumulator.refine_pass > 1
     files = batch_reports(got, cfg, seed=11, n_sim=20).files()
+    for name, data in expected.items():
+        assert files[name] == data, name
+
+
+@pytest.mark.parametrize("stats", ["parquet", "loose", "narrow", "shifted", "none"])
+def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch, stats):
+    """The Parquet statistics only steer the quartile select: exact ones let the apply pass
+    sum the values and resolve the integer column; ranges wider than the data (the sums'
+    parameters would differ), narrower (values outside) or shifted are detected and those
+    columns start over with the plain image. The reports are the pandas engine's, byte for
+    byte, in every case."""
+    from sdc.release import batch_reports as br
+
+    frame = report_frame(3_000)
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=800)
+    cfg = report_config(path, tmp_path / "rel", "parquet")
+    expected = pandas_reports(cfg, 11)
+    real = br.input_value_ranges
+
+    def ranges(config, columns):
+        r = real(config, columns)
+        assert set(r) == set(columns)  # pyarrow writes statistics for every numeric column
+        change = {"parquet": lambda lo, hi: (lo, hi), "loose": lambda lo, hi: (lo - 1, hi),
+                  "narrow": lambda lo, hi: (lo, (lo + hi) / 2),
+                  "shifted": lambda lo, hi: (lo + 0.5, hi + 0.5)}
+        if stats == "none":
+            return {}
+        return {c: (*change[stats](lo, hi), i) for c, (lo, hi, i) in r.items()}
+
+    monkeypatch.setattr(br, "input_value_ranges", ranges)
+    got = stream_release(cfg, 11, tmp_path / "s", batch_rows=500)
+    acc = got.accumulator
+    if stats == "parquet":
+        assert not acc.sums_pending and acc.select["kids"].round == 2  # no refinement
+        assert acc.maps["kids"].kind == "int" and not acc.maps["income"].identity
+    else:  # every column started over (or started) with the plain image
+        assert acc.sums_pending == set(acc.numeric)
+        assert all(m.identity for m in acc.maps.values())
+    files = br.batch_reports(got, cfg, seed=11, n_sim=20).files()
     for name, data in expected.items():
         assert files[name] == data, name
 
