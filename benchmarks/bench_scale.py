@@ -13,9 +13,11 @@ peak RSS (``ru_maxrss`` of the process and, for Dask, the sum of the workers' pe
   dask      : :func:`sdc.release.dask_engine.dask_release` on a LocalCluster of 2 workers.
 
 The engines accumulate the report aggregates during their passes and make the report
-refinement passes (``report_passes_seconds``: keys and numeric columns read again for the
-exact numeric summaries); ``report_build_seconds`` is building risk.json, utility.json and
-report.html from them afterwards. Both are included in ``seconds`` and ``peak_rss_mb``.
+refinement passes when a quartile is not yet exact (keys and numeric columns read again;
+``report_passes_seconds``: for streaming, the wait for those passes after the writing, since
+they run alongside it; for dask, the passes on the cluster); ``report_build_seconds`` is
+building risk.json, utility.json and report.html from them afterwards. Both are included in
+``seconds`` and ``peak_rss_mb``.
 
 The machine is shared: ``uptime`` (load average) is printed next to every figure.
 

@@ -10,7 +10,10 @@ where ``content`` hashes the record's public values (all public columns but ``re
 normalized through the public Arrow schema, so a value hashes alike whatever pandas dtype one
 batch had). Records are sorted by (order, content); ``record_id`` numbers them 1..n. Records
 with equal content are interchangeable, so the file's bytes do not depend on the input's row
-order, on batching, or on the engine. The order reveals nothing about the original records: it
+order, on batching, or on the engine. ``order`` is a bijection of ``content`` (the murmur3
+finalizer, the xor and the addition are invertible), so sorting by ``order`` alone is the
+same as by (order, content): equal order keys mean equal content hashes, and the engines
+need not carry the content hash along with the records. The order reveals nothing about the original records: it
 is a function of the public values and the secret seed only. The salt (SHA-256 of the cell
 table) makes the order of two releases of a series differ even where records are unchanged.
 
@@ -31,7 +34,7 @@ from sdc.engine.cells import CellTable
 __all__ = ["ORDER_COLUMNS", "bucket_of", "content_hash", "order_keys", "order_salt",
            "sort_positions"]
 
-ORDER_COLUMNS = ("__sdc_order", "__sdc_content")
+ORDER_COLUMNS = ("__sdc_order",)
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -118,13 +121,14 @@ def order_keys(table: pa.Table, seed: int, salt: int) -> tuple[np.ndarray, np.nd
     return order, content
 
 
-def sort_positions(order: np.ndarray, content: np.ndarray) -> np.ndarray:
-    """Positions sorted by (order, content): one argsort of ``order``; the rare equal order keys
-    (identical records, or a 64-bit collision) are resolved by a lexsort."""
+def sort_positions(order: np.ndarray) -> np.ndarray:
+    """Positions sorted by ``order`` (hence by (order, content), see the module docstring): one
+    argsort; the rare equal order keys (identical records, or a 64-bit collision of the
+    content hash) keep their relative order (a stable sort)."""
     pos = np.argsort(order)
     o = order[pos]
     if o.size > 1 and (o[1:] == o[:-1]).any():
-        return np.lexsort((content, order))
+        return np.argsort(order, kind="stable")
     return pos
 
 
@@ -145,5 +149,5 @@ def public_positions(frame, schema: pa.Schema, seed: int, cells: CellTable) -> n
     from sdc.io.batches import frame_to_table
 
     table = frame_to_table(frame, schema)
-    order, content = order_keys(table, seed, order_salt(cells))
-    return sort_positions(order, content)
+    order, _ = order_keys(table, seed, order_salt(cells))
+    return sort_positions(order)

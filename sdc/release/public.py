@@ -168,9 +168,9 @@ def public_records(result: ReleaseResult, config: ReleaseConfig, seed: int,
         schema = public_schema_for(config, result.frame)
     body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
     table = frame_to_table(frame, body)
-    order, content = order_keys(table, seed, order_salt(result.cells))
-    pos = sort_positions(order, content)
-    del order, content
+    order, _ = order_keys(table, seed, order_salt(result.cells))
+    pos = sort_positions(order)
+    del order
     return PublicRecords(frame, table, pos, schema)
 
 

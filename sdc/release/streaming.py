@@ -76,9 +76,9 @@ from sdc.io.batches import (
     read_bucket,
 )
 from sdc.release.batch_reports import (
+    BackgroundRefinement,
     add_apply_batch,
     new_accumulator,
-    refine_streaming,
     report_numeric_columns,
 )
 from sdc.release.order import ORDER_COLUMNS, bucket_of, order_keys, order_salt, sort_positions
@@ -591,9 +591,8 @@ def release_batch(frame: pd.DataFrame, record_cell: np.ndarray, cells: CellTable
         perturb.changed += ch
     body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
     table = frame_to_table(out, body)
-    order, content = order_keys(table, seed, salt)
+    order, _ = order_keys(table, seed, salt)  # order determines content: only order travels
     table = table.append_column(ORDER_COLUMNS[0], pa.array(order, pa.uint64()))
-    table = table.append_column(ORDER_COLUMNS[1], pa.array(content, pa.uint64()))
     return table, released
 
 
@@ -610,17 +609,14 @@ def _bucket_bits(n: int) -> int:
 
 
 def sorted_buckets(bucket_files: list[Path]) -> Iterator[pa.Table]:
-    """Each non-empty bucket sorted by (order, content), order columns dropped, ``record_id``
+    """Each non-empty bucket sorted by its order key, order column dropped, ``record_id``
     numbered from 1 on across the buckets: the public records in their public order."""
     next_id = 1
     for path in bucket_files:
         table = read_bucket(path)
         if table is None or table.num_rows == 0:
             continue
-        order = table.column(ORDER_COLUMNS[0]).to_numpy()
-        content = table.column(ORDER_COLUMNS[1]).to_numpy()
-        positions = pa.array(sort_positions(order, content))
-        del order, content
+        positions = pa.array(sort_positions(table.column(ORDER_COLUMNS[0]).to_numpy()))
         # the order columns are dropped before the gather, not after: 2 columns fewer to take
         table = table.drop_columns(list(ORDER_COLUMNS)).take(positions)
         ids = pa.array(np.arange(next_id, next_id + table.num_rows, dtype=np.int64))
@@ -630,7 +626,7 @@ def sorted_buckets(bucket_files: list[Path]) -> Iterator[pa.Table]:
 
 
 def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> None:
-    """Sort each bucket by (order, content) in memory and append it; number ``record_id``.
+    """Sort each bucket by its order key in memory and append it; number ``record_id``.
     The next bucket is read and sorted by a background thread while this one is encoded
     (:func:`sdc.io.batches.read_ahead_frames`: one sorted bucket ahead at most)."""
     for table in read_ahead_frames(sorted_buckets(bucket_files), 1):
@@ -726,6 +722,7 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     say("releasing records (pass 3 of 3)")
     bits = _bucket_bits(count.n_records)
     tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
+    refinement = None
     try:
         # temporary buckets as Arrow IPC files: no encoding, no compression (the order keys are
         # random; measured 6x faster to write and 10x to read back than Parquet)
@@ -759,6 +756,8 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             del table, frame
         for w in writers.values():
             w.close()
+        # the report refinement passes re-read the input while the files below are written
+        refinement = BackgroundRefinement(acc, locate, config, batch_rows=batch_rows)
         records_file = None
         if spill is not None:
             spill.close()
@@ -779,16 +778,22 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             handles["csv"] = open(files["microdata.csv"], "wb")  # noqa: SIM115
         try:
             writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
-            write_buckets_in_order(bucket_files, writer)
-            writer.close()
+            try:
+                write_buckets_in_order(bucket_files, writer)
+            finally:  # also after a failure: the writer must not outlive its file handles
+                writer.close()
         finally:
             for h in handles.values():
                 h.close()
+    except BaseException:
+        if refinement is not None:
+            refinement.cancel()
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if acc.numeric:
-        say("numeric summaries for the reports (keys and numeric columns again)")
-    refine_streaming(acc, locate, config, batch_rows=batch_rows)
+        say("numeric summaries for the reports (finishing the passes run alongside the writing)")
+    refinement.result()
     return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files,
                         accumulator=acc, records_file=records_file,
                         dp_perturbations=perturb.perturbations() if perturb else [])

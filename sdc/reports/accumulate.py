@@ -177,10 +177,8 @@ class ReleaseAccumulator:
             if len(self.pairs) > 64:
                 self._compact_pairs()
         if self.w is not None and weights is not None:
-            hi, lo = ExactSums.limbs(np.asarray(weights, dtype=np.float64), self.params)
-            for k, cell in ((0, rc), (2, rel)):
-                self.w[k] += np.bincount(cell, weights=hi, minlength=self.n_cells)
-                self.w[k + 1] += np.bincount(cell, weights=lo, minlength=self.n_cells)
+            self._sums_by_cell(self.w, np.asarray(weights, dtype=np.float64), self.params,
+                               rc, rel, moved)
         for c in self.numeric:
             m = self.maps[c]
             keep, u, inside = m.images(values[c])
@@ -204,11 +202,25 @@ class ReleaseAccumulator:
 
     def _sum_values(self, c: str, x: np.ndarray, rc: np.ndarray, rel: np.ndarray) -> None:
         """Exact sums of the values per original and released cell."""
-        hi, lo = ExactSums.limbs(x, self.x_params[c])
-        s = self.x_sums[c]
-        for k, cell in ((0, rc), (2, rel)):
-            s[k] += np.bincount(cell, weights=hi, minlength=self.n_cells)
-            s[k + 1] += np.bincount(cell, weights=lo, minlength=self.n_cells)
+        self._sums_by_cell(self.x_sums[c], x, self.x_params[c], rc, rel,
+                           np.flatnonzero(rel != rc))
+
+    def _sums_by_cell(self, s: np.ndarray, w: np.ndarray, params: tuple[int, int],
+                      rc: np.ndarray, rel: np.ndarray, moved: np.ndarray) -> None:
+        """``s[0:2]`` += the exact limbs of ``w`` summed per original cell, ``s[2:4]`` per
+        released cell. The released sums are the original ones with the moved records' limbs
+        taken out of their cell and put into their released cell (``np.subtract.at`` /
+        ``np.add.at`` on the few moved records instead of a second pass over the batch): every
+        partial result is a sum of actual terms, an integer below 2^53, so it is exact and
+        equals the direct sum bit for bit."""
+        hi, lo = ExactSums.limbs(w, params)
+        for k, limb in ((0, hi), (1, lo)):
+            b = np.bincount(rc, weights=limb, minlength=self.n_cells)
+            s[k] += b
+            if moved.size:
+                np.subtract.at(b, rc[moved], limb[moved])
+                np.add.at(b, rel[moved], limb[moved])
+            s[k + 2] += b
 
     def _select_add(self, c: str, rc: np.ndarray, rel: np.ndarray, u: np.ndarray) -> None:
         sel = self.select[c]

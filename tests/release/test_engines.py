@@ -453,6 +453,48 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
         assert files[name] == data, name
 
 
+def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_it(
+        tmp_path, monkeypatch):
+    """The report refinement passes run in a thread alongside the writing: an error of the
+    passes is raised by stream_release, and a failed write stops the passes (no thread is
+    left reading the input)."""
+    import threading
+
+    from sdc.release import batch_reports as br
+    from sdc.release import streaming
+
+    frame = report_frame(2_000)
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    cfg = report_config(path, tmp_path / "rel", "parquet")
+    monkeypatch.setattr(br, "input_value_ranges", lambda config, columns: {})  # passes needed
+
+    def broken_pass(*args, **kwargs):
+        raise RuntimeError("refinement failed")
+
+    with monkeypatch.context() as m:
+        m.setattr(br, "add_refine_batch", broken_pass)
+        with pytest.raises(RuntimeError, match="refinement failed"):
+            stream_release(cfg, 11, tmp_path / "a", batch_rows=400)
+
+    started = threading.Event()
+    real = br.add_refine_batch
+
+    def slow_pass(*args, **kwargs):
+        started.set()
+        real(*args, **kwargs)
+
+    def broken_write(bucket_files, writer):
+        assert started.wait(30)  # the passes are running
+        raise OSError("disk full")
+
+    monkeypatch.setattr(br, "add_refine_batch", slow_pass)
+    monkeypatch.setattr(streaming, "write_buckets_in_order", broken_write)
+    with pytest.raises(OSError, match="disk full"):
+        stream_release(cfg, 11, tmp_path / "b", batch_rows=400)
+    assert not [t for t in threading.enumerate() if t.name == "sdc-report-refinement"]
+
+
 def test_streaming_reports_equal_pandas_with_perturb(tmp_path):
     """A categorical perturb: variable (DP-PRAM, not a key) changes no report figure's
     source: the reports of the streaming engine are still the pandas engine's, byte for byte."""
@@ -568,3 +610,21 @@ def test_bucket_of_is_small_for_a_radix_sort():
     assert bucket_of(keys, 3).tolist() == [0, 4, 7]
     assert bucket_of(keys, 0).tolist() == [0, 0, 0]
     assert bucket_of(keys, 20).tolist() == [0, 2**19, 2**20 - 1]
+
+
+def test_the_order_key_determines_the_content_hash():
+    """order = fmix64(fmix64(content ^ k0) + k1) is invertible, so sorting by the order key
+    alone (what the engines carry) is sorting by (order, content): on a table with many
+    duplicated records, equal order keys occur exactly for equal content hashes, and the
+    positions equal the lexsort of both keys."""
+    from sdc.release.order import order_keys, sort_positions
+
+    rng = np.random.default_rng(2)
+    t = pa.table({"a": rng.integers(0, 4, 50_000), "b": rng.integers(0, 3, 50_000)})
+    order, content = order_keys(t, seed=5, salt=9)
+    pairs = np.unique(np.stack([order, content], axis=1), axis=0)
+    assert np.unique(order).size == np.unique(content).size == pairs.shape[0] == 12
+    assert np.array_equal(order[sort_positions(order)],
+                          order[np.lexsort((content, order))])
+    assert np.array_equal(content[sort_positions(order)],
+                          content[np.lexsort((content, order))])
