@@ -93,6 +93,9 @@ class ReleaseAccumulator:
         # flat group of every cell under (side, key j): before groups first, then after
         off = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
         self.n_groups = 2 * total
+        #: every cell's code of key j (its group within key j's range)
+        self.key_local = [np.ascontiguousarray(self.key_codes[:, j], dtype=np.int64)
+                          for j in range(len(self.sizes))]
         self.cell_group = [self.key_codes[:, j].astype(np.int64) + off[j]
                            for j in range(len(self.sizes))]
         self.total = total
@@ -179,6 +182,7 @@ class ReleaseAccumulator:
         if self.w is not None and weights is not None:
             self._sums_by_cell(self.w, np.asarray(weights, dtype=np.float64), self.params,
                                rc, rel, moved)
+        local_all = None
         for c in self.numeric:
             m = self.maps[c]
             keep, u, inside = m.images(values[c])
@@ -190,11 +194,18 @@ class ReleaseAccumulator:
             if not inside:  # the statistics do not bound the data: start over later
                 self.outside.add(c)
                 continue
-            rck, relk = rc[keep], rel[keep]
+            every = u.size == rc.size  # no missing value: no copies of the cell columns
+            rck, relk = (rc, rel) if every else (rc[keep], rel[keep])
             if not m.identity and u.size:
                 self._see(c, int(u.min()), int(u.max()))
                 self._sum_values(c, x, rck, relk)
-            self._select_add(c, rck, relk, u)
+            local = None
+            if self.select[c].round == 1 and not self.select[c].done:
+                # the records' key codes, gathered once per batch for all the columns
+                if local_all is None:
+                    local_all = [k[rc] for k in self.key_local]
+                local = local_all if every else [k[keep] for k in local_all]
+            self._select_add(c, rck, relk, u, local)
 
     def _see(self, c: str, lo: int, hi: int) -> None:
         old = self.seen.get(c)
@@ -222,7 +233,10 @@ class ReleaseAccumulator:
                 np.add.at(b, rel[moved], limb[moved])
             s[k + 2] += b
 
-    def _select_add(self, c: str, rc: np.ndarray, rel: np.ndarray, u: np.ndarray) -> None:
+    def _select_add(self, c: str, rc: np.ndarray, rel: np.ndarray, u: np.ndarray,
+                    local: list[np.ndarray] | None = None) -> None:
+        """Feed the values ``u`` (images) of records in cells ``rc`` (released: ``rel``) to
+        column c's select; ``local``: the first round's per-key codes of ``rc`` if known."""
         sel = self.select[c]
         if sel.done:
             return
@@ -233,7 +247,8 @@ class ReleaseAccumulator:
             digit = sel.first_digits(u)
             moved = np.flatnonzero(rel != rc)
             for j, (a, b) in enumerate(self.group_ranges):
-                sel.add(self.cell_group[j][rc], u, (a, b), digit=digit)
+                sel.add_first(self.key_local[j][rc] if local is None else local[j], digit,
+                              (a, b))
                 if moved.size:
                     g_from = self.cell_group[j][rc[moved]]
                     g_to = self.cell_group[j][rel[moved]]

@@ -274,8 +274,6 @@ class QuantileSelect:
 
     def merge(self, other: QuantileSelect) -> None:
         """Add the counts of a partial select of the same round (see :meth:`spawn`)."""
-        if self.round == 1:
-            self.count += other.count
         if self.done:
             return
         if self.mode == "hist":
@@ -359,8 +357,21 @@ class QuantileSelect:
         groups = np.asarray(groups, dtype=np.int64)
         if groups.size == 0:
             return
-        np.add.at(self.count, groups, sign)
         np.add.at(self.hist, (groups << self.bits) + self.first_digits(image), sign)
+
+    def add_first(self, local: np.ndarray, digit: np.ndarray, group_range: tuple[int, int]
+                  ) -> None:
+        """First round, the fast form of :meth:`add`: ``local`` = group - a of every value
+        (groups in ``group_range = (a, b)``), ``digit`` = :meth:`first_digits` of its image."""
+        if self.round != 1:
+            raise RuntimeError("add_first is for the first round only")
+        if local.size == 0:
+            return
+        a, b = group_range
+        flat = local << self.bits
+        flat += digit
+        lo, hi = a << self.bits, b << self.bits
+        self.hist[lo:hi] += np.bincount(flat, minlength=hi - lo)
 
     def add(self, groups: np.ndarray, image: np.ndarray,
             group_range: tuple[int, int] | None = None,
@@ -375,8 +386,6 @@ class QuantileSelect:
         """
         groups = np.asarray(groups, dtype=np.int64)
         a, b = group_range if group_range is not None else (0, self.n_groups)
-        if self.round == 1:
-            self.count[a:b] += np.bincount(groups - a, minlength=b - a)
         if self.done or groups.size == 0:
             return
         slot, u = self._match(groups, image, prefix_rank)
@@ -408,8 +417,9 @@ class QuantileSelect:
         if self.round == 1:
             if self.mirror is not None:
                 m = self.mirror
-                self.count[m:] += self.count[:m]
                 self.hist[m << self.bits:] += self.hist[:m << self.bits]
+            # values per group: the first round's histogram summed over the digits
+            self.count = self.hist.reshape(self.n_groups, 1 << self.bits).sum(axis=1)
             self._make_targets()
         open_ = np.flatnonzero(~self.t_done)
         slot = self.t_slot[open_]
