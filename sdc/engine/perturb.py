@@ -42,7 +42,7 @@ from sdc.errors import InputError
 from sdc.mechanisms.dp_pram import DPPramResult, dp_pram
 
 __all__ = ["DPPerturbation", "PerturbDesign", "apply_perturbations", "merge_value_counts",
-           "perturb_batch", "perturb_designs", "perturb_value_counts"]
+           "PerturbValues", "perturb_batch", "perturb_designs", "perturb_value_counts"]
 
 
 @dataclass(frozen=True)
@@ -84,41 +84,98 @@ def keyed_dp_pram(codes: np.ndarray, design: DPPramResult, identity: np.ndarray,
     return out
 
 
-def _rows(mask: np.ndarray, row_numbers: np.ndarray | None) -> str:
-    pos = np.flatnonzero(mask)[:5]
-    nums = pos if row_numbers is None else np.asarray(row_numbers)[pos]
-    return ", ".join(str(int(r) + 1) for r in nums)
+class PerturbValues:
+    """The value counts of one ``perturb:`` variable and its problems (missing values, values
+    outside the listed ``categories``), added up over batches in any order: the error names
+    the whole file's count of bad rows and its first rows, as a check of the whole file does.
+
+    Use: :meth:`add` per batch (or :meth:`merge` of partial ones: Dask pieces), then
+    :meth:`check` (raises :class:`~sdc.errors.InputError`) and :meth:`value_counts`.
+    """
+
+    def __init__(self, variable: str, config: ReleaseConfig) -> None:
+        self.variable = variable
+        spec = config.perturb[variable]
+        self.categories = None if spec.categories is None else list(spec.categories)
+        self.counts: list[pd.Series] = []
+        self.n_missing = 0
+        self.missing_rows = np.zeros(0, np.int64)
+        self.n_outside = 0
+        self.outside_rows = np.zeros(0, np.int64)
+        #: (first global row, value) of the first distinct bad values (5 per batch suffice)
+        self.outside_values: list[tuple[int, Any]] = []
+
+    def add(self, frame: pd.DataFrame, row_numbers: np.ndarray | None = None) -> None:
+        """One batch (``row_numbers``: its 0-based global rows; default its positions)."""
+        var = self.variable
+        if var not in frame.columns:
+            raise InputError(f"column {var!r} (named in perturb) is not in the input; the input "
+                             f"has {list(frame.columns)[:20]}. Fix the name in the config")
+        col = frame[var]
+        rows = (np.arange(len(frame)) if row_numbers is None
+                else np.asarray(row_numbers, dtype=np.int64))
+        isna = col.isna().to_numpy()
+        if isna.any():
+            self.n_missing += int(isna.sum())
+            self.missing_rows = np.sort(np.concatenate([self.missing_rows, rows[isna][:5]]))[:5]
+        if self.categories is not None:
+            bad = ~isna & (pd.Index(self.categories).get_indexer(col) < 0)
+            if bad.any():
+                self.n_outside += int(bad.sum())
+                self.outside_rows = np.sort(np.concatenate([self.outside_rows,
+                                                            rows[bad][:5]]))[:5]
+                vals = col[bad]
+                first = ~vals.duplicated().to_numpy()
+                self.outside_values += list(zip(rows[bad][first][:5].tolist(),
+                                                vals[first][:5].tolist(), strict=True))
+        self.counts.append(col.value_counts(sort=False))
+
+    def merge(self, other: PerturbValues) -> None:
+        """Add a partial result (another batch's or piece's)."""
+        self.counts += other.counts
+        self.n_missing += other.n_missing
+        self.missing_rows = np.sort(np.concatenate([self.missing_rows, other.missing_rows]))[:5]
+        self.n_outside += other.n_outside
+        self.outside_rows = np.sort(np.concatenate([self.outside_rows, other.outside_rows]))[:5]
+        self.outside_values += other.outside_values
+
+    def check(self) -> None:
+        """Raise the problems found (missing values first, as the whole-file check)."""
+        var = self.variable
+        rows = ", ".join(str(int(r) + 1) for r in self.missing_rows)
+        if self.n_missing:
+            raise InputError(f"column {var!r}: {self.n_missing} row(s) have no value (rows "
+                             f"{rows}); DP-PRAM needs a value in every row: fill them in")
+        if self.n_outside:
+            first: dict[Any, int] = {}
+            for row, value in sorted(self.outside_values, key=lambda rv: rv[0]):
+                first.setdefault(value, row)
+            values = list(first)[:5]
+            rows = ", ".join(str(int(r) + 1) for r in self.outside_rows)
+            raise InputError(
+                f"column {var!r}: {self.n_outside} row(s) hold values outside "
+                f"perturb.{var}.categories {self.categories[:10]}, e.g. {values} (rows {rows}); "
+                "add them to the categories")
+
+    def value_counts(self) -> pd.Series:
+        """The variable's value counts over everything added."""
+        return merge_value_counts(self.counts)
 
 
 def perturb_value_counts(frame: pd.DataFrame, variable: str, config: ReleaseConfig,
                          row_numbers: np.ndarray | None = None) -> pd.Series:
     """Count the values of one ``perturb:`` variable in ``frame`` (a whole file or a batch),
     after checking them: the column exists, has a value in every row and, when the config
-    lists ``categories``, only those. Counts of batches add up (:func:`merge_value_counts`).
+    lists ``categories``, only those (:class:`PerturbValues` of one batch). Counts of batches
+    add up (:func:`merge_value_counts`).
 
     ``row_numbers``: the frame's 0-based global row numbers, for the error messages (default:
     its positions).
     """
-    if variable not in frame.columns:
-        raise InputError(f"column {variable!r} (named in perturb) is not in the input; the input "
-                         f"has {list(frame.columns)[:20]}. Fix the name in the config")
-    col = frame[variable]
-    isna = col.isna().to_numpy()
-    if isna.any():
-        raise InputError(f"column {variable!r}: {int(isna.sum())} row(s) have no value (rows "
-                         f"{_rows(isna, row_numbers)}); DP-PRAM needs a value in every row: fill "
-                         "them in")
-    spec = config.perturb[variable]
-    if spec.categories is not None:
-        cats = list(spec.categories)
-        bad = pd.Index(cats).get_indexer(col) < 0
-        if bad.any():
-            raise InputError(
-                f"column {variable!r}: {int(bad.sum())} row(s) hold values outside "
-                f"perturb.{variable}.categories {cats[:10]}, e.g. "
-                f"{pd.unique(col[bad])[:5].tolist()} (rows {_rows(bad, row_numbers)}); "
-                "add them to the categories")
-    return col.value_counts(sort=False)
+    pv = PerturbValues(variable, config)
+    pv.add(frame, row_numbers)
+    pv.check()
+    return pv.value_counts()
 
 
 def merge_value_counts(counts: list[pd.Series]) -> pd.Series:

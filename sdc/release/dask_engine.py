@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from sdc.config.model import ReleaseConfig
 from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
 from sdc.engine.draws import record_identity
-from sdc.engine.perturb import merge_value_counts
+from sdc.engine.perturb import PerturbValues
 from sdc.errors import InputError
 from sdc.io.batches import (
     PublicWriter,
@@ -161,8 +161,9 @@ def _count_task(piece, offset, config):
     u, c = np.unique(cell_codes(frame, config), return_counts=True)
     w = config.input.weight
     wmax = float(np.abs(frame[w].to_numpy(float)).max(initial=0.0)) if w else None
-    pcounts: dict = {v: [] for v in (config.perturb or {})}  # perturb: value counts
-    add_perturb_counts(pcounts, frame, config)
+    # perturb: value counts and problems of the piece (merged and checked by the client)
+    pcounts = {v: PerturbValues(v, config) for v in (config.perturb or {})}
+    add_perturb_counts(pcounts, frame)
     return ("counts", u, c.astype(np.int64), list(frame.columns), wmax, ident, pcounts)
 
 
@@ -249,7 +250,7 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     columns: list[str] = []
     wmax = 0.0 if config.input.weight else None
     identities: list[np.ndarray] = []
-    pcounts: dict[str, list] = {v: [] for v in (config.perturb or {})}
+    pvalues = {v: PerturbValues(v, config) for v in (config.perturb or {})}
     for res in client.gather(futures):
         if not columns:
             columns = res[3]
@@ -259,8 +260,8 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
             problems.add(res[1], res[2])
         else:
             counter.add_counts(res[1], res[2])
-            for v, c in res[6].items():
-                pcounts[v].extend(c)
+            for v, pv in res[6].items():
+                pvalues[v].merge(pv)
         if res[5] is not None:
             identities.append(res[5])
     del futures
@@ -294,6 +295,8 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     import pandas as pd
 
     check_columns(pd.DataFrame(columns=columns), config)
+    for pv in pvalues.values():  # every piece's problems, with global rows
+        pv.check()
     unique = False
     if config.input.id_column:
         found = duplicated_ids()
@@ -305,7 +308,7 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     codes, counts = counter.result()
     return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns,
                      identities_unique=unique, weight_max=wmax,
-                     perturb_counts={v: merge_value_counts(c) for v, c in pcounts.items()}
+                     perturb_counts={v: pv.value_counts() for v, pv in pvalues.items()}
                      ), pieces, offsets
 
 

@@ -55,10 +55,9 @@ from sdc.engine.draws import (
 )
 from sdc.engine.partition import check_columns
 from sdc.engine.perturb import (
-    merge_value_counts,
+    PerturbValues,
     perturb_batch,
     perturb_designs,
-    perturb_value_counts,
 )
 from sdc.engine.plan import ReleasePlan, plan_release
 from sdc.errors import InputError
@@ -333,14 +332,15 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
     weight_max = [0.0]
     if n_known is not None:
         identities.append(np.empty(n_known, dtype=np.uint64))
-    perturb_counts: dict[str, list[pd.Series]] = {v: [] for v in (config.perturb or {})}
+    # perturb: value counts and problems over the whole file (raised after the pandera checks)
+    perturb_values = {v: PerturbValues(v, config) for v in (config.perturb or {})}
 
     def consume(frame: pd.DataFrame) -> None:
         if not columns:
             check_columns(pd.DataFrame(columns=all_columns), config)
             columns.extend(all_columns)
         counter.add(cell_codes(frame, config))
-        add_perturb_counts(perturb_counts, frame, config)
+        add_perturb_counts(perturb_values, frame)
         if weight is not None and len(frame):
             weight_max[0] = max(weight_max[0], float(np.abs(frame[weight].to_numpy(float)).max()))
 
@@ -376,6 +376,8 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
     if n == 0:
         raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
                          "release")
+    for pv in perturb_values.values():
+        pv.check()
     codes, counts = counter.result()
     unique = False
     if id_col is not None:
@@ -384,16 +386,15 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
         unique = _check_unique_ids(identities, config, batch_rows)
     return CellCount(cell_table(codes, counts, config), codes, n, columns, unique,
                      weight_max[0] if weight is not None else None,
-                     {v: merge_value_counts(c) for v, c in perturb_counts.items()})
+                     {v: pv.value_counts() for v, pv in perturb_values.items()})
 
 
 # -- perturb: (DP-PRAM of non-key variables) in batches -----------------------------------------
-def add_perturb_counts(acc: dict[str, list[pd.Series]], frame: pd.DataFrame,
-                       config: ReleaseConfig) -> None:
-    """Check a batch's ``perturb:`` columns and add their value counts (global row numbers in
-    the errors: the batch's index)."""
-    for var in acc:
-        acc[var].append(perturb_value_counts(frame, var, config, frame.index.to_numpy()))
+def add_perturb_counts(acc: dict[str, PerturbValues], frame: pd.DataFrame) -> None:
+    """Add a batch's ``perturb:`` columns: value counts and problems (global row numbers: the
+    batch's index); :meth:`PerturbValues.check` raises them once the whole file is read."""
+    for pv in acc.values():
+        pv.add(frame, frame.index.to_numpy())
 
 
 def check_batch_perturb(config: ReleaseConfig, engine: str) -> None:

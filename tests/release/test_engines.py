@@ -194,6 +194,37 @@ def test_streaming_perturb_reports_a_missing_value_with_its_global_row(tmp_path)
         stream_release(cfg, 11, tmp_path / "o", batch_rows=300)
 
 
+@pytest.mark.parametrize("problem", ["missing", "outside"])
+def test_perturb_problems_of_every_batch_are_counted_as_the_pandas_engine_does(tmp_path,
+                                                                               problem):
+    """Problems of a perturb: variable in several batches (streaming) and pieces (Dask): one
+    error with the whole file's count and first rows, the pandas engine's message exactly."""
+    from sdc.io.read import read_input
+    from sdc.release.dask_engine import DaskSpec, dask_release
+
+    frame = make_frame(1_000, with_missing=False)
+    bad = {"missing": {100: None, 777: None, 950: None},
+           "outside": {200: "up", 650: "down", 900: "up"}}[problem]
+    for row, value in bad.items():
+        frame.loc[row, "region"] = value
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=300)
+    perturb = {"region": {"epsilon": 0.8, "categories": ["north", "south", "east", "west"]}}
+    cfg = config_for(path, tmp_path / "rel", "parquet", perturb=perturb)
+    with pytest.raises(sdc.InputError) as pandas_err:
+        sdc.release_frame(read_input(cfg), cfg, 11)
+    expected = str(pandas_err.value)
+    assert "3 row(s)" in expected and {"missing": "rows 101, 778, 951",
+                                       "outside": "e.g. ['up', 'down'] (rows 201, 651, 901)"
+                                       }[problem] in expected
+    with pytest.raises(sdc.InputError) as err:
+        stream_release(cfg, 11, tmp_path / "o", batch_rows=300)
+    assert str(err.value) == expected
+    with pytest.raises(sdc.InputError) as err:
+        dask_release(cfg, 11, tmp_path / "d", DaskSpec(workers=1))
+    assert str(err.value) == expected
+
+
 def test_cell_table_merged_from_batches_equals_whole_file(tmp_path):
     frame = make_frame(5_000, with_missing=False)
     path = tmp_path / "in.parquet"
