@@ -41,9 +41,11 @@ def report_numeric_columns(config: ReleaseConfig) -> list[str]:
     return numeric_columns(empty, config)
 
 
-def new_accumulator(cells: CellTable, config: ReleaseConfig,
-                    weight_max: float | None) -> ReleaseAccumulator:
-    """An empty accumulator for a release planned on ``cells``."""
+def new_accumulator(cells: CellTable, config: ReleaseConfig, weight_max: float | None,
+                    ranges: dict[str, tuple[float, float, bool]] | None = None
+                    ) -> ReleaseAccumulator:
+    """An empty accumulator for a release planned on ``cells``; ``ranges``: the numeric
+    variables' bounds (default: the Parquet statistics, :func:`input_value_ranges`)."""
     sizes = [config.key_variables[v].size for v in config.key_names]
     wmax = weight_max if config.input.weight else None
     if config.input.weight and wmax is None:
@@ -51,8 +53,9 @@ def new_accumulator(cells: CellTable, config: ReleaseConfig,
     numeric = report_numeric_columns(config)
     # a Parquet input's statistics: the apply pass then sums the values and starts the
     # quartile select at the bits in which they differ (checked against the data)
-    return ReleaseAccumulator(cells.key_codes, cells.frequency, sizes, wmax, numeric,
-                              input_value_ranges(config, numeric))
+    if ranges is None:
+        ranges = input_value_ranges(config, numeric)
+    return ReleaseAccumulator(cells.key_codes, cells.frequency, sizes, wmax, numeric, ranges)
 
 
 def _values(frame: pd.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:

@@ -70,6 +70,7 @@ from sdc.io.batches import (
     input_arrow_schema,
     input_batches,
     input_row_count,
+    input_value_ranges,
     public_schema,
     read_ahead_frames,
     read_bucket,
@@ -105,6 +106,9 @@ class CellCount:
     weight_max: float | None = None  # largest input.weight (the reports' exact-sum parameters)
     #: value counts of every ``perturb:`` variable over the file (the DP-PRAM designs)
     perturb_counts: dict[str, pd.Series] = field(default_factory=dict)
+    #: ``{column: (min, max, integer-typed)}`` of the ``value_columns`` the pass was asked to
+    #: measure (the reports' numeric variables without Parquet statistics)
+    value_ranges: dict[str, tuple[float, float, bool]] = field(default_factory=dict)
 
 
 @dataclass
@@ -315,8 +319,13 @@ def checked_columns(config: ReleaseConfig) -> list[str] | None:
 
 
 def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
-                validate: bool = True) -> CellCount:
-    """Read the input once in batches: validate each batch, count its cells, merge."""
+                validate: bool = True, value_columns: list[str] | None = None) -> CellCount:
+    """Read the input once in batches: validate each batch, count its cells, merge.
+
+    ``value_columns``: numeric columns to read too, for their smallest and largest non-NaN
+    value (:attr:`CellCount.value_ranges`; the reports' quartile select starts from them when
+    the input has no statistics, e.g. CSV).
+    """
     check_streamable(config, "streaming")
     counter = CellCounter()
     columns: list[str] = []
@@ -334,6 +343,9 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
         identities.append(np.empty(n_known, dtype=np.uint64))
     # perturb: value counts and problems over the whole file (raised after the pandera checks)
     perturb_values = {v: PerturbValues(v, config) for v in (config.perturb or {})}
+    value_columns = [c for c in (value_columns or []) if c in all_columns]
+    value_lo: dict[str, float] = {}
+    value_hi: dict[str, float] = {}
 
     def consume(frame: pd.DataFrame) -> None:
         if not columns:
@@ -341,6 +353,12 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
             columns.extend(all_columns)
         counter.add(cell_codes(frame, config))
         add_perturb_counts(perturb_values, frame)
+        for c in value_columns:
+            x = frame[c].to_numpy(dtype=float, na_value=np.nan)
+            if len(x) and not np.isnan(x).all():
+                lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
+                value_lo[c] = min(value_lo.get(c, lo), lo)
+                value_hi[c] = max(value_hi.get(c, hi), hi)
         if weight is not None and len(frame):
             weight_max[0] = max(weight_max[0], float(np.abs(frame[weight].to_numpy(float)).max()))
 
@@ -363,7 +381,10 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
         found = _duplicate_ids(identities, config, batch_rows)
         return None if found is None or found is True else _duplicate_ids_table(*found, config)
 
-    frames = input_batches(config, batch_rows=batch_rows, columns=checked_columns(config))
+    read = checked_columns(config)
+    if read is not None and value_columns:
+        read = [c for c in all_columns if c in {*read, *value_columns}]
+    frames = input_batches(config, batch_rows=batch_rows, columns=read)
     if validate:
         n = validate_batches(frames, config, consume, every=collect_ids,
                              more_problems=id_problems)
@@ -384,9 +405,12 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
         if n_known is not None:
             identities[0] = identities[0][:filled[0]]
         unique = _check_unique_ids(identities, config, batch_rows)
+    schema = input_arrow_schema(config)
+    ranges = {c: (value_lo[c], value_hi[c], pa.types.is_integer(schema.field(c).type))
+              for c in value_lo}
     return CellCount(cell_table(codes, counts, config), codes, n, columns, unique,
                      weight_max[0] if weight is not None else None,
-                     {v: pv.value_counts() for v, pv in perturb_values.items()})
+                     {v: pv.value_counts() for v, pv in perturb_values.items()}, ranges)
 
 
 # -- perturb: (DP-PRAM of non-key variables) in batches -----------------------------------------
@@ -695,7 +719,11 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     check_streamable(config, "streaming")
     check_batch_perturb(config, "streaming")
     say("counting cells (pass 1 of 3)")
-    count = count_cells(config, batch_rows=batch_rows)
+    # the numeric variables' ranges for the reports: Parquet statistics, else measured here
+    numeric = report_numeric_columns(config)
+    stats = input_value_ranges(config, numeric)
+    count = count_cells(config, batch_rows=batch_rows,
+                        value_columns=[c for c in numeric if c not in stats])
     plan = plan_cells(count, config)
     cells = count.cells
     dplan = draw_plan(plan, config)
@@ -732,7 +760,8 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         n_prb = len(plan.block_plan.blocks)
         changed = np.zeros(n_prb, dtype=np.int64)
-        acc = new_accumulator(cells, config, count.weight_max)  # the reports' aggregates
+        acc = new_accumulator(cells, config, count.weight_max,  # the reports' aggregates
+                              {**stats, **count.value_ranges})
         spill = (RecordsSpill(tmp / "records", bits) if records_path is not None else None)
         frames = input_batches(config, batch_rows=batch_rows, read_ahead=0)
         # the pure part of each batch (read, cells, draws, public values, order keys, bucket

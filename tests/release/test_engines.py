@@ -430,6 +430,11 @@ def test_streaming_reports_equal_pandas(tmp_path, monkeypatch, fmt):
     cfg = report_config(path, tmp_path / "rel", fmt)
     expected = pandas_reports(cfg, 11)
     got = stream_release(cfg, 11, tmp_path / "s", batch_rows=333)
+    # the numeric ranges come from the Parquet statistics, or (CSV) from the count pass: the
+    # apply pass sums every numeric column, and the integer column is exact after it
+    acc = got.accumulator
+    assert not acc.sums_pending and not any(m.identity for m in acc.maps.values())
+    assert acc.select["kids"].done
     files = batch_reports(got, cfg, seed=11, n_sim=20).files()
     assert set(files) == {"risk.json", "utility.json", "report.html"}
     for name, data in expected.items():
@@ -449,9 +454,10 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
     """The Parquet statistics only steer the quartile select: exact ones let the apply pass
     sum the values and resolve the integer column; ranges wider than the data (the sums'
     parameters would differ), narrower (values outside) or shifted are detected and those
-    columns start over with the plain image. The reports are the pandas engine's, byte for
-    byte, in every case."""
+    columns start over with the plain image; without statistics the count pass measures the
+    ranges. The reports are the pandas engine's, byte for byte, in every case."""
     from sdc.release import batch_reports as br
+    from sdc.release import streaming
 
     frame = report_frame(3_000)
     path = tmp_path / "in.parquet"
@@ -470,10 +476,10 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
             return {}
         return {c: (*change[stats](lo, hi), i) for c, (lo, hi, i) in r.items()}
 
-    monkeypatch.setattr(br, "input_value_ranges", ranges)
+    monkeypatch.setattr(streaming, "input_value_ranges", ranges)
     got = stream_release(cfg, 11, tmp_path / "s", batch_rows=500)
     acc = got.accumulator
-    if stats == "parquet":
+    if stats in ("parquet", "none"):  # "none": measured by the count pass
         assert not acc.sums_pending and acc.select["kids"].round == 2  # no refinement
         assert acc.maps["kids"].kind == "int" and not acc.maps["income"].identity
     else:  # every column started over (or started) with the plain image
@@ -498,7 +504,10 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
     path = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
     cfg = report_config(path, tmp_path / "rel", "parquet")
-    monkeypatch.setattr(br, "input_value_ranges", lambda config, columns: {})  # passes needed
+    # no ranges: the sums and the quartiles need refinement passes
+    monkeypatch.setattr(streaming, "new_accumulator",
+                        lambda cells, config, wmax, ranges=None: br.new_accumulator(
+                            cells, config, wmax, {}))
 
     def broken_pass(*args, **kwargs):
         raise RuntimeError("refinement failed")
