@@ -14,8 +14,8 @@ peak RSS (``ru_maxrss`` of the process and, for Dask, the sum of the workers' pe
 
 The engines accumulate the report aggregates during their passes and make the report
 refinement passes when a quartile is not yet exact (keys and numeric columns read again;
-``report_passes_seconds``: for streaming, the wait for those passes after the writing, since
-they run alongside it; for dask, the passes on the cluster); ``report_build_seconds`` is
+``report_passes_seconds``: the wait for those passes after the writing, since the first pass
+runs alongside it, in a thread for streaming, on the cluster for dask); ``report_build_seconds`` is
 building risk.json, utility.json and report.html from them afterwards. Both are included in
 ``seconds`` and ``peak_rss_mb``.
 

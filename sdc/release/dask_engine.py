@@ -312,6 +312,52 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
                      ), pieces, offsets
 
 
+def _submit_refinement(client, acc, pieces, offsets, codes_f, cfg) -> list:
+    """One report refinement pass: a task per piece, each with the kept moved records of its
+    rows (the futures; :func:`_merge_all` adds their partial accumulators)."""
+    template = acc.spawn()
+    template.moved_rows, template.moved_cells = [], []
+    tmpl_f = client.scatter(template, broadcast=True, hash=False)
+    futures = []
+    for i, p in enumerate(pieces):
+        mr, mc = acc.moved_slice(offsets[i], offsets[i + 1])
+        futures.append(client.submit(_refine_task, p, offsets[i], codes_f, tmpl_f, mr, mc, cfg,
+                                     pure=False))
+    return futures
+
+
+def _write_files(config: ReleaseConfig, schema, scratch: Path, bits: int, out_dir: Path,
+                 records_path: Path | None, dplan, say) -> tuple[Path | None, dict[str, Path]]:
+    """The client's part: ``records.parquet`` from the spilled buckets (when asked) and the
+    public files from the temp buckets, in order."""
+    records_file = None
+    if records_path is not None:
+        say("writing the internal records file")
+        records_file = write_records_from_buckets(
+            RecordsSpill(scratch / "records", bits, piece=0).buckets(), records_path,
+            dplan.cell_id, dplan.cell_prb)
+    say("writing the public file in order")
+    formats = config.output.formats if config.output is not None else ["parquet"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Path] = {}
+    handles: dict[str, Any] = {}
+    try:
+        for fmt, name in (("parquet", "microdata.parquet"), ("csv", "microdata.csv")):
+            if fmt in formats:
+                files[name] = out_dir / name
+                handles[fmt] = open(files[name], "wb")  # noqa: SIM115
+        writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
+        try:
+            write_buckets_in_order([scratch / f"bucket-{b:05d}" for b in range(1 << bits)],
+                                   writer)
+        finally:  # also after a failure: the writer must not outlive its file handles
+            writer.close()
+    finally:
+        for h in handles.values():
+            h.close()
+    return records_file, files
+
+
 def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
                  progress: Callable[[str], None] | None = None,
                  records_path: Path | None = None) -> BatchRelease:
@@ -381,43 +427,22 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
                 acc.merge(part)
             del futures
             more = acc.start_refinement()
-            if more:
-                say("numeric summaries for the reports on the cluster")
-            while more:
-                template = acc.spawn()
-                template.moved_rows, template.moved_cells = [], []
-                tmpl_f = client.scatter(template, broadcast=True, hash=False)
-                futures = []
-                for i, p in enumerate(pieces):
-                    mr, mc = acc.moved_slice(offsets[i], offsets[i + 1])
-                    futures.append(client.submit(_refine_task, p, offsets[i], codes_f, tmpl_f,
-                                                 mr, mc, cfg, pure=False))
-                _merge_all(client, futures, acc)
-                del futures
+            # the first refinement pass runs on the cluster while the client writes the
+            # records file and the public file from the temp buckets
+            pending = (_submit_refinement(client, acc, pieces, offsets, codes_f, cfg)
+                       if more else None)
+            records_file, files = _write_files(config, schema, scratch, bits, out_dir,
+                                               records_path, dplan, say)
+            if pending is not None:
+                say("numeric summaries for the reports on the cluster (finishing the pass run "
+                    "alongside the writing)")
+                _merge_all(client, pending, acc)
+                del pending
                 more = acc.end_refine_pass()
-        records_file = None
-        if records_path is not None:
-            say("writing the internal records file")
-            records_file = write_records_from_buckets(
-                RecordsSpill(scratch / "records", bits, piece=0).buckets(), records_path,
-                dplan.cell_id, dplan.cell_prb)
-        say("writing the public file in order")
-        formats = config.output.formats if config.output is not None else ["parquet"]
-        out_dir.mkdir(parents=True, exist_ok=True)
-        files: dict[str, Path] = {}
-        handles: dict[str, Any] = {}
-        try:
-            for fmt, name in (("parquet", "microdata.parquet"), ("csv", "microdata.csv")):
-                if fmt in formats:
-                    files[name] = out_dir / name
-                    handles[fmt] = open(files[name], "wb")  # noqa: SIM115
-            writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
-            write_buckets_in_order([scratch / f"bucket-{b:05d}" for b in range(1 << bits)],
-                                   writer)
-            writer.close()
-        finally:
-            for h in handles.values():
-                h.close()
+            while more:
+                _merge_all(client, _submit_refinement(client, acc, pieces, offsets, codes_f,
+                                                      cfg), acc)
+                more = acc.end_refine_pass()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return BatchRelease(plan, count.n_records, released_frequency, changed, schema, files,
