@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,12 +66,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.engine.draws import keyed_hash
 
 __all__ = ["RECORDS_FILE", "SeriesInfo", "series_for", "series_id", "SeriesRisk", "SeriesError", "find_series", "load_records",
-           "pattern_glob", "risk_vs_previous", "series_risk_vs_previous", "batch_series_risk_vs_previous", "series_risk", "series_risk_of_dirs"]
+           "pattern_glob", "records_path", "risk_vs_previous", "series_risk_of_pair", "series_risk_vs_previous", "batch_series_risk_vs_previous", "series_risk", "series_risk_of_dirs"]
 
 RECORDS_FILE = "records.parquet"
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
@@ -214,15 +216,20 @@ def _glob(pattern: Path) -> list[Path]:
 
 
 # -- series risk --------------------------------------------------------------------------------
-def load_records(release_dir: Path) -> pd.DataFrame:
-    """``internal/records.parquet`` of a release (columns identity, cell, released)."""
+def records_path(release_dir: Path) -> Path:
+    """``internal/records.parquet`` of a release (:class:`SeriesError` if it has none)."""
     path = Path(release_dir) / "internal" / RECORDS_FILE
     if not path.is_file():
         raise SeriesError(
             f"{str(path)!r} does not exist: the release was made before record-level internal "
             "data existed (or internal/ was removed), so its series risk cannot be measured; "
             "rerun the release with the same seed file to create it")
-    return pd.read_parquet(path, columns=["identity", "cell", "released"])
+    return path
+
+
+def load_records(release_dir: Path) -> pd.DataFrame:
+    """``internal/records.parquet`` of a release (columns identity, cell, released)."""
+    return pd.read_parquet(records_path(release_dir), columns=["identity", "cell", "released"])
 
 
 @dataclass
@@ -309,9 +316,7 @@ def series_risk(records: list[pd.DataFrame], xi: float, *, a_max: int = 5) -> Se
         cur = records[i][["identity", "released"]]
         common = cur[cur["identity"].isin(prev.index)]
         changed = common["released"].to_numpy() != prev.reindex(common["identity"]).to_numpy()
-        n = len(common)
-        rows.append({"release": i, "n_common": n, "n_changed": int(changed.sum()),
-                     "share": float(changed.mean()) if n else 0.0})
+        rows.append(_changed_row(i, len(common), int(changed.sum())))
     changed_df = pd.DataFrame(rows, columns=["release", "n_common", "n_changed", "share"])
 
     stacked = pd.concat([r[["identity", "released"]].assign(rel=i)
@@ -323,6 +328,18 @@ def series_risk(records: list[pd.DataFrame], xi: float, *, a_max: int = 5) -> Se
     last = records[-1]
     series = _intruder(last, modal)
     single = _intruder(last, last.set_index("identity")["released"])
+    return SeriesRisk(len(records), changed_df, _intruder_table(series, single, a_max),
+                      float(xi))
+
+
+def _changed_row(i: int, n: int, n_changed: int) -> dict[str, Any]:
+    """Row of :attr:`SeriesRisk.changed` (``share``: the mean of the changed flags)."""
+    share = float(np.float64(n_changed) / n) if n else 0.0
+    return {"release": i, "n_common": n, "n_changed": n_changed, "share": share}
+
+
+def _intruder_table(series: pd.DataFrame, single: pd.DataFrame, a_max: int) -> pd.DataFrame:
+    """:attr:`SeriesRisk.intruder` from the per-target (t, a, score) of both intruders."""
     def classes(view: pd.DataFrame, name: str) -> pd.DataFrame:
         v = view[(view["a"] >= 1) & (view["a"] <= a_max)]
         return v.groupby(["t", "a"])["score"].agg(["size", "mean"]).rename(
@@ -332,8 +349,162 @@ def series_risk(records: list[pd.DataFrame], xi: float, *, a_max: int = 5) -> Se
     intr = intr.reset_index().fillna({"n_series": 0, "n_single": 0})
     intr[["t", "a", "n_series", "n_single"]] = intr[["t", "a", "n_series", "n_single"]].astype(
         np.int64)
-    intr = intr[["t", "a", "n_series", "series_rate", "n_single", "single_rate"]]
-    return SeriesRisk(len(records), changed_df, intr, float(xi))
+    return intr[["t", "a", "n_series", "series_rate", "n_single", "single_rate"]]
+
+
+# -- two releases from their records files, out of core ----------------------------------------
+#: Records of one file a pairwise comparison holds at once (identity and released: 16 bytes
+#: each, so 64 MB a side); larger files are spilled by identity range and joined range by range.
+PAIR_ROWS = 1 << 22
+_A_MAX = 5  # the classes a = 1..5 reported (series_risk's default a_max)
+
+
+def _row_groups(path: Path, columns: list[str]):
+    pf = pq.ParquetFile(path, pre_buffer=False)
+    for g in range(pf.metadata.num_row_groups):
+        yield pf.read_row_group(g, columns=columns)
+
+
+def _identity_buckets(path: Path, bits: int, folder: Path | None) -> list:
+    """(identity, released) of a records file split by the top ``bits`` bits of the identity:
+    with ``bits = 0`` the whole file in memory (one item), else one pass spilling every row
+    group into ``2**bits`` Arrow IPC files under ``folder`` (their paths)."""
+    if bits == 0:
+        ids, rel = [], []
+        for t in _row_groups(path, ["identity", "released"]):
+            ids.append(t.column("identity").to_numpy())
+            rel.append(t.column("released").to_numpy())
+        return [(np.concatenate(ids) if ids else np.zeros(0, np.uint64),
+                 np.concatenate(rel) if rel else np.zeros(0, np.uint64))]
+    import pyarrow as pa
+
+    from sdc.release.order import bucket_of
+
+    assert folder is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    files = [folder / f"bucket-{k:05d}.arrow" for k in range(1 << bits)]
+    writers: dict[int, Any] = {}
+    try:
+        for t in _row_groups(path, ["identity", "released"]):
+            bucket = bucket_of(t.column("identity").to_numpy(), bits)
+            order = np.argsort(bucket, kind="stable")
+            bounds = np.searchsorted(bucket[order], np.arange((1 << bits) + 1))
+            t = t.take(pa.array(order))
+            for k in np.flatnonzero(np.diff(bounds)):
+                if k not in writers:
+                    writers[k] = pa.ipc.new_file(files[k], t.schema)
+                writers[k].write_table(t.slice(bounds[k], bounds[k + 1] - bounds[k]))
+    finally:
+        for w in writers.values():
+            w.close()
+    return files
+
+
+def _bucket_arrays(item) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(item, tuple):
+        return item
+    if not item.exists():
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    import pyarrow as pa
+
+    with pa.memory_map(str(item)) as src:
+        t = pa.ipc.open_file(src).read_all()
+    return (t.column("identity").to_numpy().copy(), t.column("released").to_numpy().copy())
+
+
+def _changed_of_files(previous: Path, current: Path) -> tuple[int, int]:
+    """(records in both, of those whose released cell differs): the two files joined by
+    identity, out of core when they are large (each spilled once by identity range into
+    about :data:`PAIR_ROWS` records a bucket, then joined bucket by bucket)."""
+    import shutil
+    import tempfile
+
+    n = max(pq.ParquetFile(p).metadata.num_rows for p in (previous, current))
+    bits = max(0, math.ceil(math.log2(max(1, n) / PAIR_ROWS)))
+    # the spill is internal data: beside the new records file (its owner-only folder)
+    tmp = (Path(tempfile.mkdtemp(prefix=".sdc-series-", dir=Path(current).parent)) if bits
+           else None)
+    try:
+        prev_b = _identity_buckets(previous, bits, tmp / "previous" if tmp else None)
+        cur_b = _identity_buckets(current, bits, tmp / "current" if tmp else None)
+        n_common = n_changed = 0
+        for pb, cb in zip(prev_b, cur_b, strict=True):
+            pi, pr = _bucket_arrays(pb)
+            order = np.argsort(pi)
+            pi, pr = pi[order], pr[order]
+            del order
+            if pi.size > 1 and bool((pi[1:] == pi[:-1]).any()):
+                # as the in-memory comparison: a repeated identity cannot be looked up
+                raise ValueError(f"{str(previous)!r} has a repeated identity: cannot reindex "
+                                 "on an axis with duplicate labels")
+            ci, cr = _bucket_arrays(cb)
+            if pi.size == 0 or ci.size == 0:
+                continue
+            pos = np.minimum(np.searchsorted(pi, ci), pi.size - 1)
+            hit = pi[pos] == ci
+            n_common += int(hit.sum())
+            n_changed += int((pr[pos[hit]] != cr[hit]).sum())
+        return n_common, n_changed
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _intruder_of_file(path: Path) -> pd.DataFrame:
+    """:func:`_intruder` of a release against its own released cells (what the linking
+    intruder of two releases sees, see :func:`series_risk_of_pair`), out of core: the
+    per-cell counts t (true cell) and a (released cell) in two passes over the file, then the
+    targets whose a is small enough to be reported, in file order."""
+    cols = ["cell", "released"]
+    distinct = np.zeros(0, np.uint64)
+    for t in _row_groups(path, cols):
+        distinct = np.union1d(distinct, np.unique(t.column("cell").to_numpy()))
+    n_cells = max(distinct.size, 1)
+    t_count = np.zeros(n_cells, np.int64)
+    a_count = np.zeros(n_cells, np.int64)
+
+    def locate(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pos = np.minimum(np.searchsorted(distinct, values), n_cells - 1)
+        return pos, (distinct[pos] == values) if distinct.size else np.zeros(values.size, bool)
+
+    for t in _row_groups(path, cols):
+        cell, _ = locate(t.column("cell").to_numpy())
+        t_count += np.bincount(cell, minlength=n_cells)
+        rel, hit = locate(t.column("released").to_numpy())
+        a_count += np.bincount(rel[hit], minlength=n_cells)
+    parts = []
+    for t in _row_groups(path, cols):
+        c = t.column("cell").to_numpy()
+        cell, _ = locate(c)
+        a = a_count[cell]
+        keep = (a >= 1) & (a <= _A_MAX)
+        if keep.any():
+            correct = t.column("released").to_numpy()[keep] == c[keep]
+            ak = a[keep]
+            parts.append(pd.DataFrame({"t": t_count[cell[keep]], "a": ak,
+                                       "score": np.where(ak > 0, correct / np.maximum(ak, 1),
+                                                         0.0)}))
+    if not parts:
+        return pd.DataFrame({"t": np.zeros(0, np.int64), "a": np.zeros(0, np.int64),
+                             "score": np.zeros(0)})
+    return pd.concat(parts, ignore_index=True)
+
+
+def series_risk_of_pair(previous: Path, current: Path, xi: float) -> SeriesRisk:
+    """:func:`series_risk` of two releases given by their records files, out of core (the
+    same figures, bit for bit: ``tests/release/test_series.py``).
+
+    With two releases the linking intruder's modal cell of every record of the last release
+    is its released cell there (equal cells count twice, different ones tie and the tie goes
+    to the latest release), so the series intruder is the single-release one; only the
+    changed share needs the join, made one identity range at a time (:data:`PAIR_ROWS`).
+    Memory: the cell counts and one identity range of each file.
+    """
+    n_common, n_changed = _changed_of_files(Path(previous), Path(current))
+    changed = pd.DataFrame([_changed_row(1, n_common, n_changed)],
+                           columns=["release", "n_common", "n_changed", "share"])
+    view = _intruder_of_file(Path(current))
+    return SeriesRisk(2, changed, _intruder_table(view, view, _A_MAX), float(xi))
 
 
 def series_risk_of_dirs(release_dirs: list[Path], xi: float | None = None) -> SeriesRisk:
@@ -346,7 +517,7 @@ def series_risk_of_dirs(release_dirs: list[Path], xi: float | None = None) -> Se
     return series_risk([load_records(d) for d in dirs], xi)
 
 
-def risk_vs_previous(previous: Path, records: pd.DataFrame, xi: float) -> dict[str, Any]:
+def risk_vs_previous(previous: Path, records: pd.DataFrame | Path, xi: float) -> dict[str, Any]:
     """Series risk of (previous release, this one): ``audit.json``'s ``series.risk_vs_previous``
     and, through the flow, ``risk.json``'s ``series`` (the same dict, computed once).
 
@@ -357,7 +528,10 @@ def risk_vs_previous(previous: Path, records: pd.DataFrame, xi: float) -> dict[s
     When the previous release cannot be measured (no records file), ``previous`` and ``error``.
     """
     try:
-        risk = series_risk([load_records(previous), records], xi)
+        if isinstance(records, pd.DataFrame):
+            risk = series_risk([load_records(previous), records], xi)
+        else:  # a records file (batch engines): out of core
+            risk = series_risk_of_pair(records_path(previous), Path(records), xi)
     except (SeriesError, OSError, ValueError) as e:
         return {"previous": str(previous), "error": str(e)}
     d = risk.to_dict()
@@ -393,8 +567,8 @@ def series_risk_vs_previous(seed_info: Any, result: Any,
 def batch_series_risk_vs_previous(seed_info: Any, records_file: Path | None,
                                   xi: float) -> dict[str, Any] | None:
     """:func:`series_risk_vs_previous` for a release of the streaming or Dask engine, from the
-    ``records.parquet`` it wrote (read whole here, 24 bytes per record, as the previous
-    release's: the comparison joins the two by identity). Computed once and kept in
+    ``records.parquet`` it wrote, out of core (:func:`series_risk_of_pair`: the two files are
+    joined by identity one identity range at a time). Computed once and kept in
     ``seed_info.series["risk_vs_previous"]``; None without a previous release."""
     series = getattr(seed_info, "series", None) or {}
     if "risk_vs_previous" in series:
@@ -402,7 +576,6 @@ def batch_series_risk_vs_previous(seed_info: Any, records_file: Path | None,
     prev = (series.get("previous") or {}).get("dir")
     if not prev or records_file is None:
         return None
-    records = pd.read_parquet(records_file, columns=["identity", "cell", "released"])
-    series["risk_vs_previous"] = risk_vs_previous(Path(prev), records, float(xi))
+    series["risk_vs_previous"] = risk_vs_previous(Path(prev), Path(records_file), float(xi))
     return series["risk_vs_previous"]
 

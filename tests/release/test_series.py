@@ -250,3 +250,55 @@ def test_streaming_batches_get_the_same_draw_identities_as_the_in_memory_engine(
     ident = unique_identities(np.concatenate([p[0] for p in parts]),
                               np.concatenate([p[1] for p in parts]))
     assert np.array_equal(ident, res.prb_identity)
+
+
+@pytest.mark.parametrize("pair_rows", [1 << 24, 700])
+def test_two_releases_from_their_files_out_of_core_equal_the_in_memory_measure(
+        tmp_path, monkeypatch, pair_rows):
+    """series_risk_of_pair (the batch engines' comparison with the previous release: files
+    joined one identity range at a time, cell counts in passes) gives series_risk's figures
+    bit for bit: churn, moved records, cells with a = 1..5 and more, several row groups;
+    with 700 rows a range the join runs over 8 identity ranges."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sdc.release import series as series_mod
+
+    monkeypatch.setattr(series_mod, "PAIR_ROWS", pair_rows)
+    rng = np.random.default_rng(12)
+    n = 4_000
+    ident = rng.integers(0, 2**63, n, dtype=np.int64).astype(np.uint64) * np.uint64(2) + \
+        rng.integers(0, 2, n).astype(np.uint64)
+    cells = rng.integers(0, 2**63, 300, dtype=np.int64).astype(np.uint64)
+    # skewed cell sizes: many small cells (a = 1..5) and a few large ones
+    p = rng.pareto(1.0, cells.size) + 0.02
+    cell = cells[rng.choice(cells.size, n, p=p / p.sum())]
+
+    def release(ids, true_cell, move_share):
+        released = true_cell.copy()
+        moved = rng.random(ids.size) < move_share
+        released[moved] = cells[rng.integers(0, cells.size, int(moved.sum()))]
+        order = np.argsort(ids)
+        return pd.DataFrame({"identity": ids[order], "cell": true_cell[order],
+                             "released": released[order]})
+
+    prev = release(ident[:3_600], cell[:3_600], 0.05)
+    cur = release(ident[400:], cell[400:], 0.05)  # 400 left, 400 joined
+    paths = []
+    for name, frame in (("prev", prev), ("cur", cur)):
+        d = tmp_path / name / "internal"
+        d.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False),
+                       d / "records.parquet", row_group_size=500)
+        paths.append(d / "records.parquet")
+    expected = series_risk([prev, cur], xi=0.395)
+    got = series_mod.series_risk_of_pair(paths[0], paths[1], xi=0.395)
+    assert got.to_dict() == expected.to_dict()
+    assert got.changed.equals(expected.changed) and got.intruder.equals(expected.intruder)
+    assert expected.changed["n_common"].iloc[0] == 3_200
+    assert 0 < expected.changed["n_changed"].iloc[0] < 3_200
+    assert set(expected.intruder["a"]) == {1, 2, 3, 4, 5}
+    # risk_vs_previous on a records file (batch engines) = on the frame (pandas engine)
+    by_frame = series_mod.risk_vs_previous(tmp_path / "prev", cur, 0.395)
+    by_file = series_mod.risk_vs_previous(tmp_path / "prev", paths[1], 0.395)
+    assert by_file == by_frame and "error" not in by_file
