@@ -412,7 +412,8 @@ def _bucket_arrays(item) -> tuple[np.ndarray, np.ndarray]:
     return (t.column("identity").to_numpy().copy(), t.column("released").to_numpy().copy())
 
 
-def _changed_of_files(previous: Path, current: Path) -> tuple[int, int]:
+def _changed_of_files(previous: Path, current: Path,
+                      scratch: Path | None = None) -> tuple[int, int]:
     """(records in both, of those whose released cell differs): the two files joined by
     identity, out of core when they are large (each spilled once by identity range into
     about :data:`PAIR_ROWS` records a bucket, then joined bucket by bucket)."""
@@ -421,9 +422,8 @@ def _changed_of_files(previous: Path, current: Path) -> tuple[int, int]:
 
     n = max(pq.ParquetFile(p).metadata.num_rows for p in (previous, current))
     bits = max(0, math.ceil(math.log2(max(1, n) / PAIR_ROWS)))
-    # the spill is internal data: beside the new records file (its owner-only folder)
-    tmp = (Path(tempfile.mkdtemp(prefix=".sdc-series-", dir=Path(current).parent)) if bits
-           else None)
+    # the spill is internal data: an owner-only folder (mkdtemp) in ``scratch``
+    tmp = Path(tempfile.mkdtemp(prefix=".sdc-series-", dir=scratch)) if bits else None
     try:
         prev_b = _identity_buckets(previous, bits, tmp / "previous" if tmp else None)
         cur_b = _identity_buckets(current, bits, tmp / "current" if tmp else None)
@@ -490,7 +490,8 @@ def _intruder_of_file(path: Path) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def series_risk_of_pair(previous: Path, current: Path, xi: float) -> SeriesRisk:
+def series_risk_of_pair(previous: Path, current: Path, xi: float, *,
+                        scratch: Path | None = None) -> SeriesRisk:
     """:func:`series_risk` of two releases given by their records files, out of core (the
     same figures, bit for bit: ``tests/release/test_series.py``).
 
@@ -498,9 +499,10 @@ def series_risk_of_pair(previous: Path, current: Path, xi: float) -> SeriesRisk:
     is its released cell there (equal cells count twice, different ones tie and the tie goes
     to the latest release), so the series intruder is the single-release one; only the
     changed share needs the join, made one identity range at a time (:data:`PAIR_ROWS`).
-    Memory: the cell counts and one identity range of each file.
+    Memory: the cell counts and one identity range of each file; ``scratch``: where large
+    files are spilled (default: the system's temporary folder).
     """
-    n_common, n_changed = _changed_of_files(Path(previous), Path(current))
+    n_common, n_changed = _changed_of_files(Path(previous), Path(current), scratch)
     changed = pd.DataFrame([_changed_row(1, n_common, n_changed)],
                            columns=["release", "n_common", "n_changed", "share"])
     view = _intruder_of_file(Path(current))
@@ -509,11 +511,14 @@ def series_risk_of_pair(previous: Path, current: Path, xi: float) -> SeriesRisk:
 
 def series_risk_of_dirs(release_dirs: list[Path], xi: float | None = None) -> SeriesRisk:
     """:func:`series_risk` of release folders (their ``internal/records.parquet``); xi from the
-    last release's audit when not given."""
+    last release's audit when not given. Two releases are measured out of core
+    (:func:`series_risk_of_pair`), more in memory (every records file whole)."""
     dirs = [Path(d) for d in release_dirs]
     if xi is None:
         audit = _audit_of(dirs[-1]) or {}
         xi = float((audit.get("risk") or {}).get("xi", float("nan")))
+    if len(dirs) == 2:  # out of core (the same figures)
+        return series_risk_of_pair(records_path(dirs[0]), records_path(dirs[1]), xi)
     return series_risk([load_records(d) for d in dirs], xi)
 
 
@@ -530,8 +535,9 @@ def risk_vs_previous(previous: Path, records: pd.DataFrame | Path, xi: float) ->
     try:
         if isinstance(records, pd.DataFrame):
             risk = series_risk([load_records(previous), records], xi)
-        else:  # a records file (batch engines): out of core
-            risk = series_risk_of_pair(records_path(previous), Path(records), xi)
+        else:  # a records file (batch engines): out of core, spilled beside it
+            risk = series_risk_of_pair(records_path(previous), Path(records), xi,
+                                       scratch=Path(records).parent)
     except (SeriesError, OSError, ValueError) as e:
         return {"previous": str(previous), "error": str(e)}
     d = risk.to_dict()
