@@ -467,7 +467,12 @@ def _wrap_list(prefix: str, items: list[Any], indent: int, width: int = 96) -> l
     if len(one) <= width:
         return [one]
     lines, cur = [], prefix + "["
-    pad = " " * (len(prefix) + 1)
+    # a comment's continuation lines must stay comments: "  # released: [a," -> "  #            b]"
+    lead = prefix[: len(prefix) - len(prefix.lstrip())]
+    if prefix.lstrip().startswith("#"):
+        pad = lead + "#" + " " * (len(prefix) - len(lead))
+    else:
+        pad = " " * (len(prefix) + 1)
     for i, v in enumerate(items):
         piece = _flow([v])[1:-1] + ("," if i < len(items) - 1 else "]")
         if len(cur) + len(piece) + 1 > width and cur.strip() not in ("", prefix.strip() + "["):

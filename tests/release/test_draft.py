@@ -123,3 +123,21 @@ def test_missing_columns_are_named(tmp_path):
         read_for_draft(CENSUS, ["sex", "nope"])
     with pytest.raises(sdc.InputError, match=r"--weight: \['w'\]"):
         read_for_draft(CENSUS, ["sex"], weight="w")
+
+
+def test_a_long_list_of_released_columns_stays_a_comment(tmp_path):
+    """Many non-key columns wrap the "released unchanged" comment over several lines; every
+    continuation line must stay a comment (the free1 draft was invalid YAML: a bare line)."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"sex": rng.integers(1, 3, 400), "region": rng.integers(1, 5, 400)})
+    for i in range(30):
+        frame[f"VARIABLE_NUMBER_{i:02d}"] = rng.integers(0, 9, 400)
+    path = tmp_path / "wide.csv"
+    frame.to_csv(path, index=False)
+    fr, vl, varl, fmt = read_for_draft(path, ["sex", "region"])
+    d = build_draft(fr, data_path=path, config_path=tmp_path / "wide.yaml", keys=["sex", "region"],
+                    fmt=fmt, value_labels=vl, variable_labels=varl)
+    text = draft_yaml(d)
+    block = [ln for ln in text.splitlines() if "VARIABLE_NUMBER_" in ln]
+    assert len(block) > 1 and all(ln.lstrip().startswith("#") for ln in block)
+    assert yaml.safe_load(text) == d.as_dict()
