@@ -100,6 +100,13 @@ class InputSpec(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     """Variable labels of columns that are not key variables (``{income: "Yearly income"}``);
     written into SPSS/Stata files and the codebook. Key variables take ``label:``."""
+    household_id: str | None = None
+    """Household file: the column grouping persons into households. Household-level keys
+    (``level: household``) are post-randomized once per household; the public file keeps this
+    column with keyed pseudonyms (see docs/HOUSEHOLDS.md)."""
+    household_columns: list[str] = Field(default_factory=list)
+    """Non-key columns that belong to the household (dwelling, household weight): checked to
+    be constant within every household, like the household-level keys."""
 
     @field_validator("delimiter")
     @classmethod
@@ -133,6 +140,9 @@ class KeyVariable(_Strict):
     missing: Literal["error", "category"] = "error"
     label: str | None = None
     """Variable label (SPSS/Stata variable label, codebook)."""
+    level: Literal["household", "person"] = "person"
+    """``household``: the variable belongs to the household (constant within it; needs
+    ``input.household_id``) and is post-randomized once per household."""
 
     @model_validator(mode="after")
     def _one_domain(self) -> KeyVariable:
@@ -470,6 +480,7 @@ class ReleaseConfig(_Strict):
                     raise ValueError(
                         f"partition.{var}: bands need numeric categories, but {var} has {nonnum[:3]}"
                     )
+        _check_households(self)
         for var in self.perturb:
             if var in keys:
                 raise ValueError(
@@ -511,6 +522,59 @@ class ReleaseConfig(_Strict):
     @property
     def key_names(self) -> list[str]:
         return list(self.key_variables)
+
+    @property
+    def household_keys(self) -> list[str]:
+        """Key variables of ``level: household`` (config order); empty for a person file."""
+        return [k for k, kv in self.key_variables.items() if kv.level == "household"]
+
+    @property
+    def person_keys(self) -> list[str]:
+        """Key variables of ``level: person`` (config order)."""
+        return [k for k, kv in self.key_variables.items() if kv.level == "person"]
+
+
+def _check_households(cfg: ReleaseConfig) -> None:
+    """Cross checks of ``input.household_id``, ``input.household_columns`` and ``level:``."""
+    hid, hcols = cfg.input.household_id, cfg.input.household_columns
+    hkeys = cfg.household_keys
+    if hid is None:
+        if hkeys:
+            raise ValueError(f"key_variables: {hkeys} have level: household, which needs "
+                             "input.household_id (the column naming each person's household)")
+        if hcols:
+            raise ValueError("input.household_columns needs input.household_id (the column "
+                             "naming each person's household)")
+        return
+    keys = set(cfg.key_variables)
+    if hid in keys:
+        raise ValueError(f"input.household_id: {hid!r} is also a key variable; it cannot be both")
+    if hid == cfg.input.id_column:
+        raise ValueError(f"input.household_id: {hid!r} is also input.id_column; the person id "
+                         "and the household id must be different columns")
+    if hid in cfg.input.drop:
+        raise ValueError(f"input.household_id: {hid!r} is listed in input.drop; the public file "
+                         "keeps the household column (with pseudonyms), so it cannot be dropped")
+    bad = [c for c in hcols if c in keys]
+    if bad:
+        raise ValueError(f"input.household_columns: {bad} are key variables; declare them "
+                         "with level: household under key_variables instead")
+    bad = [c for c in hcols if c == hid or c == cfg.input.id_column or c in cfg.input.drop]
+    if bad:
+        raise ValueError(f"input.household_columns: {bad} is the household id, the person id "
+                         "or a dropped column; list only released non-key columns")
+    if not hkeys:
+        raise ValueError("input.household_id is set but no key variable has level: household; "
+                         "mark the household variables (region, urban/rural, ...) with "
+                         "level: household, or remove input.household_id")
+    if not cfg.person_keys:
+        raise ValueError("every key variable has level: household; a household file needs "
+                         "at least one person-level key (sex, age, ...), otherwise release "
+                         "the household table as a file of its own")
+    dp = [c for c in cfg.perturb if c in hcols]
+    if dp:
+        raise ValueError(f"perturb: {dp} are household columns; DP-PRAM draws per person and "
+                         "would make them differ within a household")
 
 
 def _check_groups(var: str, rule: Groups, kv: KeyVariable) -> None:

@@ -70,6 +70,14 @@ def check_streamable(config: ReleaseConfig, engine: str) -> None:
         SPSS ``.sav`` / Stata ``.dta`` input (no batch reader: convert it to Parquet once, e.g.
         ``pd.read_spss(path).to_parquet(...)``, or use ``--engine pandas``).
     """
+    if config.input.household_id is not None:
+        raise InputError(
+            f"the {engine} engine releases persons batch by batch; a household file "
+            f"(input.household_id {config.input.household_id!r}) needs every member of a "
+            "household at once (household-level keys are post-randomized once per household, "
+            "the public file keeps households together), which the batch engines do not do "
+            "yet. Release it with --engine pandas"
+        )
     formats = config.output.formats if config.output is not None else ["parquet"]
     stat = [f for f in formats if f in ("sav", "dta")]
     if stat:

@@ -28,6 +28,7 @@ import pandera.pandas as pa
 from pandera.errors import SchemaError, SchemaErrors
 
 from sdc.config.model import KeyVariable, ReleaseConfig
+from sdc.engine.households import check_households
 from sdc.errors import InputError
 
 __all__ = ["OutputSchemaError", "input_schema", "output_schema", "validate_input",
@@ -304,8 +305,10 @@ def validate_input(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
     Raises :class:`~sdc.errors.InputError` listing every problem at once: column, check, a
     sample of the bad values, how many rows, the first rows (1-based data rows) and the fix.
     """
-    return _validate(frame, input_schema(config), config, f"the input of {config.name!r}",
-                     InputError)
+    out = _validate(frame, input_schema(config), config, f"the input of {config.name!r}",
+                    InputError)
+    check_households(frame, config)
+    return out
 
 
 def validate_output(public_frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
