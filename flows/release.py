@@ -416,7 +416,7 @@ def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the streaming and Dask engines (issue 11): the same release, records never held whole
+# the streaming and Dask engines: the same release, records never held whole
 # ---------------------------------------------------------------------------------------------
 ENGINES = ("pandas", "streaming", "dask")
 

@@ -6,7 +6,7 @@ Public API::
     result = sdc.release_frame(frame, cfg, seed=12345)
     result.frame, result.blocks, result.certificate
 
-See ``../shared/docs/METHOD.md`` for the method and the README for the config reference.
+See ``docs/METHOD.md`` for the method and the README for the config reference.
 """
 
 from sdc.config.load import load_config, parse_config

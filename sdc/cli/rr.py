@@ -1,4 +1,4 @@
-"""``sdc rr``: randomized-response tools for survey designers (issue 5, item 7).
+"""``sdc rr``: randomized-response tools for survey designers (docs/MECHANISMS.md).
 
 Commands
 --------

@@ -7,7 +7,7 @@ on any batch and get byte-identical results)::
                    seed: int) -> np.ndarray        # (m,) released cell of each record
 
 with ``identity`` from :func:`sdc.engine.draws.record_identity` made distinct by
-:func:`sdc.engine.draws.unique_identities` (see /work/wt/CONTRACT-draws.md and
+:func:`sdc.engine.draws.unique_identities` (see METHOD.md section 7.3 and
 :mod:`sdc.engine.draws` for the keyed draws: move iff u1 < theta / t_j, destination by
 hierarchical (trie) rendezvous over the other k - 1 cells of the PRB, O(log k) per record).
 

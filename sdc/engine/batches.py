@@ -1,6 +1,6 @@
 """The two record passes, one batch at a time: count cells, then release records.
 
-A release needs records only twice (METHOD.md; issue 11): to count the cells (t_j of every
+A release needs records only twice (METHOD.md section 1): to count the cells (t_j of every
 non-empty cell) and to apply each record's released cell, which is a pure per-record map once
 the plan is known (record-keyed draws, :mod:`sdc.engine.draws`). This module holds the
 per-batch pieces every executor shares (pandas = one batch, streaming = batches in a loop,
@@ -27,7 +27,7 @@ from sdc.engine.theta import kmin as kmin_of
 from sdc.engine.theta import solve_theta
 from sdc.errors import InputError
 
-__all__ = ["CellCounter", "CellLocator", "cell_codes", "cell_table", "decode_released", "locate_cells",
+__all__ = ["CellCounter", "CellLocator", "cell_codes", "cell_table", "decode_released",
            "partition_cells"]
 
 _MAX_CODE = 2**62
@@ -180,17 +180,6 @@ class CellLocator:
             raise InputError("the input changed between the counting pass and the release pass "
                              "(a record's cell was not counted); rerun the release")
         return idx.astype(np.int64, copy=False)
-
-
-def locate_cells(codes: np.ndarray, sorted_cell_codes: np.ndarray) -> np.ndarray:
-    """Global cell index of every record from its cell code (binary search in the sorted
-    codes of the cell table); see :class:`CellLocator` for the fast repeated form."""
-    idx = np.searchsorted(sorted_cell_codes, codes)
-    idx = np.minimum(idx, max(sorted_cell_codes.size - 1, 0))
-    if sorted_cell_codes.size == 0 or not np.array_equal(sorted_cell_codes[idx], codes):
-        raise InputError("the input changed between the counting pass and the release pass "
-                         "(a record's cell was not counted); rerun the release")
-    return idx.astype(np.int64)
 
 
 def _decode(kv, codes: np.ndarray) -> np.ndarray:

@@ -16,71 +16,24 @@ Public functions (the contract other engines build on; ``released_cells`` is in
     stream(seed: int, key: str) -> np.random.Generator   # named streams (public row order,
                                                          # intruder simulation), not records
 
-Why. The release job is rerun every month on a file that changes a little. If a record's draws
-depended on its position among the other records, one added record would redraw the whole PRB,
-and an intruder linking a respondent across months by the (unchanged, public) non-key values
-would see its released cell jump around: the modal released cell over the series gives the true
-one away. Here a record's uniforms depend only on the seed and the record's own *identity*, so
-a record whose t_j, theta and PRB did not change is released identically month after month.
+Why and how (design text in docs/METHOD.md section 7.3): a record's uniforms depend only on the
+seed and the record's own *identity* (a hash of ``input.id_column``, or of its non-key,
+non-dropped, non-perturbed values in sorted column order), so a record whose t_j, theta and PRB
+did not change is released identically in every release of a series.
 
-Identity (:func:`record_identity`). With ``input.id_column`` it is a hash of the id. Otherwise
-it is a hash of the record's values in every non-key, non-dropped column except the
-DP-perturbed ones (what an intruder links on), columns taken in sorted name order so column
-order does not matter. Records that
-share an identity are made distinct by :func:`unique_identities` (a global step), so draws
-stay independent across records, which the exact risk of METHOD.md section 6 assumes.
-
-The keyed function. ``keyed_hash(seed, purpose, a, b)`` is SipHash-2-4 (Aumasson & Bernstein,
-2012), a keyed pseudo-random function, of the 16-byte message ``a || b`` (little-endian uint64
-words), under the 128-bit key made of the first 16 bytes of
-``SHA-256("sdc-draws-v1|<purpose>|<seed in decimal>")``. It is implemented here on uint64 numpy
-arrays (so no Python loop over records, and the output is byte-identical on every platform and
-every numpy/pandas version: only wrapping 64-bit additions, xors, shifts and rotations), and a
-test checks it against the reference test vector of the SipHash paper. Uniforms are
-``(h >> 11) * 2**-53``, exact multiples of 2^-53 in [0, 1).
-
-Value hashing (unkeyed; the key enters afterwards). Integers (and integral floats, booleans,
-dates as int64) are mixed with the SplitMix64 finalizer ``fmix64`` implemented here; other
-floats by their IEEE bits (-0.0 as 0, NaN as missing); strings by SipHash-2-4 of their UTF-8
-bytes under a fixed public key via ``pandas.util.hash_array`` (C code; a test recomputes it
-with the reference SipHash so a change in pandas would fail the tests instead of silently
-changing identities); a missing value by a fixed constant.
-
-The NZY step (:func:`sdc.engine.apply.released_cells`). For a record in cell c_j (frequency t_j) of a PRB with
-theta and k cells:
-
-- move iff ``u1 < theta / t_j`` with ``u1 = keyed_uniform(seed, "move", identity)``
-  (monotone coupling: when t_j or theta changes, the decision changes only for records whose u1
-  lies between the old and the new threshold);
-- a moving record goes to one of the *other* k - 1 cells of the PRB by **hierarchical
-  (trie) rendezvous** (:func:`trie_rendezvous`): the PRB's cells, sorted by their keyed hash
-  ``H_l = keyed_hash(seed, "dest:cell", cell_id_l)`` (:func:`trie_order`), are the leaves of a
-  16-ary trie (level-d digit = bits 60-4d .. 63-4d of H_l). From the root, the record runs at
-  every node an exponential race between the children: child c has rate n_c = the number of
-  cells under c other than the record's own cell, and time ``E_c = -log(U_c) / n_c`` with
-  ``U_c`` in (0, 1) the (c+1)-th SplitMix64 output seeded with
-  ``keyed_hash(seed, "dest:trie:<d>", identity, node prefix)``; it descends into
-  ``argmin E_c`` (children with n_c > 0) until its node holds one candidate.
-  ``P(child c) = n_c / N_node``, so the product over the path telescopes to exactly
-  ``1 / (k - 1)`` for every other cell: eq. 5.3. When a cell joins or leaves the PRB only the
-  rates on its own root-to-leaf path change by one; at a node with N candidates the coupled
-  race flips with probability at most 1/(N + 1), and a record passes that node with probability
-  N/(k - 1), so about ``depth / k`` of the movers change destination (depth = the races on the
-  cell's path, about log16 k + 1), each into the joining cell's subtree or out of the leaving
-  one's. The cost is O(16 log16 k) per mover instead of O(k) for the flat rendezvous below
-  (10 PRBs of 10^5 cells, 8 x 10^5 movers: 2 s instead of 440 s).
-
-So P(move) = theta / t_j and P(dest = l | move) = 1 / (k - 1): the law of every record is the
-NZY law (eq. 5.3), distinct identities give independent records, and unbiasedness and the
-exact certificate are unchanged. ``cell_id`` is :func:`cell_identity`, a hash of the cell's
-decoded key values: the same cell has the same trie position whatever other cells exist.
-
-The flat rendezvous (:func:`rendezvous`, highest random weight): the argmax over the other
-candidates l of ``fmix64(keyed_hash(seed, purpose, identity) ^ keyed_hash(seed, purpose +
-":cell", id_l))``; uniform, and a join changes a record only if the new candidate wins
-(probability 1/k), but it costs O(k) per record. It is kept for DP-PRAM (``perturb:``), whose k
-is the number of declared categories of one variable (small); its weight matrix is built in
-chunks of at most ``_CHUNK`` entries (cache-sized: measured 3x faster than large blocks).
+- ``keyed_hash`` is SipHash-2-4 of ``a || b`` (little-endian uint64 words) under the key
+  ``SHA-256("sdc-draws-v1|<purpose>|<seed in decimal>")[:16]``, on uint64 numpy arrays
+  (byte-identical on every platform; a test checks the paper's test vector); uniforms are
+  ``(h >> 11) * 2**-53``.
+- Value hashing (unkeyed): integers, integral floats, booleans and dates by ``fmix64``; other
+  floats by their IEEE bits (-0.0 as 0, NaN as missing); strings by SipHash-2-4 under a fixed
+  public key via ``pandas.util.hash_array`` (a test recomputes it with the reference SipHash).
+- Move iff ``u1 < theta / t_j`` (monotone coupling); destination by trie rendezvous: the PRB's
+  cells sorted by ``keyed_hash(seed, "dest:cell", cell_id)`` are the leaves of a 16-ary trie and
+  the record runs an exponential race with rates n_c at every node, so P(l) = 1/(k - 1).
+- The flat rendezvous (highest random weight, O(k) per record) is kept for DP-PRAM
+  (``perturb:``), whose k is a declared category count; its weight matrix is built in chunks of
+  at most ``_CHUNK`` entries.
 """
 
 from __future__ import annotations
@@ -698,14 +651,6 @@ class DrawPlan:
             cache.clear()
             cache[seed] = (cells, sorted_hash, bounds, position)
         return cache[seed]
-
-    def prb_cells(self) -> tuple[np.ndarray, np.ndarray]:
-        """(cells of all PRBs sorted by (PRB, cell index), start offsets per PRB (B + 1))."""
-        sens = np.flatnonzero(self.cell_prb >= 0)
-        sens = sens[np.argsort(self.cell_prb[sens], kind="stable")]
-        bounds = np.searchsorted(self.cell_prb[sens], np.arange(self.prb_theta.size + 1))
-        return sens, bounds
-
 
 def draw_tiebreak(cell_id: np.ndarray, in_prb: np.ndarray) -> np.ndarray:
     """The ``tiebreak`` for :func:`unique_identities`: the record's cell id, with the top bit

@@ -67,11 +67,6 @@ class ReleasePlan:
     def merges(self) -> list[str]:
         return self.block_plan.merges
 
-    def prb_label(self, b: int) -> str:
-        """The PRB's partition key (members joined by " + "): names its random stream."""
-        return " + ".join(self.partitioned.partition_keys[m] for m in self.block_plan.blocks[b].members)
-
-
 def partition_units(partition_keys: list[str], blocks: pd.DataFrame) -> dict[str, str]:
     """Map every partition key to the unit whose record count the release preserves exactly.
 

@@ -1,5 +1,5 @@
 """Exact, mechanism-aware identification risk of an NZY post-randomization block (METHOD.md
-section 6, and beyond it: issue 13), and calibrated theta (section 7).
+sections 6 and 7.1), and calibrated theta (section 7.2).
 
 NZY's intruder (METHOD.md section 6) looks for a target B, whose key values c_j it knows, only
 among the records released in B's own cell. The codebook describes the mechanism, so an intruder

@@ -203,7 +203,7 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         # self_destruct + split_blocks: each column's Arrow buffers are freed as it is
         # converted (no consolidation copy); then the Arrow pool returns its cached decode
         # buffers to the system, which nothing later reuses (-240 MB peak, -350 MB resident
-        # at 5M records; issue 14)
+        # at 5M records)
         frame = pq.read_table(path).to_pandas(self_destruct=True, split_blocks=True)
         pa.default_memory_pool().release_unused()
         return frame

@@ -286,7 +286,7 @@ def _validate(frame: pd.DataFrame, schema: pa.DataFrameSchema, config: ReleaseCo
         schema = schema.update_columns({name: {"unique": False} for name in fast})
     try:
         # inplace: the schemas coerce nothing, so pandera need not copy the frame first (a
-        # copy of every record, e.g. +450 MB and 1.2 s at 5M records; issue 14)
+        # copy of every record, e.g. +450 MB and 1.2 s at 5M records)
         return schema.validate(frame, lazy=True, inplace=True)
     except SchemaErrors as err:
         table = problems_table(err, frame, config)

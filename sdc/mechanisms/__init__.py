@@ -1,4 +1,4 @@
-"""Randomized-response and PRAM mechanisms with provable privacy (issue 5).
+"""Randomized-response and PRAM mechanisms with provable privacy (METHOD.md section 7.8).
 
 Pure numpy/scipy. One module per idea:
 

@@ -54,7 +54,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["ReleaseExistsError", "ReleaseFolderError", "checkpoint", "write_release"]
+__all__ = ["ReleaseExistsError", "ReleaseFolderError", "checkpoint", "pid_alive", "write_release"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -121,7 +121,7 @@ def _is_release(p: Path) -> bool:
         (p / "public").is_dir() and (p / "internal").is_dir())
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -142,7 +142,7 @@ def _leftovers(parent: Path, name: str) -> list[tuple[Path, str, bool]]:
         if m is None or m["name"] != name:
             continue
         pid = int(m["pid"])
-        out.append((p, m["kind"], not _pid_alive(pid) or pid == 0))
+        out.append((p, m["kind"], not pid_alive(pid) or pid == 0))
     return sorted(out)
 
 

@@ -141,13 +141,3 @@ def bucket_of(order: np.ndarray, bits: int) -> np.ndarray:
     if bits == 0:
         return np.zeros(order.size, dtype=dtype)
     return (order >> np.uint64(64 - bits)).astype(dtype)
-
-
-def public_positions(frame, schema: pa.Schema, seed: int, cells: CellTable) -> np.ndarray:
-    """Row positions of an in-memory released frame (no ``record_id``) in public order: the
-    order the batch engines produce (the frame is normalized through ``schema`` first)."""
-    from sdc.io.batches import frame_to_table
-
-    table = frame_to_table(frame, schema)
-    order, _ = order_keys(table, seed, order_salt(cells))
-    return sort_positions(order)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from sdc.config.model import ConfigError, ReleaseConfig, SeedFile
 from sdc.errors import InputError
+from sdc.release.folder import pid_alive
 
 __all__ = ["SeedInfo", "load_seed"]
 
@@ -88,7 +89,7 @@ def _create(path: Path) -> bool:
             pid = int(stale.name.rsplit("-", 2)[-2])
         except ValueError:
             continue
-        if pid != os.getpid() and not _pid_alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             stale.unlink(missing_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -110,16 +111,6 @@ def _create(path: Path) -> bool:
         os.fsync(dfd)
     finally:
         os.close(dfd)
-    return True
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 

@@ -266,11 +266,6 @@ class SeriesRisk:
         w = one["n_" + which.removesuffix("_rate")]
         return float((one[which] * w).sum() / w.sum()) if w.sum() else 0.0
 
-    def max_rate(self, which: str = "series_rate", min_targets: int = 1) -> float:
-        """Largest class rate among classes with at least ``min_targets`` targets."""
-        sel = self.intruder[self.intruder["n_" + which.removesuffix("_rate")] >= min_targets]
-        return float(sel[which].max()) if len(sel) else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         return {"n_releases": self.n_releases, "xi": self.xi,
                 "max_changed_share": self.max_changed_share,

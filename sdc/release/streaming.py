@@ -560,17 +560,6 @@ def _raise_duplicate_ids(rows: np.ndarray, values: pd.Series, config: ReleaseCon
     )
 
 
-def confirm_duplicate_ids(hits, config: ReleaseConfig) -> bool:
-    """Compare the actual id values of the records that share a 64-bit identity: equal values
-    raise :class:`InputError` naming the column, examples and their global rows; otherwise
-    the identities are mere hash collisions and the function returns False (not unique)."""
-    found = repeated_ids(hits)
-    if found is None:
-        return False  # hash collisions only
-    _raise_duplicate_ids(*found, config)
-    return False
-
-
 def plan_cells(count: CellCount, config: ReleaseConfig) -> ReleasePlan:
     """The shared planning step on the counted cell table."""
     return plan_release(partition_cells(count.cells, config), config)
@@ -593,7 +582,7 @@ def batch_identities(frame: pd.DataFrame, record_cell: np.ndarray, dplan: DrawPl
         return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
     ident = record_identity(frame, config)[drawing]
     # the same tiebreak as the in-memory engine (PRB records: top bit cleared), so duplicated
-    # identities get the same distinct identities in every engine (issue 10 contract)
+    # identities get the same distinct identities in every engine (the draws contract, METHOD.md section 7.3)
     return np.asarray(ident, np.uint64), draw_tiebreak(dplan.cell_id[record_cell[drawing]], True)
 
 

@@ -32,7 +32,7 @@ P_b(S = a) = p P(S' = a-1) + (1 - p) P(S' = a), p = 1 - theta_b / t and S' is th
 *other* records landing in the cell (METHOD.md section 6). Both are reported, with the range
 min_b / max_b of the exact R_b(a, t) (:func:`sdc.correct_match_risk`).
 
-Other-cell strategy (issue 13): an intruder who knows the mechanism may pick from another cell z
+Other-cell strategy (METHOD.md section 7.1): an intruder who knows the mechanism may pick from another cell z
 of B's PRB (at theta = 1 two singletons swap with certainty). Per replica and (target B, other
 cell z) pair with S_z = a, Y = 1{B released in z} / a; summed over the targets of frequency t_j
 outside z this is (records of frequency t_j from other cells released in z) / a, so the work per

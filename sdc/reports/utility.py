@@ -1,4 +1,4 @@
-"""Utility of a release: how much the statistics moved (issue 4, "Utility").
+"""Utility of a release: how much the statistics moved (docs/REPORTS.md).
 
 All figures compare the original file with the released one and are aggregates only. They
 are computed from the engine's cell table and the released cell of every record

@@ -3,7 +3,6 @@ one readable paragraph, no traceback). Only the release tests run the flow."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -42,7 +41,6 @@ def test_help_lists_every_command():
     assert r.exit_code == 2 and "Usage: sdc" in r.text
 
 
-@pytest.mark.skipif(importlib.util.find_spec("sdc.cli.rr") is None, reason="cli/rr.py not there yet")
 def test_rr_is_mounted():
     r = run("rr", "--help")
     assert r.exit_code == 0, r.text

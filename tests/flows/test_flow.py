@@ -243,8 +243,6 @@ def test_flow_census_demo_end_to_end(prefect_harness, make_census_job):
 def test_flow_adult_end_to_end(prefect_harness, make_repo_job):
     if not (SHARED_DATA / "adult" / "adult.csv").is_file():
         pytest.skip(f"shared data not found at {SHARED_DATA.resolve()}/adult (../shared/data)")
-    if not (REPO / "configs" / "adult.yaml").is_file():
-        pytest.skip("configs/adult.yaml is not in the repository yet")
     cfg_path = make_repo_job("adult.yaml")
     config = sdc.load_config(cfg_path)
     summary = release(str(cfg_path))

@@ -52,8 +52,18 @@ def row_of(msg: str, column: str, check: str) -> str:
 
 
 def test_schemas_are_pandera() -> None:
-    assert isinstance(input_schema(cfg()), pa.DataFrameSchema)
-    assert isinstance(output_schema(cfg()), pa.DataFrameSchema)
+    """The schemas are pandera schemas that do the checking themselves: pandera's own
+    ``validate`` (not our wrapper) rejects an out-of-domain key and a duplicate id."""
+    schema = input_schema(cfg())
+    assert isinstance(schema, pa.DataFrameSchema) and isinstance(output_schema(cfg()), pa.DataFrameSchema)
+    assert {"pid", "sex", "age", "race"} <= set(schema.columns)
+    schema.validate(good())
+    bad = good().assign(sex=[1, 2, 7])
+    with pytest.raises((pa.errors.SchemaError, pa.errors.SchemaErrors)):
+        schema.validate(bad, lazy=True)
+    dup = good().assign(pid=[10, 10, 12])
+    with pytest.raises((pa.errors.SchemaError, pa.errors.SchemaErrors)):
+        schema.validate(dup, lazy=True)
 
 
 def test_good_frame_passes_unchanged() -> None:
