@@ -164,9 +164,9 @@ def check_release_target(config: ReleaseConfig, force: bool) -> None:
     that is not a release (``ReleaseFolderError``, even with ``force``: it is never replaced).
     ``write_release`` checks again when it publishes; this only saves the computation.
     """
-    from sdc.release.folder import ReleaseExistsError, ReleaseFolderError
+    from sdc.release.folder import ReleaseExistsError, ReleaseFolderError, check_output_path
 
-    out = config.output_dir.absolute()
+    out = check_output_path(config.output_dir, input_path=config.input_path)
     if not (out.exists() or out.is_symlink()):
         return
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
@@ -397,7 +397,8 @@ def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed
         job.config, original, result, seed_info, input_sha256=job.input_sha256,
         config_text=job.config_text, reports=reports, public_data=public,
     )
-    out = Path(write_release(job.config.output_dir, public, internal, force=force)).resolve()
+    out = Path(write_release(job.config.output_dir, public, internal, force=force,
+                             input_path=job.config.input_path)).resolve()
     get_run_logger().info("release written to %s", out)
     return out
 
@@ -536,18 +537,20 @@ def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str,
                                               input_sha256=job.input_sha256,
                                               config_text=job.config_text, engine=engine,
                                               reports=reports)
-    return Path(write_release(job.config.output_dir, public, internal, force=force)).resolve()
+    return Path(write_release(job.config.output_dir, public, internal, force=force,
+                              input_path=job.config.input_path)).resolve()
 
 
 def _stage_folder(config: ReleaseConfig) -> Path:
     """A temp folder beside the release (same file system: the public files are renamed into
     the release), named like write_release's temp folders so a killed run's is cleaned up."""
     import os
-    import secrets
 
-    out = config.output_dir.absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    from sdc.release.folder import check_output_path, make_parents, staging_path
+
+    out = check_output_path(config.output_dir, input_path=config.input_path)
+    make_parents(out.parent)
+    stage = staging_path(out)
     os.mkdir(stage, 0o700)
     return stage
 

@@ -46,17 +46,24 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
 
-__all__ = ["ReleaseExistsError", "ReleaseFolderError", "checkpoint", "pid_alive", "write_release"]
+__all__ = ["PARENT_MODE", "ReleaseExistsError", "ReleaseFolderError", "check_output_path",
+           "checkpoint", "make_parents", "pid_alive", "real_target", "staging_path",
+           "write_release"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME_MAX = 255          # bytes of one file name (NAME_MAX on Linux and macOS)
+#: mode of the parent folders a release creates (whatever the umask): owner and group only
+PARENT_MODE = 0o750
 
 
 class ReleaseExistsError(FileExistsError):
@@ -137,9 +144,10 @@ _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f
 def _leftovers(parent: Path, name: str) -> list[tuple[Path, str, bool]]:
     """(path, kind, stale) of this release's temp/old folders in ``parent``."""
     out = []
-    for p in parent.glob(f".{_glob_escape(name)}.*-*"):
+    key = _stage_key(name)
+    for p in parent.glob(f".{_glob_escape(key)}.*-*"):
         m = _LEFTOVER.match(p.name)
-        if m is None or m["name"] != name:
+        if m is None or m["name"] != key:
             continue
         pid = int(m["pid"])
         out.append((p, m["kind"], not pid_alive(pid) or pid == 0))
@@ -206,16 +214,121 @@ def _check_target(out_dir: Path) -> None:
             )
 
 
+def real_target(out_dir: Path) -> Path:
+    """``out_dir`` with every symbolic link of its parent folders resolved (``realpath``), the
+    last component kept as is (a symlink there is refused as "not a release folder")."""
+    out = Path(out_dir).expanduser().absolute()
+    return Path(os.path.realpath(out.parent)) / out.name
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _unsafe_parent(path: Path) -> Path | None:
+    """The first existing folder above ``path`` (resolved) that anyone may write to without
+    the sticky bit (anyone could rename or replace what lies in it), else None."""
+    for a in [path, *path.parents]:
+        try:
+            st = os.stat(a)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            return a
+    return None
+
+
+def check_output_path(out_dir: Path, *, input_path: Path | None = None) -> Path:
+    """Refuse an output folder that is unsafe once every symlink is resolved; return the
+    resolved folder (what is written).
+
+    Refused (:class:`ReleaseFolderError`): a folder inside another release (its ``public/`` or
+    ``internal/`` or beside them), a folder holding the input (``--force`` would replace it) or
+    inside an input that is a folder (of Parquet parts: the release would become input), and a
+    folder below a world-writable parent without the sticky bit (anyone could swap the release
+    or a parent for a symlink). The checks run on the realpath: a ``releases`` symlink into
+    another release's ``public/`` is caught (issue 20, item 2).
+    """
+    out = real_target(out_dir)
+    name = out.name
+    if not name or name in (".", ".."):
+        raise ReleaseFolderError(f"output folder {str(out_dir)!r} has no usable name")
+    if len(os.fsencode(name)) > _NAME_MAX:
+        raise ReleaseFolderError(
+            f"output folder name {name[:40]!r}... has {len(os.fsencode(name))} bytes; a file "
+            f"name may have at most {_NAME_MAX} bytes. Choose a shorter output.dir")
+    _check_target(out)
+    if input_path is not None:
+        src = Path(os.path.realpath(Path(input_path).expanduser().absolute()))
+        if _within(src, out):
+            raise ReleaseFolderError(
+                f"output folder {str(out)!r} holds the input {str(src)!r}: writing (or with "
+                "--force replacing) the release there would destroy the input. Choose another "
+                "output.dir")
+        if src.is_dir() and _within(out, src):
+            raise ReleaseFolderError(
+                f"output folder {str(out)!r} lies inside the input folder {str(src)!r}: the "
+                "release's files would be read as input by the next run. Choose an output.dir "
+                "outside it")
+    bad = _unsafe_parent(out.parent)
+    if bad is not None:
+        raise ReleaseFolderError(
+            f"output folder {str(out)!r} lies below {str(bad)!r}, which everybody may write to "
+            "and which has no sticky bit: anyone could rename the release or swap it for a "
+            f"symlink. Use a folder only the release staff can write (chmod o-w {bad}), or set "
+            f"the sticky bit (chmod +t {bad})")
+    return out
+
+
+def make_parents(folder: Path, mode: int = PARENT_MODE) -> None:
+    """Create ``folder`` and its missing parents with ``mode`` whatever the umask (``mkdir``
+    applies the umask: under umask 000 a plain ``mkdir -p`` made ``releases/`` 0777)."""
+    missing = []
+    p = Path(folder)
+    while not p.exists() and not p.is_symlink():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(p))
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, mode)
+        except FileExistsError:
+            continue
+        os.chmod(d, mode)
+
+
+def _stage_key(name: str) -> str:
+    """The release name as used in its staging folders' names: the name itself, or for a long
+    name (a staging name must fit in 255 bytes with its suffix) a prefix and a hash of it."""
+    if len(os.fsencode(name)) <= _NAME_MAX - 40:
+        return name
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    return f"{name[:60]}~{digest}"
+
+
+def staging_path(out_dir: Path, kind: str = "tmp") -> Path:
+    """A fresh hidden sibling ``.<name>.<kind>-<pid>-<hex>`` of ``out_dir`` (name shortened by
+    :func:`_stage_key` when long); stale ones of killed runs are removed by the next run."""
+    out = Path(out_dir)
+    return out.parent / f".{_stage_key(out.name)}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
 def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict[str, bytes], *,
-                  force: bool = False) -> Path:
+                  force: bool = False, input_path: Path | None = None) -> Path:
     """Publish a release folder atomically; return its absolute path.
 
     ``public`` files go to ``<out_dir>/public/`` (folder 0755, files 0644), ``internal`` files
     to ``<out_dir>/internal/`` (folder 0700, files 0600). A public value may be the ``Path`` of
     a file a batch engine already wrote (moved in by rename, or copied; then fsynced). Steps:
 
-    1. refuse an ``out_dir`` inside another release (e.g. in its ``public/``), a parent that
-       cannot be created or written, or an existing ``out_dir`` that is not a release (a
+    1. resolve the symlinks of ``out_dir``'s parents and refuse (:func:`check_output_path`) a
+       folder inside another release (e.g. in its ``public/``), holding ``input_path`` or inside
+       it (a folder input), below a world-writable parent without the sticky bit; create the
+       missing parents with mode 0750 whatever the umask; refuse a parent that cannot be
+       created or written, or an existing ``out_dir`` that is not a release (a
        non-empty folder without ``internal/audit.json``; never deleted, even with ``force``);
     2. put back an old release left by a half-done fallback swap, and delete stale
        ``.<name>.tmp-*`` / ``.<name>.old-*`` folders of killed runs;
@@ -229,18 +342,15 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
     Any exception during 4-5 removes the temp folder and re-raises; a SIGKILL leaves it for the
     next run to remove. See the module docstring for what a crash at each point leaves.
     """
-    out_dir = Path(out_dir).expanduser().absolute()
-    name = out_dir.name
-    if not name or name in (".", ".."):
-        raise ReleaseFolderError(f"output folder {str(out_dir)!r} has no usable name")
     for group in (public, internal):
         for fname in group:
             if not _NAME_OK.match(fname):
                 raise ValueError(f"release file name {fname!r} is not a plain file name")
-    _check_target(out_dir)
+    out_dir = check_output_path(out_dir, input_path=input_path)
+    name = out_dir.name
     parent = out_dir.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        make_parents(parent)
     except (PermissionError, FileExistsError, NotADirectoryError, OSError) as e:
         raise ReleaseFolderError(
             f"cannot create the folder {str(parent)!r} for release {name!r} ({e.strerror or e}); "
@@ -273,7 +383,7 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
                 "new one is complete), or choose another output.dir"
             )
 
-    tmp = parent / f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp = staging_path(out_dir)
     os.mkdir(tmp, 0o700)
     try:
         pub_dir, int_dir = tmp / "public", tmp / "internal"
@@ -324,7 +434,7 @@ def _publish_new(tmp: Path, out_dir: Path) -> None:
 def _swap(tmp: Path, out_dir: Path) -> None:
     if _renameat2(tmp, out_dir, _RENAME_EXCHANGE):
         return
-    old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+    old = staging_path(out_dir, "old")
     os.rename(out_dir, old)
     checkpoint("between_renames")
     try:

@@ -143,6 +143,28 @@ def _read(path: Path) -> tuple[int, str]:
     return int(m.group(1)), hashlib.sha256(data).hexdigest()
 
 
+def _checked_seed_path(path: Path) -> Path:
+    """The seed file's path with the symlinks of its folders resolved (the file itself may not
+    exist yet), refused inside a release folder (published or copied with it) or below a
+    folder everybody may write to without the sticky bit (anyone could swap the seed)."""
+    from sdc.release.folder import _is_release, _unsafe_parent
+
+    real = Path(os.path.realpath(path))
+    for a in real.parents:
+        if _is_release(a):
+            raise InputError(
+                f"seed file {str(path)!r} lies inside the release folder {str(a)!r} (resolved: "
+                f"{str(real)!r}); a release folder is handed on and replaced by --force, the seed "
+                "must stay outside every release. Move it and point seed.file at it")
+    bad = _unsafe_parent(real.parent)
+    if bad is not None:
+        raise InputError(
+            f"seed file {str(path)!r} lies below {str(bad)!r}, which everybody may write to and "
+            "which has no sticky bit: anyone could replace the seed. Keep it in a folder only "
+            f"the release staff can write (chmod o-w {bad})")
+    return real
+
+
 def load_seed(config: ReleaseConfig, *, create: bool = True) -> SeedInfo:
     """The release seed of ``config``.
 
@@ -171,7 +193,7 @@ def load_seed(config: ReleaseConfig, *, create: bool = True) -> SeedInfo:
             raise ConfigError(f"seed: must be a non-negative integer, got {seed}")
         return SeedInfo(value=int(seed), path=None, sha256=None, created=False)
     assert isinstance(seed, SeedFile)
-    path = config.resolve(seed.file)
+    path = _checked_seed_path(config.resolve(seed.file))
     created = False
     if not path.exists() and not path.is_symlink():
         if not create:
