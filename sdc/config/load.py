@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from sdc.config.model import ConfigError, Hierarchy, ReleaseConfig
+from sdc.config.recode import apply_recodings
 
 __all__ = ["format_validation_error", "load_config", "parse_config", "read_hierarchy"]
 
@@ -69,7 +70,7 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
         loc = ".".join(str(p) for p in e["loc"]
                        if not str(p).startswith(("function-", "tagged-", "rule:")))
         # pydantic adds the union member name to the path; keep the user's keys only
-        loc = re.sub(r"\.(AsIs|Bands|Groups|Hierarchy|SeedFile|literal\[[^\]]*\]|int|str)\b", "", loc)
+        loc = re.sub(r"\.(AsIs|Bands|Groups|Hierarchy|TopBottom|SeedFile|literal\[[^\]]*\]|int|str)\b", "", loc)
         msg = e["msg"].removeprefix("Value error, ")
         given = e.get("input")
         if e["type"] == "extra_forbidden":
@@ -85,10 +86,13 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
 
 
 def parse_config(data: dict[str, Any], base_dir: Path | None = None, *,
-                 source: str = "config", load_hierarchies: bool = True) -> ReleaseConfig:
+                 source: str = "config", load_hierarchies: bool = True,
+                 recode: bool = True) -> ReleaseConfig:
     """Build a :class:`ReleaseConfig` from a dict (as read from YAML).
 
-    Raises :class:`ConfigError` with every problem listed by its dotted key path.
+    ``recode=False`` leaves ``key_variables.X.recode`` unapplied (the design search applies
+    it itself, :func:`sdc.config.recode.apply_recodings`). Raises :class:`ConfigError` with
+    every problem listed by its dotted key path.
     """
     if not isinstance(data, dict):
         raise ConfigError(f"invalid {source}: the top level must be a mapping of keys, "
@@ -103,6 +107,14 @@ def parse_config(data: dict[str, Any], base_dir: Path | None = None, *,
             if isinstance(rule, Hierarchy) and rule.table is None:
                 rule.with_table(read_hierarchy(cfg.resolve(rule.hierarchy), rule.delimiter,
                                                where=f"partition.{var}.hierarchy"))
+        for var, kv in cfg.key_variables.items():
+            if isinstance(kv.recode, Hierarchy) and kv.recode.table is None:
+                kv.recode.with_table(read_hierarchy(
+                    cfg.resolve(kv.recode.hierarchy), kv.recode.delimiter,
+                    where=f"key_variables.{var}.recode.hierarchy"))
+    if recode and (load_hierarchies or not any(isinstance(kv.recode, Hierarchy)
+                                               for kv in cfg.key_variables.values())):
+        apply_recodings(cfg)
     return cfg
 
 

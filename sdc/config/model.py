@@ -64,6 +64,7 @@ __all__ = [
     "RiskSpec",
     "Schedule",
     "SeedFile",
+    "TopBottom",
     "check_xi",
 ]
 
@@ -143,6 +144,10 @@ class KeyVariable(_Strict):
     level: Literal["household", "person"] = "person"
     """``household``: the variable belongs to the household (constant within it; needs
     ``input.household_id``) and is post-randomized once per household."""
+    recode: RecodeRule | None = None
+    """Recoding of the released values (``sdc.config.recode``): bands, top/bottom coding,
+    groups or an ARX hierarchy level. The release (cells, PRBs, certificate, public files) is
+    in the recoded values; :func:`load_config` replaces this key by its released domain."""
 
     @model_validator(mode="after")
     def _one_domain(self) -> KeyVariable:
@@ -265,6 +270,54 @@ PartitionRule = Annotated[
         ),
     ),
 ]
+
+
+class TopBottom(_Strict):
+    """Top and/or bottom coding of a numeric key (recoding only): every value >= ``top`` is
+    released as ``"<top>+"``, every value <= ``bottom`` as ``"<=<bottom>"``; the values between
+    are released as they are."""
+
+    top: float | None = None
+    bottom: float | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> TopBottom:
+        if self.top is None and self.bottom is None:
+            raise ValueError("give 'top', 'bottom' or both")
+        for x in (self.top, self.bottom):
+            if x is not None and not math.isfinite(x):
+                raise ValueError(f"top/bottom must be finite numbers, got {x}")
+        if self.top is not None and self.bottom is not None and not self.bottom < self.top:
+            raise ValueError(f"'bottom' ({self.bottom}) must be below 'top' ({self.top})")
+        return self
+
+
+def _recode_kind(v: Any) -> str | None:
+    if isinstance(v, dict):
+        found = [k for k in ("bands", "groups", "hierarchy") if k in v]
+        if not found and ("top" in v or "bottom" in v):
+            return "recode:topbottom"
+        return f"recode:{found[0]}" if len(found) == 1 else None
+    return {Bands: "recode:bands", Groups: "recode:groups", Hierarchy: "recode:hierarchy",
+            TopBottom: "recode:topbottom"}.get(type(v))
+
+
+RecodeRule = Annotated[
+    Annotated[Bands, Tag("recode:bands")]
+    | Annotated[Groups, Tag("recode:groups")]
+    | Annotated[Hierarchy, Tag("recode:hierarchy")]
+    | Annotated[TopBottom, Tag("recode:topbottom")],
+    Discriminator(
+        _recode_kind,
+        custom_error_type="recode_rule",
+        custom_error_message=(
+            "a recoding is one of: {bands: [left edges]}, {top: value, bottom: value}, "
+            "{groups: {name: [categories]}} (categories in no group are kept), "
+            "{hierarchy: file.csv, level: n}"
+        ),
+    ),
+]
+KeyVariable.model_rebuild()
 
 
 class RiskSpec(_Strict):
@@ -425,6 +478,12 @@ class ReleaseConfig(_Strict):
     engine: EngineSpec = Field(default_factory=EngineSpec)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source_path: Path | None = PrivateAttr(default=None)
+    # recoded keys (sdc.config.recode): the user's declaration of each recoded key, its
+    # partition rule as written, and the map of its input codes to released codes
+    _source_keys: dict[str, KeyVariable] = PrivateAttr(default_factory=dict)
+    _user_partition: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _recode_maps: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _user_merge_along: bool = PrivateAttr(default=True)
 
     @field_validator("name")
     @classmethod
@@ -514,6 +573,43 @@ class ReleaseConfig(_Strict):
         if self.output is None:
             return self.resolve(Path("releases") / self.name)
         return self.resolve(self.output.dir_for())
+
+    @property
+    def input_key_variables(self) -> dict[str, KeyVariable]:
+        """The key variables as the input file holds them: a recoded key's declaration before
+        recoding (``key_variables`` holds the released, recoded domains)."""
+        if not self._source_keys:
+            return self.key_variables
+        return {k: self._source_keys.get(k, kv) for k, kv in self.key_variables.items()}
+
+    @property
+    def recoded_keys(self) -> list[str]:
+        """Key variables whose released values are recoded (``key_variables.X.recode``)."""
+        return [k for k in self.key_variables if k in self._source_keys]
+
+    def recode_map(self, key: str) -> Any:
+        """``(code_map, n_released)`` of a recoded key: ``code_map[c]`` is the released code
+        of input code ``c`` (the ``missing`` category included, last)."""
+        return self._recode_maps[key]
+
+    def without_recoding(self) -> ReleaseConfig:
+        """A copy whose key variables are taken as the file holds them (no recoding step):
+        the view for a file that is already in released values, e.g. the public file."""
+        c = self.model_copy(deep=True)
+        c._source_keys, c._recode_maps = {}, {}
+        c._base_dir, c._source_path = self._base_dir, self._source_path
+        return c
+
+    def declared_view(self) -> ReleaseConfig:
+        """A copy in the declared values: the recoded keys as the user declared them (their
+        partition rules as written), no recoding step. For counting the file's own values."""
+        c = self.without_recoding()
+        c.key_variables = dict(self.input_key_variables)
+        c.partition = {**self.partition, **self._user_partition}
+        c._user_partition = {}
+        if c.output is not None:
+            c.output.formats = ["parquet"]
+        return c
 
     @property
     def partition_variables(self) -> list[str]:

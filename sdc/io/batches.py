@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
+from sdc.io.recode import recode_frame
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -116,7 +117,7 @@ def input_sha256(path: Path) -> str:
 
 
 def _text_keys(config: ReleaseConfig) -> list[str]:
-    return [k for k, kv in config.key_variables.items()
+    return [k for k, kv in config.input_key_variables.items()
             if kv.categories is not None and any(isinstance(c, str) for c in kv.categories)]
 
 
@@ -242,6 +243,8 @@ def input_batches(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS
         pyarrow inferred from the file's first block.
     """
     frames = _input_frames(config, batch_rows, columns)
+    if config.recoded_keys:
+        frames = (recode_frame(f, config) for f in frames)
     if read_ahead > 0:
         frames = read_ahead_frames(frames, read_ahead)
     yield from frames

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
+from sdc.io.recode import recode_frame
 
 __all__ = ["read_input"]
 
@@ -101,7 +102,7 @@ def _dup_error(path: Path, names: list[str]) -> InputError:
 def _string_key_dtypes(config: ReleaseConfig, header: list[str]) -> dict[str, str]:
     """Key columns whose declared categories are all strings are read as strings (keeps '01')."""
     out = {}
-    for name, kv in config.key_variables.items():
+    for name, kv in config.input_key_variables.items():
         if name in header and kv.categories is not None and all(
             isinstance(c, str) for c in kv.categories
         ):
@@ -241,7 +242,7 @@ def _integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
     A column with missing values stays float64 (NaN = missing); a column with a fractional
     value is left alone (the schema reports it).
     """
-    for name, kv in config.key_variables.items():
+    for name, kv in config.input_key_variables.items():
         if name not in frame.columns or not pd.api.types.is_float_dtype(frame[name].dtype):
             continue
         if not _integral_domain(kv):
@@ -313,4 +314,4 @@ def read_input(config: ReleaseConfig) -> pd.DataFrame:
             "records; nothing to release. Check that the export finished"
         )
     frame = frame.reset_index(drop=True)
-    return _integer_keys(frame, config)
+    return recode_frame(_integer_keys(frame, config), config)

@@ -120,8 +120,9 @@ def read_public(release_dir: Path, config) -> pd.DataFrame:
         return pd.read_parquet(pub / "microdata.parquet")
     path = pub / "microdata.csv"
     header = pd.read_csv(path, nrows=0).columns.tolist()
-    frame = pd.read_csv(path, dtype=_string_key_dtypes(config, header), low_memory=False)
-    return _integer_keys(frame, config)
+    released = config.without_recoding()  # the public file holds released values
+    frame = pd.read_csv(path, dtype=_string_key_dtypes(released, header), low_memory=False)
+    return _integer_keys(frame, released)
 
 
 def _hash_checks(report: AuditReport, release_dir: Path, audit: dict[str, Any]) -> None:
@@ -270,6 +271,9 @@ def verify_release(release_dir: Path) -> AuditReport:
             f"{int(new.sum())} released cell(s) ({int(t_r[new].sum())} records) were empty in "
             "the original, e.g. " + _cell_examples(cells[new], cfg))
 
+    if cfg.recoded_keys:
+        _recoding_check(rep, release_dir, cfg, po)
+
     # -- PRBs and the certificate ----------------------------------------------------------------
     blocks = audit.get("blocks") or []
     sens = po.sensitive
@@ -397,7 +401,7 @@ def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig
             f"{orig.n_records} rows (audit.json: {n_rows})")
     pub = Path(release_dir) / "public"
     name = "microdata.parquet" if (pub / "microdata.parquet").is_file() else "microdata.csv"
-    pcfg = cfg.model_copy(deep=True)
+    pcfg = cfg.without_recoding()  # the public file holds released values
     pcfg.input.path = pub / name
     pcfg.input.format = "parquet" if name.endswith(".parquet") else "csv"
     pcfg.input.delimiter = ","
@@ -426,6 +430,34 @@ def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig
             "key domains, unique record_id within each batch, no identifier column (checked in "
             "batches)" if not problems else "; ".join(problems[:3]))
     return partition_cells(orig.cells, cfg), partition_cells(rel.cells, cfg)
+
+
+def _recoding_check(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
+                    po: Partitioned) -> None:
+    """The recoding loss re-derived from the source (its declared values counted again) and
+    compared with ``utility.json``'s ``recoding`` section."""
+    import json
+
+    from sdc.reports.recoding import fine_counts, recoding_section
+
+    try:
+        again = recoding_section(cfg, fine_counts(cfg), po.cells.key_codes, po.cells.frequency)
+        stored = json.loads((release_dir / "internal" / "utility.json").read_text())["recoding"]
+    except (OSError, ValueError, KeyError) as e:
+        rep.add("recoding loss = recorded", False, f"cannot re-derive it: {e}")
+        return
+    bad = [r["name"] for r, s in zip(again["keys"], stored.get("keys", []), strict=False)
+           if r["records_coarsened"] != s.get("records_coarsened")
+           or not math.isclose(r["entropy_after"], s.get("entropy_after", -1), rel_tol=1e-9,
+                               abs_tol=1e-12)
+           or not math.isclose(r["entropy_before"], s.get("entropy_before", -1), rel_tol=1e-9,
+                               abs_tol=1e-12)]
+    ok = (not bad and len(again["keys"]) == len(stored.get("keys", []))
+          and again["records_coarsened"] == stored.get("records_coarsened"))
+    rep.add("recoding loss = recorded", ok,
+            f"{len(again['keys'])} recoded key(s), {again['records_coarsened']} records with a "
+            "coarsened value, entropies recomputed from the source" if ok else
+            f"recomputed recoding loss differs from utility.json for {bad or 'the overall count'}")
 
 
 def _cell_examples(rows: pd.DataFrame, cfg, k: int = 3) -> str:
@@ -478,7 +510,9 @@ def config_text_of(config: ReleaseConfig) -> str:
             return [conv(v) for v in o]
         return str(o) if isinstance(o, Path) else o
 
-    data = conv(config.model_dump(mode="python", exclude_none=True))
+    from sdc.config.recode import user_data
+
+    data = conv(user_data(config))
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 

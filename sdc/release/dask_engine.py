@@ -49,6 +49,7 @@ from sdc.io.batches import (
     public_schema,
     table_to_frame,
 )
+from sdc.io.recode import recode_frame
 from sdc.release.batch_reports import (
     add_apply_batch,
     add_refine_batch,
@@ -142,13 +143,13 @@ def _pieces(config: ReleaseConfig) -> list[tuple[str, int, int]]:
     return out
 
 
-def _read_piece(piece: tuple[str, int, int], offset: int):
+def _read_piece(piece: tuple[str, int, int], offset: int, config: ReleaseConfig):
     path, rg, _n = piece
-    return table_to_frame(pq.ParquetFile(path).read_row_group(rg), offset)
+    return recode_frame(table_to_frame(pq.ParquetFile(path).read_row_group(rg), offset), config)
 
 
 def _count_task(piece, offset, config):
-    frame = _read_piece(piece, offset)
+    frame = _read_piece(piece, offset, config)
     # with an id column, the piece's 64-bit identities (8 bytes per record) for the check that
     # the ids are unique over the whole input (pieces are validated without it); also from a
     # piece with problems, so duplicated ids are reported with them
@@ -175,14 +176,14 @@ def _duplicate_rows_task(piece, offset, dups, config):
 
 
 def _identity_task(piece, offset, codes_sorted, dplan, config, every=False):
-    frame = _read_piece(piece, offset)
+    frame = _read_piece(piece, offset, config)
     rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
     return (all_identities if every else batch_identities)(frame, rc, dplan, config)
 
 
 def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, config, seed,
                 schema, salt, bits, scratch, acc, records_scratch=None, perturb=None):
-    frame = _read_piece(piece, offset)
+    frame = _read_piece(piece, offset, config)
     rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
     every_ident = None
     if perturb is not None:  # identity: all the piece's records (None: the raw ones, unique)
@@ -218,7 +219,8 @@ def _refine_task(piece, offset, codes_sorted, acc, moved_rows, moved_cells, conf
     """One piece of a report refinement pass (:mod:`sdc.release.batch_reports`)."""
     path, rg, _n = piece
     cols = refine_columns(acc, config)
-    frame = table_to_frame(pq.ParquetFile(path).read_row_group(rg, columns=cols), offset)
+    frame = recode_frame(table_to_frame(pq.ParquetFile(path).read_row_group(rg, columns=cols),
+                                        offset), config)
     part = acc.spawn()
     part.moved_rows, part.moved_cells = [moved_rows], [moved_cells]
     add_refine_batch(part, frame, CellLocator(codes_sorted, config), config)

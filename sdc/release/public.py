@@ -374,7 +374,27 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
         if kv.missing == "category":
             lines.append("")
             lines.append("An empty value means *missing* (a category of its own).")
+        if k in config.recoded_keys:
+            lines += ["", _recoding_note(k, config)]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _recoding_note(key: str, config: ReleaseConfig) -> str:
+    """The codebook's sentence on a recoded key: which declared values each coarser released
+    value stands for (at most 8 listed per value)."""
+    src = config.input_key_variables[key]
+    code_map, _ = config.recode_map(key)
+    dom = src.domain
+    parts = []
+    for g, lab in enumerate(config.key_variables[key].domain):
+        members = [dom[i] for i in np.flatnonzero(code_map[:len(dom)] == g)]
+        if len(members) > 1:
+            shown = ", ".join(f"`{_md(m)}`" for m in members[:8])
+            more = f" and {len(members) - 8} more" if len(members) > 8 else ""
+            parts.append(f"`{_md(lab)}` = {shown}{more}")
+    text = (f"Recoded before release (`{type(src.recode).__name__.lower()}`): the file's "
+            f"{len(dom)} declared values are released as {len(config.key_variables[key].domain)}")
+    return text + (": " + "; ".join(parts) + "." if parts else ".")
 
 

@@ -224,7 +224,13 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
     if series is not None:
         risk["series"] = series_section(series)
     risk = _clean(risk)
-    utility = _clean(compute_utility(original, result, config, agg=agg, summaries=summaries))
+    utility = compute_utility(original, result, config, agg=agg, summaries=summaries)
+    if config.recoded_keys:
+        from sdc.reports.recoding import fine_counts, recoding_section
+
+        utility["recoding"] = recoding_section(config, fine_counts(config),
+                                               result.cells.key_codes, result.cells.frequency)
+    utility = _clean(utility)
     validate(risk, utility)
     return Reports(risk, utility, render_html(risk, utility))
 

@@ -271,6 +271,22 @@ UTILITY_SCHEMA: dict[str, Any] = {
 }
 
 
+UTILITY_SCHEMA["properties"]["recoding"] = _d(_obj({
+    "keys": _arr(_obj({
+        "name": {"type": "string"}, "rule": {"type": "string"},
+        "declared_values": _INT, "released_values": _INT,
+        "records_coarsened": _d(_INT, "Records whose released value stands for more than one "
+                                      "declared value."),
+        "share_coarsened": _SHARE,
+        "entropy_before": _d(_NUM, "Shannon entropy (bits) of the declared values."),
+        "entropy_after": _d(_NUM, "Shannon entropy (bits) of the released values."),
+        "entropy_lost": _NUM, "entropy_kept": _NUM})),
+    "records_coarsened": _d(_INT, "Records with at least one coarsened key."),
+    "share_coarsened": _SHARE,
+    "joint_entropy_after": _d(_NUM, "Entropy (bits) of the released joint key table."),
+}), "Recoding loss (key_variables.X.recode); present only when a key is recoded.")
+
+
 class ReportSchemaError(ValueError):
     """A report document does not match its schema; the message names the file and field."""
 

@@ -1,0 +1,211 @@
+"""Recoding of released key values (``key_variables.X.recode``): global recoding before PRAM.
+
+A recoding maps every declared value of a key to a *released* value: an age band
+(``{bands: [0, 20, 40, 60]}``), a top/bottom-coded value (``{top: 80}`` releases 80..90 as
+``"80+"``), a group (``{groups: {Other: [Laos, Peru]}}``; categories in no group are kept) or
+a level of an ARX hierarchy (``{hierarchy: file.csv, level: 2}``). It is computed once per
+declared value, never per record.
+
+:func:`apply_recodings` rewrites a loaded config so that everything after reading sees the
+released values only: ``key_variables.X`` becomes the released domain (text categories, in
+their natural order; a released value standing for one declared value keeps that value's label),
+a partition rule on X (written over the declared values) becomes the equivalent groups of
+released values, and the config remembers the declaration as the file holds it
+(:attr:`ReleaseConfig.input_key_variables`) and the code map
+(:meth:`ReleaseConfig.recode_map`), which the readers apply to every record batch
+(:func:`sdc.io.recode.recode_frame`). So the cell table, PRBs, certificate and public files are in
+recoded values on every engine, and a config without ``recode:`` is untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sdc.config.model import (
+    AsIs,
+    Bands,
+    ConfigError,
+    Groups,
+    Hierarchy,
+    KeyVariable,
+    ReleaseConfig,
+    TopBottom,
+)
+
+__all__ = ["apply_recodings", "recode_classes"]
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _value_str(v: Any) -> str:
+    return _fmt(v) if isinstance(v, float) else str(v)
+
+
+def _numeric(var: str, kv: KeyVariable, where: str) -> np.ndarray:
+    dom = kv.domain
+    bad = [c for c in dom if not isinstance(c, int | float) or isinstance(c, bool)]
+    if bad:
+        raise ConfigError(f"{where}: bands and top/bottom coding need numeric values, but {var} "
+                          f"has {bad[:3]}; use groups for text categories")
+    return np.asarray(dom, dtype=float)
+
+
+def recode_classes(var: str, kv: KeyVariable, rule: Any, *, where: str | None = None
+                   ) -> tuple[np.ndarray, list[str]]:
+    """``(code_map, labels)``: ``code_map[c]`` is the class of declared value ``c`` (domain
+    order, the ``missing`` category excluded); ``labels`` name the classes in their natural
+    order (bands ascending, top/bottom and kept values in domain order, groups in declared
+    order, hierarchy values in file order). Values whose labels coincide form one class."""
+    where = where or f"key_variables.{var}.recode"
+    dom = kv.domain
+    if rule == "as_is" or isinstance(rule, AsIs):
+        names = [_value_str(c) for c in dom]
+    elif isinstance(rule, Bands):
+        vals = _numeric(var, kv, where)
+        edges = np.asarray(rule.bands, dtype=float)
+        idx = np.searchsorted(edges, vals, side="right") - 1
+        if (idx < 0).any():
+            raise ConfigError(f"{where}.bands: {var} value {_fmt(vals[idx < 0][0])} is below the "
+                              f"first band edge {_fmt(edges[0])}; lower the first edge")
+        integer = bool(np.all(np.mod(vals, 1) == 0))
+        band_names = []
+        for i, lo in enumerate(rule.bands):
+            if i + 1 < len(rule.bands):
+                hi = rule.bands[i + 1]
+                whole = integer and float(lo).is_integer() and float(hi).is_integer()
+                band_names.append((_fmt(lo) if hi - lo == 1 else f"{_fmt(lo)}-{_fmt(hi - 1)}")
+                                  if whole else f"[{_fmt(lo)}, {_fmt(hi)})")
+            else:
+                band_names.append(f"{_fmt(lo)}+")
+        names = [band_names[i] for i in idx]
+    elif isinstance(rule, TopBottom):
+        vals = _numeric(var, kv, where)
+        names = []
+        for c, v in zip(dom, vals, strict=True):
+            if rule.top is not None and v >= rule.top:
+                names.append(f"{_fmt(rule.top)}+")
+            elif rule.bottom is not None and v <= rule.bottom:
+                names.append(f"<={_fmt(rule.bottom)}")
+            else:
+                names.append(_value_str(c))
+    elif isinstance(rule, Groups):
+        pos = {c: i for i, c in enumerate(dom)}
+        names = [_value_str(c) for c in dom]
+        seen: dict[Any, str] = {}
+        for g, members in rule.groups.items():
+            for m in members:
+                if m not in pos:
+                    raise ConfigError(f"{where}.groups.{g}: {m!r} is not a declared category of "
+                                      f"{var}")
+                if m in seen:
+                    raise ConfigError(f"{where}.groups: {m!r} is in both {seen[m]!r} and {g!r}")
+                seen[m] = g
+                names[pos[m]] = str(g)
+    elif isinstance(rule, Hierarchy):
+        table = rule.table
+        if table is None:
+            raise ConfigError(f"{where}: hierarchy {str(rule.hierarchy)!r} was not loaded; build "
+                              "the config with sdc.load_config or sdc.parse_config")
+        if rule.level >= len(table[0]):
+            raise ConfigError(f"{where}.level: level {rule.level} does not exist in "
+                              f"{str(rule.hierarchy)!r}, which has levels 0..{len(table[0]) - 1}")
+        by_value = {row[0]: row[rule.level] for row in table}
+        missing = [c for c in dom if str(c) not in by_value]
+        if missing:
+            raise ConfigError(f"{where}: {len(missing)} declared value(s) of {var} are not in "
+                              f"hierarchy file {str(rule.hierarchy)!r}, e.g. {missing[:5]}")
+        names = [by_value[str(c)] for c in dom]
+    else:  # pragma: no cover - the model admits nothing else
+        raise ConfigError(f"{where}: unknown recoding {rule!r}")
+    labels = list(dict.fromkeys(names))
+    if isinstance(rule, Bands):  # ascending bands, whatever the declared order
+        first = {lab: float(v) for v, lab in sorted(zip(_numeric(var, kv, where), names,
+                                                        strict=True), reverse=True)}
+        labels = sorted(labels, key=lambda lab: first[lab])
+    elif isinstance(rule, Groups):  # declared group order, then the kept values (domain order)
+        order = [str(g) for g in rule.groups]
+        labels = [g for g in order if g in set(labels)] + [x for x in labels if x not in order]
+    elif isinstance(rule, Hierarchy):
+        labels = list(dict.fromkeys(row[rule.level] for row in table if row[rule.level] in
+                                    set(names)))
+    index = {lab: i for i, lab in enumerate(labels)}
+    return np.array([index[n] for n in names], dtype=np.int64), labels
+
+
+def _released_key(kv: KeyVariable, code_map: np.ndarray, labels: list[str]) -> KeyVariable:
+    dom = kv.domain
+    value_labels: dict[Any, str] = {}
+    for g, lab in enumerate(labels):
+        members = np.flatnonzero(code_map == g)
+        if members.size == 1 and dom[members[0]] in kv.labels:
+            value_labels[lab] = kv.labels[dom[members[0]]]
+    return KeyVariable(categories=labels, labels=value_labels, missing=kv.missing,
+                       label=kv.label, level=kv.level)
+
+
+def _translate_partition(var: str, source: KeyVariable, rule: Any, code_map: np.ndarray,
+                         labels: list[str]) -> Any:
+    """A partition rule written over the declared values, as groups of released values."""
+    if rule == "as_is" or isinstance(rule, AsIs):
+        return rule
+    where = f"partition.{var}"
+    pmap, plabels = recode_classes(var, source, rule, where=where)
+    groups: dict[str, list[str]] = {p: [] for p in plabels}
+    for g, lab in enumerate(labels):
+        parts = np.unique(pmap[code_map == g])
+        if parts.size > 1:
+            raise ConfigError(
+                f"{where}: the released value {lab!r} of {var} (key_variables.{var}.recode) "
+                f"spans the partition sets {[plabels[p] for p in parts[:3]]}; a partition must "
+                f"be as coarse as the recoding: write 'partition.{var}: as_is' (partition on the "
+                "released values) or a coarser rule")
+        groups[plabels[int(parts[0])]].append(lab)
+    return Groups(groups={p: m for p, m in groups.items() if m})
+
+
+def apply_recodings(cfg: ReleaseConfig) -> ReleaseConfig:
+    """Rewrite ``cfg`` in place so that its key variables are the released (recoded) domains
+    (see the module docstring). A config without ``recode:`` is returned unchanged.
+
+    Raises :class:`ConfigError` naming the key and the fix (a band edge above a value, a group
+    member that is not declared, a partition finer than the recoding).
+    """
+    recoded = {k: kv for k, kv in cfg.key_variables.items() if kv.recode is not None}
+    if not recoded:
+        return cfg
+    if cfg.risk.merge_along is None and cfg.partition:
+        rank = {Bands: 0, Hierarchy: 1, Groups: 2, AsIs: 3, str: 3}
+        items = list(cfg.partition.items())
+        cfg.risk.merge_along = [v for v, r in sorted(items, key=lambda vr: rank.get(type(vr[1]), 3))]
+        cfg._user_merge_along = False
+    for var, kv in recoded.items():
+        code_map, labels = recode_classes(var, kv, kv.recode)
+        released = _released_key(kv, code_map, labels)
+        if kv.missing == "category":
+            code_map = np.append(code_map, len(labels))
+        if var in cfg.partition:
+            cfg._user_partition[var] = cfg.partition[var]
+            cfg.partition[var] = _translate_partition(var, kv, cfg.partition[var],
+                                                      code_map[:len(kv.domain)], labels)
+        cfg._source_keys[var] = kv
+        cfg._recode_maps[var] = (code_map, released.size)
+        cfg.key_variables[var] = released
+    return cfg
+
+
+def user_data(cfg: ReleaseConfig) -> dict[str, Any]:
+    """The config as the user wrote it (recoded keys and their partition rules as declared),
+    as plain data: what ``sdc audit`` re-parses when the config was not loaded from a file."""
+    data = cfg.model_dump(mode="python", exclude_none=True)
+    for var, kv in cfg._source_keys.items():
+        data["key_variables"][var] = kv.model_dump(mode="python", exclude_none=True)
+    for var, rule in cfg._user_partition.items():
+        data["partition"][var] = (rule if isinstance(rule, str)
+                                  else rule.model_dump(mode="python", exclude_none=True))
+    if not cfg._user_merge_along:
+        data["risk"].pop("merge_along", None)
+    return data

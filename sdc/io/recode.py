@@ -1,0 +1,45 @@
+"""The recoding step of every reader: input key values -> released (recoded) key values.
+
+Every reader of the *input* (the whole file: :func:`sdc.io.read.read_input`; record batches:
+:func:`sdc.io.batches.input_batches`; the Dask engine's pieces) passes its frame through
+:func:`recode_frame`, so everything after reading works on the released values of a recoded key
+(``key_variables.X.recode``, see :mod:`sdc.config.recode`). A value outside the declared domain
+is refused here with the same message as the cell encoder's. Non-key columns are untouched, and a
+config without recoding returns the frame as it is.
+
+:func:`sdc.reports.recoding.fine_counts` counts the declared (not recoded) values of the recoded
+keys in one pass over their columns (the reports' recoding loss; ``sdc audit`` re-derives it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.cells import encode_key
+
+__all__ = ["recode_frame"]
+
+
+def recode_frame(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
+    """``frame`` with every recoded key column replaced by its released values (text; missing
+    stays missing). Raises :class:`~sdc.errors.InputError` for a value outside the declared
+    domain (the column, the values, the rows and the fix)."""
+    keys = [k for k in config.recoded_keys if k in frame.columns]
+    if not keys:
+        return frame
+    sources = config.input_key_variables
+    out = {}
+    for k in keys:
+        src = sources[k]
+        code_map, _ = config.recode_map(k)
+        released = config.key_variables[k]
+        dom = np.asarray([*released.domain, *([None] if released.missing == "category" else [])],
+                         dtype=object)
+        codes = code_map[encode_key(frame[k], k, src)]
+        out[k] = pd.Series(dom[codes], index=frame.index, name=k, dtype=object)
+    frame = frame.copy(deep=False)
+    for k, col in out.items():
+        frame[k] = col
+    return frame
