@@ -44,6 +44,7 @@ from prefect.cache_policies import NO_CACHE
 
 import sdc
 from sdc.config.model import ReleaseConfig, SeedFile
+from sdc.release.preflight import check_release_target
 
 __all__ = [
     "ENGINES",
@@ -156,32 +157,6 @@ def warm_imports() -> None:
     env = environment()  # compile the report's templates now (0.2 s), not in the report task
     for name in env.list_templates(extensions=["j2"]):
         env.get_template(name)
-
-
-def check_release_target(config: ReleaseConfig, force: bool) -> None:
-    """Refuse early, before any work, what ``write_release`` would refuse at publish time: an
-    existing release without ``force`` (``ReleaseExistsError``) and an existing non-empty folder
-    that is not a release (``ReleaseFolderError``, even with ``force``: it is never replaced).
-    ``write_release`` checks again when it publishes; this only saves the computation.
-    """
-    from sdc.release.folder import ReleaseExistsError, ReleaseFolderError, check_output_path
-
-    out = check_output_path(config.output_dir, input_path=config.input_path)
-    if not (out.exists() or out.is_symlink()):
-        return
-    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-        return  # an empty folder is not a release; write_release publishes in its place
-    if out.is_symlink() or not (out / "internal" / "audit.json").is_file():
-        raise ReleaseFolderError(
-            f"{str(out)!r} exists and is not a release folder (no internal/audit.json); it is "
-            "never replaced, not even with --force. Move it away or change output.dir"
-        )
-    if not force:
-        raise ReleaseExistsError(
-            f"release {str(out)!r} already exists and is never overwritten silently. Rerun with "
-            "--force to replace it (the old release stays in place until the new one is "
-            "complete), or change output.dir in the config"
-        )
 
 
 def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: int,

@@ -9,14 +9,49 @@ Public API::
 See ``docs/METHOD.md`` for the method and the README for the config reference.
 """
 
-from sdc.config.load import load_config, parse_config
-from sdc.config.model import ConfigError, ReleaseConfig
-from sdc.engine.apply import ReleaseResult, apply_plan, release_frame
-from sdc.engine.partition import Partitioned, partition_frame
-from sdc.engine.plan import ReleasePlan, plan_release
-from sdc.engine.risk import calibrate_theta, correct_match_risk, max_risk
-from sdc.engine.theta import h, kmin, solve_theta
+from typing import TYPE_CHECKING
+
 from sdc.errors import CertificationError, InputError, SmallBlockError
+
+if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 __getattr__)
+    from sdc.config.load import load_config, parse_config
+    from sdc.config.model import ConfigError, ReleaseConfig
+    from sdc.engine.apply import ReleaseResult, apply_plan, release_frame
+    from sdc.engine.partition import Partitioned, partition_frame
+    from sdc.engine.plan import ReleasePlan, plan_release
+    from sdc.engine.risk import calibrate_theta, correct_match_risk, max_risk
+    from sdc.engine.theta import h, kmin, solve_theta
+
+#: where each lazily imported public name lives: ``import sdc`` (and therefore every
+#: ``sdc.<module>``, e.g. the CLI's pre-flight) stays cheap; the engine (pandas, scipy) is
+#: imported by the first use of an engine name
+_LAZY = {
+    "load_config": "sdc.config.load", "parse_config": "sdc.config.load",
+    "ConfigError": "sdc.config.model", "ReleaseConfig": "sdc.config.model",
+    "ReleaseResult": "sdc.engine.apply", "apply_plan": "sdc.engine.apply",
+    "release_frame": "sdc.engine.apply",
+    "Partitioned": "sdc.engine.partition", "partition_frame": "sdc.engine.partition",
+    "ReleasePlan": "sdc.engine.plan", "plan_release": "sdc.engine.plan",
+    "calibrate_theta": "sdc.engine.risk", "correct_match_risk": "sdc.engine.risk",
+    "max_risk": "sdc.engine.risk",
+    "h": "sdc.engine.theta", "kmin": "sdc.engine.theta", "solve_theta": "sdc.engine.theta",
+}
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sdc' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -25,23 +25,28 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from sdc.mechanisms import (
-    estimate_max_trace,
-    max_trace_bound,
-    max_trace_design,
-    max_trace_risk,
-    minimax_design,
-    minimax_q,
-    sample_max_trace,
-    sample_tsubset,
-    tsubset_constants,
-)
+
+class _Lazy:
+    """A module imported on first use: ``sdc --help`` and ``sdc release`` do not pay for
+    numpy, pandas and scipy (the mechanisms) that only the ``rr`` commands need."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str):  # type: ignore[no-untyped-def]
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+np = _Lazy("numpy")
+pd = _Lazy("pandas")
+_mech = _Lazy("sdc.mechanisms")
+
 
 rr_app = typer.Typer(
     help="Randomized-response survey design: minimax designs, simulation, estimation.",
@@ -103,8 +108,8 @@ def design(
         g = _gamma_from(epsilon, gamma)
         if k < 2:
             raise _UserError(f"--k must be >= 2 (got {k})")
-        d = minimax_design(k, g)
-        P1 = max_trace_design(k, g)
+        d = _mech.minimax_design(k, g)
+        P1 = _mech.max_trace_design(k, g)
         out = {
             "k": k,
             "gamma": g,
@@ -123,8 +128,8 @@ def design(
                 "p_keep": float(P1[0, 0]),
                 "p_other": float(P1[1, 0]) if k > 1 else 0.0,
                 "trace": float(np.trace(P1)),
-                "trace_bound": max_trace_bound(k, g),
-                "worst_case_risk": max_trace_risk(k, g),
+                "trace_bound": _mech.max_trace_bound(k, g),
+                "worst_case_risk": _mech.max_trace_risk(k, g),
             },
         }
         if as_json:
@@ -148,8 +153,8 @@ def design(
         m.add_column("value", justify="right")
         m.add_row("p_ii", f"{P1[0, 0]:.6g}")
         m.add_row("p_ij", f"{P1[1, 0]:.6g}")
-        m.add_row("trace = bound g k/(g+k-1)", f"{max_trace_bound(k, g):.6g}")
-        m.add_row("worst-case risk (P^-1 estimator)", f"{max_trace_risk(k, g):.6g}")
+        m.add_row("trace = bound g k/(g+k-1)", f"{_mech.max_trace_bound(k, g):.6g}")
+        m.add_row("worst-case risk (P^-1 estimator)", f"{_mech.max_trace_risk(k, g):.6g}")
         console.print(m)
 
     _run(go)
@@ -186,11 +191,11 @@ def simulate(
         rng = np.random.default_rng(seed)
         x = rng.choice(k, size=n, p=p)
         if design_name is DesignName.minimax:
-            q = minimax_q(k, g)
-            Z = sample_tsubset(x, k, q, g, rng)
+            q = _mech.minimax_q(k, g)
+            Z = _mech.sample_tsubset(x, k, q, g, rng)
             df = pd.DataFrame(Z, columns=[f"z{j + 1}" for j in range(k)])
         else:
-            df = pd.DataFrame({"response": sample_max_trace(x, k, g, rng)})
+            df = pd.DataFrame({"response": _mech.sample_max_trace(x, k, g, rng)})
         df.to_csv(out, index=False)
         typer.echo(f"wrote {n} {design_name.value} responses (k={k}, gamma={g:.6g}, seed={seed}) to {out}")
 
@@ -204,7 +209,7 @@ def _estimate(df: pd.DataFrame, g: float, k_opt: int | None) -> dict:
         z = df["response"].to_numpy()
         if not np.issubdtype(z.dtype, np.integer):
             raise _UserError("column 'response' must hold integer category codes")
-        est, cov = estimate_max_trace(z, k_opt, g)
+        est, cov = _mech.estimate_max_trace(z, k_opt, g)
         return {"design": "max-trace", "k": k_opt, "n": int(z.size), "estimate": est, "se": np.sqrt(np.diag(cov))}
     Z = df.to_numpy()
     k = Z.shape[1]
@@ -216,9 +221,9 @@ def _estimate(df: pd.DataFrame, g: float, k_opt: int | None) -> dict:
     if not np.all(t == t[0]) or not 1 <= t[0] <= k - 1:
         raise _UserError("every response row must contain the same number q of ones, 1 <= q <= k-1")
     q = int(t[0])
-    if q != minimax_q(k, g):
-        raise _UserError(f"rows have {q} ones but the minimax design for k={k}, gamma={g:.6g} has q={minimax_q(k, g)}; check --epsilon/--gamma")
-    c, d = tsubset_constants(k, q, g)
+    if q != _mech.minimax_q(k, g):
+        raise _UserError(f"rows have {q} ones but the minimax design for k={k}, gamma={g:.6g} has q={_mech.minimax_q(k, g)}; check --epsilon/--gamma")
+    c, d = _mech.tsubset_constants(k, q, g)
     nn = Z.shape[0]
     est = c * Z.mean(axis=0) + d
     # Var(pi_hat_j) = c^2 Var(Z_j)/n (section 7.1); Var(Z_j) by the unbiased sample variance

@@ -71,31 +71,14 @@ def check_streamable(config: ReleaseConfig, engine: str) -> None:
         SPSS ``.sav`` / Stata ``.dta`` input (no batch reader: convert it to Parquet once, e.g.
         ``pd.read_spss(path).to_parquet(...)``, or use ``--engine pandas``).
     """
-    if config.input.household_id is not None:
-        raise InputError(
-            f"the {engine} engine releases persons batch by batch; a household file "
-            f"(input.household_id {config.input.household_id!r}) needs every member of a "
-            "household at once (household-level keys are post-randomized once per household, "
-            "the public file keeps households together), which the batch engines do not do "
-            "yet. Release it with --engine pandas"
-        )
-    formats = config.output.formats if config.output is not None else ["parquet"]
-    stat = [f for f in formats if f in ("sav", "dta")]
-    if stat:
-        raise InputError(
-            f"the {engine} engine writes the public file batch by batch (Parquet, CSV); "
-            f"output.formats {stat} are written by pyreadstat from one in-memory frame and "
-            "cannot be streamed. Remove them from output.formats (convert the released Parquet "
-            "later if needed), or release with --engine pandas"
-        )
-    fmt = config.input.resolved_format
-    if fmt not in ("csv", "parquet"):
-        raise InputError(
-            f"the {engine} engine reads Parquet (a file or a folder of parts) and CSV in record "
-            f"batches; input.format {fmt!r} has no batch reader. Convert the file to Parquet "
-            f"once, or release it with --engine pandas (it fits in memory if it is an SPSS/Stata "
-            f"export)"
-        )
+    from sdc.io.engine_formats import engine_problems
+
+    problems = engine_problems(config, engine)
+    if len(problems) == 1:
+        raise InputError(problems[0])
+    if problems:
+        raise InputError(f"{len(problems)} problems:\n" + "\n".join(f"  {i}. {p}" for i, p
+                                                                      in enumerate(problems, 1)))
 
 
 def input_sha256(path: Path) -> str:

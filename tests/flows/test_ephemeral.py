@@ -57,3 +57,24 @@ def test_sdc_release_runs_on_the_early_server(make_small_job):
     assert "Error logging to API" not in p.stderr  # the server outlived Prefect's last logs
     with pytest.raises(OSError):  # and was stopped when the command ended
         urllib.request.urlopen(t["api_server_url"] + "/health", timeout=5)
+
+
+def test_warm_home_skips_the_migrations(tmp_path, monkeypatch):
+    """The first temporary server on a fresh PREFECT_HOME migrates its database and marks it;
+    the next one starts with PREFECT_SERVER_DATABASE_MIGRATE_ON_START=false and still works."""
+    from flows.ephemeral import migrated_marker, warm_database
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    assert not warm_database()
+    with TemporaryAPI.start() as first:
+        assert first.migrates
+        first.wait(timeout=180)
+    assert warm_database() and migrated_marker().is_file()
+    with TemporaryAPI.start() as second:
+        assert not second.migrates
+        second.wait(timeout=180)
+        req = urllib.request.Request(second.url + "/flows/filter", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:  # the database answers queries
+            assert r.status == 200

@@ -1,0 +1,154 @@
+"""Pre-flight of ``sdc release``: everything that can be refused, refused at once.
+
+``sdc release`` runs :func:`preflight` before Prefect is imported or its temporary API server is
+started, so a release that cannot succeed is refused in well under a second instead of after
+Prefect's start-up (5-20 s on a busy 2-core machine), and with every problem in one message
+instead of one per attempt. The flow's tasks check the same things again when they run (a
+scheduled run has no pre-flight of its own); this only saves the user's time.
+
+Checked, without reading a record:
+
+- the config parses (a config error is reported alone: nothing else can be checked without it);
+- ``--engine`` names an engine;
+- the input exists, and its format is one the engine reads (streaming: CSV, Parquet; Dask:
+  Parquet);
+- the output formats are ones the engine writes (the batch engines: Parquet, CSV);
+- the release folder: not inside another release, not an existing folder that is not a
+  release, not an existing release without ``--force``;
+- the seed: declared, and a seed file that exists is private, readable and holds an integer;
+- the release series: no releases under another seed for the output pattern without
+  ``--new-series`` (with no seed file yet, the run would create a new seed, so every release
+  of the pattern made under a seed is of another series).
+
+Importing this module imports neither Prefect nor pandas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdc.config.model import ConfigError, ReleaseConfig, SeedFile
+from sdc.errors import InputError
+from sdc.io.engine_formats import engine_problems
+
+__all__ = ["ENGINES", "PreflightError", "check_release_target", "engine_problems", "preflight"]
+
+ENGINES = ("pandas", "streaming", "dask")
+
+
+class PreflightError(InputError):
+    """Several reasons to refuse a release (CLI exit 2); ``problems`` holds them."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  {i}. {p}" for i, p in enumerate(self.problems, 1))
+        super().__init__(f"the release cannot run ({len(self.problems)} problems; nothing was "
+                         f"started or written):\n{lines}")
+
+
+def check_release_target(config: ReleaseConfig, force: bool) -> None:
+    """Refuse early, before any work, what ``write_release`` would refuse at publish time: an
+    existing release without ``force`` (``ReleaseExistsError``) and an existing non-empty folder
+    that is not a release (``ReleaseFolderError``, even with ``force``: it is never replaced).
+    ``write_release`` checks again when it publishes; this only saves the computation.
+    """
+    from sdc.release.folder import ReleaseExistsError, ReleaseFolderError, check_output_path
+
+    out = check_output_path(config.output_dir, input_path=config.input_path)
+    if not (out.exists() or out.is_symlink()):
+        return
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        return  # an empty folder is not a release; write_release publishes in its place
+    if out.is_symlink() or not (out / "internal" / "audit.json").is_file():
+        raise ReleaseFolderError(
+            f"{str(out)!r} exists and is not a release folder (no internal/audit.json); it is "
+            "never replaced, not even with --force. Move it away or change output.dir"
+        )
+    if not force:
+        raise ReleaseExistsError(
+            f"release {str(out)!r} already exists and is never overwritten silently. Rerun with "
+            "--force to replace it (the old release stays in place until the new one is "
+            "complete), or change output.dir in the config"
+        )
+
+
+@dataclass
+class Preflight:
+    """What the pre-flight found: the loaded config and the engine the run will use."""
+
+    config: ReleaseConfig
+    engine: str
+
+
+def _pattern_has_folders(pattern: Path) -> bool:
+    """Any folder matches the output pattern (its placeholders as ``*``)? Without one there is
+    no release series to check (and the series module, which imports pandas, is not needed)."""
+    import re
+
+    g = Path(re.sub(r"\{([^{}]*)\}", "*", str(pattern)))
+    if "*" not in str(g):
+        return g.is_dir()
+    anchor = Path(g.anchor) if g.is_absolute() else Path(".")
+    rel = g.relative_to(g.anchor) if g.is_absolute() else g
+    return any(q.is_dir() for q in anchor.glob(str(rel)))
+
+
+def _seed_and_series(config: ReleaseConfig, new_series: bool) -> None:
+    """Raise what the plan/load task would raise about the seed and the release series."""
+    from sdc.release.seeds import load_seed
+
+    seed = config.seed
+    path = config.resolve(seed.file) if isinstance(seed, SeedFile) else None
+    if path is not None and not (path.exists() or path.is_symlink()):
+        if config.output is None or not _pattern_has_folders(config.resolve(config.output.dir)):
+            return
+        from sdc.release.series import find_series
+
+        # no seed file: the run creates a new seed, whose series id no release has yet
+        find_series(config.resolve(config.output.dir), config.output_dir,
+                    series_id="(a new seed)", seed_file_sha256=None, config_name=config.name,
+                    new_series=new_series)
+        return
+    info = load_seed(config, create=False)
+    if config.output is not None and _pattern_has_folders(config.resolve(config.output.dir)):
+        from sdc.release.series import series_for
+
+        series_for(config, info, new_series=new_series)
+
+
+def preflight(config_path: str | Path, *, force: bool = False, new_series: bool = False,
+              engine: str | None = None) -> Preflight:
+    """Check everything ``sdc release`` can refuse without reading a record (module docstring).
+
+    Returns the loaded config and engine. Raises the config's ``ConfigError`` alone when the
+    config does not load; otherwise the one problem's own exception
+    (``ReleaseExistsError``, ``InputError``, ``SeriesError``, ...) when there is one, and
+    :class:`PreflightError` listing them all when there are several.
+    """
+    from sdc.config.load import load_config
+
+    config = load_config(config_path)
+    errors: list[Exception] = []
+    kind = engine if engine is not None else config.engine.kind
+    if kind not in ENGINES:
+        errors.append(ConfigError(f"unknown engine {kind!r}; use one of {', '.join(ENGINES)}"))
+    else:
+        errors += [InputError(p) for p in engine_problems(config, kind)]
+    inp = config.input_path
+    if not (inp.exists()):
+        errors.append(InputError(f"input {str(inp)!r} does not exist. Fix input.path in the "
+                                 "config"))
+    try:
+        check_release_target(config, force)
+    except (OSError, ValueError) as e:
+        errors.append(e)
+    try:
+        _seed_and_series(config, new_series)
+    except (OSError, ValueError) as e:
+        errors.append(e)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise PreflightError([str(e) for e in errors])
+    return Preflight(config, kind)
