@@ -5,6 +5,7 @@ Commands (``sdc COMMAND --help`` for each)::
     sdc init DATA --keys a,b,c     draft a commented config from a data file (observed domains)
     sdc release CONFIG [--force] [--timings]   run the release flow (embedded Prefect)
     sdc plan CONFIG                what a release would do; writes nothing
+    sdc design CONFIG [-o NEW]     search recodings for the least-changed certified release
     sdc validate CONFIG            check the config and the input only
     sdc audit RELEASE_DIR          re-verify a published release (exit 1 on any failure)
     sdc report RELEASE_DIR         re-render internal/report.html from the JSON reports
@@ -411,6 +412,112 @@ def plan(
         console.print(_kv_table(rows, title=f"Plan for {p.name} (nothing written)"))
         for n in p.notes:
             console.print(f"note: {n}", style="yellow", markup=False)
+
+
+@app.command()
+def design(
+    config: ConfigArg,
+    out: Annotated[Path | None, typer.Option(
+        "-o", "--out", help="Write the recommended design as a release config here.",
+        show_default=False)] = None,
+    budget: Annotated[float, typer.Option(
+        "--budget", help="Seconds for planning lattice nodes (the rest stay unevaluated).")]
+    = 60.0,
+    keep: Annotated[float, typer.Option(
+        "--keep", help="Entropy share of the key table the recommended design keeps at least.")]
+    = 0.9,
+    limit: Annotated[int, typer.Option(help="Show at most this many frontier points.")] = 25,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search the lattice of recodings for the certified release that changes the fewest
+    records; print the Pareto frontier (records changed, entropy lost, key-table TVD) and the
+    recommended design (docs/DESIGN.md)."""
+    with _friendly_errors("design" if as_json else None):
+        from sdc.release.design import design_document, run_design, write_node_config
+
+        if not 0 < keep <= 1:
+            raise typer.BadParameter("--keep must be in (0, 1]")
+        if as_json:
+            d = run_design(config, budget=budget, keep=keep)
+        else:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            with Progress("[progress.description]{task.description}", BarColumn(),
+                          MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                          transient=True) as bar:
+                task = bar.add_task("design: lattice nodes", total=None)
+                d = run_design(config, budget=budget, keep=keep,
+                               progress=lambda done, total: bar.update(task, completed=done,
+                                                                        total=total))
+        doc = design_document(d)
+        written = None
+        if out is not None and d.result.recommended is not None:
+            written = write_node_config(d, d.result.recommended, out)
+            doc["written"] = str(written)
+        if as_json:
+            from sdc.cli.json_output import print_document
+
+            print_document({"command": "design", "ok": True, **doc})
+            return
+        _print_design(doc, limit)
+        if out is not None and written is None:
+            err_console.print("no design keeps the requested entropy: nothing written",
+                              style="yellow")
+            raise typer.Exit(EXIT_USAGE)
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None or x != x else f"{100 * x:.1f}%"
+
+
+def _print_design(doc: dict[str, Any], limit: int) -> None:
+    nodes = doc["nodes"]
+    console.print(_kv_table([
+        ("config", doc["config"]),
+        ("records", _fmt_int(doc["records"])),
+        ("xi", str(doc["xi"])),
+        ("entropy of the declared key table", f"{doc['entropy_declared']:.3f} bits"),
+        ("lattice nodes", f"{nodes['total']} ({nodes['certified']} certified, {nodes['pruned']} "
+                          f"pruned below the entropy floor, {nodes['refused']} refused, "
+                          f"{nodes['not_evaluated']} not evaluated)"),
+        ("search", f"{doc['seconds']:.1f} s" + ("" if doc["complete"] else
+                                                " (time budget reached: --budget)")),
+    ], title="Design search"))
+    t = Table(title=f"Pareto frontier ({len(doc['frontier'])} points; * recommended, "
+                    "= the config as it is)", title_justify="left")
+    for col in ("", "changed", "entropy kept", "TVD", "certificate", "recoding"):
+        t.add_column(col, justify="left" if col in ("", "recoding") else "right",
+                     overflow="fold")
+    rec = doc["recommended"]["node"] if doc["recommended"] else None
+    cur = doc["current"]["node"] if doc["current"] else None
+    for p in doc["frontier"][:limit]:
+        mark = ("*" if p["node"] == rec else "") + ("=" if p["node"] == cur else "")
+        recoding = "; ".join(f"{k}: {v['name']}" for k, v in p["recoding"].items()) or "none"
+        t.add_row(mark, _pct(p["share_changed"]), _pct(p["entropy_kept"]), f"{p['tvd']:.4f}",
+                  f"{p['certificate']:.4f}", Text(recoding))
+    console.print(t)
+    if len(doc["frontier"]) > limit:
+        console.print(f"... and {len(doc['frontier']) - limit} more (--limit)")
+    c = doc["current"]
+    if c is not None:
+        console.print(f"the config as it is: {_pct(c['share_changed'])} of records changed "
+                      f"(expected), certificate {c['certificate']:.4f}", markup=False)
+    if rec is None:
+        console.print(f"no evaluated design keeps {_pct(doc['keep'])} of the entropy",
+                      style="yellow")
+        return
+    r = doc["recommended"]
+    console.print(f"recommended (fewest records changed among designs keeping >= "
+                  f"{_pct(doc['keep'])} of the entropy): {_pct(r['share_changed'])} changed, "
+                  f"{_pct(r['entropy_kept'])} entropy kept, TVD {r['tvd']:.4f}, certificate "
+                  f"{r['certificate']:.4f} <= xi", markup=False)
+    for k, v in r["recoding"].items():
+        console.print(f"  {k}: recode: {v['recode']}  ({v['name']}, {v['released_values']} "
+                      "released values)", markup=False, soft_wrap=True)
+    if not r["recoding"]:
+        console.print("  (no recoding: the declared values)", markup=False)
+    if doc.get("written"):
+        console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
 
 
 @app.command()
