@@ -42,6 +42,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,14 +55,17 @@ from sdc.config.load import parse_config
 from sdc.config.model import ConfigError, Hierarchy, KeyVariable, ReleaseConfig
 from sdc.config.recode import recode_classes
 from sdc.engine.batches import partition_cells
+from sdc.engine.blocks import plan_blocks
 from sdc.engine.cells import CellTable, encode_cells
-from sdc.engine.plan import plan_release
+from sdc.engine.plan import default_merge_order
 from sdc.errors import CertificationError, SmallBlockError
 
 __all__ = ["Candidate", "DesignResult", "Node", "candidates", "entropy", "pareto_front",
            "search"]
 
 RARE_SHARES = (0.002, 0.005, 0.01, 0.02, 0.05)
+_DENSE_MAX = 1 << 24
+_EMPTY = np.zeros(0, dtype=np.int64)
 BAND_WIDTHS = (5, 10, 20)
 
 
@@ -260,6 +264,29 @@ def pareto_front(points: np.ndarray) -> list[int]:
     return idx
 
 
+def certify(part: Any, config: ReleaseConfig) -> tuple[list[Any], float]:
+    """The PRBs and the certificate of a partitioned cell table: the first half of
+    :func:`sdc.engine.plan.plan_release` (profiles, :func:`sdc.engine.blocks.plan_blocks` in the
+    config's merge order, max over PRBs of their exact risk and over non-sensitive cells of
+    1/t), without its report tables. Raises what ``plan_blocks`` raises."""
+    t, sens, cell_ps = part.cells.frequency, part.sensitive, part.cell_partition_set
+    t_max = max(1, math.ceil(1.0 / part.xi) - 1)
+    n_ps = part.ps_codes.shape[0]
+    flat = np.bincount(cell_ps[sens] * (t_max + 1) + t[sens], minlength=n_ps * (t_max + 1))
+    profiles = flat.reshape(n_ps, t_max + 1).astype(np.int64)
+    pvars = config.partition_variables
+    order = [pvars.index(v) for v in default_merge_order(config)]
+    labels = part.partition_keys
+    bplan = plan_blocks(part.ps_codes, profiles, xi=part.xi, theta=part.theta, kmin=part.kmin,
+                        theta_mode=config.risk.theta, policy=config.risk.small_blocks,
+                        merge_along=order,
+                        describe=lambda b: " + ".join(labels[m] for m in b.members))
+    cert = max((b.risk.max_risk for b in bplan.blocks), default=0.0)
+    if (~sens).any():
+        cert = max(cert, 1.0 / int(t[~sens].min()))
+    return bplan.blocks, float(cert)
+
+
 def node_data(base: dict[str, Any], cands: dict[str, list[Candidate]], levels: tuple[int, ...],
               keys: list[str]) -> dict[str, Any]:
     """The YAML data of a node's release config: ``base`` (the config as written) with each
@@ -299,9 +326,95 @@ def _node_config(data: dict[str, Any], base_dir: Path,
     raise ConfigError("design node: no partition compatible with the recoding")
 
 
+class _Context:
+    """What evaluating a node needs (inherited by forked workers)."""
+
+    def __init__(self, fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
+                 cands: dict[str, list[Candidate]], keys: list[str],
+                 tables: dict[str, list[list[str]]], min_entropy: float) -> None:
+        self.fine, self.config, self.base, self.cands, self.keys = fine, config, base, cands, keys
+        self.tables, self.min_entropy = tables, min_entropy
+        self.n = int(fine.frequency.sum())
+        self.p_fine = fine.frequency / self.n
+        self.h_fine = entropy(fine.frequency)
+        # every candidate's released code of every fine cell, gathered once
+        self.cols = {k: [c.code_map[fine.key_codes[:, i]] for c in cands[k]]
+                     for i, k in enumerate(keys)}
+        self.inv_members = {k: [1.0 / np.bincount(c.code_map, minlength=c.n_released)
+                                for c in cands[k]] for k in keys}
+
+    def aggregate(self, levels: tuple[int, ...]) -> tuple[CellTable, np.ndarray]:
+        """The node's cell table from the fine one: codes mapped, equal cells added up (a
+        dense count when the node's cross-product has at most 2**24 cells, else a sort)."""
+        keys, fine = self.keys, self.fine
+        sizes = [self.cands[k][lev].n_released for k, lev in zip(keys, levels, strict=True)]
+        cols = [self.cols[k][lev] for k, lev in zip(keys, levels, strict=True)]
+        if math.prod(sizes) > _DENSE_MAX:
+            ct = encode_cells(cols, sizes, keys)
+            freq = np.bincount(ct.record_cell, weights=fine.frequency,
+                               minlength=ct.n_cells).astype(np.int64)
+            return CellTable(_EMPTY, ct.key_codes, freq, keys), ct.record_cell
+        code = cols[0].copy()
+        for c, sz in zip(cols[1:], sizes[1:], strict=True):
+            code *= sz
+            code += c
+        dense = np.bincount(code, weights=fine.frequency, minlength=math.prod(sizes))
+        present = np.flatnonzero(dense)
+        index = np.full(dense.size, -1, dtype=np.int64)
+        index[present] = np.arange(present.size)
+        key_codes = np.empty((present.size, len(sizes)), dtype=np.int64)
+        rest = present.copy()
+        for j in range(len(sizes) - 1, -1, -1):
+            rest, key_codes[:, j] = np.divmod(rest, sizes[j])
+        return (CellTable(_EMPTY, key_codes, dense[present].astype(np.int64), keys),
+                index[code])
+
+    def evaluate(self, levels: tuple[int, ...], floor: bool = True) -> dict[str, Any]:
+        """A node's figures (the :class:`Node` fields) and status."""
+        n, keys = self.n, self.keys
+        cells, fine_to_node = self.aggregate(levels)
+        h = entropy(cells.frequency)
+        kept = h / self.h_fine if self.h_fine > 0 else 1.0
+        out: dict[str, Any] = {"entropy_kept": kept, "loss": 1.0 - kept,
+                               "n_cells": cells.n_cells}
+        if floor and kept < self.min_entropy:
+            return {**out, "status": "pruned",
+                    "note": f"keeps {kept:.1%} of the entropy (floor {self.min_entropy:.0%})"}
+        # recoding part of the tvd: uniform spread of each released cell over its declared cells
+        q = cells.frequency[fine_to_node] / n
+        for k, lev in zip(keys, levels, strict=True):
+            q = q * self.inv_members[k][lev][self.cols[k][lev]]
+        out["tvd_recode"] = 0.5 * (np.abs(self.p_fine - q).sum() + max(1.0 - q.sum(), 0.0))
+        try:
+            data = node_data(self.base, self.cands, levels, keys)
+            cfg, data = _node_config(data, self.config.base_dir, self.tables)
+            out["partition"] = copy.deepcopy(data.get("partition") or {})
+            part = partition_cells(cells, cfg)
+            blocks, cert = certify(part, cfg)
+        except (SmallBlockError, CertificationError, ConfigError) as e:
+            return {**out, "status": "refused", "note": str(e)[:300]}
+        thetas = np.array([b.theta for b in blocks])
+        ks = np.array([b.k for b in blocks])
+        changed = float((thetas * ks).sum())
+        pram = float((ks * _move_abs(thetas)).sum()) / (2 * n) if thetas.size else 0.0
+        return {**out, "changed": changed, "changed_share": changed / n,
+                "tvd": out["tvd_recode"] + pram, "certificate": cert,
+                "n_sensitive": int(part.sensitive.sum()), "n_prbs": len(blocks),
+                "status": "certified" if cert <= self.config.risk.xi + 1e-12 else "refused"}
+
+
+_CTX: _Context | None = None
+
+
+def _evaluate_levels(arg: tuple[tuple[int, ...], bool]) -> dict[str, Any]:
+    assert _CTX is not None
+    return _CTX.evaluate(*arg)
+
+
 def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
            cands: dict[str, list[Candidate]], *, budget: float = 60.0, keep: float = 0.9,
            min_entropy: float = 0.5, max_nodes: int | None = None,
+           workers: int | None = None,
            progress: Callable[[int, int], None] | None = None) -> DesignResult:
     """Evaluate the lattice spanned by ``cands`` on the declared-value cell table ``fine``.
 
@@ -309,7 +422,8 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     ``base``: its YAML data as written (node configs are ``base`` with ``recode`` changed);
     ``budget``: seconds for planning nodes; ``min_entropy``: the entropy floor below which a
     node (and, by monotonicity, every coarser one) is not planned; ``keep``: the entropy share
-    the recommended node keeps at least.
+    the recommended node keeps at least; ``workers``: processes planning nodes (default: the
+    CPU count; forked, each with the cell table it inherits; 1 plans in this process).
     """
     t0 = time.perf_counter()
     keys = list(config.key_names)
@@ -324,28 +438,14 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     # per key: coarser-than relation between its candidates, members per released value
     rel = {k: np.array([[_coarser(a.code_map, b.code_map) for b in cands[k]] for a in cands[k]])
            for k in keys}
-    members = {k: [np.bincount(c.code_map, minlength=c.n_released) for c in cands[k]]
-               for k in keys}
     grid = np.array(list(itertools.product(*[range(len(cands[k])) for k in keys])),
                     dtype=np.int64).reshape(-1, len(keys))
     nodes = [Node(tuple(int(x) for x in row)) for row in grid]
-    # cheap figures of every node: entropy of its table (one gather + unique per node)
-    fine_codes = fine.key_codes
-
-    def aggregate(levels: tuple[int, ...]) -> tuple[CellTable, np.ndarray]:
-        cols = [cands[k][lev].code_map[fine_codes[:, i]] for i, (k, lev) in
-                enumerate(zip(keys, levels, strict=True))]
-        ct = encode_cells(cols, [cands[k][lev].n_released for k, lev in
-                                 zip(keys, levels, strict=True)], keys)
-        freq = np.bincount(ct.record_cell, weights=fine.frequency,
-                           minlength=ct.n_cells).astype(np.int64)
-        return CellTable(np.zeros(0, dtype=np.int64), ct.key_codes, freq, keys), ct.record_cell
-
+    ctx = _Context(fine, config, base, cands, keys, tables, min_entropy)
     # finest first: more released values first
-    size = np.array([sum(cands[k][lev].n_released for k, lev in zip(keys, node.levels,
-                                                                     strict=True))
-                     for node in nodes])
-    order = np.argsort(-size, kind="stable")
+    n_rel = [np.array([c.n_released for c in cands[k]]) for k in keys]
+    size = sum(n_rel[j][grid[:, j]] for j in range(len(keys)))
+    order = np.argsort(-np.asarray(size), kind="stable")
     current_levels = tuple(next((j for j, c in enumerate(cands[k]) if c.name ==
                                  "the config's recoding"), 0) for k in keys)
     current = next((i for i, nd in enumerate(nodes) if nd.levels == current_levels), None)
@@ -356,61 +456,55 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     pruned = np.zeros(len(nodes), dtype=bool)
     done = 0
     complete = True
-    for i in order:
-        node = nodes[i]
-        if pruned[i] and i != current:
-            node.status = "pruned"
-            continue
-        if time.perf_counter() - t0 > budget and i != current:
-            complete = False
-            break
-        cells, fine_to_node = aggregate(node.levels)
-        h = entropy(cells.frequency)
-        node.entropy_kept = h / h_fine if h_fine > 0 else 1.0
-        node.loss = 1.0 - node.entropy_kept
-        node.n_cells = cells.n_cells
-        if node.entropy_kept < min_entropy and i != current:
-            node.status = "pruned"
-            node.note = f"keeps {node.entropy_kept:.1%} of the entropy (floor {min_entropy:.0%})"
-            succ = np.ones(len(nodes), dtype=bool)
-            for j, (k, lev) in enumerate(zip(keys, node.levels, strict=True)):
-                succ &= rel[k][lev][grid[:, j]]
-            pruned |= succ
-            done += 1
-            if progress:
-                progress(done, len(order))
-            continue
-        # recoding part of the tvd: uniform spread of each released cell over its declared cells
-        q = cells.frequency[fine_to_node] / n
-        for j, (k, lev) in enumerate(zip(keys, node.levels, strict=True)):
-            m = members[k][lev]
-            q = q / m[cands[k][lev].code_map[fine_codes[:, j]]]
-        node.tvd_recode = 0.5 * (np.abs(fine.frequency / n - q).sum() + max(1.0 - q.sum(), 0.0))
+    workers = max(1, min(workers if workers is not None else (os.cpu_count() or 1), 8))
+    pool = None
+    if workers > 1 and len(order) > 4 * workers:
+        import multiprocessing as mp
+
+        global _CTX
+        _CTX = ctx
         try:
-            data = node_data(base, cands, node.levels, keys)
-            cfg, data = _node_config(data, config.base_dir, tables)
-            node.partition = copy.deepcopy(data.get("partition") or {})
-            part = partition_cells(cells, cfg)
-            plan = plan_release(part, cfg)
-        except (SmallBlockError, CertificationError, ConfigError) as e:
-            node.status, node.note = "refused", str(e)[:300]
-            done += 1
+            pool = mp.get_context("fork").Pool(workers)
+        except (OSError, ValueError):
+            pool = None
+    batch_size = 4 * workers if pool is not None else 1
+    pos = 0
+    try:
+        while pos < len(order):
+            if time.perf_counter() - t0 > budget and done > 0:
+                complete = False
+                break
+            batch: list[int] = []
+            while len(batch) < batch_size and pos < len(order):
+                i = int(order[pos])
+                pos += 1
+                if pruned[i] and i != current:
+                    nodes[i].status = "pruned"
+                    nodes[i].note = "coarser than a node below the entropy floor"
+                    continue
+                batch.append(i)
+            if not batch:
+                continue
+            floor = [(i, i != current) for i in batch]
+            if pool is not None:
+                results = pool.map(_evaluate_levels, [(nodes[i].levels, f) for i, f in floor])
+            else:
+                results = [ctx.evaluate(nodes[i].levels, f) for i, f in floor]
+            for i, res in zip(batch, results, strict=True):
+                for name, value in res.items():
+                    setattr(nodes[i], name, value)
+                if res["status"] == "pruned":
+                    succ = np.ones(len(nodes), dtype=bool)
+                    for j, (k, lev) in enumerate(zip(keys, nodes[i].levels, strict=True)):
+                        succ &= rel[k][lev][grid[:, j]]
+                    pruned |= succ
+                done += 1
             if progress:
                 progress(done, len(order))
-            continue
-        thetas = np.array([b.theta for b in plan.block_plan.blocks])
-        ks = np.array([b.k for b in plan.block_plan.blocks])
-        node.changed = float((thetas * ks).sum())
-        node.changed_share = node.changed / n
-        node.tvd = node.tvd_recode + (float((ks * _move_abs(thetas)).sum()) / (2 * n)
-                                      if thetas.size else 0.0)
-        node.certificate = float(plan.certificate)
-        node.n_sensitive = int(part.sensitive.sum())
-        node.n_prbs = len(plan.block_plan.blocks)
-        node.status = ("certified" if plan.certificate <= config.risk.xi + 1e-12 else "refused")
-        done += 1
-        if progress:
-            progress(done, len(order))
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
     ok = [i for i, nd in enumerate(nodes) if nd.status == "certified"]
     pts = np.array([[nodes[i].changed_share, nodes[i].loss, nodes[i].tvd] for i in ok]
                    ).reshape(-1, 3)
