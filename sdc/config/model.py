@@ -98,6 +98,9 @@ class InputSpec(_Strict):
     id_column: str | None = None
     drop: list[str] = Field(default_factory=list)
     weight: str | None = None
+    na_values: list[str] = Field(default_factory=list)
+    """CSV only: texts that mean missing in the columns that are not key variables, besides
+    the empty field (``[NA, "n/a"]``). None by default: ``NA`` or ``null`` is kept as text."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Variable labels of columns that are not key variables (``{income: "Yearly income"}``);
     written into SPSS/Stata files and the codebook. Key variables take ``label:``."""

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.recode import recode_frame
+from sdc.io.values import lossless_type, missing_markers, to_lossless
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -44,6 +45,7 @@ __all__ = [
     "ROW_GROUP_ROWS",
     "PublicWriter",
     "check_streamable",
+    "csv_value_types",
     "frame_to_table",
     "input_arrow_schema",
     "input_batches",
@@ -52,6 +54,7 @@ __all__ = [
     "public_schema",
     "read_ahead_frames",
     "table_to_frame",
+    "value_columns",
 ]
 
 PUBLIC_ID = "record_id"
@@ -104,18 +107,65 @@ def _text_keys(config: ReleaseConfig) -> list[str]:
             if kv.categories is not None and any(isinstance(c, str) for c in kv.categories)]
 
 
-def _csv_options(config: ReleaseConfig, block_size: int = 1 << 24):
+def value_columns(config: ReleaseConfig, names: list[str]) -> list[str]:
+    """The columns of a CSV input read as text and typed without loss
+    (:mod:`sdc.io.values`): every column but the key variables, the DP-PRAM variables, the
+    weight and the id column."""
+    inp = config.input
+    skip = set(config.key_variables) | set(config.perturb) | {inp.weight, inp.id_column}
+    return [n for n in names if n not in skip]
+
+
+def _csv_read_parse(config: ReleaseConfig, block_size: int = 1 << 24):
     inp = config.input
     enc = inp.encoding.lower().replace("_", "-")
     read = pacsv.ReadOptions(block_size=block_size,
                              encoding="utf8" if enc in ("utf-8", "utf8", "utf-8-sig") else inp.encoding)
-    parse = pacsv.ParseOptions(delimiter=inp.delimiter)
-    # text keys stay text ("01" is not 1); strings are never turned into nulls by pyarrow: the
-    # missing markers are applied per column below, as the pandas reader does
-    convert = pacsv.ConvertOptions(column_types={k: pa.string() for k in _text_keys(config)},
+    return read, pacsv.ParseOptions(delimiter=inp.delimiter)
+
+
+def _csv_header(config: ReleaseConfig) -> list[str]:
+    read, parse = _csv_read_parse(config)
+    convert = pacsv.ConvertOptions(null_values=_NA_STRINGS, strings_can_be_null=False,
+                                   timestamp_parsers=[])
+    with pacsv.open_csv(str(config.input_path), read_options=read, parse_options=parse,
+                        convert_options=convert) as reader:
+        return list(reader.schema.names)
+
+
+def _csv_options(config: ReleaseConfig, block_size: int = 1 << 24,
+                 names: list[str] | None = None):
+    read, parse = _csv_read_parse(config, block_size)
+    # text keys stay text ("01" is not 1); the other non-key columns are read as text and
+    # typed without loss (sdc.io.values); strings are never turned into nulls by pyarrow: the
+    # missing markers are applied per column below
+    if names is None:
+        names = _csv_header(config)
+    types = {k: pa.string() for k in _text_keys(config)}
+    types.update({c: pa.string() for c in value_columns(config, names)})
+    convert = pacsv.ConvertOptions(column_types=types,
                                    null_values=_NA_STRINGS, strings_can_be_null=False,
                                    timestamp_parsers=[])
     return read, parse, convert
+
+
+def csv_value_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
+    """The type of every text-read column of a CSV input (:func:`value_columns`), decided
+    from the file's first block by :func:`sdc.io.values.lossless_type`."""
+    names = _csv_header(config)
+    cols = value_columns(config, names)
+    if not cols:
+        return {}
+    read, parse, convert = _csv_options(config, names=names)
+    convert.include_columns = cols
+    with pacsv.open_csv(str(config.input_path), read_options=read, parse_options=parse,
+                        convert_options=convert) as reader:
+        try:
+            first = reader.read_next_batch()
+        except StopIteration:
+            return {c: pa.string() for c in cols}
+    table = _csv_missing(pa.Table.from_batches([first]), config, {})
+    return {c: lossless_type(table.column(c)) for c in cols}
 
 
 def _dataset(path: Path) -> pads.Dataset:
@@ -141,7 +191,9 @@ def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
         read, parse, convert = _csv_options(config)
         with pacsv.open_csv(str(path), read_options=read, parse_options=parse,
                             convert_options=convert) as reader:
-            return _normalize_schema(reader.schema)
+            schema = _normalize_schema(reader.schema)
+        types = csv_value_types(config)
+        return pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in schema])
     return None
 
 
@@ -186,17 +238,26 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _csv_missing(table: pa.Table, config: ReleaseConfig) -> pa.Table:
-    """pandas' CSV rules: in text keys only an empty field is missing; in other string columns
-    every pandas missing marker is."""
+def _csv_missing(table: pa.Table, config: ReleaseConfig,
+                 types: dict[str, pa.DataType] | None, offset: int = 0) -> pa.Table:
+    """pandas' CSV rules for the keys: in text keys only an empty field is missing, in the
+    other string columns every pandas missing marker is; the text-read columns
+    (:func:`value_columns`): the empty field and ``input.na_values`` are missing, then each is
+    converted to its type in ``types`` (None: left as text) without loss, or refused."""
     import pyarrow.compute as pc
 
     text = set(_text_keys(config))
+    values = set(value_columns(config, table.column_names))
+    value_markers = missing_markers(config.input.na_values)
     cols = []
     for name, col in zip(table.column_names, table.columns, strict=True):
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            markers = pa.array([""] if name in text else _NA_STRINGS, type=col.type)
+            found = ([""] if name in text else value_markers if name in values
+                     else _NA_STRINGS)
+            markers = pa.array(found, type=col.type)
             col = pc.if_else(pc.is_in(col, value_set=markers), pa.scalar(None, col.type), col)
+            if types and name in types:
+                col = to_lossless(col, types[name], name=name, first_row=offset)
         cols.append(col)
     return pa.table(cols, names=table.column_names)
 
@@ -291,14 +352,16 @@ def _input_frames(config: ReleaseConfig, batch_rows: int,
     try:
         if fmt == "parquet":
             yield from _rebatch(_parquet_batches(path, columns, batch_rows), batch_rows,
-                                lambda t: t)
+                                lambda t, at: t)
             return
         read, parse, convert = _csv_options(config)
+        types = csv_value_types(config)
         if columns is not None:
             convert.include_columns = list(columns)
         with pacsv.open_csv(str(path), read_options=read, parse_options=parse,
                             convert_options=convert) as reader:
-            yield from _rebatch(reader, batch_rows, lambda t: _csv_missing(t, config))
+            yield from _rebatch(reader, batch_rows,
+                                lambda t, at: _csv_missing(t, config, types, at))
     except pa.ArrowInvalid as e:
         raise InputError(
             f"input file {str(path)!r} cannot be read in batches: {e}. The streaming reader "
@@ -404,11 +467,11 @@ def _rebatch(source, batch_rows: int, fix) -> Iterator[pd.DataFrame]:
         while n_pending >= batch_rows:
             table = pa.Table.from_batches(pending)
             head, rest = table.slice(0, batch_rows), table.slice(batch_rows)
-            yield table_to_frame(fix(head), offset)
+            yield table_to_frame(fix(head, offset), offset)
             offset += batch_rows
             pending, n_pending = rest.to_batches(), rest.num_rows
     if n_pending:
-        yield table_to_frame(fix(pa.Table.from_batches(pending)), offset)
+        yield table_to_frame(fix(pa.Table.from_batches(pending), offset), offset)
 
 
 # -- writing ------------------------------------------------------------------------------------

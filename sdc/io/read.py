@@ -22,6 +22,8 @@ import pyarrow.parquet as pq
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.recode import recode_frame
+from sdc.io.batches import value_columns
+from sdc.io.values import lossless_type, missing_markers, to_lossless
 
 __all__ = ["read_input"]
 
@@ -148,11 +150,16 @@ def _read_csv(path: Path, config: ReleaseConfig) -> pd.DataFrame:
         raise _dup_error(path, header)
     text_keys = _string_key_dtypes(config, header)
     # pandas reads "NA", "null", "n/a"... as missing; in a key with text categories only an
-    # empty field is missing ("NA" may be Namibia)
-    na_values = {c: ([""] if c in text_keys else sorted(_NA_STRINGS)) for c in header}
+    # empty field is missing ("NA" may be Namibia); the other non-key columns are read as
+    # text (only the empty field and input.na_values are missing) and typed without loss
+    values = value_columns(config, header)
+    markers = missing_markers(inp.na_values)
+    na_values = {c: ([""] if c in text_keys else markers if c in values
+                     else sorted(_NA_STRINGS)) for c in header}
+    dtypes = {**text_keys, **{c: "str" for c in values}}
     try:
         frame = pd.read_csv(
-            path, sep=inp.delimiter, encoding=encoding, dtype=text_keys,
+            path, sep=inp.delimiter, encoding=encoding, dtype=dtypes,
             keep_default_na=False, na_values=na_values, skipinitialspace=False, low_memory=False,
         )
     except pd.errors.ParserError as e:
@@ -161,7 +168,21 @@ def _read_csv(path: Path, config: ReleaseConfig) -> pd.DataFrame:
             f"{str(e).strip().removeprefix('Error tokenizing data. C error: ')}. "
             "Every line must have as many fields as the header; check quoting and the delimiter"
         ) from None
+    _type_values(frame, values)
     return _numbers_in_text_keys(frame, config)
+
+
+def _type_values(frame: pd.DataFrame, columns: list[str]) -> None:
+    """Text-read CSV columns -> int64 / float64 where that loses nothing
+    (:func:`sdc.io.values.lossless_type` over the whole column); otherwise they stay text."""
+    for c in columns:
+        if c not in frame.columns:
+            continue
+        arr = pa.array(frame[c].to_numpy(dtype=object, na_value=None), type=pa.string())
+        typ = lossless_type(arr)
+        if not pa.types.is_string(typ):
+            frame[c] = pd.Series(to_lossless(arr, typ, name=c).to_pandas(), index=frame.index,
+                                 name=c)
 
 
 def _integral_domain(kv) -> bool:

@@ -61,11 +61,58 @@ def _int_hash(vals: np.ndarray) -> np.ndarray:
     return hash_array(vals)
 
 
+_NULL_HASH = np.uint64(0x5BD1E9955BD1E995)
+
+
+def _temporal_int64(col: pa.Array) -> pa.Array:
+    """A date/time/timestamp/duration column's stored integers (date32 and time32 are
+    32-bit: Arrow casts them to int32 only)."""
+    if pa.types.is_date32(col.type) or pa.types.is_time32(col.type):
+        return col.cast(pa.int32()).cast(pa.int64())
+    return col.cast(pa.int64())
+
+
+def _nested_hash(col: pa.Array) -> np.ndarray:
+    """Hash of struct, list and map values: the children's hashes (struct fields in order;
+    list elements mixed with their position, added up per list, with the list's length),
+    so every nested value hashes by content; no Python loop over records."""
+    t = col.type
+    if pa.types.is_struct(t):
+        h = np.full(len(col), np.uint64(0x84222325CBF29CE4), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for i in range(t.num_fields):
+                h ^= _column_hash(col.field(i))
+                h *= _MUL
+                h ^= h >> np.uint64(29)
+        return h
+    # list-like (list, large_list, fixed_size_list, map): offsets over the flattened values
+    if pa.types.is_fixed_size_list(t):
+        size = t.list_size
+        offsets = np.arange(len(col) + 1, dtype=np.int64) * size + col.offset * size
+        values = col.values
+    else:
+        offsets = np.asarray(col.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        values = col.values
+    start, stop = offsets[:-1], offsets[1:]
+    lo, hi = int(offsets[0]) if offsets.size else 0, int(offsets[-1]) if offsets.size else 0
+    elem = _column_hash(values.slice(lo, hi - lo))
+    with np.errstate(over="ignore"):
+        if elem.size:
+            pos = np.arange(elem.size, dtype=np.int64) - np.repeat(start - lo, stop - start)
+            elem = _fmix64(elem + pos.astype(np.uint64) * _MUL)
+        total = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(elem, dtype=np.uint64)])
+        h = total[stop - lo] - total[start - lo]
+        h ^= (stop - start).astype(np.uint64) * np.uint64(0xC4CEB9FE1A85EC53)
+    return h
+
+
 def _column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     t = col.type
     valid = None
     if col.null_count:
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_boolean(t):
+        col = col.cast(pa.int8())
     if pa.types.is_integer(t) or pa.types.is_boolean(t):
         vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         h = _int_hash(vals)
@@ -74,14 +121,18 @@ def _column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
         vals = np.where(vals == 0.0, 0.0, vals)  # -0.0 and 0.0 alike
         h = hash_array(vals)
     elif pa.types.is_temporal(t):
-        vals = col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        vals = _temporal_int64(col).fill_null(0).to_numpy(zero_copy_only=False)
         h = hash_array(np.asarray(vals, dtype=np.int64))
+    elif pa.types.is_nested(t):
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        h = _nested_hash(col)
     else:
         vals = col.cast(pa.string()).to_numpy(zero_copy_only=False)
         h = hash_array(np.asarray(vals, dtype=object), categorize=False)
     if valid is None:
         return h
-    return np.where(valid, h, np.uint64(0x5BD1E9955BD1E995))
+    return np.where(valid, h, _NULL_HASH)
 
 
 def content_hash(table: pa.Table) -> np.ndarray:

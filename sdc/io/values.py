@@ -1,0 +1,129 @@
+"""Exact types for the non-key columns of a CSV input (issue 20, item 6).
+
+A CSV file holds text. A non-key column is released as collected, so its type must not lose
+anything: ``00001`` is not the number 1, ``22`` in a column of decimals is not ``22.0``, and
+``NA`` is a word unless the config says it means missing. The rule (one for every engine):
+
+- every field of a non-key column (not the weight) is read as text; only the empty field, and
+  the markers listed in ``input.na_values``, are missing;
+- the column is ``int64`` if every present value is a canonical integer
+  (``0`` or ``-?[1-9][0-9]*``, within int64), ``float64`` if every present value is exactly the
+  text the public CSV writer writes for its float (``2.5``, ``1e+20``, ``inf``; not ``22``,
+  ``2.50``, ``nan``), and text otherwise. Either way the public CSV writes the same text back,
+  and the Parquet file holds the number when the text is a number.
+
+:func:`lossless_type` decides a column's type from its text, :func:`to_lossless` converts
+text to the decided type and refuses (``InputError``) a value the type would change (the
+streaming engine decides from the file's first block, so a later ``007`` in an integer column
+is refused instead of becoming ``7``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sdc.errors import InputError
+
+__all__ = ["csv_float_text", "lossless_type", "missing_markers", "to_lossless"]
+
+_INT_TEXT = r"^(0|-?[1-9][0-9]{0,18})$"
+
+
+def missing_markers(na_values: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The texts that mean missing in a non-key CSV column: the empty field and
+    ``input.na_values``."""
+    return list(dict.fromkeys(["", *na_values]))
+
+
+def csv_float_text(values: np.ndarray) -> np.ndarray:
+    """The text the public CSV writer (pandas ``to_csv``) writes for each float64 value."""
+    if values.size == 0:
+        return np.asarray([], dtype=object)
+    text = pd.Series(values, dtype=np.float64).to_csv(index=False, header=False,
+                                                      lineterminator="\n")
+    return np.asarray(text.split("\n")[:-1], dtype=object)
+
+
+def _as_array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
+def _int_or_none(col: pa.Array) -> pa.Array | None:
+    present = col.drop_null()
+    if len(present) and not pc.all(pc.match_substring_regex(present, _INT_TEXT)).as_py():
+        return None
+    try:
+        return pc.cast(col, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # beyond int64
+        return None
+
+
+def _float_or_none(col: pa.Array) -> pa.Array | None:
+    try:
+        num = pc.cast(col, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    text = np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)[valid]
+    vals = np.asarray(num.to_numpy(zero_copy_only=False), dtype=np.float64)[valid]
+    if not np.array_equal(csv_float_text(vals), text):
+        return None
+    return num
+
+
+def lossless_type(col: pa.Array | pa.ChunkedArray) -> pa.DataType:
+    """int64, float64 or string: the narrowest type that gives every present text back."""
+    col = _as_array(col)
+    if col.null_count == len(col):
+        return pa.string()
+    if _int_or_none(col) is not None:
+        return pa.int64()
+    if _float_or_none(col) is not None:
+        return pa.float64()
+    return pa.string()
+
+
+def to_lossless(col: pa.Array | pa.ChunkedArray, typ: pa.DataType, *, name: str,
+                first_row: int = 0) -> pa.Array:
+    """``col`` (text, missing = null) as ``typ``; refuses a value ``typ`` would change.
+
+    Raises
+    ------
+    InputError
+        Names the column, the first such value, its row (1-based data row) and the count.
+    """
+    col = _as_array(col)
+    if pa.types.is_string(typ):
+        return col
+    conv = _int_or_none(col) if pa.types.is_integer(typ) else _float_or_none(col)
+    if conv is not None:
+        return conv
+    # which values break the type (the path of a refusal only)
+    valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    text = np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+    present = pd.Series(text[valid], dtype=object).astype(str)
+    num = pd.to_numeric(present, errors="coerce")
+    if pa.types.is_integer(typ):
+        ok = present.str.fullmatch(_INT_TEXT).to_numpy(dtype=bool) & (
+            num.abs().to_numpy(dtype=float, na_value=np.inf) < 9.2e18)
+    else:
+        vals = num.to_numpy(dtype=float, na_value=np.nan)
+        ok = ~np.isnan(vals) & (csv_float_text(vals) == present.to_numpy(dtype=object))
+    bad = np.zeros(len(col), dtype=bool)
+    bad[np.flatnonzero(valid)[~ok]] = True
+    rows = np.flatnonzero(bad)
+    first = int(rows[0]) if rows.size else 0
+    kind = "integers" if pa.types.is_integer(typ) else "decimal numbers"
+    raise InputError(
+        f"column {name!r}: the value {text[first]!r} at row {first_row + first + 1} "
+        f"({rows.size} such values in this batch) would not "
+        f"be released exactly: the streaming reader took the column for {kind} from the "
+        f"file's first block (16 MB), and as a number it would be written differently. Release "
+        "with --engine pandas (it types each column from the whole file), or convert the file "
+        "to Parquet with the column as text"
+    )
