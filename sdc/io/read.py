@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
-from sdc.io.recode import recode_frame
 from sdc.io.batches import value_columns
+from sdc.io.recode import recode_frame
 from sdc.io.values import lossless_type, missing_markers, to_lossless
 
 __all__ = ["read_input"]
