@@ -250,7 +250,7 @@ def release(
 
             print_document(release_document(summary))
             return
-        _print_release_summary(summary)
+        _print_release_summary({**summary, "config_path": str(config)})
         if timings:
             import json
 
@@ -322,6 +322,11 @@ def _print_release_summary(s: dict[str, Any]) -> None:
                      f"{max(total - s['seconds'], 0.0):.1f} s Prefect start-up and bookkeeping"))
     console.print(_kv_table(rows, title=f"Release {s['name']}"))
     for w in s.get("warnings", []):
+        console.print(f"warning: {w}", style="yellow", markup=False)
+    from sdc.reports.recoding import change_warnings
+
+    for w in change_warnings(s["records_changed"] / max(s["n"], 1),
+                             config_hint=str(s.get("config_path") or "CONFIG")):
         console.print(f"warning: {w}", style="yellow", markup=False)
     if s.get("seed_created"):
         console.print(f"created the seed file {s.get('seed_file')} (mode 0600): back it up, "
@@ -412,6 +417,11 @@ def plan(
         console.print(_kv_table(rows, title=f"Plan for {p.name} (nothing written)"))
         for n in p.notes:
             console.print(f"note: {n}", style="yellow", markup=False)
+        from sdc.reports.recoding import change_warnings
+
+        for w in change_warnings(p.expected_changed / max(p.n_records, 1),
+                                 config_hint=str(config)):
+            console.print(f"warning: {w} (expected figure)", style="yellow", markup=False)
 
 
 @app.command()

@@ -196,6 +196,24 @@ def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
         "partition_sets": [{"p": p, "c": chg.get(p["partition_key"], {})}
                            for p in risk.get("partition_sets", [])],
         "series": risk.get("series"),  # None: first release of its series (section omitted)
+        "utility_box": _utility_box(v, ch, kv, utility.get("recoding")),
+    }
+
+
+def _utility_box(v: dict[str, Any], ch: dict[str, Any], kv: list[dict[str, Any]],
+                 recoding: dict[str, Any] | None) -> dict[str, Any]:
+    """The verdict box's utility side: records changed, the largest key-marginal TVD, the
+    recoding loss, and the warnings of :func:`sdc.reports.recoding.change_warnings`."""
+    from sdc.reports.recoding import change_warnings
+
+    by_key = {e["name"]: e["share"] for e in ch.get("by_key_variable", [])}
+    worst = max(kv, key=lambda e: e["tvd"]) if kv else None
+    return {
+        "share_changed": v.get("share_changed", 0.0),
+        "worst_tvd": worst["tvd"] if worst else None,
+        "worst_name": worst["name"] if worst else None,
+        "recoding": recoding,
+        "warnings": change_warnings(float(v.get("share_changed", 0.0)), by_key),
     }
 
 

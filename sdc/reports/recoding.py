@@ -100,3 +100,30 @@ def fine_counts(config: ReleaseConfig, frames=None) -> dict[str, np.ndarray]:
         for k in keys:
             counts[k] += np.bincount(encode_key(frame[k], k, src[k]), minlength=src[k].size)
     return counts
+
+
+CHANGE_WARN_SHARE = 0.2
+"""Above this share of records changed (overall, or in one key's values) the release says so in
+words and points to ``sdc design``."""
+
+
+def change_warnings(share_changed: float, by_key: dict[str, float] | None = None, *,
+                    config_hint: str = "CONFIG",
+                    threshold: float = CHANGE_WARN_SHARE) -> list[str]:
+    """Plain-language warnings when PRAM changes more than ``threshold`` of the records, or of
+    one key's values (``by_key``: key -> share of records whose value of that key changed)."""
+    out = []
+    if share_changed > threshold:
+        out.append(
+            f"{share_changed:.1%} of the records have changed key values (more than "
+            f"{threshold:.0%}): the key variables are too fine for this file, and many "
+            f"tabulations of the public file will be noisy. Run `sdc design {config_hint}` to "
+            "find recodings (bands, top coding, merged rare categories) that change fewer "
+            "records at the same xi.")
+    for k, share in (by_key or {}).items():
+        if share > threshold and share_changed <= threshold:
+            out.append(
+                f"{share:.1%} of the records have a changed value of {k!r} (more than "
+                f"{threshold:.0%}): {k} is too fine for this file; `sdc design {config_hint}` "
+                f"proposes recodings of {k}.")
+    return out

@@ -208,6 +208,6 @@ def test_page_renders_in_headless_chromium(census, tmp_path: Path) -> None:
     assert dom.count("<svg") >= n_keys + 3   # one chart per key + PRB risk, sizes, intruder
     assert dom.count("<rect") > 100
     assert dom.count("<table") >= n_keys + 4
-    assert "PASS" in dom and "Disclosure review" in dom
+    assert "CERTIFIED" in dom and "Disclosure review" in dom
     assert shot.is_file() and shot.stat().st_size > 20_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
