@@ -61,8 +61,11 @@ __all__ = [
     "RACE_COUNTS",
     "RACE_LABELS",
     "SAMPLE_FILENAME",
+    "HOUSEHOLD_KEYS",
+    "PERSON_KEYS",
     "cell_profile",
     "generate_census_sample",
+    "generate_household_sample",
     "write_census_sample",
 ]
 
@@ -329,3 +332,66 @@ def cell_profile(frame: pd.DataFrame, keys: Sequence[str]) -> dict[str, int]:
         "doubletons": int((counts == 2).sum()),
         "possible_cells": possible,
     }
+
+
+# -- a household file -------------------------------------------------------------------------
+#: Household-level keys of :func:`generate_household_sample` (constant within a household).
+HOUSEHOLD_KEYS: tuple[str, ...] = ("region", "urbrur", "dwelling")
+#: Person-level keys of :func:`generate_household_sample`.
+PERSON_KEYS: tuple[str, ...] = ("sex", "age", "relation")
+_HH_SIZE_P = np.array([0.28, 0.34, 0.15, 0.13, 0.06, 0.025, 0.01, 0.005])  # sizes 1..8
+
+
+def generate_household_sample(n: int = 100_000, seed: int = DEFAULT_SEED,
+                              n_regions: int = 40) -> pd.DataFrame:
+    """A census-like household file of about ``n`` persons (households kept whole).
+
+    Columns: ``hh_id`` (``H0000001``...), ``person_id``, household-level ``region``
+    (1..n_regions, skewed sizes), ``urbrur`` (1 urban, 2 rural; depends on the region),
+    ``dwelling`` (1..6: house, flat, ..., rarer types), ``water`` (1..5, a non-key household
+    column), ``hh_weight`` (household weight, a non-key household column); person-level
+    ``relation`` (1 head, 2 spouse, 3 child, 4 other relative, 5 non-relative), ``sex`` (1, 2),
+    ``age`` (0..95: heads 18+, spouses near the head's age, children younger than the head),
+    ``income`` (persons 15+). Household sizes 1..8 with a census-like distribution.
+
+    Vectorized (loops over household sizes only) and a pure function of ``(n, seed,
+    n_regions)``; the persons of a household are consecutive rows.
+    """
+    rng = np.random.default_rng(seed)
+    n_h = max(1, int(round(n / float((_HH_SIZE_P * np.arange(1, 9)).sum()))))
+    size = rng.choice(np.arange(1, 9), size=n_h, p=_HH_SIZE_P / _HH_SIZE_P.sum())
+    reg_p = rng.lognormal(0.0, 0.8, n_regions)
+    region = rng.choice(np.arange(1, n_regions + 1), size=n_h, p=reg_p / reg_p.sum())
+    rural_share = rng.uniform(0.1, 0.7, n_regions)
+    urbrur = np.where(rng.random(n_h) < rural_share[region - 1], 2, 1)
+    dwelling = rng.choice(np.arange(1, 7), size=n_h, p=[0.45, 0.35, 0.1, 0.06, 0.03, 0.01])
+    water = np.where(urbrur == 1, rng.choice([1, 2], n_h, p=[0.85, 0.15]),
+                     rng.choice(np.arange(1, 6), n_h, p=[0.3, 0.2, 0.2, 0.2, 0.1]))
+    hh_weight = np.round(rng.uniform(50, 400, n_h), 1)
+    head_age = np.clip(np.round(rng.normal(47, 15, n_h)), 18, 95).astype(np.int64)
+
+    hh = np.repeat(np.arange(n_h), size)
+    pos = np.arange(hh.size) - np.repeat(np.cumsum(size) - size, size)  # 0 = head
+    m = hh.size
+    couple = rng.random(n_h) < np.where(size >= 2, 0.75, 0.0)
+    relation = np.where(pos == 0, 1, 3)
+    relation = np.where((pos == 1) & couple[hh], 2, relation)
+    other = (pos >= 1) & (relation == 3) & (rng.random(m) < 0.12)
+    relation = np.where(other, np.where(rng.random(m) < 0.7, 4, 5), relation)
+    head_sex = rng.choice([1, 2], n_h, p=[0.62, 0.38])
+    sex = np.where(pos == 0, head_sex[hh], rng.choice([1, 2], m))
+    sex = np.where(relation == 2, 3 - head_sex[hh], sex)
+    ha = head_age[hh]
+    age = np.where(relation == 1, ha, 0)
+    age = np.where(relation == 2, np.clip(ha + np.round(rng.normal(-2, 4, m)), 16, 95), age)
+    child_gap = np.round(rng.uniform(18, 40, m))
+    age = np.where(relation == 3, np.clip(ha - child_gap, 0, 95), age)
+    age = np.where(relation >= 4, rng.integers(0, 90, m), age).astype(np.int64)
+    income = np.where(age >= 15, np.round(rng.lognormal(9.8, 0.9, m)), 0).astype(np.int64)
+    return pd.DataFrame({
+        "hh_id": np.char.add("H", np.char.zfill((hh + 1).astype(str), 7)),
+        "person_id": np.char.add("P", np.char.zfill(np.arange(1, m + 1).astype(str), 8)),
+        "region": region[hh], "urbrur": urbrur[hh], "dwelling": dwelling[hh],
+        "water": water[hh], "hh_weight": hh_weight[hh],
+        "relation": relation, "sex": sex, "age": age, "income": income,
+    })

@@ -41,11 +41,23 @@ from sdc.engine.draws import (
     trie_rendezvous,
     unique_identities,
 )
+from sdc.engine.generalize import generalize_domain
+from sdc.engine.households import (
+    check_households,
+    household_codes,
+    household_config,
+    household_table,
+    person_config,
+    row_index,
+    small_classes,
+)
 from sdc.engine.partition import check_columns, partition_frame
 from sdc.engine.perturb import apply_perturbations
-from sdc.engine.plan import ReleasePlan, plan_release
+from sdc.engine.plan import ReleasePlan, _partition_sets_frame, plan_release
+from sdc.errors import SmallBlockError
 
-__all__ = ["ReleaseResult", "apply_plan", "draw_plan", "release_frame", "released_cells"]
+__all__ = ["HouseholdStage", "ReleaseResult", "apply_plan", "draw_plan", "release_frame",
+           "release_households", "released_cells"]
 
 
 @dataclass
@@ -91,6 +103,7 @@ class ReleaseResult:
     cell_id: np.ndarray | None = None
     prb_identity: np.ndarray | None = None
     config: ReleaseConfig | None = None
+    households: HouseholdStage | None = None
 
     def records_table(self) -> pd.DataFrame:
         """Record-level internal table for the series risk (``internal/records.parquet``).
@@ -270,7 +283,228 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> Rele
     SmallBlockError
         A PRB is too small under ``small_blocks: fail``, or cannot be certified after merging.
     """
+    if config.input.household_id is not None:
+        return release_households(frame, config, seed)
     check_columns(frame, config)
     part = partition_frame(frame, config)
     plan = plan_release(part, config)
     return apply_plan(frame, plan, config, seed)
+
+
+@dataclass
+class HouseholdStage:
+    """The household stage of a household release (internal; docs/HOUSEHOLDS.md).
+
+    ``result`` is the NZY release of the household table (one unit per household, keys = the
+    household-level keys, t_j counted in households, identities from the household ids) under
+    ``config`` (:func:`sdc.engine.households.household_config`); ``person_certificate`` /
+    ``person_certificate_at`` the person stage's certificate (person PRBs inside the
+    household keys' values); ``code`` every person's household (0..H-1, order of first
+    appearance) and ``first`` every household's first member's row. ``small_classes`` and
+    ``small_class_persons``: the household-key classes (and their persons) with fewer than
+    kmin sensitive person cells, whose person keys no PRB can certify inside the class: they
+    are released unchanged, protected by the household stage only (and measured by the
+    composition intruder, ``composition``)."""
+
+    config: ReleaseConfig
+    result: ReleaseResult
+    person_certificate: float
+    person_certificate_at: dict[str, Any]
+    code: np.ndarray
+    first: np.ndarray
+    small_classes: int = 0
+    small_class_persons: int = 0
+    composition: dict[str, Any] | None = None
+
+    @property
+    def certificate(self) -> float:
+        """The household-level certificate (max over household PRBs and non-sensitive
+        household cells)."""
+        return float(self.result.certificate)
+
+    @property
+    def n_households(self) -> int:
+        return int(self.first.size)
+
+    @property
+    def changed(self) -> np.ndarray:
+        """Per household: did its household-level keys change?"""
+        return self.result.changed
+
+
+def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> ReleaseResult:
+    """Release a household file: household-level keys once per household, person keys per
+    person inside the household keys' values (docs/HOUSEHOLDS.md).
+
+    1. household stage: :func:`release_frame` of the household table (first member of every
+       household) under :func:`~sdc.engine.households.household_config`;
+    2. person stage: :func:`release_frame` of the persons under
+       :func:`~sdc.engine.households.person_config` (PRBs never mix household-key values);
+    3. every member takes its household's released household keys.
+
+    The result's cell table holds the original cells and the released combinations that were
+    empty in the original (frequency 0, no PRB), so ``released_cell`` indexes it as usual;
+    ``blocks`` are the person stage's PRBs, the household stage is ``result.households``.
+    The certificate is the larger of the two stages' certificates.
+    """
+    check_columns(frame, config)
+    check_households(frame, config)
+    code, first = household_codes(frame, config)
+    hcfg, pcfg = household_config(config), person_config(config)
+    hk = config.household_keys
+    try:
+        hres = release_frame(household_table(frame, config, code, first), hcfg, seed)
+    except SmallBlockError as e:
+        raise SmallBlockError(
+            f"household stage (one unit per household, keys {hk}, t_j counted in households): "
+            f"{e}. A household cell that is rare among households needs other rare household "
+            "cells to be post-randomized with: recode the rare household values into a larger "
+            "category, or add a household-level key (e.g. household size) so that more "
+            "household cells are sensitive, or use a larger xi") from None
+    pres, small = _person_stage(frame, config, pcfg, seed)
+
+    keys = config.key_names
+    kvs = config.key_variables
+    sizes = [kvs[k].size for k in keys]
+    hk_idx = [keys.index(k) for k in hk]
+    pc = pres.cells
+    hh_changed = hres.changed
+    out = pres.frame
+    if hh_changed.any():
+        released_codes = pc.key_codes[pres.released_cell]
+        released_codes[:, hk_idx] = hres.cells.key_codes[hres.released_cell][code]
+        table = np.unique(np.vstack([pc.key_codes, released_codes[hh_changed[code]]]), axis=0)
+        orig_map = row_index(table, pc.key_codes, sizes)
+        released = row_index(table, released_codes, sizes)
+        for k in config.household_keys:  # every member takes its household's values
+            col = hres.frame[k].to_numpy()[code]
+            out[k] = pd.Series(col, index=out.index, name=k).astype(frame[k].dtype)
+    else:
+        table = pc.key_codes
+        orig_map = np.arange(pc.n_cells, dtype=np.int64)
+        released = pres.released_cell
+    n_u = table.shape[0]
+    record_cell = orig_map[pc.record_cell]
+    cells = CellTable(record_cell, table, np.bincount(record_cell, minlength=n_u).astype(np.int64),
+                      list(keys))
+    cell_prb = np.full(n_u, -1, dtype=np.int64)
+    cell_prb[orig_map] = pres.cell_prb
+    cell_ps, ps_frame = _household_partition_sets(pres, pcfg, table, orig_map)
+
+    cert, cert_at = pres.certificate, pres.certificate_at
+    if hres.certificate > cert:
+        cert, cert_at = hres.certificate, hres.certificate_at
+    merges = list(pres.merges) + [f"household stage: {m}" for m in hres.merges]
+    stage = HouseholdStage(hcfg, hres, pres.certificate, pres.certificate_at, code, first,
+                           *small)
+    return ReleaseResult(out, pres.blocks, cert, cert_at, pres.xi, pres.theta, pres.kmin,
+                         ps_frame, cells, cell_ps, cell_prb, released, merges,
+                         pres.dp_perturbations, cell_identity(table, config), pres.prb_identity,
+                         config, stage)
+
+
+def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfig,
+                  seed: int) -> tuple[ReleaseResult, tuple[int, int]]:
+    """The person stage: NZY of the persons under ``pcfg`` (PRBs inside household-key
+    classes). When a class has fewer than kmin sensitive person cells no PRB inside it can be
+    certified (a one-person household alone in its household cell, say): unless
+    ``small_blocks: fail``, such classes are left out of the person stage (their persons keep
+    their person keys; the household stage still randomizes their household keys) and counted.
+    Returns the result over every person and (small classes, their persons)."""
+    hk = config.household_keys
+
+    def fix(e: Exception) -> SmallBlockError:
+        return SmallBlockError(
+            f"person stage (person PRBs inside the values of the household keys {hk}, so that "
+            f"members stay consistent): {e}. Coarsen the person keys' partition (wider bands), "
+            "add person partition variables to merge along, or use fewer household-level keys")
+
+    part = partition_frame(frame, pcfg)
+    keys = pcfg.key_names
+    n_small, rec_small = small_classes(part, config)
+    if n_small == 0 or config.risk.small_blocks == "fail":
+        try:
+            return release_frame(frame, pcfg, seed), (0, 0)
+        except SmallBlockError as e:
+            raise fix(e) from None
+    keep = np.flatnonzero(~rec_small)
+    try:
+        sub = release_frame(frame.iloc[keep], pcfg, seed)
+    except SmallBlockError as e:
+        raise fix(e) from None
+    # the result over every person: the left-out classes have no PRB and do not move
+    sizes = [pcfg.key_variables[k].size for k in keys]
+    cells = part.cells
+    sub_map = row_index(cells.key_codes, sub.cells.key_codes, sizes)
+    released = cells.record_cell.copy()
+    released[keep] = sub_map[sub.released_cell]
+    cell_prb = np.full(cells.n_cells, -1, dtype=np.int64)
+    cell_prb[sub_map] = sub.cell_prb
+    prb_of_label = dict(zip(sub.partition_sets["partition_key"], sub.partition_sets["prb"],
+                            strict=True))
+    block_of_ps = np.array([prb_of_label.get(k, -1) for k in part.partition_keys],
+                           dtype=np.int64)
+    ps_frame = _partition_sets_frame(part.partition_keys, pcfg.partition_variables,
+                                     part.generalizations, part.ps_codes,
+                                     part.cell_partition_set, cells.frequency, part.sensitive,
+                                     block_of_ps)
+    out = frame.drop(columns=list(pcfg.input.drop))
+    for k in pcfg.person_keys:
+        col = out[k].to_numpy(copy=True)
+        new = sub.frame[k].to_numpy()
+        if col.dtype != new.dtype:
+            col = col.astype(object)
+        col[keep] = new
+        out[k] = pd.Series(col, index=out.index, name=k).astype(frame[k].dtype)
+    pres = ReleaseResult(out, sub.blocks, sub.certificate, sub.certificate_at, sub.xi,
+                         sub.theta, sub.kmin, ps_frame, cells, part.cell_partition_set,
+                         cell_prb, released, sub.merges, [],
+                         cell_identity(cells.key_codes, pcfg), sub.prb_identity, pcfg)
+    return pres, (n_small, int(rec_small.sum()))
+
+
+def _household_partition_sets(pres: ReleaseResult, pcfg: ReleaseConfig, table: np.ndarray,
+                              orig_map: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+    """Partition set of every cell of the extended table (the person stage's partition sets,
+    plus empty ones for released combinations whose partition set was empty)."""
+    ps = pres.partition_sets
+    n_u = table.shape[0]
+    cell_ps = np.full(n_u, -1, dtype=np.int64)
+    cell_ps[orig_map] = pres.cell_partition_set
+    if n_u == orig_map.size:
+        return cell_ps, ps
+    keys = pcfg.key_names
+    pvars = pcfg.partition_variables
+    kvs = pcfg.key_variables
+    gens = [generalize_domain(v, kvs[v], pcfg.partition[v]) for v in pvars]
+    g_sizes = [len(g.labels) for g in gens]
+    g_all = np.column_stack([g.code_map[table[:, keys.index(v)]]
+                             for v, g in zip(pvars, gens, strict=True)]).astype(np.int64)
+    ps_codes = g_all[orig_map]
+    # the person stage's partition sets: codes of their cells (lexicographic, as encode_cells)
+    known = np.zeros((len(ps), len(pvars)), dtype=np.int64)
+    known[pres.cell_partition_set] = ps_codes
+    new_rows = np.flatnonzero(cell_ps < 0)
+    extra = np.unique(g_all[new_rows], axis=0)
+    idx = row_index(known, extra, g_sizes)
+    extra = extra[idx < 0]
+    both = np.vstack([known, extra])
+    order = np.lexsort(both.T[::-1])
+    both_sorted = both[order]
+    pos = row_index(both_sorted, g_all[new_rows], g_sizes)
+    # partition sets keep their numbers, the new ones are numbered after them: ``order[p]``
+    # is the number of the partition set at sorted position p
+    cell_ps[new_rows] = order[pos]
+    if extra.shape[0]:
+        rows = []
+        for i, codes in enumerate(extra):
+            row = {"partition_set": len(ps) + i,
+                   "partition_key": " | ".join(f"{v}={g.labels[c]}" for v, g, c
+                                               in zip(pvars, gens, codes, strict=True))}
+            for v, g, c in zip(pvars, gens, codes, strict=True):
+                row[v] = g.labels[c]
+            row.update({"n_records": 0, "n_cells": 0, "n_sensitive_cells": 0,
+                        "n_sensitive_records": 0, "prb": -1})
+            rows.append(row)
+        ps = pd.concat([ps, pd.DataFrame(rows, columns=ps.columns)], ignore_index=True)
+    return cell_ps, ps

@@ -13,13 +13,18 @@ constant within households iff its per-household minimum and maximum code agree
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
+from sdc.engine.draws import keyed_hash
+from sdc.engine.plan import default_merge_order
 from sdc.errors import InputError
 
-__all__ = ["MAX_LISTED", "check_households", "household_codes"]
+__all__ = ["MAX_LISTED", "check_households", "household_codes", "household_config",
+           "household_table", "person_config", "pseudonyms", "row_index", "small_classes"]
 
 MAX_LISTED = 20
 """Violating households listed by id per column (the message gives the full count)."""
@@ -103,3 +108,94 @@ def check_households(frame: pd.DataFrame, config: ReleaseConfig) -> None:
             f"{hid!r}):\n  " + "\n  ".join(problems) + "\nFix the input (give every member the "
             "household's value), or declare the variable level: person / remove it from "
             "input.household_columns if it really belongs to the person")
+
+
+# -- the two stages of a household release -------------------------------------------------------
+def household_config(config: ReleaseConfig) -> ReleaseConfig:
+    """The config of the household stage: the household table (one unit per household, id
+    ``input.household_id``), the household-level keys, their partition rules and merge order.
+
+    Draw identities are then the household ids (:func:`sdc.engine.draws.record_identity` of the
+    id column), so a household's released values are stable over reruns and series."""
+    hk = config.household_keys
+    inp = config.input.model_copy(update={
+        "id_column": config.input.household_id, "drop": [], "weight": None, "labels": {},
+        "household_id": None, "household_columns": []})
+    along = config.risk.merge_along
+    risk = config.risk.model_copy(update={
+        "merge_along": None if along is None else [v for v in along if v in hk]})
+    return config.model_copy(update={
+        "input": inp, "key_variables": {k: config.key_variables[k] for k in hk},
+        "partition": {k: r for k, r in config.partition.items() if k in hk},
+        "risk": risk, "perturb": {}})
+
+
+def person_config(config: ReleaseConfig) -> ReleaseConfig:
+    """The config of the person stage: every key, partition sets made of the household-level
+    keys' own values (``as_is``: a person's PRB never mixes household-key values, so PRAM of
+    the person keys leaves the household keys alone) and the person keys' rules; small PRBs
+    are merged along the person-level partition variables only."""
+    hk = config.household_keys
+    part: dict = {k: "as_is" for k in hk}
+    part.update({k: r for k, r in config.partition.items() if k not in hk})
+    along = [v for v in default_merge_order(config) if v not in hk]
+    risk = config.risk.model_copy(update={"merge_along": along})
+    inp = config.input.model_copy(update={"household_id": None})
+    return config.model_copy(update={"input": inp, "partition": part, "risk": risk})
+
+
+def household_table(frame: pd.DataFrame, config: ReleaseConfig,
+                    code: np.ndarray, first: np.ndarray) -> pd.DataFrame:
+    """One row per household (its first member's household id and household-level keys),
+    households in order of first appearance."""
+    cols = [config.input.household_id, *config.household_keys]
+    return frame[cols].iloc[first].reset_index(drop=True)
+
+
+def pseudonyms(identity: np.ndarray, seed: int, salt: int) -> np.ndarray:
+    """Public household ids 1..H: the rank of every household's keyed hash
+    ``keyed_hash(seed, "household-pseudonym:<salt>", identity)`` (``identity`` the distinct draw
+    identities of the households, from their ids). A keyed permutation: neither the original
+    ids nor the input order can be read off it without the seed; ``salt`` (the release's cell
+    table digest, as the public row order) makes two releases of a series number differently."""
+    h = keyed_hash(seed, f"household-pseudonym:{int(salt)}", np.asarray(identity, np.uint64))
+    order = np.lexsort((np.asarray(identity, np.uint64), h))
+    out = np.empty(h.size, dtype=np.int64)
+    out[order] = np.arange(1, h.size + 1, dtype=np.int64)
+    return out
+
+
+def row_index(table: np.ndarray, rows: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """Index of every row of ``rows`` in ``table`` (both (m, p) int64 code arrays, ``table``
+    in lexicographic order and duplicate-free; -1 where absent): one mixed-radix code per row
+    and a binary search when the cross-product fits in 62 bits, else a pandas MultiIndex."""
+    table = np.asarray(table, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    if math.prod(sizes) < 2**62:
+        def combine(a: np.ndarray) -> np.ndarray:
+            out = np.zeros(a.shape[0], dtype=np.int64)
+            for j, s in enumerate(sizes):
+                out *= s
+                out += a[:, j]
+            return out
+        t, r = combine(table), combine(rows)
+        pos = np.searchsorted(t, r)
+        pos = np.minimum(pos, max(t.size - 1, 0))
+        hit = (t[pos] == r) if t.size else np.zeros(r.size, dtype=bool)
+        return np.where(hit, pos, -1).astype(np.int64)
+    mi = pd.MultiIndex.from_arrays(list(table.T))
+    return mi.get_indexer(pd.MultiIndex.from_arrays(list(rows.T))).astype(np.int64)
+
+
+def small_classes(part, config: ReleaseConfig) -> tuple[int, np.ndarray]:
+    """(number of classes, per-person flag) of the household-key classes with fewer than kmin
+    sensitive person cells (``part``: the person stage's :class:`Partitioned`): no person PRB
+    inside such a class can be certified, so the person stage leaves it out."""
+    keys = part.cells.names
+    hk_idx = [keys.index(k) for k in config.household_keys]
+    cls_codes, cell_class = np.unique(part.cells.key_codes[:, hk_idx], axis=0,
+                                      return_inverse=True)
+    cell_class = cell_class.reshape(-1)
+    k_class = np.bincount(cell_class[part.sensitive], minlength=cls_codes.shape[0])
+    small = (k_class > 0) & (k_class < part.kmin)
+    return int(small.sum()), small[cell_class[part.cells.record_cell]]

@@ -206,11 +206,16 @@ def verify_release(release_dir: Path) -> AuditReport:
     # -- source --------------------------------------------------------------------------------
     inp = audit["input"]
     src = Path(inp["path"])
+    household_frames = None
     if audit.get("engine") in ("streaming", "dask"):
         found = _streamed_partitions(rep, release_dir, cfg, src, inp)
         if found is None:
             return rep
         po, pr = found
+    elif cfg.input.household_id is not None:
+        household_frames = _read_in_memory(rep, release_dir, cfg, src, inp)
+        if household_frames is None:
+            return rep
     else:
         found = _in_memory_partitions(rep, release_dir, cfg, src, inp)
         if found is None:
@@ -220,6 +225,32 @@ def verify_release(release_dir: Path) -> AuditReport:
     # -- theta and kmin ----------------------------------------------------------------------------
     risk = audit.get("risk") or {}
     xi = float(cfg.risk.xi)
+    _theta_check(rep, risk, xi)
+
+    # the PRB of each partition set (internal/partition_sets.parquet; its hash is checked above)
+    ps_path = release_dir / "internal" / "partition_sets.parquet"
+    prb_of_label: dict[str, int] = {}
+    if ps_path.is_file():
+        ps = pd.read_parquet(ps_path, columns=["partition_key", "prb"])
+        prb_of_label = dict(zip(ps["partition_key"].astype(str), ps["prb"].astype(int), strict=True))
+    if household_frames is not None:
+        cert, where = _household_checks(rep, cfg, audit, *household_frames, prb_of_label, xi)
+    else:
+        group, note = _merge_groups(prb_of_label)
+        _count_checks(rep, po, pr, group, xi, cfg, note)
+        if cfg.recoded_keys:
+            _recoding_check(rep, release_dir, cfg, po)
+        # -- PRBs and the certificate ------------------------------------------------------------
+        cert, where = _prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi)
+    recorded = float(risk.get("certificate", math.nan))
+    rep.add("certificate <= xi", cert <= xi + _TOL,
+            f"certificate {cert:.6f} ({where}) vs xi = {xi}")
+    rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=_REL),
+            f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
+    return rep
+
+
+def _theta_check(rep: AuditReport, risk: dict[str, Any], xi: float) -> None:
     theta, km = solve_theta(xi), kmin_of(solve_theta(xi))
     ok = (math.isclose(float(risk.get("xi", math.nan)), xi, rel_tol=0, abs_tol=1e-15)
           and math.isclose(float(risk.get("theta", math.nan)), theta, rel_tol=_REL)
@@ -228,13 +259,10 @@ def verify_release(release_dir: Path) -> AuditReport:
             f"xi = {xi}, theta = {theta:.6f}, kmin = {km} (audit.json: xi = {risk.get('xi')}, "
             f"theta = {risk.get('theta')}, kmin = {risk.get('kmin')})")
 
-    # the PRB of each partition set (internal/partition_sets.parquet; its hash is checked above)
-    ps_path = release_dir / "internal" / "partition_sets.parquet"
-    prb_of_label: dict[str, int] = {}
-    if ps_path.is_file():
-        ps = pd.read_parquet(ps_path, columns=["partition_key", "prb"])
-        prb_of_label = dict(zip(ps["partition_key"].astype(str), ps["prb"].astype(int), strict=True))
-    # partition sets merged into one PRB form one group: records may move inside it
+
+def _merge_groups(prb_of_label: dict[str, int]) -> tuple[Any, str]:
+    """Partition sets merged into one PRB form one comparison group (records may move inside
+    it): (label -> group, a note for the detail)."""
     members = pd.Series(list(prb_of_label.values())).value_counts()
     merged = set(members.index[members > 1].tolist())
 
@@ -242,14 +270,121 @@ def verify_release(release_dir: Path) -> AuditReport:
         b = prb_of_label.get(label, -1)
         return f"merged PRB {b}" if b in merged else label
 
+    return group, (f" ({len(merged)} merged groups compared as one)" if merged else "")
+
+
+def _household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any],
+                      original: pd.DataFrame, public: pd.DataFrame,
+                      prb_of_label: dict[str, int], xi: float) -> tuple[float, str]:
+    """The checks of a household release (docs/HOUSEHOLDS.md): households consistent and
+    intact in the public file; the household stage's invariants on the household tables
+    (counted in households) and its PRBs; the person stage's PRBs (recounted from the source
+    under the person stage's partition) and its counts per person partition group. Returns
+    the certificate: the larger of the two stages'."""
+    from sdc.engine.households import (
+        check_households,
+        household_codes,
+        household_config,
+        household_table,
+        person_config,
+        small_classes,
+    )
+
+    try:
+        check_households(public, cfg)
+        rep.add("households: consistent", True, "every public household has one value of each "
+                "household-level key and household column")
+    except InputError as e:
+        rep.add("households: consistent", False, str(e))
+    code_o, first_o = household_codes(original, cfg)
+    code_p, first_p = household_codes(public, cfg)
+    size_o, size_p = np.sort(np.bincount(code_o)), np.sort(np.bincount(code_p))
+    same = size_o.size == size_p.size and bool((size_o == size_p).all())
+    rep.add("households: intact", same,
+            f"{first_o.size} households, the same household sizes" if same else
+            f"{first_o.size} households in the source, {first_p.size} in the public file, or "
+            "their sizes differ")
+    # household stage: the household tables, counted in households
+    hh = audit.get("households") or {}
+    hcfg = household_config(cfg)
+    ho = partition_frame(household_table(original, cfg, code_o, first_o), hcfg)
+    hp = partition_frame(household_table(public, cfg, code_p, first_p), hcfg)
+    h_prb = {str(k): int(v) for k, v in (hh.get("partition_sets") or {}).items()}
+    group, note = _merge_groups(h_prb)
+    _count_checks(rep, ho, hp, group, xi, hcfg, note, what="household stage: ",
+                  unit=" (in households)")
+    h_cert, h_where = _prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi,
+                                  what="household stage: ")
+
+    # person stage: PRBs inside the household keys' values; counts per person partition group
+    pcfg = person_config(cfg)
+    po = partition_frame(original, pcfg)
+    n_small, rec_small = small_classes(po, cfg)
+    rec_n = int(hh.get("small_classes", 0))
+    rep.add("person stage: small household-key classes", n_small == rec_n,
+            f"{n_small} household-key classes ({int(rec_small.sum())} persons) have fewer than "
+            f"kmin sensitive person cells and are left to the household stage (audit.json: "
+            f"{rec_n})")
+    po_all = po
+    if n_small and cfg.risk.small_blocks != "fail":
+        po = partition_frame(original.iloc[np.flatnonzero(~rec_small)], pcfg)
+    p_cert, p_where = _prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi,
+                                  what="person stage: ")
+    po = po_all  # every person counts below (the left-out classes' persons do not move)
+    pvars = [v for v in pcfg.partition_variables if v not in cfg.household_keys]
+    if pvars:
+        pcols = [pcfg.partition_variables.index(v) for v in pvars]
+        # person partition groups: person parts of partition sets sharing a PRB, joined
+        parts = [tuple(r) for r in po.ps_codes[:, pcols].tolist()]
+        parent = {p: p for p in parts}
+
+        def find(p: tuple) -> tuple:
+            while parent[p] != p:
+                parent[p] = parent[parent[p]]
+                p = parent[p]
+            return p
+
+        by_prb: dict[int, tuple] = {}
+        for s_idx, label in enumerate(po.partition_keys):
+            b = prb_of_label.get(label, -1)
+            if b < 0:
+                continue
+            if b in by_prb:
+                parent[find(parts[s_idx])] = find(by_prb[b])
+            else:
+                by_prb[b] = parts[s_idx]
+        comp = {p: find(p) for p in parts}
+        rel = partition_frame(public, pcfg)
+        rparts = [tuple(r) for r in rel.ps_codes[:, pcols].tolist()]
+        known = [comp.get(p) for p in rparts]
+        o_cnt: dict[tuple, int] = {}
+        for s_idx, n in enumerate(np.bincount(po.record_partition_set)):
+            o_cnt[comp[parts[s_idx]]] = o_cnt.get(comp[parts[s_idx]], 0) + int(n)
+        r_cnt: dict[Any, int] = {}
+        for s_idx, n in enumerate(np.bincount(rel.record_partition_set,
+                                              minlength=len(rparts))):
+            r_cnt[known[s_idx]] = r_cnt.get(known[s_idx], 0) + int(n)
+        bad = [g for g in set(o_cnt) | set(r_cnt) if o_cnt.get(g, 0) != r_cnt.get(g, 0)]
+        rep.add("person stage: counts per person partition group", not bad,
+                f"{len(o_cnt)} groups of person partition sets, all person counts equal" if not bad
+                else f"{len(bad)} group(s) of person partition sets changed their person count")
+    if p_cert >= h_cert:
+        return p_cert, f"person stage: {p_where}"
+    return h_cert, f"household stage: {h_where}"
+
+
+def _count_checks(rep: AuditReport, po: Partitioned, pr: Partitioned, group: Any, xi: float,
+                  cfg: ReleaseConfig, note: str = "", what: str = "", unit: str = "") -> None:
+    """Counts per partition set (``group`` maps a label to its comparison group), non-sensitive
+    cells unchanged, no released cell empty in the original. ``what`` prefixes the check names,
+    ``unit`` names what is counted in the details, ``note`` the merged groups."""
     co, cr = _ps_counts(po), _ps_counts(pr)
     co = co.groupby(co.index.map(group)).sum()
     cr = cr.groupby(cr.index.map(group)).sum()
     both = pd.concat([co.rename("original"), cr.rename("released")], axis=1).fillna(0)
     diff = both[both["original"] != both["released"]]
-    note = f" ({len(merged)} merged groups compared as one)" if merged else ""
-    rep.add("partition sets: counts equal", diff.empty,
-            f"{len(co)} partition sets, all counts equal{note}" if diff.empty else
+    rep.add(what + "partition sets: counts equal", diff.empty,
+            f"{len(co)} partition sets, all counts equal{unit}{note}" if diff.empty else
             f"{len(diff)} partition set(s) differ{note}, e.g. " + "; ".join(
                 f"{k}: {int(r.original)} -> {int(r.released)}" for k, r in diff.head(3).iterrows()))
 
@@ -261,27 +396,28 @@ def verify_release(release_dir: Path) -> AuditReport:
     t_r = cells["t_rel"].fillna(0).to_numpy()
     nonsens = (t_o > 0) & (t_o >= sens_t)
     changed = nonsens & (t_o != t_r)
-    rep.add("non-sensitive cells unchanged", not changed.any(),
+    rep.add(what + "non-sensitive cells unchanged", not changed.any(),
             f"{int(nonsens.sum())} non-sensitive cells, all counts unchanged" if not changed.any()
             else f"{int(changed.sum())} non-sensitive cell(s) changed count, e.g. "
             + _cell_examples(cells[changed], cfg))
     new = (t_o == 0) & (t_r > 0)
-    rep.add("no new cells", not new.any(),
+    rep.add(what + "no new cells", not new.any(),
             "every released cell exists in the original" if not new.any() else
             f"{int(new.sum())} released cell(s) ({int(t_r[new].sum())} records) were empty in "
             "the original, e.g. " + _cell_examples(cells[new], cfg))
 
-    if cfg.recoded_keys:
-        _recoding_check(rep, release_dir, cfg, po)
 
-    # -- PRBs and the certificate ----------------------------------------------------------------
-    blocks = audit.get("blocks") or []
+def _prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
+                prb_of_label: dict[str, int], xi: float, what: str = "") -> tuple[float, str]:
+    """Sensitive cells in PRBs, PRB profiles recounted, exact max risks recomputed, and the
+    certificate of ``po`` (max over PRBs and non-sensitive cells): returns (certificate, where).
+    ``what`` prefixes the check names (``"household "`` for the household stage)."""
     sens = po.sensitive
     cell_label = np.asarray(po.partition_keys, dtype=object)[po.cell_partition_set]
     cell_prb = np.array([prb_of_label.get(lab, -1) for lab in po.partition_keys],
                         dtype=np.int64)[po.cell_partition_set]
     orphan = sens & (cell_prb < 0)
-    rep.add("sensitive cells all in a PRB", not orphan.any(),
+    rep.add(what + "sensitive cells all in a PRB", not orphan.any(),
             f"{int(sens.sum())} sensitive cells in {len(blocks)} PRBs" if not orphan.any() else
             f"{int(orphan.sum())} sensitive cell(s) in partition sets without a PRB, e.g. "
             f"{sorted(set(cell_label[orphan]))[:3]}")
@@ -308,12 +444,12 @@ def verify_release(release_dir: Path) -> AuditReport:
     extra_prbs = sorted(set(recount.index.get_level_values(0)) - {int(b["prb"]) for b in blocks})
     if extra_prbs:
         bad_profile.append(f"PRBs {extra_prbs[:5]} hold sensitive cells but are not in audit.json")
-    rep.add("PRB profiles match the source", not bad_profile,
+    rep.add(what + "PRB profiles match the source", not bad_profile,
             f"{len(blocks)} PRB profiles recounted" if not bad_profile else "; ".join(bad_profile[:3])
             + (f" (and {len(bad_profile) - 3} more)" if len(bad_profile) > 3 else ""))
-    rep.add("PRB max risk recomputed = recorded", not bad_risk,
+    rep.add(what + "PRB max risk recomputed = recorded", not bad_risk,
             "every PRB's exact max risk matches" if not bad_risk else "; ".join(bad_risk[:3]))
-    rep.add("PRB max risk <= xi", not over,
+    rep.add(what + "PRB max risk <= xi", not over,
             f"every PRB's exact max risk <= xi = {xi}" if not over else
             f"{len(over)} PRB(s) above xi = {xi}: " + "; ".join(over[:3]))
 
@@ -324,17 +460,13 @@ def verify_release(release_dir: Path) -> AuditReport:
     t_ns = po.cells.frequency[~sens]
     if t_ns.size and 1.0 / int(t_ns.min()) > cert:
         cert, where = 1.0 / int(t_ns.min()), f"a non-sensitive cell with t={int(t_ns.min())}"
-    recorded = float(risk.get("certificate", math.nan))
-    rep.add("certificate <= xi", cert <= xi + _TOL,
-            f"certificate {cert:.6f} ({where}) vs xi = {xi}")
-    rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=_REL),
-            f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
-    return rep
+    return cert, where
 
 
-def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
-                          inp: dict[str, Any]) -> tuple[Partitioned, Partitioned] | None:
-    """Source and public file read whole (pandas engine releases): their partitions."""
+def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
+                    inp: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """Source and public file read whole (pandas engine releases), with the source's hash and
+    row count and the public file's record count and output schema checked."""
     if not src.is_file():
         rep.add("source: exists", False, f"source file {str(src)!r} not found")
         return None
@@ -367,6 +499,16 @@ def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfi
                 "key domains, unique record_id, no identifier column")
     except ValueError as e:
         rep.add("public microdata: output schema", False, str(e))
+    return original, public
+
+
+def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
+                          inp: dict[str, Any]) -> tuple[Partitioned, Partitioned] | None:
+    """Source and public file read whole (pandas engine releases): their partitions."""
+    frames = _read_in_memory(rep, release_dir, cfg, src, inp)
+    if frames is None:
+        return None
+    original, public = frames
     try:
         return partition_frame(original, cfg), partition_frame(public, cfg)
     except (InputError, ConfigError) as e:
@@ -545,7 +687,7 @@ def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Pat
     ``internal_files`` (name -> SHA-256).
     """
     sens = result.cell_prb >= 0
-    return _plain({
+    out = _plain({
         "format": AUDIT_FORMAT,
         "name": config.name,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -591,6 +733,35 @@ def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Pat
         "blocks": _records(result.blocks),
         "public_files": dict(public_hashes),
         "internal_files": dict(internal_hashes or {}),
+    })
+    if getattr(result, "households", None) is not None:
+        out["households"] = household_audit(result)
+    return out
+
+
+def household_audit(result: ReleaseResult) -> dict[str, Any]:
+    """``audit.json``'s ``households``: the household stage (its PRBs, the PRB of every
+    household partition set, its certificate, counted in households) and the person stage's
+    certificate; ``blocks`` and ``certificate`` of the record are the person stage's PRBs and
+    the larger of the two certificates."""
+    st = result.households
+    hr = st.result
+    return _plain({
+        "household_id": result.config.input.household_id if result.config else None,
+        "household_keys": list(st.config.key_names),
+        "n_households": st.n_households,
+        "households_changed": int(st.changed.sum()),
+        "certificate": float(hr.certificate),
+        "certificate_at": hr.certificate_at,
+        "person_certificate": float(st.person_certificate),
+        "person_certificate_at": st.person_certificate_at,
+        "small_classes": int(st.small_classes),
+        "small_class_persons": int(st.small_class_persons),
+        "merges": list(hr.merges),
+        "blocks": _records(hr.blocks),
+        "partition_sets": {str(k): int(v) for k, v in zip(
+            hr.partition_sets["partition_key"], hr.partition_sets["prb"], strict=True)},
+        **({"composition": st.composition} if getattr(st, "composition", None) else {}),
     })
 
 

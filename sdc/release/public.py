@@ -21,7 +21,9 @@ import pyarrow as pa
 
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
 from sdc.engine.apply import ReleaseResult
+from sdc.engine.draws import record_identity
 from sdc.engine.generalize import generalize_domain
+from sdc.engine.households import pseudonyms
 from sdc.errors import InputError
 from sdc.io.batches import (
     ROW_GROUP_ROWS,
@@ -166,10 +168,23 @@ def public_records(result: ReleaseResult, config: ReleaseConfig, seed: int,
         )
     if schema is None:
         schema = public_schema_for(config, result.frame)
+    hid = config.input.household_id
+    person_household = None
+    if hid is not None and hid in frame.columns:
+        # household file: the household column keeps its name with keyed pseudonyms 1..H
+        stage = result.households
+        hh_ident = record_identity(frame[[hid]].iloc[stage.first], stage.config)
+        pseudo = pseudonyms(hh_ident, seed, order_salt(result.cells))
+        person_household = pseudo[stage.code]
+        frame = frame.assign(**{hid: person_household})
+        schema = schema.set(schema.get_field_index(hid), pa.field(hid, pa.int64()))
     body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
     table = frame_to_table(frame, body)
     order, _ = order_keys(table, seed, order_salt(result.cells))
-    pos = sort_positions(order)
+    if person_household is None:
+        pos = sort_positions(order)
+    else:  # households contiguous, in pseudonym order; members in the keyed public order
+        pos = np.lexsort((order, person_household))
     del order
     return PublicRecords(frame, table, pos, schema)
 

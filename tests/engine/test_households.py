@@ -114,3 +114,132 @@ def test_missing_household_id_is_refused():
 def test_batch_engines_refuse_household_files(engine):
     with pytest.raises(InputError, match="household file .* --engine pandas"):
         check_streamable(_cfg(), engine)
+
+
+# -- the household release ------------------------------------------------------------------------
+GEN = {
+    "name": "gen",
+    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
+              "household_columns": ["water", "hh_weight"]},
+    "key_variables": {"region": {"range": [1, 12], "level": "household"},
+                      "urbrur": {"categories": [1, 2], "level": "household"},
+                      "dwelling": {"range": [1, 6], "level": "household"},
+                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
+                      "relation": {"range": [1, 5]}},
+    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
+                  "relation": "as_is"},
+    "risk": {"xi": 0.5},
+    "seed": 11,
+}
+
+
+def _gen(n=6000, seed=4):
+    from sdc.samples import generate_household_sample
+
+    return generate_household_sample(n, seed=seed, n_regions=12)
+
+
+def _consistent(frame, config):
+    """Every household has one value of each household-level key and household column."""
+    hid = config.input.household_id
+    cols = config.household_keys + list(config.input.household_columns)
+    return bool((frame.groupby(hid, sort=False)[cols].nunique(dropna=False) == 1).all().all())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_household_is_consistent_and_the_household_stage_moves(seed):
+    cfg = sdc.parse_config(GEN)
+    f = _gen(seed=seed)
+    r = sdc.release_frame(f, cfg, seed)
+    st = r.households
+    assert st.n_households == f["hh_id"].nunique()
+    assert st.changed.any(), "the household stage should move some households here"
+    assert _consistent(r.frame, cfg)
+    assert r.certificate <= cfg.risk.xi + 1e-12
+    assert r.certificate == max(st.certificate, st.person_certificate)
+    # non-key values come out exactly as they went in (household columns included)
+    for c in ("hh_id", "person_id", "water", "hh_weight", "income"):
+        assert r.frame[c].equals(f[c])
+    # a household's members get the household stage's released values
+    hh_rel = st.result.frame.set_index("hh_id")
+    for k in cfg.household_keys:
+        assert (r.frame[k].to_numpy() == hh_rel.loc[f["hh_id"], k].to_numpy()).all()
+    # household-level cells counted in households: the household table has one row each
+    assert int(st.result.cells.frequency.sum()) == st.n_households
+
+
+def test_released_cells_index_the_extended_cell_table():
+    cfg = sdc.parse_config(GEN)
+    f = _gen()
+    r = sdc.release_frame(f, cfg, 7)
+    names = cfg.key_names
+    codes = r.cells.key_codes[r.released_cell]
+    back = np.column_stack([
+        pd.Index(cfg.key_variables[k].domain).get_indexer(r.frame[k]) for k in names])
+    assert (codes == back).all()
+    assert (r.cells.frequency == np.bincount(r.cells.record_cell, minlength=r.cells.n_cells)).all()
+    assert (r.cell_prb[r.cells.frequency == 0] == -1).all()
+    assert r.cell_partition_set.min() >= 0
+    assert r.cell_partition_set.max() < len(r.partition_sets)
+
+
+def test_household_draws_follow_the_household_id_not_the_row_order():
+    cfg = sdc.parse_config(GEN)
+    f = _gen()
+    a = sdc.release_frame(f, cfg, 5).frame
+    perm = np.random.default_rng(0).permutation(len(f))
+    b = sdc.release_frame(f.iloc[perm].reset_index(drop=True), cfg, 5).frame
+    a = a.sort_values("person_id").reset_index(drop=True)
+    b = b.sort_values("person_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_household_outcome_is_stable_when_other_households_join():
+    """Record-keyed household draws: a household whose t_j, theta and PRB did not change
+    keeps its released values when households of other (non-sensitive) cells are added."""
+    cfg = sdc.parse_config(GEN)
+    f = _gen()
+    r1 = sdc.release_frame(f, cfg, 5)
+    t = r1.households.result.cells
+    big = np.flatnonzero(t.frequency >= 10)
+    # copies of households of a large household cell (renamed) leave every PRB unchanged
+    hh_t = r1.households.result
+    hcell = hh_t.cells.record_cell
+    donors = hh_t.frame["hh_id"].to_numpy()[np.isin(hcell, big)][:20]
+    extra = f[f["hh_id"].isin(donors)].copy()
+    extra["hh_id"] = "X" + extra["hh_id"]
+    extra["person_id"] = "X" + extra["person_id"]
+    f2 = pd.concat([f, extra], ignore_index=True)
+    r2 = sdc.release_frame(f2, cfg, 5)
+    a = r1.households.result.frame.set_index("hh_id")
+    b = r2.households.result.frame.set_index("hh_id").loc[a.index]
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_batch_engine_refusal_and_perturb_refusal():
+    d = {**GEN, "perturb": {"income": {"epsilon": 1.0, "categories": [0, 1]}}}
+    with pytest.raises(sdc.ConfigError, match="not supported on household files"):
+        sdc.parse_config(d)
+
+
+def test_rare_household_cell_alone_is_refused_with_the_fix():
+    cfg = sdc.parse_config(GEN)
+    f = _gen()
+    # every household cell common but one: a household cell that is sensitive alone
+    f["dwelling"] = 1
+    f.loc[f["hh_id"] == f["hh_id"].iloc[0], "dwelling"] = 6
+    f["region"] = 1
+    f["urbrur"] = 1
+    with pytest.raises(sdc.SmallBlockError, match="household stage .* recode the rare household"):
+        sdc.release_frame(f, cfg, 1)
+
+
+def test_small_household_classes_are_left_to_the_household_stage():
+    cfg = sdc.parse_config(GEN)
+    f = _gen()
+    r = sdc.release_frame(f, cfg, 3)
+    st = r.households
+    assert st.small_classes > 0 and st.small_class_persons > 0
+    fail = sdc.parse_config({**GEN, "risk": {"xi": 0.5, "small_blocks": "fail"}})
+    with pytest.raises(sdc.SmallBlockError, match="person stage"):
+        sdc.release_frame(f, fail, 3)

@@ -1,0 +1,97 @@
+"""Household files through the command line (issue 23): release, audit, public household ids,
+the batch engines' refusal and the validation of inconsistent households."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import sdc
+from sdc.samples import generate_household_sample
+from tests.cli.test_cli import assert_clean_error, run
+
+HH_CHANGES = {
+    "input": {"id_column": "person_id", "drop": [], "weight": None,
+              "household_id": "hh_id", "household_columns": ["water", "hh_weight"]},
+    "key_variables": {"region": {"range": [1, 12], "level": "household"},
+                      "urbrur": {"categories": [1, 2], "level": "household"},
+                      "dwelling": {"range": [1, 6], "level": "household"},
+                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
+                      "relation": {"range": [1, 5]}},
+    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
+                  "relation": "as_is"},
+    "risk": {"xi": 0.5},
+}
+
+
+def _job(make_small_job, name, frame):
+    cfg = make_small_job(name, frame=frame, **HH_CHANGES)
+    # make_small_job's key variables are replaced, not merged
+    d = yaml.safe_load(cfg.read_text())
+    d["key_variables"] = HH_CHANGES["key_variables"]
+    d["partition"] = HH_CHANGES["partition"]
+    d["input"].pop("drop", None)
+    d["input"].pop("weight", None)
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    return cfg
+
+
+@pytest.mark.e2e
+def test_household_release_audit_and_public_households(prefect_harness, make_small_job):
+    frame = generate_household_sample(4000, seed=3, n_regions=12)
+    cfg = _job(make_small_job, "hh", frame)
+    out = sdc.load_config(cfg).output_dir
+    r = run("release", cfg)
+    assert r.exit_code == 0, r.text
+    r = run("audit", out)
+    assert r.exit_code == 0, r.text
+    assert "households: consistent" in r.text and "FAIL" not in r.text
+
+    pub = pd.read_parquet(out / "public" / "microdata.parquet")
+    n_h = frame["hh_id"].nunique()
+    # pseudonyms 1..H, households contiguous, in pseudonym order, consistent
+    assert pub["hh_id"].dtype.kind == "i"
+    assert sorted(pub["hh_id"].unique()) == list(range(1, n_h + 1))
+    assert (np.diff(pub["hh_id"].to_numpy()) >= 0).all()
+    cols = ["region", "urbrur", "dwelling", "water", "hh_weight"]
+    assert (pub.groupby("hh_id")[cols].nunique() == 1).all().all()
+    # the household sizes survive, the original ids and the input order do not
+    assert sorted(pub.groupby("hh_id").size()) == sorted(frame.groupby("hh_id").size())
+    first = frame.drop_duplicates("hh_id")  # households in input (= original id) order
+    assert not (pub.drop_duplicates("hh_id")["hh_weight"].to_numpy()
+                == first["hh_weight"].to_numpy()).all()
+    assert "person_id" not in pub.columns
+
+    # same config + input in another row order -> byte-identical public files
+    shuffled = frame.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    cfg2 = _job(make_small_job, "hh2", shuffled)
+    r = run("release", cfg2)
+    assert r.exit_code == 0, r.text
+    out2 = sdc.load_config(cfg2).output_dir
+    for name in ("microdata.parquet", "microdata.csv"):
+        assert (out / "public" / name).read_bytes() == (out2 / "public" / name).read_bytes()
+
+
+def test_household_release_refused_by_the_batch_engines(prefect_harness, make_small_job):
+    frame = generate_household_sample(500, seed=3, n_regions=12)
+    cfg = _job(make_small_job, "hhb", frame)
+    for engine in ("streaming", "dask"):
+        r = run("release", cfg, "--engine", engine)
+        assert r.exit_code == 2, r.text
+        assert "household file" in r.text and "--engine pandas" in r.text
+        assert "Traceback" not in r.stdout
+
+
+def test_validate_lists_inconsistent_households(make_small_job):
+    frame = generate_household_sample(500, seed=3, n_regions=12)
+    multi = frame["hh_id"].value_counts()
+    bad = multi[multi > 1].index[:2]
+    rows = frame.index[frame["hh_id"].isin(bad)]
+    frame.loc[rows[frame.loc[rows, "hh_id"].duplicated()], "dwelling"] = 6
+    frame.loc[frame["hh_id"].isin(bad), "dwelling"] = np.where(
+        frame.loc[frame["hh_id"].isin(bad), "hh_id"].duplicated(), 6, 5)
+    cfg = _job(make_small_job, "hhv", frame)
+    assert_clean_error(run("validate", cfg), 2, "'dwelling' differs within 2 household(s)",
+                       *sorted(bad))
