@@ -1,0 +1,242 @@
+"""The executor contract: every executor gives the same release, file for file.
+
+In the style of scikit-learn's ``check_estimator``: one matrix of configs (plain, weights,
+missing key values, merged small blocks, calibrated theta, DP ``perturb:``, many tiny batches,
+a second release of a series) is released through the CLI by every executor, and each
+executor's release must equal the in-memory one byte for byte: every public file, the
+records file, the risk and utility reports, and the audit record up to the fields that name
+the executor or the run (engine, timings, times, paths). ``sdc audit`` must pass on each.
+Whatever an executor cannot do it refuses with exit 2 and a fix, never silently differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from sdc.cli.main import app
+
+pytestmark = pytest.mark.e2e
+
+EXECUTORS = ("pandas", "streaming", "dask")
+KEYS = {"sex": 2, "age": 92, "race": 9, "marital": 5, "puma": 30}
+runner = CliRunner()
+
+# audit.json fields that legitimately name the executor, the run or the place
+_RUN_FIELDS = {"engine", "timings", "created", "created_at", "started", "finished", "duration",
+               "output", "output_dir", "release_dir", "paths", "run", "flow_run", "host",
+               "config_path", "prefect", "config"}  # config: its text names the engine
+
+
+def _frame(n: int = 3000, seed: int = 5) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    cols: dict[str, Any] = {"pid": rng.permutation(n).astype(np.int64) * 7 + 100}
+    for name, levels in KEYS.items():
+        w = rng.pareto(1.1, levels) + 0.05
+        cols[name] = rng.choice(levels, size=n, p=w / w.sum()).astype(np.int64)
+    cols["income"] = rng.lognormal(8, 1, n).round(2)
+    cols["w"] = rng.uniform(0.5, 40, n).round(3)
+    cols["region"] = rng.choice(["north", "south", "east", "west"], size=n, p=[.4, .3, .2, .1])
+    return pd.DataFrame(cols)
+
+
+def _base(inp: Path) -> dict[str, Any]:
+    return {
+        "name": "contract",
+        "input": {"path": str(inp), "format": "parquet", "id_column": "pid"},
+        "key_variables": {k: {"range": [0, v - 1]} for k, v in KEYS.items()},
+        "partition": {"sex": "as_is", "age": {"bands": [0, 18, 35, 55, 65]},
+                      "race": {"groups": {"white": [0], "other": list(range(1, 9))}}},
+        "risk": {"xi": 0.395, "small_blocks": "merge"},
+        "seed": 20261124,
+        "output": {"formats": ["parquet", "csv"]},
+    }
+
+
+def _weights(c):
+    c["input"]["weight"] = "w"
+
+
+def _missing(c):
+    c["key_variables"]["marital"]["missing"] = "category"
+
+
+def _calibrate(c):
+    c["risk"] = {"xi": 0.395, "theta": "calibrated", "small_blocks": "calibrate"}
+
+
+def _fine_partition(c):  # many small partition sets: merges along the partition variables
+    c["partition"]["age"] = {"bands": list(range(0, 92, 5))}
+    c["partition"]["race"] = "as_is"
+
+
+def _perturb(c):
+    c["perturb"] = {"region": {"epsilon": 1.5, "categories": ["north", "south", "east", "west"]}}
+
+
+def _no_id(c):
+    del c["input"]["id_column"]
+
+
+CASES = {
+    "plain": [],
+    "weights": [_weights],
+    "missing": [_missing],
+    "merges": [_fine_partition],
+    "calibrate": [_calibrate, _fine_partition],
+    "perturb": [_perturb],
+    "no-id": [_no_id, _weights],
+}
+
+
+def _input(tmp_path: Path, case: str) -> Path:
+    frame = _frame()
+    if case == "missing":
+        frame["marital"] = frame["marital"].astype("Int64")
+        frame.loc[frame.index[::37], "marital"] = pd.NA
+    inp = tmp_path / f"{case}.parquet"
+    # small row groups: the batch executors read many batches
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=500)
+    return inp
+
+
+def _release(tmp_path: Path, case: str, executor: str, inp: Path, tag: str = "") -> Path:
+    cfg = _base(inp)
+    for edit in CASES[case]:
+        edit(cfg)
+    out = tmp_path / f"{executor}{tag}" / "release"
+    cfg["output"]["dir"] = str(out)
+    if executor == "pandas":
+        cfg["engine"] = "pandas"
+    elif executor == "streaming":
+        cfg["engine"] = {"kind": "streaming", "batch_rows": 700}
+    else:
+        cfg["engine"] = {"kind": "dask", "workers": 2, "batch_rows": 700}
+    path = tmp_path / f"{executor}{tag}" / "job.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg))
+    r = runner.invoke(app, ["release", str(path)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, f"{executor} {case}: exit {r.exit_code}\n{r.stdout}\n{r.stderr}"
+    return out
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _strip(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if k not in _RUN_FIELDS}
+    if isinstance(obj, list):
+        return [_strip(v) for v in obj]
+    return obj
+
+
+def _differences(a: Any, b: Any, path: str = "") -> list[str]:
+    """The JSON paths where ``a`` and ``b`` differ (for a readable failure)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += _differences(a.get(k), b.get(k), f"{path}/{k}") if k in a and k in b else [
+                f"{path}/{k} only in one"]
+        return out
+    return [] if a == b else [f"{path}: {str(a)[:60]} != {str(b)[:60]}"]
+
+
+def _files(release: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in sorted((release / "public").iterdir()):
+        out[f"public/{f.name}"] = _sha(f)
+    internal = release / "internal"
+    out["internal/records.parquet"] = _sha(internal / "records.parquet")
+    for f in ("risk.json", "utility.json"):
+        out[f"internal/{f}"] = _strip(json.loads((internal / f).read_text()))
+    audit = json.loads((internal / "audit.json").read_text())
+    if isinstance(audit.get("series"), dict):
+        audit["series"].pop("previous", None)  # the folder and audit hash of the previous run
+        audit["series"].pop("output_pattern", None)
+        if isinstance(audit["series"].get("risk_vs_previous"), dict):
+            audit["series"]["risk_vs_previous"].pop("previous", None)
+    if isinstance(audit.get("seed"), dict):
+        audit["seed"].pop("path", None)  # where the seed file is (its SHA-256 is compared)
+    out["internal/audit.json"] = _strip(audit)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(prefect_harness, tmp_path_factory) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """The in-memory executor's release of every case: the reference."""
+    root = tmp_path_factory.mktemp("contract-ref")
+    out = {}
+    for case in CASES:
+        (root / case).mkdir(parents=True)
+        inp = _input(root / case, case)
+        rel = _release(root / case, case, "pandas", inp)
+        out[case] = (inp, _files(rel))
+    return out
+
+
+@pytest.mark.parametrize("executor", [e for e in EXECUTORS if e != "pandas"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_executor_gives_the_in_memory_release(executor, case, reference, tmp_path):
+    if executor == "dask":
+        pytest.importorskip("distributed")
+    inp, expected = reference[case]
+    rel = _release(tmp_path, case, executor, inp)
+    got = _files(rel)
+    assert set(got) == set(expected)
+    for name in expected:
+        assert got[name] == expected[name], (f"{executor} differs from pandas in {name} ({case}): "
+                                             f"{_differences(got[name], expected[name])}")
+    r = runner.invoke(app, ["audit", str(rel)])
+    assert r.exit_code == 0, r.stdout + r.stderr
+
+
+def test_series_second_release_is_the_same_on_every_executor(prefect_harness, tmp_path):
+    """A second release of a series (one record added, one changed) compares itself with the
+    first: the same public files and series figures whichever executor ran either release."""
+    frame = _frame(2000)
+    first = tmp_path / "first.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), first, row_group_size=400)
+    second = frame.copy()
+    second.loc[0, "age"] = (second.loc[0, "age"] + 1) % 92
+    second = pd.concat([second, frame.iloc[[5]].assign(pid=10**9)], ignore_index=True)
+    inp2 = tmp_path / "second.parquet"
+    pq.write_table(pa.Table.from_pandas(second, preserve_index=False), inp2, row_group_size=400)
+    results = {}
+    for executor in EXECUTORS:
+        root = tmp_path / executor
+        seed = root / "series.seed"
+        root.mkdir()
+        seed.write_text("271828182845904523536028747135266249\n")
+        seed.chmod(0o600)
+        releases = root / "releases"
+        for i, inp in enumerate((first, inp2)):
+            cfg = _base(inp)
+            cfg["seed"] = {"file": str(seed)}
+            cfg["output"]["dir"] = str(releases / "c-{month}")
+            cfg["engine"] = executor if executor != "dask" else {"kind": "dask", "workers": 2}
+            path = root / f"job{i}.yaml"
+            path.write_text(yaml.safe_dump(cfg))
+            r = runner.invoke(app, ["release", str(path)], env={"COLUMNS": "200"})
+            assert r.exit_code == 0, r.stdout + r.stderr
+            if i == 0:  # pretend the first release was last month's
+                (this,) = list(releases.iterdir())
+                this.rename(releases / "c-0000-01")
+        (this,) = [p for p in releases.iterdir() if p.name != "c-0000-01"]
+        audit = json.loads((this / "internal" / "audit.json").read_text())
+        assert audit["series"]["previous"]["dir"].endswith("c-0000-01")
+        results[executor] = _files(this)
+    for executor in EXECUTORS[1:]:
+        assert results[executor] == results["pandas"], _differences(results[executor],
+                                                                    results["pandas"])
