@@ -90,6 +90,26 @@ def _step(text: str) -> None:
         _progress(text)
 
 
+#: (step, perf_counter) of every step a batch engine announces, for ``--timings``
+_engine_marks: list[tuple[str, float]] = []
+
+
+def _engine_step(text: str) -> None:
+    _engine_marks.append((text, time.perf_counter()))
+    _step(text)
+
+
+def step_seconds(marks: list[tuple[str, float]], end: float, prefix: str = "") -> dict[str, float]:
+    """Seconds of every announced step, from its mark to the next one (the last one to
+    ``end``); a step's counter in parentheses ("pass 1 of 3") is not part of its name."""
+    times = [t for _, t in marks] + [end]
+    out: dict[str, float] = {}
+    for i, (step, t) in enumerate(marks):
+        name = prefix + step.split(" (")[0]
+        out[name] = round(out.get(name, 0.0) + times[i + 1] - t, 3)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # plain functions (testable without Prefect)
 # ---------------------------------------------------------------------------------------------
@@ -469,12 +489,13 @@ def batch_release_task(job: BatchJob, spec: Any, stage: Path,
     if spec.kind == "dask":
         from sdc.release.dask_engine import dask_release
 
-        res = dask_release(config, seed, stage, _dask_spec(config, spec), progress=_step,
+        res = dask_release(config, seed, stage, _dask_spec(config, spec), progress=_engine_step,
                            records_path=records)
     else:
         from sdc.release.streaming import stream_release
 
-        res = stream_release(config, seed, stage, batch_rows=spec.batch_rows, progress=_step,
+        res = stream_release(config, seed, stage, batch_rows=spec.batch_rows,
+                             progress=_engine_step,
                              records_path=records)
     if not res.certificate <= res.xi + 1e-12:
         raise sdc.CertificationError(
@@ -534,13 +555,31 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
                      new_series: bool = False) -> dict[str, Any]:
     import shutil
 
-    job = batch_load_task(str(config_path), force, spec.kind, new_series)
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        t = time.perf_counter()
+        out = fn(*args)
+        timings[name] = round(time.perf_counter() - t, 3)
+        return out
+
+    job = timed("load", batch_load_task, str(config_path), force, spec.kind, new_series)
     stage = _stage_folder(job.config)
     try:
+        _engine_marks.clear()
+        t = time.perf_counter()
         result = batch_release_task(job, spec, stage / "public",
                                     stage / "internal" / "records.parquet")
-        reports, head = batch_report_task(job, result)
-        out = batch_write_task(job, result, force, spec.kind, reports)
+        end = time.perf_counter()
+        # the engine's own steps (passes, writing, report passes), then the task's remainder
+        # (Prefect's bookkeeping of the task run)
+        timings.update(step_seconds(_engine_marks or [("release records", t)], end,
+                                    prefix=f"{spec.kind}: "))
+        if _engine_marks:
+            timings[f"{spec.kind}: task start-up"] = round(_engine_marks[0][1] - t, 3)
+        _engine_marks.clear()
+        reports, head = timed("reports", batch_report_task, job, result)
+        out = timed("write", batch_write_task, job, result, force, spec.kind, reports)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     summary = summarize(job.config, result, n_records=result.n_records, release_dir=out,
@@ -548,7 +587,11 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
                         seconds=time.perf_counter() - t0)
     summary["engine"] = spec.kind
     summary["headline"] = head
+    t = time.perf_counter()
     _publish_artifacts(summary, result.blocks)
+    timings["artifacts"] = round(time.perf_counter() - t, 3)
+    summary["timings"] = timings
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
 
 

@@ -31,6 +31,11 @@ def run(*args):
     return r
 
 
+def _timings(r) -> dict:
+    line = next(x for x in r.stdout.splitlines() if x.startswith("timings "))
+    return json.loads(line.removeprefix("timings "))
+
+
 def _frame(n: int, seed: int = 4) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     cols = {"pid": rng.permutation(n).astype(np.int64) + 1000}
@@ -152,8 +157,13 @@ def test_dask_release_through_the_cli_on_a_folder_of_parts(tmp_path):
     for i, idx in enumerate(np.array_split(np.arange(len(frame)), 3)):
         frame.iloc[idx].to_parquet(parts / f"part-{i}.parquet", index=False)
     assert run("release", _job(tmp_path, "pd", whole)).exit_code == 0
-    r = run("release", _job(tmp_path, "dk", parts, engine={"kind": "dask", "workers": 2}))
+    r = run("release", _job(tmp_path, "dk", parts, engine={"kind": "dask", "workers": 2}),
+            "--timings")
     assert r.exit_code == 0, r.text
+    tasks = _timings(r)["tasks"]  # every step of the engine (it printed "tasks": {} before)
+    for step in ("load", "dask: counting cells on the cluster", "dask: releasing records on "
+                 "the cluster", "dask: writing the public file in order", "reports", "write"):
+        assert step in tasks, tasks
     exp, got = _public(tmp_path, "pd"), _public(tmp_path, "dk")
     assert got["microdata.parquet"] == exp["microdata.parquet"]
     assert got["microdata.csv"] == exp["microdata.csv"]
@@ -263,3 +273,21 @@ def test_streaming_release_through_the_cli_does_not_prefetch_the_input(tmp_path)
     r = run("release", _job(tmp_path, "st", inp), "--engine", "streaming")
     assert r.exit_code == 0, r.text
     assert set(fr._prefetched) == before
+
+
+@pytest.mark.e2e
+def test_timings_of_the_streaming_engine_name_every_step(tmp_path):
+    inp = tmp_path / "in.parquet"
+    _frame(3000).to_parquet(inp, index=False)
+    r = run("release", _job(tmp_path, "tm", inp), "--engine", "streaming", "--timings")
+    assert r.exit_code == 0, r.text
+    t = _timings(r)
+    tasks = t["tasks"]
+    for step in ("load", "streaming: counting cells", "streaming: releasing records",
+                 "streaming: writing the public file in order", "reports", "write",
+                 "artifacts"):
+        assert step in tasks, tasks
+    assert all(v >= 0 for v in tasks.values())
+    # the steps are consecutive parts of the job: together at most its wall time
+    assert sum(tasks.values()) <= t["job_seconds"] + 0.01
+    assert t["preflight_seconds"] >= 0 and t["prefect_seconds"] >= 0
