@@ -78,7 +78,13 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
         with friendly_errors():
             from rich.markup import escape
 
-            from sdc.release.draft import build_draft, draft_yaml, read_for_draft
+            from sdc.release.draft import (
+                DESIGN_WHEN,
+                apply_design,
+                build_draft,
+                draft_yaml,
+                read_for_draft,
+            )
 
             key_list = split_list(keys)
             drop_list = split_list(drop)
@@ -96,6 +102,15 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
                     name=name)
             _write_new(out, draft_yaml(draft, data_display=str(data)), force)
             c = draft.check
+            if c and c["records"] and c["expected_changed"] / c["records"] > DESIGN_WHEN:
+                share = c["expected_changed"] / c["records"]
+                with console.status(f"the draft changes {share:.0%} of the records: searching "
+                                    "recodings (sdc design)"):
+                    designed = apply_design(draft, out)
+                if designed:
+                    _write_new(out, draft_yaml(draft, data_display=str(data)), True)
+                    for note in draft.design_notes:
+                        console.print(note, markup=False, soft_wrap=True)
             part = ", ".join(f"{v} ({'as is' if r == 'as_is' else 'bands'})"
                              for v, r in draft.partition.items()) or "none"
             console.print(f"[green]Config draft written to[/green] {escape(str(out))}")

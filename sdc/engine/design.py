@@ -172,6 +172,11 @@ def candidates(config: ReleaseConfig, fine_marginals: dict[str, np.ndarray], *,
                         if e2 != edges:
                             found.append(_candidate(key, kv, f"bands of {w}, {top_edge}+",
                                                     {"bands": e2}))
+        elif derived and kv.categories is not None and _numbers(kv.categories) is not None \
+                and len(kv.categories) >= 10 and n > 0:
+            # numeric codes declared as categories (e.g. ages read as "36.0"): contiguous
+            # bands and top coding, as groups of the declared categories
+            found += _numeric_groups(key, kv, counts, n)
         elif derived and kv.categories is not None and len(kv.categories) >= 3 and n > 0:
             share = counts / n
             for s in RARE_SHARES:
@@ -189,6 +194,60 @@ def candidates(config: ReleaseConfig, fine_marginals: dict[str, np.ndarray], *,
                 seen.add(sig)
                 keep.append(c)
         out[key] = keep
+    return out
+
+
+def _numbers(cats: list[Any]) -> np.ndarray | None:
+    """The categories as numbers when every one is a number or a numeric string, else None."""
+    try:
+        vals = np.array([float(c) for c in cats], dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return vals if np.all(np.isfinite(vals)) else None
+
+
+def _numeric_groups(key: str, kv: KeyVariable, counts: np.ndarray,
+                    n: float) -> list[Candidate | None]:
+    vals = _numbers(kv.categories or [])
+    assert vals is not None
+    cats = list(kv.categories or [])
+    order = np.argsort(vals, kind="stable")
+    cum = np.cumsum(counts[order]) / n
+    sorted_vals = vals[order]
+    lo, hi = float(sorted_vals[0]), float(sorted_vals[-1])
+    integral = bool(np.all(vals == np.floor(vals)))
+
+    def fmt(x: float) -> str:
+        return str(int(x)) if integral or float(x).is_integer() else f"{x:g}"
+
+    def groups_of(labels: list[str]) -> dict[str, Any]:
+        g: dict[str, list[Any]] = {}
+        for c, lab in zip(cats, labels, strict=True):
+            g.setdefault(lab, []).append(c)
+        return {"groups": {lab: m for lab, m in g.items() if len(m) > 1}}
+
+    out: list[Candidate | None] = []
+    tops = sorted({float(sorted_vals[min(np.searchsorted(cum, q), vals.size - 1)])
+                   for q in (0.95, 0.99)})
+    for t in tops:
+        if lo < t < hi:
+            labels = [f"{fmt(t)}+" if v >= t else str(c) for c, v in zip(cats, vals, strict=True)]
+            out.append(_candidate(key, kv, f"top-coded at {fmt(t)}", groups_of(labels)))
+    for w in BAND_WIDTHS:
+        if hi - lo + 1 < 2 * w:
+            continue
+        first = math.floor(lo / w) * w
+        for t in [None, *tops]:
+            labels = []
+            for _c, v in zip(cats, vals, strict=True):
+                if t is not None and v >= math.floor(t / w) * w:
+                    labels.append(f"{fmt(math.floor(t / w) * w)}+")
+                    continue
+                b = first + math.floor((v - first) / w) * w
+                labels.append(f"{fmt(b)}-{fmt(b + w - 1)}" if integral else
+                              f"[{fmt(b)}, {fmt(b + w)})")
+            name = f"bands of {w}" + ("" if t is None else f", {fmt(math.floor(t / w) * w)}+")
+            out.append(_candidate(key, kv, name, groups_of(labels)))
     return out
 
 

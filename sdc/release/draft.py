@@ -75,6 +75,8 @@ class KeyDraft:
     n_observed: int = 0
     unobserved_labelled: list[Any] = field(default_factory=list)
     dropped_labels: list[Any] = field(default_factory=list)
+    recode: dict[str, Any] | None = None
+    recode_note: str = ""
 
     @property
     def integer(self) -> bool:
@@ -93,6 +95,8 @@ class KeyDraft:
             out["labels"] = dict(self.labels)
         if self.missing:
             out["missing"] = "category"
+        if self.recode is not None:
+            out["recode"] = dict(self.recode)
         return out
 
 
@@ -111,6 +115,7 @@ class Draft:
     released_unchanged: list[str]
     history: list[str]
     check: dict[str, Any]
+    design_notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The config as a dict (what :func:`draft_yaml` writes, without the comments)."""
@@ -535,6 +540,9 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
             L.append(f"    # value labels outside this domain, not used: {_flow(kd.dropped_labels)}")
         if kd.missing:
             L.append("    missing: category          # the data have empty values")
+        if kd.recode is not None:
+            L.append(f"    # recoded by `sdc design` ({kd.recode_note}): released values are coarser")
+            L.append(f"    recode: {_flow(kd.recode)}")
     c = d.check
     L += [
         "partition:                    # generalized keys -> partition sets; PRAM never leaves one",
@@ -542,10 +550,11 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         f"partition sets, {c.get('small_prbs', '?')} PRB(s) with k < kmin = {c.get('kmin', '?')}",
     ]
     L += [f"  # {h}" for h in d.history]
+    L += [f"  # {h}" for h in d.design_notes]
     if not d.partition:
         L.append("  {}")
     for var, rule in d.partition.items():
-        if rule == "as_is":
+        if rule == "as_is" or rule == {"as_is": True}:
             L.append(f"  {_flow(var)}: as_is")
         else:
             L.append(f"  {_flow(var)}: {{bands: {_flow(rule['bands'])}}}   # left edges")
@@ -567,3 +576,41 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         f"  formats: {_flow(d.output['formats'])}   # parquet, csv, sav, dta",
     ]
     return "\n".join(L) + "\n"
+
+
+DESIGN_WHEN = 0.2
+"""``sdc init`` searches recodings (``sdc design``) when the drafted release would change more
+than this share of the records."""
+
+
+def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bool:
+    """When the draft written at ``config_path`` changes more than :data:`DESIGN_WHEN` of its
+    records, search recodings (:func:`sdc.release.design.run_design`) and put the recommended
+    design into ``draft`` (each key's ``recode:``, the partition it needs, and a note of the
+    figures). Returns whether the draft changed."""
+    c = draft.check
+    if not c or c.get("records", 0) == 0 or c["expected_changed"] / c["records"] <= DESIGN_WHEN:
+        return False
+    from sdc.release.design import run_design
+
+    d = run_design(config_path, budget=budget)
+    r = d.result
+    if r.recommended is None or r.current is None:
+        return False
+    rec, cur = r.nodes[r.recommended], r.nodes[r.current]
+    if rec.levels == cur.levels or not rec.changed < cur.changed:
+        return False
+    for k, lev in zip(r.keys, rec.levels, strict=True):
+        cand = r.cands[k][lev]
+        if cand.rule is not None and k in draft.keys:
+            draft.keys[k].recode = cand.rule
+            draft.keys[k].recode_note = cand.name
+    if rec.partition:
+        draft.partition = {v: rule for v, rule in rec.partition.items()}
+    draft.design_notes = [
+        f"sdc design: unrecoded, about {cur.changed:,.0f} records ({cur.changed_share:.1%}) "
+        f"would change; with the recodings under key_variables about {rec.changed:,.0f} "
+        f"({rec.changed_share:.1%}), keeping {rec.entropy_kept:.1%} of the key table's entropy "
+        f"(certificate {rec.certificate:.4f}). Run `sdc design` on this file for the alternatives.",
+    ]
+    return True

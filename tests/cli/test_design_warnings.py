@@ -73,3 +73,25 @@ def test_no_warning_when_little_changes(tmp_path):
     assert "Utility:" in html and "Warning:" not in html
     risk = json.loads((tmp_path / "rel-False" / "internal" / "risk.json").read_text())
     assert risk["verdict"]["share_changed"] <= 0.2
+
+
+def test_init_drafts_the_recommended_recoding_when_the_plain_draft_changes_too_much(tmp_path):
+    rng = np.random.default_rng(4)
+    n = 1500
+    frame = pd.DataFrame({"age": np.clip(rng.normal(45, 18, n), 16, 95).astype(int),
+                          "region": rng.integers(1, 31, n), "sex": rng.integers(1, 3, n),
+                          "income": rng.lognormal(8, 1, n).round(2)})
+    data = tmp_path / "survey.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "survey.yaml"
+    r = run("init", data, "--keys", "age,region,sex", "-o", out)
+    assert r.exit_code == 0, r.text
+    assert "sdc design: unrecoded" in r.text
+    text = out.read_text()
+    assert "recode:" in text and "# sdc design: unrecoded" in text
+    import sdc
+
+    cfg = sdc.load_config(out)
+    assert cfg.recoded_keys
+    rel = run("release", out)
+    assert rel.exit_code == 0, rel.text
