@@ -380,26 +380,84 @@ def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: Relea
 @task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed_info: Any,
                reports: dict[str, bytes] | None, force: bool,
-               public: Any = None) -> Path:
+               public: Any = None, review: Any = None) -> Path:
     """Assemble public + internal files and publish them atomically (temp sibling + rename).
     ``public`` are the public records the output validation built and checked (written as
     is)."""
     from sdc.release.assemble import assemble_release
-    from sdc.release.folder import write_release
 
     _step("writing the release")
     public, internal = assemble_release(
         job.config, original, result, seed_info, input_sha256=job.input_sha256,
         config_text=job.config_text, reports=reports, public_data=public,
     )
-    out = Path(write_release(job.config.output_dir, public, internal, force=force,
-                             input_path=job.config.input_path)).resolve()
+    out = _publish(job.config, public, internal, force, review)
     get_run_logger().info("release written to %s", out)
     return out
 
 
+def _publish(config: ReleaseConfig, public: dict[str, Any], internal: dict[str, bytes],
+             force: bool, review: Any = None) -> Path:
+    """Publish the release folder, or with a review (``review`` a ReviewSpec) stage it into
+    ``<release>.staged`` (owner-only) for ``sdc approve`` / ``sdc reject``."""
+    if review is not None and review.required:
+        from sdc.release.review import stage_release
+
+        run_id = None
+        try:
+            from prefect.runtime import flow_run
+
+            run_id = flow_run.id
+        except Exception:  # pragma: no cover - outside a flow run
+            pass
+        return Path(stage_release(config.output_dir, public, internal, force=force,
+                                  approvers=list(review.approvers),
+                                  input_path=config.input_path,
+                                  run_id=str(run_id) if run_id else None)).resolve()
+    from sdc.release.folder import write_release
+
+    return Path(write_release(config.output_dir, public, internal, force=force,
+                              input_path=config.input_path)).resolve()
+
+
+def review_spec(config: ReleaseConfig, flag: bool) -> Any:
+    """The review gate of a run: the config's ``review:``, or ``--review`` (any approver)."""
+    from sdc.config.model import ReviewSpec
+
+    if config.review is not None and config.review.required:
+        return config.review
+    return ReviewSpec(required=True) if flag else None
+
+
+def _review_summary(summary: dict[str, Any], rspec: Any, config: ReleaseConfig) -> None:
+    if rspec is None:
+        return
+    staged = summary["release_dir"]
+    summary["review"] = {"status": "pending", "staged_dir": staged,
+                         "release_dir": str(config.output_dir.absolute()),
+                         "approvers": list(rspec.approvers)}
+
+
 def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
     name = summary["name"]
+    rev = summary.get("review")
+    if rev is not None:  # what the reviewers look at: the summary above, the report, the hash
+        staged = Path(rev["staged_dir"])
+        review = json.loads((staged / "internal" / "review.json").read_text(encoding="utf-8"))
+        report = staged / "internal" / "report.html"
+        who = ", ".join(rev["approvers"]) or "any named reviewer"
+        create_markdown_artifact(
+            f"# Release `{name}` awaits review\n\nStaged (owner-only) in `{staged}`; publishes "
+            f"to `{rev['release_dir']}` when approved by {who}.\n\n"
+            f"- report: `{report}`\n- manifest SHA-256 of every file: "
+            f"`{review['manifest_sha256']}`\n\nApprove: `sdc approve {staged} --as NAME "
+            f"[--comment TEXT]`; reject: `sdc reject {staged} --as NAME`.\n",
+            key=artifact_key("release-review", name),
+            description=f"Release {name}: review and approval")
+        if report.is_file():
+            create_link_artifact(report.resolve().as_uri(), link_text=str(report),
+                                 key=artifact_key("release-report", name),
+                                 description=f"Risk and utility report of {name} (internal)")
     create_markdown_artifact(summary_markdown(summary), key=artifact_key("release-summary", name),
                              description=f"Release {name}: certificate vs xi")
     create_table_artifact(blocks_table(blocks), key=artifact_key("release-prbs", name),
@@ -522,19 +580,17 @@ def batch_report_task(job: BatchJob, result: Any) -> tuple[dict[str, bytes], dic
 
 @task(name="write (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str,
-                     reports: dict[str, bytes] | None = None) -> Path:
+                     reports: dict[str, bytes] | None = None, review: Any = None) -> Path:
     """Codebook, internal tables and audit record from aggregates; atomic publish (the public
     files are moved in from the stage folder)."""
     from sdc.release.assemble import assemble_batch_release
-    from sdc.release.folder import write_release
 
     _step("writing the release")
     public, internal = assemble_batch_release(job.config, result, job.seed_info,
                                               input_sha256=job.input_sha256,
                                               config_text=job.config_text, engine=engine,
                                               reports=reports)
-    return Path(write_release(job.config.output_dir, public, internal, force=force,
-                              input_path=job.config.input_path)).resolve()
+    return _publish(job.config, public, internal, force, review)
 
 
 def _stage_folder(config: ReleaseConfig) -> Path:
@@ -552,7 +608,7 @@ def _stage_folder(config: ReleaseConfig) -> Path:
 
 
 def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
-                     new_series: bool = False) -> dict[str, Any]:
+                     new_series: bool = False, review: bool = False) -> dict[str, Any]:
     import shutil
 
     timings: dict[str, float] = {}
@@ -579,7 +635,8 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
             timings[f"{spec.kind}: task start-up"] = round(_engine_marks[0][1] - t, 3)
         _engine_marks.clear()
         reports, head = timed("reports", batch_report_task, job, result)
-        out = timed("write", batch_write_task, job, result, force, spec.kind, reports)
+        rspec = review_spec(job.config, review)
+        out = timed("write", batch_write_task, job, result, force, spec.kind, reports, rspec)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     summary = summarize(job.config, result, n_records=result.n_records, release_dir=out,
@@ -588,6 +645,7 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
     summary["engine"] = spec.kind
     summary["headline"] = head
     t = time.perf_counter()
+    _review_summary(summary, rspec, job.config)
     _publish_artifacts(summary, result.blocks)
     timings["artifacts"] = round(time.perf_counter() - t, 3)
     summary["timings"] = timings
@@ -600,7 +658,7 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
 # ---------------------------------------------------------------------------------------------
 @flow(name="release", retries=0, log_prints=False)
 def release(config_path: str, force: bool = False, new_series: bool = False,
-            engine: str | None = None) -> dict[str, Any]:
+            engine: str | None = None, review: bool = False) -> dict[str, Any]:
     """Run one release job from its YAML config and publish the release folder.
 
     Parameters
@@ -626,7 +684,7 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     t0 = time.perf_counter()
     spec = resolve_engine(sdc.load_config(config_path), engine)
     if spec.kind != "pandas":
-        return _release_batches(config_path, force, spec, t0, new_series)
+        return _release_batches(config_path, force, spec, t0, new_series, review)
     timings: dict[str, float] = {}
 
     def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -642,12 +700,15 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     public = timed("validate output", validate_output_task, result, job.config, seed_info.value)
     reports, head = timed("reports", report_task, frame, result, job.config, seed_info.value,
                           seed_info)
-    out = timed("write", write_task, job, frame, result, seed_info, reports, force, public)
+    rspec = review_spec(job.config, review)
+    out = timed("write", write_task, job, frame, result, seed_info, reports, force, public,
+                rspec)
     summary = summarize(job.config, result, n_records=len(frame), release_dir=out,
                         seed_created=bool(seed_info.created), seed_file=seed_info.path,
                         seconds=time.perf_counter() - t0)
     summary["headline"] = head
     t = time.perf_counter()
+    _review_summary(summary, rspec, job.config)
     _publish_artifacts(summary, result.blocks)
     timings["artifacts"] = round(time.perf_counter() - t, 3)
     summary["timings"] = timings

@@ -157,6 +157,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "warnings": _d({"type": "array", "items": _S}, "Warnings."),
         "seconds": _d({"type": ["number", "null"]}, "Wall time of the flow."),
         "public_files": _d({"type": "array", "items": _S}, "Files in public/."),
+        "review": _d({"type": ["object", "null"]}, "null: published. Staged for review "
+                     "(--review, config review:): status 'pending', staged_dir (release_dir "
+                     "is the staged folder), the release folder it publishes to, approvers."),
     }, "A published release."),
     "error": _doc("error", {
         "for": _d({"enum": ["plan", "validate", "audit", "release"]}, "The command that failed."),
@@ -247,7 +250,8 @@ def release_document(summary: dict[str, Any]) -> dict[str, Any]:
             "certified", "records_changed", "expected_changed", "actions", "merges",
             "seed_created", "seed_file", "warnings", "seconds"]
     doc = {"command": "release", "format": FORMAT, "n_records": summary["n"],
-           **{k: summary.get(k) for k in keys}, "public_files": public}
+           **{k: summary.get(k) for k in keys}, "public_files": public,
+           "review": summary.get("review")}
     doc["warnings"] = list(doc["warnings"] or [])
     doc["merges"] = list(doc["merges"] or [])
     return _plain(doc)

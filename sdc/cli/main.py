@@ -8,6 +8,7 @@ Commands (``sdc COMMAND --help`` for each)::
     sdc design CONFIG [-o NEW]     search recodings for the least-changed certified release
     sdc validate CONFIG            check the config and the input only
     sdc audit RELEASE_DIR          re-verify a published release (exit 1 on any failure)
+    sdc approve|reject DIR --as N  publish or discard a release staged for review (--review)
     sdc report RELEASE_DIR         re-render internal/report.html from the JSON reports
     sdc schedule CONFIG...         serve the configs' cron schedules (needs a Prefect server)
     sdc server start|stop|status   a local Prefect server that `sdc release` reuses
@@ -184,6 +185,10 @@ def release(
         "--engine", help="pandas (in memory, default) | streaming (one machine, out of core) | "
         "dask (LocalCluster, or engine.scheduler of the config); overrides the config's "
         "engine:.", show_default=False)] = None,
+    review: Annotated[bool, typer.Option(
+        "--review", help="Stage the release (owner-only <release>.staged) for review instead "
+        "of publishing it; `sdc approve` publishes it (as the config's review: does).")]
+    = False,
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
     import time
@@ -233,8 +238,8 @@ def release(
             with progress_callback(None if as_json else show):
                 if temp_api is None:
                     summary = release_flow(config_path=str(config), force=force,
-                                               new_series=new_series,
-                                               engine=engine)
+                                           new_series=new_series, engine=engine,
+                                           review=review)
                 else:
                     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -242,7 +247,8 @@ def release(
                     ready = temp_api.wait()
                     with temporary_settings({PREFECT_API_URL: temp_api.url}):
                         summary = release_flow(config_path=str(config), force=force,
-                                               new_series=new_series, engine=engine)
+                                               new_series=new_series, engine=engine,
+                                               review=review)
         total = time.perf_counter() - t0
         summary["total_seconds"] = round(total, 3)
         if as_json:
@@ -331,6 +337,14 @@ def _print_release_summary(s: dict[str, Any]) -> None:
     if s.get("seed_created"):
         console.print(f"created the seed file {s.get('seed_file')} (mode 0600): back it up, "
                       "it is what makes a rerun byte-identical", style="yellow", markup=False)
+    rev = s.get("review")
+    if rev is not None:
+        who = ", ".join(rev["approvers"]) or "a named reviewer"
+        console.print(f"[yellow]Release staged for review[/yellow] in "
+                      f"{escape(str(rev['staged_dir']))} (owner-only; nothing is published). "
+                      f"{escape(who)} approves with: sdc approve {escape(str(rev['staged_dir']))}"
+                      " --as NAME [--comment TEXT]   (or: sdc reject ... --as NAME)")
+        return
     console.print(f"[green]Release written to[/green] {escape(str(s['release_dir']))}")
 
 
@@ -695,6 +709,35 @@ def schedule(
         from prefect import serve
 
         serve(*deployments)
+
+
+AsOpt = Annotated[str, typer.Option("--as", help="The reviewer's name (one of the config's "
+                                    "review.approvers, if it lists any).", show_default=False)]
+CommentOpt = Annotated[str | None, typer.Option("--comment", help="Recorded with the decision.",
+                                                show_default=False)]
+
+
+@app.command()
+def approve(release_dir: ReleaseDirArg, name: AsOpt, comment: CommentOpt = None) -> None:
+    """Publish a release staged for review (RELEASE_DIR or RELEASE_DIR.staged): the staged
+    files are checked against what was staged, the approval recorded in audit.json."""
+    with _friendly_errors():
+        from sdc.release.review import approve as do_approve
+
+        d = do_approve(release_dir, name, comment)
+        console.print(f"[green]approved[/green] by {escape(d.name)} at {d.at}; published "
+                      f"{escape(str(d.release_dir))} (manifest SHA-256 {d.manifest_sha256})")
+
+
+@app.command()
+def reject(release_dir: ReleaseDirArg, name: AsOpt, comment: CommentOpt = None) -> None:
+    """Discard a release staged for review (its staged folder is deleted)."""
+    with _friendly_errors():
+        from sdc.release.review import reject as do_reject
+
+        d = do_reject(release_dir, name, comment)
+        console.print(f"rejected by {escape(d.name)} at {d.at}: deleted "
+                      f"{escape(str(d.staged_dir))}; nothing was published", markup=True)
 
 
 server_app = typer.Typer(help="A local Prefect server that `sdc release` reuses (start-up in "

@@ -428,6 +428,14 @@ class EngineSpec(_Strict):
         return self
 
 
+class ReviewSpec(_Strict):
+    """A review gate before publishing: the release is staged (owner-only) and published only
+    when one of ``approvers`` runs ``sdc approve`` (an empty list: any named person)."""
+
+    required: bool = True
+    approvers: list[StrictStr] = Field(default_factory=list)
+
+
 class Schedule(_Strict):
     cron: str
     timezone: str = "UTC"
@@ -479,6 +487,7 @@ class ReleaseConfig(_Strict):
     schedule: Schedule | None = None
     perturb: dict[str, DPPerturb] = Field(default_factory=dict)
     engine: EngineSpec = Field(default_factory=EngineSpec)
+    review: ReviewSpec | None = None
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source_path: Path | None = PrivateAttr(default=None)
     # recoded keys (sdc.config.recode): the user's declaration of each recoded key, its

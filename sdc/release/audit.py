@@ -202,6 +202,10 @@ def verify_release(release_dir: Path) -> AuditReport:
         rep.add("config copy: parses", False, f"cannot rebuild the config: {e}")
         return rep
     rep.add("config copy: parses", True, f"release job {cfg.name!r}")
+    from sdc.release.review import review_checks
+
+    for name, ok, detail in review_checks(audit, cfg.review is not None and cfg.review.required):
+        rep.add(name, ok, detail)
 
     # -- source --------------------------------------------------------------------------------
     inp = audit["input"]

@@ -317,7 +317,8 @@ def staging_path(out_dir: Path, kind: str = "tmp") -> Path:
 
 
 def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict[str, bytes], *,
-                  force: bool = False, input_path: Path | None = None) -> Path:
+                  force: bool = False, input_path: Path | None = None,
+                  top_mode: int = 0o755) -> Path:
     """Publish a release folder atomically; return its absolute path.
 
     ``public`` files go to ``<out_dir>/public/`` (folder 0755, files 0644), ``internal`` files
@@ -397,7 +398,7 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
             _write_file(int_dir / fname, data, 0o600, fname)
         _fsync_dir(pub_dir)
         _fsync_dir(int_dir)
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, top_mode)  # 0700: a release staged for review (sdc.release.review)
         _fsync_dir(tmp)
         checkpoint("before_rename")
         if exists:

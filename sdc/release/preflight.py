@@ -143,6 +143,14 @@ def preflight(config_path: str | Path, *, force: bool = False, new_series: bool 
         check_release_target(config, force)
     except (OSError, ValueError) as e:
         errors.append(e)
+    from sdc.release.review import staged_path
+
+    staged = staged_path(config.output_dir.absolute())
+    if staged.exists() and not force:
+        errors.append(InputError(
+            f"a release awaits review in {str(staged)!r}: approve it (`sdc approve {staged} "
+            "--as NAME`) or reject it (`sdc reject ...`) first, or rerun with --force to replace "
+            "the staged release"))
     try:
         _seed_and_series(config, new_series)
     except (OSError, ValueError) as e:

@@ -1,0 +1,88 @@
+"""The review gate: stage (owner-only), approve (publish, recorded in audit.json) or reject."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+from typer.testing import CliRunner
+
+from sdc.cli.main import app
+from sdc.release.review import ReviewError, approve, manifest_sha256, reject
+
+runner = CliRunner()
+
+
+def run(*args):
+    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    r.text = " ".join((r.stdout + r.stderr).split())
+    return r
+
+
+@pytest.mark.e2e
+def test_stage_approve_audit(make_small_job, tmp_path):
+    cfg = make_small_job("rev", n=1500, review={"required": True,
+                                                "approvers": ["alice", "bob"]})
+    out = tmp_path / "releases" / "rev"
+    staged = tmp_path / "releases" / "rev.staged"
+    r = run("release", cfg)
+    assert r.exit_code == 0, r.text
+    assert "staged for review" in r.text and "sdc approve" in r.text
+    assert not out.exists() and staged.is_dir()
+    assert stat.S_IMODE(staged.stat().st_mode) == 0o700  # nobody else reads it, public/ too
+    record = json.loads((staged / "internal" / "review.json").read_text())
+    audit = json.loads((staged / "internal" / "audit.json").read_text())
+    assert record["status"] == "pending" and record["manifest_sha256"] == manifest_sha256(audit)
+    assert "internal/report.html" in "".join(f"internal/{n}" for n in audit["internal_files"])
+    # a second release while one awaits review is refused before anything runs
+    r = run("release", cfg)
+    assert r.exit_code == 2 and "awaits review" in r.text
+    # not an approver
+    r = run("approve", out, "--as", "mallory")
+    assert r.exit_code == 2 and "not among the approvers" in r.text
+    assert not out.exists()
+    r = run("approve", staged, "--as", "alice", "--comment", "risk table checked")
+    assert r.exit_code == 0, r.text
+    assert out.is_dir() and not staged.exists()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    rev = audit["review"]
+    assert rev["approved_by"] == "alice" and rev["comment"] == "risk table checked"
+    assert rev["approved_manifest_sha256"] == record["manifest_sha256"] == manifest_sha256(audit)
+    r = run("audit", out)
+    assert r.exit_code == 0, r.text
+    assert "review: published files are the approved ones" in r.text
+    # the audit fails when audit.json's hashes are not the approved ones
+    audit["public_files"]["codebook.md"] = "0" * 64
+    (out / "internal" / "audit.json").write_text(json.dumps(audit))
+    r = run("audit", out)
+    assert r.exit_code == 1
+    # ... and when a release that requires a review carries no approval
+    del audit["review"]
+    (out / "internal" / "audit.json").write_text(json.dumps(audit))
+    r = run("audit", out)
+    assert r.exit_code == 1 and "records no approval" in r.text
+    with pytest.raises(ReviewError, match="already published"):
+        approve(out, "alice")
+
+
+@pytest.mark.e2e
+def test_flag_review_reject_and_tampering(make_small_job, tmp_path):
+    cfg = make_small_job("flag", n=1500)
+    out = tmp_path / "releases" / "flag"
+    staged = tmp_path / "releases" / "flag.staged"
+    r = run("release", cfg, "--review", "--engine", "streaming")
+    assert r.exit_code == 0, r.text
+    assert staged.is_dir() and not out.exists()
+    # a staged file changed during the review: approval refused
+    pub = staged / "public" / "codebook.md"
+    pub.write_text(pub.read_text() + "\nedited\n")
+    with pytest.raises(ReviewError, match="changed after it was staged"):
+        approve(staged, "anyone")
+    assert not out.exists()
+    r = run("reject", out, "--as", "carol", "--comment", "edited")
+    assert r.exit_code == 0, r.text
+    assert not staged.exists() and not out.exists()
+    with pytest.raises(ReviewError, match="no release awaits review"):
+        reject(out, "carol")
