@@ -54,6 +54,7 @@ __all__ = [
     "artifact_key",
     "blocks_table",
     "check_release_target",
+    "household_warnings",
     "load_job",
     "plan_release",
     "prefetch_job",
@@ -217,6 +218,20 @@ def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: in
 
 _BLOCK_COLUMNS = ["prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",
                   "theta", "max_risk", "action", "expected_changed", "changed"]
+
+
+def household_warnings(result: Any) -> list[str]:
+    """A household release whose composition intruder exceeds xi (``risk.households: warn``)
+    is published with this warning (docs/HOUSEHOLDS.md)."""
+    st = getattr(result, "households", None)
+    comp = getattr(st, "composition", None) if st is not None else None
+    if not comp or not comp.get("exceeds_xi"):
+        return []
+    return [f"household file: the composition intruder (who knows a household's household-level "
+            f"keys and its members' person-level keys) picks the right household with "
+            f"probability {comp['max_class_estimate']:.4f} in the riskiest class (Monte Carlo), "
+            f"above xi = {comp['xi']}; see the report's section 8 for the fixes, or set "
+            "risk.households: fail to refuse such releases"]
 
 
 def blocks_table(blocks: pd.DataFrame) -> list[dict[str, Any]]:
@@ -707,6 +722,7 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
                         seed_created=bool(seed_info.created), seed_file=seed_info.path,
                         seconds=time.perf_counter() - t0)
     summary["headline"] = head
+    summary["warnings"].extend(household_warnings(result))
     t = time.perf_counter()
     _review_summary(summary, rspec, job.config)
     _publish_artifacts(summary, result.blocks)

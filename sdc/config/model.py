@@ -340,6 +340,9 @@ class RiskSpec(_Strict):
     theta: Literal["theorem", "calibrated"] = "theorem"
     small_blocks: Literal["merge", "calibrate", "fail"] = "merge"
     merge_along: list[str] | None = None
+    households: Literal["fail", "warn"] = "warn"
+    """Household files: when the composition intruder's measured risk exceeds xi, ``fail``
+    refuses the release (exit 2), ``warn`` publishes it with a warning (docs/HOUSEHOLDS.md)."""
 
     @field_validator("xi", mode="before")
     @classmethod

@@ -314,6 +314,7 @@ class HouseholdStage:
     first: np.ndarray
     small_classes: int = 0
     small_class_persons: int = 0
+    person: ReleaseResult | None = None
     composition: dict[str, Any] | None = None
 
     @property
@@ -396,7 +397,7 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
         cert, cert_at = hres.certificate, hres.certificate_at
     merges = list(pres.merges) + [f"household stage: {m}" for m in hres.merges]
     stage = HouseholdStage(hcfg, hres, pres.certificate, pres.certificate_at, code, first,
-                           *small)
+                           *small, person=pres)
     return ReleaseResult(out, pres.blocks, cert, cert_at, pres.xi, pres.theta, pres.kmin,
                          ps_frame, cells, cell_ps, cell_prb, released, merges,
                          pres.dp_perturbations, cell_identity(table, config), pres.prb_identity,

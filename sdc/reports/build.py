@@ -230,6 +230,19 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
 
         utility["recoding"] = recoding_section(config, fine_counts(config),
                                                result.cells.key_codes, result.cells.frequency)
+    if getattr(result, "households", None) is not None and original is not None:
+        from sdc.reports.households import household_section, household_utility
+
+        section = household_section(original, result, config, seed)
+        risk["households"] = _clean(section)
+        utility["households"] = household_utility(original, result, config)
+        if not section["pass"] and config.risk.households == "fail":
+            from sdc.errors import HouseholdRiskError
+
+            raise HouseholdRiskError(
+                f"household file: {section['message']} (risk.households: fail); nothing was "
+                f"written. Fixes: {'; '.join(section['fixes'])}; or set risk.households: warn "
+                "to publish with the measured risk in the report")
     utility = _clean(utility)
     validate(risk, utility)
     return Reports(risk, utility, render_html(risk, utility))

@@ -197,6 +197,7 @@ def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
                            for p in risk.get("partition_sets", [])],
         "series": risk.get("series"),  # None: first release of its series (section omitted)
         "utility_box": _utility_box(v, ch, kv, utility.get("recoding")),
+        "hh": risk.get("households"), "hhu": utility.get("households"),
     }
 
 

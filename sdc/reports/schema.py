@@ -287,6 +287,34 @@ UTILITY_SCHEMA["properties"]["recoding"] = _d(_obj({
 }), "Recoding loss (key_variables.X.recode); present only when a key is recoded.")
 
 
+_HIER = _obj({"hier_risk_ER": _NUM, "hier_risk": _NUM, "hier_risk_pct": _NUM,
+              "max_household_risk": _NUM, "person_risk_ER": _NUM})
+RISK_SCHEMA["properties"]["households"] = _d(_obj({
+    "household_id": {"type": "string"},
+    "household_keys": _arr({"type": "string"}), "person_keys": _arr({"type": "string"}),
+    "n_households": _INT, "households_changed": _INT,
+    "household_certificate": _d(_NUM, "The household stage's certificate (units: households)."),
+    "household_certificate_at": {"type": "object"}, "household_prbs": _INT,
+    "person_certificate": _d(_NUM, "The person stage's certificate, conditional on the "
+                                   "household keys."),
+    "small_classes": _d(_INT, "Household-key classes too small for a person PRB."),
+    "small_class_persons": _INT,
+    "hierarchical": _d(_obj({"before": _HIER, "after": _HIER}),
+                       "sdcMicro's hierarchical risk (measure_risk with hid, fast_hier)."),
+    "composition": _d({"type": "object"}, "The composition intruder (Monte Carlo, SE)."),
+    "policy": {"enum": ["fail", "warn"]}, "pass": {"type": "boolean"},
+    "message": {"type": "string"}, "fixes": _arr({"type": "string"}),
+}), "Household files only (docs/HOUSEHOLDS.md).")
+UTILITY_SCHEMA["properties"]["households"] = _d(_obj({
+    "n_households": _INT, "households_changed": _INT, "share_changed": _SHARE,
+    "keys": _arr(_obj({"name": {"type": "string"}, "tvd": _SHARE,
+                       "values": _arr(_obj({"value": {"type": "string"}, "original": _INT,
+                                            "released": _INT}))})),
+    "size_distribution": _arr(_obj({"size": _INT, "households": _INT})),
+    "size_distribution_unchanged": {"type": "boolean"},
+}), "Household files only: households by household-level key and by size, before and after.")
+
+
 class ReportSchemaError(ValueError):
     """A report document does not match its schema; the message names the file and field."""
 

@@ -32,6 +32,9 @@ def cell_keys(part: sdc.Partitioned) -> pd.DataFrame:
 
 def check_release(original: pd.DataFrame, config: sdc.ReleaseConfig,
                   result: sdc.ReleaseResult) -> None:
+    if config.input.household_id is not None:
+        check_household_release(original, config, result)
+        return
     keys = config.key_names
     rel = result.frame
     expect_cols = [c for c in original.columns if c not in set(config.input.drop)]
@@ -110,3 +113,35 @@ def check_release(original: pd.DataFrame, config: sdc.ReleaseConfig,
     if (~p0.sensitive).any():
         expect.append(1.0 / int(t[~p0.sensitive].min()))
     assert result.certificate == (max(expect) if expect else 0.0)
+
+
+def check_household_release(original: pd.DataFrame, config: sdc.ReleaseConfig,
+                            result: sdc.ReleaseResult) -> None:
+    """A household release (docs/HOUSEHOLDS.md): no household has inconsistent values (one
+    value of every household-level key and household column per household); non-key columns
+    unchanged; the household stage satisfies every invariant above on the household table;
+    person keys change only through the person stage (which satisfies them on the persons);
+    every member carries its household's released household keys; the certificate is the
+    larger of the two stages'."""
+    from sdc.engine.households import household_table
+
+    hid = config.input.household_id
+    rel = result.frame
+    hcols = config.household_keys + list(config.input.household_columns)
+    assert (rel.groupby(hid, sort=False)[hcols].nunique(dropna=False) == 1).all().all(), \
+        "a household has inconsistent household-level values"
+    keys = set(config.key_names)
+    for c in original.columns:
+        if c not in keys and c not in set(config.input.drop):
+            assert rel[c].equals(original[c]), c
+    st = result.households
+    htab = household_table(original, config, st.code, st.first)
+    check_release(htab, st.config, st.result)
+    for k in config.household_keys:
+        assert (rel[k].to_numpy() == st.result.frame[k].to_numpy()[st.code]).all(), k
+    if st.small_classes == 0:
+        check_release(original, st.person.config, st.person)
+    for k in config.person_keys:
+        assert (rel[k].to_numpy() == st.person.frame[k].to_numpy()).all(), k
+    assert result.certificate == max(st.certificate, st.person_certificate)
+    assert result.certificate <= config.risk.xi + XI_SLACK

@@ -1,0 +1,268 @@
+"""Household risk and household utility of a household release (docs/HOUSEHOLDS.md, METHOD.md).
+
+* :func:`hierarchical_risk` - sdcMicro's household risk (``measure_risk(..., hid=)`` with its
+  default ``fast_hier = TRUE``): every member's individual risk r_i (``indivRisk``, from fk and
+  the weighted Fk of its cell over all key variables), the household's risk
+  ``1 - prod_i (1 - r_i)`` over its members, given to every member; ``hier_risk_ER`` = the sum
+  over persons, ``hier_risk`` = ER / n.
+* :func:`composition_risk` - the composition intruder: he knows a target household's
+  household-level keys and the multiset of its members' person-level keys, finds the released
+  households with exactly these (released) values and picks one uniformly. A household's risk
+  is E[1{the target is released with its own composition} / S], S the number of released
+  households with that composition; it is measured by Monte Carlo over ``n_sim`` replays of
+  both stages of the release (the same plans, seeds from ``stream(seed,
+  "household-composition")``), with its standard error, by class of F (the number of original
+  households sharing the target's composition). Before release the risk is exactly 1/F.
+* :func:`household_tables` - households by household-level key values and the household size
+  distribution, before and after.
+
+Whole columns: households are contiguous runs of the persons sorted by household once; a
+household's composition is the wrapping sum of a 64-bit mix of its members' person-key codes
+plus a mix of its household-key codes (order-free; distinct compositions collide with
+probability ~H^2 / 2^64).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.apply import ReleaseResult, released_cells
+from sdc.engine.draws import DrawPlan, fmix64, stream
+from sdc.reports.disclosure import frequencies, individual_risk
+
+__all__ = ["composition_risk", "hierarchical_risk", "household_section", "household_tables",
+           "household_utility"]
+
+_F_CLASSES = (("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5+", 5, None))
+_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _household_risk_of(r: np.ndarray, code: np.ndarray, n_h: int) -> np.ndarray:
+    """1 - prod over members of (1 - r_i), per household (logs: r_i = 1 gives 1)."""
+    with np.errstate(divide="ignore"):
+        logs = np.log1p(-np.minimum(r, 1.0))
+    s = np.bincount(code, weights=logs, minlength=n_h)
+    return -np.expm1(s)
+
+
+def hierarchical_risk(record_cell: np.ndarray, code: np.ndarray, n_h: int,
+                      weights: np.ndarray | None) -> dict[str, Any]:
+    """sdcMicro's hierarchical risk (fast_hier) of a file whose persons are in ``record_cell``
+    (cells over all key variables) and households ``code``.
+
+    Returns ``hier_risk_ER`` (sum over persons of their household's risk), ``hier_risk``
+    (ER / n), ``hier_risk_pct``, ``max_household_risk`` and ``households_above_xi`` is added
+    by the caller. ``record_cell`` may have empty cells (released files)."""
+    cell = np.asarray(record_cell, dtype=np.int64)
+    _, inv = np.unique(cell, return_inverse=True)
+    fk, big_f = frequencies(inv.reshape(-1), weights)
+    r = individual_risk(fk, big_f if weights is not None else None)
+    hh = _household_risk_of(r, code, n_h)
+    per_person = hh[code]
+    er = float(np.sort(per_person).sum())
+    n = int(cell.size)
+    return {"hier_risk_ER": er, "hier_risk": er / n if n else 0.0,
+            "hier_risk_pct": 100.0 * er / n if n else 0.0,
+            "max_household_risk": float(hh.max()) if n_h else 0.0,
+            "person_risk_ER": float(np.sort(r).sum()), "household_risk": hh}
+
+
+def _mix_codes(codes: np.ndarray, salt: int) -> np.ndarray:
+    """A 64-bit mix of every row of an (m, p) code array."""
+    acc = np.full(codes.shape[0], np.uint64(salt), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(codes.shape[1]):
+            acc = fmix64(acc * _MUL + codes[:, j].astype(np.uint64))
+    return acc
+
+
+def _compositions(hh_codes: np.ndarray, person_codes: np.ndarray, code: np.ndarray,
+                  n_h: int) -> np.ndarray:
+    """(H,) uint64 key of every household: its household-key codes and the multiset of its
+    members' person-key codes (a wrapping sum over members: order-free)."""
+    pm = _mix_codes(person_codes, 0x5BD1E995)
+    order = np.argsort(code, kind="stable")
+    starts = np.flatnonzero(np.r_[True, code[order][1:] != code[order][:-1]])
+    with np.errstate(over="ignore"):
+        sums = np.add.reduceat(pm[order], starts) if order.size else np.zeros(0, np.uint64)
+        key = np.empty(n_h, dtype=np.uint64)
+        key[code[order][starts]] = sums
+        return fmix64(key ^ _mix_codes(hh_codes, 0x27D4EB2F))
+
+
+def _hits(true_key: np.ndarray, released_key: np.ndarray) -> np.ndarray:
+    """Per household: 1{released with its own composition} / (released households with it)."""
+    vals, counts = np.unique(released_key, return_counts=True)
+    pos = np.minimum(np.searchsorted(vals, true_key), max(vals.size - 1, 0))
+    s = np.where(vals[pos] == true_key, counts[pos], 0)
+    own = released_key == true_key
+    return np.where(own & (s > 0), 1.0 / np.maximum(s, 1), 0.0)
+
+
+def _draw_plan(res: ReleaseResult) -> DrawPlan:
+    return DrawPlan(cell_prb=res.cell_prb, cell_frequency=res.cells.frequency,
+                    cell_id=res.cell_id,
+                    prb_theta=res.blocks["theta"].to_numpy(dtype=np.float64)
+                    if len(res.blocks) else np.zeros(0))
+
+
+def _replay(res: ReleaseResult, seed: int) -> np.ndarray:
+    """Released cell of every unit of ``res`` under another seed (the same plan and
+    identities): one more independent draw of the stage."""
+    rec = res.cells.record_cell
+    out = rec.copy()
+    rows = np.flatnonzero(res.cell_prb[rec] >= 0)
+    if rows.size and len(res.blocks):
+        out[rows] = released_cells(_draw_plan(res), rec[rows], res.prb_identity, seed)
+    return out
+
+
+def composition_risk(result: ReleaseResult, config: ReleaseConfig, seed: int,
+                     n_sim: int = 20) -> dict[str, Any]:
+    """The composition intruder measured by Monte Carlo (see the module docstring).
+
+    Returns ``n_sim``, ``stream``, ``n_households``, ``before`` (exact: mean of 1/F, max 1/F,
+    households with a unique composition), ``classes`` (per F class: households, mean risk
+    estimate and its standard error over the replications), ``mean`` / ``mean_se`` over all
+    households, ``max_class_estimate`` (the largest class mean) and ``exceeds_xi``.
+    """
+    st = result.households
+    hres, pres = st.result, st.person
+    code, n_h = st.code, st.n_households
+    keys = config.key_names
+    hk = config.household_keys
+    pk_idx = [keys.index(k) for k in config.person_keys]
+    pc = pres.cells
+    true_person = pc.key_codes[pc.record_cell][:, pk_idx]
+    true_hh = hres.cells.key_codes[hres.cells.record_cell]
+    true_key = _compositions(true_hh, true_person, code, n_h)
+    _, inv, f_counts = np.unique(true_key, return_inverse=True, return_counts=True)
+    big_f = f_counts[inv.reshape(-1)]
+    rng = stream(seed, "household-composition")
+    seeds = rng.integers(0, 2**62, size=n_sim)
+    per_class = np.zeros((n_sim, len(_F_CLASSES)))
+    overall = np.zeros(n_sim)
+    cls_of = np.zeros(n_h, dtype=np.int64)
+    for c, (_, lo, hi) in enumerate(_F_CLASSES):
+        cls_of[(big_f >= lo) & ((big_f <= hi) if hi is not None else True)] = c
+    n_cls = np.bincount(cls_of, minlength=len(_F_CLASSES))
+    for i, s in enumerate(seeds):
+        h_rel = _replay(hres, int(s))
+        p_rel = _replay(pres, int(s))
+        key = _compositions(hres.cells.key_codes[h_rel], pc.key_codes[p_rel][:, pk_idx],
+                            code, n_h)
+        hit = _hits(true_key, key)
+        overall[i] = hit.mean() if n_h else 0.0
+        per_class[i] = np.bincount(cls_of, weights=hit, minlength=len(_F_CLASSES)) / \
+            np.maximum(n_cls, 1)
+    se = lambda a: float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0  # noqa: E731
+    classes = []
+    for c, (label, _, _) in enumerate(_F_CLASSES):
+        if n_cls[c] == 0:
+            continue
+        classes.append({"class": label, "households": int(n_cls[c]),
+                        "before": float((1.0 / big_f[cls_of == c]).mean()),
+                        "estimate": float(per_class[:, c].mean()), "se": se(per_class[:, c])})
+    max_est = max((c["estimate"] for c in classes), default=0.0)
+    xi = float(config.risk.xi)
+    return {
+        "n_sim": int(n_sim), "stream": "household-composition", "n_households": int(n_h),
+        "household_keys": list(hk), "person_keys": list(config.person_keys),
+        "before": {"mean": float((1.0 / big_f).mean()) if n_h else 0.0,
+                   "max": float((1.0 / big_f).max()) if n_h else 0.0,
+                   "unique_households": int((big_f == 1).sum())},
+        "mean": float(overall.mean()), "mean_se": se(overall),
+        "classes": classes, "max_class_estimate": float(max_est), "xi": xi,
+        "exceeds_xi": bool(max_est > xi),
+    }
+
+
+def household_tables(frame: pd.DataFrame, config: ReleaseConfig, code: np.ndarray,
+                     first: np.ndarray) -> dict[str, Any]:
+    """Households by household-level key (one table per key: value -> households) and the
+    household size distribution of ``frame`` (persons grouped by ``code``)."""
+    out: dict[str, Any] = {}
+    for k in config.household_keys:
+        vc = frame[k].iloc[first].value_counts(dropna=False).sort_index()
+        out[k] = {str(v): int(c) for v, c in vc.items()}
+    sizes = np.bincount(np.bincount(code))
+    out["size"] = {str(s): int(c) for s, c in enumerate(sizes) if c}
+    return out
+
+
+def household_utility(original: pd.DataFrame, result: ReleaseResult,
+                      config: ReleaseConfig) -> dict[str, Any]:
+    """utility.json's ``households``: per household-level key, households per value before and
+    after (and their total variation distance), the household size distribution (identical:
+    households are released whole), households whose household keys changed."""
+    st = result.households
+    before = household_tables(original, config, st.code, st.first)
+    after = household_tables(result.frame, config, st.code, st.first)
+    keys = []
+    for k in config.household_keys:
+        vals = sorted(set(before[k]) | set(after[k]))
+        b = np.array([before[k].get(v, 0) for v in vals], dtype=float)
+        a = np.array([after[k].get(v, 0) for v in vals], dtype=float)
+        tvd = 0.5 * float(np.abs(b / max(b.sum(), 1) - a / max(a.sum(), 1)).sum())
+        keys.append({"name": k, "tvd": tvd, "values": [
+            {"value": v, "original": int(x), "released": int(y)}
+            for v, x, y in zip(vals, b, a, strict=True)]})
+    changed = int(st.changed.sum())
+    return {"n_households": st.n_households, "households_changed": changed,
+            "share_changed": changed / st.n_households if st.n_households else 0.0,
+            "keys": keys,
+            "size_distribution": [{"size": int(s), "households": int(c)}
+                                  for s, c in before["size"].items()],
+            "size_distribution_unchanged": before["size"] == after["size"]}
+
+
+def household_section(original: pd.DataFrame, result: ReleaseResult, config: ReleaseConfig,
+                      seed: int, n_sim: int = 20) -> dict[str, Any]:
+    """risk.json's ``households``: both stages' certificates, the small classes, sdcMicro's
+    hierarchical risk before and after, the composition intruder (Monte Carlo, with SE) and the
+    verdict of ``risk.households``."""
+    st = result.households
+    weight = config.input.weight
+    w = original[weight].to_numpy(dtype=float) if weight else None
+    before = hierarchical_risk(result.cells.record_cell, st.code, st.n_households, w)
+    after = hierarchical_risk(result.released_cell, st.code, st.n_households, w)
+    comp = composition_risk(result, config, seed, n_sim=n_sim)
+    st.composition = comp
+    xi = float(config.risk.xi)
+    fixes = []
+    if comp["exceeds_xi"]:
+        fixes = [
+            "coarser person keys within households (wider age bands, fewer categories)",
+            "household size as a household-level key (households of a rare size are then "
+            "post-randomized as a household cell)",
+            "fewer or coarser household-level keys",
+            "a smaller xi (more cells sensitive, more records randomized)",
+        ]
+    return {
+        "household_id": config.input.household_id,
+        "household_keys": list(config.household_keys),
+        "person_keys": list(config.person_keys),
+        "n_households": st.n_households,
+        "households_changed": int(st.changed.sum()),
+        "household_certificate": float(st.certificate),
+        "household_certificate_at": st.result.certificate_at,
+        "household_prbs": int(len(st.result.blocks)),
+        "person_certificate": float(st.person_certificate),
+        "small_classes": int(st.small_classes),
+        "small_class_persons": int(st.small_class_persons),
+        "hierarchical": {
+            "before": {k: v for k, v in before.items() if k != "household_risk"},
+            "after": {k: v for k, v in after.items() if k != "household_risk"},
+        },
+        "composition": comp,
+        "policy": config.risk.households,
+        "pass": not comp["exceeds_xi"],
+        "message": (f"the composition intruder's risk ({comp['max_class_estimate']:.4f} in the "
+                    f"riskiest class of households) exceeds xi = {xi}" if comp["exceeds_xi"]
+                    else f"the composition intruder's risk is within xi = {xi}"),
+        "fixes": fixes,
+    }
