@@ -210,9 +210,13 @@ def main() -> None:
                   f"{r['peak_rss_mb']:6.0f} MB  load {r['load']:.2f}   "
                   f"ratio {r['seconds'] / f['seconds']:.1f}x floor")
             if t:
-                print(f"    Prefect start-up + shutdown         {t.get('prefect_seconds', 0):7.2f} s"
-                      f"  (API server peak {t.get('api_server_peak_rss_mb', float('nan')):.0f} MB)")
-                print(f"    job inside the flow                 {t.get('job_seconds', 0):7.2f} s")
+                job = t.get("job_seconds", 0) or 0
+                print(f"    start-up (all but the job)          {r['seconds'] - job:7.2f} s"
+                      f"  of which pre-flight {t.get('preflight_seconds', 0):.2f} s, Prefect "
+                      f"start-up + shutdown {t.get('prefect_seconds', 0):.2f} s (API server peak "
+                      f"{t.get('api_server_peak_rss_mb', float('nan')):.0f} MB)")
+                print(f"    job inside the flow                 {job:7.2f} s"
+                      f"  ratio {job / f['seconds']:.1f}x floor")
                 for name, sec in t.get("tasks", {}).items():
                     print(f"      {name:<34}{sec:7.2f} s")
         if not args.no_wide:

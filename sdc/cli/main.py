@@ -224,11 +224,12 @@ def release(
         # the batch engines never hold the input whole: no prefetch (it would read the whole
         # file into memory and never be consumed)
         in_memory = (engine or loaded.engine.kind) == "pandas"
-        if temp_api is not None and in_memory:  # the server's boot time: read the input, import
+        if in_memory:  # read the input in a thread while Prefect starts (or connects)
             from flows.release import prefetch_job, warm_imports
 
             prefetch_job(config)
-            warm_imports()
+            if temp_api is not None:  # the server's boot time: import what the tasks import
+                warm_imports()
         where = f"connecting to {api}" if api else "starting Prefect (embedded)"
         quiet = nullcontext() if as_json else None  # stdout holds the JSON document only
         with quiet or console.status(f"release {escape(str(config))}: {where}") as status:
