@@ -16,7 +16,135 @@ from pydantic import ValidationError
 from sdc.config.model import ConfigError, Hierarchy, ReleaseConfig
 from sdc.config.recode import apply_recodings
 
-__all__ = ["format_validation_error", "load_config", "parse_config", "read_hierarchy"]
+__all__ = ["format_validation_error", "load_config", "load_yaml", "parse_config", "read_hierarchy"]
+
+#: How many values aliases (``*name``, ``<<: *name``) may add to a config when expanded: a
+#: config that reuses a list of categories a few times stays far below; an "alias bomb" (each
+#: level repeating the one before) expands to billions of values and is refused before any of
+#: them is built.
+MAX_ALIAS_EXPANSION = 100_000
+#: How deeply mappings and lists may nest (a release config needs about 5 levels).
+MAX_NESTING = 100
+
+
+class ConfigYAMLError(yaml.YAMLError):
+    """A YAML document that parses but cannot be a release config: a key given twice in one
+    mapping, aliases that expand too far, nesting too deep. ``message`` says which and where."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses what would make a config silently wrong or slow.
+
+    - a key given twice in one mapping (YAML keeps the last one: ``xi: 0.395`` ... ``xi: 0.9``
+      ran at 0.9; a second ``key_variables:`` replaced the first): refused with both lines;
+    - aliases expanding to more than :data:`MAX_ALIAS_EXPANSION` values (an alias bomb), or an
+      alias inside its own anchor: refused before anything is built (the check walks each
+      distinct node once, so it takes time linear in the file);
+    - nesting deeper than :data:`MAX_NESTING` (the composer recurses): refused.
+    Keys coming in through a merge (``<<: *base``) may be overridden, as YAML defines.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                mark = self.peek_event().start_mark
+                raise ConfigYAMLError(f"mappings and lists are nested more than {MAX_NESTING} "
+                                      f"levels deep (line {mark.line + 1}); a release config "
+                                      "needs a handful")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: Any) -> Any:
+        self._check_graph(node)
+        return super().construct_document(node)
+
+    def _check_graph(self, root: Any) -> None:
+        """Alias expansion, alias cycles and duplicate keys, one visit per distinct node."""
+        size: dict[int, int] = {}          # expanded number of values under a node
+        visiting: set[int] = set()
+        path: dict[int, str] = {id(root): ""}
+        dupes: list[tuple[int, int, Any, str]] = []
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        while stack:
+            node, finished = stack.pop()
+            nid = id(node)
+            kids = _children(node)
+            if finished:
+                visiting.discard(nid)
+                size[nid] = 1 + sum(size[id(k)] for k in kids)
+                continue
+            if nid in size:
+                continue
+            if nid in visiting:
+                raise ConfigYAMLError(f"an alias refers to the anchor it is inside (line "
+                                      f"{node.start_mark.line + 1}): the value would be "
+                                      "infinite; write it out")
+            visiting.add(nid)
+            stack.append((node, True))
+            if isinstance(node, yaml.MappingNode):
+                dupes += self._duplicates(node, path.get(nid, ""))
+                for k, v in node.value:
+                    if isinstance(k, yaml.ScalarNode) and id(v) not in path:
+                        path[id(v)] = f"{path.get(nid, '')}.{k.value}".lstrip(".")
+            stack += [(k, False) for k in reversed(kids) if id(k) not in size]
+        distinct = len(size)
+        if size[id(root)] - distinct > MAX_ALIAS_EXPANSION:
+            raise ConfigYAMLError(
+                f"its aliases (*name) expand to {size[id(root)]:,} values from {distinct:,} "
+                f"written ones (more than {MAX_ALIAS_EXPANSION:,} added): this looks like an "
+                "alias bomb. Write the values out, or reuse anchors a few times only")
+        if dupes:
+            first, second, key, where = min(dupes, key=lambda d: (d[1], d[0]))
+            under = f" under {where!r}" if where else " at the top level"
+            raise ConfigYAMLError(
+                f"key {key!r} is given twice{under} (lines {first} and {second}); YAML would "
+                "silently keep the last one. Remove or merge one of them")
+
+    def _duplicates(self, node: Any, where: str) -> list[tuple[int, int, Any, str]]:
+        seen: dict[Any, int] = {}
+        out = []
+        for k, _ in node.value:
+            if not isinstance(k, yaml.ScalarNode) or k.tag in (
+                    "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"):
+                continue
+            key = self.construct_object(k)
+            line = k.start_mark.line + 1
+            try:
+                if key in seen:
+                    out.append((seen[key], line, key, where))
+                else:
+                    seen[key] = line
+            except TypeError:  # unhashable: the constructor reports it
+                continue
+        return out
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [x for pair in node.value for x in pair]
+    return []
+
+
+def load_yaml(text: str) -> Any:
+    """Parse a config's YAML text with :class:`_StrictLoader` (safe tags only; duplicate keys,
+    alias bombs and absurd nesting refused with :class:`ConfigYAMLError`)."""
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def read_hierarchy(path: Path, delimiter: str = ";", *, where: str = "hierarchy") -> list[list[str]]:
@@ -131,7 +259,9 @@ def load_config(path: str | Path) -> ReleaseConfig:
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {str(p)!r} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except ConfigYAMLError as e:
+        raise ConfigError(f"config file {str(p)!r}: {e.message}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -165,7 +165,48 @@ class KeyVariable(_Strict):
                 raise ValueError(f"'categories' lists {dupes[:5]} more than once")
         if self.range is not None and self.range[0] > self.range[1]:
             raise ValueError(f"'range' must be [lo, hi] with lo <= hi, got {list(self.range)}")
+        if self.labels:
+            self.labels = self._labels_on_domain()
         return self
+
+    def _in_domain(self, v: Any, cats: set[Any]) -> bool:
+        if self.categories is not None:
+            return v in cats  # ints and strs never compare equal: one set holds both exactly
+        lo, hi = self.range  # type: ignore[misc]
+        return isinstance(v, int) and lo <= v <= hi
+
+    def _labels_on_domain(self) -> dict[Any, str]:
+        """``labels`` keyed by declared categories. A label quoted as a string for an integer
+        category (``labels: {"1": Male}`` with ``categories: [1, 2]``), or the other way
+        round, is moved to that category; a label of anything else is refused with the key
+        (it was silently dropped: its category never occurs)."""
+        out: dict[Any, str] = {}
+        where: dict[Any, Any] = {}
+        cats = set(self.categories or ())
+        for key, text in self.labels.items():
+            target = key
+            if not self._in_domain(key, cats):
+                alt: Any = None
+                if isinstance(key, str) and re.fullmatch(r"[+-]?[0-9]+", key.strip()):
+                    alt = int(key)
+                elif isinstance(key, int):
+                    alt = str(key)
+                if alt is None or not self._in_domain(alt, cats):
+                    dom = (f"categories {list(self.categories)[:10]}"
+                           + (" ..." if len(self.categories) > 10 else "")
+                           if self.categories is not None
+                           else f"range {list(self.range)}")  # type: ignore[arg-type]
+                    raise ValueError(
+                        f"'labels' has a label for {key!r} ({text!r}), which is not a declared "
+                        f"category ({dom}); fix the key or add the category")
+                target = alt
+            if target in out:
+                raise ValueError(
+                    f"'labels' gives category {target!r} two labels: {where[target]!r}: "
+                    f"{out[target]!r} and {key!r}: {text!r}; keep one")
+            out[target] = text
+            where[target] = key
+        return out
 
     @property
     def domain(self) -> list[Category]:
@@ -499,6 +540,17 @@ class ReleaseConfig(_Strict):
     _user_partition: dict[str, Any] = PrivateAttr(default_factory=dict)
     _recode_maps: dict[str, Any] = PrivateAttr(default_factory=dict)
     _user_merge_along: bool = PrivateAttr(default=True)
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed_not_bool(cls, v: Any) -> Any:
+        # YAML `true` is a bool, and a bool is an int in Python: `seed: true` became seed 1
+        if isinstance(v, bool) or isinstance(v, float):
+            raise ValueError(
+                f"seed must be {{file: secrets/<name>.seed}} (a seed file sdc creates with 128 "
+                f"random bits on the first run) or, for tests and demos, a whole number; got "
+                f"{v!r} ({type(v).__name__})")
+        return v
 
     @field_validator("name")
     @classmethod

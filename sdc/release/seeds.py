@@ -15,7 +15,9 @@ which leaks for every record released before (linking the releases by the non-ke
 reveals the modal released cell); ``sdc release`` refuses it for an output pattern that has
 releases under another seed unless ``--new-series`` is given. Back the seed file up.
 
-An integer seed in the config (``seed: 12345``) is accepted for tests and demos.
+An integer seed in the config (``seed: 12345``) is accepted for tests and demos. A seed file
+must hold at least 2^32 (:data:`MIN_FILE_SEED`): a hand-written 0 or 42 is refused, as is
+``seed: true`` in the config (YAML's booleans are integers to Python).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from sdc.release.folder import pid_alive
 __all__ = ["SeedInfo", "load_seed"]
 
 _DECIMAL = re.compile(rb"^\s*([0-9]{1,200})\s*$")
+#: The smallest seed a seed file may hold: below 2^32 every candidate can be tried. sdc writes
+#: 128 random bits (>= 2^32 except with probability 2^-96).
+MIN_FILE_SEED = 2**32
 
 
 @dataclass
@@ -140,7 +145,16 @@ def _read(path: Path) -> tuple[int, str]:
             "non-negative decimal integer. Restore it from backup to rerun an earlier release, "
             "or delete it to create a new seed (the release will then differ from earlier ones)"
         )
-    return int(m.group(1)), hashlib.sha256(data).hexdigest()
+    value = int(m.group(1))
+    if value < MIN_FILE_SEED:
+        raise InputError(
+            f"seed file {str(path)!r} holds {value}, a number small enough to be found by trying "
+            f"every number below 2^32 (whoever finds the seed can undo the release's "
+            f"randomization with the input). A good seed is 128 random bits, as sdc writes on "
+            f"the first run: move this file away and rerun to create one (or write one with: "
+            f"python -c 'import secrets; print(secrets.randbits(128))' > {path}; chmod 600 "
+            f"{path}); the release will then differ from earlier ones")
+    return value, hashlib.sha256(data).hexdigest()
 
 
 def _checked_seed_path(path: Path) -> Path:

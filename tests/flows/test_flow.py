@@ -89,11 +89,11 @@ def test_plan_release_writes_nothing_and_matches_the_engine(make_census_job):
 
     # once the seed exists, the plan also states the realized number of changed records
     seed_file.parent.mkdir(mode=0o700)
-    seed_file.write_text("123456789\n")
+    seed_file.write_text("123456789123456789\n")
     seed_file.chmod(0o600)
     plan2 = plan_release(cfg_path)
     assert plan2.seed_known and not plan2.notes
-    assert plan2.changed == sdc.release_frame(frame, config, 123456789).n_changed
+    assert plan2.changed == sdc.release_frame(frame, config, 123456789123456789).n_changed
 
 
 def test_plan_reports_small_block_actions(make_small_job):

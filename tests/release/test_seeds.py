@@ -76,13 +76,13 @@ def test_missing_without_create(tmp_path: Path) -> None:
 @pytest.mark.parametrize("bits", [0o640, 0o604, 0o620, 0o602, 0o644])
 def test_exposed_seed_file_refused(tmp_path: Path, bits: int) -> None:
     p = tmp_path / "s.seed"
-    p.write_text("42\n")
+    p.write_text("98765432109876543210\n")
     p.chmod(bits)
     with pytest.raises(sdc.InputError) as e:
         load_seed(cfg(tmp_path, {"file": "s.seed"}))
     assert f"mode {bits:04o}" in str(e.value) and f"chmod 600 {p}" in str(e.value)
     p.chmod(0o600)
-    assert load_seed(cfg(tmp_path, {"file": "s.seed"})).value == 42
+    assert load_seed(cfg(tmp_path, {"file": "s.seed"})).value == 98765432109876543210
 
 
 @pytest.mark.parametrize("content,what", [(b"", "is empty"), (b"  \n", "is empty"),
@@ -107,7 +107,7 @@ def test_seed_path_is_a_folder(tmp_path: Path) -> None:
 @pytest.mark.skipif(ROOT, reason="root reads any file; permission denied cannot be provoked")
 def test_unreadable_seed_file(tmp_path: Path) -> None:
     p = tmp_path / "s.seed"
-    p.write_text("42\n")
+    p.write_text("98765432109876543210\n")
     p.chmod(0o200)
     with pytest.raises(sdc.InputError, match="cannot be read"):
         load_seed(cfg(tmp_path, {"file": "s.seed"}))
@@ -116,7 +116,7 @@ def test_unreadable_seed_file(tmp_path: Path) -> None:
 def test_unreadable_seed_file_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the same path as above, provoked without relying on the user id
     p = tmp_path / "s.seed"
-    p.write_text("42\n")
+    p.write_text("98765432109876543210\n")
     p.chmod(0o600)
 
     def denied(self: Path) -> bytes:

@@ -177,7 +177,7 @@ class JobBuilder:
     then ``write()`` writes ``root/data/input.csv`` (unless ``data_bytes`` / ``skip_data``)
     and ``root/job.yaml`` (unless ``config_text``) and returns the config path."""
 
-    def __init__(self, root: Path, seed_value: int = 20260101) -> None:
+    def __init__(self, root: Path, seed_value: int = 202601012026010120260101) -> None:
         self.root = root
         self.frame = base_frame()
         self.config = base_config()
