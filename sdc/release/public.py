@@ -34,6 +34,7 @@ from sdc.io.batches import (
     public_schema,
 )
 from sdc.io.schemas import PUBLIC_ID
+from sdc.release.markdown import md_code, md_text
 from sdc.release.order import order_keys, order_salt, sort_positions
 
 __all__ = ["PUBLIC_ID", "PublicRecords", "codebook_markdown", "public_frame", "public_records",
@@ -222,21 +223,21 @@ def _type_name(dtype: Any) -> str:
     return "text"
 
 
-def _md(s: Any) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
-
-
 def _rule_text(var: str, config: ReleaseConfig) -> str:
+    """The partition rule of ``var`` as Markdown (group names, members, hierarchy file and
+    labels escaped: they come from the config and its files)."""
     rule = config.partition[var]
     kv = config.key_variables[var]
     labels = generalize_domain(var, kv, rule).labels
     shown = ", ".join(labels[:15]) + (", ..." if len(labels) > 15 else "")
     if isinstance(rule, Bands):
-        return f"bands {shown}"
+        return f"bands {shown}"  # made of numbers by sdc
     if isinstance(rule, Groups):
-        return "groups " + "; ".join(f"{g}: {', '.join(map(str, m))}" for g, m in rule.groups.items())
+        return "groups " + "; ".join(f"{md_text(g)}: {', '.join(md_text(x) for x in m)}"
+                                     for g, m in rule.groups.items())
     if isinstance(rule, Hierarchy):
-        return f"hierarchy {Path(rule.hierarchy).name} level {rule.level}: {shown}"
+        shown = ", ".join(md_text(x) for x in labels[:15]) + (", ..." if len(labels) > 15 else "")
+        return f"hierarchy {md_text(Path(rule.hierarchy).name)} level {rule.level}: {shown}"
     return "as is"
 
 
@@ -272,7 +273,8 @@ def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) 
         return (f"may have been changed only within its generalized value ({_rule_text(var, config)})"
                 f"{across}{exact}")
     if var in config.perturb:
-        return f"may have been changed (eps-differentially private PRAM, eps = {config.perturb[var].epsilon:g})"
+        return (f"may have been changed (eps-differentially private PRAM, "
+                f"eps = {config.perturb[var].epsilon:g})")
     if var == PUBLIC_ID:
         return "new sequential number 1..n in random order; no link to the original file"
     return "unchanged"
@@ -325,7 +327,7 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
         "",
         "The file was protected with the Nayak-Zhang-You unbiased post-randomization method "
         "(PRAM). An intruder who knows a respondent's values of the key variables "
-        f"({', '.join(f'`{k}`' for k in keys)}) and that the respondent is in the file picks the "
+        f"({', '.join(md_code(k) for k in keys)}) and that the respondent is in the file picks the "
         f"right record with probability at most **xi = {xi:g}**, for every respondent and every "
         "number of matching records.",
         "",
@@ -349,43 +351,44 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
             + (" (except as noted below for merged partition sets):" if n_merged else ":"),
             "",
         ]
-        lines += [f"- `{v}`: {_md(_rule_text(v, config))}" for v in config.partition]
+        lines += [f"- {md_code(v)}: {_rule_text(v, config)}" for v in config.partition]
         if n_merged:
             lines += [
                 "",
                 f"In {n_merged} place(s), small partition sets had too few rare combinations "
                 "to be protected on their own and were merged with neighbouring partition sets. "
                 "Inside such a merged group a record may have moved between its partition sets, "
-                f"so the generalized values of {', '.join(f'`{v}`' for v in merged_vars)} are "
+                f"so the generalized values of {', '.join(md_code(v) for v in merged_vars)} are "
                 "exact for the merged group, not for each partition set in it.",
             ]
     if config.perturb:
         lines += ["", "### Differentially private PRAM", "",
                   "These non-key variables were randomized with eps-differentially private PRAM "
                   "(smaller eps = more protection, more noise):", ""]
-        lines += [f"- `{v}`: eps = {p.epsilon:g}" for v, p in config.perturb.items()]
+        lines += [f"- {md_code(v)}: eps = {p.epsilon:g}" for v, p in config.perturb.items()]
     lines += ["", "## Variables", "", "| # | variable | type | role | perturbation |",
               "|---|---|---|---|---|"]
     for i, c in enumerate(cols, start=1):
         typ = "integer" if c == PUBLIC_ID else types[c]
         role = ("record id" if c == PUBLIC_ID else "key" if c in config.key_variables
                 else "weight" if c == config.input.weight else "")
-        lines.append(f"| {i} | `{_md(c)}` | {typ} | {role} | {_md(_perturbation(c, config, merged_vars))} |")
+        what = _perturbation(c, config, merged_vars)  # Markdown, user text escaped
+        lines.append(f"| {i} | {md_code(c)} | {typ} | {role} | {what} |")
     lines += ["", "## Categories of the key variables", ""]
     for k in keys:
         kv = config.key_variables[k]
-        lines += [f"### `{k}`", ""]
+        lines += [f"### {md_code(k)}", ""]
         if kv.range is not None and not kv.labels:
             lines.append(f"Whole numbers {kv.range[0]} to {kv.range[1]}.")
         elif not kv.labels and len(kv.domain) > _MAX_LISTED:
-            shown = ", ".join(f"`{_md(v)}`" for v in kv.domain[:100])
+            shown = ", ".join(md_code(v) for v in kv.domain[:100])
             lines.append(f"{len(kv.domain)} categories (the full list is in the release "
                          f"config); the first 100: {shown}, ...")
         elif not kv.labels:
-            lines.append("Categories: " + ", ".join(f"`{_md(v)}`" for v in kv.domain) + ".")
+            lines.append("Categories: " + ", ".join(md_code(v) for v in kv.domain) + ".")
         else:
             lines += ["| value | label |", "|---|---|"]
-            lines += [f"| {_md(v)} | {_md(kv.labels.get(v, ''))} |" for v in kv.domain]
+            lines += [f"| {md_text(v)} | {md_text(kv.labels.get(v, ''))} |" for v in kv.domain]
         if kv.missing == "category":
             lines.append("")
             lines.append("An empty value means *missing* (a category of its own).")

@@ -15,6 +15,7 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.io.write_stat import StatLayout, stat_bytes, stat_layout
+from sdc.release.markdown import md_code, md_text
 
 __all__ = ["stat_codebook_lines", "stat_public_files", "variable_labels"]
 
@@ -52,7 +53,7 @@ def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None) -> lis
     lines: list[str] = []
     if labels:
         lines += ["## Variable labels", "", "| variable | label |", "|---|---|"]
-        lines += [f"| `{_md(c)}` | {_md(t)} |" for c, t in labels.items()]
+        lines += [f"| {md_code(c)} | {md_text(t)} |" for c, t in labels.items()]
         lines.append("")
     if layout is None:
         return lines
@@ -64,16 +65,12 @@ def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None) -> lis
     if layout.renamed:
         lines += ["", "Renamed (SPSS and Stata accept letters, digits and `_`, 32 characters):",
                   ""]
-        lines += [f"- `{_md(a)}` -> `{_md(b)}`" for a, b in layout.renamed.items()]
+        lines += [f"- {md_code(a)} -> {md_code(b)}" for a, b in layout.renamed.items()]
     for col, codes in layout.codes.items():
-        lines += ["", f"`{_md(col)}` has text categories; in these two files it holds integer "
+        lines += ["", f"{md_code(col)} has text categories; in these two files it holds integer "
                   "codes (Stata attaches value labels to integers only):", "",
                   "| code | category | label |", "|---|---|---|"]
         kv = config.key_variables[col]
-        lines += [f"| {i} | {_md(c)} | {_md(kv.labels.get(c, c))} |" for c, i in codes.items()]
+        lines += [f"| {i} | {md_text(c)} | {md_text(kv.labels.get(c, c))} |" for c, i in codes.items()]
     lines.append("")
     return lines
-
-
-def _md(s: object) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")

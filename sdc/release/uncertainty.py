@@ -23,14 +23,11 @@ from sdc.engine.variance import (
     theta_bound,
     variance_bound,
 )
+from sdc.release.markdown import md_code, md_text
 
 __all__ = ["uncertainty_figures", "uncertainty_markdown"]
 
 _MAX_ROWS = 60  # categories listed per key variable
-
-
-def _md(s: Any) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 def uncertainty_figures(config: ReleaseConfig, result: Any) -> dict[str, Any]:
@@ -79,17 +76,17 @@ def uncertainty_markdown(config: ReleaseConfig, result: Any) -> list[str]:
     for k, rows in fig["variables"].items():
         rule = config.partition.get(k)
         if rule == "as_is" or isinstance(rule, AsIs):
-            lines += ["", f"### `{_md(k)}`", "", "Kept as is (partition variable): no added "
+            lines += ["", f"### {md_code(k)}", "", "Kept as is (partition variable): no added "
                       "variance outside merged partition sets."]
             continue
         kv = config.key_variables[k]
-        lines += ["", f"### `{_md(k)}`", "", "| value | label | c (rare combinations, rounded up) "
+        lines += ["", f"### {md_code(k)}", "", "| value | label | c (rare combinations, rounded up) "
                   "| added variance of the count at most | added SD at most |",
                   "|---|---|---|---|---|"]
         shown = [r for r in rows if r[1] > 0][:_MAX_ROWS]
         for v, c, b in shown:
             label = kv.labels.get(v, "") if v is not None else "(missing)"
-            lines.append(f"| {_md('' if v is None else v)} | {_md(label)} | {c:,} | {b:,.1f} | "
+            lines.append(f"| {md_text('' if v is None else v)} | {md_text(label)} | {c:,} | {b:,.1f} | "
                          f"{math.sqrt(b):,.1f} |")
         hidden = sum(1 for r in rows if r[1] > 0) - len(shown)
         zero = sum(1 for r in rows if r[1] == 0)
