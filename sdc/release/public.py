@@ -408,9 +408,9 @@ def _recoding_note(key: str, config: ReleaseConfig) -> str:
     for g, lab in enumerate(config.key_variables[key].domain):
         members = [dom[i] for i in np.flatnonzero(code_map[:len(dom)] == g)]
         if len(members) > 1:
-            shown = ", ".join(f"`{_md(m)}`" for m in members[:8])
+            shown = ", ".join(md_code(m) for m in members[:8])
             more = f" and {len(members) - 8} more" if len(members) > 8 else ""
-            parts.append(f"`{_md(lab)}` = {shown}{more}")
+            parts.append(f"{md_code(lab)} = {shown}{more}")
     text = (f"Recoded before release (`{type(src.recode).__name__.lower()}`): the file's "
             f"{len(dom)} declared values are released as {len(config.key_variables[key].domain)}")
     return text + (": " + "; ".join(parts) + "." if parts else ".")
