@@ -896,14 +896,20 @@ class ValidationSummary:
 def validate_release_input(config_path: str | Path) -> ValidationSummary:
     """Check the config and the input only (no seed, no randomness, no writes).
 
-    Raises ``sdc.ConfigError`` / ``sdc.InputError`` (every input problem in one table) /
-    ``FileNotFoundError``.
+    Raises ``sdc.ConfigError`` / ``sdc.InputError`` (every input problem in one table; a
+    released non-key column that gives the key values away: ``DependenceError``) /
+    ``FileNotFoundError`` / ``SmallBlockError``.
     """
+    from sdc.engine.dependence import frame_dependence, raise_if_dependent
+    from sdc.engine.plan import plan_release as plan_cells
     from sdc.io.schemas import validate_input
 
     job = load_job(config_path)
     frame = validate_input(job.frame, job.config)
     part = sdc.partition_frame(frame, job.config)
+    # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
+    plan = plan_cells(part, job.config)
+    raise_if_dependent(frame_dependence(frame, plan, job.config), plan, job.config)
     return ValidationSummary(
         name=job.config.name,
         config_path=job.config_path,

@@ -530,6 +530,9 @@ class ReleaseConfig(_Strict):
     output: OutputSpec | None = None
     schedule: Schedule | None = None
     perturb: dict[str, DPPerturb] = Field(default_factory=dict)
+    #: non-key columns released as a function of the RELEASED key values (the mapping observed
+    #: in the input; refused when the column is not a function of the keys): issue 21
+    derived: list[str] = Field(default_factory=list)
     engine: EngineSpec = Field(default_factory=EngineSpec)
     review: ReviewSpec | None = None
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
@@ -613,6 +616,7 @@ class ReleaseConfig(_Strict):
                     f"perturb.{var}: {var!r} is a key variable (NZY perturbs it); DP-PRAM applies "
                     "to non-key variables only"
                 )
+        _check_derived(self)
         return self
 
     # -- resolved paths ---------------------------------------------------------------------
@@ -738,6 +742,25 @@ def _check_households(cfg: ReleaseConfig) -> None:
         raise ValueError(f"perturb: {list(cfg.perturb)} with input.household_id: DP-PRAM of "
                          "non-key variables is not supported on household files yet (a household "
                          "column would differ within a household); release without perturb:")
+
+
+def _check_derived(cfg: ReleaseConfig) -> None:
+    """``derived:`` names non-key columns that are released (not dropped, not the id, the
+    weight or a ``perturb:`` column), each once."""
+    roles = {**{k: "a key variable" for k in cfg.key_variables},
+             **{d: "in input.drop (never released)" for d in cfg.input.drop},
+             **{p: "a perturb: column" for p in cfg.perturb}}
+    if cfg.input.id_column:
+        roles[cfg.input.id_column] = "input.id_column (never released)"
+    if cfg.input.weight:
+        roles[cfg.input.weight] = "input.weight (drop it, or make the weight a key)"
+    for c in cfg.derived:
+        if c in roles:
+            raise ValueError(f"derived: {c!r} is {roles[c]}; a derived column is a released "
+                             "non-key column recomputed from the released key values")
+    dup = sorted({c for c in cfg.derived if cfg.derived.count(c) > 1})
+    if dup:
+        raise ValueError(f"derived: {dup} listed twice")
 
 
 def _check_groups(var: str, rule: Groups, kv: KeyVariable) -> None:

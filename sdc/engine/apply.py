@@ -24,6 +24,7 @@ Everything works on whole columns; the only Python loops run over variables and 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.cells import CellTable
+from sdc.engine.dependence import frame_dependence, raise_if_dependent
+from sdc.engine.derived import apply_derived, cell_describer, derived_values
 from sdc.engine.draws import (
     DrawPlan,
     cell_identity,
@@ -104,6 +107,8 @@ class ReleaseResult:
     prb_identity: np.ndarray | None = None
     config: ReleaseConfig | None = None
     households: HouseholdStage | None = None
+    #: figures of the dependence check (:class:`sdc.engine.dependence.ColumnDependence`)
+    dependence: list = field(default_factory=list)
 
     def records_table(self) -> pd.DataFrame:
         """Record-level internal table for the series risk (``internal/records.parquet``).
@@ -210,6 +215,10 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
     blocks = plan.block_plan.blocks
     cell_prb = plan.cell_prb
 
+    # derived: columns must be functions of the cell (refused before any draw)
+    derived = derived_values(frame, cells.record_cell, cells.n_cells, config,
+                             cell_describer(cells.key_codes, config))
+
     # record-keyed draws: identities of the PRB records (made distinct among them), then the
     # pure per-record step
     rec_cell = cells.record_cell
@@ -239,6 +248,9 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
             col[pos] = _decode_values(kvs[v], new_codes[diff])
             out[v] = pd.Series(col, index=out.index, name=v).astype(frame[v].dtype)
 
+    # derived: columns take the value of their released cell (the input's mapping)
+    out = apply_derived(out, rec_cell, released_cell, derived)
+
     # eps-DP PRAM of the perturb: variables (non-key), after NZY
     dp_identity = None
     if config.perturb:
@@ -252,10 +264,11 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
     return ReleaseResult(out, blocks_df, plan.certificate, plan.certificate_at, part.xi, part.theta,
                          part.kmin, plan.partition_sets, cells, part.cell_partition_set, cell_prb,
                          released_cell, plan.merges, dp_done, dplan.cell_id, prb_identity,
-                         config)
+                         config, dependence=list(plan.dependence))
 
 
-def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> ReleaseResult:
+def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
+                  check_dependence: bool = True) -> ReleaseResult:
     """Post-randomize the risky records of ``frame`` with NZY PRAM and certify the result.
 
     partition (records -> cell table) -> plan (cell table -> PRBs, theta, certificate) -> apply.
@@ -267,6 +280,9 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> Rele
     config : ReleaseConfig
         Its ``key_variables``, ``partition``, ``risk`` and ``input`` (id and dropped columns)
         sections are used. Hierarchy files must already be loaded (``sdc.load_config`` does it).
+    check_dependence : bool
+        Run the dependence check of the released non-key columns (the household stages do
+        not: households are not covered by it yet).
     seed : int
         The release seed. The outcome of a record depends only on the seed, the plan, its own
         cell and its own identity (id, else its non-key values): not on its position, on row
@@ -282,12 +298,19 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> Rele
         A key column is missing or holds a value outside its declared domain.
     SmallBlockError
         A PRB is too small under ``small_blocks: fail``, or cannot be certified after merging.
+    DependenceError
+        A released non-key column gives the original key values away
+        (:mod:`sdc.engine.dependence`).
     """
     if config.input.household_id is not None:
         return release_households(frame, config, seed)
     check_columns(frame, config)
     part = partition_frame(frame, config)
     plan = plan_release(part, config)
+    if check_dependence:
+        figures = frame_dependence(frame, plan, config)
+        raise_if_dependent(figures, plan, config)
+        plan = dataclasses.replace(plan, dependence=figures)
     return apply_plan(frame, plan, config, seed)
 
 
@@ -354,7 +377,9 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
     hcfg, pcfg = household_config(config), person_config(config)
     hk = config.household_keys
     try:
-        hres = release_frame(household_table(frame, config, code, first), hcfg, seed)
+        # the dependence check does not cover household releases yet (issue 21 follow-up)
+        hres = release_frame(household_table(frame, config, code, first), hcfg, seed,
+                             check_dependence=False)
     except SmallBlockError as e:
         raise SmallBlockError(
             f"household stage (one unit per household, keys {hk}, t_j counted in households): "
@@ -425,12 +450,12 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     n_small, rec_small = small_classes(part, config)
     if n_small == 0 or config.risk.small_blocks == "fail":
         try:
-            return release_frame(frame, pcfg, seed), (0, 0)
+            return release_frame(frame, pcfg, seed, check_dependence=False), (0, 0)
         except SmallBlockError as e:
             raise fix(e) from None
     keep = np.flatnonzero(~rec_small)
     try:
-        sub = release_frame(frame.iloc[keep], pcfg, seed)
+        sub = release_frame(frame.iloc[keep], pcfg, seed, check_dependence=False)
     except SmallBlockError as e:
         raise fix(e) from None
     # the result over every person: the left-out classes have no PRB and do not move

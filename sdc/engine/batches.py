@@ -16,19 +16,25 @@ the whole file.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.cells import CellTable, encode_key
+from sdc.engine.dependence import DependenceCounter, key_sizes, small_limit
+from sdc.engine.dependence import checked_columns as dependence_columns
+from sdc.engine.derived import DerivedCollector, apply_derived, cell_describer
 from sdc.engine.generalize import generalize_domain
 from sdc.engine.partition import Partitioned
 from sdc.engine.theta import kmin as kmin_of
 from sdc.engine.theta import solve_theta
 from sdc.errors import InputError
 
-__all__ = ["CellCounter", "CellLocator", "cell_codes", "cell_table", "decode_released",
-           "partition_cells"]
+__all__ = ["CellCounter", "CellLocator", "add_dependence", "cell_codes", "cell_table",
+           "decode_released", "derived_cells", "new_dependence_counter", "partition_cells",
+           "record_key_codes"]
 
 _MAX_CODE = 2**62
 
@@ -45,6 +51,42 @@ def _radix(config: ReleaseConfig) -> list[int]:
             "drop a key variable, or use --engine pandas"
         )
     return sizes
+
+
+def record_key_codes(codes: np.ndarray, config: ReleaseConfig) -> np.ndarray:
+    """(n, p) key codes of mixed-radix cell codes (the inverse of :func:`cell_codes`)."""
+    sizes = _radix(config)
+    out = np.empty((codes.size, len(sizes)), dtype=np.int64)
+    rest = np.asarray(codes, dtype=np.int64)
+    for j in range(len(sizes) - 1, -1, -1):
+        rest, out[:, j] = np.divmod(rest, sizes[j])
+    return out
+
+
+def new_dependence_counter(columns: list[str], config: ReleaseConfig) -> DependenceCounter:
+    """The dependence check's counter of a batch engine (the columns it measures, of the
+    input's ``columns``)."""
+    return DependenceCounter(dependence_columns(columns, config), len(config.key_names),
+                             small_limit(config), sizes=key_sizes(config))
+
+
+def add_dependence(counter: DependenceCounter, frame: pd.DataFrame, codes: np.ndarray,
+                   config: ReleaseConfig) -> None:
+    """Add one batch (its mixed-radix cell codes) to the dependence counter."""
+    if counter.columns and len(codes):
+        counter.add(frame, codes, record_key_codes(codes, config))
+
+
+def derived_cells(cells: CellTable, cell_ids: np.ndarray, collector: DerivedCollector | None,
+                  config: ReleaseConfig) -> CellTable:
+    """``cells`` with the value of every ``derived:`` column per cell (``cell_ids``: the
+    sorted cell codes the collector saw); raises :class:`~sdc.engine.derived.DerivedError`
+    for a column that is not a function of the cell."""
+    if collector is None or not collector.columns:
+        return cells
+    describe = cell_describer(cells.key_codes, config)
+    values = {c: collector.values(c, cell_ids, describe) for c in collector.columns}
+    return dataclasses.replace(cells, derived=values)
 
 
 def cell_codes(frame: pd.DataFrame, config: ReleaseConfig) -> np.ndarray:
@@ -195,6 +237,8 @@ def decode_released(frame: pd.DataFrame, record_cell: np.ndarray, released_cell:
     moved = np.flatnonzero(released_cell != record_cell)
     if not moved.size:
         return out
+    if cells.derived:
+        out = apply_derived(out, record_cell, released_cell, cells.derived)
     for j, v in enumerate(config.key_names):
         kv = config.key_variables[v]
         new_codes = cells.key_codes[released_cell[moved], j]

@@ -118,6 +118,8 @@ class CellTable:
     key_codes: np.ndarray
     frequency: np.ndarray
     names: list[str]
+    #: value of every ``derived:`` column per cell (:mod:`sdc.engine.derived`), when known
+    derived: dict | None = None
 
     @property
     def n_cells(self) -> int:

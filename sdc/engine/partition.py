@@ -33,6 +33,12 @@ def check_columns(frame: pd.DataFrame, config: ReleaseConfig, identifiers: bool 
                 f"column {d!r} (named in input.drop) is not in the input; the input has "
                 f"{list(frame.columns)[:20]}. Fix the column name in the config"
             )
+    for d in (config.derived if identifiers else []):
+        if d not in frame.columns:
+            raise InputError(
+                f"column {d!r} (named in derived:) is not in the input; the input has "
+                f"{list(frame.columns)[:20]}. Fix the column name in the config"
+            )
     missing = {w: c for w, c in need.items() if c not in frame.columns}
     if missing:
         w, c = next(iter(missing.items()))

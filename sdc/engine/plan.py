@@ -50,6 +50,9 @@ class ReleasePlan:
         max over PRBs of their exact max risk and over non-sensitive cells of 1/t_j.
     certificate_at : dict
         Where the certificate is attained.
+    dependence : list
+        Figures of the dependence check of the released non-key columns (filled by the
+        executors once measured: :mod:`sdc.engine.dependence`).
     """
 
     partitioned: Partitioned
@@ -62,6 +65,9 @@ class ReleasePlan:
     partition_sets: pd.DataFrame
     certificate: float
     certificate_at: dict[str, Any] = field(default_factory=dict)
+    #: the dependence check's figures per released non-key column
+    #: (:class:`sdc.engine.dependence.ColumnDependence`), set once measured
+    dependence: list = field(default_factory=list)
 
     @property
     def merges(self) -> list[str]:

@@ -42,11 +42,14 @@ import yaml
 from sdc.config.load import parse_config
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.engine.apply import ReleaseResult
+from sdc.engine.dependence import frame_dependence, measure_dependence
+from sdc.engine.derived import DerivedCollector
 from sdc.engine.partition import Partitioned, partition_frame
+from sdc.engine.plan import plan_release
 from sdc.engine.risk import max_risk
 from sdc.engine.theta import kmin as kmin_of
 from sdc.engine.theta import solve_theta
-from sdc.errors import InputError
+from sdc.errors import InputError, SmallBlockError
 from sdc.io.read import _integer_keys, _string_key_dtypes, read_input
 from sdc.io.schemas import validate_output
 from sdc.io.write import sha256_bytes, sha256_file
@@ -77,6 +80,8 @@ class AuditReport:
 
     release_dir: Path
     checks: list[Check] = field(default_factory=list)
+    #: the dependence check recomputed from the source (None: not recomputed)
+    dependence: list | None = None
 
     @property
     def ok(self) -> bool:
@@ -225,6 +230,8 @@ def verify_release(release_dir: Path) -> AuditReport:
         if found is None:
             return rep
         po, pr = found
+
+    _dependence_checks(rep, audit)
 
     # -- theta and kmin ----------------------------------------------------------------------------
     risk = audit.get("risk") or {}
@@ -467,6 +474,30 @@ def _prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
     return cert, where
 
 
+def _dependence_checks(rep: AuditReport, audit: dict[str, Any]) -> None:
+    """The dependence check recomputed from the source: its figures equal the recorded ones
+    and no released non-key column fails (METHOD.md, "Dependence of non-key columns")."""
+    if rep.dependence is None:
+        return
+    recorded = (audit.get("dependence") or {}).get("columns")
+    got = [f.as_dict() for f in rep.dependence]
+    if recorded is None:
+        rep.add("dependence check: recorded", False, "audit.json has no dependence figures (a "
+                "release made before the check existed); recomputed: " + ", ".join(
+                    f"{f.column} {f.figure:.3f}{' FAILS' if f.flagged else ''}"
+                    for f in rep.dependence))
+    else:
+        same = json.dumps(got, sort_keys=True) == json.dumps(recorded, sort_keys=True)
+        rep.add("dependence check: recomputed = recorded", same,
+                f"{len(got)} released non-key column(s) re-measured" if same else
+                f"recomputed {got[:3]}, audit.json records {recorded[:3]}")
+    bad = [f for f in rep.dependence if f.flagged]
+    rep.add("dependence check: no non-key column gives keys away", not bad,
+            "every released non-key column passes" if not bad else "; ".join(
+                f"{f.column!r}: {f.figure:.3f} > xi (revealing {sorted(f.revealed)})"
+                for f in bad[:3]))
+
+
 def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
                     inp: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """Source and public file read whole (pandas engine releases), with the source's hash and
@@ -514,10 +545,23 @@ def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfi
         return None
     original, public = frames
     try:
-        return partition_frame(original, cfg), partition_frame(public, cfg)
+        po, pr = partition_frame(original, cfg), partition_frame(public, cfg)
     except (InputError, ConfigError) as e:
         rep.add("partition", False, f"cannot partition: {e}")
         return None
+    try:
+        plan = plan_release(po, cfg)
+        rep.dependence = frame_dependence(original, plan, cfg)
+        if cfg.derived:
+            co, cp = _codes_of(po.cells, cfg), _codes_of(pr.cells, cfg)
+            src_map = DerivedCollector(list(cfg.derived))
+            src_map.add(original, co[po.cells.record_cell])
+            pub_map = DerivedCollector(list(cfg.derived))
+            pub_map.add(public, cp[pr.cells.record_cell])
+            _derived_check(rep, cfg, src_map, co, pub_map, cp)
+    except (InputError, ConfigError, SmallBlockError) as e:
+        rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
+    return po, pr
 
 
 def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
@@ -560,7 +604,11 @@ def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig
         pcfg.output.formats = ["parquet"]
     pcfg._base_dir = cfg._base_dir
     try:
-        rel = count_cells(pcfg, validate=False)
+        rel = count_cells(pcfg, validate=False, dependence=False)
+        if cfg.derived:
+            cells_o = np.asarray(orig.cell_codes)
+            _derived_check(rep, cfg, orig.derived, cells_o, rel.derived,
+                           np.asarray(rel.cell_codes))
         problems = []
         for batch in input_batches(pcfg):
             try:
@@ -575,7 +623,51 @@ def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig
     rep.add("public microdata: output schema", not problems,
             "key domains, unique record_id within each batch, no identifier column (checked in "
             "batches)" if not problems else "; ".join(problems[:3]))
-    return partition_cells(orig.cells, cfg), partition_cells(rel.cells, cfg)
+    po = partition_cells(orig.cells, cfg)
+    try:
+        plan = plan_release(po, cfg)
+        codes = orig.cell_codes
+        rep.dependence = measure_dependence(orig.dependence, plan, cfg,
+                                            lambda x: np.searchsorted(codes, x))
+    except (InputError, SmallBlockError) as e:
+        rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
+    return po, partition_cells(rel.cells, cfg)
+
+
+def _codes_of(cells, cfg: ReleaseConfig) -> np.ndarray:
+    """Mixed-radix code of every cell of a cell table (the batch engines' cell ids)."""
+    code = np.zeros(cells.n_cells, dtype=np.int64)
+    for j, v in enumerate(cfg.key_names):
+        code = code * int(cfg.key_variables[v].size) + cells.key_codes[:, j]
+    return code
+
+
+def _derived_check(rep: AuditReport, cfg: ReleaseConfig, src, src_cells: np.ndarray, pub,
+                   pub_cells: np.ndarray) -> None:
+    """Every ``derived:`` column of the public file is a function of the released cell and
+    equals the source's mapping there (compared by value hash)."""
+    from sdc.engine.derived import DerivedError
+    from sdc.engine.draws import value_hash
+
+    bad = []
+    o_src, o_pub = np.argsort(src_cells), np.argsort(pub_cells)
+    for c in cfg.derived:
+        try:
+            sv = src.values(c, src_cells[o_src], lambda j: f"cell {j}")
+            pv = pub.values(c, pub_cells[o_pub], lambda j: f"cell {j}")
+        except DerivedError as e:
+            bad.append(str(e))
+            continue
+        at = np.searchsorted(src_cells[o_src], pub_cells[o_pub])
+        at = np.minimum(at, max(src_cells.size - 1, 0))
+        known = src_cells[o_src][at] == pub_cells[o_pub]
+        diff = ~known | (value_hash(sv.take(at)) != value_hash(pv))
+        if diff.any():
+            bad.append(f"{c!r}: {int(diff.sum())} released cell(s) hold a value other than the "
+                       "source's mapping of their key values")
+    rep.add("derived columns follow the released keys", not bad,
+            f"{cfg.derived}: every released record carries the source's mapping of its "
+            "released key values" if not bad else "; ".join(bad[:3]))
 
 
 def _recoding_check(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
@@ -687,8 +779,9 @@ def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Pat
     ``path`` and ``sha256`` - never the seed), ``risk`` (``xi``, ``theta``, ``kmin``,
     ``theta_mode``, ``small_blocks``, ``certificate``, ``certificate_at``, ``merges``),
     ``counts`` (records, cells, sensitive cells, partition sets, PRBs, records changed),
-    ``blocks`` (the PRB table, one dict per PRB with its action), ``public_files`` and
-    ``internal_files`` (name -> SHA-256).
+    ``blocks`` (the PRB table, one dict per PRB with its action), ``dependence`` (the
+    dependence check's figures per released non-key column and the ``derived:`` columns),
+    ``public_files`` and ``internal_files`` (name -> SHA-256).
     """
     sens = result.cell_prb >= 0
     out = _plain({
@@ -735,6 +828,11 @@ def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Pat
             "records_changed": int(result.n_changed),
         },
         "blocks": _records(result.blocks),
+        "dependence": {
+            "method": "docs/METHOD.md, Dependence of non-key columns",
+            "columns": [f.as_dict() for f in getattr(result, "dependence", [])],
+            "derived": list(config.derived),
+        },
         "public_files": dict(public_hashes),
         "internal_files": dict(internal_hashes or {}),
     })

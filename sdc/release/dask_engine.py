@@ -39,7 +39,15 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
+from sdc.engine.batches import (
+    CellCounter,
+    CellLocator,
+    add_dependence,
+    cell_codes,
+    cell_table,
+    new_dependence_counter,
+)
+from sdc.engine.derived import DerivedCollector
 from sdc.engine.draws import record_identity
 from sdc.engine.perturb import PerturbValues
 from sdc.errors import InputError
@@ -159,13 +167,20 @@ def _count_task(piece, offset, config):
     problems = _batch_problems(frame, config)
     if problems is not None and len(problems):
         return ("problems", problems, offset, list(frame.columns), None, ident)
-    u, c = np.unique(cell_codes(frame, config), return_counts=True)
+    codes = cell_codes(frame, config)
+    u, c = np.unique(codes, return_counts=True)
     w = config.input.weight
     wmax = float(np.abs(frame[w].to_numpy(float)).max(initial=0.0)) if w else None
     # perturb: value counts and problems of the piece (merged and checked by the client)
     pcounts = {v: PerturbValues(v, config) for v in (config.perturb or {})}
     add_perturb_counts(pcounts, frame)
-    return ("counts", u, c.astype(np.int64), list(frame.columns), wmax, ident, pcounts)
+    dep = new_dependence_counter(list(frame.columns), config)  # the dependence check's part
+    add_dependence(dep, frame, codes, config)
+    derived = DerivedCollector(list(config.derived)) if config.derived else None
+    if derived is not None:
+        derived.add(frame, codes)
+    return ("counts", u, c.astype(np.int64), list(frame.columns), wmax, ident, pcounts, dep,
+            derived)
 
 
 def _duplicate_rows_task(piece, offset, dups, config):
@@ -253,6 +268,7 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     wmax = 0.0 if config.input.weight else None
     identities: list[np.ndarray] = []
     pvalues = {v: PerturbValues(v, config) for v in (config.perturb or {})}
+    dep = derived = None
     for res in client.gather(futures):
         if not columns:
             columns = res[3]
@@ -264,6 +280,13 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
             counter.add_counts(res[1], res[2])
             for v, pv in res[6].items():
                 pvalues[v].merge(pv)
+            if dep is None:
+                dep = new_dependence_counter(res[3], config)
+            dep.merge(res[7])
+            if res[8] is not None:
+                if derived is None:
+                    derived = DerivedCollector(list(config.derived))
+                derived.merge(res[8])
         if res[5] is not None:
             identities.append(res[5])
     del futures
@@ -310,8 +333,9 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     codes, counts = counter.result()
     return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns,
                      identities_unique=unique, weight_max=wmax,
-                     perturb_counts={v: pv.value_counts() for v, pv in pvalues.items()}
-                     ), pieces, offsets
+                     perturb_counts={v: pv.value_counts() for v, pv in pvalues.items()},
+                     dependence=dep if dep is not None else new_dependence_counter(columns, config),
+                     derived=derived), pieces, offsets
 
 
 def _submit_refinement(client, acc, pieces, offsets, codes_f, cfg) -> list:

@@ -116,6 +116,10 @@ class Draft:
     history: list[str]
     check: dict[str, Any]
     design_notes: list[str] = field(default_factory=list)
+    #: columns the dependence check found giving the key values away -> why (dropped)
+    dependent: dict[str, str] = field(default_factory=dict)
+    #: such columns that are functions of the keys: released recomputed (``derived:``) -> why
+    derived: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The config as a dict (what :func:`draft_yaml` writes, without the comments)."""
@@ -130,6 +134,7 @@ class Draft:
             "risk": dict(self.risk),
             "seed": {"file": self.seed_file},
             "output": dict(self.output),
+            **({"derived": list(self.derived)} if self.derived else {}),
         }
 
 
@@ -416,9 +421,8 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     data["partition"] = part
     for policy in ("merge", "calibrate"):
         data["risk"] = {**risk, "small_blocks": policy}
-        cfg = parse_config(data, base, source="the draft", load_hierarchies=False)
         try:
-            result = sdc.release_frame(frame, cfg, seed=0)
+            result = _checked_release(frame, data, base, draft)
         except sdc.SmallBlockError as e:
             if policy == "calibrate":
                 raise sdc.SmallBlockError(f"the drafted partition cannot be certified: {e}") from None
@@ -433,6 +437,45 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
                        if len(result.blocks) else 0.0}
         break
     return draft
+
+
+def _checked_release(frame: pd.DataFrame, data: dict[str, Any], base: Path,
+                     draft: Draft) -> Any:
+    """``release_frame`` of the draft; a column the dependence check fails goes to
+    ``derived:`` when it is a function of the key values, else to ``input.drop`` (the reason
+    is written as a comment), and the check reruns."""
+    from sdc.engine.dependence import DependenceError
+
+    while True:
+        cfg = parse_config(data, base, source="the draft", load_hierarchies=False)
+        try:
+            return sdc.release_frame(frame, cfg, seed=0)
+        except DependenceError as e:
+            bad = [f for f in e.figures if f.flagged]
+            keys = list(cfg.key_names)
+            for f in bad:
+                shown = ", ".join(sorted(f.revealed, key=lambda k: -f.revealed[k])[:2])
+                why = (f"gives {shown} away (an intruder using it picks a target with "
+                       f"probability {f.figure:.2f} > xi = {cfg.risk.xi})")
+                if f.column in draft.released_unchanged:
+                    draft.released_unchanged.remove(f.column)
+                if _is_function_of(frame, f.column, keys):
+                    draft.derived[f.column] = why
+                else:
+                    draft.dependent[f.column] = why
+                    draft.input["drop"].append(f.column)
+            data["input"]["drop"] = list(draft.input["drop"])
+            if draft.derived:
+                data["derived"] = list(draft.derived)
+
+
+def _is_function_of(frame: pd.DataFrame, column: str, keys: list[str]) -> bool:
+    """Whether ``column`` has one value per combination of ``keys`` (by value hash)."""
+    from sdc.engine.draws import value_hash
+
+    h = pd.Series(value_hash(frame[column]).view(np.int64), index=frame.index)
+    grouped = h.groupby([frame[k] for k in keys], dropna=False, sort=False)
+    return bool((grouped.nunique() <= 1).all())
 
 
 def _typed_keys(frame: pd.DataFrame, kds: dict[str, KeyDraft]) -> pd.DataFrame:
@@ -511,6 +554,10 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         if k == "drop":
             L.append(f"  drop: {_flow(v)}" + ("" if v else
                      "                    # direct identifiers: never released"))
+            for col, why in d.dependent.items():
+                L.append(f"  # dropped by sdc init: {col} {why}; it is not a function of the")
+                L.append("  # keys (derived: would be refused): to release it, make it a key "
+                         "variable")
         else:
             L.append(f"  {k}: {_flow(v)}")
     if d.input_labels:
@@ -518,6 +565,11 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         L += [f"    {_flow(c)}: {_flow(t)}" for c, t in d.input_labels.items()]
     if d.released_unchanged:
         L += _wrap_list("  # released unchanged: ", [str(c) for c in d.released_unchanged], 0)
+    if d.derived:
+        L.append(f"derived: {_flow(list(d.derived))}   # recomputed from the RELEASED key values")
+        for col, why in d.derived.items():
+            L.append(f"  # {col} {why}; it is a function of the keys, so sdc releases it "
+                     "recomputed")
     L += ["key_variables:                # what an intruder can match on (OBSERVED domains!)"]
     for k, kd in d.keys.items():
         L.append(f"  {_flow(k)}:")

@@ -23,6 +23,7 @@ The public files are byte-identical to the pandas engine's for the same input, c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import tempfile
@@ -40,12 +41,18 @@ from sdc.engine.apply import released_cells
 from sdc.engine.batches import (
     CellCounter,
     CellLocator,
+    add_dependence,
     cell_codes,
     cell_table,
     decode_released,
+    derived_cells,
+    new_dependence_counter,
     partition_cells,
 )
 from sdc.engine.cells import CellTable
+from sdc.engine.dependence import DependenceCounter, measure_dependence, raise_if_dependent
+from sdc.engine.dependence import checked_columns as dependence_columns
+from sdc.engine.derived import DerivedCollector
 from sdc.engine.draws import (
     DrawPlan,
     cell_identity,
@@ -109,6 +116,10 @@ class CellCount:
     #: ``{column: (min, max, integer-typed)}`` of the ``value_columns`` the pass was asked to
     #: measure (the reports' numeric variables without Parquet statistics)
     value_ranges: dict[str, tuple[float, float, bool]] = field(default_factory=dict)
+    #: the dependence check's aggregates of the released non-key columns (None: not counted)
+    dependence: DependenceCounter | None = None
+    #: the value of every ``derived:`` column per cell, as collected (None: no such column)
+    derived: DerivedCollector | None = None
 
 
 @dataclass
@@ -191,6 +202,10 @@ class BatchRelease:
     @property
     def cell_partition_set(self) -> np.ndarray:
         return self.plan.partitioned.cell_partition_set
+
+    @property
+    def dependence(self) -> list:
+        return list(self.plan.dependence)
 
     @property
     def blocks(self) -> pd.DataFrame:
@@ -309,18 +324,26 @@ def validate_batches(frames: Iterable[pd.DataFrame], config: ReleaseConfig,
 
 
 # -- pass 1: count -------------------------------------------------------------------------------
-def checked_columns(config: ReleaseConfig) -> list[str] | None:
+def checked_columns(config: ReleaseConfig, dependence: bool = False) -> list[str] | None:
     """The columns the count pass reads: those the input schema checks (keys, id, weight,
-    dropped identifiers) that the file has; a missing one is then reported by the schema."""
+    dropped identifiers) that the file has; a missing one is then reported by the schema.
+    With ``dependence`` also every released non-key column (the dependence check)."""
     names = input_arrow_schema(config).names
     need = [*config.key_names, config.input.id_column, config.input.weight, *config.input.drop,
             *(config.perturb or {})]
+    if dependence:
+        need += dependence_columns(names, config)
+    need += list(config.derived)
     return [c for c in names if c in {n for n in need if n}]
 
 
 def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
-                validate: bool = True, value_columns: list[str] | None = None) -> CellCount:
+                validate: bool = True, value_columns: list[str] | None = None,
+                dependence: bool = True) -> CellCount:
     """Read the input once in batches: validate each batch, count its cells, merge.
+
+    ``dependence``: also count the aggregates of the dependence check of the released non-key
+    columns (:mod:`sdc.engine.dependence`; :func:`plan_cells` measures and checks them).
 
     ``value_columns``: numeric columns to read too, for their smallest and largest non-NaN
     value (:attr:`CellCount.value_ranges`; the reports' quartile select starts from them when
@@ -346,12 +369,19 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
     value_columns = [c for c in (value_columns or []) if c in all_columns]
     value_lo: dict[str, float] = {}
     value_hi: dict[str, float] = {}
+    dep = new_dependence_counter(all_columns, config) if dependence else None
+    derived = DerivedCollector(list(config.derived)) if config.derived else None
 
     def consume(frame: pd.DataFrame) -> None:
         if not columns:
             check_columns(pd.DataFrame(columns=all_columns), config)
             columns.extend(all_columns)
-        counter.add(cell_codes(frame, config))
+        codes = cell_codes(frame, config)
+        counter.add(codes)
+        if dep is not None:
+            add_dependence(dep, frame, codes, config)
+        if derived is not None:
+            derived.add(frame, codes)
         add_perturb_counts(perturb_values, frame)
         for c in value_columns:
             x = frame[c].to_numpy(dtype=float, na_value=np.nan)
@@ -381,7 +411,7 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
         found = _duplicate_ids(identities, config, batch_rows)
         return None if found is None or found is True else _duplicate_ids_table(*found, config)
 
-    read = checked_columns(config)
+    read = checked_columns(config, dependence)
     if read is not None and value_columns:
         read = [c for c in all_columns if c in {*read, *value_columns}]
     frames = input_batches(config, batch_rows=batch_rows, columns=read)
@@ -410,7 +440,8 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
               for c in value_lo}
     return CellCount(cell_table(codes, counts, config), codes, n, columns, unique,
                      weight_max[0] if weight is not None else None,
-                     {v: pv.value_counts() for v, pv in perturb_values.items()}, ranges)
+                     {v: pv.value_counts() for v, pv in perturb_values.items()}, ranges, dep,
+                     derived)
 
 
 # -- perturb: (DP-PRAM of non-key variables) in batches -----------------------------------------
@@ -561,8 +592,18 @@ def _raise_duplicate_ids(rows: np.ndarray, values: pd.Series, config: ReleaseCon
 
 
 def plan_cells(count: CellCount, config: ReleaseConfig) -> ReleasePlan:
-    """The shared planning step on the counted cell table."""
-    return plan_release(partition_cells(count.cells, config), config)
+    """The shared planning step on the counted cell table, then the dependence check of the
+    released non-key columns when the count pass counted it (raises
+    :class:`~sdc.engine.dependence.DependenceError`)."""
+    count.cells = derived_cells(count.cells, count.cell_codes, count.derived, config)
+    plan = plan_release(partition_cells(count.cells, config), config)
+    if count.dependence is None:
+        return plan
+    codes = count.cell_codes
+    figures = measure_dependence(count.dependence, plan, config,
+                                 lambda x: np.searchsorted(codes, x))
+    raise_if_dependent(figures, plan, config)
+    return dataclasses.replace(plan, dependence=figures)
 
 
 def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
