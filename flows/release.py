@@ -673,7 +673,8 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
 # ---------------------------------------------------------------------------------------------
 @flow(name="release", retries=0, log_prints=False)
 def release(config_path: str, force: bool = False, new_series: bool = False,
-            engine: str | None = None, review: bool = False) -> dict[str, Any]:
+            engine: str | None = None, review: bool = False,
+            wait_for_review: bool = False) -> dict[str, Any]:
     """Run one release job from its YAML config and publish the release folder.
 
     Parameters
@@ -699,7 +700,8 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     t0 = time.perf_counter()
     spec = resolve_engine(sdc.load_config(config_path), engine)
     if spec.kind != "pandas":
-        return _release_batches(config_path, force, spec, t0, new_series, review)
+        return _after_review(_release_batches(config_path, force, spec, t0, new_series, review),
+                             wait_for_review)
     timings: dict[str, float] = {}
 
     def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -729,6 +731,24 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     timings["artifacts"] = round(time.perf_counter() - t, 3)
     summary["timings"] = timings
     summary["seconds"] = round(time.perf_counter() - t0, 3)
+    return _after_review(summary, wait_for_review)
+
+
+def _after_review(summary: dict[str, Any], wait: bool) -> dict[str, Any]:
+    """With ``wait`` and a staged release: pause for the reviewers' decision (flows.review)."""
+    rev = summary.get("review")
+    if not wait or rev is None:
+        return summary
+    from flows.review import wait_for_decision
+
+    _step("waiting for the review decision")
+    description = (f"Release `{summary['name']}` is staged for review in `{rev['staged_dir']}` "
+                   f"(approvers: {', '.join(rev['approvers']) or 'any named reviewer'}). See the "
+                   "release-review artifact. Choose approve or reject and give your name.")
+    outcome = wait_for_decision(Path(rev["staged_dir"]), description)
+    summary["review"] = {**rev, **outcome}
+    if outcome["status"] == "approved":
+        summary["release_dir"] = outcome["release_dir"]
     return summary
 
 

@@ -159,7 +159,9 @@ def build_deployments(jobs: Sequence[ScheduledJob], *, force: bool = False) -> l
         release.to_deployment(
             name=j.name,
             schedule=Cron(j.cron, timezone=j.timezone),
-            parameters={"config_path": str(j.config_path), "force": force},
+            # a config with review: waits in a paused run for the decision (UI or sdc approve)
+            parameters={"config_path": str(j.config_path), "force": force,
+                        "wait_for_review": True},
             description=f"Release job {j.name} ({j.config_path}), cron {j.cron!r} {j.timezone}",
             tags=["sdc", "release"],
             entrypoint_type=EntrypointType.MODULE_PATH,

@@ -718,25 +718,83 @@ CommentOpt = Annotated[str | None, typer.Option("--comment", help="Recorded with
                                                 show_default=False)]
 
 
+RunOrDirArg = Annotated[str, typer.Argument(
+    help="A release folder (or its .staged folder), or the id of a flow run paused for review.",
+    show_default=False, metavar="RUN|RELEASE_DIR")]
+
+
+def _send_to_paused_run(target: str, decision: str, name: str, comment: str | None) -> bool:
+    """When the staged release (or the run id given) belongs to a flow run paused for review
+    on a reachable Prefect API, send it the decision (the run applies it) and say so."""
+    import json
+    import uuid
+
+    from sdc.release.review import REVIEW_FILE, ReviewError, target_of
+
+    run_id: str | None = None
+    given_run = False
+    if not Path(target).exists():
+        try:
+            run_id, given_run = str(uuid.UUID(target)), True
+        except ValueError:
+            run_id = None
+    if run_id is None:
+        review = target_of(Path(target))[1] / "internal" / REVIEW_FILE
+        try:
+            run_id = json.loads(review.read_text(encoding="utf-8")).get("flow_run_id")
+        except (OSError, ValueError):
+            run_id = None
+    if run_id is None:
+        return False
+    if not _prefect_api_configured():
+        from flows.server import local_server
+
+        srv = local_server()
+        if srv is not None and srv.healthy():
+            os.environ["PREFECT_API_URL"] = srv.url
+    if not _prefect_api_configured():
+        if given_run:
+            raise ReviewError("a flow run id needs the Prefect server it runs on: set "
+                              "PREFECT_API_URL (or start `sdc server start`)")
+        return False
+    from flows.review import paused_run_of, send_decision
+
+    if not paused_run_of(run_id):
+        if given_run:
+            raise ReviewError(f"flow run {run_id} is not paused for review on the configured "
+                              "Prefect server")
+        return False
+    send_decision(run_id, decision, name, comment)
+    console.print(f"sent '{decision}' by {escape(name)} to the paused flow run {run_id}; the "
+                  "run checks the decision and publishes or discards the release (see its "
+                  "logs in the Prefect UI)")
+    return True
+
+
 @app.command()
-def approve(release_dir: ReleaseDirArg, name: AsOpt, comment: CommentOpt = None) -> None:
-    """Publish a release staged for review (RELEASE_DIR or RELEASE_DIR.staged): the staged
-    files are checked against what was staged, the approval recorded in audit.json."""
+def approve(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None) -> None:
+    """Publish a release staged for review (RELEASE_DIR or RELEASE_DIR.staged, or the paused
+    flow run's id): the staged files are checked against what was staged, the approval recorded
+    in audit.json."""
     with _friendly_errors():
+        if _send_to_paused_run(target, "approve", name, comment):
+            return
         from sdc.release.review import approve as do_approve
 
-        d = do_approve(release_dir, name, comment)
+        d = do_approve(Path(target), name, comment)
         console.print(f"[green]approved[/green] by {escape(d.name)} at {d.at}; published "
                       f"{escape(str(d.release_dir))} (manifest SHA-256 {d.manifest_sha256})")
 
 
 @app.command()
-def reject(release_dir: ReleaseDirArg, name: AsOpt, comment: CommentOpt = None) -> None:
+def reject(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None) -> None:
     """Discard a release staged for review (its staged folder is deleted)."""
     with _friendly_errors():
+        if _send_to_paused_run(target, "reject", name, comment):
+            return
         from sdc.release.review import reject as do_reject
 
-        d = do_reject(release_dir, name, comment)
+        d = do_reject(Path(target), name, comment)
         console.print(f"rejected by {escape(d.name)} at {d.at}: deleted "
                       f"{escape(str(d.staged_dir))}; nothing was published", markup=True)
 

@@ -80,7 +80,8 @@ def test_build_deployments_cron_timezone_parameters(make_small_job):
     assert dep.name == "monthly"
     assert dep.flow_name == "release"
     assert dep.entrypoint == "flows.release.release"
-    assert dep.parameters == {"config_path": str(cfg.resolve()), "force": True}
+    assert dep.parameters == {"config_path": str(cfg.resolve()), "force": True,
+                              "wait_for_review": True}
     (sched,) = dep.schedules
     assert sched.schedule.cron == "30 5 2 * *"
     assert sched.schedule.timezone == "America/Chicago"

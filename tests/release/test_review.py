@@ -86,3 +86,55 @@ def test_flag_review_reject_and_tampering(make_small_job, tmp_path):
     assert not staged.exists() and not out.exists()
     with pytest.raises(ReviewError, match="no release awaits review"):
         reject(out, "carol")
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_flow_pauses_for_the_decision_on_a_server(make_small_job, tmp_path, prefect_harness):
+    """On a Prefect server (the session's test server), the flow stages the release and pauses
+    with a typed input; a refused decision (not an approver) pauses it again; `sdc approve`
+    with the run id resumes it and the run publishes the release."""
+    import threading
+    import time
+
+    from flows.release import release
+    from flows.review import paused_run_of
+
+    cfg = make_small_job("paused", n=1500, review={"required": True, "approvers": ["alice"]})
+    staged = tmp_path / "releases" / "paused.staged"
+    out = tmp_path / "releases" / "paused"
+    result: dict = {}
+
+    def go():
+        result["summary"] = release(config_path=str(cfg), wait_for_review=True)
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+
+    def paused_run() -> str:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            review = staged / "internal" / "review.json"
+            if review.is_file():
+                run_id = json.loads(review.read_text())["flow_run_id"]
+                if run_id and paused_run_of(run_id):
+                    return run_id
+            time.sleep(0.5)
+        raise AssertionError("the flow run never paused for review")
+
+    run_id = paused_run()
+    assert not out.exists()
+    r = run("approve", run_id, "--as", "mallory")  # sent; the run refuses it and pauses again
+    assert r.exit_code == 0, r.text
+    time.sleep(1)
+    run_id = paused_run()
+    assert not out.exists()
+    r = run("approve", run_id, "--as", "alice", "--comment", "fine")
+    assert r.exit_code == 0, r.text
+    th.join(timeout=300)
+    summary = result["summary"]
+    assert summary["review"]["status"] == "approved"
+    assert summary["release_dir"] == str(out.absolute())
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    assert audit["review"]["approved_by"] == "alice"
+    assert audit["review"]["flow_run_id"] == run_id
