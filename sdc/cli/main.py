@@ -117,6 +117,20 @@ def _friendly_errors(json_for: str | None = None) -> Iterator[None]:
         raise typer.Exit(code) from None
 
 
+#: the width of tables when stdout is not a terminal (a log file, a pipe): wide enough that no
+#: table is wrapped or folded (rich's default there is 80 columns)
+PLAIN_WIDTH = 4000
+
+
+def _plain_when_piped() -> None:
+    """Not on a terminal and no COLUMNS of the user's: print tables unwrapped, one row per
+    line, so the logs of scheduled runs and `sdc plan | less -S` stay readable."""
+    if os.environ.get("COLUMNS"):
+        return
+    for c in (console, err_console):
+        c.width = c.width if c.is_terminal else PLAIN_WIDTH
+
+
 def _quiet_prefect() -> None:
     """Keep Prefect's console logging (INFO lines, telemetry, task tracebacks) out of the
     user's way; set before Prefect is imported. Logs still reach the Prefect API (UI).
@@ -133,6 +147,7 @@ def _root(
 ) -> None:
     """Publish public-use microdata with identification risk <= xi (NZY unbiased PRAM)."""
     _state["debug"] = debug
+    _plain_when_piped()
     if "prefect" in sys.modules:
         return  # Prefect read its settings at import (e.g. under tests): env changes are moot
     # no telemetry calls from an agency machine (they also fail noisily without internet)

@@ -271,3 +271,17 @@ def test_release_timings(prefect_harness, make_small_job):
     r = run("release", cfg, "--force")
     assert r.exit_code == 0, r.text
     assert "timings {" not in r.stdout
+
+
+def test_tables_are_not_wrapped_when_stdout_is_not_a_terminal(make_census_job):
+    """Piped output (a scheduled run's log): one PRB per line, nothing folded at 80 columns."""
+    from typer.testing import CliRunner
+
+    from sdc.cli.main import app
+
+    cfg = make_census_job()
+    r = CliRunner().invoke(app, ["plan", str(cfg), "--limit", "3"], env={"COLUMNS": None})
+    assert r.exit_code == 0, r.output
+    rows = [line for line in r.stdout.splitlines() if "theorem" in line]
+    assert rows and all("sex=Male | age=0-17 | race=" in line for line in rows[:3]), rows
+    assert max(len(line.rstrip()) for line in r.stdout.splitlines()) > 80
