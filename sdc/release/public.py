@@ -258,6 +258,14 @@ def _merged_variables(result: ReleaseResult, config: ReleaseConfig) -> tuple[int
 
 
 def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) -> str:
+    if var == config.input.household_id:
+        return ("household pseudonym 1..H (keyed): the members of a household share it and are "
+                "contiguous; no link to the original household ids")
+    if var in config.key_variables and config.key_variables[var].level == "household":
+        return ("may have been changed (household-level key: post-randomized once per "
+                "household; every member carries the same value)")
+    if var in config.input.household_columns:
+        return "unchanged (household column: one value per household)"
     if var in config.key_variables:
         rule = config.partition.get(var)
         if rule is None:
@@ -361,6 +369,28 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
                 f"so the generalized values of {', '.join(md_code(v) for v in merged_vars)} are "
                 "exact for the merged group, not for each partition set in it.",
             ]
+    hid = config.input.household_id
+    if hid is not None:
+        hk = ", ".join(md_code(k) for k in config.household_keys)
+        pk = ", ".join(md_code(k) for k in config.person_keys)
+        lines += [
+            "", "### Households", "",
+            f"Persons are grouped in households ({md_code(hid)}: a keyed pseudonym 1..H, the "
+            "members of a household are contiguous). The household-level keys "
+            f"({hk}) were post-randomized once per household, among rare households, so every "
+            "member carries the same values; the bound xi holds for an intruder who knows a "
+            "household's household-level keys. The person-level keys "
+            f"({pk}) were post-randomized per person among persons with the same household-level "
+            "values; the bound xi holds for an intruder who knows a person's keys"
+            + (f" (except {small} person(s) in household-value classes too small for it, "
+               "protected by the household randomization only)"
+               if (small := getattr(getattr(result, "households", None),
+                                    "small_class_persons", 0)) else "")
+            + ". A released "
+            "combination of household and person values may be absent from the original file. "
+            "An intruder who knows the keys of every member of a household is not covered by "
+            "the bound: the data producer's report measures that risk.",
+        ]
     if config.perturb:
         lines += ["", "### Differentially private PRAM", "",
                   "These non-key variables were randomized with eps-differentially private PRAM "

@@ -299,3 +299,16 @@ def test_sdcmicro_testdata_households():
     assert r.households.n_households == 1000
     assert _consistent(r.frame, cfg)
     assert r.certificate <= 0.5
+
+
+def test_codebook_describes_households():
+    from sdc.release.public import codebook_markdown
+
+    cfg = sdc.parse_config(GEN)
+    f = _gen()
+    r = sdc.release_frame(f, cfg, 3)
+    md = codebook_markdown(cfg, r)
+    assert "### Households" in md and "keyed pseudonym" in md
+    assert "household pseudonym 1..H" in md
+    assert "household-level key: post-randomized once per household" in md
+    assert f"except {r.households.small_class_persons} person(s)" in md
