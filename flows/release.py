@@ -870,6 +870,17 @@ def plan_release(config_path: str | Path, engine: str | None = None) -> PlanSumm
     blocks = result.blocks
     sens = result.sensitive_cell
     out = config.output_dir.resolve()
+    st = result.households
+    if st is not None:
+        hb = st.result.blocks
+        notes.append(
+            f"household file: the PRBs below are the person stage's (certificate "
+            f"{st.person_certificate:.6f}, inside the household keys' values); the household "
+            f"stage has {st.n_households:,} households, {len(hb)} household PRB(s), "
+            f"certificate {st.certificate:.6f}, {float(hb['expected_changed'].sum()) if len(hb) else 0.0:.1f} "
+            f"households expected to change; {st.small_classes} household-key class(es) "
+            f"({st.small_class_persons} persons) too small for a person PRB "
+            "(docs/HOUSEHOLDS.md)")
     return PlanSummary(
         name=config.name,
         config_path=job.config_path,

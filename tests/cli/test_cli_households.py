@@ -95,3 +95,12 @@ def test_validate_lists_inconsistent_households(make_small_job):
     cfg = _job(make_small_job, "hhv", frame)
     assert_clean_error(run("validate", cfg), 2, "'dwelling' differs within 2 household(s)",
                        *sorted(bad))
+
+
+def test_plan_notes_the_household_stage(make_small_job):
+    frame = generate_household_sample(1500, seed=3, n_regions=12)
+    cfg = _job(make_small_job, "hhp", frame)
+    r = run("plan", cfg)
+    assert r.exit_code == 0, r.text
+    assert "household file: the PRBs below are the person stage's" in r.text
+    assert "household PRB(s)" in r.text
