@@ -102,6 +102,8 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
                     name=name)
             _write_new(out, draft_yaml(draft, data_display=str(data)), force)
             c = draft.check
+            from sdc.config.model import certificate_text as _cert
+
             if c and c["records"] and c["expected_changed"] / c["records"] > DESIGN_WHEN:
                 share = c["expected_changed"] / c["records"]
                 with console.status(f"the draft changes {share:.0%} of the records: searching "
@@ -117,7 +119,8 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
             console.print(
                 f"{c['records']:,} records, keys {', '.join(key_list)}; partition: {part}; "
                 f"{c['partition_sets']} partition sets, {c['prbs']} PRBs, certificate "
-                f"{c['certificate']:.4f} <= xi = {c['xi']}", markup=False, soft_wrap=True)
+                f"{_cert(c['certificate'], c['xi'], 4)} xi = {c['xi']}", markup=False,
+                soft_wrap=True)
             console.print("The categories and ranges are OBSERVED in the data: replace them with "
                           "each variable's public domain before a real release (a domain read "
                           "from the data can reveal a rare value).", style="yellow", markup=False)

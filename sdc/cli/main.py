@@ -325,13 +325,14 @@ def _check_prefect_api() -> str | None:
 
 
 def _print_release_summary(s: dict[str, Any]) -> None:
-    ok = s["certificate"] <= s["xi"] + 1e-12
+    from sdc.config.model import certificate_text
+
     rows = [
         ("records", _fmt_int(s["n"])),
         ("partition sets", _fmt_int(s["n_partition_sets"])),
         ("PRBs", _fmt_int(s["n_prbs"])),
         (f"theta ({s['theta_mode']})", f"{s['theta']:.4f}   kmin = {s['kmin']}"),
-        ("certificate", f"{s['certificate']:.6f} {'<=' if ok else '>'} xi = {s['xi']}"),
+        ("certificate", f"{certificate_text(s['certificate'], s['xi'])} xi = {s['xi']}"),
         ("records changed", f"{_fmt_int(s['records_changed'])} "
                             f"(expected {s['expected_changed']:,.1f})"),
     ]
@@ -424,7 +425,8 @@ def plan(
         actions = (", ".join(f"{a}: {n}" for a, n in small["action"].value_counts().items())
                    if len(small) else "none (every PRB has k >= kmin and uses the theorem's "
                    "theta)")
-        ok = p.certificate <= p.xi + 1e-12
+        from sdc.config.model import certificate_text
+
         rows = [
             ("config", str(p.config_path)),
             ("records", _fmt_int(p.n_records)),
@@ -436,7 +438,7 @@ def plan(
             ("kmin", str(p.kmin)),
             (f"small blocks ({p.small_blocks})", actions),
             ("expected changed records", f"{p.expected_changed:,.1f} (sum of theta * k)"),
-            ("certificate", f"{p.certificate:.6f} {'<=' if ok else '>'} xi"),
+            ("certificate", f"{certificate_text(p.certificate, p.xi)} xi"),
             ("release folder", f"{p.output_dir}" + (" (exists: `sdc release` needs --force)"
                                                     if p.release_exists else "")),
         ]

@@ -65,6 +65,7 @@ __all__ = [
     "Schedule",
     "SeedFile",
     "TopBottom",
+    "certificate_text",
     "check_xi",
 ]
 
@@ -495,7 +496,11 @@ class Schedule(_Strict):
 class DPPerturb(_Strict):
     """eps-differentially private PRAM (Ayed et al.) of one non-key categorical variable.
 
-    ``categories``: the variable's domain (default: the values present in the input, sorted).
+    ``categories``: the variable's public domain, decided without looking at the data;
+    required. A domain read from the data reveals every value present (one "astronaut" in 600
+    records came out as 113: the value exists), so it is not differentially private; it is
+    allowed only with ``domain_from_data: true``, and the codebook then says "not
+    differentially private: domain taken from the data".
     ``proportions``: public proportions (same order as ``categories``) the design is optimised
     for. Without them the input's own proportions are used; the design then depends on the
     confidential data and is kept internal (see ``sdc.engine.perturb``).
@@ -505,9 +510,20 @@ class DPPerturb(_Strict):
     epsilon: float = Field(gt=0, le=20)
     categories: list[Category] | None = None
     proportions: list[float] | None = None
+    domain_from_data: bool = False
 
     @model_validator(mode="after")
     def _proportions(self) -> DPPerturb:
+        if self.categories is None and not self.domain_from_data:
+            raise ValueError(
+                "DP-PRAM needs the variable's public domain: list every value it can take under "
+                "'categories' (decided without looking at the data). Taking the values from the "
+                "data reveals which values occur (a value held by one respondent appears in "
+                "the public file many times), so the release would not be differentially "
+                "private; to accept that, set 'domain_from_data: true' (the codebook then says "
+                "so)")
+        if self.categories is not None and self.domain_from_data:
+            raise ValueError("give either 'categories' or 'domain_from_data: true', not both")
         if self.proportions is not None:
             if self.categories is None or len(self.categories) != len(self.proportions):
                 raise ValueError("'proportions' needs 'categories' of the same length")
@@ -793,6 +809,21 @@ _XI_HELP = (
     "every correct-match probability (h(theta) > 1/3 for all theta < 1), and at or above 1 "
     "there is nothing to protect"
 )
+
+
+def certificate_text(certificate: float, xi: float, digits: int = 6, tol: float = 1e-12) -> str:
+    """``"0.394025 <="`` (or ``">"``): the certificate with at least ``digits`` decimals and as
+    many more as it takes for the comparison with xi to read true (at xi = 0.9999999 a
+    certificate of 0.99999983 printed as "1.000000 <= xi"). Within ``tol`` above xi counts as
+    <= xi (the checks' tolerance) and is shown as xi."""
+    ok = certificate <= xi + tol
+    c = min(certificate, xi) if ok else certificate
+    for d in range(digits, 18):
+        shown = f"{c:.{d}f}"
+        v = float(shown)
+        if (v <= xi) == ok and (v != xi or c == xi):
+            return f"{shown} {'<=' if ok else '>'}"
+    return f"{c!r} {'<=' if ok else '>'}"
 
 
 def check_xi(xi: object) -> float:

@@ -39,6 +39,7 @@ import yaml
 
 import sdc
 from sdc.config import ConfigError, ReleaseConfig, parse_config
+from sdc.config.model import certificate_text
 from sdc.errors import InputError
 
 __all__ = [
@@ -617,7 +618,8 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         f"  small_blocks: {d.risk['small_blocks']}          # merge | calibrate | fail: PRBs with k < kmin",
     ]
     if c:
-        L.append(f"  # checked: certificate {c['certificate']:.4f} <= xi on {c['records']} "
+        L.append(f"  # checked: certificate {certificate_text(c['certificate'], c['xi'], 4)} xi "
+                 f"on {c['records']} "
                  f"records, {c['prbs']} PRBs, {c['merges']} merge(s), about "
                  f"{c['expected_changed']:.0f} records changed")
     L += [

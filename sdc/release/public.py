@@ -41,6 +41,8 @@ __all__ = ["PUBLIC_ID", "PublicRecords", "codebook_markdown", "public_frame", "p
            "public_schema_for"]
 
 _MAX_LISTED = 10_000  # categories listed one by one in the codebook
+#: How the codebook labels a ``perturb:`` variable with ``domain_from_data: true``.
+NOT_DP = "not differentially private: domain taken from the data"
 
 
 # -- the public frame --------------------------------------------------------------------------
@@ -281,8 +283,11 @@ def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) 
         return (f"may have been changed only within its generalized value ({_rule_text(var, config)})"
                 f"{across}{exact}")
     if var in config.perturb:
+        spec = config.perturb[var]
+        if spec.domain_from_data:
+            return (f"may have been changed (PRAM, eps = {spec.epsilon:g}; {NOT_DP})")
         return (f"may have been changed (eps-differentially private PRAM, "
-                f"eps = {config.perturb[var].epsilon:g})")
+                f"eps = {spec.epsilon:g})")
     if var == PUBLIC_ID:
         return "new sequential number 1..n in random order; no link to the original file"
     return "unchanged"
@@ -394,8 +399,14 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
     if config.perturb:
         lines += ["", "### Differentially private PRAM", "",
                   "These non-key variables were randomized with eps-differentially private PRAM "
-                  "(smaller eps = more protection, more noise):", ""]
-        lines += [f"- {md_code(v)}: eps = {p.epsilon:g}" for v, p in config.perturb.items()]
+                  "(smaller eps = more protection, more noise)"
+                  + ("; the guarantee does not hold where marked below:"
+                     if any(p.domain_from_data for p in config.perturb.values()) else ":"), ""]
+        lines += [f"- {md_code(v)}: eps = {p.epsilon:g}"
+                  + (f" (**{NOT_DP}**: its list of values was read from the input, so every "
+                     "value that occurs in the input, however rare, appears in this file)"
+                     if p.domain_from_data else "")
+                  for v, p in config.perturb.items()]
     lines += ["", "## Variables", "", "| # | variable | type | role | perturbation |",
               "|---|---|---|---|---|"]
     for i, c in enumerate(cols, start=1):

@@ -228,7 +228,7 @@ def test_perturb_release_through_the_cli_equals_pandas(tmp_path):
             cfg = yaml.safe_load(path.read_text())
             if id_column is None:
                 del cfg["input"]["id_column"]
-            cfg["perturb"] = {"region": {"epsilon": 1.0},
+            cfg["perturb"] = {"region": {"epsilon": 1.0, "domain_from_data": True},
                               "tenure": {"epsilon": 2.0, "categories": ["own", "rent", "other"],
                                          "proportions": [0.3, 0.3, 0.4]}}
             path.write_text(yaml.safe_dump(cfg))
@@ -252,7 +252,7 @@ def test_perturb_release_through_the_cli_equals_pandas(tmp_path):
     # a numeric perturb: variable is refused by the batch engines (their reports summarize
     # numeric variables from the input values), with the fix; nothing is published
     cfg = yaml.safe_load(path.read_text())
-    cfg["perturb"] = {"hours": {"epsilon": 1.0}}
+    cfg["perturb"] = {"hours": {"epsilon": 1.0, "domain_from_data": True}}
     cfg["output"]["dir"] = str(tmp_path / "releases" / "numeric")
     path.write_text(yaml.safe_dump(cfg))
     r = run("release", path, "--engine", "streaming")

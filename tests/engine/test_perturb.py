@@ -79,7 +79,8 @@ def test_public_proportions_publish_the_design(census_with_class):
 def test_bad_perturb_inputs_are_clear(census_with_class):
     d, f = census_with_class
     with pytest.raises(sdc.ConfigError, match="perturb.sex.*key variable"):
-        sdc.parse_config(dict(d, perturb={"sex": {"epsilon": 1}}), base_dir=REPO / "configs")
+        sdc.parse_config(dict(d, perturb={"sex": {"epsilon": 1, "categories": [1, 2]}}),
+                         base_dir=REPO / "configs")
     with pytest.raises(sdc.ConfigError, match="epsilon"):
         sdc.parse_config(dict(d, perturb={"income_class": {"epsilon": 0}}), base_dir=REPO)
     g = f.copy()

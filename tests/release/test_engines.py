@@ -161,7 +161,7 @@ def test_records_file_equal_across_engines_with_shared_identities(tmp_path, monk
     assert got2.records_file.read_bytes() == expected
 
 
-PERTURB = {"region": {"epsilon": 0.8}}
+PERTURB = {"region": {"epsilon": 0.8, "domain_from_data": True}}
 
 
 @pytest.mark.parametrize("id_column", ["pid", None])

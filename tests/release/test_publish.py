@@ -140,9 +140,10 @@ def test_codebook_content_and_no_secrets(census) -> None:
 def test_codebook_lists_dp_variables(census) -> None:
     cfg, _, res = census
     cfg2 = cfg.model_copy(deep=True)
-    cfg2.perturb = {"hours_worked": sdc.config.DPPerturb(epsilon=1.5)}
+    cfg2.perturb = {"hours_worked": sdc.config.DPPerturb(epsilon=1.5, domain_from_data=True)}
     md = codebook_markdown(cfg2, res)
-    assert "`hours_worked`: eps = 1.5" in md and "eps = 1.5)" in md
+    assert "`hours_worked`: eps = 1.5 (**not differentially private: domain taken from the data**" in md
+    assert "PRAM, eps = 1.5; not differentially private: domain taken from the data)" in md
 
 
 # -- audit record and the assembled files ------------------------------------------------------

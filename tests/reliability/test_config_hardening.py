@@ -211,3 +211,66 @@ def test_codebook_markup_is_inert(job: JobBuilder, cli) -> None:
     assert len(var_rows) == 8, var_rows  # header, record_id and the 6 released columns
     bad = [r for r in var_rows if len(re.split(r"(?<!\\)\|", r)) != 7]
     assert not bad, bad
+
+
+# -- DP-PRAM needs a public domain -----------------------------------------------------------------
+def _with_job_title(job: JobBuilder) -> None:
+    """A non-key column where one respondent is an astronaut."""
+    titles = ["clerk", "teacher", "nurse"] * 200
+    titles[17] = "astronaut"
+    job.frame["job_title"] = titles
+
+
+def test_perturb_without_categories_is_refused(job: JobBuilder, cli) -> None:
+    """Without ``categories`` the domain came from the data: the one astronaut became ~100
+    astronauts in the public file (the value exists), under a codebook saying
+    "eps-differentially private"."""
+    _with_job_title(job)
+    job.config["perturb"] = {"job_title": {"epsilon": 1.0}}
+    res = cli("release", job.write())
+    _refused(job, res, "perturb.job_title", "public domain", "'categories'",
+             "not be differentially private", "domain_from_data: true")
+
+
+def test_perturb_domain_from_data_is_labelled_not_dp(job: JobBuilder, cli) -> None:
+    _with_job_title(job)
+    job.config["perturb"] = {"job_title": {"epsilon": 1.0, "domain_from_data": True}}
+    res = cli("release", job.write())
+    assert res.exit_code == 0, res.output
+    book = (job.out_dir / "public" / "codebook.md").read_text()
+    assert "`job_title`: eps = 1 (**not differentially private: domain taken from the data**" \
+        in book, book
+    assert "PRAM, eps = 1; not differentially private: domain taken from the data)" in book
+    assert "the guarantee does not hold where marked below" in book
+
+
+def test_perturb_with_public_categories_stays_dp(job: JobBuilder, cli) -> None:
+    _with_job_title(job)
+    job.config["perturb"] = {"job_title": {"epsilon": 1.0, "categories": [
+        "astronaut", "clerk", "nurse", "teacher"]}}
+    res = cli("release", job.write())
+    assert res.exit_code == 0, res.output
+    book = (job.out_dir / "public" / "codebook.md").read_text()
+    assert "not differentially private" not in book
+    assert "eps-differentially private PRAM, eps = 1)" in book
+
+
+# -- the summary's certificate line ----------------------------------------------------------------
+def test_certificate_shown_with_enough_digits() -> None:
+    from sdc.config.model import certificate_text
+
+    assert certificate_text(0.99999983, 0.9999999) == "0.9999998 <="   # was "1.000000 <="
+    assert certificate_text(0.99999989, 0.9999999) == "0.99999989 <="  # 7 digits round to xi
+    assert certificate_text(0.394025, 0.395) == "0.394025 <="          # the usual case: as before
+    assert certificate_text(0.3950001, 0.395) == "0.3950001 >"
+    assert certificate_text(0.395, 0.395) == "0.395000 <="
+
+
+def test_summary_at_xi_near_one_reads_true(job: JobBuilder, cli) -> None:
+    """At xi = 0.9999999 the summary printed "certificate 1.000000 <= xi"."""
+    job.config["risk"]["xi"] = 0.9999999
+    res = cli("release", job.write())
+    assert res.exit_code == 0, res.output
+    m = re.search(r"certificate ([0-9.]+) <= xi = 0\.9999999", res.text)
+    assert m, res.text
+    assert float(m.group(1)) <= 0.9999999, m.group(0)
