@@ -116,29 +116,55 @@ def step_seconds(marks: list[tuple[str, float]], end: float, prefix: str = "") -
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class Job:
-    """A loaded release job: the parsed config, the raw input and what the audit needs."""
+    """A loaded release job: the parsed config, the raw input and what the audit needs.
+
+    ``input_pin`` / ``config_pin`` (:class:`sdc.io.pin.Pin`): the files' states from before
+    they were hashed; checked again before the release is published."""
 
     config_path: Path
     config: ReleaseConfig
     config_text: str
     frame: pd.DataFrame
     input_sha256: str
+    input_pin: Any = None
+    config_pin: Any = None
 
 
 def load_job(config_path: str | Path) -> Job:
     """Parse the config, read its input and hash both (the hashes go into ``audit.json``).
 
+    The hashes belong to the bytes parsed: each file's identity and change time are taken
+    before it is read and checked after it was hashed (:class:`sdc.io.pin.Pin`); a file
+    that changed in between is refused (``InputError``, exit 2).
+
     Raises ``sdc.ConfigError`` (bad config) or ``sdc.InputError`` (missing or unreadable
-    input).
+    input, or a file that changed while it was read).
     """
+    from sdc.io.pin import Pin
     from sdc.io.read import read_input
     from sdc.io.write import sha256_file
 
     path = Path(config_path).expanduser()
+    config_pin = Pin.take(path, "config file")
     config = sdc.load_config(path)
     config_text = path.read_text(encoding="utf-8")
+    config_pin.check("while it was read")
+    input_pin = Pin.take(config.input_path, "input file")
     frame = read_input(config)
-    return Job(path.resolve(), config, config_text, frame, sha256_file(config.input_path))
+    input_pin.sha256 = sha256_file(config.input_path)
+    input_pin.check("while it was read")
+    return Job(path.resolve(), config, config_text, frame, input_pin.sha256, input_pin,
+               config_pin)
+
+
+def unchanged_check(*pins: Any) -> Callable[[], None]:
+    """The check ``write_release`` runs right before the release is renamed into place: every
+    pinned file (input, config) is as it was when it was read and hashed."""
+    def check() -> None:
+        for pin in pins:
+            if pin is not None:
+                pin.check("during the run, before the release was published")
+    return check
 
 
 _prefetched: dict[str, Future[Job]] = {}
@@ -297,14 +323,14 @@ def artifact_key(prefix: str, name: str) -> str:
 # tasks
 # ---------------------------------------------------------------------------------------------
 @task(name="load", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def load_task(config_path: str, force: bool) -> Job:
+def load_task(config_path: str, force: bool, discard_extra_files: bool = False) -> Job:
     """Parse the config, refuse an existing release without ``force``, read and hash the input
     (or take what :func:`prefetch_job` read while Prefect started)."""
     from sdc.release.folder import checkpoint
 
     _step("loading config and input")
     config = sdc.load_config(config_path)
-    check_release_target(config, force)
+    check_release_target(config, force, discard_extra_files)
     prefetched = _prefetched.pop(_job_key(config_path), None)
     job = prefetched.result() if prefetched is not None else load_job(config_path)
     checkpoint("loaded")  # crash-test hook
@@ -395,7 +421,8 @@ def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: Relea
 @task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed_info: Any,
                reports: dict[str, bytes] | None, force: bool,
-               public: Any = None, review: Any = None) -> Path:
+               public: Any = None, review: Any = None,
+               discard_extra_files: bool = False) -> Path:
     """Assemble public + internal files and publish them atomically (temp sibling + rename).
     ``public`` are the public records the output validation built and checked (written as
     is)."""
@@ -406,16 +433,22 @@ def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed
         job.config, original, result, seed_info, input_sha256=job.input_sha256,
         config_text=job.config_text, reports=reports, public_data=public,
     )
-    out = _publish(job.config, public, internal, force, review)
+    out = _publish(job.config, public, internal, force, review, discard_extra_files,
+                   unchanged_check(job.input_pin, job.config_pin))
     get_run_logger().info("release written to %s", out)
     return out
 
 
 def _publish(config: ReleaseConfig, public: dict[str, Any], internal: dict[str, bytes],
-             force: bool, review: Any = None) -> Path:
+             force: bool, review: Any = None, discard_extra_files: bool = False,
+             before_publish: Callable[[], None] | None = None) -> Path:
     """Publish the release folder, or with a review (``review`` a ReviewSpec) stage it into
-    ``<release>.staged`` (owner-only) for ``sdc approve`` / ``sdc reject``."""
+    ``<release>.staged`` (owner-only) for ``sdc approve`` / ``sdc reject``. ``before_publish``
+    runs right before the rename (input and config unchanged); ``discard_extra_files``: see
+    :func:`sdc.release.folder.write_release`."""
     if review is not None and review.required:
+        if before_publish is not None:
+            before_publish()
         from sdc.release.review import stage_release
 
         run_id = None
@@ -432,7 +465,8 @@ def _publish(config: ReleaseConfig, public: dict[str, Any], internal: dict[str, 
     from sdc.release.folder import write_release
 
     return Path(write_release(config.output_dir, public, internal, force=force,
-                              input_path=config.input_path)).resolve()
+                              input_path=config.input_path, before_publish=before_publish,
+                              discard_extra_files=discard_extra_files)).resolve()
 
 
 def review_spec(config: ReleaseConfig, flag: bool) -> Any:
@@ -521,24 +555,32 @@ class BatchJob:
     config_text: str
     input_sha256: str
     seed_info: Any
+    input_pin: Any = None
+    config_pin: Any = None
 
 
 @task(name="load (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def batch_load_task(config_path: str, force: bool, engine: str,
-                    new_series: bool = False) -> BatchJob:
+                    new_series: bool = False, discard_extra_files: bool = False) -> BatchJob:
     """Parse the config, refuse an existing release without ``force``, refuse what the engine
     cannot stream, hash the input, load (or create) the seed and place the run in its release
     series (as the pandas path's plan task). Reads no records."""
     from sdc.io.batches import check_streamable, input_sha256
+    from sdc.io.pin import Pin
     from sdc.release.seeds import load_seed
     from sdc.release.series import series_for
 
     _step("loading config")
     path = Path(config_path).expanduser()
+    config_pin = Pin.take(path, "config file")
     config = sdc.load_config(path)
-    check_release_target(config, force)
+    config_text = path.read_text(encoding="utf-8")
+    config_pin.check("while it was read")
+    check_release_target(config, force, discard_extra_files)
     check_streamable(config, engine)
-    digest = input_sha256(config.input_path)
+    # the batches are read later, in passes: the pin is checked again before publishing
+    input_pin = Pin.take(config.input_path, "input file", input_sha256)
+    digest = input_pin.sha256
     seed_info = load_seed(config, create=True)
     info = series_for(config, seed_info, new_series=new_series)
     if info.new_series:
@@ -549,7 +591,7 @@ def batch_load_task(config_path: str, force: bool, engine: str,
     if seed_info.created:
         get_run_logger().warning("created a new seed file %s (mode 0600); keep it to reproduce "
                                  "this release", seed_info.path)
-    return BatchJob(path.resolve(), config, path.read_text(encoding="utf-8"), digest, seed_info)
+    return BatchJob(path.resolve(), config, config_text, digest, seed_info, input_pin, config_pin)
 
 
 @task(name="release records (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
@@ -595,7 +637,8 @@ def batch_report_task(job: BatchJob, result: Any) -> tuple[dict[str, bytes], dic
 
 @task(name="write (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str,
-                     reports: dict[str, bytes] | None = None, review: Any = None) -> Path:
+                     reports: dict[str, bytes] | None = None, review: Any = None,
+                     discard_extra_files: bool = False) -> Path:
     """Codebook, internal tables and audit record from aggregates; atomic publish (the public
     files are moved in from the stage folder)."""
     from sdc.release.assemble import assemble_batch_release
@@ -605,7 +648,8 @@ def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str,
                                               input_sha256=job.input_sha256,
                                               config_text=job.config_text, engine=engine,
                                               reports=reports)
-    return _publish(job.config, public, internal, force, review)
+    return _publish(job.config, public, internal, force, review, discard_extra_files,
+                    unchanged_check(job.input_pin, job.config_pin))
 
 
 def _stage_folder(config: ReleaseConfig) -> Path:
@@ -623,7 +667,8 @@ def _stage_folder(config: ReleaseConfig) -> Path:
 
 
 def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
-                     new_series: bool = False, review: bool = False) -> dict[str, Any]:
+                     new_series: bool = False, review: bool = False,
+                     discard_extra_files: bool = False) -> dict[str, Any]:
     import shutil
 
     timings: dict[str, float] = {}
@@ -634,7 +679,8 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
         timings[name] = round(time.perf_counter() - t, 3)
         return out
 
-    job = timed("load", batch_load_task, str(config_path), force, spec.kind, new_series)
+    job = timed("load", batch_load_task, str(config_path), force, spec.kind, new_series,
+                discard_extra_files)
     stage = _stage_folder(job.config)
     try:
         _engine_marks.clear()
@@ -651,7 +697,8 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
         _engine_marks.clear()
         reports, head = timed("reports", batch_report_task, job, result)
         rspec = review_spec(job.config, review)
-        out = timed("write", batch_write_task, job, result, force, spec.kind, reports, rspec)
+        out = timed("write", batch_write_task, job, result, force, spec.kind, reports, rspec,
+                    discard_extra_files)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     summary = summarize(job.config, result, n_records=result.n_records, release_dir=out,
@@ -674,7 +721,8 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
 @flow(name="release", retries=0, log_prints=False)
 def release(config_path: str, force: bool = False, new_series: bool = False,
             engine: str | None = None, review: bool = False,
-            wait_for_review: bool = False) -> dict[str, Any]:
+            wait_for_review: bool = False,
+            discard_extra_files: bool = False) -> dict[str, Any]:
     """Run one release job from its YAML config and publish the release folder.
 
     Parameters
@@ -683,6 +731,10 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
         The job's YAML config (relative paths inside it are relative to its folder).
     force : bool
         Replace an existing release folder (the old one stays until the new one is complete).
+        Refused when the release holds files it did not write (an approval, a signature),
+        unless ``discard_extra_files``.
+    discard_extra_files : bool
+        With ``force``: delete such files with the old release.
     new_series : bool
         Start a new seed (an independent randomization: a leak for records released before)
         for an output pattern that already has releases under another seed.
@@ -700,7 +752,8 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     t0 = time.perf_counter()
     spec = resolve_engine(sdc.load_config(config_path), engine)
     if spec.kind != "pandas":
-        return _after_review(_release_batches(config_path, force, spec, t0, new_series, review),
+        return _after_review(_release_batches(config_path, force, spec, t0, new_series, review,
+                                              discard_extra_files),
                              wait_for_review)
     timings: dict[str, float] = {}
 
@@ -710,7 +763,7 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
         timings[name] = round(time.perf_counter() - t, 3)
         return out
 
-    job = timed("load", load_task, str(config_path), force)
+    job = timed("load", load_task, str(config_path), force, discard_extra_files)
     frame = timed("validate input", validate_input_task, job.frame, job.config)
     seed_info = timed("plan", plan_task, job.config, new_series)
     result = timed("perturb and certify", perturb_task, frame, job.config, seed_info.value)
@@ -719,7 +772,7 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
                           seed_info)
     rspec = review_spec(job.config, review)
     out = timed("write", write_task, job, frame, result, seed_info, reports, force, public,
-                rspec)
+                rspec, discard_extra_files)
     summary = summarize(job.config, result, n_records=len(frame), release_dir=out,
                         seed_created=bool(seed_info.created), seed_file=seed_info.path,
                         seconds=time.perf_counter() - t0)

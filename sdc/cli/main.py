@@ -192,6 +192,10 @@ def release(
         "--new-series", help="Start a new seed for an output pattern that already has releases "
         "under another seed. A new seed is an independent randomization: records released "
         "before become linkable and their true key values leak.")] = False,
+    discard_extra_files: Annotated[bool, typer.Option(
+        "--discard-extra-files", help="With --force: also delete files staff put into the "
+        "release folder (an approval, a signature). Without it --force refuses and lists "
+        "them.")] = False,
     as_json: JsonOpt = False,
     timings: Annotated[bool, typer.Option("--timings", help="Also print the seconds of every "
                                           "step and of Prefect's start-up, as one JSON line "
@@ -215,7 +219,8 @@ def release(
         # Prefect is imported or its server started (the flow checks them again)
         from sdc.release.preflight import preflight
 
-        loaded = preflight(config, force=force, new_series=new_series, engine=engine).config
+        loaded = preflight(config, force=force, new_series=new_series, engine=engine,
+                           discard_extra_files=discard_extra_files).config
         preflight_seconds = time.perf_counter() - t0
         # Prefect's temporary API boots in a subprocess while this process imports (flows.
         # ephemeral imports nothing of Prefect); None with a configured PREFECT_API_URL. It is
@@ -255,7 +260,8 @@ def release(
                 if temp_api is None:
                     summary = release_flow(config_path=str(config), force=force,
                                            new_series=new_series, engine=engine,
-                                           review=review)
+                                           review=review,
+                                           discard_extra_files=discard_extra_files)
                 else:
                     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -264,7 +270,8 @@ def release(
                     with temporary_settings({PREFECT_API_URL: temp_api.url}):
                         summary = release_flow(config_path=str(config), force=force,
                                                new_series=new_series, engine=engine,
-                                               review=review)
+                                               review=review,
+                                               discard_extra_files=discard_extra_files)
         total = time.perf_counter() - t0
         summary["total_seconds"] = round(total, 3)
         if as_json:

@@ -13,13 +13,13 @@ from sdc.engine.apply import ReleaseResult
 from sdc.io.batches import public_bytes
 from sdc.io.schemas import validate_output
 from sdc.io.write import parquet_bytes, sha256_bytes
-from sdc.release.audit import _package_version, build_audit
 from sdc.release.public import (
     PublicRecords,
     codebook_markdown,
     public_records,
     public_schema_for,
 )
+from sdc.release.record import build_audit, package_version
 from sdc.release.seeds import SeedInfo
 from sdc.release.series import RECORDS_FILE, series_risk_vs_previous
 from sdc.release.stat_files import STAT_FORMATS, stat_codebook_lines, stat_public_files
@@ -94,7 +94,7 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
         n_rows=len(original), seed_info=seed_info,
         public_hashes={k: sha256_bytes(v) for k, v in public.items()},
         internal_hashes={k: sha256_bytes(v) for k, v in internal.items()},
-        config_text=config_text, package_version=_package_version(),
+        config_text=config_text, package_version=package_version(),
     )
     if series:
         audit["series"] = series
@@ -148,7 +148,7 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
         n_rows=result.n_records, seed_info=seed_info,
         public_hashes={k: digest(v) for k, v in public.items()},
         internal_hashes={k: digest(v) for k, v in internal.items()},
-        config_text=config_text, package_version=_package_version(),
+        config_text=config_text, package_version=package_version(),
     )
     if series:
         audit["series"] = series

@@ -19,7 +19,12 @@ cell of the PRB the intruder picks from - its own or another - and a), and check
 - every PRB's profile equals the recount, and its exact max risk (recomputed) is <= xi and
   equals the recorded one;
 - the certificate max(max_PRB risk, max over non-sensitive cells of 1/t_j) is <= xi and equals
-  the recorded one.
+  the recorded one;
+- the modes (release and ``public/`` 0755 with 0644 files, ``internal/`` 0700 with 0600 files);
+  the record's fields that follow from the config copy; the seed file's path and SHA-256;
+- the release made again from config copy, source and seed (:mod:`sdc.release.rederive`):
+  every public file byte for byte (record by record in the detail), every field of the audit
+  record except :data:`sdc.release.rederive.NOT_CHECKABLE` (docs/RELEASE_FOLDER.md).
 
 A failed check is a :class:`Check` with ``ok=False`` and a detail naming what differs; only an
 unreadable release folder raises (:class:`AuditError`).
@@ -27,10 +32,9 @@ unreadable release folder raises (:class:`AuditError`).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
-import sys
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +45,6 @@ import yaml
 
 from sdc.config.load import parse_config
 from sdc.config.model import ConfigError, ReleaseConfig
-from sdc.engine.apply import ReleaseResult
 from sdc.engine.dependence import frame_dependence, measure_dependence
 from sdc.engine.derived import DerivedCollector
 from sdc.engine.partition import Partitioned, partition_frame
@@ -53,9 +56,10 @@ from sdc.errors import InputError, SmallBlockError
 from sdc.io.read import _integer_keys, _string_key_dtypes, read_input
 from sdc.io.schemas import validate_output
 from sdc.io.write import sha256_bytes, sha256_file
-from sdc.release.seeds import SeedInfo
+from sdc.release.record import AUDIT_FORMAT, build_audit, config_text_of
 
-__all__ = ["AuditError", "AuditReport", "Check", "read_public", "verify_release"]
+__all__ = ["AUDIT_FORMAT", "AuditError", "AuditReport", "Check", "build_audit", "config_text_of",
+           "read_public", "verify_release"]
 
 _TOL = 1e-12      # same slack the engine allows when it certifies (risk <= xi + 1e-12)
 _REL = 1e-9       # recomputed vs recorded floats
@@ -193,6 +197,7 @@ def verify_release(release_dir: Path) -> AuditReport:
     audit = _load_audit(release_dir)
     rep = AuditReport(release_dir)
     _hash_checks(rep, release_dir, audit)
+    _mode_checks(rep, release_dir)
 
     # -- config ------------------------------------------------------------------------------
     conf = audit["config"]
@@ -211,6 +216,8 @@ def verify_release(release_dir: Path) -> AuditReport:
 
     for name, ok, detail in review_checks(audit, cfg.review is not None and cfg.review.required):
         rep.add(name, ok, detail)
+    _record_checks(rep, cfg, audit)
+    seed_info = _seed_of(rep, cfg, audit)
 
     # -- source --------------------------------------------------------------------------------
     inp = audit["input"]
@@ -221,15 +228,17 @@ def verify_release(release_dir: Path) -> AuditReport:
         if found is None:
             return rep
         po, pr = found
+        original = None
     elif cfg.input.household_id is not None:
         household_frames = _read_in_memory(rep, release_dir, cfg, src, inp)
         if household_frames is None:
             return rep
+        original = household_frames[0]
     else:
         found = _in_memory_partitions(rep, release_dir, cfg, src, inp)
         if found is None:
             return rep
-        po, pr = found
+        po, pr, original = found
 
     _dependence_checks(rep, audit)
 
@@ -258,6 +267,7 @@ def verify_release(release_dir: Path) -> AuditReport:
             f"certificate {cert:.6f} ({where}) vs xi = {xi}")
     rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=_REL),
             f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
+    _rederived_checks(rep, release_dir, cfg, audit, seed_info, original)
     return rep
 
 
@@ -498,6 +508,132 @@ def _dependence_checks(rep: AuditReport, audit: dict[str, Any]) -> None:
                 for f in bad[:3]))
 
 
+# -- issue 20, item 7: modes, the record's own fields, the seed, the release made again -------
+_MODES = {".": 0o755, "public": 0o755, "internal": 0o700}
+_STAGED_TOP = 0o700   # a release staged for review (sdc.release.review) until approved
+_FILE_MODES = {"public": 0o644, "internal": 0o600}
+
+
+def _mode_checks(rep: AuditReport, release_dir: Path) -> None:
+    """The folder and file modes ``write_release`` sets: release and ``public/`` 0755 with
+    0644 files, ``internal/`` 0700 with 0600 files; only regular files, no symlinks."""
+    bad = []
+    for sub, want in _MODES.items():
+        p = release_dir / sub if sub != "." else release_dir
+        if not p.is_dir() or p.is_symlink():
+            bad.append(f"{sub}/ is not a folder")
+            continue
+        got = stat.S_IMODE(p.lstat().st_mode)
+        if got != want and not (sub == "." and got == _STAGED_TOP
+                                and p.name.endswith(".staged")):
+            bad.append(f"{'the release folder' if sub == '.' else sub + '/'} is {got:04o} "
+                       f"(expected {want:04o})")
+        if sub == ".":
+            continue
+        for f in sorted(p.iterdir()):
+            st = f.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                bad.append(f"{sub}/{f.name} is not a regular file")
+            elif stat.S_IMODE(st.st_mode) != _FILE_MODES[sub]:
+                bad.append(f"{sub}/{f.name} is {stat.S_IMODE(st.st_mode):04o} "
+                           f"(expected {_FILE_MODES[sub]:04o})")
+    rep.add("permissions", not bad,
+            "release and public/ 0755 with 0644 files, internal/ 0700 with 0600 files" if not bad
+            else "; ".join(bad[:4]) + (f" (and {len(bad) - 4} more)" if len(bad) > 4 else "")
+            + ". Restore with: chmod 0700 internal && chmod 0600 internal/*")
+
+
+def _record_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -> None:
+    """Fields of the record that follow from the config copy alone."""
+    risk, inp = audit.get("risk") or {}, audit.get("input") or {}
+    want = {"format": AUDIT_FORMAT, "name": cfg.name, "input.format": cfg.input.resolved_format,
+            "risk.theta_mode": cfg.risk.theta, "risk.small_blocks": cfg.risk.small_blocks,
+            "seed.source": "config" if isinstance(cfg.seed, int) else "file",
+            "counts.records": inp.get("n_rows")}
+    got = {"format": audit.get("format"), "name": audit.get("name"),
+           "input.format": inp.get("format"), "risk.theta_mode": risk.get("theta_mode"),
+           "risk.small_blocks": risk.get("small_blocks"),
+           "seed.source": (audit.get("seed") or {}).get("source"),
+           "counts.records": (audit.get("counts") or {}).get("records")}
+    bad = [f"{k}: recorded {got[k]!r}, the config copy says {v!r}" for k, v in want.items()
+           if got[k] != v]
+    rep.add("audit record: fields from the config", not bad,
+            "format, name, input format, theta mode, small-block policy, seed source and record "
+            "count agree with the config copy" if not bad else "; ".join(bad))
+
+
+def _seed_of(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -> Any:
+    """The release's seed (for the re-derivation), after checking the recorded seed path and
+    SHA-256 against the seed file the config copy names. None if it cannot be read."""
+    from sdc.release.seeds import SeedInfo, load_seed
+
+    rec = audit.get("seed") or {}
+    created = bool(rec.get("created_by_this_run"))
+    if isinstance(cfg.seed, int):
+        return SeedInfo(int(cfg.seed), None, None, created)
+    try:
+        info = load_seed(cfg, create=False)
+    except (InputError, ConfigError) as e:
+        rep.add("seed file: readable", False,
+                f"{e}. Without the seed the release cannot be re-derived: run the audit as the "
+                "release's owner where the seed file is")
+        return None
+    bad = []
+    if rec.get("path") != str(info.path):
+        bad.append(f"seed.path recorded {rec.get('path')!r}, the config copy names "
+                   f"{str(info.path)!r}")
+    if rec.get("sha256") != info.sha256:
+        bad.append(f"seed.sha256 recorded {str(rec.get('sha256'))[:16]}..., the seed file has "
+                   f"{str(info.sha256)[:16]}...")
+    rep.add("seed file: path and hash", not bad,
+            f"{info.path} matches the recorded path and SHA-256" if not bad else "; ".join(bad))
+    info.created = created
+    return info
+
+
+def _rederived_checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
+                      audit: dict[str, Any], seed_info: Any,
+                      original: pd.DataFrame | None) -> None:
+    """Make the release again (:mod:`sdc.release.rederive`) and compare every public file
+    record for record and every field of the audit record."""
+    from sdc.release.rederive import audit_differences, public_differences, rederive
+
+    names = {c.name: c.ok for c in rep.checks}
+    if seed_info is None or not names.get("source: hash", False):
+        why = "no seed" if seed_info is None else "the source changed"
+        rep.add("re-derived release: public files", False,
+                f"not re-derived ({why}): the public files cannot be compared with the release "
+                "the source and seed give")
+        return
+    try:
+        again = rederive(cfg, audit, seed_info, original)
+    except (InputError, ConfigError, ValueError, OSError) as e:
+        rep.add("re-derived release: public files", False,
+                f"the release cannot be made again from its source, config copy and seed "
+                f"({type(e).__name__}: {e})")
+        return
+    pub = release_dir / "public"
+    present = {p.name for p in pub.iterdir()} if pub.is_dir() else set()
+    problems = []
+    if missing := sorted(set(again.public) - present):
+        problems.append(f"missing: {missing}")
+    for name, data in sorted(again.public.items()):
+        if name in present:
+            d = public_differences(name, (pub / name).read_bytes(), data)
+            if d is not None:
+                problems.append(d)
+    rep.add("re-derived release: public files", not problems,
+            f"{len(again.public)} public files equal the re-derived release byte for byte "
+            f"({', '.join(sorted(again.public))})" if not problems else "; ".join(problems[:4]))
+    diffs = audit_differences(audit, again.audit)
+    rep.add("re-derived release: audit record", not diffs,
+            "every field of audit.json equals the re-derived record (except the fields "
+            "recorded, not checkable: created_at, package_version, python, "
+            "seed.created_by_this_run, config.source_path)" if not diffs else
+            f"{len(diffs)} field(s) differ: " + "; ".join(diffs[:5])
+            + (" ..." if len(diffs) > 5 else ""))
+
+
 def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
                     inp: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """Source and public file read whole (pandas engine releases), with the source's hash and
@@ -538,8 +674,10 @@ def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src
 
 
 def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
-                          inp: dict[str, Any]) -> tuple[Partitioned, Partitioned] | None:
-    """Source and public file read whole (pandas engine releases): their partitions."""
+                          inp: dict[str, Any]
+                          ) -> tuple[Partitioned, Partitioned, pd.DataFrame] | None:
+    """Source and public file read whole (pandas engine releases): their partitions and the
+    source frame."""
     frames = _read_in_memory(rep, release_dir, cfg, src, inp)
     if frames is None:
         return None
@@ -561,7 +699,7 @@ def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfi
             _derived_check(rep, cfg, src_map, co, pub_map, cp)
     except (InputError, ConfigError, SmallBlockError) as e:
         rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
-    return po, pr
+    return po, pr, original
 
 
 def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
@@ -709,161 +847,3 @@ def _cell_examples(rows: pd.DataFrame, cfg, k: int = 3) -> str:
         f"{int(np.nan_to_num(r['t_orig']))} -> {int(np.nan_to_num(r['t_rel']))}"
         for _, r in rows.head(k).iterrows()
     )
-
-
-# -- writing the audit record ---------------------------------------------------------------
-AUDIT_FORMAT = "sdc-audit/1"
-
-def _plain(obj: Any) -> Any:
-    """Recursively convert numpy/pandas/Path values into JSON-serializable Python ones."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [_plain(v) for v in obj.tolist()]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return _plain(frame.to_dict(orient="records"))
-
-
-def config_text_of(config: ReleaseConfig) -> str:
-    """The config file's text if it was loaded from a file, else a YAML dump of the model
-    (hierarchy tables excluded; paths as written)."""
-    if config.source_path is not None and Path(config.source_path).is_file():
-        return Path(config.source_path).read_text(encoding="utf-8")
-
-    def conv(o: Any) -> Any:
-        if isinstance(o, dict):
-            return {k: conv(v) for k, v in o.items()}
-        if isinstance(o, list | tuple):
-            return [conv(v) for v in o]
-        return str(o) if isinstance(o, Path) else o
-
-    from sdc.config.recode import user_data
-
-    data = conv(user_data(config))
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-
-
-def _package_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("sdc")
-    except Exception:  # not installed as a distribution
-        import sdc
-
-        return sdc.__version__
-
-
-def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Path,
-                input_sha256: str, n_rows: int, seed_info: SeedInfo,
-                public_hashes: dict[str, str], config_text: str,
-                package_version: str, internal_hashes: dict[str, str] | None = None
-                ) -> dict[str, Any]:
-    """The content of ``internal/audit.json``.
-
-    Keys: ``format``, ``name``, ``created_at`` (UTC; internal only), ``package_version``,
-    ``python``, ``config`` (``text`` = exact copy, ``sha256`` of its UTF-8 bytes, ``base_dir``
-    its relative paths resolve against, ``source_path``), ``input`` (absolute ``path``,
-    ``format``, ``sha256``, ``n_rows``), ``seed`` (``source``: ``file`` or ``config``, the file's
-    ``path`` and ``sha256`` - never the seed), ``risk`` (``xi``, ``theta``, ``kmin``,
-    ``theta_mode``, ``small_blocks``, ``certificate``, ``certificate_at``, ``merges``),
-    ``counts`` (records, cells, sensitive cells, partition sets, PRBs, records changed),
-    ``blocks`` (the PRB table, one dict per PRB with its action), ``dependence`` (the
-    dependence check's figures per released non-key column and the ``derived:`` columns),
-    ``public_files`` and ``internal_files`` (name -> SHA-256).
-    """
-    sens = result.cell_prb >= 0
-    out = _plain({
-        "format": AUDIT_FORMAT,
-        "name": config.name,
-        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "package_version": package_version,
-        "python": sys.version.split()[0],
-        "config": {
-            "text": config_text,
-            "sha256": sha256_bytes(config_text.encode("utf-8")),
-            "base_dir": str(config.base_dir),
-            "source_path": str(config.source_path) if config.source_path else None,
-        },
-        "input": {
-            "path": str(Path(input_path).resolve()),
-            "format": config.input.resolved_format,
-            "sha256": input_sha256,
-            "n_rows": int(n_rows),
-        },
-        "seed": {
-            "source": "config" if seed_info.path is None else "file",
-            "path": str(seed_info.path) if seed_info.path is not None else None,
-            "sha256": seed_info.sha256,
-            "created_by_this_run": bool(seed_info.created),
-        },
-        "risk": {
-            "xi": float(result.xi),
-            "theta": float(result.theta),
-            "kmin": int(result.kmin),
-            "theta_mode": config.risk.theta,
-            "small_blocks": config.risk.small_blocks,
-            "certificate": float(result.certificate),
-            "certificate_at": result.certificate_at,
-            "merges": list(result.merges),
-        },
-        "counts": {
-            "records": int(n_rows),
-            "cells": int(result.cells.n_cells),
-            "sensitive_cells": int(sens.sum()),
-            "sensitive_records": int(result.cells.frequency[sens].sum()),
-            "partition_sets": int(len(result.partition_sets)),
-            "prbs": int(len(result.blocks)),
-            "records_changed": int(result.n_changed),
-        },
-        "blocks": _records(result.blocks),
-        "dependence": {
-            "method": "docs/METHOD.md, Dependence of non-key columns",
-            "columns": [f.as_dict() for f in getattr(result, "dependence", [])],
-            "derived": list(config.derived),
-        },
-        "public_files": dict(public_hashes),
-        "internal_files": dict(internal_hashes or {}),
-    })
-    if getattr(result, "households", None) is not None:
-        out["households"] = household_audit(result)
-    return out
-
-
-def household_audit(result: ReleaseResult) -> dict[str, Any]:
-    """``audit.json``'s ``households``: the household stage (its PRBs, the PRB of every
-    household partition set, its certificate, counted in households) and the person stage's
-    certificate; ``blocks`` and ``certificate`` of the record are the person stage's PRBs and
-    the larger of the two certificates."""
-    st = result.households
-    hr = st.result
-    return _plain({
-        "household_id": result.config.input.household_id if result.config else None,
-        "household_keys": list(st.config.key_names),
-        "n_households": st.n_households,
-        "households_changed": int(st.changed.sum()),
-        "certificate": float(hr.certificate),
-        "certificate_at": hr.certificate_at,
-        "person_certificate": float(st.person_certificate),
-        "person_certificate_at": st.person_certificate_at,
-        "small_classes": int(st.small_classes),
-        "small_class_persons": int(st.small_class_persons),
-        "merges": list(hr.merges),
-        "blocks": _records(hr.blocks),
-        "partition_sets": {str(k): int(v) for k, v in zip(
-            hr.partition_sets["partition_key"], hr.partition_sets["prb"], strict=True)},
-        **({"composition": st.composition} if getattr(st, "composition", None) else {}),
-    })
-
-

@@ -54,11 +54,12 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["PARENT_MODE", "ReleaseExistsError", "ReleaseFolderError", "check_output_path",
-           "checkpoint", "make_parents", "pid_alive", "real_target", "staging_path",
-           "write_release"]
+           "checkpoint", "extra_files", "make_parents", "pid_alive", "real_target",
+           "refuse_extra_files", "staging_path", "write_release"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NAME_MAX = 255          # bytes of one file name (NAME_MAX on Linux and macOS)
@@ -316,9 +317,51 @@ def staging_path(out_dir: Path, kind: str = "tmp") -> Path:
     return out.parent / f".{_stage_key(out.name)}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
+def extra_files(out_dir: Path) -> list[str]:
+    """Files and folders in the release ``out_dir`` that the release did not write (not
+    listed in its ``internal/audit.json``), e.g. an ``APPROVAL.txt`` or a signature
+    ``public/microdata.csv.asc`` staff put there; relative paths, sorted."""
+    import json
+
+    out_dir = Path(out_dir)
+    try:
+        audit = json.loads((out_dir / "internal" / "audit.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        audit = {}
+    audit = audit if isinstance(audit, dict) else {}
+    # audit.json and a review's record (sdc.release.review's REVIEW_FILE) are not in the lists
+    known = {"public", "internal", "internal/audit.json", "internal/review.json"}
+    for sub, key in (("public", "public_files"), ("internal", "internal_files")):
+        known |= {f"{sub}/{n}" for n in (audit.get(key) or {})}
+    found = []
+    for root, dirs, files in os.walk(out_dir):
+        for n in sorted(dirs) + sorted(files):
+            rel = (Path(root) / n).relative_to(out_dir).as_posix()
+            if rel not in known:
+                found.append(rel + ("/" if n in dirs else ""))
+        dirs[:] = [d for d in dirs if (Path(root) / d).relative_to(out_dir).as_posix() in known]
+    return sorted(found)
+
+
+def refuse_extra_files(out_dir: Path) -> None:
+    """:class:`ReleaseFolderError` listing :func:`extra_files` of the release ``out_dir``, if
+    any: ``--force`` replaces the whole folder and would delete them."""
+    extra = extra_files(out_dir)
+    if extra:
+        shown = ", ".join(extra[:10]) + (f" (and {len(extra) - 10} more)" if len(extra) > 10
+                                         else "")
+        raise ReleaseFolderError(
+            f"release {str(out_dir)!r} holds {len(extra)} file(s) the release did not write: "
+            f"{shown}. --force replaces the whole folder and would delete them. Move them out "
+            "of the release first (e.g. keep approvals and signatures beside it), or add "
+            "--discard-extra-files to delete them with the old release")
+
+
 def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict[str, bytes], *,
                   force: bool = False, input_path: Path | None = None,
-                  top_mode: int = 0o755) -> Path:
+                  top_mode: int = 0o755,
+                  before_publish: Callable[[], None] | None = None,
+                  discard_extra_files: bool = False) -> Path:
     """Publish a release folder atomically; return its absolute path.
 
     ``public`` files go to ``<out_dir>/public/`` (folder 0755, files 0644), ``internal`` files
@@ -333,11 +376,16 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
        non-empty folder without ``internal/audit.json``; never deleted, even with ``force``);
     2. put back an old release left by a half-done fallback swap, and delete stale
        ``.<name>.tmp-*`` / ``.<name>.old-*`` folders of killed runs;
-    3. an existing release without ``force`` -> :class:`ReleaseExistsError`;
+    3. an existing release without ``force`` -> :class:`ReleaseExistsError`; with ``force``, a
+       release holding files it did not write (:func:`extra_files`: an approval, a
+       signature) -> :class:`ReleaseFolderError` listing them, unless
+       ``discard_extra_files``;
     4. write every file into ``<parent>/.<name>.tmp-<pid>-<hex>`` (0700 while writing), each
        file fsynced (the test hook ``checkpoint("writing:<file>")`` runs after half of each
        file's bytes), the folders fsynced, then the folder made 0755;
-    5. ``checkpoint("before_rename")``, then one atomic rename into place (exchange with the
+    5. ``before_publish()`` if given (the flow checks that input and config did not change
+       since they were hashed: an exception there publishes nothing),
+       ``checkpoint("before_rename")``, then one atomic rename into place (exchange with the
        old release under ``force``), fsync of the parent, removal of the old release.
 
     Any exception during 4-5 removes the temp folder and re-raises; a SIGKILL leaves it for the
@@ -383,6 +431,8 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
                 "Rerun with --force to replace it (the old release stays in place until the "
                 "new one is complete), or choose another output.dir"
             )
+        elif not discard_extra_files:
+            refuse_extra_files(out_dir)
 
     tmp = staging_path(out_dir)
     os.mkdir(tmp, 0o700)
@@ -400,6 +450,8 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
         _fsync_dir(int_dir)
         os.chmod(tmp, top_mode)  # 0700: a release staged for review (sdc.release.review)
         _fsync_dir(tmp)
+        if before_publish is not None:  # e.g. the input and config did not change meanwhile
+            before_publish()
         checkpoint("before_rename")
         if exists:
             _swap(tmp, out_dir)

@@ -47,13 +47,21 @@ class PreflightError(InputError):
                          f"started or written):\n{lines}")
 
 
-def check_release_target(config: ReleaseConfig, force: bool) -> None:
+def check_release_target(config: ReleaseConfig, force: bool,
+                         discard_extra_files: bool = False) -> None:
     """Refuse early, before any work, what ``write_release`` would refuse at publish time: an
     existing release without ``force`` (``ReleaseExistsError``) and an existing non-empty folder
-    that is not a release (``ReleaseFolderError``, even with ``force``: it is never replaced).
-    ``write_release`` checks again when it publishes; this only saves the computation.
+    that is not a release (``ReleaseFolderError``, even with ``force``: it is never replaced),
+    and under ``force`` a release holding files it did not write, unless
+    ``discard_extra_files`` (``ReleaseFolderError`` listing them). ``write_release`` checks
+    again when it publishes; this only saves the computation.
     """
-    from sdc.release.folder import ReleaseExistsError, ReleaseFolderError, check_output_path
+    from sdc.release.folder import (
+        ReleaseExistsError,
+        ReleaseFolderError,
+        check_output_path,
+        refuse_extra_files,
+    )
 
     out = check_output_path(config.output_dir, input_path=config.input_path)
     if not (out.exists() or out.is_symlink()):
@@ -71,6 +79,8 @@ def check_release_target(config: ReleaseConfig, force: bool) -> None:
             "--force to replace it (the old release stays in place until the new one is "
             "complete), or change output.dir in the config"
         )
+    if not discard_extra_files:
+        refuse_extra_files(out)
 
 
 @dataclass
@@ -118,7 +128,7 @@ def _seed_and_series(config: ReleaseConfig, new_series: bool) -> None:
 
 
 def preflight(config_path: str | Path, *, force: bool = False, new_series: bool = False,
-              engine: str | None = None) -> Preflight:
+              engine: str | None = None, discard_extra_files: bool = False) -> Preflight:
     """Check everything ``sdc release`` can refuse without reading a record (module docstring).
 
     Returns the loaded config and engine. Raises the config's ``ConfigError`` alone when the
@@ -140,13 +150,17 @@ def preflight(config_path: str | Path, *, force: bool = False, new_series: bool 
         errors.append(InputError(f"input {str(inp)!r} does not exist. Fix input.path in the "
                                  "config"))
     try:
-        check_release_target(config, force)
+        check_release_target(config, force, discard_extra_files)
     except (OSError, ValueError) as e:
         errors.append(e)
     from sdc.release.review import staged_path
 
     staged = staged_path(config.output_dir.absolute())
-    if staged.exists() and not force:
+    try:
+        pending = staged.exists()
+    except OSError:  # e.g. a 250-character release name: its .staged name is too long
+        pending = False
+    if pending and not force:
         errors.append(InputError(
             f"a release awaits review in {str(staged)!r}: approve it (`sdc approve {staged} "
             "--as NAME`) or reject it (`sdc reject ...`) first, or rerun with --force to replace "

@@ -28,9 +28,12 @@ def release(config_path: Path, out: Path, seed: int = 7) -> Path:
     cfg.seed = seed
     frame = read_input(cfg)
     res = sdc.release_frame(frame, cfg, seed)
+    data = yaml.safe_load(config_path.read_text())
+    text = config_path.read_text() if data.get("seed") == seed else yaml.safe_dump(
+        {**data, "seed": seed}, sort_keys=False)  # the config copy names the seed used
     public, internal = assemble_release(
         cfg, frame, res, load_seed(cfg), input_sha256=sha256_file(cfg.input_path),
-        config_text=config_path.read_text())
+        config_text=text)
     return write_release(out, public, internal)
 
 
@@ -88,7 +91,8 @@ def test_modified_public_file(copy: Path) -> None:
     data[-3] = ord("9") if data[-3] != ord("9") else ord("8")
     p.write_bytes(bytes(data))
     rep = verify_release(copy)
-    assert not rep.ok and failed(rep) == {"public files: hashes"}
+    assert not rep.ok and failed(rep) == {"public files: hashes",
+                                          "re-derived release: public files"}
     assert "microdata.csv" in by_name(rep)["public files: hashes"].detail
 
 
@@ -135,7 +139,8 @@ def test_certificate_above_xi(copy: Path) -> None:
     audit["blocks"][0]["theta"] = good_theta
     audit["risk"]["certificate"] = 0.2
     path.write_text(json.dumps(audit))
-    assert failed(verify_release(copy)) == {"certificate = recorded"}
+    assert failed(verify_release(copy)) == {"certificate = recorded",
+                                            "re-derived release: audit record"}
 
 
 def test_tampered_prb_profile(copy: Path) -> None:

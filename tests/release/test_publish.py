@@ -253,7 +253,8 @@ def test_force_replaces(tmp_path: Path, monkeypatch, exchange: bool) -> None:
     if not exchange:
         monkeypatch.setattr(folder, "_renameat2", lambda *a: False)
     out = write_release(tmp_path / "r", PUB, INT)
-    write_release(out, {"codebook.md": b"new"}, {"audit.json": b"{}"}, force=True)
+    write_release(out, {"codebook.md": b"new"}, {"audit.json": b"{}"}, force=True,
+                  discard_extra_files=True)
     assert sorted(p.name for p in (out / "public").iterdir()) == ["codebook.md"]
     assert (out / "public" / "codebook.md").read_bytes() == b"new"
     assert sorted(p.name for p in (out / "internal").iterdir()) == ["audit.json"]
@@ -275,7 +276,7 @@ def test_failure_while_writing_leaves_nothing_and_old_release_intact(tmp_path, m
 
     monkeypatch.setattr(folder, "_write_file", failing)
     with pytest.raises(OSError, match="No space"):
-        write_release(out, {**PUB, "x.md": b"x"}, INT, force=True)
+        write_release(out, {**PUB, "x.md": b"x"}, INT, force=True, discard_extra_files=True)
     with pytest.raises(OSError, match="No space"):
         write_release(tmp_path / "fresh", {**PUB, "x.md": b"x"}, INT)
     assert not (tmp_path / "fresh").exists()
@@ -370,7 +371,7 @@ from pathlib import Path
 from sdc.release.folder import write_release
 out, tag = Path(sys.argv[1]), sys.argv[2]
 write_release(out, {"microdata.csv": b"a" * 4096 + tag.encode(), "codebook.md": b"c"},
-              {"audit.json": b"{}"}, force=True)
+              {"audit.json": b"{}"}, force=True, discard_extra_files=True)
 """
 
 
@@ -405,6 +406,6 @@ def test_sigkill_leaves_no_release_then_next_run_cleans_up(tmp_path: Path, point
     assert sorted(p.name for p in (old / "public").iterdir()) == ["codebook.md"]
     # the next runs succeed and remove the leftovers
     write_release(fresh, PUB, INT)
-    write_release(old, PUB, INT, force=True)
+    write_release(old, PUB, INT, force=True, discard_extra_files=True)
     assert leftovers(tmp_path) == []
     assert (old / "public" / "microdata.csv").read_bytes() == PUB["microdata.csv"]
