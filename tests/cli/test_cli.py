@@ -200,7 +200,8 @@ def test_schedule_serves_scheduled_configs(prefect_harness, make_small_job, monk
     assert f"skipped {adhoc.resolve()}" in r.text
     assert "serving release/monthly: cron '0 6 1 * *' (UTC)" in r.text
     assert [d.name for d in served] == ["monthly"]
-    assert served[0].parameters == {"config_path": str(monthly.resolve()), "force": False}
+    assert served[0].parameters == {"config_path": str(monthly.resolve()), "force": False,
+                                    "wait_for_review": True}
 
     r = run("schedule", "--force", monthly)
     assert r.exit_code == 0 and served[-1].parameters["force"] is True
