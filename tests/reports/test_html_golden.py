@@ -217,3 +217,14 @@ def test_templates_ship_in_the_wheel(tmp_path: Path) -> None:
                          env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert page_events(out.stdout) == page_events((GOLDEN / "tiny.html").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_page_is_self_contained_and_static(case: str) -> None:
+    """No reference to files outside the release folder (METHOD.md, docs/REPORTS.md), no
+    "Hover" on a page without script, and the Monte Carlo count column is explained."""
+    page = render_html(*_inputs(case))
+    for gone in ("METHOD.md", "docs/REPORTS.md", "Hover", "Target-replays"):
+        assert gone not in page, gone
+    if "Monte Carlo intruder" in page:
+        assert "Targets × replays" in page and "number of targets times the replays" in page
