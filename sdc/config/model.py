@@ -612,6 +612,13 @@ class ReleaseConfig(_Strict):
         if labelled_keys:
             raise ValueError(f"input.labels: {labelled_keys} are key variables; give their label "
                              f"as key_variables.{labelled_keys[0]}.label")
+        if "record_id" in keys:
+            # the public file numbers its records in record_id (sdc.io.schemas.PUBLIC_ID); a key
+            # cannot be the id column or dropped, so renaming is the one fix
+            raise ValueError(
+                "key_variables: 'record_id' is the name of the public record id the release "
+                "adds; rename the column (in the file, e.g. to 'record_no', and under "
+                "key_variables)")
         clash = [d for d in self.input.drop if d in keys]
         if clash:
             raise ValueError(f"input.drop: {clash} are key variables; a key cannot be dropped")

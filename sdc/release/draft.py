@@ -503,10 +503,25 @@ def _relpath(target: Path, base: Path) -> str:
 
 
 # -- YAML with comments ------------------------------------------------------------------------
+class _OneLineDumper(yaml.SafeDumper):
+    """SafeDumper that writes a string holding a line break double-quoted (``"a\\nb"``): as a
+    plain scalar it spans lines, and the draft puts every value on one line (a category with a
+    newline made ``sdc init`` write an invalid YAML draft)."""
+
+
+def _str_one_line(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    if any(ch in data for ch in "\r\n\x85\u2028\u2029"):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
+    return dumper.represent_str(data)
+
+
+_OneLineDumper.add_representer(str, _str_one_line)
+
+
 def _flow(value: Any) -> str:
     """One YAML value in flow style on one line (strings quoted by YAML's own rules)."""
-    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10**9,
-                          sort_keys=False).strip()
+    text = yaml.dump(value, Dumper=_OneLineDumper, default_flow_style=True, allow_unicode=True,
+                     width=10**9, sort_keys=False).strip()
     return text.removesuffix("...").strip()
 
 

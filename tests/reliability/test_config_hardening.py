@@ -274,3 +274,42 @@ def test_summary_at_xi_near_one_reads_true(job: JobBuilder, cli) -> None:
     m = re.search(r"certificate ([0-9.]+) <= xi = 0\.9999999", res.text)
     assert m, res.text
     assert float(m.group(1)) <= 0.9999999, m.group(0)
+
+
+# -- sdc init ---------------------------------------------------------------------------------------
+def test_init_draft_with_a_newline_in_a_category_loads(tmp_path, cli) -> None:
+    """A category holding a line break made ``sdc init`` write an invalid YAML draft."""
+    import pandas as pd
+
+    import sdc
+
+    n = 300
+    frame = pd.DataFrame({
+        "id": [f"P{i:04d}" for i in range(n)],
+        "sex": [1, 2] * (n // 2),
+        "city": (["North\nside", "South", 'West "end"'] * n)[:n],
+        "income": range(n),
+    })
+    data = tmp_path / "survey.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "survey.yaml"
+    res = cli("init", data, "--keys", "sex,city", "--id", "id", "-o", out)
+    assert res.exit_code == 0, res.output
+    cfg = sdc.load_config(out)
+    assert set(cfg.key_variables["city"].categories) == {"North\nside", "South", 'West "end"'}
+
+
+def test_key_named_record_id_gets_a_fix_that_works(job: JobBuilder, cli) -> None:
+    """A key named record_id was refused with three fixes, two of which (declare it as
+    input.id_column, list it in input.drop) the config then rejects for a key."""
+    job.frame = job.frame.rename(columns={"region": "record_id"})
+    kv = job.config["key_variables"]
+    kv["record_id"] = kv.pop("region")
+    res = cli("validate", job.write())
+    _refused(job, res, "'record_id' is the name of the public record id", "rename the column")
+    assert "input.drop" not in res.text and "input.id_column" not in res.text
+    # the fix it names works
+    job.frame = job.frame.rename(columns={"record_id": "record_no"})
+    kv["record_no"] = kv.pop("record_id")
+    res = cli("validate", job.write())
+    assert res.exit_code == 0, res.output
