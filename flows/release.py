@@ -699,6 +699,19 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
         rspec = review_spec(job.config, review)
         out = timed("write", batch_write_task, job, result, force, spec.kind, reports, rspec,
                     discard_extra_files)
+    except OSError as e:
+        import errno
+
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        from sdc.release.folder import ReleaseFolderError, free_bytes
+
+        raise ReleaseFolderError(
+            f"the disk holding {str(stage.parent)!r} is full: the {spec.kind} engine could not "
+            f"write {str(e.filename or stage)!r} ({e.strerror}); "
+            f"{free_bytes(stage.parent) / 2**20:,.1f} MB are free. The public files need about "
+            "the size of the input per output format; free space there or choose another "
+            "output.dir. Nothing was published") from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     summary = summarize(job.config, result, n_records=result.n_records, release_dir=out,

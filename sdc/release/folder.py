@@ -317,6 +317,34 @@ def staging_path(out_dir: Path, kind: str = "tmp") -> Path:
     return out.parent / f".{_stage_key(out.name)}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes an unprivileged user may still write in ``folder``'s file system."""
+    st = os.statvfs(folder)
+    return int(st.f_bavail * st.f_frsize)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.1f} MB" if n >= 2**20 else f"{n / 2**10:,.1f} KB"
+
+
+def _bytes_needed(public: dict, internal: dict, parent: Path) -> int:
+    """Bytes the new release takes in ``parent``: the data given, files already written on
+    the same file system (moved in by rename) count nothing, others their size; plus one
+    4 KiB block per file and folder for rounding."""
+    dev = os.stat(parent).st_dev
+    total = 4096 * (3 + len(public) + len(internal))
+    for data in [*public.values(), *internal.values()]:
+        if isinstance(data, Path):
+            st = os.stat(data)
+            total += 0 if st.st_dev == dev else st.st_size
+        else:
+            total += len(data)
+    return total
+
+
 def extra_files(out_dir: Path) -> list[str]:
     """Files and folders in the release ``out_dir`` that the release did not write (not
     listed in its ``internal/audit.json``), e.g. an ``APPROVAL.txt`` or a signature
@@ -434,18 +462,29 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
         elif not discard_extra_files:
             refuse_extra_files(out_dir)
 
+    need = _bytes_needed(public, internal, parent)
+    free = free_bytes(parent)
+    if need > free:
+        raise ReleaseFolderError(
+            f"not enough space for release {name!r} in {str(parent)!r}: it needs "
+            f"{_size(need)} ({need:,} bytes{'; the old release stays until the new one is in place, so both must fit' if exists else ''}), "
+            f"{_size(free)} are free. Free space there or choose another output.dir")
     tmp = staging_path(out_dir)
-    os.mkdir(tmp, 0o700)
+    current = str(tmp)
     try:
+        os.mkdir(tmp, 0o700)
         pub_dir, int_dir = tmp / "public", tmp / "internal"
         os.mkdir(pub_dir, 0o755)
         os.chmod(pub_dir, 0o755)
         os.mkdir(int_dir, 0o700)
         os.chmod(int_dir, 0o700)
         for fname, data in public.items():
+            current = str(pub_dir / fname)
             _write_file(pub_dir / fname, data, 0o644, fname)
         for fname, data in internal.items():
+            current = str(int_dir / fname)
             _write_file(int_dir / fname, data, 0o600, fname)
+        current = str(tmp)
         _fsync_dir(pub_dir)
         _fsync_dir(int_dir)
         os.chmod(tmp, top_mode)  # 0700: a release staged for review (sdc.release.review)
@@ -458,8 +497,15 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
         else:
             _publish_new(tmp, out_dir)
         _fsync_dir(parent)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError) and e.errno in _DISK_FULL:
+            raise ReleaseFolderError(
+                f"the disk holding {str(parent)!r} is full: writing {current!r} failed "
+                f"({e.strerror}). Release {name!r} needs {_size(need)} ({need:,} bytes), "
+                f"{_size(free_bytes(parent))} are free now; nothing was published (the "
+                "partial files were removed). Free space there or choose another output.dir"
+            ) from None
         raise
     # after an exchange, tmp holds the old release
     shutil.rmtree(tmp, ignore_errors=True)

@@ -22,6 +22,7 @@ must hold at least 2^32 (:data:`MIN_FILE_SEED`): a hand-written 0 or 42 is refus
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -221,6 +222,14 @@ def load_seed(config: ReleaseConfig, *, create: bool = True) -> SeedInfo:
             raise InputError(
                 f"cannot create seed file {str(path)!r} (permission denied); make its folder "
                 "writable for the release user or point seed.file elsewhere"
+            ) from None
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise InputError(
+                f"cannot create seed file {str(path)!r}: the disk holding {str(path.parent)!r} "
+                f"is full ({e.strerror}). A seed file needs a few bytes and one free inode; "
+                "free space there or point seed.file elsewhere"
             ) from None
     value, digest = _read(path)
     return SeedInfo(value=value, path=path, sha256=digest, created=created)

@@ -1,0 +1,98 @@
+"""Red-team run (issue 20, item 10): a full disk names the path and the space needed.
+
+A release on a full disk ended in ``OSError: [Errno 28] No space left on device`` (exit 1,
+"not expected"). Now: the release's size is checked against the free space before writing
+(exit 2: needed and free); a disk that fills up while writing (simulated at the OS boundary:
+``_write_file`` raising ENOSPC) is exit 2 naming the file, with nothing published and an
+earlier release intact; the seed file and the batch engines' staging folder the same. The
+tmpfs cases need root (``mount -t tmpfs``) and are skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import sdc.release.folder as folder
+import sdc.release.seeds as seeds
+
+from .conftest import JobBuilder, contains
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A 64 KiB tmpfs (root only)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()})")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("engine", ["pandas", "streaming"])
+def test_release_larger_than_the_free_space(job: JobBuilder, cli, tiny_disk: Path,
+                                            engine: str) -> None:
+    job.config["output"]["dir"] = str(tiny_disk / "job")
+    res = cli("release", job.write(), "--engine", engine)
+    assert res.exit_code == 2, res.output
+    assert contains(res.output, str(tiny_disk))
+    assert ("not enough space for release 'job'" in res.text
+            or "is full" in res.text), res.output
+    assert "MB are free" in res.text or "KB are free" in res.text
+    assert [p.name for p in tiny_disk.iterdir()] == []
+
+
+def test_disk_fills_up_while_writing(job: JobBuilder, cli, monkeypatch) -> None:
+    cfg = job.write()
+    assert cli("release", cfg).exit_code == 0
+    before = {p.name: p.read_bytes() for p in (job.out_dir / "public").iterdir()}
+    real = folder._write_file
+
+    def full(path, data, mode, label):
+        if label == "microdata.csv":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data, mode, label)
+
+    monkeypatch.setattr(folder, "_write_file", full)
+    res = cli("release", cfg, "--force")
+    assert res.exit_code == 2, res.output
+    assert contains(res.output, "is full: writing")
+    assert contains(res.output, "microdata.csv' failed (No space left on device)")
+    assert contains(res.output, "nothing was published")
+    assert {p.name: p.read_bytes() for p in (job.out_dir / "public").iterdir()} == before
+    assert job.leftovers() == [job.out_dir]
+
+
+def test_new_release_disk_fills_up(job: JobBuilder, cli, monkeypatch) -> None:
+    def full(path, data, mode, label):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(folder, "_write_file", full)
+    res = cli("release", job.write())
+    assert res.exit_code == 2, res.output
+    assert contains(res.output, "Release 'job' needs")
+    assert job.leftovers() == []
+
+
+def test_seed_file_on_a_full_disk(job: JobBuilder, cli, monkeypatch) -> None:
+    job.config["seed"] = {"file": "secrets/new.seed"}
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(seeds, "_create", full)
+    cfg = job.write()
+    job.seed_path.unlink()          # the run must create it
+    res = cli("release", cfg)
+    assert res.exit_code == 2, res.output
+    assert contains(res.output, "cannot create seed file")
+    assert contains(res.output, "is full (No space left on device)")
+    assert job.leftovers() == []
