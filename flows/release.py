@@ -44,6 +44,7 @@ from prefect.cache_policies import NO_CACHE
 
 import sdc
 from sdc.config.model import ReleaseConfig, SeedFile
+from sdc.release.executors import executor_names, get_executor
 from sdc.release.preflight import check_release_target
 
 __all__ = [
@@ -521,7 +522,7 @@ def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
 # ---------------------------------------------------------------------------------------------
 # the streaming and Dask engines: the same release, records never held whole
 # ---------------------------------------------------------------------------------------------
-ENGINES = ("pandas", "streaming", "dask")
+ENGINES = executor_names()
 
 
 def resolve_engine(config: ReleaseConfig, engine: str | None) -> Any:
@@ -534,16 +535,8 @@ def resolve_engine(config: ReleaseConfig, engine: str | None) -> Any:
     spec = config.engine
     if engine is None or engine == spec.kind:
         return spec
-    if engine not in ENGINES:
-        raise sdc.ConfigError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    get_executor(engine)  # unknown name: ConfigError naming the registered ones
     return EngineSpec(kind=engine, batch_rows=spec.batch_rows)
-
-
-def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
-    from sdc.release.dask_engine import DaskSpec
-
-    scratch = str(config.resolve(spec.scratch)) if spec.scratch is not None else None
-    return DaskSpec(scheduler=spec.scheduler, workers=spec.workers, scratch=scratch)
 
 
 @dataclass
@@ -601,17 +594,8 @@ def batch_release_task(job: BatchJob, spec: Any, stage: Path,
     (Dask); the public files are written into ``stage``, the internal records file (release
     series) to ``records``."""
     config, seed = job.config, job.seed_info.value
-    if spec.kind == "dask":
-        from sdc.release.dask_engine import dask_release
-
-        res = dask_release(config, seed, stage, _dask_spec(config, spec), progress=_engine_step,
-                           records_path=records)
-    else:
-        from sdc.release.streaming import stream_release
-
-        res = stream_release(config, seed, stage, batch_rows=spec.batch_rows,
-                             progress=_engine_step,
-                             records_path=records)
+    res = get_executor(spec.kind).release(config, seed, stage, spec, progress=_engine_step,
+                                          records_path=records)
     if not res.certificate <= res.xi + 1e-12:
         raise sdc.CertificationError(
             f"certificate {res.certificate:.6f} exceeds xi = {res.xi}; nothing was published")
@@ -764,7 +748,7 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     """
     t0 = time.perf_counter()
     spec = resolve_engine(sdc.load_config(config_path), engine)
-    if spec.kind != "pandas":
+    if get_executor(spec.kind).batched:
         return _after_review(_release_batches(config_path, force, spec, t0, new_series, review,
                                               discard_extra_files),
                              wait_for_review)
@@ -876,16 +860,9 @@ def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
     path = Path(config_path).expanduser()
     config = sdc.load_config(path)
     check_streamable(config, spec.kind)
-    if spec.kind == "dask":
-        from sdc.release.dask_engine import dask_client, dask_count_cells
-        from sdc.release.streaming import plan_cells
+    from sdc.release.streaming import plan_cells
 
-        with dask_client(_dask_spec(config, spec)) as client:
-            count, _, _ = dask_count_cells(client, config)
-    else:
-        from sdc.release.streaming import count_cells, plan_cells
-
-        count = count_cells(config, batch_rows=spec.batch_rows)
+    count = get_executor(spec.kind).count(config, spec)
     plan = plan_cells(count, config)
     part = plan.partitioned
     sens = plan.cell_prb >= 0
@@ -918,7 +895,7 @@ def plan_release(config_path: str | Path, engine: str | None = None) -> PlanSumm
     from sdc.release.seeds import load_seed
 
     spec = resolve_engine(sdc.load_config(config_path), engine)
-    if spec.kind != "pandas":
+    if get_executor(spec.kind).batched:
         return _plan_batches(config_path, spec)
     job = load_job(config_path)
     config = job.config

@@ -31,10 +31,11 @@ from pathlib import Path
 from sdc.config.model import ConfigError, ReleaseConfig, SeedFile
 from sdc.errors import InputError
 from sdc.io.engine_formats import engine_problems
+from sdc.release.executors import executor_names
 
 __all__ = ["ENGINES", "PreflightError", "check_release_target", "engine_problems", "preflight"]
 
-ENGINES = ("pandas", "streaming", "dask")
+ENGINES = executor_names()
 
 
 class PreflightError(InputError):
