@@ -20,7 +20,7 @@ from sdc.engine.theta import kmin as kmin_of
 from sdc.engine.theta import solve_theta
 from sdc.errors import InputError
 
-__all__ = ["Partitioned", "check_columns", "partition_frame"]
+__all__ = ["Partitioned", "check_columns", "partition_frame", "split_missing"]
 
 
 def check_columns(frame: pd.DataFrame, config: ReleaseConfig, identifiers: bool = True) -> None:
@@ -106,5 +106,39 @@ def partition_frame(frame: pd.DataFrame, config: ReleaseConfig) -> Partitioned:
                    for i, (v, g) in enumerate(zip(pvars, gens, strict=True))) or "all records"
         for s in range(ps_codes.shape[0])
     ]
+    cell_ps, ps_codes, labels = split_missing(cell_ps, ps_codes, labels, cells.key_codes, config)
     sensitive = cells.frequency * xi < 1.0
     return Partitioned(cells, cell_ps, ps_codes, labels, gens, sensitive, xi, theta, km)
+
+
+def split_missing(cell_ps: np.ndarray, ps_codes: np.ndarray, labels: list[str],
+                  key_codes: np.ndarray, config: ReleaseConfig
+                  ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Split the partition sets by the cells' missing-value pattern (METHOD.md 7.9).
+
+    For every key with ``missing: category`` and ``missing_moves: false``, the
+    cells where it is missing form partition sets of their own (label suffix
+    ``missing: <keys>``; one more ``ps_codes`` column holding the pattern, never merged
+    along), so post-randomization never moves a record into or out of "missing": a blank in
+    the public file is a real blank. Unchanged when no cell has such a missing value.
+    """
+    keys = config.key_names
+    pat = np.zeros(key_codes.shape[0], dtype=np.int64)
+    for i, v in enumerate(keys):
+        kv = config.key_variables[v]
+        if kv.missing == "category" and not kv.missing_moves:
+            pat |= (key_codes[:, i] == kv.size - 1).astype(np.int64) << i
+    if not pat.any():
+        return cell_ps, ps_codes, labels
+    width = len(keys)
+    uniq, new_ps = np.unique(cell_ps.astype(np.int64) * (1 << width) + pat, return_inverse=True)
+    old, bits = uniq >> width, uniq & ((1 << width) - 1)
+    codes = np.column_stack([ps_codes[old], bits]).astype(np.int64)
+    out = []
+    for o, b in zip(old.tolist(), bits.tolist(), strict=True):
+        if not b:
+            out.append(labels[o])
+            continue
+        miss = "missing: " + ", ".join(v for i, v in enumerate(keys) if b >> i & 1)
+        out.append(miss if labels[o] == "all records" else f"{labels[o]} | {miss}")
+    return new_ps.astype(np.int64).reshape(-1), codes, out

@@ -20,6 +20,7 @@ import pandas as pd
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
 from sdc.engine.blocks import Block, BlockPlan, plan_blocks
 from sdc.engine.partition import Partitioned
+from sdc.errors import SmallBlockError
 
 __all__ = ["ReleasePlan", "default_merge_order", "partition_units", "plan_release"]
 
@@ -120,9 +121,19 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
         return "partition set " + names[0] if len(names) == 1 else "merged block [" + " + ".join(names) + "]"
 
     order = [pvars.index(v) for v in default_merge_order(config)]
-    bplan: BlockPlan = plan_blocks(ps_codes, profiles, xi=xi, theta=theta, kmin=km,
-                                   theta_mode=config.risk.theta, policy=config.risk.small_blocks,
-                                   merge_along=order, describe=describe)
+    try:
+        bplan: BlockPlan = plan_blocks(ps_codes, profiles, xi=xi, theta=theta, kmin=km,
+                                       theta_mode=config.risk.theta,
+                                       policy=config.risk.small_blocks, merge_along=order,
+                                       describe=describe)
+    except SmallBlockError as e:
+        if "missing: " not in str(e):
+            raise
+        raise SmallBlockError(
+            f"{e}. Records with a missing key value form blocks of their own (missing never "
+            "receives or loses records, so a blank stays a real blank); to let missing values "
+            "move like any category set missing_moves: true for the key(s) in key_variables "
+            "(the codebook then says a blank may stand for a real value)") from None
 
     cell_prb = np.where(sensitive, bplan.block_of_partition_set[cell_ps], -1)
     # local index of each sensitive cell inside its PRB (cells sorted by global index)

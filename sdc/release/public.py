@@ -430,9 +430,17 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
         else:
             lines += ["| value | label |", "|---|---|"]
             lines += [f"| {md_text(v)} | {md_text(kv.labels.get(v, ''))} |" for v in kv.domain]
-        if kv.missing == "category":
+        if kv.missing == "category" and not kv.missing_moves:
             lines.append("")
-            lines.append("An empty value means *missing* (a category of its own).")
+            lines.append("An empty value means *missing* (a category of its own). A blank is "
+                         "always a real blank: records with a missing value were "
+                         "post-randomized only among records missing the same key(s), so no "
+                         "value was made missing and no missing value was replaced.")
+        elif kv.missing == "category":
+            lines.append("")
+            lines.append("An empty value means *missing* (a category of its own). Missing "
+                         "values were post-randomized like any other value (missing_moves): a "
+                         "blank may stand for a real value, and a value for a real blank.")
         if k in config.recoded_keys:
             lines += ["", _recoding_note(k, config)]
         lines.append("")
