@@ -75,7 +75,10 @@ def check_streamable(config: ReleaseConfig, engine: str) -> None:
         ``pd.read_spss(path).to_parquet(...)``, or use ``--engine pandas``).
     """
     from sdc.io.engine_formats import engine_problems
+    from sdc.io.sniff import check_file_kind
 
+    if config.input_path.is_file():
+        check_file_kind(config.input_path, config.input.resolved_format)
     problems = engine_problems(config, engine)
     if len(problems) == 1:
         raise InputError(problems[0])

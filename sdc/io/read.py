@@ -23,6 +23,7 @@ from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.batches import value_columns
 from sdc.io.recode import recode_frame
+from sdc.io.sniff import check_file_kind
 from sdc.io.values import lossless_type, missing_markers, to_lossless
 
 __all__ = ["read_input"]
@@ -323,6 +324,7 @@ def read_input(config: ReleaseConfig) -> pd.DataFrame:
         raise InputError(f"input file {str(path)!r} is empty (0 bytes); nothing to release. "
                          "Check that the export finished")
     fmt = config.input.resolved_format
+    check_file_kind(path, fmt)
     if fmt == "csv":
         frame = _read_csv(path, config)
     elif fmt == "parquet":

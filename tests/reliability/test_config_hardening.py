@@ -313,3 +313,24 @@ def test_key_named_record_id_gets_a_fix_that_works(job: JobBuilder, cli) -> None
     kv["record_no"] = kv.pop("record_id")
     res = cli("validate", job.write())
     assert res.exit_code == 0, res.output
+
+
+# -- what the input file really is ---------------------------------------------------------------
+def test_parquet_declared_as_csv_says_what_the_file_is(job: JobBuilder, cli) -> None:
+    job.write()
+    job.frame.to_parquet(job.data_path, index=False)   # input.path input.csv, format csv
+    res = cli("validate", job.config_path)
+    _refused(job, res, "is a Parquet file, not CSV", "input.format: parquet")
+
+
+def test_gzipped_csv_says_what_the_file_is(job: JobBuilder, cli) -> None:
+    import gzip
+
+    job.config["input"]["path"] = "data/input.csv.gz"
+    job.config["input"].pop("format")
+    job.skip_data = True
+    job.data_path.parent.mkdir(parents=True, exist_ok=True)
+    job.data_path.write_bytes(gzip.compress(job.frame.to_csv(index=False).encode()))
+    for engine in ("pandas", "streaming"):
+        res = cli("release", job.write(), "--engine", engine)
+        _refused(job, res, "is a gzip-compressed file, not CSV", "decompress")
