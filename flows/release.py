@@ -977,6 +977,7 @@ def validate_release_input(config_path: str | Path) -> ValidationSummary:
     from sdc.engine.dependence import frame_dependence, raise_if_dependent
     from sdc.engine.plan import plan_release as plan_cells
     from sdc.io.schemas import validate_input
+    from sdc.release.public import public_schema_for
 
     job = load_job(config_path)
     frame = validate_input(job.frame, job.config)
@@ -984,6 +985,7 @@ def validate_release_input(config_path: str | Path) -> ValidationSummary:
     # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
     plan = plan_cells(part, job.config)
     raise_if_dependent(frame_dependence(frame, plan, job.config), plan, job.config)
+    public_schema_for(job.config, frame)  # the public types every output format can hold
     return ValidationSummary(
         name=job.config.name,
         config_path=job.config_path,

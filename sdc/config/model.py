@@ -77,6 +77,22 @@ def _strict_category(v: Any) -> Any:
     return v
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+MAX_KEY_VALUES = 10_000_000
+"""The most values one key variable may declare (a range is sized before anything is
+allocated; issue 20)."""
+
+
+def _int_text(c: str) -> int | None:
+    """The integer a category text writes exactly as Python writes it (``"1"``, ``"-3"``;
+    not ``"01"``), else None."""
+    try:
+        v = int(c)
+    except ValueError:
+        return None
+    return v if str(v) == c else None
+
+
 Category = Annotated[StrictInt | StrictStr, BeforeValidator(_strict_category)]
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -172,6 +188,30 @@ class KeyVariable(_Strict):
                 raise ValueError(f"'categories' lists {dupes[:5]} more than once")
         if self.range is not None and self.range[0] > self.range[1]:
             raise ValueError(f"'range' must be [lo, hi] with lo <= hi, got {list(self.range)}")
+        if self.range is not None:
+            lo, hi = self.range
+            if lo < _INT64_MIN or hi > _INT64_MAX:
+                raise ValueError(
+                    f"'range' [{lo}, {hi}] goes beyond 64-bit integers (-2^63 .. 2^63-1), which "
+                    "no input column can hold: give the range of the values that occur")
+            if hi - lo + 1 > MAX_KEY_VALUES:
+                raise ValueError(
+                    f"'range' [{lo}, {hi}] declares {hi - lo + 1:,} values; a key variable may "
+                    f"have at most {MAX_KEY_VALUES:,} (every value gets a code, a cell in the "
+                    "key space and a codebook line): give the range of the values that occur, "
+                    "or recode the variable into bands (recode: {bands: [...]})")
+        if self.categories is not None:
+            if len(self.categories) > MAX_KEY_VALUES:
+                raise ValueError(f"'categories' lists {len(self.categories):,} values; a key "
+                                 f"variable may have at most {MAX_KEY_VALUES:,}")
+            ints = {c for c in self.categories if isinstance(c, int)}
+            twins = [c for c in self.categories
+                     if isinstance(c, str) and _int_text(c) is not None and _int_text(c) in ints]
+            if twins:
+                raise ValueError(
+                    f"'categories' lists both {_int_text(twins[0])} and {twins[0]!r}: in a CSV "
+                    "file the two are the same text, so a record cannot tell them apart. Keep "
+                    "one: the number, or the text (then quote every category)")
         if self.labels:
             self.labels = self._labels_on_domain()
         return self
@@ -628,6 +668,11 @@ class ReleaseConfig(_Strict):
         clash = [d for d in self.input.drop if d in keys]
         if clash:
             raise ValueError(f"input.drop: {clash} are key variables; a key cannot be dropped")
+        if self.input.id_column is not None and self.input.id_column in self.input.drop:
+            raise ValueError(
+                f"input.drop lists the id column {self.input.id_column!r} (input.id_column): the "
+                "release needs it to key its draws and never publishes it; remove it from "
+                "input.drop")
         for var, rule in self.partition.items():
             kv = self.key_variables[var]
             if isinstance(rule, Groups):

@@ -44,6 +44,7 @@ __all__ = [
     "PUBLIC_ID",
     "ROW_GROUP_ROWS",
     "PublicWriter",
+    "check_public_types",
     "check_streamable",
     "csv_value_types",
     "frame_to_table",
@@ -155,6 +156,22 @@ def _csv_options(config: ReleaseConfig, block_size: int = 1 << 24,
 def csv_value_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
     """The type of every text-read column of a CSV input (:func:`value_columns`), decided
     from the file's first block by :func:`sdc.io.values.lossless_type`."""
+    path = config.input_path
+    st = path.stat()
+    inp = config.input
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, inp.delimiter, inp.encoding,
+           tuple(inp.na_values), tuple(sorted(config.key_variables)), tuple(sorted(config.perturb)),
+           inp.weight, inp.id_column, tuple(_text_keys(config)))
+    if key not in _VALUE_TYPES:
+        _VALUE_TYPES.clear()  # one input at a time
+        _VALUE_TYPES[key] = _first_block_types(config)
+    return dict(_VALUE_TYPES[key])
+
+
+_VALUE_TYPES: dict[tuple, dict[str, pa.DataType]] = {}
+
+
+def _first_block_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
     names = _csv_header(config)
     cols = value_columns(config, names)
     if not cols:
@@ -238,7 +255,32 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
             elif kv.categories is not None and any(isinstance(c, str) for c in kv.categories):
                 t = pa.string()
         fields.append(pa.field(f.name, t))
-    return pa.schema(fields)
+    schema = pa.schema(fields)
+    check_public_types(config, schema)
+    return schema
+
+
+def check_public_types(config: ReleaseConfig, schema: pa.Schema) -> None:
+    """Refuse a nested column (struct, list, map) for an output format without a way to
+    write it unchanged: CSV has no standard text for nested values, SPSS and Stata no nested
+    variables. The Parquet file keeps them as they are.
+
+    Raises
+    ------
+    InputError
+        Names the columns, their types, the formats and the fixes.
+    """
+    formats = config.output.formats if config.output is not None else ["parquet"]
+    flat = [f for f in formats if f in ("csv", "sav", "dta")]
+    nested = [f for f in schema if pa.types.is_nested(f.type)]
+    if not flat or not nested:
+        return
+    cols = ", ".join(f"{f.name!r} ({f.type})" for f in nested[:5])
+    raise InputError(
+        f"column(s) {cols} hold nested values (struct/list/map); output.formats {flat} cannot "
+        "hold them unchanged (CSV has no standard text for them, SPSS and Stata no nested "
+        "variables). Release them in Parquet only (output.formats: [parquet]), or list the "
+        "column(s) under input.drop")
 
 
 def _csv_missing(table: pa.Table, config: ReleaseConfig,

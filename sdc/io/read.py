@@ -241,8 +241,13 @@ def _read_stat(path: Path, fmt: str, config: ReleaseConfig) -> pd.DataFrame:
 
     reader = pyreadstat.read_sav if fmt == "sav" else pyreadstat.read_dta
     kwargs = {} if _is_utf8(config.input.encoding) else {"encoding": config.input.encoding}
+    if fmt == "sav":
+        # SPSS user-missing codes (9 = "no answer") stay values of the non-key columns and
+        # the SPSS output declares them again (sdc.release.stat_files); keys, weight and id
+        # read them as missing, as before
+        kwargs["user_missing"] = True
     try:
-        frame, _meta = reader(str(path), **kwargs)
+        frame, meta = reader(str(path), **kwargs)
     except Exception as e:  # pyreadstat raises its own ReadstatError / PyreadstatError
         raise InputError(
             f"input file {str(path)!r} is not a readable {'SPSS .sav' if fmt == 'sav' else 'Stata .dta'} "
@@ -250,12 +255,37 @@ def _read_stat(path: Path, fmt: str, config: ReleaseConfig) -> pd.DataFrame:
         ) from None
     if len(set(frame.columns)) != len(frame.columns):
         raise _dup_error(path, list(frame.columns))
+    if fmt == "sav":
+        _blank_user_missing(frame, meta, value_columns(config, list(frame.columns)))
     # strings: pandas' default string dtype; SPSS/Stata store a missing string as ""
     for c in frame.columns:
         if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype):
             s = frame[c].astype("str")
             frame[c] = s.where(s != "", None)
     return frame
+
+
+def sav_missing_ranges(meta) -> dict[str, list[dict]]:
+    """``{column: [{"lo": .., "hi": ..}, ...]}``: the user-missing values SPSS declares."""
+    return dict(getattr(meta, "missing_ranges", None) or {})
+
+
+def _blank_user_missing(frame: pd.DataFrame, meta, keep: list[str]) -> None:
+    """User-missing values -> missing in every column but ``keep`` (the non-key columns)."""
+    for col, ranges in sav_missing_ranges(meta).items():
+        if col not in frame.columns or col in keep:
+            continue
+        s = frame[col]
+        hit = np.zeros(len(s), dtype=bool)
+        for r in ranges:
+            lo, hi = r.get("lo"), r.get("hi")
+            if isinstance(lo, str) or isinstance(hi, str):
+                hit |= (s == lo).to_numpy(dtype=bool, na_value=False)
+            else:
+                x = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+                hit |= (x >= lo) & (x <= hi)
+        if hit.any():
+            frame[col] = s.where(~hit, None if s.dtype == object else np.nan)
 
 
 def _integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:

@@ -6,7 +6,8 @@ The input schema checks, per column:
   the declared ``range`` (two checks: ``integer`` and ``in_range``); empty values are an error
   under ``missing: error`` and allowed under ``missing: category``;
 - the id column (``input.id_column``): present, no empty value, unique;
-- the weight column (``input.weight``): present, numeric, finite, > 0;
+- the weight column (``input.weight``): present, numeric, finite, > 0, at most
+  :data:`MAX_WEIGHT`;
 - the dropped columns (``input.drop``): present.
 
 Validation is lazy: :func:`validate_input` reports every problem at once as a short table
@@ -88,12 +89,17 @@ def _in_categories(categories: list[Any]):
     return check
 
 
+MAX_WEIGHT = 1e15
+"""The largest weight accepted: the reports add weights up exactly in float64, and a sum of
+weights near 1e308 overflows (a weight of 1e15 is 10^5 times the world's population)."""
+
+
 def _positive_finite(s: pd.Series) -> bool | pd.Series:
     if isinstance(s.dtype, np.dtype) and s.dtype.kind == "f":
         a = s.to_numpy()
-        return _result(np.isfinite(a) & (a > 0), s)  # NaN fails both
+        return _result(np.isfinite(a) & (a > 0) & (a <= MAX_WEIGHT), s)  # NaN fails all
     x = _numeric(s)
-    return _result(x.notna() & np.isfinite(x) & (x > 0), s)
+    return _result(x.notna() & np.isfinite(x) & (x > 0) & (x <= MAX_WEIGHT), s)
 
 
 def _unique_integers(s: pd.Series) -> bool:
@@ -189,7 +195,8 @@ def _fix(check: str, column: str, config: ReleaseConfig) -> str:
         return (f"the values are text but key_variables.{column}.categories are numbers: store "
                 "the column as integers, or quote the categories in the config")
     if check == "positive_finite":
-        return "weights must be > 0 and finite: fix or remove those rows"
+        return (f"weights must be > 0, finite and at most {MAX_WEIGHT:.0e} (the reports add "
+                "them up): fix or remove those rows, or divide every weight by the same factor")
     if check.startswith("absent:"):
         return "remove the column before writing (a bug if it reaches here)"
     return "fix the data or the config"

@@ -220,10 +220,13 @@ def _fix_timestamp(data: bytes, fmt: StatFormat) -> bytes:
     return data[: m.start(1)] + _FIXED_DTA_TIME + data[m.end(1):]
 
 
-def stat_bytes(layout: StatLayout, fmt: StatFormat, *, file_label: str = "") -> bytes:
+def stat_bytes(layout: StatLayout, fmt: StatFormat, *, file_label: str = "",
+               missing_ranges: Mapping[str, list] | None = None) -> bytes:
     """The ``.sav`` / ``.dta`` file of ``layout`` as bytes (fixed header time stamp).
 
     ``.dta`` is written as Stata 15 (format 119 readers: Stata 15 and later; UTF-8).
+    ``missing_ranges`` (``.sav`` only): original column -> SPSS user-missing declarations
+    (pyreadstat's ``[{"lo": 9, "hi": 9}]``), written for the column's name in the file.
     """
     import pyreadstat
 
@@ -232,7 +235,10 @@ def stat_bytes(layout: StatLayout, fmt: StatFormat, *, file_label: str = "") -> 
         common = dict(column_labels=layout.variable_labels or None,
                       variable_value_labels=layout.value_labels or None)
         if fmt == "sav":
-            pyreadstat.write_sav(layout.frame, str(path), file_label=file_label[:64], **common)
+            ranges = {layout.names[c]: [r["lo"] if r["lo"] == r["hi"] else r for r in rs]
+                      for c, rs in (missing_ranges or {}).items() if c in layout.names}
+            pyreadstat.write_sav(layout.frame, str(path), file_label=file_label[:64],
+                                 missing_ranges=ranges or None, **common)
         elif fmt == "dta":
             pyreadstat.write_dta(layout.frame, str(path), file_label=file_label[:80],
                                  version=15, **common)

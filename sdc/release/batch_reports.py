@@ -27,7 +27,7 @@ from sdc.io.batches import (
     read_ahead_frames,
 )
 from sdc.reports.accumulate import ReleaseAccumulator
-from sdc.reports.utility import numeric_columns
+from sdc.reports.utility import finite_values, numeric_columns
 
 __all__ = ["BackgroundRefinement", "add_apply_batch", "add_refine_batch", "batch_reports",
            "new_accumulator", "refine_columns", "refine_streaming"]
@@ -59,7 +59,7 @@ def new_accumulator(cells: CellTable, config: ReleaseConfig, weight_max: float |
 
 
 def _values(frame: pd.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:
-    return {c: frame[c].to_numpy(dtype=float, na_value=np.nan) for c in columns}
+    return {c: finite_values(frame[c]) for c in columns}
 
 
 def add_apply_batch(acc: ReleaseAccumulator, frame: pd.DataFrame, record_cell: np.ndarray,

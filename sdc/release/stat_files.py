@@ -43,8 +43,28 @@ def stat_public_files(pub: pd.DataFrame, config: ReleaseConfig
             continue
         layout = stat_layout(pub, fmt, categories=cats, value_labels=vlabels,
                              variable_labels=variable_labels(config))
-        files[f"microdata.{fmt}"] = stat_bytes(layout, fmt, file_label=config.name)
+        files[f"microdata.{fmt}"] = stat_bytes(layout, fmt, file_label=config.name,
+                                               missing_ranges=user_missing(config, pub))
     return files, layout
+
+
+def user_missing(config: ReleaseConfig, pub: pd.DataFrame) -> dict[str, list]:
+    """The SPSS user-missing declarations of the input's non-key columns in ``pub`` (an SPSS
+    input only; their values are released as they are, and ``microdata.sav`` declares them
+    again)."""
+    if config.input.resolved_format != "sav":
+        return {}
+    import pyreadstat
+
+    from sdc.io.batches import value_columns
+    from sdc.io.read import sav_missing_ranges
+
+    kwargs = {} if config.input.encoding.lower().replace("_", "-") in ("utf-8", "utf8") \
+        else {"encoding": config.input.encoding}
+    _, meta = pyreadstat.read_sav(str(config.input_path), metadataonly=True, user_missing=True,
+                                  **kwargs)
+    keep = set(value_columns(config, list(pub.columns)))
+    return {c: r for c, r in sav_missing_ranges(meta).items() if c in keep}
 
 
 def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None) -> list[str]:
@@ -62,6 +82,13 @@ def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None) -> lis
               "the other files, with value labels for the key variables and the variable "
               "labels above. A missing text value is an empty string; a missing number is a "
               "system-missing value."]
+    declared = user_missing(config, pd.DataFrame(columns=list(layout.names)))
+    if declared:
+        lines += ["", "User-missing values of the SPSS input, released as values in every "
+                  "file and declared again in `microdata.sav`:", ""]
+        lines += [f"- `{_md(c)}`: " + ", ".join(
+            _md(r["lo"]) if r["lo"] == r["hi"] else f"{_md(r['lo'])} to {_md(r['hi'])}"
+            for r in rs) for c, rs in declared.items()]
     if layout.renamed:
         lines += ["", "Renamed (SPSS and Stata accept letters, digits and `_`, 32 characters):",
                   ""]

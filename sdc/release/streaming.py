@@ -90,6 +90,7 @@ from sdc.release.batch_reports import (
 )
 from sdc.release.order import ORDER_COLUMNS, bucket_of, order_keys, order_salt, sort_positions
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
+from sdc.reports.utility import finite_values
 
 __all__ = ["BatchRelease", "CellCount", "count_cells", "draw_plan", "stream_release",
            "validate_batches"]
@@ -384,7 +385,7 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
             derived.add(frame, codes)
         add_perturb_counts(perturb_values, frame)
         for c in value_columns:
-            x = frame[c].to_numpy(dtype=float, na_value=np.nan)
+            x = finite_values(frame[c])
             if len(x) and not np.isnan(x).all():
                 lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
                 value_lo[c] = min(value_lo.get(c, lo), lo)

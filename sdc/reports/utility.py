@@ -84,6 +84,17 @@ def _rule_name(rule: object) -> str:
     return str(rule)
 
 
+def finite_values(s: pd.Series) -> np.ndarray:
+    """A numeric column's values for the numeric summaries: float64, missing and +-inf as NaN
+    (an infinite value is released as collected but left out of means and quartiles, like a
+    missing one; every engine reads the summaries' values through this)."""
+    x = s.to_numpy(dtype=float, na_value=np.nan)
+    inf = np.isinf(x)
+    if inf.any():
+        x = np.where(inf, np.nan, x)
+    return x
+
+
 def numeric_columns(frame: pd.DataFrame, config: ReleaseConfig) -> list[str]:
     """Numeric columns that are not keys, ids, dropped identifiers or the weight."""
     skip = set(config.key_names) | set(config.input.drop)
@@ -121,8 +132,8 @@ def _numeric(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> list
     cell_dtype = np.int32 if n_cells < 2**31 else np.int64
     out = []
     for col in numeric_columns(original, config):
-        before_x = original[col].to_numpy(dtype=float, na_value=np.nan)
-        after_x = (released[col].to_numpy(dtype=float, na_value=np.nan)
+        before_x = finite_values(original[col])
+        after_x = (finite_values(released[col])
                    if col in released.columns else before_x)
         same = after_x is before_x or np.array_equal(before_x, after_x, equal_nan=True)
         if same:

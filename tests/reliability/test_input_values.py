@@ -11,6 +11,7 @@ all non-key values of a record must survive whole).
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +63,17 @@ def _csv_text(path: Path, columns: list[str]) -> dict[str, list]:
 
 
 def _parquet_text(path: Path, columns: list[str]) -> dict[str, list]:
-    table = pq.read_table(path, columns=columns)
+    return _table_text(pq.read_table(path, columns=columns), columns)
+
+
+def _table_text(table: pa.Table, columns: list[str]) -> dict[str, list]:
     return {c: _text(table.column(c)) for c in columns}
+
+
+def _stat_text(frame: pd.DataFrame, columns: list[str]) -> dict[str, list]:
+    """Values read by pyreadstat as text (SPSS/Stata store a missing string as "")."""
+    out = _table_text(pa.Table.from_pandas(frame[columns], preserve_index=False), columns)
+    return {c: [None if v == "" else v for v in vals] for c, vals in out.items()}
 
 
 def _release(cli, job: JobBuilder, engine: str) -> None:
@@ -192,3 +202,128 @@ def test_parquet_boolean_date_time_columns_release_unchanged(cli, job: JobBuilde
     src = pq.read_schema(job.data_path)
     for c in ("flag", "day", "clock", "stamp"):
         assert schema.field(c).type == src.field(c).type, c
+
+
+def test_nested_parquet_columns_release_in_parquet(cli, job: JobBuilder) -> None:
+    """Struct and list columns: released unchanged in Parquet on every engine (old code:
+    exit 1 in the public order hash); a format that cannot hold them is refused by
+    ``release`` and ``validate`` alike (exit 2, naming the column and the fix)."""
+    _as_parquet(job)
+    _typed_parquet_columns(job, nested=True)
+    job.config["output"]["formats"] = ["parquet"]
+    cols = _non_key(job)
+    job.write()
+    before = _records(_parquet_text(job.data_path, cols))
+    files = {}
+    for engine in ENGINES_PARQUET:
+        job.config["output"]["dir"] = f"releases/{engine}"
+        _release(cli, job, engine)
+        pub = job.out_dir / "public" / "microdata.parquet"
+        assert _records(_parquet_text(pub, cols)) == before, engine
+        assert pq.read_schema(pub).field("pair").type == pq.read_schema(job.data_path).field(
+            "pair").type
+        files[engine] = pub.read_bytes()
+    assert files["pandas"] == files["streaming"] == files["dask"]
+    job.config["output"]["formats"] = ["parquet", "csv"]
+    job.config["output"]["dir"] = "releases/csv"
+    for args in (("release", "--engine", "pandas"), ("release", "--engine", "streaming"),
+                 ("validate",)):
+        res = cli(args[0], job.write(), *args[1:])
+        assert res.exit_code == 2, (args, res.output)
+        assert "'pair'" in res.text and "output.formats: [parquet]" in res.text, res.output
+    assert not job.out_dir.exists()
+
+
+@pytest.mark.parametrize("fmt", ["sav", "dta"])
+def test_spss_stata_non_key_values_and_user_missing_kept(cli, job: JobBuilder, fmt: str) -> None:
+    """SPSS/Stata input, every public format: each non-key value comes out as read; an SPSS
+    user-missing code (9, declared missing, in 200 of 600 rows) stays 9 and ``microdata.sav``
+    declares it missing again (old code: the 200 values became empty)."""
+    import pyreadstat
+
+    i = np.arange(len(job.frame))
+    f = job.frame
+    f["q"] = np.where(i % 3 == 0, 9, i % 5).astype(float)
+    f["zip"] = np.char.zfill((i % 50).astype(str), 5)
+    f["mixed"] = np.where(i % 2 == 0, 22.0, 22.5)
+    f["word"] = np.array(["NA", "None", "x", "null"])[i % 4]
+    job.config["input"].update(path=f"data/input.{fmt}", format=fmt)
+    job.config["output"]["formats"] = ["parquet", "csv", "sav", "dta"]
+    job.skip_data = True
+    job.data_path.parent.mkdir(parents=True)
+    if fmt == "sav":
+        pyreadstat.write_sav(f, str(job.data_path), missing_ranges={"q": [9]})
+    else:
+        pyreadstat.write_dta(f, str(job.data_path))
+    _release(cli, job, "pandas")
+    cols = _non_key(job)
+    src, _ = (pyreadstat.read_sav(str(job.data_path), user_missing=True) if fmt == "sav"
+              else pyreadstat.read_dta(str(job.data_path)))
+    before = _records(_stat_text(src, cols))
+    pub = job.out_dir / "public"
+    assert _records(_csv_text(pub / "microdata.csv", cols)) == before
+    assert _records(_parquet_text(pub / "microdata.parquet", cols)) == before
+    sav, meta = pyreadstat.read_sav(str(pub / "microdata.sav"), user_missing=True)
+    dta, _ = pyreadstat.read_dta(str(pub / "microdata.dta"))
+    for out in (sav, dta):
+        assert _records(_stat_text(out, cols)) == before
+    assert int((sav["q"] == 9).sum()) == 200
+    if fmt == "sav":
+        assert meta.missing_ranges == {"q": [{"lo": 9.0, "hi": 9.0}]}
+        assert "User-missing" in (pub / "codebook.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("engine", ENGINES_CSV)
+def test_infinite_value_in_a_numeric_column(cli, job: JobBuilder, engine: str) -> None:
+    """One ``inf`` in a non-key numeric column: old code exit 1 ("weights must be finite",
+    blaming the weights). Now released as collected; the numeric summaries leave it out like
+    a missing value."""
+    job.frame["income"] = job.frame["income"].astype(float) + 0.5
+    job.frame.loc[5, "income"] = np.inf
+    _release(cli, job, engine)
+    text = _csv_text(job.out_dir / "public" / "microdata.csv", ["income"])["income"]
+    assert text.count("inf") == 1
+    utility = json.loads((job.out_dir / "internal" / "utility.json").read_text())
+    by_sex = next(e for e in utility["numeric"] if e["variable"] == "income" and e["by"] == "sex")
+    assert sum(r["before"]["n"] for r in by_sex["rows"]) == len(job.frame) - 1
+
+
+def _huge_weights(job: JobBuilder) -> None:
+    job.frame["weight"] = 1e308
+
+
+REFUSED = {
+    # case: (change, fragment of the message)
+    "weights_1e308": (_huge_weights, "at most 1e+15"),
+    "categories_1_and_text_1": (
+        lambda j: j.config["key_variables"].update(region={"categories": [1, "1", 2, 3, 4, 5]}),
+        "lists both 1 and '1'"),
+    "id_column_under_drop": (lambda j: j.config["input"]["drop"].append("id"),
+                             "input.drop lists the id column 'id'"),
+    "range_0_to_1e10": (lambda j: j.config["key_variables"].update(age={"range": [0, 10**10]}),
+                        "declares 10,000,000,001 values"),
+    "range_int64_limits": (
+        lambda j: j.config["key_variables"].update(age={"range": [-(2**63), 2**63 - 1]}),
+        "at most 10,000,000"),
+    "range_beyond_int64": (
+        lambda j: j.config["key_variables"].update(age={"range": [2**63 - 90, 2**63]}),
+        "beyond 64-bit integers"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_refused_with_exit_2_by_release_and_validate(cli, job: JobBuilder, case: str) -> None:
+    """Old code: exit 1 (overflow in the report sums, ArrowTypeError, KeyError 'id',
+    MemoryError) and ``validate`` passed. Now ``release`` (pandas and streaming) and
+    ``validate`` refuse with exit 2 and the fix; nothing is written."""
+    change, fragment = REFUSED[case]
+    change(job)
+    if case != "weights_1e308":
+        job.config["partition"].pop("age", None)
+    path = job.write()
+    for args in (("validate",), ("release", "--engine", "pandas"),
+                 ("release", "--engine", "streaming")):
+        res = cli(args[0], path, *args[1:])
+        assert res.exit_code == 2, (args, res.output)
+        assert fragment in res.text, (args, res.output)
+    assert not job.out_dir.exists()
