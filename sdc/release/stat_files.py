@@ -86,8 +86,9 @@ def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None) -> lis
     if declared:
         lines += ["", "User-missing values of the SPSS input, released as values in every "
                   "file and declared again in `microdata.sav`:", ""]
-        lines += [f"- `{_md(c)}`: " + ", ".join(
-            _md(r["lo"]) if r["lo"] == r["hi"] else f"{_md(r['lo'])} to {_md(r['hi'])}"
+        lines += [f"- {md_code(c)}: " + ", ".join(
+            md_text(r["lo"]) if r["lo"] == r["hi"]
+            else f"{md_text(r['lo'])} to {md_text(r['hi'])}"
             for r in rs) for c, rs in declared.items()]
     if layout.renamed:
         lines += ["", "Renamed (SPSS and Stata accept letters, digits and `_`, 32 characters):",
