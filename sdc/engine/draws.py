@@ -221,7 +221,8 @@ def value_hash(values: pd.Series | np.ndarray) -> np.ndarray:
             _fmix_inplace(bits)
             out = np.where(integral, out, bits)
     elif dtype.kind in "mM":
-        out = _hash_ints(s.to_numpy().view(np.int64))
+        # DatetimeArray/TimedeltaArray integers (a tz-aware column's to_numpy() is objects)
+        out = _hash_ints(np.asarray(s.array.asi8, dtype=np.int64))
     else:
         arr = s.to_numpy(dtype=object, na_value=None)
         if isna.any():
@@ -231,8 +232,11 @@ def value_hash(values: pd.Series | np.ndarray) -> np.ndarray:
         try:
             out = _hash_strings(arr)
         except TypeError:
-            out = _hash_strings(np.asarray([str(v) for v in pd.unique(arr)], dtype=object)[
-                pd.factorize(arr)[0]])
+            try:
+                out = _hash_strings(np.asarray([str(v) for v in pd.unique(arr)], dtype=object)[
+                    pd.factorize(arr)[0]])
+            except TypeError:  # unhashable values (nested columns: dicts, lists): by str()
+                out = _hash_strings(np.asarray(np.frompyfunc(str, 1, 1)(arr), dtype=object))
     if isna.any():
         out = np.where(isna, _NA, out)
     return np.asarray(out, dtype=_U64)
