@@ -604,6 +604,10 @@ def audit(
         "data: share of records in consecutive releases whose released key values changed, "
         "and the linking intruder's correct-match rate per (t_j, a) next to xi. Exit 1 when "
         "the rate with one matching record exceeds xi.")] = False,
+    source: Annotated[Path | None, typer.Option(
+        "--source", help="The input file (or folder of parts) at its new place, when it moved "
+        "since the release; its SHA-256 must still match the recorded one.",
+        show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Re-verify a release: source hash, partition sets, PRBs, certificate <= xi, file hashes.
@@ -624,13 +628,13 @@ def audit(
         if as_json:
             from sdc.cli.json_output import audit_document, print_document
 
-            doc = audit_document(verify_release(release_dir), release_dir)
+            doc = audit_document(verify_release(release_dir, source), release_dir)
             print_document(doc)
             if not doc["passed"]:
                 raise typer.Exit(EXIT_FAILURE)
             return
         with console.status(f"auditing {escape(str(release_dir))}"):
-            report = verify_release(release_dir)
+            report = verify_release(release_dir, source)
         t = Table(title=escape(f"Audit of {release_dir}"), title_justify="left")
         t.add_column("check")
         t.add_column("result")

@@ -187,8 +187,11 @@ def _fmt_profile(p: dict[int, int]) -> str:
     return ", ".join(f"{t}:{m}" for t, m in sorted(p.items()))
 
 
-def verify_release(release_dir: Path) -> AuditReport:
+def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport:
     """Re-verify a release folder (see the module docstring for the list of checks).
+
+    ``source`` is the input file (or folder of parts) at a new place when it moved since the
+    release; its SHA-256 must still equal the recorded one.
 
     Never raises for a failed check; raises :class:`AuditError` only if ``release_dir`` is not
     a readable release folder (no readable, well-formed ``internal/audit.json``).
@@ -221,7 +224,7 @@ def verify_release(release_dir: Path) -> AuditReport:
 
     # -- source --------------------------------------------------------------------------------
     inp = audit["input"]
-    src = Path(inp["path"])
+    src = Path(source).expanduser().absolute() if source is not None else Path(inp["path"])
     household_frames = None
     if audit.get("engine") in ("streaming", "dask"):
         found = _streamed_partitions(rep, release_dir, cfg, src, inp)
@@ -267,7 +270,8 @@ def verify_release(release_dir: Path) -> AuditReport:
             f"certificate {cert:.6f} ({where}) vs xi = {xi}")
     rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=_REL),
             f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
-    _rederived_checks(rep, release_dir, cfg, audit, seed_info, original)
+    _rederived_checks(rep, release_dir, cfg, audit, seed_info, original,
+                      moved_source=source is not None)
     return rep
 
 
@@ -593,9 +597,10 @@ def _seed_of(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -> Any
 
 def _rederived_checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
                       audit: dict[str, Any], seed_info: Any,
-                      original: pd.DataFrame | None) -> None:
+                      original: pd.DataFrame | None, moved_source: bool = False) -> None:
     """Make the release again (:mod:`sdc.release.rederive`) and compare every public file
-    record for record and every field of the audit record."""
+    record for record and every field of the audit record (with ``moved_source``, the
+    recorded input path is where the source lay at release time: its hash was checked)."""
     from sdc.release.rederive import audit_differences, public_differences, rederive
 
     names = {c.name: c.ok for c in rep.checks}
@@ -625,6 +630,8 @@ def _rederived_checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
     rep.add("re-derived release: public files", not problems,
             f"{len(again.public)} public files equal the re-derived release byte for byte "
             f"({', '.join(sorted(again.public))})" if not problems else "; ".join(problems[:4]))
+    if moved_source and isinstance(again.audit.get("input"), dict):
+        again.audit["input"]["path"] = (audit.get("input") or {}).get("path")
     diffs = audit_differences(audit, again.audit)
     rep.add("re-derived release: audit record", not diffs,
             "every field of audit.json equals the re-derived record (except the fields "
@@ -639,7 +646,8 @@ def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src
     """Source and public file read whole (pandas engine releases), with the source's hash and
     row count and the public file's record count and output schema checked."""
     if not src.is_file():
-        rep.add("source: exists", False, f"source file {str(src)!r} not found")
+        rep.add("source: exists", False, f"source file {str(src)!r} not found; if it moved, "
+                "point the audit at it: sdc audit RELEASE_DIR --source NEW_PATH")
         return None
     digest = sha256_file(src)
     rep.add("source: hash", digest == inp.get("sha256"),
@@ -711,7 +719,8 @@ def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig
     from sdc.release.streaming import count_cells
 
     if not src.exists():
-        rep.add("source: exists", False, f"source {str(src)!r} not found")
+        rep.add("source: exists", False, f"source {str(src)!r} not found; if it moved, point "
+                "the audit at it: sdc audit RELEASE_DIR --source NEW_PATH")
         return None
     digest = input_sha256(src)
     rep.add("source: hash", digest == inp.get("sha256"),

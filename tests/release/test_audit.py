@@ -243,3 +243,34 @@ def test_adult_config_release_and_audit(tmp_path: Path) -> None:
         assert "merged with neighbouring partition sets" in md
         assert "compared as one" in {c.name: c for c in rep.checks}[
             "partition sets: counts equal"].detail
+
+
+def test_moved_source_audited_with_source_option(good: Path, tmp_path: Path) -> None:
+    """``sdc audit --source``: a moved input is found again (its SHA-256 must still match);
+    without the option the failure says how to point the audit at it."""
+    from typer.testing import CliRunner
+
+    from sdc.cli.main import app
+
+    audit = json.loads((good / "internal" / "audit.json").read_text())
+    src = Path(audit["input"]["path"])
+    moved = tmp_path / "archive" / "census-moved.csv"
+    moved.parent.mkdir()
+    shutil.move(src, moved)
+    try:
+        rep = verify_release(good)
+        assert failed(rep) == {"source: exists"}
+        assert "--source" in by_name(rep)["source: exists"].detail
+        rep = verify_release(good, source=moved)
+        assert rep.ok, [(c.name, c.detail) for c in rep.checks if not c.ok]
+        r = CliRunner().invoke(app, ["audit", str(good), "--source", str(moved)])
+        assert r.exit_code == 0, r.stdout
+        other = tmp_path / "other.csv"  # another file under the old name: the hash fails
+        other.write_text("".join(moved.read_text().splitlines(keepends=True)[:-1]))
+        rep = verify_release(good, source=other)
+        assert "source: hash" in failed(rep)
+        r = CliRunner().invoke(app, ["audit", str(good), "--source", str(other)])
+        assert r.exit_code == 1
+    finally:
+        shutil.move(moved, src)
+    assert verify_release(good).ok
