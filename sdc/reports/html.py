@@ -67,6 +67,23 @@ def fmt_pp(x: Any, d: int = 3) -> str:
     return f"{v:+.{d}f}".replace("-", MINUS)
 
 
+def fmt_cert(certificate: float, xi: float, d: int = 5) -> str:
+    """The certificate with ``d`` decimals, and more where fewer would make the comparison with
+    xi read wrong (0.394996 next to xi = 0.395 is not "0.39500")."""
+    from sdc.config.model import certificate_text
+
+    return certificate_text(float(certificate), float(xi), digits=d).rsplit(" ", 1)[0]
+
+
+def fmt_er(x: Any) -> str:
+    """Expected re-identifications: one decimal below 100, whole numbers above (27,390 rather
+    than "27,390.0"); a dash for a missing value."""
+    if x is None:
+        return DASH
+    v = float(x)
+    return f"{v:,.1f}" if abs(v) < 100 else f"{round(v):,}"
+
+
 def fmt_fixed(x: float, d: int = 1) -> str:
     """A coordinate with ``d`` decimals (``f"{x:.{d}f}"``)."""
     return f"{float(x):.{d}f}"
@@ -90,7 +107,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(count=fmt_count, num=fmt_num, pct=fmt_pct, signed=fmt_signed, pp=fmt_pp,
-                       fixed=fmt_fixed, g=fmt_g, tick=charts.fmt_tick)
+                       fixed=fmt_fixed, g=fmt_g, tick=charts.fmt_tick, cert=fmt_cert, er=fmt_er)
     env.globals.update(
         zip=lambda *seqs: zip(*seqs, strict=True),
         color={"before": charts.BEFORE, "after": charts.AFTER, "xi": charts.XI_COLOR,

@@ -211,3 +211,15 @@ def test_page_renders_in_headless_chromium(census, tmp_path: Path) -> None:
     assert "CERTIFIED" in dom and "Disclosure review" in dom
     assert shot.is_file() and shot.stat().st_size > 20_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_certificate_and_expected_reidentifications_read_right_on_the_page() -> None:
+    """A certificate 4e-6 below xi is not shown as xi ("0.39500 <= 0.395"), and expected
+    re-identifications above 100 are whole numbers, not "27,390.0"."""
+    from sdc.reports.html import fmt_cert, fmt_er
+
+    assert fmt_cert(0.394996, 0.395) == "0.394996"
+    assert float(fmt_cert(0.394996, 0.395)) < 0.395
+    assert fmt_cert(0.2, 0.395) == "0.20000"
+    assert fmt_cert(0.395, 0.395) == "0.39500"
+    assert fmt_er(27390.04) == "27,390" and fmt_er(12.34) == "12.3" and fmt_er(None) == "–"
