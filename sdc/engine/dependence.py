@@ -88,7 +88,7 @@ def checked_columns(columns: list[str], config: Any) -> list[str]:
 
 def _reduce_values(bucket: np.ndarray, count: np.ndarray, lo: np.ndarray,
                    hi: np.ndarray) -> tuple[np.ndarray, ...]:
-    order = np.argsort(bucket, kind="stable")
+    order = np.argsort(bucket)  # sums, minima and maxima: the order inside a group is irrelevant
     b = bucket[order]
     starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if b.size else np.zeros(0, np.int64)
     if not b.size:
@@ -102,7 +102,10 @@ def _reduce_pairs(cell: np.ndarray, bucket: np.ndarray,
                   count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not cell.size:
         return cell, bucket, count
-    order = np.lexsort((bucket, cell))
+    if cell.min() >= 0 and cell.max() < (1 << (62 - HASH_BITS)):
+        order = np.argsort((cell << HASH_BITS) | bucket)  # one sort key: bucket < 2**HASH_BITS
+    else:
+        order = np.lexsort((bucket, cell))
     c, b = cell[order], bucket[order]
     starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (b[1:] != b[:-1])])
     return c[starts], b[starts], np.add.reduceat(count[order], starts)
