@@ -676,6 +676,14 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
             draft.keys[k].recode_note = cand.name
     if rec.partition:
         draft.partition = {v: rule for v, rule in rec.partition.items()}
+    recoded = [k for k, kd in draft.keys.items() if kd.recode is not None]
+    for col, why in list(draft.derived.items()):
+        # a function of the unrecoded keys is in general no function of the recoded ones:
+        # ``derived:`` would be refused, so the draft drops the column instead
+        draft.dependent[col] = (f"{why}; with {', '.join(recoded)} recoded it cannot be "
+                                "recomputed from the released keys")
+        draft.input["drop"].append(col)
+        del draft.derived[col]
     draft.design_notes = [
         f"sdc design: unrecoded, about {cur.changed:,.0f} records ({cur.changed_share:.1%}) "
         f"would change; with the recodings under key_variables about {rec.changed:,.0f} "
