@@ -1,11 +1,12 @@
-"""``--json`` on ``sdc plan``, ``validate``, ``audit`` and ``release``: one JSON document on
+"""``--json`` on ``sdc plan``, ``validate``, ``audit``, ``release``, ``approve`` and ``reject``: one JSON document on
 stdout with the same figures as the tables, and errors as JSON documents.
 
 The schemas (JSON Schema draft 2020-12) live here, in :data:`SCHEMAS`; ``docs/cli_json/`` holds
 copies written by ``python -m sdc.cli.json_output docs/cli_json`` (a test checks they are
 current) and every test of a ``--json`` output validates it against its schema.
 
-Every document has ``"command"`` (plan | validate | audit | release | error) and
+Every document has ``"command"`` (plan | validate | audit | release | approve | reject |
+error) and
 ``"format": "sdc-cli/1"``. Errors: ``{"command": "error", "format", "for": <command>,
 "exit_code": 1 | 2, "error": <exception class>, "message": <the same paragraph as without
 --json>}`` on stdout, and the process exits with ``exit_code``.
@@ -19,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FORMAT", "SCHEMAS", "audit_document", "error_document", "plan_document",
+__all__ = ["FORMAT", "SCHEMAS", "audit_document", "decision_document", "error_document",
+           "plan_document",
            "print_document", "release_document", "validate", "validate_document",
            "write_schemas"]
 
@@ -78,6 +80,27 @@ _PSET = _obj({
     "n_sensitive_records": _d(_I, "Records in sensitive cells."),
     "prb": _d({"type": "integer"}, "PRB number (-1: none)."),
 }, "One partition set.")
+
+
+def _decision_schema(command: str) -> dict[str, Any]:
+    done = "published" if command == "approve" else "deleted (nothing published)"
+    return _doc(command, {
+        "decision": _d({"const": "approved" if command == "approve" else "rejected"},
+                       "The decision given."),
+        "by": _d(_S, "The reviewer (--as)."),
+        "comment": _d(_S, "The comment recorded with the decision ('' when none)."),
+        "via": _d({"enum": ["folder", "flow_run"]},
+                  f"folder: the staged release was {done} by this command; flow_run: the "
+                  "decision was sent to the flow run paused for review, which applies it "
+                  "(see its logs in the Prefect UI)."),
+        "flow_run_id": _d(_NS, "The paused flow run the decision was sent to (via flow_run)."),
+        "release_dir": _d(_NS, "The release folder (via folder; null via flow_run)."),
+        "staged_dir": _d(_NS, "The staged folder (via folder; null via flow_run)."),
+        "at": _d(_NS, "When the decision was applied, ISO 8601 UTC (via folder)."),
+        "manifest_sha256": _d(_NS, "SHA-256 of the staged manifest the decision is about "
+                                   "(via folder)."),
+    }, f"A review decision ({command}).")
+
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "plan": _doc("plan", {
@@ -161,8 +184,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                      "(--review, config review:): status 'pending', staged_dir (release_dir "
                      "is the staged folder), the release folder it publishes to, approvers."),
     }, "A published release."),
+    "approve": _decision_schema("approve"),
+    "reject": _decision_schema("reject"),
     "error": _doc("error", {
-        "for": _d({"enum": ["plan", "validate", "audit", "release"]}, "The command that failed."),
+        "for": _d({"enum": ["plan", "validate", "audit", "release", "approve", "reject"]},
+                  "The command that failed."),
         "exit_code": _d({"enum": [1, 2]}, "2: something the user fixes (config, input, "
                                           "existing release); 1: other failures."),
         "error": _d(_S, "Exception class, e.g. ConfigError, InputError, SmallBlockError."),
@@ -254,6 +280,24 @@ def release_document(summary: dict[str, Any]) -> dict[str, Any]:
            "review": summary.get("review")}
     doc["warnings"] = list(doc["warnings"] or [])
     doc["merges"] = list(doc["merges"] or [])
+    return _plain(doc)
+
+
+def decision_document(command: str, d: Any, *, name: str, comment: str | None,
+                      flow_run_id: str | None) -> dict[str, Any]:
+    """The ``sdc approve --json`` / ``sdc reject --json`` document: ``d`` is the
+    :class:`sdc.release.review.Decision` of a staged folder, or None when the decision went to
+    the paused flow run ``flow_run_id``."""
+    doc: dict[str, Any] = {
+        "command": command, "format": FORMAT,
+        "decision": "approved" if command == "approve" else "rejected",
+        "by": name, "comment": comment or "",
+        "via": "flow_run" if d is None else "folder", "flow_run_id": flow_run_id,
+        "release_dir": None, "staged_dir": None, "at": None, "manifest_sha256": None,
+    }
+    if d is not None:
+        doc.update(release_dir=str(d.release_dir), staged_dir=str(d.staged_dir), at=d.at,
+                   manifest_sha256=d.manifest_sha256 or None)
     return _plain(doc)
 
 

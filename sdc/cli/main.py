@@ -15,7 +15,7 @@ Commands (``sdc COMMAND --help`` for each)::
     sdc sample [--out DIR]         regenerate data_samples/census_sample.csv
     sdc rr ...                     randomized-response survey designs
 
-``--json`` on release, plan, validate and audit prints one JSON document on stdout, errors
+``--json`` on release, plan, validate, audit, approve and reject prints one JSON document on stdout, errors
 included (schemas: docs/cli_json/, sdc.cli.json_output).
 
 Exit codes: 0 success; 2 bad config, bad input, refused overwrite or a missing file
@@ -751,9 +751,11 @@ RunOrDirArg = Annotated[str, typer.Argument(
     show_default=False, metavar="RUN|RELEASE_DIR")]
 
 
-def _send_to_paused_run(target: str, decision: str, name: str, comment: str | None) -> bool:
+def _send_to_paused_run(target: str, decision: str, name: str, comment: str | None,
+                        quiet: bool = False) -> str | None:
     """When the staged release (or the run id given) belongs to a flow run paused for review
-    on a reachable Prefect API, send it the decision (the run applies it) and say so."""
+    on a reachable Prefect API, send it the decision (the run applies it), say so (unless
+    ``quiet``) and return the run's id; None when there is no such run."""
     import json
     import uuid
 
@@ -773,7 +775,7 @@ def _send_to_paused_run(target: str, decision: str, name: str, comment: str | No
         except (OSError, ValueError):
             run_id = None
     if run_id is None:
-        return False
+        return None
     if not _prefect_api_configured():
         from flows.server import local_server
 
@@ -784,47 +786,65 @@ def _send_to_paused_run(target: str, decision: str, name: str, comment: str | No
         if given_run:
             raise ReviewError("a flow run id needs the Prefect server it runs on: set "
                               "PREFECT_API_URL (or start `sdc server start`)")
-        return False
+        return None
     from flows.review import paused_run_of, send_decision
 
     if not paused_run_of(run_id):
         if given_run:
             raise ReviewError(f"flow run {run_id} is not paused for review on the configured "
                               "Prefect server")
-        return False
+        return None
     send_decision(run_id, decision, name, comment)
-    console.print(f"sent '{decision}' by {escape(name)} to the paused flow run {run_id}; the "
-                  "run checks the decision and publishes or discards the release (see its "
-                  "logs in the Prefect UI)")
-    return True
+    if not quiet:
+        console.print(f"sent '{decision}' by {escape(name)} to the paused flow run {run_id}; "
+                      "the run checks the decision and publishes or discards the release (see "
+                      "its logs in the Prefect UI)")
+    return run_id
+
+
+def _decide(command: str, target: str, name: str, comment: str | None, as_json: bool) -> None:
+    """``sdc approve`` / ``sdc reject``: to the paused flow run when there is one, else on the
+    staged folder; a JSON document on stdout under ``--json``."""
+    decision = "approve" if command == "approve" else "reject"
+    with _friendly_errors(command if as_json else None):
+        run_id = _send_to_paused_run(target, decision, name, comment, quiet=as_json)
+        d = None
+        if run_id is None:
+            from sdc.release import review
+
+            d = (review.approve if command == "approve" else review.reject)(
+                Path(target), name, comment)
+        if as_json:
+            from sdc.cli.json_output import decision_document, print_document
+
+            print_document(decision_document(command, d, name=name, comment=comment,
+                                             flow_run_id=run_id))
+            return
+        if d is None:
+            return
+        if command == "approve":
+            console.print(f"[green]approved[/green] by {escape(d.name)} at {d.at}; published "
+                          f"{escape(str(d.release_dir))} (manifest SHA-256 "
+                          f"{d.manifest_sha256})")
+        else:
+            console.print(f"rejected by {escape(d.name)} at {d.at}: deleted "
+                          f"{escape(str(d.staged_dir))}; nothing was published", markup=True)
 
 
 @app.command()
-def approve(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None) -> None:
+def approve(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None,
+            as_json: JsonOpt = False) -> None:
     """Publish a release staged for review (RELEASE_DIR or RELEASE_DIR.staged, or the paused
     flow run's id): the staged files are checked against what was staged, the approval recorded
     in audit.json."""
-    with _friendly_errors():
-        if _send_to_paused_run(target, "approve", name, comment):
-            return
-        from sdc.release.review import approve as do_approve
-
-        d = do_approve(Path(target), name, comment)
-        console.print(f"[green]approved[/green] by {escape(d.name)} at {d.at}; published "
-                      f"{escape(str(d.release_dir))} (manifest SHA-256 {d.manifest_sha256})")
+    _decide("approve", target, name, comment, as_json)
 
 
 @app.command()
-def reject(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None) -> None:
+def reject(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None,
+           as_json: JsonOpt = False) -> None:
     """Discard a release staged for review (its staged folder is deleted)."""
-    with _friendly_errors():
-        if _send_to_paused_run(target, "reject", name, comment):
-            return
-        from sdc.release.review import reject as do_reject
-
-        d = do_reject(Path(target), name, comment)
-        console.print(f"rejected by {escape(d.name)} at {d.at}: deleted "
-                      f"{escape(str(d.staged_dir))}; nothing was published", markup=True)
+    _decide("reject", target, name, comment, as_json)
 
 
 server_app = typer.Typer(help="A local Prefect server that `sdc release` reuses (start-up in "

@@ -92,3 +92,46 @@ def test_release_and_audit_json(prefect_harness, make_small_job):
     pub.write_text(pub.read_text().replace("\n1,", "\n2,", 1))
     doc = run_json("audit", out, "--json", code=1)
     assert doc["passed"] is False and doc["n_failed"] >= 1
+
+
+def _staged(tmp_path, approvers=("alice",)):
+    """A release staged for review, made without running a release (no Prefect)."""
+    from sdc.io.write import sha256_bytes
+    from sdc.release.review import stage_release
+
+    public = {"microdata.csv": b"record_id,sex\n1,1\n", "codebook.md": b"# codebook\n"}
+    internal = {"blocks.parquet": b"x"}
+    audit = {"public_files": {k: sha256_bytes(v) for k, v in public.items()},
+             "internal_files": {k: sha256_bytes(v) for k, v in internal.items()}}
+    internal["audit.json"] = json.dumps(audit).encode()
+    out = tmp_path / "releases" / "rev"
+    stage_release(out, public, internal, force=False, approvers=list(approvers))
+    return out
+
+
+def test_approve_and_reject_json(tmp_path):
+    out = _staged(tmp_path)
+    staged = out.parent / "rev.staged"
+    doc = run_json("approve", out, "--as", "mallory", "--json", code=2)
+    assert doc["command"] == "error" and doc["for"] == "approve"
+    assert doc["error"] == "ReviewError" and "not among the approvers" in doc["message"]
+    doc = run_json("reject", out, "--as", "mallory", "--json", code=2)
+    assert doc["for"] == "reject" and "not among the approvers" in doc["message"]
+    assert staged.is_dir() and not out.exists()
+    doc = run_json("approve", staged, "--as", "alice", "--comment", "checked", "--json")
+    assert doc["command"] == "approve" and doc["decision"] == "approved"
+    assert doc["via"] == "folder" and doc["flow_run_id"] is None
+    assert doc["by"] == "alice" and doc["comment"] == "checked"
+    assert doc["release_dir"] == str(out.absolute()) and doc["staged_dir"] == str(staged)
+    rev = json.loads((out / "internal" / "audit.json").read_text())["review"]
+    assert doc["manifest_sha256"] == rev["approved_manifest_sha256"]
+    assert doc["at"] == rev["approved_at"]
+    # nothing left to decide: an error document, exit 2
+    doc = run_json("reject", out, "--as", "alice", "--json", code=2)
+    assert doc["for"] == "reject" and "already published" in doc["message"]
+    # a second staging, rejected
+    other = _staged(tmp_path / "b", approvers=())
+    doc = run_json("reject", other, "--as", "carol", "--json")
+    assert doc["command"] == "reject" and doc["decision"] == "rejected"
+    assert doc["via"] == "folder" and doc["comment"] == ""
+    assert not (other.parent / "rev.staged").exists() and not other.exists()
