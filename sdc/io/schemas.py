@@ -150,6 +150,8 @@ def input_schema(config: ReleaseConfig, *, unique_id: bool = True) -> pa.DataFra
         )
     for d in inp.drop:
         cols.setdefault(d, pa.Column(None, nullable=True, required=True, name=d))
+    for c in inp.labels:  # a variable label must name a column of the file
+        cols.setdefault(c, pa.Column(None, nullable=True, required=True, name=c))
     return pa.DataFrameSchema(cols, strict=False, name=f"input of {config.name}")
 
 
@@ -178,6 +180,11 @@ def output_schema(config: ReleaseConfig) -> pa.DataFrameSchema:
 def _fix(check: str, column: str, config: ReleaseConfig) -> str:
     kv = config.key_variables.get(column)
     if check == "column_in_dataframe":
+        inp = config.input
+        if (column in inp.labels and column not in config.key_variables
+                and column not in (inp.id_column, inp.weight) and column not in inp.drop):
+            return ("input.labels gives this column a label but the file has no such column: "
+                    "fix its name there or remove the label")
         return "add the column to the file, or fix its name in the config"
     if check == "not_nullable":
         if kv is not None:

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from sdc.config.load import parse_config
+from sdc.config.load import load_yaml, parse_config
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.engine.dependence import frame_dependence, measure_dependence
 from sdc.engine.derived import DerivedCollector
@@ -209,7 +209,7 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
             "stored config text matches its SHA-256" if sha256_bytes(text.encode("utf-8"))
             == conf.get("sha256") else "the stored config text was edited after the release")
     try:
-        cfg = parse_config(yaml.safe_load(text), Path(conf.get("base_dir") or "."),
+        cfg = parse_config(load_yaml(text), Path(conf.get("base_dir") or "."),
                            source="stored config copy")
     except (ConfigError, yaml.YAMLError, OSError) as e:
         rep.add("config copy: parses", False, f"cannot rebuild the config: {e}")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from sdc.config.load import load_config
+from sdc.config.load import load_config, load_yaml
 from sdc.config.model import ReleaseConfig
 from sdc.engine.cells import CellTable
 from sdc.engine.design import DesignResult, candidates, node_data, search
@@ -69,7 +69,7 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = 0
     """Load the config, count its file once and search (see :func:`sdc.engine.design.search`)."""
     path = Path(config_path).expanduser()
     config = load_config(path)
-    base = yaml.safe_load(path.read_text(encoding="utf-8"))
+    base = load_yaml(path.read_text(encoding="utf-8"))
     fine = count_declared(config)
     src = config.input_key_variables
     marg = {k: np.bincount(fine.key_codes[:, i], weights=fine.frequency,

@@ -23,9 +23,13 @@ STAT_FORMATS = ("sav", "dta")
 
 
 def variable_labels(config: ReleaseConfig) -> dict[str, str]:
-    """Column -> variable label, from ``key_variables.<k>.label`` and ``input.labels``."""
+    """Column -> variable label, from ``key_variables.<k>.label`` and ``input.labels``; never
+    a label of a column the public files do not hold (``input.drop``, the input's id)."""
     out = {k: kv.label for k, kv in config.key_variables.items() if kv.label}
-    out.update({c: t for c, t in config.input.labels.items() if t})
+    gone = set(config.input.drop)
+    if config.input.id_column is not None:
+        gone.add(config.input.id_column)
+    out.update({c: t for c, t in config.input.labels.items() if t and c not in gone})
     return out
 
 

@@ -145,3 +145,20 @@ def test_not_checkable_fields_are_documented() -> None:
     section = doc[doc.index("Recorded, not checkable"):]
     for key in NOT_CHECKABLE:
         assert f"`{key}`" in section, key
+
+
+def test_config_copy_is_read_with_the_strict_loader(cli, rel: Path) -> None:
+    """The stored config copy is read like the config itself (``sdc.config.load.load_yaml``).
+    Old code: ``yaml.safe_load`` took a copy with ``xi`` given twice (hash updated) and the
+    audit passed; now the copy is refused, naming the key and both lines."""
+    def edit(a: dict) -> None:
+        text = a["config"]["text"]
+        assert "  xi: 0.395\n" in text
+        text = text.replace("  xi: 0.395\n", "  xi: 0.395\n  xi: 0.395\n", 1)
+        a["config"]["text"] = text
+        a["config"]["sha256"] = sha256_bytes(text.encode("utf-8"))
+
+    _rewrite(rel, edit)
+    failed = _failed(cli, rel)
+    assert "config copy: parses" in failed
+    assert "'xi' is given twice" in failed["config copy: parses"]
