@@ -56,7 +56,7 @@ def _radix(config: ReleaseConfig) -> list[int]:
 def record_key_codes(codes: np.ndarray, config: ReleaseConfig) -> np.ndarray:
     """(n, p) key codes of mixed-radix cell codes (the inverse of :func:`cell_codes`)."""
     sizes = _radix(config)
-    out = np.empty((codes.size, len(sizes)), dtype=np.int64)
+    out = np.empty((len(sizes), codes.size), dtype=np.int64).T  # contiguous per key
     rest = np.asarray(codes, dtype=np.int64)
     for j in range(len(sizes) - 1, -1, -1):
         rest, out[:, j] = np.divmod(rest, sizes[j])

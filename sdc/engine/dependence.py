@@ -64,6 +64,7 @@ MARGIN = 0.05
 _MATRIX = 1 << 22  # entries of one compatibility chunk (values x cells)
 CONFINE = 0.5  # a pair confinement counts when it halves what the one-key intervals leave
 PAIR_VALUES = 4096  # columns with more distinct values are checked per key only
+DENSE_VALUES = 1 << 16  # a value table with more buckets is kept dense (2**HASH_BITS rows)
 _PAIR_SPAN = 1 << 44  # key pairs with more combinations are not counted
 
 
@@ -88,14 +89,33 @@ def checked_columns(columns: list[str], config: Any) -> list[str]:
 
 def _reduce_values(bucket: np.ndarray, count: np.ndarray, lo: np.ndarray,
                    hi: np.ndarray) -> tuple[np.ndarray, ...]:
-    order = np.argsort(bucket)  # sums, minima and maxima: the order inside a group is irrelevant
-    b = bucket[order]
-    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if b.size else np.zeros(0, np.int64)
-    if not b.size:
-        return b, count[:0], lo[:0], hi[:0]
-    return (b[starts], np.add.reduceat(count[order], starts),
-            np.minimum.reduceat(lo[order], starts, axis=0),
-            np.maximum.reduceat(hi[order], starts, axis=0))
+    """(bucket, n, lo, hi) summed/min/max per bucket, sorted by bucket: scattered into dense
+    tables of 2**HASH_BITS rows (no sort; ``ufunc.at`` per key column)."""
+    size = 1 << HASH_BITS
+    n = np.zeros(size, dtype=np.int64)
+    np.add.at(n, bucket, count)
+    present = np.flatnonzero(n)
+    p = lo.shape[1]
+    out_lo = np.empty((present.size, p), dtype=np.int64)
+    out_hi = np.empty((present.size, p), dtype=np.int64)
+    for k in range(p):
+        t = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(t, bucket, lo[:, k])
+        out_lo[:, k] = t[present]
+        t.fill(np.iinfo(np.int64).min)
+        np.maximum.at(t, bucket, hi[:, k])
+        out_hi[:, k] = t[present]
+    return present.astype(np.int64), n[present], out_lo, out_hi
+
+
+def _counted(codes: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ``codes`` and their counts (summed ``weights``): hashed, then only the
+    distinct codes are sorted."""
+    f, u = pd.factorize(codes)
+    n = (np.bincount(f, minlength=u.size) if weights is None else
+         np.bincount(f, weights=weights, minlength=u.size).astype(np.int64))
+    order = np.argsort(u)
+    return np.asarray(u, dtype=np.int64)[order], n.astype(np.int64)[order]
 
 
 def _reduce_pairs(cell: np.ndarray, bucket: np.ndarray,
@@ -130,6 +150,9 @@ class DependenceCounter:
     _wide: set[str] = field(default_factory=set)
     _big: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     _pending: int = 0
+    #: value tables of columns with more than DENSE_VALUES buckets: (n, lo (p, 2**HASH_BITS),
+    #: hi) scattered into directly, so a wide column costs no per-batch reduction or merge
+    _dense: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for c in self.columns:
@@ -148,24 +171,49 @@ class DependenceCounter:
 
     def add(self, frame: pd.DataFrame, cell_id: np.ndarray, key_codes: np.ndarray) -> None:
         """Add a batch: ``cell_id`` (n,) identifies each record's cell (any injective int64
-        code), ``key_codes`` (n, p) its key codes."""
+        code), ``key_codes`` (n, p) its key codes.
+
+        O(n) per column: the batch's cells and (cell, value) combinations are hashed
+        (``pd.factorize``), value tables scattered into 2**HASH_BITS rows; only distinct
+        combinations are ever sorted."""
         cell_id = np.asarray(cell_id, dtype=np.int64)
         key_codes = np.asarray(key_codes, dtype=np.int64).reshape(len(cell_id), self.n_keys)
         ones = np.ones(len(cell_id), dtype=np.int64)
-        keep = ~np.isin(cell_id, self._big) if self._big.size else slice(None)
+        # the batch's cells: a cell with small_limit records here (or before) is never sensitive
+        fcode, fcell = pd.factorize(cell_id)
+        fcell = np.asarray(fcell, dtype=np.int64)
+        fcount = np.bincount(fcode, minlength=fcell.size)
+        big = fcount >= self.small_limit
+        if self._big.size:
+            big |= np.isin(fcell, self._big)
+        if big.any():
+            self._big = np.union1d(self._big, fcell[fcount >= self.small_limit])
+        keep = ~big[fcode]
+        cell_keys = np.empty((fcell.size, self.n_keys), dtype=np.int64)
+        cell_keys[fcode] = key_codes  # every record of a cell has the same key codes
+        key_codes = np.asfortranarray(key_codes)  # contiguous per key
         for c in self.columns:
             b = (value_hash(frame[c]) & _MASK).astype(np.int64)
-            vals = _reduce_values(b, ones, key_codes, key_codes)
-            self._values[c].append(vals)
-            if vals[0].size > PAIR_VALUES:
-                self._wide.add(c)
+            if c not in self._dense and np.count_nonzero(
+                    np.bincount(b, minlength=1 << HASH_BITS)) > DENSE_VALUES:
+                self._to_dense(c)
+            if c in self._dense:
+                self._scatter(c, b, ones, key_codes, key_codes)
+            else:
+                vals = _reduce_values(b, ones, key_codes, key_codes)
+                self._values[c].append(vals)
+                if vals[0].size > PAIR_VALUES:
+                    self._wide.add(c)
+            both = (fcode << HASH_BITS) | b  # the batch's (cell, value) combinations
             if c not in self._wide:
+                u, n = _counted(both)
+                ucell, ub = u >> HASH_BITS, u & int(_MASK)
                 for (k1, k2) in self.key_pairs:
                     s1, s2 = self.sizes[k1], self.sizes[k2]
-                    code = (b * s1 + key_codes[:, k1]) * s2 + key_codes[:, k2]
-                    u, n = np.unique(code, return_counts=True)
-                    self._combos[c][(k1, k2)].append((u, n.astype(np.int64)))
-            self._pairs[c].append(_reduce_pairs(cell_id[keep], b[keep], ones[keep]))
+                    code = (ub * s1 + cell_keys[ucell, k1]) * s2 + cell_keys[ucell, k2]
+                    self._combos[c][(k1, k2)].append(_counted(code, n))
+            u, n = _counted(both[keep])
+            self._pairs[c].append(_reduce_pairs(fcell[u >> HASH_BITS], u & int(_MASK), n))
         self._pending += 1
         if self._pending >= self.merge_every:
             self._merge()
@@ -174,6 +222,13 @@ class DependenceCounter:
         """Add another counter's aggregates (same columns)."""
         for c in self.columns:
             self._values[c].extend(other._values.get(c, []))
+            if c in other._dense:
+                self._to_dense(c)
+                n, lo, hi = self._dense[c]
+                on, olo, ohi = other._dense[c]
+                n += on
+                np.minimum(lo, olo, out=lo)
+                np.maximum(hi, ohi, out=hi)
             self._pairs[c].extend(other._pairs.get(c, []))
             for q in self.key_pairs:
                 self._combos[c][q].extend(other._combos.get(c, {}).get(q, []))
@@ -187,11 +242,16 @@ class DependenceCounter:
         self._pending = 0
         for c in self.columns:
             parts = self._values[c]
-            if len(parts) > 1:
+            if c in self._dense:
+                if parts:
+                    self._to_dense(c)
+            elif len(parts) > 1:
                 self._values[c] = [_reduce_values(*(np.concatenate([p[i] for p in parts])
                                                     for i in range(4)))]
-            if parts and self._values[c][0][0].size > PAIR_VALUES:
+            if parts and c not in self._dense and self._values[c][0][0].size > PAIR_VALUES:
                 self._wide.add(c)
+                if self._values[c][0][0].size > DENSE_VALUES:
+                    self._to_dense(c)
             for q, cparts in self._combos[c].items():
                 if c in self._wide:
                     cparts.clear()
@@ -224,6 +284,26 @@ class DependenceCounter:
                     keep = ~np.isin(cc, self._big)
                     self._pairs[c] = [(cc[keep], bb[keep], nn[keep])]
 
+    def _to_dense(self, c: str) -> None:
+        """Keep ``c``'s value table dense from now on (its sparse parts scattered in)."""
+        if c not in self._dense:
+            size = 1 << HASH_BITS
+            self._dense[c] = (np.zeros(size, np.int64),
+                              np.full((self.n_keys, size), np.iinfo(np.int64).max, np.int64),
+                              np.full((self.n_keys, size), np.iinfo(np.int64).min, np.int64))
+            self._wide.add(c)
+        for (b, n, lo, hi) in self._values[c]:
+            self._scatter(c, b, n, lo, hi)
+        self._values[c] = []
+
+    def _scatter(self, c: str, bucket: np.ndarray, count: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> None:
+        n, dlo, dhi = self._dense[c]
+        np.add.at(n, bucket, count)
+        for k in range(self.n_keys):
+            np.minimum.at(dlo[k], bucket, lo[:, k])
+            np.maximum.at(dhi[k], bucket, hi[:, k])
+
     def combos(self, column: str) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
         """{(k1, k2): (sorted codes (bucket * s1 + x1) * s2 + x2, counts)} of ``column``;
         empty for a column with more than ``PAIR_VALUES`` distinct values."""
@@ -237,7 +317,13 @@ class DependenceCounter:
         """((bucket, n, lo, hi), (cell, bucket, n)) of ``column``, fully merged."""
         self._merge()
         self._merge()  # pairs pruned with the final cell totals
-        v = self._values[column]
+        if column in self._dense:
+            n, lo, hi = self._dense[column]
+            present = np.flatnonzero(n)
+            v = [(present.astype(np.int64), n[present], lo[:, present].T.copy(),
+                  hi[:, present].T.copy())]
+        else:
+            v = self._values[column]
         p = self._pairs[column]
         z = np.zeros(0, np.int64)
         zk = np.zeros((0, self.n_keys), np.int64)

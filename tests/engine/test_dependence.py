@@ -255,3 +255,49 @@ def test_monte_carlo_intruder_using_a_derived_column_does_no_better_than_xi():
     se_u = u.std(ddof=1) / np.sqrt(u.size)
     assert d.mean() <= xi + 3 * se_d, (d.mean(), se_d)
     assert u.mean() > xi + 3 * se_u, (u.mean(), se_u)
+
+
+def test_counter_aggregates_equal_a_brute_force_groupby() -> None:
+    """The count pass's aggregates (hashed, scattered, dense for wide columns, merged over
+    batches and partial counters) equal plain pandas groupbys of the whole file: per value
+    bucket its count and key-code interval, the (cell, value) pairs of the cells with fewer than
+    ``small_limit`` records, and the (value, key pair) combinations."""
+    from sdc.engine.dependence import HASH_BITS
+    from sdc.engine.draws import value_hash
+
+    rng = np.random.default_rng(11)
+    n, sizes, limit = 120_000, [3, 40, 25], 6
+    kc = np.stack([rng.integers(0, s, n) for s in sizes], axis=1)
+    cell = (kc[:, 0] * sizes[1] + kc[:, 1]) * sizes[2] + kc[:, 2]
+    frame = pd.DataFrame({"small": rng.integers(0, 40, n), "text": rng.choice(list("abcde"), n),
+                          "wide": rng.normal(size=n), "dep": kc[:, 1] * 3})
+    parts = []
+    for piece in np.array_split(np.arange(n), 3):  # three Dask-like partial counters
+        c = DependenceCounter(list(frame.columns), 3, limit, sizes=sizes, merge_every=2)
+        for b in np.array_split(piece, 4):
+            c.add(frame.iloc[b], cell[b], kc[b])
+        parts.append(c)
+    for other in parts[1:]:
+        parts[0].merge(other)
+    counter = parts[0]
+    total = pd.Series(cell).value_counts()
+    for col in frame.columns:
+        bucket = (value_hash(frame[col]) & np.uint64((1 << HASH_BITS) - 1)).astype(np.int64)
+        g = pd.DataFrame({"b": bucket, **{f"k{j}": kc[:, j] for j in range(3)}}).groupby("b")
+        (vb, vn, vlo, vhi), (pc, pb, pn) = counter.tables(col)
+        assert np.array_equal(vb, g.size().index) and np.array_equal(vn, g.size().to_numpy())
+        assert np.array_equal(vlo, g.min().to_numpy()) and np.array_equal(vhi, g.max().to_numpy())
+        small = total.index[total < limit].to_numpy()
+        keep = np.isin(cell, small)
+        pairs = pd.DataFrame({"c": cell[keep], "b": bucket[keep]}).value_counts().sort_index()
+        assert np.array_equal(pc, pairs.index.get_level_values(0))
+        assert np.array_equal(pb, pairs.index.get_level_values(1))
+        assert np.array_equal(pn, pairs.to_numpy())
+        combos = counter.combos(col)
+        if col == "wide":
+            assert combos == {}
+            continue
+        for (k1, k2), (u, cnt) in combos.items():
+            code = (bucket * sizes[k1] + kc[:, k1]) * sizes[k2] + kc[:, k2]
+            eu, en = np.unique(code, return_counts=True)
+            assert np.array_equal(u, eu) and np.array_equal(cnt, en)
