@@ -548,7 +548,7 @@ def frame_dependence(frame: pd.DataFrame, plan: Any, config: Any) -> list[Column
                                 sizes=key_sizes(config))
     if cols and cells.record_cell.size:
         rc = cells.record_cell
-        counter.add(frame, rc, cells.key_codes[rc])
+        counter.add(frame, rc, np.ascontiguousarray(cells.key_codes.T)[:, rc].T)  # per key
     return measure_dependence(counter, plan, config, lambda x: x)
 
 
