@@ -14,13 +14,25 @@ both (so the two files have the same variable names, codes and labels):
   categories, labelled with the category's label, or its text when it has none. A missing
   value (``missing: category``) is a system missing value. The codebook lists the codes.
 - **Integer categories** keep their values; declared labels become value labels.
-- **Variable labels** come from the config (``key_variables.<k>.label``, ``input.labels``).
-  Limits: Stata variable labels 80 characters, SPSS 256 bytes; value labels 32,000 characters
-  (Stata) and 120 bytes (SPSS). A longer label is an error naming the variable and the limit
-  (the codebook has room for it).
+- **Variable labels** come from the config (``key_variables.<k>.label``, ``input.labels``),
+  else from the input file (an SPSS/Stata input's own labels). Limits: Stata variable labels
+  80 characters, SPSS 256 bytes; value labels 32,000 characters (Stata) and 120 bytes (SPSS).
+  A longer label of the config is an error naming the variable and the limit (the codebook has
+  room for it); a longer label taken from the input file is cut to the limit, ending in "…".
+- **Value labels** of every variable: the config's (``labels``) and the input file's
+  (``input_value_labels``: the SPSS/Stata input's labels of non-key variables, and of the key
+  variables those of the released values). Stata labels integer values only: labels of text
+  or fractional values are left out of ``.dta`` (the codebook lists them).
+- **Integers stay integers**: an integer column, a column the input file stores as integers
+  (``integer_columns``: a Stata byte/int/long, an SPSS ``F8.0``) whose values are whole, and
+  the codes of text keys are written as 32-bit integers (Stata ``long``, SPSS ``F8.0``) when
+  every value fits (-2,147,483,647 to 2,147,483,620); a larger integer is written as a double
+  (exact up to 2^53; larger integers are an error). Missing values stay missing.
+- **Measurement level, format, width** (SPSS; formats also for Stata): as given (the input
+  file's, see :mod:`sdc.io.stat_meta`); a format that does not suit the written column (a text
+  format on a number, a date format) is left out.
 - Other columns: booleans -> 0/1; text stays text (both formats store a missing string as
-  the empty string); integers are written as doubles (exact up to 2^53; larger integers are
-  an error).
+  the empty string).
 
 :func:`stat_bytes` writes one file through a temporary folder and returns its bytes with the
 creation time stamp SPSS and Stata headers carry replaced by a fixed one (1 Jan 1970 00:00),
@@ -90,18 +102,23 @@ class StatLayout:
     names : dict
         Original column name -> name in the file (every column).
     value_labels : dict
-        File name -> {code: label}.
+        File name -> {value: label}.
     variable_labels : dict
         File name -> label.
     codes : dict
         Original column name of a text key -> {category: code}.
+    measure, formats, widths : dict
+        File name -> SPSS measurement level, display format, display width.
     """
 
     frame: pd.DataFrame
     names: dict[str, str]
-    value_labels: dict[str, dict[int, str]] = field(default_factory=dict)
+    value_labels: dict[str, dict[Any, str]] = field(default_factory=dict)
     variable_labels: dict[str, str] = field(default_factory=dict)
     codes: dict[str, dict[Any, int]] = field(default_factory=dict)
+    measure: dict[str, str] = field(default_factory=dict)
+    formats: dict[str, str] = field(default_factory=dict)
+    widths: dict[str, int] = field(default_factory=dict)
 
     @property
     def renamed(self) -> dict[str, str]:
@@ -126,10 +143,62 @@ def _check_label(text: str, fmt: StatFormat, limits: Mapping[str, int], what: st
     return text
 
 
+def _fit_label(text: str, fmt: StatFormat, limits: Mapping[str, int]) -> str:
+    """``text`` cut to the format's limit, ending in "…" when cut (labels of the input file)."""
+    text = str(text)
+    limit = limits[fmt]
+    if _label_len(text, fmt) <= limit:
+        return text
+    while text and _label_len(text + "…", fmt) > limit:
+        text = text[:-1]
+    return text + "…"
+
+
+_INT32_MIN, _INT32_MAX = -2_147_483_647, 2_147_483_620   # Stata long (larger = missing codes)
+_SAV_NUMERIC_FORMAT = re.compile(r"^(F|N|COMMA|DOT|DOLLAR|PCT|E)\d+(\.\d+)?$", re.IGNORECASE)
+_DTA_NUMERIC_FORMAT = re.compile(r"^%-?\d+(\.\d+)?[fgeFGE]c?$")
+
+
+def _as_int32(arr: np.ndarray) -> pd.Series | None:
+    """``arr`` (floats, NaN = missing) as 32-bit integers, or None when a value is not whole or
+    out of Stata's long range. Missing values -> pandas' nullable ``Int32`` <NA>."""
+    ok = ~np.isnan(arr)
+    vals = arr[ok]
+    if vals.size and (not np.all(vals == np.floor(vals)) or vals.min() < _INT32_MIN
+                      or vals.max() > _INT32_MAX):
+        return None
+    if ok.all():
+        return pd.Series(arr.astype(np.int32))
+    out = pd.array(np.where(ok, arr, 0).astype(np.int32), dtype="Int32")
+    out[~ok] = pd.NA
+    return pd.Series(out)
+
+
+def _label_key(v: Any, numeric: bool, fmt: StatFormat) -> Any:
+    """A value label's value as the written column needs it, or None to leave it out."""
+    if isinstance(v, bool):
+        return int(v) if numeric else None
+    if numeric:
+        if isinstance(v, int | np.integer):
+            return int(v)
+        if isinstance(v, float | np.floating) and np.isfinite(v):
+            if float(v).is_integer():
+                return int(v)
+            return float(v) if fmt == "sav" else None
+        return None
+    return str(v) if fmt == "sav" and isinstance(v, str) else None
+
+
 def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
                 categories: Mapping[str, Sequence[Any]] | None = None,
                 value_labels: Mapping[str, Mapping[Any, str]] | None = None,
-                variable_labels: Mapping[str, str] | None = None) -> StatLayout:
+                variable_labels: Mapping[str, str] | None = None,
+                input_value_labels: Mapping[str, Mapping[Any, str]] | None = None,
+                input_variable_labels: Mapping[str, str] | None = None,
+                integer_columns: Sequence[str] = (),
+                measure: Mapping[str, str] | None = None,
+                formats: Mapping[str, str] | None = None,
+                widths: Mapping[str, int] | None = None) -> StatLayout:
     """Convert the public frame for SPSS (``fmt='sav'``) or Stata (``'dta'``).
 
     Parameters
@@ -140,29 +209,42 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
         Key variable -> declared categories in code order. Keys whose categories include text
         are written as codes 1..K (module docstring); integer keys keep their values.
     value_labels : mapping
-        Key variable -> {category: label} (the config's ``labels``).
+        Column -> {value: label} of the config (a label over the limit is an error).
     variable_labels : mapping
-        Column -> variable label.
+        Column -> variable label of the config (over the limit: an error).
+    input_value_labels, input_variable_labels : mapping
+        The same from the input file or made by the release (recoded keys); used where the
+        config has none, cut to the format's limit.
+    integer_columns : sequence
+        Float columns that the input file stores as integers: written as integers when every
+        value is whole and fits.
+    measure, formats, widths : mapping
+        Column -> SPSS measurement level / display format / display width (``measure`` and
+        ``widths`` are written to ``.sav`` only).
 
     Raises
     ------
     InputError
-        A label over the format's limit, an integer beyond 2^53, or a text key value outside
-        its declared categories (names the column, the value and the row count).
+        A config label over the format's limit, an integer beyond 2^53, or a text key value
+        outside its declared categories (names the column, the value and the row count).
     """
     categories = dict(categories or {})
     value_labels = {k: dict(v) for k, v in (value_labels or {}).items()}
+    input_value_labels = {k: dict(v) for k, v in (input_value_labels or {}).items()}
     variable_labels = dict(variable_labels or {})
+    integer_like = set(integer_columns)
     taken: set[str] = set()
     names = {c: stat_name(c, taken) for c in frame.columns}
     out: dict[str, Any] = {}
-    vlabels: dict[str, dict[int, str]] = {}
+    vlabels: dict[str, dict[Any, str]] = {}
     codes_of: dict[str, dict[Any, int]] = {}
+    kinds: dict[str, str] = {}                     # file name -> numeric | text | date
     for col in frame.columns:
         s = frame[col]
         new = names[col]
         cats = categories.get(col)
         labels = value_labels.get(col, {})
+        extra = input_value_labels.get(col, {})
         if cats is not None and any(isinstance(c, str) for c in cats):
             code = {c: i for i, c in enumerate(cats, start=1)}
             mapped = s.astype(object).map(code)
@@ -172,14 +254,17 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
                 raise InputError(f"column {col!r}: {int(bad.sum())} rows hold values {vals} "
                                  "outside its declared categories; they cannot be coded")
             arr = mapped.to_numpy(dtype=float, na_value=np.nan)
-            out[new] = arr.astype(np.int32) if not np.isnan(arr).any() else arr
+            out[new] = _as_int32(arr)
             codes_of[col] = code
-            vlabels[new] = {i: _check_label(labels.get(c, str(c)), fmt, VALUE_LABEL_LIMIT,
-                                            f"the label of {col}={c!r}")
-                            for c, i in code.items()}
+            kinds[new] = "numeric"
+            vlabels[new] = {
+                i: (_check_label(labels[c], fmt, VALUE_LABEL_LIMIT, f"the label of {col}={c!r}")
+                    if c in labels else _fit_label(extra.get(c, str(c)), fmt, VALUE_LABEL_LIMIT))
+                for c, i in code.items()}
             continue
         if pd.api.types.is_bool_dtype(s.dtype):
             out[new] = s.astype(np.int8)
+            kinds[new] = "numeric"
         elif pd.api.types.is_integer_dtype(s.dtype):
             arr = s.to_numpy(dtype=float, na_value=np.nan)
             big = np.abs(np.nan_to_num(arr)) > _MAX_EXACT
@@ -187,24 +272,62 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
                 raise InputError(f"column {col!r}: {int(big.sum())} rows hold integers beyond "
                                  f"2^53 (e.g. {int(s[big].iloc[0])}), which SPSS and Stata "
                                  "store only approximately; drop the format or the column")
+            as_int = _as_int32(arr)
+            out[new] = s if as_int is None else as_int
+            kinds[new] = "numeric"
+        elif pd.api.types.is_float_dtype(s.dtype) and (
+                col in integer_like or (cats is not None and all(
+                    isinstance(c, int | np.integer) and not isinstance(c, bool) for c in cats))):
+            as_int = _as_int32(s.to_numpy(dtype=float, na_value=np.nan))
+            out[new] = s if as_int is None else as_int
+            kinds[new] = "numeric"
+        elif pd.api.types.is_numeric_dtype(s.dtype):
             out[new] = s
-        elif pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
+            kinds[new] = "numeric"
+        elif pd.api.types.is_datetime64_any_dtype(s.dtype):
             out[new] = s
+            kinds[new] = "date"
+        elif s.dtype == object and s.notna().any() and not isinstance(
+                s[s.notna()].iloc[0], str):  # dates/times as Python objects (SPSS/Stata input)
+            out[new] = s
+            kinds[new] = "date"
         else:  # text (pandas string dtype or objects): plain Python strings, missing -> None
             out[new] = pd.Series(s.astype("string").to_numpy(dtype=object, na_value=None),
                                  index=s.index, dtype=object)
-        if labels:
-            ok = {}
-            for v, text in labels.items():
-                if isinstance(v, int | np.integer) and not isinstance(v, bool):
-                    ok[int(v)] = _check_label(text, fmt, VALUE_LABEL_LIMIT,
-                                              f"the label of {col}={v!r}")
-            if ok:
-                vlabels[new] = ok
-    varl = {names[c]: _check_label(t, fmt, VAR_LABEL_LIMIT, f"the variable label of {c!r}")
-            for c, t in variable_labels.items() if c in names and t}
+            kinds[new] = "text"
+        if kinds[new] == "date":
+            continue
+        numeric = kinds[new] == "numeric"
+        ok: dict[Any, str] = {}
+        for v, text in extra.items():
+            key = _label_key(v, numeric, fmt)
+            if key is not None:
+                ok[key] = _fit_label(text, fmt, VALUE_LABEL_LIMIT)
+        for v, text in labels.items():
+            key = _label_key(v, numeric, fmt)
+            if key is not None and (numeric or fmt == "sav"):
+                ok[key] = _check_label(text, fmt, VALUE_LABEL_LIMIT, f"the label of {col}={v!r}")
+        if ok:
+            if numeric and fmt == "dta" or (numeric and pd.api.types.is_integer_dtype(
+                    out[new].dtype)):
+                ok = {k: t for k, t in ok.items() if isinstance(k, int)}
+            vlabels[new] = dict(sorted(ok.items(), key=lambda kv: (str(type(kv[0])), kv[0])))
+    varl = {names[c]: _fit_label(t, fmt, VAR_LABEL_LIMIT)
+            for c, t in (input_variable_labels or {}).items() if c in names and t}
+    varl.update({names[c]: _check_label(t, fmt, VAR_LABEL_LIMIT, f"the variable label of {c!r}")
+                 for c, t in variable_labels.items() if c in names and t})
+    varl = {n: varl[n] for n in names.values() if n in varl}      # column order
+    meas = {names[c]: m for c, m in (measure or {}).items()
+            if c in names and m in ("nominal", "ordinal", "scale")}
+    fmts = {}
+    pattern = _SAV_NUMERIC_FORMAT if fmt == "sav" else _DTA_NUMERIC_FORMAT
+    for c, f in (formats or {}).items():
+        if c in names and kinds.get(names[c]) == "numeric" and c not in codes_of \
+                and pattern.match(str(f)):
+            fmts[names[c]] = str(f)
+    wid = {names[c]: int(w) for c, w in (widths or {}).items() if c in names and int(w) > 0}
     return StatLayout(pd.DataFrame(out, index=frame.index).reset_index(drop=True), names,
-                      vlabels, varl, codes_of)
+                      vlabels, varl, codes_of, meas, fmts, wid)
 
 
 def _fix_timestamp(data: bytes, fmt: StatFormat) -> bytes:
@@ -238,10 +361,13 @@ def stat_bytes(layout: StatLayout, fmt: StatFormat, *, file_label: str = "",
             ranges = {layout.names[c]: [r["lo"] if r["lo"] == r["hi"] else r for r in rs]
                       for c, rs in (missing_ranges or {}).items() if c in layout.names}
             pyreadstat.write_sav(layout.frame, str(path), file_label=file_label[:64],
-                                 missing_ranges=ranges or None, **common)
+                                 missing_ranges=ranges or None,
+                                 variable_measure=layout.measure or None,
+                                 variable_format=layout.formats or None,
+                                 variable_display_width=layout.widths or None, **common)
         elif fmt == "dta":
             pyreadstat.write_dta(layout.frame, str(path), file_label=file_label[:80],
-                                 version=15, **common)
+                                 version=15, variable_format=layout.formats or None, **common)
         else:
             raise ValueError(f"format must be 'sav' or 'dta', got {fmt!r}")
         return _fix_timestamp(path.read_bytes(), fmt)

@@ -22,7 +22,12 @@ from sdc.release.public import (
 from sdc.release.record import build_audit, package_version
 from sdc.release.seeds import SeedInfo
 from sdc.release.series import RECORDS_FILE, series_risk_vs_previous
-from sdc.release.stat_files import STAT_FORMATS, stat_codebook_lines, stat_public_files
+from sdc.release.stat_files import (
+    STAT_FORMATS,
+    input_metadata,
+    stat_codebook_lines,
+    stat_public_files,
+)
 from sdc.release.uncertainty import uncertainty_markdown
 
 __all__ = ["assemble_batch_release", "assemble_release"]
@@ -64,13 +69,15 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     else:
         public = public_bytes(public_data, schema, formats)
         pub = public_data
+    meta = input_metadata(config)       # SPSS/Stata input: its labels etc. (header only)
     if pub is not None:
-        stat_files, layout = stat_public_files(pub, config)
+        stat_files, layout = stat_public_files(pub, config, meta)
         public.update(stat_files)
         del pub
     else:
         layout = None
-    extra = stat_codebook_lines(config, layout) + uncertainty_markdown(config, result)
+    extra = (stat_codebook_lines(config, layout, meta, columns=list(schema.names))
+             + uncertainty_markdown(config, result))
     codebook = codebook_markdown(config, result, schema=schema).rstrip()
     public["codebook.md"] = (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
 

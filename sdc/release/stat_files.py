@@ -11,13 +11,17 @@ declared categories (Stata has value labels for integers only), and renamed vari
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
-from sdc.config.model import ReleaseConfig
+from sdc.config.model import Bands, ReleaseConfig, TopBottom
+from sdc.io.stat_meta import NO_METADATA, StatMetadata, plain_value, read_stat_metadata
 from sdc.io.write_stat import StatLayout, stat_bytes, stat_layout
 from sdc.release.markdown import md_code, md_text
 
-__all__ = ["stat_codebook_lines", "stat_public_files", "variable_labels"]
+__all__ = ["input_metadata", "stat_codebook_lines", "stat_public_files", "variable_labels"]
 
 STAT_FORMATS = ("sav", "dta")
 
@@ -33,66 +37,170 @@ def variable_labels(config: ReleaseConfig) -> dict[str, str]:
     return out
 
 
-def stat_public_files(pub: pd.DataFrame, config: ReleaseConfig
+def input_metadata(config: ReleaseConfig) -> StatMetadata:
+    """The SPSS/Stata metadata of the input (:mod:`sdc.io.stat_meta`; empty for CSV/Parquet):
+    read once per release from the file's header, never from the records."""
+    fmt = config.input.resolved_format
+    if fmt not in STAT_FORMATS:
+        return NO_METADATA
+    return read_stat_metadata(config.input_path, fmt, config.input.encoding)
+
+
+def _released_labels(config: ReleaseConfig, meta: StatMetadata) -> dict[str, dict[Any, str]]:
+    """Key variable -> {released value: label} where the config has none: the input file's
+    label of the value (a key kept as declared), or for a recoded key what the released value
+    stands for (the codebook's wording): the value itself for a band or top/bottom class whose
+    members carry no label, else ``"<value> = <member>, <member>, ..."`` (members by their
+    label where they have one, 8 at most, "and N more")."""
+    out: dict[str, dict[Any, str]] = {}
+    for k, kv in config.key_variables.items():
+        file_labels = meta.value_labels.get(k, {})
+        if k not in config.recoded_keys:
+            got = {v: file_labels[v] for v in kv.domain if v in file_labels}
+            if got:
+                out[k] = got
+            continue
+        src = config.input_key_variables[k]
+        code_map, _ = config.recode_map(k)
+        dom = src.domain
+        ranges = isinstance(src.recode, Bands | TopBottom)
+        labels: dict[Any, str] = {}
+        for g, value in enumerate(kv.domain):
+            members = [dom[i] for i in np.flatnonzero(code_map[:len(dom)] == g)]
+            named = {m: src.labels.get(m) or file_labels.get(m) for m in members}
+            if len(members) == 1 and str(members[0]) == str(value):
+                if named[members[0]]:
+                    labels[value] = named[members[0]]
+                continue
+            if ranges and not any(named.values()):
+                continue                                  # "20-29", "62+": the value says it
+            shown = ", ".join(str(named[m] or m) for m in members[:8])
+            more = f" and {len(members) - 8} more" if len(members) > 8 else ""
+            labels[value] = f"{value} = {shown}{more}"
+        if labels:
+            out[k] = labels
+    return out
+
+
+def _measures(config: ReleaseConfig, meta: StatMetadata) -> dict[str, str]:
+    """SPSS measurement level per column: the input file's; a recoded key's follows its
+    recoding (bands, top/bottom: ordinal; groups, hierarchy levels: nominal); a key with text
+    categories without one in the input: nominal."""
+    out = dict(meta.measure)
+    for k, kv in config.key_variables.items():
+        if k in config.recoded_keys:
+            rule = config.input_key_variables[k].recode
+            out[k] = "ordinal" if isinstance(rule, Bands | TopBottom) else "nominal"
+        elif k not in out and any(isinstance(c, str) for c in kv.domain):
+            out[k] = "nominal"
+    return out
+
+
+def stat_public_files(pub: pd.DataFrame, config: ReleaseConfig,
+                      meta: StatMetadata | None = None
                       ) -> tuple[dict[str, bytes], StatLayout | None]:
     """``{"microdata.sav": ..., "microdata.dta": ...}`` per ``output.formats`` and the layout
-    of the last one written (the same names and codes for both formats)."""
+    of the last one written (the same names and codes for both formats). ``meta``: the input's
+    metadata (:func:`input_metadata`, read here when not given)."""
     formats = config.output.formats if config.output is not None else ["parquet"]
     files: dict[str, bytes] = {}
     layout = None
+    if not any(f in formats for f in STAT_FORMATS):
+        return files, layout
+    meta = input_metadata(config) if meta is None else meta
     cats = {k: kv.domain for k, kv in config.key_variables.items()}
     vlabels = {k: kv.labels for k, kv in config.key_variables.items() if kv.labels}
+    keys = set(config.key_variables)
+    from_file = {c: v for c, v in meta.value_labels.items() if c not in keys}
+    from_file.update(_released_labels(config, meta))
+    # the file's integer columns, display formats and widths, for columns released as read
+    # (keys are re-coded or re-typed by the release: their formats are the writer's)
+    integer = [c for c in meta.integer if c not in keys]
     for fmt in STAT_FORMATS:
         if fmt not in formats:
             continue
-        layout = stat_layout(pub, fmt, categories=cats, value_labels=vlabels,
-                             variable_labels=variable_labels(config))
+        same = meta.fmt == fmt
+        layout = stat_layout(
+            pub, fmt, categories=cats, value_labels=vlabels,
+            variable_labels=variable_labels(config), input_value_labels=from_file,
+            input_variable_labels=meta.variable_labels, integer_columns=integer,
+            measure=_measures(config, meta),
+            formats={c: f for c, f in meta.formats.items() if c not in keys} if same else None,
+            widths={c: w for c, w in meta.widths.items() if c not in keys} if same else None)
         files[f"microdata.{fmt}"] = stat_bytes(layout, fmt, file_label=config.name,
-                                               missing_ranges=user_missing(config, pub))
+                                               missing_ranges=user_missing(config, pub, meta))
     return files, layout
 
 
-def user_missing(config: ReleaseConfig, pub: pd.DataFrame) -> dict[str, list]:
+def user_missing(config: ReleaseConfig, pub: pd.DataFrame,
+                 meta: StatMetadata | None = None) -> dict[str, list]:
     """The SPSS user-missing declarations of the input's non-key columns in ``pub`` (an SPSS
     input only; their values are released as they are, and ``microdata.sav`` declares them
     again)."""
     if config.input.resolved_format != "sav":
         return {}
-    import pyreadstat
-
     from sdc.io.batches import value_columns
-    from sdc.io.read import sav_missing_ranges
 
-    kwargs = {} if config.input.encoding.lower().replace("_", "-") in ("utf-8", "utf8") \
-        else {"encoding": config.input.encoding}
-    _, meta = pyreadstat.read_sav(str(config.input_path), metadataonly=True, user_missing=True,
-                                  **kwargs)
+    meta = input_metadata(config) if meta is None else meta
     keep = set(value_columns(config, list(pub.columns)))
-    return {c: r for c, r in sav_missing_ranges(meta).items() if c in keep}
+    return {c: r for c, r in meta.missing_ranges.items() if c in keep}
 
 
-def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None) -> list[str]:
-    """Codebook section on variable labels and the SPSS/Stata coding (empty if neither)."""
+def _value_list(labels: dict[Any, str], limit: int = 60) -> str:
+    items = [f"{md_text(v)} = {md_text(t)}" for v, t in list(labels.items())[:limit]]
+    more = f"; and {len(labels) - limit} more" if len(labels) > limit else ""
+    return "; ".join(items) + more
+
+
+def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None,
+                        meta: StatMetadata | None = None,
+                        columns: list[str] | None = None) -> list[str]:
+    """Codebook section on variable labels and the SPSS/Stata coding (empty if neither).
+
+    ``meta``: the input's metadata (its variable labels are listed for the public
+    ``columns`` the config gives no label; the value labels the files carry from it are
+    listed when ``layout`` is given)."""
+    meta = NO_METADATA if meta is None else meta
     labels = variable_labels(config)
+    public = set(columns if columns is not None else (layout.names if layout else []))
+    from_file = {c: t for c, t in meta.variable_labels.items()
+                 if c in public and c not in labels}
     lines: list[str] = []
-    if labels:
+    if labels or from_file:
         lines += ["## Variable labels", "", "| variable | label |", "|---|---|"]
         lines += [f"| {md_code(c)} | {md_text(t)} |" for c, t in labels.items()]
+        lines += [f"| {md_code(c)} | {md_text(t)} (from the input file) |"
+                  for c, t in from_file.items()]
         lines.append("")
     if layout is None:
         return lines
     lines += ["## SPSS and Stata files", "",
               "`microdata.sav` and `microdata.dta` hold the same records in the same order as "
-              "the other files, with value labels for the key variables and the variable "
-              "labels above. A missing text value is an empty string; a missing number is a "
-              "system-missing value."]
-    declared = user_missing(config, pd.DataFrame(columns=list(layout.names)))
+              "the other files, with the variable labels above and value labels (the key "
+              "variables' below, and those the input file gives other variables). Integer "
+              "columns are written as integers (Stata `long`, SPSS without decimals) when "
+              "every value fits in 32 bits. A missing text value is an empty string; a "
+              "missing number is a system-missing value."]
+    if meta.fmt is not None:
+        lines += ["", f"From the input file ({'SPSS' if meta.fmt == 'sav' else 'Stata'}) the "
+                  "files also keep the value labels of every variable"
+                  + (", the measurement levels (nominal, ordinal, scale), display formats and "
+                     "widths" if meta.fmt == "sav" else ", the display formats")
+                  + " (Stata labels whole numbers only: labels of text or fractional values "
+                  "are in `microdata.sav` and listed here, not in `microdata.dta`)."]
+        keys = set(config.key_variables)
+        carried = {c: v for c, v in meta.value_labels.items()
+                   if c in layout.names and c not in keys}
+        if carried:
+            lines += ["", "Value labels of the input file:", ""]
+            lines += [f"- {md_code(c)}: {_value_list(v)}" for c, v in carried.items()]
+    declared = user_missing(config, pd.DataFrame(columns=list(layout.names)), meta)
     if declared:
         lines += ["", "User-missing values of the SPSS input, released as values in every "
                   "file and declared again in `microdata.sav`:", ""]
         lines += [f"- {md_code(c)}: " + ", ".join(
-            md_text(r["lo"]) if r["lo"] == r["hi"]
-            else f"{md_text(r['lo'])} to {md_text(r['hi'])}"
+            md_text(plain_value(r["lo"])) if r["lo"] == r["hi"]
+            else f"{md_text(plain_value(r['lo']))} to {md_text(plain_value(r['hi']))}"
             for r in rs) for c, rs in declared.items()]
     if layout.renamed:
         lines += ["", "Renamed (SPSS and Stata accept letters, digits and `_`, 32 characters):",
@@ -102,7 +210,15 @@ def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None) -> lis
         lines += ["", f"{md_code(col)} has text categories; in these two files it holds integer "
                   "codes (Stata attaches value labels to integers only):", "",
                   "| code | category | label |", "|---|---|---|"]
-        kv = config.key_variables[col]
-        lines += [f"| {i} | {md_text(c)} | {md_text(kv.labels.get(c, c))} |" for c, i in codes.items()]
+        written = layout.value_labels.get(layout.names[col], {})
+        lines += [f"| {i} | {md_text(c)} | {md_text(written.get(i, c))} |"
+                  for c, i in codes.items()]
+    released = {k: v for k, v in _released_labels(config, meta).items()
+                if k in layout.names and k not in layout.codes}
+    for k, v in released.items():
+        given = config.key_variables[k].labels
+        v = {x: t for x, t in v.items() if x not in given}
+        if v:
+            lines += ["", f"Value labels of {md_code(k)} from the input file: {_value_list(v)}."]
     lines.append("")
     return lines
