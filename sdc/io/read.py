@@ -203,7 +203,9 @@ def _numbers_in_text_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.Data
         if not (pd.api.types.is_string_dtype(s.dtype) or s.dtype == object):
             continue
         num = pd.to_numeric(s, errors="coerce")
-        whole = (num.notna() & (num == np.floor(num))).to_numpy()
+        # a whole number beyond int64 stays text: the schema shows it as written (it used to
+        # wrap to -9223372036854775808 in the cast)
+        whole = (num.notna() & (num == np.floor(num)) & (num.abs() < 2.0 ** 63)).to_numpy()
         if not whole.any():
             continue
         out = s.astype(object).to_numpy(copy=True)

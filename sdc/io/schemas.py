@@ -206,7 +206,31 @@ def _fix(check: str, column: str, config: ReleaseConfig) -> str:
                 "them up): fix or remove those rows, or divide every weight by the same factor")
     if check.startswith("absent:"):
         return "remove the column before writing (a bug if it reaches here)"
+    if check == "beyond_int64":
+        return ("the value is beyond 64-bit integers (a key value must lie within "
+                "-2^63..2^63-1): fix it in the file, or recode the column (bands, text "
+                "categories) before the release")
     return "fix the data or the config"
+
+
+def _beyond_int64(cases: list[Any]) -> bool:
+    """Whether a failing value is a whole number that int64 cannot hold (read as text, as a
+    double or as uint64)."""
+    for v in cases:
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, str):
+            t = v.strip()
+            if not t.lstrip("+-").isdigit():
+                continue
+            v = int(t)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if isinstance(v, float) and (not np.isfinite(v) or v != np.floor(v)):
+            continue
+        if not -(2 ** 63) <= v < 2 ** 63:
+            return True
+    return False
 
 
 def _fmt_value(v: Any) -> str:
@@ -251,6 +275,8 @@ def problems_table(err: SchemaErrors, frame: pd.DataFrame, config: ReleaseConfig
             as_text = {str(c) for c in kv.categories}
             if any(isinstance(v, str) and v in as_text for v in cases):
                 fix_key = "in_categories:text"
+        if kv is not None and _beyond_int64(cases):
+            fix_key = "beyond_int64"
         more = " ..." if len(vals) > _MAX_ROWS_SHOWN else ""
         rows.append({
             "column": column, "check": _describe(check, column, config),
