@@ -478,9 +478,11 @@ def design(
     limit: Annotated[int, typer.Option(help="Show at most this many frontier points.")] = 25,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the lattice of recodings for the certified release that changes the fewest
-    records; print the Pareto frontier (records changed, entropy lost, key-table TVD) and the
-    recommended design (docs/DESIGN.md)."""
+    """Find recodings of the keys that change fewer records at the same xi.
+
+    Searches the lattice of recodings for the certified release that changes the fewest records;
+    prints the Pareto frontier (records changed, entropy lost, key-table TVD) and the recommended
+    design (docs/DESIGN.md)."""
     with _friendly_errors("design" if as_json else None):
         from sdc.release.design import design_document, run_design, write_node_config
 
@@ -611,6 +613,7 @@ def audit(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-verify a release: source hash, partition sets, PRBs, certificate <= xi, file hashes.
+
     With --series DIR [DIR ...]: measure the risk of the series."""
     if series:
         _audit_series(release_dirs, as_json)
@@ -834,9 +837,10 @@ def _decide(command: str, target: str, name: str, comment: str | None, as_json: 
 @app.command()
 def approve(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None,
             as_json: JsonOpt = False) -> None:
-    """Publish a release staged for review (RELEASE_DIR or RELEASE_DIR.staged, or the paused
-    flow run's id): the staged files are checked against what was staged, the approval recorded
-    in audit.json."""
+    """Publish a release staged for review (its folder, or the paused flow run's id).
+
+    RELEASE_DIR or RELEASE_DIR.staged, or the paused flow run's id: the staged files are checked
+    against what was staged, the approval recorded in audit.json."""
     _decide("approve", target, name, comment, as_json)
 
 
