@@ -29,6 +29,7 @@ class ReviewDecision(RunInput):
     decision: Literal["approve", "reject"]
     name: str
     comment: str = ""
+    discard_extra_files: bool = False
 
 
 def wait_for_decision(staged: Path, description: str, *, timeout: int = 7 * 24 * 3600,
@@ -48,7 +49,8 @@ def wait_for_decision(staged: Path, description: str, *, timeout: int = 7 * 24 *
             timeout=timeout, poll_interval=poll_interval, key=f"review-{i}")
         try:
             if d.decision == "approve":
-                done = approve(staged, d.name, d.comment or None)
+                done = approve(staged, d.name, d.comment or None,
+                               discard_extra_files=d.discard_extra_files)
                 logger.info("release approved by %s and published to %s", d.name,
                             done.release_dir)
                 return {"status": "approved", "name": d.name, "comment": d.comment,
@@ -75,9 +77,11 @@ def paused_run_of(run_id: str | UUID) -> bool:
     return bool(run.state is not None and run.state.is_paused())
 
 
-def send_decision(run_id: str | UUID, decision: str, name: str, comment: str | None) -> None:
+def send_decision(run_id: str | UUID, decision: str, name: str, comment: str | None, *,
+                  discard_extra_files: bool = False) -> None:
     """Resume the paused flow run with a :class:`ReviewDecision`."""
     from prefect.flow_runs import resume_flow_run
 
     resume_flow_run(UUID(str(run_id)), run_input={"decision": decision, "name": name,
-                                                  "comment": comment or ""})
+                                                  "comment": comment or "",
+                                                  "discard_extra_files": discard_extra_files})

@@ -755,7 +755,7 @@ RunOrDirArg = Annotated[str, typer.Argument(
 
 
 def _send_to_paused_run(target: str, decision: str, name: str, comment: str | None,
-                        quiet: bool = False) -> str | None:
+                        quiet: bool = False, discard_extra_files: bool = False) -> str | None:
     """When the staged release (or the run id given) belongs to a flow run paused for review
     on a reachable Prefect API, send it the decision (the run applies it), say so (unless
     ``quiet``) and return the run's id; None when there is no such run."""
@@ -797,7 +797,7 @@ def _send_to_paused_run(target: str, decision: str, name: str, comment: str | No
             raise ReviewError(f"flow run {run_id} is not paused for review on the configured "
                               "Prefect server")
         return None
-    send_decision(run_id, decision, name, comment)
+    send_decision(run_id, decision, name, comment, discard_extra_files=discard_extra_files)
     if not quiet:
         console.print(f"sent '{decision}' by {escape(name)} to the paused flow run {run_id}; "
                       "the run checks the decision and publishes or discards the release (see "
@@ -805,18 +805,21 @@ def _send_to_paused_run(target: str, decision: str, name: str, comment: str | No
     return run_id
 
 
-def _decide(command: str, target: str, name: str, comment: str | None, as_json: bool) -> None:
+def _decide(command: str, target: str, name: str, comment: str | None, as_json: bool,
+            discard_extra_files: bool = False) -> None:
     """``sdc approve`` / ``sdc reject``: to the paused flow run when there is one, else on the
     staged folder; a JSON document on stdout under ``--json``."""
     decision = "approve" if command == "approve" else "reject"
     with _friendly_errors(command if as_json else None):
-        run_id = _send_to_paused_run(target, decision, name, comment, quiet=as_json)
+        run_id = _send_to_paused_run(target, decision, name, comment, quiet=as_json,
+                                     discard_extra_files=discard_extra_files)
         d = None
         if run_id is None:
             from sdc.release import review
 
-            d = (review.approve if command == "approve" else review.reject)(
-                Path(target), name, comment)
+            d = (review.approve(Path(target), name, comment,
+                                discard_extra_files=discard_extra_files)
+                 if command == "approve" else review.reject(Path(target), name, comment))
         if as_json:
             from sdc.cli.json_output import decision_document, print_document
 
@@ -836,12 +839,17 @@ def _decide(command: str, target: str, name: str, comment: str | None, as_json: 
 
 @app.command()
 def approve(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None,
-            as_json: JsonOpt = False) -> None:
+            as_json: JsonOpt = False,
+            discard_extra_files: Annotated[bool, typer.Option(
+                "--discard-extra-files",
+                help="When the approval replaces an existing release: also delete files staff "
+                     "put into it (an approval, a signature). Without it the approval refuses "
+                     "and lists them.")] = False) -> None:
     """Publish a release staged for review (its folder, or the paused flow run's id).
 
     RELEASE_DIR or RELEASE_DIR.staged, or the paused flow run's id: the staged files are checked
     against what was staged, the approval recorded in audit.json."""
-    _decide("approve", target, name, comment, as_json)
+    _decide("approve", target, name, comment, as_json, discard_extra_files)
 
 
 @app.command()

@@ -151,13 +151,19 @@ class Decision:
     manifest_sha256: str
 
 
-def approve(path: Path, name: str, comment: str | None = None) -> Decision:
-    """Publish a staged release (see the module docstring). Raises :class:`ReviewError`."""
+def approve(path: Path, name: str, comment: str | None = None, *,
+            discard_extra_files: bool = False) -> Decision:
+    """Publish a staged release (see the module docstring). Raises :class:`ReviewError`.
+
+    Replacing an existing release that holds files the release did not write (staff put an
+    ``APPROVAL.txt`` or a signature there, possibly during the review) is refused, listing
+    them, unless ``discard_extra_files`` (the same rule as ``sdc release --force``)."""
     from sdc.release.folder import (
         ReleaseExistsError,
         _fsync_dir,
         _publish_new,
         _swap,
+        extra_files,
     )
 
     out, staged, record = _load_pending(path)
@@ -173,6 +179,16 @@ def approve(path: Path, name: str, comment: str | None = None) -> Decision:
         raise ReleaseExistsError(
             f"release {str(out)!r} exists and the staged release was not made with --force; "
             "move the existing release away, or reject this one and release again with --force")
+    extra = extra_files(out) if exists and not discard_extra_files else []
+    if extra:
+        shown = ", ".join(extra[:10]) + (f" (and {len(extra) - 10} more)" if len(extra) > 10
+                                         else "")
+        raise ReviewError(
+            f"release {str(out)!r} holds {len(extra)} file(s) the release did not write: "
+            f"{shown}. Approving replaces the whole folder and would delete them. Move them "
+            "out of the release first (e.g. keep approvals and signatures beside it) and "
+            "approve again, or approve with --discard-extra-files to delete them with the old "
+            "release")
     at = datetime.now(UTC).isoformat(timespec="seconds")
     audit["review"] = {"approved_by": name, "approved_at": at, "comment": comment or "",
                        "approved_manifest_sha256": record["manifest_sha256"],

@@ -133,3 +133,36 @@ def test_non_key_beyond_int64_is_released_exactly(job: JobBuilder, cli, fmt: str
     assert (csv["income"] == want).sum() == 1
     col = pq.read_table(pub / "microdata.parquet").column("income")
     assert [str(v) for v in col.to_pylist()].count(want) == 1
+
+
+# -- sdc approve over an existing release --------------------------------------------------------
+def test_approve_over_a_release_with_staff_files_refuses(job: JobBuilder, cli) -> None:
+    """Old code: ``sdc approve`` of a release staged with ``--force`` replaced the existing
+    release without the staff-files check ``--force`` does: an ``APPROVAL.txt`` and a
+    signature put into it during the review were deleted (exit 0). Now: exit 2 listing them,
+    both releases untouched; ``--discard-extra-files`` deletes them on request."""
+    job.config["review"] = {"required": True, "approvers": ["alice"]}
+    path = job.write()
+    staged = job.out_dir.with_name(job.out_dir.name + ".staged")
+    assert cli("release", path).exit_code == 0
+    assert cli("approve", staged, "--as", "alice").exit_code == 0
+    res = cli("release", path, "--force")          # staged again, to replace the release
+    assert res.exit_code == 0, res.output
+    assert staged.is_dir()
+    (job.out_dir / "APPROVAL.txt").write_text("approved by J. Doe\n")
+    (job.out_dir / "public" / "microdata.csv.asc").write_text("-----BEGIN PGP SIGNATURE-----\n")
+    before = {p.relative_to(job.out_dir): p.read_bytes() for p in job.out_dir.rglob("*")
+              if p.is_file()}
+    res = cli("approve", staged, "--as", "alice")
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert contains(res.output, "holds 2 file(s) the release did not write: APPROVAL.txt, "
+                                "public/microdata.csv.asc")
+    assert contains(res.output, "--discard-extra-files")
+    after = {p.relative_to(job.out_dir): p.read_bytes() for p in job.out_dir.rglob("*")
+             if p.is_file()}
+    assert after == before and staged.is_dir()
+    res = cli("approve", staged, "--as", "alice", "--discard-extra-files")
+    assert res.exit_code == 0, res.output
+    assert not (job.out_dir / "APPROVAL.txt").exists() and not staged.exists()
+    assert cli("audit", job.out_dir).exit_code == 0
