@@ -241,7 +241,10 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
     """The public file's Arrow schema: ``record_id`` (int64) then the input's columns minus
     ``input.id_column`` and ``input.drop``, in input order. Key variables declared with
     integers are int64 (nullable); text keys are string; every other column keeps the input's
-    type. No schema metadata (no pandas metadata: it would depend on one engine's dtypes)."""
+    type, except that integers of every width (int8..int32, uint8..uint32: R and Stata write
+    32-bit integers) are int64, as a CSV of the same data gives (same values, same text, same
+    public records whatever the input format). No schema metadata (no pandas metadata: it
+    would depend on one engine's dtypes)."""
     skip = set(config.input.drop) | ({config.input.id_column} if config.input.id_column else set())
     fields = [pa.field(PUBLIC_ID, pa.int64())]
     for f in _normalize_schema(input_schema):
@@ -254,6 +257,8 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
                 t = pa.int64()
             elif kv.categories is not None and any(isinstance(c, str) for c in kv.categories):
                 t = pa.string()
+        elif pa.types.is_integer(t) and t != pa.uint64():
+            t = pa.int64()
         fields.append(pa.field(f.name, t))
     schema = pa.schema(fields)
     check_public_types(config, schema)

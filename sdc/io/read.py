@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -259,12 +260,36 @@ def _read_stat(path: Path, fmt: str, config: ReleaseConfig) -> pd.DataFrame:
         raise _dup_error(path, list(frame.columns))
     if fmt == "sav":
         _blank_user_missing(frame, meta, value_columns(config, list(frame.columns)))
+        _spss_integers(frame, meta, value_columns(config, list(frame.columns)))
     # strings: pandas' default string dtype; SPSS/Stata store a missing string as ""
     for c in frame.columns:
         if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype):
             s = frame[c].astype("str")
             frame[c] = s.where(s != "", None)
     return frame
+
+
+_SPSS_NUMBER_FORMAT = re.compile(r"^(F|N|COMMA|DOT|DOLLAR|PCT|E)?(\d+)(?:\.(\d+))?$")
+
+
+def _spss_integers(frame: pd.DataFrame, meta, columns: list[str]) -> None:
+    """SPSS stores every number as a double; a non-key column whose SPSS format has no
+    decimals (``F8.0``, ``N3``: what SPSS gives an integer variable) and whose values are all
+    whole numbers, none missing, becomes int64, as the same data from CSV, Parquet or Stata
+    (which has integer types) gives. With a missing value it stays float64 (NaN), as pandas
+    writes an integer column with missing values to CSV and Parquet. Whole columns only."""
+    formats = getattr(meta, "original_variable_types", None) or {}
+    for c in columns:
+        m = _SPSS_NUMBER_FORMAT.match(str(formats.get(c, "")).upper())
+        if c not in frame.columns or m is None or int(m.group(3) or 0) != 0:
+            continue
+        if frame[c].dtype != np.float64:
+            continue
+        arr = frame[c].to_numpy()
+        with np.errstate(invalid="ignore"):
+            if arr.size and np.all(np.isfinite(arr) & (arr == np.floor(arr))
+                                   & (np.abs(arr) < 2.0 ** 53)):
+                frame[c] = arr.astype(np.int64)
 
 
 def sav_missing_ranges(meta) -> dict[str, list[dict]]:

@@ -61,6 +61,11 @@ MAX_SMALL_SHARE = 0.10     # at most this share of PRBs may have k < kmin (merge
 DEFAULT_XI = 0.395
 _NICE = (1, 2, 5)
 _CANONICAL_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
+# a whole number as a float writer prints it ('18.0', '18.', '-3.00'): a CSV export of an
+# integer column with missing values (pandas, R, Stata write the column as floats)
+_WHOLE_DECIMAL = re.compile(r"^-?(0|[1-9][0-9]*)(\.0*)?$")
+# a plain decimal number ('2.5', '-0.75', '1e3'): such a column is numeric, not text codes
+_DECIMAL_NUMBER = re.compile(r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$")
 
 
 @dataclass
@@ -193,6 +198,8 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
             raise InputError(f"{opt}: {absent} {'is' if len(absent) == 1 else 'are'} not a "
                              f"column of {str(path)!r} ({len(frame)} rows); its columns are: "
                              f"{shown}{', ...' if frame.shape[1] > 30 else ''}")
+    if id_column:
+        _check_unique_id(frame[id_column], id_column, path)
     fmt = cfg.input.resolved_format
     value_labels: dict[str, dict[Any, str]] = {}
     variable_labels: dict[str, str] = {}
@@ -208,6 +215,32 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
     return frame, value_labels, variable_labels, fmt
 
 
+def _check_unique_id(s: pd.Series, name: str, path: Path) -> None:
+    """``--id`` must name a column with one distinct, non-empty value per record (the release
+    refuses anything else on every row); refused with the counts and the first duplicates."""
+    empty = s.isna().to_numpy()
+    dup = s.duplicated(keep=False).to_numpy() & ~empty
+    if not empty.any() and not dup.any():
+        return
+    parts = []
+    if dup.any():
+        vals = s[dup]
+        n_vals = int(vals.nunique())
+        first = list(dict.fromkeys(vals.tolist()))[:5]
+        shown = "; ".join(
+            f"{v!r} at rows {[int(i) + 1 for i in np.flatnonzero(dup & (s == v).to_numpy())[:3]]}"
+            for v in first)
+        parts.append(f"{int(dup.sum())} rows share {n_vals} id value(s) (first: {shown})")
+    if empty.any():
+        parts.append(f"{int(empty.sum())} rows have no id (first rows: "
+                     f"{[int(i) + 1 for i in np.flatnonzero(empty)[:5]]})")
+    raise InputError(
+        f"--id {name!r} is not a unique record id in {str(path)!r} ({len(s)} rows): "
+        f"{'; '.join(parts)}. Rows are 1-based data rows. Fix: choose a column with one "
+        "distinct value per record, remove the duplicated records from the file, or leave out "
+        "--id (the public file gets its own record_id either way)")
+
+
 def _plain_value(v: Any) -> Any:
     if isinstance(v, float | np.floating) and float(v).is_integer():
         return int(v)
@@ -217,6 +250,21 @@ def _plain_value(v: Any) -> Any:
 
 
 # -- observed domains -----------------------------------------------------------------------
+def _refuse_fraction(name: str, values: np.ndarray) -> None:
+    """A key holding non-whole numbers (a float-valued key such as an income or a BMI): refused
+    with the counts and the fixes (a key is categorical: every distinct value is a cell)."""
+    frac = values[values != np.floor(values)]
+    n_distinct = int(np.unique(values).size)
+    raise InputError(
+        f"key variable {name!r} holds non-whole numbers ({frac.size} of {values.size} rows, "
+        f"e.g. {frac[0]:g}; {n_distinct} distinct values from {values.min():g} to "
+        f"{values.max():g}): key variables are categorical, every distinct value is its own "
+        "cell. Fix: band it in the data (e.g. bands of equal width, written as whole-number "
+        "band starts or as text labels) and declare the bands as the key's categories; or "
+        "round it to whole numbers (then `recode: {bands: [...]}` can band it); or leave it "
+        "out of --keys (it is then released unchanged and measured by the dependence check)")
+
+
 def observe_key(s: pd.Series, name: str, value_labels: dict[Any, str] | None = None,
                 label: str | None = None) -> KeyDraft:
     """The observed domain of one key column (vectorized: one ``unique`` per column).
@@ -243,17 +291,19 @@ def observe_key(s: pd.Series, name: str, value_labels: dict[Any, str] | None = N
     values: list[Any]
     if pd.api.types.is_numeric_dtype(s.dtype):
         arr = np.asarray(uniq, dtype=float)
-        frac = arr[arr != np.floor(arr)]
-        if frac.size:
-            n_bad = int((present.to_numpy(dtype=float) != np.floor(present.to_numpy(dtype=float))).sum())
-            raise InputError(f"key variable {name!r} holds non-whole numbers (e.g. {frac[0]:g}; "
-                             f"{n_bad} rows): key variables are categorical. Band or recode it "
-                             "in the data first, or choose another key")
+        if (arr != np.floor(arr)).any():
+            _refuse_fraction(name, present.to_numpy(dtype=float))
         values = sorted(int(v) for v in arr)
     else:
         text = pd.Series(uniq).astype(str)
         if text.str.match(_CANONICAL_INT).all():
             values = sorted(int(v) for v in text)
+        elif text.str.match(_WHOLE_DECIMAL).all():
+            # '18.0' is the integer 18 written by a float writer (the same data as Parquet,
+            # SPSS or Stata gives 18): same draft whatever the file format
+            values = sorted(set(int(float(v)) for v in text))
+        elif text.str.match(_DECIMAL_NUMBER).all() and not text.str.match(r"^0[0-9]").any():
+            _refuse_fraction(name, present.astype(str).astype(float).to_numpy())
         else:
             values = sorted(text.tolist())
     kd = KeyDraft(name=name, label=label, missing=missing, n_observed=len(values))
