@@ -18,7 +18,8 @@ from sdc.engine.apply import ReleaseResult
 from sdc.io.write import sha256_bytes
 from sdc.release.seeds import SeedInfo
 
-__all__ = ["AUDIT_FORMAT", "build_audit", "config_text_of", "household_audit", "package_version"]
+__all__ = ["AUDIT_FORMAT", "PRB_STRUCTURE_FORMAT", "build_audit", "config_text_of",
+           "household_audit", "package_version", "prb_structure"]
 
 AUDIT_FORMAT = "sdc-audit/1"
 
@@ -137,6 +138,7 @@ def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Pat
             "records_changed": int(result.n_changed),
         },
         "blocks": _records(result.blocks),
+        "prb_structure": prb_structure(config, result),
         "dependence": {
             "method": "docs/METHOD.md, Dependence of non-key columns",
             "columns": [f.as_dict() for f in getattr(result, "dependence", [])],
@@ -148,6 +150,100 @@ def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Pat
     if getattr(result, "households", None) is not None:
         out["households"] = household_audit(result)
     return out
+
+
+PRB_STRUCTURE_FORMAT = "sdc-prbs/1"
+
+
+def _profile(t: np.ndarray) -> dict[str, int]:
+    """``{t: number of cells with frequency t}`` (JSON keys are text), ascending t."""
+    if t.size == 0:
+        return {}
+    counts = np.bincount(t)
+    return {str(int(v)): int(counts[v]) for v in np.flatnonzero(counts)}
+
+
+def prb_structure(config: ReleaseConfig, result: Any) -> dict[str, Any]:
+    """``audit.json``'s ``prb_structure``: every PRB as data, enough to rebuild the PRBs and
+    re-derive the certificate without the input (docs/METHOD.md section 4 and 7.1;
+    docs/RELEASE_FOLDER.md).
+
+    - ``partition_variables``, ``merge_along`` (the merge order), ``xi``, ``theta`` (the
+      theorem's), ``kmin``, ``t_max`` (cells with 1 <= t_j <= t_max are sensitive);
+    - ``partition_sets``: one entry per partition set of the original partition: ``id``,
+      ``label``, the value of every partition variable (``values``), its records, and
+      ``profile`` ``{t: number of sensitive cells with frequency t}``, and the ``prb`` it went
+      into (-1: no sensitive cell);
+    - ``prbs``: ``prb``, ``partition_sets`` (member ids: a merged PRB has several), ``merged``,
+      ``profile`` (the sum of its members' profiles), ``k``, ``theta`` (the one its records are
+      perturbed with), ``max_risk`` (exact, mechanism-aware) and ``action``;
+    - ``merges``: every merged PRB as ``{prb, partition_sets, labels, k_each}`` (the prose log
+      of the merge steps is ``risk.merges``);
+    - ``non_sensitive``: number of cells with t_j > t_max and the smallest such t (the
+      certificate is the larger of max over PRBs and 1 / that t).
+
+    Aggregates of the cell table only (no record, no cell of the key table): the audit record
+    is internal (owner-only) all the same.
+    """
+    from sdc.engine.plan import default_merge_order
+
+    freq = np.asarray(result.cells.frequency, dtype=np.int64)
+    cell_ps = np.asarray(result.cell_partition_set, dtype=np.int64)
+    sens = np.asarray(result.cell_prb) >= 0
+    ps = result.partition_sets
+    pvars = list(config.partition_variables)
+    n_ps = len(ps)
+    # per partition set: the profile of its sensitive cells (one sort of the sensitive cells)
+    order = np.lexsort((freq[sens], cell_ps[sens]))
+    s_ps, s_t = cell_ps[sens][order], freq[sens][order]
+    bounds = np.searchsorted(s_ps, np.arange(n_ps + 1))
+    sets = []
+    for i in range(n_ps):
+        row = ps.iloc[i]
+        sets.append({
+            "id": i, "label": str(row["partition_key"]),
+            "values": {v: _plain(row[v]) for v in pvars if v in ps.columns},
+            "n_records": int(row["n_records"]),
+            "profile": _profile(s_t[bounds[i]:bounds[i + 1]]),
+            "prb": int(row["prb"]),
+        })
+    prb_of_set = ps["prb"].to_numpy(dtype=np.int64)
+    blocks = result.blocks
+    prbs, merges = [], []
+    for j in range(len(blocks)):
+        members = [int(m) for m in np.flatnonzero(prb_of_set == j)]
+        b = blocks.iloc[j]
+        prof = np.zeros(0, dtype=np.int64)
+        for m in members:
+            p = sets[m]["profile"]
+            if p:
+                arr = np.zeros(max(int(t) for t in p) + 1, dtype=np.int64)
+                for t, c in p.items():
+                    arr[int(t)] = c
+                n = max(prof.size, arr.size)
+                prof = np.pad(prof, (0, n - prof.size)) + np.pad(arr, (0, n - arr.size))
+        prbs.append({
+            "prb": j, "partition_sets": members, "merged": len(members) > 1,
+            "profile": {str(t): int(c) for t, c in enumerate(prof) if c},
+            "k": int(b["k"]), "theta": float(b["theta"]), "max_risk": float(b["max_risk"]),
+            "action": str(b["action"]),
+        })
+        if len(members) > 1:
+            merges.append({"prb": j, "partition_sets": members,
+                           "labels": [sets[m]["label"] for m in members],
+                           "k_each": [sum(sets[m]["profile"].values()) for m in members]})
+    ns = freq[~sens]
+    return _plain({
+        "format": PRB_STRUCTURE_FORMAT,
+        "partition_variables": pvars,
+        "merge_along": default_merge_order(config) if pvars else [],
+        "xi": float(result.xi), "theta": float(result.theta), "kmin": int(result.kmin),
+        "t_max": max(1, math.ceil(1.0 / float(result.xi)) - 1),
+        "partition_sets": sets,
+        "prbs": prbs,
+        "merges": merges,
+        "non_sensitive": {"cells": int(ns.size), "min_t": int(ns.min()) if ns.size else None},
+    })
 
 
 def household_audit(result: ReleaseResult) -> dict[str, Any]:
