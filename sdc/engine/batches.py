@@ -27,7 +27,7 @@ from sdc.engine.dependence import DependenceCounter, key_sizes, small_limit
 from sdc.engine.dependence import checked_columns as dependence_columns
 from sdc.engine.derived import DerivedCollector, apply_derived, cell_describer
 from sdc.engine.generalize import generalize_domain
-from sdc.engine.partition import Partitioned, split_missing
+from sdc.engine.partition import Partitioned, partition_labels, split_missing
 from sdc.engine.theta import kmin as kmin_of
 from sdc.engine.theta import solve_theta
 from sdc.errors import InputError
@@ -182,11 +182,7 @@ def partition_cells(cells: CellTable, config: ReleaseConfig) -> Partitioned:
     else:
         cell_ps = np.zeros(cells.n_cells, dtype=np.int64)
         ps_codes = np.zeros((1, 0), dtype=np.int64)
-    labels = [
-        " | ".join(f"{v}={g.labels[ps_codes[s, i]]}"
-                   for i, (v, g) in enumerate(zip(pvars, gens, strict=True))) or "all records"
-        for s in range(ps_codes.shape[0])
-    ]
+    labels = partition_labels(pvars, gens, ps_codes)
     cell_ps, ps_codes, labels = split_missing(cell_ps, ps_codes, labels, cells.key_codes, config)
     sensitive = cells.frequency * xi < 1.0
     return Partitioned(cells, cell_ps, ps_codes, labels, gens, sensitive, xi, theta, km)

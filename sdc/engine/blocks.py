@@ -37,7 +37,9 @@ uses; a block above xi is never returned.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -57,10 +59,13 @@ class Block:
     risk: BlockRisk | None = None
     action: str = ""
     merged: bool = False
+    _k: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def k(self) -> int:
-        return int(self.profile.sum())
+        if self._k < 0:  # the profile is never changed after construction
+            self._k = int(self.profile.sum())
+        return self._k
 
     @property
     def n_records(self) -> int:
@@ -77,47 +82,97 @@ class BlockPlan:
     merges: list[str] = field(default_factory=list)
 
 
+def _row_rank(rows: np.ndarray) -> np.ndarray:
+    """Rank of every row of an (n, p) non-negative int array in the lexicographic order of the
+    distinct rows (equal rows, equal rank): comparing ranks compares the rows as tuples. One
+    mixed-radix code per row when the codes fit in 62 bits, else a row-wise unique."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.shape[1] == 0 or rows.shape[0] == 0:
+        return np.zeros(rows.shape[0], dtype=np.int64)
+    radix = [int(c.max()) + 1 for c in rows.T]
+    if math.prod(radix) < 2**62:
+        code = np.zeros(rows.shape[0], dtype=np.int64)
+        for j, r in enumerate(radix):
+            code *= r
+            code += rows[:, j]
+        return np.unique(code, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _flags(blocks: list[Block], deficient) -> np.ndarray:
+    """``deficient(b)`` of every block, computed once per distinct profile."""
+    if not blocks:
+        return np.zeros(0, dtype=bool)
+    prof = np.stack([b.profile for b in blocks])
+    uniq, first, inv = np.unique(prof, axis=0, return_index=True, return_inverse=True)
+    per = np.array([bool(deficient(blocks[i])) for i in first], dtype=bool)
+    return per[inv.reshape(-1)]
+
+
 def _merge_lines(blocks: list[Block], ps_codes: np.ndarray, merge_along: list[int],
                  deficient, describe) -> tuple[list[Block], list[str]]:
+    """The merge rule of the module docstring. Lines are found and ordered with array
+    operations over all blocks at once (line = rank of the first member's fixed codes, order
+    = the smallest rank of a member's merged codes, ties in the previous level's order); only
+    lines holding a deficient block and another block are merged, sequentially as the rule
+    says, in line order (so the merges and their log are those of a line-by-line loop)."""
     n_vars = ps_codes.shape[1]
+    ps_codes = np.asarray(ps_codes)
     log: list[str] = []
     for level in range(1, len(merge_along) + 1):
-        if not any(deficient(b) for b in blocks):
+        flags = _flags(blocks, deficient)
+        if not flags.any():
             break
         merged_vars = merge_along[:level]
         fixed = [v for v in range(n_vars) if v not in merged_vars]
         order_vars = list(reversed(merged_vars))
-
-        def line_key(b: Block, fixed=fixed) -> tuple[int, ...]:
-            return tuple(int(ps_codes[b.members[0], v]) for v in fixed)
-
-        def order_key(b: Block, order_vars=order_vars) -> tuple[int, ...]:
-            return min(tuple(int(ps_codes[m, v]) for v in order_vars) for m in b.members)
-
-        lines: dict[tuple[int, ...], list[Block]] = {}
-        for b in blocks:
-            lines.setdefault(line_key(b), []).append(b)
+        nb = len(blocks)
+        sizes = np.fromiter((len(b.members) for b in blocks), dtype=np.int64, count=nb)
+        members = np.fromiter((m for b in blocks for m in b.members), dtype=np.int64,
+                              count=int(sizes.sum()))
+        first = members[np.r_[0, np.cumsum(sizes)[:-1]]] if nb else members
+        line = _row_rank(ps_codes[first][:, fixed])
+        ps_rank = _row_rank(ps_codes[:, order_vars])
+        okey = np.full(nb, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(okey, np.repeat(np.arange(nb), sizes), ps_rank[members])
+        order = np.lexsort((np.arange(nb), okey, line))
+        sl = line[order]
+        starts = np.flatnonzero(np.r_[True, sl[1:] != sl[:-1]]) if nb else np.zeros(0, int)
+        ends = np.r_[starts[1:], nb].astype(np.int64)
+        n_bad = np.add.reduceat(flags[order].astype(np.int64), starts) if nb else starts
+        work = np.flatnonzero((ends - starts > 1) & (n_bad > 0))
+        in_order = [blocks[i] for i in order]
+        flags_in_order = flags[order].tolist()
         out: list[Block] = []
-        for lk in sorted(lines):
-            seg = sorted(lines[lk], key=order_key)
+        prev = 0
+        for w in work:
+            s, e = int(starts[w]), int(ends[w])
+            out.extend(in_order[prev:s])
+            prev = e
+            seg = in_order[s:e]
+            ks = [b.k for b in seg]
+            bad_flags = flags_in_order[s:e]
             while len(seg) > 1:
-                bad = [i for i, b in enumerate(seg) if deficient(b)]
+                bad = [i for i, d in enumerate(bad_flags) if d]
                 if not bad:
                     break
-                i = min(bad, key=lambda j: (seg[j].k, j))
+                i = min(bad, key=lambda j: (ks[j], j))
                 if i == 0:
                     j = 1
                 elif i == len(seg) - 1:
                     j = i - 1
                 else:
-                    j = i + 1 if seg[i + 1].k <= seg[i - 1].k else i - 1
+                    j = i + 1 if ks[i + 1] <= ks[i - 1] else i - 1
                 a, b = sorted((i, j))
                 new = Block(sorted(seg[a].members + seg[b].members),
                             seg[a].profile + seg[b].profile, merged=True)
-                log.append(f"{describe(seg[i])} (k={seg[i].k}) joined {describe(seg[j])} "
-                           f"(k={seg[j].k}) along level {level}")
+                log.append(f"{describe(seg[i])} (k={ks[i]}) joined {describe(seg[j])} "
+                           f"(k={ks[j]}) along level {level}")
                 seg[a:b + 1] = [new]
+                ks[a:b + 1] = [new.k]
+                bad_flags[a:b + 1] = [deficient(new)]
             out.extend(seg)
+        out.extend(in_order[prev:])
         blocks = out
     return blocks, log
 
@@ -140,15 +195,29 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
     describe : callable(Block) -> str naming a block's partition sets for messages.
     """
     n_ps = profiles.shape[0]
-    blocks = [Block([s], profiles[s].copy()) for s in range(n_ps) if profiles[s].sum() > 0]
+    profiles = np.asarray(profiles, dtype=np.int64)
+    k_ps = profiles.sum(axis=1)
+    blocks = [Block([s], profiles[s].copy()) for s in np.flatnonzero(k_ps > 0).tolist()]
+    for b in blocks:
+        b._k = int(k_ps[b.members[0]])
+    # every test below depends on the block's profile only: computed once per distinct profile
+    # (a household file's person stage has ~10^5 blocks and few distinct profiles)
+    cache: dict[tuple[str, bytes], Any] = {}
+
+    def cached(what: str, b: Block, compute):
+        key = (what, b.profile.tobytes())
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     def uncertifiable(b: Block) -> bool:
-        return calibrate_theta(b.profile_dict(), xi) is None
+        return cached("uncertifiable", b, lambda: calibrate_theta(b.profile_dict(), xi) is None)
 
     def covered(b: Block) -> bool:
         """The theorem's theta applies (k >= kmin) and certifies the block against the
         mechanism-aware intruder (NZY's theorem covers the own-cell intruder only)."""
-        return b.k >= kmin and max_risk(b.profile_dict(), theta).max_risk <= xi
+        return cached("covered", b, lambda: b.k >= kmin
+                      and max_risk(b.profile_dict(), theta).max_risk <= xi)
 
     def why_not(b: Block) -> str:
         if b.k < kmin:
@@ -196,11 +265,12 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
             b.theta, kind = theta, "theorem"
         else:
             # calibrated mode: never above the theorem's theta where that one certifies
-            cal = calibrate_theta(b.profile_dict(), xi, upper=theta if theorem_ok else 1.0)
+            cal = cached(f"calibrate:{theorem_ok}", b, lambda b=b, ok=theorem_ok: calibrate_theta(
+                b.profile_dict(), xi, upper=theta if ok else 1.0))
             if cal is None:  # pragma: no cover - excluded above
                 raise CertificationError(f"{describe(b)} cannot be certified")
             b.theta, kind = cal, "calibrated"
-        b.risk = max_risk(b.profile_dict(), b.theta)
+        b.risk = cached(f"risk:{b.theta!r}", b, lambda b=b: max_risk(b.profile_dict(), b.theta))
         if b.risk.max_risk > xi + 1e-12:  # pragma: no cover - every theta above is certified
             raise CertificationError(
                 f"{describe(b)}: exact max risk {b.risk.max_risk:.6f} exceeds xi = {xi} at "
@@ -210,6 +280,9 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
 
     blocks.sort(key=lambda b: b.members[0])
     block_of_ps = np.full(n_ps, -1, dtype=np.int64)
-    for i, b in enumerate(blocks):
-        block_of_ps[b.members] = i
+    if blocks:
+        sizes = np.fromiter((len(b.members) for b in blocks), dtype=np.int64, count=len(blocks))
+        members = np.fromiter((m for b in blocks for m in b.members), dtype=np.int64,
+                              count=int(sizes.sum()))
+        block_of_ps[members] = np.repeat(np.arange(len(blocks), dtype=np.int64), sizes)
     return BlockPlan(blocks, block_of_ps, merges)

@@ -20,7 +20,8 @@ from sdc.engine.theta import kmin as kmin_of
 from sdc.engine.theta import solve_theta
 from sdc.errors import InputError
 
-__all__ = ["Partitioned", "check_columns", "partition_frame", "split_missing"]
+__all__ = ["Partitioned", "check_columns", "partition_frame", "partition_labels",
+           "split_missing"]
 
 
 def check_columns(frame: pd.DataFrame, config: ReleaseConfig, identifiers: bool = True) -> None:
@@ -101,14 +102,22 @@ def partition_frame(frame: pd.DataFrame, config: ReleaseConfig) -> Partitioned:
     else:
         cell_ps = np.zeros(cells.n_cells, dtype=np.int64)
         ps_codes = np.zeros((1, 0), dtype=np.int64)
-    labels = [
-        " | ".join(f"{v}={g.labels[ps_codes[s, i]]}"
-                   for i, (v, g) in enumerate(zip(pvars, gens, strict=True))) or "all records"
-        for s in range(ps_codes.shape[0])
-    ]
+    labels = partition_labels(pvars, gens, ps_codes)
     cell_ps, ps_codes, labels = split_missing(cell_ps, ps_codes, labels, cells.key_codes, config)
     sensitive = cells.frequency * xi < 1.0
     return Partitioned(cells, cell_ps, ps_codes, labels, gens, sensitive, xi, theta, km)
+
+
+def partition_labels(pvars: list[str], gens: list, ps_codes: np.ndarray) -> list[str]:
+    """The label of every partition set, ``"v1=label | v2=label"`` (``"all records"`` without
+    partition variables): one text per variable and generalized code, joined per set (a
+    household file's person stage has ~10^5 partition sets)."""
+    n_ps = ps_codes.shape[0]
+    if not pvars:
+        return ["all records"] * n_ps
+    parts = [np.asarray([f"{v}={lab}" for lab in g.labels], dtype=object)[ps_codes[:, i]]
+             for i, (v, g) in enumerate(zip(pvars, gens, strict=True))]
+    return [" | ".join(row) for row in zip(*parts, strict=True)]
 
 
 def split_missing(cell_ps: np.ndarray, ps_codes: np.ndarray, labels: list[str],

@@ -166,45 +166,66 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
 
 
 def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int) -> pd.DataFrame:
-    rows = []
-    for i, b in enumerate(plan.blocks):
-        prof = b.profile_dict()
-        row = {
-            "prb": i,
-            "partition_key": " + ".join(ps_labels[m] for m in b.members),
-            "n_partition_sets": len(b.members),
-            "k": b.k,
-            "n_records": b.n_records,
-            "profile": ", ".join(f"{t}:{m}" for t, m in prof.items()),
-        }
-        for tt in range(1, t_max + 1):
-            row[f"cells_t{tt}"] = int(b.profile[tt]) if tt < b.profile.size else 0
-        row.update({
-            "theta": float(b.theta),
-            "kmin": km,
-            "max_risk": float(b.risk.max_risk),
-            "max_risk_t": int(b.risk.t),
-            "max_risk_a": int(b.risk.a),
-            "max_risk_pick": str(b.risk.z),
-            "max_risk_t_z": int(b.risk.t_z),
-            "own_max_risk": float(b.risk.own_max),
-            "other_max_risk": float(b.risk.other_max),
-            "action": b.action,
-            "expected_changed": float(b.theta * b.k),
-        })
-        rows.append(row)
+    """One row per PRB, built column by column (a household file's person stage has ~10^5
+    PRBs); the profile text and the risk figures are computed once per distinct profile."""
+    blocks = plan.blocks
+    nb = len(blocks)
     cols = ["prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",
             *[f"cells_t{tt}" for tt in range(1, t_max + 1)], "theta", "kmin", "max_risk",
             "max_risk_t", "max_risk_a", "max_risk_pick", "max_risk_t_z", "own_max_risk",
             "other_max_risk", "action", "expected_changed"]
-    return pd.DataFrame(rows, columns=cols)
+    if nb == 0:
+        return pd.DataFrame([], columns=cols)
+    width = max(t_max + 1, max(b.profile.size for b in blocks))
+    prof = np.zeros((nb, width), dtype=np.int64)
+    for i, b in enumerate(blocks):
+        prof[i, :b.profile.size] = b.profile
+    texts: dict[bytes, str] = {}
+
+    def text(p: np.ndarray) -> str:
+        key = p.tobytes()
+        if key not in texts:
+            texts[key] = ", ".join(f"{t}:{int(m)}" for t, m in enumerate(p) if m > 0)
+        return texts[key]
+
+    k = prof.sum(axis=1)
+    theta = np.array([float(b.theta) for b in blocks])
+    data: dict[str, Any] = {
+        "prb": np.arange(nb),
+        "partition_key": [ps_labels[b.members[0]] if len(b.members) == 1
+                          else " + ".join(ps_labels[m] for m in b.members) for b in blocks],
+        "n_partition_sets": [len(b.members) for b in blocks],
+        "k": k,
+        "n_records": prof @ np.arange(width, dtype=np.int64),
+        "profile": [text(p) for p in prof],
+    }
+    for tt in range(1, t_max + 1):
+        data[f"cells_t{tt}"] = prof[:, tt]
+    risks = [b.risk for b in blocks]
+    data.update({
+        "theta": theta,
+        "kmin": np.full(nb, km, dtype=np.int64),
+        "max_risk": [float(r.max_risk) for r in risks],
+        "max_risk_t": [int(r.t) for r in risks],
+        "max_risk_a": [int(r.a) for r in risks],
+        "max_risk_pick": [str(r.z) for r in risks],
+        "max_risk_t_z": [int(r.t_z) for r in risks],
+        "own_max_risk": [float(r.own_max) for r in risks],
+        "other_max_risk": [float(r.other_max) for r in risks],
+        "action": [b.action for b in blocks],
+        "expected_changed": theta * k,
+    })
+    return pd.DataFrame(data, columns=cols)
 
 def _partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
                           block_of_ps) -> pd.DataFrame:
     n_ps = len(ps_labels)
     data: dict[str, Any] = {"partition_set": np.arange(n_ps), "partition_key": ps_labels}
     for i, (v, g) in enumerate(zip(pvars, gens, strict=True)):
-        data[v] = [g.labels[c] for c in ps_codes[:, i]]
+        lab = np.empty(len(g.labels), dtype=object)
+        for j, x in enumerate(g.labels):  # element by element: a label is never split
+            lab[j] = x
+        data[v] = lab[ps_codes[:, i]].tolist()
     data["n_records"] = np.bincount(cell_ps, weights=t, minlength=n_ps).astype(np.int64)
     data["n_cells"] = np.bincount(cell_ps, minlength=n_ps)
     data["n_sensitive_cells"] = np.bincount(cell_ps[sensitive], minlength=n_ps)
