@@ -173,9 +173,10 @@ def candidates(config: ReleaseConfig, fine_marginals: dict[str, np.ndarray], *,
                             found.append(_candidate(key, kv, f"bands of {w}, {top_edge}+",
                                                     {"bands": e2}))
         elif derived and kv.categories is not None and _numbers(kv.categories) is not None \
-                and len(kv.categories) >= 10 and n > 0:
-            # numeric codes declared as categories (e.g. ages read as "36.0"): contiguous
-            # bands and top coding, as groups of the declared categories
+                and len(kv.categories) >= 10 and n > 0 and _dense(_numbers(kv.categories)):
+            # a numeric quantity declared as categories (e.g. ages read as "36.0"): contiguous
+            # bands and top coding, as groups of the declared categories. Sparse numeric codes
+            # (PUMA 100..8200) are nominal: only their rare categories are merged (below)
             found += _numeric_groups(key, kv, counts, n)
         elif derived and kv.categories is not None and len(kv.categories) >= 3 and n > 0:
             share = counts / n
@@ -204,6 +205,13 @@ def _numbers(cats: list[Any]) -> np.ndarray | None:
     except (TypeError, ValueError):
         return None
     return vals if np.all(np.isfinite(vals)) else None
+
+
+def _dense(vals: np.ndarray | None) -> bool:
+    """Numbers that fill at least half of their integer span: an ordered quantity, not codes."""
+    if vals is None or not vals.size:
+        return False
+    return bool(vals.size >= 0.5 * (vals.max() - vals.min() + 1))
 
 
 def _numeric_groups(key: str, kv: KeyVariable, counts: np.ndarray,

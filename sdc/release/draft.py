@@ -8,7 +8,9 @@ file. Everything here is pure apart from :func:`read_for_draft` (which reads the
 What the draft contains (:func:`build_draft`, :func:`draft_yaml`):
 
 - ``key_variables``: each key's **observed** domain: ``categories`` (sorted), or
-  ``range: [min, max]`` for an integer key with more than ``RANGE_THRESHOLD`` distinct values;
+  ``range: [min, max]`` for an integer key with more than ``RANGE_THRESHOLD`` distinct values
+  that fill at least ``RANGE_DENSITY`` of their span (ages, years; a sparse set of integers
+  such as PUMA codes 100..8200 is a list of nominal codes: ``categories``, never banded);
   ``labels`` from SPSS/Stata value labels (a labelled category no record has is included:
   labels are metadata, a public domain); ``label`` from the variable label; ``missing:
   category`` when the key has empty values. The YAML says, in capitals, that an observed
@@ -56,6 +58,7 @@ __all__ = [
 ]
 
 RANGE_THRESHOLD = 20       # integer keys with more distinct values get range: [lo, hi] + bands
+RANGE_DENSITY = 0.5        # ... when they fill at least this share of their span (else: codes)
 AS_IS_MAX = 5              # categorical keys with at most this many categories: as_is
 MAX_SMALL_SHARE = 0.10     # at most this share of PRBs may have k < kmin (merged)
 DEFAULT_XI = 0.395
@@ -265,13 +268,21 @@ def _refuse_fraction(name: str, values: np.ndarray) -> None:
         "out of --keys (it is then released unchanged and measured by the dependence check)")
 
 
+def is_ordered_quantity(values: list[int] | np.ndarray) -> bool:
+    """Whether sorted distinct integers look like an ordered quantity (ages, years, counts)
+    rather than nominal codes: they fill at least ``RANGE_DENSITY`` of their span. PUMA codes
+    (610 values over 100..8200: 7.5%) are codes; ages 15..49 with 35 values are a quantity."""
+    v = np.asarray(values, dtype=float)
+    return bool(v.size and v.size >= RANGE_DENSITY * (v[-1] - v[0] + 1))
+
+
 def observe_key(s: pd.Series, name: str, value_labels: dict[Any, str] | None = None,
                 label: str | None = None) -> KeyDraft:
     """The observed domain of one key column (vectorized: one ``unique`` per column).
 
     Integers (numbers that are whole, or text that is a canonical integer such as ``"12"`` but
-    not ``"012"``) with more than ``RANGE_THRESHOLD`` distinct values get a range, others a
-    sorted category list.
+    not ``"012"``) with more than ``RANGE_THRESHOLD`` distinct values that fill at least
+    ``RANGE_DENSITY`` of their span get a range, others a sorted category list.
 
     Raises
     ------
@@ -309,7 +320,7 @@ def observe_key(s: pd.Series, name: str, value_labels: dict[Any, str] | None = N
     kd = KeyDraft(name=name, label=label, missing=missing, n_observed=len(values))
     integer = all(isinstance(v, int) for v in values)
     labels = {(_plain_value(v) if integer else str(v)): t for v, t in value_labels.items()}
-    if integer and len(values) > RANGE_THRESHOLD:
+    if integer and len(values) > RANGE_THRESHOLD and is_ordered_quantity(values):
         lo, hi = values[0], values[-1]
         kd.range = (lo, hi)
         kd.labels = {v: t for v, t in labels.items() if isinstance(v, int) and lo <= v <= hi}

@@ -133,3 +133,26 @@ def test_adult_design_halves_the_changed_records_and_keeps_90_percent_entropy(tm
     new = write_node_config(d, r.recommended, tmp_path / "adult-design.yaml")
     cfg = sdc.load_config(new)
     assert cfg.recoded_keys  # the recoding it needs is in the config
+
+
+def test_sparse_numeric_codes_are_never_banded_only_their_rare_categories_merged(tmp_path):
+    """PUMA-like codes (40 values spread over 100..8200) are nominal: the design offers merged
+    rare categories, no bands or top coding; ages declared as numeric categories (dense) are
+    still banded."""
+    from sdc.config.load import parse_config
+    from sdc.engine.design import candidates
+
+    rng = np.random.default_rng(4)
+    codes = sorted(int(c) for c in rng.choice(np.arange(100, 8201), 40, replace=False))
+    ages = list(range(20, 60))
+    cfg = parse_config({"name": "c", "input": {"path": str(tmp_path / "x.csv")},
+                        "key_variables": {"puma": {"categories": codes},
+                                          "age": {"categories": [str(a) for a in ages]}},
+                        "risk": {"xi": 0.395}, "seed": 1,
+                        "output": {"dir": str(tmp_path / "r")}}, tmp_path)
+    w = rng.pareto(1.0, 40) + 0.01
+    found = candidates(cfg, {"puma": w / w.sum() * 10_000, "age": np.full(40, 250.0)})
+    puma = [c.name for c in found["puma"]]
+    assert any("merged" in n for n in puma), puma
+    assert not any("band" in n or "top" in n for n in puma), puma
+    assert any("band" in c.name or "top" in c.name for c in found["age"])

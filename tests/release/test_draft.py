@@ -141,3 +141,13 @@ def test_a_long_list_of_released_columns_stays_a_comment(tmp_path):
     block = [ln for ln in text.splitlines() if "VARIABLE_NUMBER_" in ln]
     assert len(block) > 1 and all(ln.lstrip().startswith("#") for ln in block)
     assert yaml.safe_load(text) == d.as_dict()
+
+
+def test_sparse_integer_codes_are_categories_not_a_range():
+    """An integer key whose distinct values fill less than half of their span (PUMA codes
+    100..8200) is drafted as nominal categories, never as a range to band; ages stay a range."""
+    puma = pd.Series(np.repeat(np.arange(100, 8200, 200), 3))  # 41 codes over 8,100
+    kd = observe_key(puma, "puma")
+    assert kd.range is None and kd.categories[:2] == [100, 300]
+    ages = pd.Series(np.r_[np.arange(15, 50), 15])
+    assert observe_key(ages, "age").range == (15, 49)
