@@ -128,12 +128,92 @@ class Bar:
 
 @dataclass(frozen=True)
 class XLabel:
-    """A category label below the baseline; ``rotate`` labels are turned by -28 degrees."""
+    """A category label below the baseline; a ``rotate`` label is turned by ``-angle``
+    degrees about its end (text-anchor end), others are centred on ``x``."""
 
     x: float
     y: float
     text: str
     rotate: bool = False
+    angle: int = 0
+
+
+#: Advance widths (em) of DejaVu Sans, the font headless Chromium falls back to on Linux and
+#: among the widest UI fonts (most others are narrower, so a label estimated to fit does fit).
+_EM = {**dict.fromkeys("0123456789", 0.636), " ": 0.318, "!": 0.400, ",": 0.318, ".": 0.318,
+       ":": 0.337, ";": 0.337, "'": 0.275, '"': 0.460, "(": 0.390, ")": 0.390, "[": 0.390,
+       "]": 0.390, "-": 0.361, "=": 0.838, "+": 0.838, "<": 0.838, ">": 0.838, "&": 0.780,
+       "/": 0.337, "_": 0.500, "%": 0.950, "…": 1.000, "a": 0.613, "b": 0.635, "c": 0.550,
+       "d": 0.635, "e": 0.615, "f": 0.352, "g": 0.635, "h": 0.634, "i": 0.278, "j": 0.278,
+       "k": 0.579, "l": 0.278, "m": 0.974, "n": 0.634, "o": 0.612, "p": 0.635, "q": 0.635,
+       "r": 0.411, "s": 0.521, "t": 0.392, "u": 0.634, "v": 0.592, "w": 0.818, "x": 0.592,
+       "y": 0.592, "z": 0.525, "A": 0.684, "B": 0.686, "C": 0.698, "D": 0.770, "E": 0.632,
+       "F": 0.575, "G": 0.775, "H": 0.752, "I": 0.295, "J": 0.295, "K": 0.656, "L": 0.557,
+       "M": 0.863, "N": 0.748, "O": 0.787, "P": 0.603, "Q": 0.787, "R": 0.695, "S": 0.635,
+       "T": 0.611, "U": 0.732, "V": 0.684, "W": 0.989, "X": 0.685, "Y": 0.611, "Z": 0.685}
+_EM_OTHER = 1.0        # any other character (accented, CJK, symbols): a full em, to be safe
+#: The least distance between the baselines of two neighbouring turned labels.
+LABEL_PITCH = 15.0
+MAX_LABEL_CHARS = 22
+
+
+def text_width(text: str, size: float = 11.0) -> float:
+    """Estimated width of ``text`` at font size ``size`` (user units): DejaVu Sans advance
+    widths, a full em for characters it does not list; bold text is about 10% wider."""
+    return size * sum(_EM.get(ch, _EM_OTHER) for ch in text)
+
+
+def short_label(text: str) -> str:
+    """A category label cut to :data:`MAX_LABEL_CHARS` characters ("…" at the end)."""
+    return text if len(text) <= MAX_LABEL_CHARS else text[:MAX_LABEL_CHARS - 2] + "…"
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    """How a row of category labels is laid out under a plot (see :func:`plan_labels`)."""
+
+    every: int          # every ``every``-th label is drawn (the first one always)
+    angle: int          # 0: flat and centred; else turned by -angle degrees
+    height: float       # room they need below the baseline
+    left: float         # the plot's left edge that keeps the first labels inside the canvas
+
+
+def plan_labels(texts: Sequence[str], left: float, plot_right: float, *,
+                min_every: int = 1) -> LabelPlan:
+    """Lay out ``texts`` (one per category, centred on equal steps between ``left`` and
+    ``plot_right``) so that no two labels overlap and none leaves the canvas:
+
+    - flat and centred when every drawn label is narrower than the room between two drawn
+      labels (``min_every``-th labels, e.g. thinned to about 23);
+    - else turned by the flattest of -28, -45 and -60 degrees at which neighbouring baselines
+      are :data:`LABEL_PITCH` apart (vertical and thinned when none is); the plot's left edge
+      moves right when the first labels (which reach to the lower left) would leave the
+      canvas.
+    """
+    n = max(len(texts), 1)
+    widths = [text_width(t) for t in texts]
+
+    def step_of(lft: float) -> float:
+        return (plot_right - lft) / n
+
+    step = step_of(left)
+    shown = [w for i, w in enumerate(widths) if i % min_every == 0]
+    if max(shown, default=0.0) <= step * min_every - 6:
+        return LabelPlan(min_every, 0, 16.0, left)
+    # the flattest angle at which neighbouring labels are LABEL_PITCH apart; else vertical,
+    # thinned
+    angle = next((a for a in (28, 45, 60) if step * math.sin(math.radians(a)) >= LABEL_PITCH),
+                 90)
+    sin, cos = math.sin(math.radians(angle)), math.cos(math.radians(angle))
+    new_left = left
+    for _ in range(3):                      # the step shrinks as the left edge moves right
+        step = step_of(new_left)
+        every = max(1, math.ceil(LABEL_PITCH / (step * sin) - 1e-9))
+        need = max((widths[i] * cos + 9 * sin - (i + 0.5) * step + 2
+                    for i in range(0, len(widths), every)), default=0.0)
+        new_left = max(left, math.ceil(need))
+    height = max((widths[i] * sin for i in range(0, len(widths), every)), default=0.0)
+    return LabelPlan(every, angle, math.ceil(height + 11 * cos + 16), new_left)
 
 
 @dataclass(frozen=True)
@@ -187,20 +267,24 @@ def before_after_chart(labels: Sequence[str], before: Sequence[float], after: Se
 
     Bars: count / vmax * 190 units high, two per category (width 0.38 step each). Difference
     panel: (released - original) / dmax * 45 units above (positive) or below the middle line,
-    dmax = :func:`nice_max` of the largest |difference|. More than 24 categories: labels flat
-    and thinned to about 23; otherwise labels turn by -28 degrees when they do not fit.
+    dmax = :func:`nice_max` of the largest |difference|. Labels longer than 22 characters are
+    cut; they are laid out by :func:`plan_labels` (flat, or turned and thinned; more than 24
+    categories: at most about 23 flat labels).
     """
     n = max(len(labels), 1)
     left, right, top = 64, 16, 30
     h_bars, gap, h_diff = 190, 34, 90
     step = min((width - left - right) / n, 120.0)
     width = max(int(left + right + n * step), 460)
+    texts = [short_label(x) for x in labels]
+    many = n > 24
+    plan = plan_labels(texts, left, width - right,
+                       min_every=max(1, math.ceil(n / 23)) if many else 1)
+    left = int(plan.left)
     pw = width - left - right
     step = pw / n
-    many = n > 24
-    flat = many or max((len(x) for x in labels), default=0) * 6.6 < step
-    lab_h = 16 if flat else 56
-    height = top + h_bars + lab_h + gap + h_diff + 24
+    lab_h = plan.height
+    height = int(math.ceil(top + h_bars + lab_h + gap + h_diff + 24))
     vmax, ticks = axis(max([*before, *after, 1]), 4)
     y0 = top + h_bars
     grid = [Tick(y0 - tv / vmax * h_bars, fmt_tick(tv)) for tv in ticks]
@@ -212,16 +296,15 @@ def before_after_chart(labels: Sequence[str], before: Sequence[float], after: Se
         pairs.append(BeforeAfterPair(
             f"{labels[i]}: original {int(b):,}, released {int(a):,}",
             Bar(x, y0 - hb, bw, hb, BEFORE), Bar(x + bw, y0 - ha, bw, ha, AFTER)))
-    every = max(1, math.ceil(n / 23)) if many else 1
     xlabels = []
-    for i, lab in enumerate(labels):
-        if i % every:
+    for i, lab in enumerate(texts):
+        if i % plan.every:
             continue
         cx = left + (i + 0.5) * step
-        if flat:
+        if not plan.angle:
             xlabels.append(XLabel(cx, y0 + 13, lab))
         else:
-            xlabels.append(XLabel(cx, y0 + 14, lab if len(lab) <= 22 else lab[:20] + "…", True))
+            xlabels.append(XLabel(cx, y0 + 14, lab, True, plan.angle))
     dtop = y0 + lab_h + gap
     diffs = [a - b for a, b in zip(after, before, strict=True)]
     dmax = nice_max(max([abs(d) for d in diffs] + [1]))
@@ -287,8 +370,13 @@ def prb_risk_chart(prbs: Sequence[dict[str, Any]], xi: float, width: int = 1060)
     summary = None
     if prbs:
         rs = [p["max_risk"] for p in prbs]
-        summary = (f"max R per PRB from {min(rs):.5f} to {max(rs):.5f}; smallest margin to ξ "
-                   f"{xi - max(rs):.5f}")
+        top_r, margin = max(rs), xi - max(rs)
+        digits = 5                      # enough digits that a maximum below xi reads below it
+        while 0 < margin and float(f"{top_r:.{digits}f}") >= xi and digits < 12:
+            digits += 1
+        shown = f"{margin:.5f}" if margin >= 1e-4 or margin <= 0 else f"{margin:.1e}"
+        summary = (f"max R per PRB from {min(rs):.5f} to {top_r:.{digits}f}; smallest margin "
+                   f"to ξ {shown}")
     y0 = top + ph
     colors = {k: c for k, _, c in _PRB_KINDS}
     bars = []
@@ -298,7 +386,8 @@ def prb_risk_chart(prbs: Sequence[dict[str, Any]], xi: float, width: int = 1060)
                f"max R={p['max_risk']:.4f} at t={p['max_risk_t']}, a={p['max_risk_a']}")
         bars.append(Bar(left + i * step + step * 0.15, y0 - h, step * 0.7, h,
                         colors[_prb_kind(p["action"])], tip))
-    every = max(1, math.ceil(n / 40))
+    widest = max((text_width(str(p["prb"])) for p in prbs), default=0.0)
+    every = max(1, math.ceil(n / 40), math.ceil((widest + 6) / step))
     labels = [XLabel(left + (i + 0.5) * step, y0 + 14, str(p["prb"]))
               for i, p in enumerate(prbs) if i % every == 0]
     return PrbRiskChart(
@@ -324,6 +413,7 @@ class HistogramChart(Frame):
     top: int = 0
     marker_x: float | None = None
     marker_label: str = ""
+    marker_anchor: str = "start"
     plot_center: float = 0.0
 
 
@@ -331,16 +421,20 @@ def histogram_chart(values: Sequence[float], title: str, xlabel: str,
                     marker: float | None = None, marker_label: str = "",
                     width: int = 520) -> HistogramChart:
     """Geometry of a histogram with up to about 14 bins of width :func:`nice_max`(span / 12),
-    starting at a multiple of the bin width at or below min(values, marker)."""
-    left, right, top, ph = 48, 16, 18, 170
+    starting at a multiple of the bin width at or below min(values, marker).
+
+    Bin edges are labelled (every other one above 8 bins); the right margin leaves room for
+    half of the last label ("16,000" is not cut). The marker's label stands above the plot
+    area, beside the top of its dashed line (never on a bar), turned to the line's left when
+    it would leave the canvas."""
+    left, right, top, ph = 48, 16, 26, 170
     height = top + ph + 46
-    pw = width - left - right
     y0 = top + ph
-    base = dict(width=width, height=height, title=title, left=left, right=right, y0=y0,
-                xlabel=xlabel, top=top, plot_center=left + pw / 2)
+    base = dict(width=width, height=height, title=title, xlabel=xlabel, top=top, y0=y0)
     vals = np.asarray(values, dtype=float)
     if vals.size == 0:
-        return HistogramChart(**base, empty=True)
+        return HistogramChart(**base, left=left, right=right,
+                              plot_center=left + (width - left - right) / 2, empty=True)
     lo, hi = float(vals.min()), float(vals.max())
     if marker is not None:
         lo = min(lo, marker)
@@ -350,6 +444,10 @@ def histogram_chart(values: Sequence[float], title: str, xlabel: str,
     nb = max(1, math.ceil((hi - start) / bw + 1e-9))
     if start + nb * bw <= hi:
         nb += 1
+    shown = [i for i in range(nb + 1) if not (nb > 8 and i % 2)]
+    right = max(right, math.ceil(text_width(fmt_tick(start + shown[-1] * bw)) / 2) + 4
+                if shown[-1] == nb else right)
+    pw = width - left - right
     counts = np.histogram(vals, bins=nb, range=(start, start + nb * bw))[0]
     cmax, cticks = axis(float(counts.max()), 4)
     ticks = [Tick(y0 - tv / cmax * ph, fmt_tick(tv)) for tv in cticks if float(tv).is_integer()]
@@ -360,11 +458,14 @@ def histogram_chart(values: Sequence[float], title: str, xlabel: str,
         a, b = start + i * bw, start + (i + 1) * bw
         bars.append(Bar(left + i * step + 1, y0 - h, step - 2, h, AFTER,
                         f"{fmt_tick(a)}–{fmt_tick(b)}: {int(c)}"))
-    labels = [XLabel(left + i * step, y0 + 14, fmt_tick(start + i * bw))
-              for i in range(nb + 1) if not (nb > 8 and i % 2)]
+    labels = [XLabel(left + i * step, y0 + 14, fmt_tick(start + i * bw)) for i in shown]
     marker_x = None if marker is None else left + (marker - start) / (nb * bw) * pw
-    return HistogramChart(**base, ticks=ticks, bars=bars, labels=labels, marker_x=marker_x,
-                          marker_label=marker_label)
+    anchor = "start"
+    if marker_x is not None and marker_x + 4 + 1.1 * text_width(marker_label, 12) > width - 2:
+        anchor = "end"
+    return HistogramChart(**base, left=left, right=right, plot_center=left + pw / 2,
+                          ticks=ticks, bars=bars, labels=labels, marker_x=marker_x,
+                          marker_label=marker_label, marker_anchor=anchor)
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,6 +496,7 @@ class IntruderChart(Frame):
     empty: bool = True
     ticks: list[Tick] = field(default_factory=list)
     points: list[IntruderPoint] = field(default_factory=list)
+    labels: list[XLabel] = field(default_factory=list)
     xi: float | None = None
     y_xi: float | None = None
     plot_center: float = 0.0
@@ -406,7 +508,10 @@ def intruder_chart(classes: Sequence[dict[str, Any]], xi: float | None,
     nice maximum of the largest estimate + 2 SE, 1.1 xi and 0.1."""
     cl = [c for c in classes if c["estimate"] is not None]
     left, right, top, ph = 48, 16, 30, 170
-    height = top + ph + 46
+    texts = [f"t={c['t']}, a={c['a']}" for c in cl]
+    plan = plan_labels(texts, left, width - right)
+    left = int(plan.left)
+    height = int(math.ceil(top + ph + plan.height + 36))     # room for the title's subscript
     pw = width - left - right
     y0 = top + ph
     base = dict(width=width, height=height, title="Monte Carlo intruder vs exact risk",
@@ -426,6 +531,8 @@ def intruder_chart(classes: Sequence[dict[str, Any]], xi: float | None,
             cx=left + (i + 0.5) * step, t=c["t"], a=c["a"], estimate=c["estimate"], se=se,
             y=yv(c["estimate"]), y_low=yv(c["estimate"] - 2 * se),
             y_high=yv(c["estimate"] + 2 * se), exact=ex, y_exact=None if ex is None else yv(ex)))
+    labels = [XLabel(p.cx, y0 + 14, text, bool(plan.angle), plan.angle)
+              for i, (p, text) in enumerate(zip(points, texts, strict=True)) if i % plan.every == 0]
     return IntruderChart(**base, empty=False,
                          ticks=[Tick(yv(tv), f"{tv:.2f}") for tv in ticks], points=points,
-                         xi=xi, y_xi=None if xi is None else yv(xi))
+                         labels=labels, xi=xi, y_xi=None if xi is None else yv(xi))

@@ -42,9 +42,14 @@ def test_before_after_bars_are_proportional() -> None:
 def test_before_after_many_and_long_labels() -> None:
     many = charts.before_after_chart([str(i) for i in range(60)], [1] * 60, [1] * 60, "t")
     assert len(many.labels) == 20 and many.no_difference and not many.diff_bars
-    long = charts.before_after_chart(["x" * 30, "y"], [1, 2], [1, 2], "t", width=300)
+    long = charts.before_after_chart(["x" * 30, "y", "z", "w"], [1, 2, 3, 4], [1, 2, 3, 4], "t",
+                                     width=300)
     assert long.labels[0].rotate and long.labels[0].text == "x" * 20 + "…"
+    assert long.labels[0].angle == 28
     assert long.width == 460   # never narrower
+    # a label that fits the widened chart flat stays flat
+    fits = charts.before_after_chart(["x" * 30, "y"], [1, 2], [1, 2], "t", width=300)
+    assert not fits.labels[0].rotate
 
 
 def test_prb_risk_colours_and_xi_line() -> None:
@@ -59,6 +64,10 @@ def test_prb_risk_colours_and_xi_line() -> None:
     assert c.y0 - c.y_xi == pytest.approx(0.395 / 0.5 * 220)
     assert c.bars[0].height == pytest.approx(0.39 / 0.5 * 220)
     assert c.summary.endswith("smallest margin to ξ 0.00500")
+    # a margin of 4e-6 is not shown as "0.00000", nor the maximum as xi
+    prbs[0]["max_risk"] = 0.394996
+    c = charts.prb_risk_chart(prbs, 0.395)
+    assert c.summary.endswith("to 0.394996; smallest margin to ξ 4.0e-06"), c.summary
 
 
 def test_histogram_counts_every_value() -> None:
