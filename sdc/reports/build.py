@@ -129,6 +129,7 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseResult, config: Rel
             "partition_variables": config.partition_variables, "weight": weight,
             "xi": xi, "theta": float(result.theta), "kmin": int(result.kmin),
             "theta_mode": config.risk.theta, "small_blocks": config.risk.small_blocks,
+            **({"perturb": perturb_section(config)} if config.perturb else {}),
         },
         "verdict": {
             "certificate": float(result.certificate), "xi": xi,
@@ -143,6 +144,19 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseResult, config: Rel
         "prbs": prbs,
         "intruder": intruder,
     }
+
+
+def perturb_section(config: ReleaseConfig) -> list[dict[str, Any]]:
+    """``risk.json``'s ``release.perturb``: per DP-PRAM variable its eps and whether the
+    guarantee holds (a domain taken from the data, ``domain_from_data: true``, is not
+    differentially private: the report page says so, as the codebook does)."""
+    from sdc.release.public import NOT_DP
+
+    return [{"variable": v, "epsilon": float(p.epsilon),
+             "differentially_private": not p.domain_from_data,
+             "domain": ("public: " + str(len(p.categories)) + " declared categories"
+                        if p.categories is not None else NOT_DP)}
+            for v, p in config.perturb.items()]
 
 
 def series_section(risk_vs_previous: dict[str, Any]) -> dict[str, Any]:

@@ -168,8 +168,18 @@ RISK_SCHEMA: dict[str, Any] = {
                          "xi": _d(_NUM, "Risk target."), "theta": _d(_NUM, "Theorem theta, h(theta) = xi."),
                          "kmin": _d(_INT, "ceil(1/(1 - theta))."),
                          "theta_mode": {"enum": ["theorem", "calibrated"]},
-                         "small_blocks": {"enum": ["merge", "calibrate", "fail"]}},
-                        "The release job."),
+                         "small_blocks": {"enum": ["merge", "calibrate", "fail"]},
+                         "perturb": _arr(_obj({
+                             "variable": _d({"type": "string"}, "A perturb: variable."),
+                             "epsilon": _d(_NUM, "Its eps."),
+                             "differentially_private": _d(
+                                 {"type": "boolean"}, "false when its domain was taken from "
+                                 "the data (domain_from_data: true)."),
+                             "domain": _d({"type": "string"}, "Where its domain came from."),
+                         }), "Present with perturb: variables (DP-PRAM).")},
+                        "The release job.",
+                        required=sorted([*_RELEASE_COMMON, "xi", "theta", "kmin", "theta_mode",
+                                         "small_blocks"])),
         "verdict": _obj({
             "certificate": _d(_NUM, "Max over PRBs of max R and over non-sensitive cells of 1/t."),
             "xi": _NUM, "pass": _d({"type": "boolean"}, "certificate <= xi."),

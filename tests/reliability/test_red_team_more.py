@@ -166,3 +166,51 @@ def test_approve_over_a_release_with_staff_files_refuses(job: JobBuilder, cli) -
     assert res.exit_code == 0, res.output
     assert not (job.out_dir / "APPROVAL.txt").exists() and not staged.exists()
     assert cli("audit", job.out_dir).exit_code == 0
+
+
+# -- the DP-domain label on the report page ------------------------------------------------------
+def _with_job_title(job: JobBuilder) -> None:
+    titles = ["clerk", "teacher", "nurse"] * 200
+    titles[17] = "astronaut"
+    job.frame["job_title"] = titles
+
+
+def _report(job: JobBuilder) -> str:
+    import html
+    import re
+
+    page = next(job.out_dir.rglob("report.html")).read_text(encoding="utf-8")
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+@pytest.mark.parametrize("engine", ["pandas", "streaming"])
+def test_report_states_a_domain_taken_from_the_data(job: JobBuilder, cli, engine: str) -> None:
+    """Old code: ``domain_from_data: true`` was labelled "not differentially private" in the
+    codebook only; report.html (the reviewer's page) did not mention DP-PRAM at all. Now the
+    page's verdict box states it, from risk.json's ``release.perturb``."""
+    import json
+
+    _with_job_title(job)
+    job.config["perturb"] = {"job_title": {"epsilon": 1.0, "domain_from_data": True}}
+    res = cli("release", job.write(), "--engine", engine)
+    assert res.exit_code == 0, res.output
+    text = _report(job)
+    assert ("Warning: job_title (PRAM, ε = 1) is NOT differentially private: domain taken "
+            "from the data") in text, text[:3000]
+    risk = json.loads((job.out_dir / "internal" / "risk.json").read_text(encoding="utf-8"))
+    assert risk["release"]["perturb"] == [{
+        "variable": "job_title", "epsilon": 1.0, "differentially_private": False,
+        "domain": "not differentially private: domain taken from the data"}]
+    assert cli("audit", job.out_dir).exit_code == 0
+
+
+def test_report_states_dp_with_a_public_domain(job: JobBuilder, cli) -> None:
+    _with_job_title(job)
+    job.config["perturb"] = {"job_title": {"epsilon": 1.0, "categories": [
+        "astronaut", "clerk", "nurse", "teacher"]}}
+    res = cli("release", job.write())
+    assert res.exit_code == 0, res.output
+    text = _report(job)
+    assert ("job_title: eps-differentially private PRAM, ε = 1 (public: 4 declared "
+            "categories)") in text
+    assert "NOT differentially private" not in text
