@@ -268,7 +268,8 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
 
 
 def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
-                  check_dependence: bool = True) -> ReleaseResult:
+                  check_dependence: bool = True,
+                  not_checked: tuple[str, ...] = ()) -> ReleaseResult:
     """Post-randomize the risky records of ``frame`` with NZY PRAM and certify the result.
 
     partition (records -> cell table) -> plan (cell table -> PRBs, theta, certificate) -> apply.
@@ -281,8 +282,11 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
         Its ``key_variables``, ``partition``, ``risk`` and ``input`` (id and dropped columns)
         sections are used. Hierarchy files must already be loaded (``sdc.load_config`` does it).
     check_dependence : bool
-        Run the dependence check of the released non-key columns (the household stages do
-        not: households are not covered by it yet).
+        Run the dependence check of the released non-key columns.
+    not_checked : tuple of str
+        Columns the dependence check leaves out (the person stage of a household file: the
+        household id, released as pseudonyms, and the household columns, checked against the
+        household keys on the household table).
     seed : int
         The release seed. The outcome of a record depends only on the seed, the plan, its own
         cell and its own identity (id, else its non-key values): not on its position, on row
@@ -308,7 +312,8 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
     part = partition_frame(frame, config)
     plan = plan_release(part, config)
     if check_dependence:
-        figures = frame_dependence(frame, plan, config)
+        checked = frame.drop(columns=[c for c in not_checked if c in frame.columns])
+        figures = frame_dependence(checked, plan, config)
         raise_if_dependent(figures, plan, config)
         plan = dataclasses.replace(plan, dependence=figures)
     return apply_plan(frame, plan, config, seed)
@@ -376,10 +381,11 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
     code, first = household_codes(frame, config)
     hcfg, pcfg = household_config(config), person_config(config)
     hk = config.household_keys
+    # the dependence check, at each stage's level: the household columns against the
+    # household keys on the household table (one unit per household), the person-level
+    # non-key columns against the person stage's PRBs
     try:
-        # the dependence check does not cover household releases yet (issue 21 follow-up)
-        hres = release_frame(household_table(frame, config, code, first), hcfg, seed,
-                             check_dependence=False)
+        hres = release_frame(household_table(frame, config, code, first), hcfg, seed)
     except SmallBlockError as e:
         raise SmallBlockError(
             f"household stage (one unit per household, keys {hk}, t_j counted in households): "
@@ -426,7 +432,7 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
     return ReleaseResult(out, pres.blocks, cert, cert_at, pres.xi, pres.theta, pres.kmin,
                          ps_frame, cells, cell_ps, cell_prb, released, merges,
                          pres.dp_perturbations, cell_identity(table, config), pres.prb_identity,
-                         config, stage)
+                         config, stage, dependence=list(pres.dependence))
 
 
 def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfig,
@@ -448,14 +454,15 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     part = partition_frame(frame, pcfg)
     keys = pcfg.key_names
     n_small, rec_small = small_classes(part, config)
+    not_checked = (config.input.household_id, *config.input.household_columns)
     if n_small == 0 or config.risk.small_blocks == "fail":
         try:
-            return release_frame(frame, pcfg, seed, check_dependence=False), (0, 0)
+            return release_frame(frame, pcfg, seed, not_checked=not_checked), (0, 0)
         except SmallBlockError as e:
             raise fix(e) from None
     keep = np.flatnonzero(~rec_small)
     try:
-        sub = release_frame(frame.iloc[keep], pcfg, seed, check_dependence=False)
+        sub = release_frame(frame.iloc[keep], pcfg, seed, not_checked=not_checked)
     except SmallBlockError as e:
         raise fix(e) from None
     # the result over every person: the left-out classes have no PRB and do not move
@@ -485,7 +492,8 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     pres = ReleaseResult(out, sub.blocks, sub.certificate, sub.certificate_at, sub.xi,
                          sub.theta, sub.kmin, ps_frame, cells, part.cell_partition_set,
                          cell_prb, released, sub.merges, [],
-                         cell_identity(cells.key_codes, pcfg), sub.prb_identity, pcfg)
+                         cell_identity(cells.key_codes, pcfg), sub.prb_identity, pcfg,
+                         dependence=list(sub.dependence))
     return pres, (n_small, int(rec_small.sum()))
 
 

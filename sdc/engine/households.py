@@ -146,9 +146,10 @@ def person_config(config: ReleaseConfig) -> ReleaseConfig:
 
 def household_table(frame: pd.DataFrame, config: ReleaseConfig,
                     code: np.ndarray, first: np.ndarray) -> pd.DataFrame:
-    """One row per household (its first member's household id and household-level keys),
-    households in order of first appearance."""
-    cols = [config.input.household_id, *config.household_keys]
+    """One row per household (its first member's household id, household-level keys and the
+    ``input.household_columns`` the frame has), households in order of first appearance."""
+    cols = [config.input.household_id, *config.household_keys,
+            *[c for c in config.input.household_columns if c in frame.columns]]
     return frame[cols].iloc[first].reset_index(drop=True)
 
 

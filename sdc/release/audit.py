@@ -340,6 +340,7 @@ def _household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any
                   unit=" (in households)")
     h_cert, h_where = _prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi,
                                   what="household stage: ")
+    hh_cols = [c for c in cfg.input.household_columns if c in original.columns]
 
     # person stage: PRBs inside the household keys' values; counts per person partition group
     pcfg = person_config(cfg)
@@ -355,6 +356,19 @@ def _household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any
         po = partition_frame(original.iloc[np.flatnonzero(~rec_small)], pcfg)
     p_cert, p_where = _prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi,
                                   what="person stage: ")
+    # the dependence check of each stage, recomputed: household columns on the household
+    # table against the household keys, person-level columns against the person PRBs
+    try:
+        htable = household_table(original, cfg, code_o, first_o)
+        rep.dependence = frame_dependence(htable, plan_release(ho, hcfg), hcfg)
+        _dependence_checks(rep, {"dependence": {"columns": hh.get("dependence")}},
+                           what="household stage: ")
+        persons = original if po is po_all else original.iloc[np.flatnonzero(~rec_small)]
+        persons = persons.drop(columns=[cfg.input.household_id, *hh_cols])
+        rep.dependence = frame_dependence(persons, plan_release(po, pcfg), pcfg)
+        _dependence_checks(rep, audit, what="person stage: ")
+    except (InputError, ConfigError, SmallBlockError) as e:
+        rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
     po = po_all  # every person counts below (the left-out classes' persons do not move)
     pvars = [v for v in pcfg.partition_variables if v not in cfg.household_keys]
     if pvars:
@@ -488,25 +502,26 @@ def _prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
     return cert, where
 
 
-def _dependence_checks(rep: AuditReport, audit: dict[str, Any]) -> None:
+def _dependence_checks(rep: AuditReport, audit: dict[str, Any], what: str = "") -> None:
     """The dependence check recomputed from the source: its figures equal the recorded ones
-    and no released non-key column fails (METHOD.md, "Dependence of non-key columns")."""
+    and no released non-key column fails (METHOD.md, "Dependence of non-key columns").
+    ``what`` prefixes the check names (the stages of a household release)."""
     if rep.dependence is None:
         return
     recorded = (audit.get("dependence") or {}).get("columns")
     got = [f.as_dict() for f in rep.dependence]
     if recorded is None:
-        rep.add("dependence check: recorded", False, "audit.json has no dependence figures (a "
+        rep.add(f"{what}dependence check: recorded", False, "audit.json has no dependence figures (a "
                 "release made before the check existed); recomputed: " + ", ".join(
                     f"{f.column} {f.figure:.3f}{' FAILS' if f.flagged else ''}"
                     for f in rep.dependence))
     else:
         same = json.dumps(got, sort_keys=True) == json.dumps(recorded, sort_keys=True)
-        rep.add("dependence check: recomputed = recorded", same,
+        rep.add(f"{what}dependence check: recomputed = recorded", same,
                 f"{len(got)} released non-key column(s) re-measured" if same else
                 f"recomputed {got[:3]}, audit.json records {recorded[:3]}")
     bad = [f for f in rep.dependence if f.flagged]
-    rep.add("dependence check: no non-key column gives keys away", not bad,
+    rep.add(f"{what}dependence check: no non-key column gives keys away", not bad,
             "every released non-key column passes" if not bad else "; ".join(
                 f"{f.column!r}: {f.figure:.3f} > xi (revealing {sorted(f.revealed)})"
                 for f in bad[:3]))

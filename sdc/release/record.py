@@ -265,6 +265,9 @@ def household_audit(result: ReleaseResult) -> dict[str, Any]:
         "small_classes": int(st.small_classes),
         "small_class_persons": int(st.small_class_persons),
         "merges": list(hr.merges),
+        # the dependence check of the household columns against the household keys (the
+        # person-level columns are in the record's ``dependence``)
+        "dependence": [f.as_dict() for f in getattr(hr, "dependence", [])],
         "blocks": _records(hr.blocks),
         "partition_sets": {str(k): int(v) for k, v in zip(
             hr.partition_sets["partition_key"], hr.partition_sets["prb"], strict=True)},

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import sdc
+from sdc.engine.dependence import DependenceError
 from sdc.engine.households import MAX_LISTED, check_households, household_codes
 from sdc.errors import InputError
 from sdc.io.batches import check_streamable
@@ -121,8 +122,10 @@ def test_batch_engines_refuse_household_files(engine):
 # -- the household release ------------------------------------------------------------------------
 GEN = {
     "name": "gen",
+    # income is 0 for every child: it gives age and relation away (the dependence check of
+    # the person stage refuses it), so it is dropped
     "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
-              "household_columns": ["water", "hh_weight"]},
+              "household_columns": ["water", "hh_weight"], "drop": ["income"]},
     "key_variables": {"region": {"range": [1, 12], "level": "household"},
                       "urbrur": {"categories": [1, 2], "level": "household"},
                       "dwelling": {"range": [1, 6], "level": "household"},
@@ -160,7 +163,7 @@ def test_every_household_is_consistent_and_the_household_stage_moves(seed):
     assert r.certificate <= cfg.risk.xi + 1e-12
     assert r.certificate == max(st.certificate, st.person_certificate)
     # non-key values come out exactly as they went in (household columns included)
-    for c in ("hh_id", "person_id", "water", "hh_weight", "income"):
+    for c in ("hh_id", "person_id", "water", "hh_weight"):
         assert r.frame[c].equals(f[c])
     # a household's members get the household stage's released values
     hh_rel = st.result.frame.set_index("hh_id")
@@ -267,7 +270,7 @@ def test_household_releases_satisfy_the_release_invariants(seed):
 TESTDATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "sdcmicro" / "testdata.csv"
 
 
-def _testdata_config(hh_keys):
+def _testdata_config(hh_keys, drop=("relat", "hhcivil")):
     kv = {"urbrur": {"categories": [1, 2], "level": "household"},
           "water": {"categories": list(range(1, 10)), "level": "household"},
           "walls": {"categories": [1, 2, 3, 9], "level": "household"}}
@@ -276,7 +279,7 @@ def _testdata_config(hh_keys):
     return sdc.parse_config({
         "name": "td", "input": {"path": str(TESTDATA), "household_id": "ori_hid",
                                 "household_columns": ["roof", "electcon", "household_weights"],
-                                "weight": "sampling_weight"},
+                                "weight": "sampling_weight", "drop": list(drop)},
         "key_variables": kv,
         "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is"},
         "risk": {"xi": 0.5}, "seed": 5})
@@ -293,8 +296,16 @@ def test_sdcmicro_testdata_households():
     check_households(df, _testdata_config(["urbrur", "water"]))  # the file is consistent
     with pytest.raises(sdc.SmallBlockError, match="household stage .*urbrur', 'water'"):
         sdc.release_frame(df, _testdata_config(["urbrur", "water"]), 5)
+    # relation to the head and marital status give age away (a child, a widow): the person
+    # stage's dependence check refuses them (the test config drops them)
+    with pytest.raises(DependenceError, match="'relat' reveals .*age"):
+        sdc.release_frame(df, _testdata_config(["urbrur", "water", "walls"], drop=()), 5)
     cfg = _testdata_config(["urbrur", "water", "walls"])
     r = sdc.release_frame(df, cfg, 5)
+    # household columns are measured against the household keys, on the household table
+    assert {f.column for f in r.households.result.dependence} == {
+        "roof", "electcon", "household_weights"}
+    assert "ori_hid" not in {f.column for f in r.dependence}
     assert len(r.households.result.blocks) >= 1
     assert r.households.n_households == 1000
     assert _consistent(r.frame, cfg)
@@ -312,3 +323,31 @@ def test_codebook_describes_households():
     assert "household pseudonym 1..H" in md
     assert "household-level key: post-randomized once per household" in md
     assert f"except {r.households.small_class_persons} person(s)" in md
+
+
+def test_dependence_check_at_each_level():
+    """The dependence check of a household release (issue 23): a household column that is a
+    function of a household key (the region's province) is refused at the household level, a person
+    column that gives a person key away at the person level; the household id (released as
+    pseudonyms) and household columns unrelated to the keys pass. Region and age are no
+    partition variables here, so they move (a partition variable's value never does)."""
+    f = _frame(n_h=400, seed=5)
+    rng = np.random.default_rng(7)  # 200 regions: rare household cells, household PRBs
+    f["region"] = f.groupby("hid")["hid"].transform(lambda h: rng.integers(1, 201))
+    d = {**HH, "partition": {"sex": "as_is"}, "key_variables": {
+        **HH["key_variables"], "region": {"range": [1, 200], "level": "household"}}}
+
+    def cfg(**inp):
+        return sdc.parse_config({**d, "input": {**HH["input"], **inp}})
+
+    # the province of the region (10 provinces of 20 regions)
+    named = f.assign(province=(f["region"] - 1) // 20)
+    with pytest.raises(DependenceError, match="'province' reveals .*region"):
+        sdc.release_frame(named, cfg(household_columns=["roof", "province"]), 1)
+    adult = f.assign(adult=(f["age"] >= 18).astype(int))
+    with pytest.raises(DependenceError, match="'adult' reveals .*age"):
+        sdc.release_frame(adult, cfg(), 1)
+    r = sdc.release_frame(f, cfg(), 1)
+    assert [x.column for x in r.households.result.dependence] == ["roof"]
+    assert not any(x.flagged for x in r.households.result.dependence)
+    assert "hid" not in {x.column for x in r.dependence}

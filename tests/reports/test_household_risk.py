@@ -70,7 +70,8 @@ def test_hierarchical_risk_by_hand():
 GEN = {
     "name": "gen",
     "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
-              "household_columns": ["water", "hh_weight"], "weight": "hh_weight"},
+              "household_columns": ["water", "hh_weight"], "weight": "hh_weight",
+              "drop": ["income"]},  # 0 for every child: gives age away (dependence check)
     "key_variables": {"region": {"range": [1, 12], "level": "household"},
                       "urbrur": {"categories": [1, 2], "level": "household"},
                       "dwelling": {"range": [1, 6], "level": "household"},
