@@ -1,8 +1,8 @@
 """The executor contract: every executor gives the same release, file for file.
 
 In the style of scikit-learn's ``check_estimator``: one matrix of configs (plain, weights,
-missing key values, merged small blocks, calibrated theta, DP ``perturb:``, many tiny batches,
-a second release of a series) is released through the CLI by every executor, and each
+missing key values (moving or fixed), merged small blocks, calibrated theta, DP ``perturb:``,
+recoded keys, a ``derived:`` column, many tiny batches, a second release of a series) is released through the CLI by every executor, and each
 executor's release must equal the in-memory one byte for byte: every public file, the
 records file, the risk and utility reports, and the audit record up to the fields that name
 the executor or the run (engine, timings, times, paths). ``sdc audit`` must pass on each.
@@ -88,6 +88,20 @@ def _no_id(c):
     del c["input"]["id_column"]
 
 
+def _recode(c):  # recoded keys: every reader applies the same code map
+    c["key_variables"]["age"]["recode"] = {"top": 80}
+    c["key_variables"]["puma"]["recode"] = {"groups": {"rest": list(range(20, 30))}}
+
+
+def _derived(c):  # a column recomputed from the released keys (the input has age_band)
+    c["derived"] = ["age_band"]
+
+
+def _missing_fixed(c):  # missing key values that never move
+    c["key_variables"]["marital"]["missing"] = "category"
+    c["key_variables"]["marital"]["missing_moves"] = False
+
+
 CASES = {
     "plain": [],
     "weights": [_weights],
@@ -96,12 +110,17 @@ CASES = {
     "calibrate": [_calibrate, _fine_partition],
     "perturb": [_perturb],
     "no-id": [_no_id, _weights],
+    "recode": [_recode],
+    "derived": [_derived],
+    "missing-fixed": [_missing_fixed],
 }
 
 
 def _input(tmp_path: Path, case: str) -> Path:
     frame = _frame()
-    if case == "missing":
+    if case == "derived":
+        frame["age_band"] = frame["age"] // 10
+    if case in ("missing", "missing-fixed"):
         frame["marital"] = frame["marital"].astype("Int64")
         frame.loc[frame.index[::37], "marital"] = pd.NA
     inp = tmp_path / f"{case}.parquet"
