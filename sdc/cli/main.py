@@ -208,11 +208,19 @@ def release(
         "--review", help="Stage the release (owner-only <release>.staged) for review instead "
         "of publishing it; `sdc approve` publishes it (as the config's review: does).")]
     = False,
+    wait_for_review: Annotated[bool, typer.Option(
+        "--wait-for-review", help="With a review (--review or the config's review:): wait "
+        "until `sdc approve` or `sdc reject` (another terminal; the Prefect UI too when a "
+        "server runs) decides; exit 0 when approved and published, 2 when rejected. Ctrl-C "
+        "stops waiting and leaves the release staged.")] = False,
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
     import time
 
     t0 = time.perf_counter()
+    from datetime import UTC, datetime
+
+    started = datetime.now(UTC).isoformat(timespec="seconds")   # --wait-for-review
     temp_api = None
     with _friendly_errors("release" if as_json else None):
         # everything that can be refused is refused here, at once and in one message, before
@@ -258,9 +266,12 @@ def release(
 
             with progress_callback(None if as_json else show):
                 if temp_api is None:
+                    # a server that outlives this command: the flow itself pauses for the
+                    # decision (the Prefect UI's form, or `sdc approve` sent to the run)
                     summary = release_flow(config_path=str(config), force=force,
                                            new_series=new_series, engine=engine,
-                                           review=review,
+                                           review=review or wait_for_review,
+                                           wait_for_review=wait_for_review,
                                            discard_extra_files=discard_extra_files)
                 else:
                     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -270,14 +281,18 @@ def release(
                     with temporary_settings({PREFECT_API_URL: temp_api.url}):
                         summary = release_flow(config_path=str(config), force=force,
                                                new_series=new_series, engine=engine,
-                                               review=review,
+                                               review=review or wait_for_review,
                                                discard_extra_files=discard_extra_files)
+        if wait_for_review:  # embedded API (gone with this command): wait on the files
+            _await_review(summary, as_json, started)
         total = time.perf_counter() - t0
         summary["total_seconds"] = round(total, 3)
         if as_json:
             from sdc.cli.json_output import print_document, release_document
 
             print_document(release_document(summary))
+            if (summary.get("review") or {}).get("status") == "rejected":
+                raise typer.Exit(EXIT_USAGE)
             return
         _print_release_summary({**summary, "config_path": str(config)})
         if timings:
@@ -294,6 +309,31 @@ def release(
                 out["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()
             console.print("timings " + json.dumps(out), markup=False, soft_wrap=True,
                           highlight=False)
+
+
+def _await_review(summary: dict, as_json: bool, since: str) -> None:
+    """``--wait-for-review`` with the embedded API: wait until the staged release is approved
+    or rejected by `sdc approve` / `sdc reject` (any process) and record the outcome in
+    ``summary["review"]``. Ctrl-C stops waiting (exit 130); the release stays staged."""
+    rev = summary.get("review")
+    if rev is None or rev.get("status") != "pending":
+        return
+    from sdc.release.review import await_decision
+
+    staged = str(rev["staged_dir"])
+    msg = (f"release staged for review in {escape(staged)}: waiting for `sdc approve "
+           f"{escape(staged)} --as NAME` or `sdc reject ...` (Ctrl-C stops waiting; the release "
+           "stays staged)")
+    try:
+        with nullcontext() if as_json else console.status(msg):
+            outcome = await_decision(Path(rev["release_dir"]), since=since)
+    except KeyboardInterrupt:
+        err_console.print(f"stopped waiting: the release stays staged in {staged} for "
+                          "`sdc approve` / `sdc reject`", markup=False)
+        raise typer.Exit(130) from None
+    summary["review"] = {**rev, **outcome}
+    if outcome["status"] == "approved":
+        summary["release_dir"] = outcome["release_dir"]
 
 
 def _prefect_api_configured() -> bool:
@@ -362,6 +402,15 @@ def _print_release_summary(s: dict[str, Any]) -> None:
         console.print(f"created the seed file {s.get('seed_file')} (mode 0600): back it up, "
                       "it is what makes a rerun byte-identical", style="yellow", markup=False)
     rev = s.get("review")
+    if rev is not None and rev.get("status") == "approved":
+        console.print(f"[green]approved[/green] by {escape(str(rev.get('name')))}; "
+                      f"[green]Release written to[/green] {escape(str(rev['release_dir']))}")
+        return
+    if rev is not None and rev.get("status") == "rejected":
+        by = f" by {rev['name']}" if rev.get("name") else " (sdc reject)"
+        err_console.print(f"release rejected{escape(by)}: the staged release was deleted and "
+                          "nothing was published", style="bold red")
+        raise typer.Exit(EXIT_USAGE)
     if rev is not None:
         who = ", ".join(rev["approvers"]) or "a named reviewer"
         console.print(f"[yellow]Release staged for review[/yellow] in "

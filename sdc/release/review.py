@@ -230,3 +230,48 @@ def review_checks(audit: dict[str, Any], required: bool) -> list[tuple[str, bool
              f"approved by {rev.get('approved_by')} at {rev.get('approved_at')}; manifest "
              f"{rev.get('approved_manifest_sha256', '')[:16]}..." if ok else
              "the file hashes in audit.json differ from those approved")]
+
+
+def await_decision(out_dir: Path, *, since: str | None = None, poll_seconds: float = 1.0,
+                   timeout_seconds: float | None = None) -> dict[str, Any]:
+    """Wait until the release staged for ``out_dir`` is decided by ``sdc approve`` or
+    ``sdc reject`` (another process, any machine sharing the folder): returns
+    ``{"status": "approved", "name", "comment", "at", "release_dir"}`` once the staged folder
+    has been published with the manifest it holds now, or ``{"status": "rejected", ...}``
+    (name unknown: a rejection deletes the staged folder) once it is gone otherwise.
+
+    ``since`` (ISO 8601 UTC, seconds): when the caller staged it; a decision taken before this
+    function looked (the staged folder already gone) counts as approved when the published
+    ``audit.json`` records an approval at or after ``since``. Reads only the staged folder's
+    existence, then the published ``audit.json``; holds no lock and no Prefect resource.
+    Raises :class:`ReviewError` when nothing is staged (and no ``since``), or after
+    ``timeout_seconds`` (the release stays staged).
+    """
+    import time
+
+    out, staged = Path(out_dir), staged_path(Path(out_dir))
+    try:
+        record = json.loads((staged / "internal" / REVIEW_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        if since is None or staged.exists():
+            raise ReviewError(f"no release awaits review at {str(staged)!r}") from None
+        record = {}                                   # decided before we looked
+    manifest = record.get("manifest_sha256")
+    deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+    while staged.exists():
+        if deadline is not None and time.monotonic() > deadline:
+            raise ReviewError(f"no decision within {timeout_seconds:g} s; the release stays "
+                              f"staged at {str(staged)!r} for `sdc approve` / `sdc reject`")
+        time.sleep(poll_seconds)
+    try:
+        audit = json.loads((out / "internal" / "audit.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        audit = {}
+    rev = audit.get("review") or {}
+    approved = (rev.get("approved_manifest_sha256") == manifest if manifest
+                else since is not None and str(rev.get("approved_at") or "") >= since)
+    if approved:
+        return {"status": "approved", "name": rev.get("approved_by"),
+                "comment": rev.get("comment") or "", "at": rev.get("approved_at"),
+                "release_dir": str(out)}
+    return {"status": "rejected", "name": None, "comment": "", "at": None, "release_dir": None}

@@ -138,3 +138,90 @@ def test_flow_pauses_for_the_decision_on_a_server(make_small_job, tmp_path, pref
     audit = json.loads((out / "internal" / "audit.json").read_text())
     assert audit["review"]["approved_by"] == "alice"
     assert audit["review"]["flow_run_id"] == run_id
+
+
+def _stage(tmp_path, approvers=("alice",)):
+    """A release staged for review without running one (no Prefect)."""
+    from sdc.io.write import sha256_bytes
+    from sdc.release.review import stage_release
+
+    public = {"microdata.csv": b"record_id,sex\n1,1\n", "codebook.md": b"# codebook\n"}
+    internal = {"blocks.parquet": b"x"}
+    audit = {"public_files": {k: sha256_bytes(v) for k, v in public.items()},
+             "internal_files": {k: sha256_bytes(v) for k, v in internal.items()}}
+    internal["audit.json"] = json.dumps(audit).encode()
+    out = tmp_path / "releases" / "w"
+    stage_release(out, public, internal, force=False, approvers=list(approvers))
+    return out
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_await_decision_sees_the_other_process_decide(tmp_path, decision):
+    """`--wait-for-review` with the embedded API waits on the files: the staged folder is
+    published (approved, with who and when from audit.json) or deleted (rejected)."""
+    import threading
+    import time
+
+    from sdc.release.review import await_decision
+
+    out = _stage(tmp_path)
+    with pytest.raises(ReviewError, match="no decision within 0.2 s"):
+        await_decision(out, poll_seconds=0.05, timeout_seconds=0.2)
+
+    def decide():
+        time.sleep(0.3)
+        (approve if decision == "approve" else reject)(out, "alice", "looked at it")
+
+    th = threading.Thread(target=decide)
+    th.start()
+    got = await_decision(out, poll_seconds=0.05, timeout_seconds=60)
+    th.join()
+    if decision == "approve":
+        assert got["status"] == "approved" and got["name"] == "alice"
+        assert got["comment"] == "looked at it" and got["release_dir"] == str(out)
+        assert (out / "internal" / "audit.json").is_file()
+    else:
+        assert got["status"] == "rejected" and got["release_dir"] is None
+        assert not out.exists()
+    with pytest.raises(ReviewError, match="no release awaits review"):
+        await_decision(out, poll_seconds=0.05, timeout_seconds=1)
+    # decided before the wait began: the approval's time tells (since = when it was staged)
+    assert await_decision(out, since="2000-01-01T00:00:00+00:00")["status"] == \
+        ("approved" if decision == "approve" else "rejected")
+    assert await_decision(out, since="2999-01-01T00:00:00+00:00")["status"] == "rejected"
+
+
+@pytest.mark.e2e
+def test_release_waits_for_review_on_the_command_line(make_small_job, tmp_path):
+    """`sdc release --wait-for-review` (embedded Prefect) stages, waits, and exits 0 once
+    `sdc approve` (here from another thread, as from another terminal) has published it;
+    a rejection ends the wait with exit 2."""
+    import threading
+    import time
+
+    cfg = make_small_job("wait", n=1500, review={"required": True, "approvers": ["alice"]})
+    out = tmp_path / "releases" / "wait"
+    staged = tmp_path / "releases" / "wait.staged"
+
+    def decide(command):
+        deadline = time.monotonic() + 600
+        while not (staged / "internal" / "review.json").is_file():
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(0.5)
+        (approve if command == "approve" else reject)(staged, "alice")
+
+    th = threading.Thread(target=decide, args=("reject",))
+    th.start()
+    r = run("release", cfg, "--wait-for-review")
+    th.join()
+    assert r.exit_code == 2, r.text
+    assert "release rejected" in r.text and not out.exists() and not staged.exists()
+    th = threading.Thread(target=decide, args=("approve",))
+    th.start()
+    r = run("release", cfg, "--wait-for-review")
+    th.join()
+    assert r.exit_code == 0, r.text
+    assert "approved by alice" in r.text and (out / "internal" / "audit.json").is_file()
+    assert not staged.exists()
+    assert run("audit", out).exit_code == 0
