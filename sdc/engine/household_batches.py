@@ -1,0 +1,193 @@
+"""Household files in record batches: the kernels a batch executor needs (issue 23; the
+streaming and Dask executors do not call them yet: docs/HOUSEHOLDS.md, "Engines").
+
+The architecture's two record steps, for a household file:
+
+* **count** - :class:`HouseholdCounter`, a mergeable partial of the count pass (per batch or
+  Dask piece; :meth:`HouseholdCounter.merge` adds partials): one row per household seen, keyed
+  by the household's draw identity (:func:`household_identity`, the hash of its id: the
+  identity the household stage draws with), with its household-key codes, its number of
+  persons and, per household-level column, the smallest and largest value hash among its
+  members. A household split over batches is merged like any other; a household whose
+  smallest and largest hash of a column differ is inconsistent (the whole-file check of
+  :func:`sdc.engine.households.check_households`). Memory O(households), never O(persons).
+* **household stage on the aggregate** - :func:`household_stage`: the household table's cell
+  table (t_j counted in households), the unchanged partition -> plan, and each household's
+  released cell with its identity (:func:`sdc.engine.apply.released_cells`), exactly as the
+  pandas engine's household stage.
+* **apply** - :func:`lookup_households`: every person's household row by a binary search of
+  its household identity in the sorted identities (whole columns, no loop over persons).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.apply import draw_plan, released_cells
+from sdc.engine.batches import cell_table, partition_cells
+from sdc.engine.cells import encode_key
+from sdc.engine.draws import draw_tiebreak, record_identity, unique_identities, value_hash
+from sdc.engine.households import household_config
+from sdc.engine.plan import ReleasePlan, plan_release
+from sdc.errors import InputError
+
+__all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult",
+           "household_identity", "household_stage", "lookup_households"]
+
+_MAX = np.iinfo(np.uint64).max
+
+
+def household_identity(frame: pd.DataFrame, config: ReleaseConfig) -> np.ndarray:
+    """(n,) uint64: the draw identity of every person's household (the household stage's
+    record identity of its id, :func:`sdc.engine.draws.record_identity` under
+    :func:`~sdc.engine.households.household_config`)."""
+    hcfg = household_config(config)
+    return record_identity(frame[[config.input.household_id]], hcfg)
+
+
+@dataclass
+class HouseholdAggregate:
+    """The merged count-pass partial: households sorted by identity.
+
+    ``identity`` (H,) uint64; ``key_codes`` (H, p) int64 codes of the household-level keys
+    (config order); ``size`` (H,) persons per household; ``inconsistent`` column -> the
+    identities of the households in which the column takes more than one value."""
+
+    identity: np.ndarray
+    key_codes: np.ndarray
+    size: np.ndarray
+    inconsistent: dict[str, np.ndarray]
+
+    @property
+    def n_households(self) -> int:
+        return int(self.identity.size)
+
+
+class HouseholdCounter:
+    """Count-pass partial of a household file (see the module docstring): ``add(frame)`` per
+    batch, ``merge(other)`` for partials counted elsewhere, :meth:`result` at the end."""
+
+    def __init__(self, config: ReleaseConfig, merge_every: int = 8) -> None:
+        if config.input.household_id is None:
+            raise ValueError("not a household file: input.household_id is not set")
+        self.config = config
+        self.keys = list(config.household_keys)
+        self.columns = self.keys + list(config.input.household_columns)
+        self.merge_every = merge_every
+        self._parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, frame: pd.DataFrame) -> None:
+        """Add one batch of persons (any rows, any order; a household may span batches)."""
+        if len(frame) == 0:
+            return
+        hid = self.config.input.household_id
+        if frame[hid].isna().any():
+            raise InputError(f"column {hid!r} (input.household_id): some rows have no "
+                             "household id; every person needs a household")
+        ident = household_identity(frame, self.config)
+        kvs = self.config.key_variables
+        codes = (np.column_stack([encode_key(frame[k], k, kvs[k]) for k in self.keys])
+                 .astype(np.int64) if self.keys else np.zeros((len(frame), 0), np.int64))
+        hashes = (np.column_stack([value_hash(frame[c]) for c in self.columns])
+                  if self.columns else np.zeros((len(frame), 0), np.uint64))
+        self._parts.append(_reduce(ident, codes, hashes, hashes,
+                                   np.ones(len(frame), dtype=np.int64)))
+        if len(self._parts) >= self.merge_every:
+            self._merge()
+
+    def merge(self, other: HouseholdCounter) -> None:
+        """Add another counter's households (a Dask piece's partial)."""
+        self._parts.extend(other._parts)
+        self._merge()
+
+    def _merge(self) -> None:
+        if len(self._parts) > 1:
+            self._parts = [_reduce(*(np.concatenate(x) for x in zip(*self._parts, strict=True)))]
+
+    def result(self) -> HouseholdAggregate:
+        self._merge()
+        p = len(self.keys)
+        if not self._parts:
+            z = np.zeros(0, np.uint64)
+            return HouseholdAggregate(z, np.zeros((0, p), np.int64), np.zeros(0, np.int64), {})
+        ident, codes, lo, hi, size = self._parts[0]
+        bad = lo != hi
+        inconsistent = {c: ident[bad[:, j]] for j, c in enumerate(self.columns) if bad[:, j].any()}
+        return HouseholdAggregate(ident, codes, size, inconsistent)
+
+
+def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+            size: np.ndarray) -> tuple[np.ndarray, ...]:
+    """One row per distinct identity (sorted): the key codes of its first row (equal in every
+    row of a consistent household; an inconsistent one is refused), min / max hash, size."""
+    u, first, inv = np.unique(ident, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    n = u.size
+    lo_u = np.full((n, lo.shape[1]), _MAX, dtype=np.uint64)
+    hi_u = np.zeros((n, hi.shape[1]), dtype=np.uint64)
+    for j in range(lo.shape[1]):
+        np.minimum.at(lo_u[:, j], inv, lo[:, j])
+        np.maximum.at(hi_u[:, j], inv, hi[:, j])
+    return u, codes[first], lo_u, hi_u, np.bincount(inv, weights=size, minlength=n).astype(np.int64)
+
+
+@dataclass
+class HouseholdStageResult:
+    """The household stage on the aggregate: the plan (cells counted in households), every
+    household's true and released cell (rows of ``agg``) and the released household-key
+    codes."""
+
+    plan: ReleasePlan
+    cell: np.ndarray
+    released_cell: np.ndarray
+    released_codes: np.ndarray
+
+    @property
+    def changed(self) -> np.ndarray:
+        return self.released_cell != self.cell
+
+
+def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
+                    seed: int) -> HouseholdStageResult:
+    """NZY on the household table held as an aggregate: cells of the household-level keys
+    (t_j = households), :func:`~sdc.engine.batches.partition_cells` and
+    :func:`~sdc.engine.plan.plan_release` under
+    :func:`~sdc.engine.households.household_config`, then every household's released cell
+    drawn with its identity (made distinct among the drawing households as the pandas engine
+    does). Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's household
+    stage (without its message prefix)."""
+    hcfg = household_config(config)
+    sizes = [hcfg.key_variables[k].size for k in hcfg.key_names]
+    code = np.zeros(agg.n_households, dtype=np.int64)
+    for j, s in enumerate(sizes):
+        code = code * s + agg.key_codes[:, j]
+    u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
+    cell = cell.reshape(-1).astype(np.int64)
+    cells = cell_table(u, t.astype(np.int64), hcfg)
+    plan = plan_release(partition_cells(cells, hcfg), hcfg)
+    dplan = draw_plan(plan, hcfg)
+    released = cell.copy()
+    rows = np.flatnonzero(dplan.cell_prb[cell] >= 0)
+    if rows.size:
+        ident = unique_identities(agg.identity[rows],
+                                  draw_tiebreak(dplan.cell_id[cell[rows]], True))
+        released[rows] = released_cells(dplan, cell[rows], ident, seed)
+    return HouseholdStageResult(plan, cell, released, cells.key_codes[released])
+
+
+def lookup_households(identity: np.ndarray, person_identity: np.ndarray) -> np.ndarray:
+    """Row in ``identity`` (sorted household identities) of every person's household:
+    a binary search per person. Raises :class:`~sdc.errors.InputError` for a household that
+    was not counted (the file changed between the passes)."""
+    identity = np.asarray(identity, dtype=np.uint64)
+    person_identity = np.asarray(person_identity, dtype=np.uint64)
+    pos = np.searchsorted(identity, person_identity)
+    pos = np.minimum(pos, max(identity.size - 1, 0))
+    if identity.size == 0 or not np.array_equal(identity[pos], person_identity):
+        raise InputError("the input changed between the counting pass and the release pass "
+                         "(a person's household was not counted); rerun the release")
+    return pos.astype(np.int64)

@@ -1,0 +1,117 @@
+"""The batch kernels of household files (issue 23, sdc.engine.household_batches) against the
+pandas engine: a file cut into shuffled batches (households split over batches), counted in
+two partials and merged, gives the pandas engine's household table and constancy verdict; the
+household stage on the aggregate releases every household exactly as the pandas engine's
+household stage; the lookup gives every person its household's released values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sdc
+from sdc.engine.household_batches import (
+    HouseholdCounter,
+    household_identity,
+    household_stage,
+    lookup_households,
+)
+from sdc.engine.households import check_households, household_codes
+from sdc.errors import InputError
+from sdc.samples import generate_household_sample
+
+GEN = {
+    "name": "gen",
+    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
+              "household_columns": ["water", "hh_weight"], "drop": ["income"]},
+    "key_variables": {"region": {"range": [1, 40], "level": "household"},
+                      "urbrur": {"categories": [1, 2], "level": "household"},
+                      "dwelling": {"range": [1, 6], "level": "household"},
+                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
+                      "relation": {"range": [1, 5]}},
+    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
+                  "relation": "as_is"},
+    "risk": {"xi": 0.5},
+    "seed": 11,
+}
+
+
+def _count(frame: pd.DataFrame, cfg, n_batches: int, seed: int):
+    """Shuffled rows cut into batches, counted by two partials, merged."""
+    rng = np.random.default_rng(seed)
+    shuffled = frame.iloc[rng.permutation(len(frame))]
+    cuts = np.sort(rng.choice(np.arange(1, len(frame)), n_batches - 1, replace=False))
+    a, b = HouseholdCounter(cfg, merge_every=3), HouseholdCounter(cfg)
+    for i, part in enumerate(np.split(np.arange(len(frame)), cuts)):
+        (a if i % 2 else b).add(shuffled.iloc[part])
+    a.merge(b)
+    return a.result()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_counted_households_equal_the_household_table(seed):
+    cfg = sdc.parse_config(GEN)
+    f = generate_household_sample(6000, seed=seed, n_regions=40)
+    agg = _count(f, cfg, 17, seed)
+    code, first = household_codes(f, cfg)
+    assert agg.n_households == first.size
+    ident = household_identity(f, cfg)
+    order = np.argsort(ident[first])
+    np.testing.assert_array_equal(agg.identity, ident[first][order])
+    np.testing.assert_array_equal(agg.size, np.bincount(code)[order])
+    kvs = cfg.key_variables
+    for j, k in enumerate(cfg.household_keys):
+        expect = np.asarray(f[k].to_numpy()[first][order])
+        got = np.asarray(kvs[k].domain)[agg.key_codes[:, j]]
+        np.testing.assert_array_equal(got, expect)
+    assert agg.inconsistent == {}
+
+
+def test_an_inconsistent_household_split_over_batches_is_found():
+    cfg = sdc.parse_config(GEN)
+    f = generate_household_sample(3000, seed=4, n_regions=40)
+    sizes = f.groupby("hh_id").size()
+    big = sizes[sizes >= 3].index[:2]
+    g = f.copy()
+    rows = np.flatnonzero(g["hh_id"].isin(big).to_numpy())
+    g.loc[g.index[rows[-1]], "water"] = g["water"].iat[rows[-1]] % 9 + 1
+    g.loc[g.index[rows[0]], "region"] = g["region"].iat[rows[0]] % 40 + 1
+    agg = _count(g, cfg, 9, 3)
+    with pytest.raises(InputError) as e:
+        check_households(g, cfg)
+    for c in ("water", "region"):
+        assert c in agg.inconsistent and agg.inconsistent[c].size == 1
+        assert f"column {c!r} differs within 1 household" in str(e.value)
+    ident = household_identity(g, cfg)
+    hh_of = dict(zip(g["hh_id"], ident, strict=False))
+    assert set(agg.inconsistent["water"].tolist()) <= {int(hh_of[h]) for h in big}
+
+
+@pytest.mark.parametrize("xi", [0.5, 0.34])
+def test_household_stage_on_the_aggregate_equals_the_pandas_engine(xi):
+    d = {**GEN, "risk": {"xi": xi, "small_blocks": "calibrate" if xi < 0.5 else "merge"}}
+    cfg = sdc.parse_config(d)
+    f = generate_household_sample(8000, seed=5, n_regions=40)
+    r = sdc.release_frame(f, cfg, 7)
+    st = r.households
+    agg = _count(f, cfg, 11, 6)
+    hs = household_stage(agg, cfg, 7)
+    # the same plan: PRBs, thetas, certificate
+    pd.testing.assert_frame_equal(hs.plan.blocks, st.result.blocks.drop(columns="changed"))
+    assert hs.plan.certificate == st.certificate
+    assert int(hs.changed.sum()) == int(st.changed.sum()) and st.changed.any()
+    # every person: its household's released household keys, by the lookup
+    rows = lookup_households(agg.identity, household_identity(f, cfg))
+    kvs = cfg.key_variables
+    for j, k in enumerate(cfg.household_keys):
+        got = np.asarray(kvs[k].domain)[hs.released_codes[rows, j]]
+        np.testing.assert_array_equal(got, r.frame[k].to_numpy())
+
+
+def test_lookup_refuses_an_uncounted_household():
+    with pytest.raises(InputError, match="changed between the counting pass"):
+        lookup_households(np.array([1, 5, 9], np.uint64), np.array([5, 6], np.uint64))
+    np.testing.assert_array_equal(
+        lookup_households(np.array([1, 5, 9], np.uint64), np.array([9, 1, 5], np.uint64)),
+        [2, 0, 1])
