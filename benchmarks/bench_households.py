@@ -11,7 +11,8 @@ one process, each step on the same frame:
   (d) the household section of the reports (sdcMicro's hierarchical risk before and after,
       the composition intruder with ``--n-sim`` replays).
 
-The machine is shared: the 1-minute load average is printed next to every number.
+The machine is shared: the 1-minute load average and the process's CPU seconds so far are
+printed next to every number (the CPU differences are the figures to compare under load).
 
     python benchmarks/bench_households.py                # N = 1M
     python benchmarks/bench_households.py --n 200000 --n-sim 10
@@ -50,7 +51,7 @@ def _config(households: bool, n_regions: int) -> sdc.ReleaseConfig:
 
 
 def _load() -> str:
-    return f"load {os.getloadavg()[0]:.1f}"
+    return f"load {os.getloadavg()[0]:.1f}, {time.process_time():.1f} CPU s so far"
 
 
 def main() -> None:

@@ -15,6 +15,9 @@ The architecture's two record steps, for a household file:
   table (t_j counted in households), the unchanged partition -> plan, and each household's
   released cell with its identity (:func:`sdc.engine.apply.released_cells`), exactly as the
   pandas engine's household stage.
+* **person stage on the cell table** - :func:`person_stage`: the person stage's plan from the
+  cell table over all keys (as the count pass merges it), with the household-key classes that
+  cannot hold a certified person PRB left out as the pandas engine leaves them out.
 * **apply** - :func:`lookup_households`: every person's household row by a binary search of
   its household identity in the sorted identities (whole columns, no loop over persons).
 """
@@ -29,14 +32,14 @@ import pandas as pd
 from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import draw_plan, released_cells
 from sdc.engine.batches import cell_table, partition_cells
-from sdc.engine.cells import encode_key
+from sdc.engine.cells import CellTable, encode_key
 from sdc.engine.draws import draw_tiebreak, record_identity, unique_identities, value_hash
-from sdc.engine.households import household_config
+from sdc.engine.households import household_config, person_config
 from sdc.engine.plan import ReleasePlan, plan_release
-from sdc.errors import InputError
+from sdc.errors import InputError, SmallBlockError
 
-__all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult",
-           "household_identity", "household_stage", "lookup_households"]
+__all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
+           "household_identity", "household_stage", "lookup_households", "person_stage"]
 
 _MAX = np.iinfo(np.uint64).max
 
@@ -191,3 +194,47 @@ def lookup_households(identity: np.ndarray, person_identity: np.ndarray) -> np.n
         raise InputError("the input changed between the counting pass and the release pass "
                          "(a person's household was not counted); rerun the release")
     return pos.astype(np.int64)
+
+
+@dataclass
+class PersonStagePlan:
+    """The person stage planned on a cell table: ``plan`` over the cells of ``kept`` (indices
+    into the full cell table: every cell outside the small household-key classes),
+    ``cell_small`` per cell of the full table, the number of small classes and their persons."""
+
+    plan: ReleasePlan
+    kept: np.ndarray
+    cell_small: np.ndarray
+    small_classes: int
+    small_class_persons: int
+
+
+def person_stage(cells: CellTable, config: ReleaseConfig) -> PersonStagePlan:
+    """The person stage's plan from the cell table over all keys (t_j in persons): partition
+    sets of the household keys' own values x the person partition
+    (:func:`~sdc.engine.households.person_config`); a household-key class with fewer than
+    kmin sensitive person cells is left out (unless ``risk.small_blocks: fail``) and its cells
+    keep their persons unchanged, exactly as :func:`sdc.engine.apply.release_households`.
+    Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's person stage (without
+    its message prefix)."""
+    pcfg = person_config(config)
+    part = partition_cells(cells, pcfg)
+    hk_idx = [pcfg.key_names.index(k) for k in config.household_keys]
+    _, cell_class = np.unique(cells.key_codes[:, hk_idx], axis=0, return_inverse=True)
+    cell_class = cell_class.reshape(-1)
+    k_class = np.bincount(cell_class[part.sensitive], minlength=int(cell_class.max()) + 1)
+    small = (k_class > 0) & (k_class < part.kmin)
+    cell_small = small[cell_class]
+    n_small = int(small.sum())
+    if n_small == 0 or config.risk.small_blocks == "fail":
+        plan = plan_release(part, pcfg)
+        return PersonStagePlan(plan, np.arange(cells.n_cells, dtype=np.int64), cell_small, 0, 0)
+    kept = np.flatnonzero(~cell_small)
+    if kept.size == 0:
+        raise SmallBlockError("every household-key class has fewer than kmin sensitive person "
+                              "cells: no person PRB can be certified")
+    sub = CellTable(np.zeros(0, dtype=np.int64), cells.key_codes[kept], cells.frequency[kept],
+                    list(cells.names))
+    plan = plan_release(partition_cells(sub, pcfg), pcfg)
+    return PersonStagePlan(plan, kept, cell_small, n_small,
+                           int(cells.frequency[cell_small].sum()))

@@ -115,3 +115,29 @@ def test_lookup_refuses_an_uncounted_household():
     np.testing.assert_array_equal(
         lookup_households(np.array([1, 5, 9], np.uint64), np.array([9, 1, 5], np.uint64)),
         [2, 0, 1])
+
+
+@pytest.mark.parametrize("xi,policy", [(0.5, "merge"), (0.34, "calibrate")])
+def test_person_stage_on_the_cell_table_equals_the_pandas_engine(xi, policy):
+    """The person stage planned from counted cells (batches merged) has the pandas engine's
+    person PRBs, certificate and small household-key classes."""
+    from sdc.engine.batches import CellCounter, cell_codes, cell_table
+    from sdc.engine.household_batches import person_stage
+    from sdc.engine.households import person_config
+
+    cfg = sdc.parse_config({**GEN, "risk": {"xi": xi, "small_blocks": policy}})
+    f = generate_household_sample(8000, seed=8, n_regions=40)
+    r = sdc.release_frame(f, cfg, 3)
+    pres = r.households.person
+    pcfg = person_config(cfg)
+    counter = CellCounter(merge_every=2)
+    for part in np.array_split(np.arange(len(f)), 7):
+        counter.add(cell_codes(f.iloc[part], pcfg))
+    codes, counts = counter.result()
+    ps = person_stage(cell_table(codes, counts, pcfg), cfg)
+    pd.testing.assert_frame_equal(ps.plan.blocks, pres.blocks.drop(columns="changed"))
+    assert ps.plan.certificate == r.households.person_certificate
+    assert ps.plan.merges == pres.merges
+    assert (ps.small_classes, ps.small_class_persons) == (
+        r.households.small_classes, r.households.small_class_persons)
+    assert ps.small_classes > 0  # the left-out classes are exercised
