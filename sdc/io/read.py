@@ -261,12 +261,23 @@ def _read_stat(path: Path, fmt: str, config: ReleaseConfig) -> pd.DataFrame:
     if fmt == "sav":
         _blank_user_missing(frame, meta, value_columns(config, list(frame.columns)))
         _spss_integers(frame, meta, value_columns(config, list(frame.columns)))
+    _numbers_with_missing(frame)
     # strings: pandas' default string dtype; SPSS/Stata store a missing string as ""
     for c in frame.columns:
         if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype):
             s = frame[c].astype("str")
             frame[c] = s.where(s != "", None)
     return frame
+
+
+def _numbers_with_missing(frame: pd.DataFrame) -> None:
+    """A numeric Stata column holding extended missing values (.a-.z) comes from pyreadstat
+    as an object column of numbers and NaN (the codes are read as missing, never as numbers);
+    it becomes float64 like every numeric Stata/SPSS column, not text."""
+    for c in frame.columns:
+        if frame[c].dtype == object and pd.api.types.infer_dtype(frame[c], skipna=True) in (
+                "integer", "floating", "mixed-integer-float", "decimal"):
+            frame[c] = pd.to_numeric(frame[c], errors="raise").astype(np.float64)
 
 
 _SPSS_NUMBER_FORMAT = re.compile(r"^(F|N|COMMA|DOT|DOLLAR|PCT|E)?(\d+)(?:\.(\d+))?$")

@@ -214,3 +214,62 @@ def test_report_states_dp_with_a_public_domain(job: JobBuilder, cli) -> None:
     assert ("job_title: eps-differentially private PRAM, ε = 1 (public: 4 declared "
             "categories)") in text
     assert "NOT differentially private" not in text
+
+
+# -- Stata extended missing values ---------------------------------------------------------------
+def _dta_with_extended_missing(job: JobBuilder, column: str) -> None:
+    """The job as a Stata file written by pyreadstat, with .a in data rows 4 and 8 and .z
+    in row 10 of ``column``."""
+    import pyreadstat
+
+    job.config["input"]["path"] = "data/input.dta"
+    job.config["input"]["format"] = "dta"
+    job.config["output"]["formats"] = ["parquet", "csv", "dta"]
+    f = job.frame.copy()
+    f[column] = f[column].astype(object)
+    f.loc[[3, 7], column] = "a"
+    f.loc[9, column] = "z"
+    job.skip_data = True
+    job.write()
+    job.data_path.parent.mkdir(parents=True, exist_ok=True)
+    pyreadstat.write_dta(f, str(job.data_path), missing_user_values={column: ["a", "z"]})
+    raw, _ = pyreadstat.read_dta(str(job.data_path), user_missing=True)
+    assert raw[column].tolist()[3] == "a" and raw[column].tolist()[9] == "z"  # really .a/.z
+
+
+def test_stata_extended_missing_in_a_non_key_column_is_missing(job: JobBuilder, cli) -> None:
+    """Stata's .a-.z are missing values: the three come out as missing (empty in the CSV,
+    null in Parquet, missing in the .dta), never as numbers; every other value exact."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pyreadstat
+
+    _dta_with_extended_missing(job, "income")
+    res = cli("release", job.config_path)
+    assert res.exit_code == 0, res.output
+    pub = job.out_dir / "public"
+    want = sorted(float(v) for i, v in enumerate(job.frame["income"]) if i not in (3, 7, 9))
+    csv = pd.read_csv(pub / "microdata.csv", dtype=str, keep_default_na=False)["income"]
+    assert (csv == "").sum() == 3 and sorted(float(v) for v in csv[csv != ""]) == want
+    col = pq.read_table(pub / "microdata.parquet").column("income")
+    assert col.type == pa.float64(), col.type        # a number, as Stata stores it
+    assert col.null_count == 3
+    assert sorted(v for v in col.to_pylist() if v is not None) == want
+    out, _ = pyreadstat.read_dta(str(pub / "microdata.dta"))
+    back = pd.to_numeric(out["income"], errors="raise")  # numbers (pyreadstat: object
+    assert back.isna().sum() == 3                         # for an int column with missing)
+    assert sorted(back.dropna()) == want
+    assert cli("audit", job.out_dir).exit_code == 0
+
+
+def test_stata_extended_missing_in_a_key_is_missing(job: JobBuilder, cli) -> None:
+    """In a key they are missing values too: refused under ``missing: error`` with the rows,
+    released as the missing category under ``missing: category``."""
+    _dta_with_extended_missing(job, "region")
+    res = cli("release", job.config_path)
+    _refused(job, res, "region", "not empty", "| 3 | 4, 8, 10 |", "missing: category")
+    job.config["key_variables"]["region"]["missing"] = "category"
+    job.config_path.write_text(__import__("yaml").safe_dump(job.config, sort_keys=False))
+    res = cli("release", job.config_path)
+    assert res.exit_code == 0, res.output
