@@ -159,12 +159,13 @@ class KeyVariable(_Strict):
     range: tuple[int, int] | None = None
     labels: dict[Category, str] = Field(default_factory=dict)
     missing: Literal["error", "category"] = "error"
-    #: with ``missing: category``: False = missing is a cell of its own that never receives or
-    #: loses records (records with a missing value are post-randomized only among records
-    #: missing the same keys, so a blank is always a real blank); True (default, the behaviour
-    #: before issue 21) = a missing value moves like any category (a blank may be a perturbed
-    #: real value). The codebook states which applies.
-    missing_moves: bool = True
+    #: with ``missing: category``: False (default) = missing is a cell of its own that never
+    #: receives or loses records (records with a missing value are post-randomized only among
+    #: records missing the same keys, so a blank is always a real blank); True = a missing
+    #: value moves like any category (a blank may be a perturbed real value; needed when the
+    #: records with a missing value are too few to certify on their own). The codebook states
+    #: which applies (docs/METHOD.md 7.9).
+    missing_moves: bool = False
     label: str | None = None
     """Variable label (SPSS/Stata variable label, codebook)."""
     level: Literal["household", "person"] = "person"

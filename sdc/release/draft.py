@@ -81,6 +81,9 @@ class KeyDraft:
     labels: dict[Any, str] = field(default_factory=dict)
     label: str | None = None
     missing: bool = False
+    #: True when the records missing this key are too few to certify on their own (the draft
+    #: then lets missing move like any category, METHOD.md 7.9); False = the default policy
+    missing_moves: bool = False
     n_observed: int = 0
     unobserved_labelled: list[Any] = field(default_factory=list)
     dropped_labels: list[Any] = field(default_factory=list)
@@ -104,6 +107,8 @@ class KeyDraft:
             out["labels"] = dict(self.labels)
         if self.missing:
             out["missing"] = "category"
+            if self.missing_moves:
+                out["missing_moves"] = True
         if self.recode is not None:
             out["recode"] = dict(self.recode)
         return out
@@ -481,15 +486,29 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     part, history, stats = suggest_partition(frame, data, kds, base, xi=xi)
     draft.partition, draft.history = part, history
     data["partition"] = part
-    for policy in ("merge", "calibrate"):
+    # the default missing policy first (a blank stays a real blank); only if the records with
+    # a missing key value are too few to certify on their own, missing moves like a category
+    missing_keys = [k for k, kd in kds.items() if kd.missing]
+    attempts = [(False, "merge"), (False, "calibrate")]
+    if missing_keys:
+        attempts += [(True, "merge"), (True, "calibrate")]
+    for n, (moves, policy) in enumerate(attempts):
+        for k in missing_keys:
+            kds[k].missing_moves = moves
+        data["key_variables"] = {k: kd.spec() for k, kd in kds.items()}
         data["risk"] = {**risk, "small_blocks": policy}
         try:
             result = _checked_release(frame, data, base, draft)
         except sdc.SmallBlockError as e:
-            if policy == "calibrate":
+            if n == len(attempts) - 1:
                 raise sdc.SmallBlockError(f"the drafted partition cannot be certified: {e}") from None
             continue
         draft.risk["small_blocks"] = policy
+        if moves:
+            draft.history.append(
+                f"the records with a missing {', '.join(missing_keys)} are too few to certify "
+                "on their own: missing_moves: true (a blank may stand for a real value; the "
+                "codebook says so)")
         if policy != "merge":
             draft.history.append("merging could not certify every PRB: small_blocks: calibrate")
         draft.check = {**stats, "records": int(len(frame)), "prbs": int(len(result.blocks)),
@@ -669,6 +688,13 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
             L.append(f"    # value labels outside this domain, not used: {_flow(kd.dropped_labels)}")
         if kd.missing:
             L.append("    missing: category          # the data have empty values")
+            if kd.missing_moves:
+                L.append("    # too few records miss it to certify them on their own: missing moves "
+                         "like a category")
+                L.append("    missing_moves: true        # (default false: a blank stays a real blank)")
+            else:
+                L.append("    # missing_moves: false (default): a blank is never a perturbed "
+                         "real value")
         if kd.recode is not None:
             L.append(f"    # recoded by `sdc design` ({kd.recode_note}): released values are coarser")
             L.append(f"    recode: {_flow(kd.recode)}")

@@ -182,7 +182,8 @@ def test_no_sensitive_cell_releases_input_minus_identifiers():
 def test_missing_as_category_can_be_released():
     cfg = sdc.parse_config({
         "name": "m", "input": {"path": "x.csv"},
-        "key_variables": {"x": {"range": [0, 9], "missing": "category"}},
+        # one record with a missing x: too few to certify on their own, so missing moves
+        "key_variables": {"x": {"range": [0, 9], "missing": "category", "missing_moves": True}},
         "risk": {"xi": 0.395}, "seed": 1,
     })
     frame = pd.DataFrame({"x": [0, 1, 2, 3, None, 5, 6, 7, 7, 7], "w": range(10)})
@@ -236,8 +237,9 @@ def test_merge_is_deterministic_and_joins_adjacent_bands():
 def test_integer_keys_with_missing_values_in_any_dtype(dtype):
     cfg = sdc.parse_config({
         "name": "m", "input": {"path": "x.csv"},
-        "key_variables": {"x": {"range": [0, 9], "missing": "category"},
-                          "c": {"categories": [1, 2, 3], "missing": "category"}},
+        "key_variables": {"x": {"range": [0, 9], "missing": "category", "missing_moves": True},
+                          "c": {"categories": [1, 2, 3], "missing": "category",
+                                "missing_moves": True}},
         "risk": {"xi": 0.395}, "seed": 1,
     })
     x = pd.Series([0, 1, 2, 3, None, 5, 6, 7, 7, 7] if dtype != "int64" else [0, 1, 2, 3, 4, 5, 6, 7, 7, 7])

@@ -1,7 +1,7 @@
 """Missing key values (issue 21 item 3; METHOD.md 7.9): under ``missing_moves: false`` missing
 is a cell of its own that never receives or loses records, so no blank in the public file can
-be a perturbed real value, on every engine; under ``missing_moves: true`` (the default, the
-earlier behaviour) blanks move and the codebook says so."""
+be a perturbed real value, on every engine; this is the default. Under ``missing_moves: true``
+(the earlier behaviour) blanks move and the codebook says so."""
 
 from __future__ import annotations
 
@@ -25,16 +25,16 @@ def missing_frame(n: int = 5000, seed: int = 4) -> pd.DataFrame:
                          "region": rng.integers(1, 41, n), "income": rng.lognormal(9, 1, n)})
 
 
-def config(moves: bool = False, small_blocks: str = "merge") -> sdc.ReleaseConfig:
-    """``moves`` is always written out: the default of missing_moves is True."""
+def config(moves: bool | None = False, small_blocks: str = "merge") -> sdc.ReleaseConfig:
+    """``moves=None`` leaves missing_moves out (the default policy)."""
+    policy = {} if moves is None else {"missing_moves": moves}
     return parse_config({
         "name": "miss",
         "input": {"path": "unused.parquet", "format": "parquet"},
         "key_variables": {
-            "age": {"range": [18, 90], "missing": "category", "missing_moves": moves},
+            "age": {"range": [18, 90], "missing": "category", **policy},
             "sex": {"categories": ["F", "M"]},
-            "educ": {"categories": ["low", "mid", "high"], "missing": "category",
-                     "missing_moves": moves},
+            "educ": {"categories": ["low", "mid", "high"], "missing": "category", **policy},
             "region": {"range": [1, 40]}},
         "partition": {"sex": "as_is", "age": {"bands": [18, 50, 80]}},
         "risk": {"xi": 0.395, "small_blocks": small_blocks},
@@ -86,15 +86,41 @@ def test_a_small_missing_block_is_refused_with_the_policy_named():
         sdc.release_frame(frame, config(), seed=1)
 
 
-def test_default_is_the_earlier_behaviour_and_files_without_missing_are_unchanged():
+def test_default_policy_keeps_every_blank_and_files_without_missing_are_unchanged():
+    """The default (missing_moves left out) is ``false``: no blank in the public file is a
+    perturbed real value and no real value was made blank, while records with blanks do
+    move in their other keys; the codebook says so. A file without missing values releases
+    the same under both policies."""
     from sdc.config.model import KeyVariable
+    from sdc.release.public import codebook_markdown
 
-    assert KeyVariable(range=(0, 3), missing="category").missing_moves is True
-    frame = missing_frame(3000).dropna()
-    a = sdc.release_frame(frame, config(moves=False), seed=2)
-    b = sdc.release_frame(frame, config(moves=True), seed=2)
+    assert KeyVariable(range=(0, 3), missing="category").missing_moves is False
+    frame = missing_frame()
+    default = config(moves=None)
+    res = sdc.release_frame(frame, default, seed=5)
+    assert blanks_changed(frame, res.frame) == 0
+    blank = frame["educ"].isna().to_numpy()
+    moved_keys = (res.frame["age"].fillna(-1) != frame["age"].fillna(-1)) | \
+        (res.frame["sex"] != frame["sex"])
+    assert moved_keys[blank].sum() > 0          # blank records were post-randomized too
+    assert res.frame.equals(sdc.release_frame(frame, config(moves=False), seed=5).frame)
+    assert "A blank is always a real blank" in codebook_markdown(default, res)
+    assert res.certificate <= default.risk.xi
+    full = missing_frame(3000).dropna()
+    a = sdc.release_frame(full, config(moves=False), seed=2)
+    b = sdc.release_frame(full, config(moves=True), seed=2)
     assert a.frame.equals(b.frame)
     assert list(a.partition_sets["partition_key"]) == list(b.partition_sets["partition_key"])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_blank_is_a_perturbed_value_over_seeds(seed):
+    """Over several files and seeds under the default policy: the set of records with a blank
+    is exactly the same before and after, key by key."""
+    frame = missing_frame(4000, seed=10 + seed)
+    res = sdc.release_frame(frame, config(moves=None, small_blocks="calibrate"), seed=seed)
+    for k in ("age", "educ"):
+        assert np.array_equal(frame[k].isna().to_numpy(), res.frame[k].isna().to_numpy()), k
 
 
 def test_codebook_states_the_policy():

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 import sdc
+from sdc.io.read import read_input
 from sdc.release.draft import (
     RANGE_THRESHOLD,
     build_draft,
@@ -151,3 +152,51 @@ def test_sparse_integer_codes_are_categories_not_a_range():
     assert kd.range is None and kd.categories[:2] == [100, 300]
     ages = pd.Series(np.r_[np.arange(15, 50), 15])
     assert observe_key(ages, "age").range == (15, 49)
+
+
+def _missing_draft(tmp_path: Path, frame: pd.DataFrame, keys: list[str]):
+    """The draft of ``frame`` written as CSV (read back with the release's reader)."""
+    path = tmp_path / "miss.csv"
+    frame.to_csv(path, index=False)
+    fr, vl, varl, fmt = read_for_draft(path, keys)
+    return build_draft(fr, data_path=path, config_path=tmp_path / "miss.yaml", keys=keys,
+                       fmt=fmt, value_labels=vl, variable_labels=varl)
+
+
+def test_draft_keeps_the_default_missing_policy_when_it_certifies(tmp_path):
+    """Many records with an empty age: the default policy (a blank stays a real blank) is
+    drafted, with a comment; the draft releases with every blank where it was."""
+    rng = np.random.default_rng(3)
+    n = 4000
+    age = rng.integers(18, 80, n).astype(float)
+    age[rng.random(n) < 0.05] = np.nan
+    frame = pd.DataFrame({"age": age, "sex": rng.choice(["F", "M"], n),
+                          "income": rng.lognormal(8, 1, n).round(2)})
+    d = _missing_draft(tmp_path, frame, ["age", "sex"])
+    spec = d.as_dict()["key_variables"]["age"]
+    assert spec["missing"] == "category" and "missing_moves" not in spec
+    text = draft_yaml(d)
+    assert "missing_moves: false (default)" in text
+    cfg = sdc.parse_config({**yaml.safe_load(text), "seed": 1}, tmp_path)
+    assert cfg.key_variables["age"].missing_moves is False
+    res = sdc.release_frame(read_input(cfg), cfg, seed=1)
+    assert np.array_equal(res.frame["age"].isna().to_numpy(), np.isnan(age))
+
+
+def test_draft_lets_missing_move_when_too_few_records_miss_it(tmp_path):
+    """One record with an empty region: a singleton that cannot be certified on its own, so
+    the draft says missing_moves: true for region, with the reason, and it releases."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    region = rng.integers(1, 6, n).astype(float)
+    region[17] = np.nan
+    frame = pd.DataFrame({"region": region, "sex": rng.choice(["F", "M"], n),
+                          "age": rng.integers(18, 80, n)})
+    d = _missing_draft(tmp_path, frame, ["region", "sex", "age"])
+    spec = d.as_dict()["key_variables"]["region"]
+    assert spec["missing"] == "category" and spec["missing_moves"] is True
+    text = draft_yaml(d)
+    assert "missing_moves: true" in text and "too few records miss it" in text
+    assert any("missing_moves: true" in h for h in d.history)
+    cfg = sdc.parse_config({**yaml.safe_load(text), "seed": 1}, tmp_path)
+    sdc.release_frame(read_input(cfg), cfg, seed=1)

@@ -323,11 +323,17 @@ CASES: list[Case] = [
          rows("region", [None] * 4, [1, 2, 3, 50]), USER,
          ["region", "not empty", "<empty>", "| 4 |", "2, 3, 4, 51",
           "key_variables.region.missing: category"]),
-    Case("nan_key_missing_category", "empty region in 4 rows under missing: category "
-         "(accepted: released as empty, its own category)",
+    Case("nan_key_missing_category", "empty region in 4 rows under missing: category and "
+         "missing_moves: true (accepted: released as empty, its own category, moving)",
          both(rows("region", [None] * 4, [1, 2, 3, 50]),
-              cfg("key_variables.region.missing", "category")), OK,
+              cfg("key_variables.region.missing", "category"),
+              cfg("key_variables.region.missing_moves", True)), OK,
          check=check_missing_category),
+    Case("nan_key_missing_default", "empty region in 4 rows under missing: category and the "
+         "default policy (a blank stays a real blank): 4 records cannot be certified alone",
+         both(rows("region", [None] * 4, [1, 2, 3, 50]),
+              cfg("key_variables.region.missing", "category")), USER,
+         ["missing: region", "k=", "a blank stays a real blank", "missing_moves: true"]),
     Case("duplicate_ids", "id R000007 on two rows", lambda j: j.frame.__setitem__(
         "id", j.frame["id"].where(j.frame.index != 5, j.frame["id"].iloc[9])), USER,
          ["id", "unique", "make the ids unique"]),

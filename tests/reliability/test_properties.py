@@ -192,7 +192,9 @@ def expected_small_block_error(case: Case) -> bool:
     ``fail``: any partition set with 0 < k < kmin. ``merge`` / ``calibrate`` along every
     partition variable (the default merge order): merging goes on until no block is deficient
     or everything is one block, so the release fails iff the union of all PRBs is deficient
-    (k < kmin for merge; no theta certifies it for calibrate).
+    (k < kmin for merge; no theta certifies it for calibrate). Under the default missing policy
+    (METHOD.md 7.9) cells missing different keys are never merged: the rule applies to each
+    missing-value pattern's union separately.
     """
     part = sdc.partition_frame(case.frame, case.config)
     sens = part.sensitive
@@ -202,11 +204,21 @@ def expected_small_block_error(case: Case) -> bool:
     k_per_ps = np.bincount(part.cell_partition_set[sens], minlength=len(part.partition_keys))
     if policy == "fail":
         return bool(((k_per_ps > 0) & (k_per_ps < part.kmin)).any())
-    if policy == "merge":
-        return int(sens.sum()) < part.kmin
-    t = part.cells.frequency[sens]
-    profile = {int(v): int(c) for v, c in zip(*np.unique(t, return_counts=True), strict=True)}
-    return calibrate_theta(profile, case.config.risk.xi) is None
+    pattern = np.zeros(part.cells.n_cells, dtype=np.int64)
+    for i, kv in enumerate(case.config.key_variables.values()):
+        if kv.missing == "category" and not kv.missing_moves:
+            pattern |= (part.cells.key_codes[:, i] == kv.size - 1).astype(np.int64) << i
+    for p in np.unique(pattern[sens]):
+        group = sens & (pattern == p)
+        if policy == "merge":
+            if int(group.sum()) < part.kmin:
+                return True
+            continue
+        t = part.cells.frequency[group]
+        profile = {int(v): int(c) for v, c in zip(*np.unique(t, return_counts=True), strict=True)}
+        if calibrate_theta(profile, case.config.risk.xi) is None:
+            return True
+    return False
 
 
 def _message_is_clear(err: Exception) -> None:
