@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
+from sdc.engine.batches import partition_cells
 from sdc.engine.cells import CellTable
 from sdc.engine.dependence import frame_dependence, raise_if_dependent
 from sdc.engine.derived import apply_derived, cell_describer, derived_values
@@ -461,8 +462,21 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
         except SmallBlockError as e:
             raise fix(e) from None
     keep = np.flatnonzero(~rec_small)
+    # the kept classes' cell table is the full one restricted (small classes are unions of
+    # cells): partition_frame of the kept persons without counting them again
+    full = part.cells
+    kept_cells = np.flatnonzero(np.bincount(full.record_cell[keep], minlength=full.n_cells))
+    remap = np.full(full.n_cells, -1, dtype=np.int64)
+    remap[kept_cells] = np.arange(kept_cells.size, dtype=np.int64)
+    sub_cells = CellTable(remap[full.record_cell[keep]], full.key_codes[kept_cells],
+                          full.frequency[kept_cells], list(full.names))
+    persons = frame.iloc[keep]
     try:
-        sub = release_frame(frame.iloc[keep], pcfg, seed, not_checked=not_checked)
+        sub_plan = plan_release(partition_cells(sub_cells, pcfg), pcfg)
+        checked = persons.drop(columns=[c for c in not_checked if c in persons.columns])
+        figures = frame_dependence(checked, sub_plan, pcfg)
+        raise_if_dependent(figures, sub_plan, pcfg)
+        sub = apply_plan(persons, dataclasses.replace(sub_plan, dependence=figures), pcfg, seed)
     except SmallBlockError as e:
         raise fix(e) from None
     # the result over every person: the left-out classes have no PRB and do not move

@@ -103,8 +103,8 @@ def _flags(blocks: list[Block], deficient) -> np.ndarray:
     """``deficient(b)`` of every block, computed once per distinct profile."""
     if not blocks:
         return np.zeros(0, dtype=bool)
-    prof = np.stack([b.profile for b in blocks])
-    uniq, first, inv = np.unique(prof, axis=0, return_index=True, return_inverse=True)
+    rank = _row_rank(np.stack([b.profile for b in blocks]))
+    _, first, inv = np.unique(rank, return_index=True, return_inverse=True)
     per = np.array([bool(deficient(blocks[i])) for i in first], dtype=bool)
     return per[inv.reshape(-1)]
 
