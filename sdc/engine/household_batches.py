@@ -19,7 +19,11 @@ The architecture's two record steps, for a household file:
   cell table over all keys (as the count pass merges it), with the household-key classes that
   cannot hold a certified person PRB left out as the pandas engine leaves them out.
 * **apply** - :func:`lookup_households`: every person's household row by a binary search of
-  its household identity in the sorted identities (whole columns, no loop over persons).
+  its household identity in the sorted identities (whole columns, no loop over persons);
+  :func:`person_draw_identities` (the identities of a batch's drawing persons, made distinct
+  over the whole file by the executor with :func:`~sdc.engine.draws.unique_identities`) and
+  :func:`released_person_codes` (every person's released key codes: its own person draw, its
+  household's released household keys).
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from sdc.engine.plan import ReleasePlan, plan_release
 from sdc.errors import InputError, SmallBlockError
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
-           "household_identity", "household_stage", "lookup_households", "person_stage"]
+           "household_identity", "household_stage", "lookup_households", "person_draw_identities",
+           "person_stage", "released_person_codes"]
 
 _MAX = np.iinfo(np.uint64).max
 
@@ -238,3 +243,49 @@ def person_stage(cells: CellTable, config: ReleaseConfig) -> PersonStagePlan:
     plan = plan_release(partition_cells(sub, pcfg), pcfg)
     return PersonStagePlan(plan, kept, cell_small, n_small,
                            int(cells.frequency[cell_small].sum()))
+
+
+def _sub_cell(ps: PersonStagePlan, cell: np.ndarray, n_cells: int) -> np.ndarray:
+    """Index in the person stage's (kept) cell table of every person's cell, -1 for the left
+    out classes."""
+    remap = np.full(n_cells, -1, dtype=np.int64)
+    remap[ps.kept] = np.arange(ps.kept.size, dtype=np.int64)
+    return remap[np.asarray(cell, dtype=np.int64)]
+
+
+def person_draw_identities(frame: pd.DataFrame, cell: np.ndarray, ps: PersonStagePlan,
+                           cells: CellTable, config: ReleaseConfig
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """(identity, tiebreak) of the persons of a batch that draw in the person stage (a kept
+    cell of a PRB), in row order; ``cell`` indexes the full cell table ``cells``. The executor
+    concatenates them over the file and makes them distinct with
+    :func:`~sdc.engine.draws.unique_identities`, as the pandas engine's person stage does."""
+    pcfg = person_config(config)
+    dplan = draw_plan(ps.plan, pcfg)
+    sub = _sub_cell(ps, cell, cells.n_cells)
+    drawing = (sub >= 0) & (dplan.cell_prb[np.maximum(sub, 0)] >= 0)
+    ident = record_identity(frame[drawing], pcfg)
+    return (np.asarray(ident, np.uint64),
+            draw_tiebreak(dplan.cell_id[sub[drawing]], True))
+
+
+def released_person_codes(cell: np.ndarray, household_row: np.ndarray, identity: np.ndarray,
+                          cells: CellTable, ps: PersonStagePlan, hs: HouseholdStageResult,
+                          config: ReleaseConfig, seed: int) -> np.ndarray:
+    """(m, p) released key codes (config key order) of a batch of persons: ``cell`` their
+    cells in the full cell table ``cells``, ``household_row`` their households' rows in the
+    aggregate (:func:`lookup_households`), ``identity`` the distinct identities of the batch's
+    drawing persons in row order (:func:`person_draw_identities`). A person draws in its
+    person PRB (:func:`~sdc.engine.apply.released_cells`), then takes its household's released
+    household-key codes."""
+    pcfg = person_config(config)
+    dplan = draw_plan(ps.plan, pcfg)
+    sub = _sub_cell(ps, cell, cells.n_cells)
+    out = cells.key_codes[np.asarray(cell, dtype=np.int64)].copy()
+    drawing = np.flatnonzero((sub >= 0) & (dplan.cell_prb[np.maximum(sub, 0)] >= 0))
+    if drawing.size:
+        rel = released_cells(dplan, sub[drawing], identity, seed)
+        out[drawing] = ps.plan.partitioned.cells.key_codes[rel]
+    hk_idx = [config.key_names.index(k) for k in config.household_keys]
+    out[:, hk_idx] = hs.released_codes[np.asarray(household_row, dtype=np.int64)]
+    return out
