@@ -19,12 +19,19 @@ Checked, without reading a record:
 - the release series: no releases under another seed for the output pattern without
   ``--new-series`` (with no seed file yet, the run would create a new seed, so every release
   of the pattern made under a seed is of another series).
+- Prefect's home folder (``PREFECT_HOME``, default ``~/.prefect``), when no
+  ``PREFECT_API_URL`` is set and ``sdc release`` starts a temporary Prefect server whose SQLite
+  database lives there: it can be created or written, and its disk has room
+  (:func:`prefect_home_problem`; a full home used to end after the server's 60 s start-up
+  wait with exit 1).
 
 Importing this module imports neither Prefect nor pandas.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +40,8 @@ from sdc.errors import InputError
 from sdc.io.engine_formats import engine_problems
 from sdc.release.executors import executor_names
 
-__all__ = ["ENGINES", "PreflightError", "check_release_target", "engine_problems", "preflight"]
+__all__ = ["ENGINES", "PREFECT_HOME_MIN_FREE", "PreflightError", "check_release_target",
+           "engine_problems", "preflight", "prefect_home_problem"]
 
 ENGINES = executor_names()
 
@@ -128,6 +136,69 @@ def _seed_and_series(config: ReleaseConfig, new_series: bool) -> None:
         series_for(config, info, new_series=new_series)
 
 
+#: Free space the temporary Prefect server needs in ``PREFECT_HOME`` (its SQLite database and
+#: write-ahead log grow by a few MB per run; a margin for the logs).
+PREFECT_HOME_MIN_FREE = 32 * 1024 * 1024
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 1024:.0f} KB"
+
+
+def prefect_home_problem() -> str | None:
+    """Why the temporary Prefect server cannot keep its database in ``PREFECT_HOME``, or None.
+
+    Only when ``sdc release`` would start that server (no ``PREFECT_API_URL``, the ephemeral
+    server not disabled, no database URL of the user's). The home (or, if it does not exist
+    yet, the folder it would be created in) must be a writable folder on a disk with at least
+    :data:`PREFECT_HOME_MIN_FREE` bytes and a few inodes free; an existing home is probed by
+    writing a small temporary file into it (as root, modes allow everything: a read-only
+    mount or a full disk is found only by writing)."""
+    env = os.environ
+    if env.get("PREFECT_API_URL") or env.get("PREFECT_SERVER_EPHEMERAL_ENABLED", "").lower() in (
+            "0", "false"):
+        return None
+    if env.get("PREFECT_API_DATABASE_CONNECTION_URL") or env.get(
+            "PREFECT_SERVER_DATABASE_CONNECTION_URL"):
+        return None
+    home = Path(env.get("PREFECT_HOME") or "~/.prefect").expanduser().absolute()
+    fix = ("Free space there or point PREFECT_HOME at a writable folder on another disk "
+           "(e.g. export PREFECT_HOME=/var/tmp/$USER-prefect), or use a running Prefect server "
+           "(`sdc server start`, or set PREFECT_API_URL)")
+    what = (f"Prefect's home folder {str(home)!r} (PREFECT_HOME), where `sdc release` keeps "
+            "the database of its temporary Prefect server,")
+    probe = home
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        return (f"{what} cannot be created: {str(probe)!r} is not a folder. {fix}")
+    try:
+        st = os.statvfs(probe)
+    except OSError as e:
+        return f"{what} cannot be checked ({e.strerror or e}). {fix}"
+    free = st.f_bavail * st.f_frsize
+    if free < PREFECT_HOME_MIN_FREE:
+        return (f"{what} is on a full disk: {_size(free)} free, the server needs at least "
+                f"{_size(PREFECT_HOME_MIN_FREE)}. {fix}")
+    if st.f_files > 0 and st.f_favail < 16:
+        return (f"{what} is on a disk without free inodes ({st.f_favail} left): no file can be "
+                f"created there. {fix}")
+    if probe != home:
+        if not os.access(probe, os.W_OK | os.X_OK):
+            return f"{what} cannot be created: {str(probe)!r} is not writable. {fix}"
+        return None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".sdc-probe-", dir=home)
+        try:
+            os.write(fd, b"\0" * 4096)
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as e:
+        return f"{what} cannot be written ({e.strerror or e}). {fix}"
+    return None
+
+
 def preflight(config_path: str | Path, *, force: bool = False, new_series: bool = False,
               engine: str | None = None, discard_extra_files: bool = False) -> Preflight:
     """Check everything ``sdc release`` can refuse without reading a record (module docstring).
@@ -170,6 +241,9 @@ def preflight(config_path: str | Path, *, force: bool = False, new_series: bool 
         _seed_and_series(config, new_series)
     except (OSError, ValueError) as e:
         errors.append(e)
+    home = prefect_home_problem()
+    if home is not None:
+        errors.append(InputError(home))
     if len(errors) == 1:
         raise errors[0]
     if errors:

@@ -8,9 +8,13 @@ job of ``conftest.JobBuilder`` unless a case needs a subprocess.
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from .conftest import JobBuilder, contains
+from .conftest import SDC_BIN, JobBuilder, contains
 
 USER = 2
 
@@ -326,3 +330,52 @@ def test_decimal_text_with_trailing_zeros_is_exact(job: JobBuilder, cli, kind: s
     col = pq.read_table(pub / "microdata.parquet").column("price")
     assert col.type == (pa.decimal128(9, 2) if kind == "parquet_decimal" else pa.string())
     assert sorted("" if v is None else str(v) for v in col.to_pylist()) == want
+
+
+# -- a full or unusable PREFECT_HOME ----------------------------------------------------------------
+def _release_without_api(job: JobBuilder, home: Path) -> subprocess.CompletedProcess[str]:
+    """``sdc release`` in a subprocess that would start its own temporary Prefect server
+    (no PREFECT_API_URL) with ``PREFECT_HOME=home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", COLUMNS="200",
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="40")
+    return subprocess.run([str(SDC_BIN), "release", str(job.write())], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_prefect_home_on_a_full_disk_is_refused_in_the_preflight(job: JobBuilder,
+                                                                 tmp_path: Path) -> None:
+    """Old code: the temporary Prefect server could not create its database on the full disk;
+    ``sdc release`` waited for it and ended with exit 1. Now the pre-flight refuses at once
+    (exit 2), naming the folder, the free space and the fix; nothing is written."""
+    mnt = tmp_path / "tinyhome"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()})")
+    try:
+        res = _release_without_api(job, mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    out = " ".join((res.stdout + res.stderr).split())
+    assert res.returncode == USER, out
+    assert "Traceback" not in out
+    for fragment in (str(mnt), "PREFECT_HOME", "is on a full disk", "KB free",
+                     "needs at least 32.0 MB", "PREFECT_API_URL"):
+        assert fragment in out, (fragment, out)
+    assert not job.leftovers()
+
+
+def test_prefect_home_that_cannot_be_created_is_refused(job: JobBuilder,
+                                                        tmp_path: Path) -> None:
+    """PREFECT_HOME below a regular file (it can never be created; also as root): exit 2
+    from the pre-flight instead of the server's start-up failure (exit 1)."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder\n")
+    res = _release_without_api(job, afile / "prefect")
+    out = " ".join((res.stdout + res.stderr).split())
+    assert res.returncode == USER, out
+    assert "Traceback" not in out
+    assert f"'{afile}' is not a folder" in out and "PREFECT_HOME" in out
+    assert not job.leftovers()
