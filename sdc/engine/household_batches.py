@@ -23,7 +23,10 @@ The architecture's two record steps, for a household file:
   :func:`person_draw_identities` (the identities of a batch's drawing persons, made distinct
   over the whole file by the executor with :func:`~sdc.engine.draws.unique_identities`) and
   :func:`released_person_codes` (every person's released key codes: its own person draw, its
-  household's released household keys).
+  household's released household keys); :func:`extended_cells` (the release's cell table:
+  the original cells and the released combinations of changed households, whose digest salts
+  the public order and the household pseudonyms, :func:`~sdc.engine.households.pseudonyms` of
+  the aggregate's identities).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from sdc.errors import InputError, SmallBlockError
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "household_identity", "household_stage", "lookup_households", "person_draw_identities",
-           "person_stage", "released_person_codes"]
+           "extended_cells", "person_stage", "released_person_codes"]
 
 _MAX = np.iinfo(np.uint64).max
 
@@ -289,3 +292,26 @@ def released_person_codes(cell: np.ndarray, household_row: np.ndarray, identity:
     hk_idx = [config.key_names.index(k) for k in config.household_keys]
     out[:, hk_idx] = hs.released_codes[np.asarray(household_row, dtype=np.int64)]
     return out
+
+
+def extended_cells(cells: CellTable, released_codes: list[np.ndarray]) -> tuple[CellTable,
+                                                                              np.ndarray]:
+    """The cell table of a household release (as :func:`sdc.engine.apply.release_households`
+    builds it): the original cells plus the released key combinations that are empty in the
+    original (a person of a changed household takes its household's released keys), frequency
+    0 for those, lexicographic order. ``released_codes``: per batch, the (m, p) released codes
+    of the persons whose household changed (few). Returns (table without records, the row of
+    every original cell in it)."""
+    extra = [np.asarray(c, dtype=np.int64).reshape(-1, cells.key_codes.shape[1])
+             for c in released_codes]
+    table = np.unique(np.vstack([cells.key_codes, *extra]), axis=0)
+    if table.shape[0] == cells.n_cells:
+        orig = np.arange(cells.n_cells, dtype=np.int64)
+    else:
+        sizes = [int(x) + 1 for x in table.max(axis=0)] if table.size else []
+        from sdc.engine.households import row_index
+
+        orig = row_index(table, cells.key_codes, sizes)
+    freq = np.zeros(table.shape[0], dtype=np.int64)
+    freq[orig] = cells.frequency
+    return CellTable(np.zeros(0, dtype=np.int64), table, freq, list(cells.names)), orig

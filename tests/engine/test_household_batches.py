@@ -186,3 +186,57 @@ def test_released_persons_from_the_kernels_equal_the_pandas_engine(xi, policy):
         for j, k in enumerate(cfg.key_names):
             expect = r.frame.loc[b.index, k].to_numpy()
             np.testing.assert_array_equal(np.asarray(kvs[k].domain)[out[:, j]], expect)
+
+
+def test_extended_cells_salt_and_pseudonyms_equal_the_pandas_engine():
+    """The release's cell table from the batches (released combinations of changed
+    households added), its digest (the public order's salt) and every person's household
+    pseudonym equal the pandas engine's public file's."""
+    from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
+    from sdc.engine.draws import record_identity, unique_identities
+    from sdc.engine.household_batches import (
+        extended_cells,
+        person_draw_identities,
+        person_stage,
+        released_person_codes,
+    )
+    from sdc.engine.households import person_config, pseudonyms
+    from sdc.release.order import order_salt
+
+    cfg = sdc.parse_config(GEN)
+    f = generate_household_sample(8000, seed=9, n_regions=40)
+    r = sdc.release_frame(f, cfg, 13)
+    pcfg = person_config(cfg)
+    batches = [f.iloc[p] for p in np.array_split(np.arange(len(f)), 4)]
+    counter, households = CellCounter(), HouseholdCounter(cfg)
+    for b in batches:
+        counter.add(cell_codes(b, pcfg))
+        households.add(b)
+    codes, counts = counter.result()
+    cells = cell_table(codes, counts, pcfg)
+    agg = households.result()
+    hs, ps = household_stage(agg, cfg, 13), person_stage(cells, cfg)
+    locate = CellLocator(codes, pcfg)
+    located = [locate(cell_codes(b, pcfg)) for b in batches]
+    pairs = [person_draw_identities(b, c, ps, cells, cfg) for b, c in zip(batches, located,
+                                                                           strict=True)]
+    ident = unique_identities(np.concatenate([p[0] for p in pairs]),
+                              np.concatenate([p[1] for p in pairs]))
+    extra, hh_rows, pos = [], [], 0
+    for b, c, (i, _) in zip(batches, located, pairs, strict=True):
+        rows = lookup_households(agg.identity, household_identity(b, cfg))
+        out = released_person_codes(c, rows, ident[pos:pos + i.size], cells, ps, hs, cfg, 13)
+        pos += i.size
+        extra.append(out[hs.changed[rows]])
+        hh_rows.append(rows)
+    table, orig = extended_cells(cells, extra)
+    np.testing.assert_array_equal(table.key_codes, r.cells.key_codes)
+    np.testing.assert_array_equal(table.frequency, r.cells.frequency)
+    assert table.n_cells > cells.n_cells  # changed households made new combinations
+    salt = order_salt(table)
+    assert salt == order_salt(r.cells)
+    pseudo = pseudonyms(agg.identity, 13, salt)[np.concatenate(hh_rows)]
+    # the pandas engine's public household ids (sdc.release.public.public_records), input order
+    st = r.households
+    hh_ident = record_identity(r.frame[["hh_id"]].iloc[st.first], st.config)
+    np.testing.assert_array_equal(pseudo, pseudonyms(hh_ident, 13, order_salt(r.cells))[st.code])
