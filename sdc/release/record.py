@@ -198,8 +198,7 @@ def prb_structure(config: ReleaseConfig, result: Any) -> dict[str, Any]:
     s_ps, s_t = cell_ps[sens][order], freq[sens][order]
     bounds = np.searchsorted(s_ps, np.arange(n_ps + 1))
     sets = []
-    for i in range(n_ps):
-        row = ps.iloc[i]
+    for i, row in enumerate(ps.to_dict(orient="records")):
         sets.append({
             "id": i, "label": str(row["partition_key"]),
             "values": {v: _plain(row[v]) for v in pvars if v in ps.columns},
@@ -208,23 +207,20 @@ def prb_structure(config: ReleaseConfig, result: Any) -> dict[str, Any]:
             "prb": int(row["prb"]),
         })
     prb_of_set = ps["prb"].to_numpy(dtype=np.int64)
-    blocks = result.blocks
+    blocks = result.blocks.to_dict(orient="records")
+    # members of every PRB (ascending ids) and the profile of its sensitive cells
+    by_prb = np.argsort(prb_of_set, kind="stable")
+    starts = np.searchsorted(prb_of_set[by_prb], np.arange(len(blocks) + 1))
+    cell_prb = np.asarray(result.cell_prb, dtype=np.int64)
+    t_size = int(freq[sens].max()) + 1 if sens.any() else 1
+    prb_profiles = np.zeros((len(blocks), t_size), dtype=np.int64)
+    np.add.at(prb_profiles, (cell_prb[sens], freq[sens]), 1)
     prbs, merges = [], []
-    for j in range(len(blocks)):
-        members = [int(m) for m in np.flatnonzero(prb_of_set == j)]
-        b = blocks.iloc[j]
-        prof = np.zeros(0, dtype=np.int64)
-        for m in members:
-            p = sets[m]["profile"]
-            if p:
-                arr = np.zeros(max(int(t) for t in p) + 1, dtype=np.int64)
-                for t, c in p.items():
-                    arr[int(t)] = c
-                n = max(prof.size, arr.size)
-                prof = np.pad(prof, (0, n - prof.size)) + np.pad(arr, (0, n - arr.size))
+    for j, b in enumerate(blocks):
+        members = [int(m) for m in by_prb[starts[j]:starts[j + 1]]]
         prbs.append({
             "prb": j, "partition_sets": members, "merged": len(members) > 1,
-            "profile": {str(t): int(c) for t, c in enumerate(prof) if c},
+            "profile": {str(t): int(c) for t, c in enumerate(prb_profiles[j]) if c},
             "k": int(b["k"]), "theta": float(b["theta"]), "max_risk": float(b["max_risk"]),
             "action": str(b["action"]),
         })
