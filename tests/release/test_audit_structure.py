@@ -1,7 +1,8 @@
 """``audit.json``'s ``prb_structure``: an independent program rebuilds every PRB and the
 certificate from the audit record alone (no input file, no sdc engine code: the exact max risk
 is recomputed from the formulas of docs/METHOD.md section 7.1 by brute force here), and gets
-the release's PRBs, thetas, max risks and certificate.
+the release's PRBs, thetas, max risks and certificate; and from the source file plus
+audit.json (its config copy) every partition set's records and profile are recounted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 import sdc
 from sdc.release.assemble import assemble_release
@@ -31,8 +33,8 @@ def _frame(n: int = 1_500, seed: int = 4) -> pd.DataFrame:
     })
 
 
-def _config(tmp_path: Path, **risk) -> sdc.ReleaseConfig:
-    return sdc.parse_config({
+def _config_data(tmp_path: Path, **risk) -> dict:
+    return {
         "name": "structure",
         "input": {"path": str(tmp_path / "in.parquet"), "id_column": "pid"},
         "key_variables": {"age": {"range": [0, 89]}, "sex": {"categories": [1, 2]},
@@ -42,17 +44,19 @@ def _config(tmp_path: Path, **risk) -> sdc.ReleaseConfig:
         "risk": {"xi": 0.395, "small_blocks": "merge", **risk},
         "seed": 7,
         "output": {"dir": str(tmp_path / "rel"), "formats": ["parquet"]},
-    }, tmp_path)
+    }
 
 
 def _audit(tmp_path: Path, **risk) -> tuple[dict, sdc.ReleaseResult]:
     frame = _frame()
     frame.to_parquet(tmp_path / "in.parquet", index=False)
-    cfg = _config(tmp_path, **risk)
+    data = _config_data(tmp_path, **risk)
+    cfg = sdc.parse_config(data, tmp_path)
     result = sdc.release_frame(frame, cfg, 7)
     _, internal = assemble_release(cfg, frame, result, SeedInfo(value=7, path=None, sha256=None,
                                                                 created=False),
-                                   input_sha256="0" * 64, config_text="")
+                                   input_sha256="0" * 64,
+                                   config_text=yaml.safe_dump(data, sort_keys=False))
     return json.loads(internal["audit.json"]), result
 
 
@@ -161,3 +165,40 @@ def test_prb_structure_holds_no_record_level_data(tmp_path):
     text = json.dumps(audit["prb_structure"])
     assert "pid" not in text and "income" not in text
     assert len(audit["prb_structure"]["partition_sets"]) == len(result.partition_sets)
+
+
+def test_partition_sets_recounted_from_the_source_file_and_audit_json(tmp_path):
+    """The other half of an independent audit: from the source file and audit.json (its
+    config copy and prb_structure) alone, put every record into its partition set by the
+    config's rules, count the cells, and get every partition set's records and profile of
+    sensitive cells (t * xi < 1) as recorded. pandas group-bys only, no sdc code."""
+    audit, _ = _audit(tmp_path)
+    st = audit["prb_structure"]
+    cfg = yaml.safe_load(audit["config"]["text"])
+    frame = pd.read_parquet(cfg["input"]["path"])
+    keys = list(cfg["key_variables"])
+    labels = {}
+    for var, rule in cfg["partition"].items():
+        if rule == "as_is":
+            labels[var] = frame[var].astype(str)
+        else:  # bands: the band's lower edge, matched with the label's leading number
+            edges = np.asarray(rule["bands"])
+            labels[var] = pd.Series(edges[np.searchsorted(edges, frame[var], "right") - 1])
+    # the partition labels are functions of the keys: grouping by both gives the cells
+    part_cols = [f"_{v}" for v in st["partition_variables"]]
+    records = frame[keys].assign(**{f"_{v}": labels[v].to_numpy() for v in labels})
+    cells = records.groupby(keys + part_cols).size().rename("t").reset_index()
+    xi = cfg["risk"]["xi"]
+    recounted = {}
+    for key, g in cells.groupby(part_cols):
+        sens = g["t"][g["t"] * xi < 1]
+        recounted[tuple(str(k) for k in key)] = (
+            int(g["t"].sum()), {str(t): int(c) for t, c in sens.value_counts().sort_index().items()})
+
+    def norm(var: str, label: str) -> str:
+        rule = cfg["partition"][var]
+        return label if rule == "as_is" else str(int(label.split("-")[0].rstrip("+")))
+
+    recorded = {tuple(norm(v, s["values"][v]) for v in st["partition_variables"]):
+                (s["n_records"], s["profile"]) for s in st["partition_sets"]}
+    assert recorded == recounted
