@@ -813,10 +813,6 @@ def _check_households(cfg: ReleaseConfig) -> None:
         raise ValueError("every key variable has level: household; a household file needs "
                          "at least one person-level key (sex, age, ...), otherwise release "
                          "the household table as a file of its own")
-    if cfg.perturb:
-        raise ValueError(f"perturb: {list(cfg.perturb)} with input.household_id: DP-PRAM of "
-                         "non-key variables is not supported on household files yet (a household "
-                         "column would differ within a household); release without perturb:")
 
 
 def _check_derived(cfg: ReleaseConfig) -> None:

@@ -50,6 +50,7 @@ from sdc.engine.households import (
     check_households,
     household_codes,
     household_config,
+    household_perturb,
     household_table,
     person_config,
     row_index,
@@ -424,6 +425,8 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
     cell_prb[orig_map] = pres.cell_prb
     cell_ps, ps_frame = _household_partition_sets(pres, pcfg, table, orig_map)
 
+    out, dp_done = _household_perturbations(frame, out, config, pcfg, pres, hres, code, seed)
+
     cert, cert_at = pres.certificate, pres.certificate_at
     if hres.certificate > cert:
         cert, cert_at = hres.certificate, hres.certificate_at
@@ -432,8 +435,35 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
                            *small, person=pres)
     return ReleaseResult(out, pres.blocks, cert, cert_at, pres.xi, pres.theta, pres.kmin,
                          ps_frame, cells, cell_ps, cell_prb, released, merges,
-                         pres.dp_perturbations, cell_identity(table, config), pres.prb_identity,
+                         dp_done, cell_identity(table, config), pres.prb_identity,
                          config, stage, dependence=list(pres.dependence))
+
+
+def _household_perturbations(frame: pd.DataFrame, out: pd.DataFrame, config: ReleaseConfig,
+                             pcfg: ReleaseConfig, pres: ReleaseResult, hres: ReleaseResult,
+                             code: np.ndarray, seed: int) -> tuple[pd.DataFrame, list]:
+    """DP-PRAM of the ``perturb:`` variables of a household file (docs/HOUSEHOLDS.md): those
+    of ``input.household_columns`` were perturbed once per household by the household stage
+    (on the household table, with the households' identities): every member takes its
+    household's value; the others are perturbed per person, over every person (the small
+    classes included), with the persons' identities made distinct as the pandas engine does
+    (PRB records first). Returns the frame and the perturbations in ``perturb:`` order."""
+    if not config.perturb:
+        return out, []
+    hh_vars = household_perturb(config)
+    for v in hh_vars:
+        col = hres.frame[v].to_numpy()[code]
+        out[v] = pd.Series(col, index=out.index, name=v).astype(hres.frame[v].dtype)
+    done = {d.variable: d for d in hres.dp_perturbations}
+    person_vars = {v: sp for v, sp in config.perturb.items() if v not in hh_vars}
+    if person_vars:
+        pp = pcfg.model_copy(update={"perturb": person_vars})
+        rec = pres.cells.record_cell
+        ident = unique_identities(record_identity(frame, pp),
+                                  draw_tiebreak(pres.cell_id[rec], pres.cell_prb[rec] >= 0))
+        out, dp = apply_perturbations(frame, out, pp, seed, identity=ident)
+        done.update({d.variable: d for d in dp})
+    return out, [done[v] for v in config.perturb if v in done]
 
 
 def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfig,
@@ -455,7 +485,8 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     part = partition_frame(frame, pcfg)
     keys = pcfg.key_names
     n_small, rec_small = small_classes(part, config)
-    not_checked = (config.input.household_id, *config.input.household_columns)
+    not_checked = (config.input.household_id, *config.input.household_columns,
+                   *(config.perturb or {}))
     if n_small == 0 or config.risk.small_blocks == "fail":
         try:
             return release_frame(frame, pcfg, seed, not_checked=not_checked), (0, 0)

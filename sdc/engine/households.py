@@ -24,7 +24,7 @@ from sdc.engine.plan import default_merge_order
 from sdc.errors import InputError
 
 __all__ = ["MAX_LISTED", "check_households", "household_codes", "household_config",
-           "household_table", "person_config", "pseudonyms", "row_index", "small_classes"]
+           "household_perturb", "household_table", "person_config", "pseudonyms", "row_index", "small_classes"]
 
 MAX_LISTED = 20
 """Violating households listed by id per column (the message gives the full count)."""
@@ -127,7 +127,16 @@ def household_config(config: ReleaseConfig) -> ReleaseConfig:
     return config.model_copy(update={
         "input": inp, "key_variables": {k: config.key_variables[k] for k in hk},
         "partition": {k: r for k, r in config.partition.items() if k in hk},
-        "risk": risk, "perturb": {}})
+        "risk": risk, "perturb": household_perturb(config)})
+
+
+def household_perturb(config: ReleaseConfig) -> dict:
+    """The ``perturb:`` variables of the household level (listed in
+    ``input.household_columns``): DP-PRAM once per household (on the household table, drawn
+    with the household's identity), every member taking the household's value. The others are
+    perturbed per person."""
+    cols = set(config.input.household_columns)
+    return {v: spec for v, spec in (config.perturb or {}).items() if v in cols}
 
 
 def person_config(config: ReleaseConfig) -> ReleaseConfig:
@@ -141,7 +150,10 @@ def person_config(config: ReleaseConfig) -> ReleaseConfig:
     along = [v for v in default_merge_order(config) if v not in hk]
     risk = config.risk.model_copy(update={"merge_along": along})
     inp = config.input.model_copy(update={"household_id": None})
-    return config.model_copy(update={"input": inp, "partition": part, "risk": risk})
+    # DP-PRAM of the person-level perturb: variables runs after both stages, over every person
+    # (release_households); the person stage itself perturbs nothing
+    return config.model_copy(update={"input": inp, "partition": part, "risk": risk,
+                                     "perturb": {}})
 
 
 def household_table(frame: pd.DataFrame, config: ReleaseConfig,

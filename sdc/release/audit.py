@@ -364,7 +364,9 @@ def _household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any
         _dependence_checks(rep, {"dependence": {"columns": hh.get("dependence")}},
                            what="household stage: ")
         persons = original if po is po_all else original.iloc[np.flatnonzero(~rec_small)]
-        persons = persons.drop(columns=[cfg.input.household_id, *hh_cols])
+        persons = persons.drop(columns=[c for c in (cfg.input.household_id, *hh_cols,
+                                                    *(cfg.perturb or {}))
+                                        if c in persons.columns])
         rep.dependence = frame_dependence(persons, plan_release(po, pcfg), pcfg)
         _dependence_checks(rep, audit, what="person stage: ")
     except (InputError, ConfigError, SmallBlockError) as e:

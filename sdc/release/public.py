@@ -267,6 +267,12 @@ def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) 
         return ("may have been changed (household-level key: post-randomized once per "
                 "household; every member carries the same value)")
     if var in config.input.household_columns:
+        if var in config.perturb:
+            spec = config.perturb[var]
+            dp = (f"PRAM, eps = {spec.epsilon:g}; {NOT_DP}" if spec.domain_from_data else
+                  f"eps-differentially private PRAM, eps = {spec.epsilon:g}")
+            return (f"may have been changed ({dp}; household column: drawn once per household, "
+                    "every member carries the same value)")
         return "unchanged (household column: one value per household)"
     if var in config.key_variables:
         rule = config.partition.get(var)

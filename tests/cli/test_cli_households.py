@@ -104,3 +104,24 @@ def test_plan_notes_the_household_stage(make_small_job):
     assert r.exit_code == 0, r.text
     assert "household file: the PRBs below are the person stage's" in r.text
     assert "household PRB(s)" in r.text
+
+
+@pytest.mark.e2e
+def test_household_release_with_perturb_passes_the_audit(prefect_harness, make_small_job):
+    """perturb: on a household file (issue 23 D): the household column water once per
+    household, the person column employed per person; released, consistent, audited."""
+    frame = generate_household_sample(3000, seed=5, n_regions=12)
+    frame["employed"] = (np.random.default_rng(2).random(len(frame)) < 0.6).astype(np.int64)
+    cfg = _job(make_small_job, "hhdp", frame)
+    d = yaml.safe_load(cfg.read_text())
+    d["perturb"] = {"water": {"epsilon": 1.0, "categories": list(range(1, 10))},
+                    "employed": {"epsilon": 1.0, "categories": [0, 1]}}
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    out = sdc.load_config(cfg).output_dir
+    r = run("release", cfg)
+    assert r.exit_code == 0, r.text
+    r = run("audit", out)
+    assert r.exit_code == 0, r.text
+    pub = pd.read_parquet(out / "public" / "microdata.parquet")
+    assert (pub.groupby("hh_id")["water"].nunique() == 1).all()
+    assert (pub.groupby("hh_id")["employed"].nunique() > 1).any()

@@ -221,10 +221,36 @@ def test_household_outcome_is_stable_when_other_households_join():
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_batch_engine_refusal_and_perturb_refusal():
-    d = {**GEN, "perturb": {"income": {"epsilon": 1.0, "categories": [0, 1]}}}
-    with pytest.raises(sdc.ConfigError, match="not supported on household files"):
-        sdc.parse_config(d)
+@pytest.mark.parametrize("seed", [2, 3])
+def test_perturb_on_household_files(seed):
+    """DP-PRAM on a household file (issue 23 D): a household column is perturbed once per
+    household (every member carries the household's value, some households changed, drawn
+    with the household's identity: the same in any row order), a person column per person
+    (the small classes included); both reported in perturb: order."""
+    d = {**GEN, "perturb": {"water": {"epsilon": 1.0, "categories": list(range(1, 10))},
+                            "employed": {"epsilon": 1.0, "categories": [0, 1]}}}
+    cfg = sdc.parse_config(d)
+    f = _gen()
+    f["employed"] = (np.random.default_rng(seed).random(len(f)) < 0.6).astype(np.int64)
+    r = sdc.release_frame(f, cfg, seed)
+    assert _consistent(r.frame, cfg)
+    assert [p.variable for p in r.dp_perturbations] == ["water", "employed"]
+    water_h = r.frame.groupby("hh_id")["water"].first()
+    orig_h = f.groupby("hh_id")["water"].first()
+    changed_h = int((water_h != orig_h.loc[water_h.index]).sum())
+    assert changed_h == r.dp_perturbations[0].changed > 0  # counted in households
+    changed_p = int((r.frame["employed"] != f["employed"]).sum())
+    assert changed_p == r.dp_perturbations[1].changed > 0  # counted in persons
+    # a person column differs between members: it is per person, not per household
+    assert (r.frame.groupby("hh_id")["employed"].nunique() > 1).any()
+    # every other non-key column is unchanged; row order does not matter
+    for c in ("hh_id", "person_id", "hh_weight"):
+        assert r.frame[c].equals(f[c])
+    perm = np.random.default_rng(9).permutation(len(f))
+    r2 = sdc.release_frame(f.iloc[perm].reset_index(drop=True), cfg, seed)
+    a = r.frame.sort_values("person_id").reset_index(drop=True)
+    b = r2.frame.sort_values("person_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
 
 
 def test_rare_household_cell_alone_is_refused_with_the_fix():
@@ -351,3 +377,14 @@ def test_dependence_check_at_each_level():
     assert [x.column for x in r.households.result.dependence] == ["roof"]
     assert not any(x.flagged for x in r.households.result.dependence)
     assert "hid" not in {x.column for x in r.dependence}
+
+
+def test_codebook_of_a_perturbed_household_column():
+    from sdc.release.public import codebook_markdown
+
+    d = {**GEN, "perturb": {"water": {"epsilon": 1.0, "categories": list(range(1, 10))}}}
+    cfg = sdc.parse_config(d)
+    r = sdc.release_frame(_gen(), cfg, 3)
+    md = codebook_markdown(cfg, r)
+    line = next(x for x in md.splitlines() if "`water` |" in x)
+    assert "drawn once per household" in line and "eps = 1" in line
