@@ -32,16 +32,16 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.batches import partition_cells
+from sdc.engine.batches import decode_released
 from sdc.engine.cells import CellTable
 from sdc.engine.dependence import frame_dependence, raise_if_dependent
 from sdc.engine.derived import apply_derived, cell_describer, derived_values
 from sdc.engine.draws import (
     DrawPlan,
+    all_identities,
     cell_identity,
-    draw_tiebreak,
+    drawing_identities,
     keyed_uniform,
-    record_identity,
     trie_rendezvous,
     unique_identities,
 )
@@ -56,7 +56,7 @@ from sdc.engine.households import (
     row_index,
     small_classes,
 )
-from sdc.engine.partition import check_columns, partition_frame
+from sdc.engine.partition import check_columns, partition_cells, partition_frame
 from sdc.engine.perturb import apply_perturbations
 from sdc.engine.plan import ReleasePlan, _partition_sets_frame, plan_release
 from sdc.errors import SmallBlockError
@@ -122,9 +122,7 @@ class ReleaseResult:
         order. Internal only: never published.
         """
         rec = self.cells.record_cell
-        in_prb = self.cell_prb[rec] >= 0
-        ident = unique_identities(record_identity(self.frame, self.config),
-                                  lambda: draw_tiebreak(self.cell_id[rec], in_prb))
+        ident = unique_identities(*all_identities(self.frame, rec, self, self.config))
         return pd.DataFrame({"identity": ident, "cell": self.cell_id[rec],
                              "released": self.cell_id[self.released_cell]}, copy=False)
 
@@ -149,16 +147,13 @@ class ReleaseResult:
     def n_changed(self) -> int:
         return int(self.changed.sum())
 
-def _decode_values(kv, codes: np.ndarray) -> np.ndarray:
-    dom = kv.domain + ([None] if kv.missing == "category" else [])
-    return np.asarray(dom, dtype=object)[codes]
-
-
 def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
-    """The arrays of ``plan`` that the per-record step needs (see :class:`DrawPlan`)."""
-    part = plan.partitioned
-    return DrawPlan(cell_prb=plan.cell_prb, cell_frequency=part.cells.frequency,
-                    cell_id=cell_identity(part.cells.key_codes, config),
+    """The plain arrays of ``plan`` every batch needs to draw (:class:`DrawPlan`; picklable,
+    sent to Dask workers)."""
+    cells = plan.partitioned.cells
+    return DrawPlan(cell_prb=np.asarray(plan.cell_prb, dtype=np.int64),
+                    cell_frequency=np.asarray(cells.frequency, dtype=np.int64),
+                    cell_id=cell_identity(cells.key_codes, config),
                     prb_theta=np.array([b.theta for b in plan.block_plan.blocks],
                                        dtype=np.float64))
 
@@ -211,8 +206,6 @@ def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray
 def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, seed: int) -> ReleaseResult:
     """Post-randomize the sensitive records of ``frame`` as ``plan`` says; see :func:`release_frame`."""
     part = plan.partitioned
-    keys = config.key_names
-    kvs = config.key_variables
     cells = part.cells
     blocks = plan.block_plan.blocks
     cell_prb = plan.cell_prb
@@ -226,8 +219,7 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
     rec_cell = cells.record_cell
     dplan = draw_plan(plan, config)
     rows = np.flatnonzero(cell_prb[rec_cell] >= 0)
-    prb_identity = unique_identities(record_identity(frame.iloc[rows], config),
-                                     draw_tiebreak(dplan.cell_id[rec_cell[rows]], True))
+    prb_identity = unique_identities(*drawing_identities(frame, rec_cell, dplan, config))
     released_cell = rec_cell.copy()
     released_cell[rows] = released_cells(dplan, rec_cell[rows], prb_identity, seed)
     moved_rec = released_cell != rec_cell
@@ -235,20 +227,7 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
                                     minlength=len(blocks)).astype(np.int64)
 
     # the released frame: every moved record takes all key values of its destination cell
-    out = frame.drop(columns=list(config.input.drop))
-    moved = np.flatnonzero(released_cell != rec_cell)
-    if moved.size:
-        for j, v in enumerate(keys):
-            new_codes = cells.key_codes[released_cell[moved], j]
-            diff = new_codes != cells.key_codes[rec_cell[moved], j]
-            if not diff.any():
-                continue
-            pos = moved[diff]
-            col = out[v].to_numpy(copy=True)
-            if col.dtype != object and kvs[v].missing == "category":
-                col = col.astype(object)
-            col[pos] = _decode_values(kvs[v], new_codes[diff])
-            out[v] = pd.Series(col, index=out.index, name=v).astype(frame[v].dtype)
+    out = decode_released(frame, rec_cell, released_cell, cells, config)
 
     # derived: columns take the value of their released cell (the input's mapping)
     out = apply_derived(out, rec_cell, released_cell, derived)
@@ -256,9 +235,7 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
     # eps-DP PRAM of the perturb: variables (non-key), after NZY
     dp_identity = None
     if config.perturb:
-        in_prb = cell_prb[rec_cell] >= 0
-        dp_identity = unique_identities(record_identity(frame, config),
-                                        draw_tiebreak(dplan.cell_id[rec_cell], in_prb))
+        dp_identity = unique_identities(*all_identities(frame, rec_cell, dplan, config))
     out, dp_done = apply_perturbations(frame, out, config, seed, identity=dp_identity)
 
     blocks_df = plan.blocks.copy()

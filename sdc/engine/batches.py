@@ -8,10 +8,9 @@ Dask = one batch per partition); what happens between the passes is
 :func:`sdc.engine.plan.plan_release` on the cell table, identical for every engine.
 
 Cells are identified across batches by their mixed-radix code
-``c = (((k_1) * s_2 + k_2) * s_3 + k_3) ...`` (k_i = key code, s_i = domain size): sorting the
-codes sorts the cells lexicographically by key codes, exactly the cell numbering of
-:func:`sdc.engine.cells.encode_cells`, so a cell table merged from batches equals the one of
-the whole file.
+(:func:`sdc.engine.cells.cell_codes`): sorting the codes sorts the cells lexicographically by
+key codes, exactly the cell numbering of :func:`sdc.engine.cells.encode_cells`, so a cell
+table merged from batches equals the one of the whole file.
 """
 
 from __future__ import annotations
@@ -21,46 +20,20 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from sdc.config.model import ReleaseConfig
-from sdc.engine.cells import CellTable, encode_key
+from sdc.config.model import KeyVariable, ReleaseConfig
+from sdc.engine.cells import CellTable, radix_sizes, split_codes
 from sdc.engine.dependence import DependenceCounter, key_sizes, small_limit
 from sdc.engine.dependence import checked_columns as dependence_columns
 from sdc.engine.derived import DerivedCollector, apply_derived, cell_describer
-from sdc.engine.generalize import generalize_domain
-from sdc.engine.partition import Partitioned, partition_labels, split_missing
-from sdc.engine.theta import kmin as kmin_of
-from sdc.engine.theta import solve_theta
 from sdc.errors import InputError
 
-__all__ = ["CellCounter", "CellLocator", "add_dependence", "cell_codes", "cell_table",
-           "decode_released", "derived_cells", "new_dependence_counter", "partition_cells",
-           "record_key_codes"]
-
-_MAX_CODE = 2**62
-
-
-def _radix(config: ReleaseConfig) -> list[int]:
-    sizes = [config.key_variables[v].size for v in config.key_names]
-    total = 1
-    for s in sizes:
-        total *= s
-    if total >= _MAX_CODE:
-        raise InputError(
-            f"the key variables {config.key_names} have {total:.3g} possible cells; the batch "
-            "engines number cells by one 62-bit code and need fewer than 2**62. Generalize or "
-            "drop a key variable, or use --engine pandas"
-        )
-    return sizes
+__all__ = ["CellCounter", "CellLocator", "add_dependence", "cell_table", "decode_released",
+           "derived_cells", "new_dependence_counter", "record_key_codes"]
 
 
 def record_key_codes(codes: np.ndarray, config: ReleaseConfig) -> np.ndarray:
     """(n, p) key codes of mixed-radix cell codes (the inverse of :func:`cell_codes`)."""
-    sizes = _radix(config)
-    out = np.empty((len(sizes), codes.size), dtype=np.int64).T  # contiguous per key
-    rest = np.asarray(codes, dtype=np.int64)
-    for j in range(len(sizes) - 1, -1, -1):
-        rest, out[:, j] = np.divmod(rest, sizes[j])
-    return out
+    return split_codes(codes, radix_sizes(config), per_key=True)
 
 
 def new_dependence_counter(columns: list[str], config: ReleaseConfig) -> DependenceCounter:
@@ -87,20 +60,6 @@ def derived_cells(cells: CellTable, cell_ids: np.ndarray, collector: DerivedColl
     describe = cell_describer(cells.key_codes, config)
     values = {c: collector.values(c, cell_ids, describe) for c in collector.columns}
     return dataclasses.replace(cells, derived=values)
-
-
-def cell_codes(frame: pd.DataFrame, config: ReleaseConfig) -> np.ndarray:
-    """(n,) int64 mixed-radix cell code of every record of ``frame`` (any batch).
-
-    Raises :class:`~sdc.errors.InputError` (from :func:`~sdc.engine.cells.encode_key`) for a key
-    value outside its domain; rows in the message are 1-based within ``frame``.
-    """
-    sizes = _radix(config)
-    code = np.zeros(len(frame), dtype=np.int64)
-    for v, s in zip(config.key_names, sizes, strict=True):
-        code *= s
-        code += encode_key(frame[v], v, config.key_variables[v])
-    return code
 
 
 class CellCounter:
@@ -148,44 +107,8 @@ class CellCounter:
 
 def cell_table(codes: np.ndarray, counts: np.ndarray, config: ReleaseConfig) -> CellTable:
     """The :class:`CellTable` of merged counts (``record_cell`` is empty: no records here)."""
-    sizes = _radix(config)
-    key_codes = np.empty((codes.size, len(sizes)), dtype=np.int64)
-    rest = codes.copy()
-    for j in range(len(sizes) - 1, -1, -1):
-        rest, key_codes[:, j] = np.divmod(rest, sizes[j])
-    return CellTable(np.zeros(0, dtype=np.int64), key_codes, counts.astype(np.int64),
-                     list(config.key_names))
-
-
-def partition_cells(cells: CellTable, config: ReleaseConfig) -> Partitioned:
-    """Partition sets and sensitive cells of a cell table (the part of
-    :func:`sdc.engine.partition.partition_frame` after counting; works on cells only)."""
-    if cells.n_cells == 0:
-        raise InputError("the input has no records; nothing to release")
-    xi = config.risk.xi
-    theta = solve_theta(xi)
-    km = kmin_of(theta)
-    keys = config.key_names
-    kvs = config.key_variables
-    pvars = config.partition_variables
-    gens = [generalize_domain(v, kvs[v], config.partition[v]) for v in pvars]
-    if pvars:
-        g = np.zeros(cells.n_cells, dtype=np.int64)
-        for v, gen in zip(pvars, gens, strict=True):
-            g = g * len(gen.labels) + gen.code_map[cells.key_codes[:, keys.index(v)]]
-        uniq, cell_ps = np.unique(g, return_inverse=True)
-        ps_codes = np.empty((uniq.size, len(pvars)), dtype=np.int64)
-        rest = uniq.copy()
-        for j in range(len(pvars) - 1, -1, -1):
-            rest, ps_codes[:, j] = np.divmod(rest, len(gens[j].labels))
-        cell_ps = cell_ps.astype(np.int64)
-    else:
-        cell_ps = np.zeros(cells.n_cells, dtype=np.int64)
-        ps_codes = np.zeros((1, 0), dtype=np.int64)
-    labels = partition_labels(pvars, gens, ps_codes)
-    cell_ps, ps_codes, labels = split_missing(cell_ps, ps_codes, labels, cells.key_codes, config)
-    sensitive = cells.frequency * xi < 1.0
-    return Partitioned(cells, cell_ps, ps_codes, labels, gens, sensitive, xi, theta, km)
+    return CellTable(np.zeros(0, dtype=np.int64), split_codes(codes, radix_sizes(config)),
+                     counts.astype(np.int64), list(config.key_names))
 
 
 _LUT_MAX = 1 << 24
@@ -200,7 +123,7 @@ class CellLocator:
     def __init__(self, sorted_cell_codes: np.ndarray, config: ReleaseConfig) -> None:
         self.codes = np.asarray(sorted_cell_codes, dtype=np.int64)
         total = 1
-        for s in _radix(config):
+        for s in radix_sizes(config):
             total *= s
         self.lut = None
         if total <= _LUT_MAX:
@@ -221,15 +144,44 @@ class CellLocator:
         return idx.astype(np.int64, copy=False)
 
 
-def _decode(kv, codes: np.ndarray) -> np.ndarray:
+def released_column(values: pd.Series, rows: np.ndarray, new_codes: np.ndarray,
+                    kv: KeyVariable) -> pd.Series:
+    """``values`` (a key column) with the records ``rows`` taking the domain values of
+    ``new_codes`` (the missing category, when declared, is the last code and decodes to a
+    missing value).
+
+    One dtype rule for every engine: the column keeps its input dtype whenever that dtype can
+    hold the released values (numbers are written into a numeric column directly, anything
+    else through an object column cast back), and becomes an object column only when a numpy
+    integer or boolean column receives a missing value (a batch without missing values of a
+    file that has them).
+    """
     dom = kv.domain + ([None] if kv.missing == "category" else [])
-    return np.asarray(dom, dtype=object)[codes]
+    col = values.to_numpy(copy=True)
+    gets_missing = kv.missing == "category" and bool((new_codes == len(dom) - 1).any())
+    number = all(x is None or (isinstance(x, int | float) and not isinstance(x, bool))
+                 for x in dom)
+    if number and col.dtype.kind == "f":  # stays float (missing category = NaN)
+        col[rows] = np.array([np.nan if x is None else float(x) for x in dom])[new_codes]
+    elif number and col.dtype.kind in "iu" and not gets_missing and all(
+            float(x).is_integer() for x in dom if x is not None):
+        col[rows] = np.array([0 if x is None else x for x in dom], dtype=np.int64)[new_codes]
+    else:
+        if col.dtype != object:
+            col = col.astype(object)
+        col[rows] = np.asarray(dom, dtype=object)[new_codes]
+    out = pd.Series(col, index=values.index, name=values.name)
+    plain = not isinstance(values.dtype, pd.api.extensions.ExtensionDtype)
+    if out.dtype != values.dtype and not (gets_missing and plain and values.dtype.kind in "iub"):
+        out = out.astype(values.dtype)
+    return out
 
 
 def decode_released(frame: pd.DataFrame, record_cell: np.ndarray, released_cell: np.ndarray,
                     cells: CellTable, config: ReleaseConfig) -> pd.DataFrame:
-    """The released records of a batch: ``frame`` minus ``input.drop``, every moved record
-    taking all key values of its released cell (values decoded from the declared domain)."""
+    """The released records of a batch (or of the whole file): ``frame`` minus
+    ``input.drop``, every moved record taking all key values of its released cell
+    (:func:`released_column`) and, with ``cells.derived``, the derived values of it."""
     out = frame.drop(columns=list(config.input.drop))
     moved = np.flatnonzero(released_cell != record_cell)
     if not moved.size:
@@ -237,24 +189,9 @@ def decode_released(frame: pd.DataFrame, record_cell: np.ndarray, released_cell:
     if cells.derived:
         out = apply_derived(out, record_cell, released_cell, cells.derived)
     for j, v in enumerate(config.key_names):
-        kv = config.key_variables[v]
         new_codes = cells.key_codes[released_cell[moved], j]
         diff = new_codes != cells.key_codes[record_cell[moved], j]
-        if not diff.any():
-            continue
-        col = out[v].to_numpy(copy=True)
-        dom = kv.domain + ([None] if kv.missing == "category" else [])
-        number = all(x is None or (isinstance(x, int | float) and not isinstance(x, bool))
-                     for x in dom)
-        rows, new = moved[diff], new_codes[diff]
-        if number and col.dtype.kind == "f":  # stays float (missing category = NaN)
-            col[rows] = np.array([np.nan if x is None else float(x) for x in dom])[new]
-        elif number and col.dtype.kind in "iu" and None not in dom and all(
-                float(x).is_integer() for x in dom):
-            col[rows] = np.array(dom, dtype=np.int64)[new]
-        else:
-            if col.dtype != object:
-                col = col.astype(object)
-            col[rows] = _decode(kv, new)
-        out[v] = pd.Series(col, index=out.index, name=v)
+        if diff.any():
+            out[v] = released_column(out[v], moved[diff], new_codes[diff],
+                                     config.key_variables[v])
     return out

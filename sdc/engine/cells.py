@@ -15,12 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sdc.config.model import KeyVariable
+from sdc.config.model import KeyVariable, ReleaseConfig
 from sdc.errors import InputError
 
-__all__ = ["CellTable", "encode_key", "encode_cells"]
+__all__ = ["CellTable", "cell_codes", "encode_cells", "encode_key", "radix_sizes",
+           "split_codes"]
 
-_MAX_CODE = np.int64(2**62)
+#: mixed-radix cell codes are int64; a key space of this many cells or more does not fit
+_MAX_CODE = 2**62
 
 
 def _rows_sample(mask: np.ndarray, limit: int = 5) -> str:
@@ -126,8 +128,60 @@ class CellTable:
         return int(self.frequency.size)
 
 
+def radix_sizes(config: ReleaseConfig) -> list[int]:
+    """The domain sizes of ``config``'s key variables, the radices of the mixed-radix cell code
+    that numbers a cell the same in every batch (:func:`cell_codes`).
+
+    Raises :class:`~sdc.errors.InputError` when the key space has 2**62 cells or more: one
+    int64 code cannot number it. The batch engines need that code; the in-memory engine's
+    :func:`encode_cells` compacts instead (the one place an engine can do more).
+    """
+    sizes = [config.key_variables[v].size for v in config.key_names]
+    total = 1
+    for s in sizes:
+        total *= s
+    if total >= _MAX_CODE:
+        raise InputError(
+            f"the key variables {config.key_names} have {total:.3g} possible cells; the batch "
+            "engines number cells by one 62-bit code and need fewer than 2**62. Generalize or "
+            "drop a key variable, or use --engine pandas"
+        )
+    return sizes
+
+
+def split_codes(codes: np.ndarray, sizes: list[int], *, per_key: bool = False) -> np.ndarray:
+    """(n, p) int64 per-variable codes of mixed-radix codes (the inverse of combining them:
+    ``c = ((k_1 * s_2 + k_2) * s_3 + k_3) ...``); ``per_key``: each key's column contiguous
+    (for per-key work on many records), else each cell's row."""
+    n = np.size(codes)
+    out = (np.empty((len(sizes), n), dtype=np.int64).T if per_key
+           else np.empty((n, len(sizes)), dtype=np.int64))
+    rest = np.asarray(codes, dtype=np.int64)
+    for j in range(len(sizes) - 1, -1, -1):
+        rest, out[:, j] = np.divmod(rest, sizes[j])
+    return out
+
+
+def cell_codes(frame: pd.DataFrame, config: ReleaseConfig) -> np.ndarray:
+    """(n,) int64 mixed-radix cell code of every record of ``frame`` (any batch).
+
+    Sorting the codes sorts the cells lexicographically by key codes, the cell numbering of
+    :func:`encode_cells`, so a cell table merged from batches equals the whole file's.
+    Raises :class:`~sdc.errors.InputError` (from :func:`encode_key`) for a key value outside
+    its domain; rows in the message are 1-based within ``frame``.
+    """
+    sizes = radix_sizes(config)
+    code = np.zeros(len(frame), dtype=np.int64)
+    for v, s in zip(config.key_names, sizes, strict=True):
+        code *= s
+        code += encode_key(frame[v], v, config.key_variables[v])
+    return code
+
+
 def encode_cells(codes: list[np.ndarray], sizes: list[int], names: list[str]) -> CellTable:
-    """Combine per-variable codes into cells without allocating the cross-product."""
+    """Combine per-variable codes into cells without allocating the cross-product (when it
+    would not fit in :func:`cell_codes`' int64 code, the running code is compacted to the
+    combinations present before the next variable is added)."""
     n = codes[0].size if codes else 0
     combined = np.zeros(n, dtype=np.int64)
     radix = 1
@@ -150,10 +204,7 @@ def encode_cells(codes: list[np.ndarray], sizes: list[int], names: list[str]) ->
     n_cells = uniques.size
     frequency = np.bincount(record_cell, minlength=n_cells).astype(np.int64)
     if not compacted:
-        key_codes = np.empty((n_cells, len(codes)), dtype=np.int64)
-        rest = np.asarray(uniques, dtype=np.int64)
-        for j in range(len(codes) - 1, -1, -1):
-            rest, key_codes[:, j] = np.divmod(rest, sizes[j])
+        key_codes = split_codes(uniques, sizes)
     else:  # first record of each cell carries its key codes
         _, first = np.unique(record_cell, return_index=True)
         key_codes = np.column_stack([c[first] for c in codes]).astype(np.int64)

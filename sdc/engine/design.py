@@ -6,7 +6,7 @@ recoding the config has, the levels of its ARX hierarchy, and derived candidates
 5/10/20 and top/bottom coding for ``range:`` keys, rare categories merged into ``Other`` for
 ``categories:`` keys). A node is evaluated on the cell table only: the fine cells are mapped
 through the node's code maps and re-aggregated (one gather and one ``unique``), then the node's
-own release config goes through the release's own :func:`~sdc.engine.batches.partition_cells`
+own release config goes through the release's own :func:`~sdc.engine.partition.partition_cells`
 and :func:`~sdc.engine.plan.plan_release`, so its certificate is exactly the one ``sdc release``
 would compute, and a written node config releases unchanged.
 
@@ -54,9 +54,9 @@ import numpy as np
 from sdc.config.load import parse_config
 from sdc.config.model import ConfigError, Hierarchy, KeyVariable, ReleaseConfig
 from sdc.config.recode import recode_classes
-from sdc.engine.batches import partition_cells
 from sdc.engine.blocks import plan_blocks
 from sdc.engine.cells import CellTable, encode_cells
+from sdc.engine.partition import partition_cells
 from sdc.engine.plan import default_merge_order
 from sdc.errors import CertificationError, SmallBlockError
 

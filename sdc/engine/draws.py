@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["DrawPlan", "cell_identity", "draw_key", "draw_tiebreak", "fmix64", "identity_columns",
-           "key_words", "keyed_hash", "keyed_uniform", "record_identity", "rendezvous",
+__all__ = ["DrawPlan", "all_identities", "cell_identity", "draw_key", "draw_tiebreak",
+           "drawing_identities", "fmix64", "identity_columns", "key_words", "keyed_hash", "keyed_uniform", "record_identity", "rendezvous",
            "siphash24", "stream", "trie_order", "trie_rendezvous", "unique_identities",
            "value_hash"]
 
@@ -667,6 +667,36 @@ def draw_tiebreak(cell_id: np.ndarray, in_prb: np.ndarray) -> np.ndarray:
     top = _U64(1 << 63)
     cid = np.asarray(cell_id, dtype=_U64) & ~top
     return np.where(np.asarray(in_prb, dtype=bool), cid, cid | top)
+
+
+def drawing_identities(frame: pd.DataFrame, record_cell: np.ndarray, plan: Any,
+                       config: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(identity, tiebreak) of the records of ``frame`` (a batch or the whole file) that draw,
+    the records of PRBs, in row order: the arguments of :func:`unique_identities` for the NZY
+    draws. ``plan``: anything with per-cell ``cell_prb`` and ``cell_id`` (a :class:`DrawPlan`).
+
+    The tiebreak is :func:`draw_tiebreak`'s for PRB records, so shared identities become the
+    same distinct identities in every engine (METHOD.md section 7.3)."""
+    record_cell = np.asarray(record_cell, dtype=np.int64)
+    drawing = np.flatnonzero(plan.cell_prb[record_cell] >= 0)
+    if not drawing.size:
+        return np.zeros(0, _U64), np.zeros(0, _U64)
+    if drawing.size < len(frame) // 2:  # hash only the drawing records (same values)
+        ident = record_identity(frame.iloc[drawing], config)
+    else:
+        ident = record_identity(frame, config)[drawing]
+    return (np.asarray(ident, _U64),
+            draw_tiebreak(plan.cell_id[record_cell[drawing]], np.True_))
+
+
+def all_identities(frame: pd.DataFrame, record_cell: np.ndarray, plan: Any,
+                   config: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(identity, tiebreak) of every record of ``frame``: for the draws that every record
+    makes (``perturb:``) and the internal records file; PRB records rank first among shared
+    identities, so theirs come out as in :func:`drawing_identities`."""
+    record_cell = np.asarray(record_cell, dtype=np.int64)
+    return (np.asarray(record_identity(frame, config), _U64),
+            draw_tiebreak(plan.cell_id[record_cell], plan.cell_prb[record_cell] >= 0))
 
 
 # -- named streams (work that is not per record) ------------------------------------------------

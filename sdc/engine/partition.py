@@ -20,8 +20,8 @@ from sdc.engine.theta import kmin as kmin_of
 from sdc.engine.theta import solve_theta
 from sdc.errors import InputError
 
-__all__ = ["Partitioned", "check_columns", "partition_frame", "partition_labels",
-           "split_missing"]
+__all__ = ["Partitioned", "check_columns", "partition_cells", "partition_frame",
+           "partition_labels", "split_missing"]
 
 
 def check_columns(frame: pd.DataFrame, config: ReleaseConfig, identifiers: bool = True) -> None:
@@ -85,13 +85,23 @@ def partition_frame(frame: pd.DataFrame, config: ReleaseConfig) -> Partitioned:
     check_columns(frame, config, identifiers=False)
     if len(frame) == 0:
         raise InputError("the input has no records; nothing to release")
+    keys = config.key_names
+    kvs = config.key_variables
+    codes = [encode_key(frame[v], v, kvs[v]) for v in keys]
+    return partition_cells(encode_cells(codes, [kvs[v].size for v in keys], keys), config)
+
+
+def partition_cells(cells: CellTable, config: ReleaseConfig) -> Partitioned:
+    """Partition sets and sensitive cells of a cell table (counted in memory or merged from
+    batches): every cell's partition set is the combination of its generalized partition
+    variables' codes, numbered lexicographically; then :func:`split_missing`."""
+    if cells.n_cells == 0:
+        raise InputError("the input has no records; nothing to release")
     xi = config.risk.xi
     theta = solve_theta(xi)
     km = kmin_of(theta)
     keys = config.key_names
     kvs = config.key_variables
-    codes = [encode_key(frame[v], v, kvs[v]) for v in keys]
-    cells = encode_cells(codes, [kvs[v].size for v in keys], keys)
     pvars = config.partition_variables
     gens = [generalize_domain(v, kvs[v], config.partition[v]) for v in pvars]
     if pvars:

@@ -731,7 +731,7 @@ def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig
                          inp: dict[str, Any]) -> tuple[Partitioned, Partitioned] | None:
     """Streaming/Dask releases: source and public file counted in record batches (memory
     bounded by a batch and the cell table); the output schema is checked per batch."""
-    from sdc.engine.batches import partition_cells
+    from sdc.engine.partition import partition_cells
     from sdc.io.batches import input_batches, input_sha256
     from sdc.release.streaming import count_cells
 

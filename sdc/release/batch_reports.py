@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.batches import CellLocator, cell_codes
-from sdc.engine.cells import CellTable
+from sdc.engine.batches import CellLocator
+from sdc.engine.cells import CellTable, cell_codes
 from sdc.io.batches import (
     DEFAULT_BATCH_ROWS,
     input_arrow_schema,

@@ -39,16 +39,17 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from sdc.config.model import ReleaseConfig
+from sdc.engine.apply import draw_plan
 from sdc.engine.batches import (
     CellCounter,
     CellLocator,
     add_dependence,
-    cell_codes,
     cell_table,
     new_dependence_counter,
 )
+from sdc.engine.cells import cell_codes
 from sdc.engine.derived import DerivedCollector
-from sdc.engine.draws import record_identity
+from sdc.engine.draws import all_identities, drawing_identities, record_identity
 from sdc.engine.perturb import PerturbValues
 from sdc.errors import InputError
 from sdc.io.batches import (
@@ -76,10 +77,7 @@ from sdc.release.streaming import (
     _Problems,
     _raise_duplicate_ids,
     add_perturb_counts,
-    all_identities,
-    batch_identities,
     check_batch_perturb,
-    draw_plan,
     duplicate_identities,
     id_rows_with_identity,
     plan_cells,
@@ -193,7 +191,7 @@ def _duplicate_rows_task(piece, offset, dups, config):
 def _identity_task(piece, offset, codes_sorted, dplan, config, every=False):
     frame = _read_piece(piece, offset, config)
     rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
-    return (all_identities if every else batch_identities)(frame, rc, dplan, config)
+    return (all_identities if every else drawing_identities)(frame, rc, dplan, config)
 
 
 def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, config, seed,

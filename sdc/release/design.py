@@ -29,7 +29,8 @@ __all__ = ["Design", "count_declared", "design_document", "run_design", "write_n
 def count_declared(config: ReleaseConfig) -> CellTable:
     """The cell table of the file in the keys' declared values (no recoding), counted once:
     in record batches for CSV/Parquet, whole for SPSS/Stata."""
-    from sdc.engine.batches import CellCounter, cell_codes, cell_table
+    from sdc.engine.batches import CellCounter, cell_table
+    from sdc.engine.cells import cell_codes
     from sdc.errors import InputError
 
     raw = config.declared_view()

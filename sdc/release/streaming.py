@@ -37,30 +37,28 @@ import pandas as pd
 import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.apply import released_cells
+from sdc.engine.apply import draw_plan, released_cells
 from sdc.engine.batches import (
     CellCounter,
     CellLocator,
     add_dependence,
-    cell_codes,
     cell_table,
     decode_released,
     derived_cells,
     new_dependence_counter,
-    partition_cells,
 )
-from sdc.engine.cells import CellTable
+from sdc.engine.cells import CellTable, cell_codes
 from sdc.engine.dependence import DependenceCounter, measure_dependence, raise_if_dependent
 from sdc.engine.dependence import checked_columns as dependence_columns
 from sdc.engine.derived import DerivedCollector
 from sdc.engine.draws import (
     DrawPlan,
-    cell_identity,
-    draw_tiebreak,
+    all_identities,
+    drawing_identities,
     record_identity,
     unique_identities,
 )
-from sdc.engine.partition import check_columns
+from sdc.engine.partition import check_columns, partition_cells
 from sdc.engine.perturb import (
     PerturbValues,
     perturb_batch,
@@ -92,8 +90,7 @@ from sdc.release.order import ORDER_COLUMNS, bucket_of, order_keys, order_salt, 
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 from sdc.reports.utility import finite_values
 
-__all__ = ["BatchRelease", "CellCount", "count_cells", "draw_plan", "stream_release",
-           "validate_batches"]
+__all__ = ["BatchRelease", "CellCount", "count_cells", "stream_release", "validate_batches"]
 
 BUCKET_ROWS = 1 << 21  # records per bucket on average: one bucket is sorted in memory
 
@@ -485,14 +482,6 @@ class BatchPerturb:
         return [d.perturbation(int(c)) for d, c in zip(self.designs, self.changed, strict=True)]
 
 
-def all_identities(frame: pd.DataFrame, record_cell: np.ndarray, dplan: DrawPlan,
-                   config: ReleaseConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(identity, tiebreak) of every record of a batch: for ``perturb:``, whose draws use the
-    identities made distinct over all records (PRB records first, so theirs are the NZY ones)."""
-    return (np.asarray(record_identity(frame, config), np.uint64),
-            draw_tiebreak(dplan.cell_id[record_cell], dplan.cell_prb[record_cell] >= 0))
-
-
 def _duplicate_ids(identities: list[np.ndarray], config: ReleaseConfig, batch_rows: int
                    ) -> tuple[np.ndarray, pd.Series] | None | bool:
     """Sort the 64-bit identities (8 bytes per record); look the equal ones up by one more
@@ -605,27 +594,6 @@ def plan_cells(count: CellCount, config: ReleaseConfig) -> ReleasePlan:
                                  lambda x: np.searchsorted(codes, x))
     raise_if_dependent(figures, plan, config)
     return dataclasses.replace(plan, dependence=figures)
-
-
-def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
-    """The plain arrays every batch needs to draw (picklable, sent to Dask workers)."""
-    cells = plan.partitioned.cells
-    thetas = np.array([b.theta for b in plan.block_plan.blocks], dtype=np.float64)
-    return DrawPlan(cell_prb=np.asarray(plan.cell_prb, dtype=np.int64),
-                    cell_frequency=np.asarray(cells.frequency, dtype=np.int64),
-                    cell_id=cell_identity(cells.key_codes, config), prb_theta=thetas)
-
-
-def batch_identities(frame: pd.DataFrame, record_cell: np.ndarray, dplan: DrawPlan,
-                     config: ReleaseConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(identity, tiebreak) of the records of a batch that draw (records of PRBs)."""
-    drawing = dplan.cell_prb[record_cell] >= 0
-    if not drawing.any():
-        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
-    ident = record_identity(frame, config)[drawing]
-    # the same tiebreak as the in-memory engine (PRB records: top bit cleared), so duplicated
-    # identities get the same distinct identities in every engine (the draws contract, METHOD.md section 7.3)
-    return np.asarray(ident, np.uint64), draw_tiebreak(dplan.cell_id[record_cell[drawing]], True)
 
 
 def release_batch(frame: pd.DataFrame, record_cell: np.ndarray, cells: CellTable,
@@ -772,7 +740,7 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         for frame in input_batches(config, batch_rows=batch_rows,
                                    columns=_identity_columns(config, count.columns)):
             rc = locate(cell_codes(frame, config))
-            i, t = (all_identities if every else batch_identities)(frame, rc, dplan, config)
+            i, t = (all_identities if every else drawing_identities)(frame, rc, dplan, config)
             idents.append(i)
             ties.append(t)
     identity = (unique_identities(np.concatenate(idents), np.concatenate(ties))

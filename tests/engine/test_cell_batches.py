@@ -8,14 +8,9 @@ import pytest
 
 import sdc
 from sdc.config.load import parse_config
-from sdc.engine.batches import (
-    CellCounter,
-    CellLocator,
-    cell_codes,
-    cell_table,
-    decode_released,
-    partition_cells,
-)
+from sdc.engine.batches import CellCounter, CellLocator, cell_table, decode_released
+from sdc.engine.cells import cell_codes
+from sdc.engine.partition import partition_cells
 
 
 def _config(missing="error"):

@@ -237,7 +237,7 @@ def test_streaming_batches_get_the_same_draw_identities_as_the_in_memory_engine(
     from sdc.engine.draws import unique_identities
     from sdc.engine.partition import partition_frame
     from sdc.engine.plan import plan_release
-    from sdc.release.streaming import batch_identities
+    from sdc.engine.draws import drawing_identities as batch_identities
 
     frame = generate_census_sample(20_000, seed=21).drop(columns=["person_id", "full_name"])
     frame[["hours_worked", "income", "weight"]] = 0
