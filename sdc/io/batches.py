@@ -635,11 +635,3 @@ def buffered_files(pq_buf: io.BytesIO | None, csv_buf: io.BytesIO | None) -> dic
     return out
 
 
-def read_bucket(path: Path) -> pa.Table | None:
-    """A spilled bucket: one Arrow IPC file, or a folder of IPC pieces (Dask); None if empty."""
-    files = sorted(path.glob("*.arrow")) if path.is_dir() else [path] if path.exists() else []
-    tables = []
-    for f in files:
-        with pa.ipc.open_file(f) as reader:
-            tables.append(reader.read_all())
-    return pa.concat_tables(tables) if tables else None

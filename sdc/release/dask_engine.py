@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
@@ -59,20 +58,20 @@ from sdc.io.batches import (
     table_to_frame,
 )
 from sdc.io.recode import recode_frame
+from sdc.io.spill import BucketSpill, bucket_bits
 from sdc.release.batch_reports import (
     add_apply_batch,
     add_refine_batch,
     new_accumulator,
     refine_columns,
 )
-from sdc.release.order import ORDER_COLUMNS, bucket_of, order_salt
+from sdc.release.order import ORDER_COLUMNS, order_salt
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 from sdc.release.streaming import (
     BatchPerturb,
     BatchRelease,
     CellCount,
     _batch_problems,
-    _bucket_bits,
     _duplicate_ids_table,
     _Problems,
     _raise_duplicate_ids,
@@ -211,15 +210,8 @@ def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, conf
             record_identity(frame, config), rc, rel)
     part = acc.spawn()  # this piece's report aggregates
     add_apply_batch(part, frame, rc, rel, config)
-    buckets = bucket_of(table.column(ORDER_COLUMNS[0]).to_numpy(), bits)
-    order = np.argsort(buckets, kind="stable")
-    bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
-    table = table.take(pa.array(order))
-    for b in np.flatnonzero(np.diff(bounds)):
-        folder = Path(scratch) / f"bucket-{b:05d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        with pa.ipc.new_file(folder / f"piece-{index:06d}.arrow", table.schema) as w:
-            w.write_table(table.slice(bounds[b], bounds[b + 1] - bounds[b]))
+    BucketSpill(Path(scratch), bits, piece=index).add(table,
+                                                      table.column(ORDER_COLUMNS[0]).to_numpy())
     freq = np.bincount(rel, minlength=cells.n_cells)
     moved = rel != rc
     n_prb = dplan.prb_theta.size
@@ -372,8 +364,7 @@ def _write_files(config: ReleaseConfig, schema, scratch: Path, bits: int, out_di
                 handles[fmt] = open(files[name], "wb")  # noqa: SIM115
         writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
         try:
-            write_buckets_in_order([scratch / f"bucket-{b:05d}" for b in range(1 << bits)],
-                                   writer)
+            write_buckets_in_order(BucketSpill(scratch, bits, piece=0).buckets(), writer)
         finally:  # also after a failure: the writer must not outlive its file handles
             writer.close()
     finally:
@@ -428,7 +419,7 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
             no_ident = every and count.identities_unique
 
             say("releasing records on the cluster")
-            bits = _bucket_bits(count.n_records)
+            bits = bucket_bits(count.n_records)
             acc = new_accumulator(cells, config, count.weight_max)  # the reports' aggregates
             acc_f = client.scatter(acc.spawn(), broadcast=True, hash=False)
             futures = [client.submit(_apply_task, p, offsets[i], i, codes_f, cells_f, dplan_f,

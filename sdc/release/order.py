@@ -17,7 +17,7 @@ need not carry the content hash along with the records. The order reveals nothin
 is a function of the public values and the secret seed only. The salt (SHA-256 of the cell
 table) makes the order of two releases of a series differ even where records are unchanged.
 
-Out of core, records are bucketed by the top bits of ``order`` (:func:`bucket_of`), each bucket
+Out of core, records are bucketed by the top bits of ``order`` (:func:`sdc.io.spill.bucket_of`), each bucket
 is sorted in memory and buckets are written in order: the same total order.
 """
 
@@ -31,7 +31,7 @@ from pandas.util import hash_array
 
 from sdc.engine.cells import CellTable
 
-__all__ = ["ORDER_COLUMNS", "bucket_of", "content_hash", "order_keys", "order_salt",
+__all__ = ["ORDER_COLUMNS", "content_hash", "order_keys", "order_salt",
            "sort_positions"]
 
 ORDER_COLUMNS = ("__sdc_order",)
@@ -181,14 +181,3 @@ def sort_positions(order: np.ndarray) -> np.ndarray:
     if o.size > 1 and (o[1:] == o[:-1]).any():
         return np.argsort(order, kind="stable")
     return pos
-
-
-def bucket_of(order: np.ndarray, bits: int) -> np.ndarray:
-    """Bucket 0..2**bits-1 of every record: the top ``bits`` bits of its order key.
-
-    uint16 up to 2**16 buckets: the stable argsort the engines group a batch by is then
-    numpy's radix sort, O(n) (measured 7x faster than on int64 for 1M records)."""
-    dtype = np.uint16 if bits <= 16 else np.int64
-    if bits == 0:
-        return np.zeros(order.size, dtype=dtype)
-    return (order >> np.uint64(64 - bits)).astype(dtype)

@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 
 from sdc.engine.draws import draw_tiebreak, unique_identities
-from sdc.io.batches import PublicWriter, read_ahead_frames, read_bucket
-from sdc.release.order import bucket_of
+from sdc.io.batches import PublicWriter, read_ahead_frames
+from sdc.io.spill import BucketSpill, read_bucket
 
 __all__ = ["RECORDS_SCHEMA", "RecordsSpill", "records_parquet_bytes", "sorted_records",
            "write_records_from_buckets"]
@@ -73,58 +73,18 @@ def records_parquet_bytes(raw: np.ndarray, identity: np.ndarray, cell: np.ndarra
     return buf.getvalue()
 
 
-class RecordsSpill:
-    """Spill (raw identity, true cell, released cell) of every record to bucket files.
+class RecordsSpill(BucketSpill):
+    """Spill (raw identity, true cell, released cell) of every record to bucket files by the
+    top bits of the raw identity (:class:`sdc.io.spill.BucketSpill`: ``folder``, ``bits``,
+    ``piece`` for a Dask task)."""
 
-    Parameters
-    ----------
-    folder : Path
-        Scratch folder (created). A bucket is ``bucket-XXXXX.arrow`` (one writer, streaming) or
-        a folder ``bucket-XXXXX/`` of pieces ``piece-YYYYYY.arrow`` (one per Dask task).
-    bits : int
-        2**bits buckets, by the top bits of the raw identity.
-    piece : int or None
-        Write this piece's files into bucket folders (Dask) instead of appending to one file.
-    """
-
-    def __init__(self, folder: Path, bits: int, piece: int | None = None) -> None:
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.bits = int(bits)
-        self.piece = piece
-        self._writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
-
-    def add(self, raw: np.ndarray, record_cell: np.ndarray, released_cell: np.ndarray) -> None:
+    def add(self, raw: np.ndarray, record_cell: np.ndarray,  # type: ignore[override]
+            released_cell: np.ndarray) -> None:
         """Append a batch's records (whole columns; one gather per batch)."""
         raw = np.asarray(raw, np.uint64)
-        buckets = bucket_of(raw, self.bits)
-        order = np.argsort(buckets, kind="stable")
-        bounds = np.searchsorted(buckets[order], np.arange((1 << self.bits) + 1))
-        table = pa.table([pa.array(raw[order]),
-                          pa.array(np.asarray(record_cell, np.int64)[order]),
-                          pa.array(np.asarray(released_cell, np.int64)[order])],
-                         schema=_SPILL_SCHEMA)
-        for b in np.flatnonzero(np.diff(bounds)):
-            part = table.slice(bounds[b], bounds[b + 1] - bounds[b])
-            if self.piece is not None:
-                folder = self.folder / f"bucket-{b:05d}"
-                folder.mkdir(exist_ok=True)
-                with pa.ipc.new_file(folder / f"piece-{self.piece:06d}.arrow", _SPILL_SCHEMA) as w:
-                    w.write_table(part)
-                continue
-            if b not in self._writers:
-                self._writers[b] = pa.ipc.new_file(self.folder / f"bucket-{b:05d}.arrow",
-                                                   _SPILL_SCHEMA)
-            self._writers[b].write_table(part)
-
-    def close(self) -> None:
-        for w in self._writers.values():
-            w.close()
-        self._writers.clear()
-
-    def buckets(self) -> list[Path]:
-        return [self.folder / (f"bucket-{b:05d}" + ("" if self.piece is not None else ".arrow"))
-                for b in range(1 << self.bits)]
+        table = pa.table([pa.array(raw), pa.array(np.asarray(record_cell, np.int64)),
+                          pa.array(np.asarray(released_cell, np.int64))], schema=_SPILL_SCHEMA)
+        super().add(table, raw)
 
 
 def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndarray,

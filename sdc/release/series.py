@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +69,7 @@ import pyarrow.parquet as pq
 
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.engine.draws import keyed_hash
+from sdc.io.spill import BucketSpill, bucket_bits
 
 __all__ = ["RECORDS_FILE", "SeriesInfo", "series_for", "series_id", "SeriesRisk", "SeriesError", "find_series", "load_records",
            "pattern_glob", "records_path", "risk_vs_previous", "series_risk_of_pair", "series_risk_vs_previous", "batch_series_risk_vs_previous", "series_risk", "series_risk_of_dirs"]
@@ -371,28 +371,14 @@ def _identity_buckets(path: Path, bits: int, folder: Path | None) -> list:
             rel.append(t.column("released").to_numpy())
         return [(np.concatenate(ids) if ids else np.zeros(0, np.uint64),
                  np.concatenate(rel) if rel else np.zeros(0, np.uint64))]
-    import pyarrow as pa
-
-    from sdc.release.order import bucket_of
-
     assert folder is not None
-    folder.mkdir(parents=True, exist_ok=True)
-    files = [folder / f"bucket-{k:05d}.arrow" for k in range(1 << bits)]
-    writers: dict[int, Any] = {}
+    spill = BucketSpill(folder, bits)
     try:
         for t in _row_groups(path, ["identity", "released"]):
-            bucket = bucket_of(t.column("identity").to_numpy(), bits)
-            order = np.argsort(bucket, kind="stable")
-            bounds = np.searchsorted(bucket[order], np.arange((1 << bits) + 1))
-            t = t.take(pa.array(order))
-            for k in np.flatnonzero(np.diff(bounds)):
-                if k not in writers:
-                    writers[k] = pa.ipc.new_file(files[k], t.schema)
-                writers[k].write_table(t.slice(bounds[k], bounds[k + 1] - bounds[k]))
+            spill.add(t, t.column("identity").to_numpy())
     finally:
-        for w in writers.values():
-            w.close()
-    return files
+        spill.close()
+    return spill.buckets()
 
 
 def _bucket_arrays(item) -> tuple[np.ndarray, np.ndarray]:
@@ -416,7 +402,7 @@ def _changed_of_files(previous: Path, current: Path,
     import tempfile
 
     n = max(pq.ParquetFile(p).metadata.num_rows for p in (previous, current))
-    bits = max(0, math.ceil(math.log2(max(1, n) / PAIR_ROWS)))
+    bits = bucket_bits(n, PAIR_ROWS)
     # the spill is internal data: an owner-only folder (mkdtemp) in ``scratch``
     tmp = Path(tempfile.mkdtemp(prefix=".sdc-series-", dir=scratch)) if bits else None
     try:

@@ -19,6 +19,7 @@ import pytest
 
 import sdc
 from sdc.config.load import parse_config
+from sdc.io import spill
 from sdc.io.batches import input_arrow_schema, public_bytes, public_schema
 from sdc.release import streaming
 from sdc.release.public import public_frame
@@ -99,7 +100,7 @@ def test_streaming_equals_pandas(small_input, tmp_path, monkeypatch, id_column):
     path, fmt = small_input
     cfg = config_for(path, tmp_path / "rel", fmt, id_column=id_column)
     expected, result = pandas_public(cfg, 11)
-    monkeypatch.setattr(streaming, "BUCKET_ROWS", 200)  # 16 buckets for 3,000 records
+    monkeypatch.setattr(spill, "BUCKET_ROWS", 200)  # 16 buckets for 3,000 records
     got = stream_release(cfg, 11, tmp_path / "stream", batch_rows=413,
                          records_path=tmp_path / "int" / "records.parquet")
     for name, data in expected.items():
@@ -124,7 +125,7 @@ def test_public_order_does_not_depend_on_row_order_or_batching(tmp_path, monkeyp
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     frame.to_parquet(a, index=False)
     frame.sample(frac=1.0, random_state=5).to_parquet(b, index=False)
-    monkeypatch.setattr(streaming, "BUCKET_ROWS", 128)
+    monkeypatch.setattr(spill, "BUCKET_ROWS", 128)
     stream_release(config_for(a, tmp_path / "ra", "parquet"), 11, tmp_path / "oa", batch_rows=300)
     stream_release(config_for(b, tmp_path / "rb", "parquet"), 11, tmp_path / "ob", batch_rows=999)
     assert (tmp_path / "oa" / "microdata.parquet").read_bytes() == \
@@ -141,7 +142,7 @@ def test_records_file_equal_across_engines_with_shared_identities(tmp_path, monk
     cfg = config_for(path, tmp_path / "rel", "parquet", id_column=None, formats=("parquet",))
     _, result = pandas_public(cfg, 11)
     expected = pandas_records(result)
-    monkeypatch.setattr(streaming, "BUCKET_ROWS", 100)
+    monkeypatch.setattr(spill, "BUCKET_ROWS", 100)
     got = stream_release(cfg, 11, tmp_path / "stream", batch_rows=257,
                          records_path=tmp_path / "records.parquet")
     assert got.records_file.read_bytes() == expected
@@ -174,7 +175,7 @@ def test_streaming_perturb_equals_pandas(tmp_path, monkeypatch, id_column):
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
     cfg = config_for(path, tmp_path / "rel", "parquet", id_column=id_column, perturb=PERTURB)
     expected, result = pandas_public(cfg, 11)
-    monkeypatch.setattr(streaming, "BUCKET_ROWS", 200)
+    monkeypatch.setattr(spill, "BUCKET_ROWS", 200)
     got = stream_release(cfg, 11, tmp_path / "stream", batch_rows=413,
                          records_path=tmp_path / "records.parquet")
     for name, data in expected.items():
@@ -643,7 +644,7 @@ def test_sorted_records_is_the_four_key_order(shared):
 
 
 def test_bucket_of_is_small_for_a_radix_sort():
-    from sdc.release.order import bucket_of
+    from sdc.io.spill import bucket_of
 
     keys = np.array([0, 2**63, 2**64 - 1], dtype=np.uint64)
     assert bucket_of(keys, 3).dtype == np.uint16

@@ -234,10 +234,10 @@ def test_streaming_batches_get_the_same_draw_identities_as_the_in_memory_engine(
     """Duplicated identities (no id column, identical non-key values) are made distinct in the
     same way by the batch engines and by release_frame (same tiebreak: draw_tiebreak)."""
     from sdc.engine.apply import draw_plan
+    from sdc.engine.draws import drawing_identities as batch_identities
     from sdc.engine.draws import unique_identities
     from sdc.engine.partition import partition_frame
     from sdc.engine.plan import plan_release
-    from sdc.engine.draws import drawing_identities as batch_identities
 
     frame = generate_census_sample(20_000, seed=21).drop(columns=["person_id", "full_name"])
     frame[["hours_worked", "income", "weight"]] = 0

@@ -1,0 +1,106 @@
+"""Spilling records to bucket files by the top bits of a 64-bit key: the one out-of-core
+grouping every engine and the series use.
+
+A batch is grouped by bucket with one stable sort and one gather (:func:`split_by_bucket`);
+bucket ``b`` holds the records whose key's top ``bits`` bits are ``b``, so a bucket of an
+evenly spread key (a keyed hash: the public order key, a record identity) holds about
+``n / 2**bits`` records and can be sorted in memory. Buckets are Arrow IPC files: one file a
+bucket (``bucket-XXXXX.arrow``, one writer), or a folder a bucket holding one piece a task
+(``bucket-XXXXX/piece-YYYYYY.arrow``, Dask). :func:`read_bucket` reads either back.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["BUCKET_ROWS", "BucketSpill", "bucket_bits", "bucket_of", "read_bucket",
+           "split_by_bucket"]
+
+#: records per bucket on average for the public files: one bucket is sorted in memory
+BUCKET_ROWS = 1 << 21
+
+
+def bucket_bits(n: int, rows: int | None = None) -> int:
+    """The number of key bits that split ``n`` records into buckets of about ``rows``
+    (default :data:`BUCKET_ROWS`) records: 0 (one bucket) up to ``rows`` records."""
+    per = BUCKET_ROWS if rows is None else rows
+    return max(0, math.ceil(math.log2(max(1, n) / per)))
+
+
+def bucket_of(keys: np.ndarray, bits: int) -> np.ndarray:
+    """Bucket 0..2**bits-1 of every record: the top ``bits`` bits of its uint64 key.
+
+    uint16 up to 2**16 buckets: the stable argsort that groups a batch is then numpy's radix
+    sort, O(n) (measured 7x faster than on int64 for 1M records)."""
+    dtype = np.uint16 if bits <= 16 else np.int64
+    if bits == 0:
+        return np.zeros(keys.size, dtype=dtype)
+    return (keys >> np.uint64(64 - bits)).astype(dtype)
+
+
+def split_by_bucket(table: pa.Table, keys: np.ndarray, bits: int) -> tuple[pa.Table, np.ndarray]:
+    """``table``'s rows grouped by the bucket of ``keys`` (row order kept within a bucket;
+    one gather) and the bounds: the rows of bucket ``b`` are ``bounds[b]:bounds[b + 1]``."""
+    buckets = bucket_of(np.asarray(keys, np.uint64), bits)
+    order = np.argsort(buckets, kind="stable")
+    bounds = np.searchsorted(buckets[order], np.arange((1 << bits) + 1))
+    return table.take(pa.array(order)), bounds
+
+
+class BucketSpill:
+    """Append grouped batches to ``2**bits`` bucket files under ``folder`` (created).
+
+    With ``piece`` (a Dask task's number) every bucket is a folder and each :meth:`write`
+    adds the file ``piece-YYYYYY.arrow`` to it (one write per piece); else one IPC writer a
+    bucket, appended to batch after batch and closed by :meth:`close`.
+    """
+
+    def __init__(self, folder: Path, bits: int, piece: int | None = None) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.bits = int(bits)
+        self.piece = piece
+        self._writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+
+    def add(self, table: pa.Table, keys: np.ndarray) -> None:
+        """Spill ``table``'s rows by the buckets of ``keys``."""
+        self.write(*split_by_bucket(table, keys, self.bits))
+
+    def write(self, table: pa.Table, bounds: np.ndarray) -> None:
+        """Spill a table already grouped by :func:`split_by_bucket`."""
+        for b in np.flatnonzero(np.diff(bounds)):
+            part = table.slice(bounds[b], bounds[b + 1] - bounds[b])
+            if self.piece is not None:
+                folder = self.folder / f"bucket-{b:05d}"
+                folder.mkdir(exist_ok=True)
+                with pa.ipc.new_file(folder / f"piece-{self.piece:06d}.arrow", part.schema) as w:
+                    w.write_table(part)
+                continue
+            if b not in self._writers:
+                self._writers[b] = pa.ipc.new_file(self.folder / f"bucket-{b:05d}.arrow",
+                                                   part.schema)
+            self._writers[b].write_table(part)
+
+    def close(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+    def buckets(self) -> list[Path]:
+        """Every bucket's path, in key order (a bucket that got no record does not exist)."""
+        return [self.folder / (f"bucket-{b:05d}" + ("" if self.piece is not None else ".arrow"))
+                for b in range(1 << self.bits)]
+
+
+def read_bucket(path: Path) -> pa.Table | None:
+    """A spilled bucket: one Arrow IPC file, or a folder of IPC pieces (Dask); None if empty."""
+    files = sorted(path.glob("*.arrow")) if path.is_dir() else [path] if path.exists() else []
+    tables = []
+    for f in files:
+        with pa.ipc.open_file(f) as reader:
+            tables.append(reader.read_all())
+    return pa.concat_tables(tables) if tables else None
