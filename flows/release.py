@@ -860,7 +860,7 @@ def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
     path = Path(config_path).expanduser()
     config = sdc.load_config(path)
     check_streamable(config, spec.kind)
-    from sdc.release.streaming import plan_cells
+    from sdc.release.kernels import plan_cells
 
     count = get_executor(spec.kind).count(config, spec)
     plan = plan_cells(count, config)

@@ -58,7 +58,7 @@ from sdc.engine.households import (
 )
 from sdc.engine.partition import check_columns, partition_cells, partition_frame
 from sdc.engine.perturb import apply_perturbations
-from sdc.engine.plan import ReleasePlan, _partition_sets_frame, plan_release
+from sdc.engine.plan import ReleasePlan, partition_sets_frame, plan_release
 from sdc.errors import SmallBlockError
 
 __all__ = ["HouseholdStage", "ReleaseResult", "apply_plan", "draw_plan", "release_frame",
@@ -499,7 +499,7 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
                             strict=True))
     block_of_ps = np.array([prb_of_label.get(k, -1) for k in part.partition_keys],
                            dtype=np.int64)
-    ps_frame = _partition_sets_frame(part.partition_keys, pcfg.partition_variables,
+    ps_frame = partition_sets_frame(part.partition_keys, pcfg.partition_variables,
                                      part.generalizations, part.ps_codes,
                                      part.cell_partition_set, cells.frequency, part.sensitive,
                                      block_of_ps)

@@ -159,7 +159,7 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
             cert, cert_at = 1.0 / t_ns, {"source": "non_sensitive", "t": t_ns, "a": t_ns,
                                          "pick": "own", "t_z": t_ns}
 
-    ps_frame = _partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
+    ps_frame = partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
                                      bplan.block_of_partition_set)
     return ReleasePlan(part, bplan, cell_prb, sens_cells, starts, cell_local, blocks_df, ps_frame,
                        cert, cert_at)
@@ -217,7 +217,7 @@ def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int) ->
     })
     return pd.DataFrame(data, columns=cols)
 
-def _partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
+def partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
                           block_of_ps) -> pd.DataFrame:
     n_ps = len(ps_labels)
     data: dict[str, Any] = {"partition_set": np.arange(n_ps), "partition_key": ps_labels}

@@ -103,7 +103,7 @@ def _dup_error(path: Path, names: list[str]) -> InputError:
     )
 
 
-def _string_key_dtypes(config: ReleaseConfig, header: list[str]) -> dict[str, str]:
+def string_key_dtypes(config: ReleaseConfig, header: list[str]) -> dict[str, str]:
     """Key columns whose declared categories are all strings are read as strings (keeps '01')."""
     out = {}
     for name, kv in config.input_key_variables.items():
@@ -150,7 +150,7 @@ def _read_csv(path: Path, config: ReleaseConfig) -> pd.DataFrame:
             )
     if len(set(header)) != len(header):
         raise _dup_error(path, header)
-    text_keys = _string_key_dtypes(config, header)
+    text_keys = string_key_dtypes(config, header)
     # pandas reads "NA", "null", "n/a"... as missing; in a key with text categories only an
     # empty field is missing ("NA" may be Namibia); the other non-key columns are read as
     # text (only the empty field and input.na_values are missing) and typed without loss
@@ -326,7 +326,7 @@ def _blank_user_missing(frame: pd.DataFrame, meta, keep: list[str]) -> None:
             frame[col] = s.where(~hit, None if s.dtype == object else np.nan)
 
 
-def _integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
+def integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
     """Float key columns holding whole numbers where the config declares integers -> int64.
 
     A column with missing values stays float64 (NaN = missing); a column with a fractional
@@ -405,4 +405,4 @@ def read_input(config: ReleaseConfig) -> pd.DataFrame:
             "records; nothing to release. Check that the export finished"
         )
     frame = frame.reset_index(drop=True)
-    return recode_frame(_integer_keys(frame, config), config)
+    return recode_frame(integer_keys(frame, config), config)

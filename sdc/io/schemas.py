@@ -177,7 +177,7 @@ def output_schema(config: ReleaseConfig) -> pa.DataFrameSchema:
 
 
 # -- the problems table --------------------------------------------------------------------
-def _fix(check: str, column: str, config: ReleaseConfig) -> str:
+def check_fix(check: str, column: str, config: ReleaseConfig) -> str:
     kv = config.key_variables.get(column)
     if check == "column_in_dataframe":
         inp = config.input
@@ -242,7 +242,7 @@ def _fmt_value(v: Any) -> str:
     return r if len(r) <= 24 else r[:21] + "..."
 
 
-def _describe(check: str, column: str, config: ReleaseConfig) -> str:
+def describe_check(check: str, column: str, config: ReleaseConfig) -> str:
     kv = config.key_variables.get(column)
     if check == "in_categories" and kv is not None and kv.categories is not None:
         cats = list(kv.categories)
@@ -279,12 +279,12 @@ def problems_table(err: SchemaErrors, frame: pd.DataFrame, config: ReleaseConfig
             fix_key = "beyond_int64"
         more = " ..." if len(vals) > _MAX_ROWS_SHOWN else ""
         rows.append({
-            "column": column, "check": _describe(check, column, config),
+            "column": column, "check": describe_check(check, column, config),
             "bad values": ", ".join(vals[:_MAX_ROWS_SHOWN]) + more,
             "count": len(first) if len(first) else len(g),
             "first rows": ", ".join(str(r) for r in first[:_MAX_ROWS_SHOWN])
             + (" ..." if len(first) > _MAX_ROWS_SHOWN else ""),
-            "fix": _fix(fix_key, column, config),
+            "fix": check_fix(fix_key, column, config),
         })
     for _, r in fc[frame_level].iterrows():
         check = str(r["check"])
@@ -294,15 +294,15 @@ def problems_table(err: SchemaErrors, frame: pd.DataFrame, config: ReleaseConfig
             column, bad = check.split(":", 1)[1], "(present)"
         else:
             column, bad = "<table>", _fmt_value(r["failure_case"])
-        rows.append({"column": column, "check": _describe(check, column, config),
+        rows.append({"column": column, "check": describe_check(check, column, config),
                      "bad values": bad, "count": len(frame), "first rows": "all",
-                     "fix": _fix(check, column, config)})
+                     "fix": check_fix(check, column, config)})
     # missing columns first: they explain everything else
     rows.sort(key=lambda r: r["check"] != "column present")
     return pd.DataFrame(rows, columns=["column", "check", "bad values", "count", "first rows", "fix"])
 
 
-def _render(table: pd.DataFrame) -> str:
+def render_problems(table: pd.DataFrame) -> str:
     cols = list(table.columns)
     cells = [[str(c) for c in cols]] + [[str(v) for v in r] for r in table.itertuples(index=False)]
     widths = [max(len(r[i]) for r in cells) for i in range(len(cols))]
@@ -333,7 +333,7 @@ def _validate(frame: pd.DataFrame, schema: pa.DataFrameSchema, config: ReleaseCo
         n = len(table)
         raise exc(
             f"{what} does not match the config ({n} problem{'s' if n != 1 else ''}; rows are "
-            f"1-based data rows, the header not counted):\n{_render(table)}"
+            f"1-based data rows, the header not counted):\n{render_problems(table)}"
         ) from None
     except SchemaError as err:  # pragma: no cover - lazy=True collects; kept for safety
         raise exc(f"{what} does not match the config: {err}") from None

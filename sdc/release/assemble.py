@@ -125,7 +125,7 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
                            reports: dict[str, bytes] | None = None
                            ) -> tuple[dict[str, Path | bytes], dict[str, bytes]]:
     """The files of a release made by the streaming or Dask engine (``result`` is a
-    :class:`sdc.release.streaming.BatchRelease`): its public files are already written (paths,
+    :class:`sdc.release.kernels.BatchRelease`): its public files are already written (paths,
     moved into the release by :func:`sdc.release.folder.write_release`); the codebook, internal
     tables and audit record are built from aggregates exactly as :func:`assemble_release` does;
     ``engine`` ("streaming" / "dask") is recorded in the audit record.

@@ -53,7 +53,7 @@ from sdc.engine.risk import max_risk
 from sdc.engine.theta import kmin as kmin_of
 from sdc.engine.theta import solve_theta
 from sdc.errors import InputError, SmallBlockError
-from sdc.io.read import _integer_keys, _string_key_dtypes, read_input
+from sdc.io.read import integer_keys, read_input, string_key_dtypes
 from sdc.io.schemas import validate_output
 from sdc.io.write import sha256_bytes, sha256_file
 from sdc.release.record import AUDIT_FORMAT, build_audit, config_text_of
@@ -130,8 +130,8 @@ def read_public(release_dir: Path, config) -> pd.DataFrame:
     path = pub / "microdata.csv"
     header = pd.read_csv(path, nrows=0).columns.tolist()
     released = config.without_recoding()  # the public file holds released values
-    frame = pd.read_csv(path, dtype=_string_key_dtypes(released, header), low_memory=False)
-    return _integer_keys(frame, released)
+    frame = pd.read_csv(path, dtype=string_key_dtypes(released, header), low_memory=False)
+    return integer_keys(frame, released)
 
 
 def _hash_checks(report: AuditReport, release_dir: Path, audit: dict[str, Any]) -> None:

@@ -65,25 +65,25 @@ from sdc.release.batch_reports import (
     new_accumulator,
     refine_columns,
 )
-from sdc.release.order import ORDER_COLUMNS, order_salt
-from sdc.release.records_file import RecordsSpill, write_records_from_buckets
-from sdc.release.streaming import (
+from sdc.release.kernels import (
     BatchPerturb,
     BatchRelease,
     CellCount,
-    _batch_problems,
-    _duplicate_ids_table,
-    _Problems,
-    _raise_duplicate_ids,
+    Problems,
     add_perturb_counts,
+    batch_problems,
     check_batch_perturb,
     duplicate_identities,
+    duplicate_ids_table,
     id_rows_with_identity,
     plan_cells,
+    raise_duplicate_ids,
     release_batch,
     repeated_ids,
     write_buckets_in_order,
 )
+from sdc.release.order import ORDER_COLUMNS, order_salt
+from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 
 __all__ = ["DaskSpec", "dask_client", "dask_count_cells", "dask_release"]
 
@@ -161,7 +161,7 @@ def _count_task(piece, offset, config):
     id_col = config.input.id_column
     ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
              if id_col and id_col in frame.columns else None)
-    problems = _batch_problems(frame, config)
+    problems = batch_problems(frame, config)
     if problems is not None and len(problems):
         return ("problems", problems, offset, list(frame.columns), None, ident)
     codes = cell_codes(frame, config)
@@ -245,7 +245,7 @@ def _merge_all(client, futures, acc) -> None:
 def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, list[int]]:
     """The count pass on the cluster: (cell count, pieces, their global row offsets)."""
     from sdc.engine.partition import check_columns
-    from sdc.io.schemas import _render
+    from sdc.io.schemas import render_problems
 
     pieces = _pieces(config)
     offsets = np.concatenate([[0], np.cumsum([p[2] for p in pieces])]).astype(int).tolist()
@@ -253,7 +253,7 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     futures = [client.submit(_count_task, p, offsets[i], cfg, pure=False)
                for i, p in enumerate(pieces)]
     counter = CellCounter()
-    problems = _Problems()
+    problems = Problems()
     columns: list[str] = []
     wmax = 0.0 if config.input.weight else None
     identities: list[np.ndarray] = []
@@ -296,14 +296,14 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
     if problems.rows and config.input.id_column and identities:
         found = duplicated_ids()
         if found is not None and found is not True:
-            problems.add(_duplicate_ids_table(*found, config), 0)
+            problems.add(duplicate_ids_table(*found, config), 0)
     if problems.rows:
         table = problems.table()
         k = len(table)
         raise InputError(
             f"the input of {config.name!r} does not match the config ({k} problem"
             f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted; "
-            f"checked per partition):\n{_render(table)}"
+            f"checked per partition):\n{render_problems(table)}"
         )
     if not pieces or counter.n_records == 0:
         raise InputError(f"input {str(config.input_path)!r} has no records; nothing to release")
@@ -318,7 +318,7 @@ def dask_count_cells(client, config: ReleaseConfig) -> tuple[CellCount, list, li
         if found is True:
             unique = True
         elif found is not None:
-            _raise_duplicate_ids(*found, config)
+            raise_duplicate_ids(*found, config)
     identities.clear()
     codes, counts = counter.result()
     return CellCount(cell_table(codes, counts, config), codes, counter.n_records, columns,

@@ -116,7 +116,7 @@ def _renameat2(src: Path, dst: Path, flags: int) -> bool:
     raise OSError(err, os.strerror(err), str(dst))
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -124,7 +124,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _is_release(p: Path) -> bool:
+def is_release(p: Path) -> bool:
     return (p / "internal" / "audit.json").is_file() or (
         (p / "public").is_dir() and (p / "internal").is_dir())
 
@@ -168,7 +168,7 @@ def _recover_and_clean(out_dir: Path) -> list[Path]:
         olds = [p for p, kind, stale in items if kind == "old" and stale]
         if olds:  # killed between the two renames of the fallback swap: put the old one back
             os.rename(olds[-1], out_dir)
-            _fsync_dir(parent)
+            fsync_dir(parent)
             items = _leftovers(parent, name)
     for p, _kind, stale in items:
         if stale:
@@ -205,7 +205,7 @@ def _write_file(path: Path, data: bytes | Path, mode: int, label: str) -> None:
 
 def _check_target(out_dir: Path) -> None:
     for a in out_dir.parents:
-        if _is_release(a):
+        if is_release(a):
             inside = out_dir.relative_to(a).parts[0]
             where = f"the {inside}/ folder of" if inside in ("public", "internal") else "inside"
             raise ReleaseFolderError(
@@ -226,7 +226,7 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _unsafe_parent(path: Path) -> Path | None:
+def unsafe_parent(path: Path) -> Path | None:
     """The first existing folder above ``path`` (resolved) that anyone may write to without
     the sticky bit (anyone could rename or replace what lies in it), else None."""
     for a in [path, *path.parents]:
@@ -271,7 +271,7 @@ def check_output_path(out_dir: Path, *, input_path: Path | None = None) -> Path:
                 f"output folder {str(out)!r} lies inside the input folder {str(src)!r}: the "
                 "release's files would be read as input by the next run. Choose an output.dir "
                 "outside it")
-    bad = _unsafe_parent(out.parent)
+    bad = unsafe_parent(out.parent)
     if bad is not None:
         raise ReleaseFolderError(
             f"output folder {str(out)!r} lies below {str(bad)!r}, which everybody may write to "
@@ -485,18 +485,18 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
             current = str(int_dir / fname)
             _write_file(int_dir / fname, data, 0o600, fname)
         current = str(tmp)
-        _fsync_dir(pub_dir)
-        _fsync_dir(int_dir)
+        fsync_dir(pub_dir)
+        fsync_dir(int_dir)
         os.chmod(tmp, top_mode)  # 0700: a release staged for review (sdc.release.review)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         if before_publish is not None:  # e.g. the input and config did not change meanwhile
             before_publish()
         checkpoint("before_rename")
         if exists:
-            _swap(tmp, out_dir)
+            swap_in(tmp, out_dir)
         else:
-            _publish_new(tmp, out_dir)
-        _fsync_dir(parent)
+            publish_new(tmp, out_dir)
+        fsync_dir(parent)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, OSError) and e.errno in _DISK_FULL:
@@ -512,7 +512,7 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
     return out_dir
 
 
-def _publish_new(tmp: Path, out_dir: Path) -> None:
+def publish_new(tmp: Path, out_dir: Path) -> None:
     try:
         done = _renameat2(tmp, out_dir, _RENAME_NOREPLACE)
     except OSError as e:
@@ -530,7 +530,7 @@ def _publish_new(tmp: Path, out_dir: Path) -> None:
         os.rename(tmp, out_dir)
 
 
-def _swap(tmp: Path, out_dir: Path) -> None:
+def swap_in(tmp: Path, out_dir: Path) -> None:
     if _renameat2(tmp, out_dir, _RENAME_EXCHANGE):
         return
     old = staging_path(out_dir, "old")

@@ -160,10 +160,10 @@ def approve(path: Path, name: str, comment: str | None = None, *,
     them, unless ``discard_extra_files`` (the same rule as ``sdc release --force``)."""
     from sdc.release.folder import (
         ReleaseExistsError,
-        _fsync_dir,
-        _publish_new,
-        _swap,
         extra_files,
+        fsync_dir,
+        publish_new,
+        swap_in,
     )
 
     out, staged, record = _load_pending(path)
@@ -198,13 +198,13 @@ def approve(path: Path, name: str, comment: str | None = None, *,
     record.update(status="approved", approved_by=name, approved_at=at, comment=comment or "")
     _write_private(staged / "internal" / REVIEW_FILE, _json_bytes(record))
     os.chmod(staged, 0o755)
-    _fsync_dir(staged)
+    fsync_dir(staged)
     if exists:
-        _swap(staged, out)  # staged now holds the old release
+        swap_in(staged, out)  # staged now holds the old release
         shutil.rmtree(staged, ignore_errors=True)
     else:
-        _publish_new(staged, out)
-    _fsync_dir(out.parent)
+        publish_new(staged, out)
+    fsync_dir(out.parent)
     return Decision(out, staged, name, at, record["manifest_sha256"])
 
 

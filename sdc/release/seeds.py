@@ -162,16 +162,16 @@ def _checked_seed_path(path: Path) -> Path:
     """The seed file's path with the symlinks of its folders resolved (the file itself may not
     exist yet), refused inside a release folder (published or copied with it) or below a
     folder everybody may write to without the sticky bit (anyone could swap the seed)."""
-    from sdc.release.folder import _is_release, _unsafe_parent
+    from sdc.release.folder import is_release, unsafe_parent
 
     real = Path(os.path.realpath(path))
     for a in real.parents:
-        if _is_release(a):
+        if is_release(a):
             raise InputError(
                 f"seed file {str(path)!r} lies inside the release folder {str(a)!r} (resolved: "
                 f"{str(real)!r}); a release folder is handed on and replaced by --force, the seed "
                 "must stay outside every release. Move it and point seed.file at it")
-    bad = _unsafe_parent(real.parent)
+    bad = unsafe_parent(real.parent)
     if bad is not None:
         raise InputError(
             f"seed file {str(path)!r} lies below {str(bad)!r}, which everybody may write to and "

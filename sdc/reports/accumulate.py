@@ -37,7 +37,7 @@ the statistics.
 
 The result is identical to the in-memory engine's for any batching: every sum is exact.
 Numeric "after" values are the input's (the batch engines refuse a numeric ``perturb:``
-variable, :func:`sdc.release.streaming.check_batch_perturb`).
+variable, :func:`sdc.release.kernels.check_batch_perturb`).
 """
 
 from __future__ import annotations

@@ -229,7 +229,7 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
                             summaries: dict[str, Any] | None = None) -> Reports:
     """:func:`build_reports` from the release's aggregates: the in-memory engine passes the
     input frame (numeric summaries from its records), the batch engines (``result`` a
-    :class:`sdc.release.streaming.BatchRelease`) ``original=None`` and the ``summaries`` of
+    :class:`sdc.release.kernels.BatchRelease`) ``original=None`` and the ``summaries`` of
     :meth:`sdc.reports.accumulate.ReleaseAccumulator.group_summaries`. Same figures, same
     bytes for the same aggregates."""
     from sdc.reports.schema import validate

@@ -106,3 +106,17 @@ def test_no_circular_imports_between_modules() -> None:
     for m in sorted(graph):
         if m not in seen:
             visit(m)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_import_of_another_modules_private_names(path: Path) -> None:
+    """A name with a leading underscore is its module's own: another module that needs it
+    needs a public name (and the module a public promise), not a private import."""
+    me = _module_name(path)
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                and node.module.split(".")[0] in ("sdc", "flows") and node.module != me):
+            bad += [f"line {node.lineno}: {a.name} from {node.module}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, f"{me} imports private names of other modules:\n" + "\n".join(bad)

@@ -15,7 +15,8 @@ from sdc.config.load import parse_config
 from sdc.engine.dependence import DependenceCounter, DependenceError, frame_dependence, key_sizes
 from sdc.engine.partition import partition_frame
 from sdc.engine.plan import plan_release
-from sdc.release.streaming import count_cells, plan_cells
+from sdc.release.kernels import plan_cells
+from sdc.release.streaming import count_cells
 
 REGIONS = [f"R{i:02d}" for i in range(30)]
 NAMES = {r: f"Region number {i}" for i, r in enumerate(REGIONS)}

@@ -67,7 +67,8 @@ def test_missing_moves_true_lets_blanks_move():
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_streaming_engine_keeps_blanks_and_equals_pandas(tmp_path, seed):
-    from sdc.release.streaming import count_cells, plan_cells
+    from sdc.release.kernels import plan_cells
+    from sdc.release.streaming import count_cells
 
     frame = missing_frame(3000, seed=seed)
     path = tmp_path / "in.parquet"
