@@ -354,10 +354,16 @@ def plan_task(config: ReleaseConfig, new_series: bool = False) -> Any:
     """Load (or create, mode 0600) the seed and place the run in its release series (refused
     when the output pattern has releases under another seed, unless ``new_series``). The cells,
     partition sets and sensitive cells are logged by the next task."""
+    _step("planning partition sets and blocks")
+    return _seed_and_series(config, new_series)
+
+
+def _seed_and_series(config: ReleaseConfig, new_series: bool) -> Any:
+    """Load (or create) the seed and place the run in its release series, with the warnings
+    of a new series and a new seed file (every executor)."""
     from sdc.release.seeds import load_seed
     from sdc.release.series import series_for
 
-    _step("planning partition sets and blocks")
     seed_info = load_seed(config, create=True)
     info = series_for(config, seed_info, new_series=new_series)
     if info.new_series:
@@ -560,8 +566,6 @@ def batch_load_task(config_path: str, force: bool, engine: str,
     series (as the pandas path's plan task). Reads no records."""
     from sdc.io.batches import check_streamable, input_sha256
     from sdc.io.pin import Pin
-    from sdc.release.seeds import load_seed
-    from sdc.release.series import series_for
 
     _step("loading config")
     path = Path(config_path).expanduser()
@@ -574,16 +578,7 @@ def batch_load_task(config_path: str, force: bool, engine: str,
     # the batches are read later, in passes: the pin is checked again before publishing
     input_pin = Pin.take(config.input_path, "input file", input_sha256)
     digest = input_pin.sha256
-    seed_info = load_seed(config, create=True)
-    info = series_for(config, seed_info, new_series=new_series)
-    if info.new_series:
-        get_run_logger().warning(
-            "starting a NEW release series for %s although %d release(s) exist under another "
-            "seed: records released before are randomized afresh (linkable, leaks)",
-            info.output_pattern, len(info.other_series))
-    if seed_info.created:
-        get_run_logger().warning("created a new seed file %s (mode 0600); keep it to reproduce "
-                                 "this release", seed_info.path)
+    seed_info = _seed_and_series(config, new_series)
     return BatchJob(path.resolve(), config, config_text, digest, seed_info, input_pin, config_pin)
 
 
@@ -636,6 +631,31 @@ def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str,
                     unchanged_check(job.input_pin, job.config_pin))
 
 
+def _timer(timings: dict[str, float]) -> Callable[..., Any]:
+    """``timed(name, fn, *args)``: run ``fn(*args)`` and record its wall seconds (a task's
+    including Prefect's bookkeeping of its run) in ``timings[name]``."""
+
+    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        t = time.perf_counter()
+        out = fn(*args)
+        timings[name] = round(time.perf_counter() - t, 3)
+        return out
+
+    return timed
+
+
+def _finish(summary: dict[str, Any], rspec: Any, config: ReleaseConfig, blocks: pd.DataFrame,
+            timings: dict[str, float], t0: float) -> dict[str, Any]:
+    """The end of every run: the review state, the Prefect artifacts, the timings."""
+    t = time.perf_counter()
+    _review_summary(summary, rspec, config)
+    _publish_artifacts(summary, blocks)
+    timings["artifacts"] = round(time.perf_counter() - t, 3)
+    summary["timings"] = timings
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
+    return summary
+
+
 def _stage_folder(config: ReleaseConfig) -> Path:
     """A temp folder beside the release (same file system: the public files are renamed into
     the release), named like write_release's temp folders so a killed run's is cleaned up."""
@@ -656,12 +676,7 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
     import shutil
 
     timings: dict[str, float] = {}
-
-    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        t = time.perf_counter()
-        out = fn(*args)
-        timings[name] = round(time.perf_counter() - t, 3)
-        return out
+    timed = _timer(timings)
 
     job = timed("load", batch_load_task, str(config_path), force, spec.kind, new_series,
                 discard_extra_files)
@@ -703,13 +718,7 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
                         seconds=time.perf_counter() - t0)
     summary["engine"] = spec.kind
     summary["headline"] = head
-    t = time.perf_counter()
-    _review_summary(summary, rspec, job.config)
-    _publish_artifacts(summary, result.blocks)
-    timings["artifacts"] = round(time.perf_counter() - t, 3)
-    summary["timings"] = timings
-    summary["seconds"] = round(time.perf_counter() - t0, 3)
-    return summary
+    return _finish(summary, rspec, job.config, result.blocks, timings, t0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -753,12 +762,7 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
                                               discard_extra_files),
                              wait_for_review)
     timings: dict[str, float] = {}
-
-    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        t = time.perf_counter()
-        out = fn(*args)
-        timings[name] = round(time.perf_counter() - t, 3)
-        return out
+    timed = _timer(timings)
 
     job = timed("load", load_task, str(config_path), force, discard_extra_files)
     frame = timed("validate input", validate_input_task, job.frame, job.config)
@@ -775,13 +779,8 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
                         seconds=time.perf_counter() - t0)
     summary["headline"] = head
     summary["warnings"].extend(household_warnings(result))
-    t = time.perf_counter()
-    _review_summary(summary, rspec, job.config)
-    _publish_artifacts(summary, result.blocks)
-    timings["artifacts"] = round(time.perf_counter() - t, 3)
-    summary["timings"] = timings
-    summary["seconds"] = round(time.perf_counter() - t0, 3)
-    return _after_review(summary, wait_for_review)
+    return _after_review(_finish(summary, rspec, job.config, result.blocks, timings, t0),
+                         wait_for_review)
 
 
 def _after_review(summary: dict[str, Any], wait: bool) -> dict[str, Any]:

@@ -83,3 +83,30 @@ def assert_release_invariants(original: pd.DataFrame, result, config) -> None:
     assert result.certificate <= config.risk.xi
     assert (result.blocks["max_risk"] <= config.risk.xi).all()
     assert result.blocks["changed"].sum() == result.n_changed
+
+
+# -- household files (generate_household_sample): engine, report and CLI tests ---------------------
+HOUSEHOLD_KEYS = {"region": {"range": [1, 12], "level": "household"},
+                  "urbrur": {"categories": [1, 2], "level": "household"},
+                  "dwelling": {"range": [1, 6], "level": "household"},
+                  "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
+                  "relation": {"range": [1, 5]}}
+HOUSEHOLD_PARTITION = {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
+                       "relation": "as_is"}
+HOUSEHOLD_INPUT = {"id_column": "person_id", "household_id": "hh_id",
+                   "household_columns": ["water", "hh_weight"]}
+
+
+def household_config(**input_extra) -> dict:
+    """A household release of :func:`sdc.samples.generate_household_sample`'s file: household
+    keys region, urbrur, dwelling; person keys sex, age, relation (a fresh dict each call)."""
+    import copy
+
+    return copy.deepcopy({
+        "name": "gen",
+        "input": {"path": "x.csv", **HOUSEHOLD_INPUT, **input_extra},
+        "key_variables": HOUSEHOLD_KEYS,
+        "partition": HOUSEHOLD_PARTITION,
+        "risk": {"xi": 0.5},
+        "seed": 11,
+    })

@@ -7,21 +7,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from engine_configs import HOUSEHOLD_INPUT, HOUSEHOLD_KEYS, HOUSEHOLD_PARTITION
 
 import sdc
 from sdc.samples import generate_household_sample
 from tests.cli.test_cli import assert_clean_error, run
 
 HH_CHANGES = {
-    "input": {"id_column": "person_id", "drop": [], "weight": None,
-              "household_id": "hh_id", "household_columns": ["water", "hh_weight"]},
-    "key_variables": {"region": {"range": [1, 12], "level": "household"},
-                      "urbrur": {"categories": [1, 2], "level": "household"},
-                      "dwelling": {"range": [1, 6], "level": "household"},
-                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
-                      "relation": {"range": [1, 5]}},
-    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
-                  "relation": "as_is"},
+    "input": {"drop": [], "weight": None, **HOUSEHOLD_INPUT},
+    "key_variables": HOUSEHOLD_KEYS,
+    "partition": HOUSEHOLD_PARTITION,
     "risk": {"xi": 0.5},
 }
 

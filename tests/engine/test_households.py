@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from engine_configs import household_config
 
 import sdc
 from sdc.engine.dependence import DependenceError
@@ -120,22 +121,9 @@ def test_batch_engines_refuse_household_files(engine):
 
 
 # -- the household release ------------------------------------------------------------------------
-GEN = {
-    "name": "gen",
-    # income is 0 for every child: it gives age and relation away (the dependence check of
-    # the person stage refuses it), so it is dropped
-    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
-              "household_columns": ["water", "hh_weight"], "drop": ["income"]},
-    "key_variables": {"region": {"range": [1, 12], "level": "household"},
-                      "urbrur": {"categories": [1, 2], "level": "household"},
-                      "dwelling": {"range": [1, 6], "level": "household"},
-                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
-                      "relation": {"range": [1, 5]}},
-    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
-                  "relation": "as_is"},
-    "risk": {"xi": 0.5},
-    "seed": 11,
-}
+# income is 0 for every child: it gives age and relation away (the dependence check of
+# the person stage refuses it), so it is dropped
+GEN = household_config(drop=["income"])
 
 
 def _gen(n=6000, seed=4):

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from engine_configs import household_config
 
 import sdc
 from sdc.errors import HouseholdRiskError
@@ -67,21 +68,8 @@ def test_hierarchical_risk_by_hand():
     assert got["max_household_risk"] == pytest.approx(1.0)
 
 
-GEN = {
-    "name": "gen",
-    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
-              "household_columns": ["water", "hh_weight"], "weight": "hh_weight",
-              "drop": ["income"]},  # 0 for every child: gives age away (dependence check)
-    "key_variables": {"region": {"range": [1, 12], "level": "household"},
-                      "urbrur": {"categories": [1, 2], "level": "household"},
-                      "dwelling": {"range": [1, 6], "level": "household"},
-                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
-                      "relation": {"range": [1, 5]}},
-    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
-                  "relation": "as_is"},
-    "risk": {"xi": 0.5},
-    "seed": 11,
-}
+# income: 0 for every child, gives age away (dependence check)
+GEN = household_config(weight="hh_weight", drop=["income"])
 
 
 def test_composition_risk_before_is_one_over_f_and_unperturbed_equals_before():
