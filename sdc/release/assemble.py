@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -76,15 +77,10 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
         del pub
     else:
         layout = None
-    extra = (stat_codebook_lines(config, layout, meta, columns=list(schema.names))
-             + uncertainty_markdown(config, result))
-    codebook = codebook_markdown(config, result, schema=schema).rstrip()
-    public["codebook.md"] = (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
-
-    internal: dict[str, bytes] = {
-        "blocks.parquet": parquet_bytes(result.blocks),
-        "partition_sets.parquet": parquet_bytes(result.partition_sets),
-    }
+    public["codebook.md"] = _codebook(
+        config, result, schema, stat_codebook_lines(config, layout, meta,
+                                                    columns=list(schema.names)))
+    internal: dict[str, bytes] = _tables(result)
     if result.cell_id is not None:
         # record-level internal data of the release series (identity, cell, released)
         records = result.records_table()
@@ -92,21 +88,54 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
         # vs the previous release (the flow's report task may have computed it already)
         series_risk_vs_previous(seed_info, result, records)
     series = dict(getattr(seed_info, "series", None) or {})
+    _add_reports_and_audit(config, result, seed_info, public, internal, reports,
+                           n_rows=len(original), input_sha256=input_sha256,
+                           config_text=config_text, series=series)
+    return public, internal
+
+
+def _codebook(config: ReleaseConfig, result: Any, schema: Any, stat_lines: list[str],
+              n_records: int | None = None) -> bytes:
+    """``codebook.md``: the codebook, the SPSS/Stata lines and the uncertainty section."""
+    extra = stat_lines + uncertainty_markdown(config, result)
+    codebook = codebook_markdown(config, result, schema=schema, n_records=n_records).rstrip()
+    return (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
+
+
+def _tables(result: Any) -> dict[str, Any]:
+    """The internal PRB and partition-set tables."""
+    return {"blocks.parquet": parquet_bytes(result.blocks),
+            "partition_sets.parquet": parquet_bytes(result.partition_sets)}
+
+
+def _add_reports_and_audit(config: ReleaseConfig, result: Any, seed_info: SeedInfo,
+                           public: dict[str, Any], internal: dict[str, Any],
+                           reports: dict[str, bytes] | None, *, n_rows: int, input_sha256: str,
+                           config_text: str, series: dict, engine: str | None = None) -> None:
+    """Add the ``reports`` files and, last, ``audit.json`` (with the SHA-256 of every other
+    file: bytes, or the path of a file an executor wrote) to ``internal``."""
+    from sdc.io.write import sha256_file
+
     for name, data in (reports or {}).items():
         if name in internal or name == "audit.json" or not _NAME_OK.match(name):
             raise ValueError(f"report name {name!r} is reserved or not a plain file name")
         internal[name] = bytes(data)
+
+    def digest(v: Path | bytes) -> str:
+        return sha256_file(v) if isinstance(v, Path) else sha256_bytes(v)
+
     audit = build_audit(
         config, result, input_path=config.input_path, input_sha256=input_sha256,
-        n_rows=len(original), seed_info=seed_info,
-        public_hashes={k: sha256_bytes(v) for k, v in public.items()},
-        internal_hashes={k: sha256_bytes(v) for k, v in internal.items()},
+        n_rows=n_rows, seed_info=seed_info,
+        public_hashes={k: digest(v) for k, v in public.items()},
+        internal_hashes={k: digest(v) for k, v in internal.items()},
         config_text=config_text, package_version=package_version(),
     )
     if series:
         audit["series"] = series
+    if engine is not None:
+        audit["engine"] = engine  # `sdc audit` then re-counts source and public file in batches
     internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    return public, internal
 
 
 def _records_bytes(result: ReleaseResult, records: pd.DataFrame) -> bytes:
@@ -130,37 +159,15 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
     tables and audit record are built from aggregates exactly as :func:`assemble_release` does;
     ``engine`` ("streaming" / "dask") is recorded in the audit record.
     """
-    from sdc.io.write import sha256_file
-
     public: dict[str, Path | bytes] = dict(result.files)
-    extra = stat_codebook_lines(config, None) + uncertainty_markdown(config, result)
-    codebook = codebook_markdown(config, result, schema=result.schema,
-                                 n_records=result.n_records).rstrip()
-    public["codebook.md"] = (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
-    internal: dict[str, Path | bytes] = {
-        "blocks.parquet": parquet_bytes(result.blocks),
-        "partition_sets.parquet": parquet_bytes(result.partition_sets),
-    }
+    public["codebook.md"] = _codebook(config, result, result.schema,
+                                      stat_codebook_lines(config, None),
+                                      n_records=result.n_records)
+    internal: dict[str, Path | bytes] = _tables(result)
     series = _batch_series(result, seed_info, internal)
-    for name, data in (reports or {}).items():
-        if name in internal or name == "audit.json" or not _NAME_OK.match(name):
-            raise ValueError(f"report name {name!r} is reserved or not a plain file name")
-        internal[name] = bytes(data)
-
-    def digest(v: Path | bytes) -> str:
-        return sha256_file(v) if isinstance(v, Path) else sha256_bytes(v)
-
-    audit = build_audit(
-        config, result, input_path=config.input_path, input_sha256=input_sha256,
-        n_rows=result.n_records, seed_info=seed_info,
-        public_hashes={k: digest(v) for k, v in public.items()},
-        internal_hashes={k: digest(v) for k, v in internal.items()},
-        config_text=config_text, package_version=package_version(),
-    )
-    if series:
-        audit["series"] = series
-    audit["engine"] = engine  # `sdc audit` then re-counts source and public file in batches
-    internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    _add_reports_and_audit(config, result, seed_info, public, internal, reports,
+                           n_rows=result.n_records, input_sha256=input_sha256,
+                           config_text=config_text, series=series, engine=engine)
     return public, internal
 
 
