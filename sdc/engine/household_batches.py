@@ -38,10 +38,11 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import draw_plan, released_cells
-from sdc.engine.batches import cell_table, partition_cells
+from sdc.engine.batches import cell_table
 from sdc.engine.cells import CellTable, encode_key
 from sdc.engine.draws import draw_tiebreak, record_identity, unique_identities, value_hash
 from sdc.engine.households import household_config, person_config
+from sdc.engine.partition import partition_cells
 from sdc.engine.plan import ReleasePlan, plan_release
 from sdc.errors import InputError, SmallBlockError
 

@@ -121,7 +121,8 @@ def test_lookup_refuses_an_uncounted_household():
 def test_person_stage_on_the_cell_table_equals_the_pandas_engine(xi, policy):
     """The person stage planned from counted cells (batches merged) has the pandas engine's
     person PRBs, certificate and small household-key classes."""
-    from sdc.engine.batches import CellCounter, cell_codes, cell_table
+    from sdc.engine.batches import CellCounter, cell_table
+    from sdc.engine.cells import cell_codes
     from sdc.engine.household_batches import person_stage
     from sdc.engine.households import person_config
 
