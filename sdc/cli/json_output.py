@@ -225,7 +225,7 @@ def _rows(frame: Any, cols: list[str]) -> list[dict[str, Any]]:
 
 
 def plan_document(p: Any) -> dict[str, Any]:
-    """The ``sdc plan --json`` document of a ``flows.release.PlanSummary``."""
+    """The ``sdc plan --json`` document of a ``sdc.release.job.PlanSummary``."""
     small = p.small_block_actions
     return _plain({
         "command": "plan", "format": FORMAT,
@@ -250,7 +250,7 @@ def plan_document(p: Any) -> dict[str, Any]:
 
 
 def validate_document(v: Any) -> dict[str, Any]:
-    """The ``sdc validate --json`` document of a ``flows.release.ValidationSummary``."""
+    """The ``sdc validate --json`` document of a ``sdc.release.job.ValidationSummary``."""
     return _plain({
         "command": "validate", "format": FORMAT, "name": v.name, "valid": True,
         "config": str(v.config_path), "input": str(v.input_path),

@@ -433,7 +433,7 @@ def plan(
 ) -> None:
     """Show what a release would do (partition sets, PRBs, theta, certificate); write nothing."""
     with _friendly_errors("plan" if as_json else None):
-        from flows.release import plan_release
+        from sdc.release.job import plan_release
 
         if as_json:  # every partition set and PRB, no --limit
             from sdc.cli.json_output import plan_document, print_document
@@ -624,7 +624,7 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
 def validate(config: ConfigArg, as_json: JsonOpt = False) -> None:
     """Check the config and its input (schema, domains, ids, weights) without releasing."""
     with _friendly_errors("validate" if as_json else None):
-        from flows.release import validate_release_input
+        from sdc.release.job import validate_release_input
 
         if as_json:
             from sdc.cli.json_output import print_document, validate_document

@@ -41,8 +41,13 @@ from sdc.engine.draws import (
 from sdc.errors import InputError
 from sdc.mechanisms.dp_pram import DPPramResult, dp_pram
 
-__all__ = ["DPPerturbation", "PerturbDesign", "apply_perturbations", "merge_value_counts",
-           "PerturbValues", "perturb_batch", "perturb_designs", "perturb_value_counts"]
+__all__ = ["NOT_DP", "DPPerturbation", "PerturbDesign", "apply_perturbations",
+           "merge_value_counts", "PerturbValues", "perturb_batch", "perturb_designs",
+           "perturb_value_counts"]
+
+#: what the codebook and the report say of a ``perturb:`` variable whose domain was read from
+#: the data (``domain_from_data: true``)
+NOT_DP = "not differentially private: domain taken from the data"
 
 
 @dataclass(frozen=True)

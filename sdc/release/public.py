@@ -24,6 +24,7 @@ from sdc.engine.apply import ReleaseResult
 from sdc.engine.draws import record_identity
 from sdc.engine.generalize import generalize_domain
 from sdc.engine.households import pseudonyms
+from sdc.engine.perturb import NOT_DP
 from sdc.errors import InputError
 from sdc.io.batches import (
     ROW_GROUP_ROWS,
@@ -41,8 +42,6 @@ __all__ = ["PUBLIC_ID", "PublicRecords", "codebook_markdown", "public_frame", "p
            "public_schema_for"]
 
 _MAX_LISTED = 10_000  # categories listed one by one in the codebook
-#: How the codebook labels a ``perturb:`` variable with ``domain_from_data: true``.
-NOT_DP = "not differentially private: domain taken from the data"
 
 
 # -- the public frame --------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def perturb_section(config: ReleaseConfig) -> list[dict[str, Any]]:
     """``risk.json``'s ``release.perturb``: per DP-PRAM variable its eps and whether the
     guarantee holds (a domain taken from the data, ``domain_from_data: true``, is not
     differentially private: the report page says so, as the codebook does)."""
-    from sdc.release.public import NOT_DP
+    from sdc.engine.perturb import NOT_DP
 
     return [{"variable": v, "epsilon": float(p.epsilon),
              "differentially_private": not p.domain_from_data,

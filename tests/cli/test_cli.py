@@ -83,12 +83,12 @@ def test_debug_shows_the_exception(make_small_job):
 
 
 def test_unexpected_error_exit_1(make_small_job, monkeypatch):
-    import flows.release
+    import sdc.release.job
 
     def boom(path):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(flows.release, "validate_release_input", boom)
+    monkeypatch.setattr(sdc.release.job, "validate_release_input", boom)
     assert_clean_error(run("validate", make_small_job()), 1, "RuntimeError: disk on fire",
                        "--debug")
 

@@ -1,0 +1,286 @@
+"""A release job without Prefect: loading it, and what ``sdc plan`` and ``sdc validate`` compute.
+
+:func:`load_job` parses the config, reads the input and hashes both (the release flow's load
+task, or its prefetch); :func:`resolve_engine` is the engine of a run; :func:`plan_release`
+(``sdc plan``) and :func:`validate_release_input` (``sdc validate``) run the release's own
+steps up to the plan and write nothing. No Prefect here: the flows (``flows/release.py``)
+orchestrate these as tasks, the command line calls the two checks directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import sdc
+from sdc.config.model import ReleaseConfig, SeedFile
+from sdc.release.executors import get_executor
+
+__all__ = ["Job", "PlanSummary", "ValidationSummary", "load_job", "plan_release",
+           "resolve_engine", "unchanged_check", "validate_release_input"]
+
+
+@dataclass
+class Job:
+    """A loaded release job: the parsed config, the raw input and what the audit needs.
+
+    ``input_pin`` / ``config_pin`` (:class:`sdc.io.pin.Pin`): the files' states from before
+    they were hashed; checked again before the release is published."""
+
+    config_path: Path
+    config: ReleaseConfig
+    config_text: str
+    frame: pd.DataFrame
+    input_sha256: str
+    input_pin: Any = None
+    config_pin: Any = None
+
+
+def load_job(config_path: str | Path) -> Job:
+    """Parse the config, read its input and hash both (the hashes go into ``audit.json``).
+
+    The hashes belong to the bytes parsed: each file's identity and change time are taken
+    before it is read and checked after it was hashed (:class:`sdc.io.pin.Pin`); a file
+    that changed in between is refused (``InputError``, exit 2).
+
+    Raises ``sdc.ConfigError`` (bad config) or ``sdc.InputError`` (missing or unreadable
+    input, or a file that changed while it was read).
+    """
+    from sdc.io.pin import Pin
+    from sdc.io.read import read_input
+    from sdc.io.write import sha256_file
+
+    path = Path(config_path).expanduser()
+    config_pin = Pin.take(path, "config file")
+    config = sdc.load_config(path)
+    config_text = path.read_text(encoding="utf-8")
+    config_pin.check("while it was read")
+    input_pin = Pin.take(config.input_path, "input file")
+    frame = read_input(config)
+    input_pin.sha256 = sha256_file(config.input_path)
+    input_pin.check("while it was read")
+    return Job(path.resolve(), config, config_text, frame, input_pin.sha256, input_pin,
+               config_pin)
+
+
+def unchanged_check(*pins: Any) -> Callable[[], None]:
+    """The check ``write_release`` runs right before the release is renamed into place: every
+    pinned file (input, config) is as it was when it was read and hashed."""
+    def check() -> None:
+        for pin in pins:
+            if pin is not None:
+                pin.check("during the run, before the release was published")
+    return check
+
+
+def resolve_engine(config: ReleaseConfig, engine: str | None) -> Any:
+    """The engine spec of a run: ``--engine`` (if given) over the config's ``engine:``.
+
+    A ``--engine dask`` keeps the config's dask settings (scheduler, workers, scratch) when the
+    config's engine is dask too."""
+    from sdc.config.model import EngineSpec
+
+    spec = config.engine
+    if engine is None or engine == spec.kind:
+        return spec
+    get_executor(engine)  # unknown name: ConfigError naming the registered ones
+    return EngineSpec(kind=engine, batch_rows=spec.batch_rows)
+
+
+@dataclass
+class PlanSummary:
+    """What a release would do, computed without writing anything.
+
+    The plan (partition sets, PRBs, k, theta, actions, certificate) does not depend on the
+    seed: randomness only decides *which* records move. ``changed`` is the actual number of
+    records the release would change, known only when the seed already exists.
+    """
+
+    name: str
+    config_path: Path
+    input_path: Path
+    output_dir: Path
+    n_records: int
+    n_cells: int
+    n_sensitive_cells: int
+    n_sensitive_records: int
+    xi: float
+    theta: float
+    theta_mode: str
+    kmin: int
+    small_blocks: str
+    partition_sets: pd.DataFrame
+    blocks: pd.DataFrame
+    merges: list[str]
+    certificate: float
+    certificate_at: dict[str, Any]
+    expected_changed: float
+    changed: int | None
+    seed_known: bool
+    release_exists: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_partition_sets(self) -> int:
+        return int(len(self.partition_sets))
+
+    @property
+    def n_prbs(self) -> int:
+        return int(len(self.blocks))
+
+    @property
+    def small_block_actions(self) -> pd.DataFrame:
+        """PRBs that did not simply use the theorem's theta (merged and/or calibrated)."""
+        return self.blocks[self.blocks["action"] != "theorem"]
+
+
+def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
+    """``sdc plan --engine streaming|dask``: one counting pass in batches (validated per batch),
+    then the shared planning code. ``changed`` needs the apply pass: not computed here."""
+    from sdc.io.batches import check_streamable
+
+    path = Path(config_path).expanduser()
+    config = sdc.load_config(path)
+    check_streamable(config, spec.kind)
+    from sdc.release.kernels import plan_cells
+
+    count = get_executor(spec.kind).count(config, spec)
+    plan = plan_cells(count, config)
+    part = plan.partitioned
+    sens = plan.cell_prb >= 0
+    blocks = plan.blocks
+    out = config.output_dir.resolve()
+    return PlanSummary(
+        name=config.name, config_path=path.resolve(), input_path=config.input_path.resolve(),
+        output_dir=out, n_records=int(count.n_records), n_cells=int(part.cells.n_cells),
+        n_sensitive_cells=int(sens.sum()),
+        n_sensitive_records=int(part.cells.frequency[sens].sum()),
+        xi=float(part.xi), theta=float(part.theta), theta_mode=config.risk.theta,
+        kmin=int(part.kmin), small_blocks=config.risk.small_blocks,
+        partition_sets=plan.partition_sets, blocks=blocks, merges=list(plan.merges),
+        certificate=float(plan.certificate), certificate_at=dict(plan.certificate_at),
+        expected_changed=float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        changed=None, seed_known=False, release_exists=out.exists(),
+        notes=[f"engine {spec.kind}: one counting pass; the number of changed records is "
+               "known after the release pass"],
+    )
+
+
+def plan_release(config_path: str | Path, engine: str | None = None) -> PlanSummary:
+    """Everything ``sdc plan`` prints. Writes nothing: the seed file is read if it exists but
+    never created, and the release folder is not touched.
+
+    ``expected_changed`` = sum over PRBs of theta_b * k_b. ``engine`` (default: the config's)
+    chooses how the records are read; streaming and dask count in batches.
+    """
+    from sdc.io.schemas import validate_input
+    from sdc.release.seeds import load_seed
+
+    spec = resolve_engine(sdc.load_config(config_path), engine)
+    if get_executor(spec.kind).batched:
+        return _plan_batches(config_path, spec)
+    job = load_job(config_path)
+    config = job.config
+    frame = validate_input(job.frame, config)
+    notes: list[str] = []
+    seed: int | None = None
+    seed_file = config.resolve(config.seed.file) if isinstance(config.seed, SeedFile) else None
+    if seed_file is None or seed_file.exists() or seed_file.is_symlink():
+        seed = load_seed(config, create=False).value  # bad permissions etc. are errors
+    else:
+        notes.append("the seed file does not exist yet; `sdc release` will create it. The plan "
+                     "does not depend on the seed, only which records move does")
+    # the plan is seed-independent; with no seed yet, 0 only fills the random draws we ignore
+    result = sdc.release_frame(frame, config, seed if seed is not None else 0)
+    blocks = result.blocks
+    sens = result.sensitive_cell
+    out = config.output_dir.resolve()
+    st = result.households
+    if st is not None:
+        hb = st.result.blocks
+        notes.append(
+            f"household file: the PRBs below are the person stage's (certificate "
+            f"{st.person_certificate:.6f}, inside the household keys' values); the household "
+            f"stage has {st.n_households:,} households, {len(hb)} household PRB(s), "
+            f"certificate {st.certificate:.6f}, {float(hb['expected_changed'].sum()) if len(hb) else 0.0:.1f} "
+            f"households expected to change; {st.small_classes} household-key class(es) "
+            f"({st.small_class_persons} persons) too small for a person PRB "
+            "(docs/HOUSEHOLDS.md)")
+    return PlanSummary(
+        name=config.name,
+        config_path=job.config_path,
+        input_path=config.input_path.resolve(),
+        output_dir=out,
+        n_records=int(len(frame)),
+        n_cells=int(result.cells.n_cells),
+        n_sensitive_cells=int(sens.sum()),
+        n_sensitive_records=int(result.cells.frequency[sens].sum()),
+        xi=float(result.xi),
+        theta=float(result.theta),
+        theta_mode=config.risk.theta,
+        kmin=int(result.kmin),
+        small_blocks=config.risk.small_blocks,
+        partition_sets=result.partition_sets,
+        blocks=blocks,
+        merges=list(result.merges),
+        certificate=float(result.certificate),
+        certificate_at=dict(result.certificate_at),
+        expected_changed=float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        changed=int(result.n_changed) if seed is not None else None,
+        seed_known=seed is not None,
+        release_exists=out.exists(),
+        notes=notes,
+    )
+
+
+@dataclass
+class ValidationSummary:
+    """``sdc validate``: the config parsed and the input passed the pandera input schema."""
+
+    name: str
+    config_path: Path
+    input_path: Path
+    input_sha256: str
+    n_records: int
+    n_columns: int
+    key_variables: list[str]
+    n_cells: int
+    n_partition_sets: int
+    n_sensitive_cells: int
+
+
+def validate_release_input(config_path: str | Path) -> ValidationSummary:
+    """Check the config and the input only (no seed, no randomness, no writes).
+
+    Raises ``sdc.ConfigError`` / ``sdc.InputError`` (every input problem in one table; a
+    released non-key column that gives the key values away: ``DependenceError``) /
+    ``FileNotFoundError`` / ``SmallBlockError``.
+    """
+    from sdc.engine.dependence import frame_dependence, raise_if_dependent
+    from sdc.engine.plan import plan_release as plan_cells
+    from sdc.io.schemas import validate_input
+    from sdc.release.public import public_schema_for
+
+    job = load_job(config_path)
+    frame = validate_input(job.frame, job.config)
+    part = sdc.partition_frame(frame, job.config)
+    # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
+    plan = plan_cells(part, job.config)
+    raise_if_dependent(frame_dependence(frame, plan, job.config), plan, job.config)
+    public_schema_for(job.config, frame)  # the public types every output format can hold
+    return ValidationSummary(
+        name=job.config.name,
+        config_path=job.config_path,
+        input_path=job.config.input_path.resolve(),
+        input_sha256=job.input_sha256,
+        n_records=int(len(frame)),
+        n_columns=int(frame.shape[1]),
+        key_variables=job.config.key_names,
+        n_cells=int(part.cells.n_cells),
+        n_partition_sets=int(len(part.partition_keys)),
+        n_sensitive_cells=int(part.sensitive.sum()),
+    )
