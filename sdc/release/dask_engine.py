@@ -52,7 +52,6 @@ from sdc.engine.draws import all_identities, drawing_identities, record_identity
 from sdc.engine.perturb import PerturbValues
 from sdc.errors import InputError
 from sdc.io.batches import (
-    PublicWriter,
     input_arrow_schema,
     public_schema,
     table_to_frame,
@@ -80,7 +79,7 @@ from sdc.release.kernels import (
     raise_duplicate_ids,
     release_batch,
     repeated_ids,
-    write_buckets_in_order,
+    write_public_files,
 )
 from sdc.release.order import ORDER_COLUMNS, order_salt
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
@@ -353,23 +352,8 @@ def _write_files(config: ReleaseConfig, schema, scratch: Path, bits: int, out_di
             RecordsSpill(scratch / "records", bits, piece=0).buckets(), records_path,
             dplan.cell_id, dplan.cell_prb)
     say("writing the public file in order")
-    formats = config.output.formats if config.output is not None else ["parquet"]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: dict[str, Path] = {}
-    handles: dict[str, Any] = {}
-    try:
-        for fmt, name in (("parquet", "microdata.parquet"), ("csv", "microdata.csv")):
-            if fmt in formats:
-                files[name] = out_dir / name
-                handles[fmt] = open(files[name], "wb")  # noqa: SIM115
-        writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
-        try:
-            write_buckets_in_order(BucketSpill(scratch, bits, piece=0).buckets(), writer)
-        finally:  # also after a failure: the writer must not outlive its file handles
-            writer.close()
-    finally:
-        for h in handles.values():
-            h.close()
+    files = write_public_files(config, schema, BucketSpill(scratch, bits, piece=0).buckets(),
+                               out_dir)
     return records_file, files
 
 

@@ -44,7 +44,8 @@ from sdc.release.order import ORDER_COLUMNS, order_keys, sort_positions
 __all__ = ["BatchPerturb", "BatchRelease", "CellCount", "Problems", "add_perturb_counts",
            "batch_problems", "batch_schema", "check_batch_perturb", "duplicate_identities",
            "duplicate_ids_table", "id_rows_with_identity", "plan_cells", "raise_duplicate_ids",
-           "release_batch", "repeated_ids", "sorted_buckets", "write_buckets_in_order"]
+           "release_batch", "repeated_ids", "sorted_buckets", "write_buckets_in_order",
+           "write_public_files"]
 
 
 @dataclass
@@ -399,3 +400,28 @@ def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> No
     for table in read_ahead_frames(sorted_buckets(bucket_files), 1):
         writer.write_table(table)
         del table
+
+
+def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[Path],
+                       out_dir: Path) -> dict[str, Path]:
+    """The public files (``microdata.parquet`` / ``.csv`` per ``output.formats``) written into
+    ``out_dir`` from the spilled buckets, in public order (:func:`write_buckets_in_order`);
+    public file name -> path."""
+    formats = config.output.formats if config.output is not None else ["parquet"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Path] = {}
+    handles: dict[str, Any] = {}
+    try:
+        for fmt, name in (("parquet", "microdata.parquet"), ("csv", "microdata.csv")):
+            if fmt in formats:
+                files[name] = out_dir / name
+                handles[fmt] = open(files[name], "wb")  # noqa: SIM115
+        writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
+        try:
+            write_buckets_in_order(buckets, writer)
+        finally:  # also after a failure: the writer must not outlive its file handles
+            writer.close()
+    finally:
+        for h in handles.values():
+            h.close()
+    return files

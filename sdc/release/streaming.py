@@ -60,7 +60,6 @@ from sdc.engine.perturb import (
 from sdc.errors import InputError
 from sdc.io.batches import (
     DEFAULT_BATCH_ROWS,
-    PublicWriter,
     check_streamable,
     input_arrow_schema,
     input_batches,
@@ -92,7 +91,7 @@ from sdc.release.kernels import (
     raise_duplicate_ids,
     release_batch,
     repeated_ids,
-    write_buckets_in_order,
+    write_public_files,
 )
 from sdc.release.order import ORDER_COLUMNS, order_salt
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
@@ -439,25 +438,7 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                                                       dplan.cell_id, dplan.cell_prb)
 
         say("writing the public file in order")
-        formats = config.output.formats if config.output is not None else ["parquet"]
-        out_dir.mkdir(parents=True, exist_ok=True)
-        files: dict[str, Path] = {}
-        handles = {}
-        if "parquet" in formats:
-            files["microdata.parquet"] = out_dir / "microdata.parquet"
-            handles["parquet"] = open(files["microdata.parquet"], "wb")  # noqa: SIM115
-        if "csv" in formats:
-            files["microdata.csv"] = out_dir / "microdata.csv"
-            handles["csv"] = open(files["microdata.csv"], "wb")  # noqa: SIM115
-        try:
-            writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
-            try:
-                write_buckets_in_order(public_spill.buckets(), writer)
-            finally:  # also after a failure: the writer must not outlive its file handles
-                writer.close()
-        finally:
-            for h in handles.values():
-                h.close()
+        files = write_public_files(config, schema, public_spill.buckets(), out_dir)
     except BaseException:
         if refinement is not None:
             refinement.cancel()

@@ -499,7 +499,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
     import threading
 
     from sdc.release import batch_reports as br
-    from sdc.release import streaming
+    from sdc.release import kernels, streaming
 
     frame = report_frame(2_000)
     path = tmp_path / "in.parquet"
@@ -530,7 +530,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
         raise OSError("disk full")
 
     monkeypatch.setattr(br, "add_refine_batch", slow_pass)
-    monkeypatch.setattr(streaming, "write_buckets_in_order", broken_write)
+    monkeypatch.setattr(kernels, "write_buckets_in_order", broken_write)
     with pytest.raises(OSError, match="disk full"):
         stream_release(cfg, 11, tmp_path / "b", batch_rows=400)
     assert not [t for t in threading.enumerate() if t.name == "sdc-report-refinement"]
