@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -658,19 +659,28 @@ def _rederived_checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
             + (" ..." if len(diffs) > 5 else ""))
 
 
-def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
-                    inp: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """Source and public file read whole (pandas engine releases), with the source's hash and
-    row count and the public file's record count and output schema checked."""
-    if not src.is_file():
-        rep.add("source: exists", False, f"source file {str(src)!r} not found; if it moved, "
-                "point the audit at it: sdc audit RELEASE_DIR --source NEW_PATH")
-        return None
-    digest = sha256_file(src)
+def _source_found(rep: AuditReport, src: Path, exists: bool, what: str,
+                  digest_of: Callable[[Path], str], inp: dict[str, Any]) -> bool:
+    """Report the source's existence and its hash against ``audit.json``'s; False when it
+    is not there (nothing more can be checked)."""
+    if not exists:
+        rep.add("source: exists", False, f"{what} {str(src)!r} not found; if it moved, point "
+                "the audit at it: sdc audit RELEASE_DIR --source NEW_PATH")
+        return False
+    digest = digest_of(src)
     rep.add("source: hash", digest == inp.get("sha256"),
             f"{src} matches its recorded SHA-256" if digest == inp.get("sha256") else
             f"{src} has SHA-256 {digest[:16]}..., audit.json records "
             f"{str(inp.get('sha256'))[:16]}...: the source changed since the release")
+    return True
+
+
+def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
+                    inp: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """Source and public file read whole (pandas engine releases), with the source's hash and
+    row count and the public file's record count and output schema checked."""
+    if not _source_found(rep, src, src.is_file(), "source file", sha256_file, inp):
+        return None
     cfg.input.path = src
     try:
         original = read_input(cfg)
@@ -735,15 +745,8 @@ def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig
     from sdc.io.batches import input_batches, input_sha256
     from sdc.release.streaming import count_cells
 
-    if not src.exists():
-        rep.add("source: exists", False, f"source {str(src)!r} not found; if it moved, point "
-                "the audit at it: sdc audit RELEASE_DIR --source NEW_PATH")
+    if not _source_found(rep, src, src.exists(), "source", input_sha256, inp):
         return None
-    digest = input_sha256(src)
-    rep.add("source: hash", digest == inp.get("sha256"),
-            f"{src} matches its recorded SHA-256" if digest == inp.get("sha256") else
-            f"{src} has SHA-256 {digest[:16]}..., audit.json records "
-            f"{str(inp.get('sha256'))[:16]}...: the source changed since the release")
     cfg.input.path = src
     try:
         orig = count_cells(cfg, validate=False)
