@@ -149,7 +149,8 @@ def test_released_persons_from_the_kernels_equal_the_pandas_engine(xi, policy):
     """count (batches) -> both stages on aggregates -> per batch: household lookup, person
     identities (made distinct over the file), released codes: every person's released key
     values equal the pandas engine's."""
-    from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
+    from sdc.engine.batches import CellCounter, CellLocator, cell_table
+    from sdc.engine.cells import cell_codes
     from sdc.engine.draws import unique_identities
     from sdc.engine.household_batches import (
         person_draw_identities,
