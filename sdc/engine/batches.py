@@ -21,14 +21,18 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import KeyVariable, ReleaseConfig
-from sdc.engine.cells import CellTable, radix_sizes, split_codes
+from sdc.engine.cells import CellTable, cell_codes, radix_sizes, split_codes
 from sdc.engine.dependence import DependenceCounter, key_sizes, small_limit
 from sdc.engine.dependence import checked_columns as dependence_columns
 from sdc.engine.derived import DerivedCollector, apply_derived, cell_describer
+from sdc.engine.partition import partition_cells
 from sdc.errors import InputError
 
-__all__ = ["CellCounter", "CellLocator", "add_dependence", "cell_table", "decode_released",
-           "derived_cells", "new_dependence_counter", "record_key_codes"]
+# cell_codes (engine.cells) and partition_cells (engine.partition) are re-exported: the two
+# record-pass steps every batch needs, defined once where the in-memory engine's are
+__all__ = ["CellCounter", "CellLocator", "add_dependence", "cell_codes", "cell_table",
+           "decode_released", "derived_cells", "new_dependence_counter", "partition_cells",
+           "record_key_codes"]
 
 
 def record_key_codes(codes: np.ndarray, config: ReleaseConfig) -> np.ndarray:

@@ -166,7 +166,7 @@ class HouseholdStageResult:
 def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
                     seed: int) -> HouseholdStageResult:
     """NZY on the household table held as an aggregate: cells of the household-level keys
-    (t_j = households), :func:`~sdc.engine.batches.partition_cells` and
+    (t_j = households), :func:`~sdc.engine.partition.partition_cells` and
     :func:`~sdc.engine.plan.plan_release` under
     :func:`~sdc.engine.households.household_config`, then every household's released cell
     drawn with its identity (made distinct among the drawing households as the pandas engine
