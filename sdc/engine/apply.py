@@ -436,8 +436,7 @@ def _household_perturbations(frame: pd.DataFrame, out: pd.DataFrame, config: Rel
     if person_vars:
         pp = pcfg.model_copy(update={"perturb": person_vars})
         rec = pres.cells.record_cell
-        ident = unique_identities(record_identity(frame, pp),
-                                  draw_tiebreak(pres.cell_id[rec], pres.cell_prb[rec] >= 0))
+        ident = unique_identities(*all_identities(frame, rec, pres, pp))
         out, dp = apply_perturbations(frame, out, pp, seed, identity=ident)
         done.update({d.variable: d for d in dp})
     return out, [done[v] for v in config.perturb if v in done]
