@@ -35,7 +35,7 @@ from sdc.engine.draws import DrawPlan, fmix64, stream
 from sdc.reports.disclosure import frequencies, individual_risk
 
 __all__ = ["composition_risk", "hierarchical_risk", "household_section", "household_tables",
-           "household_utility"]
+           "household_utility", "household_utility_of"]
 
 _F_CLASSES = (("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5+", 5, None))
 _MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -185,11 +185,18 @@ def household_tables(frame: pd.DataFrame, config: ReleaseConfig, code: np.ndarra
                      first: np.ndarray) -> dict[str, Any]:
     """Households by household-level key (one table per key: value -> households) and the
     household size distribution of ``frame`` (persons grouped by ``code``)."""
+    return _tables({k: frame[k].iloc[first] for k in config.household_keys},
+                   np.bincount(code))
+
+
+def _tables(values: dict[str, pd.Series], size: np.ndarray) -> dict[str, Any]:
+    """:func:`household_tables` from one value per household and key, and the households'
+    sizes (persons)."""
     out: dict[str, Any] = {}
-    for k in config.household_keys:
-        vc = frame[k].iloc[first].value_counts(dropna=False).sort_index()
-        out[k] = {str(v): int(c) for v, c in vc.items()}
-    sizes = np.bincount(np.bincount(code))
+    for k, v in values.items():
+        vc = v.value_counts(dropna=False).sort_index()
+        out[k] = {str(x): int(c) for x, c in vc.items()}
+    sizes = np.bincount(np.asarray(size, dtype=np.int64))
     out["size"] = {str(s): int(c) for s, c in enumerate(sizes) if c}
     return out
 
@@ -200,10 +207,21 @@ def household_utility(original: pd.DataFrame, result: ReleaseResult,
     after (and their total variation distance), the household size distribution (identical:
     households are released whole), households whose household keys changed."""
     st = result.households
-    before = household_tables(original, config, st.code, st.first)
-    after = household_tables(result.frame, config, st.code, st.first)
+    keys = config.household_keys
+    return household_utility_of({k: original[k].iloc[st.first] for k in keys},
+                                {k: result.frame[k].iloc[st.first] for k in keys},
+                                np.bincount(st.code), st.changed)
+
+
+def household_utility_of(before_values: dict[str, pd.Series], after_values: dict[str, pd.Series],
+                         size: np.ndarray, changed: np.ndarray) -> dict[str, Any]:
+    """:func:`household_utility` from aggregates (any engine): per household, its value of
+    every household-level key before and after (Series in the input's dtype), its size and
+    whether its household keys changed; households in any order."""
+    before = _tables(before_values, size)
+    after = _tables(after_values, size)
     keys = []
-    for k in config.household_keys:
+    for k in before_values:
         vals = sorted(set(before[k]) | set(after[k]))
         b = np.array([before[k].get(v, 0) for v in vals], dtype=float)
         a = np.array([after[k].get(v, 0) for v in vals], dtype=float)
@@ -211,9 +229,10 @@ def household_utility(original: pd.DataFrame, result: ReleaseResult,
         keys.append({"name": k, "tvd": tvd, "values": [
             {"value": v, "original": int(x), "released": int(y)}
             for v, x, y in zip(vals, b, a, strict=True)]})
-    changed = int(st.changed.sum())
-    return {"n_households": st.n_households, "households_changed": changed,
-            "share_changed": changed / st.n_households if st.n_households else 0.0,
+    n_h = int(np.asarray(size).size)
+    n_changed = int(np.asarray(changed).sum())
+    return {"n_households": n_h, "households_changed": n_changed,
+            "share_changed": n_changed / n_h if n_h else 0.0,
             "keys": keys,
             "size_distribution": [{"size": int(s), "households": int(c)}
                                   for s, c in before["size"].items()],
