@@ -95,6 +95,9 @@ def _int_text(c: str) -> int | None:
 
 Category = Annotated[StrictInt | StrictStr, BeforeValidator(_strict_category)]
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SCHEDULER_RE = re.compile(
+    r"^(?:(tcp|tls|ws|wss|ucx)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)"
+    r":([0-9]{1,5})$")
 
 
 class ConfigError(ValueError):
@@ -512,6 +515,21 @@ class EngineSpec(_Strict):
     @classmethod
     def _from_name(cls, v: Any) -> Any:
         return {"kind": v} if isinstance(v, str) else v
+
+    @field_validator("scheduler")
+    @classmethod
+    def _scheduler_address(cls, v: str | None) -> str | None:
+        """A Dask scheduler address, ``tcp://HOST:PORT`` (also tls, ws, wss, ucx; the scheme
+        may be left out): refused here, with the form, rather than by Dask at run time."""
+        if v is None:
+            return v
+        m = _SCHEDULER_RE.match(v.strip())
+        if m is None or not 1 <= int(m.group(3)) <= 65535:
+            raise ValueError(
+                f"{v!r} is not a Dask scheduler address; write tcp://HOST:PORT with a port "
+                "1..65535 (e.g. tcp://10.0.0.5:8786, the address `dask scheduler` prints), or "
+                "leave engine.scheduler out to start a local cluster")
+        return v.strip()
 
     @model_validator(mode="after")
     def _dask_only(self) -> EngineSpec:

@@ -84,7 +84,53 @@ from sdc.release.kernels import (
 from sdc.release.order import ORDER_COLUMNS, order_salt
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 
-__all__ = ["DaskSpec", "dask_client", "dask_count_cells", "dask_release"]
+__all__ = ["DaskClusterError", "DaskSpec", "dask_client", "dask_count_cells", "dask_release"]
+
+#: Seconds ``dask_client`` waits for a worker of an existing cluster (``engine.scheduler``):
+#: a scheduler without workers would leave every task waiting forever. The environment
+#: variable ``SDC_DASK_WORKER_WAIT_SECONDS`` overrides it.
+WORKER_WAIT_SECONDS = 30.0
+
+
+class DaskClusterError(InputError):
+    """The Dask cluster cannot run the release, or failed during it (a worker died and its
+    tasks could not be rerun, the scheduler went away): CLI exit 2, nothing published."""
+
+
+def _cluster_errors() -> tuple[type[BaseException], ...]:
+    """What a failing cluster raises into the client (a worker killed while it held a task
+    three times, lost data, a closed connection, a timed-out call)."""
+    from concurrent.futures import CancelledError
+
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    return (KilledWorker, CancelledError, CommClosedError, TimeoutError)
+
+
+def _kill_hook(name: str) -> None:
+    """Crash-test hook: with env ``SDC_DASK_KILL_AT == name`` and ``SDC_CHECKPOINT_DIR`` set,
+    the first task to get here (per run: a marker file in that folder) SIGKILLs its worker
+    process; with ``SDC_DASK_KILL_AT == name + ":always"`` every task does. Does nothing
+    otherwise."""
+    import os
+    import signal
+
+    at = os.environ.get("SDC_DASK_KILL_AT")
+    if at == f"{name}:always":  # every time: a worker that can never finish the task
+        os.kill(os.getpid(), signal.SIGKILL)
+    d = os.environ.get("SDC_CHECKPOINT_DIR")
+    if not d or at != name:
+        return
+    Path(d).mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(Path(d) / f"dask-killed-{name}", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -105,12 +151,23 @@ def dask_client(spec: DaskSpec):
     if spec.scheduler:
         try:
             client = Client(spec.scheduler, timeout="10s")
-        except OSError as e:
-            raise InputError(
+        except (OSError, ValueError, TypeError) as e:
+            raise DaskClusterError(
                 f"cannot reach the Dask scheduler {spec.scheduler!r} ({e}); start it (dask "
                 "scheduler / dask worker) or remove engine.scheduler to use a local cluster"
             ) from None
         try:
+            import os
+
+            wait = float(os.environ.get("SDC_DASK_WORKER_WAIT_SECONDS", WORKER_WAIT_SECONDS))
+            try:
+                client.wait_for_workers(1, timeout=wait)
+            except (TimeoutError, OSError) as e:
+                raise DaskClusterError(
+                    f"the Dask scheduler {spec.scheduler!r} has no worker (none joined within "
+                    f"{wait:.0f} s: {e}); start workers (dask worker "
+                    f"{spec.scheduler}) or remove engine.scheduler to use a local cluster"
+                ) from None
             yield client
         finally:
             client.close()
@@ -194,6 +251,7 @@ def _identity_task(piece, offset, codes_sorted, dplan, config, every=False):
 
 def _apply_task(piece, offset, index, codes_sorted, cells, dplan, identity, config, seed,
                 schema, salt, bits, scratch, acc, records_scratch=None, perturb=None):
+    _kill_hook("apply")
     frame = _read_piece(piece, offset, config)
     rc = CellLocator(codes_sorted, config)(cell_codes(frame, config))
     every_ident = None
@@ -360,6 +418,34 @@ def _write_files(config: ReleaseConfig, schema, scratch: Path, bits: int, out_di
 def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
                  progress: Callable[[str], None] | None = None,
                  records_path: Path | None = None) -> BatchRelease:
+    """Release ``config``'s input on a Dask cluster (:func:`_dask_release`). A worker that
+    dies is replaced and its tasks rerun by Dask; when the cluster cannot go on (the data of
+    a lone worker lost, a task that kills its worker every time, the scheduler gone) the
+    release runs once more from the start (every task is deterministic: the same files),
+    and a second failure raises :class:`DaskClusterError` (exit 2, nothing published)
+    instead of a traceback."""
+    error: BaseException | None = None
+    for attempt in (1, 2):
+        try:
+            return _dask_release(config, seed, out_dir, spec, progress=progress,
+                                 records_path=records_path)
+        except _cluster_errors() as e:
+            error = e
+            if attempt == 1 and progress is not None:
+                progress(f"the Dask cluster failed ({type(e).__name__}); running the release "
+                         "again")
+    where = spec.scheduler or f"a local cluster of {spec.workers} worker(s)"
+    raise DaskClusterError(
+        f"the Dask cluster ({where}) failed twice during the release: "
+        f"{type(error).__name__}: {error or 'no detail'}. A worker probably died (out of "
+        "memory, killed) and its tasks could not be rerun, or the scheduler went away. "
+        "Nothing was published; rerun with more memory per worker, more workers, or "
+        "--engine streaming (the release is reproducible: the same files)")
+
+
+def _dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
+                  progress: Callable[[str], None] | None = None,
+                  records_path: Path | None = None) -> BatchRelease:
     """Release ``config``'s input on a Dask cluster; write the public files into ``out_dir``
     and the internal ``records.parquet`` to ``records_path`` when given (spilled by the apply
     tasks into ``<scratch>/records/``, written by the client bucket after bucket)."""
