@@ -200,3 +200,33 @@ def test_draft_lets_missing_move_when_too_few_records_miss_it(tmp_path):
     assert any("missing_moves: true" in h for h in d.history)
     cfg = sdc.parse_config({**yaml.safe_load(text), "seed": 1}, tmp_path)
     sdc.release_frame(read_input(cfg), cfg, seed=1)
+
+
+def test_design_step_drops_a_derived_column_the_recoded_keys_cannot_give(tmp_path):
+    """census2000's case: the draft puts agesq (= age^2) under derived:, then the design step
+    recodes age into bands; agesq is no function of the bands, so the draft moves it to
+    input.drop with the reason, and the final draft releases (it was refused before)."""
+    from sdc.release.draft import apply_design
+
+    rng = np.random.default_rng(8)
+    n = 3000
+    age = rng.integers(16, 80, n)
+    frame = pd.DataFrame({"age": age, "sex": rng.integers(1, 3, n),
+                          "region": rng.integers(1, 30, n), "agesq": age * age})
+    path = tmp_path / "sq.csv"
+    frame.to_csv(path, index=False)
+    keys = ["age", "sex", "region"]
+    fr, vl, varl, fmt = read_for_draft(path, keys)
+    out = tmp_path / "sq.yaml"
+    d = build_draft(fr, data_path=path, config_path=out, keys=keys, fmt=fmt, value_labels=vl,
+                    variable_labels=varl)
+    assert "agesq" in d.derived
+    out.write_text(draft_yaml(d), encoding="utf-8")
+    assert apply_design(d, out, budget=20.0)
+    assert d.keys["age"].recode is not None
+    assert "agesq" not in d.derived and "agesq" in d.input["drop"]
+    assert "cannot be recomputed from the released keys" in d.dependent["agesq"]
+    text = draft_yaml(d)
+    cfg = sdc.parse_config({**yaml.safe_load(text), "seed": 1}, tmp_path)
+    res = sdc.release_frame(read_input(cfg), cfg, seed=1)
+    assert "agesq" not in res.frame and res.certificate <= cfg.risk.xi
