@@ -71,3 +71,44 @@ def test_decode_released_takes_all_key_values_of_the_new_cell():
     got = [again.key_codes[again.record_cell[i]] for i in range(5)]
     assert np.array_equal(np.array(new_codes), np.array(got))
     assert out.iloc[5:].equals(frame.drop(columns=["name"]).iloc[5:])
+
+
+# -- the one dtype rule of released key values (released_column), every engine -----------------
+def _kv(**spec):
+    return parse_config({"name": "b", "input": {"path": "x.csv"}, "key_variables": {"k": spec},
+                         "risk": {"xi": 0.395}, "seed": 1}).key_variables["k"]
+
+
+@pytest.mark.parametrize("values, spec, new, expected, dtype", [
+    # numbers into a numpy column: the input dtype is kept
+    (pd.Series([1, 2, 3], dtype="int64"), {"categories": [1, 2, 3]}, [2], [1, 3, 3], "int64"),
+    (pd.Series([1.0, 2.0, np.nan]), {"categories": [1, 2, 3], "missing": "category"}, [3],
+     [1.0, np.nan, np.nan], "float64"),
+    # an integer column of a file with missing values that this batch does not have: int64
+    # while no record becomes missing, object (None) when one does
+    (pd.Series([1, 2, 3], dtype="int64"), {"categories": [1, 2, 3], "missing": "category"},
+     [0], [1, 1, 3], "int64"),
+    (pd.Series([1, 2, 3], dtype="int64"), {"categories": [1, 2, 3], "missing": "category"},
+     [3], [1, None, 3], "object"),
+    # nullable and text columns keep their dtype, also with missing values
+    (pd.Series([1, 2, None], dtype="Int64"), {"categories": [1, 2, 3], "missing": "category"},
+     [3], [1, pd.NA, pd.NA], "Int64"),
+    (pd.Series(["a", "b", "c"], dtype=object), {"categories": ["a", "b", "c"]}, [2],
+     ["a", "c", "c"], "object"),
+    (pd.Series(["a", "b", None], dtype="string"),
+     {"categories": ["a", "b", "c"], "missing": "category"}, [3], ["a", pd.NA, pd.NA], "string"),
+])
+def test_released_column_keeps_the_input_dtype_when_it_can(values, spec, new, expected, dtype):
+    from sdc.engine.batches import released_column
+
+    kv = _kv(**spec)
+    before = values.copy()
+    out = released_column(values, np.array([1]), np.array(new), kv)
+    assert values.equals(before)  # the input column is not modified
+    assert str(out.dtype) == dtype
+    assert out.index.equals(values.index) and out.name == values.name
+    got = [None if (x is None or x is pd.NA or (isinstance(x, float) and np.isnan(x))) else x
+           for x in out.tolist()]
+    want = [None if (x is None or x is pd.NA or (isinstance(x, float) and np.isnan(x))) else x
+            for x in expected]
+    assert got == want
