@@ -42,11 +42,27 @@ _MUL = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _household_risk_of(r: np.ndarray, code: np.ndarray, n_h: int) -> np.ndarray:
-    """1 - prod over members of (1 - r_i), per household (logs: r_i = 1 gives 1)."""
+    """1 - prod over members of (1 - r_i), per household (logs: r_i = 1 gives 1). The logs
+    are added up per household in ascending order, so the figure does not depend on the
+    order of the members in the file (any engine, any row order: the same bits)."""
     with np.errstate(divide="ignore"):
         logs = np.log1p(-np.minimum(r, 1.0))
-    s = np.bincount(code, weights=logs, minlength=n_h)
-    return -np.expm1(s)
+    return -np.expm1(_ordered_sums(code, logs, n_h))
+
+
+def _ordered_sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per group 0..n-1 the sum of its values added in ascending order (a canonical order:
+    the result depends on the multiset of a group's values only, not on the row order)."""
+    group = np.asarray(group, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    out = np.zeros(n, dtype=np.float64)
+    if group.size == 0:
+        return out
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    out[g[starts]] = np.add.reduceat(v, starts)
+    return out
 
 
 def hierarchical_risk(record_cell: np.ndarray, code: np.ndarray, n_h: int,
@@ -156,23 +172,24 @@ def composition_risk(result: ReleaseResult, config: ReleaseConfig, seed: int,
         key = _compositions(hres.cells.key_codes[h_rel], pc.key_codes[p_rel][:, pk_idx],
                             code, n_h)
         hit = _hits(true_key, key)
-        overall[i] = hit.mean() if n_h else 0.0
-        per_class[i] = np.bincount(cls_of, weights=hit, minlength=len(_F_CLASSES)) / \
-            np.maximum(n_cls, 1)
+        # sums in a canonical order (ascending within each class): the figures do not
+        # depend on the order of the households in the file
+        overall[i] = float(np.sort(hit).sum()) / n_h if n_h else 0.0
+        per_class[i] = _ordered_sums(cls_of, hit, len(_F_CLASSES)) / np.maximum(n_cls, 1)
     se = lambda a: float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0  # noqa: E731
     classes = []
     for c, (label, _, _) in enumerate(_F_CLASSES):
         if n_cls[c] == 0:
             continue
         classes.append({"class": label, "households": int(n_cls[c]),
-                        "before": float((1.0 / big_f[cls_of == c]).mean()),
+                        "before": float(np.sort(1.0 / big_f[cls_of == c]).sum() / n_cls[c]),
                         "estimate": float(per_class[:, c].mean()), "se": se(per_class[:, c])})
     max_est = max((c["estimate"] for c in classes), default=0.0)
     xi = float(config.risk.xi)
     return {
         "n_sim": int(n_sim), "stream": "household-composition", "n_households": int(n_h),
         "household_keys": list(hk), "person_keys": list(config.person_keys),
-        "before": {"mean": float((1.0 / big_f).mean()) if n_h else 0.0,
+        "before": {"mean": float(np.sort(1.0 / big_f).sum() / n_h) if n_h else 0.0,
                    "max": float((1.0 / big_f).max()) if n_h else 0.0,
                    "unique_households": int((big_f == 1).sum())},
         "mean": float(overall.mean()), "mean_se": se(overall),
