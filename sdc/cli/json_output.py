@@ -183,7 +183,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "review": _d({"type": ["object", "null"]}, "null: published. Staged for review "
                      "(--review, config review:): status 'pending', staged_dir (release_dir "
                      "is the staged folder), the release folder it publishes to, approvers. "
-                     "With --wait-for-review: status 'approved' (name, comment, release_dir: "
+                     "With --wait-for-review: status 'approved' (name, comment, at, release_dir: "
                      "published; exit 0) or 'rejected' (nothing published; exit 2)."),
     }, "A published release."),
     "approve": _decision_schema("approve"),

@@ -210,9 +210,9 @@ def release(
     = False,
     wait_for_review: Annotated[bool, typer.Option(
         "--wait-for-review", help="With a review (--review or the config's review:): wait "
-        "until `sdc approve` or `sdc reject` (another terminal; the Prefect UI too when a "
-        "server runs) decides; exit 0 when approved and published, 2 when rejected. Ctrl-C "
-        "stops waiting and leaves the release staged.")] = False,
+        "until `sdc approve` or `sdc reject` (another terminal) decides; exit 0 when approved "
+        "and published, 2 when rejected. Ctrl-C stops waiting and leaves the release "
+        "staged.")] = False,
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
     import time
@@ -266,12 +266,9 @@ def release(
 
             with progress_callback(None if as_json else show):
                 if temp_api is None:
-                    # a server that outlives this command: the flow itself pauses for the
-                    # decision (the Prefect UI's form, or `sdc approve` sent to the run)
                     summary = release_flow(config_path=str(config), force=force,
                                            new_series=new_series, engine=engine,
                                            review=review or wait_for_review,
-                                           wait_for_review=wait_for_review,
                                            discard_extra_files=discard_extra_files)
                 else:
                     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -283,7 +280,7 @@ def release(
                                                new_series=new_series, engine=engine,
                                                review=review or wait_for_review,
                                                discard_extra_files=discard_extra_files)
-        if wait_for_review:  # embedded API (gone with this command): wait on the files
+        if wait_for_review:  # the run is over: wait on the staged folder (any server or none)
             _await_review(summary, as_json, started)
         total = time.perf_counter() - t0
         summary["total_seconds"] = round(total, 3)
@@ -312,7 +309,7 @@ def release(
 
 
 def _await_review(summary: dict, as_json: bool, since: str) -> None:
-    """``--wait-for-review`` with the embedded API: wait until the staged release is approved
+    """``--wait-for-review``: after the run, wait until the staged release is approved
     or rejected by `sdc approve` / `sdc reject` (any process) and record the outcome in
     ``summary["review"]``. Ctrl-C stops waiting (exit 130); the release stays staged."""
     rev = summary.get("review")

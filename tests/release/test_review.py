@@ -193,7 +193,8 @@ def test_await_decision_sees_the_other_process_decide(tmp_path, decision):
 
 @pytest.mark.e2e
 def test_release_waits_for_review_on_the_command_line(make_small_job, tmp_path):
-    """`sdc release --wait-for-review` (embedded Prefect) stages, waits, and exits 0 once
+    """`sdc release --wait-for-review` (embedded Prefect, or the session's server when another
+    test started it) stages, waits on the staged folder, and exits 0 once
     `sdc approve` (here from another thread, as from another terminal) has published it;
     a rejection ends the wait with exit 2."""
     import threading
