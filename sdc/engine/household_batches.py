@@ -32,6 +32,7 @@ The architecture's two record steps, for a household file:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,6 +41,7 @@ from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import draw_plan, released_cells
 from sdc.engine.batches import cell_table
 from sdc.engine.cells import CellTable, encode_key
+from sdc.engine.dependence import DependenceCounter, key_sizes, measure_dependence, small_limit
 from sdc.engine.draws import draw_tiebreak, record_identity, unique_identities, value_hash
 from sdc.engine.households import household_config, person_config
 from sdc.engine.partition import partition_cells
@@ -48,7 +50,7 @@ from sdc.errors import InputError, SmallBlockError
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "household_identity", "household_stage", "lookup_households", "person_draw_identities",
-           "extended_cells", "person_stage", "released_person_codes"]
+           "extended_cells", "household_dependence", "person_stage", "released_person_codes"]
 
 _MAX = np.iinfo(np.uint64).max
 
@@ -67,12 +69,15 @@ class HouseholdAggregate:
 
     ``identity`` (H,) uint64; ``key_codes`` (H, p) int64 codes of the household-level keys
     (config order); ``size`` (H,) persons per household; ``inconsistent`` column -> the
-    identities of the households in which the column takes more than one value."""
+    identities of the households in which the column takes more than one value;
+    ``columns``: the ``input.household_columns`` the file has, one value per household (a
+    member's, in the input's dtype: the household-level dependence check measures them)."""
 
     identity: np.ndarray
     key_codes: np.ndarray
     size: np.ndarray
     inconsistent: dict[str, np.ndarray]
+    columns: pd.DataFrame | None = None
 
     @property
     def n_households(self) -> int:
@@ -106,8 +111,10 @@ class HouseholdCounter:
                  .astype(np.int64) if self.keys else np.zeros((len(frame), 0), np.int64))
         hashes = (np.column_stack([value_hash(frame[c]) for c in self.columns])
                   if self.columns else np.zeros((len(frame), 0), np.uint64))
+        cols = [c for c in self.config.input.household_columns if c in frame.columns]
         self._parts.append(_reduce(ident, codes, hashes, hashes,
-                                   np.ones(len(frame), dtype=np.int64)))
+                                   np.ones(len(frame), dtype=np.int64),
+                                   frame[cols].reset_index(drop=True)))
         if len(self._parts) >= self.merge_every:
             self._merge()
 
@@ -118,7 +125,9 @@ class HouseholdCounter:
 
     def _merge(self) -> None:
         if len(self._parts) > 1:
-            self._parts = [_reduce(*(np.concatenate(x) for x in zip(*self._parts, strict=True)))]
+            parts = list(zip(*self._parts, strict=True))
+            self._parts = [_reduce(*(np.concatenate(x) for x in parts[:-1]),
+                                   pd.concat(parts[-1], ignore_index=True))]
 
     def result(self) -> HouseholdAggregate:
         self._merge()
@@ -126,16 +135,17 @@ class HouseholdCounter:
         if not self._parts:
             z = np.zeros(0, np.uint64)
             return HouseholdAggregate(z, np.zeros((0, p), np.int64), np.zeros(0, np.int64), {})
-        ident, codes, lo, hi, size = self._parts[0]
+        ident, codes, lo, hi, size, values = self._parts[0]
         bad = lo != hi
         inconsistent = {c: ident[bad[:, j]] for j, c in enumerate(self.columns) if bad[:, j].any()}
-        return HouseholdAggregate(ident, codes, size, inconsistent)
+        return HouseholdAggregate(ident, codes, size, inconsistent, values)
 
 
 def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-            size: np.ndarray) -> tuple[np.ndarray, ...]:
-    """One row per distinct identity (sorted): the key codes of its first row (equal in every
-    row of a consistent household; an inconsistent one is refused), min / max hash, size."""
+            size: np.ndarray, values: pd.DataFrame) -> tuple[Any, ...]:
+    """One row per distinct identity (sorted): the key codes and household-column values of
+    its first row (equal in every row of a consistent household; an inconsistent one is
+    refused), min / max hash, size."""
     u, first, inv = np.unique(ident, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
     n = u.size
@@ -144,7 +154,9 @@ def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray
     for j in range(lo.shape[1]):
         np.minimum.at(lo_u[:, j], inv, lo[:, j])
         np.maximum.at(hi_u[:, j], inv, hi[:, j])
-    return u, codes[first], lo_u, hi_u, np.bincount(inv, weights=size, minlength=n).astype(np.int64)
+    return (u, codes[first], lo_u, hi_u,
+            np.bincount(inv, weights=size, minlength=n).astype(np.int64),
+            values.iloc[first].reset_index(drop=True))
 
 
 @dataclass
@@ -316,3 +328,21 @@ def extended_cells(cells: CellTable, released_codes: list[np.ndarray]) -> tuple[
     freq = np.zeros(table.shape[0], dtype=np.int64)
     freq[orig] = cells.frequency
     return CellTable(np.zeros(0, dtype=np.int64), table, freq, list(cells.names)), orig
+
+
+def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
+                         config: ReleaseConfig) -> list:
+    """The household-level dependence check on the aggregate: the ``household_columns``
+    (one value per household) against the household stage's PRBs, as the pandas engine
+    measures them on the household table (:mod:`sdc.engine.dependence`; the caller raises
+    with :func:`~sdc.engine.dependence.raise_if_dependent`)."""
+    from sdc.engine.dependence import checked_columns
+
+    hcfg = household_config(config)
+    values = agg.columns if agg.columns is not None else pd.DataFrame(index=range(agg.n_households))
+    cols = checked_columns(list(values.columns), hcfg)
+    counter = DependenceCounter(cols, len(hcfg.key_names), small_limit(hcfg),
+                                sizes=key_sizes(hcfg))
+    if cols and agg.n_households:
+        counter.add(values, hs.cell, agg.key_codes)
+    return measure_dependence(counter, hs.plan, hcfg, lambda x: x)

@@ -265,3 +265,26 @@ def test_household_utility_from_the_aggregate_equals_the_pandas_report():
                                agg.size, hs.changed)
     assert got == household_utility(f, r, cfg)
     assert got["households_changed"] > 0
+
+
+def test_household_dependence_on_the_aggregate_equals_the_pandas_engine():
+    """The household columns measured on the count pass's aggregate against the household
+    stage's PRBs: the pandas engine's figures (household stage), also for a column that the
+    check refuses (a function of a household key)."""
+    from sdc.engine.household_batches import household_dependence
+
+    f = generate_household_sample(8000, seed=5, n_regions=40)
+    f["province"] = (f["region"] - 1) // 4  # a function of region: informs on it
+    d = {**GEN, "input": {**GEN["input"],
+                          "household_columns": ["water", "hh_weight", "province"]}}
+    cfg = sdc.parse_config(d)
+    agg = _count(f, cfg, 9, 5)
+    hs = household_stage(agg, cfg, 7)
+    got = household_dependence(agg, hs, cfg)
+    assert [x.column for x in got] == ["water", "hh_weight", "province"]
+    try:
+        r = sdc.release_frame(f, cfg, 7)
+        expect = r.households.result.dependence
+    except sdc.engine.dependence.DependenceError as e:
+        expect = e.figures
+    assert [x.as_dict() for x in got] == [x.as_dict() for x in expect]
