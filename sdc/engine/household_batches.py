@@ -50,7 +50,8 @@ from sdc.errors import InputError, SmallBlockError
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "household_identity", "household_stage", "lookup_households", "person_draw_identities",
-           "extended_cells", "household_dependence", "person_stage", "released_person_codes"]
+           "extended_cells", "household_dependence", "inconsistent_rows", "person_stage",
+           "released_person_codes"]
 
 _MAX = np.iinfo(np.uint64).max
 
@@ -346,3 +347,16 @@ def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
     if cols and agg.n_households:
         counter.add(values, hs.cell, agg.key_codes)
     return measure_dependence(counter, hs.plan, hcfg, lambda x: x)
+
+
+def inconsistent_rows(frame: pd.DataFrame, agg: HouseholdAggregate,
+                      config: ReleaseConfig) -> np.ndarray:
+    """(n,) bool: the persons of ``frame`` (a batch) whose household the count pass found
+    inconsistent. A batch executor gathers these rows in a second, filtered read and calls
+    :func:`~sdc.engine.households.check_households` on them: every violating household is
+    there whole and no other, so the refusal (counts, the first ids, the values found) is the
+    pandas engine's, word for word."""
+    if not agg.inconsistent:
+        return np.zeros(len(frame), dtype=bool)
+    bad = np.unique(np.concatenate(list(agg.inconsistent.values())))
+    return np.isin(household_identity(frame, config), bad)

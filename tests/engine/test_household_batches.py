@@ -288,3 +288,28 @@ def test_household_dependence_on_the_aggregate_equals_the_pandas_engine():
     except sdc.engine.dependence.DependenceError as e:
         expect = e.figures
     assert [x.as_dict() for x in got] == [x.as_dict() for x in expect]
+
+
+def test_the_refusal_from_the_filtered_rows_is_the_pandas_engines():
+    """Inconsistent households found by the count pass, their rows gathered by a filtered
+    read of the batches: check_households on them refuses with the whole file's message."""
+    from sdc.engine.household_batches import inconsistent_rows
+
+    cfg = sdc.parse_config(GEN)
+    f = generate_household_sample(4000, seed=7, n_regions=40)
+    sizes = f.groupby("hh_id").size()
+    big = sizes[sizes >= 2].index[:30]
+    g = f.copy()
+    rows = np.flatnonzero(g["hh_id"].isin(big).to_numpy())
+    last = g.iloc[rows].groupby("hh_id").tail(1).index
+    g.loc[last, "water"] = g.loc[last, "water"] % 9 + 1
+    g.loc[last[:3], "dwelling"] = g.loc[last[:3], "dwelling"] % 6 + 1
+    agg = _count(g, cfg, 6, 8)
+    batches = np.array_split(np.arange(len(g)), 6)
+    picked = pd.concat([g.iloc[b][inconsistent_rows(g.iloc[b], agg, cfg)] for b in batches])
+    with pytest.raises(InputError) as whole:
+        check_households(g, cfg)
+    with pytest.raises(InputError) as part:
+        check_households(picked, cfg)
+    assert str(part.value) == str(whole.value)
+    assert "differs within 30 household(s)" in str(whole.value)
