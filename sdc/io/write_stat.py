@@ -216,8 +216,8 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
         The same from the input file or made by the release (recoded keys); used where the
         config has none, cut to the format's limit.
     integer_columns : sequence
-        Float columns that the input file stores as integers: written as integers when every
-        value is whole and fits.
+        Float columns that hold integers (the input file stores them as integers, or integer
+        keys with missing values): written as integers when every value is whole and fits.
     measure, formats, widths : mapping
         Column -> SPSS measurement level / display format / display width (``measure`` and
         ``widths`` are written to ``.sav`` only).
@@ -275,9 +275,7 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
             as_int = _as_int32(arr)
             out[new] = s if as_int is None else as_int
             kinds[new] = "numeric"
-        elif pd.api.types.is_float_dtype(s.dtype) and (
-                col in integer_like or (cats is not None and all(
-                    isinstance(c, int | np.integer) and not isinstance(c, bool) for c in cats))):
+        elif pd.api.types.is_float_dtype(s.dtype) and col in integer_like:
             as_int = _as_int32(s.to_numpy(dtype=float, na_value=np.nan))
             out[new] = s if as_int is None else as_int
             kinds[new] = "numeric"

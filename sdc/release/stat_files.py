@@ -56,7 +56,13 @@ def _released_labels(config: ReleaseConfig, meta: StatMetadata) -> dict[str, dic
     for k, kv in config.key_variables.items():
         file_labels = meta.value_labels.get(k, {})
         if k not in config.recoded_keys:
-            got = {v: file_labels[v] for v in kv.domain if v in file_labels}
+            if kv.range is not None:        # a range of up to 10^7 values: test the labels
+                lo, hi = kv.range
+                got = {v: t for v, t in file_labels.items()
+                       if isinstance(v, int) and lo <= v <= hi}
+            else:
+                declared = set(kv.domain)
+                got = {v: t for v, t in file_labels.items() if v in declared}
             if got:
                 out[k] = got
             continue
@@ -116,6 +122,10 @@ def stat_public_files(pub: pd.DataFrame, config: ReleaseConfig,
     # the file's integer columns, display formats and widths, for columns released as read
     # (keys are re-coded or re-typed by the release: their formats are the writer's)
     integer = [c for c in meta.integer if c not in keys]
+    integer += [k for k, kv in config.key_variables.items()      # keys with missing values
+                if kv.range is not None or all(isinstance(c, int | np.integer)
+                                               and not isinstance(c, bool)
+                                               for c in kv.categories or [])]
     for fmt in STAT_FORMATS:
         if fmt not in formats:
             continue

@@ -118,3 +118,25 @@ def test_key_label_and_input_labels_in_the_config():
     bad = {**base, "input": {"path": "a.csv", "labels": {"a": "x"}}}
     with pytest.raises(sdc.ConfigError, match=r"input.labels: \['a'\] are key variables.*key_variables.a.label"):
         sdc.parse_config(bad)
+
+
+@pytest.mark.parametrize("fmt", ["sav", "dta"])
+def test_integers_stay_integers(tmp_path, fmt):
+    """Integer columns (and float columns that hold integers, with missing values) are written
+    as 32-bit integers when they fit; larger integers and fractions stay doubles."""
+    f = pd.DataFrame({"small": np.array([1, 2, 3], dtype=np.int64),
+                      "big": np.array([1, 2, 2**40], dtype=np.int64),
+                      "gappy": [1.0, np.nan, 3.0], "frac": [1.0, 2.5, np.nan]})
+    lay = stat_layout(f, fmt, integer_columns=["gappy", "frac"])
+    path = tmp_path / f"m.{fmt}"
+    path.write_bytes(stat_bytes(lay, fmt))
+    back, meta = READ[fmt](str(path))
+    if fmt == "dta":
+        assert meta.readstat_variable_types == {"small": "int32", "big": "double",
+                                                "gappy": "int32", "frac": "double"}
+    else:
+        assert meta.original_variable_types["small"] == "F8.0"
+        assert meta.original_variable_types["gappy"] == "F8.0"
+        assert meta.original_variable_types["frac"] == "F8.2"
+    assert back["big"].tolist() == [1, 2, 2**40]
+    assert back["gappy"].isna().tolist() == [False, True, False]
