@@ -50,8 +50,9 @@ from sdc.errors import InputError, SmallBlockError
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "household_identity", "household_stage", "lookup_households", "person_draw_identities",
-           "extended_cells", "household_dependence", "inconsistent_rows", "person_stage",
-           "released_person_codes"]
+           "extended_cells", "household_dependence", "inconsistent_rows", "person_dependence",
+           "person_dependence_counter", "person_stage", "released_person_codes",
+           "add_person_dependence"]
 
 _MAX = np.iinfo(np.uint64).max
 
@@ -360,3 +361,34 @@ def inconsistent_rows(frame: pd.DataFrame, agg: HouseholdAggregate,
         return np.zeros(len(frame), dtype=bool)
     bad = np.unique(np.concatenate(list(agg.inconsistent.values())))
     return np.isin(household_identity(frame, config), bad)
+
+
+def person_dependence_counter(columns: list[str], config: ReleaseConfig) -> DependenceCounter:
+    """The person stage's dependence counter: the released person-level non-key columns of
+    the input's ``columns`` (not the household id, the household columns or ``perturb:``
+    columns), counted by :func:`add_person_dependence` in a pass after planning (only the
+    persons of the kept classes count, as in the pandas engine)."""
+    from sdc.engine.dependence import checked_columns
+
+    pcfg = person_config(config)
+    skip = {config.input.household_id, *config.input.household_columns, *(config.perturb or {})}
+    cols = [c for c in checked_columns(columns, pcfg) if c not in skip]
+    return DependenceCounter(cols, len(pcfg.key_names), small_limit(pcfg),
+                             sizes=key_sizes(pcfg))
+
+
+def add_person_dependence(counter: DependenceCounter, frame: pd.DataFrame, cell: np.ndarray,
+                          cells: CellTable, ps: PersonStagePlan) -> None:
+    """Add a batch of persons (``cell``: their cells in the full table) to the person stage's
+    dependence counter: the persons of the kept classes, by their cell in the person plan."""
+    sub = _sub_cell(ps, cell, cells.n_cells)
+    keep = sub >= 0
+    if counter.columns and keep.any():
+        counter.add(frame[keep], sub[keep], cells.key_codes[np.asarray(cell)[keep]])
+
+
+def person_dependence(counter: DependenceCounter, ps: PersonStagePlan,
+                      config: ReleaseConfig) -> list:
+    """The person stage's dependence figures from the counted batches (the pandas engine's;
+    the caller raises with :func:`~sdc.engine.dependence.raise_if_dependent`)."""
+    return measure_dependence(counter, ps.plan, person_config(config), lambda x: x)

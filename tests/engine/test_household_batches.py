@@ -313,3 +313,49 @@ def test_the_refusal_from_the_filtered_rows_is_the_pandas_engines():
         check_households(picked, cfg)
     assert str(part.value) == str(whole.value)
     assert "differs within 30 household(s)" in str(whole.value)
+
+
+@pytest.mark.parametrize("xi,policy", [(0.5, "merge"), (0.34, "calibrate")])
+def test_person_dependence_from_batches_equals_the_pandas_engine(xi, policy):
+    """The person stage's dependence check counted over batches (kept classes only) gives the
+    pandas engine's figures, for a passing and for a refused person column."""
+    from sdc.engine.cells import cell_codes
+    from sdc.engine.dependence import DependenceError
+    from sdc.engine.household_batches import (
+        add_person_dependence,
+        person_dependence,
+        person_dependence_counter,
+        person_stage,
+    )
+    from sdc.engine.households import person_config
+
+    f = generate_household_sample(8000, seed=8, n_regions=40)
+    rng = np.random.default_rng(3)
+    f["employed"] = (rng.random(len(f)) < 0.6).astype(np.int64)
+    f["adult"] = (f["age"] >= 20).astype(np.int64)  # gives age away across band edges
+    for drop, refused in ((["income", "adult"], False), (["income"], True)):
+        cfg = sdc.parse_config({**GEN, "input": {**GEN["input"], "drop": drop},
+                                "risk": {"xi": xi, "small_blocks": policy}})
+        pcfg = person_config(cfg)
+        try:
+            expect = sdc.release_frame(f, cfg, 3).dependence
+            assert not refused
+        except DependenceError as e:
+            assert refused
+            expect = e.figures
+        from sdc.engine.batches import CellCounter, CellLocator, cell_table
+
+        batches = [f.iloc[p] for p in np.array_split(np.arange(len(f)), 5)]
+        counter = CellCounter()
+        for b in batches:
+            counter.add(cell_codes(b, pcfg))
+        codes, counts = counter.result()
+        cells = cell_table(codes, counts, pcfg)
+        ps = person_stage(cells, cfg)
+        locate = CellLocator(codes, pcfg)
+        dep = person_dependence_counter(list(f.columns), cfg)
+        for b in batches:
+            add_person_dependence(dep, b, locate(cell_codes(b, pcfg)), cells, ps)
+        got = person_dependence(dep, ps, cfg)
+        assert [x.as_dict() for x in got] == [x.as_dict() for x in expect]
+        assert any(x.flagged for x in got) == refused
