@@ -11,6 +11,7 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import ReleaseResult
+from sdc.engine.outcome import ReleaseOutcome
 from sdc.io.batches import public_bytes
 from sdc.io.schemas import validate_output
 from sdc.io.write import parquet_bytes, sha256_bytes
@@ -102,13 +103,13 @@ def _codebook(config: ReleaseConfig, result: Any, schema: Any, stat_lines: list[
     return (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
 
 
-def _tables(result: Any) -> dict[str, Any]:
+def _tables(result: ReleaseOutcome) -> dict[str, Any]:
     """The internal PRB and partition-set tables."""
     return {"blocks.parquet": parquet_bytes(result.blocks),
             "partition_sets.parquet": parquet_bytes(result.partition_sets)}
 
 
-def _add_reports_and_audit(config: ReleaseConfig, result: Any, seed_info: SeedInfo,
+def _add_reports_and_audit(config: ReleaseConfig, result: ReleaseOutcome, seed_info: SeedInfo,
                            public: dict[str, Any], internal: dict[str, Any],
                            reports: dict[str, bytes] | None, *, n_rows: int, input_sha256: str,
                            config_text: str, series: dict, engine: str | None = None) -> None:

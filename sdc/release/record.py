@@ -15,6 +15,7 @@ import yaml
 
 from sdc.config.model import ReleaseConfig
 from sdc.engine.apply import ReleaseResult
+from sdc.engine.outcome import ReleaseOutcome
 from sdc.io.write import sha256_bytes
 from sdc.release.seeds import SeedInfo
 
@@ -163,7 +164,7 @@ def _profile(t: np.ndarray) -> dict[str, int]:
     return {str(int(v)): int(counts[v]) for v in np.flatnonzero(counts)}
 
 
-def prb_structure(config: ReleaseConfig, result: Any) -> dict[str, Any]:
+def prb_structure(config: ReleaseConfig, result: ReleaseOutcome) -> dict[str, Any]:
     """``audit.json``'s ``prb_structure``: every PRB as data, enough to rebuild the PRBs and
     re-derive the certificate without the input (docs/METHOD.md section 4 and 7.1;
     docs/RELEASE_FOLDER.md).

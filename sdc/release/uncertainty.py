@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from sdc.config import AsIs, ReleaseConfig
+from sdc.engine.outcome import ReleaseOutcome
 from sdc.engine.variance import (
     publishable_count,
     sensitive_cells_by_category,
@@ -30,7 +31,7 @@ __all__ = ["uncertainty_figures", "uncertainty_markdown"]
 _MAX_ROWS = 60  # categories listed per key variable
 
 
-def uncertainty_figures(config: ReleaseConfig, result: Any) -> dict[str, Any]:
+def uncertainty_figures(config: ReleaseConfig, result: ReleaseOutcome) -> dict[str, Any]:
     """The published figures: ``theta_bar`` and per key variable a list of
     (category, c rounded up, variance bound) for every declared category."""
     cells = result.cells
@@ -50,7 +51,7 @@ def uncertainty_figures(config: ReleaseConfig, result: Any) -> dict[str, Any]:
     return out
 
 
-def uncertainty_markdown(config: ReleaseConfig, result: Any) -> list[str]:
+def uncertainty_markdown(config: ReleaseConfig, result: ReleaseOutcome) -> list[str]:
     """Codebook lines of the section (see the module docstring)."""
     fig = uncertainty_figures(config, result)
     tb = fig["theta_bar"]

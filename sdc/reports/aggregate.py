@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from sdc.engine.outcome import ReleaseOutcome
 from sdc.reports.exact import ExactSums
 
 __all__ = ["GroupSummary", "ReleaseAggregates", "group_summaries", "partition_set_rows"]
@@ -154,7 +155,7 @@ class ReleaseAggregates:
         return int(self.moved_count.sum())
 
 
-def partition_set_rows(result: Any, agg: ReleaseAggregates, xi: float) -> list[dict[str, Any]]:
+def partition_set_rows(result: ReleaseOutcome, agg: ReleaseAggregates, xi: float) -> list[dict[str, Any]]:
     """risk.json's ``partition_sets``: before from the engine, after from the released cells
     (a released record's partition set is its released cell's)."""
     ps = result.partition_sets

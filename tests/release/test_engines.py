@@ -669,3 +669,22 @@ def test_the_order_key_determines_the_content_hash():
                           order[np.lexsort((content, order))])
     assert np.array_equal(content[sort_positions(order)],
                           content[np.lexsort((content, order))])
+
+
+def test_every_executors_release_is_a_release_outcome(tmp_path):
+    """The codebook, tables, audit and uncertainty steps take a ReleaseOutcome: the in-memory
+    ReleaseResult and the batch executors' BatchRelease both are one, with equal figures."""
+    from sdc.engine.outcome import ReleaseOutcome
+
+    frame = make_frame(1_500)
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=400)
+    cfg = config_for(path, tmp_path / "rel", "parquet")
+    _, mem = pandas_public(cfg, 11)
+    batch = stream_release(cfg, 11, tmp_path / "s", batch_rows=500)
+    for name in ("cells", "cell_prb", "blocks", "partition_sets", "certificate", "merges",
+                 "dp_perturbations", "dependence", "n_changed"):
+        assert hasattr(mem, name) and hasattr(batch, name), name
+    assert isinstance(mem, ReleaseOutcome) and isinstance(batch, ReleaseOutcome)
+    assert mem.certificate == batch.certificate and mem.n_changed == batch.n_changed
+    assert mem.blocks.equals(batch.blocks)
