@@ -43,7 +43,7 @@ from sdc.engine.batches import cell_table
 from sdc.engine.cells import CellTable, encode_key
 from sdc.engine.dependence import DependenceCounter, key_sizes, measure_dependence, small_limit
 from sdc.engine.draws import draw_tiebreak, record_identity, unique_identities, value_hash
-from sdc.engine.households import household_config, person_config
+from sdc.engine.households import household_classes, household_config, person_config
 from sdc.engine.partition import partition_cells
 from sdc.engine.plan import ReleasePlan, plan_release
 from sdc.errors import InputError, SmallBlockError
@@ -242,10 +242,8 @@ def person_stage(cells: CellTable, config: ReleaseConfig) -> PersonStagePlan:
     its message prefix)."""
     pcfg = person_config(config)
     part = partition_cells(cells, pcfg)
-    hk_idx = [pcfg.key_names.index(k) for k in config.household_keys]
-    _, cell_class = np.unique(cells.key_codes[:, hk_idx], axis=0, return_inverse=True)
-    cell_class = cell_class.reshape(-1)
-    k_class = np.bincount(cell_class[part.sensitive], minlength=int(cell_class.max()) + 1)
+    cell_class, n_cls = household_classes(cells.key_codes, list(pcfg.key_names), config)
+    k_class = np.bincount(cell_class[part.sensitive], minlength=n_cls)
     small = (k_class > 0) & (k_class < part.kmin)
     cell_small = small[cell_class]
     n_small = int(small.sum())

@@ -24,7 +24,7 @@ from sdc.engine.plan import default_merge_order
 from sdc.errors import InputError
 
 __all__ = ["MAX_LISTED", "check_households", "household_codes", "household_config",
-           "household_perturb", "household_table", "person_config", "pseudonyms", "row_index", "small_classes"]
+           "household_classes", "household_perturb", "household_table", "person_config", "pseudonyms", "row_index", "small_classes"]
 
 MAX_LISTED = 20
 """Violating households listed by id per column (the message gives the full count)."""
@@ -204,11 +204,25 @@ def small_classes(part, config: ReleaseConfig) -> tuple[int, np.ndarray]:
     """(number of classes, per-person flag) of the household-key classes with fewer than kmin
     sensitive person cells (``part``: the person stage's :class:`Partitioned`): no person PRB
     inside such a class can be certified, so the person stage leaves it out."""
-    keys = part.cells.names
-    hk_idx = [keys.index(k) for k in config.household_keys]
-    cls_codes, cell_class = np.unique(part.cells.key_codes[:, hk_idx], axis=0,
-                                      return_inverse=True)
-    cell_class = cell_class.reshape(-1)
-    k_class = np.bincount(cell_class[part.sensitive], minlength=cls_codes.shape[0])
+    cell_class, n_cls = household_classes(part.cells.key_codes, part.cells.names, config)
+    k_class = np.bincount(cell_class[part.sensitive], minlength=n_cls)
     small = (k_class > 0) & (k_class < part.kmin)
     return int(small.sum()), small[cell_class[part.cells.record_cell]]
+
+
+def household_classes(key_codes: np.ndarray, names: list[str],
+                      config: ReleaseConfig) -> tuple[np.ndarray, int]:
+    """(class of every cell, number of classes): the household-key class of every cell of a
+    cell table over all keys (its household-level keys' codes), classes numbered in
+    lexicographic order (one mixed-radix code per cell, no row-wise sort)."""
+    hk = config.household_keys
+    sizes = [config.key_variables[k].size for k in hk]
+    sub = np.asarray(key_codes, dtype=np.int64)[:, [names.index(k) for k in hk]]
+    if math.prod(sizes) < 2**62:
+        code = np.zeros(sub.shape[0], dtype=np.int64)
+        for j, sz in enumerate(sizes):
+            code = code * sz + sub[:, j]
+        u, inv = np.unique(code, return_inverse=True)
+    else:
+        u, inv = np.unique(sub, axis=0, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), int(u.shape[0])
