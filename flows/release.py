@@ -375,7 +375,7 @@ def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: Relea
     """Risk and utility reports: the internal files and the headline numbers. When the release
     series has a previous release, its comparison with this one (computed once here, kept in
     ``seed_info.series`` for the audit record) becomes the report's "Release series" section."""
-    from sdc.release.series import series_risk_vs_previous
+    from sdc.release.series_risk import series_risk_vs_previous
     from sdc.reports.build import build_reports, headline
 
     _step("building risk and utility reports")
@@ -550,7 +550,7 @@ def batch_report_task(job: BatchJob, result: Any) -> tuple[dict[str, bytes], dic
     """risk.json, utility.json and report.html of a batch release, from the aggregates the
     engine accumulated during its passes (same builders and bytes as the pandas engine)."""
     from sdc.release.batch_reports import batch_reports
-    from sdc.release.series import batch_series_risk_vs_previous
+    from sdc.release.series_risk import batch_series_risk_vs_previous
     from sdc.reports.build import headline
 
     _step("building risk and utility reports")

@@ -707,9 +707,9 @@ def sdc_user_error(message: str) -> Exception:
 
 
 def _audit_series(release_dirs: list[Path], as_json: bool) -> None:
-    """``sdc audit --series``: the measured series risk (sdc.release.series)."""
+    """``sdc audit --series``: the measured series risk (sdc.release.series_risk)."""
     with _friendly_errors("audit" if as_json else None):
-        from sdc.release.series import series_risk_of_dirs
+        from sdc.release.series_risk import series_risk_of_dirs
 
         for d in release_dirs:
             if not d.is_dir():

@@ -23,7 +23,7 @@ from sdc.release.public import (
 )
 from sdc.release.record import build_audit, package_version
 from sdc.release.seeds import SeedInfo
-from sdc.release.series import RECORDS_FILE, series_risk_vs_previous
+from sdc.release.series_risk import RECORDS_FILE, series_risk_vs_previous
 from sdc.release.stat_files import (
     STAT_FORMATS,
     input_metadata,
@@ -178,7 +178,7 @@ def _batch_series(result, seed_info: SeedInfo, internal: dict[str, Path | bytes]
     :func:`sdc.release.folder.write_release`) and the ``series`` entry of the audit record,
     with the comparison with the previous release of the series (computed once; the flow's
     report task usually did it already)."""
-    from sdc.release.series import batch_series_risk_vs_previous
+    from sdc.release.series_risk import batch_series_risk_vs_previous
 
     path = getattr(result, "records_file", None)
     if path is not None:

@@ -81,7 +81,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
         import sdc
         from sdc.io.read import read_input
         from sdc.io.schemas import validate_input
-        from sdc.release.series import series_risk_vs_previous
+        from sdc.release.series_risk import series_risk_vs_previous
         from sdc.reports.build import build_reports
 
         frame = validate_input(read_input(cfg) if original is None else original, cfg)
@@ -95,7 +95,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
         return Rederived(dict(public), json.loads(internal["audit.json"]))
 
     from sdc.release.batch_reports import batch_reports
-    from sdc.release.series import batch_series_risk_vs_previous
+    from sdc.release.series_risk import batch_series_risk_vs_previous
     from sdc.release.streaming import stream_release
 
     tmp = Path(tempfile.mkdtemp(prefix="sdc-audit-"))       # 0700

@@ -208,7 +208,7 @@ def build_reports(original: pd.DataFrame, result: ReleaseResult, config: Release
     ``stream(seed, f"intruder:{i}")``. The returned dicts are already JSON-clean (what is
     written is what :func:`render_release_report` reads back), and the HTML is rendered from
     them only. ``series``: the comparison with the previous release of the series
-    (:func:`sdc.release.series.risk_vs_previous`), when there is one; it becomes ``risk.json``'s
+    (:func:`sdc.release.series_risk.risk_vs_previous`), when there is one; it becomes ``risk.json``'s
     ``series`` (:func:`series_section`) and the page's "Release series" section.
     """
     if len(original) != len(result.frame):

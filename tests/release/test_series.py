@@ -12,7 +12,8 @@ import pytest
 
 import sdc
 from sdc.engine.draws import keyed_hash
-from sdc.release.series import SeriesError, find_series, series_risk
+from sdc.release.series import SeriesError, find_series
+from sdc.release.series_risk import series_risk
 from sdc.samples import generate_census_sample
 
 REPO = Path(__file__).resolve().parents[2]
@@ -262,7 +263,7 @@ def test_two_releases_from_their_files_out_of_core_equal_the_in_memory_measure(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sdc.release import series as series_mod
+    from sdc.release import series_risk as series_mod
 
     monkeypatch.setattr(series_mod, "PAIR_ROWS", pair_rows)
     rng = np.random.default_rng(12)
