@@ -11,8 +11,11 @@ both (so the two files have the same variable names, codes and labels):
   ``_3``, ... The codebook lists every renamed variable.
 - **Text categories.** Stata attaches value labels to integer variables only, so a key
   variable with text categories is written as integer codes 1..K in the order of its declared
-  categories, labelled with the category's label, or its text when it has none. A missing
-  value (``missing: category``) is a system missing value. The codebook lists the codes.
+  categories, labelled with the category's label, or its text when it has none. A numeric key
+  recoded into classes keeps its numbers instead: ``"22"`` is 22, ``"77+"`` is 77 labelled
+  "77+", ``"<=21"`` is 21, a band ``"18-29"`` is 18 labelled "18-29" (when every class has
+  such a form and no two share a number). A missing value (``missing: category``) is a system
+  missing value. The codebook lists the codes.
 - **Integer categories** keep their values; declared labels become value labels.
 - **Variable labels** come from the config (``key_variables.<k>.label``, ``input.labels``),
   else from the input file (an SPSS/Stata input's own labels). Limits: Stata variable labels
@@ -189,6 +192,25 @@ def _label_key(v: Any, numeric: bool, fmt: StatFormat) -> Any:
     return str(v) if fmt == "sav" and isinstance(v, str) else None
 
 
+_NUMERIC_CLASS = re.compile(r"^(-?\d{1,9})(?:\+|-(-?\d{1,9}))?$|^<=(-?\d{1,9})$")
+
+
+def _numeric_codes(cats: Sequence[Any]) -> dict[Any, int] | None:
+    """Codes that keep the numbers of a numeric key recoded into text classes: ``"22"`` -> 22,
+    ``"77+"`` -> 77, ``"<=21"`` -> 21, ``"18-29"`` -> 18 (the class's first value). None when
+    a category is not of these forms or two would share a code (then codes are 1..K)."""
+    out: dict[Any, int] = {}
+    for c in cats:
+        m = _NUMERIC_CLASS.match(str(c)) if isinstance(c, str | int) else None
+        if m is None or isinstance(c, bool):
+            return None
+        v = int(m.group(1) if m.group(1) is not None else m.group(3))
+        if not _INT32_MIN <= v <= _INT32_MAX:
+            return None
+        out[c] = v
+    return out if len(set(out.values())) == len(out) else None
+
+
 def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
                 categories: Mapping[str, Sequence[Any]] | None = None,
                 value_labels: Mapping[str, Mapping[Any, str]] | None = None,
@@ -246,7 +268,8 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
         labels = value_labels.get(col, {})
         extra = input_value_labels.get(col, {})
         if cats is not None and any(isinstance(c, str) for c in cats):
-            code = {c: i for i, c in enumerate(cats, start=1)}
+            numeric = _numeric_codes(cats)
+            code = numeric or {c: i for i, c in enumerate(cats, start=1)}
             mapped = s.astype(object).map(code)
             bad = s.notna() & mapped.isna()
             if bad.any():
@@ -260,7 +283,9 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
             vlabels[new] = {
                 i: (_check_label(labels[c], fmt, VALUE_LABEL_LIMIT, f"the label of {col}={c!r}")
                     if c in labels else _fit_label(extra.get(c, str(c)), fmt, VALUE_LABEL_LIMIT))
-                for c, i in code.items()}
+                for c, i in code.items()
+                # a number kept as itself needs no label ("22" -> 22); "77+" -> 77 does
+                if c in labels or c in extra or not numeric or str(c) != str(i)}
             continue
         if pd.api.types.is_bool_dtype(s.dtype):
             out[new] = s.astype(np.int8)

@@ -140,3 +140,17 @@ def test_integers_stay_integers(tmp_path, fmt):
         assert meta.original_variable_types["frac"] == "F8.2"
     assert back["big"].tolist() == [1, 2, 2**40]
     assert back["gappy"].isna().tolist() == [False, True, False]
+
+
+def test_numeric_classes_keep_their_numbers():
+    """A numeric key recoded into text classes keeps its numbers in SPSS/Stata: top/bottom
+    coding and bands; a category of another form means codes 1..K."""
+    f = pd.DataFrame({"age": ["<=21", "22", "77+", "22"], "grp": ["18-29", "30+", "30+", "18-29"],
+                      "mix": ["Other", "3", "3", "4"]})
+    lay = stat_layout(f, "dta", categories={"age": ["<=21", "22", "77+"],
+                                            "grp": ["18-29", "30+"], "mix": ["Other", "3", "4"]})
+    assert lay.frame["age"].tolist() == [21, 22, 77, 22]
+    assert lay.value_labels["age"] == {21: "<=21", 77: "77+"}      # 22 is itself
+    assert lay.frame["grp"].tolist() == [18, 30, 30, 18]
+    assert lay.value_labels["grp"] == {18: "18-29", 30: "30+"}
+    assert lay.codes["mix"] == {"Other": 1, "3": 2, "4": 3}       # not all numeric: 1..K
