@@ -49,7 +49,8 @@ from sdc.engine.plan import ReleasePlan, plan_release
 from sdc.errors import InputError, SmallBlockError
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
-           "household_identity", "household_stage", "lookup_households", "person_draw_identities",
+           "drawing_persons", "household_identity", "household_stage", "lookup_households",
+           "person_draw_identities",
            "extended_cells", "household_dependence", "inconsistent_rows", "person_dependence",
            "person_dependence_counter", "person_stage", "released_person_codes",
            "add_person_dependence"]
@@ -269,6 +270,16 @@ def _sub_cell(ps: PersonStagePlan, cell: np.ndarray, n_cells: int) -> np.ndarray
     return remap[np.asarray(cell, dtype=np.int64)]
 
 
+def drawing_persons(cell: np.ndarray, ps: PersonStagePlan, cells: CellTable,
+                    config: ReleaseConfig) -> np.ndarray:
+    """(n,) bool: the persons (``cell``: their cells in the full table ``cells``) that draw in
+    the person stage: a kept cell of a person PRB (:func:`person_draw_identities` lists their
+    identities in row order)."""
+    dplan = draw_plan(ps.plan, person_config(config))
+    sub = _sub_cell(ps, cell, cells.n_cells)
+    return (sub >= 0) & (dplan.cell_prb[np.maximum(sub, 0)] >= 0)
+
+
 def person_draw_identities(frame: pd.DataFrame, cell: np.ndarray, ps: PersonStagePlan,
                            cells: CellTable, config: ReleaseConfig
                            ) -> tuple[np.ndarray, np.ndarray]:
@@ -279,7 +290,7 @@ def person_draw_identities(frame: pd.DataFrame, cell: np.ndarray, ps: PersonStag
     pcfg = person_config(config)
     dplan = draw_plan(ps.plan, pcfg)
     sub = _sub_cell(ps, cell, cells.n_cells)
-    drawing = (sub >= 0) & (dplan.cell_prb[np.maximum(sub, 0)] >= 0)
+    drawing = drawing_persons(cell, ps, cells, config)
     ident = record_identity(frame[drawing], pcfg)
     return (np.asarray(ident, np.uint64),
             draw_tiebreak(dplan.cell_id[sub[drawing]], True))

@@ -1,0 +1,141 @@
+"""The public file of a household release written in batches (sdc.release.household_public,
+issue 23) against the pandas engine: the kernels of sdc.engine.household_batches chained over
+shuffled batches (households split over batches), the salt from the changed households' persons
+kept in the identity pass (no extra read), whole households spilled to buckets by pseudonym:
+microdata.parquet and microdata.csv byte for byte the pandas engine's."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import sdc
+from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
+from sdc.engine.draws import unique_identities
+from sdc.engine.household_batches import (
+    HouseholdCounter,
+    drawing_persons,
+    extended_cells,
+    household_identity,
+    household_stage,
+    lookup_households,
+    person_draw_identities,
+    person_stage,
+    released_person_codes,
+)
+from sdc.engine.households import person_config, pseudonyms, row_index
+from sdc.io.batches import PublicWriter, public_schema
+from sdc.io.spill import BucketSpill
+from sdc.release.household_public import (
+    ChangedHouseholdPersons,
+    household_bucket_keys,
+    household_public_batch,
+    household_public_schema,
+    write_household_buckets,
+)
+from sdc.release.order import order_salt
+from sdc.release.public import public_records
+from sdc.samples import generate_household_sample
+
+GEN = {
+    "name": "gen",
+    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
+              "household_columns": ["water", "hh_weight"], "drop": ["income"]},
+    "key_variables": {"region": {"range": [1, 40], "level": "household"},
+                      "urbrur": {"categories": [1, 2], "level": "household"},
+                      "dwelling": {"range": [1, 6], "level": "household"},
+                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
+                      "relation": {"range": [1, 5]}},
+    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
+                  "relation": "as_is"},
+    "risk": {"xi": 0.5},
+    "seed": 11,
+}
+
+
+def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
+    """The chain a batch executor runs, on ``f`` cut into batches: count, both stages,
+    identity pass (keeping the changed households' persons), salt, apply + spill, write."""
+    pcfg = person_config(cfg)
+    rows = (np.random.default_rng(shuffle).permutation(len(f)) if shuffle is not None
+            else np.arange(len(f)))
+    batches = [f.iloc[p] for p in np.array_split(rows, n_batches)]
+    # pass 1: count
+    counter, households = CellCounter(), HouseholdCounter(cfg, merge_every=2)
+    for b in batches:
+        counter.add(cell_codes(b, pcfg))
+        households.add(b)
+    codes, counts = counter.result()
+    cells = cell_table(codes, counts, pcfg)
+    agg = households.result()
+    hs, ps = household_stage(agg, cfg, seed), person_stage(cells, cfg)
+    locate = CellLocator(codes, pcfg)
+    # pass 2: identities of the drawing persons; the changed households' persons kept
+    idents, ties, n_listed = [], [], 0
+    changed = ChangedHouseholdPersons()
+    for b in batches:
+        c = locate(cell_codes(b, pcfg))
+        hrow = lookup_households(agg.identity, household_identity(b, cfg))
+        i, t = person_draw_identities(b, c, ps, cells, cfg)
+        changed.add(c, hrow, drawing_persons(c, ps, cells, cfg), hs.changed, n_listed)
+        n_listed += i.size
+        idents.append(i)
+        ties.append(t)
+    ident = unique_identities(np.concatenate(idents), np.concatenate(ties))
+    table, orig = extended_cells(cells, changed.released_codes(ident, cells, ps, hs, cfg, seed))
+    salt = order_salt(table)
+    pseudo = pseudonyms(agg.identity, seed, salt)
+    schema = household_public_schema(
+        public_schema(cfg, pa.Schema.from_pandas(f, preserve_index=False)), cfg)
+    sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
+    # pass 3: apply, spill whole households by pseudonym
+    spill = BucketSpill(tmp_path / "buckets", bits)
+    pos = 0
+    for b, i in zip(batches, idents, strict=True):
+        c = locate(cell_codes(b, pcfg))
+        hrow = lookup_households(agg.identity, household_identity(b, cfg))
+        out = released_person_codes(c, hrow, ident[pos:pos + i.size], cells, ps, hs, cfg, seed)
+        pos += i.size
+        rel = row_index(table.key_codes, out, sizes)
+        assert (rel >= 0).all()
+        t = household_public_batch(b, orig[c], rel, table, pseudo[hrow], cfg, seed, schema,
+                                   salt)
+        spill.add(t, household_bucket_keys(pseudo[hrow], agg.n_households))
+    spill.close()
+    pq_buf, csv_buf = io.BytesIO(), io.BytesIO()
+    w = PublicWriter(schema, parquet=pq_buf, csv=csv_buf)
+    write_household_buckets(spill.buckets(), w, cfg.input.household_id)
+    w.close()
+    return schema, pq_buf.getvalue(), csv_buf.getvalue()
+
+
+@pytest.mark.parametrize("xi,policy,n_batches,bits,shuffle", [
+    (0.5, "merge", 5, 3, 1), (0.34, "calibrate", 7, 0, 2), (0.5, "merge", 1, 6, None)])
+def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_batches, bits,
+                                                     shuffle):
+    cfg = sdc.parse_config({**GEN, "risk": {"xi": xi, "small_blocks": policy}})
+    f = generate_household_sample(8000, seed=9, n_regions=40)
+    seed = 13
+    r = sdc.release_frame(f, cfg, seed)
+    assert r.households.changed.any() and r.n_changed > r.households.changed.sum()
+    want = public_records(r, cfg, seed)
+    expect = want.write(["parquet", "csv"])
+    schema, got_pq, got_csv = _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path,
+                                                  shuffle)
+    assert schema == want.schema
+    assert got_pq == expect["microdata.parquet"]
+    assert got_csv == expect["microdata.csv"]
+
+
+def test_bucket_keys_keep_households_whole_and_in_pseudonym_order():
+    from sdc.io.spill import bucket_of
+
+    for n_h in (1, 2, 3, 1000, 1025):
+        p = np.arange(1, n_h + 1)
+        for bits in (0, 1, 4, 12):
+            b = bucket_of(household_bucket_keys(p, n_h), bits).astype(np.int64)
+            assert (np.diff(b) >= 0).all()
+            assert b.max() < 1 << bits
