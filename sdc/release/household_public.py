@@ -33,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
+from sdc.engine.apply import draw_plan
 from sdc.engine.batches import decode_released
 from sdc.engine.cells import CellTable
 from sdc.engine.household_batches import (
@@ -40,11 +41,13 @@ from sdc.engine.household_batches import (
     PersonStagePlan,
     released_person_codes,
 )
+from sdc.engine.households import person_config
 from sdc.io.batches import PUBLIC_ID, PublicWriter, frame_to_table, read_ahead_frames
 from sdc.io.spill import read_bucket
 from sdc.release.order import ORDER_COLUMNS, order_keys
 
-__all__ = ["ChangedHouseholdPersons", "household_bucket_keys", "household_public_batch",
+__all__ = ["ChangedHouseholdPersons", "household_bucket_keys", "household_cell_prb",
+           "household_public_batch",
            "household_public_schema", "sorted_household_buckets", "write_household_buckets"]
 
 
@@ -86,6 +89,21 @@ class ChangedHouseholdPersons:
         identity = np.asarray(identity, np.uint64)
         return [released_person_codes(c, r, identity[p], cells, ps, hs, config, seed)
                 for c, r, p in zip(self.cells, self.rows, self.ident_pos, strict=True)]
+
+
+def household_cell_prb(ps: PersonStagePlan, cells: CellTable, extended: CellTable,
+                       orig: np.ndarray, config: ReleaseConfig) -> np.ndarray:
+    """The person PRB of every cell of the release's extended cell table (``orig``: the row of
+    every cell of the counted table ``cells`` in it; -1 for the left-out small classes and the
+    released combinations the count did not see), as the pandas engine's
+    ``ReleaseResult.cell_prb``. With :func:`sdc.engine.draws.cell_identity` of ``extended``
+    it is what :func:`sdc.release.records_file.write_records_from_buckets` needs for the
+    internal records file (the batches spill (raw identity, ``orig[cell]``, released row))."""
+    full = np.full(cells.n_cells, -1, dtype=np.int64)
+    full[ps.kept] = draw_plan(ps.plan, person_config(config)).cell_prb
+    out = np.full(extended.n_cells, -1, dtype=np.int64)
+    out[np.asarray(orig, dtype=np.int64)] = full
+    return out
 
 
 def household_public_batch(frame: pd.DataFrame, record_cell: np.ndarray,

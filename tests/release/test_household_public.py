@@ -2,7 +2,8 @@
 issue 23) against the pandas engine: the kernels of sdc.engine.household_batches chained over
 shuffled batches (households split over batches), the salt from the changed households' persons
 kept in the identity pass (no extra read), whole households spilled to buckets by pseudonym:
-microdata.parquet and microdata.csv byte for byte the pandas engine's."""
+microdata.parquet and microdata.csv byte for byte the pandas engine's, and the internal
+records file too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 import sdc
 from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
-from sdc.engine.draws import unique_identities
+from sdc.engine.draws import cell_identity, record_identity, unique_identities
 from sdc.engine.household_batches import (
     HouseholdCounter,
     drawing_persons,
@@ -29,15 +30,18 @@ from sdc.engine.household_batches import (
 from sdc.engine.households import person_config, pseudonyms, row_index
 from sdc.io.batches import PublicWriter, public_schema
 from sdc.io.spill import BucketSpill
+from sdc.release.assemble import _records_bytes
 from sdc.release.household_public import (
     ChangedHouseholdPersons,
     household_bucket_keys,
+    household_cell_prb,
     household_public_batch,
     household_public_schema,
     write_household_buckets,
 )
 from sdc.release.order import order_salt
 from sdc.release.public import public_records
+from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 from sdc.samples import generate_household_sample
 
 GEN = {
@@ -93,6 +97,7 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
     sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
     # pass 3: apply, spill whole households by pseudonym
     spill = BucketSpill(tmp_path / "buckets", bits)
+    records = RecordsSpill(tmp_path / "records", bits)
     pos = 0
     for b, i in zip(batches, idents, strict=True):
         c = locate(cell_codes(b, pcfg))
@@ -104,12 +109,17 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
         t = household_public_batch(b, orig[c], rel, table, pseudo[hrow], cfg, seed, schema,
                                    salt)
         spill.add(t, household_bucket_keys(pseudo[hrow], agg.n_households))
+        records.add(record_identity(b, cfg), orig[c], rel)
     spill.close()
+    records.close()
+    rec_path = write_records_from_buckets(
+        records.buckets(), tmp_path / "records.parquet", cell_identity(table.key_codes, cfg),
+        household_cell_prb(ps, cells, table, orig, cfg))
     pq_buf, csv_buf = io.BytesIO(), io.BytesIO()
     w = PublicWriter(schema, parquet=pq_buf, csv=csv_buf)
     write_household_buckets(spill.buckets(), w, cfg.input.household_id)
     w.close()
-    return schema, pq_buf.getvalue(), csv_buf.getvalue()
+    return schema, pq_buf.getvalue(), csv_buf.getvalue(), rec_path.read_bytes()
 
 
 @pytest.mark.parametrize("xi,policy,n_batches,bits,shuffle", [
@@ -123,11 +133,13 @@ def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_bat
     assert r.households.changed.any() and r.n_changed > r.households.changed.sum()
     want = public_records(r, cfg, seed)
     expect = want.write(["parquet", "csv"])
-    schema, got_pq, got_csv = _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path,
-                                                  shuffle)
+    schema, got_pq, got_csv, got_rec = _batch_public_bytes(f, cfg, seed, n_batches, bits,
+                                                           tmp_path, shuffle)
     assert schema == want.schema
     assert got_pq == expect["microdata.parquet"]
     assert got_csv == expect["microdata.csv"]
+    # the internal records file (series risk): the pandas engine's bytes
+    assert got_rec == _records_bytes(r, r.records_table())
 
 
 def test_bucket_keys_keep_households_whole_and_in_pseudonym_order():
