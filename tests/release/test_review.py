@@ -220,9 +220,14 @@ def test_release_waits_for_review_on_the_command_line(make_small_job, tmp_path):
     assert "release rejected" in r.text and not out.exists() and not staged.exists()
     th = threading.Thread(target=decide, args=("approve",))
     th.start()
-    r = run("release", cfg, "--wait-for-review")
+    r = run("release", cfg, "--wait-for-review", "--json")
     th.join()
     assert r.exit_code == 0, r.text
-    assert "approved by alice" in r.text and (out / "internal" / "audit.json").is_file()
-    assert not staged.exists()
+    from sdc.cli.json_output import validate
+
+    doc = json.loads(r.stdout)
+    validate(doc)
+    assert doc["review"]["status"] == "approved" and doc["review"]["name"] == "alice"
+    assert doc["review"]["release_dir"] == str(out)
+    assert (out / "internal" / "audit.json").is_file() and not staged.exists()
     assert run("audit", out).exit_code == 0
