@@ -42,7 +42,14 @@ from sdc.engine.apply import draw_plan, released_cells
 from sdc.engine.batches import cell_table
 from sdc.engine.cells import CellTable, encode_key
 from sdc.engine.dependence import DependenceCounter, key_sizes, measure_dependence, small_limit
-from sdc.engine.draws import draw_tiebreak, record_identity, unique_identities, value_hash
+from sdc.engine.draws import (
+    DrawPlan,
+    cell_identity,
+    draw_tiebreak,
+    record_identity,
+    unique_identities,
+    value_hash,
+)
 from sdc.engine.households import household_classes, household_config, person_config
 from sdc.engine.partition import partition_cells
 from sdc.engine.plan import ReleasePlan, plan_release
@@ -50,7 +57,7 @@ from sdc.errors import InputError, SmallBlockError
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "drawing_persons", "household_identity", "household_stage", "lookup_households",
-           "person_draw_identities",
+           "person_draw_identities", "person_draw_plan",
            "extended_cells", "household_dependence", "inconsistent_rows", "person_dependence",
            "person_dependence_counter", "person_stage", "released_person_codes",
            "add_person_dependence"]
@@ -172,6 +179,8 @@ class HouseholdStageResult:
     cell: np.ndarray
     released_cell: np.ndarray
     released_codes: np.ndarray
+    #: the distinct draw identities of the drawing households (a PRB cell), in row order
+    identity: np.ndarray | None = None
 
     @property
     def changed(self) -> np.ndarray:
@@ -199,11 +208,12 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     dplan = draw_plan(plan, hcfg)
     released = cell.copy()
     rows = np.flatnonzero(dplan.cell_prb[cell] >= 0)
+    ident = np.zeros(0, dtype=np.uint64)
     if rows.size:
         ident = unique_identities(agg.identity[rows],
                                   draw_tiebreak(dplan.cell_id[cell[rows]], True))
         released[rows] = released_cells(dplan, cell[rows], ident, seed)
-    return HouseholdStageResult(plan, cell, released, cells.key_codes[released])
+    return HouseholdStageResult(plan, cell, released, cells.key_codes[released], ident)
 
 
 def lookup_households(identity: np.ndarray, person_identity: np.ndarray) -> np.ndarray:
@@ -268,6 +278,18 @@ def _sub_cell(ps: PersonStagePlan, cell: np.ndarray, n_cells: int) -> np.ndarray
     remap = np.full(n_cells, -1, dtype=np.int64)
     remap[ps.kept] = np.arange(ps.kept.size, dtype=np.int64)
     return remap[np.asarray(cell, dtype=np.int64)]
+
+
+def person_draw_plan(ps: PersonStagePlan, cells: CellTable, config: ReleaseConfig) -> DrawPlan:
+    """The person stage's draw plan on the full cell table ``cells`` (the left-out small
+    classes' cells in no PRB), as the pandas engine's person result holds it: its draws of a
+    person equal those of the plan on the kept cells, mapped to the full table."""
+    pcfg = person_config(config)
+    sub = draw_plan(ps.plan, pcfg)
+    cell_prb = np.full(cells.n_cells, -1, dtype=np.int64)
+    cell_prb[ps.kept] = sub.cell_prb
+    return DrawPlan(cell_prb=cell_prb, cell_frequency=np.asarray(cells.frequency, np.int64),
+                    cell_id=cell_identity(cells.key_codes, pcfg), prb_theta=sub.prb_theta)
 
 
 def drawing_persons(cell: np.ndarray, ps: PersonStagePlan, cells: CellTable,

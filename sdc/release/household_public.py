@@ -33,15 +33,14 @@ import pandas as pd
 import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.apply import draw_plan
 from sdc.engine.batches import decode_released
 from sdc.engine.cells import CellTable
 from sdc.engine.household_batches import (
     HouseholdStageResult,
     PersonStagePlan,
+    person_draw_plan,
     released_person_codes,
 )
-from sdc.engine.households import person_config
 from sdc.io.batches import PUBLIC_ID, PublicWriter, frame_to_table, read_ahead_frames
 from sdc.io.spill import read_bucket
 from sdc.release.order import ORDER_COLUMNS, order_keys
@@ -99,8 +98,7 @@ def household_cell_prb(ps: PersonStagePlan, cells: CellTable, extended: CellTabl
     ``ReleaseResult.cell_prb``. With :func:`sdc.engine.draws.cell_identity` of ``extended``
     it is what :func:`sdc.release.records_file.write_records_from_buckets` needs for the
     internal records file (the batches spill (raw identity, ``orig[cell]``, released row))."""
-    full = np.full(cells.n_cells, -1, dtype=np.int64)
-    full[ps.kept] = draw_plan(ps.plan, person_config(config)).cell_prb
+    full = person_draw_plan(ps, cells, config).cell_prb
     out = np.full(extended.n_cells, -1, dtype=np.int64)
     out[np.asarray(orig, dtype=np.int64)] = full
     return out

@@ -24,6 +24,7 @@ probability ~H^2 / 2^64).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,8 @@ from sdc.engine.apply import ReleaseResult, released_cells
 from sdc.engine.draws import DrawPlan, fmix64, stream
 from sdc.reports.disclosure import frequencies, individual_risk
 
-__all__ = ["composition_risk", "hierarchical_risk", "household_section", "household_tables",
+__all__ = ["StageDraws", "composition_risk", "composition_risk_of", "hierarchical_risk",
+           "household_section", "household_section_of", "household_tables",
            "household_utility", "household_utility_of"]
 
 _F_CLASSES = (("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5+", 5, None))
@@ -119,42 +121,68 @@ def _hits(true_key: np.ndarray, released_key: np.ndarray) -> np.ndarray:
     return np.where(own & (s > 0), 1.0 / np.maximum(s, 1), 0.0)
 
 
-def _draw_plan(res: ReleaseResult) -> DrawPlan:
-    return DrawPlan(cell_prb=res.cell_prb, cell_frequency=res.cells.frequency,
-                    cell_id=res.cell_id,
-                    prb_theta=res.blocks["theta"].to_numpy(dtype=np.float64)
-                    if len(res.blocks) else np.zeros(0))
+@dataclass
+class StageDraws:
+    """One stage of a household release as the composition intruder replays it: ``plan`` (its
+    :class:`~sdc.engine.draws.DrawPlan`), ``key_codes`` (its cell table's key codes),
+    ``cell`` every unit's true cell (persons or households, any order) and ``identity`` the
+    distinct identities of the drawing units (those in a PRB cell), in that order. Any engine
+    builds it (the pandas engine from its :class:`~sdc.engine.apply.ReleaseResult`, a batch
+    executor from its aggregates)."""
 
+    plan: DrawPlan
+    key_codes: np.ndarray
+    cell: np.ndarray
+    identity: np.ndarray
 
-def _replay(res: ReleaseResult, seed: int) -> np.ndarray:
-    """Released cell of every unit of ``res`` under another seed (the same plan and
-    identities): one more independent draw of the stage."""
-    rec = res.cells.record_cell
-    out = rec.copy()
-    rows = np.flatnonzero(res.cell_prb[rec] >= 0)
-    if rows.size and len(res.blocks):
-        out[rows] = released_cells(_draw_plan(res), rec[rows], res.prb_identity, seed)
-    return out
+    @classmethod
+    def of(cls, res: ReleaseResult) -> StageDraws:
+        plan = DrawPlan(cell_prb=res.cell_prb, cell_frequency=res.cells.frequency,
+                        cell_id=res.cell_id,
+                        prb_theta=res.blocks["theta"].to_numpy(dtype=np.float64)
+                        if len(res.blocks) else np.zeros(0))
+        return cls(plan, res.cells.key_codes, res.cells.record_cell,
+                   res.prb_identity if res.prb_identity is not None else np.zeros(0, np.uint64))
+
+    def replay(self, seed: int) -> np.ndarray:
+        """Released cell of every unit under another seed (the same plan and identities):
+        one more independent draw of the stage."""
+        rec = np.asarray(self.cell, dtype=np.int64)
+        out = rec.copy()
+        rows = np.flatnonzero(self.plan.cell_prb[rec] >= 0)
+        if rows.size and self.plan.prb_theta.size:
+            out[rows] = released_cells(self.plan, rec[rows], self.identity, seed)
+        return out
 
 
 def composition_risk(result: ReleaseResult, config: ReleaseConfig, seed: int,
                      n_sim: int = 20) -> dict[str, Any]:
-    """The composition intruder measured by Monte Carlo (see the module docstring).
+    """The composition intruder measured by Monte Carlo (see the module docstring) on the
+    pandas engine's result: :func:`composition_risk_of` of its two stages."""
+    st = result.households
+    return composition_risk_of(StageDraws.of(st.result), StageDraws.of(st.person), st.code,
+                               st.n_households, config, seed, n_sim=n_sim)
+
+
+def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.ndarray,
+                        n_h: int, config: ReleaseConfig, seed: int,
+                        n_sim: int = 20) -> dict[str, Any]:
+    """The composition intruder measured by Monte Carlo from the two stages' draws
+    (``households.cell`` indexed by household 0..n_h-1, ``persons.cell`` and ``code``, every
+    person's household, in one person order: the figures depend on neither order).
 
     Returns ``n_sim``, ``stream``, ``n_households``, ``before`` (exact: mean of 1/F, max 1/F,
     households with a unique composition), ``classes`` (per F class: households, mean risk
     estimate and its standard error over the replications), ``mean`` / ``mean_se`` over all
     households, ``max_class_estimate`` (the largest class mean) and ``exceeds_xi``.
     """
-    st = result.households
-    hres, pres = st.result, st.person
-    code, n_h = st.code, st.n_households
+    code = np.asarray(code, dtype=np.int64)
     keys = config.key_names
     hk = config.household_keys
     pk_idx = [keys.index(k) for k in config.person_keys]
-    pc = pres.cells
-    true_person = pc.key_codes[pc.record_cell][:, pk_idx]
-    true_hh = hres.cells.key_codes[hres.cells.record_cell]
+    pcodes = persons.key_codes
+    true_person = pcodes[np.asarray(persons.cell, dtype=np.int64)][:, pk_idx]
+    true_hh = households.key_codes[np.asarray(households.cell, dtype=np.int64)]
     true_key = _compositions(true_hh, true_person, code, n_h)
     _, inv, f_counts = np.unique(true_key, return_inverse=True, return_counts=True)
     big_f = f_counts[inv.reshape(-1)]
@@ -167,10 +195,9 @@ def composition_risk(result: ReleaseResult, config: ReleaseConfig, seed: int,
         cls_of[(big_f >= lo) & ((big_f <= hi) if hi is not None else True)] = c
     n_cls = np.bincount(cls_of, minlength=len(_F_CLASSES))
     for i, s in enumerate(seeds):
-        h_rel = _replay(hres, int(s))
-        p_rel = _replay(pres, int(s))
-        key = _compositions(hres.cells.key_codes[h_rel], pc.key_codes[p_rel][:, pk_idx],
-                            code, n_h)
+        h_rel = households.replay(int(s))
+        p_rel = persons.replay(int(s))
+        key = _compositions(households.key_codes[h_rel], pcodes[p_rel][:, pk_idx], code, n_h)
         hit = _hits(true_key, key)
         # sums in a canonical order (ascending within each class): the figures do not
         # depend on the order of the households in the file
@@ -264,10 +291,32 @@ def household_section(original: pd.DataFrame, result: ReleaseResult, config: Rel
     st = result.households
     weight = config.input.weight
     w = original[weight].to_numpy(dtype=float) if weight else None
-    before = hierarchical_risk(result.cells.record_cell, st.code, st.n_households, w)
-    after = hierarchical_risk(result.released_cell, st.code, st.n_households, w)
     comp = composition_risk(result, config, seed, n_sim=n_sim)
     st.composition = comp
+    return household_section_of(
+        config, result.cells.record_cell, result.released_cell, st.code, st.n_households, w,
+        comp, households_changed=int(st.changed.sum()),
+        household_certificate=float(st.certificate),
+        household_certificate_at=st.result.certificate_at,
+        household_prbs=int(len(st.result.blocks)),
+        person_certificate=float(st.person_certificate), small_classes=int(st.small_classes),
+        small_class_persons=int(st.small_class_persons))
+
+
+def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
+                         released_cell: np.ndarray, code: np.ndarray, n_households: int,
+                         weights: np.ndarray | None, composition: dict[str, Any], *,
+                         households_changed: int, household_certificate: float,
+                         household_certificate_at: Any, household_prbs: int,
+                         person_certificate: float, small_classes: int,
+                         small_class_persons: int) -> dict[str, Any]:
+    """:func:`household_section` from its parts (any engine): every person's true and released
+    cell (one cell table over all keys), household (0..n_households-1) and weight, in one
+    person order (the figures do not depend on it), the composition intruder's figures
+    (:func:`composition_risk_of`) and the stages' figures."""
+    before = hierarchical_risk(record_cell, code, n_households, weights)
+    after = hierarchical_risk(released_cell, code, n_households, weights)
+    comp = composition
     xi = float(config.risk.xi)
     fixes = []
     if comp["exceeds_xi"]:
@@ -282,14 +331,14 @@ def household_section(original: pd.DataFrame, result: ReleaseResult, config: Rel
         "household_id": config.input.household_id,
         "household_keys": list(config.household_keys),
         "person_keys": list(config.person_keys),
-        "n_households": st.n_households,
-        "households_changed": int(st.changed.sum()),
-        "household_certificate": float(st.certificate),
-        "household_certificate_at": st.result.certificate_at,
-        "household_prbs": int(len(st.result.blocks)),
-        "person_certificate": float(st.person_certificate),
-        "small_classes": int(st.small_classes),
-        "small_class_persons": int(st.small_class_persons),
+        "n_households": int(n_households),
+        "households_changed": int(households_changed),
+        "household_certificate": float(household_certificate),
+        "household_certificate_at": household_certificate_at,
+        "household_prbs": int(household_prbs),
+        "person_certificate": float(person_certificate),
+        "small_classes": int(small_classes),
+        "small_class_persons": int(small_class_persons),
         "hierarchical": {
             "before": {k: v for k, v in before.items() if k != "household_risk"},
             "after": {k: v for k, v in after.items() if k != "household_risk"},

@@ -99,6 +99,7 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
     spill = BucketSpill(tmp_path / "buckets", bits)
     records = RecordsSpill(tmp_path / "records", bits)
     pos = 0
+    kept: dict = {"cell": [], "row": [], "released": [], "weight": []}
     for b, i in zip(batches, idents, strict=True):
         c = locate(cell_codes(b, pcfg))
         hrow = lookup_households(agg.identity, household_identity(b, cfg))
@@ -110,6 +111,10 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
                                    salt)
         spill.add(t, household_bucket_keys(pseudo[hrow], agg.n_households))
         records.add(record_identity(b, cfg), orig[c], rel)
+        for k, v in (("cell", c), ("row", hrow), ("released", rel)):
+            kept[k].append(v)
+        if cfg.input.weight:
+            kept["weight"].append(b[cfg.input.weight].to_numpy(dtype=float))
     spill.close()
     records.close()
     rec_path = write_records_from_buckets(
@@ -119,7 +124,9 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
     w = PublicWriter(schema, parquet=pq_buf, csv=csv_buf)
     write_household_buckets(spill.buckets(), w, cfg.input.household_id)
     w.close()
-    return schema, pq_buf.getvalue(), csv_buf.getvalue(), rec_path.read_bytes()
+    parts = {k: np.concatenate(v) if v else None for k, v in kept.items()}
+    parts.update(agg=agg, hs=hs, ps=ps, cells=cells, orig=orig, ident=ident)
+    return schema, pq_buf.getvalue(), csv_buf.getvalue(), rec_path.read_bytes(), parts
 
 
 @pytest.mark.parametrize("xi,policy,n_batches,bits,shuffle", [
@@ -133,7 +140,7 @@ def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_bat
     assert r.households.changed.any() and r.n_changed > r.households.changed.sum()
     want = public_records(r, cfg, seed)
     expect = want.write(["parquet", "csv"])
-    schema, got_pq, got_csv, got_rec = _batch_public_bytes(f, cfg, seed, n_batches, bits,
+    schema, got_pq, got_csv, got_rec, _ = _batch_public_bytes(f, cfg, seed, n_batches, bits,
                                                            tmp_path, shuffle)
     assert schema == want.schema
     assert got_pq == expect["microdata.parquet"]
@@ -151,3 +158,45 @@ def test_bucket_keys_keep_households_whole_and_in_pseudonym_order():
             b = bucket_of(household_bucket_keys(p, n_h), bits).astype(np.int64)
             assert (np.diff(b) >= 0).all()
             assert b.max() < 1 << bits
+
+
+@pytest.mark.parametrize("xi,policy,weight", [(0.5, "merge", None), (0.34, "calibrate", "hh_weight")])
+def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_path, xi, policy,
+                                                                           weight):
+    """risk.json's ``households`` (hierarchical risk before and after, the composition intruder
+    replayed from both stages' draws) from what the batches keep: every person's cell,
+    household row, released cell and weight, the drawing identities: the pandas engine's."""
+    from sdc.engine.apply import draw_plan
+    from sdc.engine.household_batches import person_draw_plan
+    from sdc.engine.households import household_config
+    from sdc.reports.households import (
+        StageDraws,
+        composition_risk_of,
+        household_section,
+        household_section_of,
+    )
+
+    raw = {**GEN, "risk": {"xi": xi, "small_blocks": policy}}
+    if weight:
+        raw["input"] = {**GEN["input"], "weight": weight}
+    cfg = sdc.parse_config(raw)
+    f = generate_household_sample(6000, seed=4, n_regions=40)
+    seed = 21
+    r = sdc.release_frame(f, cfg, seed)
+    want = household_section(f, r, cfg, seed)
+    *_, p = _batch_public_bytes(f, cfg, seed, 4, 2, tmp_path, 3)
+    hs, ps, agg, cells = p["hs"], p["ps"], p["agg"], p["cells"]
+    households = StageDraws(draw_plan(hs.plan, household_config(cfg)),
+                            hs.plan.partitioned.cells.key_codes, hs.cell, hs.identity)
+    persons = StageDraws(person_draw_plan(ps, cells, cfg), cells.key_codes, p["cell"],
+                         p["ident"])
+    comp = composition_risk_of(households, persons, p["row"], agg.n_households, cfg, seed)
+    got = household_section_of(
+        cfg, p["orig"][p["cell"]], p["released"], p["row"], agg.n_households, p["weight"], comp,
+        households_changed=int(hs.changed.sum()),
+        household_certificate=float(hs.plan.certificate),
+        household_certificate_at=hs.plan.certificate_at,
+        household_prbs=len(hs.plan.block_plan.blocks),
+        person_certificate=float(ps.plan.certificate), small_classes=ps.small_classes,
+        small_class_persons=ps.small_class_persons)
+    assert got == want
