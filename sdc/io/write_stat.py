@@ -13,8 +13,8 @@ both (so the two files have the same variable names, codes and labels):
   variable with text categories is written as integer codes 1..K in the order of its declared
   categories, labelled with the category's label, or its text when it has none. A numeric key
   recoded into classes keeps its numbers instead: ``"22"`` is 22, ``"77+"`` is 77 labelled
-  "77+", ``"<=21"`` is 21, a band ``"18-29"`` is 18 labelled "18-29" (when every class has
-  such a form and no two share a number). A missing value (``missing: category``) is a system
+  "77+", ``"<=21"`` is 21, a band ``"18-29"`` is 18 labelled "18-29", a group its smallest
+  member (``key_codes``) (when every class has a number and no two share one). A missing value (``missing: category``) is a system
   missing value. The codebook lists the codes.
 - **Integer categories** keep their values; declared labels become value labels.
 - **Variable labels** come from the config (``key_variables.<k>.label``, ``input.labels``),
@@ -195,15 +195,23 @@ def _label_key(v: Any, numeric: bool, fmt: StatFormat) -> Any:
 _NUMERIC_CLASS = re.compile(r"^(-?\d{1,9})(?:\+|-(-?\d{1,9}))?$|^<=(-?\d{1,9})$")
 
 
-def _numeric_codes(cats: Sequence[Any]) -> dict[Any, int] | None:
+def _numeric_codes(cats: Sequence[Any], hint: Mapping[Any, int] | None = None
+                   ) -> dict[Any, int] | None:
     """Codes that keep the numbers of a numeric key recoded into text classes: ``"22"`` -> 22,
-    ``"77+"`` -> 77, ``"<=21"`` -> 21, ``"18-29"`` -> 18 (the class's first value). None when
-    a category is not of these forms or two would share a code (then codes are 1..K)."""
+    ``"77+"`` -> 77, ``"<=21"`` -> 21, ``"18-29"`` -> 18 (the class's first value); a class of
+    another form takes its code from ``hint`` (e.g. a group's smallest member). None when a
+    category has no number or two would share one (then codes are 1..K)."""
     out: dict[Any, int] = {}
+    hint = dict(hint or {})
     for c in cats:
         m = _NUMERIC_CLASS.match(str(c)) if isinstance(c, str | int) else None
-        if m is None or isinstance(c, bool):
+        if isinstance(c, bool):
             return None
+        if m is None:
+            if c not in hint:
+                return None
+            out[c] = int(hint[c])
+            continue
         v = int(m.group(1) if m.group(1) is not None else m.group(3))
         if not _INT32_MIN <= v <= _INT32_MAX:
             return None
@@ -220,7 +228,8 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
                 integer_columns: Sequence[str] = (),
                 measure: Mapping[str, str] | None = None,
                 formats: Mapping[str, str] | None = None,
-                widths: Mapping[str, int] | None = None) -> StatLayout:
+                widths: Mapping[str, int] | None = None,
+                key_codes: Mapping[str, Mapping[Any, int]] | None = None) -> StatLayout:
     """Convert the public frame for SPSS (``fmt='sav'``) or Stata (``'dta'``).
 
     Parameters
@@ -243,6 +252,9 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
     measure, formats, widths : mapping
         Column -> SPSS measurement level / display format / display width (``measure`` and
         ``widths`` are written to ``.sav`` only).
+    key_codes : mapping
+        Key -> {class: number} for text classes of a recoded numeric key that carry no number
+        in their name (a group: its smallest member), see :func:`_numeric_codes`.
 
     Raises
     ------
@@ -268,7 +280,7 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
         labels = value_labels.get(col, {})
         extra = input_value_labels.get(col, {})
         if cats is not None and any(isinstance(c, str) for c in cats):
-            numeric = _numeric_codes(cats)
+            numeric = _numeric_codes(cats, (key_codes or {}).get(col))
             code = numeric or {c: i for i, c in enumerate(cats, start=1)}
             mapped = s.astype(object).map(code)
             bad = s.notna() & mapped.isna()

@@ -88,6 +88,26 @@ def _released_labels(config: ReleaseConfig, meta: StatMetadata) -> dict[str, dic
     return out
 
 
+def _group_codes(config: ReleaseConfig) -> dict[str, dict[Any, int]]:
+    """Recoded keys with integer declared values: each released class -> its smallest member
+    (so that a group such as ``Basic = 1, 2`` is written as 1 in SPSS/Stata, next to 3, 4, 5
+    kept as themselves)."""
+    out: dict[str, dict[Any, int]] = {}
+    for k in config.recoded_keys:
+        src = config.input_key_variables[k]
+        dom = src.domain
+        if not all(isinstance(c, int | np.integer) and not isinstance(c, bool) for c in dom):
+            continue
+        code_map, _ = config.recode_map(k)
+        codes = {}
+        for g, value in enumerate(config.key_variables[k].domain):
+            members = [int(dom[i]) for i in np.flatnonzero(code_map[:len(dom)] == g)]
+            if members:
+                codes[value] = min(members)
+        out[k] = codes
+    return out
+
+
 def _measures(config: ReleaseConfig, meta: StatMetadata) -> dict[str, str]:
     """SPSS measurement level per column: the input file's; a recoded key's follows its
     recoding (bands, top/bottom: ordinal; groups, hierarchy levels: nominal); a key with text
@@ -136,7 +156,8 @@ def stat_public_files(pub: pd.DataFrame, config: ReleaseConfig,
             input_variable_labels=meta.variable_labels, integer_columns=integer,
             measure=_measures(config, meta),
             formats={c: f for c, f in meta.formats.items() if c not in keys} if same else None,
-            widths={c: w for c, w in meta.widths.items() if c not in keys} if same else None)
+            widths={c: w for c, w in meta.widths.items() if c not in keys} if same else None,
+            key_codes=_group_codes(config))
         files[f"microdata.{fmt}"] = stat_bytes(layout, fmt, file_label=config.name,
                                                missing_ranges=user_missing(config, pub, meta))
     return files, layout

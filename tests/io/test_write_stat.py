@@ -154,3 +154,6 @@ def test_numeric_classes_keep_their_numbers():
     assert lay.frame["grp"].tolist() == [18, 30, 30, 18]
     assert lay.value_labels["grp"] == {18: "18-29", 30: "30+"}
     assert lay.codes["mix"] == {"Other": 1, "3": 2, "4": 3}       # not all numeric: 1..K
+    hinted = stat_layout(f, "dta", categories={"mix": ["Other", "3", "4"]},
+                         key_codes={"mix": {"Other": 1}})
+    assert hinted.codes["mix"] == {"Other": 1, "3": 3, "4": 4}    # a group: its smallest member
