@@ -58,7 +58,7 @@ from sdc.errors import InputError, SmallBlockError
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "drawing_persons", "household_identity", "household_stage", "lookup_households",
            "person_draw_identities", "person_draw_plan",
-           "extended_cells", "household_dependence", "inconsistent_rows", "person_dependence",
+           "extended_cells", "household_dependence", "household_partition_sets", "inconsistent_rows", "person_dependence",
            "person_dependence_counter", "person_stage", "released_person_codes",
            "add_person_dependence"]
 
@@ -423,3 +423,35 @@ def person_dependence(counter: DependenceCounter, ps: PersonStagePlan,
     """The person stage's dependence figures from the counted batches (the pandas engine's;
     the caller raises with :func:`~sdc.engine.dependence.raise_if_dependent`)."""
     return measure_dependence(counter, ps.plan, person_config(config), lambda x: x)
+
+
+def household_partition_sets(cells: CellTable, ps: PersonStagePlan, extended: CellTable,
+                             orig: np.ndarray, config: ReleaseConfig
+                             ) -> tuple[np.ndarray, pd.DataFrame]:
+    """The partition sets of a household release (``internal/partition_sets.parquet`` and the
+    partition set of every cell of the release's ``extended`` cell table; ``orig``: the row of
+    every counted cell in it), as the pandas engine's result holds them: the person stage's
+    partition sets over the full cell table ``cells`` (the left-out small classes' in no PRB),
+    plus empty ones for released combinations whose partition set was empty."""
+    from types import SimpleNamespace
+
+    from sdc.engine.apply import _household_partition_sets
+    from sdc.engine.plan import partition_sets_frame
+
+    pcfg = person_config(config)
+    if ps.kept.size == cells.n_cells:
+        frame, cell_ps = ps.plan.partition_sets, ps.plan.partitioned.cell_partition_set
+    else:  # the partition of the full table, each set with its PRB in the kept classes' plan
+        part = partition_cells(cells, pcfg)
+        sub = ps.plan.partition_sets
+        prb_of_label = dict(zip(sub["partition_key"], sub["prb"], strict=True))
+        block_of_ps = np.array([prb_of_label.get(k, -1) for k in part.partition_keys],
+                               dtype=np.int64)
+        frame = partition_sets_frame(part.partition_keys, pcfg.partition_variables,
+                                     part.generalizations, part.ps_codes,
+                                     part.cell_partition_set, cells.frequency, part.sensitive,
+                                     block_of_ps)
+        cell_ps = part.cell_partition_set
+    stage = SimpleNamespace(partition_sets=frame, cell_partition_set=cell_ps)
+    return _household_partition_sets(stage, pcfg, extended.key_codes,  # type: ignore[arg-type]
+                                     np.asarray(orig, dtype=np.int64))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -125,7 +126,7 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
     write_household_buckets(spill.buckets(), w, cfg.input.household_id)
     w.close()
     parts = {k: np.concatenate(v) if v else None for k, v in kept.items()}
-    parts.update(agg=agg, hs=hs, ps=ps, cells=cells, orig=orig, ident=ident)
+    parts.update(agg=agg, hs=hs, ps=ps, cells=cells, orig=orig, ident=ident, table=table)
     return schema, pq_buf.getvalue(), csv_buf.getvalue(), rec_path.read_bytes(), parts
 
 
@@ -147,6 +148,30 @@ def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_bat
     assert got_csv == expect["microdata.csv"]
     # the internal records file (series risk): the pandas engine's bytes
     assert got_rec == _records_bytes(r, r.records_table())
+
+
+@pytest.mark.parametrize("xi,policy,coarse", [(0.5, "merge", False), (0.34, "calibrate", False),
+                                               (0.5, "merge", True)])
+def test_partition_sets_from_the_batches_equal_the_pandas_engines(tmp_path, xi, policy, coarse):
+    """internal/partition_sets.parquet's table and every cell's partition set (the extended
+    cell table: released combinations of changed households included; ``coarse``: one
+    household key, no small class)."""
+    from sdc.engine.household_batches import household_partition_sets
+
+    raw = {**GEN, "risk": {"xi": xi, "small_blocks": policy}}
+    if coarse:
+        raw["key_variables"] = {k: v for k, v in GEN["key_variables"].items()
+                                if k not in ("region", "dwelling")}
+        raw["input"] = {**GEN["input"], "drop": ["income", "region", "dwelling"]}
+    cfg = sdc.parse_config(raw)
+    f = generate_household_sample(8000, seed=9, n_regions=40)
+    r = sdc.release_frame(f, cfg, 13)
+    *_, p = _batch_public_bytes(f, cfg, 13, 3, 1, tmp_path, 5)
+    table = p["table"]
+    assert (table.n_cells > p["cells"].n_cells) == (p["ps"].small_classes > 0) == (not coarse)
+    cell_ps, frame = household_partition_sets(p["cells"], p["ps"], table, p["orig"], cfg)
+    np.testing.assert_array_equal(cell_ps, r.cell_partition_set)
+    pd.testing.assert_frame_equal(frame, r.partition_sets)
 
 
 def test_bucket_keys_keep_households_whole_and_in_pseudonym_order():
