@@ -19,9 +19,9 @@ import pytest
 
 import sdc
 from sdc.errors import InputError
+from sdc.io import spill
 from sdc.io.batches import public_bytes
 from sdc.io.read import read_input
-from sdc.release import streaming
 from sdc.release.draft import build_draft, observe_key, read_for_draft
 from sdc.release.public import public_frame, public_schema_for
 from sdc.release.streaming import stream_release
@@ -123,7 +123,7 @@ def test_same_public_records_from_every_format(files, drafts, tmp_path, monkeypa
     assert pub["age"].dropna().map(float.is_integer).all()
     assert "18.0" not in got["csv"]["microdata.csv"].decode().split("\n")[1].split(",")
     # the formats the streaming engine reads give the same bytes
-    monkeypatch.setattr(streaming, "BUCKET_ROWS", 300)
+    monkeypatch.setattr(spill, "BUCKET_ROWS", 300)
     for fmt in ("csv", "parquet"):
         out = tmp_path / f"stream-{fmt}"
         stream_release(_config(draft, files[fmt], fmt, out), SEED, out, batch_rows=700)
