@@ -20,8 +20,6 @@ import pytest
 from sdc import correct_match_risk, solve_theta
 from sdc.engine.apply import released_cells
 from sdc.engine.draws import (
-    _STR_KEY,
-    _TAG_STR,
     DrawPlan,
     fmix64,
     keyed_hash,
@@ -33,6 +31,7 @@ from sdc.engine.draws import (
     unique_identities,
     value_hash,
 )
+from sdc.engine.draws.hashing import _STR_KEY, _TAG_STR  # the value hash's constants
 
 pytestmark = pytest.mark.statistical
 
