@@ -400,7 +400,7 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
                       list(keys))
     cell_prb = np.full(n_u, -1, dtype=np.int64)
     cell_prb[orig_map] = pres.cell_prb
-    cell_ps, ps_frame = _household_partition_sets(pres, pcfg, table, orig_map)
+    cell_ps, ps_frame = extended_partition_sets(pres, pcfg, table, orig_map)
 
     out, dp_done = _household_perturbations(frame, out, config, pcfg, pres, hres, code, seed)
 
@@ -518,7 +518,7 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     return pres, (n_small, int(rec_small.sum()))
 
 
-def _household_partition_sets(pres: ReleaseResult, pcfg: ReleaseConfig, table: np.ndarray,
+def extended_partition_sets(pres: ReleaseResult, pcfg: ReleaseConfig, table: np.ndarray,
                               orig_map: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
     """Partition set of every cell of the extended table (the person stage's partition sets,
     plus empty ones for released combinations whose partition set was empty)."""

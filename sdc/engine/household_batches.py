@@ -435,7 +435,7 @@ def household_partition_sets(cells: CellTable, ps: PersonStagePlan, extended: Ce
     plus empty ones for released combinations whose partition set was empty."""
     from types import SimpleNamespace
 
-    from sdc.engine.apply import _household_partition_sets
+    from sdc.engine.apply import extended_partition_sets
     from sdc.engine.plan import partition_sets_frame
 
     pcfg = person_config(config)
@@ -453,5 +453,5 @@ def household_partition_sets(cells: CellTable, ps: PersonStagePlan, extended: Ce
                                      block_of_ps)
         cell_ps = part.cell_partition_set
     stage = SimpleNamespace(partition_sets=frame, cell_partition_set=cell_ps)
-    return _household_partition_sets(stage, pcfg, extended.key_codes,  # type: ignore[arg-type]
+    return extended_partition_sets(stage, pcfg, extended.key_codes,  # type: ignore[arg-type]
                                      np.asarray(orig, dtype=np.int64))
