@@ -58,7 +58,8 @@ from sdc.errors import InputError, SmallBlockError
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "drawing_persons", "household_identity", "household_stage", "lookup_households",
            "person_draw_identities", "person_draw_plan",
-           "extended_cells", "household_dependence", "household_partition_sets", "inconsistent_rows", "person_dependence",
+           "extended_cells", "household_blocks", "household_dependence",
+           "household_partition_sets", "inconsistent_rows", "person_dependence",
            "person_dependence_counter", "person_stage", "released_person_codes",
            "add_person_dependence"]
 
@@ -455,3 +456,14 @@ def household_partition_sets(cells: CellTable, ps: PersonStagePlan, extended: Ce
     stage = SimpleNamespace(partition_sets=frame, cell_partition_set=cell_ps)
     return extended_partition_sets(stage, pcfg, extended.key_codes,  # type: ignore[arg-type]
                                      np.asarray(orig, dtype=np.int64))
+
+
+def household_blocks(hs: HouseholdStageResult, config: ReleaseConfig) -> pd.DataFrame:
+    """The household stage's PRB table with ``changed`` (households whose household keys
+    changed, per PRB), as the pandas engine's household result holds it."""
+    dplan = draw_plan(hs.plan, household_config(config))
+    blocks = hs.plan.blocks.copy()
+    moved = hs.cell[hs.changed]
+    blocks["changed"] = np.bincount(dplan.cell_prb[moved],
+                                    minlength=len(blocks)).astype(np.int64)
+    return blocks

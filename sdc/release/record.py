@@ -20,7 +20,7 @@ from sdc.io.write import sha256_bytes
 from sdc.release.seeds import SeedInfo
 
 __all__ = ["AUDIT_FORMAT", "PRB_STRUCTURE_FORMAT", "build_audit", "config_text_of",
-           "household_audit", "package_version", "prb_structure"]
+           "household_audit", "household_audit_of", "package_version", "prb_structure"]
 
 AUDIT_FORMAT = "sdc-audit/1"
 
@@ -250,25 +250,47 @@ def household_audit(result: ReleaseResult) -> dict[str, Any]:
     the larger of the two certificates."""
     st = result.households
     hr = st.result
+    return household_audit_of(
+        result.config.input.household_id if result.config else None,
+        list(st.config.key_names), n_households=st.n_households,
+        households_changed=int(st.changed.sum()), certificate=float(hr.certificate),
+        certificate_at=hr.certificate_at, person_certificate=float(st.person_certificate),
+        person_certificate_at=st.person_certificate_at, small_classes=int(st.small_classes),
+        small_class_persons=int(st.small_class_persons), merges=list(hr.merges),
+        dependence=list(getattr(hr, "dependence", [])), blocks=hr.blocks,
+        partition_sets=hr.partition_sets, composition=getattr(st, "composition", None))
+
+
+def household_audit_of(household_id: str | None, household_keys: list[str], *,
+                       n_households: int, households_changed: int, certificate: float,
+                       certificate_at: Any, person_certificate: float,
+                       person_certificate_at: Any, small_classes: int,
+                       small_class_persons: int, merges: list[str], dependence: list,
+                       blocks: pd.DataFrame, partition_sets: pd.DataFrame,
+                       composition: dict[str, Any] | None) -> dict[str, Any]:
+    """:func:`household_audit` from its parts (any engine): the household stage's figures,
+    its PRB table (with ``changed``: households per PRB whose keys changed) and partition
+    sets, the dependence figures of the household columns, the person stage's certificate,
+    the small classes and the composition intruder's figures (None: not measured)."""
     return _plain({
-        "household_id": result.config.input.household_id if result.config else None,
-        "household_keys": list(st.config.key_names),
-        "n_households": st.n_households,
-        "households_changed": int(st.changed.sum()),
-        "certificate": float(hr.certificate),
-        "certificate_at": hr.certificate_at,
-        "person_certificate": float(st.person_certificate),
-        "person_certificate_at": st.person_certificate_at,
-        "small_classes": int(st.small_classes),
-        "small_class_persons": int(st.small_class_persons),
-        "merges": list(hr.merges),
+        "household_id": household_id,
+        "household_keys": list(household_keys),
+        "n_households": int(n_households),
+        "households_changed": int(households_changed),
+        "certificate": float(certificate),
+        "certificate_at": certificate_at,
+        "person_certificate": float(person_certificate),
+        "person_certificate_at": person_certificate_at,
+        "small_classes": int(small_classes),
+        "small_class_persons": int(small_class_persons),
+        "merges": list(merges),
         # the dependence check of the household columns against the household keys (the
         # person-level columns are in the record's ``dependence``)
-        "dependence": [f.as_dict() for f in getattr(hr, "dependence", [])],
-        "blocks": _records(hr.blocks),
+        "dependence": [f.as_dict() for f in dependence],
+        "blocks": _records(blocks),
         "partition_sets": {str(k): int(v) for k, v in zip(
-            hr.partition_sets["partition_key"], hr.partition_sets["prb"], strict=True)},
-        **({"composition": st.composition} if getattr(st, "composition", None) else {}),
+            partition_sets["partition_key"], partition_sets["prb"], strict=True)},
+        **({"composition": composition} if composition else {}),
     })
 
 

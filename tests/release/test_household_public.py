@@ -225,3 +225,47 @@ def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_p
         person_certificate=float(ps.plan.certificate), small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons)
     assert got == want
+
+
+@pytest.mark.parametrize("xi,policy", [(0.5, "merge"), (0.34, "calibrate")])
+def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi, policy):
+    """audit.json's ``households`` (household PRBs with their changed households, partition
+    sets, the household columns' dependence figures, both certificates, the composition
+    intruder) from the batch parts: the pandas engine's."""
+    import dataclasses
+
+    from sdc.engine.apply import draw_plan
+    from sdc.engine.household_batches import (
+        household_blocks,
+        household_dependence,
+        person_draw_plan,
+    )
+    from sdc.engine.households import household_config
+    from sdc.release.record import household_audit, household_audit_of
+    from sdc.reports.households import StageDraws, composition_risk_of, household_section
+
+    cfg = sdc.parse_config({**GEN, "risk": {"xi": xi, "small_blocks": policy}})
+    f = generate_household_sample(6000, seed=4, n_regions=40)
+    seed = 21
+    r = sdc.release_frame(f, cfg, seed)
+    household_section(f, r, cfg, seed)  # measures the composition intruder into the stage
+    want = household_audit(r)
+    *_, p = _batch_public_bytes(f, cfg, seed, 4, 2, tmp_path, 3)
+    hs, ps, agg, cells = p["hs"], p["ps"], p["agg"], p["cells"]
+    hs.plan = dataclasses.replace(hs.plan, dependence=household_dependence(agg, hs, cfg))
+    comp = composition_risk_of(
+        StageDraws(draw_plan(hs.plan, household_config(cfg)),
+                   hs.plan.partitioned.cells.key_codes, hs.cell, hs.identity),
+        StageDraws(person_draw_plan(ps, cells, cfg), cells.key_codes, p["cell"], p["ident"]),
+        p["row"], agg.n_households, cfg, seed)
+    got = household_audit_of(
+        cfg.input.household_id, list(cfg.household_keys), n_households=agg.n_households,
+        households_changed=int(hs.changed.sum()), certificate=float(hs.plan.certificate),
+        certificate_at=hs.plan.certificate_at, person_certificate=float(ps.plan.certificate),
+        person_certificate_at=ps.plan.certificate_at, small_classes=ps.small_classes,
+        small_class_persons=ps.small_class_persons, merges=list(hs.plan.merges),
+        dependence=list(hs.plan.dependence), blocks=household_blocks(hs, cfg),
+        partition_sets=hs.plan.partition_sets, composition=comp)
+    assert got["blocks"] and any(b["changed"] for b in got["blocks"])
+    assert got["dependence"]
+    assert got == want
