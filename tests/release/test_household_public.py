@@ -269,3 +269,63 @@ def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi
     assert got["blocks"] and any(b["changed"] for b in got["blocks"])
     assert got["dependence"]
     assert got == want
+
+
+def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_path):
+    """The batch report accumulator fed with every person's counted and released row of the
+    extended cell table (and the refinement passes) gives the pandas engine's risk.json and
+    utility.json, the households sections aside (built from parts, tested above)."""
+    from types import SimpleNamespace
+
+    from sdc.engine.household_batches import household_partition_sets, person_draw_plan
+    from sdc.release.batch_reports import add_apply_batch, new_accumulator
+    from sdc.release.household_public import household_cell_prb
+    from sdc.reports.build import build_reports, reports_from_aggregates
+
+    path = tmp_path / "hh.parquet"
+    f = generate_household_sample(6000, seed=4, n_regions=40)
+    f.to_parquet(path, index=False)
+    raw = {**GEN, "input": {**GEN["input"], "path": str(path), "format": "parquet",
+                            "weight": "hh_weight"},
+           "risk": {"xi": 0.34, "small_blocks": "calibrate"}}
+    cfg = sdc.parse_config(raw)
+    seed = 21
+    r = sdc.release_frame(f, cfg, seed)
+    want = build_reports(f, r, cfg, seed=seed)
+    *_, p = _batch_public_bytes(f, cfg, seed, 1, 1, tmp_path, None)
+    cells, ps, table, orig = p["cells"], p["ps"], p["table"], p["orig"]
+    acc = new_accumulator(table, cfg, float(f["hh_weight"].abs().max()))
+    add_apply_batch(acc, f, orig[p["cell"]], p["released"], cfg)
+    more = acc.start_refinement()
+    while more:
+        acc.add_refine_batch(f.index.to_numpy(), orig[p["cell"]],
+                             {c: f[c].to_numpy(dtype=float) for c in acc.refining})
+        more = acc.end_refine_pass()
+    # the combined figures of the release (sdc.engine.apply.release_households)
+    pk = [cfg.key_names.index(k) for k in cfg.person_keys]
+    moved = (table.key_codes[p["released"]][:, pk] != cells.key_codes[p["cell"]][:, pk]).any(1)
+    full_prb = person_draw_plan(ps, cells, cfg).cell_prb
+    blocks = ps.plan.blocks.copy()
+    blocks["changed"] = np.bincount(full_prb[p["cell"][moved]],
+                                    minlength=len(blocks)).astype(np.int64)
+    cell_ps, ps_frame = household_partition_sets(cells, ps, table, orig, cfg)
+    hs = p["hs"]
+    cert, cert_at = ps.plan.certificate, ps.plan.certificate_at
+    if hs.plan.certificate > cert:
+        cert, cert_at = hs.plan.certificate, hs.plan.certificate_at
+    part = ps.plan.partitioned
+    result = SimpleNamespace(
+        blocks=blocks, cells=table, cell_prb=household_cell_prb(ps, cells, table, orig, cfg),
+        cell_partition_set=cell_ps, partition_sets=ps_frame, certificate=cert,
+        certificate_at=cert_at, xi=part.xi, theta=part.theta, kmin=part.kmin,
+        merges=list(ps.plan.merges) + [f"household stage: {m}" for m in hs.plan.merges],
+        households=None, n_records=len(f), dp_perturbations=[],
+        dependence=list(ps.plan.dependence))
+    got = reports_from_aggregates(None, result, cfg, acc.aggregates(), seed=seed,
+                                  summaries=acc.group_summaries())
+    assert "households" in want.risk and acc.numeric  # a household file, numeric summaries
+    assert table.n_cells > cells.n_cells and ps.small_classes > 0
+    want_risk = {k: v for k, v in want.risk.items() if k != "households"}
+    want_util = {k: v for k, v in want.utility.items() if k != "households"}
+    assert got.risk == want_risk
+    assert got.utility == want_util
