@@ -66,7 +66,8 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
     user: list[type[BaseException]] = [sdc.ConfigError, sdc.InputError, sdc.SmallBlockError,
                                        FileNotFoundError, PermissionError, IsADirectoryError,
                                        NotADirectoryError, FileExistsError]
-    known: list[type[BaseException]] = [sdc.CertificationError, PrefectUnreachableError]
+    user.extend([PrefectUnreachableError, PrefectServerLostError])
+    known: list[type[BaseException]] = [sdc.CertificationError]
     for module, name, group in (("sdc.release.folder", "ReleaseExistsError", user),
                                 ("sdc.release.folder", "ReleaseFolderError", user),
                                 ("flows.schedule", "ScheduleError", user),
@@ -114,6 +115,13 @@ def _friendly_errors(json_for: str | None = None) -> Iterator[None]:
             raise typer.Exit(code) from None
         err_console.print("error: ", style="bold red", end="")
         err_console.print(msg, markup=False, soft_wrap=True)  # keep tables in messages intact
+        if isinstance(exc, PrefectServerLostError) and sys.stderr is sys.__stderr__:
+            # at exit Prefect's services would retry sending the run's queued logs and
+            # events to the dead server for minutes (measured: 3-5 min); nothing they hold
+            # matters any more, so leave now (not inside a test's CliRunner: streams swapped)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
         raise typer.Exit(code) from None
 
 
@@ -260,7 +268,9 @@ def release(
                 warm_imports()
         where = f"connecting to {api}" if api else "starting Prefect (embedded)"
         quiet = nullcontext() if as_json else None  # stdout holds the JSON document only
-        with quiet or console.status(f"release {escape(str(config))}: {where}") as status:
+        with _lost_server(api or (temp_api.url if temp_api is not None else None),
+                          loaded.output_dir.absolute()), \
+                quiet or console.status(f"release {escape(str(config))}: {where}") as status:
             def show(step: str) -> None:
                 status.update(f"release {escape(str(config))}: {step}")
 
@@ -333,6 +343,22 @@ def _await_review(summary: dict, as_json: bool, since: str) -> None:
         summary["release_dir"] = outcome["release_dir"]
 
 
+@contextmanager
+def _lost_server(url: str | None, out_dir: Path) -> Iterator[None]:
+    """Turn a lost connection to the Prefect API during the run into
+    :class:`PrefectServerLostError` (see :func:`_server_lost`)."""
+    import time
+
+    started = time.time() - 1.0
+    try:
+        yield
+    except Exception as exc:
+        lost = _server_lost(exc, url, out_dir, started)
+        if lost is None:
+            raise
+        raise lost from exc
+
+
 def _prefect_api_configured() -> bool:
     """A Prefect API is already configured: PREFECT_API_URL in the environment, or in the
     settings of an already imported Prefect (a test harness, an embedding program)."""
@@ -346,7 +372,43 @@ def _prefect_api_configured() -> bool:
 
 
 class PrefectUnreachableError(RuntimeError):
-    """PREFECT_API_URL names a server that does not answer."""
+    """PREFECT_API_URL names a server that does not answer (exit 2: start it or unset it)."""
+
+
+class PrefectServerLostError(RuntimeError):
+    """The Prefect API stopped answering during the run (exit 2; says whether the release
+    was published before)."""
+
+
+def _server_lost(exc: BaseException, url: str | None, out_dir: Path,
+                 started: float) -> PrefectServerLostError | None:
+    """A :class:`PrefectServerLostError` when ``exc`` (or an exception it was raised from)
+    is a lost connection to the Prefect API (``httpx.TransportError``), else None."""
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - Prefect depends on it
+        return None
+    e: BaseException | None = exc
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen and not isinstance(e, httpx.TransportError):
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    if e is None or id(e) in seen:
+        return None
+    try:
+        published = (out_dir / "internal" / "audit.json").stat().st_mtime >= started
+    except OSError:
+        published = False
+    where = f" at {url}" if url else " (the temporary one this command started)"
+    state = (f"The release was published to {str(out_dir)!r} before the server went away: "
+             f"check it with `sdc audit {out_dir}`; only Prefect's record of the run is "
+             "incomplete" if published else
+             "Nothing was published (an earlier release, if any, is unchanged)")
+    return PrefectServerLostError(
+        f"the Prefect server{where} stopped answering during the run "
+        f"({type(e).__name__}: {e}). {state}. Restart the server (`sdc server start` or "
+        "`prefect server start`) and rerun (with --force to replace a published release), or "
+        "unset PREFECT_API_URL to run with Prefect's embedded API")
 
 
 def _check_prefect_api() -> str | None:

@@ -79,15 +79,16 @@ class ReleaseFolderError(ValueError):
 # -- test hook -------------------------------------------------------------------------------
 def checkpoint(name: str) -> None:
     """Crash-test hook. With env ``SDC_CHECKPOINT_DIR`` set, touch ``<dir>/<name>`` (``/``
-    replaced by ``_``); with ``SDC_PAUSE_AT == name``, then sleep 120 s so a test can SIGKILL
-    the process exactly here. Does nothing otherwise."""
+    replaced by ``_``); with ``SDC_PAUSE_AT == name``, then sleep 120 s (or
+    ``SDC_PAUSE_SECONDS``) so a test can SIGKILL the process, or stop the Prefect server,
+    exactly here. Does nothing otherwise."""
     d = os.environ.get("SDC_CHECKPOINT_DIR")
     if d:
         folder = Path(d)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name.replace("/", "_")).touch()
     if os.environ.get("SDC_PAUSE_AT") == name:
-        time.sleep(120)
+        time.sleep(float(os.environ.get("SDC_PAUSE_SECONDS", "120")))
 
 
 # -- atomic publish ---------------------------------------------------------------------------

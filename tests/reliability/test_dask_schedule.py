@@ -103,3 +103,85 @@ def test_worker_dying_every_time_is_exit_2(job: JobBuilder, tmp_path: Path,
     assert "the Dask cluster (a local cluster of 1 worker(s)) failed twice" in out
     assert "Nothing was published" in out and "--engine streaming" in out
     assert not job.leftovers()
+
+
+# -- a Prefect server that goes away -----------------------------------------------------------------
+def test_release_with_a_dead_prefect_api_url_is_exit_2(job: JobBuilder, cli) -> None:
+    """PREFECT_API_URL names a port where nothing answers: refused before any work with the
+    fix. Old code: the same message but exit 1 (a failure of sdc); now exit 2."""
+    import socket
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/api"
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        res = cli("release", job.write())
+    assert res.exit_code == USER, res.output
+    assert contains(res.output, f"PREFECT_API_URL is set to {url}, but no Prefect server "
+                                "answers there")
+    assert contains(res.output, "unset PREFECT_API_URL")
+    assert not job.leftovers()
+
+
+@pytest.mark.slow
+def test_prefect_server_going_away_during_the_run(job: JobBuilder, tmp_path: Path) -> None:
+    """A real ``prefect server start``; ``sdc release`` against it pauses just before the
+    publishing rename (``SDC_PAUSE_AT=before_rename``) while the test stops the server.
+    Old code: exit 1 "ConnectError: [Errno 111] Connection refused. This was not expected"
+    (although the release had been published). Now exit 2 saying the server went away, that
+    the release was published and how to check it; the release passes its audit."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from .conftest import SDC_BIN
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    base.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_UI_ENABLED="false",
+                PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    server = subprocess.Popen([str(SDC_BIN.parent / "prefect"), "server", "start", "--host",
+                               "127.0.0.1", "--port", str(port)], env=base,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.skip("the Prefect server did not start")
+                time.sleep(1)
+        marks = tmp_path / "marks"
+        env = {**base, "PREFECT_API_URL": url, "SDC_CHECKPOINT_DIR": str(marks),
+               "SDC_PAUSE_AT": "before_rename", "SDC_PAUSE_SECONDS": "8", "COLUMNS": "200"}
+        run = subprocess.Popen([str(SDC_BIN), "release", str(job.write())], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 300
+        while not (marks / "before_rename").exists():
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[0]
+            time.sleep(0.2)
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        out, _ = run.communicate(timeout=600)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+    out = " ".join(out.split())
+    assert run.returncode == USER, out
+    assert f"the Prefect server at {url} stopped answering during the run" in out, out
+    assert "The release was published to" in out and "sdc audit" in out
+    assert "This was not expected" not in out
+    res = subprocess.run([str(SDC_BIN), "audit", str(job.out_dir)], env=base,
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
