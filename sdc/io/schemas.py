@@ -187,6 +187,9 @@ def check_fix(check: str, column: str, config: ReleaseConfig) -> str:
                     "fix its name there or remove the label")
         return "add the column to the file, or fix its name in the config"
     if check == "not_nullable":
+        if column == config.input.id_column:
+            return ("fill in the ids; in a CSV file an id written as NA, null, n/a, None, NaN "
+                    "or #N/A is read as missing too: give those records other ids")
         if kv is not None:
             return f"fill in the values, or set key_variables.{column}.missing: category"
         return "fill in the values"

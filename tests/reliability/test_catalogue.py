@@ -348,7 +348,7 @@ CASES: list[Case] = [
         "id", j.frame["id"].where(j.frame.index != 5, j.frame["id"].iloc[9])), USER,
          ["id", "unique", "make the ids unique"]),
     Case("empty_id", "an empty id", rows("id", [None], [7]), USER,
-         ["id", "not empty", "8", "fill in the values"]),
+         ["id", "not empty", "8", "fill in the ids"]),
     Case("missing_id_column", "input.id_column names a column that is not in the file",
          cfg("input.id_column", "person_id"), USER,
          ["person_id", "column present", "add the column to the file, or fix its name"]),

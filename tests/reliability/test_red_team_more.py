@@ -379,3 +379,17 @@ def test_prefect_home_that_cannot_be_created_is_refused(job: JobBuilder,
     assert "Traceback" not in out
     assert f"'{afile}' is not a folder" in out and "PREFECT_HOME" in out
     assert not job.leftovers()
+
+
+# -- ids written as NA / null ----------------------------------------------------------------------
+@pytest.mark.parametrize("engine", ["pandas", "streaming"])
+def test_ids_na_and_null_are_named_in_the_refusal(job: JobBuilder, cli, engine: str) -> None:
+    """Old code: ids written as ``NA`` and ``null`` were reported as "id | not empty |
+    <empty> | fill in the values" although no field was empty. Now the fix says that such
+    texts are read as missing and what to do."""
+    job.frame["id"] = job.frame["id"].astype(object)
+    job.frame.loc[3, "id"] = "NA"
+    job.frame.loc[7, "id"] = "null"
+    res = cli("release", job.write(), "--engine", engine)
+    _refused(job, res, "id", "not empty", "| 2 | 4, 8 |", "written as NA, null",
+             "give those records other ids")
