@@ -244,12 +244,17 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
 
         utility["recoding"] = recoding_section(config, fine_counts(config),
                                                result.cells.key_codes, result.cells.frequency)
-    if getattr(result, "households", None) is not None and original is not None:
+    # a batch household release brings its households sections, built from its parts
+    parts = getattr(result, "household_report", None)
+    if parts is not None or (getattr(result, "households", None) is not None
+                             and original is not None):
         from sdc.reports.households import household_section, household_utility
 
-        section = household_section(original, result, config, seed)
+        section = (parts["risk"] if parts is not None
+                   else household_section(original, result, config, seed))
         risk["households"] = _clean(section)
-        utility["households"] = household_utility(original, result, config)
+        utility["households"] = (parts["utility"] if parts is not None
+                                 else household_utility(original, result, config))
         if not section["pass"] and config.risk.households == "fail":
             from sdc.errors import HouseholdRiskError
 

@@ -329,3 +329,42 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
     want_util = {k: v for k, v in want.utility.items() if k != "households"}
     assert got.risk == want_risk
     assert got.utility == want_util
+
+
+@pytest.mark.parametrize("xi,policy,weight,batch_rows", [
+    (0.5, "merge", None, 1000), (0.34, "calibrate", "hh_weight", 777)])
+def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy, weight,
+                                                           batch_rows):
+    """The batch household release read from a Parquet file (not registered as an executor
+    yet): its public files, records file, reports and audit sections are the pandas
+    engine's."""
+    from sdc.release.batch_reports import batch_reports
+    from sdc.release.household_stream import stream_household_release
+    from sdc.release.record import household_audit
+    from sdc.reports.build import build_reports
+
+    path = tmp_path / "hh.parquet"
+    f = generate_household_sample(6000, seed=4, n_regions=40)
+    f.to_parquet(path, index=False)
+    inp = {**GEN["input"], "path": str(path), "format": "parquet"}
+    if weight:
+        inp["weight"] = weight
+    cfg = sdc.parse_config({**GEN, "input": inp, "risk": {"xi": xi, "small_blocks": policy},
+                            "output": {"dir": str(tmp_path / "rel"),
+                                       "formats": ["parquet", "csv"]}})
+    seed = 21
+    r = sdc.release_frame(f, cfg, seed)
+    want_files = public_records(r, cfg, seed).write(["parquet", "csv"])
+    want = build_reports(f, r, cfg, seed=seed)
+    res = stream_household_release(cfg, seed, tmp_path / "out", batch_rows=batch_rows,
+                                   records_path=tmp_path / "records.parquet")
+    for name, data in want_files.items():
+        assert res.files[name].read_bytes() == data, name
+    assert res.records_file.read_bytes() == _records_bytes(r, r.records_table())
+    got = batch_reports(res, cfg, seed=seed)
+    assert got.risk == want.risk
+    assert got.utility == want.utility
+    assert household_audit(res) == household_audit(r)
+    pd.testing.assert_frame_equal(res.blocks, r.blocks)
+    pd.testing.assert_frame_equal(res.partition_sets, r.partition_sets)
+    assert (res.certificate, res.merges, res.n_changed) == (r.certificate, r.merges, r.n_changed)

@@ -1,0 +1,415 @@
+"""A household release in record batches on one machine (issue 23; not registered as an
+executor yet: the streaming engine still refuses household files, docs/HOUSEHOLDS.md "Engines").
+
+Three reads of the input, memory bounded by one batch, the cell table, the household table
+(O(households)) and, for the household risk section, four numbers per person:
+
+1. **count**: the pandera checks per batch, the person cells (:class:`CellCounter`), the
+   household table (:class:`~sdc.engine.household_batches.HouseholdCounter`), the person ids;
+   an inconsistent household is refused from a filtered read, as the pandas engine words it;
+   both stages planned on aggregates, the household columns' dependence checked;
+2. **identities**: the drawing persons' identities (made distinct over the file), the person
+   columns' dependence counted and checked, the changed households' persons kept
+   (:class:`~sdc.release.household_public.ChangedHouseholdPersons`): the release's extended
+   cell table, the public order's salt and the household pseudonyms follow;
+3. **apply**: every person's released values, spilled by household pseudonym; the records
+   file; the report aggregates (refinement passes over the input after).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from sdc.config.model import ReleaseConfig
+from sdc.engine.apply import draw_plan
+from sdc.engine.batches import CellCounter, CellLocator, cell_table
+from sdc.engine.cells import CellTable, cell_codes
+from sdc.engine.dependence import raise_if_dependent
+from sdc.engine.draws import cell_identity, record_identity, unique_identities
+from sdc.engine.household_batches import (
+    HouseholdCounter,
+    add_person_dependence,
+    drawing_persons,
+    extended_cells,
+    household_blocks,
+    household_dependence,
+    household_identity,
+    household_partition_sets,
+    household_stage,
+    inconsistent_rows,
+    lookup_households,
+    person_dependence,
+    person_dependence_counter,
+    person_draw_identities,
+    person_draw_plan,
+    person_stage,
+    released_person_codes,
+)
+from sdc.engine.households import check_households, household_config, person_config, pseudonyms
+from sdc.engine.households import row_index as _row_index
+from sdc.errors import InputError, SmallBlockError
+from sdc.io.batches import (
+    DEFAULT_BATCH_ROWS,
+    PublicWriter,
+    input_arrow_schema,
+    input_batches,
+    input_value_ranges,
+    public_schema,
+)
+from sdc.io.spill import BucketSpill, bucket_bits
+from sdc.release.batch_reports import (
+    add_apply_batch,
+    add_refine_batch,
+    new_accumulator,
+    report_numeric_columns,
+)
+from sdc.release.household_public import (
+    ChangedHouseholdPersons,
+    household_bucket_keys,
+    household_cell_prb,
+    household_public_batch,
+    household_public_schema,
+    write_household_buckets,
+)
+from sdc.release.kernels import (
+    duplicate_identities,
+    duplicate_ids_table,
+    id_rows_with_identity,
+    raise_duplicate_ids,
+    repeated_ids,
+)
+from sdc.release.order import order_salt
+from sdc.release.records_file import RecordsSpill, write_records_from_buckets
+from sdc.reports.utility import finite_values
+
+__all__ = ["HouseholdBatchRelease", "stream_household_release"]
+
+
+@dataclass
+class HouseholdBatchRelease:
+    """A household release made in batches: the combined figures of
+    :func:`sdc.engine.apply.release_households` (the fields the reports, the codebook and the
+    audit record read) and ``households`` (what their households sections read)."""
+
+    blocks: pd.DataFrame
+    cells: CellTable
+    cell_prb: np.ndarray
+    cell_partition_set: np.ndarray
+    partition_sets: pd.DataFrame
+    certificate: float
+    certificate_at: dict[str, Any]
+    xi: float
+    theta: float
+    kmin: int
+    merges: list[str]
+    dependence: list
+    n_records: int
+    n_changed: int
+    schema: pa.Schema
+    households: Any
+    household_report: dict[str, Any]
+    files: dict[str, Path] = field(default_factory=dict)
+    accumulator: Any = None
+    records_file: Path | None = None
+    dp_perturbations: list = field(default_factory=list)
+    plan: Any = None
+    config: ReleaseConfig | None = None
+
+    @property
+    def sensitive_cell(self) -> np.ndarray:
+        return self.cell_prb >= 0
+
+
+def _batches(config: ReleaseConfig, **kw: Any):
+    """The input's record batches (:func:`sdc.io.batches.input_batches`, whose streamability
+    check still refuses household files for the registered batch executors): read as a plain
+    batch input; the household id is a column like any other to the reader."""
+    plain = config.model_copy(update={"input": config.input.model_copy(
+        update={"household_id": None})})
+    return input_batches(plain, **kw)
+
+
+def _stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
+    hk = config.household_keys
+    if stage == "household":
+        return SmallBlockError(
+            f"household stage (one unit per household, keys {hk}, t_j counted in households): "
+            f"{e}. A household cell that is rare among households needs other rare household "
+            "cells to be post-randomized with: recode the rare household values into a larger "
+            "category, or add a household-level key (e.g. household size) so that more "
+            "household cells are sensitive, or use a larger xi")
+    return SmallBlockError(
+        f"person stage (person PRBs inside the values of the household keys {hk}, so that "
+        f"members stay consistent): {e}. Coarsen the person keys' partition (wider bands), "
+        "add person partition variables to merge along, or use fewer household-level keys")
+
+
+def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
+                             batch_rows: int = DEFAULT_BATCH_ROWS,
+                             tmp_dir: Path | None = None,
+                             progress: Callable[[str], None] | None = None,
+                             records_path: Path | None = None) -> HouseholdBatchRelease:
+    """Release the household file of ``config`` in batches; the public files into
+    ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
+    pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check);
+    ``perturb:`` and ``derived:`` are refused (the pandas engine releases them)."""
+    from sdc.release.streaming import validate_batches
+
+    say = progress or (lambda s: None)
+    if config.perturb or config.derived:
+        raise InputError("perturb: and derived: columns of a household file are released by "
+                         "the pandas engine only; use engine: pandas")
+    pcfg, hcfg = person_config(config), household_config(config)
+    id_col, weight = config.input.id_column, config.input.weight
+    numeric = report_numeric_columns(config)
+    stats = input_value_ranges(config, numeric)
+    measure = [c for c in numeric if c not in stats]
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    counter, households = CellCounter(), HouseholdCounter(config)
+    idents: list[np.ndarray] = []
+    dtypes: dict[str, Any] = {}
+    weight_max = [0.0]
+
+    say("counting cells and households (pass 1 of 3)")
+
+    def consume(frame: pd.DataFrame) -> None:
+        if not dtypes:
+            dtypes.update({k: frame[k].dtype for k in config.household_keys})
+        counter.add(cell_codes(frame, pcfg))
+        households.add(frame)
+        for c in measure:
+            x = finite_values(frame[c])
+            if len(x) and not np.isnan(x).all():
+                a, b = float(np.nanmin(x)), float(np.nanmax(x))
+                lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
+        if weight is not None and len(frame):
+            weight_max[0] = max(weight_max[0], float(np.abs(frame[weight].to_numpy(float)).max()))
+
+    def collect_ids(frame: pd.DataFrame) -> None:
+        if id_col is not None and id_col in frame.columns:
+            idents.append(np.asarray(record_identity(frame, config), dtype=np.uint64))
+
+    def duplicates() -> tuple[np.ndarray, pd.Series] | None:
+        if id_col is None or not idents:
+            return None
+        dups = duplicate_identities(idents)
+        if dups is None:
+            return None
+        hits = (id_rows_with_identity(frame, dups, config)
+                for frame in _batches(config, batch_rows=batch_rows, columns=[id_col]))
+        return repeated_ids(hits)
+
+    def id_problems() -> pd.DataFrame | None:
+        found = duplicates()
+        return None if found is None else duplicate_ids_table(*found, config)
+
+    n = validate_batches(_batches(config, batch_rows=batch_rows), config, consume,
+                         every=collect_ids, more_problems=id_problems)
+    if n == 0:
+        raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
+                         "release")
+    found = duplicates()
+    if found is not None:
+        raise_duplicate_ids(*found, config)
+    idents.clear()
+    agg = households.result()
+    if agg.inconsistent:  # the pandas engine's refusal, from the violating households' rows
+        rows = [f[inconsistent_rows(f, agg, config)]
+                for f in _batches(config, batch_rows=batch_rows)]
+        check_households(pd.concat(rows), config)
+    codes, counts = counter.result()
+    cells = cell_table(codes, counts, pcfg)
+    try:
+        hs = household_stage(agg, config, seed)
+    except SmallBlockError as e:
+        raise _stage_error(e, "household", config) from None
+    figures = household_dependence(agg, hs, config)
+    raise_if_dependent(figures, hs.plan, hcfg)
+    hs.plan = dataclasses.replace(hs.plan, dependence=figures)
+    try:
+        ps = person_stage(cells, config)
+    except SmallBlockError as e:
+        raise _stage_error(e, "person", config) from None
+
+    say("person identities (pass 2 of 3)")
+    locate = CellLocator(codes, pcfg)
+    pdep = person_dependence_counter(list(input_arrow_schema(config).names), config)
+    ids, ties, listed = [], [], 0
+    changed = ChangedHouseholdPersons()
+    for b in _batches(config, batch_rows=batch_rows):
+        c = locate(cell_codes(b, pcfg))
+        hrow = lookup_households(agg.identity, household_identity(b, config))
+        i, t = person_draw_identities(b, c, ps, cells, config)
+        changed.add(c, hrow, drawing_persons(c, ps, cells, config), hs.changed, listed)
+        add_person_dependence(pdep, b, c, cells, ps)
+        listed += i.size
+        ids.append(i)
+        ties.append(t)
+    pfig = person_dependence(pdep, ps, config)
+    raise_if_dependent(pfig, ps.plan, pcfg)
+    ps.plan = dataclasses.replace(ps.plan, dependence=pfig)
+    ident = unique_identities(np.concatenate(ids), np.concatenate(ties))
+    sizes_per_batch = [x.size for x in ids]
+    del ids, ties
+    table, orig = extended_cells(cells, changed.released_codes(ident, cells, ps, hs, config,
+                                                               seed))
+    salt = order_salt(table)
+    pseudo = pseudonyms(agg.identity, seed, salt)
+    schema = household_public_schema(public_schema(config, input_arrow_schema(config)), config)
+    sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
+    cell_prb = household_cell_prb(ps, cells, table, orig, config)
+
+    say("releasing persons (pass 3 of 3)")
+    bits = bucket_bits(n)
+    tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
+    acc = new_accumulator(table, config, weight_max[0] if weight else None,
+                          {**stats, **{c: (lo[c], hi[c], pa.types.is_integer(
+                              input_arrow_schema(config).field(c).type)) for c in lo}})
+    person_cell, person_row, person_rel, person_w = [], [], [], []
+    try:
+        spill = BucketSpill(tmp / "public", bits)
+        records = RecordsSpill(tmp / "records", bits) if records_path is not None else None
+        pos = 0
+        for b, m in zip(_batches(config, batch_rows=batch_rows), sizes_per_batch,
+                        strict=True):
+            c = locate(cell_codes(b, pcfg))
+            hrow = lookup_households(agg.identity, household_identity(b, config))
+            out = released_person_codes(c, hrow, ident[pos:pos + m], cells, ps, hs, config,
+                                        seed)
+            pos += m
+            rel = _row_index(table.key_codes, out, sizes)
+            t = household_public_batch(b, orig[c], rel, table, pseudo[hrow], config, seed,
+                                       schema, salt)
+            spill.add(t, household_bucket_keys(pseudo[hrow], agg.n_households))
+            if records is not None:
+                records.add(record_identity(b, config), orig[c], rel)
+            add_apply_batch(acc, b, orig[c], rel, config)
+            person_cell.append(c)
+            person_row.append(hrow)
+            person_rel.append(rel)
+            if weight:
+                person_w.append(b[weight].to_numpy(dtype=float))
+            del t, b
+        spill.close()
+        more = acc.start_refinement()
+        while more:
+            for f in _batches(config, batch_rows=batch_rows):
+                add_refine_batch(acc, f, locate, config, orig[locate(cell_codes(f, pcfg))])
+            more = acc.end_refine_pass()
+        records_file = None
+        if records is not None:
+            records.close()
+            say("writing the internal records file")
+            records_file = write_records_from_buckets(
+                records.buckets(), records_path, cell_identity(table.key_codes, config),
+                cell_prb)
+        say("writing the public file in household order")
+        files = _write_public(config, schema, spill.buckets(), out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    cell_all = np.concatenate(person_cell)
+    row_all = np.concatenate(person_row)
+    rel_all = np.concatenate(person_rel)
+    w_all = np.concatenate(person_w) if weight else None
+    return _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
+                   row_all, rel_all, w_all, dtypes, n, schema, files, acc, records_file)
+
+
+def _write_public(config: ReleaseConfig, schema: pa.Schema, buckets: list[Path],
+                  out_dir: Path) -> dict[str, Path]:
+    formats = config.output.formats if config.output is not None else ["parquet"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Path] = {}
+    handles: dict[str, Any] = {}
+    try:
+        for fmt, name in (("parquet", "microdata.parquet"), ("csv", "microdata.csv")):
+            if fmt in formats:
+                files[name] = out_dir / name
+                handles[fmt] = open(files[name], "wb")  # noqa: SIM115
+        writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
+        try:
+            write_household_buckets(buckets, writer, config.input.household_id)
+        finally:
+            writer.close()
+    finally:
+        for h in handles.values():
+            h.close()
+    return files
+
+
+def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell, row, rel,
+            weights, dtypes, n, schema, files, acc, records_file) -> HouseholdBatchRelease:
+    """The combined figures (as :func:`sdc.engine.apply.release_households`) and the
+    households sections' parts."""
+    from types import SimpleNamespace
+
+    from sdc.reports.households import (
+        StageDraws,
+        composition_risk_of,
+        household_section_of,
+        household_utility_of,
+    )
+
+    hcfg = household_config(config)
+    pk = [config.key_names.index(k) for k in config.person_keys]
+    moved = (table.key_codes[rel][:, pk] != cells.key_codes[cell][:, pk]).any(axis=1)
+    full_prb = person_draw_plan(ps, cells, config).cell_prb
+    blocks = ps.plan.blocks.copy()
+    blocks["changed"] = np.bincount(full_prb[cell[moved]],
+                                    minlength=len(blocks)).astype(np.int64)
+    cell_ps, ps_frame = household_partition_sets(cells, ps, table, orig, config)
+    cert, cert_at = ps.plan.certificate, ps.plan.certificate_at
+    if hs.plan.certificate > cert:
+        cert, cert_at = hs.plan.certificate, hs.plan.certificate_at
+    part = ps.plan.partitioned
+    hblocks = household_blocks(hs, config)
+    comp = composition_risk_of(
+        StageDraws(draw_plan(hs.plan, hcfg), hs.plan.partitioned.cells.key_codes, hs.cell,
+                   hs.identity),
+        StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
+        row, agg.n_households, config, seed)
+    stage_result = SimpleNamespace(
+        certificate=float(hs.plan.certificate), certificate_at=hs.plan.certificate_at,
+        merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
+        partition_sets=hs.plan.partition_sets)
+    stage = SimpleNamespace(
+        config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
+        certificate=float(hs.plan.certificate), person_certificate=float(ps.plan.certificate),
+        person_certificate_at=ps.plan.certificate_at, small_classes=ps.small_classes,
+        small_class_persons=ps.small_class_persons, composition=comp)
+    section = household_section_of(
+        config, orig[cell], rel, row, agg.n_households, weights, comp,
+        households_changed=int(hs.changed.sum()),
+        household_certificate=float(hs.plan.certificate),
+        household_certificate_at=hs.plan.certificate_at, household_prbs=len(hblocks),
+        person_certificate=float(ps.plan.certificate), small_classes=ps.small_classes,
+        small_class_persons=ps.small_class_persons)
+    kvs = config.key_variables
+    keys = config.household_keys
+
+    def values(codes: np.ndarray, k: str, j: int) -> pd.Series:
+        return pd.Series(np.asarray(kvs[k].domain, dtype=object)[codes[:, j]]).astype(dtypes[k])
+
+    utility = household_utility_of({k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
+                                   {k: values(hs.released_codes, k, j)
+                                    for j, k in enumerate(keys)}, agg.size, hs.changed)
+    return HouseholdBatchRelease(
+        blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
+        partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
+        theta=part.theta, kmin=part.kmin,
+        merges=list(ps.plan.merges) + [f"household stage: {m}" for m in hs.plan.merges],
+        dependence=list(ps.plan.dependence), n_records=n,
+        n_changed=int((rel != orig[cell]).sum()), schema=schema, households=stage,
+        household_report={"risk": section, "utility": utility}, files=files,
+        accumulator=acc, records_file=records_file, plan=ps.plan, config=config)
