@@ -135,3 +135,21 @@ def test_init_then_release_unchanged(prefect_harness, tmp_path, fmt):
     codebook = (out / "public" / "codebook.md").read_text()
     assert f"microdata.{fmt}" in codebook and "codes" in codebook
     assert yaml.safe_load(cfg.read_text())["output"]["formats"] == ["parquet", fmt]
+
+
+def test_init_refuses_a_non_unique_id_and_a_float_key_with_exit_2(tmp_path):
+    frame = _survey(400)
+    frame["pid"] = np.arange(len(frame))
+    frame.loc[5, "pid"] = 3
+    frame["bmi"] = np.round(np.random.default_rng(1).normal(25, 4, len(frame)), 1)
+    data = tmp_path / "s.csv"
+    frame.to_csv(data, index=False)
+    r = run("init", data, "--keys", "sex,age", "--id", "pid", "-o", tmp_path / "a.yaml")
+    assert r.exit_code == 2, r.text
+    assert "'pid' is not a unique record id" in r.text
+    assert "2 rows share 1 id value(s) (first: 3 at rows [4, 6])" in r.text
+    assert not (tmp_path / "a.yaml").exists()
+    r = run("init", data, "--keys", "sex,age,bmi", "-o", tmp_path / "b.yaml")
+    assert r.exit_code == 2, r.text
+    assert "'bmi' holds non-whole numbers" in r.text and "band it in the data" in r.text
+    assert not (tmp_path / "b.yaml").exists()
