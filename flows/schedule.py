@@ -30,6 +30,7 @@ __all__ = [
     "prefect_api",
     "require_server",
     "serve_schedules",
+    "watch_server",
 ]
 
 NO_SERVER_MESSAGE = (
@@ -178,3 +179,41 @@ def serve_schedules(config_paths: Sequence[str | Path], *, force: bool = False,
     require_server()
     jobs, _ = collect_schedules(config_paths)
     serve(*build_deployments(jobs, force=force), limit=limit)
+
+
+def watch_server(url: str, say: Any, *, interval: float = 10.0) -> Any:
+    """Start a daemon thread that checks ``<url>/health`` every ``interval`` seconds while
+    ``sdc schedule`` serves, and calls ``say(text)`` once when the server stops answering
+    and once when it answers again. Prefect's runner keeps polling a server that went away
+    without saying so (one websocket traceback, then silence); scheduled runs cannot start
+    meanwhile. Returns the thread's stop event."""
+    import threading
+    import time
+    import urllib.request
+
+    stop = threading.Event()
+    health = url.rstrip("/") + "/health"
+
+    def loop() -> None:
+        down_since: str | None = None
+        while not stop.wait(interval):
+            try:
+                with urllib.request.urlopen(health, timeout=5) as r:
+                    ok = r.status == 200
+                err = ""
+            except OSError as e:
+                ok, err = False, f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+            if not ok and down_since is None:
+                down_since = time.strftime("%H:%M:%S")
+                say(f"the Prefect server at {url} stopped answering ({err or 'unhealthy'}): "
+                    "scheduled runs cannot start, and a run in progress fails, until it is "
+                    "back. Restart it (`prefect server start`, or `sdc server start`); `sdc "
+                    "schedule` keeps waiting and serves again when it answers")
+            elif ok and down_since is not None:
+                say(f"the Prefect server at {url} answers again (it was down since "
+                    f"{down_since}); serving the schedules")
+                down_since = None
+
+    threading.Thread(target=loop, name="sdc-server-watch", daemon=True).start()
+    return stop
+

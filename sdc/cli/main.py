@@ -846,8 +846,18 @@ def schedule(
         console.print(f"Prefect API: {url}. Stop with Ctrl-C (schedules are paused on exit).",
                       markup=False)
         deployments = build_deployments(jobs, force=force)
+        import logging
+
         from prefect import serve
 
+        from flows.schedule import watch_server
+
+        # a server that goes away: one clear line (and one when it is back) instead of
+        # Prefect's websocket traceback followed by silence
+        logging.getLogger("prefect.FlowRunCancellingObserver").setLevel(logging.ERROR)
+        watch_server(url, lambda text: err_console.print(f"warning: {text}", style="yellow",
+                                                         markup=False),
+                     interval=float(os.environ.get("SDC_SERVER_WATCH_SECONDS", "10")))
         serve(*deployments)
 
 

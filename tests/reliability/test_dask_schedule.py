@@ -185,3 +185,69 @@ def test_prefect_server_going_away_during_the_run(job: JobBuilder, tmp_path: Pat
     res = subprocess.run([str(SDC_BIN), "audit", str(job.out_dir)], env=base,
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.slow
+def test_schedule_says_when_its_server_goes_away(job: JobBuilder, tmp_path: Path) -> None:
+    """``sdc schedule`` serving a config against a real ``prefect server start`` that is then
+    stopped. Old code: one websocket traceback from Prefect's runner, then silence (the
+    process waits forever, no run can start). Now one clear warning naming the server, what
+    it means and the fix; the process keeps serving (stopped here by the test)."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from .conftest import SDC_BIN
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    base.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_UI_ENABLED="false",
+                PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    server = subprocess.Popen([str(SDC_BIN.parent / "prefect"), "server", "start", "--host",
+                               "127.0.0.1", "--port", str(port)], env=base,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    log = tmp_path / "schedule.log"
+    sched = None
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.skip("the Prefect server did not start")
+                time.sleep(1)
+        job.config["schedule"] = {"cron": "0 6 1 * *"}
+        with log.open("w") as out:
+            sched = subprocess.Popen(
+                [str(SDC_BIN), "schedule", str(job.write())],
+                env={**base, "PREFECT_API_URL": url, "SDC_SERVER_WATCH_SECONDS": "1",
+                     "COLUMNS": "200"}, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True)
+
+        def wait_for(text: str) -> str:
+            end = time.monotonic() + 300
+            while text not in (got := " ".join(log.read_text(errors="replace").split())):
+                assert sched.poll() is None and time.monotonic() < end, got
+                time.sleep(0.5)
+            return got
+
+        wait_for("serving release/job")
+        wait_for("polling for scheduled runs")
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        got = wait_for("stopped answering")
+    finally:
+        for p in (sched, server):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    assert f"warning: the Prefect server at {url} stopped answering" in got
+    assert "scheduled runs cannot start" in got and "Restart it" in got
