@@ -97,10 +97,21 @@ def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
 
 
 def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
-    from sdc.release.dask_engine import dask_client, dask_count_cells
+    from sdc.release.dask_engine import (
+        DaskClusterError,
+        _cluster_errors,
+        dask_client,
+        dask_count_cells,
+    )
 
-    with dask_client(_dask_spec(config, spec)) as client:
-        count, _, _ = dask_count_cells(client, config)
+    try:
+        with dask_client(_dask_spec(config, spec)) as client:
+            count, _, _ = dask_count_cells(client, config)
+    except _cluster_errors() as e:
+        raise DaskClusterError(
+            f"the Dask cluster failed while counting the cells: {type(e).__name__}: "
+            f"{e or 'no detail'}. A worker probably died (out of memory, killed); rerun, with "
+            "more memory per worker, or --engine streaming") from None
     return count
 
 
