@@ -14,13 +14,19 @@ def engine_problems(config: ReleaseConfig, engine: str) -> list[str]:
     if engine == "pandas":
         return []
     out: list[str] = []
-    if config.input.household_id is not None:
+    if config.input.household_id is not None and engine != "streaming":
         out.append(
             f"the {engine} engine releases persons batch by batch; a household file "
             f"(input.household_id {config.input.household_id!r}) needs every member of a "
             "household at once (household-level keys are post-randomized once per household, "
-            "the public file keeps households together), which the batch engines do not do "
-            "yet. Release it with --engine pandas")
+            "the public file keeps households together), which the Dask engine does not do "
+            "yet. Release it with --engine pandas or --engine streaming")
+    if config.input.household_id is not None and engine == "streaming" and (
+            config.perturb or config.derived):
+        out.append(
+            "the streaming engine releases household files without perturb: and derived: "
+            "columns (per-household DP-PRAM and derived values are not built in batches yet); "
+            "release this household file with --engine pandas")
     formats = config.output.formats if config.output is not None else ["parquet"]
     stat = [f for f in formats if f in ("sav", "dta")]
     if stat:

@@ -78,6 +78,10 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
         del pub
     else:
         layout = None
+    if isinstance(public_data, PublicRecords):
+        # the schema the public files were written with (a household file's pseudonyms are
+        # integers whatever the input's household ids were)
+        schema = public_data.schema
     public["codebook.md"] = _codebook(
         config, result, schema, stat_codebook_lines(config, layout, meta,
                                                     columns=list(schema.names)))

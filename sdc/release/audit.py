@@ -227,7 +227,7 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
     inp = audit["input"]
     src = Path(source).expanduser().absolute() if source is not None else Path(inp["path"])
     household_frames = None
-    if audit.get("engine") in ("streaming", "dask"):
+    if audit.get("engine") in ("streaming", "dask") and cfg.input.household_id is None:
         found = _streamed_partitions(rep, release_dir, cfg, src, inp)
         if found is None:
             return rep

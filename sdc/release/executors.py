@@ -83,6 +83,11 @@ def _streaming_count(config: ReleaseConfig, spec: Any) -> Any:
 def _streaming_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
                        progress: Callable[..., Any] | None = None,
                        records_path: Path | None = None) -> Any:
+    if config.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
+        from sdc.release.household_stream import stream_household_release
+
+        return stream_household_release(config, seed, stage, batch_rows=spec.batch_rows,
+                                        progress=progress, records_path=records_path)
     from sdc.release.streaming import stream_release
 
     return stream_release(config, seed, stage, batch_rows=spec.batch_rows, progress=progress,

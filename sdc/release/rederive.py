@@ -96,7 +96,10 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
 
     from sdc.release.batch_reports import batch_reports
     from sdc.release.series_risk import batch_series_risk_vs_previous
-    from sdc.release.streaming import stream_release
+    if cfg.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
+        from sdc.release.household_stream import stream_household_release as stream_release
+    else:
+        from sdc.release.streaming import stream_release
 
     tmp = Path(tempfile.mkdtemp(prefix="sdc-audit-"))       # 0700
     try:

@@ -172,6 +172,11 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
     the input has no statistics, e.g. CSV).
     """
     check_streamable(config, "streaming")
+    if config.input.household_id is not None:
+        raise InputError(
+            f"a household file (input.household_id {config.input.household_id!r}) is planned "
+            "in two stages from all its households at once: use `sdc plan` with the pandas "
+            "engine (the streaming engine releases it: `sdc release --engine streaming`)")
     counter = CellCounter()
     columns: list[str] = []
 
@@ -363,6 +368,9 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     SmallBlockError
         As the pandas engine.
     """
+    if config.input.household_id is not None:
+        raise InputError("a household file is released by sdc.release.household_stream (the "
+                         "streaming executor calls it), not by stream_release")
     say = progress or (lambda s: None)
     check_streamable(config, "streaming")
     check_batch_perturb(config, "streaming")

@@ -69,14 +69,13 @@ def test_household_release_audit_and_public_households(prefect_harness, make_sma
         assert (out / "public" / name).read_bytes() == (out2 / "public" / name).read_bytes()
 
 
-def test_household_release_refused_by_the_batch_engines(prefect_harness, make_small_job):
+def test_household_release_refused_by_the_dask_engine(prefect_harness, make_small_job):
     frame = generate_household_sample(500, seed=3, n_regions=12)
     cfg = _job(make_small_job, "hhb", frame)
-    for engine in ("streaming", "dask"):
-        r = run("release", cfg, "--engine", engine)
-        assert r.exit_code == 2, r.text
-        assert "household file" in r.text and "--engine pandas" in r.text
-        assert "Traceback" not in r.stdout
+    r = run("release", cfg, "--engine", "dask")
+    assert r.exit_code == 2, r.text
+    assert "household file" in r.text and "--engine pandas" in r.text
+    assert "Traceback" not in r.stdout
 
 
 def test_validate_lists_inconsistent_households(make_small_job):

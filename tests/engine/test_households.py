@@ -114,10 +114,21 @@ def test_missing_household_id_is_refused():
         check_households(f, _cfg())
 
 
-@pytest.mark.parametrize("engine", ["streaming", "dask"])
-def test_batch_engines_refuse_household_files(engine):
+def test_the_dask_engine_refuses_household_files_the_streaming_engine_takes_them():
     with pytest.raises(InputError, match="household file .* --engine pandas"):
-        check_streamable(_cfg(), engine)
+        check_streamable(_cfg(), "dask")
+    check_streamable(_cfg(), "streaming")  # sdc.release.household_stream
+    with_perturb = _cfg().model_copy(update={"perturb": {"roof": {"epsilon": 1.0}}})
+    with pytest.raises(InputError, match="without perturb: and derived: .* --engine pandas"):
+        check_streamable(with_perturb, "streaming")
+
+
+def test_streaming_plan_of_a_household_file_is_refused():
+    """``sdc plan --engine streaming`` would count persons only: refused with the way out."""
+    from sdc.release.streaming import count_cells
+
+    with pytest.raises(InputError, match="household file .* `sdc plan` with the pandas engine"):
+        count_cells(_cfg())
 
 
 # -- the household release ------------------------------------------------------------------------
