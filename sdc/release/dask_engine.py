@@ -84,7 +84,8 @@ from sdc.release.kernels import (
 from sdc.release.order import ORDER_COLUMNS, order_salt
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 
-__all__ = ["DaskClusterError", "DaskSpec", "dask_client", "dask_count_cells", "dask_release"]
+__all__ = ["DaskClusterError", "DaskSpec", "cluster_errors", "dask_client", "dask_count_cells",
+           "dask_release"]
 
 #: Seconds ``dask_client`` waits for a worker of an existing cluster (``engine.scheduler``):
 #: a scheduler without workers would leave every task waiting forever. The environment
@@ -97,7 +98,7 @@ class DaskClusterError(InputError):
     tasks could not be rerun, the scheduler went away): CLI exit 2, nothing published."""
 
 
-def _cluster_errors() -> tuple[type[BaseException], ...]:
+def cluster_errors() -> tuple[type[BaseException], ...]:
     """What a failing cluster raises into the client (a worker killed while it held a task
     three times, lost data, a closed connection, a timed-out call)."""
     from concurrent.futures import CancelledError
@@ -429,7 +430,7 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
         try:
             return _dask_release(config, seed, out_dir, spec, progress=progress,
                                  records_path=records_path)
-        except _cluster_errors() as e:
+        except cluster_errors() as e:
             error = e
             if attempt == 1 and progress is not None:
                 progress(f"the Dask cluster failed ({type(e).__name__}); running the release "

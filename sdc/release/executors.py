@@ -104,7 +104,7 @@ def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
 def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
     from sdc.release.dask_engine import (
         DaskClusterError,
-        _cluster_errors,
+        cluster_errors,
         dask_client,
         dask_count_cells,
     )
@@ -112,7 +112,7 @@ def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
     try:
         with dask_client(_dask_spec(config, spec)) as client:
             count, _, _ = dask_count_cells(client, config)
-    except _cluster_errors() as e:
+    except cluster_errors() as e:
         raise DaskClusterError(
             f"the Dask cluster failed while counting the cells: {type(e).__name__}: "
             f"{e or 'no detail'}. A worker probably died (out of memory, killed); rerun, with "
