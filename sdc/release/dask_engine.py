@@ -71,7 +71,6 @@ from sdc.release.kernels import (
     Problems,
     add_perturb_counts,
     batch_problems,
-    check_batch_perturb,
     duplicate_identities,
     duplicate_ids_table,
     id_rows_with_identity,
@@ -451,7 +450,6 @@ def _dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpe
     and the internal ``records.parquet`` to ``records_path`` when given (spilled by the apply
     tasks into ``<scratch>/records/``, written by the client bucket after bucket)."""
     say = progress or (lambda s: None)
-    check_batch_perturb(config, "dask")
     scratch = Path(tempfile.mkdtemp(prefix="sdc-dask-", dir=spec.scratch))
     try:
         with dask_client(spec) as client:

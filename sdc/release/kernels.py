@@ -38,11 +38,10 @@ from sdc.engine.plan import ReleasePlan, plan_release
 from sdc.errors import InputError
 from sdc.io.batches import PUBLIC_ID, PublicWriter, frame_to_table, read_ahead_frames
 from sdc.io.spill import read_bucket
-from sdc.release.batch_reports import report_numeric_columns
 from sdc.release.order import ORDER_COLUMNS, order_keys, sort_positions
 
 __all__ = ["BatchPerturb", "BatchRelease", "CellCount", "Problems", "add_perturb_counts",
-           "batch_problems", "batch_schema", "check_batch_perturb", "duplicate_identities",
+           "batch_problems", "batch_schema", "duplicate_identities",
            "duplicate_ids_table", "id_rows_with_identity", "plan_cells", "raise_duplicate_ids",
            "release_batch", "repeated_ids", "sorted_buckets", "write_buckets_in_order",
            "write_public_files"]
@@ -236,19 +235,6 @@ def add_perturb_counts(acc: dict[str, PerturbValues], frame: pd.DataFrame) -> No
     batch's index); :meth:`PerturbValues.check` raises them once the whole file is read."""
     for pv in acc.values():
         pv.add(frame, frame.index.to_numpy())
-
-
-def check_batch_perturb(config: ReleaseConfig, engine: str) -> None:
-    """Refuse a ``perturb:`` variable the reports summarize as a numeric variable: the batch
-    engines' report aggregates (:mod:`sdc.reports.accumulate`) take a numeric variable's
-    released values to be its input values, which DP-PRAM breaks (categorical ones are fine)."""
-    numeric = [v for v in (config.perturb or {}) if v in report_numeric_columns(config)]
-    if numeric:
-        raise InputError(
-            f"perturb: variable(s) {numeric} are numeric columns of the input; the {engine} "
-            "engine's reports summarize numeric variables from their input values, so it cannot "
-            "release a DP-perturbed numeric column yet. Store the column as text (its categories "
-            "as strings), or release this config with --engine pandas")
 
 
 @dataclass

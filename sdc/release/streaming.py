@@ -83,7 +83,6 @@ from sdc.release.kernels import (
     add_perturb_counts,
     batch_problems,
     batch_schema,
-    check_batch_perturb,
     duplicate_identities,
     duplicate_ids_table,
     id_rows_with_identity,
@@ -363,8 +362,7 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     Raises
     ------
     InputError
-        Input problems (every one, with global row numbers), SPSS/Stata input, a numeric
-        ``perturb:`` variable (:func:`check_batch_perturb`).
+        Input problems (every one, with global row numbers), SPSS/Stata input.
     SmallBlockError
         As the pandas engine.
     """
@@ -373,7 +371,6 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                          "streaming executor calls it), not by stream_release")
     say = progress or (lambda s: None)
     check_streamable(config, "streaming")
-    check_batch_perturb(config, "streaming")
     say("counting cells (pass 1 of 3)")
     # the numeric variables' ranges for the reports: Parquet statistics, else measured here
     numeric = report_numeric_columns(config)

@@ -36,8 +36,8 @@ over with the plain float image in the refinement passes, so the figures never d
 the statistics.
 
 The result is identical to the in-memory engine's for any batching: every sum is exact.
-Numeric "after" values are the input's (the batch engines refuse a numeric ``perturb:``
-variable, :func:`sdc.release.kernels.check_batch_perturb`).
+Numeric "after" values are the input's: the columns a release changes (``perturb:``,
+``derived:``) are not summarized on any engine (:func:`sdc.reports.utility.numeric_columns`).
 """
 
 from __future__ import annotations
