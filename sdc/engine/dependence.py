@@ -521,16 +521,29 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
             f"probability {f.figure:.3f} against xi = {xi} ({f.baseline:.3f} without the "
             f"column; PRB {f.prb}: {where}; {f.mean_figure:.3f} on average over every record "
             f"that may move)")
-    names = [f.column for f in bad]
+    weight = getattr(config.input, "weight", None)
+    names = [f.column for f in bad if f.column != weight]
+    fixes = []
+    if names:
+        fixes.append(
+            "\nFix each column in one of three ways: list it under `derived: ["
+            + ", ".join(names) + "]` (recomputed from the released key values through the "
+            "mapping observed in the input; refused when the column is not a function of the "
+            "keys), drop it (`input.drop: [" + ", ".join(names) + "]`), or make it a key "
+            "variable.")
+    if weight in {f.column for f in bad}:
+        fixes.append(
+            f"\nThe survey weight {weight!r} (weights constant within strata of a key) cannot be "
+            "derived: (it would no longer weight its record). Fix: keep the key(s) it depends on "
+            "as is (`partition: {KEY: as_is}`: records never leave them; small PRBs merged "
+            "across them still move records, which this check reports again: coarsen the "
+            f"other keys), or drop the weight (`input.drop: [{weight}]` and no "
+            "`input.weight`).")
     return (
         f"{len(bad)} released non-key column(s) give the original key values away, so the "
         "certificate would not hold for the released file; nothing was released:\n"
-        + "\n".join(lines)
-        + "\nFix each column in one of three ways: list it under `derived: ["
-        + ", ".join(names) + "]` (recomputed from the released key values through the mapping "
-        "observed in the input; refused when the column is not a function of the keys), drop "
-        "it (`input.drop: [" + ", ".join(names) + "]`), or make it a key variable. "
-        "See docs/METHOD.md, 'Dependence of non-key columns'.")
+        + "\n".join(lines) + "".join(fixes)
+        + " See docs/METHOD.md, 'Dependence of non-key columns'.")
 
 
 def raise_if_dependent(figures: list[ColumnDependence], plan: Any, config: Any) -> None:

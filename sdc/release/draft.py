@@ -534,10 +534,14 @@ def _checked_release(frame: pd.DataFrame, data: dict[str, Any], base: Path,
         except DependenceError as e:
             bad = [f for f in e.figures if f.flagged]
             keys = list(cfg.key_names)
+            weight = data["input"].get("weight")
             for f in bad:
                 shown = ", ".join(sorted(f.revealed, key=lambda k: -f.revealed[k])[:2])
                 why = (f"gives {shown} away (an intruder using it picks a target with "
                        f"probability {f.figure:.2f} > xi = {cfg.risk.xi})")
+                if f.column == weight:
+                    _weight_fix(frame, data, draft, weight, keys, why)
+                    continue
                 if f.column in draft.released_unchanged:
                     draft.released_unchanged.remove(f.column)
                 if _is_function_of(frame, f.column, keys):
@@ -548,6 +552,27 @@ def _checked_release(frame: pd.DataFrame, data: dict[str, Any], base: Path,
             data["input"]["drop"] = list(draft.input["drop"])
             if draft.derived:
                 data["derived"] = list(draft.derived)
+
+
+def _weight_fix(frame: pd.DataFrame, data: dict[str, Any], draft: Draft, weight: str,
+                keys: list[str], why: str) -> None:
+    """The survey weight gives keys away (weights constant within strata of a key): the key it
+    is a function of is kept as is (partition ``as_is``: its records never change it, so the
+    weight says nothing about a moved record); if there is none, or that did not suffice, the
+    weight is dropped (a weight cannot be ``derived:``: it would no longer weight the record)."""
+    part = data.setdefault("partition", {})
+    for k in keys:
+        if part.get(k) != "as_is" and _is_function_of(frame, weight, [k]):
+            part[k] = draft.partition[k] = "as_is"
+            draft.history.append(
+                f"the weight {weight} {why}; it is a function of {k}: {k} is kept as is "
+                "(never perturbed), so the weight reveals nothing about a moved record")
+            return
+    del data["input"]["weight"]
+    draft.input.pop("weight", None)
+    draft.dependent[weight] = f"(the survey weight) {why}"
+    draft.input["drop"].append(weight)
+    data["input"]["drop"] = list(draft.input["drop"])
 
 
 def _is_function_of(frame: pd.DataFrame, column: str, keys: list[str]) -> bool:
@@ -651,6 +676,11 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
             L.append(f"  drop: {_flow(v)}" + ("" if v else
                      "                    # direct identifiers: never released"))
             for col, why in d.dependent.items():
+                if why.startswith("(the survey weight)"):
+                    L.append(f"  # dropped by sdc init: {col} {why}; a weight cannot be "
+                             "derived: and keeping its key as_is did not suffice (small PRBs "
+                             "merged across it)")
+                    continue
                 L.append(f"  # dropped by sdc init: {col} {why}; it is not a function of the")
                 L.append("  # keys (derived: would be refused): to release it, make it a key "
                          "variable")

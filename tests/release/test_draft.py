@@ -230,3 +230,28 @@ def test_design_step_drops_a_derived_column_the_recoded_keys_cannot_give(tmp_pat
     cfg = sdc.parse_config({**yaml.safe_load(text), "seed": 1}, tmp_path)
     res = sdc.release_frame(read_input(cfg), cfg, seed=1)
     assert "agesq" not in res.frame and res.certificate <= cfg.risk.xi
+
+
+def test_a_weight_that_gives_a_key_away_is_never_drafted_as_derived(tmp_path):
+    """free1 (sdcMicro): WEIGHT takes one value per REGION, so it gives REGION away. sdc init
+    keeps REGION as is and, when merged small PRBs still move records across regions, drops the
+    weight; it never writes `derived: [WEIGHT]` (refused: a weight is not a derived column), and
+    the draft it writes releases (before the fix, init refused its own draft)."""
+    free1 = REPO.parent / "shared" / "data" / "sdcmicro" / "free1.csv"
+    if not free1.is_file():
+        pytest.skip(f"{free1} absent (the shared sdcMicro data sit beside the project)")
+    keys = ["REGION", "SEX", "AGE", "MARSTAT"]
+    frame, vl, varl, fmt = read_for_draft(free1, keys, weight="WEIGHT")
+    draft = build_draft(frame, data_path=free1, config_path=tmp_path / "free1.yaml", keys=keys,
+                        fmt=fmt, weight="WEIGHT", value_labels=vl, variable_labels=varl)
+    assert "WEIGHT" not in draft.derived
+    kept = draft.input.get("weight") == "WEIGHT"
+    assert (kept and draft.partition.get("REGION") == "as_is") or \
+        (not kept and "WEIGHT" in draft.input["drop"])
+    from sdc.config.load import parse_config
+    from sdc.io.read import read_input
+
+    cfg = yaml.safe_load(draft_yaml(draft))
+    cfg["seed"] = 1
+    config = parse_config(cfg, tmp_path)
+    sdc.release_frame(read_input(config), config, seed=1)  # releases, no refusal
