@@ -14,17 +14,9 @@ def engine_problems(config: ReleaseConfig, engine: str) -> list[str]:
     if engine == "pandas":
         return []
     out: list[str] = []
-    if config.input.household_id is not None and engine != "streaming":
+    if config.input.household_id is not None and (config.perturb or config.derived):
         out.append(
-            f"the {engine} engine releases persons batch by batch; a household file "
-            f"(input.household_id {config.input.household_id!r}) needs every member of a "
-            "household at once (household-level keys are post-randomized once per household, "
-            "the public file keeps households together), which the Dask engine does not do "
-            "yet. Release it with --engine pandas or --engine streaming")
-    if config.input.household_id is not None and engine == "streaming" and (
-            config.perturb or config.derived):
-        out.append(
-            "the streaming engine releases household files without perturb: and derived: "
+            f"the {engine} engine releases household files without perturb: and derived: "
             "columns (per-household DP-PRAM and derived values are not built in batches yet); "
             "release this household file with --engine pandas")
     formats = config.output.formats if config.output is not None else ["parquet"]

@@ -443,12 +443,76 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
         "--engine streaming (the release is reproducible: the same files)")
 
 
+def _household_piece_task(fn, piece, offset, index, config, shared, extra):
+    """One piece of a household release pass: ``fn(frame, index, *shared, *extra)``
+    (:mod:`sdc.release.household_stream`'s per-batch functions)."""
+    _kill_hook("household")
+    return fn(_read_piece(piece, offset, config), index, *shared, *extra)
+
+
+class HouseholdPieces:
+    """The runner of a household release on the cluster
+    (:func:`sdc.release.household_stream.stream_household_release` merges the parts): each
+    pass's per-batch function runs as one task per Parquet piece, its shared arguments
+    scattered once; the parts come back in piece order."""
+
+    def __init__(self, client, config: ReleaseConfig) -> None:
+        self.client, self.config = client, config
+        self.pieces = _pieces(config)
+        self.offsets = np.concatenate(
+            [[0], np.cumsum([p[2] for p in self.pieces])]).astype(int).tolist()
+        self._cfg = client.scatter(config, broadcast=True, hash=False)
+
+    def map(self, fn: Callable[..., Any], shared: tuple,
+            per_piece: Callable[[int], tuple] | None = None):
+        """The parts of ``fn`` over every piece, in piece order (one in memory at a time)."""
+        (shared_f,) = self.client.scatter([shared], broadcast=True, hash=False)
+        futures = [self.client.submit(_household_piece_task, fn, p, self.offsets[i], i,
+                                      self._cfg, shared_f,
+                                      per_piece(i) if per_piece is not None else (),
+                                      pure=False)
+                   for i, p in enumerate(self.pieces)]
+        try:
+            for fut in futures:
+                part = fut.result()
+                fut.release()
+                yield part
+        finally:
+            for fut in futures:
+                fut.release()
+
+    def frames(self, columns: list[str] | None = None):
+        """The pieces read by the client (the rare re-reads: duplicated ids, inconsistent
+        households, the reports' refinement passes)."""
+        for i, (path, rg, _n) in enumerate(self.pieces):
+            if columns is None:
+                yield _read_piece((path, rg, _n), self.offsets[i], self.config)
+            else:
+                yield table_to_frame(pq.ParquetFile(path).read_row_group(rg, columns=columns),
+                                     self.offsets[i])
+
+
+def _dask_household_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec,
+                            progress: Callable[[str], None] | None = None,
+                            records_path: Path | None = None):
+    """A household file (docs/HOUSEHOLDS.md, "Engines"): the streaming engine's three passes
+    with their per-batch work as tasks on the pieces, merged on the client."""
+    from sdc.release.household_stream import stream_household_release
+
+    with dask_client(spec) as client:
+        return stream_household_release(config, seed, out_dir, tmp_dir=spec.scratch,
+                                        progress=progress, records_path=records_path,
+                                        runner=HouseholdPieces(client, config))
+
+
 def _dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
                   progress: Callable[[str], None] | None = None,
                   records_path: Path | None = None) -> BatchRelease:
     """Release ``config``'s input on a Dask cluster; write the public files into ``out_dir``
     and the internal ``records.parquet`` to ``records_path`` when given (spilled by the apply
     tasks into ``<scratch>/records/``, written by the client bucket after bucket)."""
+    if config.input.household_id is not None:
+        return _dask_household_release(config, seed, out_dir, spec, progress, records_path)
     say = progress or (lambda s: None)
     scratch = Path(tempfile.mkdtemp(prefix="sdc-dask-", dir=spec.scratch))
     try:

@@ -102,12 +102,19 @@ def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
 
 
 def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
+    from sdc.errors import InputError
     from sdc.release.dask_engine import (
         DaskClusterError,
         cluster_errors,
         dask_client,
         dask_count_cells,
     )
+
+    if config.input.household_id is not None:  # as the streaming count pass says it
+        raise InputError(
+            f"a household file (input.household_id {config.input.household_id!r}) is planned "
+            "in two stages from all its households at once: use `sdc plan` with the pandas "
+            "engine (the dask engine releases it: `sdc release --engine dask`)")
 
     try:
         with dask_client(_dask_spec(config, spec)) as client:

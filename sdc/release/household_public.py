@@ -80,6 +80,13 @@ class ChangedHouseholdPersons:
         self.rows.append(np.asarray(household_row)[keep])
         self.ident_pos.append(pos[keep & drawing])
 
+    def merge(self, other: ChangedHouseholdPersons, first_ident: int) -> None:
+        """Add a partial kept elsewhere (a Dask task's piece, added with ``first_ident`` 0):
+        ``first_ident``, the number of drawing identities listed before that piece."""
+        self.cells.extend(other.cells)
+        self.rows.extend(other.rows)
+        self.ident_pos.extend(p + first_ident for p in other.ident_pos)
+
     def released_codes(self, identity: np.ndarray, cells: CellTable, ps: PersonStagePlan,
                        hs: HouseholdStageResult, config: ReleaseConfig,
                        seed: int) -> list[np.ndarray]:

@@ -1,5 +1,8 @@
-"""A household release in record batches on one machine (issue 23; not registered as an
-executor yet: the streaming engine still refuses household files, docs/HOUSEHOLDS.md "Engines").
+"""A household release in record batches (issue 23, docs/HOUSEHOLDS.md "Engines"): the
+streaming executor's, and the Dask executor's with each pass's per-batch functions
+(:func:`count_batch`, :func:`identity_batch`, :func:`apply_batch`) run as tasks on the Parquet
+pieces (``runner``: :class:`LocalBatches` or ``sdc.release.dask_engine.HouseholdPieces``), the
+parts merged here in input order, so both give the same files.
 
 Three reads of the input, memory bounded by one batch, the cell table, the household table
 (O(households)) and, for the household risk section, four numbers per person:
@@ -21,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +95,8 @@ from sdc.release.order import order_salt
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 from sdc.reports.utility import finite_values
 
-__all__ = ["HouseholdBatchRelease", "stream_household_release"]
+__all__ = ["HouseholdBatchRelease", "LocalBatches", "apply_batch", "count_batch", "identity_batch",
+           "stream_household_release"]
 
 
 @dataclass
@@ -131,8 +135,7 @@ class HouseholdBatchRelease:
 
 
 def _batches(config: ReleaseConfig, **kw: Any):
-    """The input's record batches (:func:`sdc.io.batches.input_batches`, whose streamability
-    check still refuses household files for the registered batch executors): read as a plain
+    """The input's record batches (:func:`sdc.io.batches.input_batches`): read as a plain
     batch input; the household id is a column like any other to the reader."""
     plain = config.model_copy(update={"input": config.input.model_copy(
         update={"household_id": None})})
@@ -154,21 +157,136 @@ def _stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockE
         "add person partition variables to merge along, or use fewer household-level keys")
 
 
+class LocalBatches:
+    """The batches of a household release on one machine: :meth:`map` runs a per-batch
+    function over the input's record batches in order (the Dask engine's runner,
+    :mod:`sdc.release.dask_engine`, runs the same functions as tasks on the Parquet pieces)."""
+
+    def __init__(self, config: ReleaseConfig, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
+        self.config, self.batch_rows = config, batch_rows
+
+    def map(self, fn: Callable[..., Any], shared: tuple,
+            per_piece: Callable[[int], tuple] | None = None) -> Iterator[Any]:
+        """``fn(frame, index, *shared, *per_piece(index))`` for every batch, in input order."""
+        for i, frame in enumerate(self.frames()):
+            yield fn(frame, i, *shared, *(per_piece(i) if per_piece is not None else ()))
+
+    def frames(self, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
+        """The batches read here (the rare re-reads: duplicated ids, inconsistent households,
+        the reports' refinement passes)."""
+        return _batches(self.config, batch_rows=self.batch_rows, columns=columns)
+
+
+@dataclass
+class _CountPart:
+    """One batch's part of the count pass."""
+
+    n: int
+    offset: int
+    ident: np.ndarray | None
+    problems: pd.DataFrame | None = None
+    codes: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    households: HouseholdCounter | None = None
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    weight_max: float = 0.0
+    dtypes: dict[str, Any] = field(default_factory=dict)
+
+
+def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
+                measure: list[str]) -> _CountPart:
+    """Pass 1 on one batch: its pandera problems, or its person cells, household table part,
+    value ranges of ``measure`` and largest weight; with an id column its identities."""
+    from sdc.release.kernels import batch_problems
+
+    id_col, weight = config.input.id_column, config.input.weight
+    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
+             if id_col is not None and id_col in frame.columns else None)
+    offset = int(frame.index[0]) if len(frame) else 0
+    part = _CountPart(len(frame), offset, ident)
+    problems = batch_problems(frame, config)
+    if problems is not None and len(problems):
+        part.problems = problems
+        return part
+    part.codes, part.counts = np.unique(cell_codes(frame, person_config(config)),
+                                        return_counts=True)
+    part.households = HouseholdCounter(config)
+    part.households.add(frame)
+    for c in measure:
+        x = finite_values(frame[c])
+        if len(x) and not np.isnan(x).all():
+            part.ranges[c] = (float(np.nanmin(x)), float(np.nanmax(x)))
+    if weight is not None and len(frame):
+        part.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
+    part.dtypes = {k: frame[k].dtype for k in config.household_keys}
+    return part
+
+
+def identity_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
+                   locate: CellLocator, household_ids: np.ndarray, cells: CellTable,
+                   ps: Any, changed_households: np.ndarray, columns: list[str]) -> tuple:
+    """Pass 2 on one batch: its drawing persons' identities and ties, its changed
+    households' persons (listed from 0) and its part of the person dependence check."""
+    c = locate(cell_codes(frame, person_config(config)))
+    hrow = lookup_households(household_ids, household_identity(frame, config))
+    i, t = person_draw_identities(frame, c, ps, cells, config)
+    changed = ChangedHouseholdPersons()
+    changed.add(c, hrow, drawing_persons(c, ps, cells, config), changed_households, 0)
+    pdep = person_dependence_counter(columns, config)
+    add_person_dependence(pdep, frame, c, cells, ps)
+    return i, t, changed, pdep
+
+
+def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: int,
+                locate: CellLocator, household_ids: np.ndarray, n_households: int,
+                cells: CellTable, ps: Any, hs: Any, table: CellTable, orig: np.ndarray,
+                pseudo: np.ndarray, schema: pa.Schema, salt: Any, bits: int, scratch: str,
+                records: bool, acc: Any, identity: np.ndarray) -> tuple:
+    """Pass 3 on one batch: its persons' released values, spilled by household pseudonym
+    into ``scratch/public`` (and the records file's into ``scratch/records``) as piece
+    ``index``; returns its cells, household rows, released rows, weights and report part."""
+    sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
+    c = locate(cell_codes(frame, person_config(config)))
+    hrow = lookup_households(household_ids, household_identity(frame, config))
+    out = released_person_codes(c, hrow, identity, cells, ps, hs, config, seed)
+    rel = _row_index(table.key_codes, out, sizes)
+    t = household_public_batch(frame, orig[c], rel, table, pseudo[hrow], config, seed, schema,
+                               salt)
+    BucketSpill(Path(scratch) / "public", bits, piece=index).add(
+        t, household_bucket_keys(pseudo[hrow], n_households))
+    if records:
+        RecordsSpill(Path(scratch) / "records", bits, piece=index).add(
+            record_identity(frame, config), orig[c], rel)
+    part = acc.spawn()
+    add_apply_batch(part, frame, orig[c], rel, config)
+    weight = config.input.weight
+    w = frame[weight].to_numpy(dtype=float) if weight else None
+    return c, hrow, rel, w, part
+
+
 def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                              batch_rows: int = DEFAULT_BATCH_ROWS,
-                             tmp_dir: Path | None = None,
+                             tmp_dir: Path | str | None = None,
                              progress: Callable[[str], None] | None = None,
-                             records_path: Path | None = None) -> HouseholdBatchRelease:
+                             records_path: Path | None = None,
+                             runner: Any = None) -> HouseholdBatchRelease:
     """Release the household file of ``config`` in batches; the public files into
     ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
     pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check);
-    ``perturb:`` and ``derived:`` are refused (the pandas engine releases them)."""
-    from sdc.release.streaming import validate_batches
+    ``perturb:`` and ``derived:`` are refused (the pandas engine releases them).
+
+    ``runner`` runs each pass's per-batch functions (:func:`count_batch`,
+    :func:`identity_batch`, :func:`apply_batch`) and gives their parts in input order:
+    :class:`LocalBatches` (default: batches of ``batch_rows`` here) or the Dask engine's
+    (tasks on the Parquet pieces); the parts are merged here, so both give the same files."""
+    from sdc.io.schemas import render_problems
+    from sdc.release.kernels import Problems
 
     say = progress or (lambda s: None)
     if config.perturb or config.derived:
         raise InputError("perturb: and derived: columns of a household file are released by "
                          "the pandas engine only; use engine: pandas")
+    runner = runner if runner is not None else LocalBatches(config, batch_rows)
     pcfg, hcfg = person_config(config), household_config(config)
     id_col, weight = config.input.id_column, config.input.weight
     numeric = report_numeric_columns(config)
@@ -179,26 +297,27 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     counter, households = CellCounter(), HouseholdCounter(config)
     idents: list[np.ndarray] = []
     dtypes: dict[str, Any] = {}
-    weight_max = [0.0]
+    weight_max = 0.0
+    problems = Problems()
 
     say("counting cells and households (pass 1 of 3)")
-
-    def consume(frame: pd.DataFrame) -> None:
+    n = 0
+    for part in runner.map(count_batch, (config, measure)):
+        n += part.n
+        if part.ident is not None:
+            idents.append(part.ident)
+        if part.problems is not None:
+            problems.add(part.problems, part.offset)
+            continue
+        if problems.rows:
+            continue
+        counter.add_counts(part.codes, part.counts)
+        households.merge(part.households)
+        for c, (a, b) in part.ranges.items():
+            lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
+        weight_max = max(weight_max, part.weight_max)
         if not dtypes:
-            dtypes.update({k: frame[k].dtype for k in config.household_keys})
-        counter.add(cell_codes(frame, pcfg))
-        households.add(frame)
-        for c in measure:
-            x = finite_values(frame[c])
-            if len(x) and not np.isnan(x).all():
-                a, b = float(np.nanmin(x)), float(np.nanmax(x))
-                lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
-        if weight is not None and len(frame):
-            weight_max[0] = max(weight_max[0], float(np.abs(frame[weight].to_numpy(float)).max()))
-
-    def collect_ids(frame: pd.DataFrame) -> None:
-        if id_col is not None and id_col in frame.columns:
-            idents.append(np.asarray(record_identity(frame, config), dtype=np.uint64))
+            dtypes.update(part.dtypes)
 
     def duplicates() -> tuple[np.ndarray, pd.Series] | None:
         if id_col is None or not idents:
@@ -207,15 +326,19 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         if dups is None:
             return None
         hits = (id_rows_with_identity(frame, dups, config)
-                for frame in _batches(config, batch_rows=batch_rows, columns=[id_col]))
+                for frame in runner.frames(columns=[id_col]))
         return repeated_ids(hits)
 
-    def id_problems() -> pd.DataFrame | None:
+    if problems.rows:  # every problem of the whole file, as the streaming validation words it
         found = duplicates()
-        return None if found is None else duplicate_ids_table(*found, config)
-
-    n = validate_batches(_batches(config, batch_rows=batch_rows), config, consume,
-                         every=collect_ids, more_problems=id_problems)
+        if found is not None:
+            problems.add(duplicate_ids_table(*found, config), 0)
+        table = problems.table()
+        k = len(table)
+        raise InputError(
+            f"the input of {config.name!r} does not match the config ({k} problem"
+            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted; "
+            f"checked in batches):\n{render_problems(table)}")
     if n == 0:
         raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
                          "release")
@@ -225,8 +348,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     idents.clear()
     agg = households.result()
     if agg.inconsistent:  # the pandas engine's refusal, from the violating households' rows
-        rows = [f[inconsistent_rows(f, agg, config)]
-                for f in _batches(config, batch_rows=batch_rows)]
+        rows = [f[inconsistent_rows(f, agg, config)] for f in runner.frames()]
         check_households(pd.concat(rows), config)
     codes, counts = counter.result()
     cells = cell_table(codes, counts, pcfg)
@@ -244,15 +366,14 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
 
     say("person identities (pass 2 of 3)")
     locate = CellLocator(codes, pcfg)
-    pdep = person_dependence_counter(list(input_arrow_schema(config).names), config)
+    columns = list(input_arrow_schema(config).names)
+    pdep = person_dependence_counter(columns, config)
     ids, ties, listed = [], [], 0
     changed = ChangedHouseholdPersons()
-    for b in _batches(config, batch_rows=batch_rows):
-        c = locate(cell_codes(b, pcfg))
-        hrow = lookup_households(agg.identity, household_identity(b, config))
-        i, t = person_draw_identities(b, c, ps, cells, config)
-        changed.add(c, hrow, drawing_persons(c, ps, cells, config), hs.changed, listed)
-        add_person_dependence(pdep, b, c, cells, ps)
+    for i, t, part, dep in runner.map(identity_batch, (config, locate, agg.identity, cells, ps,
+                                                       hs.changed, columns)):
+        changed.merge(part, listed)
+        pdep.merge(dep)
         listed += i.size
         ids.append(i)
         ties.append(t)
@@ -260,62 +381,48 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     raise_if_dependent(pfig, ps.plan, pcfg)
     ps.plan = dataclasses.replace(ps.plan, dependence=pfig)
     ident = unique_identities(np.concatenate(ids), np.concatenate(ties))
-    sizes_per_batch = [x.size for x in ids]
+    starts = np.concatenate([[0], np.cumsum([x.size for x in ids])]).astype(int)
     del ids, ties
     table, orig = extended_cells(cells, changed.released_codes(ident, cells, ps, hs, config,
                                                                seed))
     salt = order_salt(table)
     pseudo = pseudonyms(agg.identity, seed, salt)
     schema = household_public_schema(public_schema(config, input_arrow_schema(config)), config)
-    sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
     cell_prb = household_cell_prb(ps, cells, table, orig, config)
 
     say("releasing persons (pass 3 of 3)")
     bits = bucket_bits(n)
     tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
-    acc = new_accumulator(table, config, weight_max[0] if weight else None,
+    acc = new_accumulator(table, config, weight_max if weight else None,
                           {**stats, **{c: (lo[c], hi[c], pa.types.is_integer(
                               input_arrow_schema(config).field(c).type)) for c in lo}})
     person_cell, person_row, person_rel, person_w = [], [], [], []
     try:
-        spill = BucketSpill(tmp / "public", bits)
-        records = RecordsSpill(tmp / "records", bits) if records_path is not None else None
-        pos = 0
-        for b, m in zip(_batches(config, batch_rows=batch_rows), sizes_per_batch,
-                        strict=True):
-            c = locate(cell_codes(b, pcfg))
-            hrow = lookup_households(agg.identity, household_identity(b, config))
-            out = released_person_codes(c, hrow, ident[pos:pos + m], cells, ps, hs, config,
-                                        seed)
-            pos += m
-            rel = _row_index(table.key_codes, out, sizes)
-            t = household_public_batch(b, orig[c], rel, table, pseudo[hrow], config, seed,
-                                       schema, salt)
-            spill.add(t, household_bucket_keys(pseudo[hrow], agg.n_households))
-            if records is not None:
-                records.add(record_identity(b, config), orig[c], rel)
-            add_apply_batch(acc, b, orig[c], rel, config)
+        shared = (config, seed, locate, agg.identity, agg.n_households, cells, ps, hs, table,
+                  orig, pseudo, schema, salt, bits, str(tmp), records_path is not None,
+                  acc.spawn())
+        for c, hrow, rel, w, part in runner.map(
+                apply_batch, shared, lambda k: (ident[starts[k]:starts[k + 1]],)):
+            acc.merge(part)
             person_cell.append(c)
             person_row.append(hrow)
             person_rel.append(rel)
             if weight:
-                person_w.append(b[weight].to_numpy(dtype=float))
-            del t, b
-        spill.close()
+                person_w.append(w)
         more = acc.start_refinement()
         while more:
-            for f in _batches(config, batch_rows=batch_rows):
+            for f in runner.frames():
                 add_refine_batch(acc, f, locate, config, orig[locate(cell_codes(f, pcfg))])
             more = acc.end_refine_pass()
         records_file = None
-        if records is not None:
-            records.close()
+        if records_path is not None:
             say("writing the internal records file")
             records_file = write_records_from_buckets(
-                records.buckets(), records_path, cell_identity(table.key_codes, config),
-                cell_prb)
+                RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
+                cell_identity(table.key_codes, config), cell_prb)
         say("writing the public file in household order")
-        files = _write_public(config, schema, spill.buckets(), out_dir)
+        files = _write_public(config, schema, BucketSpill(tmp / "public", bits,
+                                                          piece=0).buckets(), out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     cell_all = np.concatenate(person_cell)

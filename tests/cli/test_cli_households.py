@@ -1,5 +1,5 @@
 """Household files through the command line (issue 23): release, audit, public household ids,
-the batch engines' refusal and the validation of inconsistent households."""
+the Dask engine's release, the refusal of perturb: in batches and the validation of inconsistent households."""
 
 from __future__ import annotations
 
@@ -69,12 +69,33 @@ def test_household_release_audit_and_public_households(prefect_harness, make_sma
         assert (out / "public" / name).read_bytes() == (out2 / "public" / name).read_bytes()
 
 
-def test_household_release_refused_by_the_dask_engine(prefect_harness, make_small_job):
-    frame = generate_household_sample(500, seed=3, n_regions=12)
+def test_household_release_on_the_dask_engine(prefect_harness, make_small_job):
+    """The Dask engine releases a household file (Parquet input; the files equal the pandas
+    engine's: tests/contract/test_executors.py); households stay consistent and together,
+    ``sdc audit`` passes. With ``perturb:`` it still refuses (exit 2, the way out named)."""
+    frame = generate_household_sample(800, seed=3, n_regions=12)
     cfg = _job(make_small_job, "hhb", frame)
+    d = yaml.safe_load(cfg.read_text())
+    parquet = cfg.parent / "hhb.parquet"
+    frame.to_parquet(parquet, index=False, row_group_size=300)
+    d["input"].update({"path": str(parquet), "format": "parquet"})
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    r = run("release", cfg, "--engine", "dask")
+    assert r.exit_code == 0, r.text
+    out = sdc.load_config(cfg).output_dir
+    r = run("audit", out)
+    assert r.exit_code == 0, r.text
+    assert "households: consistent" in r.text and "FAIL" not in r.text
+    pub = pd.read_parquet(out / "public" / "microdata.parquet")
+    assert (np.diff(pub["hh_id"].to_numpy()) >= 0).all()
+    cols = ["region", "urbrur", "dwelling", "water", "hh_weight"]
+    assert (pub.groupby("hh_id")[cols].nunique() == 1).all().all()
+
+    d["perturb"] = {"water": {"epsilon": 1.0, "categories": list(range(1, 10))}}
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
     r = run("release", cfg, "--engine", "dask")
     assert r.exit_code == 2, r.text
-    assert "household file" in r.text and "--engine pandas" in r.text
+    assert "household files without perturb:" in r.text and "--engine pandas" in r.text
     assert "Traceback" not in r.stdout
 
 

@@ -262,12 +262,11 @@ def test_series_second_release_is_the_same_on_every_executor(prefect_harness, tm
 
 
 @pytest.mark.parametrize("variant", ["plain", "weights"])
-def test_household_release_is_the_same_on_the_streaming_executor(prefect_harness, tmp_path,
-                                                                 variant):
-    """A household file (docs/HOUSEHOLDS.md): the streaming executor's release equals the
-    in-memory one file for file (households split over batches, changed households, left-out
-    small classes, the households sections of risk, utility and audit); ``sdc audit`` passes
-    on both. The Dask executor still refuses household files with exit 2."""
+def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_path, variant):
+    """A household file (docs/HOUSEHOLDS.md): the streaming and Dask executors' releases equal
+    the in-memory one file for file (households split over batches and Parquet pieces, changed
+    households, left-out small classes, the households sections of risk, utility and audit);
+    ``sdc audit`` passes on all three."""
     from engine_configs import household_config
 
     from sdc.samples import generate_household_sample
@@ -281,16 +280,12 @@ def test_household_release_is_the_same_on_the_streaming_executor(prefect_harness
         cfg["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
         cfg["output"] = {"dir": str(tmp_path / executor / "release"),
                          "formats": ["parquet", "csv"]}
-        cfg["engine"] = ("pandas" if executor == "pandas"
-                         else {"kind": executor, "batch_rows": 700})
+        cfg["engine"] = {"pandas": "pandas", "streaming": {"kind": "streaming", "batch_rows": 700},
+                         "dask": {"kind": "dask", "workers": 2}}[executor]
         path = tmp_path / executor / "job.yaml"
         path.parent.mkdir(parents=True)
         path.write_text(yaml.safe_dump(cfg))
         r = runner.invoke(app, ["release", str(path)], env={"COLUMNS": "200"})
-        if executor == "dask":
-            assert r.exit_code == 2, r.stdout + r.stderr
-            assert "household file" in r.stdout + r.stderr
-            continue
         assert r.exit_code == 0, f"{executor}: exit {r.exit_code}\n{r.stdout}\n{r.stderr}"
         rel = tmp_path / executor / "release"
         files[executor] = _files(rel)
@@ -298,7 +293,9 @@ def test_household_release_is_the_same_on_the_streaming_executor(prefect_harness
         assert a.exit_code == 0, a.stdout + a.stderr
     risk = files["pandas"]["internal/risk.json"]["households"]
     assert risk["households_changed"] > 0 and risk["small_classes"] > 0
-    for name in files["pandas"]:
-        assert files["streaming"][name] == files["pandas"][name], (
-            f"streaming differs from pandas in {name}: "
-            f"{_differences(files['streaming'][name], files['pandas'][name])}")
+    for executor in ("streaming", "dask"):
+        assert set(files[executor]) == set(files["pandas"])
+        for name in files["pandas"]:
+            assert files[executor][name] == files["pandas"][name], (
+                f"{executor} differs from pandas in {name}: "
+                f"{_differences(files[executor][name], files['pandas'][name])}")

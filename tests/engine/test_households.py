@@ -114,13 +114,14 @@ def test_missing_household_id_is_refused():
         check_households(f, _cfg())
 
 
-def test_the_dask_engine_refuses_household_files_the_streaming_engine_takes_them():
-    with pytest.raises(InputError, match="household file .* --engine pandas"):
-        check_streamable(_cfg(), "dask")
+def test_the_batch_engines_take_household_files_without_perturb():
     check_streamable(_cfg(), "streaming")  # sdc.release.household_stream
-    with_perturb = _cfg().model_copy(update={"perturb": {"roof": {"epsilon": 1.0}}})
-    with pytest.raises(InputError, match="without perturb: and derived: .* --engine pandas"):
-        check_streamable(with_perturb, "streaming")
+    parquet = _cfg(path="hh.parquet", format="parquet")
+    check_streamable(parquet, "dask")  # the same passes as tasks (sdc.release.dask_engine)
+    for cfg, engine in ((_cfg(), "streaming"), (parquet, "dask")):
+        with_perturb = cfg.model_copy(update={"perturb": {"roof": {"epsilon": 1.0}}})
+        with pytest.raises(InputError, match="without perturb: and derived: .* --engine pandas"):
+            check_streamable(with_perturb, engine)
 
 
 def test_streaming_plan_of_a_household_file_is_refused():
