@@ -96,7 +96,7 @@ from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 from sdc.reports.utility import finite_values
 
 __all__ = ["HouseholdBatchRelease", "LocalBatches", "apply_batch", "count_batch", "identity_batch",
-           "stream_household_release"]
+           "refine_batch", "stream_household_release"]
 
 
 @dataclass
@@ -264,6 +264,19 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
     return c, hrow, rel, w, part
 
 
+def refine_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate: CellLocator,
+                 orig: np.ndarray, template: Any, moved_rows: np.ndarray,
+                 moved_cells: np.ndarray) -> Any:
+    """One batch of a report refinement pass (:mod:`sdc.release.batch_reports`): a partial
+    accumulator, given the kept moved records of the batch's rows."""
+    part = template.spawn()
+    part.moved_rows, part.moved_cells = [moved_rows], [moved_cells]
+    add_refine_batch(part, frame, locate, config,
+                     orig[locate(cell_codes(frame, person_config(config)))])
+    part.moved_rows, part.moved_cells = [], []
+    return part
+
+
 def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                              batch_rows: int = DEFAULT_BATCH_ROWS,
                              tmp_dir: Path | str | None = None,
@@ -276,7 +289,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     ``perturb:`` and ``derived:`` are refused (the pandas engine releases them).
 
     ``runner`` runs each pass's per-batch functions (:func:`count_batch`,
-    :func:`identity_batch`, :func:`apply_batch`) and gives their parts in input order:
+    :func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) and gives their parts in input order:
     :class:`LocalBatches` (default: batches of ``batch_rows`` here) or the Dask engine's
     (tasks on the Parquet pieces); the parts are merged here, so both give the same files."""
     from sdc.io.schemas import render_problems
@@ -302,8 +315,10 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
 
     say("counting cells and households (pass 1 of 3)")
     n = 0
+    offsets = [0]  # the batches' first global rows (the same batches in every pass)
     for part in runner.map(count_batch, (config, measure)):
         n += part.n
+        offsets.append(n)
         if part.ident is not None:
             idents.append(part.ident)
         if part.problems is not None:
@@ -411,8 +426,10 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                 person_w.append(w)
         more = acc.start_refinement()
         while more:
-            for f in runner.frames():
-                add_refine_batch(acc, f, locate, config, orig[locate(cell_codes(f, pcfg))])
+            template = acc.spawn()
+            for part in runner.map(refine_batch, (config, locate, orig, template),
+                                   lambda k: acc.moved_slice(offsets[k], offsets[k + 1])):
+                acc.merge(part)
             more = acc.end_refine_pass()
         records_file = None
         if records_path is not None:
