@@ -688,3 +688,38 @@ def test_every_executors_release_is_a_release_outcome(tmp_path):
     assert isinstance(mem, ReleaseOutcome) and isinstance(batch, ReleaseOutcome)
     assert mem.certificate == batch.certificate and mem.n_changed == batch.n_changed
     assert mem.blocks.equals(batch.blocks)
+
+
+def test_dask_household_release_survives_a_killed_worker(tmp_path, monkeypatch):
+    """A household file on Dask (three passes as tasks, docs/HOUSEHOLDS.md "Engines"): a worker
+    SIGKILLed in its first household task (test hook ``SDC_DASK_KILL_AT=household``) is
+    replaced and its task rerun; the public files and the records file are those of the
+    streaming engine byte for byte."""
+    from engine_configs import household_config
+
+    from sdc.release.dask_engine import DaskSpec, dask_release
+    from sdc.release.household_stream import stream_household_release
+    from sdc.samples import generate_household_sample
+
+    frame = generate_household_sample(2000, seed=5, n_regions=12)
+    inp = tmp_path / "households.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=300)
+    d = household_config()
+    d["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
+    d["output"] = {"dir": str(tmp_path / "unused"), "formats": ["parquet", "csv"]}
+    cfg = parse_config(d)
+    want = stream_household_release(cfg, 7, tmp_path / "s", batch_rows=500,
+                                    records_path=tmp_path / "s-records.parquet")
+    marks = tmp_path / "marks"
+    monkeypatch.setenv("SDC_CHECKPOINT_DIR", str(marks))
+    monkeypatch.setenv("SDC_DASK_KILL_AT", "household")
+    got = dask_release(cfg, 7, tmp_path / "d", DaskSpec(workers=2, scratch=str(tmp_path)),
+                       records_path=tmp_path / "d-records.parquet")
+    assert (marks / "dask-killed-household").is_file()  # a worker was really killed
+    assert got.n_records == want.n_records == len(frame)
+    for name in ("microdata.parquet", "microdata.csv"):
+        assert sha((tmp_path / "d" / name).read_bytes()) == sha(
+            (tmp_path / "s" / name).read_bytes()), name
+    assert sha((tmp_path / "d-records.parquet").read_bytes()) == sha(
+        (tmp_path / "s-records.parquet").read_bytes())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("sdc-")]  # scratch removed
