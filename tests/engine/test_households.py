@@ -125,11 +125,16 @@ def test_the_batch_engines_take_household_files_without_perturb():
 
 
 def test_streaming_plan_of_a_household_file_is_refused():
-    """``sdc plan --engine streaming`` would count persons only: refused with the way out."""
+    """``sdc plan --engine streaming`` (or ``dask``) would count persons only: refused with the
+    way out."""
     from sdc.release.streaming import count_cells
 
     with pytest.raises(InputError, match="household file .* `sdc plan` with the pandas engine"):
         count_cells(_cfg())
+    from sdc.release.executors import get_executor
+
+    with pytest.raises(InputError, match="household file .* `sdc plan` with the pandas engine"):
+        get_executor("dask").count(_cfg(path="hh.parquet", format="parquet"), None)
 
 
 # -- the household release ------------------------------------------------------------------------
