@@ -87,13 +87,16 @@ def checked_columns(columns: list[str], config: Any) -> list[str]:
     return [c for c in columns if c not in skip]
 
 
-def _reduce_values(bucket: np.ndarray, count: np.ndarray, lo: np.ndarray,
+def _reduce_values(bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
                    hi: np.ndarray) -> tuple[np.ndarray, ...]:
     """(bucket, n, lo, hi) summed/min/max per bucket, sorted by bucket: scattered into dense
     tables of 2**HASH_BITS rows (no sort; ``ufunc.at`` per key column)."""
     size = 1 << HASH_BITS
-    n = np.zeros(size, dtype=np.int64)
-    np.add.at(n, bucket, count)
+    if count is None:  # one per record
+        n = np.bincount(bucket, minlength=size).astype(np.int64, copy=False)
+    else:
+        n = np.zeros(size, dtype=np.int64)
+        np.add.at(n, bucket, count)
     present = np.flatnonzero(n)
     p = lo.shape[1]
     out_lo = np.empty((present.size, p), dtype=np.int64)
@@ -177,8 +180,9 @@ class DependenceCounter:
         (``pd.factorize``), value tables scattered into 2**HASH_BITS rows; only distinct
         combinations are ever sorted."""
         cell_id = np.asarray(cell_id, dtype=np.int64)
+        # int64: ufunc.at into the int64 tables takes its fast path only without a cast
         key_codes = np.asarray(key_codes, dtype=np.int64).reshape(len(cell_id), self.n_keys)
-        ones = np.ones(len(cell_id), dtype=np.int64)
+        ones = None  # every record counts once
         # the batch's cells: a cell with small_limit records here (or before) is never sensitive
         fcode, fcell = pd.factorize(cell_id)
         fcell = np.asarray(fcell, dtype=np.int64)
@@ -296,10 +300,13 @@ class DependenceCounter:
             self._scatter(c, b, n, lo, hi)
         self._values[c] = []
 
-    def _scatter(self, c: str, bucket: np.ndarray, count: np.ndarray, lo: np.ndarray,
+    def _scatter(self, c: str, bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
                  hi: np.ndarray) -> None:
         n, dlo, dhi = self._dense[c]
-        np.add.at(n, bucket, count)
+        if count is None:  # one per record
+            n += np.bincount(bucket, minlength=n.size)
+        else:
+            np.add.at(n, bucket, count)
         for k in range(self.n_keys):
             np.minimum.at(dlo[k], bucket, lo[:, k])
             np.maximum.at(dhi[k], bucket, hi[:, k])
@@ -561,7 +568,8 @@ def frame_dependence(frame: pd.DataFrame, plan: Any, config: Any) -> list[Column
                                 sizes=key_sizes(config))
     if cols and cells.record_cell.size:
         rc = cells.record_cell
-        counter.add(frame, rc, np.ascontiguousarray(cells.key_codes.T)[:, rc].T)  # per key
+        # contiguous per key, int64 (ufunc.at's fast path needs the tables' own type)
+        counter.add(frame, rc, np.ascontiguousarray(cells.key_codes.T, dtype=np.int64)[:, rc].T)
     return measure_dependence(counter, plan, config, lambda x: x)
 
 
