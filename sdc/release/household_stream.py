@@ -63,7 +63,6 @@ from sdc.engine.households import row_index as _row_index
 from sdc.errors import InputError, SmallBlockError
 from sdc.io.batches import (
     DEFAULT_BATCH_ROWS,
-    PublicWriter,
     input_arrow_schema,
     input_batches,
     input_value_ranges,
@@ -90,6 +89,7 @@ from sdc.release.kernels import (
     id_rows_with_identity,
     raise_duplicate_ids,
     repeated_ids,
+    write_public_files,
 )
 from sdc.release.order import order_salt
 from sdc.release.records_file import RecordsSpill, write_records_from_buckets
@@ -438,8 +438,10 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                 RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
                 cell_identity(table.key_codes, config), cell_prb)
         say("writing the public file in household order")
-        files = _write_public(config, schema, BucketSpill(tmp / "public", bits,
-                                                          piece=0).buckets(), out_dir)
+        hid = config.input.household_id
+        files = write_public_files(
+            config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir,
+            lambda buckets, writer: write_household_buckets(buckets, writer, hid))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     cell_all = np.concatenate(person_cell)
@@ -448,28 +450,6 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     w_all = np.concatenate(person_w) if weight else None
     return _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
                    row_all, rel_all, w_all, dtypes, n, schema, files, acc, records_file)
-
-
-def _write_public(config: ReleaseConfig, schema: pa.Schema, buckets: list[Path],
-                  out_dir: Path) -> dict[str, Path]:
-    formats = config.output.formats if config.output is not None else ["parquet"]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: dict[str, Path] = {}
-    handles: dict[str, Any] = {}
-    try:
-        for fmt, name in (("parquet", "microdata.parquet"), ("csv", "microdata.csv")):
-            if fmt in formats:
-                files[name] = out_dir / name
-                handles[fmt] = open(files[name], "wb")  # noqa: SIM115
-        writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
-        try:
-            write_household_buckets(buckets, writer, config.input.household_id)
-        finally:
-            writer.close()
-    finally:
-        for h in handles.values():
-            h.close()
-    return files
 
 
 def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell, row, rel,

@@ -16,7 +16,7 @@ input; the in-memory executor is the same steps on one batch (:mod:`sdc.engine.a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -389,10 +389,12 @@ def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> No
 
 
 def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[Path],
-                       out_dir: Path) -> dict[str, Path]:
+                       out_dir: Path,
+                       write: Callable[[list[Path], Any], Any] | None = None) -> dict[str, Path]:
     """The public files (``microdata.parquet`` / ``.csv`` per ``output.formats``) written into
-    ``out_dir`` from the spilled buckets, in public order (:func:`write_buckets_in_order`);
-    public file name -> path."""
+    ``out_dir`` from the spilled buckets by ``write(buckets, writer)`` (default: in public
+    order, :func:`write_buckets_in_order`; a household release passes its own); public file
+    name -> path."""
     formats = config.output.formats if config.output is not None else ["parquet"]
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -404,7 +406,7 @@ def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[P
                 handles[fmt] = open(files[name], "wb")  # noqa: SIM115
         writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
         try:
-            write_buckets_in_order(buckets, writer)
+            (write or write_buckets_in_order)(buckets, writer)
         finally:  # also after a failure: the writer must not outlive its file handles
             writer.close()
     finally:
