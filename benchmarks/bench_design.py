@@ -73,9 +73,9 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
+    from sdc.authoring.design import count_declared
     from sdc.config.load import load_config
-    from sdc.engine.design import candidates, search
-    from sdc.release.design import count_declared
+    from sdc.method.design import candidates, search
 
     folder = args.workdir or Path(tempfile.mkdtemp(prefix="bench-design-"))
     folder.mkdir(parents=True, exist_ok=True)

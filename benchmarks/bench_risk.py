@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from sdc.engine import risk
-from sdc.engine.theta import solve_theta
+from sdc.method import risk
+from sdc.method.theta import solve_theta
 
 
 def _clear() -> None:

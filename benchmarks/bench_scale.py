@@ -8,9 +8,9 @@ peak RSS (``ru_maxrss`` of the process and, for Dask, the sum of the workers' pe
   floor     : one pyarrow pass that reads the file in batches, counts the cells (the same
               mixed-radix cell codes and merge as the engines) and writes every batch to a
               Parquet file: the least any release must do;
-  streaming : :func:`sdc.release.streaming.stream_release` (count, identities, apply, bucketed
+  streaming : :func:`sdc.executors.streaming.stream_release` (count, identities, apply, bucketed
               order, public Parquet, and the internal records.parquet a release writes);
-  dask      : :func:`sdc.release.dask_engine.dask_release` on a LocalCluster of 2 workers.
+  dask      : :func:`sdc.executors.dask.dask_release` on a LocalCluster of 2 workers.
 
 The engines accumulate the report aggregates during their passes and make the report
 refinement passes when a quartile is not yet exact (keys and numeric columns read again;
@@ -84,7 +84,7 @@ def make_config(path: Path, out: Path, formats=("parquet",)):
 
 
 def _floor(path: Path, out: Path) -> dict:
-    from sdc.engine.batches import CellCounter
+    from sdc.method.cell_passes import CellCounter
 
     sizes = list(KEYS.values())
     counter = CellCounter()
@@ -118,12 +118,12 @@ def _child(which: str, path: str, out: str, q: mp.Queue) -> None:
             marks.append((step, time.perf_counter()))
 
         if which == "streaming":
-            from sdc.release.streaming import stream_release
+            from sdc.executors.streaming import stream_release
 
             res = stream_release(cfg, 7, out / "public", tmp_dir=out, progress=mark,
                                  records_path=out / "records.parquet")
         else:
-            from sdc.release.dask_engine import DaskSpec, dask_client, dask_release
+            from sdc.executors.dask import DaskSpec, dask_client, dask_release
 
             res = dask_release(cfg, 7, out / "public", DaskSpec(workers=2, scratch=str(out)),
                                records_path=out / "records.parquet",
@@ -141,7 +141,7 @@ def _child(which: str, path: str, out: str, q: mp.Queue) -> None:
         extra["steps_seconds"] = {step.split(" (")[0]: round(times[i + 1] - t, 1)
                                   for i, (step, t) in enumerate(marks)}
         if getattr(res, "accumulator", None) is not None:
-            from sdc.release.batch_reports import batch_reports
+            from sdc.pipeline.report_parts import batch_reports
 
             batch_reports(res, cfg, seed=7)
             extra["report_build_seconds"] = round(time.perf_counter() - t_engine, 1)

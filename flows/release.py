@@ -14,7 +14,7 @@ The flow runs on Prefect's embedded default: without ``PREFECT_API_URL`` Prefect
 temporary local API for the run, so nobody has to start a server by hand. Only cron schedules
 need a real server (see :mod:`flows.schedule`).
 
-Randomness comes only from the release seed (``sdc.engine.draws``); the tasks still have
+Randomness comes only from the release seed (``sdc.method.draws``); the tasks still have
 ``retries=0``, and every task that receives a DataFrame or the config uses ``NO_CACHE`` (Prefect
 would otherwise pickle and hash every argument, and a cached write would silently skip the
 release).
@@ -44,7 +44,7 @@ from prefect.cache_policies import NO_CACHE
 
 import sdc
 from sdc.config.model import ReleaseConfig
-from sdc.release.executors import executor_names, get_executor
+from sdc.executors.registry import executor_names, get_executor
 from sdc.release.job import (
     Job,
     PlanSummary,
@@ -154,10 +154,9 @@ def warm_imports() -> None:
 
     import sdc.io.read
     import sdc.io.schemas
+    import sdc.publish.folder
     import sdc.release.assemble
-    import sdc.release.folder
     import sdc.release.public
-    import sdc.release.seeds
     import sdc.reports.build  # noqa: F401
     from sdc.reports.html import environment
 
@@ -286,7 +285,7 @@ def artifact_key(prefix: str, name: str) -> str:
 def load_task(config_path: str, force: bool, discard_extra_files: bool = False) -> Job:
     """Parse the config, refuse an existing release without ``force``, read and hash the input
     (or take what :func:`prefetch_job` read while Prefect started)."""
-    from sdc.release.folder import checkpoint
+    from sdc.publish.folder import checkpoint
 
     _step("loading config and input")
     config = sdc.load_config(config_path)
@@ -320,8 +319,8 @@ def plan_task(config: ReleaseConfig, new_series: bool = False) -> Any:
 def _seed_and_series(config: ReleaseConfig, new_series: bool) -> Any:
     """Load (or create) the seed and place the run in its release series, with the warnings
     of a new series and a new seed file (every executor)."""
-    from sdc.release.seeds import load_seed
-    from sdc.release.series import series_for
+    from sdc.series.membership import series_for
+    from sdc.series.seeds import load_seed
 
     seed_info = load_seed(config, create=True)
     info = series_for(config, seed_info, new_series=new_series)
@@ -375,8 +374,8 @@ def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: Relea
     """Risk and utility reports: the internal files and the headline numbers. When the release
     series has a previous release, its comparison with this one (computed once here, kept in
     ``seed_info.series`` for the audit record) becomes the report's "Release series" section."""
-    from sdc.release.series_risk import series_risk_vs_previous
     from sdc.reports.build import build_reports, headline
+    from sdc.series.risk import series_risk_vs_previous
 
     _step("building risk and utility reports")
     series = series_risk_vs_previous(seed_info, result) if seed_info is not None else None
@@ -411,11 +410,11 @@ def _publish(config: ReleaseConfig, public: dict[str, Any], internal: dict[str, 
     """Publish the release folder, or with a review (``review`` a ReviewSpec) stage it into
     ``<release>.staged`` (owner-only) for ``sdc approve`` / ``sdc reject``. ``before_publish``
     runs right before the rename (input and config unchanged); ``discard_extra_files``: see
-    :func:`sdc.release.folder.write_release`."""
+    :func:`sdc.publish.folder.write_release`."""
     if review is not None and review.required:
         if before_publish is not None:
             before_publish()
-        from sdc.release.review import stage_release
+        from sdc.publish.review import stage_release
 
         run_id = None
         try:
@@ -428,7 +427,7 @@ def _publish(config: ReleaseConfig, public: dict[str, Any], internal: dict[str, 
                                   approvers=list(review.approvers),
                                   input_path=config.input_path,
                                   run_id=str(run_id) if run_id else None)).resolve()
-    from sdc.release.folder import write_release
+    from sdc.publish.folder import write_release
 
     return Path(write_release(config.output_dir, public, internal, force=force,
                               input_path=config.input_path, before_publish=before_publish,
@@ -549,9 +548,9 @@ def batch_release_task(job: BatchJob, spec: Any, stage: Path,
 def batch_report_task(job: BatchJob, result: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     """risk.json, utility.json and report.html of a batch release, from the aggregates the
     engine accumulated during its passes (same builders and bytes as the pandas engine)."""
-    from sdc.release.batch_reports import batch_reports
-    from sdc.release.series_risk import batch_series_risk_vs_previous
+    from sdc.pipeline.report_parts import batch_reports
     from sdc.reports.build import headline
+    from sdc.series.risk import batch_series_risk_vs_previous
 
     _step("building risk and utility reports")
     series = batch_series_risk_vs_previous(job.seed_info, result.records_file, result.xi)
@@ -606,7 +605,7 @@ def _stage_folder(config: ReleaseConfig) -> Path:
     the release), named like write_release's temp folders so a killed run's is cleaned up."""
     import os
 
-    from sdc.release.folder import check_output_path, make_parents, staging_path
+    from sdc.publish.folder import check_output_path, make_parents, staging_path
 
     out = check_output_path(config.output_dir, input_path=config.input_path)
     make_parents(out.parent)
@@ -648,7 +647,7 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
 
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        from sdc.release.folder import ReleaseFolderError, free_bytes
+        from sdc.publish.folder import ReleaseFolderError, free_bytes
 
         raise ReleaseFolderError(
             f"the disk holding {str(stage.parent)!r} is full: the {spec.kind} engine could not "
@@ -691,7 +690,7 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
         for an output pattern that already has releases under another seed.
     engine : {"pandas", "streaming", "dask"}, optional
         Overrides the config's ``engine:``. The Dask computation runs inside this flow's task
-        (see :mod:`sdc.release.dask_engine` for why not prefect-dask's task runner).
+        (see :mod:`sdc.executors.dask` for why not prefect-dask's task runner).
 
     Returns
     -------

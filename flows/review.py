@@ -2,7 +2,7 @@
 
 When the release flow runs on a Prefect server that outlives it (``sdc schedule``'s
 deployments, or ``sdc release --wait-for-review`` against ``PREFECT_API_URL`` / ``sdc server
-start``), a release staged for review (:mod:`sdc.release.review`) is not left behind: the flow
+start``), a release staged for review (:mod:`sdc.publish.review`) is not left behind: the flow
 pauses (``pause_flow_run``) with a typed input, :class:`ReviewDecision` (approve or reject, the
 reviewer's name, a comment), which the Prefect UI shows as a form on the paused run. ``sdc
 approve`` / ``sdc reject`` send the same input to the paused run (by its id, or the id recorded
@@ -39,7 +39,7 @@ def wait_for_decision(staged: Path, description: str, *, timeout: int = 7 * 24 *
     from prefect import get_run_logger
     from prefect.flow_runs import pause_flow_run
 
-    from sdc.release.review import ReviewError, approve, reject
+    from sdc.publish.review import ReviewError, approve, reject
 
     logger = get_run_logger()
     for i in range(attempts):

@@ -16,11 +16,11 @@ from sdc.errors import CertificationError, InputError, SmallBlockError
 if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 __getattr__)
     from sdc.config.load import load_config, parse_config
     from sdc.config.model import ConfigError, ReleaseConfig
-    from sdc.engine.apply import ReleaseResult, apply_plan, release_frame
-    from sdc.engine.partition import Partitioned, partition_frame
-    from sdc.engine.plan import ReleasePlan, plan_release
-    from sdc.engine.risk import calibrate_theta, correct_match_risk, max_risk
-    from sdc.engine.theta import h, kmin, solve_theta
+    from sdc.method.apply import ReleaseResult, apply_plan, release_frame
+    from sdc.method.partition import Partitioned, partition_frame
+    from sdc.method.plan import ReleasePlan, plan_release
+    from sdc.method.risk import calibrate_theta, correct_match_risk, max_risk
+    from sdc.method.theta import h, kmin, solve_theta
 
 #: where each lazily imported public name lives: ``import sdc`` (and therefore every
 #: ``sdc.<module>``, e.g. the CLI's pre-flight) stays cheap; the engine (pandas, scipy) is
@@ -28,13 +28,13 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 __getatt
 _LAZY = {
     "load_config": "sdc.config.load", "parse_config": "sdc.config.load",
     "ConfigError": "sdc.config.model", "ReleaseConfig": "sdc.config.model",
-    "ReleaseResult": "sdc.engine.apply", "apply_plan": "sdc.engine.apply",
-    "release_frame": "sdc.engine.apply",
-    "Partitioned": "sdc.engine.partition", "partition_frame": "sdc.engine.partition",
-    "ReleasePlan": "sdc.engine.plan", "plan_release": "sdc.engine.plan",
-    "calibrate_theta": "sdc.engine.risk", "correct_match_risk": "sdc.engine.risk",
-    "max_risk": "sdc.engine.risk",
-    "h": "sdc.engine.theta", "kmin": "sdc.engine.theta", "solve_theta": "sdc.engine.theta",
+    "ReleaseResult": "sdc.method.apply", "apply_plan": "sdc.method.apply",
+    "release_frame": "sdc.method.apply",
+    "Partitioned": "sdc.method.partition", "partition_frame": "sdc.method.partition",
+    "ReleasePlan": "sdc.method.plan", "plan_release": "sdc.method.plan",
+    "calibrate_theta": "sdc.method.risk", "correct_match_risk": "sdc.method.risk",
+    "max_risk": "sdc.method.risk",
+    "h": "sdc.method.theta", "kmin": "sdc.method.theta", "solve_theta": "sdc.method.theta",
 }
 
 

@@ -73,7 +73,7 @@ def assert_release_invariants(original: pd.DataFrame, result, config) -> None:
     # partition-set counts equal (recomputed independently from the released file)
     before = sdc.partition_frame(original, config)
     after = sdc.partition_frame(released, config)
-    units = sdc.engine.plan.partition_units(before.partition_keys, result.blocks)
+    units = sdc.method.plan.partition_units(before.partition_keys, result.blocks)
     cnt_b = pd.Series(before.record_partition_set).map(dict(enumerate(before.partition_keys))).map(units)
     cnt_a = pd.Series(after.record_partition_set).map(dict(enumerate(after.partition_keys))).map(units)
     if not (result.blocks["n_partition_sets"] > 1).any():  # then every partition set is a unit

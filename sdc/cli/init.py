@@ -1,6 +1,6 @@
 """``sdc init DATA --keys a,b,c``: draft a complete, commented release config from a data file.
 
-The drafting itself is :mod:`sdc.release.draft` (it reads the data and runs the partition and
+The drafting itself is :mod:`sdc.authoring.draft` (it reads the data and runs the partition and
 the engine to check the suggestion); this module parses the options, refuses to overwrite an
 existing config without ``--force`` and writes the file atomically (temp file + rename).
 """
@@ -78,7 +78,7 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
         with friendly_errors():
             from rich.markup import escape
 
-            from sdc.release.draft import (
+            from sdc.authoring.draft import (
                 DESIGN_WHEN,
                 apply_design,
                 build_draft,

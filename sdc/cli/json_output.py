@@ -288,7 +288,7 @@ def release_document(summary: dict[str, Any]) -> dict[str, Any]:
 def decision_document(command: str, d: Any, *, name: str, comment: str | None,
                       flow_run_id: str | None) -> dict[str, Any]:
     """The ``sdc approve --json`` / ``sdc reject --json`` document: ``d`` is the
-    :class:`sdc.release.review.Decision` of a staged folder, or None when the decision went to
+    :class:`sdc.publish.review.Decision` of a staged folder, or None when the decision went to
     the paused flow run ``flow_run_id``."""
     doc: dict[str, Any] = {
         "command": command, "format": FORMAT,

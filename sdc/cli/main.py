@@ -68,11 +68,11 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
                                        NotADirectoryError, FileExistsError]
     user.extend([PrefectUnreachableError, PrefectServerLostError])
     known: list[type[BaseException]] = [sdc.CertificationError]
-    for module, name, group in (("sdc.release.folder", "ReleaseExistsError", user),
-                                ("sdc.release.folder", "ReleaseFolderError", user),
+    for module, name, group in (("sdc.publish.folder", "ReleaseExistsError", user),
+                                ("sdc.publish.folder", "ReleaseFolderError", user),
                                 ("flows.schedule", "ScheduleError", user),
                                 ("flows.server", "ServerError", user),
-                                ("sdc.release.audit", "AuditError", known)):
+                                ("sdc.audit.verify", "AuditError", known)):
         try:
             group.append(getattr(__import__(module, fromlist=[name]), name))
         except (ImportError, AttributeError):  # pragma: no cover - module not installed
@@ -325,7 +325,7 @@ def _await_review(summary: dict, as_json: bool, since: str) -> None:
     rev = summary.get("review")
     if rev is None or rev.get("status") != "pending":
         return
-    from sdc.release.review import await_decision
+    from sdc.publish.review import await_decision
 
     staged = str(rev["staged_dir"])
     msg = (f"release staged for review in {escape(staged)}: waiting for `sdc approve "
@@ -592,7 +592,7 @@ def design(
     prints the Pareto frontier (records changed, entropy lost, key-table TVD) and the recommended
     design (docs/DESIGN.md)."""
     with _friendly_errors("design" if as_json else None):
-        from sdc.release.design import design_document, run_design, write_node_config
+        from sdc.authoring.design import design_document, run_design, write_node_config
 
         if not 0 < keep <= 1:
             raise typer.BadParameter("--keep must be in (0, 1]")
@@ -727,7 +727,7 @@ def audit(
         _audit_series(release_dirs, as_json)
         return
     with _friendly_errors("audit" if as_json else None):
-        from sdc.release.audit import verify_release
+        from sdc.audit.verify import verify_release
 
         if len(release_dirs) != 1:
             raise sdc_user_error(f"sdc audit takes one release folder ({len(release_dirs)} "
@@ -769,9 +769,9 @@ def sdc_user_error(message: str) -> Exception:
 
 
 def _audit_series(release_dirs: list[Path], as_json: bool) -> None:
-    """``sdc audit --series``: the measured series risk (sdc.release.series_risk)."""
+    """``sdc audit --series``: the measured series risk (sdc.series.risk)."""
     with _friendly_errors("audit" if as_json else None):
-        from sdc.release.series_risk import series_risk_of_dirs
+        from sdc.series.risk import series_risk_of_dirs
 
         for d in release_dirs:
             if not d.is_dir():
@@ -880,7 +880,7 @@ def _send_to_paused_run(target: str, decision: str, name: str, comment: str | No
     import json
     import uuid
 
-    from sdc.release.review import REVIEW_FILE, ReviewError, target_of
+    from sdc.publish.review import REVIEW_FILE, ReviewError, target_of
 
     run_id: str | None = None
     given_run = False
@@ -933,7 +933,7 @@ def _decide(command: str, target: str, name: str, comment: str | None, as_json: 
                                      discard_extra_files=discard_extra_files)
         d = None
         if run_id is None:
-            from sdc.release import review
+            from sdc.publish import review
 
             d = (review.approve(Path(target), name, comment,
                                 discard_extra_files=discard_extra_files)

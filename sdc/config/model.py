@@ -568,7 +568,7 @@ class DPPerturb(_Strict):
     differentially private: domain taken from the data".
     ``proportions``: public proportions (same order as ``categories``) the design is optimised
     for. Without them the input's own proportions are used; the design then depends on the
-    confidential data and is kept internal (see ``sdc.engine.perturb``).
+    confidential data and is kept internal (see ``sdc.method.perturb``).
     """
 
     mechanism: Literal["dp_pram"] = "dp_pram"

@@ -1,6 +1,6 @@
 """Reading the input in record batches and writing the public files batch by batch.
 
-Used by the out-of-core executors (:mod:`sdc.release.streaming`, :mod:`sdc.release.dask_engine`)
+Used by the out-of-core executors (:mod:`sdc.executors.streaming`, :mod:`sdc.executors.dask`)
 and, for the public files, by the pandas engine too, so that every engine writes the same
 bytes:
 

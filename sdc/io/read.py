@@ -348,7 +348,7 @@ def integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
         if ok.all():
             frame[name] = arr.astype(np.int64)
         # With missing values the column stays float64: the engine's integer fast path
-        # (sdc.engine.cells.encode_key) does not yet skip <NA> in a nullable Int64 column.
+        # (sdc.method.cells.encode_key) does not yet skip <NA> in a nullable Int64 column.
     return frame
 
 

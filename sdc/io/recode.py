@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.cells import encode_key
+from sdc.method.cells import encode_key
 
 __all__ = ["recode_frame"]
 

@@ -29,8 +29,8 @@ import pandera.pandas as pa
 from pandera.errors import SchemaError, SchemaErrors
 
 from sdc.config.model import KeyVariable, ReleaseConfig
-from sdc.engine.households import check_households
 from sdc.errors import InputError
+from sdc.method.households import check_households
 
 __all__ = ["OutputSchemaError", "input_schema", "output_schema", "validate_input",
            "validate_output"]
@@ -134,7 +134,7 @@ def input_schema(config: ReleaseConfig, *, unique_id: bool = True) -> pa.DataFra
 
     Columns not named in the config are allowed and not checked. ``unique_id=False`` leaves
     out the id column's uniqueness (the batch engines check it over the whole file instead
-    of per batch: :mod:`sdc.release.streaming`).
+    of per batch: :mod:`sdc.executors.streaming`).
     """
     cols: dict[str, pa.Column] = {
         name: _key_column(name, kv) for name, kv in config.key_variables.items()

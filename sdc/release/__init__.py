@@ -1,3 +1,3 @@
-"""Making a release folder: the public frame and codebook (:mod:`.public`), the audit record and
-its verification (:mod:`.audit`), all files as bytes (:mod:`.assemble`), the atomic folder
-(:mod:`.folder`) and seed files (:mod:`.seeds`)."""
+"""The release job and the files of a release folder: the job without Prefect (:mod:`.job`,
+:mod:`.preflight`), the public frame and codebook (:mod:`.public`), the audit record
+(:mod:`.record`), SPSS/Stata files (:mod:`.stat_files`), all files as bytes (:mod:`.assemble`)."""

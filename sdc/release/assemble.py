@@ -10,11 +10,11 @@ from typing import Any
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.apply import ReleaseResult
-from sdc.engine.outcome import ReleaseOutcome
 from sdc.io.batches import public_bytes
 from sdc.io.schemas import validate_output
 from sdc.io.write import parquet_bytes, sha256_bytes
+from sdc.method.apply import ReleaseResult
+from sdc.method.outcome import ReleaseOutcome
 from sdc.release.public import (
     PublicRecords,
     codebook_markdown,
@@ -22,8 +22,6 @@ from sdc.release.public import (
     public_schema_for,
 )
 from sdc.release.record import build_audit, package_version
-from sdc.release.seeds import SeedInfo
-from sdc.release.series_risk import RECORDS_FILE, series_risk_vs_previous
 from sdc.release.stat_files import (
     STAT_FORMATS,
     input_metadata,
@@ -31,6 +29,8 @@ from sdc.release.stat_files import (
     stat_public_files,
 )
 from sdc.release.uncertainty import uncertainty_markdown
+from sdc.series.risk import RECORDS_FILE, series_risk_vs_previous
+from sdc.series.seeds import SeedInfo
 
 __all__ = ["assemble_batch_release", "assemble_release"]
 
@@ -145,9 +145,9 @@ def _add_reports_and_audit(config: ReleaseConfig, result: ReleaseOutcome, seed_i
 
 def _records_bytes(result: ReleaseResult, records: pd.DataFrame) -> bytes:
     """``internal/records.parquet`` of an in-memory release, in the order every engine writes
-    (:mod:`sdc.release.records_file`: by raw identity, not the input's row order)."""
-    from sdc.engine.draws import record_identity
-    from sdc.release.records_file import records_parquet_bytes
+    (:mod:`sdc.pipeline.records_file`: by raw identity, not the input's row order)."""
+    from sdc.method.draws import record_identity
+    from sdc.pipeline.records_file import records_parquet_bytes
 
     raw = record_identity(result.frame, result.config)
     return records_parquet_bytes(raw, records["identity"].to_numpy(),
@@ -159,8 +159,8 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
                            reports: dict[str, bytes] | None = None
                            ) -> tuple[dict[str, Path | bytes], dict[str, bytes]]:
     """The files of a release made by the streaming or Dask engine (``result`` is a
-    :class:`sdc.release.kernels.BatchRelease`): its public files are already written (paths,
-    moved into the release by :func:`sdc.release.folder.write_release`); the codebook, internal
+    :class:`sdc.pipeline.kernels.BatchRelease`): its public files are already written (paths,
+    moved into the release by :func:`sdc.publish.folder.write_release`); the codebook, internal
     tables and audit record are built from aggregates exactly as :func:`assemble_release` does;
     ``engine`` ("streaming" / "dask") is recorded in the audit record.
     """
@@ -179,10 +179,10 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
 def _batch_series(result, seed_info: SeedInfo, internal: dict[str, Path | bytes]
                   ) -> dict:
     """The records file a batch engine wrote (moved into ``internal/`` by
-    :func:`sdc.release.folder.write_release`) and the ``series`` entry of the audit record,
+    :func:`sdc.publish.folder.write_release`) and the ``series`` entry of the audit record,
     with the comparison with the previous release of the series (computed once; the flow's
     report task usually did it already)."""
-    from sdc.release.series_risk import batch_series_risk_vs_previous
+    from sdc.series.risk import batch_series_risk_vs_previous
 
     path = getattr(result, "records_file", None)
     if path is not None:

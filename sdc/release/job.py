@@ -18,7 +18,7 @@ import pandas as pd
 
 import sdc
 from sdc.config.model import ReleaseConfig, SeedFile
-from sdc.release.executors import get_executor
+from sdc.executors.registry import get_executor
 
 __all__ = ["Job", "PlanSummary", "ValidationSummary", "load_job", "plan_release",
            "resolve_engine", "unchanged_check", "validate_release_input"]
@@ -146,7 +146,7 @@ def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
     path = Path(config_path).expanduser()
     config = sdc.load_config(path)
     check_streamable(config, spec.kind)
-    from sdc.release.kernels import plan_cells
+    from sdc.pipeline.kernels import plan_cells
 
     count = get_executor(spec.kind).count(config, spec)
     plan = plan_cells(count, config)
@@ -178,7 +178,7 @@ def plan_release(config_path: str | Path, engine: str | None = None) -> PlanSumm
     chooses how the records are read; streaming and dask count in batches.
     """
     from sdc.io.schemas import validate_input
-    from sdc.release.seeds import load_seed
+    from sdc.series.seeds import load_seed
 
     spec = resolve_engine(sdc.load_config(config_path), engine)
     if get_executor(spec.kind).batched:
@@ -260,9 +260,9 @@ def validate_release_input(config_path: str | Path) -> ValidationSummary:
     released non-key column that gives the key values away: ``DependenceError``) /
     ``FileNotFoundError`` / ``SmallBlockError``.
     """
-    from sdc.engine.dependence import frame_dependence, raise_if_dependent
-    from sdc.engine.plan import plan_release as plan_cells
     from sdc.io.schemas import validate_input
+    from sdc.method.dependence import frame_dependence, raise_if_dependent
+    from sdc.method.plan import plan_release as plan_cells
     from sdc.release.public import public_schema_for
 
     job = load_job(config_path)

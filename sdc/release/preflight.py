@@ -37,8 +37,8 @@ from pathlib import Path
 
 from sdc.config.model import ConfigError, ReleaseConfig, SeedFile
 from sdc.errors import InputError
+from sdc.executors.registry import executor_names
 from sdc.io.engine_formats import engine_problems
-from sdc.release.executors import executor_names
 
 __all__ = ["ENGINES", "PREFECT_HOME_MIN_FREE", "PreflightError", "check_release_target",
            "engine_problems", "preflight", "prefect_home_problem"]
@@ -65,7 +65,7 @@ def check_release_target(config: ReleaseConfig, force: bool,
     ``discard_extra_files`` (``ReleaseFolderError`` listing them). ``write_release`` checks
     again when it publishes; this only saves the computation.
     """
-    from sdc.release.folder import (
+    from sdc.publish.folder import (
         ReleaseExistsError,
         ReleaseFolderError,
         check_output_path,
@@ -115,14 +115,14 @@ def _pattern_has_folders(pattern: Path) -> bool:
 
 def _seed_and_series(config: ReleaseConfig, new_series: bool) -> None:
     """Raise what the plan/load task would raise about the seed and the release series."""
-    from sdc.release.seeds import load_seed
+    from sdc.series.seeds import load_seed
 
     seed = config.seed
     path = config.resolve(seed.file) if isinstance(seed, SeedFile) else None
     if path is not None and not (path.exists() or path.is_symlink()):
         if config.output is None or not _pattern_has_folders(config.resolve(config.output.dir)):
             return
-        from sdc.release.series import find_series
+        from sdc.series.membership import find_series
 
         # no seed file: the run creates a new seed, whose series id no release has yet
         find_series(config.resolve(config.output.dir), config.output_dir,
@@ -131,7 +131,7 @@ def _seed_and_series(config: ReleaseConfig, new_series: bool) -> None:
         return
     info = load_seed(config, create=False)
     if config.output is not None and _pattern_has_folders(config.resolve(config.output.dir)):
-        from sdc.release.series import series_for
+        from sdc.series.membership import series_for
 
         series_for(config, info, new_series=new_series)
 
@@ -225,7 +225,7 @@ def preflight(config_path: str | Path, *, force: bool = False, new_series: bool 
         check_release_target(config, force, discard_extra_files)
     except (OSError, ValueError) as e:
         errors.append(e)
-    from sdc.release.review import staged_path
+    from sdc.publish.review import staged_path
 
     staged = staged_path(config.output_dir.absolute())
     try:

@@ -20,11 +20,6 @@ import pandas as pd
 import pyarrow as pa
 
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
-from sdc.engine.apply import ReleaseResult
-from sdc.engine.draws import record_identity
-from sdc.engine.generalize import generalize_domain
-from sdc.engine.households import pseudonyms
-from sdc.engine.perturb import NOT_DP
 from sdc.errors import InputError
 from sdc.io.batches import (
     ROW_GROUP_ROWS,
@@ -35,8 +30,13 @@ from sdc.io.batches import (
     public_schema,
 )
 from sdc.io.schemas import PUBLIC_ID
+from sdc.method.apply import ReleaseResult
+from sdc.method.draws import record_identity
+from sdc.method.generalize import generalize_domain
+from sdc.method.households import pseudonyms
+from sdc.method.perturb import NOT_DP
+from sdc.pipeline.order import order_keys, order_salt, sort_positions
 from sdc.release.markdown import md_code, md_text
-from sdc.release.order import order_keys, order_salt, sort_positions
 
 __all__ = ["PUBLIC_ID", "PublicRecords", "codebook_markdown", "public_frame", "public_records",
            "public_schema_for"]
@@ -98,7 +98,7 @@ class PublicRecords:
         ``released`` normalized through the public schema (without ``record_id``); the keyed
         hash of the public order is computed on it.
     positions : (n,) int64
-        Rows of ``released`` in public order (:func:`sdc.release.order.sort_positions`).
+        Rows of ``released`` in public order (:func:`sdc.pipeline.order.sort_positions`).
     schema : pyarrow.Schema
         The public Arrow schema (``record_id`` first).
 
@@ -196,7 +196,7 @@ def public_frame(result: ReleaseResult, config: ReleaseConfig, seed: int,
     """The public microdata: released records, original id removed, in public order, renumbered.
 
     1. ``result.frame`` minus ``input.id_column`` (dropped identifiers are already gone);
-    2. ordered by the keyed hash of each record's public values (:mod:`sdc.release.order`):
+    2. ordered by the keyed hash of each record's public values (:mod:`sdc.pipeline.order`):
        the order the streaming and Dask engines produce out of core; it does not depend on the
        input's row order;
     3. ``record_id`` = 1..n inserted as the first column; index reset.

@@ -1,5 +1,5 @@
 """The audit record ``internal/audit.json``: what a release writes about itself
-(:func:`build_audit`). Verified by :mod:`sdc.release.audit`."""
+(:func:`build_audit`). Verified by :mod:`sdc.audit.verify`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pandas as pd
 import yaml
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.apply import ReleaseResult
-from sdc.engine.outcome import ReleaseOutcome
 from sdc.io.write import sha256_bytes
-from sdc.release.seeds import SeedInfo
+from sdc.method.apply import ReleaseResult
+from sdc.method.outcome import ReleaseOutcome
+from sdc.series.seeds import SeedInfo
 
 __all__ = ["AUDIT_FORMAT", "PRB_STRUCTURE_FORMAT", "build_audit", "config_text_of",
            "household_audit", "household_audit_of", "package_version", "prb_structure"]
@@ -186,7 +186,7 @@ def prb_structure(config: ReleaseConfig, result: ReleaseOutcome) -> dict[str, An
     Aggregates of the cell table only (no record, no cell of the key table): the audit record
     is internal (owner-only) all the same.
     """
-    from sdc.engine.plan import default_merge_order
+    from sdc.method.plan import default_merge_order
 
     freq = np.asarray(result.cells.frequency, dtype=np.int64)
     cell_ps = np.asarray(result.cell_partition_set, dtype=np.int64)

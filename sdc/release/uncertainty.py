@@ -1,9 +1,9 @@
 """The codebook section *Uncertainty added by post-randomization* (docs/DATA_USERS.md).
 
-Publishes exactly: xi, theta_bar (:func:`sdc.engine.variance.theta_bound`: the theorem's theta,
+Publishes exactly: xi, theta_bar (:func:`sdc.method.variance.theta_bound`: the theorem's theta,
 a function of xi, or 1) and, for every category v of every key variable x that PRAM can
 change, c_x(v) = the number of sensitive cells with x = v rounded up
-(:func:`sdc.engine.variance.publishable_count`), with the resulting bound on the standard
+(:func:`sdc.method.variance.publishable_count`), with the resulting bound on the standard
 deviation the perturbation adds to the released count of x = v:
 sqrt(2 theta_bar min(c_x(v), sum_{w != v} c_x(w))). Nothing per PRB, no theta per block.
 Why this is safe is argued in docs/DATA_USERS.md section 3.
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from sdc.config import AsIs, ReleaseConfig
-from sdc.engine.outcome import ReleaseOutcome
-from sdc.engine.variance import (
+from sdc.method.outcome import ReleaseOutcome
+from sdc.method.variance import (
     publishable_count,
     sensitive_cells_by_category,
     theta_bound,

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sdc.engine.outcome import ReleaseOutcome
+from sdc.method.outcome import ReleaseOutcome
 from sdc.reports.exact import ExactSums
 
 __all__ = ["GroupSummary", "ReleaseAggregates", "group_summaries", "partition_set_rows"]

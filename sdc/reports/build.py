@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.apply import ReleaseResult
+from sdc.method.apply import ReleaseResult
 from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows
 from sdc.reports.disclosure import risk_summary_cells
 from sdc.reports.html import render_html
@@ -150,7 +150,7 @@ def perturb_section(config: ReleaseConfig) -> list[dict[str, Any]]:
     """``risk.json``'s ``release.perturb``: per DP-PRAM variable its eps and whether the
     guarantee holds (a domain taken from the data, ``domain_from_data: true``, is not
     differentially private: the report page says so, as the codebook does)."""
-    from sdc.engine.perturb import NOT_DP
+    from sdc.method.perturb import NOT_DP
 
     return [{"variable": v, "epsilon": float(p.epsilon),
              "differentially_private": not p.domain_from_data,
@@ -208,7 +208,7 @@ def build_reports(original: pd.DataFrame, result: ReleaseResult, config: Release
     ``stream(seed, f"intruder:{i}")``. The returned dicts are already JSON-clean (what is
     written is what :func:`render_release_report` reads back), and the HTML is rendered from
     them only. ``series``: the comparison with the previous release of the series
-    (:func:`sdc.release.series_risk.risk_vs_previous`), when there is one; it becomes ``risk.json``'s
+    (:func:`sdc.series.risk.risk_vs_previous`), when there is one; it becomes ``risk.json``'s
     ``series`` (:func:`series_section`) and the page's "Release series" section.
     """
     if len(original) != len(result.frame):
@@ -229,7 +229,7 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
                             summaries: dict[str, Any] | None = None) -> Reports:
     """:func:`build_reports` from the release's aggregates: the in-memory engine passes the
     input frame (numeric summaries from its records), the batch engines (``result`` a
-    :class:`sdc.release.kernels.BatchRelease`) ``original=None`` and the ``summaries`` of
+    :class:`sdc.pipeline.kernels.BatchRelease`) ``original=None`` and the ``summaries`` of
     :meth:`sdc.reports.accumulate.ReleaseAccumulator.group_summaries`. Same figures, same
     bytes for the same aggregates."""
     from sdc.reports.schema import validate

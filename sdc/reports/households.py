@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.apply import ReleaseResult, released_cells
-from sdc.engine.draws import DrawPlan, fmix64, stream
+from sdc.method.apply import ReleaseResult, released_cells
+from sdc.method.draws import DrawPlan, fmix64, stream
 from sdc.reports.disclosure import frequencies, individual_risk
 
 __all__ = ["StageDraws", "composition_risk", "composition_risk_of", "hierarchical_risk",
@@ -124,10 +124,10 @@ def _hits(true_key: np.ndarray, released_key: np.ndarray) -> np.ndarray:
 @dataclass
 class StageDraws:
     """One stage of a household release as the composition intruder replays it: ``plan`` (its
-    :class:`~sdc.engine.draws.DrawPlan`), ``key_codes`` (its cell table's key codes),
+    :class:`~sdc.method.draws.DrawPlan`), ``key_codes`` (its cell table's key codes),
     ``cell`` every unit's true cell (persons or households, any order) and ``identity`` the
     distinct identities of the drawing units (those in a PRB cell), in that order. Any engine
-    builds it (the pandas engine from its :class:`~sdc.engine.apply.ReleaseResult`, a batch
+    builds it (the pandas engine from its :class:`~sdc.method.apply.ReleaseResult`, a batch
     executor from its aggregates)."""
 
     plan: DrawPlan

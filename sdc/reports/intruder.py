@@ -5,15 +5,15 @@ among the S_j released records in c_j it picks one uniformly at random (gives up
 B is matched correctly iff B kept its cell and the intruder picks B: probability 1/S_j given
 the replica. Non-sensitive records never move, so only the records of the PRBs are simulated.
 
-Replication ``i`` (0 <= i < n_sim) draws from its own stream ``sdc.engine.draws.stream(seed,
+Replication ``i`` (0 <= i < n_sim) draws from its own stream ``sdc.method.draws.stream(seed,
 f"intruder:{i}")`` - never the release's ``prb:...`` streams, so the simulation says nothing
 about which records the real release moved. Within a replication the PRBs are visited in PRB
 order and each is post-randomized with the engine's own kernel
-(:func:`sdc.engine.pram.post_randomize`) on its records in canonical order (by cell), so the simulated
+(:func:`sdc.method.pram.post_randomize`) on its records in canonical order (by cell), so the simulated
 mechanism is the released one. All PRBs of a replica go through that kernel in one call
-(:func:`sdc.engine.pram.post_randomize_records` on one draw of all uniform pairs: the same
+(:func:`sdc.method.pram.post_randomize_records` on one draw of all uniform pairs: the same
 numbers as one call per PRB; its per-record constants are prepared once for all replicas,
-:func:`sdc.engine.pram.prepare_records`), and the sums of Y below are taken per cell as exact integer
+:func:`sdc.method.pram.prepare_records`), and the sums of Y below are taken per cell as exact integer
 counts divided by a (no loop or float sum over records, no dependence on summation order).
 
 Estimator (Rao-Blackwellized intruder): for every target B with t_j = t and S_j = a >= 1 in a
@@ -38,7 +38,7 @@ cell z) pair with S_z = a, Y = 1{B released in z} / a; summed over the targets o
 outside z this is (records of frequency t_j from other cells released in z) / a, so the work per
 replica is one bincount over the sensitive cells. These classes are keyed (t, t_z, a); their exact
 pooled value uses q = theta/((k-1) t_j) and S' = other records released in z
-(:func:`sdc.engine.risk.pick_distribution`), weighted by the number of (target, cell) pairs.
+(:func:`sdc.method.risk.pick_distribution`), weighted by the number of (target, cell) pairs.
 
 Standard error: replicas are independent, the pairs within one replica are not, so the SE is
 the ratio-estimator (delta-method) SE over replicas,
@@ -60,9 +60,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
-from sdc.engine.draws import stream
-from sdc.engine.pram import post_randomize_prepared, prepare_records
-from sdc.engine.risk import correct_match_risk, pick_distribution
+from sdc.method.draws import stream
+from sdc.method.pram import post_randomize_prepared, prepare_records
+from sdc.method.risk import correct_match_risk, pick_distribution
 
 __all__ = ["A_MAX", "exact_s_distribution", "simulate_intruder"]
 
@@ -84,7 +84,7 @@ def exact_s_distribution(profile: Mapping[int, int], t_j: int, theta: float,
 
     S_j = 1{kept} + S', S' = Bin(t_j - 1, 1 - theta/t_j) + sum over the other cells l of
     Bin(t_l, theta / ((k - 1) t_l)) (cells with equal t merged into one binomial). Written
-    independently of :mod:`sdc.engine.risk` (plain binomial pmfs and convolutions), so it also
+    independently of :mod:`sdc.method.risk` (plain binomial pmfs and convolutions), so it also
     cross-checks the engine.
 
     Only the head of S' that is not 0 in double precision is convolved. S' is a sum of

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from sdc.config.model import ReleaseConfig
-from sdc.engine.cells import encode_key
+from sdc.method.cells import encode_key
 
 __all__ = ["entropy_bits", "fine_counts", "recoding_section"]
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, KeyVariable, ReleaseConfig
-from sdc.engine.generalize import generalize_domain
+from sdc.method.generalize import generalize_domain
 from sdc.reports.aggregate import ExactSums, GroupSummary, ReleaseAggregates, group_summaries
 
 __all__ = ["NUMERIC_MIN_GROUP", "compute_utility", "hellinger", "numeric_columns", "tvd"]

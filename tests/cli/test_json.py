@@ -97,7 +97,7 @@ def test_release_and_audit_json(prefect_harness, make_small_job):
 def _staged(tmp_path, approvers=("alice",)):
     """A release staged for review, made without running a release (no Prefect)."""
     from sdc.io.write import sha256_bytes
-    from sdc.release.review import stage_release
+    from sdc.publish.review import stage_release
 
     public = {"microdata.csv": b"record_id,sex\n1,1\n", "codebook.md": b"# codebook\n"}
     internal = {"blocks.parquet": b"x"}

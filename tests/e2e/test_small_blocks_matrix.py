@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sdc.engine.risk import max_risk as mechanism_max_risk
+from sdc.method.risk import max_risk as mechanism_max_risk
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"

@@ -23,7 +23,7 @@ from flows.release import (
     summary_markdown,
     validate_release_input,
 )
-from sdc.release.folder import ReleaseExistsError, ReleaseFolderError
+from sdc.publish.folder import ReleaseExistsError, ReleaseFolderError
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO / ".." / "shared" / "data"
@@ -152,7 +152,7 @@ def test_summary_markdown_table_and_keys(make_small_job):
 # real flow runs (few): census demo and adult end to end
 # ---------------------------------------------------------------------------------------------
 def _check_release_folder(out: Path, summary: dict, config: sdc.ReleaseConfig) -> None:
-    from sdc.release.audit import verify_release
+    from sdc.audit.verify import verify_release
 
     assert Path(summary["release_dir"]) == out
     assert sorted(p.name for p in (out / "public").iterdir()) == [

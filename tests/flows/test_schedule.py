@@ -209,7 +209,7 @@ def test_schedule_serves_and_runs_for_real(make_small_job, tmp_path):
               "the release folder from the triggered run", logs)
         assert sorted(p.name for p in (release_dir / "public").iterdir()) == [
             "codebook.md", "microdata.csv", "microdata.parquet"]
-        from sdc.release.audit import verify_release
+        from sdc.audit.verify import verify_release
 
         assert verify_release(release_dir).ok
 

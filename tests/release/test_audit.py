@@ -1,4 +1,4 @@
-"""sdc.release.audit.verify_release: passes on good releases, detects every kind of tampering."""
+"""sdc.audit.verify.verify_release: passes on good releases, detects every kind of tampering."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 import sdc
+from sdc.audit.verify import AuditError, AuditReport, verify_release
 from sdc.io.read import read_input
 from sdc.io.write import csv_bytes, parquet_bytes, sha256_bytes, sha256_file
+from sdc.publish.folder import write_release
 from sdc.release.assemble import assemble_release
-from sdc.release.audit import AuditError, AuditReport, verify_release
-from sdc.release.folder import write_release
-from sdc.release.seeds import load_seed
+from sdc.series.seeds import load_seed
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / ".." / "shared" / "data"
@@ -56,7 +56,7 @@ def copy(good: Path, tmp_path: Path) -> Path:
     return dst
 
 
-def by_name(rep: AuditReport) -> dict[str, sdc.release.audit.Check]:
+def by_name(rep: AuditReport) -> dict[str, sdc.audit.verify.Check]:
     return {c.name: c for c in rep.checks}
 
 

@@ -18,7 +18,7 @@ import yaml
 
 import sdc
 from sdc.release.assemble import assemble_release
-from sdc.release.seeds import SeedInfo
+from sdc.series.seeds import SeedInfo
 
 
 def _frame(n: int = 1_500, seed: int = 4) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The config draft of `sdc init` (sdc.release.draft): observed domains, labels from SPSS/Stata
+"""The config draft of `sdc init` (sdc.authoring.draft): observed domains, labels from SPSS/Stata
 metadata, the partition checked on the data, and YAML that parses to exactly the draft."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 import yaml
 
 import sdc
-from sdc.io.read import read_input
-from sdc.release.draft import (
+from sdc.authoring.draft import (
     RANGE_THRESHOLD,
     build_draft,
     draft_yaml,
     observe_key,
     read_for_draft,
 )
+from sdc.io.read import read_input
 
 REPO = Path(__file__).resolve().parents[2]
 CENSUS = REPO / "data_samples" / "census_sample.csv"
@@ -206,7 +206,7 @@ def test_design_step_drops_a_derived_column_the_recoded_keys_cannot_give(tmp_pat
     """census2000's case: the draft puts agesq (= age^2) under derived:, then the design step
     recodes age into bands; agesq is no function of the bands, so the draft moves it to
     input.drop with the reason, and the final draft releases (it was refused before)."""
-    from sdc.release.draft import apply_design
+    from sdc.authoring.draft import apply_design
 
     rng = np.random.default_rng(8)
     n = 3000

@@ -19,11 +19,11 @@ import pytest
 
 import sdc
 from sdc.config.load import parse_config
+from sdc.executors import streaming
+from sdc.executors.streaming import count_cells, stream_release, validate_batches
 from sdc.io import spill
 from sdc.io.batches import input_arrow_schema, public_bytes, public_schema
-from sdc.release import streaming
 from sdc.release.public import public_frame
-from sdc.release.streaming import count_cells, stream_release, validate_batches
 
 KEYS = {"sex": 2, "age": 92, "race": 9, "marital": 5, "puma": 44}
 
@@ -200,8 +200,8 @@ def test_perturb_problems_of_every_batch_are_counted_as_the_pandas_engine_does(t
                                                                                problem):
     """Problems of a perturb: variable in several batches (streaming) and pieces (Dask): one
     error with the whole file's count and first rows, the pandas engine's message exactly."""
+    from sdc.executors.dask import DaskSpec, dask_release
     from sdc.io.read import read_input
-    from sdc.release.dask_engine import DaskSpec, dask_release
 
     frame = make_frame(1_000, with_missing=False)
     bad = {"missing": {100: None, 777: None, 950: None},
@@ -260,7 +260,7 @@ def test_streaming_refuses_stata_with_a_clear_message(tmp_path):
 
 @pytest.mark.slow
 def test_dask_equals_pandas_on_a_two_worker_local_cluster(tmp_path):
-    from sdc.release.dask_engine import DaskSpec, dask_release
+    from sdc.executors.dask import DaskSpec, dask_release
 
     frame = make_frame(20_000)
     folder = tmp_path / "parts"
@@ -305,7 +305,7 @@ def test_duplicate_ids_across_batches_are_reported_with_global_rows(tmp_path):
 
 @pytest.mark.slow
 def test_dask_reports_duplicate_ids_in_different_partitions_with_global_rows(tmp_path):
-    from sdc.release.dask_engine import DaskSpec, dask_release
+    from sdc.executors.dask import DaskSpec, dask_release
 
     frame = make_frame(1_000, with_missing=False)
     frame.loc[900, "pid"] = frame.loc[5, "pid"]  # rows 6 and 901: different row groups of 300
@@ -345,7 +345,7 @@ def test_a_64_bit_identity_collision_is_not_reported_as_a_duplicate_id(tmp_path,
 def test_dask_uses_an_existing_cluster_by_its_scheduler_address(tmp_path):
     from distributed import LocalCluster
 
-    from sdc.release.dask_engine import DaskSpec, dask_release
+    from sdc.executors.dask import DaskSpec, dask_release
 
     frame = make_frame(5_000)
     path = tmp_path / "in.parquet"
@@ -363,7 +363,7 @@ def test_dask_uses_an_existing_cluster_by_its_scheduler_address(tmp_path):
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path):
-    from sdc.release.dask_engine import DaskSpec, dask_release
+    from sdc.executors.dask import DaskSpec, dask_release
 
     path = tmp_path / "in.parquet"
     make_frame(100).to_parquet(path, index=False)
@@ -418,7 +418,7 @@ def pandas_reports(config, seed: int) -> dict[str, bytes]:
 def test_streaming_reports_equal_pandas(tmp_path, monkeypatch, fmt):
     """risk.json, utility.json and report.html byte-identical, with many small batches, and
     with a quartile select forced through several digit rounds and a collect round."""
-    from sdc.release.batch_reports import batch_reports
+    from sdc.pipeline.report_parts import batch_reports
     from sdc.reports import accumulate, quantiles
 
     frame = report_frame(4_000)
@@ -457,8 +457,8 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
     parameters would differ), narrower (values outside) or shifted are detected and those
     columns start over with the plain image; without statistics the count pass measures the
     ranges. The reports are the pandas engine's, byte for byte, in every case."""
-    from sdc.release import batch_reports as br
-    from sdc.release import streaming
+    from sdc.executors import streaming
+    from sdc.pipeline import report_parts as br
 
     frame = report_frame(3_000)
     path = tmp_path / "in.parquet"
@@ -498,8 +498,9 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
     left reading the input)."""
     import threading
 
-    from sdc.release import batch_reports as br
-    from sdc.release import kernels, streaming
+    from sdc.executors import streaming
+    from sdc.pipeline import kernels
+    from sdc.pipeline import report_parts as br
 
     frame = report_frame(2_000)
     path = tmp_path / "in.parquet"
@@ -539,7 +540,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
 def test_streaming_reports_equal_pandas_with_perturb(tmp_path):
     """A categorical perturb: variable (DP-PRAM, not a key) changes no report figure's
     source: the reports of the streaming engine are still the pandas engine's, byte for byte."""
-    from sdc.release.batch_reports import batch_reports
+    from sdc.pipeline.report_parts import batch_reports
 
     frame = report_frame(3_000, with_missing=False)
     path = tmp_path / "in.parquet"
@@ -555,8 +556,8 @@ def test_streaming_reports_equal_pandas_with_perturb(tmp_path):
 
 @pytest.mark.slow
 def test_dask_reports_equal_pandas(tmp_path):
-    from sdc.release.batch_reports import batch_reports
-    from sdc.release.dask_engine import DaskSpec, dask_release
+    from sdc.executors.dask import DaskSpec, dask_release
+    from sdc.pipeline.report_parts import batch_reports
 
     frame = report_frame(5_000)
     folder = tmp_path / "parts"
@@ -611,7 +612,7 @@ def test_duplicate_ids_are_reported_with_the_other_problems(tmp_path):
 
 @pytest.mark.slow
 def test_dask_reports_duplicate_ids_with_the_other_problems(tmp_path):
-    from sdc.release.dask_engine import DaskSpec, dask_release
+    from sdc.executors.dask import DaskSpec, dask_release
 
     path = _dups_and_bad_ages(tmp_path)
     with pytest.raises(sdc.InputError) as e:
@@ -627,7 +628,7 @@ def test_dask_reports_duplicate_ids_with_the_other_problems(tmp_path):
 def test_sorted_records_is_the_four_key_order(shared):
     """The records file's order is (raw identity, identity, cell, released): the argsort of
     distinct raw identities gives exactly it, and shared ones fall back to the lexsort."""
-    from sdc.release.records_file import sorted_records
+    from sdc.pipeline.records_file import sorted_records
 
     rng = np.random.default_rng(3)
     n = 5_000
@@ -658,7 +659,7 @@ def test_the_order_key_determines_the_content_hash():
     alone (what the engines carry) is sorting by (order, content): on a table with many
     duplicated records, equal order keys occur exactly for equal content hashes, and the
     positions equal the lexsort of both keys."""
-    from sdc.release.order import order_keys, sort_positions
+    from sdc.pipeline.order import order_keys, sort_positions
 
     rng = np.random.default_rng(2)
     t = pa.table({"a": rng.integers(0, 4, 50_000), "b": rng.integers(0, 3, 50_000)})
@@ -674,7 +675,7 @@ def test_the_order_key_determines_the_content_hash():
 def test_every_executors_release_is_a_release_outcome(tmp_path):
     """The codebook, tables, audit and uncertainty steps take a ReleaseOutcome: the in-memory
     ReleaseResult and the batch executors' BatchRelease both are one, with equal figures."""
-    from sdc.engine.outcome import ReleaseOutcome
+    from sdc.method.outcome import ReleaseOutcome
 
     frame = make_frame(1_500)
     path = tmp_path / "in.parquet"
@@ -697,8 +698,8 @@ def test_dask_household_release_survives_a_killed_worker(tmp_path, monkeypatch):
     streaming engine byte for byte."""
     from engine_configs import household_config
 
-    from sdc.release.dask_engine import DaskSpec, dask_release
-    from sdc.release.household_stream import stream_household_release
+    from sdc.executors.dask import DaskSpec, dask_release
+    from sdc.pipeline.households import stream_household_release
     from sdc.samples import generate_household_sample
 
     frame = generate_household_sample(2000, seed=5, n_regions=12)

@@ -18,13 +18,13 @@ import pyreadstat
 import pytest
 
 import sdc
+from sdc.authoring.draft import build_draft, observe_key, read_for_draft
 from sdc.errors import InputError
+from sdc.executors.streaming import stream_release
 from sdc.io import spill
 from sdc.io.batches import public_bytes
 from sdc.io.read import read_input
-from sdc.release.draft import build_draft, observe_key, read_for_draft
 from sdc.release.public import public_frame, public_schema_for
-from sdc.release.streaming import stream_release
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 FORMATS = ("csv", "parquet", "sav", "dta")

@@ -1,5 +1,5 @@
-"""The public file of a household release written in batches (sdc.release.household_public,
-issue 23) against the pandas engine: the kernels of sdc.engine.household_batches chained over
+"""The public file of a household release written in batches (sdc.pipeline.household_public,
+issue 23) against the pandas engine: the kernels of sdc.method.household_batches chained over
 shuffled batches (households split over batches), the salt from the changed households' persons
 kept in the identity pass (no extra read), whole households spilled to buckets by pseudonym:
 microdata.parquet and microdata.csv byte for byte the pandas engine's, and the internal
@@ -15,9 +15,11 @@ import pyarrow as pa
 import pytest
 
 import sdc
-from sdc.engine.batches import CellCounter, CellLocator, cell_codes, cell_table
-from sdc.engine.draws import cell_identity, record_identity, unique_identities
-from sdc.engine.household_batches import (
+from sdc.io.batches import PublicWriter, public_schema
+from sdc.io.spill import BucketSpill
+from sdc.method.cell_passes import CellCounter, CellLocator, cell_codes, cell_table
+from sdc.method.draws import cell_identity, record_identity, unique_identities
+from sdc.method.household_batches import (
     HouseholdCounter,
     drawing_persons,
     extended_cells,
@@ -28,11 +30,8 @@ from sdc.engine.household_batches import (
     person_stage,
     released_person_codes,
 )
-from sdc.engine.households import person_config, pseudonyms, row_index
-from sdc.io.batches import PublicWriter, public_schema
-from sdc.io.spill import BucketSpill
-from sdc.release.assemble import _records_bytes
-from sdc.release.household_public import (
+from sdc.method.households import person_config, pseudonyms, row_index
+from sdc.pipeline.household_public import (
     ChangedHouseholdPersons,
     household_bucket_keys,
     household_cell_prb,
@@ -40,9 +39,10 @@ from sdc.release.household_public import (
     household_public_schema,
     write_household_buckets,
 )
-from sdc.release.order import order_salt
+from sdc.pipeline.order import order_salt
+from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
+from sdc.release.assemble import _records_bytes
 from sdc.release.public import public_records
-from sdc.release.records_file import RecordsSpill, write_records_from_buckets
 from sdc.samples import generate_household_sample
 
 GEN = {
@@ -156,7 +156,7 @@ def test_partition_sets_from_the_batches_equal_the_pandas_engines(tmp_path, xi, 
     """internal/partition_sets.parquet's table and every cell's partition set (the extended
     cell table: released combinations of changed households included; ``coarse``: one
     household key, no small class)."""
-    from sdc.engine.household_batches import household_partition_sets
+    from sdc.method.household_batches import household_partition_sets
 
     raw = {**GEN, "risk": {"xi": xi, "small_blocks": policy}}
     if coarse:
@@ -191,9 +191,9 @@ def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_p
     """risk.json's ``households`` (hierarchical risk before and after, the composition intruder
     replayed from both stages' draws) from what the batches keep: every person's cell,
     household row, released cell and weight, the drawing identities: the pandas engine's."""
-    from sdc.engine.apply import draw_plan
-    from sdc.engine.household_batches import person_draw_plan
-    from sdc.engine.households import household_config
+    from sdc.method.apply import draw_plan
+    from sdc.method.household_batches import person_draw_plan
+    from sdc.method.households import household_config
     from sdc.reports.households import (
         StageDraws,
         composition_risk_of,
@@ -234,13 +234,13 @@ def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi
     intruder) from the batch parts: the pandas engine's."""
     import dataclasses
 
-    from sdc.engine.apply import draw_plan
-    from sdc.engine.household_batches import (
+    from sdc.method.apply import draw_plan
+    from sdc.method.household_batches import (
         household_blocks,
         household_dependence,
         person_draw_plan,
     )
-    from sdc.engine.households import household_config
+    from sdc.method.households import household_config
     from sdc.release.record import household_audit, household_audit_of
     from sdc.reports.households import StageDraws, composition_risk_of, household_section
 
@@ -277,9 +277,9 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
     utility.json, the households sections aside (built from parts, tested above)."""
     from types import SimpleNamespace
 
-    from sdc.engine.household_batches import household_partition_sets, person_draw_plan
-    from sdc.release.batch_reports import add_apply_batch, new_accumulator
-    from sdc.release.household_public import household_cell_prb
+    from sdc.method.household_batches import household_partition_sets, person_draw_plan
+    from sdc.pipeline.household_public import household_cell_prb
+    from sdc.pipeline.report_parts import add_apply_batch, new_accumulator
     from sdc.reports.build import build_reports, reports_from_aggregates
 
     path = tmp_path / "hh.parquet"
@@ -301,7 +301,7 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
         acc.add_refine_batch(f.index.to_numpy(), orig[p["cell"]],
                              {c: f[c].to_numpy(dtype=float) for c in acc.refining})
         more = acc.end_refine_pass()
-    # the combined figures of the release (sdc.engine.apply.release_households)
+    # the combined figures of the release (sdc.method.apply.release_households)
     pk = [cfg.key_names.index(k) for k in cfg.person_keys]
     moved = (table.key_codes[p["released"]][:, pk] != cells.key_codes[p["cell"]][:, pk]).any(1)
     full_prb = person_draw_plan(ps, cells, cfg).cell_prb
@@ -338,8 +338,8 @@ def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy,
     """The batch household release read from a Parquet file (not registered as an executor
     yet): its public files, records file, reports and audit sections are the pandas
     engine's."""
-    from sdc.release.batch_reports import batch_reports
-    from sdc.release.household_stream import stream_household_release
+    from sdc.pipeline.households import stream_household_release
+    from sdc.pipeline.report_parts import batch_reports
     from sdc.release.record import household_audit
     from sdc.reports.build import build_reports
 

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sdc.errors import InputError
-from sdc.release.folder import ReleaseExistsError
+from sdc.publish.folder import ReleaseExistsError
 from sdc.release.preflight import PreflightError, preflight
-from sdc.release.series import SeriesError
+from sdc.series.membership import SeriesError
 
 
 def _fake_release(folder: Path, audit: dict | None = None) -> None:

@@ -16,20 +16,20 @@ import pandas as pd
 import pytest
 
 import sdc
-import sdc.release.folder as folder
+import sdc.publish.folder as folder
+from sdc.audit.verify import build_audit, config_text_of
 from sdc.io.read import read_input
 from sdc.io.schemas import PUBLIC_ID
 from sdc.io.write import csv_bytes, parquet_bytes, sha256_bytes, sha256_file
-from sdc.release.assemble import assemble_release
-from sdc.release.audit import build_audit, config_text_of
-from sdc.release.folder import (
+from sdc.publish.folder import (
     ReleaseExistsError,
     ReleaseFolderError,
     checkpoint,
     write_release,
 )
+from sdc.release.assemble import assemble_release
 from sdc.release.public import codebook_markdown, public_frame
-from sdc.release.seeds import SeedInfo
+from sdc.series.seeds import SeedInfo
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 20240611
@@ -368,7 +368,7 @@ def test_checkpoint_hook(tmp_path: Path, monkeypatch) -> None:
 _CHILD = """
 import sys
 from pathlib import Path
-from sdc.release.folder import write_release
+from sdc.publish.folder import write_release
 out, tag = Path(sys.argv[1]), sys.argv[2]
 write_release(out, {"microdata.csv": b"a" * 4096 + tag.encode(), "codebook.md": b"c"},
               {"audit.json": b"{}"}, force=True, discard_extra_files=True)

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sdc.cli.main import app
-from sdc.release.review import ReviewError, approve, manifest_sha256, reject
+from sdc.publish.review import ReviewError, approve, manifest_sha256, reject
 
 runner = CliRunner()
 
@@ -143,7 +143,7 @@ def test_flow_pauses_for_the_decision_on_a_server(make_small_job, tmp_path, pref
 def _stage(tmp_path, approvers=("alice",)):
     """A release staged for review without running one (no Prefect)."""
     from sdc.io.write import sha256_bytes
-    from sdc.release.review import stage_release
+    from sdc.publish.review import stage_release
 
     public = {"microdata.csv": b"record_id,sex\n1,1\n", "codebook.md": b"# codebook\n"}
     internal = {"blocks.parquet": b"x"}
@@ -162,7 +162,7 @@ def test_await_decision_sees_the_other_process_decide(tmp_path, decision):
     import threading
     import time
 
-    from sdc.release.review import await_decision
+    from sdc.publish.review import await_decision
 
     out = _stage(tmp_path)
     with pytest.raises(ReviewError, match="no decision within 0.2 s"):

@@ -1,4 +1,4 @@
-"""sdc.release.seeds: the seed file is created private, read back, and refused when exposed."""
+"""sdc.series.seeds: the seed file is created private, read back, and refused when exposed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sdc
-from sdc.release.seeds import SeedInfo, load_seed
+from sdc.series.seeds import SeedInfo, load_seed
 
 ROOT = os.geteuid() == 0
 
@@ -140,7 +140,7 @@ def test_a_kill_during_the_first_write_leaves_no_empty_seed_file(tmp_path):
     ready = tmp_path / "ready"
     code = textwrap.dedent(f"""
         import os, time, pathlib
-        from sdc.release import seeds
+        from sdc.series import seeds
         real = os.fsync
         def slow(fd):
             pathlib.Path({str(ready)!r}).touch()

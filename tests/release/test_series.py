@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 import sdc
-from sdc.engine.draws import keyed_hash
-from sdc.release.series import SeriesError, find_series
-from sdc.release.series_risk import series_risk
+from sdc.method.draws import keyed_hash
 from sdc.samples import generate_census_sample
+from sdc.series.membership import SeriesError, find_series
+from sdc.series.risk import series_risk
 
 REPO = Path(__file__).resolve().parents[2]
 CENSUS_CONFIG = REPO / "configs" / "census_demo.yaml"
@@ -82,7 +82,7 @@ def _change_bound(movers: int, prb_hashes: np.ndarray, x: int) -> float:
     trie hash x joins or leaves a PRB whose other cells have hashes ``prb_hashes`` (k - 1 of them
     besides x, k counted with x).
 
-    Coupled exponential races (sdc.engine.draws.trie_rendezvous): at a node v on x's path with
+    Coupled exponential races (sdc.method.draws.trie_rendezvous): at a node v on x's path with
     N_v candidates (x not counted) of which n_c under x's child, a record at v changes its
     winner with probability (N_v - n_c) / (N_v (N_v + 1)) <= 1 / N_v, and it is at v with
     probability N_v / N_0 (N_0 >= k - 2 candidates: own cell excluded). So
@@ -234,11 +234,11 @@ def test_without_id_column_duplicates_and_row_order(cfg):
 def test_streaming_batches_get_the_same_draw_identities_as_the_in_memory_engine(cfg):
     """Duplicated identities (no id column, identical non-key values) are made distinct in the
     same way by the batch engines and by release_frame (same tiebreak: draw_tiebreak)."""
-    from sdc.engine.apply import draw_plan
-    from sdc.engine.draws import drawing_identities as batch_identities
-    from sdc.engine.draws import unique_identities
-    from sdc.engine.partition import partition_frame
-    from sdc.engine.plan import plan_release
+    from sdc.method.apply import draw_plan
+    from sdc.method.draws import drawing_identities as batch_identities
+    from sdc.method.draws import unique_identities
+    from sdc.method.partition import partition_frame
+    from sdc.method.plan import plan_release
 
     frame = generate_census_sample(20_000, seed=21).drop(columns=["person_id", "full_name"])
     frame[["hours_worked", "income", "weight"]] = 0
@@ -263,7 +263,7 @@ def test_two_releases_from_their_files_out_of_core_equal_the_in_memory_measure(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sdc.release import series_risk as series_mod
+    from sdc.series import risk as series_mod
 
     monkeypatch.setattr(series_mod, "PAIR_ROWS", pair_rows)
     rng = np.random.default_rng(12)

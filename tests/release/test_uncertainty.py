@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 import sdc
-from sdc.engine.variance import publishable_count, set_count_variance
+from sdc.method.variance import publishable_count, set_count_variance
 from sdc.release.uncertainty import uncertainty_figures, uncertainty_markdown
 
 REPO = Path(__file__).resolve().parents[2]

@@ -123,7 +123,7 @@ def check_household_release(original: pd.DataFrame, config: sdc.ReleaseConfig,
     person keys change only through the person stage (which satisfies them on the persons);
     every member carries its household's released household keys; the certificate is the
     larger of the two stages'."""
-    from sdc.engine.households import household_table
+    from sdc.method.households import household_table
 
     hid = config.input.household_id
     rel = result.frame

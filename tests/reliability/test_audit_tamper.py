@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from sdc.audit.rederive import NOT_CHECKABLE
 from sdc.io.write import sha256_bytes
-from sdc.release.rederive import NOT_CHECKABLE
 
 from .conftest import REPO, JobBuilder, contains
 

@@ -1,7 +1,7 @@
 """Crash safety (issue 6, deliverable 3) and reruns through the CLI (deliverable 4).
 
 ``sdc release`` runs in a subprocess (its own session, using the test session's Prefect API so
-that it starts no server of its own) with the crash-test hook of ``sdc.release.folder.checkpoint``:
+that it starts no server of its own) with the crash-test hook of ``sdc.publish.folder.checkpoint``:
 ``SDC_CHECKPOINT_DIR`` makes it touch ``<dir>/<name>`` at each checkpoint and
 ``SDC_PAUSE_AT=<name>`` makes it sleep there, so the test SIGKILLs it at exactly that point:
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import sdc.release.folder as folder
-import sdc.release.seeds as seeds
+import sdc.publish.folder as folder
+import sdc.series.seeds as seeds
 
 from .conftest import JobBuilder, contains
 

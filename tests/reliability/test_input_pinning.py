@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import sdc.io.read
-import sdc.release.folder
+import sdc.publish.folder
 from sdc.io.write import sha256_file
 
 from .conftest import JobBuilder, contains
@@ -68,14 +68,14 @@ def test_input_changed_before_publish(job: JobBuilder, cli, monkeypatch, engine:
     cfg = job.write()
     assert cli("release", cfg, "--engine", engine).exit_code == 0
     before = {p.name: p.read_bytes() for p in (job.out_dir / "public").iterdir()}
-    real = sdc.release.folder.checkpoint
+    real = sdc.publish.folder.checkpoint
 
     def hook(name: str) -> None:
         if name == "writing:codebook.md":
             (_swap if change == "swap" else _edit_in_place)(job.data_path)
         real(name)
 
-    monkeypatch.setattr(sdc.release.folder, "checkpoint", hook)
+    monkeypatch.setattr(sdc.publish.folder, "checkpoint", hook)
     res = cli("release", cfg, "--force", "--engine", engine)
     assert res.exit_code == 2, res.output
     assert contains(res.output, "changed during the run, before the release was published")
@@ -86,7 +86,7 @@ def test_input_changed_before_publish(job: JobBuilder, cli, monkeypatch, engine:
 
 def test_config_changed_before_publish(job: JobBuilder, cli, monkeypatch) -> None:
     cfg = job.write()
-    real = sdc.release.folder.checkpoint
+    real = sdc.publish.folder.checkpoint
 
     def hook(name: str) -> None:
         if name == "writing:codebook.md":
@@ -94,7 +94,7 @@ def test_config_changed_before_publish(job: JobBuilder, cli, monkeypatch) -> Non
                 f.write("# edited during the run\n")
         real(name)
 
-    monkeypatch.setattr(sdc.release.folder, "checkpoint", hook)
+    monkeypatch.setattr(sdc.publish.folder, "checkpoint", hook)
     res = cli("release", cfg)
     assert res.exit_code == 2, res.output
     assert contains(res.output, "the config file")

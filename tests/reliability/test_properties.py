@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import sdc
 from sdc.config.model import Hierarchy
-from sdc.engine.risk import calibrate_theta
+from sdc.method.risk import calibrate_theta
 
 from ._invariants import check_release
 
@@ -45,7 +45,7 @@ PROPERTY_SETTINGS = settings(
 )
 
 #: 1/3 + 2 ulp: the smallest xi the strategy draws (theta < 1, kmin ~ 3e15).
-# sdc.engine.theta.check_xi refuses xi within 1e-9 of 1/3 (theta would round to 1); draw above that
+# sdc.method.theta.check_xi refuses xi within 1e-9 of 1/3 (theta would round to 1); draw above that
 XI_LOW = 1 / 3 + 2e-9
 
 LABELS = ["a", "b", "Ñandú", "東京", "Zürich", "x y", "0", "-", "Ωmega", "ß"]
@@ -187,7 +187,7 @@ def _column(values: list[Any], nullable: bool = False) -> pd.Series:
 
 
 def expected_small_block_error(case: Case) -> bool:
-    """The small-block outcome predicted from the partition sets alone (see sdc.engine.blocks).
+    """The small-block outcome predicted from the partition sets alone (see sdc.method.blocks).
 
     ``fail``: any partition set with 0 < k < kmin. ``merge`` / ``calibrate`` along every
     partition variable (the default merge order): merging goes on until no block is deficient

@@ -180,7 +180,7 @@ _EMPTY_GROUP = {"n": 0, "suppressed": False, "mean": None, "q1": None, "median":
 
 def utility(original: pd.DataFrame, result: Any, config: sdc.ReleaseConfig) -> dict[str, Any]:
     """utility.json's figures, record by record (the pre-issue-14 ``compute_utility``)."""
-    from sdc.engine.generalize import generalize_domain
+    from sdc.method.generalize import generalize_domain
     from sdc.reports.utility import _rule_name
 
     keys = config.key_names

@@ -22,7 +22,7 @@ def _docs() -> tuple[dict, dict]:
             json.loads((GOLDEN / "tiny.utility.json").read_text()))
 
 
-# what sdc.release.series_risk.risk_vs_previous returns (audit.json's series.risk_vs_previous)
+# what sdc.series.risk.risk_vs_previous returns (audit.json's series.risk_vs_previous)
 RVP = {
     "previous": "/srv/releases/lfs-<2026-01>", "n_common": 12_345, "n_changed": 121,
     "changed_share": 121 / 12_345, "rate_one_match_series": 0.3071, "rate_one_match_single": 0.29,

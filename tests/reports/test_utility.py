@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import sdc
-from sdc.engine.cells import encode_cells
+from sdc.method.cells import encode_cells
 from sdc.reports.utility import NUMERIC_MIN_GROUP, compute_utility, hellinger, tvd
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,199 @@
+"""Re-deriving a release from its audit record (``sdc audit``, issue 20 item 7).
+
+The same config copy, source and seed give the same files on any engine, so the audit can do
+more than recount: it runs the release again (in memory for a pandas release, out of core with
+the streaming engine for a streaming or Dask release) into memory or a private temporary
+folder, and compares
+
+- every public file, byte for byte (a difference in a microdata file is reported record by
+  record: how many records differ and the first ``record_id``);
+- every field of ``internal/audit.json`` with the re-derived record, except the fields listed
+  in :data:`NOT_CHECKABLE` (when and with which versions the release ran);
+- through the re-derived record's ``internal_files``, every internal file (tables, reports,
+  records file) by its SHA-256.
+
+Nothing here writes into the release folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.series.seeds import SeedInfo
+
+__all__ = ["NOT_CHECKABLE", "Rederived", "audit_differences", "public_differences", "rederive"]
+
+#: Fields of ``audit.json`` that are recorded but cannot be re-derived, with the reason
+#: (docs/RELEASE_FOLDER.md lists them too).
+NOT_CHECKABLE: dict[str, str] = {
+    "created_at": "the time of the run; nothing in the files depends on it",
+    "package_version": "the sdc version that ran; the audit re-derives with the installed "
+                       "version, and equal files show the version made no difference",
+    "python": "the Python version that ran (as package_version)",
+    "seed.created_by_this_run": "whether that run created the seed file; the file's path and "
+                                "SHA-256 are checked",
+    "config.source_path": "where the config file lay; its exact text (config.text) is checked "
+                          "by its SHA-256 and re-run",
+}
+
+
+_REPORTS = {"risk.json", "utility.json", "report.html"}
+
+
+@dataclass
+class Rederived:
+    """The files of a release made again: public name -> bytes, and the audit record."""
+
+    public: dict[str, bytes]
+    audit: dict[str, Any]
+
+
+def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
+             original: pd.DataFrame | None = None) -> Rederived:
+    """Run the release of ``recorded`` (an ``audit.json``) again with ``cfg`` (rebuilt from its
+    config copy, ``input.path`` set to the recorded source) and ``seed_info``.
+
+    ``original``: the source already read whole (pandas releases), else it is read here. The
+    comparison with the previous release of a series is recomputed when the previous release
+    still exists (its records file is read), else taken over as recorded.
+    """
+    from sdc.release.assemble import assemble_batch_release, assemble_release
+
+    series = dict(recorded.get("series") or {})
+    prev = (series.get("previous") or {}).get("dir")
+    if prev and Path(prev).is_dir():
+        series.pop("risk_vs_previous", None)     # recomputed from the previous release
+    seed_info.series = series or None
+    wanted = set(recorded.get("internal_files") or {}) & _REPORTS   # reports the release has
+    text = recorded["config"]["text"]
+    digest = recorded["input"]["sha256"]
+    engine = recorded.get("engine") or "pandas"
+    if engine == "pandas":
+        import sdc
+        from sdc.io.read import read_input
+        from sdc.io.schemas import validate_input
+        from sdc.reports.build import build_reports
+        from sdc.series.risk import series_risk_vs_previous
+
+        frame = validate_input(read_input(cfg) if original is None else original, cfg)
+        result = sdc.release_frame(frame, cfg, seed_info.value)
+        s = series_risk_vs_previous(seed_info, result) if seed_info.series else None
+        reports = (build_reports(frame, result, cfg, seed=seed_info.value, series=s).files()
+                   if wanted else {})
+        reports = {k: v for k, v in reports.items() if k in wanted}
+        public, internal = assemble_release(cfg, frame, result, seed_info, input_sha256=digest,
+                                            config_text=text, reports=reports)
+        return Rederived(dict(public), json.loads(internal["audit.json"]))
+
+    from sdc.pipeline.report_parts import batch_reports
+    from sdc.series.risk import batch_series_risk_vs_previous
+    if cfg.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
+        from sdc.pipeline.households import stream_household_release as stream_release
+    else:
+        from sdc.executors.streaming import stream_release
+
+    tmp = Path(tempfile.mkdtemp(prefix="sdc-audit-"))       # 0700
+    try:
+        (tmp / "internal").mkdir(mode=0o700)
+        res = stream_release(cfg, seed_info.value, tmp / "public",
+                             batch_rows=cfg.engine.batch_rows,
+                             records_path=tmp / "internal" / "records.parquet")
+        s = batch_series_risk_vs_previous(seed_info, res.records_file, res.xi)
+        reports = batch_reports(res, cfg, seed=seed_info.value, series=s).files() if wanted else {}
+        reports = {k: v for k, v in reports.items() if k in wanted}
+        public, internal = assemble_batch_release(cfg, res, seed_info, input_sha256=digest,
+                                                  config_text=text, engine=engine,
+                                                  reports=reports)
+        files = {k: (v.read_bytes() if isinstance(v, Path) else bytes(v))
+                 for k, v in public.items()}
+        return Rederived(files, json.loads(internal["audit.json"]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: Fields checked elsewhere: ``review`` (the approval, added after the release was made) by
+#: :func:`sdc.publish.review.review_checks`.
+CHECKED_ELSEWHERE = {"review"}
+
+
+def _walk(a: Any, b: Any, path: str, out: list[str]) -> None:
+    if path in NOT_CHECKABLE or path in CHECKED_ELSEWHERE:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{k}" if path else str(k)
+            if sub in NOT_CHECKABLE or sub in CHECKED_ELSEWHERE:
+                continue
+            if k not in a:
+                out.append(f"{sub}: missing (re-derived {_short(b[k])})")
+            elif k not in b:
+                out.append(f"{sub}: recorded {_short(a[k])}, not part of the re-derived record")
+            else:
+                _walk(a[k], b[k], sub, out)
+        return
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            out.append(f"{path}: {len(a)} entries recorded, {len(b)} re-derived")
+            return
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _walk(x, y, f"{path}[{i}]", out)
+        return
+    if a != b:
+        out.append(f"{path}: recorded {_short(a)}, re-derived {_short(b)}")
+
+
+def _short(v: Any, n: int = 60) -> str:
+    t = json.dumps(v, ensure_ascii=False, default=str)
+    return t if len(t) <= n else t[:n] + "..."
+
+
+def audit_differences(recorded: dict[str, Any], derived: dict[str, Any]) -> list[str]:
+    """Every field of ``recorded`` that differs from ``derived`` (dotted paths, list indices in
+    brackets), except :data:`NOT_CHECKABLE`."""
+    out: list[str] = []
+    _walk(recorded, derived, "", out)
+    return out
+
+
+def _read_table(name: str, data: bytes) -> pd.DataFrame | None:
+    if name.endswith(".parquet"):
+        return pd.read_parquet(io.BytesIO(data))
+    if name.endswith(".csv"):
+        return pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+    return None
+
+
+def public_differences(name: str, on_disk: bytes, derived: bytes) -> str | None:
+    """None if the file equals the re-derived one, else what differs: for a microdata file
+    the number of records that differ and the first record_id, else the byte count."""
+    if on_disk == derived:
+        return None
+    try:
+        a, b = _read_table(name, on_disk), _read_table(name, derived)
+    except Exception as e:  # a damaged file: unreadable is the difference
+        return f"{name}: differs from the re-derived release and cannot be read ({e})"
+    if a is None or b is None:
+        return (f"{name}: differs from the re-derived release ({len(on_disk)} bytes, "
+                f"re-derived {len(derived)})")
+    if list(a.columns) != list(b.columns):
+        return f"{name}: columns {list(a.columns)}, re-derived {list(b.columns)}"
+    if len(a) != len(b):
+        return f"{name}: {len(a)} records, re-derived {len(b)}"
+    a, b = a.astype(str), b.astype(str)
+    bad = (a.to_numpy() != b.to_numpy()).any(axis=1)
+    if not bad.any():
+        return f"{name}: same records as the re-derived release, but not the same bytes"
+    first = int(bad.argmax())
+    rid = a.iloc[first, 0]
+    cols = [c for c, x, y in zip(a.columns, a.iloc[first], b.iloc[first], strict=True) if x != y]
+    return (f"{name}: {int(bad.sum())} record(s) differ from the re-derived release, first "
+            f"record {a.columns[0]} = {rid} in {cols}")

@@ -1,0 +1,143 @@
+"""The executors of a release, registered by name behind one protocol.
+
+An executor runs the two steps of a release that touch records (counting the cells, applying
+each record's released cell); everything between them (partition sets, PRBs, theta, the
+certificate) is the shared plan on the cell table. ``pandas`` holds the file in memory and is
+run by the flow's in-memory path; ``streaming`` (record batches on one machine) and ``dask``
+(partitions on a cluster) are *batched*: they implement :meth:`Executor.count` and
+:meth:`Executor.release`. Every executor gives byte-identical files
+(``tests/contract/test_executors.py``). A new executor is one :func:`register_executor` call;
+nothing outside this module asks which executor it is (docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sdc.config.model import ConfigError, ReleaseConfig
+
+__all__ = ["Executor", "executor_names", "get_executor", "register_executor"]
+
+
+@dataclass(frozen=True)
+class Executor:
+    """One executor.
+
+    Attributes
+    ----------
+    name : str
+        The ``engine:`` name in the config and ``--engine``.
+    batched : bool
+        True when the executor reads records in batches (count and release below); False for
+        the in-memory executor, which the flow runs on the whole file as one batch.
+    summary : str
+        One line for ``--help`` and the docs.
+    count : callable, optional
+        ``count(config, spec) -> CellCount``: the counting pass (validated per batch).
+    release : callable, optional
+        ``release(config, seed, stage, spec, progress, records_path) -> BatchRelease``: count,
+        plan, apply, write the public files into ``stage`` and the records file.
+    """
+
+    name: str
+    batched: bool
+    summary: str
+    count: Callable[[ReleaseConfig, Any], Any] | None = None
+    release: Callable[..., Any] | None = None
+
+
+_REGISTRY: dict[str, Executor] = {}
+
+
+def register_executor(executor: Executor) -> Executor:
+    """Register ``executor`` under its name (a second registration of a name replaces it)."""
+    if executor.batched and (executor.count is None or executor.release is None):
+        raise ValueError(f"batched executor {executor.name!r} needs count and release")
+    _REGISTRY[executor.name] = executor
+    return executor
+
+
+def get_executor(name: str) -> Executor:
+    """The executor registered as ``name``; :class:`ConfigError` naming the known ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown engine {name!r}; use one of {', '.join(_REGISTRY)}") from None
+
+
+def executor_names() -> tuple[str, ...]:
+    """The registered names, in registration order."""
+    return tuple(_REGISTRY)
+
+
+# -- the three executors -----------------------------------------------------------------------
+def _streaming_count(config: ReleaseConfig, spec: Any) -> Any:
+    from sdc.executors.streaming import count_cells
+
+    return count_cells(config, batch_rows=spec.batch_rows)
+
+
+def _streaming_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
+                       progress: Callable[..., Any] | None = None,
+                       records_path: Path | None = None) -> Any:
+    if config.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
+        from sdc.pipeline.households import stream_household_release
+
+        return stream_household_release(config, seed, stage, batch_rows=spec.batch_rows,
+                                        progress=progress, records_path=records_path)
+    from sdc.executors.streaming import stream_release
+
+    return stream_release(config, seed, stage, batch_rows=spec.batch_rows, progress=progress,
+                          records_path=records_path)
+
+
+def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
+    from sdc.executors.dask import DaskSpec
+
+    scratch = str(config.resolve(spec.scratch)) if spec.scratch is not None else None
+    return DaskSpec(scheduler=spec.scheduler, workers=spec.workers, scratch=scratch)
+
+
+def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
+    from sdc.errors import InputError
+    from sdc.executors.dask import (
+        DaskClusterError,
+        cluster_errors,
+        dask_client,
+        dask_count_cells,
+    )
+
+    if config.input.household_id is not None:  # as the streaming count pass says it
+        raise InputError(
+            f"a household file (input.household_id {config.input.household_id!r}) is planned "
+            "in two stages from all its households at once: use `sdc plan` with the pandas "
+            "engine (the dask engine releases it: `sdc release --engine dask`)")
+
+    try:
+        with dask_client(_dask_spec(config, spec)) as client:
+            count, _, _ = dask_count_cells(client, config)
+    except cluster_errors() as e:
+        raise DaskClusterError(
+            f"the Dask cluster failed while counting the cells: {type(e).__name__}: "
+            f"{e or 'no detail'}. A worker probably died (out of memory, killed); rerun, with "
+            "more memory per worker, or --engine streaming") from None
+    return count
+
+
+def _dask_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
+                  progress: Callable[..., Any] | None = None,
+                  records_path: Path | None = None) -> Any:
+    from sdc.executors.dask import dask_release
+
+    return dask_release(config, seed, stage, _dask_spec(config, spec), progress=progress,
+                        records_path=records_path)
+
+
+register_executor(Executor("pandas", False, "the whole file in memory (default)"))
+register_executor(Executor("streaming", True, "record batches on one machine, out of core",
+                           count=_streaming_count, release=_streaming_release))
+register_executor(Executor("dask", True, "partitions on a Dask cluster (Parquet input)",
+                           count=_dask_count, release=_dask_release))

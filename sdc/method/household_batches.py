@@ -1,0 +1,469 @@
+"""Household files in record batches: the kernels a batch executor needs (issue 23; the
+streaming and Dask executors do not call them yet: docs/HOUSEHOLDS.md, "Engines").
+
+The architecture's two record steps, for a household file:
+
+* **count** - :class:`HouseholdCounter`, a mergeable partial of the count pass (per batch or
+  Dask piece; :meth:`HouseholdCounter.merge` adds partials): one row per household seen, keyed
+  by the household's draw identity (:func:`household_identity`, the hash of its id: the
+  identity the household stage draws with), with its household-key codes, its number of
+  persons and, per household-level column, the smallest and largest value hash among its
+  members. A household split over batches is merged like any other; a household whose
+  smallest and largest hash of a column differ is inconsistent (the whole-file check of
+  :func:`sdc.method.households.check_households`). Memory O(households), never O(persons).
+* **household stage on the aggregate** - :func:`household_stage`: the household table's cell
+  table (t_j counted in households), the unchanged partition -> plan, and each household's
+  released cell with its identity (:func:`sdc.method.apply.released_cells`), exactly as the
+  pandas engine's household stage.
+* **person stage on the cell table** - :func:`person_stage`: the person stage's plan from the
+  cell table over all keys (as the count pass merges it), with the household-key classes that
+  cannot hold a certified person PRB left out as the pandas engine leaves them out.
+* **apply** - :func:`lookup_households`: every person's household row by a binary search of
+  its household identity in the sorted identities (whole columns, no loop over persons);
+  :func:`person_draw_identities` (the identities of a batch's drawing persons, made distinct
+  over the whole file by the executor with :func:`~sdc.method.draws.unique_identities`) and
+  :func:`released_person_codes` (every person's released key codes: its own person draw, its
+  household's released household keys); :func:`extended_cells` (the release's cell table:
+  the original cells and the released combinations of changed households, whose digest salts
+  the public order and the household pseudonyms, :func:`~sdc.method.households.pseudonyms` of
+  the aggregate's identities).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.errors import InputError, SmallBlockError
+from sdc.method.apply import draw_plan, released_cells
+from sdc.method.cell_passes import cell_table
+from sdc.method.cells import CellTable, encode_key
+from sdc.method.dependence import DependenceCounter, key_sizes, measure_dependence, small_limit
+from sdc.method.draws import (
+    DrawPlan,
+    cell_identity,
+    draw_tiebreak,
+    record_identity,
+    unique_identities,
+    value_hash,
+)
+from sdc.method.households import household_classes, household_config, person_config
+from sdc.method.partition import partition_cells
+from sdc.method.plan import ReleasePlan, plan_release
+
+__all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
+           "drawing_persons", "household_identity", "household_stage", "lookup_households",
+           "person_draw_identities", "person_draw_plan",
+           "extended_cells", "household_blocks", "household_dependence",
+           "household_partition_sets", "inconsistent_rows", "person_dependence",
+           "person_dependence_counter", "person_stage", "released_person_codes",
+           "add_person_dependence"]
+
+_MAX = np.iinfo(np.uint64).max
+
+
+def household_identity(frame: pd.DataFrame, config: ReleaseConfig) -> np.ndarray:
+    """(n,) uint64: the draw identity of every person's household (the household stage's
+    record identity of its id, :func:`sdc.method.draws.record_identity` under
+    :func:`~sdc.method.households.household_config`)."""
+    hcfg = household_config(config)
+    return record_identity(frame[[config.input.household_id]], hcfg)
+
+
+@dataclass
+class HouseholdAggregate:
+    """The merged count-pass partial: households sorted by identity.
+
+    ``identity`` (H,) uint64; ``key_codes`` (H, p) int64 codes of the household-level keys
+    (config order); ``size`` (H,) persons per household; ``inconsistent`` column -> the
+    identities of the households in which the column takes more than one value;
+    ``columns``: the ``input.household_columns`` the file has, one value per household (a
+    member's, in the input's dtype: the household-level dependence check measures them)."""
+
+    identity: np.ndarray
+    key_codes: np.ndarray
+    size: np.ndarray
+    inconsistent: dict[str, np.ndarray]
+    columns: pd.DataFrame | None = None
+
+    @property
+    def n_households(self) -> int:
+        return int(self.identity.size)
+
+
+class HouseholdCounter:
+    """Count-pass partial of a household file (see the module docstring): ``add(frame)`` per
+    batch, ``merge(other)`` for partials counted elsewhere, :meth:`result` at the end."""
+
+    def __init__(self, config: ReleaseConfig, merge_every: int = 8) -> None:
+        if config.input.household_id is None:
+            raise ValueError("not a household file: input.household_id is not set")
+        self.config = config
+        self.keys = list(config.household_keys)
+        self.columns = self.keys + list(config.input.household_columns)
+        self.merge_every = merge_every
+        self._parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, frame: pd.DataFrame) -> None:
+        """Add one batch of persons (any rows, any order; a household may span batches)."""
+        if len(frame) == 0:
+            return
+        hid = self.config.input.household_id
+        if frame[hid].isna().any():
+            raise InputError(f"column {hid!r} (input.household_id): some rows have no "
+                             "household id; every person needs a household")
+        ident = household_identity(frame, self.config)
+        kvs = self.config.key_variables
+        codes = (np.column_stack([encode_key(frame[k], k, kvs[k]) for k in self.keys])
+                 .astype(np.int64) if self.keys else np.zeros((len(frame), 0), np.int64))
+        hashes = (np.column_stack([value_hash(frame[c]) for c in self.columns])
+                  if self.columns else np.zeros((len(frame), 0), np.uint64))
+        cols = [c for c in self.config.input.household_columns if c in frame.columns]
+        self._parts.append(_reduce(ident, codes, hashes, hashes,
+                                   np.ones(len(frame), dtype=np.int64),
+                                   frame[cols].reset_index(drop=True)))
+        if len(self._parts) >= self.merge_every:
+            self._merge()
+
+    def merge(self, other: HouseholdCounter) -> None:
+        """Add another counter's households (a Dask piece's partial)."""
+        self._parts.extend(other._parts)
+        self._merge()
+
+    def _merge(self) -> None:
+        if len(self._parts) > 1:
+            parts = list(zip(*self._parts, strict=True))
+            self._parts = [_reduce(*(np.concatenate(x) for x in parts[:-1]),
+                                   pd.concat(parts[-1], ignore_index=True))]
+
+    def result(self) -> HouseholdAggregate:
+        self._merge()
+        p = len(self.keys)
+        if not self._parts:
+            z = np.zeros(0, np.uint64)
+            return HouseholdAggregate(z, np.zeros((0, p), np.int64), np.zeros(0, np.int64), {})
+        ident, codes, lo, hi, size, values = self._parts[0]
+        bad = lo != hi
+        inconsistent = {c: ident[bad[:, j]] for j, c in enumerate(self.columns) if bad[:, j].any()}
+        return HouseholdAggregate(ident, codes, size, inconsistent, values)
+
+
+def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+            size: np.ndarray, values: pd.DataFrame) -> tuple[Any, ...]:
+    """One row per distinct identity (sorted): the key codes and household-column values of
+    its first row (equal in every row of a consistent household; an inconsistent one is
+    refused), min / max hash, size."""
+    u, first, inv = np.unique(ident, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    n = u.size
+    lo_u = np.full((n, lo.shape[1]), _MAX, dtype=np.uint64)
+    hi_u = np.zeros((n, hi.shape[1]), dtype=np.uint64)
+    for j in range(lo.shape[1]):
+        np.minimum.at(lo_u[:, j], inv, lo[:, j])
+        np.maximum.at(hi_u[:, j], inv, hi[:, j])
+    return (u, codes[first], lo_u, hi_u,
+            np.bincount(inv, weights=size, minlength=n).astype(np.int64),
+            values.iloc[first].reset_index(drop=True))
+
+
+@dataclass
+class HouseholdStageResult:
+    """The household stage on the aggregate: the plan (cells counted in households), every
+    household's true and released cell (rows of ``agg``) and the released household-key
+    codes."""
+
+    plan: ReleasePlan
+    cell: np.ndarray
+    released_cell: np.ndarray
+    released_codes: np.ndarray
+    #: the distinct draw identities of the drawing households (a PRB cell), in row order
+    identity: np.ndarray | None = None
+
+    @property
+    def changed(self) -> np.ndarray:
+        return self.released_cell != self.cell
+
+
+def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
+                    seed: int) -> HouseholdStageResult:
+    """NZY on the household table held as an aggregate: cells of the household-level keys
+    (t_j = households), :func:`~sdc.method.partition.partition_cells` and
+    :func:`~sdc.method.plan.plan_release` under
+    :func:`~sdc.method.households.household_config`, then every household's released cell
+    drawn with its identity (made distinct among the drawing households as the pandas engine
+    does). Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's household
+    stage (without its message prefix)."""
+    hcfg = household_config(config)
+    sizes = [hcfg.key_variables[k].size for k in hcfg.key_names]
+    code = np.zeros(agg.n_households, dtype=np.int64)
+    for j, s in enumerate(sizes):
+        code = code * s + agg.key_codes[:, j]
+    u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
+    cell = cell.reshape(-1).astype(np.int64)
+    cells = cell_table(u, t.astype(np.int64), hcfg)
+    plan = plan_release(partition_cells(cells, hcfg), hcfg)
+    dplan = draw_plan(plan, hcfg)
+    released = cell.copy()
+    rows = np.flatnonzero(dplan.cell_prb[cell] >= 0)
+    ident = np.zeros(0, dtype=np.uint64)
+    if rows.size:
+        ident = unique_identities(agg.identity[rows],
+                                  draw_tiebreak(dplan.cell_id[cell[rows]], True))
+        released[rows] = released_cells(dplan, cell[rows], ident, seed)
+    return HouseholdStageResult(plan, cell, released, cells.key_codes[released], ident)
+
+
+def lookup_households(identity: np.ndarray, person_identity: np.ndarray) -> np.ndarray:
+    """Row in ``identity`` (sorted household identities) of every person's household:
+    a binary search per person. Raises :class:`~sdc.errors.InputError` for a household that
+    was not counted (the file changed between the passes)."""
+    identity = np.asarray(identity, dtype=np.uint64)
+    person_identity = np.asarray(person_identity, dtype=np.uint64)
+    pos = np.searchsorted(identity, person_identity)
+    pos = np.minimum(pos, max(identity.size - 1, 0))
+    if identity.size == 0 or not np.array_equal(identity[pos], person_identity):
+        raise InputError("the input changed between the counting pass and the release pass "
+                         "(a person's household was not counted); rerun the release")
+    return pos.astype(np.int64)
+
+
+@dataclass
+class PersonStagePlan:
+    """The person stage planned on a cell table: ``plan`` over the cells of ``kept`` (indices
+    into the full cell table: every cell outside the small household-key classes),
+    ``cell_small`` per cell of the full table, the number of small classes and their persons."""
+
+    plan: ReleasePlan
+    kept: np.ndarray
+    cell_small: np.ndarray
+    small_classes: int
+    small_class_persons: int
+
+
+def person_stage(cells: CellTable, config: ReleaseConfig) -> PersonStagePlan:
+    """The person stage's plan from the cell table over all keys (t_j in persons): partition
+    sets of the household keys' own values x the person partition
+    (:func:`~sdc.method.households.person_config`); a household-key class with fewer than
+    kmin sensitive person cells is left out (unless ``risk.small_blocks: fail``) and its cells
+    keep their persons unchanged, exactly as :func:`sdc.method.apply.release_households`.
+    Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's person stage (without
+    its message prefix)."""
+    pcfg = person_config(config)
+    part = partition_cells(cells, pcfg)
+    cell_class, n_cls = household_classes(cells.key_codes, list(pcfg.key_names), config)
+    k_class = np.bincount(cell_class[part.sensitive], minlength=n_cls)
+    small = (k_class > 0) & (k_class < part.kmin)
+    cell_small = small[cell_class]
+    n_small = int(small.sum())
+    if n_small == 0 or config.risk.small_blocks == "fail":
+        plan = plan_release(part, pcfg)
+        return PersonStagePlan(plan, np.arange(cells.n_cells, dtype=np.int64), cell_small, 0, 0)
+    kept = np.flatnonzero(~cell_small)
+    if kept.size == 0:
+        raise SmallBlockError("every household-key class has fewer than kmin sensitive person "
+                              "cells: no person PRB can be certified")
+    sub = CellTable(np.zeros(0, dtype=np.int64), cells.key_codes[kept], cells.frequency[kept],
+                    list(cells.names))
+    plan = plan_release(partition_cells(sub, pcfg), pcfg)
+    return PersonStagePlan(plan, kept, cell_small, n_small,
+                           int(cells.frequency[cell_small].sum()))
+
+
+def _sub_cell(ps: PersonStagePlan, cell: np.ndarray, n_cells: int) -> np.ndarray:
+    """Index in the person stage's (kept) cell table of every person's cell, -1 for the left
+    out classes."""
+    remap = np.full(n_cells, -1, dtype=np.int64)
+    remap[ps.kept] = np.arange(ps.kept.size, dtype=np.int64)
+    return remap[np.asarray(cell, dtype=np.int64)]
+
+
+def person_draw_plan(ps: PersonStagePlan, cells: CellTable, config: ReleaseConfig) -> DrawPlan:
+    """The person stage's draw plan on the full cell table ``cells`` (the left-out small
+    classes' cells in no PRB), as the pandas engine's person result holds it: its draws of a
+    person equal those of the plan on the kept cells, mapped to the full table."""
+    pcfg = person_config(config)
+    sub = draw_plan(ps.plan, pcfg)
+    cell_prb = np.full(cells.n_cells, -1, dtype=np.int64)
+    cell_prb[ps.kept] = sub.cell_prb
+    return DrawPlan(cell_prb=cell_prb, cell_frequency=np.asarray(cells.frequency, np.int64),
+                    cell_id=cell_identity(cells.key_codes, pcfg), prb_theta=sub.prb_theta)
+
+
+def drawing_persons(cell: np.ndarray, ps: PersonStagePlan, cells: CellTable,
+                    config: ReleaseConfig) -> np.ndarray:
+    """(n,) bool: the persons (``cell``: their cells in the full table ``cells``) that draw in
+    the person stage: a kept cell of a person PRB (:func:`person_draw_identities` lists their
+    identities in row order)."""
+    dplan = draw_plan(ps.plan, person_config(config))
+    sub = _sub_cell(ps, cell, cells.n_cells)
+    return (sub >= 0) & (dplan.cell_prb[np.maximum(sub, 0)] >= 0)
+
+
+def person_draw_identities(frame: pd.DataFrame, cell: np.ndarray, ps: PersonStagePlan,
+                           cells: CellTable, config: ReleaseConfig
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """(identity, tiebreak) of the persons of a batch that draw in the person stage (a kept
+    cell of a PRB), in row order; ``cell`` indexes the full cell table ``cells``. The executor
+    concatenates them over the file and makes them distinct with
+    :func:`~sdc.method.draws.unique_identities`, as the pandas engine's person stage does."""
+    pcfg = person_config(config)
+    dplan = draw_plan(ps.plan, pcfg)
+    sub = _sub_cell(ps, cell, cells.n_cells)
+    drawing = drawing_persons(cell, ps, cells, config)
+    ident = record_identity(frame[drawing], pcfg)
+    return (np.asarray(ident, np.uint64),
+            draw_tiebreak(dplan.cell_id[sub[drawing]], True))
+
+
+def released_person_codes(cell: np.ndarray, household_row: np.ndarray, identity: np.ndarray,
+                          cells: CellTable, ps: PersonStagePlan, hs: HouseholdStageResult,
+                          config: ReleaseConfig, seed: int) -> np.ndarray:
+    """(m, p) released key codes (config key order) of a batch of persons: ``cell`` their
+    cells in the full cell table ``cells``, ``household_row`` their households' rows in the
+    aggregate (:func:`lookup_households`), ``identity`` the distinct identities of the batch's
+    drawing persons in row order (:func:`person_draw_identities`). A person draws in its
+    person PRB (:func:`~sdc.method.apply.released_cells`), then takes its household's released
+    household-key codes."""
+    pcfg = person_config(config)
+    dplan = draw_plan(ps.plan, pcfg)
+    sub = _sub_cell(ps, cell, cells.n_cells)
+    out = cells.key_codes[np.asarray(cell, dtype=np.int64)].copy()
+    drawing = np.flatnonzero((sub >= 0) & (dplan.cell_prb[np.maximum(sub, 0)] >= 0))
+    if drawing.size:
+        rel = released_cells(dplan, sub[drawing], identity, seed)
+        out[drawing] = ps.plan.partitioned.cells.key_codes[rel]
+    hk_idx = [config.key_names.index(k) for k in config.household_keys]
+    out[:, hk_idx] = hs.released_codes[np.asarray(household_row, dtype=np.int64)]
+    return out
+
+
+def extended_cells(cells: CellTable, released_codes: list[np.ndarray]) -> tuple[CellTable,
+                                                                              np.ndarray]:
+    """The cell table of a household release (as :func:`sdc.method.apply.release_households`
+    builds it): the original cells plus the released key combinations that are empty in the
+    original (a person of a changed household takes its household's released keys), frequency
+    0 for those, lexicographic order. ``released_codes``: per batch, the (m, p) released codes
+    of the persons whose household changed (few). Returns (table without records, the row of
+    every original cell in it)."""
+    extra = [np.asarray(c, dtype=np.int64).reshape(-1, cells.key_codes.shape[1])
+             for c in released_codes]
+    table = np.unique(np.vstack([cells.key_codes, *extra]), axis=0)
+    if table.shape[0] == cells.n_cells:
+        orig = np.arange(cells.n_cells, dtype=np.int64)
+    else:
+        sizes = [int(x) + 1 for x in table.max(axis=0)] if table.size else []
+        from sdc.method.households import row_index
+
+        orig = row_index(table, cells.key_codes, sizes)
+    freq = np.zeros(table.shape[0], dtype=np.int64)
+    freq[orig] = cells.frequency
+    return CellTable(np.zeros(0, dtype=np.int64), table, freq, list(cells.names)), orig
+
+
+def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
+                         config: ReleaseConfig) -> list:
+    """The household-level dependence check on the aggregate: the ``household_columns``
+    (one value per household) against the household stage's PRBs, as the pandas engine
+    measures them on the household table (:mod:`sdc.method.dependence`; the caller raises
+    with :func:`~sdc.method.dependence.raise_if_dependent`)."""
+    from sdc.method.dependence import checked_columns
+
+    hcfg = household_config(config)
+    values = agg.columns if agg.columns is not None else pd.DataFrame(index=range(agg.n_households))
+    cols = checked_columns(list(values.columns), hcfg)
+    counter = DependenceCounter(cols, len(hcfg.key_names), small_limit(hcfg),
+                                sizes=key_sizes(hcfg))
+    if cols and agg.n_households:
+        counter.add(values, hs.cell, agg.key_codes)
+    return measure_dependence(counter, hs.plan, hcfg, lambda x: x)
+
+
+def inconsistent_rows(frame: pd.DataFrame, agg: HouseholdAggregate,
+                      config: ReleaseConfig) -> np.ndarray:
+    """(n,) bool: the persons of ``frame`` (a batch) whose household the count pass found
+    inconsistent. A batch executor gathers these rows in a second, filtered read and calls
+    :func:`~sdc.method.households.check_households` on them: every violating household is
+    there whole and no other, so the refusal (counts, the first ids, the values found) is the
+    pandas engine's, word for word."""
+    if not agg.inconsistent:
+        return np.zeros(len(frame), dtype=bool)
+    bad = np.unique(np.concatenate(list(agg.inconsistent.values())))
+    return np.isin(household_identity(frame, config), bad)
+
+
+def person_dependence_counter(columns: list[str], config: ReleaseConfig) -> DependenceCounter:
+    """The person stage's dependence counter: the released person-level non-key columns of
+    the input's ``columns`` (not the household id, the household columns or ``perturb:``
+    columns), counted by :func:`add_person_dependence` in a pass after planning (only the
+    persons of the kept classes count, as in the pandas engine)."""
+    from sdc.method.dependence import checked_columns
+
+    pcfg = person_config(config)
+    skip = {config.input.household_id, *config.input.household_columns, *(config.perturb or {})}
+    cols = [c for c in checked_columns(columns, pcfg) if c not in skip]
+    return DependenceCounter(cols, len(pcfg.key_names), small_limit(pcfg),
+                             sizes=key_sizes(pcfg))
+
+
+def add_person_dependence(counter: DependenceCounter, frame: pd.DataFrame, cell: np.ndarray,
+                          cells: CellTable, ps: PersonStagePlan) -> None:
+    """Add a batch of persons (``cell``: their cells in the full table) to the person stage's
+    dependence counter: the persons of the kept classes, by their cell in the person plan."""
+    sub = _sub_cell(ps, cell, cells.n_cells)
+    keep = sub >= 0
+    if counter.columns and keep.any():
+        counter.add(frame[keep], sub[keep], cells.key_codes[np.asarray(cell)[keep]])
+
+
+def person_dependence(counter: DependenceCounter, ps: PersonStagePlan,
+                      config: ReleaseConfig) -> list:
+    """The person stage's dependence figures from the counted batches (the pandas engine's;
+    the caller raises with :func:`~sdc.method.dependence.raise_if_dependent`)."""
+    return measure_dependence(counter, ps.plan, person_config(config), lambda x: x)
+
+
+def household_partition_sets(cells: CellTable, ps: PersonStagePlan, extended: CellTable,
+                             orig: np.ndarray, config: ReleaseConfig
+                             ) -> tuple[np.ndarray, pd.DataFrame]:
+    """The partition sets of a household release (``internal/partition_sets.parquet`` and the
+    partition set of every cell of the release's ``extended`` cell table; ``orig``: the row of
+    every counted cell in it), as the pandas engine's result holds them: the person stage's
+    partition sets over the full cell table ``cells`` (the left-out small classes' in no PRB),
+    plus empty ones for released combinations whose partition set was empty."""
+    from types import SimpleNamespace
+
+    from sdc.method.apply import extended_partition_sets
+    from sdc.method.plan import partition_sets_frame
+
+    pcfg = person_config(config)
+    if ps.kept.size == cells.n_cells:
+        frame, cell_ps = ps.plan.partition_sets, ps.plan.partitioned.cell_partition_set
+    else:  # the partition of the full table, each set with its PRB in the kept classes' plan
+        part = partition_cells(cells, pcfg)
+        sub = ps.plan.partition_sets
+        prb_of_label = dict(zip(sub["partition_key"], sub["prb"], strict=True))
+        block_of_ps = np.array([prb_of_label.get(k, -1) for k in part.partition_keys],
+                               dtype=np.int64)
+        frame = partition_sets_frame(part.partition_keys, pcfg.partition_variables,
+                                     part.generalizations, part.ps_codes,
+                                     part.cell_partition_set, cells.frequency, part.sensitive,
+                                     block_of_ps)
+        cell_ps = part.cell_partition_set
+    stage = SimpleNamespace(partition_sets=frame, cell_partition_set=cell_ps)
+    return extended_partition_sets(stage, pcfg, extended.key_codes,  # type: ignore[arg-type]
+                                     np.asarray(orig, dtype=np.int64))
+
+
+def household_blocks(hs: HouseholdStageResult, config: ReleaseConfig) -> pd.DataFrame:
+    """The household stage's PRB table with ``changed`` (households whose household keys
+    changed, per PRB), as the pandas engine's household result holds it."""
+    dplan = draw_plan(hs.plan, household_config(config))
+    blocks = hs.plan.blocks.copy()
+    moved = hs.cell[hs.changed]
+    blocks["changed"] = np.bincount(dplan.cell_prb[moved],
+                                    minlength=len(blocks)).astype(np.int64)
+    return blocks

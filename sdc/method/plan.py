@@ -1,0 +1,235 @@
+"""Cell table -> PRBs, theta, small-block policy and certificate (METHOD.md sections 3-4, 6-7).
+
+:func:`plan_release` works on aggregates only: the cells of a :class:`~sdc.method.partition.Partitioned`
+(their key codes, frequencies t_j and partition sets), never on records. It forms the PRBs (the
+sensitive cells of each partition set), solves h(theta) = xi, applies the small-block policy
+(merge / calibrate / fail), computes every PRB's exact max risk and the release certificate:
+max over PRBs and over non-sensitive cells (1/t_j). The plan is what every executor applies to
+records (:mod:`sdc.method.apply`); it is identical whatever engine reads the records.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
+from sdc.errors import SmallBlockError
+from sdc.method.blocks import Block, BlockPlan, plan_blocks
+from sdc.method.partition import Partitioned
+
+__all__ = ["ReleasePlan", "default_merge_order", "partition_units", "plan_release"]
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """What a release does, decided on the cell table.
+
+    Attributes
+    ----------
+    partitioned : Partitioned
+        Cells, partition sets and sensitive cells.
+    block_plan : BlockPlan
+        The PRBs (members, profile, k, theta, exact risk, action) and the merges made.
+    cell_prb : (n_cells,) int
+        PRB of every cell, -1 for non-sensitive cells.
+    prb_cells : (n_sensitive,) int
+        The sensitive cells grouped by PRB (ascending cell index inside a PRB);
+        PRB b owns ``prb_cells[prb_start[b]:prb_start[b] + k_b]``.
+    prb_start : (n_prb,) int
+    cell_local : (n_cells,) int
+        Index of a sensitive cell inside its PRB (0..k-1), -1 otherwise.
+    blocks : DataFrame
+        One row per PRB (see :class:`sdc.method.apply.ReleaseResult`), without ``changed``.
+    partition_sets : DataFrame
+        One row per partition set with its counts and PRB.
+    certificate : float
+        max over PRBs of their exact max risk and over non-sensitive cells of 1/t_j.
+    certificate_at : dict
+        Where the certificate is attained.
+    dependence : list
+        Figures of the dependence check of the released non-key columns (filled by the
+        executors once measured: :mod:`sdc.method.dependence`).
+    """
+
+    partitioned: Partitioned
+    block_plan: BlockPlan
+    cell_prb: np.ndarray
+    prb_cells: np.ndarray
+    prb_start: np.ndarray
+    cell_local: np.ndarray
+    blocks: pd.DataFrame
+    partition_sets: pd.DataFrame
+    certificate: float
+    certificate_at: dict[str, Any] = field(default_factory=dict)
+    #: the dependence check's figures per released non-key column
+    #: (:class:`sdc.method.dependence.ColumnDependence`), set once measured
+    dependence: list = field(default_factory=list)
+
+    @property
+    def merges(self) -> list[str]:
+        return self.block_plan.merges
+
+def partition_units(partition_keys: list[str], blocks: pd.DataFrame) -> dict[str, str]:
+    """Map every partition key to the unit whose record count the release preserves exactly.
+
+    PRAM never moves a record out of its PRB, so the record count of every partition set is
+    preserved, except when small PRBs were merged: then records may move between the merged
+    partition sets, and the preserved count is the merged group's total. The unit of a merged
+    partition set is the merged block's key (its members joined by " + "); every other partition
+    set is its own unit.
+    """
+    units = {k: k for k in partition_keys}
+    for key, n in zip(blocks["partition_key"], blocks["n_partition_sets"], strict=True):
+        if n > 1:
+            for member in key.split(" + "):
+                units[member] = key
+    return units
+
+def default_merge_order(config: ReleaseConfig) -> list[str]:
+    """Banded variables first, then hierarchies, groups and as-is variables (config order)."""
+    if config.risk.merge_along is not None:
+        return list(config.risk.merge_along)
+    rank = {Bands: 0, Hierarchy: 1, Groups: 2, AsIs: 3, str: 3}
+    items = list(config.partition.items())
+    return [v for v, r in sorted(items, key=lambda vr: rank.get(type(vr[1]), 3))]
+
+
+def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
+    """Form the PRBs of ``part``, choose theta per PRB under the small-block policy, certify.
+
+    Raises
+    ------
+    SmallBlockError
+        A PRB is too small under ``small_blocks: fail``, or cannot be certified after merging.
+    """
+    xi, theta, km = part.xi, part.theta, part.kmin
+    cells, t, cell_ps, ps_codes = part.cells, part.cells.frequency, part.cell_partition_set, part.ps_codes
+    pvars, gens, ps_labels, sensitive = (config.partition_variables, part.generalizations,
+                                         part.partition_keys, part.sensitive)
+    n_ps = len(ps_labels)
+    t_max = max(1, math.ceil(1.0 / xi) - 1)
+    profiles = np.zeros((n_ps, t_max + 1), dtype=np.int64)
+    np.add.at(profiles, (cell_ps[sensitive], t[sensitive]), 1)
+
+    def describe(b: Block) -> str:
+        names = [ps_labels[m] for m in b.members]
+        return "partition set " + names[0] if len(names) == 1 else "merged block [" + " + ".join(names) + "]"
+
+    order = [pvars.index(v) for v in default_merge_order(config)]
+    try:
+        bplan: BlockPlan = plan_blocks(ps_codes, profiles, xi=xi, theta=theta, kmin=km,
+                                       theta_mode=config.risk.theta,
+                                       policy=config.risk.small_blocks, merge_along=order,
+                                       describe=describe)
+    except SmallBlockError as e:
+        if "missing: " not in str(e):
+            raise
+        raise SmallBlockError(
+            f"{e}. Records with a missing key value form blocks of their own (missing never "
+            "receives or loses records, so a blank stays a real blank); to let missing values "
+            "move like any category set missing_moves: true for the key(s) in key_variables "
+            "(the codebook then says a blank may stand for a real value)") from None
+
+    cell_prb = np.where(sensitive, bplan.block_of_partition_set[cell_ps], -1)
+    # local index of each sensitive cell inside its PRB (cells sorted by global index)
+    sens_cells = np.flatnonzero(cell_prb >= 0)
+    sens_cells = sens_cells[np.argsort(cell_prb[sens_cells], kind="stable")]
+    prb_of_sens = cell_prb[sens_cells]
+    starts = np.searchsorted(prb_of_sens, np.arange(len(bplan.blocks)))
+    cell_local = np.full(cells.n_cells, -1, dtype=np.int64)
+    cell_local[sens_cells] = np.arange(sens_cells.size) - starts[prb_of_sens]
+
+    blocks_df = _blocks_frame(bplan, ps_labels, km, t_max)
+    cert, cert_at = 0.0, {}
+    if len(bplan.blocks):
+        i = int(np.argmax(blocks_df["max_risk"].to_numpy()))
+        cert = float(blocks_df["max_risk"].iat[i])
+        cert_at = {"source": "prb", "prb": i, "partition_key": blocks_df["partition_key"].iat[i],
+                   "t": int(blocks_df["max_risk_t"].iat[i]), "a": int(blocks_df["max_risk_a"].iat[i]),
+                   "pick": str(blocks_df["max_risk_pick"].iat[i]),
+                   "t_z": int(blocks_df["max_risk_t_z"].iat[i])}
+    if (~sensitive).any():
+        t_ns = int(t[~sensitive].min())
+        if 1.0 / t_ns > cert:
+            cert, cert_at = 1.0 / t_ns, {"source": "non_sensitive", "t": t_ns, "a": t_ns,
+                                         "pick": "own", "t_z": t_ns}
+
+    ps_frame = partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
+                                     bplan.block_of_partition_set)
+    return ReleasePlan(part, bplan, cell_prb, sens_cells, starts, cell_local, blocks_df, ps_frame,
+                       cert, cert_at)
+
+
+def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int) -> pd.DataFrame:
+    """One row per PRB, built column by column (a household file's person stage has ~10^5
+    PRBs); the profile text and the risk figures are computed once per distinct profile."""
+    blocks = plan.blocks
+    nb = len(blocks)
+    cols = ["prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",
+            *[f"cells_t{tt}" for tt in range(1, t_max + 1)], "theta", "kmin", "max_risk",
+            "max_risk_t", "max_risk_a", "max_risk_pick", "max_risk_t_z", "own_max_risk",
+            "other_max_risk", "action", "expected_changed"]
+    if nb == 0:
+        return pd.DataFrame([], columns=cols)
+    width = max(t_max + 1, max(b.profile.size for b in blocks))
+    prof = np.zeros((nb, width), dtype=np.int64)
+    for i, b in enumerate(blocks):
+        prof[i, :b.profile.size] = b.profile
+    texts: dict[bytes, str] = {}
+
+    def text(p: np.ndarray) -> str:
+        key = p.tobytes()
+        if key not in texts:
+            texts[key] = ", ".join(f"{t}:{int(m)}" for t, m in enumerate(p) if m > 0)
+        return texts[key]
+
+    k = prof.sum(axis=1)
+    theta = np.array([float(b.theta) for b in blocks])
+    data: dict[str, Any] = {
+        "prb": np.arange(nb),
+        "partition_key": [ps_labels[b.members[0]] if len(b.members) == 1
+                          else " + ".join(ps_labels[m] for m in b.members) for b in blocks],
+        "n_partition_sets": [len(b.members) for b in blocks],
+        "k": k,
+        "n_records": prof @ np.arange(width, dtype=np.int64),
+        "profile": [text(p) for p in prof],
+    }
+    for tt in range(1, t_max + 1):
+        data[f"cells_t{tt}"] = prof[:, tt]
+    risks = [b.risk for b in blocks]
+    data.update({
+        "theta": theta,
+        "kmin": np.full(nb, km, dtype=np.int64),
+        "max_risk": [float(r.max_risk) for r in risks],
+        "max_risk_t": [int(r.t) for r in risks],
+        "max_risk_a": [int(r.a) for r in risks],
+        "max_risk_pick": [str(r.z) for r in risks],
+        "max_risk_t_z": [int(r.t_z) for r in risks],
+        "own_max_risk": [float(r.own_max) for r in risks],
+        "other_max_risk": [float(r.other_max) for r in risks],
+        "action": [b.action for b in blocks],
+        "expected_changed": theta * k,
+    })
+    return pd.DataFrame(data, columns=cols)
+
+def partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
+                          block_of_ps) -> pd.DataFrame:
+    n_ps = len(ps_labels)
+    data: dict[str, Any] = {"partition_set": np.arange(n_ps), "partition_key": ps_labels}
+    for i, (v, g) in enumerate(zip(pvars, gens, strict=True)):
+        lab = np.empty(len(g.labels), dtype=object)
+        for j, x in enumerate(g.labels):  # element by element: a label is never split
+            lab[j] = x
+        data[v] = lab[ps_codes[:, i]].tolist()
+    data["n_records"] = np.bincount(cell_ps, weights=t, minlength=n_ps).astype(np.int64)
+    data["n_cells"] = np.bincount(cell_ps, minlength=n_ps)
+    data["n_sensitive_cells"] = np.bincount(cell_ps[sensitive], minlength=n_ps)
+    data["n_sensitive_records"] = np.bincount(cell_ps[sensitive], weights=t[sensitive],
+                                              minlength=n_ps).astype(np.int64)
+    data["prb"] = block_of_ps
+    return pd.DataFrame(data)

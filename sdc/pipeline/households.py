@@ -1,0 +1,519 @@
+"""A household release in record batches (issue 23, docs/HOUSEHOLDS.md "Engines"): the
+streaming executor's, and the Dask executor's with each pass's per-batch functions
+(:func:`count_batch`, :func:`identity_batch`, :func:`apply_batch`) run as tasks on the Parquet
+pieces (``runner``: :class:`LocalBatches` or ``sdc.executors.dask.HouseholdPieces``), the
+parts merged here in input order, so both give the same files.
+
+Three reads of the input, memory bounded by one batch, the cell table, the household table
+(O(households)) and, for the household risk section, four numbers per person:
+
+1. **count**: the pandera checks per batch, the person cells (:class:`CellCounter`), the
+   household table (:class:`~sdc.method.household_batches.HouseholdCounter`), the person ids;
+   an inconsistent household is refused from a filtered read, as the pandas engine words it;
+   both stages planned on aggregates, the household columns' dependence checked;
+2. **identities**: the drawing persons' identities (made distinct over the file), the person
+   columns' dependence counted and checked, the changed households' persons kept
+   (:class:`~sdc.pipeline.household_public.ChangedHouseholdPersons`): the release's extended
+   cell table, the public order's salt and the household pseudonyms follow;
+3. **apply**: every person's released values, spilled by household pseudonym; the records
+   file; the report aggregates (refinement passes over the input after).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from sdc.config.model import ReleaseConfig
+from sdc.errors import InputError, SmallBlockError
+from sdc.io.batches import (
+    DEFAULT_BATCH_ROWS,
+    input_arrow_schema,
+    input_batches,
+    input_value_ranges,
+    public_schema,
+)
+from sdc.io.spill import BucketSpill, bucket_bits
+from sdc.method.apply import draw_plan
+from sdc.method.cell_passes import CellCounter, CellLocator, cell_table
+from sdc.method.cells import CellTable, cell_codes
+from sdc.method.dependence import raise_if_dependent
+from sdc.method.draws import cell_identity, record_identity, unique_identities
+from sdc.method.household_batches import (
+    HouseholdCounter,
+    add_person_dependence,
+    drawing_persons,
+    extended_cells,
+    household_blocks,
+    household_dependence,
+    household_identity,
+    household_partition_sets,
+    household_stage,
+    inconsistent_rows,
+    lookup_households,
+    person_dependence,
+    person_dependence_counter,
+    person_draw_identities,
+    person_draw_plan,
+    person_stage,
+    released_person_codes,
+)
+from sdc.method.households import check_households, household_config, person_config, pseudonyms
+from sdc.method.households import row_index as _row_index
+from sdc.pipeline.household_public import (
+    ChangedHouseholdPersons,
+    household_bucket_keys,
+    household_cell_prb,
+    household_public_batch,
+    household_public_schema,
+    write_household_buckets,
+)
+from sdc.pipeline.kernels import (
+    duplicate_identities,
+    duplicate_ids_table,
+    id_rows_with_identity,
+    raise_duplicate_ids,
+    repeated_ids,
+    write_public_files,
+)
+from sdc.pipeline.order import order_salt
+from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
+from sdc.pipeline.report_parts import (
+    add_apply_batch,
+    add_refine_batch,
+    new_accumulator,
+    report_numeric_columns,
+)
+from sdc.reports.utility import finite_values
+
+__all__ = ["HouseholdBatchRelease", "LocalBatches", "apply_batch", "count_batch", "identity_batch",
+           "refine_batch", "stream_household_release"]
+
+
+@dataclass
+class HouseholdBatchRelease:
+    """A household release made in batches: the combined figures of
+    :func:`sdc.method.apply.release_households` (the fields the reports, the codebook and the
+    audit record read) and ``households`` (what their households sections read)."""
+
+    blocks: pd.DataFrame
+    cells: CellTable
+    cell_prb: np.ndarray
+    cell_partition_set: np.ndarray
+    partition_sets: pd.DataFrame
+    certificate: float
+    certificate_at: dict[str, Any]
+    xi: float
+    theta: float
+    kmin: int
+    merges: list[str]
+    dependence: list
+    n_records: int
+    n_changed: int
+    schema: pa.Schema
+    households: Any
+    household_report: dict[str, Any]
+    files: dict[str, Path] = field(default_factory=dict)
+    accumulator: Any = None
+    records_file: Path | None = None
+    dp_perturbations: list = field(default_factory=list)
+    plan: Any = None
+    config: ReleaseConfig | None = None
+
+    @property
+    def sensitive_cell(self) -> np.ndarray:
+        return self.cell_prb >= 0
+
+
+def _batches(config: ReleaseConfig, **kw: Any):
+    """The input's record batches (:func:`sdc.io.batches.input_batches`): read as a plain
+    batch input; the household id is a column like any other to the reader."""
+    plain = config.model_copy(update={"input": config.input.model_copy(
+        update={"household_id": None})})
+    return input_batches(plain, **kw)
+
+
+def _stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
+    hk = config.household_keys
+    if stage == "household":
+        return SmallBlockError(
+            f"household stage (one unit per household, keys {hk}, t_j counted in households): "
+            f"{e}. A household cell that is rare among households needs other rare household "
+            "cells to be post-randomized with: recode the rare household values into a larger "
+            "category, or add a household-level key (e.g. household size) so that more "
+            "household cells are sensitive, or use a larger xi")
+    return SmallBlockError(
+        f"person stage (person PRBs inside the values of the household keys {hk}, so that "
+        f"members stay consistent): {e}. Coarsen the person keys' partition (wider bands), "
+        "add person partition variables to merge along, or use fewer household-level keys")
+
+
+class LocalBatches:
+    """The batches of a household release on one machine: :meth:`map` runs a per-batch
+    function over the input's record batches in order (the Dask engine's runner,
+    :mod:`sdc.executors.dask`, runs the same functions as tasks on the Parquet pieces)."""
+
+    def __init__(self, config: ReleaseConfig, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
+        self.config, self.batch_rows = config, batch_rows
+
+    def map(self, fn: Callable[..., Any], shared: tuple,
+            per_piece: Callable[[int], tuple] | None = None) -> Iterator[Any]:
+        """``fn(frame, index, *shared, *per_piece(index))`` for every batch, in input order."""
+        for i, frame in enumerate(self.frames()):
+            yield fn(frame, i, *shared, *(per_piece(i) if per_piece is not None else ()))
+
+    def frames(self, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
+        """The batches read here (the rare re-reads: duplicated ids, inconsistent households,
+        the reports' refinement passes)."""
+        return _batches(self.config, batch_rows=self.batch_rows, columns=columns)
+
+
+@dataclass
+class _CountPart:
+    """One batch's part of the count pass."""
+
+    n: int
+    offset: int
+    ident: np.ndarray | None
+    problems: pd.DataFrame | None = None
+    codes: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    households: HouseholdCounter | None = None
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    weight_max: float = 0.0
+    dtypes: dict[str, Any] = field(default_factory=dict)
+
+
+def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
+                measure: list[str]) -> _CountPart:
+    """Pass 1 on one batch: its pandera problems, or its person cells, household table part,
+    value ranges of ``measure`` and largest weight; with an id column its identities."""
+    from sdc.pipeline.kernels import batch_problems
+
+    id_col, weight = config.input.id_column, config.input.weight
+    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
+             if id_col is not None and id_col in frame.columns else None)
+    offset = int(frame.index[0]) if len(frame) else 0
+    part = _CountPart(len(frame), offset, ident)
+    problems = batch_problems(frame, config)
+    if problems is not None and len(problems):
+        part.problems = problems
+        return part
+    part.codes, part.counts = np.unique(cell_codes(frame, person_config(config)),
+                                        return_counts=True)
+    part.households = HouseholdCounter(config)
+    part.households.add(frame)
+    for c in measure:
+        x = finite_values(frame[c])
+        if len(x) and not np.isnan(x).all():
+            part.ranges[c] = (float(np.nanmin(x)), float(np.nanmax(x)))
+    if weight is not None and len(frame):
+        part.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
+    part.dtypes = {k: frame[k].dtype for k in config.household_keys}
+    return part
+
+
+def identity_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
+                   locate: CellLocator, household_ids: np.ndarray, cells: CellTable,
+                   ps: Any, changed_households: np.ndarray, columns: list[str]) -> tuple:
+    """Pass 2 on one batch: its drawing persons' identities and ties, its changed
+    households' persons (listed from 0) and its part of the person dependence check."""
+    c = locate(cell_codes(frame, person_config(config)))
+    hrow = lookup_households(household_ids, household_identity(frame, config))
+    i, t = person_draw_identities(frame, c, ps, cells, config)
+    changed = ChangedHouseholdPersons()
+    changed.add(c, hrow, drawing_persons(c, ps, cells, config), changed_households, 0)
+    pdep = person_dependence_counter(columns, config)
+    add_person_dependence(pdep, frame, c, cells, ps)
+    return i, t, changed, pdep
+
+
+def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: int,
+                locate: CellLocator, household_ids: np.ndarray, n_households: int,
+                cells: CellTable, ps: Any, hs: Any, table: CellTable, orig: np.ndarray,
+                pseudo: np.ndarray, schema: pa.Schema, salt: Any, bits: int, scratch: str,
+                records: bool, acc: Any, identity: np.ndarray) -> tuple:
+    """Pass 3 on one batch: its persons' released values, spilled by household pseudonym
+    into ``scratch/public`` (and the records file's into ``scratch/records``) as piece
+    ``index``; returns its cells, household rows, released rows, weights and report part."""
+    sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
+    c = locate(cell_codes(frame, person_config(config)))
+    hrow = lookup_households(household_ids, household_identity(frame, config))
+    out = released_person_codes(c, hrow, identity, cells, ps, hs, config, seed)
+    rel = _row_index(table.key_codes, out, sizes)
+    t = household_public_batch(frame, orig[c], rel, table, pseudo[hrow], config, seed, schema,
+                               salt)
+    BucketSpill(Path(scratch) / "public", bits, piece=index).add(
+        t, household_bucket_keys(pseudo[hrow], n_households))
+    if records:
+        RecordsSpill(Path(scratch) / "records", bits, piece=index).add(
+            record_identity(frame, config), orig[c], rel)
+    part = acc.spawn()
+    add_apply_batch(part, frame, orig[c], rel, config)
+    weight = config.input.weight
+    w = frame[weight].to_numpy(dtype=float) if weight else None
+    return c, hrow, rel, w, part
+
+
+def refine_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate: CellLocator,
+                 orig: np.ndarray, template: Any, moved_rows: np.ndarray,
+                 moved_cells: np.ndarray) -> Any:
+    """One batch of a report refinement pass (:mod:`sdc.pipeline.report_parts`): a partial
+    accumulator, given the kept moved records of the batch's rows."""
+    part = template.spawn()
+    part.moved_rows, part.moved_cells = [moved_rows], [moved_cells]
+    add_refine_batch(part, frame, locate, config,
+                     orig[locate(cell_codes(frame, person_config(config)))])
+    part.moved_rows, part.moved_cells = [], []
+    return part
+
+
+def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
+                             batch_rows: int = DEFAULT_BATCH_ROWS,
+                             tmp_dir: Path | str | None = None,
+                             progress: Callable[[str], None] | None = None,
+                             records_path: Path | None = None,
+                             runner: Any = None) -> HouseholdBatchRelease:
+    """Release the household file of ``config`` in batches; the public files into
+    ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
+    pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check);
+    ``perturb:`` and ``derived:`` are refused (the pandas engine releases them).
+
+    ``runner`` runs each pass's per-batch functions (:func:`count_batch`,
+    :func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) and gives their parts in input order:
+    :class:`LocalBatches` (default: batches of ``batch_rows`` here) or the Dask engine's
+    (tasks on the Parquet pieces); the parts are merged here, so both give the same files."""
+    from sdc.io.schemas import render_problems
+    from sdc.pipeline.kernels import Problems
+
+    say = progress or (lambda s: None)
+    if config.perturb or config.derived:
+        raise InputError("perturb: and derived: columns of a household file are released by "
+                         "the pandas engine only; use engine: pandas")
+    runner = runner if runner is not None else LocalBatches(config, batch_rows)
+    pcfg, hcfg = person_config(config), household_config(config)
+    id_col, weight = config.input.id_column, config.input.weight
+    numeric = report_numeric_columns(config)
+    stats = input_value_ranges(config, numeric)
+    measure = [c for c in numeric if c not in stats]
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    counter, households = CellCounter(), HouseholdCounter(config)
+    idents: list[np.ndarray] = []
+    dtypes: dict[str, Any] = {}
+    weight_max = 0.0
+    problems = Problems()
+
+    say("counting cells and households (pass 1 of 3)")
+    n = 0
+    offsets = [0]  # the batches' first global rows (the same batches in every pass)
+    for part in runner.map(count_batch, (config, measure)):
+        n += part.n
+        offsets.append(n)
+        if part.ident is not None:
+            idents.append(part.ident)
+        if part.problems is not None:
+            problems.add(part.problems, part.offset)
+            continue
+        if problems.rows:
+            continue
+        counter.add_counts(part.codes, part.counts)
+        households.merge(part.households)
+        for c, (a, b) in part.ranges.items():
+            lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
+        weight_max = max(weight_max, part.weight_max)
+        if not dtypes:
+            dtypes.update(part.dtypes)
+
+    def duplicates() -> tuple[np.ndarray, pd.Series] | None:
+        if id_col is None or not idents:
+            return None
+        dups = duplicate_identities(idents)
+        if dups is None:
+            return None
+        hits = (id_rows_with_identity(frame, dups, config)
+                for frame in runner.frames(columns=[id_col]))
+        return repeated_ids(hits)
+
+    if problems.rows:  # every problem of the whole file, as the streaming validation words it
+        found = duplicates()
+        if found is not None:
+            problems.add(duplicate_ids_table(*found, config), 0)
+        table = problems.table()
+        k = len(table)
+        raise InputError(
+            f"the input of {config.name!r} does not match the config ({k} problem"
+            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted; "
+            f"checked in batches):\n{render_problems(table)}")
+    if n == 0:
+        raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
+                         "release")
+    found = duplicates()
+    if found is not None:
+        raise_duplicate_ids(*found, config)
+    idents.clear()
+    agg = households.result()
+    if agg.inconsistent:  # the pandas engine's refusal, from the violating households' rows
+        rows = [f[inconsistent_rows(f, agg, config)] for f in runner.frames()]
+        check_households(pd.concat(rows), config)
+    codes, counts = counter.result()
+    cells = cell_table(codes, counts, pcfg)
+    try:
+        hs = household_stage(agg, config, seed)
+    except SmallBlockError as e:
+        raise _stage_error(e, "household", config) from None
+    figures = household_dependence(agg, hs, config)
+    raise_if_dependent(figures, hs.plan, hcfg)
+    hs.plan = dataclasses.replace(hs.plan, dependence=figures)
+    try:
+        ps = person_stage(cells, config)
+    except SmallBlockError as e:
+        raise _stage_error(e, "person", config) from None
+
+    say("person identities (pass 2 of 3)")
+    locate = CellLocator(codes, pcfg)
+    columns = list(input_arrow_schema(config).names)
+    pdep = person_dependence_counter(columns, config)
+    ids, ties, listed = [], [], 0
+    changed = ChangedHouseholdPersons()
+    for i, t, part, dep in runner.map(identity_batch, (config, locate, agg.identity, cells, ps,
+                                                       hs.changed, columns)):
+        changed.merge(part, listed)
+        pdep.merge(dep)
+        listed += i.size
+        ids.append(i)
+        ties.append(t)
+    pfig = person_dependence(pdep, ps, config)
+    raise_if_dependent(pfig, ps.plan, pcfg)
+    ps.plan = dataclasses.replace(ps.plan, dependence=pfig)
+    ident = unique_identities(np.concatenate(ids), np.concatenate(ties))
+    starts = np.concatenate([[0], np.cumsum([x.size for x in ids])]).astype(int)
+    del ids, ties
+    table, orig = extended_cells(cells, changed.released_codes(ident, cells, ps, hs, config,
+                                                               seed))
+    salt = order_salt(table)
+    pseudo = pseudonyms(agg.identity, seed, salt)
+    schema = household_public_schema(public_schema(config, input_arrow_schema(config)), config)
+    cell_prb = household_cell_prb(ps, cells, table, orig, config)
+
+    say("releasing persons (pass 3 of 3)")
+    bits = bucket_bits(n)
+    tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
+    acc = new_accumulator(table, config, weight_max if weight else None,
+                          {**stats, **{c: (lo[c], hi[c], pa.types.is_integer(
+                              input_arrow_schema(config).field(c).type)) for c in lo}})
+    person_cell, person_row, person_rel, person_w = [], [], [], []
+    try:
+        shared = (config, seed, locate, agg.identity, agg.n_households, cells, ps, hs, table,
+                  orig, pseudo, schema, salt, bits, str(tmp), records_path is not None,
+                  acc.spawn())
+        for c, hrow, rel, w, part in runner.map(
+                apply_batch, shared, lambda k: (ident[starts[k]:starts[k + 1]],)):
+            acc.merge(part)
+            person_cell.append(c)
+            person_row.append(hrow)
+            person_rel.append(rel)
+            if weight:
+                person_w.append(w)
+        more = acc.start_refinement()
+        while more:
+            template = acc.spawn()
+            for part in runner.map(refine_batch, (config, locate, orig, template),
+                                   lambda k: acc.moved_slice(offsets[k], offsets[k + 1])):
+                acc.merge(part)
+            more = acc.end_refine_pass()
+        records_file = None
+        if records_path is not None:
+            say("writing the internal records file")
+            records_file = write_records_from_buckets(
+                RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
+                cell_identity(table.key_codes, config), cell_prb)
+        say("writing the public file in household order")
+        hid = config.input.household_id
+        files = write_public_files(
+            config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir,
+            lambda buckets, writer: write_household_buckets(buckets, writer, hid))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    cell_all = np.concatenate(person_cell)
+    row_all = np.concatenate(person_row)
+    rel_all = np.concatenate(person_rel)
+    w_all = np.concatenate(person_w) if weight else None
+    return _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
+                   row_all, rel_all, w_all, dtypes, n, schema, files, acc, records_file)
+
+
+def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell, row, rel,
+            weights, dtypes, n, schema, files, acc, records_file) -> HouseholdBatchRelease:
+    """The combined figures (as :func:`sdc.method.apply.release_households`) and the
+    households sections' parts."""
+    from types import SimpleNamespace
+
+    from sdc.reports.households import (
+        StageDraws,
+        composition_risk_of,
+        household_section_of,
+        household_utility_of,
+    )
+
+    hcfg = household_config(config)
+    pk = [config.key_names.index(k) for k in config.person_keys]
+    moved = (table.key_codes[rel][:, pk] != cells.key_codes[cell][:, pk]).any(axis=1)
+    full_prb = person_draw_plan(ps, cells, config).cell_prb
+    blocks = ps.plan.blocks.copy()
+    blocks["changed"] = np.bincount(full_prb[cell[moved]],
+                                    minlength=len(blocks)).astype(np.int64)
+    cell_ps, ps_frame = household_partition_sets(cells, ps, table, orig, config)
+    cert, cert_at = ps.plan.certificate, ps.plan.certificate_at
+    if hs.plan.certificate > cert:
+        cert, cert_at = hs.plan.certificate, hs.plan.certificate_at
+    part = ps.plan.partitioned
+    hblocks = household_blocks(hs, config)
+    comp = composition_risk_of(
+        StageDraws(draw_plan(hs.plan, hcfg), hs.plan.partitioned.cells.key_codes, hs.cell,
+                   hs.identity),
+        StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
+        row, agg.n_households, config, seed)
+    stage_result = SimpleNamespace(
+        certificate=float(hs.plan.certificate), certificate_at=hs.plan.certificate_at,
+        merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
+        partition_sets=hs.plan.partition_sets)
+    stage = SimpleNamespace(
+        config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
+        certificate=float(hs.plan.certificate), person_certificate=float(ps.plan.certificate),
+        person_certificate_at=ps.plan.certificate_at, small_classes=ps.small_classes,
+        small_class_persons=ps.small_class_persons, composition=comp)
+    section = household_section_of(
+        config, orig[cell], rel, row, agg.n_households, weights, comp,
+        households_changed=int(hs.changed.sum()),
+        household_certificate=float(hs.plan.certificate),
+        household_certificate_at=hs.plan.certificate_at, household_prbs=len(hblocks),
+        person_certificate=float(ps.plan.certificate), small_classes=ps.small_classes,
+        small_class_persons=ps.small_class_persons)
+    kvs = config.key_variables
+    keys = config.household_keys
+
+    def values(codes: np.ndarray, k: str, j: int) -> pd.Series:
+        return pd.Series(np.asarray(kvs[k].domain, dtype=object)[codes[:, j]]).astype(dtypes[k])
+
+    utility = household_utility_of({k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
+                                   {k: values(hs.released_codes, k, j)
+                                    for j, k in enumerate(keys)}, agg.size, hs.changed)
+    return HouseholdBatchRelease(
+        blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
+        partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
+        theta=part.theta, kmin=part.kmin,
+        merges=list(ps.plan.merges) + [f"household stage: {m}" for m in hs.plan.merges],
+        dependence=list(ps.plan.dependence), n_records=n,
+        n_changed=int((rel != orig[cell]).sum()), schema=schema, households=stage,
+        household_report={"risk": section, "utility": utility}, files=files,
+        accumulator=acc, records_file=records_file, plan=ps.plan, config=config)

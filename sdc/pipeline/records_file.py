@@ -1,0 +1,116 @@
+"""``internal/records.parquet``, the same bytes from every engine (docs/SERIES.md).
+
+One row per record: ``identity`` (the record's draw identity after
+:func:`sdc.method.draws.unique_identities` over all records, PRB records first), ``cell`` and
+``released`` (:func:`sdc.method.draws.cell_identity` of its true and released cells), all
+uint64. No key values, and not the input's row order: the rows are sorted by
+(raw identity, identity, cell, released), where the raw identity is
+:func:`sdc.method.draws.record_identity` before duplicates are separated. That is a total order
+on the file's content (equal rows are interchangeable), so it does not depend on the row order
+or on the batching, and it can be produced out of core:
+
+- the batch engines spill (raw identity, true cell index, released cell index) of every record
+  to 2**b bucket files by the top b bits of the raw identity (:class:`RecordsSpill`; a keyed
+  hash, so the buckets are even). Records sharing a raw identity share a bucket, hence
+  :func:`unique_identities` run per bucket gives exactly the global result (it only ranks
+  records within a group of equal raw identities). Each bucket is then sorted in memory and
+  appended (:func:`write_records_from_buckets`);
+- the pandas engine sorts its whole table the same way (:func:`records_parquet_bytes`).
+
+Both write through :class:`sdc.io.batches.PublicWriter` (fixed row groups), so the bytes do not
+depend on where the bucket boundaries fall.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from sdc.io.batches import PublicWriter, read_ahead_frames
+from sdc.io.spill import BucketSpill, read_bucket
+from sdc.method.draws import draw_tiebreak, unique_identities
+
+__all__ = ["RECORDS_SCHEMA", "RecordsSpill", "records_parquet_bytes", "sorted_records",
+           "write_records_from_buckets"]
+
+RECORDS_SCHEMA = pa.schema([("identity", pa.uint64()), ("cell", pa.uint64()),
+                            ("released", pa.uint64())])
+_SPILL_SCHEMA = pa.schema([("raw", pa.uint64()), ("cell", pa.int64()), ("released", pa.int64())])
+
+
+def sorted_records(raw: np.ndarray, identity: np.ndarray, cell: np.ndarray,
+                   released: np.ndarray) -> pa.Table:
+    """The records table sorted by (raw identity, identity, cell, released): one argsort of
+    the raw identities when they are all distinct (that is then the order; measured 7x faster
+    than the lexsort of four keys), else one lexsort."""
+    raw = np.asarray(raw, np.uint64)
+    order = np.argsort(raw)
+    srt = raw[order]
+    if srt.size > 1 and bool((srt[1:] == srt[:-1]).any()):
+        order = np.lexsort((released, cell, identity, raw))
+    del srt
+    return pa.table([pa.array(np.asarray(a, np.uint64)[order], pa.uint64())
+                     for a in (identity, cell, released)], schema=RECORDS_SCHEMA)
+
+
+def _write(sink, tables) -> None:
+    writer = PublicWriter(RECORDS_SCHEMA, parquet=sink)
+    for t in tables:
+        writer.write_table(t)
+    writer.close()
+
+
+def records_parquet_bytes(raw: np.ndarray, identity: np.ndarray, cell: np.ndarray,
+                          released: np.ndarray) -> bytes:
+    """``records.parquet`` of an in-memory release (the pandas engine): the bytes the batch
+    engines write for the same records."""
+    buf = io.BytesIO()
+    _write(buf, [sorted_records(raw, identity, cell, released)])
+    return buf.getvalue()
+
+
+class RecordsSpill(BucketSpill):
+    """Spill (raw identity, true cell, released cell) of every record to bucket files by the
+    top bits of the raw identity (:class:`sdc.io.spill.BucketSpill`: ``folder``, ``bits``,
+    ``piece`` for a Dask task)."""
+
+    def add(self, raw: np.ndarray, record_cell: np.ndarray,  # type: ignore[override]
+            released_cell: np.ndarray) -> None:
+        """Append a batch's records (whole columns; one gather per batch)."""
+        raw = np.asarray(raw, np.uint64)
+        table = pa.table([pa.array(raw), pa.array(np.asarray(record_cell, np.int64)),
+                          pa.array(np.asarray(released_cell, np.int64))], schema=_SPILL_SCHEMA)
+        super().add(table, raw)
+
+
+def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndarray,
+                               cell_prb: np.ndarray) -> Path:
+    """Write ``records.parquet`` (mode 0600) from the spilled buckets, one bucket in memory at a
+    time (and the next one being prepared): per bucket, :func:`unique_identities` (tiebreak :func:`draw_tiebreak`: PRB records
+    first, as the draws), the cell ids, one sort, appended in bucket order."""
+    cell_id = np.asarray(cell_id, np.uint64)
+    in_prb_cell = np.asarray(cell_prb) >= 0
+
+    def tables():
+        for b in buckets:
+            t = read_bucket(b)
+            if t is None or t.num_rows == 0:
+                continue
+            raw = t.column("raw").to_numpy()
+            rc = t.column("cell").to_numpy()
+            rel = t.column("released").to_numpy()
+            del t
+            ident = unique_identities(raw, lambda rc=rc: draw_tiebreak(cell_id[rc], in_prb_cell[rc]))
+            yield sorted_records(raw, ident, cell_id[rc], cell_id[rel])
+
+    path = Path(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        # the next bucket is read and sorted by a background thread while this one is encoded
+        _write(f, read_ahead_frames(tables(), 1))
+    return path
