@@ -1,20 +1,12 @@
-"""Randomized-response and PRAM mechanisms with provable privacy (METHOD.md section 7.8).
+"""Randomized-response and PRAM mechanisms with provable privacy (docs/MECHANISMS.md).
 
-Pure numpy/scipy. One module per idea:
-
-* :mod:`.privacy` - parity, eps-LDP, beta-factor, rho1-to-rho2, (h_l, h_u)-SIP, admissibility
-  (Chai 2019 ch. 3-5; Nayak 2020 sections 3-4).
-* :mod:`.designs` - Warner, max-trace, t-subset, minimax design and estimator, RAPPOR
-  (Chai 2019 ch. 6-7).
-* :mod:`.kronecker` - iterated bisymmetric bit randomizers (Kronecker paper, 2018).
-* :mod:`.dp_pram` - PRAM with maximal mutual information under eps-DP (Ayed, Battiston &
-  Camerlenghi).
-* :mod:`.binary_dp` - optimal (eps, delta)-DP binary randomized response (Holohan, Leith &
-  Mason 2017).
-
-Matrix convention: unless a docstring says otherwise (form 8 of Ayed et al. and the design
-matrix of Holohan et al. are kept in their papers' row orientation), transition matrices have
-**columns = true categories** and rows = outputs.
+Pure numpy/scipy, one module or package per idea: :mod:`.privacy` (parity, eps-LDP and the
+other criteria of Chai 2019 ch. 3-5, Nayak 2020), :mod:`.designs` (Warner, max-trace, t-subset,
+minimax, RAPPOR; Chai 2019 ch. 6-7), :mod:`.kronecker` (iterated bit randomizers),
+:mod:`.dp_pram` (PRAM with maximal mutual information under eps-DP, Ayed, Battiston &
+Camerlenghi), :mod:`.binary_dp` ((eps, delta)-DP binary RR, Holohan, Leith & Mason 2017).
+Transition matrices have **columns = true categories** unless a docstring says otherwise
+(Ayed's form 8 and Holohan's design matrix keep their papers' rows = true).
 """
 
 from .binary_dp import (

@@ -20,6 +20,10 @@ __all__ = [
     "check_int",
     "check_probability_vector",
     "check_transition_matrix",
+    "check_gamma",
+    "check_k",
+    "check_codes",
+    "check_bits",
 ]
 
 
@@ -126,3 +130,42 @@ def check_transition_matrix(
             f"categories). Got column sums {np.round(sums, 12).tolist()!r} instead."
         )
     return arr
+
+
+def check_gamma(gamma: float) -> float:
+    """The privacy level ``gamma = e^eps`` as a float, ``gamma > 1``."""
+    return check_real(gamma, "gamma", 1.0, None, "neither")
+
+
+def check_k(k: int) -> int:
+    """The number of categories ``k >= 2``."""
+    return check_int(k, "k", 2, None)
+
+
+def check_codes(x: ArrayLike, k: int, name: str = "x") -> NDArray[np.int64]:
+    """A 1-D array of category codes in ``0..k-1`` (integral floats accepted) as int64."""
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise ValueError(f"The '{name}' parameter must be a 1-D array of category codes. Got shape {arr.shape} instead.")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.equal(np.mod(arr, 1), 0)):
+            raise ValueError(f"The '{name}' parameter must contain integer category codes in the range [0, {k - 1}].")
+    arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() >= k):
+        raise ValueError(
+            f"The '{name}' parameter must contain category codes in the range [0, {k - 1}]. "
+            f"Got values in [{int(arr.min())}, {int(arr.max())}] instead."
+        )
+    return arr
+
+
+
+def check_bits(Z: ArrayLike, name: str = "Z") -> NDArray[np.int8]:
+    """An ``(n, k)`` 0/1 response matrix with ``n >= 1`` as int8."""
+    arr = np.asarray(Z)
+    if arr.ndim != 2 or arr.shape[0] < 1:
+        raise ValueError(f"The '{name}' parameter must be a 2-D (n, k) 0/1 array with n >= 1. Got shape {arr.shape} instead.")
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"The '{name}' parameter must contain only 0 and 1.")
+    return arr.astype(np.int8)
+
