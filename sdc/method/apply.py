@@ -59,7 +59,7 @@ from sdc.method.households import (
 )
 from sdc.method.partition import check_columns, partition_cells, partition_frame
 from sdc.method.perturb import apply_perturbations
-from sdc.method.plan import ReleasePlan, partition_sets_frame, plan_release
+from sdc.method.plan import ReleasePlan, partition_sets_with_prbs, plan_release
 
 __all__ = ["HouseholdStage", "ReleaseResult", "apply_plan", "draw_plan", "release_frame",
            "release_households", "released_cells"]
@@ -400,7 +400,8 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
                       list(keys))
     cell_prb = np.full(n_u, -1, dtype=np.int64)
     cell_prb[orig_map] = pres.cell_prb
-    cell_ps, ps_frame = extended_partition_sets(pres, pcfg, table, orig_map)
+    cell_ps, ps_frame = extended_partition_sets(pres.partition_sets, pres.cell_partition_set,
+                                                pcfg, table, orig_map)
 
     out, dp_done = _household_perturbations(frame, out, config, pcfg, pres, hres, code, seed)
 
@@ -494,14 +495,7 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     released[keep] = sub_map[sub.released_cell]
     cell_prb = np.full(cells.n_cells, -1, dtype=np.int64)
     cell_prb[sub_map] = sub.cell_prb
-    prb_of_label = dict(zip(sub.partition_sets["partition_key"], sub.partition_sets["prb"],
-                            strict=True))
-    block_of_ps = np.array([prb_of_label.get(k, -1) for k in part.partition_keys],
-                           dtype=np.int64)
-    ps_frame = partition_sets_frame(part.partition_keys, pcfg.partition_variables,
-                                     part.generalizations, part.ps_codes,
-                                     part.cell_partition_set, cells.frequency, part.sensitive,
-                                     block_of_ps)
+    ps_frame = partition_sets_with_prbs(part, sub.partition_sets, pcfg)
     out = frame.drop(columns=list(pcfg.input.drop))
     for k in pcfg.person_keys:
         col = out[k].to_numpy(copy=True)
@@ -518,14 +512,15 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     return pres, (n_small, int(rec_small.sum()))
 
 
-def extended_partition_sets(pres: ReleaseResult, pcfg: ReleaseConfig, table: np.ndarray,
-                              orig_map: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
-    """Partition set of every cell of the extended table (the person stage's partition sets,
-    plus empty ones for released combinations whose partition set was empty)."""
-    ps = pres.partition_sets
+def extended_partition_sets(ps: pd.DataFrame, cell_partition_set: np.ndarray,
+                            pcfg: ReleaseConfig, table: np.ndarray,
+                            orig_map: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+    """Partition set of every cell of the extended table ``table`` (the person stage's
+    partition sets ``ps`` with the set of every counted cell, ``cell_partition_set``, at rows
+    ``orig_map``; plus empty sets for released combinations whose partition set was empty)."""
     n_u = table.shape[0]
     cell_ps = np.full(n_u, -1, dtype=np.int64)
-    cell_ps[orig_map] = pres.cell_partition_set
+    cell_ps[orig_map] = cell_partition_set
     if n_u == orig_map.size:
         return cell_ps, ps
     keys = pcfg.key_names
@@ -538,7 +533,7 @@ def extended_partition_sets(pres: ReleaseResult, pcfg: ReleaseConfig, table: np.
     ps_codes = g_all[orig_map]
     # the person stage's partition sets: codes of their cells (lexicographic, as encode_cells)
     known = np.zeros((len(ps), len(pvars)), dtype=np.int64)
-    known[pres.cell_partition_set] = ps_codes
+    known[cell_partition_set] = ps_codes
     new_rows = np.flatnonzero(cell_ps < 0)
     extra = np.unique(g_all[new_rows], axis=0)
     idx = row_index(known, extra, g_sizes)

@@ -37,13 +37,13 @@ uses; a block above xi is never returned.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from sdc.errors import CertificationError, SmallBlockError
+from sdc.method.cells import combine_codes, fits_one_code
 from sdc.method.risk import BlockRisk, calibrate_theta, max_risk
 
 __all__ = ["Block", "BlockPlan", "plan_blocks"]
@@ -90,11 +90,8 @@ def _row_rank(rows: np.ndarray) -> np.ndarray:
     if rows.shape[1] == 0 or rows.shape[0] == 0:
         return np.zeros(rows.shape[0], dtype=np.int64)
     radix = [int(c.max()) + 1 for c in rows.T]
-    if math.prod(radix) < 2**62:
-        code = np.zeros(rows.shape[0], dtype=np.int64)
-        for j, r in enumerate(radix):
-            code *= r
-            code += rows[:, j]
+    if fits_one_code(radix):
+        code = combine_codes(rows.T, radix, rows.shape[0])
         return np.unique(code, return_inverse=True)[1].reshape(-1).astype(np.int64)
     return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 

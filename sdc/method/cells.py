@@ -10,6 +10,8 @@ the combinations actually present before the next variable is added.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +20,8 @@ import pandas as pd
 from sdc.config.model import KeyVariable, ReleaseConfig
 from sdc.errors import InputError
 
-__all__ = ["CellTable", "cell_codes", "encode_cells", "encode_key", "radix_sizes",
-           "split_codes"]
+__all__ = ["CellTable", "cell_codes", "combine_codes", "encode_cells", "encode_key",
+           "fits_one_code", "radix_sizes", "split_codes"]
 
 #: mixed-radix cell codes are int64; a key space of this many cells or more does not fit
 _MAX_CODE = 2**62
@@ -162,6 +164,24 @@ def split_codes(codes: np.ndarray, sizes: list[int], *, per_key: bool = False) -
     return out
 
 
+def fits_one_code(sizes: Sequence[int]) -> bool:
+    """Whether a key space with these radices has fewer than 2**62 cells: one int64
+    mixed-radix code (:func:`combine_codes`) numbers it."""
+    return math.prod(sizes) < _MAX_CODE
+
+
+def combine_codes(columns: Iterable[np.ndarray], sizes: Sequence[int], n: int) -> np.ndarray:
+    """(n,) int64 mixed-radix code ``c = ((k_1 * s_2 + k_2) * s_3 + k_3) ...`` of the
+    per-variable codes ``columns`` (one (n,) array per variable, radices ``sizes``; the caller
+    makes sure they :func:`fit <fits_one_code>`). Sorting the codes sorts the rows
+    lexicographically; :func:`split_codes` is the inverse."""
+    code = np.zeros(n, dtype=np.int64)
+    for c, s in zip(columns, sizes, strict=True):
+        code *= s
+        code += c
+    return code
+
+
 def cell_codes(frame: pd.DataFrame, config: ReleaseConfig) -> np.ndarray:
     """(n,) int64 mixed-radix cell code of every record of ``frame`` (any batch).
 
@@ -170,12 +190,9 @@ def cell_codes(frame: pd.DataFrame, config: ReleaseConfig) -> np.ndarray:
     Raises :class:`~sdc.errors.InputError` (from :func:`encode_key`) for a key value outside
     its domain; rows in the message are 1-based within ``frame``.
     """
-    sizes = radix_sizes(config)
-    code = np.zeros(len(frame), dtype=np.int64)
-    for v, s in zip(config.key_names, sizes, strict=True):
-        code *= s
-        code += encode_key(frame[v], v, config.key_variables[v])
-    return code
+    kvs = config.key_variables
+    return combine_codes((encode_key(frame[v], v, kvs[v]) for v in config.key_names),
+                         radix_sizes(config), len(frame))
 
 
 def encode_cells(codes: list[np.ndarray], sizes: list[int], names: list[str]) -> CellTable:

@@ -39,10 +39,16 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
-from sdc.method.apply import draw_plan, released_cells
+from sdc.method.apply import draw_plan, extended_partition_sets, released_cells
 from sdc.method.cell_passes import cell_table
-from sdc.method.cells import CellTable, encode_key
-from sdc.method.dependence import DependenceCounter, key_sizes, measure_dependence, small_limit
+from sdc.method.cells import CellTable, combine_codes, encode_key, radix_sizes
+from sdc.method.dependence import (
+    DependenceCounter,
+    checked_columns,
+    key_sizes,
+    measure_dependence,
+    small_limit,
+)
 from sdc.method.draws import (
     DrawPlan,
     cell_identity,
@@ -51,9 +57,14 @@ from sdc.method.draws import (
     unique_identities,
     value_hash,
 )
-from sdc.method.households import household_classes, household_config, person_config
+from sdc.method.households import (
+    household_classes,
+    household_config,
+    person_config,
+    row_index,
+)
 from sdc.method.partition import partition_cells
-from sdc.method.plan import ReleasePlan, plan_release
+from sdc.method.plan import ReleasePlan, partition_sets_with_prbs, plan_release
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "drawing_persons", "household_identity", "household_stage", "lookup_households",
@@ -198,10 +209,7 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     does). Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's household
     stage (without its message prefix)."""
     hcfg = household_config(config)
-    sizes = [hcfg.key_variables[k].size for k in hcfg.key_names]
-    code = np.zeros(agg.n_households, dtype=np.int64)
-    for j, s in enumerate(sizes):
-        code = code * s + agg.key_codes[:, j]
+    code = combine_codes(agg.key_codes.T, radix_sizes(hcfg), agg.n_households)
     u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
     cell = cell.reshape(-1).astype(np.int64)
     cells = cell_table(u, t.astype(np.int64), hcfg)
@@ -356,8 +364,6 @@ def extended_cells(cells: CellTable, released_codes: list[np.ndarray]) -> tuple[
         orig = np.arange(cells.n_cells, dtype=np.int64)
     else:
         sizes = [int(x) + 1 for x in table.max(axis=0)] if table.size else []
-        from sdc.method.households import row_index
-
         orig = row_index(table, cells.key_codes, sizes)
     freq = np.zeros(table.shape[0], dtype=np.int64)
     freq[orig] = cells.frequency
@@ -370,8 +376,6 @@ def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
     (one value per household) against the household stage's PRBs, as the pandas engine
     measures them on the household table (:mod:`sdc.method.dependence`; the caller raises
     with :func:`~sdc.method.dependence.raise_if_dependent`)."""
-    from sdc.method.dependence import checked_columns
-
     hcfg = household_config(config)
     values = agg.columns if agg.columns is not None else pd.DataFrame(index=range(agg.n_households))
     cols = checked_columns(list(values.columns), hcfg)
@@ -400,8 +404,6 @@ def person_dependence_counter(columns: list[str], config: ReleaseConfig) -> Depe
     the input's ``columns`` (not the household id, the household columns or ``perturb:``
     columns), counted by :func:`add_person_dependence` in a pass after planning (only the
     persons of the kept classes count, as in the pandas engine)."""
-    from sdc.method.dependence import checked_columns
-
     pcfg = person_config(config)
     skip = {config.input.household_id, *config.input.household_columns, *(config.perturb or {})}
     cols = [c for c in checked_columns(columns, pcfg) if c not in skip]
@@ -434,28 +436,15 @@ def household_partition_sets(cells: CellTable, ps: PersonStagePlan, extended: Ce
     every counted cell in it), as the pandas engine's result holds them: the person stage's
     partition sets over the full cell table ``cells`` (the left-out small classes' in no PRB),
     plus empty ones for released combinations whose partition set was empty."""
-    from types import SimpleNamespace
-
-    from sdc.method.apply import extended_partition_sets
-    from sdc.method.plan import partition_sets_frame
-
     pcfg = person_config(config)
     if ps.kept.size == cells.n_cells:
         frame, cell_ps = ps.plan.partition_sets, ps.plan.partitioned.cell_partition_set
     else:  # the partition of the full table, each set with its PRB in the kept classes' plan
         part = partition_cells(cells, pcfg)
-        sub = ps.plan.partition_sets
-        prb_of_label = dict(zip(sub["partition_key"], sub["prb"], strict=True))
-        block_of_ps = np.array([prb_of_label.get(k, -1) for k in part.partition_keys],
-                               dtype=np.int64)
-        frame = partition_sets_frame(part.partition_keys, pcfg.partition_variables,
-                                     part.generalizations, part.ps_codes,
-                                     part.cell_partition_set, cells.frequency, part.sensitive,
-                                     block_of_ps)
+        frame = partition_sets_with_prbs(part, ps.plan.partition_sets, pcfg)
         cell_ps = part.cell_partition_set
-    stage = SimpleNamespace(partition_sets=frame, cell_partition_set=cell_ps)
-    return extended_partition_sets(stage, pcfg, extended.key_codes,  # type: ignore[arg-type]
-                                     np.asarray(orig, dtype=np.int64))
+    return extended_partition_sets(frame, cell_ps, pcfg, extended.key_codes,
+                                   np.asarray(orig, dtype=np.int64))
 
 
 def household_blocks(hs: HouseholdStageResult, config: ReleaseConfig) -> pd.DataFrame:

@@ -13,13 +13,12 @@ constant within households iff its per-household minimum and maximum code agree
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
+from sdc.method.cells import combine_codes, fits_one_code
 from sdc.method.draws import keyed_hash
 from sdc.method.plan import default_merge_order
 
@@ -184,14 +183,9 @@ def row_index(table: np.ndarray, rows: np.ndarray, sizes: list[int]) -> np.ndarr
     and a binary search when the cross-product fits in 62 bits, else a pandas MultiIndex."""
     table = np.asarray(table, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    if math.prod(sizes) < 2**62:
-        def combine(a: np.ndarray) -> np.ndarray:
-            out = np.zeros(a.shape[0], dtype=np.int64)
-            for j, s in enumerate(sizes):
-                out *= s
-                out += a[:, j]
-            return out
-        t, r = combine(table), combine(rows)
+    if fits_one_code(sizes):
+        t = combine_codes(table.T, sizes, table.shape[0])
+        r = combine_codes(rows.T, sizes, rows.shape[0])
         pos = np.searchsorted(t, r)
         pos = np.minimum(pos, max(t.size - 1, 0))
         hit = (t[pos] == r) if t.size else np.zeros(r.size, dtype=bool)
@@ -218,11 +212,8 @@ def household_classes(key_codes: np.ndarray, names: list[str],
     hk = config.household_keys
     sizes = [config.key_variables[k].size for k in hk]
     sub = np.asarray(key_codes, dtype=np.int64)[:, [names.index(k) for k in hk]]
-    if math.prod(sizes) < 2**62:
-        code = np.zeros(sub.shape[0], dtype=np.int64)
-        for j, sz in enumerate(sizes):
-            code = code * sz + sub[:, j]
-        u, inv = np.unique(code, return_inverse=True)
+    if fits_one_code(sizes):
+        u, inv = np.unique(combine_codes(sub.T, sizes, sub.shape[0]), return_inverse=True)
     else:
         u, inv = np.unique(sub, axis=0, return_inverse=True)
     return inv.reshape(-1).astype(np.int64), int(u.shape[0])

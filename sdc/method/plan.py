@@ -233,3 +233,17 @@ def partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive
                                               minlength=n_ps).astype(np.int64)
     data["prb"] = block_of_ps
     return pd.DataFrame(data)
+
+
+def partition_sets_with_prbs(part: Partitioned, planned: pd.DataFrame,
+                             config: ReleaseConfig) -> pd.DataFrame:
+    """The partition-set table of ``part`` with every set's PRB taken from ``planned``, the
+    partition-set table of a plan on some of ``part``'s cells (matched by label; -1 where that
+    plan has no such set or the set no PRB): the person stage of a household release planned
+    without its left-out small classes."""
+    prb_of_label = dict(zip(planned["partition_key"], planned["prb"], strict=True))
+    block_of_ps = np.array([prb_of_label.get(k, -1) for k in part.partition_keys],
+                           dtype=np.int64)
+    return partition_sets_frame(part.partition_keys, config.partition_variables,
+                                part.generalizations, part.ps_codes, part.cell_partition_set,
+                                part.cells.frequency, part.sensitive, block_of_ps)
