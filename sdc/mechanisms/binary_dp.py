@@ -1,27 +1,11 @@
 """Optimal differentially private binary randomized response (Holohan, Leith & Mason 2017).
 
-**Orientation.** The paper writes the design matrix with *rows = true value*
-(eq. 2)::
-
-    P = [[p00, 1 - p00],      p_jk = P(X_i = k | x_i = j)
-         [1 - p11, p11]]
-
-:attr:`BinaryRRDesign.matrix` keeps that orientation; :attr:`BinaryRRDesign.transition_matrix`
-is its transpose in the library convention (columns = true categories) for
-:func:`sdc.mechanisms.privacy.parity`.
-
-* Feasible region (Definition 2, eq. 12): ``(p00, p11)`` gives (eps, delta)-DP iff
-  ``p00, p11 in [0, 1]`` and ``p00 <= e^eps (1-p11) + delta``, ``p11 <= e^eps (1-p00) + delta``,
-  ``1-p11 <= e^eps p00 + delta``, ``1-p00 <= e^eps p11 + delta`` (inequalities 11).
-* Unbiased MLE (Theorem 1, eq. 4): ``Pi_hat = (p00-1)/(p00+p11-1) + N/((p00+p11-1) n)``;
-  its variance (Corollary 1, eq. 6):
-  ``(1/4 - (p00 - 1/2 - pi (p00+p11-1))^2) / ((p00+p11-1)^2 n)``.
-* Optimal eps-DP design (Theorem 2): ``p00 = p11 = e^eps/(e^eps+1)``.
-* Optimal (eps, delta)-DP design (Theorem 3 for ``pi <= 1/2``, Corollary 2 for
-  ``pi >= 1/2``) with the threshold ``g(eps, delta) = delta (e^eps+delta)/(e^eps+2delta-1)^2``
-  (eq. 23) and the end point ``t0 = delta (e^eps+1)/(e^eps+delta)`` (Lemma 5); both optima
-  are returned when ``g`` equals ``pi`` (resp. ``1 - pi``).
-* Optimal Warner design (Theorem 4): ``p_w = (e^eps+delta)/(e^eps+1)``.
+A design ``(p00, p11)`` is (eps, delta)-DP iff it lies in the region of Definition 2
+(:func:`in_feasible_region`); the unbiased MLE and its variance are Theorem 1 and Corollary 1;
+the optimal designs are Theorem 2 (eps-DP), Theorem 3 / Corollary 2 ((eps, delta)-DP, both
+optima when ``g(eps, delta) = pi``) and Theorem 4 (Warner). :attr:`BinaryRRDesign.matrix` keeps
+the paper's rows = true value (eq. 2); ``.transition_matrix`` is the library's orientation.
+docs/MECHANISMS.md s. 6.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """Iterated bisymmetric (Kronecker) randomizers of d binary attributes (Kronecker paper, 2018).
 
-A *bit randomizer* is a 2x2 transition matrix; it is *bisymmetric* if it is symmetric about
-both diagonals, i.e. (columns = true bit, rows = output bit)::
-
-    C(a) = [[a,     1 - a],
-            [1 - a, a    ]]      a = P(output bit = true bit)
-
-Randomizing each of ``d`` bits independently with the same ``C(a)`` gives the randomizer of
-``d``-bit strings ``C(a)^[d] = C(a) kron C(a)^[d-1]`` (Theorem 4.1 after Bourke 1982,
-Definition 4.1, Proposition 4.2), which maps the multinomial parameter ``pi`` of the true
-strings to ``lambda = C^[d] pi``. Strings are indexed as binary numbers with the first
-attribute as the most significant bit (the paper's ``hist``).
-
-* Inverse (Theorem 4.4): for ``a != 1/2``, ``C(a)^{-1} = C(a / (2a - 1))``, hence
-  ``(C(a)^[d])^{-1} = C(a/(2a-1))^[d]`` and ``pi_hat = C(a/(2a-1))^[d] lambda_hat`` is the
-  unbiased maximum likelihood estimate (section 3.2). :func:`estimate_marginal` applies it
-  one 2x2 factor per axis of the ``2 x ... x 2`` histogram tensor, so no matrix larger than
-  2x2 is ever built (O(d 2^d) work; Proposition 4.8's algorithm without materialising C^[d]).
-* Covariance trace (Lemma 4.5): ``tr V(pi_hat) = (rho^d - sum pi_i^2) / n`` with
-  ``rho = b^2 + (1-b)^2 = (a^2 + (1-a)^2)/(2a-1)^2``, ``b = a/(2a-1)``
-  (``P^{-T} P^{-1}`` has the constant diagonal ``rho^d``, Proposition 4.3).
-* Privacy (section 4.3): one bit is ``eps_1 = |log(a/(1-a))|``-DP; a respondent's whole
-  ``d``-bit string is ``d * eps_1``-DP (the parity of ``C^[d]`` is ``(a/(1-a))^d``).
-* Cases (section 5): Warner's device with spinner probability ``p`` is ``a = p``; Simmons'
-  unrelated question with probability ``p`` of the unrelated "coin is heads?" question is
-  ``a = 1 - p/2``; RAPPOR's permanent randomized response with parameter ``f`` is
-  ``a = 1 - f/2``.
+Each bit is kept with probability ``a`` (``C(a) = [[a, 1-a], [1-a, a]]``, columns = true bit);
+a d-bit string goes through ``C(a)^[d] = C(a) kron C(a)^[d-1]`` (Theorem 4.1). Its inverse is
+``C(a/(2a-1))^[d]`` (Theorem 4.4), applied one 2x2 factor per axis of the histogram tensor, so
+no matrix larger than 2x2 is built; ``tr V(pi_hat) = (rho^d - sum pi_i^2)/n`` (Lemma 4.5); a
+whole string is ``d |log(a/(1-a))|``-DP. Warner (``a = p``), Simmons' unrelated question
+(``a = 1 - p/2``) and RAPPOR's permanent response (``a = 1 - f/2``) are cases (section 5).
+docs/MECHANISMS.md s. 4.
 """
 
 from __future__ import annotations

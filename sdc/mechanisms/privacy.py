@@ -1,27 +1,11 @@
-"""Privacy of a randomized-response / PRAM transition matrix.
+"""Privacy of a randomized-response / PRAM transition matrix ``P`` (columns = true categories).
 
-Convention (as in the seeds, Chai 2019 section 2.2 and Nayak 2020 section 2): ``P`` is an
-``m x k`` matrix with ``P[i, j] = P(Z = d_i | X = c_j)``; **columns are true categories**
-(each column sums to 1) and **rows are outputs**.
-
-Everything here rests on the *parity* of ``P`` (Chai 2019, Definition 3.3, eq. 3.5;
-Nayak 2020, Definition 3.4)::
-
-    eta_i(P) = max_j p_ij / min_j p_ij         (row parity, 0/0 = 1, a/0 = inf)
-    eta(P)   = max_i eta_i(P)
-
-and on the characterisation results
-
-* eps-LDP  <=>  eta(P) <= e^eps  (Chai 2019, Definition 3.4 and the remark after it;
-  Nayak 2020, end of section 3.2);
-* beta-factor privacy  <=>  eta(P) <= beta  (Chai 2019, Theorem 3.2);
-* rho1-to-rho2 privacy  <=>  eta(P) <= gamma = rho2 (1 - rho1) / (rho1 (1 - rho2))
-  (Chai 2019, Theorem 3.1 / eq. 3.6 for sufficiency, necessity from Theorem 4.1);
-* (h_l, h_u)-SIP  <=>  eta(P) <= B(h) with h = [h_l * h_u](a) = min{h_u(a), 1 - h_l(1 - a)}
-  and B(h) = inf_{0<p<1} ((1-p)/p) (h(p) / (1 - h(p)))  (Chai 2019, Lemma 4.1, eq. 4.4,
-  Theorem 4.1; Nayak 2020, Theorem 3.1);
-* admissibility within C_gamma  <=>  every row parity equals gamma and every row has exactly
-  two distinct values (Chai 2019, Theorems 5.4-5.5; Nayak 2020, Theorem 4.1).
+Everything rests on the parity ``eta(P) = max_i max_j p_ij / min_j p_ij`` (Chai 2019
+Definition 3.3; Nayak 2020 Definition 3.4): eps-LDP iff ``eta <= e^eps``; beta-factor privacy
+iff ``eta <= beta``; rho1-to-rho2 privacy iff ``eta <= rho2 (1 - rho1) / (rho1 (1 - rho2))``;
+(h_l, h_u)-SIP iff ``eta <= B(h)`` (Chai 2019 ch. 3-4; Nayak 2020 Theorem 3.1); admissible in
+C_gamma iff every row has parity gamma and two distinct values (Chai 2019 Theorems 5.4-5.5).
+docs/MECHANISMS.md s. 1.
 """
 
 from __future__ import annotations
