@@ -51,19 +51,31 @@ def row_of(msg: str, column: str, check: str) -> str:
     raise AssertionError(f"no row {column}/{check} in:\n{msg}")
 
 
+def _failures(schema: pa.DataFrameSchema, frame: pd.DataFrame) -> set[tuple]:
+    """(column, check, failure case, row) of every problem pandera's own ``validate`` finds."""
+    with pytest.raises(pa.errors.SchemaErrors) as err:
+        schema.validate(frame, lazy=True)
+    fc = err.value.failure_cases
+    return set(zip(fc["column"], fc["check"], fc["failure_case"], fc["index"], strict=True))
+
+
 def test_schemas_are_pandera() -> None:
-    """The schemas are pandera schemas that do the checking themselves: pandera's own
-    ``validate`` (not our wrapper) rejects an out-of-domain key and a duplicate id."""
+    """The schemas do the checking themselves: pandera's own ``validate`` (not our wrapper)
+    finds exactly the out-of-domain key and the duplicate ids of the input, and the
+    out-of-domain key and the missing ``record_id`` of the output."""
     schema = input_schema(cfg())
-    assert isinstance(schema, pa.DataFrameSchema) and isinstance(output_schema(cfg()), pa.DataFrameSchema)
-    assert {"pid", "sex", "age", "race"} <= set(schema.columns)
-    schema.validate(good())
-    bad = good().assign(sex=[1, 2, 7])
-    with pytest.raises((pa.errors.SchemaError, pa.errors.SchemaErrors)):
-        schema.validate(bad, lazy=True)
-    dup = good().assign(pid=[10, 10, 12])
-    with pytest.raises((pa.errors.SchemaError, pa.errors.SchemaErrors)):
-        schema.validate(dup, lazy=True)
+    assert set(schema.columns) == {"pid", "name", "sex", "age", "race", "w"}
+    pd.testing.assert_frame_equal(schema.validate(good()), good())
+    got = _failures(schema, good().assign(sex=[1, 2, 7], pid=[10, 10, 12]))
+    assert got == {("sex", "in_categories", 7, 2), ("pid", "field_uniqueness", 10, 0),
+                   ("pid", "field_uniqueness", 10, 1)}
+    out = output_schema(cfg())
+    assert set(out.columns) == {"sex", "age", "race", "record_id"}
+    public = good().drop(columns=["pid", "name"]).assign(record_id=[1, 2, 3])
+    out.validate(public)
+    got = _failures(out, public.assign(sex=[1, 2, 7]).drop(columns=["record_id"]))
+    assert ("sex", "in_categories", 7, 2) in got
+    assert any(c[2] == "record_id" for c in got)
 
 
 def test_good_frame_passes_unchanged() -> None:

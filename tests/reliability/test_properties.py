@@ -305,17 +305,22 @@ def test_xi_bounds_are_config_errors() -> None:
 
 
 def test_xi_next_to_one_third() -> None:
-    """check_xi refuses xi within 1e-9 of 1/3 (theta would round to 1), naming risk.xi."""
+    """check_xi refuses xi within 1e-9 of 1/3 (theta would round to 1), naming risk.xi. Just
+    above that band the theorem needs kmin = ceil(1/(1 - theta)) = 333,334 cells: the default
+    policy refuses a small PRB naming kmin, and ``calibrate`` certifies it at xi."""
     xi = float(np.nextafter(1 / 3, 1))
-    base = {"name": "x", "input": {"path": "x.csv"}, "key_variables": {"a": {"range": [0, 3]}},
+    base = {"name": "x", "input": {"path": "x.csv"}, "key_variables": {"a": {"range": [0, 99]}},
             "risk": {"xi": xi}}
-    with pytest.raises(sdc.ConfigError, match=r"risk\.xi|xi"):
+    with pytest.raises(sdc.ConfigError, match=r"risk\.xi"):
         sdc.parse_config(base)
-    # just above the refused band the release runs and its certificate is <= xi
-    ok = dict(base, risk={"xi": 1 / 3 + 1e-6})
-    frame = pd.DataFrame({"a": [0, 1, 1, 2, 2, 2]})
-    try:
-        result = sdc.release_frame(frame, sdc.parse_config(ok), seed=1)
-    except sdc.SmallBlockError:
-        return  # a clear refusal of a PRB no theta certifies is fine
-    assert result.certificate <= 1 / 3 + 1e-6
+    xi = 1 / 3 + 1e-6
+    frame = pd.DataFrame({"a": [0, 1, 2, 3, 4, 5] + [50] * 5})  # six singletons, one cell of 5
+    with pytest.raises(sdc.SmallBlockError, match="kmin = 333334"):
+        sdc.release_frame(frame, sdc.parse_config(dict(base, risk={"xi": xi})), seed=1)
+    cfg = sdc.parse_config(dict(base, risk={"xi": xi, "small_blocks": "calibrate"}))
+    result = sdc.release_frame(frame, cfg, seed=1)
+    assert result.blocks["k"].tolist() == [6]
+    assert result.blocks["action"].tolist() == ["calibrated"]
+    assert 0 < result.blocks["theta"].iloc[0] < 1
+    assert xi - 1e-4 < result.certificate <= xi
+    assert (result.frame["a"] == 50).sum() == 5  # the non-sensitive cell never changes

@@ -154,8 +154,6 @@ def test_no_prb() -> None:
 @pytest.mark.statistical
 def test_census_demo_intruder() -> None:
     cfg = sdc.load_config(ROOT / "configs" / "census_demo.yaml")
-    if not cfg.input_path.is_file():
-        pytest.skip(f"census demo sample {cfg.input_path} absent")
     frame = pd.read_csv(cfg.input_path)
     result = sdc.release_frame(frame, cfg, seed=99)
     out = simulate_intruder(result.cells.frequency, result.cell_prb, result.blocks, seed=99,
