@@ -1,4 +1,4 @@
-"""Household-file benchmark (issue 23): a census-like household file through the engine.
+"""Household-file benchmark: a census-like household file through the engine.
 
 One file of about N persons from :func:`sdc.samples.generate_household_sample` (households of
 1-8 persons, household keys region/urbrur/dwelling, person keys sex/age/relation). Timed in

@@ -29,7 +29,6 @@ __all__ = [
     "collect_schedules",
     "prefect_api",
     "require_server",
-    "serve_schedules",
     "watch_server",
 ]
 
@@ -169,16 +168,6 @@ def build_deployments(jobs: Sequence[ScheduledJob], *, force: bool = False) -> l
         )
         for j in jobs
     ]
-
-
-def serve_schedules(config_paths: Sequence[str | Path], *, force: bool = False,
-                    limit: int | None = None) -> None:
-    """Check for a server, build the deployments and serve them (blocks until interrupted)."""
-    from prefect import serve
-
-    require_server()
-    jobs, _ = collect_schedules(config_paths)
-    serve(*build_deployments(jobs, force=force), limit=limit)
 
 
 def watch_server(url: str, say: Any, *, interval: float = 10.0) -> Any:

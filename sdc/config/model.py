@@ -80,7 +80,7 @@ def _strict_category(v: Any) -> Any:
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 MAX_KEY_VALUES = 10_000_000
 """The most values one key variable may declare (a range is sized before anything is
-allocated; issue 20)."""
+allocated)."""
 
 
 def _int_text(c: str) -> int | None:
@@ -612,7 +612,7 @@ class ReleaseConfig(_Strict):
     schedule: Schedule | None = None
     perturb: dict[str, DPPerturb] = Field(default_factory=dict)
     #: non-key columns released as a function of the RELEASED key values (the mapping observed
-    #: in the input; refused when the column is not a function of the keys): issue 21
+    #: in the input; refused when the column is not a function of the keys)
     derived: list[str] = Field(default_factory=list)
     engine: EngineSpec = Field(default_factory=EngineSpec)
     review: ReviewSpec | None = None

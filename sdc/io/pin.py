@@ -3,7 +3,7 @@
 The audit record holds the input's SHA-256; that hash must belong to the bytes the release
 parsed, and the file must still be the same when the release is published. A release used to
 read the input and hash it in a second open, so a file swapped during the run was released
-under another file's hash (issue 20, item 3).
+under another file's hash.
 
 :class:`Pin` records each file's identity and change state (device, inode, size, modification
 and change time in ns: ``stat``) *before* it is hashed. :meth:`Pin.check` compares them again:

@@ -1,4 +1,4 @@
-"""Exact types for the non-key columns of a CSV input (issue 20, item 6).
+"""Exact types for the non-key columns of a CSV input.
 
 A CSV file holds text. A non-key column is released as collected, so its type must not lose
 anything: ``00001`` is not the number 1, ``22`` in a column of decimals is not ``22.0``, and
