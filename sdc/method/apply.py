@@ -1,25 +1,11 @@
 """Records -> released records: the second (and last) step of a release that touches records.
 
-The per-record step is a PURE function of a batch, given the global plan (any engine can call it
-on any batch and get byte-identical results)::
-
-    released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray,
-                   seed: int) -> np.ndarray        # (m,) released cell of each record
-
-with ``identity`` from :func:`sdc.method.draws.record_identity` made distinct by
-:func:`sdc.method.draws.unique_identities` (see METHOD.md section 7.3 and
-:mod:`sdc.method.draws` for the keyed draws: move iff u1 < theta / t_j, destination by
-hierarchical (trie) rendezvous over the other k - 1 cells of the PRB, O(log k) per record).
-
-:func:`apply_plan` post-randomizes every sensitive record inside its PRB with the NZY
-probabilities of the :class:`~sdc.method.plan.ReleasePlan` (record-keyed draws: a record's
-outcome depends on the seed, its own identity and cell and the plan, never on its position or
-on other records), gives every moved record all key values of its destination cell, and applies
-the eps-DP PRAM of ``perturb:`` variables (same keyed draws).
-:func:`release_frame` is the whole engine on one DataFrame (METHOD.md sections 2-6):
-partition (:mod:`sdc.method.partition`), plan (:mod:`sdc.method.plan`), apply.
-
-Everything works on whole columns; the only Python loops run over variables and PRBs.
+The per-record step is a pure function of a batch given the plan, so every engine gets the same
+bytes: ``released_cells(plan: DrawPlan, record_cell, identity, seed)`` (move iff
+u1 < theta/t_j, destination by trie rendezvous over the other k - 1 cells of the PRB; identities
+from :mod:`sdc.method.draws`). :func:`apply_plan` gives every moved record the key values of its
+destination cell and applies ``perturb:``; :func:`release_frame` is the whole release of one
+DataFrame (partition, plan, apply). docs/METHOD.md sections 2-6 and 7.3.
 """
 
 from __future__ import annotations

@@ -1,38 +1,11 @@
-"""Post-randomization blocks: one per partition set with sensitive cells, small ones handled by
-the configured policy (METHOD.md sections 3, 4 and 7).
+"""Post-randomization blocks: one per partition set with sensitive cells, the small ones handled
+by the ``risk.small_blocks`` policy (``fail``, ``merge`` along ``merge_along``, ``calibrate``).
 
-Inputs are per partition set: its generalized codes (one column per partition variable) and its
-frequency profile (how many sensitive cells have t = 1, 2, ...). Nothing here sees records.
-
-Small-block policies (``risk.small_blocks``), with kmin = ceil(1/(1 - theta)):
-
-Every risk here is mechanism-aware (:mod:`sdc.method.risk`): the max over the target's cell j,
-the cell z of the PRB the intruder picks from (its own or another) and a >= 1. NZY's theorem
-covers the own-cell intruder only, so a block "covered by the theorem" needs k >= kmin *and* a
-mechanism-aware max risk <= xi at the theorem's theta (the second always held in our checks of
-every profile with k >= kmin, but it is checked, not assumed).
-
-``fail``
-    any PRB not covered by the theorem is an error naming the partition set, k and kmin.
-``merge``
-    deterministic coarsening. The partition variables are taken in ``merge_along`` order
-    v1, v2, ... At level L, blocks that agree on every partition variable other than
-    v1..vL form a *line*, ordered by (vL, ..., v1) codes of their first partition set. Within a
-    line, while a deficient block (not covered by the theorem) exists and the line has more than one block, the
-    deficient block with the smallest k (first in line order on ties) joins its adjacent
-    neighbour with the smaller k (the next one on ties). Partition sets without sensitive cells
-    take no part (they have nothing to perturb). If deficient blocks remain after the last
-    level, the release stops with an error naming them.
-``calibrate``
-    a PRB not covered by the theorem gets the smallest theta whose exact mechanism-aware max
-    risk is <= xi (:func:`sdc.method.risk.calibrate_theta`); one that no theta in (0, 1]
-    certifies (k = 1; two singletons when xi < 1/2: below theta = 1 their own-cell risk at
-    a = 2 is 1/2, at theta = 1 they swap with certainty) is merged as above, and the merged
-    block is calibrated again.
-
-With ``risk.theta: calibrated`` every block gets its calibrated theta (never above the
-theorem's when the theorem applies). Every block's exact max risk is computed for the theta it
-uses; a block above xi is never returned.
+Inputs are per partition set (generalized codes and frequency profile), never records. A block
+is covered by the theorem when k >= kmin = ceil(1/(1 - theta)) *and* its mechanism-aware max
+risk (:mod:`sdc.method.risk`) is <= xi at the theorem's theta; every block returned has its
+exact max risk <= xi for the theta it uses. The policies and the merge order: docs/METHOD.md
+section 7.2.
 """
 
 from __future__ import annotations

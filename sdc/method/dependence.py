@@ -1,43 +1,13 @@
-"""Dependence of the released non-key columns on the key variables (METHOD.md, "Dependence of
-non-key columns"; issue 21).
+"""Dependence of the released non-key columns on the key variables, from aggregates of the count
+pass (:class:`DependenceCounter`, mergeable over batches), never record by record.
 
-NZY's certificate assumes that the values a record carries besides its key values tell the
-intruder nothing about its *original* key values. A column that is a function of the keys, or
-nearly one (``expersq`` next to ``exper``, a birth year next to age, a region name next to its
-code) breaks that assumption: the unchanged column shows which records moved and where they
-came from. This module measures it from aggregates of the count pass, never record by record.
-
-Aggregates (:class:`DependenceCounter`, mergeable over batches and Dask pieces), per checked
-column c:
-
-* **value table**: for every value v of c (by a 64-bit hash folded to ``HASH_BITS`` bits, so
-  the table has at most 2**HASH_BITS rows whatever the column's cardinality) its count n(v)
-  and, per key variable, the smallest and largest key code among its records: the interval
-  X_k(v) the value confines key k to.
-* **pair table**: the counts n(j, v) of (key cell, value) pairs, kept only for cells with fewer
-  than ceil(1/xi) records (only sensitive cells can be), so its size is bounded by the records
-  of small cells, not by the file.
-
-A value *informs* on key k when it is supported and significant: n(v) >= 2 and
-P_k(X_k(v))^n(v) < ``ALPHA``, P_k the key's marginal distribution (the chance that n(v)
-records independent of k all fall into the interval). A unique value (continuous income) never
-informs; a value shared by many records of every age (ordinary correlation) does not either.
-A value is *compatible* with a cell when the cell's code lies in X_k(v) for every key k the
-value informs on.
-
-The **filter intruder** knows the target's key values (cell j in PRB b with k cells, frequency
-t_j) and keeps, among the records released in cell j, those whose value of c is compatible with
-j; then picks one. Under NZY's PRAM (eq. 5.3) a record of cell j' moves to j with probability
-theta / ((k - 1) t_j'), so the expected number of compatible records released in j is
-``t_j - theta + I_c(j)`` with ``I_c(j) = theta / (k - 1) * sum_{j' != j} sum_v n(j', v) / t_j'
-[v compatible with j]``, and the intruder's success is about
-
-    R_c(j) = (1 - theta / t_j) / (t_j - theta + I_c(j)).
-
-Without the column I_0(j) = theta and R_0(j) = (1 - theta / t_j) / t_j. The **figure** of a
-column is the largest, over PRBs, record-weighted mean of R_c(j) over the PRB's sensitive
-cells; the column **fails** when in some PRB that mean exceeds xi and exceeds the same
-intruder's success without the column by more than ``MARGIN``.
+A column that is (nearly) a function of the keys shows which records moved. Per value v of a
+column the counter keeps its count and, per key, the interval of key codes it confines the key
+to, plus (cell, value) counts of the small cells. The filter intruder keeps the records
+released in the target's cell whose value is compatible with it:
+``R_c(j) = (1 - theta/t_j) / (t_j - theta + I_c(j))``; a column fails when in some PRB the
+record-weighted mean exceeds xi and the same intruder's success without the column by more
+than ``MARGIN``. docs/METHOD.md section 7.5, "Dependence of non-key columns".
 """
 
 from __future__ import annotations

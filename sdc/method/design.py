@@ -1,40 +1,12 @@
-"""Design search: the least-changed certified release over a lattice of recodings.
+"""Design search (``sdc design``): the least-changed certified release over a lattice of
+recodings.
 
-The file is counted once (the cell table of the keys' *declared* values, ``fine``). Every
-lattice node chooses one recoding per key (:class:`Candidate`: the declared values, the
-recoding the config has, the levels of its ARX hierarchy, and derived candidates: bands of
-5/10/20 and top/bottom coding for ``range:`` keys, rare categories merged into ``Other`` for
-``categories:`` keys). A node is evaluated on the cell table only: the fine cells are mapped
-through the node's code maps and re-aggregated (one gather and one ``unique``), then the node's
-own release config goes through the release's own :func:`~sdc.method.partition.partition_cells`
-and :func:`~sdc.method.plan.plan_release`, so its certificate is exactly the one ``sdc release``
-would compute, and a written node config releases unchanged.
-
-Objectives of a node (all minimised):
-
-``changed``
-    expected share of records PRAM changes: sum over PRBs of theta_b k_b (each sensitive cell
-    loses theta in expectation, NZY eq. 5.3), over n;
-``loss``
-    share of Shannon entropy lost: 1 - H(node) / H(fine), H the entropy in bits of the joint key
-    table (cells over records). PRAM is unbiased, so H(node) is also the entropy of the expected
-    released table;
-``tvd``
-    total variation distance between the declared-value key table and the released one, bounded
-    by recoding + PRAM: the released table spread uniformly over the declared values each
-    released value stands for (1/2 sum |p - q| over declared cells), plus PRAM's expected
-    (1/2n) sum over sensitive cells of E|A - L|, with the records a cell loses and gains taken
-    as independent Poisson(theta_b) (their exact means).
-
-Pruning (Flash's predictive tagging): entropy only falls along the generalization order (a
-coarser recoding of every key merges cells), so a node below the entropy floor tags every node
-coarser than it, which is never planned. Nodes are planned finest first (highest entropy),
-within the time budget; the frontier is the set of evaluated certified nodes no other evaluated
-certified node dominates (<= in every objective, < in one).
-
-Recommended point (documented in docs/DESIGN.md): among evaluated certified nodes keeping at
-least ``keep`` (default 90%) of the declared-value table's entropy, the one changing the fewest
-records; ties by smaller tvd, then smaller loss.
+The file is counted once; every lattice node (one recoding candidate per key) is evaluated on
+the cell table only, through the release's own ``partition_cells`` and ``plan_release``, so its
+certificate is the one ``sdc release`` computes. Objectives (minimised): expected share of
+records changed, share of key-table entropy lost, a total-variation bound; Flash-style pruning
+by the entropy floor; the recommended point keeps at least ``keep`` of the entropy and changes
+the fewest records. docs/DESIGN.md, "The search".
 """
 
 from __future__ import annotations

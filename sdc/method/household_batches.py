@@ -1,32 +1,8 @@
-"""Household files in record batches: the kernels a batch executor needs (issue 23; the
-streaming and Dask executors do not call them yet: docs/HOUSEHOLDS.md, "Engines").
-
-The architecture's two record steps, for a household file:
-
-* **count** - :class:`HouseholdCounter`, a mergeable partial of the count pass (per batch or
-  Dask piece; :meth:`HouseholdCounter.merge` adds partials): one row per household seen, keyed
-  by the household's draw identity (:func:`household_identity`, the hash of its id: the
-  identity the household stage draws with), with its household-key codes, its number of
-  persons and, per household-level column, the smallest and largest value hash among its
-  members. A household split over batches is merged like any other; a household whose
-  smallest and largest hash of a column differ is inconsistent (the whole-file check of
-  :func:`sdc.method.households.check_households`). Memory O(households), never O(persons).
-* **household stage on the aggregate** - :func:`household_stage`: the household table's cell
-  table (t_j counted in households), the unchanged partition -> plan, and each household's
-  released cell with its identity (:func:`sdc.method.apply.released_cells`), exactly as the
-  pandas engine's household stage.
-* **person stage on the cell table** - :func:`person_stage`: the person stage's plan from the
-  cell table over all keys (as the count pass merges it), with the household-key classes that
-  cannot hold a certified person PRB left out as the pandas engine leaves them out.
-* **apply** - :func:`lookup_households`: every person's household row by a binary search of
-  its household identity in the sorted identities (whole columns, no loop over persons);
-  :func:`person_draw_identities` (the identities of a batch's drawing persons, made distinct
-  over the whole file by the executor with :func:`~sdc.method.draws.unique_identities`) and
-  :func:`released_person_codes` (every person's released key codes: its own person draw, its
-  household's released household keys); :func:`extended_cells` (the release's cell table:
-  the original cells and the released combinations of changed households, whose digest salts
-  the public order and the household pseudonyms, :func:`~sdc.method.households.pseudonyms` of
-  the aggregate's identities).
+"""Household files in record batches: the kernels a batch executor chains (count pass as a
+mergeable :class:`HouseholdCounter`, :func:`household_stage` on the household aggregate,
+:func:`person_stage` on the cell table, then per batch the persons' households, draw
+identities, released key codes and the release's extended cell table), each equal to the pandas
+engine's household release. docs/HOUSEHOLDS.md, "Engines".
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """eps-differentially private PRAM of non-key variables (the release config's ``perturb:``).
 
-After NZY has post-randomized the key variables, every variable named under ``perturb:`` is
-post-randomized with the DP-PRAM design of Ayed, Battiston & Camerlenghi
-(:func:`sdc.mechanisms.dp_pram`): keep the true category x with probability q_x, otherwise
-draw one of the other categories uniformly; q maximizes the mutual information between true
-and released values subject to eps-differential privacy (max_z M[x, z] / M[x', z] <= e^eps).
-
-Guarantee and scope (stated in the codebook and audit): the released column of that variable
-is eps-DP with respect to a change of one record's value of that variable, conditional on the
-design q. If ``proportions`` are given in the config (public figures), q is public too and is
-written to the codebook so users can unbias estimates (M^-1). Otherwise q is optimized for the
-input's own proportions, is itself a function of the confidential data, and is kept in the
-internal audit only. Budgets of several perturbed variables add up.
-
-Reproducibility and release series: record-keyed draws (:mod:`sdc.method.draws`), as for the
-key variables. A record keeps its category x iff ``u < q_x`` with
-``u = keyed_uniform(seed, "dp-pram:<name>", identity)``; otherwise its category is the
-rendezvous choice among the other categories (uniform over them, stable when categories join
-or leave), keyed on the same identity. So a record's outcome depends only on the seed, its
-identity and its own value: not on row order, and the same month after month.
+After the key variables, every ``perturb:`` variable goes through the DP-PRAM design of Ayed,
+Battiston & Camerlenghi (:func:`sdc.mechanisms.dp_pram`): keep the category x with probability
+q_x, else one of the others uniformly; q maximises the mutual information under eps-DP. With
+public ``proportions`` q is published in the codebook, otherwise it stays internal. Draws are
+record-keyed like the key variables'. Guarantee and scope: docs/MECHANISMS.md section 5,
+docs/METHOD.md section 7.8.
 """
 
 from __future__ import annotations

@@ -1,40 +1,12 @@
-"""Exact, mechanism-aware identification risk of an NZY post-randomization block (METHOD.md
-sections 6 and 7.1), and calibrated theta (section 7.2).
+"""Exact, mechanism-aware identification risk of an NZY post-randomization block (PRB), and
+calibrated theta.
 
-NZY's intruder (METHOD.md section 6) looks for a target B, whose key values c_j it knows, only
-among the records released in B's own cell. The codebook describes the mechanism, so an intruder
-may as well pick from *any* cell z of B's PRB: when theta is large, B is more likely to be
-released in some other cell than in its own (at theta = 1 a PRB of two singletons swaps its two
-records with certainty, so the record released in the other cell is B with probability 1).
-
-For a target B in cell j of a PRB with k cells, original frequencies t, and a cell z the
-intruder picks from (z = j or any other cell of the PRB), let
-
-    q  = P(B is released in z)     = 1 - theta / t_j            if z = j
-                                   = theta / ((k - 1) t_j)      if z != j
-    S' = number of *other* records released in z, a sum of independent binomials:
-         z = j :  Bin(t_j - 1, 1 - theta/t_j) + sum_{l != j} Bin(t_l, theta/((k-1) t_l))
-         z != j:  Bin(t_z, 1 - theta/t_z) + Bin(t_j - 1, theta/((k-1) t_j))
-                  + sum_{l != j, z} Bin(t_l, theta/((k-1) t_l))
-
-Given S_z = a >= 1 released records in z, the intruder picks one uniformly, so
-
-    R_{j->z}(a, t) = (1/a) q P(S' = a-1) / ( q P(S' = a-1) + (1 - q) P(S' = a) ).
-
-z = j is NZY's R_j(a, t). The *mechanism-aware* risk of a PRB is the max over j, z and a >= 1
-(over the events S_z = a of positive probability). Cells with equal t are exchangeable, so the
-max runs over the distinct pairs (t_j, t_z) of the PRB's frequency profile (``profile[t]`` =
-number of cells with frequency t): the binomials of the cells with equal t merge into one, and
-the work per PRB is a few short convolutions per pair, never per cell or per record.
-
-R_{j->z}(a, t) <= 1/a and S_z never exceeds the PRB's record count N, so the max over a >= 1 is
-found by evaluating a = 1..A and growing A until 1/(A+1) is at most the max found, or A = N.
-
-What this covers: an intruder who knows B's key values, that B is in the file, the mechanism
-and theta, and who picks one released record of one cell of B's PRB after seeing how many
-records were released in that cell. What it does not cover: an intruder who also knows other
-respondents' values (who can rule records out), or who conditions on the released counts of
-several cells at once.
+The intruder knows a target's key values and may pick a released record from any cell z of its
+PRB, not only its own: ``R_{j->z}(a, t) = (1/a) q P(S' = a-1) / (q P(S' = a-1) + (1 - q)
+P(S' = a))``, maximised over the target's cell j, z and a >= 1 (z = j is NZY's R_j). Cells with
+equal t are exchangeable, so the work per PRB is a few short convolutions per pair of distinct
+frequencies, never per cell or record; R <= 1/a ends the scan over a. docs/METHOD.md sections 6
+and 7.1 (what it covers), 7.2 (calibrated theta).
 """
 
 from __future__ import annotations

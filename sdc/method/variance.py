@@ -1,39 +1,10 @@
-"""Variance that the NZY post-randomization adds to counts and proportions (docs/DATA_USERS.md).
+"""Variance that the NZY post-randomization adds to released counts and proportions.
 
-Inside one PRB with k cells, original frequencies t_1..t_k and design parameter theta, a record
-of cell l lands in cell j with probability (METHOD.md section 5, eq. 5.3)
-
-    p_jj = 1 - theta / t_j,        p_jl = q_l = theta / ((k - 1) t_l)   (l != j),
-
-independently of every other record given T = t. A released count N_A of a set A of cells
-(e.g. a category of one key variable, or a cell of a two-way table) is a sum of independent
-Bernoulli indicators, one per record, so given T = t
-
-    E[N_A | t] = t_A                                            (P t = t: unbiased)
-    Var(N_A | t) = sum over PRBs b, cells l of b:  t_l pi_l (1 - pi_l),
-
-where pi_l = sum_{j in A} p_jl is the probability that a record of cell l lands in A. With
-m = number of cells of A in the PRB:
-
-    l in A:     1 - pi_l = theta (k - m) / ((k - 1) t_l)
-    l not in A:     pi_l = theta m / ((k - 1) t_l)
-
-    Var(N_A | t) = sum_b [ 2 theta m (k - m) / (k - 1)
-                           - theta^2 / (k - 1)^2 ( (k - m)^2 sum_{l in A} 1/t_l
-                                                   + m^2 sum_{l not in A} 1/t_l ) ]
-
-For one cell (m = 1): Var(S_j | t) = 2 theta - theta^2 / t_j
-- theta^2 / (k - 1)^2 sum_{l != j} 1/t_l  <  2 theta. Non-sensitive cells: 0.
-
-Because m (k - m) / (k - 1) <= min(m, k - m), a bound that needs no per-PRB figure is
-
-    Var(N_A | t) <= 2 theta_bar min(c_A, c_notA) <= 2 theta_bar c_A,
-
-with theta_bar >= every PRB's theta, c_A the number of sensitive cells in A and c_notA the
-number of sensitive cells outside A in the partition sets A touches. ``c`` per category of each key variable is
-what the codebook publishes (rounded up, :func:`publishable_count`).
-
-Everything here is vectorized over cells; the only loops run over PRBs and key variables.
+Given T = t, a released count N_A of a set A of cells is a sum of independent Bernoulli
+indicators: ``Var(N_A | t) = sum over PRBs and their cells l of t_l pi_l (1 - pi_l)`` (pi_l the
+chance that a record of cell l lands in A, eq. 5.3), at most ``2 theta_bar min(c_A, c_notA)``
+with c the sensitive cells in and outside A, the figure the codebook publishes per category
+(:func:`publishable_count`). Vectorized over cells. docs/DATA_USERS.md section 3.
 """
 
 from __future__ import annotations
