@@ -1,27 +1,10 @@
 """Release configuration: the YAML file an agency keeps for one release job.
 
 The model is strict: unknown keys and wrong types are rejected with the dotted path of the
-offending key and what was expected (see :func:`format_validation_error`). Paths are relative to
+offending key and what was expected (:func:`format_validation_error`). Paths are relative to
 the config file; :func:`load_config` resolves them and loads every generalization hierarchy it
-names, so the engine (:func:`sdc.release_frame`) never touches the file system.
-
-Shape (see the README for the full reference)::
-
-    name: census-demo
-    input: {path: data_samples/census_sample.csv, format: csv, delimiter: ",",
-            id_column: person_id, drop: [full_name], weight: weight}
-    key_variables:
-      sex: {categories: [1, 2]}
-      age: {range: [0, 91]}
-      race: {categories: [1, 2, 3, 4, 5, 6, 7, 8, 9], labels: {1: White, 2: Black}}
-    partition:
-      sex: as_is
-      age: {bands: [0, 18, 25, 35, 45, 55, 65]}
-      race: {groups: {white: [1], black: [2], other: [3, 4, 5, 6, 7, 8, 9]}}
-    risk: {xi: 0.395, theta: theorem, small_blocks: merge}
-    seed: {file: secrets/census-demo.seed}
-    output: {dir: releases/census-demo, formats: [parquet, csv]}
-    schedule: {cron: "0 6 1 * *", timezone: UTC}
+names, so the engine never touches the file system. The full reference with an example:
+README.md, "Release config (YAML)".
 """
 
 from __future__ import annotations

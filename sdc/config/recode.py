@@ -1,20 +1,11 @@
 """Recoding of released key values (``key_variables.X.recode``): global recoding before PRAM.
 
-A recoding maps every declared value of a key to a *released* value: an age band
-(``{bands: [0, 20, 40, 60]}``), a top/bottom-coded value (``{top: 80}`` releases 80..90 as
-``"80+"``), a group (``{groups: {Other: [Laos, Peru]}}``; categories in no group are kept) or
-a level of an ARX hierarchy (``{hierarchy: file.csv, level: 2}``). It is computed once per
-declared value, never per record.
-
-:func:`apply_recodings` rewrites a loaded config so that everything after reading sees the
-released values only: ``key_variables.X`` becomes the released domain (text categories, in
-their natural order; a released value standing for one declared value keeps that value's label),
-a partition rule on X (written over the declared values) becomes the equivalent groups of
-released values, and the config remembers the declaration as the file holds it
-(:attr:`ReleaseConfig.input_key_variables`) and the code map
-(:meth:`ReleaseConfig.recode_map`), which the readers apply to every record batch
-(:func:`sdc.io.recode.recode_frame`). So the cell table, PRBs, certificate and public files are in
-recoded values on every engine, and a config without ``recode:`` is untouched.
+A recoding maps every declared value of a key to a released value (bands, top/bottom coding,
+groups, a level of an ARX hierarchy), computed once per declared value. :func:`apply_recodings`
+rewrites a loaded config so that everything after reading sees released values only: the key's
+released domain, partition rules over it, and the code map the readers apply to every batch
+(:func:`sdc.io.recode.recode_frame`); a config without ``recode:`` is untouched. README.md,
+"Release config (YAML)"; docs/DESIGN.md, "Recoding".
 """
 
 from __future__ import annotations

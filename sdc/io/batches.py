@@ -1,21 +1,11 @@
 """Reading the input in record batches and writing the public files batch by batch.
 
-Used by the out-of-core executors (:mod:`sdc.executors.streaming`, :mod:`sdc.executors.dask`)
-and, for the public files, by the pandas engine too, so that every engine writes the same
-bytes:
-
-- :func:`input_batches` yields the input as pandas frames of at most ``batch_rows`` records,
-  each with a global ``RangeIndex`` (its first record's 0-based row number in the file), read
-  with pyarrow: a Parquet file or a folder of Parquet parts (``pyarrow.dataset``, parts in
-  path order), or a CSV file (``pyarrow.csv.open_csv``, streaming). SPSS and Stata files have
-  no streaming reader here: :func:`check_streamable` refuses them with a clear message.
-- :func:`public_schema` is THE Arrow schema of the public microdata, derived from the input's
-  Arrow schema and the config only (never from one batch's pandas dtypes, which vary: an
-  integer column with a missing value in one batch only would be float64 in that batch).
-- :class:`PublicWriter` writes Parquet (``ParquetWriter``, row groups of exactly
-  :data:`ROW_GROUP_ROWS` records whatever the batch sizes, snappy, no pandas metadata) and CSV
-  (header once, then each batch) from Arrow tables cast to the public schema. The bytes depend
-  only on the public records and their order, not on how they were batched.
+:func:`input_batches` yields the input (Parquet file or folder of parts, CSV streamed by
+pyarrow) as frames of at most ``batch_rows`` records with a global ``RangeIndex``;
+:func:`public_schema` is the one Arrow schema of the public microdata (from the input's schema
+and the config, never from a batch's dtypes); :class:`PublicWriter` writes Parquet (row groups
+of exactly :data:`ROW_GROUP_ROWS`) and CSV whose bytes depend only on the public records and
+their order, not on the batching. Every engine writes its public files here.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Pinning the files a release reads: the input (a file or a folder of parts) and the config.
 
-The audit record holds the input's SHA-256; that hash must belong to the bytes the release
-parsed, and the file must still be the same when the release is published. A release used to
-read the input and hash it in a second open, so a file swapped during the run was released
-under another file's hash.
-
-:class:`Pin` records each file's identity and change state (device, inode, size, modification
-and change time in ns: ``stat``) *before* it is hashed. :meth:`Pin.check` compares them again:
-
-- after parsing (pandas engine): unchanged state from before the hash to after the parse
-  means the bytes hashed are the bytes parsed. A replaced file has another inode; a file
-  written in place has a new ``mtime``/``ctime``; a file renamed away and back has a new
-  ``ctime`` (which no user can set back);
-- just before the release folder is renamed into place (every engine, the batch engines read
-  the input in many passes): any change refuses the release (exit 2), nothing is published.
-
-Limit (docs/RELIABILITY.md): time stamps have the kernel's clock tick (a few ms), so a same-size
-rewrite in the same tick as the previous write, right when the run starts, is not seen.
+The audit record's SHA-256 must belong to the bytes the release parsed and published.
+:class:`Pin` records each file's ``stat`` identity and change state (device, inode, size,
+mtime and ctime in ns) *before* it is hashed; :meth:`Pin.check` compares them after parsing
+(pandas engine) and just before the release folder is renamed into place (every engine): any
+change refuses the release (exit 2). Limit (a same-size rewrite within one clock tick):
+docs/RELIABILITY.md, "Publish, paths and audit".
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """pandera schemas built from a release config: what the input and the public file must satisfy.
 
-The input schema checks, per column:
-
-- key variables: every non-empty value is one of the declared ``categories``, or an integer in
-  the declared ``range`` (two checks: ``integer`` and ``in_range``); empty values are an error
-  under ``missing: error`` and allowed under ``missing: category``;
-- the id column (``input.id_column``): present, no empty value, unique;
-- the weight column (``input.weight``): present, numeric, finite, > 0, at most
-  :data:`MAX_WEIGHT`;
-- the dropped columns (``input.drop``): present.
-
-Validation is lazy: :func:`validate_input` reports every problem at once as a short table
-(column, check, bad values, count, first rows) followed by what to do, in one
-:class:`~sdc.errors.InputError`.
-
-The output schema (:func:`validate_output`) checks the public frame before anything is written:
-the same key domains, ``record_id`` present, integer, unique and non-empty, and neither a
-dropped identifier nor the original id column present.
+Input: key values in their declared domain (``missing: error`` refuses empty ones), the id
+column present, non-empty and unique, the weight numeric, finite, > 0 and at most
+:data:`MAX_WEIGHT`, the dropped columns present. :func:`validate_input` is lazy and reports
+every problem at once as one table (column, check, bad values, count, first rows) and the fix,
+in one :class:`~sdc.errors.InputError`. Output (:func:`validate_output`, before anything is
+written): the same key domains, a unique integer ``record_id``, no identifier column.
 """
 
 from __future__ import annotations

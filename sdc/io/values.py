@@ -1,21 +1,11 @@
 """Exact types for the non-key columns of a CSV input.
 
-A CSV file holds text. A non-key column is released as collected, so its type must not lose
-anything: ``00001`` is not the number 1, ``22`` in a column of decimals is not ``22.0``, and
-``NA`` is a word unless the config says it means missing. The rule (one for every engine):
-
-- every field of a non-key column (not the weight) is read as text; only the empty field, and
-  the markers listed in ``input.na_values``, are missing;
-- the column is ``int64`` if every present value is a canonical integer
-  (``0`` or ``-?[1-9][0-9]*``, within int64), ``float64`` if every present value is exactly the
-  text the public CSV writer writes for its float (``2.5``, ``1e+20``, ``inf``; not ``22``,
-  ``2.50``, ``nan``), and text otherwise. Either way the public CSV writes the same text back,
-  and the Parquet file holds the number when the text is a number.
-
-:func:`lossless_type` decides a column's type from its text, :func:`to_lossless` converts
-text to the decided type and refuses (``InputError``) a value the type would change (the
-streaming engine decides from the file's first block, so a later ``007`` in an integer column
-is refused instead of becoming ``7``).
+A non-key column is released as collected, so its type must not lose anything (``00001`` is
+not 1, ``22`` among decimals is not ``22.0``, ``NA`` is a word unless ``input.na_values`` says
+otherwise). Every field is read as text; the column is ``int64`` if every present value is a
+canonical integer, ``float64`` if every one is the text the public CSV writer writes for its
+float, text otherwise (:func:`lossless_type`); :func:`to_lossless` refuses a later value the
+type would change. The same rule on every engine. docs/RELIABILITY.md, "Input values and types".
 """
 
 from __future__ import annotations

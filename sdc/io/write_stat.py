@@ -1,45 +1,10 @@
 """SPSS ``.sav`` and Stata ``.dta`` public files with variable and value labels (pyreadstat).
 
-:func:`stat_layout` turns the public frame into what both formats can hold, the same way for
-both (so the two files have the same variable names, codes and labels):
-
-- **Names.** A column name that is not ``[A-Za-z][A-Za-z0-9_]{0,31}``, or is a reserved word of
-  SPSS (ALL, AND, BY, EQ, GE, GT, LE, LT, NE, NOT, OR, TO, WITH) or Stata (_all, _b, byte,
-  _coef, _cons, double, float, if, in, int, long, _n, _N, _pi, _pred, _rc, _skip, strL,
-  using, with), is renamed: other characters become ``_``, a leading non-letter gets a ``v``
-  prefix, the name is cut to 32 characters and made unique (case-insensitively) with ``_2``,
-  ``_3``, ... The codebook lists every renamed variable.
-- **Text categories.** Stata attaches value labels to integer variables only, so a key
-  variable with text categories is written as integer codes 1..K in the order of its declared
-  categories, labelled with the category's label, or its text when it has none. A numeric key
-  recoded into classes keeps its numbers instead: ``"22"`` is 22, ``"77+"`` is 77 labelled
-  "77+", ``"<=21"`` is 21, a band ``"18-29"`` is 18 labelled "18-29", a group its smallest
-  member (``key_codes``) (when every class has a number and no two share one). A missing value (``missing: category``) is a system
-  missing value. The codebook lists the codes.
-- **Integer categories** keep their values; declared labels become value labels.
-- **Variable labels** come from the config (``key_variables.<k>.label``, ``input.labels``),
-  else from the input file (an SPSS/Stata input's own labels). Limits: Stata variable labels
-  80 characters, SPSS 256 bytes; value labels 32,000 characters (Stata) and 120 bytes (SPSS).
-  A longer label of the config is an error naming the variable and the limit (the codebook has
-  room for it); a longer label taken from the input file is cut to the limit, ending in "…".
-- **Value labels** of every variable: the config's (``labels``) and the input file's
-  (``input_value_labels``: the SPSS/Stata input's labels of non-key variables, and of the key
-  variables those of the released values). Stata labels integer values only: labels of text
-  or fractional values are left out of ``.dta`` (the codebook lists them).
-- **Integers stay integers**: an integer column, a column the input file stores as integers
-  (``integer_columns``: a Stata byte/int/long, an SPSS ``F8.0``) whose values are whole, and
-  the codes of text keys are written as 32-bit integers (Stata ``long``, SPSS ``F8.0``) when
-  every value fits (-2,147,483,647 to 2,147,483,620); a larger integer is written as a double
-  (exact up to 2^53; larger integers are an error). Missing values stay missing.
-- **Measurement level, format, width** (SPSS; formats also for Stata): as given (the input
-  file's, see :mod:`sdc.io.stat_meta`); a format that does not suit the written column (a text
-  format on a number, a date format) is left out.
-- Other columns: booleans -> 0/1; text stays text (both formats store a missing string as
-  the empty string).
-
-:func:`stat_bytes` writes one file through a temporary folder and returns its bytes with the
-creation time stamp SPSS and Stata headers carry replaced by a fixed one (1 Jan 1970 00:00),
-so that the same release gives byte-identical files (one rule of the release folder).
+:func:`stat_layout` turns the public frame into what both formats hold, the same way for both
+(valid unique names, text keys as labelled integer codes, integers as 32-bit integers where
+they fit, labels within each format's limits); :func:`stat_bytes` writes one file and fixes the
+header's time stamp so reruns are byte-identical. The rules: docs/RELEASE_FOLDER.md,
+``public/``.
 """
 
 from __future__ import annotations
