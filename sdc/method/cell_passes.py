@@ -1,6 +1,6 @@
 """The two record passes, one batch at a time: count cells, then release records.
 
-A release needs records only twice (METHOD.md section 1): to count the cells (t_j of every
+A release needs records only twice (docs/METHOD.md section 1): to count the cells (t_j of every
 non-empty cell) and to apply each record's released cell, which is a pure per-record map once
 the plan is known (record-keyed draws, :mod:`sdc.method.draws`). This module holds the
 per-batch pieces every executor shares (pandas = one batch, streaming = batches in a loop,

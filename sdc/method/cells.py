@@ -1,4 +1,4 @@
-"""Key-variable encoding, cells and cell frequencies (METHOD.md sections 1 and 3).
+"""Key-variable encoding, cells and cell frequencies (docs/METHOD.md sections 1 and 3).
 
 Every key variable is encoded to integer codes 0..size-1 in its declared domain order (the
 ``missing`` category, when declared, is the last code). A record's cell is the tuple of its key

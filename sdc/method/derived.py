@@ -1,4 +1,4 @@
-"""``derived:`` columns: non-key columns recomputed from the released key values (issue 21).
+"""``derived:`` columns: non-key columns recomputed from the released key values.
 
 A column that is a function of the key variables (``expersq`` of ``exper``, a region name of
 its code) would give a moved record's original key values away if it were released unchanged

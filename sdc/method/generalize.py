@@ -1,4 +1,4 @@
-"""Generalization of key variables for partitioning (METHOD.md section 2).
+"""Generalization of key variables for partitioning (docs/METHOD.md section 2).
 
 A generalization maps every declared category of a key variable (and the ``missing``
 category, if declared) to a generalized value: an age band, a race group, a level of an ARX

@@ -1,4 +1,4 @@
-"""Records -> cell table and partition sets: the counting pass (METHOD.md sections 1-3).
+"""Records -> cell table and partition sets: the counting pass (docs/METHOD.md sections 1-3).
 
 :func:`partition_frame` is one of the only two steps of a release that touch records (the other
 is :mod:`sdc.method.apply`): it encodes the key variables, finds the non-empty cells and their
@@ -133,7 +133,7 @@ def partition_labels(pvars: list[str], gens: list, ps_codes: np.ndarray) -> list
 def split_missing(cell_ps: np.ndarray, ps_codes: np.ndarray, labels: list[str],
                   key_codes: np.ndarray, config: ReleaseConfig
                   ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Split the partition sets by the cells' missing-value pattern (METHOD.md 7.9).
+    """Split the partition sets by the cells' missing-value pattern (docs/METHOD.md 7.9).
 
     For every key with ``missing: category`` and ``missing_moves: false``, the
     cells where it is missing form partition sets of their own (label suffix

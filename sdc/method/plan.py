@@ -1,4 +1,4 @@
-"""Cell table -> PRBs, theta, small-block policy and certificate (METHOD.md sections 3-4, 6-7).
+"""Cell table -> PRBs, theta, small-block policy and certificate (docs/METHOD.md sections 3-4, 6-7).
 
 :func:`plan_release` works on aggregates only: the cells of a :class:`~sdc.method.partition.Partitioned`
 (their key codes, frequencies t_j and partition sets), never on records. It forms the PRBs (the

@@ -1,4 +1,4 @@
-"""The NZY unbiased PRAM inside one post-randomization block (METHOD.md section 5, eq. 5.3).
+"""The NZY unbiased PRAM inside one post-randomization block (docs/METHOD.md section 5, eq. 5.3).
 
 For a record in cell c_j of a PRB with k cells and original frequencies t:
 

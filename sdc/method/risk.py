@@ -265,7 +265,7 @@ def calibrate_theta(profile: Mapping[int, int], xi: float, *, upper: float = 1.0
     singletons is never certified for xi < 1/2: below theta = 1 its own-cell risk at a = 2 is
     1/2, at theta = 1 its other-cell risk is 1.
 
-    Example (METHOD.md section 7): two singletons and one doubleton at xi = 0.395 give 0.681.
+    Example (docs/METHOD.md section 7): two singletons and one doubleton at xi = 0.395 give 0.681.
     """
     return _calibrate_cached(_profile_tuple(profile), float(xi), _check_theta(upper), float(tol))
 

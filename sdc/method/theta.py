@@ -1,4 +1,4 @@
-"""The NZY design parameter theta and the risk function h (METHOD.md section 4).
+"""The NZY design parameter theta and the risk function h (docs/METHOD.md section 4).
 
     h(theta) = (1 - theta) / (1 - theta + theta^2)       if theta <= 2/3
     h(theta) = (2 - theta) / (4 - 2 theta + theta^2)     if theta >  2/3

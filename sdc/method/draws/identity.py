@@ -171,7 +171,7 @@ def drawing_identities(frame: pd.DataFrame, record_cell: np.ndarray, plan: Any,
     draws. ``plan``: anything with per-cell ``cell_prb`` and ``cell_id`` (a :class:`DrawPlan`).
 
     The tiebreak is :func:`draw_tiebreak`'s for PRB records, so shared identities become the
-    same distinct identities in every engine (METHOD.md section 7.3)."""
+    same distinct identities in every engine (docs/METHOD.md section 7.3)."""
     record_cell = np.asarray(record_cell, dtype=np.int64)
     drawing = np.flatnonzero(plan.cell_prb[record_cell] >= 0)
     if not drawing.size:
