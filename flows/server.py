@@ -31,6 +31,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from sdc.publish.folder import pid_alive
+
 __all__ = ["LocalServer", "local_server", "server_status", "start_server", "stop_server"]
 
 
@@ -56,13 +58,7 @@ class LocalServer:
     log: str
 
     def alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(self.pid)
 
     def healthy(self, timeout: float = 2.0) -> bool:
         try:

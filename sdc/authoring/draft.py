@@ -82,7 +82,7 @@ class KeyDraft:
     label: str | None = None
     missing: bool = False
     #: True when the records missing this key are too few to certify on their own (the draft
-    #: then lets missing move like any category, METHOD.md 7.9); False = the default policy
+    #: then lets missing move like any category, docs/METHOD.md 7.9); False = the default policy
     missing_moves: bool = False
     n_observed: int = 0
     unobserved_labelled: list[Any] = field(default_factory=list)
@@ -630,7 +630,7 @@ def _flow(value: Any) -> str:
     return text.removesuffix("...").strip()
 
 
-def _wrap_list(prefix: str, items: list[Any], indent: int, width: int = 96) -> list[str]:
+def _wrap_list(prefix: str, items: list[Any], width: int = 96) -> list[str]:
     """``prefix: [a, b, ...]`` wrapped over several lines when long."""
     one = f"{prefix}{_flow(items)}"
     if len(one) <= width:
@@ -690,7 +690,7 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         L.append("  labels:                     # variable labels of non-key columns (SPSS/Stata)")
         L += [f"    {_flow(c)}: {_flow(t)}" for c, t in d.input_labels.items()]
     if d.released_unchanged:
-        L += _wrap_list("  # released unchanged: ", [str(c) for c in d.released_unchanged], 0)
+        L += _wrap_list("  # released unchanged: ", [str(c) for c in d.released_unchanged])
     if d.derived:
         L.append(f"derived: {_flow(list(d.derived))}   # recomputed from the RELEASED key values")
         for col, why in d.derived.items():
@@ -710,7 +710,7 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
                 note += (f"; labelled in the file but absent from the data: "
                          f"{_flow(kd.unobserved_labelled)}")
             L.append(note)
-            L += _wrap_list("    categories: ", list(kd.categories or []), 4)
+            L += _wrap_list("    categories: ", list(kd.categories or []))
         if kd.labels:
             L.append("    labels:")
             L += [f"      {_flow(v)}: {_flow(t)}" for v, t in kd.labels.items()]

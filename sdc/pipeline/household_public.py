@@ -1,5 +1,4 @@
-"""The public file of a household release in record batches (issue 23; the streaming and Dask
-executors do not call these kernels yet: docs/HOUSEHOLDS.md, "Engines").
+"""The public file of a household release in record batches (docs/HOUSEHOLDS.md, "Engines").
 
 The pandas engine writes a household file's public records with the household column
 replaced by keyed pseudonyms 1..H (:func:`sdc.method.households.pseudonyms`), households

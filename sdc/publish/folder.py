@@ -131,6 +131,7 @@ def is_release(p: Path) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether a process with this id runs (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -249,7 +250,7 @@ def check_output_path(out_dir: Path, *, input_path: Path | None = None) -> Path:
     inside an input that is a folder (of Parquet parts: the release would become input), and a
     folder below a world-writable parent without the sticky bit (anyone could swap the release
     or a parent for a symlink). The checks run on the realpath: a ``releases`` symlink into
-    another release's ``public/`` is caught (issue 20, item 2).
+    another release's ``public/`` is caught.
     """
     out = real_target(out_dir)
     name = out.name

@@ -20,7 +20,7 @@ records files of the releases, in the order given:
 
 What is certified exactly and what is only measured:
 
-- Per release, the exact certificate of METHOD.md section 6 holds unchanged (each record's
+- Per release, the exact certificate of docs/METHOD.md section 6 holds unchanged (each record's
   law is eq. 5.3, records independent).
 - A record whose true cell, t_j, theta and PRB (set of cell identities) are the same in
   every release of the series is released identically in all of them (a deterministic
