@@ -44,7 +44,7 @@ def adult_config(policy: str = "merge", theta: str = "theorem", xi: float = 0.39
 
 
 def assert_release_invariants(original: pd.DataFrame, result, config) -> None:
-    """The release-level invariants of METHOD.md sections 2-6, checked on every run."""
+    """The release-level invariants of docs/METHOD.md sections 2-6, checked on every run."""
     import numpy as np
 
     import sdc

@@ -182,7 +182,7 @@ def test_schedule_and_release_with_a_dead_server(make_small_job):
     cfg = make_small_job(schedule={"cron": "0 6 1 * *"})
     with temporary_settings(updates={PREFECT_API_URL: _dead_api_url()}):
         assert_clean_error(run("schedule", cfg), 2, "no Prefect server answers there")
-        # exit 2 (issue 20): a dead server is the user's to fix (start it or unset the URL)
+        # exit 2: a dead server is the user's to fix (start it or unset the URL)
         assert_clean_error(run("release", cfg), 2, "no Prefect server answers there",
                            "unset PREFECT_API_URL")
 

@@ -1,4 +1,4 @@
-"""Household files through the command line (issue 23): release, audit, public household ids,
+"""Household files through the command line: release, audit, public household ids,
 the Dask engine's release, the refusal of perturb: in batches and the validation of inconsistent households."""
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def test_plan_notes_the_household_stage(make_small_job):
 
 @pytest.mark.e2e
 def test_household_release_with_perturb_passes_the_audit(prefect_harness, make_small_job):
-    """perturb: on a household file (issue 23 D): the household column water once per
+    """perturb: on a household file: the household column water once per
     household, the person column employed per person; released, consistent, audited."""
     frame = generate_household_sample(3000, seed=5, n_regions=12)
     frame["employed"] = (np.random.default_rng(2).random(len(frame)) < 0.6).astype(np.int64)

@@ -1,4 +1,4 @@
-"""``sdc release`` and ``sdc audit --series`` on a release series (issue 10), through the CLI."""
+"""``sdc release`` and ``sdc audit --series`` on a release series, through the CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Warnings where a human should look (issue 22): ``sdc plan``, ``sdc release`` and the report
+"""Warnings where a human should look: ``sdc plan``, ``sdc release`` and the report
 say in words when a release changes more than 20% of the records (or of one key's values) and
 point to ``sdc design``; the report's verdict box shows utility next to the certificate."""
 

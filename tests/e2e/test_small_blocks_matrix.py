@@ -1,4 +1,4 @@
-"""End-to-end matrix (issue 13): every shipped config and generated small files, under every
+"""End-to-end matrix: every shipped config and generated small files, under every
 ``risk.small_blocks`` policy and both ``risk.theta`` modes, through ``sdc release`` and
 ``sdc audit`` (in-process, typer's CliRunner, one Prefect API for the session).
 

@@ -1,5 +1,5 @@
 """flows.ephemeral.TemporaryAPI: Prefect's temporary API server started before Prefect is
-imported (issue 14). A real server subprocess and a real ``sdc release`` in a subprocess
+imported. A real server subprocess and a real ``sdc release`` in a subprocess
 without PREFECT_API_URL: the run uses the early server, and nothing is left running."""
 
 from __future__ import annotations

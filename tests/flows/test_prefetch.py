@@ -1,5 +1,5 @@
 """flows.release.prefetch_job: the input read while Prefect starts is what the load task uses,
-and its errors surface from the flow exactly as without the prefetch (issue 14)."""
+and its errors surface from the flow exactly as without the prefetch."""
 
 from __future__ import annotations
 

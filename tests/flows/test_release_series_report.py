@@ -1,4 +1,4 @@
-"""The release flow on a release series (issue 10): the second release's risk.json carries a
+"""The release flow on a release series: the second release's risk.json carries a
 ``series`` object with the figures of audit.json's ``series.risk_vs_previous``, and its
 report.html a "Release series" section; the first release has neither."""
 

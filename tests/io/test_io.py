@@ -249,7 +249,7 @@ def test_na_is_a_category_in_text_keys_but_missing_elsewhere(tmp_path: Path) -> 
     df = read_input(sdc.parse_config(data, tmp_path))
     assert df["region"].iloc[0] == "NA" and pd.isna(df["region"].iloc[1])
     assert pd.isna(df["age"].iloc[0])
-    # a non-key column keeps "NA" and "null" as text (issue 20) unless input.na_values says
+    # a non-key column keeps "NA" and "null" as text unless input.na_values says
     # they mean missing
     assert df["x"].tolist() == ["NA", "null"]
     data["input"]["na_values"] = ["NA", "null"]

@@ -1,4 +1,4 @@
-"""Small-block policies against the mechanism-aware certificate (issue 13): a PRB of two
+"""Small-block policies against the mechanism-aware certificate: a PRB of two
 singletons is never released (theta = 1 swaps them with certainty), it is merged; a block the
 theorem's theta does not certify is merged, calibrated or refused like a small one."""
 

@@ -1,4 +1,4 @@
-"""The array-based small-block merge (:func:`sdc.method.blocks.plan_blocks`, issue 23 speed)
+"""The array-based small-block merge (:func:`sdc.method.blocks.plan_blocks`)
 against a transcription of the rule as a line-by-line loop (the implementation before it was
 vectorized): on random partitions with several merge levels, repeated partition-set codes
 (ties in the line order) and both merging policies, the blocks, their thetas and risks, the

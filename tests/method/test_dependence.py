@@ -1,4 +1,4 @@
-"""The dependence check of released non-key columns (issue 21; METHOD.md "Dependence of non-key
+"""The dependence check of released non-key columns (docs/METHOD.md "Dependence of non-key
 columns"): exact and near functions of the keys are refused, ordinary correlated columns are
 not, and every engine measures the same figures from its count pass."""
 
@@ -236,7 +236,7 @@ def _filter_intruder(res, frame: pd.DataFrame, column_age: np.ndarray) -> float:
 
 
 def test_monte_carlo_intruder_using_a_derived_column_does_no_better_than_xi():
-    """Done-when of issue 21. R releases under different seeds; per release the exact mean
+    """R releases under different seeds; per release the exact mean
     success of the filter intruder over the singleton targets. The tolerance is 3 standard
     errors of the mean over the R releases (sd of the per-release means / sqrt(R)). With the
     column released unchanged the same intruder does far better than xi (the test's power)."""

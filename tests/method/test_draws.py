@@ -1,4 +1,4 @@
-"""Record-keyed draws (issue 10): the keyed function, identities, and the NZY law by Monte Carlo.
+"""Record-keyed draws: the keyed function, identities, and the NZY law by Monte Carlo.
 
 Monte Carlo design: one PRB (six cells, four singletons and two doubletons, as in
 tests of the position-based PRAM) replicated C times inside every seed: the C copies are

@@ -1,4 +1,4 @@
-"""The batch kernels of household files (issue 23, sdc.method.household_batches) against the
+"""The batch kernels of household files (sdc.method.household_batches) against the
 pandas engine: a file cut into shuffled batches (households split over batches), counted in
 two partials and merged, gives the pandas engine's household table and constancy verdict; the
 household stage on the aggregate releases every household exactly as the pandas engine's

@@ -228,7 +228,7 @@ def test_household_outcome_is_stable_when_other_households_join():
 
 @pytest.mark.parametrize("seed", [2, 3])
 def test_perturb_on_household_files(seed):
-    """DP-PRAM on a household file (issue 23 D): a household column is perturbed once per
+    """DP-PRAM on a household file: a household column is perturbed once per
     household (every member carries the household's value, some households changed, drawn
     with the household's identity: the same in any row order), a person column per person
     (the small classes included); both reported in perturb: order."""
@@ -357,7 +357,7 @@ def test_codebook_describes_households():
 
 
 def test_dependence_check_at_each_level():
-    """The dependence check of a household release (issue 23): a household column that is a
+    """The dependence check of a household release: a household column that is a
     function of a household key (the region's province) is refused at the household level, a person
     column that gives a person key away at the person level; the household id (released as
     pseudonyms) and household columns unrelated to the keys pass. Region and age are no

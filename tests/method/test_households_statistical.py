@@ -1,4 +1,4 @@
-"""The household-level certificate checked by Monte Carlo and by brute force (issue 23).
+"""The household-level certificate checked by Monte Carlo and by brute force.
 
 The household stage is NZY on the household table: one unit per household, t_j counted in
 households. Monte Carlo: many independent household PRBs in one release (one per region, each

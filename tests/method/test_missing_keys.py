@@ -1,4 +1,4 @@
-"""Missing key values (issue 21 item 3; METHOD.md 7.9): under ``missing_moves: false`` missing
+"""Missing key values (docs/METHOD.md 7.9): under ``missing_moves: false`` missing
 is a cell of its own that never receives or loses records, so no blank in the public file can
 be a perturbed real value, on every engine; this is the default. Under ``missing_moves: true``
 (the earlier behaviour) blanks move and the codebook says so."""

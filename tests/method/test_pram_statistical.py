@@ -1,4 +1,4 @@
-"""Monte Carlo tests of the NZY PRAM (METHOD.md section 5) and the intruder (section 6).
+"""Monte Carlo tests of the NZY PRAM (docs/METHOD.md section 5) and the intruder (section 6).
 
 All tests use fixed seeds. Replications are vectorized: post_randomize gives every record its
 own pair of uniforms, so tiling a PRB's records R times is R independent replications.
@@ -78,7 +78,7 @@ def test_records_never_leave_the_prb_and_k1_never_moves():
 
 @pytest.mark.parametrize("target_cell", [0, 2])  # a singleton and a doubleton
 def test_simulated_intruder_matches_exact_risk(target_cell):
-    """The intruder of METHOD.md section 6 against one fixed target record B.
+    """The intruder of docs/METHOD.md section 6 against one fixed target record B.
 
     Per replication: a = S_j (released records in B's cell); the intruder is correct with
     probability 1/a if B kept its cell. Given S_j = a the score X = kept/a has mean R_j(a, t) and

@@ -1,4 +1,4 @@
-"""Exact identification risk R_j(a, t) (METHOD.md section 6) and calibrated theta (section 7)."""
+"""Exact identification risk R_j(a, t) (docs/METHOD.md section 6) and calibrated theta (section 7)."""
 
 import itertools
 
@@ -17,7 +17,7 @@ def test_reference_values_from_method():
 
 
 def test_calibration_reference():
-    # METHOD.md: 2 singletons + 1 doubleton at xi = 0.395 are certified at theta = 0.681
+    # docs/METHOD.md: 2 singletons + 1 doubleton at xi = 0.395 are certified at theta = 0.681
     # (exact max risk 0.3950) although 3 < 1/(1 - theta).
     theta = calibrate_theta({1: 2, 2: 1}, 0.395)
     assert 0.680 <= theta <= 0.681

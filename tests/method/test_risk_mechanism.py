@@ -1,5 +1,5 @@
 """Mechanism-aware risk R_{j->z}(a, t) (sdc/method/risk.py): brute force, Monte Carlo,
-the paper's numbers and the two-singleton swap of issue 13."""
+the paper's numbers and the two-singleton swap."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from sdc.method.risk import calibrate_theta as calibrate_theta_mechanism
 from sdc.method.risk import max_risk as mechanism_max_risk
 from sdc.method.risk import pick_distribution, pick_risk
 
-THETA_0395 = solve_theta(0.395)  # 0.79905, METHOD.md section 4
+THETA_0395 = solve_theta(0.395)  # 0.79905, docs/METHOD.md section 4
 
 
 # --------------------------------------------------------------------------- brute force
@@ -32,7 +32,7 @@ def _brute_force(ts: tuple[int, ...], theta: float, a_max: int):
     """All joint outcomes of the PRB, enumerated: {(j, z, a): R} over cells j, z and a.
 
     Every record independently keeps its cell with 1 - theta/t_j or moves to each other cell
-    with theta/((k-1) t_j) (METHOD.md eq. 5.3). The target B is the first record of cell j.
+    with theta/((k-1) t_j) (docs/METHOD.md eq. 5.3). The target B is the first record of cell j.
     R = sum over outcomes with S_z = a of P(outcome) 1{B in z} / a, divided by P(S_z = a).
     Entries with P(S_z = a) = 0 are None.
     """
@@ -86,7 +86,7 @@ def test_equals_brute_force_enumeration(theta):
 
 
 def test_own_cell_is_nzy_risk():
-    """z = j is NZY's R_j(a, t): the paper's numbers of METHOD.md section 6."""
+    """z = j is NZY's R_j(a, t): the paper's numbers of docs/METHOD.md section 6."""
     assert round(mechanism_max_risk({1: 200, 2: 80}, THETA_0395).own_max, 4) == 0.3948
     assert round(mechanism_max_risk({1: 5}, THETA_0395).own_max, 4) == 0.2012
     # for these large-enough PRBs the own-cell intruder is the strongest
@@ -94,7 +94,7 @@ def test_own_cell_is_nzy_risk():
     assert mechanism_max_risk({1: 5}, THETA_0395).z == "own"
 
 
-# --------------------------------------------------------------------------- issue 13 swap
+# --------------------------------------------------------------------------- two-singleton swap
 def test_two_singletons_swap():
     r = mechanism_max_risk({1: 2}, 1.0)
     assert (r.max_risk, r.z, r.a, r.own_max) == (1.0, "other", 1, 0.0)
@@ -130,7 +130,7 @@ def test_calibrate_is_certified_and_smallest(profile, xi):
 
 
 def test_calibrate_example_of_method():
-    """METHOD.md section 7: 2 singletons + 1 doubleton at xi = 0.395 -> theta = 0.681; the
+    """docs/METHOD.md section 7: 2 singletons + 1 doubleton at xi = 0.395 -> theta = 0.681; the
     other-cell picks are below xi there, so the mechanism-aware theta is the same."""
     th = calibrate_theta_mechanism({1: 2, 2: 1}, 0.395)
     assert th == pytest.approx(0.681, abs=1e-3)
@@ -191,11 +191,11 @@ def _simulate_intruder(ts: np.ndarray, theta: float, n_sim: int, seed: int, pick
 
 @pytest.mark.statistical
 @pytest.mark.parametrize("profile, theta", [
-    ({1: 200, 2: 80}, THETA_0395),   # METHOD.md: own-cell max 0.3948
-    ({1: 5}, THETA_0395),            # METHOD.md: own-cell max 0.2012
+    ({1: 200, 2: 80}, THETA_0395),   # docs/METHOD.md: own-cell max 0.3948
+    ({1: 5}, THETA_0395),            # docs/METHOD.md: own-cell max 0.2012
     ({1: 7, 2: 3}, 0.7),
     ({1: 3, 2: 2}, 0.95),
-    ({1: 2}, 0.6),                   # issue 13: other-cell 0.6923
+    ({1: 2}, 0.6),                   # other-cell 0.6923
 ])
 def test_monte_carlo_intruder(profile, theta):
     """n_sim = 20,000 independent replications. For one target b and one picked cell z, the

@@ -1,4 +1,4 @@
-"""h(theta), solve_theta and kmin against METHOD.md section 4 and the paper's example."""
+"""h(theta), solve_theta and kmin against docs/METHOD.md section 4 and the paper's example."""
 
 import math
 

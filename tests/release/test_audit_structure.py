@@ -60,14 +60,14 @@ def _audit(tmp_path: Path, **risk) -> tuple[dict, sdc.ReleaseResult]:
     return json.loads(internal["audit.json"]), result
 
 
-# -- an independent re-derivation (METHOD.md 7.1), written from the formulas, not the engine --
+# -- an independent re-derivation (docs/METHOD.md 7.1), written from the formulas, not the engine --
 def _binom(n: int, p: float) -> np.ndarray:
     return np.array([math.comb(n, a) * p ** a * (1 - p) ** (n - a) for a in range(n + 1)])
 
 
 def _risk_terms(profile: dict[int, int], theta: float) -> float:
     """max over the target's cell j, the picked cell z and the released count a of
-    R_{j->z}(a, t) = (1/a) q P(S'=a-1) / (q P(S'=a-1) + (1-q) P(S'=a)) (METHOD.md 7.1), with
+    R_{j->z}(a, t) = (1/a) q P(S'=a-1) / (q P(S'=a-1) + (1-q) P(S'=a)) (docs/METHOD.md 7.1), with
     NZY's transitions: stay 1 - theta/t_j, move to each other cell theta/((k-1) t_j). Cells
     with equal t are exchangeable: one j and one z per distinct frequency (and z = j)."""
     k = sum(profile.values())

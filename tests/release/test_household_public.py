@@ -1,5 +1,5 @@
-"""The public file of a household release written in batches (sdc.pipeline.household_public,
-issue 23) against the pandas engine: the kernels of sdc.method.household_batches chained over
+"""The public file of a household release written in batches (sdc.pipeline.household_public)
+against the pandas engine: the kernels of sdc.method.household_batches chained over
 shuffled batches (households split over batches), the salt from the changed households' persons
 kept in the identity pass (no extra read), whole households spilled to buckets by pseudonym:
 microdata.parquet and microdata.csv byte for byte the pandas engine's, and the internal

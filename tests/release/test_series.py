@@ -1,4 +1,4 @@
-"""Release series (issue 10): a 12-month simulated series, stability of per-record outcomes,
+"""Release series: a 12-month simulated series, stability of per-record outcomes,
 the series-risk measurement and the series bookkeeping of release folders."""
 
 from __future__ import annotations

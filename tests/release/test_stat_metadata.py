@@ -1,4 +1,4 @@
-"""SPSS/Stata public files keep the input's metadata (issue 24, item 4): variable labels,
+"""SPSS/Stata public files keep the input's metadata: variable labels,
 value labels of every variable (non-keys included), user-missing definitions, measurement
 levels, formats and integer types; recoded keys say what a released value stands for.
 

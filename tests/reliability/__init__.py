@@ -1,1 +1,1 @@
-"""Reliability suite (issue 6): bad input, crashes, reruns, leaks, large and odd input."""
+"""Reliability suite: bad input, crashes, reruns, leaks, large and odd input."""

@@ -1,4 +1,4 @@
-"""Fixtures of the reliability suite (issue 6).
+"""Fixtures of the reliability suite.
 
 - ``prefect_api``: one Prefect API for the session. It reuses the root conftest's
   ``prefect_harness`` when there is one (one server per test session), else starts its own

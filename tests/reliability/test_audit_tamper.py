@@ -1,4 +1,4 @@
-"""Red-team run (issue 20, item 7): ``sdc audit`` re-derives the release and checks every
+"""Red-team run: ``sdc audit`` re-derives the release and checks every
 figure it records, the public files record for record, and the modes.
 
 One release per engine (pandas, streaming) of ``conftest.JobBuilder``'s job is made through

@@ -1,4 +1,4 @@
-"""The catalogue of bad (and odd) inputs (issue 6, deliverable 1), each driven through the CLI.
+"""The catalogue of bad (and odd) inputs, each driven through the CLI.
 
 Every case builds a small release job in ``tmp_path`` (``conftest.JobBuilder``: 600 synthetic
 records, 4 key variables, a seed file, output under ``releases/job``), breaks one thing, runs

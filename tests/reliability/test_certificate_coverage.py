@@ -1,4 +1,4 @@
-"""Issue 21's 'Done when', end to end: the certificate covers the whole released file.
+"""End to end: the certificate covers the whole released file.
 
 A file with an exact derived column (``agesq`` = age^2), a near-derived column (``birthyear``:
 two candidate ages) and an ordinary correlated column (``income``, rising with age):

@@ -1,4 +1,4 @@
-"""Red-team run (issue 20), config and text: configs and seeds that used to run silently wrong.
+"""Red-team run, config and text: configs and seeds that used to run silently wrong.
 
 Each case drives ``sdc`` through the CLI (``cli`` fixture: typer's CliRunner) on the small job
 of ``conftest.JobBuilder`` and checks the exit code, the message and that nothing was written.

@@ -1,4 +1,4 @@
-"""Crash safety (issue 6, deliverable 3) and reruns through the CLI (deliverable 4).
+"""Crash safety and reruns through the CLI.
 
 ``sdc release`` runs in a subprocess (its own session, using the test session's Prefect API so
 that it starts no server of its own) with the crash-test hook of ``sdc.publish.folder.checkpoint``:
@@ -131,7 +131,7 @@ def test_kill_with_force_keeps_earlier_release(point: str, census_release: Censu
     data["output"]["dir"] = str(out)
     cfg.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
-    # another seed for the same output folder: a new release series, so --new-series (issue 10)
+    # another seed for the same output folder: a new release series, so --new-series
     kill_at(prefect_api, point, cfg, "--force", "--new-series", workdir=tmp_path)
     assert snapshot(out) == before, f"the earlier release changed after a kill at {point}"
     res = cli("release", cfg, "--force", "--new-series")
@@ -150,7 +150,7 @@ def test_kill_with_force_keeps_earlier_release(point: str, census_release: Censu
 
 
 # ---------------------------------------------------------------------------------------------
-# reruns through the CLI (deliverable 4)
+# reruns through the CLI
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.e2e
 def test_rerun_is_byte_identical(census_release: CensusRelease, cli) -> None:

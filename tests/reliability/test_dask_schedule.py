@@ -1,4 +1,4 @@
-"""Red-team run (issue 20, "Also"): the Dask engine and Prefect servers that fail.
+"""Red-team run: the Dask engine and Prefect servers that fail.
 
 A bad ``engine.scheduler`` address, a scheduler without workers, a worker killed in the
 middle of the apply pass, and a ``PREFECT_API_URL`` naming a server that is not there (or

@@ -1,4 +1,4 @@
-"""Red-team run (issue 20, item 10): a full disk names the path and the space needed.
+"""Red-team run: a full disk names the path and the space needed.
 
 A release on a full disk ended in ``OSError: [Errno 28] No space left on device`` (exit 1,
 "not expected"). Now: the release's size is checked against the free space before writing

@@ -1,4 +1,4 @@
-"""Red-team run (issue 20, item 8): ``--force`` silently deleted files staff put into a
+"""Red-team run: ``--force`` silently deleted files staff put into a
 release folder (an ``APPROVAL.txt``, a signature ``public/microdata.csv.asc``).
 
 Decision (docs/RELEASE_FOLDER.md): ``--force`` refuses (exit 2) and lists every file the

@@ -1,4 +1,4 @@
-"""Red-team run (issue 20, item 3): the recorded SHA-256 belongs to the bytes released.
+"""Red-team run: the recorded SHA-256 belongs to the bytes released.
 
 The input was read, then hashed in a second open: a file swapped during the run was released
 under another file's hash (3 of 6 audits then passed on data that was not released). Now each

@@ -1,4 +1,4 @@
-"""Input values and types (issue 20, items 6 and 9): non-key columns come out exactly as they
+"""Input values and types: non-key columns come out exactly as they
 went in, and ordinary column types release instead of crashing.
 
 Every release runs through the CLI (``sdc release``, in-process) on each engine that reads

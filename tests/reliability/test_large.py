@@ -1,4 +1,4 @@
-"""Large and odd input (issue 6, deliverable 6).
+"""Large and odd input.
 
 * a CSV file of 2,000,000 synthetic records (census-like keys: sex 2, age 92, race 9,
   marital 5, puma 44, skewed) through ``read_input``, ``validate_input``,

@@ -1,4 +1,4 @@
-"""Leak checks (issue 6, deliverable 5) on the session's census release (59,033 records).
+"""Leak checks on the session's census release (59,033 records).
 
 Nothing in ``public/`` may reveal the seed, theta or any per-PRB figure, an original record id,
 a value of a dropped identifier, or the original row order. Each public file is scanned three

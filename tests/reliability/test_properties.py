@@ -1,4 +1,4 @@
-"""Property-based tests of the engine (issue 6, deliverable 2).
+"""Property-based tests of the engine.
 
 Hypothesis draws small microdata files and release configs: 1-4 key variables (integer or
 string categories, or an integer range) with small domains and either missing policy, a random
@@ -193,7 +193,7 @@ def expected_small_block_error(case: Case) -> bool:
     partition variable (the default merge order): merging goes on until no block is deficient
     or everything is one block, so the release fails iff the union of all PRBs is deficient
     (k < kmin for merge; no theta certifies it for calibrate). Under the default missing policy
-    (METHOD.md 7.9) cells missing different keys are never merged: the rule applies to each
+    (docs/METHOD.md 7.9) cells missing different keys are never merged: the rule applies to each
     missing-value pattern's union separately.
     """
     part = sdc.partition_frame(case.frame, case.config)

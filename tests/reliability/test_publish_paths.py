@@ -1,4 +1,4 @@
-"""Red-team run (issue 20, item 2 and the 250-character name of item 9): output, seed and
+"""Red-team run: output, seed and
 staging paths are resolved (realpath) before every check, through ``sdc release``.
 
 Each test builds the small job of ``conftest.JobBuilder``, bends one path and runs the CLI

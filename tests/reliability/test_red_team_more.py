@@ -1,4 +1,4 @@
-"""Red-team run (issue 20), the cases left open by the first round: each a test that fails on
+"""Red-team run, the cases left open by the first round: each a test that fails on
 the code before its fix. Listed in docs/RELIABILITY.md, section "Red-team run (issue 20)",
 subsection "Second round".
 
@@ -275,7 +275,7 @@ def test_stata_extended_missing_in_a_key_is_missing(job: JobBuilder, cli) -> Non
     _refused(job, res, "region", "not empty", "| 3 | 4, 8, 10 |", "missing: category")
     job.config["key_variables"]["region"]["missing"] = "category"
     # 3 records with a missing region cannot be certified on their own (the default policy,
-    # METHOD.md 7.9): missing moves like a category here
+    # docs/METHOD.md 7.9): missing moves like a category here
     job.config["key_variables"]["region"]["missing_moves"] = True
     job.config_path.write_text(__import__("yaml").safe_dump(job.config, sort_keys=False))
     res = cli("release", job.config_path)

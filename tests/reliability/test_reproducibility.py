@@ -1,4 +1,4 @@
-"""Reproducibility (issue 6, deliverable 4), engine level.
+"""Reproducibility, engine level.
 
 The same config, input and seed give the same release whatever the row or column order of the
 input; another seed gives another release. (Through the CLI, byte for byte on the public

@@ -1,6 +1,6 @@
 """The straightforward record-level report computations: the test oracle of the fast path.
 
-This is the report code as it was before issue 14 (``sdc/utility.py``, ``sdc/disclosure.py``
+This is the report code as it was before the fast report path (``sdc/utility.py``, ``sdc/disclosure.py``
 and the "after" part of ``sdc/report.py:build_risk``): every figure recomputed from the
 records, weighted sums in a lexsorted order, the released file re-partitioned from its key
 values. It is deliberately slow and simple, and lives in tests/ only: the package computes the
@@ -179,7 +179,7 @@ _EMPTY_GROUP = {"n": 0, "suppressed": False, "mean": None, "q1": None, "median":
 
 
 def utility(original: pd.DataFrame, result: Any, config: sdc.ReleaseConfig) -> dict[str, Any]:
-    """utility.json's figures, record by record (the pre-issue-14 ``compute_utility``)."""
+    """utility.json's figures, record by record (the record-level ``compute_utility`` of before)."""
     from sdc.method.generalize import generalize_domain
     from sdc.reports.utility import _rule_name
 

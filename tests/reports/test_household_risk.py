@@ -1,4 +1,4 @@
-"""Household risk and utility (issue 23): sdcMicro's hierarchical risk on its own testdata, the
+"""Household risk and utility: sdcMicro's hierarchical risk on its own testdata, the
 composition intruder, the report sections and the risk.households policy."""
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def test_report_sections_and_policy(tmp_path):
 def test_household_risk_figures_do_not_depend_on_the_row_order():
     """risk.json's households section (hierarchical risk, weighted, and the composition
     intruder) is the same to the last bit for the file in another row order: sums run in a
-    canonical order (a prerequisite of identical files on every engine, issue 23)."""
+    canonical order (a prerequisite of identical files on every engine)."""
     from sdc.reports.households import household_section
 
     f = generate_household_sample(3000, seed=6, n_regions=12)

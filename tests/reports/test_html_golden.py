@@ -221,7 +221,7 @@ def test_templates_ship_in_the_wheel(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_page_is_self_contained_and_static(case: str) -> None:
-    """No reference to files outside the release folder (METHOD.md, docs/REPORTS.md), no
+    """No reference to files outside the release folder (docs/METHOD.md, docs/REPORTS.md), no
     "Hover" on a page without script, and the Monte Carlo count column is explained."""
     page = render_html(*_inputs(case))
     for gone in ("METHOD.md", "docs/REPORTS.md", "Hover", "Target-replays"):

@@ -173,7 +173,7 @@ def test_census_demo_intruder() -> None:
 
 @pytest.mark.statistical
 def test_other_cell_strategy_matches_exact() -> None:
-    """Issue 13: the intruder who picks from another cell of the PRB. Two singletons at
+    """The intruder who picks from another cell of the PRB. Two singletons at
     theta = 0.6 give it 0.6^2 / (0.6^2 + 0.4^2) = 0.6923 at a = 1; a PRB of 3 records (fewer than
     a_max = 4: this crashed the exact pmfs before) and a large PRB at the theorem's theta ride
     along. Tolerance: the binomial bound of test_monte_carlo_matches_exact (per pair

@@ -1,5 +1,5 @@
-"""The report page's charts stay readable with long labels and large numbers (issue 24,
-item 6): a key with 50 categories of 20-character labels (US states), PRB sizes up to 15,900
+"""The report page's charts stay readable with long labels and large numbers: a
+key with 50 categories of 20-character labels (US states), PRB sizes up to 15,900
 (the histogram's last label is "16,000") and the kmin marker.
 
 1. Geometry (always runs): the label layout of :mod:`sdc.reports.charts` keeps every

@@ -1,4 +1,4 @@
-"""The fast report path against the record-level oracle, figure by figure (issue 14).
+"""The fast report path against the record-level oracle, figure by figure.
 
 ``oracle_reports.py`` (next to this file) is the straightforward record-level computation the
 reports used before: every figure re-scanned from the records, weighted sums lexsorted, the
@@ -132,7 +132,7 @@ def _frame(n: int, seed: int) -> pd.DataFrame:
 
 def _config(weight: str | None = "weight", missing_moves: bool = False) -> sdc.ReleaseConfig:
     """``missing_moves``: the tiny file has too few records with a missing region to certify
-    them on their own (METHOD.md 7.9), so there missing moves like a category."""
+    them on their own (docs/METHOD.md 7.9), so there missing moves like a category."""
     return sdc.parse_config({
         "name": "oracle",
         "input": {"path": "x.parquet", "id_column": "id", "weight": weight},
