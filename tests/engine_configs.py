@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from tests.conftest import SHARED_DATA
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 ADULT_CSV = SHARED_DATA / "adult" / "adult.csv"
 
 ADULT_CATEGORIES = {

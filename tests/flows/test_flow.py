@@ -24,9 +24,9 @@ from flows.release import (
     validate_release_input,
 )
 from sdc.publish.folder import ReleaseExistsError, ReleaseFolderError
+from tests.conftest import SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_DATA = REPO / ".." / "shared" / "data"
 
 
 def _hashes(folder: Path) -> dict[str, str]:

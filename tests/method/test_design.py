@@ -24,9 +24,10 @@ import sdc
 from sdc.authoring.design import count_declared, run_design, write_node_config
 from sdc.cli.main import app
 from sdc.method.design import entropy, pareto_front
+from tests.conftest import SHARED_DATA
 
 runner = CliRunner()
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "adult"
+SHARED = SHARED_DATA / "adult"
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 

@@ -12,6 +12,7 @@ from sdc.errors import InputError
 from sdc.io.batches import check_streamable
 from sdc.method.dependence import DependenceError
 from sdc.method.households import MAX_LISTED, check_households, household_codes
+from tests.conftest import SHARED_DATA
 
 HH = {
     "name": "hh",
@@ -284,7 +285,6 @@ def test_small_household_classes_are_left_to_the_household_stage():
 @pytest.mark.parametrize("seed", [1, 2])
 def test_household_releases_satisfy_the_release_invariants(seed):
     import sys
-    from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
     from _invariants import check_release
@@ -298,7 +298,7 @@ def test_household_releases_satisfy_the_release_invariants(seed):
     check_release(f, big, sdc.release_frame(f, big, seed))
 
 
-TESTDATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "sdcmicro" / "testdata.csv"
+TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
 
 
 def _testdata_config(hh_keys, drop=("relat", "hhcivil")):

@@ -18,9 +18,10 @@ from sdc.io.write import csv_bytes, parquet_bytes, sha256_bytes, sha256_file
 from sdc.publish.folder import write_release
 from sdc.release.assemble import assemble_release
 from sdc.series.seeds import load_seed
+from tests.conftest import SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO / ".." / "shared" / "data"
+SHARED = SHARED_DATA
 
 
 def release(config_path: Path, out: Path, seed: int = 7) -> Path:

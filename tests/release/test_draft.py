@@ -20,6 +20,7 @@ from sdc.authoring.draft import (
     read_for_draft,
 )
 from sdc.io.read import read_input
+from tests.conftest import SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[2]
 CENSUS = REPO / "data_samples" / "census_sample.csv"
@@ -237,7 +238,7 @@ def test_a_weight_that_gives_a_key_away_is_never_drafted_as_derived(tmp_path):
     keeps REGION as is and, when merged small PRBs still move records across regions, drops the
     weight; it never writes `derived: [WEIGHT]` (refused: a weight is not a derived column), and
     the draft it writes releases (before the fix, init refused its own draft)."""
-    free1 = REPO.parent / "shared" / "data" / "sdcmicro" / "free1.csv"
+    free1 = SHARED_DATA / "sdcmicro" / "free1.csv"
     if not free1.is_file():
         pytest.skip(f"{free1} absent (the shared sdcMicro data sit beside the project)")
     keys = ["REGION", "SEX", "AGE", "MARSTAT"]

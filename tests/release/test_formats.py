@@ -25,8 +25,8 @@ from sdc.io import spill
 from sdc.io.batches import public_bytes
 from sdc.io.read import read_input
 from sdc.release.public import public_frame, public_schema_for
+from tests.conftest import SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 FORMATS = ("csv", "parquet", "sav", "dta")
 KEYS = ["age", "sex", "region"]
 SEED = 11

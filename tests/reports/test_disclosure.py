@@ -4,7 +4,6 @@ vectors, and sdcMicro's testdata with expected values derived independently of s
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,8 +18,9 @@ from sdc.reports.disclosure import (
     measure_risk,
     risk_summary,
 )
+from tests.conftest import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+DATA = SHARED_DATA
 TESTDATA = DATA / "sdcmicro" / "testdata.csv"
 KEYS = ["urbrur", "roof", "walls", "water", "electcon", "relat", "sex"]
 

@@ -3,8 +3,6 @@ composition intruder, the report sections and the risk.households policy."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,8 +13,9 @@ from sdc.errors import HouseholdRiskError
 from sdc.reports.build import build_reports
 from sdc.reports.households import composition_risk, hierarchical_risk
 from sdc.samples import generate_household_sample
+from tests.conftest import SHARED_DATA
 
-TESTDATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "sdcmicro" / "testdata.csv"
+TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
 
 
 @pytest.fixture(scope="module")
