@@ -14,11 +14,6 @@ def engine_problems(config: ReleaseConfig, engine: str) -> list[str]:
     if engine == "pandas":
         return []
     out: list[str] = []
-    if config.input.household_id is not None and (config.perturb or config.derived):
-        out.append(
-            f"the {engine} engine releases household files without perturb: and derived: "
-            "columns (per-household DP-PRAM and derived values are not built in batches yet); "
-            "release this household file with --engine pandas")
     formats = config.output.formats if config.output is not None else ["parquet"]
     stat = [f for f in formats if f in ("sav", "dta")]
     if stat:

@@ -22,7 +22,7 @@ from sdc.errors import SmallBlockError
 from sdc.method.cell_passes import decode_released
 from sdc.method.cells import CellTable
 from sdc.method.dependence import frame_dependence, raise_if_dependent
-from sdc.method.derived import apply_derived, cell_describer, derived_values
+from sdc.method.derived import DerivedCollector, apply_derived, cell_describer, derived_values
 from sdc.method.draws import (
     DrawPlan,
     all_identities,
@@ -37,14 +37,18 @@ from sdc.method.households import (
     check_households,
     household_codes,
     household_config,
+    household_derived,
     household_perturb,
     household_table,
     person_config,
+    person_derived,
+    person_derived_values,
+    person_key_code,
     row_index,
     small_classes,
 )
 from sdc.method.partition import check_columns, partition_cells, partition_frame
-from sdc.method.perturb import apply_perturbations
+from sdc.method.perturb import apply_perturbations, perturb_value_counts
 from sdc.method.plan import ReleasePlan, partition_sets_with_prbs, plan_release
 
 __all__ = ["HouseholdStage", "ReleaseResult", "apply_plan", "draw_plan", "release_frame",
@@ -343,6 +347,8 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
     """
     check_columns(frame, config)
     check_households(frame, config)
+    for v in config.perturb:  # every problem of a perturb: column, with the persons' rows
+        perturb_value_counts(frame, v, config)
     code, first = household_codes(frame, config)
     hcfg, pcfg = household_config(config), person_config(config)
     hk = config.household_keys
@@ -358,7 +364,8 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
             "cells to be post-randomized with: recode the rare household values into a larger "
             "category, or add a household-level key (e.g. household size) so that more "
             "household cells are sensitive, or use a larger xi") from None
-    pres, small = _person_stage(frame, config, pcfg, seed)
+    # derived: columns are recomputed per level below, not by the person stage's cells
+    pres, small = _person_stage(frame, config, pcfg.model_copy(update={"derived": []}), seed)
 
     keys = config.key_names
     kvs = config.key_variables
@@ -376,6 +383,9 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
         for k in config.household_keys:  # every member takes its household's values
             col = hres.frame[k].to_numpy()[code]
             out[k] = pd.Series(col, index=out.index, name=k).astype(frame[k].dtype)
+        for v in household_derived(config):  # recomputed by the household stage
+            col = hres.frame[v].to_numpy()[code]
+            out[v] = pd.Series(col, index=out.index, name=v).astype(hres.frame[v].dtype)
     else:
         table = pc.key_codes
         orig_map = np.arange(pc.n_cells, dtype=np.int64)
@@ -390,6 +400,14 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
                                                 pcfg, table, orig_map)
 
     out, dp_done = _household_perturbations(frame, out, config, pcfg, pres, hres, code, seed)
+    if person_derived(config):  # from every person's released person keys
+        pk_cell = person_key_code(pc.key_codes, config)
+        codes = np.unique(pk_cell)
+        collector = DerivedCollector(person_derived(config))
+        collector.add(frame, pk_cell[pc.record_cell])
+        values = person_derived_values(collector, codes, config)
+        out = apply_derived(out, np.searchsorted(codes, pk_cell[pc.record_cell]),
+                            np.searchsorted(codes, pk_cell[pres.released_cell]), values)
 
     cert, cert_at = pres.certificate, pres.certificate_at
     if hres.certificate > cert:
@@ -449,7 +467,7 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     keys = pcfg.key_names
     n_small, rec_small = small_classes(part, config)
     not_checked = (config.input.household_id, *config.input.household_columns,
-                   *(config.perturb or {}))
+                   *(config.perturb or {}), *config.derived)
     if n_small == 0 or config.risk.small_blocks == "fail":
         try:
             return release_frame(frame, pcfg, seed, not_checked=not_checked), (0, 0)

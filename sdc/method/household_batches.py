@@ -48,7 +48,7 @@ __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "Pe
            "extended_cells", "household_blocks", "household_dependence",
            "household_partition_sets", "inconsistent_rows", "person_dependence",
            "person_dependence_counter", "person_stage", "released_person_codes",
-           "add_person_dependence"]
+           "add_person_dependence", "household_values"]
 
 _MAX = np.iinfo(np.uint64).max
 
@@ -432,3 +432,32 @@ def household_blocks(hs: HouseholdStageResult, config: ReleaseConfig) -> pd.Data
     blocks["changed"] = np.bincount(dplan.cell_prb[moved],
                                     minlength=len(blocks)).astype(np.int64)
     return blocks
+
+
+def household_values(agg: HouseholdAggregate, hs: HouseholdStageResult, config: ReleaseConfig,
+                     seed: int) -> tuple[pd.DataFrame | None, list]:
+    """The released household-level ``derived:`` and ``perturb:`` columns of every household
+    (rows of ``agg``), as the pandas engine's household stage releases them on the household
+    table: a derived column takes the value of its household's released household cell
+    (:func:`sdc.method.derived.derived_values`, refused when not a function of the household
+    keys); a perturbed one the DP-PRAM of :mod:`sdc.method.perturb` with the household's
+    identity and the households' value counts. Returns (the columns, or None when there are
+    none; their :class:`~sdc.method.perturb.DPPerturbation` in ``perturb:`` order)."""
+    from sdc.method.derived import apply_derived, cell_describer, derived_values
+    from sdc.method.perturb import perturb_batch, perturb_designs
+
+    hcfg = household_config(config)
+    cols = [*hcfg.derived, *hcfg.perturb]
+    if not cols:
+        return None, []
+    values = agg.columns[cols]
+    cells = hs.plan.partitioned.cells
+    derived = derived_values(values, hs.cell, cells.n_cells, hcfg,
+                             cell_describer(cells.key_codes, hcfg))
+    out = apply_derived(values.copy(), hs.cell, hs.released_cell, derived)
+    if not hcfg.perturb:
+        return out, []
+    counts = {v: values[v].value_counts(sort=False) for v in hcfg.perturb}
+    designs = perturb_designs(hcfg, counts, agg.n_households)
+    out, changed = perturb_batch(values, out, designs, np.asarray(agg.identity, np.uint64), seed)
+    return out, [d.perturbation(int(c)) for d, c in zip(designs, changed, strict=True)]

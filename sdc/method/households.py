@@ -19,11 +19,14 @@ import pandas as pd
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.method.cells import combine_codes, fits_one_code
+from sdc.method.derived import DerivedCollector, DerivedError
 from sdc.method.draws import keyed_hash
 from sdc.method.plan import default_merge_order
 
 __all__ = ["MAX_LISTED", "check_households", "household_codes", "household_config",
-           "household_classes", "household_perturb", "household_table", "person_config", "pseudonyms", "row_index", "small_classes"]
+           "household_classes", "household_derived", "household_perturb", "household_table",
+           "person_config", "person_derived", "person_derived_values", "person_key_code",
+           "pseudonyms", "row_index", "small_classes"]
 
 MAX_LISTED = 20
 """Violating households listed by id per column (the message gives the full count)."""
@@ -126,7 +129,8 @@ def household_config(config: ReleaseConfig) -> ReleaseConfig:
     return config.model_copy(update={
         "input": inp, "key_variables": {k: config.key_variables[k] for k in hk},
         "partition": {k: r for k, r in config.partition.items() if k in hk},
-        "risk": risk, "perturb": household_perturb(config)})
+        "risk": risk, "perturb": household_perturb(config),
+        "derived": household_derived(config)})
 
 
 def household_perturb(config: ReleaseConfig) -> dict:
@@ -136,6 +140,65 @@ def household_perturb(config: ReleaseConfig) -> dict:
     perturbed per person."""
     cols = set(config.input.household_columns)
     return {v: spec for v, spec in (config.perturb or {}).items() if v in cols}
+
+
+def household_derived(config: ReleaseConfig) -> list[str]:
+    """The ``derived:`` columns of the household level (listed in
+    ``input.household_columns``): a function of the household-level keys, recomputed by the
+    household stage from each household's released household keys; every member takes its
+    household's value."""
+    cols = set(config.input.household_columns)
+    return [c for c in config.derived if c in cols]
+
+
+def person_derived(config: ReleaseConfig) -> list[str]:
+    """The other ``derived:`` columns of a household file: functions of the person-level keys
+    alone (:func:`person_derived_values`), recomputed from every person's released person keys
+    (the household stage never changes them; a column that depends on a household key belongs
+    in ``input.household_columns``)."""
+    cols = set(config.input.household_columns)
+    return [c for c in config.derived if c not in cols]
+
+
+def person_key_code(key_codes: np.ndarray, config: ReleaseConfig) -> np.ndarray:
+    """(n,) int64 mixed-radix code of the person-level keys of ``key_codes`` ((n, p) codes of
+    every key, config order): the cell id of :func:`person_derived_values`' mapping, the same
+    in every batch."""
+    names, pk = config.key_names, config.person_keys
+    key_codes = np.asarray(key_codes, dtype=np.int64).reshape(-1, len(names))
+    return combine_codes((key_codes[:, names.index(k)] for k in pk),
+                         [int(config.key_variables[k].size) for k in pk], key_codes.shape[0])
+
+
+def person_derived_values(collector: DerivedCollector, codes: np.ndarray,
+                          config: ReleaseConfig) -> dict[str, pd.Series]:
+    """The value of every person-level ``derived:`` column per person-key combination
+    (``codes``: the sorted :func:`person_key_code` of the cell table's cells; ``collector``:
+    the persons' values added with their :func:`person_key_code`). Raises
+    :class:`~sdc.method.derived.DerivedError` when a combination of the person keys holds two
+    values (the column depends on something else: a household key, or nothing at all)."""
+    pk = config.person_keys
+    sizes = [int(config.key_variables[k].size) for k in pk]
+
+    def describe(j: int) -> str:
+        code, parts = int(codes[j]), []
+        for k, s in zip(reversed(pk), reversed(sizes), strict=True):
+            code, c = divmod(code, s)
+            dom = config.key_variables[k].domain
+            parts.append(f"{k}={dom[c]!r}" if c < len(dom) else f"{k}=<missing>")
+        return ", ".join(reversed(parts))
+
+    out = {}
+    for c in collector.columns:
+        try:
+            out[c] = collector.values(c, codes, describe)
+        except DerivedError as e:
+            raise DerivedError(
+                f"{e}. In a household file a derived column is recomputed from the person "
+                f"keys {pk} (the cells above are theirs); one that is a function of the "
+                f"household keys {config.household_keys} goes in input.household_columns"
+            ) from None
+    return out
 
 
 def person_config(config: ReleaseConfig) -> ReleaseConfig:

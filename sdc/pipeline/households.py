@@ -45,9 +45,10 @@ from sdc.io.batches import (
 from sdc.io.spill import BucketSpill, bucket_bits
 from sdc.method.apply import draw_plan
 from sdc.method.cell_passes import CellCounter, CellLocator, cell_table
-from sdc.method.cells import CellTable, cell_codes
+from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
 from sdc.method.dependence import raise_if_dependent
-from sdc.method.draws import cell_identity, record_identity, unique_identities
+from sdc.method.derived import DerivedCollector, apply_derived
+from sdc.method.draws import all_identities, cell_identity, record_identity, unique_identities
 from sdc.method.household_batches import (
     HouseholdCounter,
     add_person_dependence,
@@ -58,6 +59,7 @@ from sdc.method.household_batches import (
     household_identity,
     household_partition_sets,
     household_stage,
+    household_values,
     inconsistent_rows,
     lookup_households,
     person_dependence,
@@ -67,8 +69,18 @@ from sdc.method.household_batches import (
     person_stage,
     released_person_codes,
 )
-from sdc.method.households import check_households, household_config, person_config, pseudonyms
+from sdc.method.households import (
+    check_households,
+    household_config,
+    household_perturb,
+    person_config,
+    person_derived,
+    person_derived_values,
+    person_key_code,
+    pseudonyms,
+)
 from sdc.method.households import row_index as _row_index
+from sdc.method.perturb import PerturbValues, perturb_batch, perturb_designs
 from sdc.pipeline.household_public import (
     ChangedHouseholdPersons,
     household_bucket_keys,
@@ -191,6 +203,8 @@ class _CountPart:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     weight_max: float = 0.0
     dtypes: dict[str, Any] = field(default_factory=dict)
+    perturb: dict[str, PerturbValues] = field(default_factory=dict)
+    derived: DerivedCollector | None = None
 
 
 def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
@@ -208,8 +222,15 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
     if problems is not None and len(problems):
         part.problems = problems
         return part
-    part.codes, part.counts = np.unique(cell_codes(frame, person_config(config)),
-                                        return_counts=True)
+    codes = cell_codes(frame, person_config(config))
+    part.codes, part.counts = np.unique(codes, return_counts=True)
+    for v in config.perturb:  # every person's value (global rows for the messages)
+        part.perturb[v] = PerturbValues(v, config)
+        part.perturb[v].add(frame, frame.index.to_numpy())
+    if person_derived(config):
+        key_codes = split_codes(codes, radix_sizes(person_config(config)))
+        part.derived = DerivedCollector(person_derived(config))
+        part.derived.add(frame, person_key_code(key_codes, config))
     part.households = HouseholdCounter(config)
     part.households.add(frame)
     for c in measure:
@@ -222,11 +243,22 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
     return part
 
 
+def _person_perturb_config(config: ReleaseConfig) -> ReleaseConfig | None:
+    """The person stage's config with the person-level ``perturb:`` variables (their draws'
+    identities, as the pandas engine's), None when there are none."""
+    hh = household_perturb(config)
+    person_vars = {v: sp for v, sp in config.perturb.items() if v not in hh}
+    if not person_vars:
+        return None
+    return person_config(config).model_copy(update={"perturb": person_vars})
+
+
 def identity_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
                    locate: CellLocator, household_ids: np.ndarray, cells: CellTable,
                    ps: Any, changed_households: np.ndarray, columns: list[str]) -> tuple:
     """Pass 2 on one batch: its drawing persons' identities and ties, its changed
-    households' persons (listed from 0) and its part of the person dependence check."""
+    households' persons (listed from 0), its part of the person dependence check and, with
+    person-level ``perturb:`` variables, every person's identity and tie (else None)."""
     c = locate(cell_codes(frame, person_config(config)))
     hrow = lookup_households(household_ids, household_identity(frame, config))
     i, t = person_draw_identities(frame, c, ps, cells, config)
@@ -234,24 +266,35 @@ def identity_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
     changed.add(c, hrow, drawing_persons(c, ps, cells, config), changed_households, 0)
     pdep = person_dependence_counter(columns, config)
     add_person_dependence(pdep, frame, c, cells, ps)
-    return i, t, changed, pdep
+    pp = _person_perturb_config(config)
+    every = (None if pp is None else
+             all_identities(frame, c, person_draw_plan(ps, cells, config), pp))
+    return i, t, changed, pdep, every
 
 
 def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: int,
                 locate: CellLocator, household_ids: np.ndarray, n_households: int,
                 cells: CellTable, ps: Any, hs: Any, table: CellTable, orig: np.ndarray,
                 pseudo: np.ndarray, schema: pa.Schema, salt: Any, bits: int, scratch: str,
-                records: bool, acc: Any, identity: np.ndarray) -> tuple:
+                records: bool, acc: Any, columns: Any, identity: np.ndarray,
+                every_identity: np.ndarray | None) -> tuple:
     """Pass 3 on one batch: its persons' released values, spilled by household pseudonym
     into ``scratch/public`` (and the records file's into ``scratch/records``) as piece
-    ``index``; returns its cells, household rows, released rows, weights and report part."""
+    ``index``; returns its cells, household rows, released rows, weights, report part and
+    the persons changed per person-level ``perturb:`` variable. ``columns``: the released
+    non-key columns (:class:`_ReleasedColumns`), ``every_identity``: every person's distinct
+    identity when person-level variables are perturbed."""
     sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
     c = locate(cell_codes(frame, person_config(config)))
     hrow = lookup_households(household_ids, household_identity(frame, config))
     out = released_person_codes(c, hrow, identity, cells, ps, hs, config, seed)
     rel = _row_index(table.key_codes, out, sizes)
-    t = household_public_batch(frame, orig[c], rel, table, pseudo[hrow], config, seed, schema,
-                               salt)
+    released, changed = frame, None
+    if columns is not None:
+        released, changed = columns.apply(frame, hrow, cells.key_codes[c], out, every_identity,
+                                          config, seed)
+    t = household_public_batch(released, orig[c], rel, table, pseudo[hrow], config, seed,
+                               schema, salt)
     BucketSpill(Path(scratch) / "public", bits, piece=index).add(
         t, household_bucket_keys(pseudo[hrow], n_households))
     if records:
@@ -261,7 +304,41 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
     add_apply_batch(part, frame, orig[c], rel, config)
     weight = config.input.weight
     w = frame[weight].to_numpy(dtype=float) if weight else None
-    return c, hrow, rel, w, part
+    return c, hrow, rel, w, part, changed
+
+
+@dataclass
+class _ReleasedColumns:
+    """The released ``derived:`` and ``perturb:`` columns of a household file, for every
+    batch: the household-level ones per household (:func:`household_values`: every member
+    takes its household's), the person-level DP-PRAM designs and derived mapping (per
+    :func:`person_key_code`, ``codes`` sorted)."""
+
+    households: pd.DataFrame | None
+    designs: list
+    codes: np.ndarray | None
+    derived: dict[str, pd.Series]
+
+    def apply(self, frame: pd.DataFrame, household_row: np.ndarray, key_codes: np.ndarray,
+              released_codes: np.ndarray, identity: np.ndarray | None, config: ReleaseConfig,
+              seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+        """``frame`` with the released columns (key values untouched) and the persons changed
+        per person-level perturbed variable."""
+        out = frame.copy(deep=False)
+        if self.households is not None:
+            for v in self.households.columns:
+                col = self.households[v]
+                out[v] = pd.Series(col.to_numpy()[household_row], index=out.index,
+                                   name=v).astype(col.dtype)
+        changed = np.zeros(len(self.designs), dtype=np.int64)
+        if self.designs:
+            out, changed = perturb_batch(frame, out, self.designs, identity, seed)
+        if self.derived:
+            out = apply_derived(
+                out, np.searchsorted(self.codes, person_key_code(key_codes, config)),
+                np.searchsorted(self.codes, person_key_code(released_codes, config)),
+                self.derived)
+        return out, changed
 
 
 def refine_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate: CellLocator,
@@ -285,8 +362,9 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                              runner: Any = None) -> HouseholdBatchRelease:
     """Release the household file of ``config`` in batches; the public files into
     ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
-    pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check);
-    ``perturb:`` and ``derived:`` are refused (the pandas engine releases them).
+    pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check,
+    :class:`~sdc.method.derived.DerivedError`); ``perturb:`` and ``derived:`` columns are
+    released per household or per person as the pandas engine releases them.
 
     ``runner`` runs each pass's per-batch functions (:func:`count_batch`,
     :func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) and gives their parts in input order:
@@ -296,9 +374,6 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     from sdc.pipeline.kernels import Problems
 
     say = progress or (lambda s: None)
-    if config.perturb or config.derived:
-        raise InputError("perturb: and derived: columns of a household file are released by "
-                         "the pandas engine only; use engine: pandas")
     runner = runner if runner is not None else LocalBatches(config, batch_rows)
     pcfg, hcfg = person_config(config), household_config(config)
     id_col, weight = config.input.id_column, config.input.weight
@@ -312,6 +387,8 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     dtypes: dict[str, Any] = {}
     weight_max = 0.0
     problems = Problems()
+    perturb_values = {v: PerturbValues(v, config) for v in config.perturb}
+    derived = DerivedCollector(person_derived(config)) if person_derived(config) else None
 
     say("counting cells and households (pass 1 of 3)")
     n = 0
@@ -328,6 +405,10 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             continue
         counter.add_counts(part.codes, part.counts)
         households.merge(part.households)
+        for v, pv in part.perturb.items():
+            perturb_values[v].merge(pv)
+        if derived is not None:
+            derived.merge(part.derived)
         for c, (a, b) in part.ranges.items():
             lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
         weight_max = max(weight_max, part.weight_max)
@@ -365,6 +446,8 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     if agg.inconsistent:  # the pandas engine's refusal, from the violating households' rows
         rows = [f[inconsistent_rows(f, agg, config)] for f in runner.frames()]
         check_households(pd.concat(rows), config)
+    for pv in perturb_values.values():  # as the pandas engine: after the households' check
+        pv.check()
     codes, counts = counter.result()
     cells = cell_table(codes, counts, pcfg)
     try:
@@ -374,6 +457,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     figures = household_dependence(agg, hs, config)
     raise_if_dependent(figures, hs.plan, hcfg)
     hs.plan = dataclasses.replace(hs.plan, dependence=figures)
+    household_columns, dp_done = household_values(agg, hs, config, seed)
     try:
         ps = person_stage(cells, config)
     except SmallBlockError as e:
@@ -384,20 +468,29 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     columns = list(input_arrow_schema(config).names)
     pdep = person_dependence_counter(columns, config)
     ids, ties, listed = [], [], 0
+    every_ids, every_ties = [], []
     changed = ChangedHouseholdPersons()
-    for i, t, part, dep in runner.map(identity_batch, (config, locate, agg.identity, cells, ps,
-                                                       hs.changed, columns)):
+    for i, t, part, dep, every in runner.map(identity_batch, (config, locate, agg.identity,
+                                                              cells, ps, hs.changed, columns)):
         changed.merge(part, listed)
         pdep.merge(dep)
         listed += i.size
         ids.append(i)
         ties.append(t)
+        if every is not None:
+            every_ids.append(every[0])
+            every_ties.append(every[1])
     pfig = person_dependence(pdep, ps, config)
     raise_if_dependent(pfig, ps.plan, pcfg)
     ps.plan = dataclasses.replace(ps.plan, dependence=pfig)
+    released_columns = _released_columns(config, household_columns, derived, cells,
+                                         perturb_values, n)
     ident = unique_identities(np.concatenate(ids), np.concatenate(ties))
     starts = np.concatenate([[0], np.cumsum([x.size for x in ids])]).astype(int)
     del ids, ties
+    every_ident = (unique_identities(np.concatenate(every_ids), np.concatenate(every_ties))
+                   if every_ids else None)
+    del every_ids, every_ties
     table, orig = extended_cells(cells, changed.released_codes(ident, cells, ps, hs, config,
                                                                seed))
     salt = order_salt(table)
@@ -412,13 +505,19 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                           {**stats, **{c: (lo[c], hi[c], pa.types.is_integer(
                               input_arrow_schema(config).field(c).type)) for c in lo}})
     person_cell, person_row, person_rel, person_w = [], [], [], []
+    n_designs = len(released_columns.designs) if released_columns is not None else 0
+    person_changed = np.zeros(n_designs, dtype=np.int64)
     try:
         shared = (config, seed, locate, agg.identity, agg.n_households, cells, ps, hs, table,
                   orig, pseudo, schema, salt, bits, str(tmp), records_path is not None,
-                  acc.spawn())
-        for c, hrow, rel, w, part in runner.map(
-                apply_batch, shared, lambda k: (ident[starts[k]:starts[k + 1]],)):
+                  acc.spawn(), released_columns)
+        for c, hrow, rel, w, part, ch in runner.map(
+                apply_batch, shared, lambda k: (
+                    ident[starts[k]:starts[k + 1]],
+                    None if every_ident is None else every_ident[offsets[k]:offsets[k + 1]])):
             acc.merge(part)
+            if ch is not None:
+                person_changed += ch
             person_cell.append(c)
             person_row.append(hrow)
             person_rel.append(rel)
@@ -448,8 +547,34 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     row_all = np.concatenate(person_row)
     rel_all = np.concatenate(person_rel)
     w_all = np.concatenate(person_w) if weight else None
-    return _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
-                   row_all, rel_all, w_all, dtypes, n, schema, files, acc, records_file)
+    if released_columns is not None:  # in perturb: order, as the pandas engine lists them
+        dp_done += [d.perturbation(int(c)) for d, c in zip(released_columns.designs,
+                                                          person_changed, strict=True)]
+        order = list(config.perturb)
+        dp_done.sort(key=lambda d: order.index(d.variable))
+    result = _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
+                     row_all, rel_all, w_all, dtypes, n, schema, files, acc, records_file)
+    result.dp_perturbations = dp_done
+    return result
+
+
+def _released_columns(config: ReleaseConfig, households: pd.DataFrame | None,
+                      derived: DerivedCollector | None, cells: CellTable,
+                      perturb_values: dict[str, PerturbValues],
+                      n_persons: int) -> _ReleasedColumns | None:
+    """What every batch needs to release the ``derived:`` and ``perturb:`` columns (None:
+    there are none): the person-level derived mapping is refused here, after the person
+    stage's dependence check, as the pandas engine refuses it."""
+    pp = _person_perturb_config(config)
+    if households is None and pp is None and derived is None:
+        return None
+    designs = [] if pp is None else perturb_designs(
+        pp, {v: perturb_values[v].value_counts() for v in pp.perturb}, n_persons)
+    codes, values = None, {}
+    if derived is not None:
+        codes = np.unique(person_key_code(cells.key_codes, config))
+        values = person_derived_values(derived, codes, config)
+    return _ReleasedColumns(households, designs, codes, values)
 
 
 def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell, row, rel,

@@ -261,22 +261,41 @@ def test_series_second_release_is_the_same_on_every_executor(prefect_harness, tm
                                                                     results["pandas"])
 
 
-@pytest.mark.parametrize("variant", ["plain", "weights"])
+def _household_columns(frame: pd.DataFrame, cfg: dict[str, Any]) -> pd.DataFrame:
+    """The ``perturb-derived`` variant: a household-level derived column (``region_name``, a
+    household column), a person-level one (``age_band``), DP-PRAM of a household column
+    (``water``, once per household) and of a person column (``lang``)."""
+    rng = np.random.default_rng(3)
+    frame = frame.assign(region_name="R" + frame["region"].astype(str),
+                         age_band=frame["age"] // 10,
+                         lang=rng.choice(["de", "fr", "it"], size=len(frame)))
+    cfg["input"]["household_columns"] = [*cfg["input"]["household_columns"], "region_name"]
+    cfg["derived"] = ["region_name", "age_band"]
+    cfg["perturb"] = {"water": {"epsilon": 1.5, "categories": [1, 2, 3, 4, 5]},
+                      "lang": {"epsilon": 1.0, "categories": ["de", "fr", "it"]}}
+    return frame
+
+
+@pytest.mark.parametrize("variant", ["plain", "weights", "perturb-derived"])
 def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_path, variant):
     """A household file (docs/HOUSEHOLDS.md): the streaming and Dask executors' releases equal
     the in-memory one file for file (households split over batches and Parquet pieces, changed
-    households, left-out small classes, the households sections of risk, utility and audit);
-    ``sdc audit`` passes on all three."""
+    households, left-out small classes, the households sections of risk, utility and audit,
+    ``derived:`` and ``perturb:`` columns of both levels); ``sdc audit`` passes on all three."""
     from engine_configs import household_config
 
     from sdc.samples import generate_household_sample
 
     frame = generate_household_sample(4000, seed=8, n_regions=12)
+    if variant == "perturb-derived":
+        frame = _household_columns(frame, household_config())
     inp = tmp_path / "households.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=450)
     files = {}
     for executor in ("pandas", "streaming", "dask"):
         cfg = household_config(**({"weight": "hh_weight"} if variant == "weights" else {}))
+        if variant == "perturb-derived":
+            _household_columns(frame, cfg)
         cfg["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
         cfg["output"] = {"dir": str(tmp_path / executor / "release"),
                          "formats": ["parquet", "csv"]}
@@ -293,6 +312,11 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
         assert a.exit_code == 0, a.stdout + a.stderr
     risk = files["pandas"]["internal/risk.json"]["households"]
     assert risk["households_changed"] > 0 and risk["small_classes"] > 0
+    if variant == "perturb-derived":  # the columns follow the released keys on every engine
+        public = pd.read_parquet(tmp_path / "pandas" / "release" / "public" / "microdata.parquet")
+        assert (public["region_name"] == "R" + public["region"].astype(str)).all()
+        assert (public["age_band"] == public["age"] // 10).all()
+        assert (public.groupby("hh_id")["water"].nunique() == 1).all()
     for executor in ("streaming", "dask"):
         assert set(files[executor]) == set(files["pandas"])
         for name in files["pandas"]:

@@ -115,14 +115,15 @@ def test_missing_household_id_is_refused():
         check_households(f, _cfg())
 
 
-def test_the_batch_engines_take_household_files_without_perturb():
+def test_the_batch_engines_take_household_files_with_perturb_and_derived():
+    """Nothing of a household file is pandas-only: ``perturb:`` and ``derived:`` columns are
+    released in batches too (tests/contract/test_executors.py compares the files)."""
     check_streamable(_cfg(), "streaming")  # sdc.pipeline.households
     parquet = _cfg(path="hh.parquet", format="parquet")
     check_streamable(parquet, "dask")  # the same passes as tasks (sdc.executors.dask)
     for cfg, engine in ((_cfg(), "streaming"), (parquet, "dask")):
-        with_perturb = cfg.model_copy(update={"perturb": {"roof": {"epsilon": 1.0}}})
-        with pytest.raises(InputError, match="without perturb: and derived: .* --engine pandas"):
-            check_streamable(with_perturb, engine)
+        check_streamable(cfg.model_copy(update={"perturb": {"roof": {"epsilon": 1.0}}}), engine)
+        check_streamable(cfg.model_copy(update={"derived": ["roof"]}), engine)
 
 
 def test_streaming_plan_of_a_household_file_is_refused():
@@ -393,3 +394,41 @@ def test_codebook_of_a_perturbed_household_column():
     md = codebook_markdown(cfg, r)
     line = next(x for x in md.splitlines() if "`water` |" in x)
     assert "drawn once per household" in line and "eps = 1" in line
+
+
+# -- derived: columns of a household file ---------------------------------------------------------
+def _derived_release(columns: dict, **over):
+    from sdc.samples import generate_household_sample
+
+    frame = generate_household_sample(4000, seed=8, n_regions=12).drop(columns=["income"])
+    frame = frame.assign(**{k: f(frame) for k, f in columns.items()})
+    d = household_config()
+    for k, v in over.items():
+        d["input" if k == "household_columns" else k] = (
+            {**d["input"], "household_columns": v} if k == "household_columns" else v)
+    return frame, sdc.release_frame(frame, sdc.parse_config(d), 11)
+
+
+def test_household_derived_columns_follow_the_released_keys():
+    """A household-level derived column (in input.household_columns) is recomputed by the
+    household stage: every member of a changed household carries the value of its household's
+    released keys (the pandas engine once kept the original value there, which gave the
+    original household keys away); a person-level one follows the released person keys."""
+    frame, r = _derived_release(
+        {"region_name": lambda f: "R" + f["region"].astype(str), "age_band": lambda f: f["age"] // 10},
+        household_columns=["water", "hh_weight", "region_name"],
+        derived=["region_name", "age_band"])
+    out = r.frame
+    assert (out["region"] != frame["region"]).any() and (out["age"] != frame["age"]).any()
+    assert (out["region_name"] == "R" + out["region"].astype(str)).all()
+    assert (out["age_band"] == out["age"] // 10).all()
+    assert r.households.small_classes > 0  # the left-out classes' persons too
+
+
+def test_household_derived_column_of_both_levels_is_refused():
+    """A person-level derived column must be a function of the person keys: one that also
+    depends on a household key is refused (exit 2) with the fix."""
+    with pytest.raises(InputError, match=r"derived column 'mixed' is not a function .* person "
+                       r"keys \['sex', 'age', 'relation'\] .* input.household_columns"):
+        _derived_release({"mixed": lambda f: f["age"] // 10 + 100 * f["region"]},
+                         derived=["mixed"])
