@@ -36,7 +36,9 @@ class Executor:
     summary : str
         One line for ``--help`` and the docs.
     count : callable, optional
-        ``count(config, spec) -> CellCount``: the counting pass (validated per batch).
+        ``count(config, spec) -> CellCount``: the counting pass (validated per batch); for a
+        household file ``HouseholdPlan`` (:func:`sdc.pipeline.households.plan_households`:
+        both stages planned from the count and identity passes).
     release : callable, optional
         ``release(config, seed, stage, spec, progress, records_path) -> BatchRelease``: count,
         plan, apply, write the public files into ``stage`` and the records file.
@@ -75,6 +77,10 @@ def executor_names() -> tuple[str, ...]:
 
 # -- the three executors -----------------------------------------------------------------------
 def _streaming_count(config: ReleaseConfig, spec: Any) -> Any:
+    if config.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
+        from sdc.pipeline.households import plan_households
+
+        return plan_households(config, batch_rows=spec.batch_rows)
     from sdc.executors.streaming import count_cells
 
     return count_cells(config, batch_rows=spec.batch_rows)
@@ -102,7 +108,6 @@ def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
 
 
 def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
-    from sdc.errors import InputError
     from sdc.executors.dask import (
         DaskClusterError,
         cluster_errors,
@@ -110,14 +115,13 @@ def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
         dask_count_cells,
     )
 
-    if config.input.household_id is not None:  # as the streaming count pass says it
-        raise InputError(
-            f"a household file (input.household_id {config.input.household_id!r}) is planned "
-            "in two stages from all its households at once: use `sdc plan` with the pandas "
-            "engine (the dask engine releases it: `sdc release --engine dask`)")
-
     try:
         with dask_client(_dask_spec(config, spec)) as client:
+            if config.input.household_id is not None:  # the household passes as tasks
+                from sdc.executors.dask import HouseholdPieces
+                from sdc.pipeline.households import plan_households
+
+                return plan_households(config, runner=HouseholdPieces(client, config))
             count, _, _ = dask_count_cells(client, config)
     except cluster_errors() as e:
         raise DaskClusterError(

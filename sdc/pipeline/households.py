@@ -107,8 +107,8 @@ from sdc.pipeline.report_parts import (
 )
 from sdc.reports.utility import finite_values
 
-__all__ = ["HouseholdBatchRelease", "LocalBatches", "apply_batch", "count_batch", "identity_batch",
-           "refine_batch", "stream_household_release"]
+__all__ = ["HouseholdBatchRelease", "HouseholdPlan", "LocalBatches", "apply_batch", "count_batch",
+           "identity_batch", "plan_households", "refine_batch", "stream_household_release"]
 
 
 @dataclass
@@ -354,32 +354,36 @@ def refine_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate:
     return part
 
 
-def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
-                             batch_rows: int = DEFAULT_BATCH_ROWS,
-                             tmp_dir: Path | str | None = None,
-                             progress: Callable[[str], None] | None = None,
-                             records_path: Path | None = None,
-                             runner: Any = None) -> HouseholdBatchRelease:
-    """Release the household file of ``config`` in batches; the public files into
-    ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
-    pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check,
-    :class:`~sdc.method.derived.DerivedError`); ``perturb:`` and ``derived:`` columns are
-    released per household or per person as the pandas engine releases them.
+@dataclass
+class _Counted:
+    """Pass 1 merged and both stages planned (households checked, the household-level
+    columns released, the person-level ``perturb:`` values counted and checked)."""
 
-    ``runner`` runs each pass's per-batch functions (:func:`count_batch`,
-    :func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) and gives their parts in input order:
-    :class:`LocalBatches` (default: batches of ``batch_rows`` here) or the Dask engine's
-    (tasks on the Parquet pieces); the parts are merged here, so both give the same files."""
+    n: int
+    offsets: list[int]
+    agg: Any
+    codes: np.ndarray
+    cells: CellTable
+    hs: Any
+    ps: Any
+    household_columns: pd.DataFrame | None
+    dp_done: list
+    perturb_values: dict[str, PerturbValues]
+    derived: DerivedCollector | None
+    ranges: dict[str, tuple[float, float]]
+    weight_max: float
+    dtypes: dict[str, Any]
+
+
+def _count_pass(config: ReleaseConfig, seed: int, runner: Any, measure: list[str],
+                say: Callable[[str], None]) -> _Counted:
+    """Pass 1 (:func:`count_batch` over every batch, merged), the refusals in the pandas
+    engine's order, and the two stages planned on the aggregates."""
     from sdc.io.schemas import render_problems
     from sdc.pipeline.kernels import Problems
 
-    say = progress or (lambda s: None)
-    runner = runner if runner is not None else LocalBatches(config, batch_rows)
     pcfg, hcfg = person_config(config), household_config(config)
-    id_col, weight = config.input.id_column, config.input.weight
-    numeric = report_numeric_columns(config)
-    stats = input_value_ranges(config, numeric)
-    measure = [c for c in numeric if c not in stats]
+    id_col = config.input.id_column
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
     counter, households = CellCounter(), HouseholdCounter(config)
@@ -462,16 +466,40 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         ps = person_stage(cells, config)
     except SmallBlockError as e:
         raise _stage_error(e, "person", config) from None
+    return _Counted(n, offsets, agg, codes, cells, hs, ps, household_columns, dp_done,
+                    perturb_values, derived, {c: (lo[c], hi[c]) for c in lo}, weight_max,
+                    dtypes)
 
+
+@dataclass
+class _Identified:
+    """Pass 2 merged: the drawing persons' distinct identities (``starts``: each batch's
+    first), every person's when person-level variables are perturbed, the changed
+    households' persons and the released columns' parts."""
+
+    locate: CellLocator
+    ident: np.ndarray
+    starts: np.ndarray
+    every_ident: np.ndarray | None
+    changed: ChangedHouseholdPersons
+    released_columns: _ReleasedColumns | None
+
+
+def _identity_pass(config: ReleaseConfig, runner: Any, k: _Counted,
+                   say: Callable[[str], None]) -> _Identified:
+    """Pass 2 (:func:`identity_batch`), then the person stage's dependence check and the
+    person-level ``derived:`` mapping (refused here, as the pandas engine refuses them)."""
     say("person identities (pass 2 of 3)")
-    locate = CellLocator(codes, pcfg)
+    pcfg = person_config(config)
+    locate = CellLocator(k.codes, pcfg)
     columns = list(input_arrow_schema(config).names)
     pdep = person_dependence_counter(columns, config)
     ids, ties, listed = [], [], 0
     every_ids, every_ties = [], []
     changed = ChangedHouseholdPersons()
-    for i, t, part, dep, every in runner.map(identity_batch, (config, locate, agg.identity,
-                                                              cells, ps, hs.changed, columns)):
+    for i, t, part, dep, every in runner.map(identity_batch, (config, locate, k.agg.identity,
+                                                              k.cells, k.ps, k.hs.changed,
+                                                              columns)):
         changed.merge(part, listed)
         pdep.merge(dep)
         listed += i.size
@@ -480,19 +508,100 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         if every is not None:
             every_ids.append(every[0])
             every_ties.append(every[1])
-    pfig = person_dependence(pdep, ps, config)
-    raise_if_dependent(pfig, ps.plan, pcfg)
-    ps.plan = dataclasses.replace(ps.plan, dependence=pfig)
-    released_columns = _released_columns(config, household_columns, derived, cells,
-                                         perturb_values, n)
+    pfig = person_dependence(pdep, k.ps, config)
+    raise_if_dependent(pfig, k.ps.plan, pcfg)
+    k.ps.plan = dataclasses.replace(k.ps.plan, dependence=pfig)
+    released_columns = _released_columns(config, k.household_columns, k.derived, k.cells,
+                                         k.perturb_values, k.n)
     ident = unique_identities(np.concatenate(ids), np.concatenate(ties))
     starts = np.concatenate([[0], np.cumsum([x.size for x in ids])]).astype(int)
     del ids, ties
     every_ident = (unique_identities(np.concatenate(every_ids), np.concatenate(every_ties))
                    if every_ids else None)
-    del every_ids, every_ties
-    table, orig = extended_cells(cells, changed.released_codes(ident, cells, ps, hs, config,
-                                                               seed))
+    return _Identified(locate, ident, starts, every_ident, changed, released_columns)
+
+
+@dataclass
+class HouseholdPlan:
+    """What ``sdc plan`` of a household file shows on a batch engine (:func:`plan_households`):
+    the counted person cells, both stages' plans (``hs``, ``ps``, dependence checked) and the
+    aggregate of the households."""
+
+    config: ReleaseConfig
+    n_records: int
+    cells: CellTable
+    hs: Any
+    ps: Any
+    agg: Any
+
+    @property
+    def cell_prb(self) -> np.ndarray:
+        return person_draw_plan(self.ps, self.cells, self.config).cell_prb
+
+    @property
+    def partition_sets(self) -> pd.DataFrame:
+        ident = np.arange(self.cells.n_cells, dtype=np.int64)
+        return household_partition_sets(self.cells, self.ps, self.cells, ident, self.config)[1]
+
+    @property
+    def household_blocks(self) -> pd.DataFrame:
+        return household_blocks(self.hs, self.config)
+
+    @property
+    def certificate(self) -> tuple[float, dict[str, Any]]:
+        """The larger of the two stages' certificates and where it is attained."""
+        p, h = self.ps.plan, self.hs.plan
+        if h.certificate > p.certificate:
+            return float(h.certificate), dict(h.certificate_at)
+        return float(p.certificate), dict(p.certificate_at)
+
+    @property
+    def merges(self) -> list[str]:
+        return list(self.ps.plan.merges) + [f"household stage: {m}" for m in self.hs.plan.merges]
+
+
+def plan_households(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+                    runner: Any = None,
+                    progress: Callable[[str], None] | None = None) -> HouseholdPlan:
+    """The plan of a household file in batches (``sdc plan``, ``sdc validate`` on a batch
+    engine): the release's first two passes, with every refusal of the release (input,
+    households, small blocks, the dependence check, ``perturb:`` and ``derived:`` columns) and
+    no file written. The plan does not depend on the seed (0 draws the households here)."""
+    say = progress or (lambda s: None)
+    runner = runner if runner is not None else LocalBatches(config, batch_rows)
+    k = _count_pass(config, 0, runner, [], say)
+    _identity_pass(config, runner, k, say)
+    return HouseholdPlan(config, k.n, k.cells, k.hs, k.ps, k.agg)
+
+
+def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
+                             batch_rows: int = DEFAULT_BATCH_ROWS,
+                             tmp_dir: Path | str | None = None,
+                             progress: Callable[[str], None] | None = None,
+                             records_path: Path | None = None,
+                             runner: Any = None) -> HouseholdBatchRelease:
+    """Release the household file of ``config`` in batches; the public files into
+    ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
+    pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check,
+    :class:`~sdc.method.derived.DerivedError`); ``perturb:`` and ``derived:`` columns are
+    released per household or per person as the pandas engine releases them.
+
+    ``runner`` runs each pass's per-batch functions (:func:`count_batch`,
+    :func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) and gives their parts in input order:
+    :class:`LocalBatches` (default: batches of ``batch_rows`` here) or the Dask engine's
+    (tasks on the Parquet pieces); the parts are merged here, so both give the same files."""
+    say = progress or (lambda s: None)
+    runner = runner if runner is not None else LocalBatches(config, batch_rows)
+    weight = config.input.weight
+    numeric = report_numeric_columns(config)
+    stats = input_value_ranges(config, numeric)
+    k = _count_pass(config, seed, runner, [c for c in numeric if c not in stats], say)
+    n, offsets, agg, cells, hs, ps = k.n, k.offsets, k.agg, k.cells, k.hs, k.ps
+    p2 = _identity_pass(config, runner, k, say)
+    locate, ident, starts, every_ident = p2.locate, p2.ident, p2.starts, p2.every_ident
+    released_columns = p2.released_columns
+    table, orig = extended_cells(cells, p2.changed.released_codes(ident, cells, ps, hs, config,
+                                                                 seed))
     salt = order_salt(table)
     pseudo = pseudonyms(agg.identity, seed, salt)
     schema = household_public_schema(public_schema(config, input_arrow_schema(config)), config)
@@ -501,9 +610,10 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     say("releasing persons (pass 3 of 3)")
     bits = bucket_bits(n)
     tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
-    acc = new_accumulator(table, config, weight_max if weight else None,
-                          {**stats, **{c: (lo[c], hi[c], pa.types.is_integer(
-                              input_arrow_schema(config).field(c).type)) for c in lo}})
+    acc = new_accumulator(table, config, k.weight_max if weight else None,
+                          {**stats, **{c: (a, b, pa.types.is_integer(
+                              input_arrow_schema(config).field(c).type))
+                              for c, (a, b) in k.ranges.items()}})
     person_cell, person_row, person_rel, person_w = [], [], [], []
     n_designs = len(released_columns.designs) if released_columns is not None else 0
     person_changed = np.zeros(n_designs, dtype=np.int64)
@@ -512,9 +622,9 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                   orig, pseudo, schema, salt, bits, str(tmp), records_path is not None,
                   acc.spawn(), released_columns)
         for c, hrow, rel, w, part, ch in runner.map(
-                apply_batch, shared, lambda k: (
-                    ident[starts[k]:starts[k + 1]],
-                    None if every_ident is None else every_ident[offsets[k]:offsets[k + 1]])):
+                apply_batch, shared, lambda i: (
+                    ident[starts[i]:starts[i + 1]],
+                    None if every_ident is None else every_ident[offsets[i]:offsets[i + 1]])):
             acc.merge(part)
             if ch is not None:
                 person_changed += ch
@@ -527,7 +637,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
         while more:
             template = acc.spawn()
             for part in runner.map(refine_batch, (config, locate, orig, template),
-                                   lambda k: acc.moved_slice(offsets[k], offsets[k + 1])):
+                                   lambda i: acc.moved_slice(offsets[i], offsets[i + 1])):
                 acc.merge(part)
             more = acc.end_refine_pass()
         records_file = None
@@ -547,13 +657,14 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     row_all = np.concatenate(person_row)
     rel_all = np.concatenate(person_rel)
     w_all = np.concatenate(person_w) if weight else None
+    dp_done = list(k.dp_done)
     if released_columns is not None:  # in perturb: order, as the pandas engine lists them
         dp_done += [d.perturbation(int(c)) for d, c in zip(released_columns.designs,
                                                           person_changed, strict=True)]
         order = list(config.perturb)
         dp_done.sort(key=lambda d: order.index(d.variable))
     result = _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
-                     row_all, rel_all, w_all, dtypes, n, schema, files, acc, records_file)
+                     row_all, rel_all, w_all, k.dtypes, n, schema, files, acc, records_file)
     result.dp_perturbations = dp_done
     return result
 

@@ -149,6 +149,8 @@ def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
     from sdc.pipeline.kernels import plan_cells
 
     count = get_executor(spec.kind).count(config, spec)
+    if config.input.household_id is not None:
+        return _household_plan_summary(config, path, spec, count)
     plan = plan_cells(count, config)
     part = plan.partitioned
     sens = plan.cell_prb >= 0
@@ -167,6 +169,49 @@ def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
         changed=None, seed_known=False, release_exists=out.exists(),
         notes=[f"engine {spec.kind}: one counting pass; the number of changed records is "
                "known after the release pass"],
+    )
+
+
+def _household_note(person_certificate: float, n_households: int, household_blocks: Any,
+                    certificate: float, small_classes: int, small_class_persons: int) -> str:
+    """The plan's note on a household file's two stages (every engine words it so)."""
+    hb = household_blocks
+    expected = float(hb["expected_changed"].sum()) if len(hb) else 0.0
+    return (f"household file: the PRBs below are the person stage's (certificate "
+            f"{person_certificate:.6f}, inside the household keys' values); the household "
+            f"stage has {n_households:,} households, {len(hb)} household PRB(s), "
+            f"certificate {certificate:.6f}, {expected:.1f} "
+            f"households expected to change; {small_classes} household-key class(es) "
+            f"({small_class_persons} persons) too small for a person PRB "
+            "(docs/HOUSEHOLDS.md)")
+
+
+def _household_plan_summary(config: ReleaseConfig, path: Path, spec: Any,
+                            hp: Any) -> PlanSummary:
+    """``sdc plan --engine streaming|dask`` of a household file: both stages planned in
+    batches (:func:`sdc.pipeline.households.plan_households`)."""
+    ps = hp.ps
+    part = ps.plan.partitioned
+    sens = hp.cell_prb >= 0
+    blocks = ps.plan.blocks
+    cert, cert_at = hp.certificate
+    out = config.output_dir.resolve()
+    note = _household_note(float(ps.plan.certificate), int(hp.agg.n_households),
+                           hp.household_blocks, float(hp.hs.plan.certificate),
+                           int(ps.small_classes), int(ps.small_class_persons))
+    return PlanSummary(
+        name=config.name, config_path=path.resolve(), input_path=config.input_path.resolve(),
+        output_dir=out, n_records=int(hp.n_records), n_cells=int(hp.cells.n_cells),
+        n_sensitive_cells=int(sens.sum()),
+        n_sensitive_records=int(hp.cells.frequency[sens].sum()),
+        xi=float(part.xi), theta=float(part.theta), theta_mode=config.risk.theta,
+        kmin=int(part.kmin), small_blocks=config.risk.small_blocks,
+        partition_sets=hp.partition_sets, blocks=blocks, merges=hp.merges,
+        certificate=cert, certificate_at=cert_at,
+        expected_changed=float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        changed=None, seed_known=False, release_exists=out.exists(),
+        notes=[note, f"engine {spec.kind}: the count and identity passes; the number of "
+               "changed records is known after the release pass"],
     )
 
 
@@ -197,34 +242,31 @@ def plan_release(config_path: str | Path, engine: str | None = None) -> PlanSumm
     # the plan is seed-independent; with no seed yet, 0 only fills the random draws we ignore
     result = sdc.release_frame(frame, config, seed if seed is not None else 0)
     blocks = result.blocks
-    sens = result.sensitive_cell
     out = config.output_dir.resolve()
     st = result.households
+    counted = result
     if st is not None:
-        hb = st.result.blocks
-        notes.append(
-            f"household file: the PRBs below are the person stage's (certificate "
-            f"{st.person_certificate:.6f}, inside the household keys' values); the household "
-            f"stage has {st.n_households:,} households, {len(hb)} household PRB(s), "
-            f"certificate {st.certificate:.6f}, {float(hb['expected_changed'].sum()) if len(hb) else 0.0:.1f} "
-            f"households expected to change; {st.small_classes} household-key class(es) "
-            f"({st.small_class_persons} persons) too small for a person PRB "
-            "(docs/HOUSEHOLDS.md)")
+        # the counted person cells (the release's table adds the released combinations of
+        # changed households, which depend on the seed: not the plan's)
+        counted = st.person
+        notes.append(_household_note(st.person_certificate, st.n_households, st.result.blocks,
+                                     st.certificate, st.small_classes, st.small_class_persons))
+    sens = counted.sensitive_cell
     return PlanSummary(
         name=config.name,
         config_path=job.config_path,
         input_path=config.input_path.resolve(),
         output_dir=out,
         n_records=int(len(frame)),
-        n_cells=int(result.cells.n_cells),
+        n_cells=int(counted.cells.n_cells),
         n_sensitive_cells=int(sens.sum()),
-        n_sensitive_records=int(result.cells.frequency[sens].sum()),
+        n_sensitive_records=int(counted.cells.frequency[sens].sum()),
         xi=float(result.xi),
         theta=float(result.theta),
         theta_mode=config.risk.theta,
         kmin=int(result.kmin),
         small_blocks=config.risk.small_blocks,
-        partition_sets=result.partition_sets,
+        partition_sets=counted.partition_sets,
         blocks=blocks,
         merges=list(result.merges),
         certificate=float(result.certificate),

@@ -126,17 +126,39 @@ def test_the_batch_engines_take_household_files_with_perturb_and_derived():
         check_streamable(cfg.model_copy(update={"derived": ["roof"]}), engine)
 
 
-def test_streaming_plan_of_a_household_file_is_refused():
-    """``sdc plan --engine streaming`` (or ``dask``) would count persons only: refused with the
-    way out."""
-    from sdc.executors.streaming import count_cells
+def test_plan_of_a_household_file_is_the_same_on_every_engine(tmp_path):
+    """``sdc plan --engine streaming|dask`` of a household file plans both stages in batches
+    (the count and identity passes): the same PRBs, partition sets, certificate, counts and
+    household note as the pandas engine (the plan does not depend on the seed)."""
+    import yaml
 
-    with pytest.raises(InputError, match="household file .* `sdc plan` with the pandas engine"):
-        count_cells(_cfg())
-    from sdc.executors.registry import get_executor
+    from sdc.release.job import plan_release
+    from sdc.samples import generate_household_sample
 
-    with pytest.raises(InputError, match="household file .* `sdc plan` with the pandas engine"):
-        get_executor("dask").count(_cfg(path="hh.parquet", format="parquet"), None)
+    frame = generate_household_sample(3000, seed=8, n_regions=12)
+    frame.to_parquet(tmp_path / "hh.parquet", index=False, row_group_size=450)
+    d = household_config()
+    d["input"].update({"path": str(tmp_path / "hh.parquet"), "format": "parquet",
+                       "drop": ["income"]})
+    d["output"] = {"dir": str(tmp_path / "out")}
+    d["engine"] = {"kind": "pandas", "batch_rows": 700}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(d))
+    want = plan_release(tmp_path / "job.yaml", engine="pandas")
+    assert want.notes[0].startswith("household file: the PRBs below are the person stage's")
+    engines = ["streaming"]
+    try:
+        import distributed  # noqa: F401
+        engines.append("dask")
+    except ImportError:
+        pass
+    for engine in engines:
+        got = plan_release(tmp_path / "job.yaml", engine=engine)
+        for f in ("n_records", "n_cells", "n_sensitive_cells", "n_sensitive_records", "kmin",
+                  "certificate", "certificate_at", "merges", "expected_changed"):
+            assert getattr(got, f) == getattr(want, f), (engine, f)
+        pd.testing.assert_frame_equal(got.blocks, want.blocks.drop(columns=["changed"]))
+        pd.testing.assert_frame_equal(got.partition_sets, want.partition_sets)
+        assert got.notes[0] == want.notes[0] and got.changed is None
 
 
 # -- the household release ------------------------------------------------------------------------
