@@ -6,7 +6,7 @@ Commands (``sdc COMMAND --help`` for each)::
     sdc release CONFIG [--force] [--timings]   run the release flow (embedded Prefect)
     sdc plan CONFIG                what a release would do; writes nothing
     sdc design CONFIG [-o NEW]     search recodings for the least-changed certified release
-    sdc validate CONFIG            check the config and the input only
+    sdc validate CONFIG [--engine E]   check the config and the input only
     sdc audit RELEASE_DIR          re-verify a published release (exit 1 on any failure)
     sdc approve|reject DIR --as N  publish or discard a release staged for review (--review)
     sdc report RELEASE_DIR         re-render internal/report.html from the JSON reports
@@ -680,7 +680,13 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
 
 
 @app.command()
-def validate(config: ConfigArg, as_json: JsonOpt = False) -> None:
+def validate(
+    config: ConfigArg,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="pandas | streaming | dask: how the records are read and checked "
+        "(overrides the config's engine:).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Check the config and its input (schema, domains, ids, weights) without releasing."""
     with _friendly_errors("validate" if as_json else None):
         from sdc.release.job import validate_release_input
@@ -688,11 +694,11 @@ def validate(config: ConfigArg, as_json: JsonOpt = False) -> None:
         if as_json:
             from sdc.cli.json_output import print_document, validate_document
 
-            print_document(validate_document(validate_release_input(config)))
+            print_document(validate_document(validate_release_input(config, engine=engine)))
             return
 
         with console.status(f"validating {escape(str(config))}"):
-            v = validate_release_input(config)
+            v = validate_release_input(config, engine=engine)
         console.print(_kv_table([
             ("config", str(v.config_path)),
             ("input", f"{v.input_path} (sha256 {v.input_sha256[:16]}...)"),

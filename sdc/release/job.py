@@ -295,8 +295,14 @@ class ValidationSummary:
     n_sensitive_cells: int
 
 
-def validate_release_input(config_path: str | Path) -> ValidationSummary:
-    """Check the config and the input only (no seed, no randomness, no writes).
+def validate_release_input(config_path: str | Path,
+                           engine: str | None = None) -> ValidationSummary:
+    """Check the config and the input only (no seed, no randomness, no writes). ``engine``
+    (default: the config's) chooses how the records are read: streaming and dask check and
+    count them in batches (the release's count pass), never holding the file.
+
+    A household file is checked as its release checks it: the households, both stages'
+    PRBs and dependence checks (docs/HOUSEHOLDS.md), not as a file of persons.
 
     Raises ``sdc.ConfigError`` / ``sdc.InputError`` (every input problem in one table; a
     released non-key column that gives the key values away: ``DependenceError``) /
@@ -307,12 +313,23 @@ def validate_release_input(config_path: str | Path) -> ValidationSummary:
     from sdc.method.plan import plan_release as plan_cells
     from sdc.release.public import public_schema_for
 
+    spec = resolve_engine(sdc.load_config(config_path), engine)
+    if get_executor(spec.kind).batched:
+        return _validate_batches(config_path, spec)
     job = load_job(config_path)
     frame = validate_input(job.frame, job.config)
-    part = sdc.partition_frame(frame, job.config)
-    # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
-    plan = plan_cells(part, job.config)
-    raise_if_dependent(frame_dependence(frame, plan, job.config), plan, job.config)
+    if job.config.input.household_id is not None:
+        # the release's own checks of both stages (0: the checks do not depend on the seed)
+        person = sdc.release_frame(frame, job.config, 0).households.person
+        n_cells, n_sets = int(person.cells.n_cells), int(len(person.partition_sets))
+        n_sensitive = int(person.sensitive_cell.sum())
+    else:
+        part = sdc.partition_frame(frame, job.config)
+        # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
+        plan = plan_cells(part, job.config)
+        raise_if_dependent(frame_dependence(frame, plan, job.config), plan, job.config)
+        n_cells, n_sets = int(part.cells.n_cells), int(len(part.partition_keys))
+        n_sensitive = int(part.sensitive.sum())
     public_schema_for(job.config, frame)  # the public types every output format can hold
     return ValidationSummary(
         name=job.config.name,
@@ -322,7 +339,37 @@ def validate_release_input(config_path: str | Path) -> ValidationSummary:
         n_records=int(len(frame)),
         n_columns=int(frame.shape[1]),
         key_variables=job.config.key_names,
-        n_cells=int(part.cells.n_cells),
-        n_partition_sets=int(len(part.partition_keys)),
-        n_sensitive_cells=int(part.sensitive.sum()),
+        n_cells=n_cells,
+        n_partition_sets=n_sets,
+        n_sensitive_cells=n_sensitive,
     )
+
+
+def _validate_batches(config_path: str | Path, spec: Any) -> ValidationSummary:
+    """``sdc validate --engine streaming|dask``: the release's count pass (every input
+    problem of the whole file, with global rows), the plan and its dependence check (both
+    stages of a household file), the public types; the file is never held whole."""
+    from sdc.io.batches import check_streamable, input_arrow_schema, input_sha256, public_schema
+    from sdc.method.partition import partition_cells
+    from sdc.pipeline.kernels import plan_cells
+
+    path = Path(config_path).expanduser()
+    config = sdc.load_config(path)
+    check_streamable(config, spec.kind)
+    count = get_executor(spec.kind).count(config, spec)
+    if config.input.household_id is not None:
+        n_records, n_cells = int(count.n_records), int(count.cells.n_cells)
+        n_sets = int(len(count.partition_sets))
+        n_sensitive = int((count.cell_prb >= 0).sum())
+    else:
+        plan_cells(count, config)  # and the dependence check of the counted columns
+        part = partition_cells(count.cells, config)
+        n_records, n_cells = int(count.n_records), int(part.cells.n_cells)
+        n_sets, n_sensitive = int(len(part.partition_keys)), int(part.sensitive.sum())
+    schema = input_arrow_schema(config)
+    public_schema(config, schema)  # the public types every output format can hold
+    return ValidationSummary(
+        name=config.name, config_path=path.resolve(), input_path=config.input_path.resolve(),
+        input_sha256=input_sha256(config.input_path), n_records=n_records,
+        n_columns=len(schema.names), key_variables=config.key_names, n_cells=n_cells,
+        n_partition_sets=n_sets, n_sensitive_cells=n_sensitive)

@@ -134,6 +134,13 @@ def test_streaming_release_through_the_cli_equals_pandas(tmp_path):
     r = run("plan", _job(tmp_path, "st", inp), "--engine", "streaming")
     assert r.exit_code == 0, r.text
     assert "certificate" in r.text and "engine streaming" in r.text
+    # sdc validate in batches: the same summary as in memory
+    docs = {}
+    for engine in ("pandas", "streaming"):
+        r = run("validate", _job(tmp_path, "st", inp), "--engine", engine, "--json")
+        assert r.exit_code == 0, r.stdout
+        docs[engine] = json.loads(r.stdout)
+    assert docs["streaming"] == docs["pandas"]
 
 
 @pytest.mark.e2e

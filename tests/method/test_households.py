@@ -126,13 +126,9 @@ def test_the_batch_engines_take_household_files_with_perturb_and_derived():
         check_streamable(cfg.model_copy(update={"derived": ["roof"]}), engine)
 
 
-def test_plan_of_a_household_file_is_the_same_on_every_engine(tmp_path):
-    """``sdc plan --engine streaming|dask`` of a household file plans both stages in batches
-    (the count and identity passes): the same PRBs, partition sets, certificate, counts and
-    household note as the pandas engine (the plan does not depend on the seed)."""
+def _household_job(tmp_path: Path) -> Path:
     import yaml
 
-    from sdc.release.job import plan_release
     from sdc.samples import generate_household_sample
 
     frame = generate_household_sample(3000, seed=8, n_regions=12)
@@ -143,15 +139,28 @@ def test_plan_of_a_household_file_is_the_same_on_every_engine(tmp_path):
     d["output"] = {"dir": str(tmp_path / "out")}
     d["engine"] = {"kind": "pandas", "batch_rows": 700}
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(d))
-    want = plan_release(tmp_path / "job.yaml", engine="pandas")
-    assert want.notes[0].startswith("household file: the PRBs below are the person stage's")
-    engines = ["streaming"]
+    return tmp_path / "job.yaml"
+
+
+def _batch_engines() -> list[str]:
     try:
         import distributed  # noqa: F401
-        engines.append("dask")
     except ImportError:
-        pass
-    for engine in engines:
+        return ["streaming"]
+    return ["streaming", "dask"]
+
+
+def test_plan_of_a_household_file_is_the_same_on_every_engine(tmp_path):
+    """``sdc plan --engine streaming|dask`` of a household file plans both stages in batches
+    (the count and identity passes): the same PRBs, partition sets, certificate, counts and
+    household note as the pandas engine (the plan does not depend on the seed)."""
+    from sdc.release.job import plan_release
+
+    job = _household_job(tmp_path)
+    want = plan_release(job, engine="pandas")
+    assert want.notes[0].startswith("household file: the PRBs below are the person stage's")
+    for engine in _batch_engines():
+        got = plan_release(job, engine=engine)
         got = plan_release(tmp_path / "job.yaml", engine=engine)
         for f in ("n_records", "n_cells", "n_sensitive_cells", "n_sensitive_records", "kmin",
                   "certificate", "certificate_at", "merges", "expected_changed"):
@@ -159,6 +168,20 @@ def test_plan_of_a_household_file_is_the_same_on_every_engine(tmp_path):
         pd.testing.assert_frame_equal(got.blocks, want.blocks.drop(columns=["changed"]))
         pd.testing.assert_frame_equal(got.partition_sets, want.partition_sets)
         assert got.notes[0] == want.notes[0] and got.changed is None
+
+
+def test_validate_of_a_household_file_is_the_same_on_every_engine(tmp_path):
+    """``sdc validate`` checks a household file as its release does (both stages' dependence
+    checks: the household id and the household columns are not person columns that give the
+    keys away, which the pandas engine once claimed, exit 2 on a file that released), on every
+    engine, the batch engines in batches; the same summary."""
+    from sdc.release.job import validate_release_input
+
+    job = _household_job(tmp_path)
+    want = validate_release_input(job, engine="pandas")
+    assert want.n_cells > want.n_sensitive_cells > 0
+    for engine in _batch_engines():
+        assert validate_release_input(job, engine=engine) == want, engine
 
 
 # -- the household release ------------------------------------------------------------------------
