@@ -8,6 +8,12 @@ run by the flow's in-memory path; ``streaming`` (record batches on one machine) 
 :meth:`Executor.release`. Every executor gives byte-identical files
 (``tests/contract/test_executors.py``). A new executor is one :func:`register_executor` call;
 nothing outside this module asks which executor it is (docs/ARCHITECTURE.md).
+
+What one executor does, all do (person and household files, ``perturb:`` and ``derived:``
+columns, weights, series, ``sdc plan`` and ``sdc validate``), except what an executor's
+``limits`` say here, with the reason: the one place that lists them. The refusals themselves
+(exit 2, naming the way out) are :func:`sdc.io.engine_formats.engine_problems`',
+:func:`sdc.method.cells.radix_sizes`' and :mod:`sdc.io.values`'.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ class Executor:
     release : callable, optional
         ``release(config, seed, stage, spec, progress, records_path) -> BatchRelease``: count,
         plan, apply, write the public files into ``stage`` and the records file.
+    limits : tuple of str
+        What this executor refuses that another does, and why (see the module docstring).
     """
 
     name: str
@@ -49,6 +57,7 @@ class Executor:
     summary: str
     count: Callable[[ReleaseConfig, Any], Any] | None = None
     release: Callable[..., Any] | None = None
+    limits: tuple[str, ...] = ()
 
 
 _REGISTRY: dict[str, Executor] = {}
@@ -140,8 +149,26 @@ def _dask_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
                         records_path=records_path)
 
 
+# what the batched executors cannot do, because they never hold the file
+_BATCH_LIMITS = (
+    "SPSS (.sav) and Stata (.dta) input: pyreadstat reads such a file whole, there is no batch "
+    "reader; convert it to Parquet once",
+    "output.formats sav and dta: pyreadstat writes one in-memory frame, not batches; convert "
+    "the released Parquet file",
+    "key spaces of 2**62 cells or more: every batch numbers a cell by one 62-bit mixed-radix "
+    "code so that batches agree; the in-memory executor numbers only the cells it sees",
+)
 register_executor(Executor("pandas", False, "the whole file in memory (default)"))
-register_executor(Executor("streaming", True, "record batches on one machine, out of core",
-                           count=_streaming_count, release=_streaming_release))
-register_executor(Executor("dask", True, "partitions on a Dask cluster (Parquet input)",
-                           count=_dask_count, release=_dask_release))
+register_executor(Executor(
+    "streaming", True, "record batches on one machine, out of core",
+    count=_streaming_count, release=_streaming_release,
+    limits=(*_BATCH_LIMITS,
+            "CSV columns are typed from the file's first block (16 MB): a later value that "
+            "would not be written back as it was read is refused (the in-memory executor "
+            "types each column from the whole file)")))
+register_executor(Executor(
+    "dask", True, "partitions on a Dask cluster (Parquet input)",
+    count=_dask_count, release=_dask_release,
+    limits=(*_BATCH_LIMITS,
+            "CSV input: a task reads one Parquet row group, a CSV file has no pieces a worker "
+            "can read alone; convert it to Parquet, or use streaming")))

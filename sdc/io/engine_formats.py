@@ -1,5 +1,7 @@
 """Which input and output formats each engine handles (no heavy imports: the pre-flight of
-``sdc release`` and :func:`sdc.io.batches.check_streamable` share these messages)."""
+``sdc release`` and :func:`sdc.io.batches.check_streamable` share these messages). Why an
+engine cannot do these is said once, in the executor registry (``limits`` of
+``sdc.executors.registry``)."""
 
 from __future__ import annotations
 
