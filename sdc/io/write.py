@@ -1,7 +1,8 @@
 """Deterministic bytes of release files and their hashes.
 
-:func:`parquet_bytes` and :func:`csv_bytes` serialize a frame to bytes that depend only on the
-frame's content (no timestamps, no index), so that the same release gives byte-identical files.
+:func:`parquet_bytes` serializes a frame (the internal tables) to bytes that depend only on the
+frame's content (no timestamps, no index), so that the same release gives byte-identical files;
+the public files are written by :class:`sdc.io.batches.PublicWriter`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["csv_bytes", "parquet_bytes", "sha256_bytes", "sha256_file"]
+__all__ = ["parquet_bytes", "sha256_bytes", "sha256_file"]
 
 _CHUNK = 1 << 20
 
@@ -46,13 +47,3 @@ def parquet_bytes(frame: pd.DataFrame) -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="snappy")
     return buf.getvalue()
-
-
-def csv_bytes(frame: pd.DataFrame) -> bytes:
-    """The frame as UTF-8 CSV bytes (comma-separated, ``\\n`` line ends, no index, no BOM).
-
-    Missing values are written as empty fields; floats with Python's shortest round-trip repr.
-    """
-    return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
-
-

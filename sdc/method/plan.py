@@ -22,7 +22,7 @@ from sdc.errors import SmallBlockError
 from sdc.method.blocks import Block, BlockPlan, plan_blocks
 from sdc.method.partition import Partitioned
 
-__all__ = ["ReleasePlan", "default_merge_order", "partition_units", "plan_release"]
+__all__ = ["ReleasePlan", "default_merge_order", "plan_release"]
 
 
 @dataclass(frozen=True)
@@ -74,21 +74,6 @@ class ReleasePlan:
     def merges(self) -> list[str]:
         return self.block_plan.merges
 
-def partition_units(partition_keys: list[str], blocks: pd.DataFrame) -> dict[str, str]:
-    """Map every partition key to the unit whose record count the release preserves exactly.
-
-    PRAM never moves a record out of its PRB, so the record count of every partition set is
-    preserved, except when small PRBs were merged: then records may move between the merged
-    partition sets, and the preserved count is the merged group's total. The unit of a merged
-    partition set is the merged block's key (its members joined by " + "); every other partition
-    set is its own unit.
-    """
-    units = {k: k for k in partition_keys}
-    for key, n in zip(blocks["partition_key"], blocks["n_partition_sets"], strict=True):
-        if n > 1:
-            for member in key.split(" + "):
-                units[member] = key
-    return units
 
 def default_merge_order(config: ReleaseConfig) -> list[str]:
     """Banded variables first, then hierarchies, groups and as-is variables (config order)."""

@@ -15,7 +15,7 @@ import pytest
 
 import sdc
 from sdc.io.read import read_input
-from sdc.io.write import csv_bytes, parquet_bytes, sha256_bytes, sha256_file
+from sdc.io.write import parquet_bytes, sha256_bytes, sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -196,12 +196,6 @@ def _frame() -> pd.DataFrame:
     })
 
 
-def test_csv_bytes_exact() -> None:
-    assert csv_bytes(_frame()) == (
-        "record_id,sex,w,label\n1,1,1.5,a\n2,2,2.25,é\n3,1,0.1,\n4,2,3.0,ü\n5,1,1e-07,x\n"
-    ).encode()
-
-
 def test_parquet_bytes_deterministic_and_index_free() -> None:
     f = _frame()
     g = f.iloc[::-1].iloc[::-1]  # same content, different index object
@@ -217,13 +211,12 @@ def test_bytes_identical_in_a_fresh_process() -> None:
     # a different interpreter, hash seed and time must give the same bytes
     code = (
         f"import sys, hashlib; sys.path.insert(0, {str(REPO)!r}); from tests.io.test_io import _frame;"
-        "from sdc.io.write import parquet_bytes, csv_bytes;"
-        "print(hashlib.sha256(parquet_bytes(_frame())).hexdigest(),"
-        " hashlib.sha256(csv_bytes(_frame())).hexdigest())"
+        "from sdc.io.write import parquet_bytes;"
+        "print(hashlib.sha256(parquet_bytes(_frame())).hexdigest())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}, cwd=REPO)
-    expected = f"{sha256_bytes(parquet_bytes(_frame()))} {sha256_bytes(csv_bytes(_frame()))}"
+    expected = sha256_bytes(parquet_bytes(_frame()))
     assert out.stdout.strip() == expected
 
 

@@ -14,7 +14,7 @@ import yaml
 import sdc
 from sdc.audit.verify import AuditError, AuditReport, verify_release
 from sdc.io.read import read_input
-from sdc.io.write import csv_bytes, parquet_bytes, sha256_bytes, sha256_file
+from sdc.io.write import parquet_bytes, sha256_bytes, sha256_file
 from sdc.publish.folder import write_release
 from sdc.release.assemble import assemble_release
 from sdc.series.seeds import load_seed
@@ -68,7 +68,7 @@ def failed(rep: AuditReport) -> set[str]:
 def rewrite_public(rel: Path, df: pd.DataFrame) -> None:
     """Replace the public microdata and fix up their hashes, as a careful forger would."""
     audit = json.loads((rel / "internal" / "audit.json").read_text())
-    for name, data in (("microdata.parquet", parquet_bytes(df)), ("microdata.csv", csv_bytes(df))):
+    for name, data in (("microdata.parquet", parquet_bytes(df)), ("microdata.csv", df.to_csv(index=False, lineterminator="\n").encode())):
         (rel / "public" / name).write_bytes(data)
         audit["public_files"][name] = sha256_bytes(data)
     (rel / "internal" / "audit.json").write_text(json.dumps(audit))
