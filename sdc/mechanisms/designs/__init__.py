@@ -5,80 +5,9 @@ columns = true categories; a design with parity ``gamma`` is ``log(gamma)``-LDP
 (:mod:`sdc.mechanisms.privacy`). docs/MECHANISMS.md s. 1-3.
 """
 
-from .max_trace import (
-    estimate_max_trace,
-    max_trace_bound,
-    max_trace_design,
-    max_trace_risk,
-    sample_max_trace,
-    warner_design,
-)
-from .rappor import (
-    estimate_mixture,
-    estimate_rappor_empirical,
-    mixture_matrix,
-    mixture_risk,
-    mixture_scores,
-    modified_rappor_matrix,
-    modified_rappor_weights,
-    rappor_empirical_risk,
-    rappor_flip_probability,
-    rappor_matrix,
-    rappor_mixture_weights,
-    sample_mixture,
-    sample_modified_rappor,
-    sample_rappor,
-)
-from .tsubset import (
-    MinimaxDesign,
-    estimate_tsubset,
-    minimax_design,
-    minimax_f,
-    minimax_q,
-    minimax_risk,
-    sample_tsubset,
-    tsubset_constants,
-    tsubset_covariance,
-    tsubset_keep_probability,
-    tsubset_matrix,
-    tsubset_response_probabilities,
-    tsubset_risk,
-    tsubset_small_value,
-)
+from . import max_trace, rappor, tsubset
+from .max_trace import *  # noqa: F403
+from .rappor import *  # noqa: F403
+from .tsubset import *  # noqa: F403
 
-__all__ = [
-    "warner_design",
-    "max_trace_design",
-    "max_trace_bound",
-    "max_trace_risk",
-    "estimate_max_trace",
-    "sample_max_trace",
-    "minimax_f",
-    "minimax_q",
-    "minimax_risk",
-    "tsubset_small_value",
-    "tsubset_keep_probability",
-    "tsubset_matrix",
-    "sample_tsubset",
-    "tsubset_constants",
-    "estimate_tsubset",
-    "tsubset_response_probabilities",
-    "tsubset_covariance",
-    "tsubset_risk",
-    "MinimaxDesign",
-    "minimax_design",
-    "rappor_flip_probability",
-    "sample_rappor",
-    "rappor_matrix",
-    "rappor_mixture_weights",
-    "modified_rappor_weights",
-    "modified_rappor_matrix",
-    "mixture_matrix",
-    "sample_mixture",
-    "sample_modified_rappor",
-    "mixture_scores",
-    "estimate_mixture",
-    "mixture_risk",
-    "estimate_rappor_empirical",
-    "rappor_empirical_risk",
-]
+__all__ = [*max_trace.__all__, *tsubset.__all__, *rappor.__all__]

@@ -18,7 +18,6 @@ from scipy.special import xlogy
 from .._validation import check_int, check_probability_vector, check_real
 
 __all__ = [
-    "check_eps",
     "pram_matrix",
     "released_marginal",
     "mutual_information",
