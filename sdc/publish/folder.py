@@ -58,7 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["PARENT_MODE", "ReleaseExistsError", "ReleaseFolderError", "check_output_path",
-           "checkpoint", "extra_files", "make_parents", "pid_alive", "real_target",
+           "checkpoint", "extra_files", "first_ten", "make_parents", "pid_alive", "real_target",
            "refuse_extra_files", "staging_path", "write_release"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -373,16 +373,19 @@ def extra_files(out_dir: Path) -> list[str]:
     return sorted(found)
 
 
+def first_ten(names: list[str]) -> str:
+    """``a, b, ...`` of the first ten names, with ``(and N more)`` for the rest."""
+    return ", ".join(names[:10]) + (f" (and {len(names) - 10} more)" if len(names) > 10 else "")
+
+
 def refuse_extra_files(out_dir: Path) -> None:
     """:class:`ReleaseFolderError` listing :func:`extra_files` of the release ``out_dir``, if
     any: ``--force`` replaces the whole folder and would delete them."""
     extra = extra_files(out_dir)
     if extra:
-        shown = ", ".join(extra[:10]) + (f" (and {len(extra) - 10} more)" if len(extra) > 10
-                                         else "")
         raise ReleaseFolderError(
             f"release {str(out_dir)!r} holds {len(extra)} file(s) the release did not write: "
-            f"{shown}. --force replaces the whole folder and would delete them. Move them out "
+            f"{first_ten(extra)}. --force replaces the whole folder and would delete them. Move them out "
             "of the release first (e.g. keep approvals and signatures beside it), or add "
             "--discard-extra-files to delete them with the old release")
 

@@ -161,6 +161,7 @@ def approve(path: Path, name: str, comment: str | None = None, *,
     from sdc.publish.folder import (
         ReleaseExistsError,
         extra_files,
+        first_ten,
         fsync_dir,
         publish_new,
         swap_in,
@@ -181,11 +182,9 @@ def approve(path: Path, name: str, comment: str | None = None, *,
             "move the existing release away, or reject this one and release again with --force")
     extra = extra_files(out) if exists and not discard_extra_files else []
     if extra:
-        shown = ", ".join(extra[:10]) + (f" (and {len(extra) - 10} more)" if len(extra) > 10
-                                         else "")
         raise ReviewError(
             f"release {str(out)!r} holds {len(extra)} file(s) the release did not write: "
-            f"{shown}. Approving replaces the whole folder and would delete them. Move them "
+            f"{first_ten(extra)}. Approving replaces the whole folder and would delete them. Move them "
             "out of the release first (e.g. keep approvals and signatures beside it) and "
             "approve again, or approve with --discard-extra-files to delete them with the old "
             "release")
