@@ -1,42 +1,10 @@
-"""Disclosure-risk measures in sdcMicro's definitions, on whole columns.
-
-These are the figures a disclosure review board knows from sdcMicro (Templ, Kowarik & Meindl,
-2015, *J. Stat. Softw.* 67(4); R package ``sdcMicro``, functions ``freqCalc``, ``indivRisk``,
-``measure_risk`` and ``print(sdcObj, type = "kAnon")``). They are computed on the original file
-("before") and on the released file ("after", treating the released key values as if they were
-true: an upper-bound style figure, because a released record in a small cell is only the right
-person with the probability the NZY certificate bounds).
-
-Definitions, for a record i in key cell c (the combination of its key values):
-
-* ``fk`` - sample frequency: the number of records in c (sdcMicro ``freqCalc``: ``fk``).
-* ``Fk`` - estimated population frequency: the sum of the sampling weights of the records in c
-  (``freqCalc``: ``Fk``); without a weight column ``Fk = fk``.
-* individual risk ``r_i`` (``indivRisk(f, method = "approx", survey = !is.null(w))`` as called by
-  ``measure_riskWORK``): with ``p = fk / Fk``,
-
-  - ``fk = 1``: ``r = p / (1 - p) * log(1 / p)``
-  - ``fk = 2``: ``r = p / (1 - p) - (p / (1 - p))^2 * log(1 / p)``
-  - ``fk > 2``: ``r = p / (fk - (1 - p))``
-  - and wherever ``fk == Fk`` (weights of 1, or a population): ``r = 1 / fk``, overriding the
-    three forms above;
-  - without weights (``survey = FALSE``): ``r = 1 / fk``.
-
-  This is the Benedetti-Franconi approximation of the negative-binomial super-population risk
-  (Franconi & Polettini 2004, "Individual risk estimation in mu-Argus: a review", PSD 2004,
-  LNCS 3050, 262-272), exactly as in ``sdcMicro/R/indivRisk.R`` (the ``- 1e-4`` shift of ``p``
-  that exists only in the legacy C++ ``compute_risk`` of ``src/Measure_Risk.h`` is not used by
-  ``measure_risk``, so not here either).
-* expected re-identifications ``ER = sum_i r_i`` (``measure_risk``: ``global_risk_ER``); global
-  risk ``ER / n`` (``global_risk``) and in percent (``global_risk_pct``).
-* k-anonymity: the number of records with ``fk < k`` (``print(sdcObj, type = "kAnon")``, k = 2,
-  3, 5); we also give the sum of their weights.
-* records "with higher risk than the main part of the data" (``print(sdcObj, type = "risk")``):
-  ``r_i > median(r) + 2 * mad(r)`` and ``r_i > 0.1``, with R's ``mad`` (constant 1.4826).
-
-Missing key values: sdcMicro's ``freqCalc`` lets a missing value match any value; here the key
-variables declare ``missing: category`` explicitly, so a missing value is one more category and
-matches only other missing values. The files the project tests against have no missing keys.
+"""Disclosure-risk measures in sdcMicro's definitions (Templ, Kowarik & Meindl 2015), on whole
+columns: sample and weighted frequencies ``fk``/``Fk`` (``freqCalc``), the Benedetti-Franconi
+individual risk exactly as ``sdcMicro/R/indivRisk.R`` (``method = "approx"``), expected
+re-identifications and global risk (``measure_risk``), k-anonymity violations and "higher risk
+than the main part" records. Computed on the original file and on the released one taken as
+true (an upper-bound style figure). A missing key value is one more category (``missing:
+category``), not a wildcard as in sdcMicro. docs/REPORTS.md, "before, after".
 """
 
 from __future__ import annotations

@@ -1,54 +1,12 @@
 """Monte Carlo intruder: replay the NZY perturbation many times and attack every replica.
 
-The intruder of METHOD.md section 6 knows a target B's key values c_j and that B is in the file;
-among the S_j released records in c_j it picks one uniformly at random (gives up if S_j = 0).
-B is matched correctly iff B kept its cell and the intruder picks B: probability 1/S_j given
-the replica. Non-sensitive records never move, so only the records of the PRBs are simulated.
-
-Replication ``i`` (0 <= i < n_sim) draws from its own stream ``sdc.method.draws.stream(seed,
-f"intruder:{i}")`` - never the release's ``prb:...`` streams, so the simulation says nothing
-about which records the real release moved. Within a replication the PRBs are visited in PRB
-order and each is post-randomized with the engine's own kernel
-(:func:`sdc.method.pram.post_randomize`) on its records in canonical order (by cell), so the simulated
-mechanism is the released one. All PRBs of a replica go through that kernel in one call
-(:func:`sdc.method.pram.post_randomize_records` on one draw of all uniform pairs: the same
-numbers as one call per PRB; its per-record constants are prepared once for all replicas,
-:func:`sdc.method.pram.prepare_records`), and the sums of Y below are taken per cell as exact integer
-counts divided by a (no loop or float sum over records, no dependence on summation order).
-
-Estimator (Rao-Blackwellized intruder): for every target B with t_j = t and S_j = a >= 1 in a
-replica, the conditional probability of a correct match given the replica is Y = 1{B kept its
-cell} / a (the intruder's uniform pick integrated out exactly). Then
-
-    R_hat(t, a) = sum of Y over (replica, target) pairs with t_j = t, S_j = a
-                  / number of such pairs.
-
-Its expectation is the pair-weighted average of the exact R_j(a, t) over the PRBs:
-
-    R_pool(t, a) = sum_b m_bt t P_b(kept, S = a) / a  /  sum_b m_bt t P_b(S = a),
-
-where m_bt is the number of cells with frequency t in PRB b, P_b(kept, S = a) = p P(S' = a-1),
-P_b(S = a) = p P(S' = a-1) + (1 - p) P(S' = a), p = 1 - theta_b / t and S' is the number of
-*other* records landing in the cell (METHOD.md section 6). Both are reported, with the range
-min_b / max_b of the exact R_b(a, t) (:func:`sdc.correct_match_risk`).
-
-Other-cell strategy (METHOD.md section 7.1): an intruder who knows the mechanism may pick from another cell z
-of B's PRB (at theta = 1 two singletons swap with certainty). Per replica and (target B, other
-cell z) pair with S_z = a, Y = 1{B released in z} / a; summed over the targets of frequency t_j
-outside z this is (records of frequency t_j from other cells released in z) / a, so the work per
-replica is one bincount over the sensitive cells. These classes are keyed (t, t_z, a); their exact
-pooled value uses q = theta/((k-1) t_j) and S' = other records released in z
-(:func:`sdc.method.risk.pick_distribution`), weighted by the number of (target, cell) pairs.
-
-Standard error: replicas are independent, the pairs within one replica are not, so the SE is
-the ratio-estimator (delta-method) SE over replicas,
-
-    se^2 = sum_r (num_r - R_hat cnt_r)^2 / (n_sim (n_sim - 1) cnt_bar^2),
-
-with num_r, cnt_r the replica's sum of Y and pair count. ``n_eff = (sum_r cnt_r)^2 /
-sum_r cnt_r^2`` is a conservative effective number of independent observations (it counts each
-replica as one, however many pairs it holds): Y lies in [0, 1/a], so Var(Y) <= R(1 - R) and
-sqrt(R (1 - R) / n_eff) bounds the SE from above up to the ratio-estimator approximation.
+Replica i draws from its own stream ``stream(seed, "intruder:<i>")`` (never the release's) and
+post-randomizes every PRB with the engine's own kernel (:mod:`sdc.method.pram`). The intruder
+of docs/METHOD.md section 6 picks one of the S_j = a released records of the target's cell (and,
+knowing the mechanism, of another cell z of its PRB); the pick is integrated out
+(Rao-Blackwellized: Y = 1{B kept its cell} / a), pooled per class (t, t_z, a) and compared with
+the exact pooled value; the SE is the ratio-estimator SE over replicas. Sums are exact integer
+counts per cell, so no figure depends on summation order. docs/REPORTS.md, "intruder".
 """
 
 from __future__ import annotations
