@@ -1,28 +1,7 @@
-"""Exact, order-independent weighted sums, and record-level quantiles from cell counts.
-
-A float sum depends on the order of its terms, and the release must not depend on the input's
-row order. Instead of sorting before every sum, :class:`ExactSums` rounds every weight once to
-a fixed-point integer ``q_i = rint(w_i 2^s)`` and accumulates the integers exactly, in two
-limbs of ``b`` bits that ``np.bincount`` (float64) adds without any rounding:
-
-* ``b = 53 - ceil(log2(n + 1))``, so a sum of n numbers below ``2^b`` in magnitude stays below
-  ``2^53``, where float64 holds every integer exactly;
-* ``s = 2b - 1 - E`` with ``max|w| < 2^E``, so ``|q_i| < 2^(2b-1)``;
-* ``q_i = hi_i 2^b + lo_i`` with ``hi_i = floor(q_i / 2^b)``, ``0 <= lo_i < 2^b``; both limbs
-  and every partial sum of them are exact integers in float64;
-* a sum is ``(sum hi 2^b + sum lo) 2^-s``: one rounding at the very end.
-
-Sums of the limbs over cells can be regrouped again (cells -> categories, cells -> classes)
-and stay exact, because every group total is bounded by the total over all records. The
-result is a function of the multiset of (group, weight) pairs only. Precision: each weight is
-rounded to a multiple of ``2^-s``, an absolute error of at most ``max|w| 2^-(2b-1)`` per
-record; for n up to 5 * 10^6 (b = 30) that is ``max|w| 2^-59``, below the float64 spacing of
-the largest weight, so sums agree with an exact (math.fsum) sum to about 1e-15 relative.
-
-Record-level quantiles
-----------------------
-:func:`record_quantiles` gives ``np.quantile(np.repeat(values, counts), q)`` from the values
-sorted with the cumulative counts of their records, without repeating anything.
+"""Exact, order-independent weighted sums (:class:`ExactSums`: weights rounded once to fixed
+point, added as two float64 limbs that ``np.bincount`` adds without rounding, one rounding at
+the end) and record-level quantiles from cell counts (:func:`record_quantiles`). The bounds
+that make it exact: docs/REPORTS.md, "Sums that do not depend on the row order".
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
-"""Household risk and household utility of a household release (docs/HOUSEHOLDS.md, METHOD.md).
-
-* :func:`hierarchical_risk` - sdcMicro's household risk (``measure_risk(..., hid=)`` with its
-  default ``fast_hier = TRUE``): every member's individual risk r_i (``indivRisk``, from fk and
-  the weighted Fk of its cell over all key variables), the household's risk
-  ``1 - prod_i (1 - r_i)`` over its members, given to every member; ``hier_risk_ER`` = the sum
-  over persons, ``hier_risk`` = ER / n.
-* :func:`composition_risk` - the composition intruder: he knows a target household's
-  household-level keys and the multiset of its members' person-level keys, finds the released
-  households with exactly these (released) values and picks one uniformly. A household's risk
-  is E[1{the target is released with its own composition} / S], S the number of released
-  households with that composition; it is measured by Monte Carlo over ``n_sim`` replays of
-  both stages of the release (the same plans, seeds from ``stream(seed,
-  "household-composition")``), with its standard error, by class of F (the number of original
-  households sharing the target's composition). Before release the risk is exactly 1/F.
-* :func:`household_tables` - households by household-level key values and the household size
-  distribution, before and after.
-
-Whole columns: households are contiguous runs of the persons sorted by household once; a
-household's composition is the wrapping sum of a 64-bit mix of its members' person-key codes
-plus a mix of its household-key codes (order-free; distinct compositions collide with
-probability ~H^2 / 2^64).
+"""Household risk and utility of a household release: sdcMicro's hierarchical risk
+(:func:`hierarchical_risk`, ``1 - prod_i (1 - r_i)`` over a household's members, as ``measure_risk(..., hid=)``) and the
+composition intruder (:func:`composition_risk`: he knows a household's household keys and the
+multiset of its members' person keys and picks one released household with that composition;
+measured by Monte Carlo over replays of both stages, by class of F). A composition is an
+order-free wrapping sum of 64-bit mixes of its members' key codes. Utility: households by
+household key and size, before and after. docs/HOUSEHOLDS.md, "Risk" and "Utility".
 """
 
 from __future__ import annotations
@@ -36,7 +21,7 @@ from sdc.method.draws import DrawPlan, fmix64, stream
 from sdc.reports.disclosure import frequencies, individual_risk
 
 __all__ = ["StageDraws", "composition_risk", "composition_risk_of", "hierarchical_risk",
-           "household_section", "household_section_of", "household_tables",
+           "household_section", "household_section_of",
            "household_utility", "household_utility_of"]
 
 _F_CLASSES = (("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5+", 5, None))
@@ -225,16 +210,9 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
     }
 
 
-def household_tables(frame: pd.DataFrame, config: ReleaseConfig, code: np.ndarray,
-                     first: np.ndarray) -> dict[str, Any]:
-    """Households by household-level key (one table per key: value -> households) and the
-    household size distribution of ``frame`` (persons grouped by ``code``)."""
-    return _tables({k: frame[k].iloc[first] for k in config.household_keys},
-                   np.bincount(code))
-
-
 def _tables(values: dict[str, pd.Series], size: np.ndarray) -> dict[str, Any]:
-    """:func:`household_tables` from one value per household and key, and the households'
+    """Households by household-level key (one table per key: value -> households) and the
+    household size distribution, from one value per household and key and the households'
     sizes (persons)."""
     out: dict[str, Any] = {}
     for k, v in values.items():
