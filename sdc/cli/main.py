@@ -66,6 +66,8 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
     user: list[type[BaseException]] = [sdc.ConfigError, sdc.InputError, sdc.SmallBlockError,
                                        FileNotFoundError, PermissionError, IsADirectoryError,
                                        NotADirectoryError, FileExistsError]
+    from flows.run import PrefectServerLostError, PrefectUnreachableError
+
     user.extend([PrefectUnreachableError, PrefectServerLostError])
     known: list[type[BaseException]] = [sdc.CertificationError]
     for module, name, group in (("sdc.publish.folder", "ReleaseExistsError", user),
@@ -115,6 +117,8 @@ def _friendly_errors(json_for: str | None = None) -> Iterator[None]:
             raise typer.Exit(code) from None
         err_console.print("error: ", style="bold red", end="")
         err_console.print(msg, markup=False, soft_wrap=True)  # keep tables in messages intact
+        from flows.run import PrefectServerLostError
+
         if isinstance(exc, PrefectServerLostError) and sys.stderr is sys.__stderr__:
             # at exit Prefect's services would retry sending the run's queued logs and
             # events to the dead server for minutes (measured: 3-5 min); nothing they hold
@@ -229,7 +233,6 @@ def release(
     from datetime import UTC, datetime
 
     started = datetime.now(UTC).isoformat(timespec="seconds")   # --wait-for-review
-    temp_api = None
     with _friendly_errors("release" if as_json else None):
         # everything that can be refused is refused here, at once and in one message, before
         # Prefect is imported or its server started (the flow checks them again)
@@ -238,58 +241,17 @@ def release(
         loaded = preflight(config, force=force, new_series=new_series, engine=engine,
                            discard_extra_files=discard_extra_files).config
         preflight_seconds = time.perf_counter() - t0
-        # Prefect's temporary API boots in a subprocess while this process imports (flows.
-        # ephemeral imports nothing of Prefect); None with a configured PREFECT_API_URL. It is
-        # stopped at exit (atexit, after Prefect has sent the run's last logs to it).
-        from flows.ephemeral import TemporaryAPI
+        from flows.run import run_release
 
-        if not _prefect_api_configured():
-            from flows.server import local_server
-
-            srv = local_server()  # `sdc server start`'s server, when it runs and answers
-            if srv is not None and srv.healthy():
-                os.environ["PREFECT_API_URL"] = srv.url
-        temp_api = None if _prefect_api_configured() else TemporaryAPI.start()
-        from flows.release import progress_callback
-        from flows.release import release as release_flow
-
-        api = _check_prefect_api()
-        if api and temp_api is not None:  # a profile names a server: use it
-            temp_api.stop()
-            temp_api = None
-        # the batch engines never hold the input whole: no prefetch (it would read the whole
-        # file into memory and never be consumed)
-        in_memory = (engine or loaded.engine.kind) == "pandas"
-        if in_memory:  # read the input in a thread while Prefect starts (or connects)
-            from flows.release import prefetch_job, warm_imports
-
-            prefetch_job(config)
-            if temp_api is not None:  # the server's boot time: import what the tasks import
-                warm_imports()
-        where = f"connecting to {api}" if api else "starting Prefect (embedded)"
         quiet = nullcontext() if as_json else None  # stdout holds the JSON document only
-        with _lost_server(api or (temp_api.url if temp_api is not None else None),
-                          loaded.output_dir.absolute()), \
-                quiet or console.status(f"release {escape(str(config))}: {where}") as status:
+        with quiet or console.status(f"release {escape(str(config))}: starting") as status:
             def show(step: str) -> None:
                 status.update(f"release {escape(str(config))}: {step}")
 
-            with progress_callback(None if as_json else show):
-                if temp_api is None:
-                    summary = release_flow(config_path=str(config), force=force,
-                                           new_series=new_series, engine=engine,
-                                           review=review or wait_for_review,
-                                           discard_extra_files=discard_extra_files)
-                else:
-                    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-                    waited_from = time.perf_counter() - t0
-                    ready = temp_api.wait()
-                    with temporary_settings({PREFECT_API_URL: temp_api.url}):
-                        summary = release_flow(config_path=str(config), force=force,
-                                               new_series=new_series, engine=engine,
-                                               review=review or wait_for_review,
-                                               discard_extra_files=discard_extra_files)
+            summary, startup = run_release(
+                config, loaded, force=force, new_series=new_series, engine=engine,
+                review=review or wait_for_review, discard_extra_files=discard_extra_files,
+                progress=None if as_json else show, t0=t0)
         if wait_for_review:  # the run is over: wait on the staged folder (any server or none)
             _await_review(summary, as_json, started)
         total = time.perf_counter() - t0
@@ -309,11 +271,7 @@ def release(
                    round(preflight_seconds, 3), "job_seconds": summary.get("seconds"),
                    "prefect_seconds": round(total - (summary.get("seconds") or 0.0), 3),
                    "tasks": summary.get("timings", {})}
-            if temp_api is not None:
-                out["api_server_url"] = temp_api.url
-                out["api_server_ready_seconds"] = round(ready, 3)
-                out["cli_ready_seconds"] = round(waited_from, 3)
-                out["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()
+            out.update(startup)
             console.print("timings " + json.dumps(out), markup=False, soft_wrap=True,
                           highlight=False)
 
@@ -341,93 +299,6 @@ def _await_review(summary: dict, as_json: bool, since: str) -> None:
     summary["review"] = {**rev, **outcome}
     if outcome["status"] == "approved":
         summary["release_dir"] = outcome["release_dir"]
-
-
-@contextmanager
-def _lost_server(url: str | None, out_dir: Path) -> Iterator[None]:
-    """Turn a lost connection to the Prefect API during the run into
-    :class:`PrefectServerLostError` (see :func:`_server_lost`)."""
-    import time
-
-    started = time.time() - 1.0
-    try:
-        yield
-    except Exception as exc:
-        lost = _server_lost(exc, url, out_dir, started)
-        if lost is None:
-            raise
-        raise lost from exc
-
-
-def _prefect_api_configured() -> bool:
-    """A Prefect API is already configured: PREFECT_API_URL in the environment, or in the
-    settings of an already imported Prefect (a test harness, an embedding program)."""
-    if os.environ.get("PREFECT_API_URL"):
-        return True
-    if "prefect" in sys.modules:
-        from prefect.settings import PREFECT_API_URL
-
-        return bool(PREFECT_API_URL.value())
-    return False
-
-
-class PrefectUnreachableError(RuntimeError):
-    """PREFECT_API_URL names a server that does not answer (exit 2: start it or unset it)."""
-
-
-class PrefectServerLostError(RuntimeError):
-    """The Prefect API stopped answering during the run (exit 2; says whether the release
-    was published before)."""
-
-
-def _server_lost(exc: BaseException, url: str | None, out_dir: Path,
-                 started: float) -> PrefectServerLostError | None:
-    """A :class:`PrefectServerLostError` when ``exc`` (or an exception it was raised from)
-    is a lost connection to the Prefect API (``httpx.TransportError``), else None."""
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - Prefect depends on it
-        return None
-    e: BaseException | None = exc
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen and not isinstance(e, httpx.TransportError):
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    if e is None or id(e) in seen:
-        return None
-    try:
-        published = (out_dir / "internal" / "audit.json").stat().st_mtime >= started
-    except OSError:
-        published = False
-    where = f" at {url}" if url else " (the temporary one this command started)"
-    state = (f"The release was published to {str(out_dir)!r} before the server went away: "
-             f"check it with `sdc audit {out_dir}`; only Prefect's record of the run is "
-             "incomplete" if published else
-             "Nothing was published (an earlier release, if any, is unchanged)")
-    return PrefectServerLostError(
-        f"the Prefect server{where} stopped answering during the run "
-        f"({type(e).__name__}: {e}). {state}. Restart the server (`sdc server start` or "
-        "`prefect server start`) and rerun (with --force to replace a published release), or "
-        "unset PREFECT_API_URL to run with Prefect's embedded API")
-
-
-def _check_prefect_api() -> str | None:
-    """The configured Prefect API URL after checking that it answers (None: embedded mode).
-
-    Without this, a stopped server shows up as an obscure connection error from deep inside
-    Prefect after a long wait."""
-    from flows.schedule import prefect_api
-
-    url, problem = prefect_api()
-    if url is None:
-        return None
-    if problem is not None:
-        raise PrefectUnreachableError(
-            f"PREFECT_API_URL is set to {url}, but no Prefect server answers there "
-            f"({type(problem).__name__}: {problem}). Start it (`prefect server start`, see "
-            "docs/OPERATIONS.md), or unset PREFECT_API_URL to run with Prefect's embedded API"
-        )
-    return url
 
 
 def _print_release_summary(s: dict[str, Any]) -> None:
@@ -903,13 +774,10 @@ def _send_to_paused_run(target: str, decision: str, name: str, comment: str | No
             run_id = None
     if run_id is None:
         return None
-    if not _prefect_api_configured():
-        from flows.server import local_server
+    from flows.run import prefect_api_configured, use_local_server
 
-        srv = local_server()
-        if srv is not None and srv.healthy():
-            os.environ["PREFECT_API_URL"] = srv.url
-    if not _prefect_api_configured():
+    use_local_server()
+    if not prefect_api_configured():
         if given_run:
             raise ReviewError("a flow run id needs the Prefect server it runs on: set "
                               "PREFECT_API_URL (or start `sdc server start`)")

@@ -1,0 +1,173 @@
+"""Running the release flow for a command: which Prefect API it talks to (a configured server,
+``sdc server start``'s, or a temporary one started here while the input is read), and a server
+lost during the run turned into a clear error. ``sdc release`` calls :func:`run_release` and
+prints; it holds no Prefect logic of its own (docs/ARCHITECTURE.md).
+
+Importing this module imports nothing of Prefect: the temporary API must start before Prefect
+is imported (:mod:`flows.ephemeral`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PrefectServerLostError", "PrefectUnreachableError", "check_prefect_api",
+           "prefect_api_configured", "run_release", "server_lost", "use_local_server"]
+
+
+class PrefectUnreachableError(RuntimeError):
+    """PREFECT_API_URL names a server that does not answer (exit 2: start it or unset it)."""
+
+
+class PrefectServerLostError(RuntimeError):
+    """The Prefect API stopped answering during the run (exit 2; says whether the release
+    was published before)."""
+
+
+def prefect_api_configured() -> bool:
+    """A Prefect API is already configured: PREFECT_API_URL in the environment, or in the
+    settings of an already imported Prefect (a test harness, an embedding program)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    if "prefect" in sys.modules:
+        from prefect.settings import PREFECT_API_URL
+
+        return bool(PREFECT_API_URL.value())
+    return False
+
+
+def use_local_server() -> None:
+    """Without a configured API: use ``sdc server start``'s server when it runs and answers."""
+    if prefect_api_configured():
+        return
+    from flows.server import local_server
+
+    srv = local_server()
+    if srv is not None and srv.healthy():
+        os.environ["PREFECT_API_URL"] = srv.url
+
+
+def check_prefect_api() -> str | None:
+    """The configured Prefect API URL after checking that it answers (None: embedded mode).
+
+    Without this, a stopped server shows up as an obscure connection error from deep inside
+    Prefect after a long wait."""
+    from flows.schedule import prefect_api
+
+    url, problem = prefect_api()
+    if url is None:
+        return None
+    if problem is not None:
+        raise PrefectUnreachableError(
+            f"PREFECT_API_URL is set to {url}, but no Prefect server answers there "
+            f"({type(problem).__name__}: {problem}). Start it (`prefect server start`, see "
+            "docs/OPERATIONS.md), or unset PREFECT_API_URL to run with Prefect's embedded API"
+        )
+    return url
+
+
+def server_lost(exc: BaseException, url: str | None, out_dir: Path,
+                started: float) -> PrefectServerLostError | None:
+    """A :class:`PrefectServerLostError` when ``exc`` (or an exception it was raised from)
+    is a lost connection to the Prefect API (``httpx.TransportError``), else None."""
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - Prefect depends on it
+        return None
+    e: BaseException | None = exc
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen and not isinstance(e, httpx.TransportError):
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    if e is None or id(e) in seen:
+        return None
+    try:
+        published = (out_dir / "internal" / "audit.json").stat().st_mtime >= started
+    except OSError:
+        published = False
+    where = f" at {url}" if url else " (the temporary one this command started)"
+    state = (f"The release was published to {str(out_dir)!r} before the server went away: "
+             f"check it with `sdc audit {out_dir}`; only Prefect's record of the run is "
+             "incomplete" if published else
+             "Nothing was published (an earlier release, if any, is unchanged)")
+    return PrefectServerLostError(
+        f"the Prefect server{where} stopped answering during the run "
+        f"({type(e).__name__}: {e}). {state}. Restart the server (`sdc server start` or "
+        "`prefect server start`) and rerun (with --force to replace a published release), or "
+        "unset PREFECT_API_URL to run with Prefect's embedded API")
+
+
+@contextmanager
+def lost_server(url: str | None, out_dir: Path) -> Iterator[None]:
+    """Turn a lost connection to the Prefect API during the run into
+    :class:`PrefectServerLostError` (see :func:`server_lost`)."""
+    started = time.time() - 1.0
+    try:
+        yield
+    except Exception as exc:
+        lost = server_lost(exc, url, out_dir, started)
+        if lost is None:
+            raise
+        raise lost from exc
+
+
+def run_release(config_path: Path, config: Any, *, force: bool = False,
+                new_series: bool = False, engine: str | None = None, review: bool = False,
+                discard_extra_files: bool = False,
+                progress: Callable[[str], None] | None = None,
+                t0: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run :func:`flows.release.release` for ``config_path`` (``config``: its pre-flighted
+    :class:`~sdc.config.model.ReleaseConfig`) and return ``(summary, startup)``.
+
+    The API: a configured PREFECT_API_URL (checked to answer), else ``sdc server start``'s
+    server, else Prefect's temporary API started in a subprocess right now; while it boots an
+    in-memory executor's input is read in a thread (:func:`flows.release.prefetch_job`) and
+    the tasks' imports are paid. ``startup`` holds the temporary API's figures for
+    ``--timings`` (empty with a server). ``progress(text)`` is told every step.
+    """
+    from flows.ephemeral import TemporaryAPI
+
+    t0 = time.perf_counter() if t0 is None else t0
+    say = progress or (lambda text: None)
+    use_local_server()
+    temp_api = None if prefect_api_configured() else TemporaryAPI.start()
+    from flows.release import progress_callback
+    from flows.release import release as release_flow
+    from sdc.executors import get_executor
+    from sdc.release.job import resolve_engine
+
+    api = check_prefect_api()
+    if api and temp_api is not None:  # a profile names a server: use it
+        temp_api.stop()
+        temp_api = None
+    # an executor that reads the input whole: read it in a thread while Prefect starts
+    if not get_executor(resolve_engine(config, engine).kind).batched:
+        from flows.release import prefetch_job, warm_imports
+
+        prefetch_job(config_path)
+        if temp_api is not None:  # the server's boot time: import what the tasks import
+            warm_imports()
+    say(f"connecting to {api}" if api else "starting Prefect (embedded)")
+    kwargs = {"config_path": str(config_path), "force": force, "new_series": new_series,
+              "engine": engine, "review": review, "discard_extra_files": discard_extra_files}
+    startup: dict[str, Any] = {}
+    with lost_server(api or (temp_api.url if temp_api is not None else None),
+                     config.output_dir.absolute()), progress_callback(progress):
+        if temp_api is None:
+            return release_flow(**kwargs), startup
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        waited_from = time.perf_counter() - t0
+        ready = temp_api.wait()
+        with temporary_settings({PREFECT_API_URL: temp_api.url}):
+            summary = release_flow(**kwargs)
+    startup.update({"api_server_url": temp_api.url, "api_server_ready_seconds": round(ready, 3),
+                    "cli_ready_seconds": round(waited_from, 3),
+                    "api_server_peak_rss_mb": temp_api.current_peak_rss_mb()})
+    return summary, startup
