@@ -47,34 +47,26 @@ from sdc.config.model import ReleaseConfig
 from sdc.executors.registry import executor_names, get_executor
 from sdc.release.job import (
     Job,
-    PlanSummary,
-    ValidationSummary,
     load_job,
-    plan_release,
     resolve_engine,
     unchanged_check,
-    validate_release_input,
 )
 from sdc.release.preflight import check_release_target
 
 __all__ = [
     "ENGINES",
     "Job",
-    "PlanSummary",
-    "ValidationSummary",
     "artifact_key",
     "blocks_table",
     "check_release_target",
     "household_warnings",
     "load_job",
-    "plan_release",
     "prefetch_job",
     "progress_callback",
     "release",
     "resolve_engine",
     "summarize",
     "summary_markdown",
-    "validate_release_input",
     "warm_imports",
 ]
 

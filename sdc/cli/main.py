@@ -363,16 +363,16 @@ def plan(
 ) -> None:
     """Show what a release would do (partition sets, PRBs, theta, certificate); write nothing."""
     with _friendly_errors("plan" if as_json else None):
-        from sdc.release.job import plan_release
+        from sdc.release.job import plan_job
 
         if as_json:  # every partition set and PRB, no --limit
             from sdc.cli.json_output import plan_document, print_document
 
-            print_document(plan_document(plan_release(config, engine=engine)))
+            print_document(plan_document(plan_job(config, engine=engine)))
             return
 
         with console.status(f"planning {escape(str(config))}"):
-            p = plan_release(config, engine=engine)
+            p = plan_job(config, engine=engine)
         ps = Table(title=f"Partition sets ({p.n_partition_sets})", title_justify="left")
         for col in ("partition set", "records", "cells", "sensitive cells", "sensitive records",
                     "PRB"):

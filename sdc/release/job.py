@@ -1,7 +1,7 @@
 """A release job without Prefect: loading it, and what ``sdc plan`` and ``sdc validate`` compute.
 
 :func:`load_job` parses the config, reads the input and hashes both (the release flow's load
-task, or its prefetch); :func:`resolve_engine` is the engine of a run; :func:`plan_release`
+task, or its prefetch); :func:`resolve_engine` is the engine of a run; :func:`plan_job`
 (``sdc plan``) and :func:`validate_release_input` (``sdc validate``) run the release's own
 steps up to the plan and write nothing. No Prefect here: the flows (``flows/release.py``)
 orchestrate these as tasks, the command line calls the two checks directly.
@@ -20,7 +20,7 @@ import sdc
 from sdc.config.model import ReleaseConfig, SeedFile
 from sdc.executors.registry import get_executor
 
-__all__ = ["Job", "PlanSummary", "ValidationSummary", "load_job", "plan_release",
+__all__ = ["Job", "PlanSummary", "ValidationSummary", "load_job", "plan_job",
            "resolve_engine", "unchanged_check", "validate_release_input"]
 
 
@@ -215,7 +215,7 @@ def _household_plan_summary(config: ReleaseConfig, path: Path, spec: Any,
     )
 
 
-def plan_release(config_path: str | Path, engine: str | None = None) -> PlanSummary:
+def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
     """Everything ``sdc plan`` prints. Writes nothing: the seed file is read if it exists but
     never created, and the release folder is not touched.
 

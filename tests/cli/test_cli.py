@@ -239,11 +239,11 @@ def test_config_yaml_error_is_clean(tmp_path):
 
 def test_plan_shows_small_block_actions_and_merges_verbatim(make_small_job):
     """Merge descriptions contain [brackets]: printed as text, never eaten as rich markup."""
-    from flows.release import plan_release
+    from sdc.release.job import plan_job
 
     cfg = make_small_job(n=400, partition={"sex": "as_is", "race": "as_is",
                                            "age": {"bands": list(range(0, 91, 10))}})
-    merges = plan_release(cfg).merges
+    merges = plan_job(cfg).merges
     assert any("[" in m for m in merges)
     r = run("plan", cfg)
     assert r.exit_code == 0, r.text

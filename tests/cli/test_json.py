@@ -44,9 +44,9 @@ def test_validate_json(make_small_job):
 def test_plan_json_matches_the_engine(make_small_job):
     cfg = make_small_job(n=2000)
     doc = run_json("plan", cfg, "--json")
-    from flows.release import plan_release
+    from sdc.release.job import plan_job
 
-    p = plan_release(cfg)
+    p = plan_job(cfg)
     assert doc["n_prbs"] == p.n_prbs == len(doc["blocks"])
     assert doc["n_partition_sets"] == len(doc["partition_sets"])
     assert doc["certificate"] == pytest.approx(p.certificate)

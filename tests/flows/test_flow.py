@@ -17,13 +17,12 @@ from flows.release import (
     blocks_table,
     check_release_target,
     load_job,
-    plan_release,
     release,
     summarize,
     summary_markdown,
-    validate_release_input,
 )
 from sdc.publish.folder import ReleaseExistsError, ReleaseFolderError
+from sdc.release.job import plan_job, validate_release_input
 from tests.conftest import SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +67,7 @@ def test_plan_release_writes_nothing_and_matches_the_engine(make_census_job):
     cfg_path = make_census_job()
     config = sdc.load_config(cfg_path)
     seed_file = config.resolve(config.seed.file)
-    plan = plan_release(cfg_path)
+    plan = plan_job(cfg_path)
     assert not seed_file.exists() and not seed_file.parent.exists()
     assert not config.output_dir.exists()
     assert plan.changed is None and not plan.seed_known and plan.notes
@@ -91,7 +90,7 @@ def test_plan_release_writes_nothing_and_matches_the_engine(make_census_job):
     seed_file.parent.mkdir(mode=0o700)
     seed_file.write_text("123456789123456789\n")
     seed_file.chmod(0o600)
-    plan2 = plan_release(cfg_path)
+    plan2 = plan_job(cfg_path)
     assert plan2.seed_known and not plan2.notes
     assert plan2.changed == sdc.release_frame(frame, config, 123456789123456789).n_changed
 
@@ -99,7 +98,7 @@ def test_plan_release_writes_nothing_and_matches_the_engine(make_census_job):
 def test_plan_reports_small_block_actions(make_small_job):
     cfg = make_small_job(n=400, partition={"sex": "as_is", "age": {"bands": list(range(0, 91, 10))},
                                            "race": "as_is"})
-    plan = plan_release(cfg)
+    plan = plan_job(cfg)
     assert len(plan.small_block_actions) > 0
     assert plan.merges
     assert plan.certificate <= plan.xi
