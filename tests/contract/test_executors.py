@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +204,36 @@ def reference(prefect_harness, tmp_path_factory) -> dict[str, tuple[Path, dict[s
         rel = _release(root / case, case, "pandas", inp)
         out[case] = (inp, _files(rel))
     return out
+
+
+GOLDEN = Path(__file__).with_name("golden.json")
+
+
+def _digest(value: Any) -> str:
+    """A file's SHA-256, or a JSON document's (stripped of run fields) in canonical form."""
+    if isinstance(value, str):
+        return value
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_in_memory_release_is_the_recorded_one(case, reference):
+    """The reference itself is pinned: every case's public CSV, codebook, risk, utility and
+    audit documents have the SHA-256 recorded in golden.json (Parquet files are left out:
+    their bytes name the pyarrow version). A refactoring of the pipeline that changes any
+    released byte fails here even when every executor changes alike. After an intended change
+    of the output, rerun with SDC_UPDATE_GOLDEN=1 and say why in the commit."""
+    files = dict(reference[case][1])
+    # the audit record's file hashes and input path/hash name Parquet bytes and the temp folder
+    files["internal/audit.json"] = {k: v for k, v in files["internal/audit.json"].items()
+                                    if k not in ("input", "public_files", "internal_files",
+                                                 "series")}
+    got = {k: _digest(v) for k, v in files.items() if not k.endswith(".parquet")}
+    if os.environ.get("SDC_UPDATE_GOLDEN"):
+        table = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+        GOLDEN.write_text(json.dumps({**table, case: got}, indent=1, sort_keys=True) + "\n")
+    expected = json.loads(GOLDEN.read_text())[case]
+    assert got == expected, [k for k in expected if got.get(k) != expected[k]]
 
 
 @pytest.mark.parametrize("executor", [e for e in EXECUTORS if e != "pandas"])
