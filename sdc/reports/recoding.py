@@ -1,19 +1,11 @@
 """Recoding loss: what ``key_variables.X.recode`` costs before PRAM moves any record.
 
-Per recoded key, from the counts of its declared values (:func:`fine_counts`, one
-pass over the key's column) and the code map of the recoding:
-
-- ``records_coarsened``: records whose released value stands for more than one declared value
-  (an age released as "20-29", a country released as "Other"): their published value is coarser
-  than the one in the file;
-- ``entropy_before`` / ``entropy_after`` (bits): Shannon entropy H = -sum p log2 p of the key's
-  marginal distribution over its declared values and over its released values; their difference
-  is the information the recoding removes from that key (``entropy_lost``), and
-  ``entropy_kept`` = after / before (1 when the key had no entropy).
-
-Overall: ``records_coarsened`` counts the records with at least one coarsened key (from the
-released cell table), and ``joint_entropy_after`` is the entropy of the released joint key
-table before PRAM (PRAM is unbiased, so this is also the expected released table's).
+Per recoded key, from the counts of its declared values (:func:`fine_counts`) and the code map:
+``records_coarsened`` (records whose released value stands for several declared values) and the
+Shannon entropy (bits) of the key's marginal over its declared and its released values
+(``entropy_lost``, ``entropy_kept`` = after / before). Overall: records with at least one
+coarsened key, and the entropy of the released joint key table before PRAM (PRAM is unbiased,
+so also the expected released table's). docs/DESIGN.md, "Recoding".
 """
 
 from __future__ import annotations
