@@ -35,7 +35,9 @@ exact-sum parameters are those of the data): a column whose statistics are wrong
 over with the plain float image in the refinement passes, so the figures never depend on
 the statistics.
 
-The result is identical to the in-memory engine's for any batching: every sum is exact.
+The result is the same for any batching (every sum is exact, every order statistic exact):
+the in-memory engine runs the same accumulator on the whole frame as one batch
+(:func:`frame_accumulator`).
 Numeric "after" values are the input's: the columns a release changes (``perturb:``,
 ``derived:``) are not summarized on any engine (:func:`sdc.reports.utility.numeric_columns`).
 """
@@ -45,12 +47,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from sdc.reports.aggregate import GroupSummary, ReleaseAggregates
 from sdc.reports.exact import ExactSums
 from sdc.reports.quantiles import HIST_BINS, ImageMap, QuantileSelect
+from sdc.reports.utility import finite_values, numeric_columns
 
-__all__ = ["ReleaseAccumulator"]
+__all__ = ["ReleaseAccumulator", "frame_accumulator"]
 
 
 class ReleaseAccumulator:
@@ -93,9 +97,11 @@ class ReleaseAccumulator:
         # flat group of every cell under (side, key j): before groups first, then after
         off = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
         self.n_groups = 2 * total
-        #: every cell's code of key j (its group within key j's range)
-        self.key_local = [np.ascontiguousarray(self.key_codes[:, j], dtype=np.int64)
-                          for j in range(len(self.sizes))]
+        #: every cell's code of key j (its group within key j's range), in the smallest
+        #: integer type (the records' codes are gathered from it once per batch)
+        self.key_local = [np.ascontiguousarray(self.key_codes[:, j],
+                                               dtype=np.uint16 if s <= 1 << 16 else np.int64)
+                          for j, s in enumerate(self.sizes)]
         self.cell_group = [self.key_codes[:, j].astype(np.int64) + off[j]
                            for j in range(len(self.sizes))]
         self.total = total
@@ -369,8 +375,8 @@ class ReleaseAccumulator:
                                  moved_count=cnt)
 
     def group_summaries(self) -> dict[str, tuple[list[GroupSummary], list[GroupSummary]]]:
-        """Per numeric variable: (before, after) :class:`GroupSummary` per key variable, as
-        :func:`sdc.reports.aggregate.group_summaries` computes them in memory."""
+        """Per numeric variable: (before, after) :class:`GroupSummary` per key variable (count,
+        exact mean, pandas' linearly interpolated quartiles)."""
         out = {}
         for c in self.numeric:
             n, (q1, q2, q3) = self.select[c].quartiles()
@@ -400,3 +406,38 @@ def _positions(rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Positions of ``wanted`` global rows in an unsorted ``rows``."""
     order = np.argsort(rows, kind="stable")
     return order[np.searchsorted(rows[order], wanted)]
+
+
+def frame_accumulator(original: pd.DataFrame, result: Any, config: Any, *,
+                      numeric: bool = True) -> ReleaseAccumulator:
+    """The accumulator run on one batch: the whole input frame ``original`` and the release
+    ``result`` made from it (its ``cells.record_cell`` and ``released_cell``), with the
+    refinement passes made on the same arrays. The in-memory engine's report aggregates,
+    computed by the same code as the batch engines'. The numeric variables' ranges are the
+    data's own (so an integer variable is resolved in one pass, a float one starts its select
+    at the bits in which its values differ); ``numeric=False`` leaves them out (the risk
+    figures need none)."""
+    cells = result.cells
+    rc = np.asarray(cells.record_cell, dtype=np.int64)
+    rel = np.asarray(result.released_cell, dtype=np.int64)
+    n_cells = int(cells.key_codes.shape[0])
+    sizes = [config.key_variables[v].size for v in config.key_names]
+    cols = numeric_columns(original, config) if numeric else []
+    values = {c: finite_values(original[c]) for c in cols}
+    ranges = {}
+    for c, x in values.items():
+        if not np.isnan(x).all():
+            ranges[c] = (float(np.nanmin(x)), float(np.nanmax(x)),
+                         bool(pd.api.types.is_integer_dtype(original[c])))
+    weight = config.input.weight
+    w = original[weight].to_numpy(dtype=float) if weight else None
+    acc = ReleaseAccumulator(cells.key_codes, np.bincount(rc, minlength=n_cells), sizes,
+                             None if w is None else float(np.abs(w).max(initial=0.0)),
+                             cols, ranges)
+    rows = np.arange(rc.size, dtype=np.int64)
+    acc.add_apply_batch(rows, rc, rel, w, values)
+    more = acc.start_refinement()
+    while more:
+        acc.add_refine_batch(rows, rc, values, released_cell=rel)
+        more = acc.end_refine_pass()
+    return acc

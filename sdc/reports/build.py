@@ -94,8 +94,9 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseResult, config: Rel
     if agg is None:
         # PRAM never changes a weight, so the input's weights serve "after" too, also when
         # input.drop keeps the weight out of the public file
-        agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
-                                   if weight else None)
+        from sdc.reports.accumulate import frame_accumulator
+
+        agg = frame_accumulator(original, result, config, numeric=False).aggregates()
     n = int(agg.t_before.sum())
     # before: the cells' t_j; after: the released cells (PRAM moves a record into another
     # existing cell with all its key values, so no re-scan of the released records is needed)
@@ -216,22 +217,23 @@ def build_reports(original: pd.DataFrame, result: ReleaseResult, config: Release
             f"original has {len(original)} rows but the release has {len(result.frame)}; pass "
             "the frame that release_frame was called with"
         )
-    weight = config.input.weight
-    agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
-                               if weight else None)  # the one pass over the records
-    return reports_from_aggregates(original, result, config, agg, seed=seed, n_sim=n_sim,
-                                   series=series)
+    from sdc.reports.accumulate import frame_accumulator
+
+    # the batch engines' accumulator, run on the whole frame as one batch
+    acc = frame_accumulator(original, result, config)
+    return reports_from_aggregates(original, result, config, acc.aggregates(), seed=seed,
+                                   n_sim=n_sim, series=series,
+                                   summaries=acc.group_summaries())
 
 
 def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: ReleaseConfig,
                             agg: ReleaseAggregates, *, seed: int, n_sim: int = 200,
                             series: dict[str, Any] | None = None,
                             summaries: dict[str, Any] | None = None) -> Reports:
-    """:func:`build_reports` from the release's aggregates: the in-memory engine passes the
-    input frame (numeric summaries from its records), the batch engines (``result`` a
-    :class:`sdc.pipeline.kernels.BatchRelease`) ``original=None`` and the ``summaries`` of
-    :meth:`sdc.reports.accumulate.ReleaseAccumulator.group_summaries`. Same figures, same
-    bytes for the same aggregates."""
+    """:func:`build_reports` from the release's :class:`sdc.reports.accumulate.
+    ReleaseAccumulator`: its ``agg`` and ``summaries`` (:meth:`~sdc.reports.accumulate.
+    ReleaseAccumulator.group_summaries`). ``original``: the input frame when the release was
+    made in memory (a household release's sections are measured from it), else None."""
     from sdc.reports.schema import validate
 
     risk = build_risk(original, result, config, seed=seed, n_sim=n_sim, agg=agg)

@@ -37,8 +37,8 @@ either
 
 Counts, minima and maxima add up over batches, so any batching gives the same result, and
 :meth:`QuantileSelect.merge` adds the partial results of Dask tasks. The values are then
-interpolated with the formula of :func:`sdc.reports.aggregate.group_summaries`, so the floats
-are bit-identical to the in-memory engine's.
+interpolated with pandas' formula (:func:`interpolate`), so the floats are bit-identical to
+pandas' ``groupby(...).quantile`` (``tests/reports/test_quantiles.py``).
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ class ImageMap:
 
 
 def _ranks(n: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """pandas' (lo, hi, frac) for quantile q of groups of n values (as group_summaries)."""
+    """pandas' (lo, hi, frac) for quantile q of groups of n values ."""
     pos = q * (np.maximum(n, 1) - 1)
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, np.maximum(n, 1) - 1)
@@ -368,7 +368,8 @@ class QuantileSelect:
         if local.size == 0:
             return
         a, b = group_range
-        flat = local << self.bits
+        flat = local.astype(np.int64)  # codes may come in a small integer type
+        flat <<= self.bits
         flat += digit
         lo, hi = a << self.bits, b << self.bits
         self.hist[lo:hi] += np.bincount(flat, minlength=hi - lo)

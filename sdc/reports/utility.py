@@ -5,9 +5,9 @@ are computed from the engine's cell table and the released cell of every record
 (:class:`sdc.reports.aggregate.ReleaseAggregates`): a marginal is a sum of cell frequencies
 over the cells with that category, a two-way table the same over pairs of key codes of the
 cells, a weighted total the exact fixed-point sum of the weights per cell regrouped (no sort,
-independent of the row order; see :mod:`sdc.reports.aggregate`). Only the numeric summaries
-read the records: one argsort per numeric variable and one linear (radix) sort of the codes
-per key variable.
+independent of the row order; see :mod:`sdc.reports.aggregate`). The numeric summaries are
+exact sums per cell and radix-selected quartiles (:mod:`sdc.reports.quantiles`), accumulated
+over the records by :class:`sdc.reports.accumulate.ReleaseAccumulator` on every engine.
 
 Definitions (p = original shares, q = released shares over the same categories):
 
@@ -38,7 +38,7 @@ import pandas as pd
 
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, KeyVariable, ReleaseConfig
 from sdc.method.generalize import generalize_domain
-from sdc.reports.aggregate import ExactSums, GroupSummary, ReleaseAggregates, group_summaries
+from sdc.reports.aggregate import GroupSummary, ReleaseAggregates
 
 __all__ = ["NUMERIC_MIN_GROUP", "compute_utility", "hellinger", "numeric_columns", "tvd"]
 
@@ -121,53 +121,6 @@ def _stats(g: GroupSummary, c: int) -> dict[str, Any]:
             "median": float(g.median[c]), "q3": float(g.q3[c])}
 
 
-def _numeric(original: pd.DataFrame, result: Any, config: ReleaseConfig) -> list[dict[str, Any]]:
-    """Mean and quartiles of every numeric non-key variable per category of every key, before
-    (original key value) and after (released key value): one argsort per variable, then one
-    linear stable sort of the codes per key (see :func:`group_summaries`)."""
-    keys = config.key_names
-    kvs = config.key_variables
-    cells = result.cells
-    released = result.frame
-    sizes = [kvs[v].size for v in keys]
-    # per key, the codes of every cell in the smallest integer type (gathers of n records)
-    cell_codes = [cells.key_codes[:, j].astype(np.uint16 if size <= 65536 else np.int64)
-                  for j, size in enumerate(sizes)]
-    n_cells = int(cells.key_codes.shape[0])
-    cell_dtype = np.int32 if n_cells < 2**31 else np.int64
-    out = []
-    for col in numeric_columns(original, config):
-        before_x = finite_values(original[col])
-        after_x = (finite_values(released[col])
-                   if col in released.columns else before_x)
-        same = after_x is before_x or np.array_equal(before_x, after_x, equal_nan=True)
-        if same:
-            after_x = before_x  # one copy of the values in memory
-        top = max(float(np.nanmax(np.abs(x), initial=0.0)) for x in (before_x, after_x))
-        params = ExactSums.params(before_x.size, top)
-        order = None
-        sides = []
-        for x, cell_of in ((before_x, cells.record_cell), (after_x, result.released_cell)):
-            if order is None or not same:  # the values did not change: reuse the sort
-                # ties are equal values: any order among them gives the same statistics
-                order = np.argsort(x)  # NaN last
-                n_ok = int(x.size - np.isnan(x).sum())
-                order = order[:n_ok]
-                xs = x[order]
-            cell = np.take(np.asarray(cell_of).astype(cell_dtype, copy=False), order)
-            # exact sums per cell (one pass), regrouped per category of every key
-            cell_sums = ExactSums.of(cell, xs, n_cells, params=params)
-            sides.append((xs, cell, cell_sums))
-        del before_x, after_x, order, x  # the sorted values and cells are all that is needed
-        before, after = (
-            group_summaries(xs, (codes[cell] for codes in cell_codes), sizes,
-                            (cell_sums.regroup(codes, size).values()
-                             for codes, size in zip(cell_codes, sizes, strict=True)))
-            for xs, cell, cell_sums in sides)
-        out += numeric_entries(col, before, after, config)
-    return out
-
-
 def numeric_entries(col: str, before: list[GroupSummary], after: list[GroupSummary],
                     config: ReleaseConfig) -> list[dict[str, Any]]:
     """utility.json's ``numeric`` entries of variable ``col`` from its summaries per key
@@ -190,21 +143,22 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
                     | None = None) -> dict[str, Any]:
     """Every utility figure of one release (see the module docstring), as a JSON-ready dict.
 
-    ``original`` is the input frame, ``result`` the :class:`sdc.ReleaseResult` of
-    ``release_frame(original, config, seed)`` (it uses ``cells``, ``released_cell``,
-    ``cell_partition_set``, ``partition_sets`` and, for numeric variables, ``frame``);
-    ``agg`` the release's :class:`ReleaseAggregates` when the caller already has them.
-    The batch engines pass ``agg`` and ``summaries`` (per numeric variable, its
-    :class:`GroupSummary` per key before and after, :mod:`sdc.reports.accumulate`) and no
-    ``original``.
+    ``agg`` (the release's :class:`ReleaseAggregates`) and ``summaries`` (per numeric
+    variable, its :class:`GroupSummary` per key before and after) are those of the release's
+    :class:`sdc.reports.accumulate.ReleaseAccumulator`; when not given, they are accumulated
+    here from ``original``, the input frame, and ``result``, the release made from it
+    (:func:`sdc.reports.accumulate.frame_accumulator`).
     """
     keys = config.key_names
     kvs = config.key_variables
     cells = result.cells
     weight = config.input.weight
-    if agg is None:
-        agg = ReleaseAggregates.of(result, original[weight].to_numpy(dtype=float)
-                                   if weight else None)
+    if agg is None or summaries is None:
+        from sdc.reports.accumulate import frame_accumulator
+
+        acc = frame_accumulator(original, result, config)
+        agg = acc.aggregates() if agg is None else agg
+        summaries = acc.group_summaries() if summaries is None else summaries
     n = int(agg.t_before.sum())
     weighted = agg.w_before is not None
     kc = cells.key_codes
@@ -302,11 +256,8 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
                 row["weighted_tvd"] = tvd(_shares(wo.values()), _shares(wr.values()))
             pairs.append(row)
 
-    if summaries is None:
-        numeric = _numeric(original, result, config)
-    else:
-        numeric = [e for col, (b, a) in summaries.items()
-                   for e in numeric_entries(col, b, a, config)]
+    numeric = [e for col, (b, a) in summaries.items()
+               for e in numeric_entries(col, b, a, config)]
 
     ps = result.partition_sets
     n_ps = len(ps)

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sdc.reports.aggregate import group_summaries
 from sdc.reports.quantiles import ImageMap, QuantileSelect, float_image, image_float, images
 
 
@@ -68,18 +67,6 @@ def test_quartiles_equal_pandas_bit_for_bit(kw):
     assert n[38] == 1 and qs[0][38] == qs[2][38] == -3.5
     if kw.get("collect_values") == 10:
         assert passes > 2  # several digit rounds were needed
-
-
-def test_quartiles_equal_group_summaries():
-    x, g, G = data(5_000, 2)
-    ok = ~np.isnan(x)
-    order = np.argsort(x[ok], kind="stable")
-    xs, codes = x[ok][order], g[ok][order]
-    sums = np.bincount(codes, weights=xs, minlength=G)
-    (ref,) = group_summaries(xs, [codes], [G], [sums])
-    _, qs, _ = run_select(x, g, G, hist_bins=1 << 10)
-    for got, exp in zip(qs, (ref.q1, ref.median, ref.q3), strict=True):
-        assert np.array_equal(got, exp, equal_nan=True)
 
 
 def test_all_equal_values_resolve_in_one_refinement_pass():
