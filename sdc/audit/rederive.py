@@ -67,6 +67,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
     still exists (its records file is read), else taken over as recorded.
     """
     from sdc.release.assemble import assemble_batch_release, assemble_release
+    from sdc.series.risk import series_risk_vs_previous
 
     series = dict(recorded.get("series") or {})
     prev = (series.get("previous") or {}).get("dir")
@@ -82,7 +83,6 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
         from sdc.io.read import read_input
         from sdc.io.schemas import validate_input
         from sdc.reports.build import build_reports
-        from sdc.series.risk import series_risk_vs_previous
 
         frame = validate_input(read_input(cfg) if original is None else original, cfg)
         result = sdc.release_frame(frame, cfg, seed_info.value)
@@ -95,7 +95,6 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
         return Rederived(dict(public), json.loads(internal["audit.json"]))
 
     from sdc.pipeline.report_parts import batch_reports
-    from sdc.series.risk import batch_series_risk_vs_previous
     if cfg.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
         from sdc.pipeline.households import stream_household_release as stream_release
     else:
@@ -107,7 +106,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
         res = stream_release(cfg, seed_info.value, tmp / "public",
                              batch_rows=cfg.engine.batch_rows,
                              records_path=tmp / "internal" / "records.parquet")
-        s = batch_series_risk_vs_previous(seed_info, res.records_file, res.xi)
+        s = series_risk_vs_previous(seed_info, res) if seed_info.series else None
         reports = batch_reports(res, cfg, seed=seed_info.value, series=s).files() if wanted else {}
         reports = {k: v for k, v in reports.items() if k in wanted}
         public, internal = assemble_batch_release(cfg, res, seed_info, input_sha256=digest,

@@ -29,7 +29,7 @@ from sdc.release.stat_files import (
     stat_public_files,
 )
 from sdc.release.uncertainty import uncertainty_markdown
-from sdc.series.risk import RECORDS_FILE, series_risk_vs_previous
+from sdc.series.risk import RECORDS_FILE, records_bytes, series_risk_vs_previous
 from sdc.series.seeds import SeedInfo
 
 __all__ = ["assemble_batch_release", "assemble_release"]
@@ -88,10 +88,9 @@ def assemble_release(config: ReleaseConfig, original: pd.DataFrame, result: Rele
     internal: dict[str, bytes] = _tables(result)
     if result.cell_id is not None:
         # record-level internal data of the release series (identity, cell, released)
-        records = result.records_table()
-        internal[RECORDS_FILE] = _records_bytes(result, records)
+        internal[RECORDS_FILE] = records_bytes(result)
         # vs the previous release (the flow's report task may have computed it already)
-        series_risk_vs_previous(seed_info, result, records)
+        series_risk_vs_previous(seed_info, result, internal[RECORDS_FILE])
     series = dict(getattr(seed_info, "series", None) or {})
     _add_reports_and_audit(config, result, seed_info, public, internal, reports,
                            n_rows=len(original), input_sha256=input_sha256,
@@ -143,17 +142,6 @@ def _add_reports_and_audit(config: ReleaseConfig, result: ReleaseOutcome, seed_i
     internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _records_bytes(result: ReleaseResult, records: pd.DataFrame) -> bytes:
-    """``internal/records.parquet`` of an in-memory release, in the order every engine writes
-    (:mod:`sdc.pipeline.records_file`: by raw identity, not the input's row order)."""
-    from sdc.method.draws import record_identity
-    from sdc.pipeline.records_file import records_parquet_bytes
-
-    raw = record_identity(result.frame, result.config)
-    return records_parquet_bytes(raw, records["identity"].to_numpy(),
-                                 records["cell"].to_numpy(), records["released"].to_numpy())
-
-
 def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *,
                            input_sha256: str, config_text: str, engine: str,
                            reports: dict[str, bytes] | None = None
@@ -182,11 +170,9 @@ def _batch_series(result, seed_info: SeedInfo, internal: dict[str, Path | bytes]
     :func:`sdc.publish.folder.write_release`) and the ``series`` entry of the audit record,
     with the comparison with the previous release of the series (computed once; the flow's
     report task usually did it already)."""
-    from sdc.series.risk import batch_series_risk_vs_previous
-
     path = getattr(result, "records_file", None)
     if path is not None:
         internal[RECORDS_FILE] = Path(path)
-        batch_series_risk_vs_previous(seed_info, Path(path), result.xi)
+        series_risk_vs_previous(seed_info, result, Path(path))
     return dict(getattr(seed_info, "series", None) or {})
 

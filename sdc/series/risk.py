@@ -6,8 +6,9 @@ per record with ``identity`` (the record's 64-bit identity used for its draws), 
 :func:`sdc.method.draws.cell_identity`). Nothing else: no key values, no row order of the
 input. It is what the series risk is measured from.
 
-**Series risk** (:func:`series_risk`, ``sdc audit --series DIR ...``), measured from the
-records files of the releases, in the order given:
+**Series risk** (:func:`series_risk_of_files`, ``sdc audit --series DIR ...``), measured
+from the records files of the releases, in the order given, out of core on every engine (the
+files are joined by identity one identity range at a time):
 
 - *changed share*: of the records present in two consecutive releases, the share whose
   released key values differ between the two;
@@ -42,14 +43,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sdc.io.spill import BucketSpill, bucket_bits
 from sdc.series.membership import SeriesError, audit_of
 
 __all__ = ["PAIR_ROWS", "RECORDS_FILE", "SeriesRisk", "batch_series_risk_vs_previous",
-           "load_records", "records_path", "risk_vs_previous", "series_risk",
-           "series_risk_of_dirs", "series_risk_of_pair", "series_risk_vs_previous"]
+           "records_bytes", "records_path", "risk_vs_previous", "series_risk_of_dirs",
+           "series_risk_of_files", "series_risk_vs_previous"]
+
+#: A records file: its path, or its bytes (an in-memory release's, before it is written).
+Records = Path | bytes
 
 RECORDS_FILE = "records.parquet"
 
@@ -64,11 +69,6 @@ def records_path(release_dir: Path) -> Path:
             "data existed (or internal/ was removed), so its series risk cannot be measured; "
             "rerun the release with the same seed file to create it")
     return path
-
-
-def load_records(release_dir: Path) -> pd.DataFrame:
-    """``internal/records.parquet`` of a release (columns identity, cell, released)."""
-    return pd.read_parquet(records_path(release_dir), columns=["identity", "cell", "released"])
 
 
 @dataclass
@@ -114,58 +114,6 @@ class SeriesRisk:
                 "intruder": self.intruder.to_dict(orient="records")}
 
 
-def _intruder(last: pd.DataFrame, modal: pd.Series) -> pd.DataFrame:
-    """Per target of ``last``: (t, a, score) for the intruder who sees ``modal`` per identity."""
-    m = modal.reindex(last["identity"].to_numpy()).to_numpy()
-    cell = last["cell"].to_numpy()
-    t = last.groupby("cell")["identity"].transform("size").to_numpy()
-    a_of = pd.Series(m).value_counts()
-    a = a_of.reindex(cell).fillna(0).to_numpy().astype(np.int64)
-    correct = m == cell
-    score = np.where(a > 0, correct / np.maximum(a, 1), 0.0)
-    return pd.DataFrame({"t": t, "a": a, "score": score})
-
-
-def series_risk(records: list[pd.DataFrame], xi: float, *, a_max: int = 5) -> SeriesRisk:
-    """Measure the risk of a series from the records tables of its releases, in order.
-
-    Parameters
-    ----------
-    records : list of DataFrame
-        Per release: columns ``identity``, ``cell``, ``released`` (uint64).
-    xi : float
-        The risk target, reported alongside.
-    a_max : int
-        Classes a = 1..a_max are reported.
-
-    Returns
-    -------
-    SeriesRisk
-    """
-    if not records:
-        raise SeriesError("a series needs at least one release")
-    rows = []
-    for i in range(1, len(records)):
-        prev = records[i - 1].set_index("identity")["released"]
-        cur = records[i][["identity", "released"]]
-        common = cur[cur["identity"].isin(prev.index)]
-        changed = common["released"].to_numpy() != prev.reindex(common["identity"]).to_numpy()
-        rows.append(_changed_row(i, len(common), int(changed.sum())))
-    changed_df = pd.DataFrame(rows, columns=["release", "n_common", "n_changed", "share"])
-
-    stacked = pd.concat([r[["identity", "released"]].assign(rel=i)
-                         for i, r in enumerate(records)], ignore_index=True)
-    g = stacked.groupby(["identity", "released"], sort=False).agg(n=("rel", "size"),
-                                                                  last=("rel", "max"))
-    g = g.reset_index().sort_values(["identity", "n", "last"], kind="stable")
-    modal = g.drop_duplicates("identity", keep="last").set_index("identity")["released"]
-    last = records[-1]
-    series = _intruder(last, modal)
-    single = _intruder(last, last.set_index("identity")["released"])
-    return SeriesRisk(len(records), changed_df, _intruder_table(series, single, a_max),
-                      float(xi))
-
-
 def _changed_row(i: int, n: int, n_changed: int) -> dict[str, Any]:
     """Row of :attr:`SeriesRisk.changed` (``share``: the mean of the changed flags)."""
     share = float(np.float64(n_changed) / n) if n else 0.0
@@ -193,57 +141,68 @@ PAIR_ROWS = 1 << 22
 _A_MAX = 5  # the classes a = 1..5 reported (series_risk's default a_max)
 
 
-def _row_groups(path: Path, columns: list[str]):
-    pf = pq.ParquetFile(path, pre_buffer=False)
+def _parquet(source: Records) -> pq.ParquetFile:
+    return pq.ParquetFile(pa.BufferReader(source) if isinstance(source, bytes) else source,
+                          pre_buffer=False)
+
+
+def _row_groups(source: Records, columns: list[str]):
+    pf = _parquet(source)
     for g in range(pf.metadata.num_row_groups):
         yield pf.read_row_group(g, columns=columns)
 
 
-def _identity_buckets(path: Path, bits: int, folder: Path | None) -> list:
-    """(identity, released) of a records file split by the top ``bits`` bits of the identity:
-    with ``bits = 0`` the whole file in memory (one item), else one pass spilling every row
-    group into ``2**bits`` Arrow IPC files under ``folder`` (their paths)."""
+_PAIR_COLUMNS = ["identity", "released"]
+
+
+def _identity_buckets(source: Records, bits: int, folder: Path | None,
+                      columns: list[str] = _PAIR_COLUMNS) -> list:
+    """``columns`` (identity first) of a records file split by the top ``bits`` bits of the
+    identity: with ``bits = 0`` the whole file in memory (one item), else one pass spilling
+    every row group into ``2**bits`` Arrow IPC files under ``folder`` (their paths)."""
     if bits == 0:
-        ids, rel = [], []
-        for t in _row_groups(path, ["identity", "released"]):
-            ids.append(t.column("identity").to_numpy())
-            rel.append(t.column("released").to_numpy())
-        return [(np.concatenate(ids) if ids else np.zeros(0, np.uint64),
-                 np.concatenate(rel) if rel else np.zeros(0, np.uint64))]
+        parts = [[] for _ in columns]
+        for t in _row_groups(source, columns):
+            for p, c in zip(parts, columns, strict=True):
+                p.append(t.column(c).to_numpy())
+        return [tuple(np.concatenate(p) if p else np.zeros(0, np.uint64) for p in parts)]
     assert folder is not None
     spill = BucketSpill(folder, bits)
     try:
-        for t in _row_groups(path, ["identity", "released"]):
+        for t in _row_groups(source, columns):
             spill.add(t, t.column("identity").to_numpy())
     finally:
         spill.close()
     return spill.buckets()
 
 
-def _bucket_arrays(item) -> tuple[np.ndarray, np.ndarray]:
+def _bucket_arrays(item, columns: list[str] = _PAIR_COLUMNS) -> tuple[np.ndarray, ...]:
     if isinstance(item, tuple):
         return item
     if not item.exists():
-        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
-    import pyarrow as pa
-
+        return tuple(np.zeros(0, np.uint64) for _ in columns)
     with pa.memory_map(str(item)) as src:
         t = pa.ipc.open_file(src).read_all()
-    return (t.column("identity").to_numpy().copy(), t.column("released").to_numpy().copy())
+    return tuple(t.column(c).to_numpy().copy() for c in columns)
 
 
-def _changed_of_files(previous: Path, current: Path,
+def _scratch_folder(bits: int, scratch: Path | None) -> Path | None:
+    """An owner-only folder (mkdtemp) for a spill of internal data, when there is one."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=".sdc-series-", dir=scratch)) if bits else None
+
+
+def _changed_of_files(previous: Records, current: Records,
                       scratch: Path | None = None) -> tuple[int, int]:
     """(records in both, of those whose released cell differs): the two files joined by
     identity, out of core when they are large (each spilled once by identity range into
     about :data:`PAIR_ROWS` records a bucket, then joined bucket by bucket)."""
     import shutil
-    import tempfile
 
-    n = max(pq.ParquetFile(p).metadata.num_rows for p in (previous, current))
+    n = max(_parquet(p).metadata.num_rows for p in (previous, current))
     bits = bucket_bits(n, PAIR_ROWS)
-    # the spill is internal data: an owner-only folder (mkdtemp) in ``scratch``
-    tmp = Path(tempfile.mkdtemp(prefix=".sdc-series-", dir=scratch)) if bits else None
+    tmp = _scratch_folder(bits, scratch)
     try:
         prev_b = _identity_buckets(previous, bits, tmp / "previous" if tmp else None)
         cur_b = _identity_buckets(current, bits, tmp / "current" if tmp else None)
@@ -255,7 +214,7 @@ def _changed_of_files(previous: Path, current: Path,
             del order
             if pi.size > 1 and bool((pi[1:] == pi[:-1]).any()):
                 # as the in-memory comparison: a repeated identity cannot be looked up
-                raise ValueError(f"{str(previous)!r} has a repeated identity: cannot reindex "
+                raise ValueError(f"{_name(previous)} has a repeated identity: cannot reindex "
                                  "on an axis with duplicate labels")
             ci, cr = _bucket_arrays(cb)
             if pi.size == 0 or ci.size == 0:
@@ -270,38 +229,43 @@ def _changed_of_files(previous: Path, current: Path,
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _intruder_of_file(path: Path) -> pd.DataFrame:
-    """:func:`_intruder` of a release against its own released cells (what the linking
-    intruder of two releases sees, see :func:`series_risk_of_pair`), out of core: the
-    per-cell counts t (true cell) and a (released cell) in two passes over the file, then the
-    targets whose a is small enough to be reported, in file order."""
-    cols = ["cell", "released"]
-    distinct = np.zeros(0, np.uint64)
-    for t in _row_groups(path, cols):
-        distinct = np.union1d(distinct, np.unique(t.column("cell").to_numpy()))
-    n_cells = max(distinct.size, 1)
-    t_count = np.zeros(n_cells, np.int64)
-    a_count = np.zeros(n_cells, np.int64)
+def _name(source: Records) -> str:
+    return repr(str(source)) if isinstance(source, Path) else "the records file"
 
-    def locate(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pos = np.minimum(np.searchsorted(distinct, values), n_cells - 1)
-        return pos, (distinct[pos] == values) if distinct.size else np.zeros(values.size, bool)
 
-    for t in _row_groups(path, cols):
-        cell, _ = locate(t.column("cell").to_numpy())
-        t_count += np.bincount(cell, minlength=n_cells)
-        rel, hit = locate(t.column("released").to_numpy())
-        a_count += np.bincount(rel[hit], minlength=n_cells)
+class _Cells:
+    """The true cells of a release's records (sorted distinct values) and their counts t."""
+
+    def __init__(self, source: Records) -> None:
+        distinct = np.zeros(0, np.uint64)
+        for t in _row_groups(source, ["cell"]):
+            distinct = np.union1d(distinct, np.unique(t.column("cell").to_numpy()))
+        self.distinct = distinct
+        self.n = max(distinct.size, 1)
+        self.t = np.zeros(self.n, np.int64)
+        for t in _row_groups(source, ["cell"]):
+            self.t += np.bincount(self.locate(t.column("cell").to_numpy())[0], minlength=self.n)
+
+    def locate(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Position of every value among the cells, and whether it is one of them."""
+        pos = np.minimum(np.searchsorted(self.distinct, values), self.n - 1)
+        hit = (self.distinct[pos] == values) if self.distinct.size else np.zeros(values.size,
+                                                                                 bool)
+        return pos, hit
+
+
+def _targets(cells: _Cells, pairs, a_count: np.ndarray) -> pd.DataFrame:
+    """(t, a, score) of the targets with 1 <= a <= a_max from (true cell, cell the intruder
+    sees) of the last release's records, ``pairs`` an iterable of arrays."""
     parts = []
-    for t in _row_groups(path, cols):
-        c = t.column("cell").to_numpy()
-        cell, _ = locate(c)
-        a = a_count[cell]
+    for cell, seen in pairs:
+        pos, _ = cells.locate(cell)
+        a = a_count[pos]
         keep = (a >= 1) & (a <= _A_MAX)
         if keep.any():
-            correct = t.column("released").to_numpy()[keep] == c[keep]
+            correct = seen[keep] == cell[keep]
             ak = a[keep]
-            parts.append(pd.DataFrame({"t": t_count[cell[keep]], "a": ak,
+            parts.append(pd.DataFrame({"t": cells.t[pos[keep]], "a": ak,
                                        "score": np.where(ak > 0, correct / np.maximum(ak, 1),
                                                          0.0)}))
     if not parts:
@@ -310,39 +274,115 @@ def _intruder_of_file(path: Path) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def series_risk_of_pair(previous: Path, current: Path, xi: float, *,
-                        scratch: Path | None = None) -> SeriesRisk:
-    """:func:`series_risk` of two releases given by their records files, out of core (the
-    same figures, bit for bit: ``tests/release/test_series.py``).
+def _a_counts(cells: _Cells, pairs) -> np.ndarray:
+    """Per true cell of the last release, the records whose seen cell it is (a)."""
+    a_count = np.zeros(cells.n, np.int64)
+    for _, seen in pairs:
+        pos, hit = cells.locate(seen)
+        a_count += np.bincount(pos[hit], minlength=cells.n)
+    return a_count
 
-    With two releases the linking intruder's modal cell of every record of the last release
-    is its released cell there (equal cells count twice, different ones tie and the tie goes
-    to the latest release), so the series intruder is the single-release one; only the
-    changed share needs the join, made one identity range at a time (:data:`PAIR_ROWS`).
-    Memory: the cell counts and one identity range of each file; ``scratch``: where large
-    files are spilled (default: the system's temporary folder).
+
+def _intruder_of_file(source: Records) -> pd.DataFrame:
+    """Per target of a release: (t, a, score) of the intruder who sees its released cells
+    (the single-release intruder), out of core: the per-cell counts t (true cell) and a
+    (released cell) in passes over the file, then the targets whose a is small enough to be
+    reported, in file order."""
+    cells = _Cells(source)
+
+    def pairs():
+        for t in _row_groups(source, ["cell", "released"]):
+            yield t.column("cell").to_numpy(), t.column("released").to_numpy()
+
+    return _targets(cells, pairs(), _a_counts(cells, pairs()))
+
+
+def _modal(ids: list[np.ndarray], rel: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(identity, modal released cell) over releases 0..N-1 (``ids[i]``, ``rel[i]``): the
+    released cell a record had most often, ties to the latest release; sorted by identity."""
+    i = np.concatenate(ids)
+    r = np.concatenate(rel)
+    k = np.concatenate([np.full(x.size, j, np.int64) for j, x in enumerate(ids)])
+    order = np.lexsort((k, r, i))  # by identity, released cell, release
+    i, r, k = i[order], r[order], k[order]
+    end = np.ones(i.size, bool)  # last record of each (identity, released cell) run
+    end[:-1] = (i[1:] != i[:-1]) | (r[1:] != r[:-1])
+    ends = np.flatnonzero(end)
+    n = np.diff(np.concatenate(([-1], ends)))
+    ri, rr, latest = i[ends], r[ends], k[ends]  # the run's latest release: its last
+    o = np.lexsort((latest, n, ri))  # per identity, the most frequent, then the latest, last
+    ri, rr = ri[o], rr[o]
+    last = np.ones(ri.size, bool)
+    last[:-1] = ri[1:] != ri[:-1]
+    return ri[last], rr[last]
+
+
+def _modal_intruder(files: list[Records], scratch: Path | None) -> pd.DataFrame:
+    """(t, a, score) of the linking intruder who sees every record's modal released cell over
+    the series, per target of the last release: all files spilled once by identity range
+    (about :data:`PAIR_ROWS` records a range over the releases), the modal cells found range
+    by range, in two passes over the ranges (the counts a, then the targets)."""
+    import shutil
+
+    cells = _Cells(files[-1])
+    n = sum(_parquet(f).metadata.num_rows for f in files)
+    bits = bucket_bits(n, PAIR_ROWS)
+    tmp = _scratch_folder(bits, scratch)
+    last_cols = ["identity", "cell", "released"]
+    try:
+        spilled = [_identity_buckets(f, bits, tmp / f"r{j}" if tmp else None)
+                   for j, f in enumerate(files[:-1])]
+        spilled.append(_identity_buckets(files[-1], bits, tmp / "last" if tmp else None,
+                                         last_cols))
+
+        def pairs():
+            for b in range(len(spilled[-1])):
+                li, lc, lr = _bucket_arrays(spilled[-1][b], last_cols)
+                if li.size == 0:
+                    continue
+                parts = [_bucket_arrays(s[b]) for s in spilled[:-1]]
+                mi, mr = _modal([p[0] for p in parts] + [li], [p[1] for p in parts] + [lr])
+                yield lc, mr[np.searchsorted(mi, li)]
+
+        return _targets(cells, pairs(), _a_counts(cells, pairs()))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def series_risk_of_files(files: list[Records], xi: float, *,
+                         scratch: Path | None = None) -> SeriesRisk:
+    """The risk of a series from the records files of its releases, in order (see the module
+    docstring), out of core: consecutive files joined one identity range at a time
+    (:data:`PAIR_ROWS`), cell counts in passes. Memory: the last release's cell counts and one
+    identity range of the files; ``scratch``: where large files are spilled (default: the
+    system's temporary folder).
+
+    With one or two releases the linking intruder's modal cell of every record of the last
+    release is its released cell there (with two, equal cells count twice, different ones tie
+    and the tie goes to the latest release): the series intruder is the single-release one.
     """
-    n_common, n_changed = _changed_of_files(Path(previous), Path(current), scratch)
-    changed = pd.DataFrame([_changed_row(1, n_common, n_changed)],
-                           columns=["release", "n_common", "n_changed", "share"])
-    view = _intruder_of_file(Path(current))
-    return SeriesRisk(2, changed, _intruder_table(view, view, _A_MAX), float(xi))
+    if not files:
+        raise SeriesError("a series needs at least one release")
+    rows = [_changed_row(i, *_changed_of_files(files[i - 1], files[i], scratch))
+            for i in range(1, len(files))]
+    changed = pd.DataFrame(rows, columns=["release", "n_common", "n_changed", "share"])
+    single = _intruder_of_file(files[-1])
+    series = single if len(files) <= 2 else _modal_intruder(files, scratch)
+    return SeriesRisk(len(files), changed, _intruder_table(series, single, _A_MAX), float(xi))
 
 
 def series_risk_of_dirs(release_dirs: list[Path], xi: float | None = None) -> SeriesRisk:
-    """:func:`series_risk` of release folders (their ``internal/records.parquet``); xi from the
-    last release's audit when not given. Two releases are measured out of core
-    (:func:`series_risk_of_pair`), more in memory (every records file whole)."""
+    """:func:`series_risk_of_files` of release folders (their ``internal/records.parquet``);
+    xi from the last release's audit when not given."""
     dirs = [Path(d) for d in release_dirs]
     if xi is None:
         audit = audit_of(dirs[-1]) or {}
         xi = float((audit.get("risk") or {}).get("xi", float("nan")))
-    if len(dirs) == 2:  # out of core (the same figures)
-        return series_risk_of_pair(records_path(dirs[0]), records_path(dirs[1]), xi)
-    return series_risk([load_records(d) for d in dirs], xi)
+    return series_risk_of_files([records_path(d) for d in dirs], xi)
 
 
-def risk_vs_previous(previous: Path, records: pd.DataFrame | Path, xi: float) -> dict[str, Any]:
+def risk_vs_previous(previous: Path, records: Records, xi: float) -> dict[str, Any]:
     """Series risk of (previous release, this one): ``audit.json``'s ``series.risk_vs_previous``
     and, through the flow, ``risk.json``'s ``series`` (the same dict, computed once).
 
@@ -351,13 +391,11 @@ def risk_vs_previous(previous: Path, records: pd.DataFrame | Path, xi: float) ->
     ``rate_one_match_single`` (linking intruder over both releases / on this one alone, targets
     with a = 1 matching record), ``xi`` and ``intruder`` (:attr:`SeriesRisk.intruder` rows).
     When the previous release cannot be measured (no records file), ``previous`` and ``error``.
+    ``records``: this release's records file (spilled beside it when large), or its bytes.
     """
     try:
-        if isinstance(records, pd.DataFrame):
-            risk = series_risk([load_records(previous), records], xi)
-        else:  # a records file (batch engines): out of core, spilled beside it
-            risk = series_risk_of_pair(records_path(previous), Path(records), xi,
-                                       scratch=Path(records).parent)
+        scratch = Path(records).parent if isinstance(records, Path) else None
+        risk = series_risk_of_files([records_path(previous), records], xi, scratch=scratch)
     except (SeriesError, OSError, ValueError) as e:
         return {"previous": str(previous), "error": str(e)}
     d = risk.to_dict()
@@ -369,39 +407,56 @@ def risk_vs_previous(previous: Path, records: pd.DataFrame | Path, xi: float) ->
             "intruder": d["intruder"]}
 
 
+def records_bytes(result: Any) -> bytes:
+    """``internal/records.parquet`` of an in-memory release (``result`` a
+    :class:`~sdc.method.apply.ReleaseResult` with cell ids), in the order every engine writes
+    (:mod:`sdc.pipeline.records_file`: by raw identity, not the input's row order)."""
+    from sdc.method.draws import record_identity
+    from sdc.pipeline.records_file import records_parquet_bytes
+
+    records = result.records_table()
+    raw = record_identity(result.frame, result.config)
+    return records_parquet_bytes(raw, records["identity"].to_numpy(),
+                                 records["cell"].to_numpy(), records["released"].to_numpy())
+
+
 def series_risk_vs_previous(seed_info: Any, result: Any,
-                            records: pd.DataFrame | None = None) -> dict[str, Any] | None:
+                            records: Records | None = None) -> dict[str, Any] | None:
     """:func:`risk_vs_previous` for the run placed by :func:`series_for`, computed once and kept
     in ``seed_info.series["risk_vs_previous"]``: the audit record and the report both use it.
 
-    ``result`` is the run's :class:`~sdc.method.apply.ReleaseResult`; ``records`` its
-    :meth:`~sdc.method.apply.ReleaseResult.records_table` (built here when needed and not
-    given). None when the series has no previous release or the result has no cell ids.
+    ``result`` is the run's release (any engine); ``records`` its records file (a path or
+    bytes): when not given, the file a batch engine wrote (``result.records_file``) or the
+    bytes of an in-memory release (:func:`records_bytes`). None when the series has no
+    previous release or the result has no records.
     """
     series = getattr(seed_info, "series", None) or {}
     if "risk_vs_previous" in series:
         return series["risk_vs_previous"]
     prev = (series.get("previous") or {}).get("dir")
-    if not prev or result.cell_id is None:
+    if not prev:
         return None
     if records is None:
-        records = result.records_table()
+        path = getattr(result, "records_file", None)
+        if path is not None:
+            records = Path(path)
+        elif getattr(result, "cell_id", None) is not None:
+            records = records_bytes(result)
+        else:
+            return None
     series["risk_vs_previous"] = risk_vs_previous(Path(prev), records, float(result.xi))
     return series["risk_vs_previous"]
 
 
 def batch_series_risk_vs_previous(seed_info: Any, records_file: Path | None,
                                   xi: float) -> dict[str, Any] | None:
-    """:func:`series_risk_vs_previous` for a release of the streaming or Dask engine, from the
-    ``records.parquet`` it wrote, out of core (:func:`series_risk_of_pair`: the two files are
-    joined by identity one identity range at a time). Computed once and kept in
-    ``seed_info.series["risk_vs_previous"]``; None without a previous release."""
+    """:func:`series_risk_vs_previous` of a batch release from the ``records.parquet`` it
+    wrote (the flow's batch report task)."""
     series = getattr(seed_info, "series", None) or {}
-    if "risk_vs_previous" in series:
-        return series["risk_vs_previous"]
+    if "risk_vs_previous" in series or records_file is None:
+        return series.get("risk_vs_previous")
     prev = (series.get("previous") or {}).get("dir")
-    if not prev or records_file is None:
+    if not prev:
         return None
     series["risk_vs_previous"] = risk_vs_previous(Path(prev), Path(records_file), float(xi))
     return series["risk_vs_previous"]
-

@@ -14,7 +14,7 @@ import sdc
 from sdc.method.draws import keyed_hash
 from sdc.samples import generate_census_sample
 from sdc.series.membership import SeriesError, find_series
-from sdc.series.risk import series_risk
+from sdc.series.risk import records_bytes, series_risk_of_files
 
 REPO = Path(__file__).resolve().parents[2]
 CENSUS_CONFIG = REPO / "configs" / "census_demo.yaml"
@@ -47,8 +47,8 @@ def months() -> list[pd.DataFrame]:
 
 @pytest.mark.slow
 def test_twelve_month_series_with_churn_does_not_leak(months, cfg):
-    records = [sdc.release_frame(f, cfg, seed=777).records_table() for f in months]
-    risk = series_risk(records, XI)
+    records = [records_bytes(sdc.release_frame(f, cfg, seed=777)) for f in months]
+    risk = series_risk_of_files(records, XI)
     assert risk.n_releases == 12
     # share of records present in two consecutive months whose released keys changed
     assert risk.max_changed_share <= 0.02, risk.changed
@@ -56,9 +56,9 @@ def test_twelve_month_series_with_churn_does_not_leak(months, cfg):
     assert risk.rate_a1("series_rate") <= XI, risk.intruder
     assert risk.rate_a1("single_rate") <= XI
     # the same measurement has teeth: a new seed every month leaks (independent draws)
-    leaky = [sdc.release_frame(f, cfg, seed=1000 + i).records_table()
+    leaky = [records_bytes(sdc.release_frame(f, cfg, seed=1000 + i))
              for i, f in enumerate(months)]
-    bad = series_risk(leaky, XI)
+    bad = series_risk_of_files(leaky, XI)
     assert bad.max_changed_share > 0.05
     assert bad.rate_a1("series_rate") > XI, bad.intruder
 
@@ -179,7 +179,9 @@ def test_series_risk_on_constructed_records():
     r1 = pd.DataFrame({"identity": ident, "cell": cell, "released": cell.copy()})
     r2 = r1.copy()
     r2.loc[0, "released"] = np.uint64(2)        # record 0 moved into cell 2 in release 2
-    risk = series_risk([r1, r2, r2.copy()], XI)
+    from tests.release.series_oracle import records_file
+
+    risk = series_risk_of_files([records_file(r) for r in (r1, r2, r2.copy())], XI)
     assert list(risk.changed["n_changed"]) == [1, 0]
     assert risk.changed["share"].iloc[0] == pytest.approx(1 / 6)
     # modal over (1, 2, 2) for record 0 is 2: cell 2 has a = 2 candidates, cell 1 none
@@ -254,16 +256,15 @@ def test_streaming_batches_get_the_same_draw_identities_as_the_in_memory_engine(
 
 
 @pytest.mark.parametrize("pair_rows", [1 << 24, 700])
-def test_two_releases_from_their_files_out_of_core_equal_the_in_memory_measure(
+def test_series_from_files_out_of_core_equals_the_in_memory_measure(
         tmp_path, monkeypatch, pair_rows):
-    """series_risk_of_pair (the batch engines' comparison with the previous release: files
-    joined one identity range at a time, cell counts in passes) gives series_risk's figures
-    bit for bit: churn, moved records, cells with a = 1..5 and more, several row groups;
-    with 700 rows a range the join runs over 8 identity ranges."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """series_risk_of_files (every engine's measure: files joined one identity range at a
+    time, cell counts in passes, the modal cell found range by range) gives the in-memory
+    groupby oracle's figures bit for bit, for two and for four releases: churn, moved records,
+    cells with a = 1..5 and more, several row groups; with 700 rows a range the joins run
+    over several identity ranges."""
     from sdc.series import risk as series_mod
+    from tests.release.series_oracle import records_file, series_risk_in_memory
 
     monkeypatch.setattr(series_mod, "PAIR_ROWS", pair_rows)
     rng = np.random.default_rng(12)
@@ -289,17 +290,29 @@ def test_two_releases_from_their_files_out_of_core_equal_the_in_memory_measure(
     for name, frame in (("prev", prev), ("cur", cur)):
         d = tmp_path / name / "internal"
         d.mkdir(parents=True)
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False),
-                       d / "records.parquet", row_group_size=500)
+        (d / "records.parquet").write_bytes(records_file(frame, row_group_size=500))
         paths.append(d / "records.parquet")
-    expected = series_risk([prev, cur], xi=0.395)
-    got = series_mod.series_risk_of_pair(paths[0], paths[1], xi=0.395)
+    expected = series_risk_in_memory([prev, cur], xi=0.395)
+    got = series_mod.series_risk_of_files(paths, xi=0.395)
     assert got.to_dict() == expected.to_dict()
     assert got.changed.equals(expected.changed) and got.intruder.equals(expected.intruder)
     assert expected.changed["n_common"].iloc[0] == 3_200
     assert 0 < expected.changed["n_changed"].iloc[0] < 3_200
     assert set(expected.intruder["a"]) == {1, 2, 3, 4, 5}
-    # risk_vs_previous on a records file (batch engines) = on the frame (pandas engine)
-    by_frame = series_mod.risk_vs_previous(tmp_path / "prev", cur, 0.395)
+    # risk_vs_previous on a records file (batch engines) = on its bytes (pandas engine)
+    by_bytes = series_mod.risk_vs_previous(tmp_path / "prev", records_file(cur), 0.395)
     by_file = series_mod.risk_vs_previous(tmp_path / "prev", paths[1], 0.395)
-    assert by_file == by_frame and "error" not in by_file
+    assert by_file == by_bytes and "error" not in by_file
+    # four releases: the modal released cell differs from the last release's for some
+    # records (moved twice to the same cell, or back), found identity range by range
+    third = cur.assign(released=np.where(rng.random(len(cur)) < 0.3, cur["released"],
+                                         cur["cell"]))
+    fourth = release(ident[400:], cell[400:], 0.4)
+    series = [prev, cur, third, fourth]
+    expected = series_risk_in_memory(series, xi=0.395)
+    got = series_mod.series_risk_of_files([records_file(f, row_group_size=700) for f in series],
+                                          xi=0.395)
+    # (NaN: a class the series intruder has and the single one has not, or the reverse)
+    assert json.dumps(got.to_dict()) == json.dumps(expected.to_dict())
+    assert got.changed.equals(expected.changed) and got.intruder.equals(expected.intruder)
+    assert not expected.intruder["series_rate"].equals(expected.intruder["single_rate"])
