@@ -94,18 +94,16 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
                                             config_text=text, reports=reports)
         return Rederived(dict(public), json.loads(internal["audit.json"]))
 
+    from sdc.executors.registry import get_executor
     from sdc.pipeline.report_parts import batch_reports
-    if cfg.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
-        from sdc.pipeline.households import stream_household_release as stream_release
-    else:
-        from sdc.executors.streaming import stream_release
 
     tmp = Path(tempfile.mkdtemp(prefix="sdc-audit-"))       # 0700
     try:
         (tmp / "internal").mkdir(mode=0o700)
-        res = stream_release(cfg, seed_info.value, tmp / "public",
-                             batch_rows=cfg.engine.batch_rows,
-                             records_path=tmp / "internal" / "records.parquet")
+        # any batch release (streaming, dask; persons or households) is made again by the
+        # streaming executor: the same files, no cluster needed
+        res = get_executor("streaming").release(cfg, seed_info.value, tmp / "public", cfg.engine,
+                                                records_path=tmp / "internal" / "records.parquet")
         s = series_risk_vs_previous(seed_info, res) if seed_info.series else None
         reports = batch_reports(res, cfg, seed=seed_info.value, series=s).files() if wanted else {}
         reports = {k: v for k, v in reports.items() if k in wanted}
