@@ -102,8 +102,6 @@ class ReleaseAccumulator:
         self.key_local = [np.ascontiguousarray(self.key_codes[:, j],
                                                dtype=np.uint16 if s <= 1 << 16 else np.int64)
                           for j, s in enumerate(self.sizes)]
-        self.cell_group = [self.key_codes[:, j].astype(np.int64) + off[j]
-                           for j in range(len(self.sizes))]
         self.total = total
         self.group_ranges = [(int(o), int(o) + s) for o, s in zip(off, self.sizes, strict=True)]
         self.hist_bins = max(HIST_BINS // max(len(self.numeric), 1), 1 << 10)
@@ -256,8 +254,8 @@ class ReleaseAccumulator:
                 sel.add_first(self.key_local[j][rc] if local is None else local[j], digit,
                               (a, b))
                 if moved.size:
-                    g_from = self.cell_group[j][rc[moved]]
-                    g_to = self.cell_group[j][rel[moved]]
+                    g_from = self._groups(j, rc[moved])
+                    g_to = self._groups(j, rel[moved])
                     ch = g_from != g_to
                     sel.add_signed(g_to[ch] + self.total, u[moved[ch]], 1)
                     sel.add_signed(g_from[ch] + self.total, u[moved[ch]], -1)
@@ -268,9 +266,15 @@ class ReleaseAccumulator:
             idx, rank = pre
             rc, rel, u = rc[idx], rel[idx], u[idx]
         for j, (a, b) in enumerate(self.group_ranges):
-            sel.add(self.cell_group[j][rc], u, (a, b), rank)
-            sel.add(self.cell_group[j][rel] + self.total, u, (a + self.total, b + self.total),
+            sel.add(self._groups(j, rc), u, (a, b), rank)
+            sel.add(self._groups(j, rel) + self.total, u, (a + self.total, b + self.total),
                     rank)
+
+    def _groups(self, j: int, cells: np.ndarray) -> np.ndarray:
+        """The before group under key j of records in ``cells`` (key j's code + its offset)."""
+        g = self.key_local[j][cells].astype(np.int64)
+        g += self.group_ranges[j][0]
+        return g
 
     def _compact_pairs(self) -> None:
         if len(self.pairs) > 1:
