@@ -49,12 +49,38 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.config.model import ReleaseConfig
 from sdc.reports.aggregate import GroupSummary, ReleaseAggregates
 from sdc.reports.exact import ExactSums
 from sdc.reports.quantiles import HIST_BINS, ImageMap, QuantileSelect
-from sdc.reports.utility import finite_values, numeric_columns
 
-__all__ = ["ReleaseAccumulator", "frame_accumulator"]
+__all__ = ["ReleaseAccumulator", "finite_values", "frame_accumulator", "numeric_columns"]
+
+
+def finite_values(s: pd.Series) -> np.ndarray:
+    """A numeric column's values for the numeric summaries: float64, missing and +-inf as NaN
+    (an infinite value is released as collected but left out of means and quartiles, like a
+    missing one; every engine reads the summaries' values through this)."""
+    x = s.to_numpy(dtype=float, na_value=np.nan)
+    inf = np.isinf(x)
+    if inf.any():
+        x = np.where(inf, np.nan, x)
+    return x
+
+
+def numeric_columns(frame: pd.DataFrame, config: ReleaseConfig) -> list[str]:
+    """Numeric columns that are not keys, ids, dropped identifiers or the weight, nor columns
+    the release recomputes (``derived:``: a function of the keys, whose change is the keys'
+    change in the key tables) or randomizes (``perturb:``: reported in its own section).
+    Every engine summarizes the same columns: the batch engines' accumulators assume a
+    column's values are the input's, before and after."""
+    skip = set(config.key_names) | set(config.input.drop)
+    skip |= set(getattr(config, "derived", None) or []) | set(config.perturb or {})
+    skip |= {c for c in (config.input.id_column, config.input.weight) if c}
+    return [c for c in frame.columns
+            if c not in skip and pd.api.types.is_numeric_dtype(frame[c])
+            and not pd.api.types.is_bool_dtype(frame[c])]
+
 
 
 class ReleaseAccumulator:
@@ -412,7 +438,7 @@ def _positions(rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return order[np.searchsorted(rows[order], wanted)]
 
 
-def frame_accumulator(original: pd.DataFrame, result: Any, config: Any, *,
+def frame_accumulator(original: pd.DataFrame, result: Any, config: ReleaseConfig, *,
                       numeric: bool = True) -> ReleaseAccumulator:
     """The accumulator run on one batch: the whole input frame ``original`` and the release
     ``result`` made from it (its ``cells.record_cell`` and ``released_cell``), with the

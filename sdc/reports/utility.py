@@ -38,9 +38,11 @@ import pandas as pd
 
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, KeyVariable, ReleaseConfig
 from sdc.method.generalize import generalize_domain
+from sdc.reports.accumulate import finite_values, frame_accumulator, numeric_columns
 from sdc.reports.aggregate import GroupSummary, ReleaseAggregates
 
-__all__ = ["NUMERIC_MIN_GROUP", "compute_utility", "hellinger", "numeric_columns", "tvd"]
+__all__ = ["NUMERIC_MIN_GROUP", "compute_utility", "finite_values", "hellinger", "numeric_columns",
+           "tvd"]
 
 #: Smallest group for which numeric summaries (mean, quartiles) and per-category weighted
 #: totals are shown.
@@ -82,31 +84,6 @@ def _rule_name(rule: object) -> str:
         if isinstance(rule, cls):
             return name
     return str(rule)
-
-
-def finite_values(s: pd.Series) -> np.ndarray:
-    """A numeric column's values for the numeric summaries: float64, missing and +-inf as NaN
-    (an infinite value is released as collected but left out of means and quartiles, like a
-    missing one; every engine reads the summaries' values through this)."""
-    x = s.to_numpy(dtype=float, na_value=np.nan)
-    inf = np.isinf(x)
-    if inf.any():
-        x = np.where(inf, np.nan, x)
-    return x
-
-
-def numeric_columns(frame: pd.DataFrame, config: ReleaseConfig) -> list[str]:
-    """Numeric columns that are not keys, ids, dropped identifiers or the weight, nor columns
-    the release recomputes (``derived:``: a function of the keys, whose change is the keys'
-    change in the key tables) or randomizes (``perturb:``: reported in its own section).
-    Every engine summarizes the same columns: the batch engines' accumulators assume a
-    column's values are the input's, before and after."""
-    skip = set(config.key_names) | set(config.input.drop)
-    skip |= set(getattr(config, "derived", None) or []) | set(config.perturb or {})
-    skip |= {c for c in (config.input.id_column, config.input.weight) if c}
-    return [c for c in frame.columns
-            if c not in skip and pd.api.types.is_numeric_dtype(frame[c])
-            and not pd.api.types.is_bool_dtype(frame[c])]
 
 
 def _stats(g: GroupSummary, c: int) -> dict[str, Any]:
@@ -154,8 +131,6 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
     cells = result.cells
     weight = config.input.weight
     if agg is None or summaries is None:
-        from sdc.reports.accumulate import frame_accumulator
-
         acc = frame_accumulator(original, result, config)
         agg = acc.aggregates() if agg is None else agg
         summaries = acc.group_summaries() if summaries is None else summaries
