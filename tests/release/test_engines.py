@@ -75,9 +75,9 @@ def pandas_public(config, seed: int) -> dict[str, bytes]:
 
 def pandas_records(result) -> bytes:
     """The pandas engine's internal/records.parquet bytes."""
-    from sdc.release.assemble import _records_bytes
+    from sdc.series.risk import records_bytes
 
-    return _records_bytes(result, result.records_table())
+    return records_bytes(result)
 
 
 def sha(b: bytes) -> str:

@@ -41,9 +41,9 @@ from sdc.pipeline.household_public import (
 )
 from sdc.pipeline.order import order_salt
 from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
-from sdc.release.assemble import _records_bytes
 from sdc.release.public import public_records
 from sdc.samples import generate_household_sample
+from sdc.series.risk import records_bytes
 
 GEN = {
     "name": "gen",
@@ -147,7 +147,7 @@ def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_bat
     assert got_pq == expect["microdata.parquet"]
     assert got_csv == expect["microdata.csv"]
     # the internal records file (series risk): the pandas engine's bytes
-    assert got_rec == _records_bytes(r, r.records_table())
+    assert got_rec == records_bytes(r)
 
 
 @pytest.mark.parametrize("xi,policy,coarse", [(0.5, "merge", False), (0.34, "calibrate", False),
@@ -360,7 +360,7 @@ def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy,
                                    records_path=tmp_path / "records.parquet")
     for name, data in want_files.items():
         assert res.files[name].read_bytes() == data, name
-    assert res.records_file.read_bytes() == _records_bytes(r, r.records_table())
+    assert res.records_file.read_bytes() == records_bytes(r)
     got = batch_reports(res, cfg, seed=seed)
     assert got.risk == want.risk
     assert got.utility == want.utility
