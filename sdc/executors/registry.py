@@ -85,11 +85,27 @@ def executor_names() -> tuple[str, ...]:
 
 
 # -- the three executors -----------------------------------------------------------------------
+def _memory_count(config: ReleaseConfig, spec: Any) -> Any:
+    from sdc.executors.memory import memory_count
+
+    return memory_count(config, spec)
+
+
+def _memory_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
+                    progress: Callable[..., Any] | None = None,
+                    records_path: Path | None = None) -> Any:
+    from sdc.executors.memory import memory_release
+
+    return memory_release(config, seed, stage, spec, progress=progress,
+                          records_path=records_path)
+
+
 def _streaming_count(config: ReleaseConfig, spec: Any) -> Any:
     if config.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
+        from sdc.executors.streaming import LocalBatches
         from sdc.pipeline.households import plan_households
 
-        return plan_households(config, batch_rows=spec.batch_rows)
+        return plan_households(config, runner=LocalBatches(config, spec.batch_rows))
     from sdc.executors.streaming import count_cells
 
     return count_cells(config, batch_rows=spec.batch_rows)
@@ -99,10 +115,12 @@ def _streaming_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
                        progress: Callable[..., Any] | None = None,
                        records_path: Path | None = None) -> Any:
     if config.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
+        from sdc.executors.streaming import LocalBatches
         from sdc.pipeline.households import stream_household_release
 
-        return stream_household_release(config, seed, stage, batch_rows=spec.batch_rows,
-                                        progress=progress, records_path=records_path)
+        return stream_household_release(config, seed, stage, progress=progress,
+                                        records_path=records_path,
+                                        runner=LocalBatches(config, spec.batch_rows))
     from sdc.executors.streaming import stream_release
 
     return stream_release(config, seed, stage, batch_rows=spec.batch_rows, progress=progress,
@@ -127,17 +145,16 @@ def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
     try:
         with dask_client(_dask_spec(config, spec)) as client:
             if config.input.household_id is not None:  # the household passes as tasks
-                from sdc.executors.dask import HouseholdPieces
+                from sdc.executors.dask import DaskPieces
                 from sdc.pipeline.households import plan_households
 
-                return plan_households(config, runner=HouseholdPieces(client, config))
-            count, _, _ = dask_count_cells(client, config)
+                return plan_households(config, runner=DaskPieces(client, config))
+            return dask_count_cells(client, config)
     except cluster_errors() as e:
         raise DaskClusterError(
             f"the Dask cluster failed while counting the cells: {type(e).__name__}: "
             f"{e or 'no detail'}. A worker probably died (out of memory, killed); rerun, with "
             "more memory per worker, or --engine streaming") from None
-    return count
 
 
 def _dask_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
@@ -158,7 +175,13 @@ _BATCH_LIMITS = (
     "key spaces of 2**62 cells or more: every batch numbers a cell by one 62-bit mixed-radix "
     "code so that batches agree; the in-memory executor numbers only the cells it sees",
 )
-register_executor(Executor("pandas", False, "the whole file in memory (default)"))
+# "pandas": the flow still runs it on its in-memory path (batched False); count and release
+# run the pipeline of the others on the whole file as one batch (sdc.executors.memory)
+register_executor(Executor(
+    "pandas", False, "the whole file in memory (default)",
+    count=_memory_count, release=_memory_release,
+    limits=("count/release: key spaces of 2**62 cells or more are refused as on the batched "
+            "executors (the flow's in-memory path numbers only the cells it sees)",)))
 register_executor(Executor(
     "streaming", True, "record batches on one machine, out of core",
     count=_streaming_count, release=_streaming_release,

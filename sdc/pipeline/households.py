@@ -1,7 +1,8 @@
 """A household release in record batches (issue 23, docs/HOUSEHOLDS.md "Engines"): the
 streaming executor's, and the Dask executor's with each pass's per-batch functions
 (:func:`count_batch`, :func:`identity_batch`, :func:`apply_batch`) run as tasks on the Parquet
-pieces (``runner``: :class:`LocalBatches` or ``sdc.executors.dask.HouseholdPieces``), the
+pieces (``runner``: an executor's, ``sdc.executors.streaming.LocalBatches``,
+``sdc.executors.dask.DaskPieces`` or ``sdc.executors.memory.InMemory``), the
 parts merged here in input order, so both give the same files.
 
 Three reads of the input, memory bounded by one batch, the cell table, the household table
@@ -24,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,7 @@ import pyarrow as pa
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 from sdc.io.batches import (
-    DEFAULT_BATCH_ROWS,
     input_arrow_schema,
-    input_batches,
     input_value_ranges,
     public_schema,
 )
@@ -107,7 +106,7 @@ from sdc.pipeline.report_parts import (
 )
 from sdc.reports.utility import finite_values
 
-__all__ = ["HouseholdBatchRelease", "HouseholdPlan", "LocalBatches", "apply_batch", "count_batch",
+__all__ = ["HouseholdBatchRelease", "HouseholdPlan", "apply_batch", "count_batch",
            "identity_batch", "plan_households", "refine_batch", "stream_household_release"]
 
 
@@ -146,14 +145,6 @@ class HouseholdBatchRelease:
         return self.cell_prb >= 0
 
 
-def _batches(config: ReleaseConfig, **kw: Any):
-    """The input's record batches (:func:`sdc.io.batches.input_batches`): read as a plain
-    batch input; the household id is a column like any other to the reader."""
-    plain = config.model_copy(update={"input": config.input.model_copy(
-        update={"household_id": None})})
-    return input_batches(plain, **kw)
-
-
 def _stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
     hk = config.household_keys
     if stage == "household":
@@ -167,26 +158,6 @@ def _stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockE
         f"person stage (person PRBs inside the values of the household keys {hk}, so that "
         f"members stay consistent): {e}. Coarsen the person keys' partition (wider bands), "
         "add person partition variables to merge along, or use fewer household-level keys")
-
-
-class LocalBatches:
-    """The batches of a household release on one machine: :meth:`map` runs a per-batch
-    function over the input's record batches in order (the Dask engine's runner,
-    :mod:`sdc.executors.dask`, runs the same functions as tasks on the Parquet pieces)."""
-
-    def __init__(self, config: ReleaseConfig, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
-        self.config, self.batch_rows = config, batch_rows
-
-    def map(self, fn: Callable[..., Any], shared: tuple,
-            per_piece: Callable[[int], tuple] | None = None) -> Iterator[Any]:
-        """``fn(frame, index, *shared, *per_piece(index))`` for every batch, in input order."""
-        for i, frame in enumerate(self.frames()):
-            yield fn(frame, i, *shared, *(per_piece(i) if per_piece is not None else ()))
-
-    def frames(self, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
-        """The batches read here (the rare re-reads: duplicated ids, inconsistent households,
-        the reports' refinement passes)."""
-        return _batches(self.config, batch_rows=self.batch_rows, columns=columns)
 
 
 @dataclass
@@ -560,22 +531,26 @@ class HouseholdPlan:
         return list(self.ps.plan.merges) + [f"household stage: {m}" for m in self.hs.plan.merges]
 
 
-def plan_households(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
-                    runner: Any = None,
+def _need(runner: Any) -> None:
+    if runner is None:
+        raise TypeError("the household pipeline needs a runner (an executor's: "
+                        "sdc.executors.streaming.LocalBatches, ...)")
+
+
+def plan_households(config: ReleaseConfig, *, runner: Any = None,
                     progress: Callable[[str], None] | None = None) -> HouseholdPlan:
     """The plan of a household file in batches (``sdc plan``, ``sdc validate`` on a batch
     engine): the release's first two passes, with every refusal of the release (input,
     households, small blocks, the dependence check, ``perturb:`` and ``derived:`` columns) and
     no file written. The plan does not depend on the seed (0 draws the households here)."""
     say = progress or (lambda s: None)
-    runner = runner if runner is not None else LocalBatches(config, batch_rows)
+    _need(runner)
     k = _count_pass(config, 0, runner, [], say)
     _identity_pass(config, runner, k, say)
     return HouseholdPlan(config, k.n, k.cells, k.hs, k.ps, k.agg)
 
 
 def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
-                             batch_rows: int = DEFAULT_BATCH_ROWS,
                              tmp_dir: Path | str | None = None,
                              progress: Callable[[str], None] | None = None,
                              records_path: Path | None = None,
@@ -586,12 +561,11 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     :class:`~sdc.method.derived.DerivedError`); ``perturb:`` and ``derived:`` columns are
     released per household or per person as the pandas engine releases them.
 
-    ``runner`` runs each pass's per-batch functions (:func:`count_batch`,
-    :func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) and gives their parts in input order:
-    :class:`LocalBatches` (default: batches of ``batch_rows`` here) or the Dask engine's
-    (tasks on the Parquet pieces); the parts are merged here, so both give the same files."""
+    ``runner`` (an executor's) runs each pass's per-batch functions (:func:`count_batch`,
+    :func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) and gives their parts
+    in input order; the parts are merged here, so every runner gives the same files."""
     say = progress or (lambda s: None)
-    runner = runner if runner is not None else LocalBatches(config, batch_rows)
+    _need(runner)
     weight = config.input.weight
     numeric = report_numeric_columns(config)
     stats = input_value_ranges(config, numeric)

@@ -74,95 +74,61 @@ class CellCount:
 
 @dataclass
 class BatchRelease:
-    """What an out-of-core release returns: aggregates only (no record is held).
-
-    Attributes
-    ----------
-    plan : ReleasePlan
-        PRBs, theta, certificate (shared planning code).
-    n_records : int
-    released_frequency : (C,) int64
-        Released count S_j of every non-empty original cell.
-    changed_per_prb : (B,) int64
-        Records whose key values changed, per PRB.
-    schema : pyarrow.Schema
-        The public file's schema.
-    files : dict
-        Public file name -> path of the written file.
+    """The outcome of a release by any executor: aggregates only, no record (the public files
+    and the records file are written). The fields the reports, the codebook and the audit
+    record read are those of :class:`sdc.method.apply.ReleaseResult`; a household release
+    also fills ``households`` and ``household_report`` (:mod:`sdc.pipeline.households`).
     """
 
-    plan: ReleasePlan
+    blocks: pd.DataFrame  #: the PRB table with ``changed`` (records changed per PRB)
+    cells: CellTable
+    cell_prb: np.ndarray
+    cell_partition_set: np.ndarray
+    partition_sets: pd.DataFrame
+    certificate: float
+    certificate_at: dict[str, Any]
+    xi: float
+    theta: float
+    kmin: int
+    merges: list[str]
+    dependence: list
     n_records: int
-    released_frequency: np.ndarray
-    changed_per_prb: np.ndarray
-    schema: pa.Schema
-    files: dict[str, Path] = field(default_factory=dict)
+    n_changed: int
+    schema: pa.Schema  #: the public file's schema
+    files: dict[str, Path] = field(default_factory=dict)  #: public file name -> written path
     #: the report aggregates (:class:`sdc.reports.accumulate.ReleaseAccumulator`), filled
     accumulator: Any = None
     #: ``internal/records.parquet`` as written (:mod:`sdc.pipeline.records_file`), if asked for
     records_file: Path | None = None
     #: the DP-PRAM of the ``perturb:`` variables (:class:`sdc.method.perturb.DPPerturbation`)
     dp_perturbations: list = field(default_factory=list)
-
-    @property
-    def n_changed(self) -> int:
-        return int(self.changed_per_prb.sum())
-
-    # the aggregate fields of :class:`sdc.method.apply.ReleaseResult` (audit, summary, codebook)
-    @property
-    def cells(self) -> CellTable:
-        return self.plan.partitioned.cells
-
-    @property
-    def cell_prb(self) -> np.ndarray:
-        return self.plan.cell_prb
+    plan: ReleasePlan | None = None  #: PRBs, theta, certificate (shared planning code)
+    released_frequency: np.ndarray | None = None  #: released count S_j of every cell
+    #: the public records in public order (``record_id`` first), kept only when
+    #: ``output.formats`` asks for SPSS/Stata files (written from one frame by the assembler)
+    public_table: pa.Table | None = None
+    households: Any = None  #: a household release's stages (the reports' households sections)
+    household_report: dict[str, Any] | None = None
+    config: ReleaseConfig | None = None
 
     @property
     def sensitive_cell(self) -> np.ndarray:
-        return self.plan.cell_prb >= 0
+        return self.cell_prb >= 0
 
-    @property
-    def xi(self) -> float:
-        return self.plan.partitioned.xi
-
-    @property
-    def theta(self) -> float:
-        return self.plan.partitioned.theta
-
-    @property
-    def kmin(self) -> int:
-        return self.plan.partitioned.kmin
-
-    @property
-    def certificate(self) -> float:
-        return self.plan.certificate
-
-    @property
-    def certificate_at(self) -> dict[str, Any]:
-        return self.plan.certificate_at
-
-    @property
-    def merges(self) -> list[str]:
-        return list(self.plan.merges)
-
-    @property
-    def partition_sets(self) -> pd.DataFrame:
-        return self.plan.partition_sets
-
-    @property
-    def cell_partition_set(self) -> np.ndarray:
-        return self.plan.partitioned.cell_partition_set
-
-    @property
-    def dependence(self) -> list:
-        return list(self.plan.dependence)
-
-    @property
-    def blocks(self) -> pd.DataFrame:
-        """The PRB table with ``changed`` (records whose key values changed, per PRB)."""
-        b = self.plan.blocks.copy()
-        b["changed"] = self.changed_per_prb.astype(np.int64)
-        return b
+    @classmethod
+    def of_plan(cls, plan: ReleasePlan, n_records: int, released_frequency: np.ndarray,
+                changed_per_prb: np.ndarray, schema: pa.Schema, **more: Any) -> BatchRelease:
+        """The outcome of a release planned as ``plan`` (a person file)."""
+        part = plan.partitioned
+        blocks = plan.blocks.copy()
+        blocks["changed"] = np.asarray(changed_per_prb).astype(np.int64)
+        return cls(blocks=blocks, cells=part.cells, cell_prb=plan.cell_prb,
+                   cell_partition_set=part.cell_partition_set,
+                   partition_sets=plan.partition_sets, certificate=plan.certificate,
+                   certificate_at=plan.certificate_at, xi=part.xi, theta=part.theta,
+                   kmin=part.kmin, merges=list(plan.merges), dependence=list(plan.dependence),
+                   n_records=n_records, n_changed=int(np.sum(changed_per_prb)), schema=schema,
+                   plan=plan, released_frequency=released_frequency, **more)
 
 
 class Problems:
@@ -379,12 +345,16 @@ def sorted_buckets(bucket_files: list[Path]) -> Iterator[pa.Table]:
         del table
 
 
-def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> None:
+def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter,
+                           keep: list[pa.Table] | None = None) -> None:
     """Sort each bucket by its order key in memory and append it; number ``record_id``.
     The next bucket is read and sorted by a background thread while this one is encoded
-    (:func:`sdc.io.batches.read_ahead_frames`: one sorted bucket ahead at most)."""
+    (:func:`sdc.io.batches.read_ahead_frames`: one sorted bucket ahead at most). ``keep``:
+    a list the written tables are appended to."""
     for table in read_ahead_frames(sorted_buckets(bucket_files), 1):
         writer.write_table(table)
+        if keep is not None:
+            keep.append(table)
         del table
 
 

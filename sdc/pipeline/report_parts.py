@@ -42,15 +42,17 @@ def report_numeric_columns(config: ReleaseConfig) -> list[str]:
 
 
 def new_accumulator(cells: CellTable, config: ReleaseConfig, weight_max: float | None,
-                    ranges: dict[str, tuple[float, float, bool]] | None = None
-                    ) -> ReleaseAccumulator:
+                    ranges: dict[str, tuple[float, float, bool]] | None = None,
+                    numeric: list[str] | None = None) -> ReleaseAccumulator:
     """An empty accumulator for a release planned on ``cells``; ``ranges``: the numeric
-    variables' bounds (default: the Parquet statistics, :func:`input_value_ranges`)."""
+    variables' bounds (default: the Parquet statistics, :func:`input_value_ranges`);
+    ``numeric``: the numeric variables (default: :func:`report_numeric_columns`)."""
     sizes = [config.key_variables[v].size for v in config.key_names]
     wmax = weight_max if config.input.weight else None
     if config.input.weight and wmax is None:
         wmax = 0.0
-    numeric = report_numeric_columns(config)
+    if numeric is None:
+        numeric = report_numeric_columns(config)
     # a Parquet input's statistics: the apply pass then sums the values and starts the
     # quartile select at the bits in which they differ (checked against the data)
     if ranges is None:

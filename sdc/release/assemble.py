@@ -153,9 +153,16 @@ def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *
     ``engine`` ("streaming" / "dask") is recorded in the audit record.
     """
     public: dict[str, Path | bytes] = dict(result.files)
-    public["codebook.md"] = _codebook(config, result, result.schema,
-                                      stat_codebook_lines(config, None),
-                                      n_records=result.n_records)
+    meta = input_metadata(config)  # SPSS/Stata input: its labels etc. (header only)
+    layout = None
+    table = getattr(result, "public_table", None)
+    if table is not None:  # SPSS/Stata files: from the public records in one frame
+        stat_files, layout = stat_public_files(table.to_pandas(), config, meta)
+        public.update(stat_files)
+    public["codebook.md"] = _codebook(
+        config, result, result.schema,
+        stat_codebook_lines(config, layout, meta, columns=list(result.schema.names)),
+        n_records=result.n_records)
     internal: dict[str, Path | bytes] = _tables(result)
     series = _batch_series(result, seed_info, internal)
     _add_reports_and_audit(config, result, seed_info, public, internal, reports,

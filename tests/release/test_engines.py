@@ -19,8 +19,7 @@ import pytest
 
 import sdc
 from sdc.config.load import parse_config
-from sdc.executors import streaming
-from sdc.executors.streaming import count_cells, stream_release, validate_batches
+from sdc.executors.streaming import count_cells, stream_release
 from sdc.io import spill
 from sdc.io.batches import input_arrow_schema, public_bytes, public_schema
 from sdc.release.public import public_frame
@@ -244,10 +243,8 @@ def test_batch_validation_reports_global_rows(tmp_path):
     path = tmp_path / "bad.parquet"
     frame.to_parquet(path, index=False)
     cfg = config_for(path, tmp_path / "rel", "parquet")
-    from sdc.io.batches import input_batches
-
     with pytest.raises(sdc.InputError) as e:
-        validate_batches(input_batches(cfg, batch_rows=300), cfg)
+        count_cells(cfg, batch_rows=300)
     msg = str(e.value)
     assert "age" in msg and "11, 641, 1000" in msg and "500" in msg
 
@@ -328,7 +325,9 @@ def test_a_64_bit_identity_collision_is_not_reported_as_a_duplicate_id(tmp_path,
     path = tmp_path / "in.parquet"
     frame.to_parquet(path, index=False)
     cfg = config_for(path, tmp_path / "rel", "parquet")
-    real = streaming.record_identity
+    from sdc.pipeline import release as person_release
+
+    real = person_release.record_identity
 
     def colliding(batch, config):
         h = np.asarray(real(batch, config), np.uint64).copy()
@@ -336,7 +335,7 @@ def test_a_64_bit_identity_collision_is_not_reported_as_a_duplicate_id(tmp_path,
         h[(ids == frame.loc[3, "pid"]) | (ids == frame.loc[400, "pid"])] = np.uint64(42)
         return h
 
-    monkeypatch.setattr(streaming, "record_identity", colliding)
+    monkeypatch.setattr(person_release, "record_identity", colliding)
     count = count_cells(cfg, batch_rows=200)
     assert count.identities_unique is False and count.n_records == 600
 
@@ -498,8 +497,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
     left reading the input)."""
     import threading
 
-    from sdc.executors import streaming
-    from sdc.pipeline import kernels
+    from sdc.pipeline import release as pipeline
     from sdc.pipeline import report_parts as br
 
     frame = report_frame(2_000)
@@ -507,15 +505,15 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
     cfg = report_config(path, tmp_path / "rel", "parquet")
     # no ranges: the sums and the quartiles need refinement passes
-    monkeypatch.setattr(streaming, "new_accumulator",
-                        lambda cells, config, wmax, ranges=None: br.new_accumulator(
-                            cells, config, wmax, {}))
+    monkeypatch.setattr(pipeline, "new_accumulator",
+                        lambda cells, config, wmax, ranges=None, numeric=None:
+                        br.new_accumulator(cells, config, wmax, {}, numeric))
 
     def broken_pass(*args, **kwargs):
         raise RuntimeError("refinement failed")
 
     with monkeypatch.context() as m:
-        m.setattr(br, "add_refine_batch", broken_pass)
+        m.setattr(pipeline, "add_refine_batch", broken_pass)
         with pytest.raises(RuntimeError, match="refinement failed"):
             stream_release(cfg, 11, tmp_path / "a", batch_rows=400)
 
@@ -526,12 +524,12 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
         started.set()
         real(*args, **kwargs)
 
-    def broken_write(bucket_files, writer):
+    def broken_write(bucket_files, writer, keep=None):
         assert started.wait(30)  # the passes are running
         raise OSError("disk full")
 
-    monkeypatch.setattr(br, "add_refine_batch", slow_pass)
-    monkeypatch.setattr(kernels, "write_buckets_in_order", broken_write)
+    monkeypatch.setattr(pipeline, "add_refine_batch", slow_pass)
+    monkeypatch.setattr(pipeline, "write_buckets_in_order", broken_write)
     with pytest.raises(OSError, match="disk full"):
         stream_release(cfg, 11, tmp_path / "b", batch_rows=400)
     assert not [t for t in threading.enumerate() if t.name == "sdc-report-refinement"]
@@ -699,6 +697,7 @@ def test_dask_household_release_survives_a_killed_worker(tmp_path, monkeypatch):
     from engine_configs import household_config
 
     from sdc.executors.dask import DaskSpec, dask_release
+    from sdc.executors.streaming import LocalBatches
     from sdc.pipeline.households import stream_household_release
     from sdc.samples import generate_household_sample
 
@@ -709,8 +708,9 @@ def test_dask_household_release_survives_a_killed_worker(tmp_path, monkeypatch):
     d["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
     d["output"] = {"dir": str(tmp_path / "unused"), "formats": ["parquet", "csv"]}
     cfg = parse_config(d)
-    want = stream_household_release(cfg, 7, tmp_path / "s", batch_rows=500,
-                                    records_path=tmp_path / "s-records.parquet")
+    want = stream_household_release(cfg, 7, tmp_path / "s",
+                                    records_path=tmp_path / "s-records.parquet",
+                                    runner=LocalBatches(cfg, 500))
     marks = tmp_path / "marks"
     monkeypatch.setenv("SDC_CHECKPOINT_DIR", str(marks))
     monkeypatch.setenv("SDC_DASK_KILL_AT", "household")

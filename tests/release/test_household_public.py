@@ -338,6 +338,7 @@ def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy,
     """The batch household release read from a Parquet file (not registered as an executor
     yet): its public files, records file, reports and audit sections are the pandas
     engine's."""
+    from sdc.executors.streaming import LocalBatches
     from sdc.pipeline.households import stream_household_release
     from sdc.pipeline.report_parts import batch_reports
     from sdc.release.record import household_audit
@@ -356,8 +357,9 @@ def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy,
     r = sdc.release_frame(f, cfg, seed)
     want_files = public_records(r, cfg, seed).write(["parquet", "csv"])
     want = build_reports(f, r, cfg, seed=seed)
-    res = stream_household_release(cfg, seed, tmp_path / "out", batch_rows=batch_rows,
-                                   records_path=tmp_path / "records.parquet")
+    res = stream_household_release(cfg, seed, tmp_path / "out",
+                                   records_path=tmp_path / "records.parquet",
+                                   runner=LocalBatches(cfg, batch_rows))
     for name, data in want_files.items():
         assert res.files[name].read_bytes() == data, name
     assert res.records_file.read_bytes() == records_bytes(r)

@@ -1,0 +1,484 @@
+"""The release of a person file as one pipeline, run by any runner (docs/ARCHITECTURE.md).
+
+Every pass is a per-batch function whose parts are merged here in input order, so every
+runner gives the same files: the in-memory runner (the whole file as one batch), local
+record batches (streaming) and Dask tasks on Parquet pieces. A runner has
+``map(fn, shared, per_piece=None, columns=None)`` (the parts of ``fn(frame, index, *shared,
+*per_piece(index))`` over the batches, in input order), ``frames(columns=None)`` (the
+batches, for the rare re-reads) and the input's description (:class:`Runner`).
+
+1. **count** (:func:`count_batch`, merged by :func:`count_cells`): the pandera checks of a
+   batch, its cells, the dependence counts, ``derived:`` values, ``perturb:`` value counts,
+   the identities of the id check, value ranges and the largest weight; then the shared
+   plan (:func:`sdc.pipeline.kernels.plan_cells`).
+2. **identities** (:func:`identity_batch`): the drawing records' identities, made distinct
+   once (skipped when the count pass found the ids unique).
+3. **apply** (:func:`apply_batch`): released cells and values, public order keys, spilled to
+   bucket files by the top bits of the order key (piece ``index`` of every bucket), the
+   records file's spill, the report aggregates; then the report refinement passes
+   (:func:`refine_batch`) while the records and public files are written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from sdc.config.model import ReleaseConfig
+from sdc.errors import InputError
+from sdc.io.spill import BucketSpill, bucket_bits
+from sdc.method.apply import draw_plan
+from sdc.method.cell_passes import (
+    CellCounter,
+    CellLocator,
+    add_dependence,
+    cell_table,
+    new_dependence_counter,
+)
+from sdc.method.cells import CellTable, cell_codes
+from sdc.method.dependence import checked_columns as dependence_columns
+from sdc.method.derived import DerivedCollector
+from sdc.method.draws import (
+    DrawPlan,
+    all_identities,
+    drawing_identities,
+    record_identity,
+    unique_identities,
+)
+from sdc.method.partition import check_columns
+from sdc.method.perturb import PerturbValues
+from sdc.pipeline.kernels import (
+    BatchPerturb,
+    BatchRelease,
+    CellCount,
+    Problems,
+    add_perturb_counts,
+    batch_problems,
+    duplicate_identities,
+    duplicate_ids_table,
+    id_rows_with_identity,
+    plan_cells,
+    raise_duplicate_ids,
+    release_batch,
+    repeated_ids,
+    write_buckets_in_order,
+    write_public_files,
+)
+from sdc.pipeline.order import ORDER_COLUMNS, order_salt
+from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
+from sdc.pipeline.report_parts import add_apply_batch, add_refine_batch, new_accumulator
+from sdc.reports.utility import finite_values
+
+__all__ = ["CountPart", "Runner", "apply_batch", "count_batch", "count_cells",
+           "identity_batch", "read_columns", "refine_batch", "release_persons"]
+
+
+class Runner(Protocol):
+    """What the pipelines need of an executor's runner."""
+
+    #: how the problems message says the input was checked ("in batches", "per partition";
+    #: empty: as one frame)
+    checked: str
+
+    def map(self, fn: Callable[..., Any], shared: tuple,
+            per_piece: Callable[[int], tuple] | None = None,
+            columns: list[str] | None = None) -> Iterator[Any]: ...
+
+    def frames(self, columns: list[str] | None = None) -> Iterator[pd.DataFrame]: ...
+
+    def input_columns(self) -> list[str]: ...
+
+    def row_count(self) -> int | None: ...
+
+    def public_schema(self) -> pa.Schema: ...
+
+    def numeric_columns(self) -> list[str]: ...
+
+    def value_ranges(self, columns: list[str]) -> dict[str, tuple[float, float, bool]]: ...
+
+    def is_integer(self, column: str) -> bool: ...
+
+
+# -- pass 1: count -------------------------------------------------------------------------------
+@dataclass
+class CountPart:
+    """One batch's part of the count pass."""
+
+    n: int
+    offset: int
+    ident: np.ndarray | None
+    problems: pd.DataFrame | None = None
+    codes: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    dependence: Any = None
+    derived: DerivedCollector | None = None
+    perturb: dict[str, PerturbValues] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    weight_max: float = 0.0
+
+
+def read_columns(config: ReleaseConfig, names: list[str], dependence: bool = False,
+                 value_columns: list[str] | None = None) -> list[str]:
+    """The columns the count pass reads: those the input schema checks (keys, id, weight,
+    dropped identifiers), ``perturb:`` and ``derived:`` columns, with ``dependence`` every
+    released non-key column, and ``value_columns``, in input order."""
+    need = [*config.key_names, config.input.id_column, config.input.weight, *config.input.drop,
+            *(config.perturb or {}), *config.derived, *(value_columns or [])]
+    if dependence:
+        need += dependence_columns(names, config)
+    keep = {n for n in need if n}
+    return [c for c in names if c in keep]
+
+
+def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, columns: list[str],
+                measure: list[str], dependence: bool, validate: bool) -> CountPart:
+    """Pass 1 on one batch: its pandera problems, or its cell counts, dependence counts,
+    ``derived:`` values, ``perturb:`` value counts, ranges of ``measure`` and largest weight;
+    with an id column its identities (also from a batch with problems)."""
+    id_col, weight = config.input.id_column, config.input.weight
+    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
+             if id_col is not None and id_col in frame.columns else None)
+    part = CountPart(len(frame), int(frame.index[0]) if len(frame) else 0, ident)
+    if validate:
+        problems = batch_problems(frame, config)
+        if problems is not None and len(problems):
+            part.problems = problems
+            return part
+    codes = cell_codes(frame, config)
+    u, c = np.unique(codes, return_counts=True)
+    part.codes, part.counts = u, c.astype(np.int64)
+    if dependence:
+        part.dependence = new_dependence_counter(columns, config)
+        add_dependence(part.dependence, frame, codes, config)
+    if config.derived:
+        part.derived = DerivedCollector(list(config.derived))
+        part.derived.add(frame, codes)
+    part.perturb = {v: PerturbValues(v, config) for v in (config.perturb or {})}
+    add_perturb_counts(part.perturb, frame)
+    for col in measure:
+        x = finite_values(frame[col])
+        if len(x) and not np.isnan(x).all():
+            part.ranges[col] = (float(np.nanmin(x)), float(np.nanmax(x)))
+    if weight is not None and len(frame):
+        part.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
+    return part
+
+
+def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
+                value_columns: list[str] | None = None, dependence: bool = True) -> CellCount:
+    """The count pass: :func:`count_batch` over every batch, merged in input order.
+
+    Raises :class:`InputError` with every problem of the whole file (global 1-based rows, the
+    duplicated ids among them), for an empty file, or for equal ids; ``value_columns``: numeric
+    columns whose smallest and largest value are measured (:attr:`CellCount.value_ranges`)."""
+    from sdc.io.schemas import render_problems
+
+    columns = runner.input_columns()
+    measure = [c for c in (value_columns or []) if c in columns]
+    id_col, weight = config.input.id_column, config.input.weight
+    counter, problems = CellCounter(), Problems()
+    n_known = runner.row_count() if id_col is not None else None
+    # 8 bytes per record for the id check, preallocated when the row count is known
+    idents: list[np.ndarray] = [np.empty(n_known, np.uint64)] if n_known is not None else []
+    filled = 0
+    dep = new_dependence_counter(columns, config) if dependence else None
+    derived = DerivedCollector(list(config.derived)) if config.derived else None
+    pvalues = {v: PerturbValues(v, config) for v in (config.perturb or {})}
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    wmax, n, counted = 0.0, 0, False
+    read = read_columns(config, columns, dependence, measure)
+    for part in runner.map(count_batch, (config, columns, measure, dependence, validate),
+                           columns=read):
+        n += part.n
+        if part.ident is not None:
+            if n_known is not None:
+                idents[0][filled:filled + part.ident.size] = part.ident
+                filled += part.ident.size
+            else:
+                idents.append(part.ident)
+        if part.problems is not None:
+            problems.add(part.problems, part.offset)
+            continue
+        if problems.rows:
+            continue
+        counted = True
+        counter.add_counts(part.codes, part.counts)
+        if dep is not None:
+            dep.merge(part.dependence)
+        if derived is not None:
+            derived.merge(part.derived)
+        for v, pv in part.perturb.items():
+            pvalues[v].merge(pv)
+        for c, (a, b) in part.ranges.items():
+            lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
+        wmax = max(wmax, part.weight_max)
+    if n_known is not None:
+        idents[0] = idents[0][:filled]
+
+    def duplicated() -> tuple[np.ndarray, pd.Series] | None | bool:
+        # the ids must be unique over the whole file: sort the 64-bit identities; equal ones
+        # are confirmed on the id values (one more read of the id column), so a hash
+        # collision is never reported as a duplicate. True: all identities differ
+        if id_col is None or not idents or not sum(i.size for i in idents):
+            return True
+        dups = duplicate_identities(idents)
+        if dups is None:
+            return True
+        return repeated_ids(id_rows_with_identity(f, dups, config)
+                            for f in runner.frames(columns=[id_col]))
+
+    if problems.rows:
+        found = duplicated()
+        if found is not None and found is not True:
+            problems.add(duplicate_ids_table(*found, config), 0)
+        table = problems.table()
+        k = len(table)
+        raise InputError(
+            f"the input of {config.name!r} does not match the config ({k} problem"
+            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted"
+            f"{'; checked ' + runner.checked if runner.checked else ''}):\n"
+            f"{render_problems(table)}")
+    if counted:
+        check_columns(pd.DataFrame(columns=columns), config)
+    if n == 0:
+        raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
+                         "release")
+    for pv in pvalues.values():
+        pv.check()
+    unique = True
+    if id_col is not None:
+        found = duplicated()
+        if found is None:
+            unique = False  # 64-bit collisions only: the draws need the global identity step
+        elif found is not True:
+            raise_duplicate_ids(*found, config)
+    idents.clear()
+    codes, counts = counter.result()
+    ranges = {c: (lo[c], hi[c], runner.is_integer(c)) for c in lo}
+    return CellCount(cell_table(codes, counts, config), codes, n, columns,
+                     id_col is not None and unique, wmax if weight is not None else None,
+                     {v: pv.value_counts() for v, pv in pvalues.items()}, ranges, dep, derived)
+
+
+# -- pass 2: identities --------------------------------------------------------------------------
+def identity_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate: CellLocator,
+                   dplan: DrawPlan, every: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Pass 2 on one batch: the identities (and tiebreaks) of its drawing records, of all
+    its records with ``every`` (``perturb:`` draws for every record)."""
+    rc = locate(cell_codes(frame, config))
+    return (all_identities if every else drawing_identities)(frame, rc, dplan, config)
+
+
+def _identity_columns(config: ReleaseConfig, columns: list[str]) -> list[str] | None:
+    """Columns pass 2 reads: the keys and the id column when there is one (else all)."""
+    if config.input.id_column is None:
+        return None
+    need = set(config.key_names) | {config.input.id_column}
+    return [c for c in columns if c in need]
+
+
+# -- pass 3: apply -------------------------------------------------------------------------------
+@dataclass
+class ApplyPart:
+    """One batch's part of the apply pass (its records are in the spill files)."""
+
+    frequency: np.ndarray
+    changed: np.ndarray
+    accumulator: Any
+    perturb_changed: np.ndarray | None
+
+
+def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: int,
+                locate: CellLocator, cells: CellTable, dplan: DrawPlan, schema: pa.Schema,
+                salt: int, bits: int, scratch: str, records: bool, template: Any,
+                perturb: BatchPerturb | None, identity: np.ndarray | None) -> ApplyPart:
+    """Pass 3 on one batch: its released records spilled into ``scratch/public`` by the top
+    bits of the public order key (and ``scratch/records`` for the records file) as piece
+    ``index``; returns its released frequencies, changed records per PRB, report part and
+    ``perturb:`` changes. ``identity``: the batch's distinct identities from pass 2 (of all
+    records with ``perturb``, else of the drawing ones); None: the raw ones (checked unique)."""
+    rc = locate(cell_codes(frame, config))
+    drawing = dplan.cell_prb[rc] >= 0
+    raw = (np.asarray(record_identity(frame, config), np.uint64)
+           if records or identity is None else None)
+    every_ident = None
+    if perturb is not None:
+        perturb = BatchPerturb(perturb.designs, np.zeros_like(perturb.changed))
+        every_ident = raw if identity is None else identity
+        ident = every_ident[drawing]
+    elif identity is not None:
+        ident = identity
+    else:
+        ident = raw[drawing] if drawing.any() else np.zeros(0, np.uint64)
+    table, rel = release_batch(frame, rc, cells, dplan, ident, config, seed, schema, salt,
+                               perturb, every_ident)
+    BucketSpill(Path(scratch) / "public", bits, piece=index).add(
+        table, table.column(ORDER_COLUMNS[0]).to_numpy())
+    del table
+    if records:
+        RecordsSpill(Path(scratch) / "records", bits, piece=index).add(raw, rc, rel)
+    part = template.spawn()
+    add_apply_batch(part, frame, rc, rel, config)
+    n_prb = dplan.prb_theta.size
+    moved = rel != rc
+    changed = (np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb) if moved.any()
+               else np.zeros(n_prb, dtype=np.int64))
+    return ApplyPart(np.bincount(rel, minlength=cells.n_cells), changed, part,
+                     perturb.changed if perturb is not None else None)
+
+
+def refine_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate: CellLocator,
+                 template: Any, moved_rows: np.ndarray, moved_cells: np.ndarray) -> Any:
+    """One batch of a report refinement pass (:mod:`sdc.pipeline.report_parts`): a partial
+    accumulator, given the kept moved records of the batch's rows."""
+    part = template.spawn()
+    part.moved_rows, part.moved_cells = [moved_rows], [moved_cells]
+    add_refine_batch(part, frame, locate, config)
+    part.moved_rows, part.moved_cells = [], []
+    return part
+
+
+class _Refinement:
+    """The report refinement passes in a thread, so that they read the input (or wait for
+    the cluster) while the records and public files are written; the accumulator belongs to
+    the thread until :meth:`result`."""
+
+    def __init__(self, runner: Runner, acc: Any, locate: CellLocator, config: ReleaseConfig,
+                 offsets: list[int]) -> None:
+        from sdc.pipeline.report_parts import refine_columns
+
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                more = acc.start_refinement()
+                while more and not self._stop.is_set():
+                    template = acc.spawn()
+                    parts = runner.map(refine_batch, (config, locate, template),
+                                       lambda k: acc.moved_slice(offsets[k], offsets[k + 1]),
+                                       columns=refine_columns(acc, config))
+                    for part in parts:
+                        if self._stop.is_set():
+                            return
+                        acc.merge(part)
+                    more = acc.end_refine_pass()
+            except BaseException as exc:  # re-raised by result() in the caller's thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="sdc-report-refinement", daemon=True)
+        self._thread.start()
+
+    def result(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: Path, *,
+                    tmp_dir: Path | str | None = None,
+                    progress: Callable[[str], None] | None = None,
+                    records_path: Path | None = None, where: str = "") -> BatchRelease:
+    """Release the person file of ``config`` with ``runner``: the public files into
+    ``out_dir`` (``microdata.parquet`` / ``.csv`` per ``output.formats``), the internal
+    ``records.parquet`` to ``records_path`` when given.
+
+    Raises :class:`InputError` (every input problem with global rows), ``SmallBlockError``
+    and ``DependenceError`` as the plan says."""
+    if config.input.household_id is not None:
+        raise InputError("a household file is released by sdc.pipeline.households, not "
+                         "by release_persons")
+    say = progress or (lambda s: None)
+    say(f"counting cells{where} (pass 1 of 3)")
+    numeric = runner.numeric_columns()
+    stats = runner.value_ranges(numeric)
+    count = count_cells(runner, config, value_columns=[c for c in numeric if c not in stats])
+    plan = plan_cells(count, config)
+    cells = count.cells
+    dplan = draw_plan(plan, config)
+    schema = runner.public_schema()
+    salt = order_salt(cells)
+    locate = CellLocator(count.cell_codes, config)
+    perturb = BatchPerturb.of(count, config)
+    every = perturb is not None  # perturb: draws for every record
+
+    say(f"record identities{where}" + ("" if count.identities_unique else " (pass 2 of 3)"))
+    sizes: list[int] = []
+    identity = None
+    if (every or (dplan.cell_prb >= 0).any()) and not count.identities_unique:
+        ids, ties = [], []
+        for i, t in runner.map(identity_batch, (config, locate, dplan, every),
+                               columns=_identity_columns(config, count.columns)):
+            ids.append(i)
+            ties.append(t)
+            sizes.append(i.size)
+        identity = unique_identities(np.concatenate(ids), np.concatenate(ties))
+        del ids, ties
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+
+    def identity_of(k: int) -> tuple:
+        if identity is None:
+            return (None,)
+        return (identity[starts[k]:starts[k + 1]],)
+
+    say(f"releasing records{where} (pass 3 of 3)")
+    bits = bucket_bits(count.n_records)
+    tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
+    refinement = None
+    try:
+        acc = new_accumulator(cells, config, count.weight_max, {**stats, **count.value_ranges},
+                              numeric)
+        released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
+        changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
+        offsets = [0]
+        shared = (config, seed, locate, cells, dplan, schema, salt, bits, str(tmp),
+                  records_path is not None, acc.spawn(), perturb)
+        for part in runner.map(apply_batch, shared, identity_of):
+            released_frequency += part.frequency
+            changed += part.changed
+            if part.perturb_changed is not None:
+                perturb.changed += part.perturb_changed
+            offsets.append(offsets[-1] + int(part.frequency.sum()))
+            acc.merge(part.accumulator)
+            del part
+        # the report refinement passes run while the files below are written
+        refinement = _Refinement(runner, acc, locate, config, offsets)
+        records_file = None
+        if records_path is not None:
+            say("writing the internal records file")
+            records_file = write_records_from_buckets(
+                RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
+                dplan.cell_id, dplan.cell_prb)
+        say("writing the public file in order")
+        formats = config.output.formats if config.output is not None else ["parquet"]
+        kept: list[pa.Table] | None = [] if {"sav", "dta"} & set(formats) else None
+        files = write_public_files(config, schema,
+                                   BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir,
+                                   lambda b, w: write_buckets_in_order(b, w, kept))
+    except BaseException:
+        if refinement is not None:
+            refinement.cancel()
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if acc.numeric:
+        say("numeric summaries for the reports (finishing the passes run alongside the writing)")
+    refinement.result()
+    return BatchRelease.of_plan(plan, count.n_records, released_frequency, changed, schema,
+                                files=files, accumulator=acc, records_file=records_file,
+                                dp_perturbations=perturb.perturbations() if perturb else [],
+                                public_table=pa.concat_tables(kept) if kept else None)
