@@ -48,7 +48,7 @@ class InMemory:
         return len(self.frame)
 
     def public_schema(self) -> pa.Schema:
-        from sdc.release.public import public_schema_for
+        from sdc.io.batches import public_schema_for
 
         return public_schema_for(self.config, self.frame)
 

@@ -26,8 +26,7 @@ from sdc.io.batches import (
     PublicWriter,
     buffered_files,
     frame_to_table,
-    input_arrow_schema,
-    public_schema,
+    public_schema_for,
 )
 from sdc.io.schemas import PUBLIC_ID
 from sdc.method.apply import ReleaseResult
@@ -45,46 +44,6 @@ _MAX_LISTED = 10_000  # categories listed one by one in the codebook
 
 
 # -- the public frame --------------------------------------------------------------------------
-def public_schema_for(config: ReleaseConfig, frame: pd.DataFrame) -> pa.Schema:
-    """The public Arrow schema of an in-memory release: :func:`sdc.io.batches.public_schema`
-    of the input file's Arrow schema (what the batch engines use), so every engine writes the
-    same types; for SPSS/Stata input, or a column whose values the file's inferred type cannot
-    hold, the type comes from ``frame``."""
-    base = None
-    try:
-        if config.input_path.exists():
-            base = input_arrow_schema(config)
-    except (InputError, pa.ArrowException, OSError, ValueError):
-        base = None
-    if base is None:
-        base = _schema_from_frame(frame)
-    schema = public_schema(config, base)
-    fields = []
-    for f in schema:
-        if f.name in frame.columns and f.name not in config.key_variables:
-            s = frame[f.name]
-            if pa.types.is_integer(f.type) and s.dtype.kind == "f":
-                v = s.to_numpy()
-                if not np.all(np.isnan(v) | (v == np.floor(v))):
-                    f = pa.field(f.name, pa.float64())
-            elif (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)) and \
-                    s.dtype.kind not in "iufb":
-                f = pa.field(f.name, pa.string())
-        fields.append(f)
-    return pa.schema(fields)
-
-
-def _schema_from_frame(frame: pd.DataFrame) -> pa.Schema:
-    fields = []
-    for c in frame.columns:
-        try:
-            t = pa.Schema.from_pandas(frame[[c]].head(1000), preserve_index=False).field(c).type
-        except (pa.ArrowException, TypeError, ValueError):
-            t = pa.string()
-        fields.append(pa.field(c, t))
-    return pa.schema(fields)
-
-
 @dataclass
 class PublicRecords:
     """The public microdata of an in-memory release, ordered but not gathered.
