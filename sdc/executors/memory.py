@@ -65,9 +65,13 @@ class InMemory:
 
 
 def memory_count(config: ReleaseConfig, spec: Any = None) -> Any:
-    """The count pass of the file in memory (``sdc plan``)."""
+    """The count pass of the file in memory (``sdc plan``; a household file: both stages
+    planned, :func:`sdc.pipeline.households.plan_households`)."""
+    from sdc.pipeline.households import plan_households
     from sdc.pipeline.release import count_cells
 
+    if config.input.household_id is not None:
+        return plan_households(config, runner=InMemory(config))
     return count_cells(InMemory(config), config)
 
 
