@@ -176,12 +176,10 @@ _BATCH_LIMITS = (
     "code so that batches agree; the in-memory executor numbers only the cells it sees",
 )
 # "pandas": the flow still runs it on its in-memory path (batched False); count and release
-# run the pipeline of the others on the whole file as one batch (sdc.executors.memory)
-register_executor(Executor(
-    "pandas", False, "the whole file in memory (default)",
-    count=_memory_count, release=_memory_release,
-    limits=("count/release: key spaces of 2**62 cells or more are refused as on the batched "
-            "executors (the flow's in-memory path numbers only the cells it sees)",)))
+# run the pipeline of the others on the whole file as one batch (sdc.executors.memory; they
+# still refuse key spaces of 2**62 cells, which that path releases)
+register_executor(Executor("pandas", False, "the whole file in memory (default)",
+                           count=_memory_count, release=_memory_release))
 register_executor(Executor(
     "streaming", True, "record batches on one machine, out of core",
     count=_streaming_count, release=_streaming_release,
