@@ -192,11 +192,12 @@ class ReleaseAccumulator:
         return dict(self.__dict__)
 
     # -- apply pass ----------------------------------------------------------------------------
-    def add_apply_batch(self, rows: np.ndarray, record_cell: np.ndarray,
+    def add_apply_batch(self, rows: np.ndarray | None, record_cell: np.ndarray,
                         released_cell: np.ndarray, weights: np.ndarray | None,
                         values: dict[str, np.ndarray]) -> None:
-        """One batch of the apply pass: ``rows`` its global row numbers, ``weights`` its
-        weight column (or None), ``values[c]`` every numeric variable as float64 (NaN missing).
+        """One batch of the apply pass: ``rows`` its global row numbers (None: 0..n-1, the
+        whole file), ``weights`` its weight column (or None), ``values[c]`` every numeric
+        variable as float64 (NaN missing).
         """
         rc = np.asarray(record_cell, dtype=np.int64)
         rel = np.asarray(released_cell, dtype=np.int64)
@@ -205,7 +206,8 @@ class ReleaseAccumulator:
         if moved.size:
             pair, cnt = np.unique(rc[moved] * self.n_cells + rel[moved], return_counts=True)
             self.pairs.append((pair, cnt.astype(np.int64)))
-            self.moved_rows.append(np.asarray(rows, dtype=np.int64)[moved])
+            self.moved_rows.append(moved if rows is None
+                                   else np.asarray(rows, dtype=np.int64)[moved])
             self.moved_cells.append(rel[moved])
             if len(self.pairs) > 64:
                 self._compact_pairs()
@@ -366,10 +368,11 @@ class ReleaseAccumulator:
         lo, hi = np.searchsorted(mr, [row_lo, row_hi])
         return mr[lo:hi], mc[lo:hi]
 
-    def add_refine_batch(self, rows: np.ndarray, record_cell: np.ndarray,
+    def add_refine_batch(self, rows: np.ndarray | None, record_cell: np.ndarray,
                          values: dict[str, np.ndarray],
                          released_cell: np.ndarray | None = None) -> None:
-        """One batch of a refinement pass (same records as the apply pass, any batching)."""
+        """One batch of a refinement pass (same records as the apply pass, any batching;
+        ``rows`` may be None when ``released_cell`` is given)."""
         rc = np.asarray(record_cell, dtype=np.int64)
         rel = (self.released_of(rows, rc) if released_cell is None
                else np.asarray(released_cell, dtype=np.int64))
@@ -464,10 +467,9 @@ def frame_accumulator(original: pd.DataFrame, result: Any, config: ReleaseConfig
     acc = ReleaseAccumulator(cells.key_codes, np.bincount(rc, minlength=n_cells), sizes,
                              None if w is None else float(np.abs(w).max(initial=0.0)),
                              cols, ranges)
-    rows = np.arange(rc.size, dtype=np.int64)
-    acc.add_apply_batch(rows, rc, rel, w, values)
+    acc.add_apply_batch(None, rc, rel, w, values)
     more = acc.start_refinement()
     while more:
-        acc.add_refine_batch(rows, rc, values, released_cell=rel)
+        acc.add_refine_batch(None, rc, values, released_cell=rel)
         more = acc.end_refine_pass()
     return acc
