@@ -1,8 +1,8 @@
 """Re-deriving a release from its audit record (``sdc audit``, issue 20 item 7).
 
 The same config copy, source and seed give the same files on any engine, so the audit can do
-more than recount: it runs the release again (in memory for a pandas release, out of core with
-the streaming engine for a streaming or Dask release) into memory or a private temporary
+more than recount: it runs the release again, through the same pipeline and executor (a
+streaming or Dask release out of core with the streaming executor), into a private temporary
 folder, and compares
 
 - every public file, byte for byte (a difference in a microdata file is reported record by
@@ -57,16 +57,19 @@ class Rederived:
     audit: dict[str, Any]
 
 
-def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
-             original: pd.DataFrame | None = None) -> Rederived:
+def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) -> Rederived:
     """Run the release of ``recorded`` (an ``audit.json``) again with ``cfg`` (rebuilt from its
-    config copy, ``input.path`` set to the recorded source) and ``seed_info``.
+    config copy, ``input.path`` set to the recorded source) and ``seed_info``, one way for every
+    engine: the executor that made it (a batch release, streaming or Dask, by the streaming
+    executor: the same files, no cluster needed) runs the release pipeline into a private
+    temporary folder, and the reports and files are made as the release made them.
 
-    ``original``: the source already read whole (pandas releases), else it is read here. The
-    comparison with the previous release of a series is recomputed when the previous release
-    still exists (its records file is read), else taken over as recorded.
+    The comparison with the previous release of a series is recomputed when the previous
+    release still exists (its records file is read), else taken over as recorded.
     """
-    from sdc.release.assemble import assemble_batch_release, assemble_release
+    from sdc.executors.registry import get_executor
+    from sdc.pipeline.report_parts import batch_reports
+    from sdc.release.assemble import assemble_batch_release
     from sdc.series.risk import series_risk_vs_previous
 
     series = dict(recorded.get("series") or {})
@@ -77,33 +80,15 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo,
     wanted = set(recorded.get("internal_files") or {}) & _REPORTS   # reports the release has
     text = recorded["config"]["text"]
     digest = recorded["input"]["sha256"]
-    engine = recorded.get("engine") or "pandas"
-    if engine == "pandas":
-        import sdc
-        from sdc.io.read import read_input
-        from sdc.io.schemas import validate_input
-        from sdc.reports.build import build_reports
-
-        frame = validate_input(read_input(cfg) if original is None else original, cfg)
-        result = sdc.release_frame(frame, cfg, seed_info.value)
-        s = series_risk_vs_previous(seed_info, result) if seed_info.series else None
-        reports = (build_reports(frame, result, cfg, seed=seed_info.value, series=s).files()
-                   if wanted else {})
-        reports = {k: v for k, v in reports.items() if k in wanted}
-        public, internal = assemble_release(cfg, frame, result, seed_info, input_sha256=digest,
-                                            config_text=text, reports=reports)
-        return Rederived(dict(public), json.loads(internal["audit.json"]))
-
-    from sdc.executors.registry import get_executor
-    from sdc.pipeline.report_parts import batch_reports
-
+    engine = recorded.get("engine")  # not recorded: the in-memory executor made it
+    executor = get_executor(engine or "pandas")
+    if executor.batched:
+        executor = get_executor("streaming")
     tmp = Path(tempfile.mkdtemp(prefix="sdc-audit-"))       # 0700
     try:
         (tmp / "internal").mkdir(mode=0o700)
-        # any batch release (streaming, dask; persons or households) is made again by the
-        # streaming executor: the same files, no cluster needed
-        res = get_executor("streaming").release(cfg, seed_info.value, tmp / "public", cfg.engine,
-                                                records_path=tmp / "internal" / "records.parquet")
+        res = executor.release(cfg, seed_info.value, tmp / "public", cfg.engine,
+                               records_path=tmp / "internal" / "records.parquet")
         s = series_risk_vs_previous(seed_info, res) if seed_info.series else None
         reports = batch_reports(res, cfg, seed=seed_info.value, series=s).files() if wanted else {}
         reports = {k: v for k, v in reports.items() if k in wanted}

@@ -232,17 +232,15 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
         if found is None:
             return rep
         po, pr = found
-        original = None
     elif cfg.input.household_id is not None:
         household_frames = _read_in_memory(rep, release_dir, cfg, src, inp)
         if household_frames is None:
             return rep
-        original = household_frames[0]
     else:
         found = _in_memory_partitions(rep, release_dir, cfg, src, inp)
         if found is None:
             return rep
-        po, pr, original = found
+        po, pr = found
 
     _dependence_checks(rep, audit)
 
@@ -271,8 +269,7 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
             f"certificate {cert:.6f} ({where}) vs xi = {xi}")
     rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=_REL),
             f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
-    _rederived_checks(rep, release_dir, cfg, audit, seed_info, original,
-                      moved_source=source is not None)
+    _rederived_checks(rep, release_dir, cfg, audit, seed_info, moved_source=source is not None)
     return rep
 
 
@@ -614,8 +611,7 @@ def _seed_of(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -> Any
 
 
 def _rederived_checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
-                      audit: dict[str, Any], seed_info: Any,
-                      original: pd.DataFrame | None, moved_source: bool = False) -> None:
+                      audit: dict[str, Any], seed_info: Any, moved_source: bool = False) -> None:
     """Make the release again (:mod:`sdc.audit.rederive`) and compare every public file
     record for record and every field of the audit record (with ``moved_source``, the
     recorded input path is where the source lay at release time: its hash was checked)."""
@@ -629,7 +625,7 @@ def _rederived_checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
                 "the source and seed give")
         return
     try:
-        again = rederive(cfg, audit, seed_info, original)
+        again = rederive(cfg, audit, seed_info)
     except (InputError, ConfigError, ValueError, OSError) as e:
         rep.add("re-derived release: public files", False,
                 f"the release cannot be made again from its source, config copy and seed "
@@ -710,9 +706,8 @@ def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src
 
 def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
                           inp: dict[str, Any]
-                          ) -> tuple[Partitioned, Partitioned, pd.DataFrame] | None:
-    """Source and public file read whole (pandas engine releases): their partitions and the
-    source frame."""
+                          ) -> tuple[Partitioned, Partitioned] | None:
+    """Source and public file read whole (pandas engine releases): their partitions."""
     frames = _read_in_memory(rep, release_dir, cfg, src, inp)
     if frames is None:
         return None
@@ -734,7 +729,7 @@ def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfi
             _derived_check(rep, cfg, src_map, co, pub_map, cp)
     except (InputError, ConfigError, SmallBlockError) as e:
         rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
-    return po, pr, original
+    return po, pr
 
 
 def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
