@@ -2,8 +2,9 @@
 
 :func:`verify_release` trusts nothing but ``internal/audit.json`` as a pointer to what should be
 checked. It re-reads the source file the audit names, rebuilds the config from the stored copy,
-recomputes the partition of the original and of the released public microdata with
-:func:`sdc.partition_frame`, recomputes theta and kmin from xi and the exact maximum
+recomputes the partition of the original and of the released public microdata (counted by the
+release pipeline's count pass, whole for a pandas release, in batches for a streaming or Dask
+one; a household file's both stages from the files read whole), recomputes theta and kmin from xi and the exact maximum
 identification risk of every PRB from its frequency profile (recounted from the source) and its
 recorded theta with :func:`sdc.max_risk` (mechanism-aware: the max over the target's cell, the
 cell of the PRB the intruder picks from - its own or another - and a), and checks the release-level invariants of METHOD.md:
@@ -51,7 +52,6 @@ from sdc.io.read import integer_keys, read_input, string_key_dtypes
 from sdc.io.schemas import validate_output
 from sdc.io.write import sha256_bytes, sha256_file
 from sdc.method.dependence import frame_dependence, measure_dependence
-from sdc.method.derived import DerivedCollector
 from sdc.method.partition import Partitioned, partition_frame
 from sdc.method.plan import plan_release
 from sdc.method.risk import max_risk
@@ -227,17 +227,15 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
     inp = audit["input"]
     src = Path(source).expanduser().absolute() if source is not None else Path(inp["path"])
     household_frames = None
-    if audit.get("engine") in ("streaming", "dask") and cfg.input.household_id is None:
-        found = _streamed_partitions(rep, release_dir, cfg, src, inp)
-        if found is None:
-            return rep
-        po, pr = found
-    elif cfg.input.household_id is not None:
+    if cfg.input.household_id is not None:
         household_frames = _read_in_memory(rep, release_dir, cfg, src, inp)
         if household_frames is None:
             return rep
     else:
-        found = _in_memory_partitions(rep, release_dir, cfg, src, inp)
+        from sdc.executors.registry import get_executor
+
+        batched = get_executor(audit.get("engine") or "pandas").batched
+        found = _counted_partitions(rep, release_dir, cfg, src, inp, batched)
         if found is None:
             return rep
         po, pr = found
@@ -704,47 +702,28 @@ def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src
     return original, public
 
 
-def _in_memory_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
-                          inp: dict[str, Any]
-                          ) -> tuple[Partitioned, Partitioned] | None:
-    """Source and public file read whole (pandas engine releases): their partitions."""
-    frames = _read_in_memory(rep, release_dir, cfg, src, inp)
-    if frames is None:
-        return None
-    original, public = frames
-    try:
-        po, pr = partition_frame(original, cfg), partition_frame(public, cfg)
-    except (InputError, ConfigError) as e:
-        rep.add("partition", False, f"cannot partition: {e}")
-        return None
-    try:
-        plan = plan_release(po, cfg)
-        rep.dependence = frame_dependence(original, plan, cfg)
-        if cfg.derived:
-            co, cp = _codes_of(po.cells, cfg), _codes_of(pr.cells, cfg)
-            src_map = DerivedCollector(list(cfg.derived))
-            src_map.add(original, co[po.cells.record_cell])
-            pub_map = DerivedCollector(list(cfg.derived))
-            pub_map.add(public, cp[pr.cells.record_cell])
-            _derived_check(rep, cfg, src_map, co, pub_map, cp)
-    except (InputError, ConfigError, SmallBlockError) as e:
-        rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
-    return po, pr
-
-
-def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
-                         inp: dict[str, Any]) -> tuple[Partitioned, Partitioned] | None:
-    """Streaming/Dask releases: source and public file counted in record batches (memory
-    bounded by a batch and the cell table); the output schema is checked per batch."""
-    from sdc.executors.streaming import count_cells
-    from sdc.io.batches import input_batches, input_sha256
+def _counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
+                        inp: dict[str, Any], batched: bool
+                        ) -> tuple[Partitioned, Partitioned] | None:
+    """Source and public file counted by the release pipeline's count pass
+    (:func:`sdc.pipeline.release.count_cells`), with the runner of the kind of executor that
+    made the release: in record batches for a streaming or Dask release (memory bounded by a
+    batch and the cell table; the output schema checked per batch), whole for a pandas release
+    (the in-memory runner: any input format, the output schema checked on the whole file)."""
+    from sdc.executors.memory import InMemory
+    from sdc.executors.streaming import LocalBatches
+    from sdc.io.batches import input_sha256
     from sdc.method.partition import partition_cells
+    from sdc.pipeline.release import count_cells
+
+    def runner(config: ReleaseConfig) -> Any:
+        return LocalBatches(config) if batched else InMemory(config)
 
     if not _source_found(rep, src, src.exists(), "source", input_sha256, inp):
         return None
     cfg.input.path = src
     try:
-        orig = count_cells(cfg, validate=False)
+        orig = count_cells(runner(cfg), cfg, validate=False)
     except InputError as e:
         rep.add("source: readable", False, str(e))
         return None
@@ -766,32 +745,35 @@ def _streamed_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig
         pcfg.output.formats = ["parquet"]
     pcfg._base_dir = cfg._base_dir
     try:
-        rel = count_cells(pcfg, validate=False, dependence=False)
+        public = runner(pcfg)
+        rel = count_cells(public, pcfg, validate=False, dependence=False)
         if cfg.derived:
             cells_o = np.asarray(orig.cell_codes)
             _derived_check(rep, cfg, orig.derived, cells_o, rel.derived,
                            np.asarray(rel.cell_codes))
         problems = []
-        for batch in input_batches(pcfg):
+        for batch in public.frames():
             try:
                 validate_output(batch.reset_index(drop=True), cfg)
             except ValueError as e:
-                problems.append(f"records {batch.index[0] + 1}-{batch.index[-1] + 1}: {e}")
+                problems.append(f"records {batch.index[0] + 1}-{batch.index[-1] + 1}: {e}"
+                                if batched else str(e))
     except (OSError, ValueError) as e:
         rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
         return None
     rep.add("public microdata: record count", rel.n_records == orig.n_records,
             f"{rel.n_records} released records, {orig.n_records} in the source")
     rep.add("public microdata: output schema", not problems,
-            "key domains, unique record_id within each batch, no identifier column (checked in "
-            "batches)" if not problems else "; ".join(problems[:3]))
+            ("key domains, unique record_id within each batch, no identifier column (checked "
+             "in batches)" if batched else "key domains, unique record_id, no identifier "
+             "column") if not problems else "; ".join(problems[:3]))
     po = partition_cells(orig.cells, cfg)
     try:
         plan = plan_release(po, cfg)
         codes = orig.cell_codes
         rep.dependence = measure_dependence(orig.dependence, plan, cfg,
                                             lambda x: np.searchsorted(codes, x))
-    except (InputError, SmallBlockError) as e:
+    except (InputError, ConfigError, SmallBlockError) as e:
         rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
     return po, partition_cells(rel.cells, cfg)
 
