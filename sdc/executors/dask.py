@@ -2,7 +2,8 @@
 
 Same passes and same per-batch code as :mod:`sdc.executors.streaming`; here every batch is one
 *piece* of the input (a row group of a Parquet file, or of a part in a folder of parts,
-``pyarrow.dataset`` fragments in path order) and runs as a task on a worker:
+``pyarrow.dataset`` fragments in path order; a CSV input is first copied to Parquet by the
+client with the streaming reader, :func:`parquet_input`) and runs as a task on a worker:
 
 - count: each task validates its piece (pandera; problems with global row numbers) and returns
   its (cell code, count) pairs; the client merges them and plans (shared
@@ -48,7 +49,7 @@ from sdc.io.recode import recode_frame
 from sdc.pipeline.kernels import CellCount
 
 __all__ = ["DaskClusterError", "DaskPieces", "DaskSpec", "cluster_errors", "dask_client",
-           "dask_count_cells", "dask_release"]
+           "dask_count_cells", "dask_release", "parquet_input"]
 
 #: Seconds ``dask_client`` waits for a worker of an existing cluster (``engine.scheduler``):
 #: a scheduler without workers would leave every task waiting forever. The environment
@@ -99,11 +100,43 @@ def _kill_hook(name: str) -> None:
 
 @dataclass(frozen=True)
 class DaskSpec:
-    """``engine: {kind: dask, scheduler: tcp://host:port, workers: 2, scratch: /shared/tmp}``."""
+    """``engine: {kind: dask, scheduler: tcp://host:port, workers: 2, scratch: /shared/tmp}``
+    (``batch_rows``: the row groups of the Parquet copy of a CSV input)."""
 
     scheduler: str | None = None
     workers: int = 2
     scratch: str | None = None
+    batch_rows: int = 1 << 20
+
+
+@contextmanager
+def parquet_input(config: ReleaseConfig, spec: DaskSpec,
+                  progress: Callable[[str], None] | None = None) -> Iterator[Path | None]:
+    """The Parquet file the tasks read: None for a Parquet input (read where it is); for a
+    CSV input, a copy written once by the client into ``spec.scratch`` (the workers must see
+    it, as they see the spills) with the streaming engine's reader
+    (:func:`sdc.io.batches.copy_to_parquet`: the same batches, values and types, so the same
+    files as the streaming and pandas engines), deleted on exit. A CSV value the reader
+    refuses is refused here, naming the CSV and its row; the tasks' problems name the
+    config's input (the CSV) with the same global rows."""
+    import shutil
+    import tempfile
+
+    from sdc.io.batches import check_streamable, copy_to_parquet
+
+    check_streamable(config, "dask")
+    if config.input.resolved_format == "parquet":
+        yield None
+        return
+    if progress is not None:
+        progress("copying the CSV input to Parquet for the cluster")
+    folder = Path(tempfile.mkdtemp(prefix="sdc-input-", dir=spec.scratch))
+    try:
+        dest = folder / "input.parquet"
+        copy_to_parquet(config, dest, batch_rows=spec.batch_rows)
+        yield dest
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager
@@ -146,15 +179,9 @@ def dask_client(spec: DaskSpec):
         cluster.close()
 
 
-def _pieces(config: ReleaseConfig) -> list[tuple[str, int, int]]:
-    """(file path, row group, rows) of every piece of a Parquet input, in file order."""
-    fmt = config.input.resolved_format
-    if fmt != "parquet":
-        raise InputError(
-            f"the dask engine reads Parquet (a file or a folder of parts), not {fmt!r}: convert "
-            "the input to Parquet once, or use --engine streaming (which also reads CSV)"
-        )
-    path = config.input_path
+def _pieces(path: Path) -> list[tuple[str, int, int]]:
+    """(file path, row group, rows) of every piece of a Parquet file or folder of parts, in
+    file order."""
     if not path.exists():
         raise InputError(f"input {str(path)!r} does not exist. Fix input.path in the config")
     ds = pads.dataset(str(path), format="parquet")
@@ -190,9 +217,11 @@ class DaskPieces:
 
     checked = "per partition"
 
-    def __init__(self, client, config: ReleaseConfig) -> None:
+    def __init__(self, client, config: ReleaseConfig, source: Path | None = None) -> None:
         self.client, self.config = client, config
-        self.pieces = _pieces(config)
+        # source: the Parquet copy of a CSV input (parquet_input); the config (and every
+        # message) still names the input file
+        self.pieces = _pieces(config.input_path if source is None else source)
         self.offsets = np.concatenate(
             [[0], np.cumsum([p[2] for p in self.pieces])]).astype(int).tolist()
         self._cfg = client.scatter(config, broadcast=True, hash=False)
@@ -248,11 +277,12 @@ class DaskPieces:
         return pa.types.is_integer(input_arrow_schema(self.config).field(column).type)
 
 
-def dask_count_cells(client, config: ReleaseConfig) -> CellCount:
-    """The count pass on the cluster (:func:`sdc.pipeline.release.count_cells`)."""
+def dask_count_cells(client, config: ReleaseConfig, source: Path | None = None) -> CellCount:
+    """The count pass on the cluster (:func:`sdc.pipeline.release.count_cells`; ``source``:
+    the Parquet copy of a CSV input, :func:`parquet_input`)."""
     from sdc.pipeline.release import count_cells
 
-    return count_cells(DaskPieces(client, config), config)
+    return count_cells(DaskPieces(client, config, source), config)
 
 
 def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
@@ -291,8 +321,8 @@ def _dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpe
     from sdc.pipeline.households import stream_household_release
     from sdc.pipeline.release import release_persons
 
-    with dask_client(spec) as client:
-        runner = DaskPieces(client, config)
+    with parquet_input(config, spec, progress) as source, dask_client(spec) as client:
+        runner = DaskPieces(client, config, source)
         if config.input.household_id is not None:
             return stream_household_release(config, seed, out_dir, tmp_dir=spec.scratch,
                                             progress=progress, records_path=records_path,

@@ -131,7 +131,8 @@ def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
     from sdc.executors.dask import DaskSpec
 
     scratch = str(config.resolve(spec.scratch)) if spec.scratch is not None else None
-    return DaskSpec(scheduler=spec.scheduler, workers=spec.workers, scratch=scratch)
+    return DaskSpec(scheduler=spec.scheduler, workers=spec.workers, scratch=scratch,
+                    batch_rows=spec.batch_rows)
 
 
 def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
@@ -140,16 +141,18 @@ def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
         cluster_errors,
         dask_client,
         dask_count_cells,
+        parquet_input,
     )
 
+    dspec = _dask_spec(config, spec)
     try:
-        with dask_client(_dask_spec(config, spec)) as client:
+        with parquet_input(config, dspec) as source, dask_client(dspec) as client:
             if config.input.household_id is not None:  # the household passes as tasks
                 from sdc.executors.dask import DaskPieces
                 from sdc.pipeline.households import plan_households
 
-                return plan_households(config, runner=DaskPieces(client, config))
-            return dask_count_cells(client, config)
+                return plan_households(config, runner=DaskPieces(client, config, source))
+            return dask_count_cells(client, config, source)
     except cluster_errors() as e:
         raise DaskClusterError(
             f"the Dask cluster failed while counting the cells: {type(e).__name__}: "
@@ -166,12 +169,12 @@ def _dask_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
                         records_path=records_path)
 
 
-# what the batched executors cannot do, because they never hold the file
+# what the batched executors cannot do, because they never hold the file. Every executor
+# writes every output format: the SPSS/Stata files from the public records held in memory
+# once, after the Parquet/CSV files are written (sdc.pipeline.kernels.write_public_files)
 _BATCH_LIMITS = (
     "SPSS (.sav) and Stata (.dta) input: pyreadstat reads such a file whole, there is no batch "
-    "reader; convert it to Parquet once",
-    "output.formats sav and dta: pyreadstat writes one in-memory frame, not batches; convert "
-    "the released Parquet file",
+    "reader here; convert it to Parquet once",
     "key spaces of 2**62 cells or more: every batch numbers a cell by one 62-bit mixed-radix "
     "code so that batches agree; the in-memory executor numbers only the cells it sees",
 )
@@ -188,8 +191,9 @@ register_executor(Executor(
             "would not be written back as it was read is refused (the in-memory executor "
             "types each column from the whole file)")))
 register_executor(Executor(
-    "dask", True, "partitions on a Dask cluster (Parquet input)",
+    "dask", True, "partitions on a Dask cluster (Parquet input; a CSV is copied to Parquet)",
     count=_dask_count, release=_dask_release,
     limits=(*_BATCH_LIMITS,
-            "CSV input: a task reads one Parquet row group, a CSV file has no pieces a worker "
-            "can read alone; convert it to Parquet, or use streaming")))
+            "CSV input is read by the streaming engine's reader (its limit above) into a "
+            "Parquet copy in engine.scratch, one row group per batch_rows records: the tasks "
+            "read row groups, a CSV file has no pieces a worker can read alone")))

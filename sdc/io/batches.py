@@ -42,6 +42,8 @@ __all__ = [
     "input_batches",
     "input_row_count",
     "input_sha256",
+    "input_tables",
+    "copy_to_parquet",
     "public_schema",
     "public_schema_for",
     "read_ahead_frames",
@@ -422,6 +424,17 @@ def read_ahead_frames(frames: Iterator[pd.DataFrame], depth: int = 1) -> Iterato
 
 def _input_frames(config: ReleaseConfig, batch_rows: int,
                   columns: list[str] | None) -> Iterator[pd.DataFrame]:
+    for table, offset in input_tables(config, batch_rows=batch_rows, columns=columns):
+        yield table_to_frame(table, offset)
+
+
+def input_tables(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+                 columns: list[str] | None = None) -> Iterator[tuple[pa.Table, int]]:
+    """``(table, offset)`` of every batch of :func:`input_batches` before it becomes pandas
+    (and before ``recode:``): the same records and Arrow types (CSV: missing markers applied,
+    value columns typed without loss, a value that does not fit refused naming the file and
+    its row); ``offset`` is the batch's first global 0-based row. The dask engine's client
+    copies a CSV input to Parquet from these (:func:`copy_to_parquet`)."""
     check_streamable(config, "streaming")
     path = config.input_path
     if not path.exists():
@@ -534,9 +547,10 @@ def _parquet_batches(path: Path, columns: list[str] | None, batch_rows: int):
                                            columns=columns, use_threads=True)
 
 
-def _rebatch(source, batch_rows: int, fix) -> Iterator[pd.DataFrame]:
-    """Frames of exactly ``batch_rows`` records (the last one holds the rest), whatever the
-    sizes of the source's record batches (Parquet row groups, CSV blocks)."""
+def _rebatch(source, batch_rows: int, fix) -> Iterator[tuple[pa.Table, int]]:
+    """Tables of exactly ``batch_rows`` records (the last one holds the rest), whatever the
+    sizes of the source's record batches (Parquet row groups, CSV blocks), with the global
+    row of their first record."""
     offset = 0
     pending: list[pa.RecordBatch] = []
     n_pending = 0
@@ -548,11 +562,36 @@ def _rebatch(source, batch_rows: int, fix) -> Iterator[pd.DataFrame]:
         while n_pending >= batch_rows:
             table = pa.Table.from_batches(pending)
             head, rest = table.slice(0, batch_rows), table.slice(batch_rows)
-            yield table_to_frame(fix(head, offset), offset)
+            yield fix(head, offset), offset
             offset += batch_rows
             pending, n_pending = rest.to_batches(), rest.num_rows
     if n_pending:
-        yield table_to_frame(fix(pa.Table.from_batches(pending), offset), offset)
+        yield fix(pa.Table.from_batches(pending), offset), offset
+
+
+def copy_to_parquet(config: ReleaseConfig, dest: Path, *,
+                    batch_rows: int = DEFAULT_BATCH_ROWS) -> int:
+    """Write the input, as the streaming reader reads it (:func:`input_tables`), to the
+    Parquet file ``dest``, one row group per ``batch_rows`` records: the dask engine's client
+    does this once for a CSV input, so that its tasks read pieces of the same values and
+    types. Returns the number of records. Errors name the input file and its rows."""
+    writer = schema = None
+    n = 0
+    try:
+        for table, _ in input_tables(config, batch_rows=batch_rows):
+            if writer is None:
+                schema = table.schema
+                writer = pq.ParquetWriter(str(dest), schema)
+            elif table.schema != schema:
+                table = table.cast(schema)
+            writer.write_table(table, row_group_size=batch_rows)
+            n += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:  # no record: an empty file of the input's columns
+        pq.write_table(input_arrow_schema(config).empty_table(), str(dest))
+    return n
 
 
 # -- writing ------------------------------------------------------------------------------------

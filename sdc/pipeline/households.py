@@ -139,6 +139,8 @@ class HouseholdBatchRelease:
     dp_perturbations: list = field(default_factory=list)
     plan: Any = None
     config: ReleaseConfig | None = None
+    #: the public records as written, for SPSS/Stata files (:func:`write_public_files`)
+    public_table: pa.Table | None = None
 
     @property
     def sensitive_cell(self) -> np.ndarray:
@@ -622,7 +624,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                 cell_identity(table.key_codes, config), cell_prb)
         say("writing the public file in household order")
         hid = config.input.household_id
-        files = write_public_files(
+        files, public_table = write_public_files(
             config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir,
             lambda buckets, writer: write_household_buckets(buckets, writer, hid))
     finally:
@@ -640,6 +642,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     result = _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
                      row_all, rel_all, w_all, k.dtypes, n, schema, files, acc, records_file)
     result.dp_perturbations = dp_done
+    result.public_table = public_table
     return result
 
 

@@ -345,26 +345,43 @@ def sorted_buckets(bucket_files: list[Path]) -> Iterator[pa.Table]:
         del table
 
 
-def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter,
-                           keep: list[pa.Table] | None = None) -> None:
+def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> None:
     """Sort each bucket by its order key in memory and append it; number ``record_id``.
     The next bucket is read and sorted by a background thread while this one is encoded
-    (:func:`sdc.io.batches.read_ahead_frames`: one sorted bucket ahead at most). ``keep``:
-    a list the written tables are appended to."""
+    (:func:`sdc.io.batches.read_ahead_frames`: one sorted bucket ahead at most)."""
     for table in read_ahead_frames(sorted_buckets(bucket_files), 1):
         writer.write_table(table)
-        if keep is not None:
-            keep.append(table)
         del table
+
+
+class _Keeping:
+    """A public writer that also keeps every table it writes (the SPSS/Stata files)."""
+
+    def __init__(self, writer: PublicWriter) -> None:
+        self.writer, self.tables = writer, []
+
+    def write_table(self, table: pa.Table) -> None:
+        self.writer.write_table(table)
+        self.tables.append(table)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.writer, name)
 
 
 def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[Path],
                        out_dir: Path,
-                       write: Callable[[list[Path], Any], Any] | None = None) -> dict[str, Path]:
+                       write: Callable[[list[Path], Any], Any] | None = None
+                       ) -> tuple[dict[str, Path], pa.Table | None]:
     """The public files (``microdata.parquet`` / ``.csv`` per ``output.formats``) written into
     ``out_dir`` from the spilled buckets by ``write(buckets, writer)`` (default: in public
-    order, :func:`write_buckets_in_order`; a household release passes its own); public file
-    name -> path."""
+    order, :func:`write_buckets_in_order`; a household release passes its own): public file
+    name -> path, and the public records as written (``record_id`` first) when
+    ``output.formats`` asks for SPSS/Stata files, else None.
+
+    The SPSS/Stata files are written by pyreadstat from one frame
+    (:func:`sdc.release.stat_files.stat_public_files`, the in-memory release's function), so
+    every executor holds the public table in memory once for them, here: the Arrow tables
+    of the buckets as they are written (then, in the assembler, one pandas frame of them)."""
     formats = config.output.formats if config.output is not None else ["parquet"]
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -375,11 +392,15 @@ def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[P
                 files[name] = out_dir / name
                 handles[fmt] = open(files[name], "wb")  # noqa: SIM115
         writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
+        keeping = _Keeping(writer) if {"sav", "dta"} & set(formats) else None
         try:
-            (write or write_buckets_in_order)(buckets, writer)
+            (write or write_buckets_in_order)(buckets, keeping or writer)
         finally:  # also after a failure: the writer must not outlive its file handles
             writer.close()
     finally:
         for h in handles.values():
             h.close()
-    return files
+    if keeping is None:
+        return files, None
+    kept = keeping.tables
+    return files, (pa.concat_tables(kept) if kept else schema.empty_table())

@@ -70,7 +70,6 @@ from sdc.pipeline.kernels import (
     raise_duplicate_ids,
     release_batch,
     repeated_ids,
-    write_buckets_in_order,
     write_public_files,
 )
 from sdc.pipeline.order import ORDER_COLUMNS, order_salt
@@ -464,11 +463,8 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                 RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
                 dplan.cell_id, dplan.cell_prb)
         say("writing the public file in order")
-        formats = config.output.formats if config.output is not None else ["parquet"]
-        kept: list[pa.Table] | None = [] if {"sav", "dta"} & set(formats) else None
-        files = write_public_files(config, schema,
-                                   BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir,
-                                   lambda b, w: write_buckets_in_order(b, w, kept))
+        files, public_table = write_public_files(
+            config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir)
     except BaseException:
         if refinement is not None:
             refinement.cancel()
@@ -481,4 +477,4 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     return BatchRelease.of_plan(plan, count.n_records, released_frequency, changed, schema,
                                 files=files, accumulator=acc, records_file=records_file,
                                 dp_perturbations=perturb.perturbations() if perturb else [],
-                                public_table=pa.concat_tables(kept) if kept else None)
+                                public_table=public_table)

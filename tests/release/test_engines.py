@@ -497,6 +497,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
     left reading the input)."""
     import threading
 
+    from sdc.pipeline import kernels
     from sdc.pipeline import release as pipeline
     from sdc.pipeline import report_parts as br
 
@@ -524,12 +525,12 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
         started.set()
         real(*args, **kwargs)
 
-    def broken_write(bucket_files, writer, keep=None):
+    def broken_write(bucket_files, writer):
         assert started.wait(30)  # the passes are running
         raise OSError("disk full")
 
     monkeypatch.setattr(pipeline, "add_refine_batch", slow_pass)
-    monkeypatch.setattr(pipeline, "write_buckets_in_order", broken_write)
+    monkeypatch.setattr(kernels, "write_buckets_in_order", broken_write)
     with pytest.raises(OSError, match="disk full"):
         stream_release(cfg, 11, tmp_path / "b", batch_rows=400)
     assert not [t for t in threading.enumerate() if t.name == "sdc-report-refinement"]

@@ -33,34 +33,44 @@ def test_one_problem_keeps_its_own_exception(make_small_job, tmp_path):
 
 
 def test_every_problem_in_one_message(make_small_job, tmp_path):
-    """dask with a CSV input, sav output, an existing release and a seed readable by others:
-    four problems, one message (the old code raised them one at a time, after Prefect)."""
+    """dask with a Stata input, an existing release and a seed readable by others: three
+    problems, one message (the old code raised them one at a time, after Prefect). SPSS/Stata
+    output and CSV input are no problem on dask (every engine writes every format; the dask
+    client copies a CSV to Parquet)."""
     seed = tmp_path / "secrets" / "s.seed"
     seed.parent.mkdir()
     seed.write_text("12345\n")
     os.chmod(seed, 0o644)
-    cfg = make_small_job("many", seed={"file": str(seed)},
-                         output={"formats": ["parquet", "sav"]})
+    cfg = make_small_job("many", seed={"file": str(seed)}, input={"format": "dta"},
+                         output={"formats": ["parquet", "sav", "dta"]})
     _fake_release(tmp_path / "releases" / "many")
     with pytest.raises(PreflightError) as e:
         preflight(cfg, engine="dask")
     msg = str(e.value)
-    assert len(e.value.problems) == 4, msg
-    for part in ("output.formats ['sav']", "reads Parquet", "already exists", "mode 0644"):
+    assert len(e.value.problems) == 3, msg
+    for part in ("input.format 'dta' has no batch reader", "already exists", "mode 0644"):
         assert part in msg
+    assert "output.formats" not in msg
     assert isinstance(e.value, InputError)  # exit 2
 
 
-def test_streaming_input_and_output_in_one_round(tmp_path, make_small_job):
-    cfg = make_small_job("st", input={"format": "dta"}, output={"formats": ["csv", "dta"]})
-    with pytest.raises(PreflightError) as e:
-        preflight(cfg, engine="streaming")
-    assert len(e.value.problems) == 2
+def test_batch_engines_refuse_only_spss_and_stata_input(tmp_path, make_small_job):
+    """Every engine writes sav/dta and reads CSV; SPSS/Stata input is the one format refused
+    (the registry's limits say why), by the pre-flight and by the engine's own check."""
     from sdc import load_config
     from sdc.io.batches import check_streamable
 
-    with pytest.raises(InputError, match="2 problems"):  # the engine's own check: both too
-        check_streamable(load_config(cfg), "streaming")
+    for engine in ("streaming", "dask"):
+        ok = make_small_job(f"ok-{engine}", output={"formats": ["csv", "sav", "dta"]})
+        preflight(ok, engine=engine)
+        check_streamable(load_config(ok), engine)
+        cfg = make_small_job(f"st-{engine}", input={"format": "dta"},
+                             output={"formats": ["csv", "dta"]})
+        with pytest.raises(InputError, match="has no batch reader") as e:
+            preflight(cfg, engine=engine)
+        assert "output.formats" not in str(e.value)
+        with pytest.raises(InputError, match="has no batch reader"):
+            check_streamable(load_config(cfg), engine)
 
 
 def test_series_of_another_seed_is_refused_without_new_series(make_small_job, tmp_path):
@@ -92,7 +102,7 @@ def test_cli_refuses_before_prefect_starts(make_small_job, tmp_path, monkeypatch
 
     monkeypatch.setattr(flows.ephemeral.TemporaryAPI, "start", classmethod(boom))
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    cfg = make_small_job("cli", output={"formats": ["parquet", "dta"]})
+    cfg = make_small_job("cli", input={"format": "dta"})
     _fake_release(tmp_path / "releases" / "cli")
     r = CliRunner().invoke(app, ["release", str(cfg), "--engine", "streaming"])
     assert r.exit_code == 2, r.output

@@ -1,0 +1,164 @@
+"""The executor contract for file formats: what one executor reads and writes, all do
+(issue 19), byte for byte.
+
+- ``output.formats`` sav and dta on every executor: the batch executors write the SPSS/Stata
+  files from the public records as written (held in memory once), with the in-memory
+  release's function: the same labels, formats and bytes;
+- CSV input on the dask executor: the client copies the CSV to Parquet with the streaming
+  reader, the tasks read the copy; the files are the pandas and streaming executors', and a
+  problem of the CSV is reported with its rows, naming the CSV (never the copy);
+- the one refusal left (SPSS/Stata *input* on the batch executors) is the registry's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.contract.test_executors import (
+    EXECUTORS,
+    _base,
+    _differences,
+    _files,
+    _frame,
+    app,
+    runner,
+)
+
+pytestmark = pytest.mark.e2e
+
+_ENGINE = {"pandas": "pandas", "streaming": {"kind": "streaming", "batch_rows": 700},
+           "dask": {"kind": "dask", "workers": 2, "batch_rows": 700}}
+
+
+def _run(cfg: dict[str, Any], root: Path, executor: str, expect: int = 0,
+         engine: Any = None) -> tuple[Path, str]:
+    cfg = dict(cfg, engine=engine or _ENGINE[executor])
+    out = root / executor / "release"
+    cfg["output"] = dict(cfg["output"], dir=str(out))
+    path = root / executor / "job.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg))
+    r = runner.invoke(app, ["release", str(path)], env={"COLUMNS": "200"})
+    text = r.stdout + (r.stderr or "")
+    assert r.exit_code == expect, f"{executor}: exit {r.exit_code}\n{text}"
+    return out, text
+
+
+def _same_everywhere(cfg: dict[str, Any], root: Path,
+                     executors: tuple[str, ...] = EXECUTORS) -> dict[str, dict[str, Any]]:
+    files = {}
+    for executor in executors:
+        if executor == "dask":
+            pytest.importorskip("distributed")
+        rel, _ = _run(cfg, root, executor)
+        files[executor] = _files(rel)
+        a = runner.invoke(app, ["audit", str(rel)])
+        assert a.exit_code == 0, a.stdout + a.stderr
+    for executor in executors[1:]:
+        assert set(files[executor]) == set(files[executors[0]])
+        for name, want in files[executors[0]].items():
+            assert files[executor][name] == want, (
+                f"{executor} differs in {name}: {_differences(files[executor][name], want)}")
+    return files
+
+
+def _parquet_input(tmp_path: Path) -> Path:
+    inp = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(_frame(), preserve_index=False), inp,
+                   row_group_size=500)
+    return inp
+
+
+def test_spss_and_stata_files_on_every_executor(prefect_harness, tmp_path):
+    """``output.formats [parquet, csv, sav, dta]`` with labelled keys, weights and missing
+    key values: microdata.sav and .dta (and the codebook that describes them) are the same
+    bytes on the three executors."""
+    cfg = _base(_parquet_input(tmp_path))
+    cfg["input"]["weight"] = "w"
+    cfg["key_variables"]["sex"]["labels"] = {0: "male", 1: "female"}
+    cfg["output"]["formats"] = ["parquet", "csv", "sav", "dta"]
+    files = _same_everywhere(cfg, tmp_path)
+    assert {"public/microdata.sav", "public/microdata.dta"} <= set(files["pandas"])
+
+
+def test_spss_and_stata_files_of_a_household_file(prefect_harness, tmp_path):
+    """A household file's SPSS/Stata files (records in household order) on every executor."""
+    from engine_configs import household_config
+
+    from sdc.samples import generate_household_sample
+
+    frame = generate_household_sample(3000, seed=8, n_regions=12)
+    inp = tmp_path / "households.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=450)
+    cfg = household_config()
+    cfg["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
+    cfg["output"] = {"formats": ["parquet", "sav", "dta"]}
+    _same_everywhere(cfg, tmp_path)
+
+
+def _csv_input(tmp_path: Path) -> Path:
+    frame = _frame()
+    frame.loc[frame.index[::41], "income"] = float("nan")  # empty fields in a value column
+    inp = tmp_path / "in.csv"
+    frame.to_csv(inp, index=False)
+    return inp
+
+
+def test_csv_input_on_every_executor(prefect_harness, tmp_path):
+    """A CSV input released by the dask executor (the client's Parquet copy, 700-record row
+    groups) gives the pandas and streaming executors' files, and the copy is gone after."""
+    cfg = _base(_csv_input(tmp_path))
+    cfg["input"]["format"] = "csv"
+    cfg["input"]["weight"] = "w"
+    cfg["output"]["formats"] = ["parquet", "csv", "dta"]
+    _same_everywhere(cfg, tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    rel, _ = _run(cfg, tmp_path / "again", "dask",
+                  engine=dict(_ENGINE["dask"], scratch=str(scratch)))
+    assert (rel / "public" / "microdata.parquet").exists()
+    assert not list(scratch.iterdir())  # the copy (and the spills) removed
+
+
+def test_csv_problems_on_dask_name_the_csv_and_its_rows(prefect_harness, tmp_path):
+    """Input problems found by the tasks on the copy are the streaming executor's: the same
+    rows of the user's CSV, whose path (not the copy's) the messages name."""
+    pytest.importorskip("distributed")
+    frame = _frame()
+    frame.loc[2345, "age"] = 140  # outside the key's range, in a later piece
+    frame.loc[[10, 2999], "pid"] = 77777  # a duplicated id, first and last piece
+    inp = tmp_path / "bad.csv"
+    frame.to_csv(inp, index=False)
+    cfg = _base(inp)
+    cfg["input"]["format"] = "csv"
+    texts = {e: _run(cfg, tmp_path, e, expect=2)[1] for e in ("streaming", "dask")}
+    for executor, text in texts.items():
+        flat = " ".join(text.split())
+        assert "2346" in flat and "140" in flat, (executor, text)
+        assert "77777" in flat and "11" in flat and "3000" in flat, (executor, text)
+        assert "sdc-input-" not in text and "input.parquet" not in text, (executor, text)
+
+
+@pytest.mark.parametrize("executor", ["streaming", "dask"])
+def test_stata_input_is_the_one_refusal(prefect_harness, tmp_path, executor):
+    """SPSS/Stata input on a batch executor: exit 2 before any record is read, naming the way
+    out (the registry's limit); the same file releases with the pandas executor."""
+    pyreadstat = pytest.importorskip("pyreadstat")
+    if executor == "dask":
+        pytest.importorskip("distributed")
+    inp = tmp_path / "in.dta"
+    pyreadstat.write_dta(_frame(), str(inp))
+    cfg = _base(inp)
+    cfg["input"]["format"] = "dta"
+    _, text = _run(cfg, tmp_path, executor, expect=2)
+    assert "has no batch reader" in " ".join(text.split())
+    from sdc.executors.registry import get_executor
+
+    assert any("Stata (.dta) input" in lim for lim in get_executor(executor).limits)
+    assert not any("output" in lim for lim in get_executor(executor).limits)
