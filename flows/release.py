@@ -1,9 +1,9 @@
 """The release job as a Prefect flow, plus the plain functions behind ``sdc plan`` / ``validate``.
 
-``release(config_path, force=False)`` runs a handful of coarse tasks::
+``release(config_path, force=False)`` runs the same four tasks on every executor::
 
-    load -> validate input -> plan (seed + partition preview) -> perturb and certify
-         -> validate output -> reports -> write (atomic publish)
+    load (config, input hash, seed and series) -> release records (the executor: count,
+         plan, apply, public and records files) -> reports -> write (atomic publish)
 
 and returns a JSON-friendly summary (release folder, n, partition sets, PRBs, theta, the exact
 certificate max_j,a R_j(a, t) next to xi, records changed). It also publishes three Prefect
@@ -140,16 +140,20 @@ def prefetch_job(config_path: str | Path) -> None:
 
 
 def warm_imports() -> None:
-    """Import the modules the tasks import lazily (pandera, scipy, pyarrow's writer, ...), so
-    that ``sdc release`` pays for them while Prefect's temporary API boots, not in the job."""
+    """Import the modules the tasks import lazily (pandera, scipy, pyarrow's writer, the
+    pipeline and the in-memory executor, ...), so that ``sdc release`` pays for them while
+    Prefect's temporary API boots, not in the job."""
     import pandera.backends.pandas.builtin_checks  # noqa: F401 (imported on first validate)
 
+    import sdc.executors.memory
     import sdc.io.read
     import sdc.io.schemas
+    import sdc.pipeline.release
+    import sdc.pipeline.report_parts
     import sdc.publish.folder
     import sdc.release.assemble
-    import sdc.release.public
-    import sdc.reports.build  # noqa: F401
+    import sdc.reports.build
+    import sdc.series.risk  # noqa: F401
     from sdc.reports.html import environment
 
     env = environment()  # compile the report's templates now (0.2 s), not in the report task
@@ -273,41 +277,6 @@ def artifact_key(prefix: str, name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # tasks
 # ---------------------------------------------------------------------------------------------
-@task(name="load", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def load_task(config_path: str, force: bool, discard_extra_files: bool = False) -> Job:
-    """Parse the config, refuse an existing release without ``force``, read and hash the input
-    (or take what :func:`prefetch_job` read while Prefect started)."""
-    from sdc.publish.folder import checkpoint
-
-    _step("loading config and input")
-    config = sdc.load_config(config_path)
-    check_release_target(config, force, discard_extra_files)
-    prefetched = _prefetched.pop(_job_key(config_path), None)
-    job = prefetched.result() if prefetched is not None else load_job(config_path)
-    checkpoint("loaded")  # crash-test hook
-    get_run_logger().info("loaded %s: %d records, %d columns from %s", job.config.name,
-                          len(job.frame), job.frame.shape[1], job.config.input_path.resolve())
-    return job
-
-
-@task(name="validate input", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def validate_input_task(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
-    """pandera input schema, validated lazily: every problem is reported at once."""
-    from sdc.io.schemas import validate_input
-
-    _step("validating the input")
-    return validate_input(frame, config)
-
-
-@task(name="plan", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def plan_task(config: ReleaseConfig, new_series: bool = False) -> Any:
-    """Load (or create, mode 0600) the seed and place the run in its release series (refused
-    when the output pattern has releases under another seed, unless ``new_series``). The cells,
-    partition sets and sensitive cells are logged by the next task."""
-    _step("planning partition sets and blocks")
-    return _seed_and_series(config, new_series)
-
-
 def _seed_and_series(config: ReleaseConfig, new_series: bool) -> Any:
     """Load (or create) the seed and place the run in its release series, with the warnings
     of a new series and a new seed file (every executor)."""
@@ -325,75 +294,6 @@ def _seed_and_series(config: ReleaseConfig, new_series: bool) -> Any:
         get_run_logger().warning("created a new seed file %s (mode 0600); keep it to reproduce "
                                  "this release", seed_info.path)
     return seed_info
-
-
-@task(name="perturb and certify", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def perturb_task(frame: pd.DataFrame, config: ReleaseConfig, seed: int) -> sdc.ReleaseResult:
-    """NZY PRAM per PRB and the exact certificate (``sdc.release_frame``)."""
-    _step("post-randomizing and certifying")
-    result = sdc.release_frame(frame, config, seed)
-    logger = get_run_logger()
-    logger.info("%d non-empty cells in %d partition sets, %d sensitive", result.cells.n_cells,
-                len(result.partition_sets), int(result.sensitive_cell.sum()))
-    logger.info("%d PRBs, certificate %.6f (xi %s), %d records changed",
-                len(result.blocks), result.certificate, result.xi, result.n_changed)
-    return result
-
-
-@task(name="validate output", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def validate_output_task(result: sdc.ReleaseResult, config: ReleaseConfig,
-                         seed: int) -> Any:
-    """Put the public records in public order and check them against the output schema
-    before anything is written; also refuse a certificate above xi (belt and braces: the
-    engine already does). Returns the validated :class:`sdc.release.public.PublicRecords`:
-    the write task writes exactly them (ordered once, gathered one row group at a time)."""
-    from sdc.io.schemas import validate_output
-    from sdc.release.public import public_records
-
-    _step("validating the public file")
-    if not result.certificate <= result.xi + 1e-12:
-        raise sdc.CertificationError(
-            f"certificate {result.certificate:.6f} exceeds xi = {result.xi}; nothing was written"
-        )
-    public = public_records(result, config, seed)
-    validate_output(public.check_frame(), config)
-    return public
-
-
-@task(name="reports", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def report_task(original: pd.DataFrame, result: sdc.ReleaseResult, config: ReleaseConfig,
-                seed: int, seed_info: Any = None) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """Risk and utility reports: the internal files and the headline numbers. When the release
-    series has a previous release, its comparison with this one (computed once here, kept in
-    ``seed_info.series`` for the audit record) becomes the report's "Release series" section."""
-    from sdc.reports.build import build_reports, headline
-    from sdc.series.risk import series_risk_vs_previous
-
-    _step("building risk and utility reports")
-    series = series_risk_vs_previous(seed_info, result) if seed_info is not None else None
-    reports = build_reports(original, result, config, seed=seed, series=series)
-    return reports.files(), headline(reports.risk, reports.utility)
-
-
-@task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def write_task(job: Job, original: pd.DataFrame, result: sdc.ReleaseResult, seed_info: Any,
-               reports: dict[str, bytes] | None, force: bool,
-               public: Any = None, review: Any = None,
-               discard_extra_files: bool = False) -> Path:
-    """Assemble public + internal files and publish them atomically (temp sibling + rename).
-    ``public`` are the public records the output validation built and checked (written as
-    is)."""
-    from sdc.release.assemble import assemble_release
-
-    _step("writing the release")
-    public, internal = assemble_release(
-        job.config, original, result, seed_info, input_sha256=job.input_sha256,
-        config_text=job.config_text, reports=reports, public_data=public,
-    )
-    out = _publish(job.config, public, internal, force, review, discard_extra_files,
-                   unchanged_check(job.input_pin, job.config_pin))
-    get_run_logger().info("release written to %s", out)
-    return out
 
 
 def _publish(config: ReleaseConfig, public: dict[str, Any], internal: dict[str, bytes],
@@ -476,14 +376,15 @@ def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the streaming and Dask engines: the same release, records never held whole
+# tasks: the same on every executor (the registry, sdc.executors, says which runs the records)
 # ---------------------------------------------------------------------------------------------
 ENGINES = executor_names()
 
 
 @dataclass
-class BatchJob:
-    """A release job for the batch engines: the config, never the records."""
+class ReleaseJob:
+    """A loaded release job: the config, the input's hash and pin, the seed; ``frame`` is the
+    input when :func:`prefetch_job` read it whole (an in-memory executor takes it)."""
 
     config_path: Path
     config: ReleaseConfig
@@ -492,54 +393,72 @@ class BatchJob:
     seed_info: Any
     input_pin: Any = None
     config_pin: Any = None
+    frame: pd.DataFrame | None = None
 
 
-@task(name="load (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def batch_load_task(config_path: str, force: bool, engine: str,
-                    new_series: bool = False, discard_extra_files: bool = False) -> BatchJob:
-    """Parse the config, refuse an existing release without ``force``, refuse what the engine
-    cannot stream, hash the input, load (or create) the seed and place the run in its release
-    series (as the pandas path's plan task). Reads no records."""
+@task(name="load", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def load_task(config_path: str, force: bool, engine: str, new_series: bool = False,
+              discard_extra_files: bool = False) -> ReleaseJob:
+    """Parse the config, refuse an existing release without ``force`` and what the executor
+    cannot read or write, hash the input (or take what :func:`prefetch_job` read and hashed
+    while Prefect started), load (or create) the seed and place the run in its release
+    series (refused when the output pattern has releases under another seed, unless
+    ``new_series``)."""
     from sdc.io.batches import check_streamable, input_sha256
     from sdc.io.pin import Pin
+    from sdc.publish.folder import checkpoint
 
-    _step("loading config")
+    prefetched = _prefetched.pop(_job_key(config_path), None)
+    _step("loading config and input" if prefetched is not None else "loading config")
     path = Path(config_path).expanduser()
     config_pin = Pin.take(path, "config file")
     config = sdc.load_config(path)
     config_text = path.read_text(encoding="utf-8")
     config_pin.check("while it was read")
     check_release_target(config, force, discard_extra_files)
-    check_streamable(config, engine)
-    # the batches are read later, in passes: the pin is checked again before publishing
-    input_pin = Pin.take(config.input_path, "input file", input_sha256)
-    digest = input_pin.sha256
+    if get_executor(engine).batched:
+        check_streamable(config, engine)
+    frame = None
+    if prefetched is not None:  # read, hashed and pinned while Prefect started
+        job = prefetched.result()
+        config, config_text, frame = job.config, job.config_text, job.frame
+        digest, input_pin, config_pin = job.input_sha256, job.input_pin, job.config_pin
+    else:  # the executor reads the records later: the pin is checked again before publishing
+        input_pin = Pin.take(config.input_path, "input file", input_sha256)
+        digest = input_pin.sha256
+    checkpoint("loaded")  # crash-test hook
     seed_info = _seed_and_series(config, new_series)
-    return BatchJob(path.resolve(), config, config_text, digest, seed_info, input_pin, config_pin)
+    return ReleaseJob(path.resolve(), config, config_text, digest, seed_info, input_pin,
+                      config_pin, frame)
 
 
-@task(name="release records (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def batch_release_task(job: BatchJob, spec: Any, stage: Path,
-                       records: Path | None = None) -> Any:
-    """Count cells, plan, and release every record in batches (streaming) or partitions
-    (Dask); the public files are written into ``stage``, the internal records file (release
-    series) to ``records``."""
+@task(name="release records", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def release_task(job: ReleaseJob, spec: Any, stage: Path, records: Path | None = None) -> Any:
+    """Count cells, plan, and release every record (the executor: in memory, in batches or
+    on a cluster); the public files are written into ``stage``, the internal records file
+    (release series) to ``records``."""
     config, seed = job.config, job.seed_info.value
+    frame, job.frame = job.frame, None  # the executor holds the only reference
     res = get_executor(spec.kind).release(config, seed, stage, spec, progress=_engine_step,
-                                          records_path=records)
+                                          records_path=records, frame=frame)
+    del frame
     if not res.certificate <= res.xi + 1e-12:
         raise sdc.CertificationError(
             f"certificate {res.certificate:.6f} exceeds xi = {res.xi}; nothing was published")
-    get_run_logger().info("%s engine: %d records, %d PRBs, certificate %.6f (xi %s), %d changed",
-                          spec.kind, res.n_records, len(res.plan.blocks), res.certificate,
-                          res.xi, res.n_changed)
+    logger = get_run_logger()
+    logger.info("%d non-empty cells in %d partition sets, %d sensitive", res.cells.n_cells,
+                len(res.partition_sets), int(res.sensitive_cell.sum()))
+    logger.info("%s engine: %d records, %d PRBs, certificate %.6f (xi %s), %d changed",
+                spec.kind, res.n_records, len(res.blocks), res.certificate, res.xi,
+                res.n_changed)
     return res
 
 
-@task(name="reports (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def batch_report_task(job: BatchJob, result: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """risk.json, utility.json and report.html of a batch release, from the aggregates the
-    engine accumulated during its passes (same builders and bytes as the pandas engine)."""
+@task(name="reports", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def report_task(job: ReleaseJob, result: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """risk.json, utility.json and report.html from the aggregates the executor accumulated
+    during its passes; with a previous release in the series, its comparison with this one
+    (kept in ``seed_info.series`` for the audit record) becomes the "Release series" section."""
     from sdc.pipeline.report_parts import batch_reports
     from sdc.reports.build import headline
     from sdc.series.risk import batch_series_risk_vs_previous
@@ -550,21 +469,25 @@ def batch_report_task(job: BatchJob, result: Any) -> tuple[dict[str, bytes], dic
     return reports.files(), headline(reports.risk, reports.utility)
 
 
-@task(name="write (batches)", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def batch_write_task(job: BatchJob, result: Any, force: bool, engine: str,
-                     reports: dict[str, bytes] | None = None, review: Any = None,
-                     discard_extra_files: bool = False) -> Path:
+@task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
+def write_task(job: ReleaseJob, result: Any, force: bool, engine: str,
+               reports: dict[str, bytes] | None = None, review: Any = None,
+               discard_extra_files: bool = False) -> Path:
     """Codebook, internal tables and audit record from aggregates; atomic publish (the public
     files are moved in from the stage folder)."""
     from sdc.release.assemble import assemble_batch_release
 
     _step("writing the release")
-    public, internal = assemble_batch_release(job.config, result, job.seed_info,
-                                              input_sha256=job.input_sha256,
-                                              config_text=job.config_text, engine=engine,
-                                              reports=reports)
-    return _publish(job.config, public, internal, force, review, discard_extra_files,
-                    unchanged_check(job.input_pin, job.config_pin))
+    # the audit record names a batched executor (`sdc audit` then re-counts in batches); an
+    # in-memory release's record is as it always was
+    public, internal = assemble_batch_release(
+        job.config, result, job.seed_info, input_sha256=job.input_sha256,
+        config_text=job.config_text,
+        engine=engine if get_executor(engine).batched else None, reports=reports)
+    out = _publish(job.config, public, internal, force, review, discard_extra_files,
+                   unchanged_check(job.input_pin, job.config_pin))
+    get_run_logger().info("release written to %s", out)
+    return out
 
 
 def _timer(timings: dict[str, float]) -> Callable[..., Any]:
@@ -606,33 +529,31 @@ def _stage_folder(config: ReleaseConfig) -> Path:
     return stage
 
 
-def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
-                     new_series: bool = False, review: bool = False,
-                     discard_extra_files: bool = False) -> dict[str, Any]:
+def _release(config_path: str, force: bool, spec: Any, t0: float, new_series: bool = False,
+             review: bool = False, discard_extra_files: bool = False) -> dict[str, Any]:
     import shutil
 
     timings: dict[str, float] = {}
     timed = _timer(timings)
 
-    job = timed("load", batch_load_task, str(config_path), force, spec.kind, new_series,
+    job = timed("load", load_task, str(config_path), force, spec.kind, new_series,
                 discard_extra_files)
     stage = _stage_folder(job.config)
     try:
         _engine_marks.clear()
         t = time.perf_counter()
-        result = batch_release_task(job, spec, stage / "public",
-                                    stage / "internal" / "records.parquet")
+        result = release_task(job, spec, stage / "public", stage / "internal" / "records.parquet")
         end = time.perf_counter()
-        # the engine's own steps (passes, writing, report passes), then the task's remainder
+        # the executor's own steps (passes, writing, report passes), then the task's remainder
         # (Prefect's bookkeeping of the task run)
         timings.update(step_seconds(_engine_marks or [("release records", t)], end,
                                     prefix=f"{spec.kind}: "))
         if _engine_marks:
             timings[f"{spec.kind}: task start-up"] = round(_engine_marks[0][1] - t, 3)
         _engine_marks.clear()
-        reports, head = timed("reports", batch_report_task, job, result)
+        reports, head = timed("reports", report_task, job, result)
         rspec = review_spec(job.config, review)
-        out = timed("write", batch_write_task, job, result, force, spec.kind, reports, rspec,
+        out = timed("write", write_task, job, result, force, spec.kind, reports, rspec,
                     discard_extra_files)
     except OSError as e:
         import errno
@@ -654,6 +575,7 @@ def _release_batches(config_path: str, force: bool, spec: Any, t0: float,
                         seconds=time.perf_counter() - t0)
     summary["engine"] = spec.kind
     summary["headline"] = head
+    summary["warnings"].extend(household_warnings(result))
     return _finish(summary, rspec, job.config, result.blocks, timings, t0)
 
 
@@ -693,30 +615,8 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     """
     t0 = time.perf_counter()
     spec = resolve_engine(sdc.load_config(config_path), engine)
-    if get_executor(spec.kind).batched:
-        return _after_review(_release_batches(config_path, force, spec, t0, new_series, review,
-                                              discard_extra_files),
-                             wait_for_review)
-    timings: dict[str, float] = {}
-    timed = _timer(timings)
-
-    job = timed("load", load_task, str(config_path), force, discard_extra_files)
-    frame = timed("validate input", validate_input_task, job.frame, job.config)
-    seed_info = timed("plan", plan_task, job.config, new_series)
-    result = timed("perturb and certify", perturb_task, frame, job.config, seed_info.value)
-    public = timed("validate output", validate_output_task, result, job.config, seed_info.value)
-    reports, head = timed("reports", report_task, frame, result, job.config, seed_info.value,
-                          seed_info)
-    rspec = review_spec(job.config, review)
-    out = timed("write", write_task, job, frame, result, seed_info, reports, force, public,
-                rspec, discard_extra_files)
-    summary = summarize(job.config, result, n_records=len(frame), release_dir=out,
-                        seed_created=bool(seed_info.created), seed_file=seed_info.path,
-                        seconds=time.perf_counter() - t0)
-    summary["headline"] = head
-    summary["warnings"].extend(household_warnings(result))
-    return _after_review(_finish(summary, rspec, job.config, result.blocks, timings, t0),
-                         wait_for_review)
+    return _after_review(_release(config_path, force, spec, t0, new_series, review,
+                                  discard_extra_files), wait_for_review)
 
 
 def _after_review(summary: dict[str, Any], wait: bool) -> dict[str, Any]:

@@ -2,18 +2,22 @@
 
 An executor runs the two steps of a release that touch records (counting the cells, applying
 each record's released cell); everything between them (partition sets, PRBs, theta, the
-certificate) is the shared plan on the cell table. ``pandas`` holds the file in memory and is
-run by the flow's in-memory path; ``streaming`` (record batches on one machine) and ``dask``
-(partitions on a cluster) are *batched*: they implement :meth:`Executor.count` and
-:meth:`Executor.release`. Every executor gives byte-identical files
+certificate) is the shared plan on the cell table. Every executor implements
+:meth:`Executor.count` and :meth:`Executor.release` (the pipeline of :mod:`sdc.pipeline`,
+run by the executor's runner) and the release flow runs them all the same way. ``pandas``
+holds the file in memory (one batch; the flow hands it the input it read while Prefect
+started); ``streaming`` (record batches on one machine) and ``dask`` (partitions on a
+cluster) are *batched*: they never hold the file. Every executor gives byte-identical files
 (``tests/contract/test_executors.py``). A new executor is one :func:`register_executor` call;
 nothing outside this module asks which executor it is (docs/ARCHITECTURE.md).
 
 What one executor does, all do (person and household files, ``perturb:`` and ``derived:``
 columns, weights, series, ``sdc plan`` and ``sdc validate``), except what an executor's
-``limits`` say here, with the reason: the one place that lists them. The refusals themselves
-(exit 2, naming the way out) are :func:`sdc.io.engine_formats.engine_problems`',
-:func:`sdc.method.cells.radix_sizes`' and :mod:`sdc.io.values`'.
+``limits`` say here, with the reason: the one place that lists them. Every executor refuses
+key spaces of 2**62 cells or more (:func:`sdc.method.cells.radix_sizes`: one 62-bit
+mixed-radix code numbers a cell the same in every batch). The refusals themselves
+(exit 2, naming the way out) are :func:`sdc.io.engine_formats.engine_problems`' and
+:mod:`sdc.io.values`'.
 """
 
 from __future__ import annotations
@@ -46,8 +50,10 @@ class Executor:
         household file ``HouseholdPlan`` (:func:`sdc.pipeline.households.plan_households`:
         both stages planned from the count and identity passes).
     release : callable, optional
-        ``release(config, seed, stage, spec, progress, records_path) -> BatchRelease``: count,
-        plan, apply, write the public files into ``stage`` and the records file.
+        ``release(config, seed, stage, spec, progress, records_path, frame) -> BatchRelease``:
+        count, plan, apply, write the public files into ``stage`` and the records file;
+        ``frame``: the input already read whole (the flow's prefetch, for an executor that is
+        not batched; a batched one never gets one).
     limits : tuple of str
         What this executor refuses that another does, and why (see the module docstring).
     """
@@ -93,11 +99,11 @@ def _memory_count(config: ReleaseConfig, spec: Any) -> Any:
 
 def _memory_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
                     progress: Callable[..., Any] | None = None,
-                    records_path: Path | None = None) -> Any:
+                    records_path: Path | None = None, frame: Any = None) -> Any:
     from sdc.executors.memory import memory_release
 
     return memory_release(config, seed, stage, spec, progress=progress,
-                          records_path=records_path)
+                          records_path=records_path, frame=frame)
 
 
 def _streaming_count(config: ReleaseConfig, spec: Any) -> Any:
@@ -113,7 +119,7 @@ def _streaming_count(config: ReleaseConfig, spec: Any) -> Any:
 
 def _streaming_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
                        progress: Callable[..., Any] | None = None,
-                       records_path: Path | None = None) -> Any:
+                       records_path: Path | None = None, frame: Any = None) -> Any:
     if config.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
         from sdc.executors.streaming import LocalBatches
         from sdc.pipeline.households import stream_household_release
@@ -162,7 +168,7 @@ def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
 
 def _dask_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
                   progress: Callable[..., Any] | None = None,
-                  records_path: Path | None = None) -> Any:
+                  records_path: Path | None = None, frame: Any = None) -> Any:
     from sdc.executors.dask import dask_release
 
     return dask_release(config, seed, stage, _dask_spec(config, spec), progress=progress,
@@ -175,12 +181,9 @@ def _dask_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
 _BATCH_LIMITS = (
     "SPSS (.sav) and Stata (.dta) input: pyreadstat reads such a file whole, there is no batch "
     "reader here; convert it to Parquet once",
-    "key spaces of 2**62 cells or more: every batch numbers a cell by one 62-bit mixed-radix "
-    "code so that batches agree; the in-memory executor numbers only the cells it sees",
 )
-# "pandas": the flow still runs it on its in-memory path (batched False); count and release
-# run the pipeline of the others on the whole file as one batch (sdc.executors.memory; they
-# still refuse key spaces of 2**62 cells, which that path releases)
+# "pandas": not batched (it holds the file: the flow's prefetch hands it the frame); count and
+# release run the pipeline of the others on the whole file as one batch (sdc.executors.memory)
 register_executor(Executor("pandas", False, "the whole file in memory (default)",
                            count=_memory_count, release=_memory_release))
 register_executor(Executor(

@@ -135,8 +135,7 @@ def radix_sizes(config: ReleaseConfig) -> list[int]:
     that numbers a cell the same in every batch (:func:`cell_codes`).
 
     Raises :class:`~sdc.errors.InputError` when the key space has 2**62 cells or more: one
-    int64 code cannot number it. The batch engines need that code; the in-memory engine's
-    :func:`encode_cells` compacts instead (the one place an engine can do more).
+    int64 code cannot number it, and every executor's pipeline needs that code.
     """
     sizes = [config.key_variables[v].size for v in config.key_names]
     total = 1
@@ -144,9 +143,9 @@ def radix_sizes(config: ReleaseConfig) -> list[int]:
         total *= s
     if total >= _MAX_CODE:
         raise InputError(
-            f"the key variables {config.key_names} have {total:.3g} possible cells; the batch "
-            "engines number cells by one 62-bit code and need fewer than 2**62. Generalize or "
-            "drop a key variable, or use --engine pandas"
+            f"the key variables {config.key_names} have {total:.3g} possible cells; a release "
+            "numbers cells by one 62-bit code and needs fewer than 2**62. Generalize (bands, "
+            "groups, recode) or drop a key variable"
         )
     return sizes
 

@@ -143,14 +143,15 @@ def _add_reports_and_audit(config: ReleaseConfig, result: ReleaseOutcome, seed_i
 
 
 def assemble_batch_release(config: ReleaseConfig, result, seed_info: SeedInfo, *,
-                           input_sha256: str, config_text: str, engine: str,
+                           input_sha256: str, config_text: str, engine: str | None,
                            reports: dict[str, bytes] | None = None
                            ) -> tuple[dict[str, Path | bytes], dict[str, bytes]]:
     """The files of a release made by the streaming or Dask engine (``result`` is a
     :class:`sdc.pipeline.kernels.BatchRelease`): its public files are already written (paths,
     moved into the release by :func:`sdc.publish.folder.write_release`); the codebook, internal
     tables and audit record are built from aggregates exactly as :func:`assemble_release` does;
-    ``engine`` ("streaming" / "dask") is recorded in the audit record.
+    ``engine`` ("streaming" / "dask") is recorded in the audit record (None: an in-memory
+    release, recorded without it).
     """
     public: dict[str, Path | bytes] = dict(result.files)
     meta = input_metadata(config)  # SPSS/Stata input: its labels etc. (header only)

@@ -262,8 +262,11 @@ def test_release_timings(prefect_harness, make_small_job):
     assert r.exit_code == 0, r.text
     line = next(x for x in r.stdout.splitlines() if x.startswith("timings "))
     t = json.loads(line.removeprefix("timings "))
-    assert list(t["tasks"]) == ["load", "validate input", "plan", "perturb and certify",
-                                "validate output", "reports", "write", "artifacts"]
+    tasks = list(t["tasks"])  # the one flow's tasks, the executor's own steps in between
+    assert tasks[0] == "load" and tasks[-3:] == ["reports", "write", "artifacts"], tasks
+    for step in ("pandas: counting cells", "pandas: releasing records",
+                 "pandas: writing the public file in order"):
+        assert step in tasks, tasks
     # each figure is rounded to ms: allow that much per task
     assert 0 < sum(t["tasks"].values()) <= t["job_seconds"] + 0.01
     assert t["job_seconds"] <= t["total_seconds"]
