@@ -85,7 +85,7 @@ def test_debug_shows_the_exception(make_small_job):
 def test_unexpected_error_exit_1(make_small_job, monkeypatch):
     import sdc.release.job
 
-    def boom(path):
+    def boom(path, **kw):
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(sdc.release.job, "validate_release_input", boom)
