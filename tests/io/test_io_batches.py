@@ -191,3 +191,29 @@ def test_value_ranges_come_from_the_parquet_statistics(tmp_path):
     csv = tmp_path / "s.csv"
     t.to_pandas().to_csv(csv, index=False)
     assert input_value_ranges(_config(csv, fmt="csv"), ["a", "b"]) == {}
+
+
+def test_parquet_copy_of_a_csv_reads_as_the_csv_batches(tmp_path):
+    """The dask engine's Parquet copy of a CSV (copy_to_parquet) holds the streaming reader's
+    records and types: read back in batches it gives the CSV's batches frame for frame (text
+    keys, missing markers, ``input.na_values``, a value column typed without loss), one row
+    group per ``batch_rows`` records."""
+    from sdc.io.batches import copy_to_parquet
+
+    frame = _frame(1000).assign(code=lambda f: np.where(f["pid"] % 3 == 0, "007", "12"),
+                                amount=lambda f: np.where(f["pid"] % 5 == 0, "-99", "1.50"))
+    path = tmp_path / "in.csv"
+    frame.to_csv(path, index=False)
+    cfg = _config(path, "csv", na_values=["-99"])
+    dest = tmp_path / "copy.parquet"
+    assert copy_to_parquet(cfg, dest, batch_rows=300) == 1000
+    meta = pq.ParquetFile(dest).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [300, 300, 300, 100]
+    copy = cfg.model_copy(update={"input": cfg.input.model_copy(
+        update={"path": dest, "format": "parquet"})})
+    a = list(input_batches(cfg, batch_rows=256))
+    b = list(input_batches(copy, batch_rows=256))
+    assert len(a) == len(b) == 4
+    for x, y in zip(a, b, strict=True):
+        pd.testing.assert_frame_equal(x, y)
+    assert a[0]["code"].iloc[0] == "007" and pd.isna(a[0]["amount"].iloc[0])
