@@ -1,19 +1,11 @@
-"""The Dask engine: the two record passes as tasks on a dask.distributed cluster.
+"""The Dask executor: the passes of the release pipelines as tasks on a dask.distributed cluster.
 
-Same passes and same per-batch code as :mod:`sdc.executors.streaming`; here every batch is one
-*piece* of the input (a row group of a Parquet file, or of a part in a folder of parts,
-``pyarrow.dataset`` fragments in path order; a CSV input is first copied to Parquet by the
-client with the streaming reader, :func:`parquet_input`) and runs as a task on a worker:
-
-- count: each task validates its piece (pandera; problems with global row numbers) and returns
-  its (cell code, count) pairs; the client merges them and plans (shared
-  :func:`sdc.method.plan.plan_release`);
-- identities: each task returns the identities of its drawing records; the client makes them
-  unique once and sends each task its slice;
-- apply: each task releases its piece and writes it into the bucket folders
-  (``<scratch>/bucket-XXXXX/piece-YYYYY.arrow``, Arrow IPC) by the top bits of the public order key; the
-  client then sorts bucket after bucket and writes the public files (one bucket in memory at a
-  time), numbering ``record_id``. The bytes are those of the pandas and streaming engines.
+:class:`DaskPieces` is the runner: a batch is one *piece* of the Parquet input (a row group of
+the file, or of a part in a folder of parts, in path order; a CSV input is first copied to
+Parquet by the client with the streaming reader, :func:`parquet_input`); each per-batch
+function of :mod:`sdc.pipeline.release` / :mod:`sdc.pipeline.households` runs as one task on
+a worker (spilling into the scratch folder), and the client merges the parts in piece order
+and writes the files: the bytes of every executor.
 
 Without an address a ``LocalCluster`` (``workers`` processes, 1 thread each) is started for the
 release and closed after it; with ``scheduler: tcp://host:port`` the existing cluster is used.

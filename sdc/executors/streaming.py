@@ -55,7 +55,9 @@ class LocalBatches:
         (``per_piece`` is called here, in the caller's thread, never concurrently)."""
         pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sdc-batch")
         pending: deque[Future] = deque()
-        frames = self.frames(columns)
+        # read here, while the workers run: no read-ahead thread (one batch fewer in memory)
+        frames = input_batches(self._plain, batch_rows=self.batch_rows, columns=columns,
+                               read_ahead=0)
         try:
             for i, frame in enumerate(frames):
                 extra = per_piece(i) if per_piece is not None else ()
