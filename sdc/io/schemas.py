@@ -343,6 +343,18 @@ def validate_input(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
     return out
 
 
+def validate_public_batch(released: pd.DataFrame, config: ReleaseConfig) -> None:
+    """:func:`validate_output` on one batch of released records before it is spilled (every
+    executor runs it on every batch): the key domains and the absence of dropped and original
+    id columns are checked per value or per column, so they hold for the public file iff
+    they hold for every batch; ``record_id`` is numbered 1..n when the buckets are written
+    (an integer and unique by construction). ``released``: the batch's public columns.
+
+    Raises :class:`OutputSchemaError` (nothing is published)."""
+    _validate(released, output_schema(config).remove_columns([PUBLIC_ID]), config,
+              f"the public microdata of {config.name!r}", OutputSchemaError)
+
+
 def validate_output(public_frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
     """Validate the public frame against :func:`output_schema` before anything is written.
 

@@ -124,6 +124,9 @@ def household_public_batch(frame: pd.DataFrame, record_cell: np.ndarray,
         out = out.drop(columns=[id_col])
     out = out.assign(**{config.input.household_id: np.asarray(pseudonym, dtype=np.int64)})
     body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
+    from sdc.io.schemas import validate_public_batch
+
+    validate_public_batch(out[body.names], config)  # the output schema, before any byte
     table = frame_to_table(out, body)
     order, _ = order_keys(table, seed, salt)
     return table.append_column(ORDER_COLUMNS[0], pa.array(order, pa.uint64()))

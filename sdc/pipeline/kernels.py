@@ -322,6 +322,9 @@ def release_batch(frame: pd.DataFrame, record_cell: np.ndarray, cells: CellTable
         out, ch = perturb_batch(frame, out, perturb.designs, all_identity, seed)
         perturb.changed += ch
     body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
+    from sdc.io.schemas import validate_public_batch
+
+    validate_public_batch(out[body.names], config)  # the output schema, before any byte
     table = frame_to_table(out, body)
     order, _ = order_keys(table, seed, salt)  # order determines content: only order travels
     table = table.append_column(ORDER_COLUMNS[0], pa.array(order, pa.uint64()))

@@ -117,3 +117,36 @@ def test_the_pandas_executor_releases_a_household_file(tmp_path):
            "partition": {"sex": "as_is", "age": {"bands": [0, 18, 35, 55, 65]}},
            "risk": {"xi": 0.5}, "seed": 11, "output": {"formats": ["parquet", "csv"]}}
     _both(cfg, tmp_path)
+
+
+def test_every_batch_is_checked_against_the_output_schema(tmp_path, monkeypatch):
+    """The pipeline validates each batch's released records with the output schema before a
+    byte is spilled (every executor: the in-memory one here): a released key value outside its
+    domain (a bug, forced by a patched decoder) stops the release with OutputSchemaError naming
+    the column and the value, and nothing is written into the stage folder."""
+    import sdc.pipeline.kernels as kernels
+    from sdc.executors.registry import get_executor
+    from sdc.io.schemas import OutputSchemaError
+    from sdc.release.job import load_job
+    from sdc.series.seeds import load_seed
+
+    cfg_dict = _base(_input(tmp_path, "plain"))
+    cfg_dict["output"] = dict(cfg_dict.get("output", {}), dir=str(tmp_path / "rel"))
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg_dict, sort_keys=False))
+    cfg = load_job(path).config
+    seed = load_seed(cfg, create=True)
+    decode = kernels.decode_released
+
+    def broken(*args, **kwargs):
+        out = decode(*args, **kwargs)
+        out.loc[out.index[0], "sex"] = 7  # sex has the domain 0..1
+        return out
+
+    monkeypatch.setattr(kernels, "decode_released", broken)
+    stage = tmp_path / "stage"
+    (stage / "internal").mkdir(parents=True)
+    with pytest.raises(OutputSchemaError, match=r"(?s)sex.*7"):
+        get_executor("pandas").release(cfg, seed.value, stage / "public", cfg.engine,
+                                       records_path=stage / "internal" / "records.parquet")
+    assert not (stage / "public").exists() or not any((stage / "public").iterdir())
