@@ -18,7 +18,7 @@ contiguous in pseudonym order and the members of a household in the keyed public
   (pseudonym, order key), numbering ``record_id`` across the buckets.
 
 Chained over shuffled batches they write the pandas engine's public files byte for byte
-(``tests/release/test_household_public.py``).
+(``tests/pipeline/test_household_public.py``).
 """
 
 from __future__ import annotations

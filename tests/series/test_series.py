@@ -179,7 +179,7 @@ def test_series_risk_on_constructed_records():
     r1 = pd.DataFrame({"identity": ident, "cell": cell, "released": cell.copy()})
     r2 = r1.copy()
     r2.loc[0, "released"] = np.uint64(2)        # record 0 moved into cell 2 in release 2
-    from tests.release.series_oracle import records_file
+    from tests.series.series_oracle import records_file
 
     risk = series_risk_of_files([records_file(r) for r in (r1, r2, r2.copy())], XI)
     assert list(risk.changed["n_changed"]) == [1, 0]
@@ -264,7 +264,7 @@ def test_series_from_files_out_of_core_equals_the_in_memory_measure(
     cells with a = 1..5 and more, several row groups; with 700 rows a range the joins run
     over several identity ranges."""
     from sdc.series import risk as series_mod
-    from tests.release.series_oracle import records_file, series_risk_in_memory
+    from tests.series.series_oracle import records_file, series_risk_in_memory
 
     monkeypatch.setattr(series_mod, "PAIR_ROWS", pair_rows)
     rng = np.random.default_rng(12)
