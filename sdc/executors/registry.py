@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sdc.config.model import ConfigError, ReleaseConfig
+from sdc.io.engine_formats import ALL_INPUT_FORMATS, BATCH_INPUT_FORMATS, engine_problems
 
 __all__ = ["Executor", "executor_names", "get_executor", "register_executor"]
 
@@ -56,6 +57,8 @@ class Executor:
         not batched; a batched one never gets one).
     limits : tuple of str
         What this executor refuses that another does, and why (see the module docstring).
+    input_formats : tuple of str
+        The ``input.format`` values it reads (:mod:`sdc.io.engine_formats`).
     """
 
     name: str
@@ -64,6 +67,15 @@ class Executor:
     count: Callable[[ReleaseConfig, Any], Any] | None = None
     release: Callable[..., Any] | None = None
     limits: tuple[str, ...] = ()
+    input_formats: tuple[str, ...] = ALL_INPUT_FORMATS
+
+    def problems(self, config: ReleaseConfig) -> list[str]:
+        """Why this executor cannot run ``config`` (its input format), naming the executors
+        that can; empty if it can."""
+        fmt = config.input.resolved_format
+        others = tuple(e.name for e in _REGISTRY.values()
+                       if e.name != self.name and fmt in e.input_formats)
+        return engine_problems(config, self.name, self.input_formats, others)
 
 
 _REGISTRY: dict[str, Executor] = {}
@@ -188,14 +200,14 @@ register_executor(Executor("pandas", False, "the whole file in memory (default)"
                            count=_memory_count, release=_memory_release))
 register_executor(Executor(
     "streaming", True, "record batches on one machine, out of core",
-    count=_streaming_count, release=_streaming_release,
+    count=_streaming_count, release=_streaming_release, input_formats=BATCH_INPUT_FORMATS,
     limits=(*_BATCH_LIMITS,
             "CSV columns are typed from the file's first block (16 MB): a later value that "
             "would not be written back as it was read is refused (the in-memory executor "
             "types each column from the whole file)")))
 register_executor(Executor(
     "dask", True, "partitions on a Dask cluster (Parquet input; a CSV is copied to Parquet)",
-    count=_dask_count, release=_dask_release,
+    count=_dask_count, release=_dask_release, input_formats=BATCH_INPUT_FORMATS,
     limits=(*_BATCH_LIMITS,
             "CSV input is read by the streaming engine's reader (its limit above) into a "
             "Parquet copy in engine.scratch, one row group per batch_rows records: the tasks "

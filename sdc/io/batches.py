@@ -59,21 +59,23 @@ _NA_STRINGS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-n
                "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
 
 
-def check_streamable(config: ReleaseConfig, engine: str) -> None:
-    """Refuse inputs and outputs the out-of-core engines cannot stream.
+def check_streamable(config: ReleaseConfig, engine: str,
+                     others: tuple[str, ...] = ("pandas",)) -> None:
+    """Refuse an input the batch reader cannot read in record batches (``engine`` and
+    ``others``, the executors that read it whole, name the refusal's way out).
 
     Raises
     ------
     InputError
         SPSS ``.sav`` / Stata ``.dta`` input (no batch reader: convert it to Parquet once, e.g.
-        ``pd.read_spss(path).to_parquet(...)``, or use ``--engine pandas``).
+        ``pd.read_spss(path).to_parquet(...)``, or use an executor that reads it whole).
     """
-    from sdc.io.engine_formats import engine_problems
+    from sdc.io.engine_formats import BATCH_INPUT_FORMATS, engine_problems
     from sdc.io.sniff import check_file_kind
 
     if config.input_path.is_file():
         check_file_kind(config.input_path, config.input.resolved_format)
-    problems = engine_problems(config, engine)
+    problems = engine_problems(config, engine, BATCH_INPUT_FORMATS, others)
     if len(problems) == 1:
         raise InputError(problems[0])
     if problems:

@@ -37,11 +37,10 @@ from pathlib import Path
 
 from sdc.config.model import ConfigError, ReleaseConfig, SeedFile
 from sdc.errors import InputError
-from sdc.executors.registry import executor_names
-from sdc.io.engine_formats import engine_problems
+from sdc.executors.registry import executor_names, get_executor
 
 __all__ = ["ENGINES", "PREFECT_HOME_MIN_FREE", "PreflightError", "check_release_target",
-           "engine_problems", "preflight", "prefect_home_problem"]
+           "preflight", "prefect_home_problem"]
 
 ENGINES = executor_names()
 
@@ -216,7 +215,7 @@ def preflight(config_path: str | Path, *, force: bool = False, new_series: bool 
     if kind not in ENGINES:
         errors.append(ConfigError(f"unknown engine {kind!r}; use one of {', '.join(ENGINES)}"))
     else:
-        errors += [InputError(p) for p in engine_problems(config, kind)]
+        errors += [InputError(p) for p in get_executor(kind).problems(config)]
     inp = config.input_path
     if not (inp.exists()):
         errors.append(InputError(f"input {str(inp)!r} does not exist. Fix input.path in the "
