@@ -89,6 +89,7 @@ from sdc.pipeline.household_public import (
     write_household_buckets,
 )
 from sdc.pipeline.kernels import (
+    BatchRelease,
     duplicate_identities,
     duplicate_ids_table,
     id_rows_with_identity,
@@ -106,45 +107,8 @@ from sdc.pipeline.report_parts import (
 )
 from sdc.reports.utility import finite_values
 
-__all__ = ["HouseholdBatchRelease", "HouseholdPlan", "apply_batch", "count_batch",
+__all__ = ["HouseholdPlan", "apply_batch", "count_batch",
            "identity_batch", "plan_households", "refine_batch", "stream_household_release"]
-
-
-@dataclass
-class HouseholdBatchRelease:
-    """A household release made in batches: the combined figures of
-    :func:`sdc.method.apply.release_households` (the fields the reports, the codebook and the
-    audit record read) and ``households`` (what their households sections read)."""
-
-    blocks: pd.DataFrame
-    cells: CellTable
-    cell_prb: np.ndarray
-    cell_partition_set: np.ndarray
-    partition_sets: pd.DataFrame
-    certificate: float
-    certificate_at: dict[str, Any]
-    xi: float
-    theta: float
-    kmin: int
-    merges: list[str]
-    dependence: list
-    n_records: int
-    n_changed: int
-    schema: pa.Schema
-    households: Any
-    household_report: dict[str, Any]
-    files: dict[str, Path] = field(default_factory=dict)
-    accumulator: Any = None
-    records_file: Path | None = None
-    dp_perturbations: list = field(default_factory=list)
-    plan: Any = None
-    config: ReleaseConfig | None = None
-    #: the public records as written, for SPSS/Stata files (:func:`write_public_files`)
-    public_table: pa.Table | None = None
-
-    @property
-    def sensitive_cell(self) -> np.ndarray:
-        return self.cell_prb >= 0
 
 
 def _stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
@@ -556,7 +520,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                              tmp_dir: Path | str | None = None,
                              progress: Callable[[str], None] | None = None,
                              records_path: Path | None = None,
-                             runner: Any = None) -> HouseholdBatchRelease:
+                             runner: Any = None) -> BatchRelease:
     """Release the household file of ``config`` in batches; the public files into
     ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
     pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check,
@@ -666,7 +630,7 @@ def _released_columns(config: ReleaseConfig, households: pd.DataFrame | None,
 
 
 def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell, row, rel,
-            weights, dtypes, n, schema, files, acc, records_file) -> HouseholdBatchRelease:
+            weights, dtypes, n, schema, files, acc, records_file) -> BatchRelease:
     """The combined figures (as :func:`sdc.method.apply.release_households`) and the
     households sections' parts."""
     from types import SimpleNamespace
@@ -721,7 +685,7 @@ def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell
     utility = household_utility_of({k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
                                    {k: values(hs.released_codes, k, j)
                                     for j, k in enumerate(keys)}, agg.size, hs.changed)
-    return HouseholdBatchRelease(
+    return BatchRelease(
         blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
         partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
         theta=part.theta, kmin=part.kmin,
