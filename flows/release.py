@@ -520,12 +520,16 @@ def _stage_folder(config: ReleaseConfig) -> Path:
     the release), named like write_release's temp folders so a killed run's is cleaned up."""
     import os
 
-    from sdc.publish.folder import check_output_path, make_parents, staging_path
+    from sdc.publish.folder import ReleaseFolderError, prepare_parent, staging_path
 
-    out = check_output_path(config.output_dir, input_path=config.input_path)
-    make_parents(out.parent)
+    out = prepare_parent(config.output_dir, config.input_path)
     stage = staging_path(out)
-    os.mkdir(stage, 0o700)
+    try:
+        os.mkdir(stage, 0o700)
+    except OSError as e:
+        raise ReleaseFolderError(
+            f"cannot write into {str(out.parent)!r} for release {out.name!r} ({e.strerror or e}); "
+            "make it writable or choose another output.dir") from None
     return stage
 
 

@@ -241,6 +241,10 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
     public records whatever the input format). No schema metadata (no pandas metadata: it
     would depend on one engine's dtypes)."""
     skip = set(config.input.drop) | ({config.input.id_column} if config.input.id_column else set())
+    if PUBLIC_ID in input_schema.names and PUBLIC_ID not in skip:
+        raise InputError(
+            f"column {PUBLIC_ID!r} in the input clashes with the public record id the release "
+            f"adds; rename it, declare it as input.id_column, or list it in input.drop")
     fields = [pa.field(PUBLIC_ID, pa.int64())]
     for f in _normalize_schema(input_schema):
         if f.name in skip:

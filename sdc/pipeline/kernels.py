@@ -244,7 +244,7 @@ def raise_duplicate_ids(rows: np.ndarray, values: pd.Series, config: ReleaseConf
     raise InputError(
         f"column {id_col!r} (input.id_column) must be unique: {int(rows.size)} rows share "
         f"an id with another row, e.g. {examples} (rows {shown}{' ...' if rows.size > 5 else ''}; "
-        "1-based data rows). Fix the ids, or remove input.id_column"
+        "1-based data rows): make the ids unique (one row per respondent), or remove input.id_column"
     )
 
 

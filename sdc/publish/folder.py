@@ -58,7 +58,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["PARENT_MODE", "ReleaseExistsError", "ReleaseFolderError", "check_output_path",
-           "checkpoint", "extra_files", "first_ten", "make_parents", "pid_alive", "real_target",
+           "checkpoint", "extra_files", "first_ten", "make_parents", "pid_alive", "prepare_parent",
+           "real_target",
            "refuse_extra_files", "staging_path", "write_release"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -283,6 +284,29 @@ def check_output_path(out_dir: Path, *, input_path: Path | None = None) -> Path:
     return out
 
 
+def prepare_parent(out_dir: Path | str, input_path: Path | str | None = None) -> Path:
+    """The checked release path (:func:`check_output_path`) with its parent folder created
+    and writable; :class:`ReleaseFolderError` naming the folder and the fix otherwise (every
+    executor's stage folder and :func:`write_release` go through here)."""
+    out_dir = check_output_path(out_dir, input_path=input_path)
+    name, parent = out_dir.name, out_dir.parent
+    try:
+        make_parents(parent)
+    except (PermissionError, FileExistsError, NotADirectoryError, OSError) as e:
+        raise ReleaseFolderError(
+            f"cannot create the folder {str(parent)!r} for release {name!r} ({e.strerror or e}); "
+            "create it or choose another output.dir"
+        ) from None
+    if not parent.is_dir():
+        raise ReleaseFolderError(f"{str(parent)!r} is not a folder; choose another output.dir")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ReleaseFolderError(
+            f"folder {str(parent)!r} is not writable by this user, so release {name!r} cannot be "
+            "written there; make it writable (chmod/chown) or choose another output.dir"
+        )
+    return out_dir
+
+
 def make_parents(folder: Path, mode: int = PARENT_MODE) -> None:
     """Create ``folder`` and its missing parents with ``mode`` whatever the umask (``mkdir``
     applies the umask: under umask 000 a plain ``mkdir -p`` made ``releases/`` 0777)."""
@@ -428,23 +452,9 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
         for fname in group:
             if not _NAME_OK.match(fname):
                 raise ValueError(f"release file name {fname!r} is not a plain file name")
-    out_dir = check_output_path(out_dir, input_path=input_path)
+    out_dir = prepare_parent(out_dir, input_path)
     name = out_dir.name
     parent = out_dir.parent
-    try:
-        make_parents(parent)
-    except (PermissionError, FileExistsError, NotADirectoryError, OSError) as e:
-        raise ReleaseFolderError(
-            f"cannot create the folder {str(parent)!r} for release {name!r} ({e.strerror or e}); "
-            "create it or choose another output.dir"
-        ) from None
-    if not parent.is_dir():
-        raise ReleaseFolderError(f"{str(parent)!r} is not a folder; choose another output.dir")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ReleaseFolderError(
-            f"folder {str(parent)!r} is not writable by this user, so release {name!r} cannot be "
-            "written there; make it writable (chmod/chown) or choose another output.dir"
-        )
     _recover_and_clean(out_dir)
     exists = out_dir.exists() or out_dir.is_symlink()
     if exists:
