@@ -217,3 +217,27 @@ def test_parquet_copy_of_a_csv_reads_as_the_csv_batches(tmp_path):
     for x, y in zip(a, b, strict=True):
         pd.testing.assert_frame_equal(x, y)
     assert a[0]["code"].iloc[0] == "007" and pd.isna(a[0]["amount"].iloc[0])
+
+
+@pytest.mark.parametrize("declared", ["none", "id_column", "drop"])
+def test_an_input_column_named_record_id_is_refused_unless_it_is_the_id_or_dropped(declared):
+    """Every executor's public schema comes from public_schema: an input column named
+    record_id would have been written beside the public record id (two columns of one name
+    on the batch engines); it is refused naming the three ways out, unless it is the id
+    column or dropped."""
+    from sdc.errors import InputError
+    from sdc.io.batches import public_schema
+
+    inp: dict = {"path": "in.parquet", "format": "parquet"}
+    if declared == "id_column":
+        inp["id_column"] = "record_id"
+    elif declared == "drop":
+        inp["drop"] = ["record_id"]
+    cfg = parse_config({"name": "r", "input": inp, "key_variables": {"sex": {"categories": [1, 2]}},
+                        "risk": {"xi": 0.5}, "seed": 1})
+    schema = pa.schema([("record_id", pa.int64()), ("sex", pa.int64()), ("x", pa.float64())])
+    if declared == "none":
+        with pytest.raises(InputError, match="'record_id' in the input clashes.*input.drop"):
+            public_schema(cfg, schema)
+    else:
+        assert public_schema(cfg, schema).names == ["record_id", "sex", "x"]
