@@ -25,16 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
+from sdc.executors.file_facts import FileFacts
 from sdc.io.batches import (
-    input_arrow_schema,
-    input_value_ranges,
-    public_schema,
     table_to_frame,
 )
 from sdc.io.recode import recode_frame
@@ -202,7 +199,7 @@ def _piece_task(fn, piece, offset, index, config, columns, shared, extra):
     return fn(_read_piece(piece, offset, config, columns), index, *shared, *extra)
 
 
-class DaskPieces:
+class DaskPieces(FileFacts):
     """The runner on a Dask cluster: each pass's per-batch function runs as one task per
     Parquet piece (row group), its shared arguments scattered once; the parts come back in
     piece order (one in memory at a time)."""
@@ -248,25 +245,8 @@ class DaskPieces:
         for i, piece in enumerate(self.pieces):
             yield _read_piece(piece, self.offsets[i], self.config, columns)
 
-    def input_columns(self) -> list[str]:
-        return list(input_arrow_schema(self.config).names)
-
     def row_count(self) -> int:
         return int(self.offsets[-1])
-
-    def public_schema(self):
-        return public_schema(self.config, input_arrow_schema(self.config))
-
-    def numeric_columns(self) -> list[str]:
-        from sdc.pipeline.report_parts import report_numeric_columns
-
-        return report_numeric_columns(self.config)
-
-    def value_ranges(self, columns: list[str]) -> dict[str, tuple[float, float, bool]]:
-        return input_value_ranges(self.config, columns)
-
-    def is_integer(self, column: str) -> bool:
-        return pa.types.is_integer(input_arrow_schema(self.config).field(column).type)
 
 
 def dask_count_cells(client, config: ReleaseConfig, source: Path | None = None) -> CellCount:

@@ -17,24 +17,21 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
+from sdc.executors.file_facts import FileFacts
 from sdc.io.batches import (
     DEFAULT_BATCH_ROWS,
     check_streamable,
-    input_arrow_schema,
     input_batches,
     input_row_count,
-    input_value_ranges,
-    public_schema,
 )
 from sdc.pipeline.kernels import BatchRelease, CellCount
 
 __all__ = ["LocalBatches", "count_cells", "stream_release"]
 
 
-class LocalBatches:
+class LocalBatches(FileFacts):
     """The runner of the record batches on one machine: :meth:`map` runs a pipeline's
     per-batch function on every batch of ``batch_rows`` records, ``workers`` batches at a
     time in threads (the next batch is read meanwhile), and gives the parts in input order."""
@@ -77,25 +74,8 @@ class LocalBatches:
         """The batches, global row numbers as index (the next one read in a thread)."""
         return input_batches(self._plain, batch_rows=self.batch_rows, columns=columns)
 
-    def input_columns(self) -> list[str]:
-        return list(input_arrow_schema(self.config).names)
-
     def row_count(self) -> int | None:
         return input_row_count(self.config)
-
-    def public_schema(self) -> pa.Schema:
-        return public_schema(self.config, input_arrow_schema(self.config))
-
-    def numeric_columns(self) -> list[str]:
-        from sdc.pipeline.report_parts import report_numeric_columns
-
-        return report_numeric_columns(self.config)
-
-    def value_ranges(self, columns: list[str]) -> dict[str, tuple[float, float, bool]]:
-        return input_value_ranges(self.config, columns)
-
-    def is_integer(self, column: str) -> bool:
-        return pa.types.is_integer(input_arrow_schema(self.config).field(column).type)
 
 
 def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,

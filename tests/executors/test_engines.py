@@ -456,7 +456,7 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
     parameters would differ), narrower (values outside) or shifted are detected and those
     columns start over with the plain image; without statistics the count pass measures the
     ranges. The reports are the pandas engine's, byte for byte, in every case."""
-    from sdc.executors import streaming
+    from sdc.executors import file_facts
     from sdc.pipeline import report_parts as br
 
     frame = report_frame(3_000)
@@ -476,7 +476,7 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
             return {}
         return {c: (*change[stats](lo, hi), i) for c, (lo, hi, i) in r.items()}
 
-    monkeypatch.setattr(streaming, "input_value_ranges", ranges)
+    monkeypatch.setattr(file_facts, "input_value_ranges", ranges)
     got = stream_release(cfg, 11, tmp_path / "s", batch_rows=500)
     acc = got.accumulator
     if stats in ("parquet", "none"):  # "none": measured by the count pass
