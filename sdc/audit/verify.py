@@ -778,14 +778,6 @@ def _counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
     return po, partition_cells(rel.cells, cfg)
 
 
-def _codes_of(cells, cfg: ReleaseConfig) -> np.ndarray:
-    """Mixed-radix code of every cell of a cell table (the batch engines' cell ids)."""
-    code = np.zeros(cells.n_cells, dtype=np.int64)
-    for j, v in enumerate(cfg.key_names):
-        code = code * int(cfg.key_variables[v].size) + cells.key_codes[:, j]
-    return code
-
-
 def _derived_check(rep: AuditReport, cfg: ReleaseConfig, src, src_cells: np.ndarray, pub,
                    pub_cells: np.ndarray) -> None:
     """Every ``derived:`` column of the public file is a function of the released cell and
