@@ -3,6 +3,7 @@
 Public API::
 
     cfg = sdc.load_config("configs/census_demo.yaml")
+    frame = sdc.read_input(cfg)          # the release's own reader (key recodes applied)
     result = sdc.release_frame(frame, cfg, seed=12345)
     result.frame, result.blocks, result.certificate
 
@@ -16,6 +17,7 @@ from sdc.errors import CertificationError, InputError, SmallBlockError
 if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 __getattr__)
     from sdc.config.load import load_config, parse_config
     from sdc.config.model import ConfigError, ReleaseConfig
+    from sdc.io.read import read_input
     from sdc.method.apply import ReleaseResult, apply_plan, release_frame
     from sdc.method.partition import Partitioned, partition_frame
     from sdc.method.plan import ReleasePlan, plan_release
@@ -28,6 +30,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 __getatt
 _LAZY = {
     "load_config": "sdc.config.load", "parse_config": "sdc.config.load",
     "ConfigError": "sdc.config.model", "ReleaseConfig": "sdc.config.model",
+    "read_input": "sdc.io.read",
     "ReleaseResult": "sdc.method.apply", "apply_plan": "sdc.method.apply",
     "release_frame": "sdc.method.apply",
     "Partitioned": "sdc.method.partition", "partition_frame": "sdc.method.partition",
@@ -65,6 +68,7 @@ __all__ = [
     "ReleaseResult",
     "apply_plan",
     "plan_release",
+    "read_input",
     "SmallBlockError",
     "__version__",
     "calibrate_theta",

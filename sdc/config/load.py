@@ -202,7 +202,7 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
         msg = e["msg"].removeprefix("Value error, ")
         given = e.get("input")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see the README's config reference)"
+            msg = "unknown key (check the spelling; see docs/CONFIG.md)"
         elif e["type"] == "missing":
             msg = "required key is missing"
         shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
