@@ -296,17 +296,22 @@ def generate_census_sample(n: int = DEFAULT_N, seed: int = DEFAULT_SEED) -> pd.D
     return frame[list(COLUMNS)]
 
 
-def write_census_sample(dir: Path) -> Path:
+def write_census_sample(dir: Path, *, force: bool = False) -> Path:
     """Write the default sample to ``dir / census_sample.csv`` and return the path.
 
     Comma-separated, UTF-8, header row, no index, ``\\n`` line endings. The directory is
-    created if needed. The bytes depend only on the generator's defaults.
+    created if needed. The bytes depend only on the generator's defaults. A file there with
+    other bytes is replaced only with ``force`` (``OverwriteError`` otherwise); the file is
+    written by temp file + rename.
     """
-    out_dir = Path(dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / SAMPLE_FILENAME
-    frame = generate_census_sample()
-    frame.to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+    from sdc.io.guard import refuse_overwrite, write_atomic
+
+    path = Path(dir).expanduser() / SAMPLE_FILENAME
+    data = generate_census_sample().to_csv(index=False, lineterminator="\n").encode("utf-8")
+    if path.is_file() and not path.is_symlink() and path.read_bytes() == data:
+        return path  # the same bytes: nothing to overwrite
+    refuse_overwrite(path, force=force, option="--out")
+    write_atomic(path, data)
     return path
 
 

@@ -7,8 +7,6 @@ existing config without ``--force`` and writes the file atomically (temp file + 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -25,27 +23,14 @@ def split_list(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
-def _write_new(path: Path, text: str, force: bool) -> None:
-    if path.exists() and not force:
-        raise FileExistsError(
-            f"config {str(path)!r} already exists and is never overwritten silently; rerun with "
-            "--force to replace it, or choose another file with -o"
-        )
-    if path.is_dir():
-        raise IsADirectoryError(f"-o {str(path)!r} is a folder; give a file name such as "
-                                f"{str(path / 'release.yaml')!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _write_new(path: Path, text: str, force: bool, data: Path | None = None) -> None:
+    """Refuse what must not be overwritten (sdc.io.guard: the data file always, any existing
+    file without ``--force``), then write by temp file + rename."""
+    from sdc.io.guard import refuse_overwrite, write_atomic
+
+    refuse_overwrite(path, force=force, option="-o",
+                     protected={"the data file": data} if data is not None else None)
+    write_atomic(path, text)
 
 
 def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]],
@@ -89,8 +74,11 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
             key_list = split_list(keys)
             drop_list = split_list(drop)
             out = (output or Path(f"{Path(data).stem}.yaml")).expanduser()
-            if out.exists() and not force:  # refuse before reading a large file
-                _write_new(out, "", force)
+            from sdc.io.guard import refuse_overwrite
+
+            # refused before reading a large file: the data file always, an existing file
+            # without --force
+            refuse_overwrite(out, force=force, option="-o", protected={"the data file": data})
             with console.status(f"reading {escape(str(data))} and checking a partition"):
                 frame, value_labels, variable_labels, resolved = read_for_draft(
                     data, key_list, fmt=fmt, delimiter=delimiter, encoding=encoding,
@@ -100,7 +88,7 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
                     id_column=id_column, drop=drop_list, weight=weight, delimiter=delimiter,
                     encoding=encoding, value_labels=value_labels, variable_labels=variable_labels,
                     name=name)
-            _write_new(out, draft_yaml(draft, data_display=str(data)), force)
+            _write_new(out, draft_yaml(draft, data_display=str(data)), force, data)
             c = draft.check
             from sdc.config.model import certificate_text as _cert
 
@@ -110,7 +98,7 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
                                     "recodings (sdc design)"):
                     designed = apply_design(draft, out)
                 if designed:
-                    _write_new(out, draft_yaml(draft, data_display=str(data)), True)
+                    _write_new(out, draft_yaml(draft, data_display=str(data)), True, data)
                     for note in draft.design_notes:
                         console.print(note, markup=False, soft_wrap=True)
             part = ", ".join(f"{v} ({'as is' if r == 'as_is' else 'bands'})"

@@ -456,6 +456,9 @@ def design(
     = 0.9,
     limit: Annotated[int, typer.Option(help="Show at most this many frontier points.")] = 25,
     as_json: JsonOpt = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing -o file (never "
+                                        "the job's own config, input, seed or hierarchy "
+                                        "files).")] = False,
 ) -> None:
     """Find recodings of the keys that change fewer records at the same xi.
 
@@ -464,7 +467,10 @@ def design(
     design (docs/DESIGN.md)."""
     with _friendly_errors("design" if as_json else None):
         from sdc.authoring.design import design_document, run_design, write_node_config
+        from sdc.io.guard import job_files, refuse_overwrite
 
+        if out is not None:  # before the search: refused at once, not after --budget seconds
+            refuse_overwrite(out, force=force, option="-o", protected=job_files(config))
         if not 0 < keep <= 1:
             raise typer.BadParameter("--keep must be in (0, 1]")
         if as_json:
@@ -482,6 +488,7 @@ def design(
         doc = design_document(d)
         written = None
         if out is not None and d.result.recommended is not None:
+            refuse_overwrite(out, force=force, option="-o", protected=job_files(config))
             written = write_node_config(d, d.result.recommended, out)
             doc["written"] = str(written)
         if as_json:
@@ -690,16 +697,49 @@ def _audit_series(release_dirs: list[Path], as_json: bool) -> None:
 
 
 @app.command()
-def report(release_dir: ReleaseDirArg) -> None:
+def report(
+    release_dir: ReleaseDirArg,
+    force: Annotated[bool, typer.Option("--force", help="Replace an internal/report.html that "
+                                        "the release did not write (its SHA-256 differs from "
+                                        "audit.json's).")] = False,
+) -> None:
     """Re-render internal/report.html of a release from its risk and utility JSON."""
     with _friendly_errors():
         from sdc.reports.build import render_release_report
 
         if not release_dir.is_dir():
             raise FileNotFoundError(f"release folder {str(release_dir)!r} does not exist")
+        _refuse_foreign_report(release_dir, force)
         with console.status(f"rendering the report of {escape(str(release_dir))}"):
             path = render_release_report(release_dir)
         console.print(f"[green]Report written to[/green] {escape(str(path))}")
+
+
+def _refuse_foreign_report(release_dir: Path, force: bool) -> None:
+    """``sdc report`` rewrites internal/report.html only when it is absent or the one the
+    release wrote (its SHA-256 is audit.json's); anything else needs --force."""
+    import json
+
+    from sdc.io.guard import OverwriteError, refuse_overwrite
+    from sdc.io.write import sha256_file
+
+    html = release_dir / "internal" / "report.html"
+    if not (html.exists() or html.is_symlink()):
+        return
+    try:
+        audit = json.loads((release_dir / "internal" / "audit.json").read_text(encoding="utf-8"))
+        recorded = (audit.get("internal_files") or {}).get("report.html")
+        ours = (recorded is not None and html.is_file() and not html.is_symlink()
+                and sha256_file(html) == recorded)
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if ours:
+        return
+    try:
+        refuse_overwrite(html, force=force, option="sdc report: the page")
+    except OverwriteError as e:
+        raise OverwriteError(f"{e} (it is not the page the release wrote: its SHA-256 differs "
+                             "from internal/audit.json's)") from None
 
 
 @app.command()
@@ -908,13 +948,15 @@ app.add_typer(server_app, name="server")
 def sample(
     out: Annotated[Path, typer.Option("--out", help="Folder to write census_sample.csv into.")]
     = Path("data_samples"),
+    force: Annotated[bool, typer.Option("--force", help="Replace a census_sample.csv there "
+                                        "whose bytes differ from the sample's.")] = False,
 ) -> None:
     """Regenerate the census-like demo sample (byte-identical on every run)."""
     with _friendly_errors():
         from sdc.samples import write_census_sample
 
         with console.status(f"writing the census sample into {escape(str(out))}"):
-            path = write_census_sample(out)
+            path = write_census_sample(out, force=force)
         console.print(f"[green]Sample written to[/green] {escape(str(path))}")
 
 

@@ -179,10 +179,15 @@ def simulate(
     gamma: GammaOpt = None,
     design_name: Annotated[DesignName, typer.Option("--design", help="minimax or max-trace.")] = DesignName.minimax,
     seed: Annotated[int, typer.Option("--seed", help="Seed of numpy's default_rng.")] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")]
+    = False,
 ) -> None:
     """Draw n randomized responses from a true distribution (seeded) and write them as CSV."""
 
     def go() -> None:
+        from sdc.io.guard import refuse_overwrite
+
+        refuse_overwrite(out, force=force, option="--out")  # before any work
         g = _gamma_from(epsilon, gamma)
         p = _parse_probs(probs)
         if n < 1:
@@ -196,7 +201,10 @@ def simulate(
             df = pd.DataFrame(Z, columns=[f"z{j + 1}" for j in range(k)])
         else:
             df = pd.DataFrame({"response": _mech.sample_max_trace(x, k, g, rng)})
-        df.to_csv(out, index=False)
+        from sdc.io.guard import refuse_overwrite, write_atomic
+
+        refuse_overwrite(out, force=force, option="--out")
+        write_atomic(out, df.to_csv(index=False, lineterminator="\n"))
         typer.echo(f"wrote {n} {design_name.value} responses (k={k}, gamma={g:.6g}, seed={seed}) to {out}")
 
     _run(go)

@@ -133,6 +133,11 @@ def test_release_audit_report(prefect_harness, make_small_job):
     r = run("report", out)
     assert r.exit_code == 0, r.text
     assert "Report written to" in r.text and html.is_file()
+    assert run("report", out).exit_code == 0      # the release's own page: re-rendered
+    html.write_text("<p>the reviewer's notes</p>")  # not the page the release wrote (issue 34)
+    assert_clean_error(run("report", out), 2, str(html), "--force", "audit.json")
+    assert html.read_text() == "<p>the reviewer's notes</p>"
+    assert run("report", out, "--force").exit_code == 0
 
     # a modified public file fails the audit: exit 1 and a FAIL row
     csv = out / "public" / "microdata.csv"
