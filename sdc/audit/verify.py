@@ -216,9 +216,12 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
         rep.add("config copy: parses", False, f"cannot rebuild the config: {e}")
         return rep
     rep.add("config copy: parses", True, f"release job {cfg.name!r}")
-    from sdc.publish.review import review_checks
+    from sdc.publish.review import is_staged, review_checks
 
-    for name, ok, detail in review_checks(audit, cfg.review is not None and cfg.review.required):
+    staged = release_dir if is_staged(release_dir) else None
+    for name, ok, detail in review_checks(audit, cfg.review is not None and cfg.review.required,
+                                          list(cfg.review.approvers) if cfg.review else None,
+                                          staged=staged):
         rep.add(name, ok, detail)
     _record_checks(rep, cfg, audit)
     seed_info = _seed_of(rep, cfg, audit)

@@ -150,6 +150,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     }, "The config and its input are valid."),
     "audit": _doc("audit", {
         "release_dir": _d(_S, "The audited release folder."),
+        "staged": _d(_B, "The folder is a release staged for review (`<release>.staged`): "
+                         "NOT published; `sdc approve` publishes it."),
         "passed": _d(_B, "Every check passed (exit code 0; else 1)."),
         "n_checks": _d(_I, "Checks run."),
         "n_failed": _d(_I, "Checks failed."),
@@ -264,8 +266,10 @@ def audit_document(report: Any, release_dir: Path) -> dict[str, Any]:
     """The ``sdc audit --json`` document of an ``AuditReport``."""
     checks = [{"name": c.name, "ok": bool(c.ok), "detail": str(c.detail)} for c in report.checks]
     failed = sum(not c["ok"] for c in checks)
+    from sdc.publish.review import is_staged
+
     return _plain({"command": "audit", "format": FORMAT, "release_dir": str(release_dir),
-                   "passed": bool(report.ok) and failed == 0, "n_checks": len(checks),
+                   "staged": is_staged(release_dir), "passed": bool(report.ok) and failed == 0, "n_checks": len(checks),
                    "n_failed": failed, "checks": checks})
 
 

@@ -643,7 +643,11 @@ def audit(
             err_console.print(f"audit FAILED: {len(failed)} of {len(report.checks)} checks",
                               style="bold red")
             raise typer.Exit(EXIT_FAILURE)
-        console.print(f"[green]audit passed[/green]: {len(report.checks)} checks")
+        from sdc.publish.review import is_staged
+
+        staged = (" (a release STAGED for review, not published: `sdc approve` publishes it)"
+                  if is_staged(release_dir) else "")
+        console.print(f"[green]audit passed[/green]: {len(report.checks)} checks{escape(staged)}")
 
 
 def sdc_user_error(message: str) -> Exception:

@@ -12,22 +12,49 @@ review board has signed off. ``internal/review.json`` records what is under revi
 - the release folder it is for, whether it may replace an existing release (``--force``), the
   approvers, when it was staged.
 
-``sdc approve RELEASE_DIR --as NAME [--comment TEXT]`` checks NAME against the approvers, checks
-every staged file against ``audit.json`` and the manifest against the one staged (nothing was
-changed during the review), records the approval in ``internal/audit.json`` (``review``: who,
-when, comment, ``approved_manifest_sha256``), and publishes the folder with one atomic rename
-(an exchange with the existing release under ``--force``). ``sdc reject ... --as NAME``
-deletes the staged folder. ``sdc audit`` checks that the published files are the approved ones
-(the manifest of ``audit.json`` equals the approved one, and every file matches
-``audit.json``), and fails a release whose config requires a review but that has no approval.
+``sdc approve RELEASE_DIR --as NAME [--comment TEXT]`` (issue 34: a gate bound to the config
+and to every byte):
+
+- takes an exclusive lock on the staged folder (``flock`` of the folder itself): of two
+  approvals (or an approval and a rejection) at once exactly one decides; the other then finds
+  the release decided and is told "already approved by NAME" (exit 2);
+- checks the staged folder is a real folder (not a symlink) owned by the user running the
+  command (the releasing user: the folder is 0700);
+- reads the approvers from the job's config FILE (``audit.json``'s ``config.source_path``),
+  never from ``review.json``: the file's text must still have the SHA-256 recorded in
+  ``audit.json`` at staging (else refused: the approvers might have changed), and NAME must be
+  among its ``review.approvers`` (an empty list or no ``review:``: any named person);
+- checks every entry under the staged folder against what was staged: exactly ``public/``,
+  ``internal/``, the files ``audit.json`` lists (same SHA-256), ``audit.json`` (its SHA-256
+  recorded in ``review.json``) and ``review.json``; a file or folder added, removed, changed
+  or a symlink anywhere is refused, naming the path;
+- records the approval in ``internal/audit.json`` (``review``: who, when, comment,
+  ``approved_manifest_sha256``), and publishes the folder with one atomic rename (an exchange
+  with the existing release under ``--force``).
+
+``sdc reject ... --as NAME`` (same lock, approver and folder checks) deletes the staged folder.
+``sdc audit`` checks that the published files are the approved ones (the manifest of
+``audit.json`` equals the approved one, and every file matches ``audit.json``), that the
+approver is among the approvers of the config copy, and fails a release whose config requires
+a review but that has no approval; ``sdc audit RELEASE.staged`` audits a staged release (it
+says so) with the same checks of the staged files as ``sdc approve``.
+
+What the gate does not stop: the releasing user can write every file of the staged folder
+(and the config); someone who edits ``audit.json``, its hash in ``review.json`` and the config
+consistently forges a review. Separate users (a release account, reviewers with their own
+accounts) or signatures are the answer to that threat, not this gate.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,8 +62,9 @@ from typing import Any
 
 from sdc.errors import InputError
 
-__all__ = ["REVIEW_FILE", "ReviewError", "approve", "manifest_sha256", "reject", "stage_release",
-           "staged_path", "target_of"]
+__all__ = ["REVIEW_FILE", "ReviewError", "approve", "config_approvers", "is_staged",
+           "manifest_sha256", "reject", "review_checks", "stage_release", "staged_path",
+           "staged_problems", "target_of"]
 
 REVIEW_FILE = "review.json"
 STAGED_SUFFIX = ".staged"
@@ -51,6 +79,13 @@ def staged_path(out_dir: Path) -> Path:
     """``<release>.staged`` beside ``<release>``."""
     out_dir = Path(out_dir)
     return out_dir.with_name(out_dir.name + STAGED_SUFFIX)
+
+
+def is_staged(path: Path) -> bool:
+    """``path`` is a release staged for review: ``<release>.staged`` with
+    ``internal/review.json``."""
+    path = Path(path)
+    return path.name.endswith(STAGED_SUFFIX) and (path / "internal" / REVIEW_FILE).is_file()
 
 
 def target_of(path: Path) -> tuple[Path, Path]:
@@ -93,51 +128,226 @@ def stage_release(out_dir: Path, public: dict[str, Any], internal: dict[str, byt
     staged = write_release(staged_path(Path(out_dir)), public, internal, force=True,
                            input_path=input_path, top_mode=0o700)
     audit = json.loads(internal["audit.json"])
+    conf = audit.get("config") or {}
+    # "approvers" is shown to people only: `sdc approve` reads them from the config file
     record = {"status": "pending", "release_dir": str(Path(out_dir).absolute()),
               "replace_existing": bool(force), "approvers": list(approvers),
               "staged_at": datetime.now(UTC).isoformat(timespec="seconds"),
-              "manifest_sha256": manifest_sha256(audit), "flow_run_id": run_id}
+              "manifest_sha256": manifest_sha256(audit),
+              "audit_sha256": hashlib.sha256(internal["audit.json"]).hexdigest(),
+              "config_path": conf.get("source_path"), "config_sha256": conf.get("sha256"),
+              "staged_by_uid": os.geteuid(), "flow_run_id": run_id}
     _write_private(staged / "internal" / REVIEW_FILE, _json_bytes(record))
     return staged
 
 
+def _decided(out: Path, staged: Path, manifest: str | None = None) -> ReviewError:
+    """The refusal for a staged release that is no longer there: approved (by whom, when) or
+    rejected."""
+    try:
+        audit = json.loads((out / "internal" / "audit.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        audit = {}
+    rev = audit.get("review") if isinstance(audit, dict) else None
+    if isinstance(rev, dict) and rev.get("approved_by") and (
+            manifest is None or rev.get("approved_manifest_sha256") == manifest):
+        return ReviewError(f"release {str(out)!r} was already approved by "
+                           f"{rev.get('approved_by')} at {rev.get('approved_at')} and is "
+                           f"published; there is no staged release {str(staged)!r} to decide")
+    if (out / "internal" / "audit.json").is_file() and manifest is None:
+        return ReviewError(f"release {str(out)!r} is already published; there is no staged "
+                           f"release {str(staged)!r} awaiting review")
+    return ReviewError(f"no release awaits review at {str(staged)!r} (already rejected, or "
+                       f"never staged: no internal/{REVIEW_FILE}); run `sdc release --review` "
+                       "(or set review: in the config) to stage one")
+
+
+def _check_folder(staged: Path) -> None:
+    """The staged folder is a real folder (not a symlink) owned by the user deciding."""
+    try:
+        st = os.lstat(staged)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise ReviewError(f"the staged release {str(staged)!r} is a symlink (to "
+                          f"{os.readlink(staged)!r}), not the folder `sdc release` staged; it is "
+                          "never published. Remove the link and release again")
+    if not stat.S_ISDIR(st.st_mode):
+        raise ReviewError(f"{str(staged)!r} is not a folder; it is never published. Move it "
+                          "away and release again")
+    if st.st_uid != os.geteuid():
+        raise ReviewError(f"the staged release {str(staged)!r} belongs to user id {st.st_uid}, "
+                          f"not to the user deciding (id {os.geteuid()}): a release is approved "
+                          "by the account that staged it (its folder is owner-only)")
+
+
 def _load_pending(path: Path) -> tuple[Path, Path, dict[str, Any]]:
     out, staged = target_of(path)
+    _check_folder(staged)
     review = staged / "internal" / REVIEW_FILE
-    if not review.is_file():
-        if (out / "internal" / "audit.json").is_file() and not staged.exists():
-            raise ReviewError(f"release {str(out)!r} is already published; there is no staged "
-                              f"release {str(staged)!r} awaiting review")
-        raise ReviewError(f"no release awaits review at {str(staged)!r} (no internal/"
-                          f"{REVIEW_FILE}); run `sdc release --review` (or set review: in the "
-                          "config) to stage one")
-    record = json.loads(review.read_text(encoding="utf-8"))
+    if not review.is_file() or review.is_symlink():
+        raise _decided(out, staged)
+    try:
+        record = json.loads(review.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ReviewError(f"{str(review)!r} is not readable JSON ({e}); reject the release and "
+                          "release again") from None
+    if not isinstance(record, dict):
+        raise ReviewError(f"{str(review)!r} is not a review record; reject and release again")
     return out, staged, record
 
 
-def _check_approver(record: dict[str, Any], name: str) -> None:
+@contextmanager
+def _decision_lock(staged: Path, out: Path, manifest: str | None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the staged folder while deciding. A second decision
+    waits; when it gets the lock and the folder is no longer at ``staged`` (published or
+    deleted by the first), it is refused with who decided."""
+    try:
+        fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise _decided(out, staged, manifest) from None
+    except OSError as e:
+        raise ReviewError(f"cannot open the staged release {str(staged)!r}: {e.strerror}; "
+                          "it must be a real folder") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            now = os.lstat(staged)
+        except FileNotFoundError:
+            now = None
+        mine = os.fstat(fd)
+        if now is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+            raise _decided(out, staged, manifest)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def config_approvers(audit: dict[str, Any], *, strict: bool = True) -> list[str]:
+    """The approvers of the job's config file (``audit.json``'s ``config.source_path``), read
+    now; refused when the file's text no longer has the SHA-256 recorded at staging (unless
+    not ``strict``: a rejection, which publishes nothing, reads the file as it is). A release
+    without a config file (the Python API) reads them from ``audit.json``'s config copy."""
+    from sdc.config.load import load_yaml
+
+    conf = audit.get("config") if isinstance(audit.get("config"), dict) else {}
+    path = conf.get("source_path")
+    if path:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ReviewError(f"the job's config {str(p)!r} cannot be read ({e}); the approvers "
+                              "are read from it: restore it, or reject the release and release "
+                              "again") from None
+        if strict and hashlib.sha256(text.encode("utf-8")).hexdigest() != conf.get("sha256"):
+            raise ReviewError(f"the job's config {str(p)!r} changed since the release was "
+                              "staged (its SHA-256 differs from the one recorded in "
+                              "audit.json); the approvers are read from it, so the approval is "
+                              "refused. Restore it, or reject the release and release again")
+    else:
+        text = str(conf.get("text") or "")
+    try:
+        data = load_yaml(text)
+    except Exception as e:
+        raise ReviewError(f"the job's config cannot be read as YAML ({e})") from None
+    review = data.get("review") if isinstance(data, dict) else None
+    approvers = review.get("approvers") if isinstance(review, dict) else None
+    return [str(a) for a in approvers] if isinstance(approvers, list) else []
+
+
+def _check_approver(approvers: list[str], name: str) -> None:
     if not name.strip():
         raise ReviewError("--as needs the reviewer's name")
-    approvers = record.get("approvers") or []
     if approvers and name not in approvers:
         raise ReviewError(f"{name!r} is not among the approvers of this release "
                           f"({', '.join(approvers)}); the config's review.approvers lists them")
 
 
-def _check_files(staged: Path, audit: dict[str, Any], record: dict[str, Any]) -> None:
+def staged_entries(staged: Path) -> dict[str, str]:
+    """Every entry under ``staged`` (not following symlinks): relative path -> ``dir``,
+    ``file``, ``symlink`` or ``other``."""
+    out: dict[str, str] = {}
+
+    def walk(d: Path, rel: str) -> None:
+        with os.scandir(d) as it:
+            for e in it:
+                r = f"{rel}{e.name}"
+                if e.is_symlink():
+                    out[r] = "symlink"
+                elif e.is_dir(follow_symlinks=False):
+                    out[r] = "dir"
+                    walk(Path(e.path), r + "/")
+                else:
+                    out[r] = "file" if e.is_file(follow_symlinks=False) else "other"
+
+    walk(staged, "")
+    return out
+
+
+def expected_entries(audit: dict[str, Any]) -> dict[str, str]:
+    """What a staged release holds: ``public/``, ``internal/``, the files ``audit.json``
+    lists, ``internal/audit.json`` and ``internal/review.json``."""
+    out = {"public": "dir", "internal": "dir", "internal/audit.json": "file",
+           f"internal/{REVIEW_FILE}": "file"}
+    for folder, key in (("public", "public_files"), ("internal", "internal_files")):
+        for name in (audit.get(key) or {}):
+            out[f"{folder}/{name}"] = "file"
+    return out
+
+
+def staged_problems(staged: Path, audit: dict[str, Any], record: dict[str, Any], *,
+                    hashes: bool = True) -> list[str]:
+    """What differs between the staged folder and what was staged: ``added: PATH``,
+    ``removed: PATH``, ``changed: PATH``, ``symlinked: PATH``, ``not a file: PATH`` (empty:
+    nothing). ``hashes``: also re-hash every file (else the listing and audit.json only)."""
     from sdc.io.write import sha256_file
 
-    changed = []
-    for folder, key in (("public", "public_files"), ("internal", "internal_files")):
-        for fname, digest in (audit.get(key) or {}).items():
-            p = staged / folder / fname
-            if not p.is_file() or sha256_file(p) != digest:
-                changed.append(f"{folder}/{fname}")
-    if changed or manifest_sha256(audit) != record.get("manifest_sha256"):
+    found, want = staged_entries(staged), expected_entries(audit)
+    out = [f"symlinked: {p}" for p, k in sorted(found.items()) if k == "symlink"]
+    out += [f"added: {p}" for p in sorted(set(found) - set(want)) if found[p] != "symlink"]
+    out += [f"removed: {p}" for p in sorted(set(want) - set(found))]
+    out += [f"not a {want[p] if want[p] == 'file' else 'folder'}: {p}"
+            for p in sorted(set(want) & set(found)) if found[p] not in (want[p], "symlink")]
+    audit_file = staged / "internal" / "audit.json"
+    if found.get("internal/audit.json") == "file" and record.get("audit_sha256") and \
+            sha256_file(audit_file) != record["audit_sha256"]:
+        out.append("changed: internal/audit.json")
+    if manifest_sha256(audit) != record.get("manifest_sha256") and \
+            "changed: internal/audit.json" not in out:
+        out.append("changed: internal/audit.json (its file list)")
+    if hashes:
+        for folder, key in (("public", "public_files"), ("internal", "internal_files")):
+            for fname, digest in (audit.get(key) or {}).items():
+                rel = f"{folder}/{fname}"
+                if found.get(rel) == "file" and sha256_file(staged / rel) != digest:
+                    out.append(f"changed: {rel}")
+    return out
+
+
+def _check_files(staged: Path, audit: dict[str, Any], record: dict[str, Any], *,
+                 hashes: bool = True) -> None:
+    problems = staged_problems(staged, audit, record, hashes=hashes)
+    if problems:
         raise ReviewError(
             f"the staged release {str(staged)!r} changed after it was staged for review "
-            f"({', '.join(changed) or 'internal/audit.json'}); what would be published is not "
-            "what the reviewers saw. Reject it and release again")
+            f"({'; '.join(problems[:10])}{' ...' if len(problems) > 10 else ''}); what would "
+            "be published is not what the reviewers saw. Reject it and release again")
+
+
+def _read_audit(staged: Path) -> dict[str, Any]:
+    p = staged / "internal" / "audit.json"
+    if p.is_symlink() or not p.is_file():
+        raise ReviewError(f"the staged release {str(staged)!r} has no internal/audit.json (or it "
+                          "is not a file); reject it and release again")
+    try:
+        audit = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ReviewError(f"{str(p)!r} is not readable JSON ({e}); reject it and release "
+                          "again") from None
+    if not isinstance(audit, dict):
+        raise ReviewError(f"{str(p)!r} is not an audit record; reject it and release again")
+    return audit
 
 
 @dataclass
@@ -158,6 +368,15 @@ def approve(path: Path, name: str, comment: str | None = None, *,
     Replacing an existing release that holds files the release did not write (staff put an
     ``APPROVAL.txt`` or a signature there, possibly during the review) is refused, listing
     them, unless ``discard_extra_files`` (the same rule as ``sdc release --force``)."""
+    out, staged, record = _load_pending(path)
+    with _decision_lock(staged, out, record.get("manifest_sha256")):
+        out, staged, record = _load_pending(path)   # as it is now, under the lock
+        return _approve_locked(out, staged, record, name, comment,
+                               discard_extra_files=discard_extra_files)
+
+
+def _approve_locked(out: Path, staged: Path, record: dict[str, Any], name: str,
+                    comment: str | None, *, discard_extra_files: bool) -> Decision:
     from sdc.publish.folder import (
         ReleaseExistsError,
         extra_files,
@@ -167,10 +386,9 @@ def approve(path: Path, name: str, comment: str | None = None, *,
         swap_in,
     )
 
-    out, staged, record = _load_pending(path)
-    _check_approver(record, name)
     audit_path = staged / "internal" / "audit.json"
-    audit = json.loads(audit_path.read_text(encoding="utf-8"))
+    audit = _read_audit(staged)
+    _check_approver(config_approvers(audit), name)
     _check_files(staged, audit, record)
     exists = out.exists() or out.is_symlink()
     if exists and (out.is_symlink() or not (out / "internal" / "audit.json").is_file()):
@@ -196,6 +414,7 @@ def approve(path: Path, name: str, comment: str | None = None, *,
     _write_private(audit_path, _json_bytes(audit))
     record.update(status="approved", approved_by=name, approved_at=at, comment=comment or "")
     _write_private(staged / "internal" / REVIEW_FILE, _json_bytes(record))
+    _check_files(staged, audit, {**record, "audit_sha256": None}, hashes=False)  # last look
     os.chmod(staged, 0o755)
     fsync_dir(staged)
     if exists:
@@ -210,25 +429,52 @@ def approve(path: Path, name: str, comment: str | None = None, *,
 def reject(path: Path, name: str, comment: str | None = None) -> Decision:
     """Discard a staged release (its folder is deleted). Raises :class:`ReviewError`."""
     out, staged, record = _load_pending(path)
-    _check_approver(record, name)
-    shutil.rmtree(staged)
+    with _decision_lock(staged, out, record.get("manifest_sha256")):
+        out, staged, record = _load_pending(path)
+        try:  # rejecting publishes nothing: a tampered release can always be rejected
+            approvers = config_approvers(_read_audit(staged), strict=False)
+        except ReviewError:
+            approvers = []
+        _check_approver(approvers, name)
+        shutil.rmtree(staged)
     return Decision(out, staged, name, datetime.now(UTC).isoformat(timespec="seconds"),
                     record.get("manifest_sha256", ""))
 
 
-def review_checks(audit: dict[str, Any], required: bool) -> list[tuple[str, bool, str]]:
-    """``sdc audit``'s review checks: (name, ok, detail)."""
+def review_checks(audit: dict[str, Any], required: bool, approvers: list[str] | None = None,
+                  staged: Path | None = None) -> list[tuple[str, bool, str]]:
+    """``sdc audit``'s review checks: (name, ok, detail). ``approvers``: the config copy's
+    ``review.approvers``; ``staged``: the folder when it is a release staged for review (the
+    checks of `sdc approve`: every entry as staged, nothing added or symlinked)."""
     rev = audit.get("review")
+    if staged is not None and rev is None:
+        try:
+            record = json.loads((staged / "internal" / REVIEW_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            record = {}
+        problems = staged_problems(staged, audit, record if isinstance(record, dict) else {},
+                                   hashes=False)
+        return [("review: staged, awaiting approval", not problems,
+                 "staged for review, NOT published: `sdc approve` publishes it; every file and "
+                 "folder is the one staged" if not problems else
+                 f"the staged folder changed after staging: {'; '.join(problems[:10])}")]
     if rev is None:
         if required:
             return [("review: approved", False, "the config requires a review, but audit.json "
                      "records no approval (published without `sdc approve`?)")]
         return []
     ok = manifest_sha256(audit) == rev.get("approved_manifest_sha256")
-    return [("review: published files are the approved ones", ok,
-             f"approved by {rev.get('approved_by')} at {rev.get('approved_at')}; manifest "
-             f"{rev.get('approved_manifest_sha256', '')[:16]}..." if ok else
-             "the file hashes in audit.json differ from those approved")]
+    out = [("review: published files are the approved ones", ok,
+            f"approved by {rev.get('approved_by')} at {rev.get('approved_at')}; manifest "
+            f"{str(rev.get('approved_manifest_sha256', ''))[:16]}..." if ok else
+            "the file hashes in audit.json differ from those approved")]
+    if approvers:
+        who = rev.get("approved_by")
+        out.append(("review: approver is among the config's approvers", who in approvers,
+                    f"{who} is in review.approvers ({', '.join(approvers)})" if who in approvers
+                    else f"approved_by {who!r} is not among the config's review.approvers "
+                         f"({', '.join(approvers)})"))
+    return out
 
 
 def await_decision(out_dir: Path, *, since: str | None = None, poll_seconds: float = 1.0,

@@ -101,8 +101,12 @@ def _staged(tmp_path, approvers=("alice",)):
 
     public = {"microdata.csv": b"record_id,sex\n1,1\n", "codebook.md": b"# codebook\n"}
     internal = {"blocks.parquet": b"x"}
+    # the approvers come from the config (here its copy in audit.json: no config file)
+    text = f"review: {{approvers: {json.dumps(list(approvers))}}}\n"
     audit = {"public_files": {k: sha256_bytes(v) for k, v in public.items()},
-             "internal_files": {k: sha256_bytes(v) for k, v in internal.items()}}
+             "internal_files": {k: sha256_bytes(v) for k, v in internal.items()},
+             "config": {"text": text, "sha256": sha256_bytes(text.encode()),
+                        "source_path": None}}
     internal["audit.json"] = json.dumps(audit).encode()
     out = tmp_path / "releases" / "rev"
     stage_release(out, public, internal, force=False, approvers=list(approvers))
@@ -128,7 +132,7 @@ def test_approve_and_reject_json(tmp_path):
     assert doc["at"] == rev["approved_at"]
     # nothing left to decide: an error document, exit 2
     doc = run_json("reject", out, "--as", "alice", "--json", code=2)
-    assert doc["for"] == "reject" and "already published" in doc["message"]
+    assert doc["for"] == "reject" and "already approved by alice" in doc["message"]
     # a second staging, rejected
     other = _staged(tmp_path / "b", approvers=())
     doc = run_json("reject", other, "--as", "carol", "--json")

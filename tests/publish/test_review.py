@@ -35,6 +35,15 @@ def test_stage_approve_audit(make_small_job, tmp_path):
     audit = json.loads((staged / "internal" / "audit.json").read_text())
     assert record["status"] == "pending" and record["manifest_sha256"] == manifest_sha256(audit)
     assert "internal/report.html" in "".join(f"internal/{n}" for n in audit["internal_files"])
+    # issue 34: `sdc audit` of a good staged release passes and says it is staged ...
+    r = run("audit", staged)
+    assert r.exit_code == 0, r.text
+    assert "review: staged, awaiting approval" in r.text and "STAGED for review" in r.text
+    # ... and fails one with a file added after staging
+    (staged / "public" / "extra.csv").write_text("id\n1\n")
+    r = run("audit", staged)
+    assert r.exit_code == 1 and "added: public/extra.csv" in r.text, r.text
+    (staged / "public" / "extra.csv").unlink()
     # a second release while one awaits review is refused before anything runs
     r = run("release", cfg)
     assert r.exit_code == 2 and "awaits review" in r.text
@@ -53,6 +62,12 @@ def test_stage_approve_audit(make_small_job, tmp_path):
     r = run("audit", out)
     assert r.exit_code == 0, r.text
     assert "review: published files are the approved ones" in r.text
+    # issue 34: an approver outside the config's approvers fails the audit
+    audit["review"]["approved_by"] = "mallory"
+    (out / "internal" / "audit.json").write_text(json.dumps(audit))
+    r = run("audit", out)
+    assert r.exit_code == 1 and "not among the config's review.approvers" in r.text, r.text
+    audit["review"]["approved_by"] = "alice"
     # the audit fails when audit.json's hashes are not the approved ones
     audit["public_files"]["codebook.md"] = "0" * 64
     (out / "internal" / "audit.json").write_text(json.dumps(audit))
