@@ -47,7 +47,7 @@ def _config(households: bool, n_regions: int) -> sdc.ReleaseConfig:
             "relation": {"range": [1, 5]}},
         "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]},
                       "sex": "as_is", "relation": "as_is"},
-        "risk": {"xi": 0.5}, "seed": 1})
+        "risk": {"households": "warn", "xi": 0.5}, "seed": 1})
 
 
 def _load() -> str:

@@ -211,8 +211,9 @@ def household_warnings(result: Any) -> list[str]:
     return [f"household file: the composition intruder (who knows a household's household-level "
             f"keys and its members' person-level keys) picks the right household with "
             f"probability {comp['max_class_estimate']:.4f} in the riskiest class (Monte Carlo), "
-            f"above xi = {comp['xi']}; see the report's section 8 for the fixes, or set "
-            "risk.households: fail to refuse such releases"]
+            f"above xi = {comp['xi']}: household composition not protected "
+            "(risk.households: warn); see the report's section 8 for the fixes, or remove "
+            "risk.households: warn to refuse such releases (the default)"]
 
 
 def blocks_table(blocks: pd.DataFrame) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ def adult_config(policy: str = "merge", theta: str = "theorem", xi: float = 0.39
             "race": {"groups": {"White": ["White"], "Black": ["Black"],
                                 "Other": ["Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other"]}},
         },
-        "risk": {"xi": xi, "theta": theta, "small_blocks": policy},
+        "risk": {"households": "warn", "xi": xi, "theta": theta, "small_blocks": policy},
         "seed": 20260101,
     }
 
@@ -108,7 +108,7 @@ def household_config(**input_extra) -> dict:
         "input": {"path": "x.csv", **HOUSEHOLD_INPUT, **input_extra},
         "key_variables": HOUSEHOLD_KEYS,
         "partition": HOUSEHOLD_PARTITION,
-        "risk": {"xi": 0.5},
+        "risk": {"households": "warn", "xi": 0.5},
         "seed": 11,
     })
 

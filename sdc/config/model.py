@@ -415,9 +415,11 @@ class RiskSpec(_Strict):
     theta: Literal["theorem", "calibrated"] = "theorem"
     small_blocks: Literal["merge", "calibrate", "fail"] = "merge"
     merge_along: list[str] | None = None
-    households: Literal["fail", "warn"] = "warn"
+    households: Literal["fail", "warn"] = "fail"
     """Household files: when the composition intruder's measured risk exceeds xi, ``fail``
-    refuses the release (exit 2), ``warn`` publishes it with a warning (docs/HOUSEHOLDS.md)."""
+    (the default) refuses the release (exit 2, nothing written); ``warn`` publishes it, stated
+    in the codebook and the report as "household composition not protected"
+    (docs/HOUSEHOLDS.md)."""
 
     @field_validator("xi", mode="before")
     @classmethod

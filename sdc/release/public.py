@@ -360,6 +360,13 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
             "An intruder who knows the keys of every member of a household is not covered by "
             "the bound: the data producer's report measures that risk.",
         ]
+        comp = _household_composition(result)
+        if comp is not None and comp.get("exceeds_xi"):
+            lines += ["", "**Household composition not protected** (`risk.households: warn`): "
+                      "an intruder who knows a household's household-level keys and its "
+                      "members' person-level keys finds it with a probability above the bound "
+                      f"xi = {comp['xi']} (measured: {comp['max_class_estimate']:.4f} in the "
+                      "riskiest class of households)."]
     if config.perturb:
         lines += ["", "### Differentially private PRAM", "",
                   "These non-key variables were randomized with eps-differentially private PRAM "
@@ -409,6 +416,15 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
             lines += ["", _recoding_note(k, config)]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _household_composition(result: Any) -> dict[str, Any] | None:
+    """The composition intruder's figures of a household release (risk.json's
+    ``households.composition``), if measured."""
+    report = getattr(result, "household_report", None)
+    if report is not None:
+        return report.get("risk", {}).get("composition")
+    return getattr(getattr(result, "households", None), "composition", None)
 
 
 def _recoding_note(key: str, config: ReleaseConfig) -> str:

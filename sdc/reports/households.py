@@ -281,6 +281,16 @@ def household_section(original: pd.DataFrame, result: ReleaseResult, config: Rel
         small_class_persons=int(st.small_class_persons))
 
 
+def _riskiest(comp: dict[str, Any]) -> str:
+    """'F = 1: 986 households, 1/F = 1.0000 before' for the riskiest class of ``comp``."""
+    top = max(comp["classes"], key=lambda c: c["estimate"], default=None)
+    if top is None:
+        return "no households"
+    return (f"class F = {top['class']} (F: households sharing the composition), "
+            f"{top['households']:,} households, risk before {top['before']:.4f}, after "
+            f"{top['estimate']:.4f} ± {top['se']:.4f}")
+
+
 def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
                          released_cell: np.ndarray, code: np.ndarray, n_households: int,
                          weights: np.ndarray | None, composition: dict[str, Any], *,
@@ -325,7 +335,8 @@ def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
         "policy": config.risk.households,
         "pass": not comp["exceeds_xi"],
         "message": (f"the composition intruder's risk ({comp['max_class_estimate']:.4f} in the "
-                    f"riskiest class of households) exceeds xi = {xi}" if comp["exceeds_xi"]
+                    f"riskiest class of households, {_riskiest(comp)}) exceeds xi = {xi}"
+                    if comp["exceeds_xi"]
                     else f"the composition intruder's risk is within xi = {xi}"),
         "fixes": fixes,
     }

@@ -94,7 +94,7 @@ def test_the_pandas_executor_reads_and_writes_spss_and_stata(fmt, tmp_path):
     cfg = {"name": "stat", "input": {"path": str(inp), "format": fmt, "id_column": "pid"},
            "key_variables": {"sex": {"categories": [1, 2]}, "age": {"range": [0, 91]}},
            "partition": {"age": {"bands": [0, 35, 65]}},
-           "risk": {"xi": 0.5, "small_blocks": "merge"}, "seed": 7,
+           "risk": {"xi": 0.5, "small_blocks": "merge", "households": "warn"}, "seed": 7,
            "output": {"formats": ["parquet", "csv", "sav", "dta"]}}
     _both(cfg, tmp_path)
 
@@ -115,7 +115,8 @@ def test_the_pandas_executor_releases_a_household_file(tmp_path):
            "key_variables": {"region": {"categories": [1, 2, 3], "level": "household"},
                              "sex": {"categories": [1, 2]}, "age": {"range": [0, 91]}},
            "partition": {"sex": "as_is", "age": {"bands": [0, 18, 35, 55, 65]}},
-           "risk": {"xi": 0.5}, "seed": 11, "output": {"formats": ["parquet", "csv"]}}
+           "risk": {"xi": 0.5, "households": "warn"}, "seed": 11,
+           "output": {"formats": ["parquet", "csv"]}}
     _both(cfg, tmp_path)
 
 

@@ -32,7 +32,7 @@ GEN = {
                       "relation": {"range": [1, 5]}},
     "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
                   "relation": "as_is"},
-    "risk": {"xi": 0.5},
+    "risk": {"households": "warn", "xi": 0.5},
     "seed": 11,
 }
 
@@ -90,7 +90,7 @@ def test_an_inconsistent_household_split_over_batches_is_found():
 
 @pytest.mark.parametrize("xi", [0.5, 0.34])
 def test_household_stage_on_the_aggregate_equals_the_pandas_engine(xi):
-    d = {**GEN, "risk": {"xi": xi, "small_blocks": "calibrate" if xi < 0.5 else "merge"}}
+    d = {**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": "calibrate" if xi < 0.5 else "merge"}}
     cfg = sdc.parse_config(d)
     f = generate_household_sample(8000, seed=5, n_regions=40)
     r = sdc.release_frame(f, cfg, 7)
@@ -126,7 +126,7 @@ def test_person_stage_on_the_cell_table_equals_the_pandas_engine(xi, policy):
     from sdc.method.household_batches import person_stage
     from sdc.method.households import person_config
 
-    cfg = sdc.parse_config({**GEN, "risk": {"xi": xi, "small_blocks": policy}})
+    cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
     f = generate_household_sample(8000, seed=8, n_regions=40)
     r = sdc.release_frame(f, cfg, 3)
     pres = r.households.person
@@ -159,7 +159,7 @@ def test_released_persons_from_the_kernels_equal_the_pandas_engine(xi, policy):
     )
     from sdc.method.households import person_config
 
-    cfg = sdc.parse_config({**GEN, "risk": {"xi": xi, "small_blocks": policy}})
+    cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
     f = generate_household_sample(8000, seed=9, n_regions=40)
     r = sdc.release_frame(f, cfg, 13)
     assert r.n_changed > 0 and r.households.changed.any()
@@ -335,7 +335,7 @@ def test_person_dependence_from_batches_equals_the_pandas_engine(xi, policy):
     f["adult"] = (f["age"] >= 20).astype(np.int64)  # gives age away across band edges
     for drop, refused in ((["income", "adult"], False), (["income"], True)):
         cfg = sdc.parse_config({**GEN, "input": {**GEN["input"], "drop": drop},
-                                "risk": {"xi": xi, "small_blocks": policy}})
+                                "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
         pcfg = person_config(cfg)
         try:
             expect = sdc.release_frame(f, cfg, 3).dependence

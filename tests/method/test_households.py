@@ -20,7 +20,7 @@ HH = {
     "key_variables": {"region": {"categories": [1, 2, 3], "level": "household"},
                       "sex": {"categories": [1, 2]}, "age": {"range": [0, 99]}},
     "partition": {"region": "as_is", "sex": "as_is", "age": {"bands": [0, 18, 65]}},
-    "risk": {"xi": 0.395},
+    "risk": {"households": "warn", "xi": 0.395},
     "seed": 1,
 }
 
@@ -322,7 +322,7 @@ def test_small_household_classes_are_left_to_the_household_stage():
     r = sdc.release_frame(f, cfg, 3)
     st = r.households
     assert st.small_classes > 0 and st.small_class_persons > 0
-    fail = sdc.parse_config({**GEN, "risk": {"xi": 0.5, "small_blocks": "fail"}})
+    fail = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": 0.5, "small_blocks": "fail"}})
     with pytest.raises(sdc.SmallBlockError, match="person stage"):
         sdc.release_frame(f, fail, 3)
 
@@ -358,7 +358,7 @@ def _testdata_config(hh_keys, drop=("relat", "hhcivil")):
                                 "weight": "sampling_weight", "drop": list(drop)},
         "key_variables": kv,
         "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is"},
-        "risk": {"xi": 0.5}, "seed": 5})
+        "risk": {"households": "warn", "xi": 0.5}, "seed": 5})
 
 
 def test_sdcmicro_testdata_households():

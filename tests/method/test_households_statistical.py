@@ -35,7 +35,7 @@ def _config(n_regions):
                           "dwelling": {"range": [1, 6], "level": "household"},
                           "sex": {"categories": [1, 2]}},
         "partition": {"region": "as_is"},
-        "risk": {"xi": XI},
+        "risk": {"households": "warn", "xi": XI},
         "seed": 1,
     })
 

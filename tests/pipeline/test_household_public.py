@@ -56,7 +56,7 @@ GEN = {
                       "relation": {"range": [1, 5]}},
     "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
                   "relation": "as_is"},
-    "risk": {"xi": 0.5},
+    "risk": {"households": "warn", "xi": 0.5},
     "seed": 11,
 }
 
@@ -134,7 +134,7 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
     (0.5, "merge", 5, 3, 1), (0.34, "calibrate", 7, 0, 2), (0.5, "merge", 1, 6, None)])
 def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_batches, bits,
                                                      shuffle):
-    cfg = sdc.parse_config({**GEN, "risk": {"xi": xi, "small_blocks": policy}})
+    cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
     f = generate_household_sample(8000, seed=9, n_regions=40)
     seed = 13
     r = sdc.release_frame(f, cfg, seed)
@@ -158,7 +158,7 @@ def test_partition_sets_from_the_batches_equal_the_pandas_engines(tmp_path, xi, 
     household key, no small class)."""
     from sdc.method.household_batches import household_partition_sets
 
-    raw = {**GEN, "risk": {"xi": xi, "small_blocks": policy}}
+    raw = {**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}}
     if coarse:
         raw["key_variables"] = {k: v for k, v in GEN["key_variables"].items()
                                 if k not in ("region", "dwelling")}
@@ -201,7 +201,7 @@ def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_p
         household_section_of,
     )
 
-    raw = {**GEN, "risk": {"xi": xi, "small_blocks": policy}}
+    raw = {**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}}
     if weight:
         raw["input"] = {**GEN["input"], "weight": weight}
     cfg = sdc.parse_config(raw)
@@ -244,7 +244,7 @@ def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi
     from sdc.release.record import household_audit, household_audit_of
     from sdc.reports.households import StageDraws, composition_risk_of, household_section
 
-    cfg = sdc.parse_config({**GEN, "risk": {"xi": xi, "small_blocks": policy}})
+    cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
     f = generate_household_sample(6000, seed=4, n_regions=40)
     seed = 21
     r = sdc.release_frame(f, cfg, seed)
@@ -287,7 +287,7 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
     f.to_parquet(path, index=False)
     raw = {**GEN, "input": {**GEN["input"], "path": str(path), "format": "parquet",
                             "weight": "hh_weight"},
-           "risk": {"xi": 0.34, "small_blocks": "calibrate"}}
+           "risk": {"households": "warn", "xi": 0.34, "small_blocks": "calibrate"}}
     cfg = sdc.parse_config(raw)
     seed = 21
     r = sdc.release_frame(f, cfg, seed)
@@ -350,7 +350,7 @@ def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy,
     inp = {**GEN["input"], "path": str(path), "format": "parquet"}
     if weight:
         inp["weight"] = weight
-    cfg = sdc.parse_config({**GEN, "input": inp, "risk": {"xi": xi, "small_blocks": policy},
+    cfg = sdc.parse_config({**GEN, "input": inp, "risk": {"households": "warn", "xi": xi, "small_blocks": policy},
                             "output": {"dir": str(tmp_path / "rel"),
                                        "formats": ["parquet", "csv"]}})
     seed = 21
