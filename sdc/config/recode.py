@@ -25,11 +25,21 @@ from sdc.config.model import (
     TopBottom,
 )
 
-__all__ = ["apply_recodings", "recode_classes"]
+__all__ = ["apply_recodings", "recode_classes", "released_classes", "released_values"]
 
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _span(lo: float, hi: float, open_top: bool = False) -> str:
+    """The label of the whole numbers lo..hi: "18-19", "7", "62+" (open top), and "-4 to 9"
+    (a negative start never reads as a range from minus four)."""
+    if open_top:
+        return f"{_fmt(lo)}+"
+    if lo == hi:
+        return _fmt(lo)
+    return f"{_fmt(lo)} to {_fmt(hi)}" if lo < 0 or hi < 0 else f"{_fmt(lo)}-{_fmt(hi)}"
 
 
 def _value_str(v: Any) -> str:
@@ -63,24 +73,27 @@ def recode_classes(var: str, kv: KeyVariable, rule: Any, *, where: str | None = 
             raise ConfigError(f"{where}.bands: {var} value {_fmt(vals[idx < 0][0])} is below the "
                               f"first band edge {_fmt(edges[0])}; lower the first edge")
         integer = bool(np.all(np.mod(vals, 1) == 0))
-        band_names = []
-        for i, lo in enumerate(rule.bands):
-            if i + 1 < len(rule.bands):
-                hi = rule.bands[i + 1]
-                whole = integer and float(lo).is_integer() and float(hi).is_integer()
-                band_names.append((_fmt(lo) if hi - lo == 1 else f"{_fmt(lo)}-{_fmt(hi - 1)}")
-                                  if whole else f"[{_fmt(lo)}, {_fmt(hi)})")
+        band_names = {}
+        for i in np.unique(idx):
+            inside = vals[idx == i]
+            lo, hi = float(inside.min()), float(inside.max())
+            last = i + 1 == len(rule.bands)
+            if integer:  # what is in the band: "18-19" for ages 18, 19 under the edge 15
+                band_names[i] = _span(lo, hi, last)
             else:
-                band_names.append(f"{_fmt(lo)}+")
+                band_names[i] = (f"{_fmt(rule.bands[i])}+" if last else
+                                 f"[{_fmt(rule.bands[i])}, {_fmt(rule.bands[i + 1])})")
         names = [band_names[i] for i in idx]
     elif isinstance(rule, TopBottom):
         vals = _numeric(var, kv, where)
+        top = vals[vals >= rule.top] if rule.top is not None else vals[:0]
+        bottom = vals[vals <= rule.bottom] if rule.bottom is not None else vals[:0]
         names = []
         for c, v in zip(dom, vals, strict=True):
             if rule.top is not None and v >= rule.top:
-                names.append(f"{_fmt(rule.top)}+")
+                names.append(f"{_fmt(top.min())}+")
             elif rule.bottom is not None and v <= rule.bottom:
-                names.append(f"<={_fmt(rule.bottom)}")
+                names.append(f"{_fmt(bottom.max())} or less")
             else:
                 names.append(_value_str(c))
     elif isinstance(rule, Groups):
@@ -127,14 +140,59 @@ def recode_classes(var: str, kv: KeyVariable, rule: Any, *, where: str | None = 
     return np.array([index[n] for n in names], dtype=np.int64), labels
 
 
-def _released_key(kv: KeyVariable, code_map: np.ndarray, labels: list[str]) -> KeyVariable:
+def _is_number(c: Any) -> bool:
+    return isinstance(c, int | float) and not isinstance(c, bool)
+
+
+def released_values(kv: KeyVariable, rule: Any, code_map: np.ndarray,
+                    labels: list[str]) -> list[Any]:
+    """The released value of each class (in ``labels`` order). A key whose declared values
+    are all numbers stays numeric: each class is released as its edge, the smallest declared
+    value it holds (a band "18-19" as 18, a top code "43+" as 43, a group as its smallest
+    member), a bottom code ("-1 or less") as its largest; the class's name becomes the value's
+    label. Text keys are released as the class names."""
     dom = kv.domain
-    value_labels: dict[Any, str] = {}
+    if not dom or not all(_is_number(c) for c in dom):
+        return list(labels)
+    out: list[Any] = []
     for g, lab in enumerate(labels):
+        members = [dom[i] for i in np.flatnonzero(code_map[:len(dom)] == g)]
+        bottom = isinstance(rule, TopBottom) and lab.endswith(" or less")
+        out.append(max(members) if bottom else min(members))
+    return out
+
+
+def released_classes(var: str, kv: KeyVariable, rule: Any) -> tuple[np.ndarray, list[str]]:
+    """:func:`recode_classes` in the released domain's code order: the classes of a numeric
+    key by their released value ascending (:func:`released_values`), others as they are."""
+    code_map, labels = recode_classes(var, kv, rule)
+    values = released_values(kv, rule, code_map, labels)
+    if not all(_is_number(v) for v in values):
+        return code_map, labels
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    new = np.empty(len(order), dtype=np.int64)
+    new[order] = np.arange(len(order))
+    return new[code_map], [labels[i] for i in order]
+
+
+def _released_key(kv: KeyVariable, rule: Any, code_map: np.ndarray,
+                  labels: list[str]) -> KeyVariable:
+    dom = kv.domain
+    values = released_values(kv, rule, code_map, labels)
+    value_labels: dict[Any, str] = {}
+    for g, (lab, value) in enumerate(zip(labels, values, strict=True)):
         members = np.flatnonzero(code_map == g)
         if members.size == 1 and dom[members[0]] in kv.labels:
-            value_labels[lab] = kv.labels[dom[members[0]]]
-    return KeyVariable(categories=labels, labels=value_labels, missing=kv.missing,
+            value_labels[value] = kv.labels[dom[members[0]]]
+        elif members.size == 1 and str(value) == lab:
+            continue                           # kept as it is: the value says it
+        elif str(value) != lab:
+            value_labels[value] = lab          # "18-19", "43+", a group's name
+    if all(_is_number(v) for v in values):     # numbers in ascending order
+        order = sorted(range(len(values)), key=lambda i: values[i])
+        values = [values[i] for i in order]
+        value_labels = {v: value_labels[v] for v in values if v in value_labels}
+    return KeyVariable(categories=values, labels=value_labels, missing=kv.missing,
                        label=kv.label, level=kv.level)
 
 
@@ -145,8 +203,9 @@ def _translate_partition(var: str, source: KeyVariable, rule: Any, code_map: np.
         return rule
     where = f"partition.{var}"
     pmap, plabels = recode_classes(var, source, rule, where=where)
-    groups: dict[str, list[str]] = {p: [] for p in plabels}
-    for g, lab in enumerate(labels):
+    groups: dict[str, list[Any]] = {p: [] for p in plabels}
+    values = released_values(source, source.recode, code_map, labels)
+    for g, (lab, value) in enumerate(zip(labels, values, strict=True)):
         parts = np.unique(pmap[code_map == g])
         if parts.size > 1:
             raise ConfigError(
@@ -154,7 +213,7 @@ def _translate_partition(var: str, source: KeyVariable, rule: Any, code_map: np.
                 f"spans the partition sets {[plabels[p] for p in parts[:3]]}; a partition must "
                 f"be as coarse as the recoding: write 'partition.{var}: as_is' (partition on the "
                 "released values) or a coarser rule")
-        groups[plabels[int(parts[0])]].append(lab)
+        groups[plabels[int(parts[0])]].append(value)
     return Groups(groups={p: m for p, m in groups.items() if m})
 
 
@@ -174,8 +233,8 @@ def apply_recodings(cfg: ReleaseConfig) -> ReleaseConfig:
         cfg.risk.merge_along = [v for v, r in sorted(items, key=lambda vr: rank.get(type(vr[1]), 3))]
         cfg._user_merge_along = False
     for var, kv in recoded.items():
-        code_map, labels = recode_classes(var, kv, kv.recode)
-        released = _released_key(kv, code_map, labels)
+        code_map, labels = released_classes(var, kv, kv.recode)
+        released = _released_key(kv, kv.recode, code_map, labels)
         if kv.missing == "category":
             code_map = np.append(code_map, len(labels))
         if var in cfg.partition:

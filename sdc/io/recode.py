@@ -13,6 +13,8 @@ keys in one pass over their columns (the reports' recoding loss; ``sdc audit`` r
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -22,9 +24,25 @@ from sdc.method.cells import encode_key
 __all__ = ["recode_frame"]
 
 
+def _typed(col: pd.Series, dtype: Any, domain: list[Any]) -> pd.Series:
+    """A numeric key stays numeric (released values are numbers: class edges): the column
+    takes the input column's own dtype (float with NaN for missing, int64, a nullable
+    integer), so every batch of every engine gets the same dtype; text stays text."""
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in domain):
+        return col
+    kind = getattr(dtype, "kind", "O")
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype) and kind in "iuf":
+        return col.astype(dtype)
+    if kind == "f":
+        return col.astype(np.float64)
+    if kind in "iu" and col.notna().all():
+        return col.astype(np.int64)
+    return col
+
+
 def recode_frame(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
-    """``frame`` with every recoded key column replaced by its released values (text; missing
-    stays missing). Raises :class:`~sdc.errors.InputError` for a value outside the declared
+    """``frame`` with every recoded key column replaced by its released values (numbers for a
+    numeric key, :func:`_typed`; text otherwise; missing stays missing). Raises :class:`~sdc.errors.InputError` for a value outside the declared
     domain (the column, the values, the rows and the fix)."""
     keys = [k for k in config.recoded_keys if k in frame.columns]
     if not keys:
@@ -38,7 +56,8 @@ def recode_frame(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
         dom = np.asarray([*released.domain, *([None] if released.missing == "category" else [])],
                          dtype=object)
         codes = code_map[encode_key(frame[k], k, src)]
-        out[k] = pd.Series(dom[codes], index=frame.index, name=k, dtype=object)
+        out[k] = _typed(pd.Series(dom[codes], index=frame.index, name=k, dtype=object),
+                        frame[k].dtype, released.domain)
     frame = frame.copy(deep=False)
     for k, col in out.items():
         frame[k] = col

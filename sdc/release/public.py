@@ -434,12 +434,15 @@ def _recoding_note(key: str, config: ReleaseConfig) -> str:
     code_map, _ = config.recode_map(key)
     dom = src.domain
     parts = []
-    for g, lab in enumerate(config.key_variables[key].domain):
+    released = config.key_variables[key]
+    for g, lab in enumerate(released.domain):
         members = [dom[i] for i in np.flatnonzero(code_map[:len(dom)] == g)]
         if len(members) > 1:
             shown = ", ".join(md_code(m) for m in members[:8])
             more = f" and {len(members) - 8} more" if len(members) > 8 else ""
-            parts.append(f"{md_code(lab)} = {shown}{more}")
+            name = released.labels.get(lab)      # a number stands for its class: 18 = "18-19"
+            named = f" ({md_text(name)})" if name and name != str(lab) else ""
+            parts.append(f"{md_code(lab)}{named} = {shown}{more}")
     text = (f"Recoded before release (`{type(src.recode).__name__.lower()}`): the file's "
             f"{len(dom)} declared values are released as {len(config.key_variables[key].domain)}")
     return text + (": " + "; ".join(parts) + "." if parts else ".")

@@ -78,11 +78,14 @@ def _released_labels(config: ReleaseConfig, meta: StatMetadata) -> dict[str, dic
                 if named[members[0]]:
                     labels[value] = named[members[0]]
                 continue
+            name = kv.labels.get(value)                   # "20-29", "62+", a group's name
             if ranges and not any(named.values()):
-                continue                                  # "20-29", "62+": the value says it
+                if name:
+                    labels[value] = name
+                continue
             shown = ", ".join(str(named[m] or m) for m in members[:8])
             more = f" and {len(members) - 8} more" if len(members) > 8 else ""
-            labels[value] = f"{value} = {shown}{more}"
+            labels[value] = f"{name or value} = {shown}{more}"
         if labels:
             out[k] = labels
     return out
@@ -102,8 +105,8 @@ def _group_codes(config: ReleaseConfig) -> dict[str, dict[Any, int]]:
         codes = {}
         for g, value in enumerate(config.key_variables[k].domain):
             members = [int(dom[i]) for i in np.flatnonzero(code_map[:len(dom)] == g)]
-            if members:
-                codes[value] = min(members)
+            if members:  # a numeric key is released as numbers already (its class edges)
+                codes[value] = value if isinstance(value, int) else min(members)
         out[k] = codes
     return out
 
@@ -135,7 +138,9 @@ def stat_public_files(pub: pd.DataFrame, config: ReleaseConfig,
         return files, layout
     meta = input_metadata(config) if meta is None else meta
     cats = {k: kv.domain for k, kv in config.key_variables.items()}
-    vlabels = {k: kv.labels for k, kv in config.key_variables.items() if kv.labels}
+    # a recoded key's labels say what each released number stands for (_released_labels)
+    vlabels = {k: kv.labels for k, kv in config.key_variables.items()
+               if kv.labels and k not in config.recoded_keys}
     keys = set(config.key_variables)
     from_file = {c: v for c, v in meta.value_labels.items() if c not in keys}
     from_file.update(_released_labels(config, meta))
@@ -247,6 +252,10 @@ def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None,
     released = {k: v for k, v in _released_labels(config, meta).items()
                 if k in layout.names and k not in layout.codes}
     for k, v in released.items():
+        if k in config.recoded_keys:
+            lines += ["", f"Value labels of {md_code(k)} (recoded: the class each released "
+                      f"number stands for): {_value_list(v)}."]
+            continue
         given = config.key_variables[k].labels
         v = {x: t for x, t in v.items() if x not in given}
         if v:

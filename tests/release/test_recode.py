@@ -75,14 +75,17 @@ def test_recoded_config_has_the_released_domains(tmp_path):
     data = tmp_path / "d.parquet"
     _frame(50).to_parquet(data)
     cfg = sdc.load_config(_config(tmp_path, "r", data, "pandas"))
-    assert cfg.key_variables["age"].domain == ["0-19", "20-39", "40-59", "60-79", "80+"]
+    # numbers stay numbers: a band is released as its lower edge, a top code as its edge,
+    # and the label says what each number stands for
+    assert cfg.key_variables["age"].domain == [0, 20, 40, 60, 80]
+    assert cfg.key_variables["age"].labels == {0: "0-19", 20: "20-39", 40: "40-59",
+                                               60: "60-79", 80: "80+"}
     assert cfg.key_variables["country"].domain == ["other", *[f"c{i:02d}" for i in range(6)]]
-    assert cfg.key_variables["race"].domain == ["1", "2", "3+"]
-    assert cfg.key_variables["race"].labels == {"1": "White", "2": "Black"}
+    assert cfg.key_variables["race"].domain == [1, 2, 3]
+    assert cfg.key_variables["race"].labels == {1: "White", 2: "Black", 3: "3+"}
     assert cfg.input_key_variables["age"].range == (0, 90)
     # the partition bands [0, 40) / [40, inf) become groups of released bands
-    assert cfg.partition["age"].groups == {"0-39": ["0-19", "20-39"],
-                                           "40+": ["40-59", "60-79", "80+"]}
+    assert cfg.partition["age"].groups == {"0-39": [0, 20], "40+": [40, 60, 80]}
     plain = sdc.load_config(_config(tmp_path, "p", data, "pandas", recode=False))
     assert plain.recoded_keys == [] and plain.input_key_variables is plain.key_variables
     assert plain.risk.merge_along is None
@@ -130,8 +133,11 @@ def test_recoded_release_is_certified_identical_and_audited_on_every_engine(tmp_
     rel = tmp_path / "releases" / "pandas"
     out = pd.read_parquet(rel / "public" / "microdata.parquet")
     # only released values are published; non-key columns exactly as they went in
-    assert set(out["age"]) <= {"0-19", "20-39", "40-59", "60-79", "80+"}
-    assert set(out["race"]) <= {"1", "2", "3+"}
+    assert out["age"].dtype.kind == "i" and out["race"].dtype.kind == "i"
+    assert set(out["age"]) <= {0, 20, 40, 60, 80}
+    assert set(out["race"]) <= {1, 2, 3}
+    csv = pd.read_csv(rel / "public" / "microdata.csv")
+    assert csv["age"].dtype.kind == "i" and set(csv["race"]) <= {1, 2, 3}
     assert set(out["country"]) <= {"other", *[f"c{i:02d}" for i in range(6)]}
     assert sorted(out["income"]) == sorted(frame["income"])
     codebook = (rel / "public" / "codebook.md").read_text()
@@ -177,3 +183,24 @@ def test_without_recode_the_release_is_unchanged(tmp_path):
     from sdc.reports.build import build_reports
 
     assert "recoding" not in build_reports(frame, res, cfg, seed=1, n_sim=5).utility
+
+
+def test_band_labels_say_what_is_in_them(tmp_path):
+    """Labels from the declared domain: ages 18..19 under the edge 15 are "18-19", a
+    negative start reads "-4 to 9", a top code is labelled by its smallest value, a bottom
+    code by its largest; values released are the class edges (numbers)."""
+    from sdc.config.model import Bands, KeyVariable, TopBottom
+    from sdc.config.recode import recode_classes, released_values
+
+    age = KeyVariable(range=(18, 64))
+    cmap, labels = recode_classes("age", age, Bands(bands=[15, 20, 30, 60]))
+    assert labels == ["18-19", "20-29", "30-59", "60+"]
+    assert released_values(age, None, cmap, labels) == [18, 20, 30, 60]
+    exp = KeyVariable(range=(-4, 63))
+    _, labels = recode_classes("exp", exp, Bands(bands=[-5, 10, 20]))
+    assert labels == ["-4 to 9", "10-19", "20+"]
+    rule = TopBottom(top=42.5, bottom=-1)
+    cmap, labels = recode_classes("exp", exp, rule)
+    assert labels[0] == "-1 or less" and labels[-1] == "43+"
+    vals = released_values(exp, rule, cmap, labels)
+    assert vals[0] == -1 and vals[-1] == 43
