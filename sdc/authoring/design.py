@@ -9,19 +9,29 @@ the cell table), turns the result into a document (``--json``) and writes a node
 from __future__ import annotations
 
 import copy
+import io
 import os
+import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from sdc.config.load import load_config, load_yaml
 from sdc.config.model import ReleaseConfig
+from sdc.io.guard import write_atomic
 from sdc.method.cells import CellTable
-from sdc.method.design import DesignResult, candidates, node_data, search
+from sdc.method.design import (
+    KEY_FLOOR,
+    TARGET_CHANGED,
+    DesignResult,
+    candidates,
+    search,
+)
+from sdc.reports.recoding import DESIGN_MARK
 
 __all__ = ["Design", "count_declared", "design_document", "run_design", "write_node_config"]
 
@@ -64,10 +74,12 @@ class Design:
     result: DesignResult
 
 
-def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = 0.9,
-               min_entropy: float = 0.5, derived: bool = True,
+def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = KEY_FLOOR,
+               min_entropy: float = 0.5, derived: bool = True, partitions: bool = True,
+               target: float = TARGET_CHANGED,
                progress: Callable[[int, int], None] | None = None) -> Design:
-    """Load the config, count its file once and search (see :func:`sdc.method.design.search`)."""
+    """Load the config, count its file once and search (see :func:`sdc.method.design.search`;
+    ``keep``: the share of its own entropy every key of the recommended design keeps)."""
     path = Path(config_path).expanduser()
     config = load_config(path)
     base = load_yaml(path.read_text(encoding="utf-8"))
@@ -78,7 +90,8 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = 0
             for i, k in enumerate(config.key_names)}
     cands = candidates(config, marg, derived=derived)
     result = search(fine, config, base, cands, budget=budget, keep=keep,
-                    min_entropy=min_entropy, progress=progress)
+                    min_entropy=min_entropy, partitions=partitions, target=target,
+                    progress=progress)
     return Design(path.resolve(), config, base, result)
 
 
@@ -89,15 +102,21 @@ def _recoding_of(design: Design, i: int) -> dict[str, dict[str, Any]]:
     for k, lev in zip(r.keys, node.levels, strict=True):
         c = r.cands[k][lev]
         if c.rule is not None:
-            out[k] = {"name": c.name, "recode": c.rule, "released_values": c.n_released}
+            out[k] = {"name": c.name, "recode": plain_rule(c.rule),
+                      "released_values": c.n_released, "entropy_kept": c.kept,
+                      "tvd_uniform_spread": c.tvd}
     return out
 
 
 def _node_doc(design: Design, i: int) -> dict[str, Any]:
     n = design.result.nodes[i]
     return {"node": i, "status": n.status, "recoding": _recoding_of(design, i),
-            "partition": n.partition, "changed": n.changed, "share_changed": n.changed_share,
-            "entropy_kept": n.entropy_kept, "recoding_loss": n.loss, "tvd": n.tvd,
+            "partition_variant": n.variant, "partition": n.partition, "changed": n.changed,
+            "share_changed": n.changed_share, "entropy_kept": n.entropy_kept,
+            "key_entropy_kept": n.key_kept, "min_key_entropy_kept": n.min_key_kept,
+            "key_tvd_uniform_spread": n.key_tvd,
+            "displacement": n.displacement, "displacement_sd": n.displacement_sd,
+            "recoding_loss": n.loss, "tvd_bound": n.tvd,
             "tvd_recoding": n.tvd_recode, "certificate": n.certificate, "cells": n.n_cells,
             "sensitive_cells": n.n_sensitive, "prbs": n.n_prbs, "note": n.note}
 
@@ -113,6 +132,11 @@ def design_document(design: Design) -> dict[str, Any]:
         "xi": design.config.risk.xi,
         "entropy_declared": r.fine_entropy,
         "keep": r.keep,
+        "key_floor": r.keep,
+        "target_changed": r.target,
+        "warn_changed": r.warn,
+        "verdict": r.verdict,
+        "given_up": r.given_up,
         "nodes": {"total": len(r.nodes), "certified": statuses.count("certified"),
                   "refused": statuses.count("refused"), "pruned": statuses.count("pruned"),
                   "not_evaluated": statuses.count("not evaluated")},
@@ -145,42 +169,343 @@ def _rel(p: str, old_dir: Path, new_dir: Path) -> str:
     return os.path.relpath(os.path.normpath(old_dir / q), new_dir)
 
 
+def plain_rule(o: Any) -> Any:
+    """A rule as YAML should show it: whole floats as ints (band edges 15, not 15.0)."""
+    if isinstance(o, dict):
+        return {k: plain_rule(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [plain_rule(v) for v in o]
+    if isinstance(o, float) and o.is_integer():
+        return int(o)
+    return o
+
+
+def _flow(o: Any) -> Any:
+    """``o`` as ruamel nodes in flow style (``{bands: [18, 20, 25]}``, one line)."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(o, dict):
+        m = CommentedMap((k, _flow(v)) for k, v in o.items())
+        m.fa.set_flow_style()
+        return m
+    if isinstance(o, list | tuple):
+        seq = CommentedSeq(_flow(v) for v in o)
+        seq.fa.set_flow_style()
+        return seq
+    return o
+
+
+def _as_plain(o: Any) -> Any:
+    """ruamel's round-trip nodes as plain dicts and lists (for comparing rules)."""
+    if isinstance(o, dict):
+        return {str(k): _as_plain(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_as_plain(v) for v in o]
+    if isinstance(o, bool) or o is None:
+        return o
+    if isinstance(o, int):
+        return int(o)
+    if isinstance(o, float):
+        return int(o) if o.is_integer() else float(o)
+    return str(o) if not isinstance(o, str) else str(o)
+
+
+
+
+def _seed_path(seed_file: str, name: str) -> str:
+    """A new seed file next to the old one, named after the new job."""
+    old = Path(seed_file)
+    return str(old.with_name(f"{name}.seed")) if old.name else f"secrets/{name}.seed"
+
+
+def _head(design: Design, i: int, changes: list[str], seed_note: str) -> str:
+    r = design.result
+    n = r.nodes[i]
+    cur = r.nodes[r.current] if r.current is not None else None
+    lines = [
+        f"{DESIGN_MARK} {design.config_path.name}` (node {i}, {n.variant} partition): a "
+        f"certified design at xi = {design.config.risk.xi}.",
+        f"# Why: {r.verdict}.",
+    ]
+    if cur is not None and cur.changed_share == cur.changed_share:
+        lines.append(f"# Expected records changed by PRAM: {cur.changed:,.0f} "
+                     f"({cur.changed_share:.1%}) as the config was -> {n.changed:,.0f} "
+                     f"({n.changed_share:.1%}) with this design.")
+    else:
+        lines.append(f"# Expected records changed by PRAM: {n.changed:,.0f} "
+                     f"({n.changed_share:.1%}).")
+    kept = ", ".join(f"{k} {v:.0%}" for k, v in n.key_kept.items())
+    lines.append(f"# Each key keeps of its own entropy: {kept} (floor {r.keep:.0%}); the key "
+                 f"table keeps {n.entropy_kept:.1%}.")
+    if n.displacement:
+        disp = ", ".join(f"{k} {v:.2f}" for k, v in n.displacement.items())
+        lines.append(f"# Mean |change| of a moved record's ordered keys (declared units): {disp}.")
+    lines.append(f"# Key-table TVD bound (recoding + PRAM): {n.tvd:.4f}; certificate "
+                 f"{n.certificate:.6f}.")
+    if changes:
+        lines.append("# What changed:")
+        lines += [f"#   - {c}" for c in changes]
+    for g in r.given_up:
+        m = re.search(r"node (\d+)", g)
+        if m:  # name the design, not its node number
+            j = int(m.group(1))
+            what = "; ".join(f"{k}: {v['name']}" for k, v in _recoding_of(design, j).items())
+            g = g.replace(m.group(0), f"with {what or 'no recoding'}")
+        lines.append(f"# Not reached: {g}.")
+    lines.append(f"# {seed_note}")
+    wrapped: list[str] = []
+    for line in lines:
+        body = line[2:] if line.startswith("# ") else line.lstrip("#")
+        lead = "#   " if body.startswith("  - ") else "# "
+        wrapped += textwrap.wrap(body, width=94, initial_indent="# ",
+                                 subsequent_indent=lead + ("    " if lead == "#   " else ""),
+                                 break_on_hyphens=False, break_long_words=False) or ["#"]
+    return "\n".join(wrapped) + "\n"
+
+
+def _dump(o: dict[str, Any], indent: int = 0) -> list[str]:
+    """``o`` as YAML lines (ruamel, one line per flow collection), indented by ``indent``."""
+    from ruamel.yaml import YAML
+
+    y = YAML(typ="rt")
+    y.width = 4096
+    y.indent(mapping=2, sequence=4, offset=2)
+    buf = io.StringIO()
+    y.dump(o, buf)
+    pad = " " * indent
+    out: list[str] = []
+    for line in buf.getvalue().splitlines(True):
+        out += _wrap_flow(pad + line if line.strip() else line)
+    return out
+
+
+def _wrap_flow(line: str, width: int = 96) -> list[str]:
+    """A long ``key: {bands: [0, 2, 4, ...]}`` line broken after commas, the continuation
+    lines aligned after the opening bracket (valid YAML: flow collections may span lines)."""
+    if len(line.rstrip("\n")) <= width or "[" not in line:
+        return [line]
+    col = line.index("[") + 1
+    parts = line.rstrip("\n").split(", ")
+    out, cur = [], parts[0]
+    for piece in parts[1:]:
+        if len(cur) + 2 + len(piece) > width:
+            out.append(cur + ",\n")
+            cur = " " * col + piece
+        else:
+            cur += ", " + piece
+    out.append(cur + "\n")
+    return out
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _extent(lines: list[str], i: int) -> int:
+    """The end (exclusive) of the entry starting at line ``i``: the lines after it indented
+    deeper (its value's continuation, its comments), up to a blank or shallower line."""
+    ind = _indent(lines[i])
+    j = i + 1
+    while j < len(lines) and lines[j].strip() and _indent(lines[j]) > ind:
+        j += 1
+    return j
+
+
+def _flow_valued(line: str) -> bool:
+    """Whether a ``key: value`` line holds its value in flow style on the line."""
+    rest = line.split(":", 1)[1].split(" #", 1)[0].strip() if ":" in line else ""
+    return rest.startswith(("{", "["))
+
+
+class _Patch:
+    """Edits of the input config's text at lines located by ruamel (``.lc``): every line not
+    edited is kept byte for byte (comments, layout, flow lists); edits are applied bottom up."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines(True)
+        if self.lines and not self.lines[-1].endswith("\n"):
+            self.lines[-1] += "\n"
+        self.edits: list[tuple[int, int, list[str]]] = []
+
+    def replace(self, start: int, end: int, new: list[str]) -> None:
+        self.edits.append((start, end, new))
+
+    def text(self) -> str:
+        lines = list(self.lines)
+        for start, end, new in sorted(self.edits, key=lambda e: (e[0], e[1]), reverse=True):
+            lines[start:end] = new
+        return "".join(lines)
+
+
+def _set_entry(patch: _Patch, parent: Any, key: str, value: Any, indent: int,
+               last_line: int) -> None:
+    """Set ``key`` of the block mapping ``parent`` (entries at ``indent``) to ``value`` (None:
+    remove it): its own lines replaced, or a new line after ``last_line``."""
+    new = [] if value is None else _dump({key: _flow(value) if not isinstance(value, str)
+                                          else value}, indent)
+    if key in parent:
+        i = parent.lc.key(key)[0]
+        patch.replace(i, _extent(patch.lines, i), new)
+    elif new:
+        patch.replace(last_line + 1, last_line + 1, new)
+
+
+def _body_end(patch: _Patch, i: int) -> int:
+    """The last line of the block entry starting at line ``i`` that is not a comment."""
+    j = _extent(patch.lines, i) - 1
+    while j > i and patch.lines[j].lstrip().startswith("#"):
+        j -= 1
+    return j
+
+
+def _replace_value(patch: _Patch, start: int, end: int, old: str, new: str) -> None:
+    """Replace the scalar text ``old`` by ``new`` in lines start..end (first occurrence)."""
+    for i in range(start, end):
+        line = patch.lines[i]
+        if old in line:
+            patch.replace(i, i + 1, [line.replace(old, new, 1)])
+            return
+
+
 def write_node_config(design: Design, i: int, out: str | Path) -> Path:
-    """Write node ``i`` as a release config at ``out``: the config as written with the node's
-    ``recode:`` per key and its partition; relative paths rewritten for ``out``'s folder; the
-    job named ``<name>-design`` and released into ``<output.dir>-design`` so it never collides
-    with the current release."""
+    """Write node ``i`` as a release config at ``out``: the input config's text, edited where
+    the design differs, so every comment, the layout and flow-style lists of the input are
+    kept (lines located with ruamel.yaml's round-trip loader); each key's ``recode:`` and the
+    partition are the node's (new values in flow style, whole numbers as ints); relative paths
+    are rewritten for ``out``'s folder; the job is named ``<name>-design``, released into
+    ``<output.dir>-design`` and gets its own seed file (a new seed starts a new series,
+    docs/SERIES.md); a comment block at the top says what changed and why. The overwrite
+    guard (:func:`sdc.io.guard.refuse_overwrite`) is the caller's."""
+    from ruamel.yaml import YAML
+
     r = design.result
     node = r.nodes[i]
-    data = node_data(design.base, r.cands, node.levels, r.keys)
-    if node.partition:
-        data["partition"] = copy.deepcopy(node.partition)
+    text = _strip_old_head(design.config_path.read_text(encoding="utf-8"))
+    data = YAML(typ="rt").load(text)
+    patch = _Patch(text)
+    changes: list[str] = []
+    kvs = data["key_variables"]
+    for k, lev in zip(r.keys, node.levels, strict=True):
+        c = r.cands[k][lev]
+        kv = kvs[k]
+        old = _as_plain(kv.get("recode")) if "recode" in kv else None
+        new = plain_rule(c.rule) if c.rule is not None else None
+        if old == new:
+            continue
+        line = kvs.lc.key(k)[0]
+        if _flow_valued(patch.lines[line]) or kv.fa.flow_style():
+            # a one-line key ({range: [0, 91]}) becomes a block with the recode on its own line
+            block = {str(a): (_flow(_as_plain(b)) if isinstance(b, dict | list) else b)
+                     for a, b in kv.items() if a != "recode"}
+            if new is not None:
+                block["recode"] = _flow(new)
+            patch.replace(line, _extent(patch.lines, line),
+                          _dump({k: block}, _indent(patch.lines[line])))
+        else:
+            _set_entry(patch, kv, "recode", new, _indent(patch.lines[line]) + 2,
+                       _body_end(patch, line))
+        changes.append(f"{k}: recoding removed (the declared values)" if new is None else
+                       f"{k}: {c.name} ({c.n_released} released values, {c.kept:.0%} of its "
+                       "own entropy kept)")
+    new_part = plain_rule(copy.deepcopy(node.partition or {}))
+    old_part = _as_plain(data.get("partition") or {})
+    if new_part != old_part:
+        part = data.get("partition")
+        if "partition" in data and isinstance(part, dict) and part and \
+                not _flow_valued(patch.lines[data.lc.key("partition")[0]]):
+            pline = data.lc.key("partition")[0]
+            last = _body_end(patch, pline)
+            for v in part:
+                if v not in new_part:
+                    _set_entry(patch, part, v, None, 2, last)
+            for v, rule in new_part.items():
+                if old_part.get(v) != rule:
+                    _set_entry(patch, part, v, rule, 2, last)
+        elif "partition" in data:
+            pline = data.lc.key("partition")[0]
+            patch.replace(pline, _extent(patch.lines, pline),
+                          _dump({"partition": {v: rl if isinstance(rl, str) else _flow(rl)
+                                               for v, rl in new_part.items()} or _flow({})}))
+        else:
+            kline = data.lc.key("key_variables")[0]
+            patch.replace(_extent(patch.lines, kline), _extent(patch.lines, kline),
+                          _dump({"partition": {v: rl if isinstance(rl, str) else _flow(rl)
+                                               for v, rl in new_part.items()}}))
+        changes.append("partition: " + (", ".join(
+            f"{v}: {rule if isinstance(rule, str) else _flow_text(rule)}"
+            for v, rule in new_part.items()) or "none") + f" ({node.variant}; PRAM moves a "
+            "record only within its partition set, small ones merged)")
+        risk = data.get("risk")
+        if node.variant != "config" and isinstance(risk, dict) and "merge_along" in risk:
+            rline = data.lc.key("risk")[0]
+            if _flow_valued(patch.lines[rline]):
+                plain = {a: b for a, b in _as_plain(risk).items() if a != "merge_along"}
+                patch.replace(rline, _extent(patch.lines, rline), _dump({"risk": _flow(plain)}))
+            else:
+                _set_entry(patch, risk, "merge_along", None, 2, rline)
+            changes.append("risk.merge_along removed (the merge order follows the new "
+                           "partition)")
     out = Path(out).expanduser()
     old_dir, new_dir = design.config_path.parent, out.resolve().parent
-    if old_dir != new_dir:
-        data["input"]["path"] = _rel(str(data["input"]["path"]), old_dir, new_dir)
-        if isinstance(data.get("seed"), dict) and "file" in data["seed"]:
-            data["seed"]["file"] = _rel(str(data["seed"]["file"]), old_dir, new_dir)
-        if isinstance(data.get("output"), dict) and "dir" in data["output"]:
-            data["output"]["dir"] = _rel(str(data["output"]["dir"]), old_dir, new_dir)
-        rules = [*(data.get("partition") or {}).values(),
-                 *(kv.get("recode") for kv in data["key_variables"].values())]
-        for rule in rules:
-            if isinstance(rule, dict) and "hierarchy" in rule:
-                rule["hierarchy"] = _rel(str(rule["hierarchy"]), old_dir, new_dir)
-    data["name"] = f"{data['name']}-design"
-    if isinstance(data.get("output"), dict) and "dir" in data["output"]:
-        data["output"]["dir"] = str(data["output"]["dir"]).rstrip("/") + "-design"
+    name = f"{data['name']}-design"
+    nline = data.lc.key("name")[0]
+    patch.replace(nline, _extent(patch.lines, nline), _dump({"name": name}))
+
+    def section(key: str) -> tuple[int, int]:
+        line = data.lc.key(key)[0]
+        return line, _extent(patch.lines, line)
+
+    seed = data.get("seed")
+    if isinstance(seed, dict) and "file" in seed:
+        new_seed = _seed_path(str(seed["file"]), name)
+        if old_dir != new_dir:
+            new_seed = _rel(new_seed, old_dir, new_dir)
+        _replace_value(patch, *section("seed"), str(seed["file"]), new_seed)
+        seed_note = (f"Seed: a new seed file ({new_seed}, created by the first release): a new "
+                     "seed starts a new release series (docs/SERIES.md); releases of this job "
+                     "are not linked to the original job's.")
     else:
-        data.setdefault("output", {})["dir"] = str(Path("releases") / data["name"])
-    n = node
-    head = (f"# Written by `sdc design {design.config_path.name}` (node {i}): a certified design "
-            f"at xi = {design.config.risk.xi}.\n"
-            f"# Expected records changed by PRAM: {n.changed:,.0f} ({n.changed_share:.1%}); "
-            f"entropy of the released key table kept: {n.entropy_kept:.1%};\n"
-            f"# key-table TVD (recoding + PRAM, bound): {n.tvd:.4f}; certificate "
-            f"{n.certificate:.6f}.\n")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
-                   encoding="utf-8")
+        seed_note = ("Seed: the config's whole-number seed is kept (tests and demos only); a real "
+                     "job gets `seed: {file: ...}`, and a new seed starts a new series "
+                     "(docs/SERIES.md).")
+    if old_dir != new_dir:
+        old_in = str(data["input"]["path"])
+        _replace_value(patch, *section("input"), old_in, _rel(old_in, old_dir, new_dir))
+        for v, rule in [*(data.get("partition") or {}).items(),
+                        *((k, kv.get("recode")) for k, kv in kvs.items())]:
+            if isinstance(rule, dict) and "hierarchy" in rule:
+                h = str(rule["hierarchy"])
+                where = section("partition") if v in (data.get("partition") or {}) and \
+                    rule is data["partition"][v] else section("key_variables")
+                _replace_value(patch, *where, h, _rel(h, old_dir, new_dir))
+    outp = data.get("output")
+    if isinstance(outp, dict) and "dir" in outp:
+        old_out = str(outp["dir"])
+        new_out = (_rel(old_out, old_dir, new_dir) if old_dir != new_dir else old_out)
+        _replace_value(patch, *section("output"), old_out, new_out.rstrip("/") + "-design")
+    else:
+        patch.replace(len(patch.lines), len(patch.lines),
+                      _dump({"output": {"dir": str(Path("releases") / name)}}))
+    body = patch.text()
+    write_atomic(out, _head(design, i, changes, seed_note) + body)
     return out
+
+
+def _flow_text(rule: Any) -> str:
+    if isinstance(rule, dict):
+        return "{" + ", ".join(f"{k}: {_flow_text(v)}" for k, v in rule.items()) + "}"
+    if isinstance(rule, list):
+        return "[" + ", ".join(_flow_text(v) for v in rule) + "]"
+    return str(rule)
+
+
+def _strip_old_head(text: str) -> str:
+    """A config written by ``sdc design`` and designed again: its old comment block goes (the
+    new one replaces it); every other comment stays."""
+    lines = text.splitlines(keepends=True)
+    if not lines or not lines[0].startswith(DESIGN_MARK):
+        return text
+    j = 0
+    while j < len(lines) and lines[j].startswith("#"):
+        j += 1
+    return "".join(lines[j:])

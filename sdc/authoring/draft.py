@@ -741,8 +741,10 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
     for var, rule in d.partition.items():
         if rule == "as_is" or rule == {"as_is": True}:
             L.append(f"  {_flow(var)}: as_is")
-        else:
+        elif isinstance(rule, dict) and set(rule) == {"bands"}:
             L.append(f"  {_flow(var)}: {{bands: {_flow(rule['bands'])}}}   # left edges")
+        else:
+            L.append(f"  {_flow(var)}: {_flow(rule)}")
     L += [
         "risk:",
         f"  xi: {d.risk['xi']}                     # every correct-match probability <= xi (1/3 < xi < 1)",

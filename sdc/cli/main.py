@@ -452,8 +452,11 @@ def design(
         "--budget", help="Seconds for planning lattice nodes (the rest stay unevaluated).")]
     = 60.0,
     keep: Annotated[float, typer.Option(
-        "--keep", help="Entropy share of the key table the recommended design keeps at least.")]
-    = 0.9,
+        "--keep", help="Share of its own entropy every key of the recommended design keeps at "
+        "least (the per-key floor).")] = 0.7,
+    target: Annotated[float, typer.Option(
+        "--target", help="Share of records changed the recommendation aims at (or less).")]
+    = 0.1,
     limit: Annotated[int, typer.Option(help="Show at most this many frontier points.")] = 25,
     as_json: JsonOpt = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing -o file (never "
@@ -473,8 +476,10 @@ def design(
             refuse_overwrite(out, force=force, option="-o", protected=job_files(config))
         if not 0 < keep <= 1:
             raise typer.BadParameter("--keep must be in (0, 1]")
+        if not 0 < target < 1:
+            raise typer.BadParameter("--target must be in (0, 1)")
         if as_json:
-            d = run_design(config, budget=budget, keep=keep)
+            d = run_design(config, budget=budget, keep=keep, target=target)
         else:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -482,7 +487,7 @@ def design(
                           MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
                           transient=True) as bar:
                 task = bar.add_task("design: lattice nodes", total=None)
-                d = run_design(config, budget=budget, keep=keep,
+                d = run_design(config, budget=budget, keep=keep, target=target,
                                progress=lambda done, total: bar.update(task, completed=done,
                                                                         total=total))
         doc = design_document(d)
@@ -522,16 +527,18 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
     ], title="Design search"))
     t = Table(title=f"Pareto frontier ({len(doc['frontier'])} points; * recommended, "
                     "= the config as it is)", title_justify="left")
-    for col in ("", "changed", "entropy kept", "TVD", "certificate", "recoding"):
-        t.add_column(col, justify="left" if col in ("", "recoding") else "right",
+    for col in ("", "changed", "entropy kept", "lowest key", "displacement", "TVD bound",
+                "recoding", "partition"):
+        t.add_column(col, justify="left" if col in ("", "recoding", "partition") else "right",
                      overflow="fold")
     rec = doc["recommended"]["node"] if doc["recommended"] else None
     cur = doc["current"]["node"] if doc["current"] else None
     for p in doc["frontier"][:limit]:
         mark = ("*" if p["node"] == rec else "") + ("=" if p["node"] == cur else "")
         recoding = "; ".join(f"{k}: {v['name']}" for k, v in p["recoding"].items()) or "none"
-        t.add_row(mark, _pct(p["share_changed"]), _pct(p["entropy_kept"]), f"{p['tvd']:.4f}",
-                  f"{p['certificate']:.4f}", Text(recoding))
+        t.add_row(mark, _pct(p["share_changed"]), _pct(p["entropy_kept"]),
+                  _pct(p["min_key_entropy_kept"]), _disp(p), f"{p['tvd_bound']:.4f}",
+                  Text(recoding), p["partition_variant"])
     console.print(t)
     if len(doc["frontier"]) > limit:
         console.print(f"... and {len(doc['frontier']) - limit} more (--limit)")
@@ -540,21 +547,42 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
         console.print(f"the config as it is: {_pct(c['share_changed'])} of records changed "
                       f"(expected), certificate {c['certificate']:.4f}", markup=False)
     if rec is None:
-        console.print(f"no evaluated design keeps {_pct(doc['keep'])} of the entropy",
+        console.print(f"no evaluated design keeps {_pct(doc['keep'])} of every key's entropy",
                       style="yellow")
         return
     r = doc["recommended"]
-    console.print(f"recommended (fewest records changed among designs keeping >= "
-                  f"{_pct(doc['keep'])} of the entropy): {_pct(r['share_changed'])} changed, "
-                  f"{_pct(r['entropy_kept'])} entropy kept, TVD {r['tvd']:.4f}, certificate "
-                  f"{r['certificate']:.4f} <= xi", markup=False)
-    for k, v in r["recoding"].items():
-        console.print(f"  {k}: recode: {v['recode']}  ({v['name']}, {v['released_values']} "
-                      "released values)", markup=False, soft_wrap=True)
-    if not r["recoding"]:
-        console.print("  (no recoding: the declared values)", markup=False)
+    console.print(f"recommended ({doc['verdict']}): {_pct(r['share_changed'])} changed, "
+                  f"{_pct(r['entropy_kept'])} of the key table's entropy kept, TVD bound "
+                  f"{r['tvd_bound']:.4f}, certificate {r['certificate']:.4f} <= xi",
+                  markup=False, soft_wrap=True)
+    for k, v in r["key_entropy_kept"].items():
+        rc = r["recoding"].get(k)
+        what = (f"recode: {v_rule(rc['recode'])} ({rc['name']}, {rc['released_values']} "
+                "released values)" if rc else "declared values")
+        d = r["displacement"].get(k)
+        console.print(f"  {k}: keeps {_pct(v)} of its own entropy; {what}"
+                      + (f"; a moved record's {k} moves by {d:.2f} on average"
+                         if d is not None else ""), markup=False, soft_wrap=True)
+    console.print(f"  partition ({r['partition_variant']}): {r['partition'] or 'none'}",
+                  markup=False, soft_wrap=True)
+    for g in doc.get("given_up") or []:
+        console.print(f"not reached: {g}", style="yellow", markup=False, soft_wrap=True)
     if doc.get("written"):
         console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
+
+
+def _disp(p: dict[str, Any]) -> str:
+    d = p.get("displacement") or {}
+    return ", ".join(f"{k} {v:.1f}" for k, v in d.items()) or "-"
+
+
+def v_rule(rule: Any) -> str:
+    """A recoding rule on one line, as YAML flow style shows it."""
+    if isinstance(rule, dict):
+        return "{" + ", ".join(f"{k}: {v_rule(v)}" for k, v in rule.items()) + "}"
+    if isinstance(rule, list):
+        return "[" + ", ".join(v_rule(v) for v in rule) + "]"
+    return str(rule)
 
 
 @app.command()

@@ -157,6 +157,18 @@ class KeyVariable(_Strict):
     level: Literal["household", "person"] = "person"
     """``household``: the variable belongs to the household (constant within it; needs
     ``input.household_id``) and is post-randomized once per household."""
+    breaks: list[float] | None = None
+    """Cut points with meaning for ``sdc design`` (a numeric key): a value at or above a break
+    starts a new class, so no recoding it proposes puts values on both sides of a break in one
+    class (years of schooling ``breaks: [9, 12, 16]``: 12 is never merged with 11 or 16)."""
+    ordered: bool | None = None
+    """Whether the categories are ordered (in the order listed): ``sdc design`` then merges
+    only neighbours. Default: numbers filling at least half of their span (a ``range:``,
+    ages, counts) are ordered; text and sparse numeric codes are nominal."""
+    merge: Literal["rare", "never"] | None = None
+    """``rare``: ``sdc design`` may merge this nominal key's rare categories into ``Other``
+    (by frequency). Without it a nominal key is merged only along a declared hierarchy or the
+    groups its partition rule declares."""
     recode: RecodeRule | None = None
     """Recoding of the released values (``sdc.config.recode``): bands, top/bottom coding,
     groups or an ARX hierarchy level. The release (cells, PRBs, certificate, public files) is
@@ -201,6 +213,16 @@ class KeyVariable(_Strict):
                     "one: the number, or the text (then quote every category)")
         if self.labels:
             self.labels = self._labels_on_domain()
+        if self.breaks is not None:
+            if self.categories is not None and not all(
+                    isinstance(c, int | float) and not isinstance(c, bool)
+                    for c in self.categories):
+                raise ValueError("'breaks' are cut points of a numeric key; this key has text "
+                                 "categories (declare 'ordered: true' to keep their order)")
+            if any(not math.isfinite(b) for b in self.breaks) or any(
+                    not a < b for a, b in zip(self.breaks, self.breaks[1:], strict=False)):
+                raise ValueError(f"'breaks' must be finite, strictly increasing numbers, got "
+                                 f"{self.breaks}")
         return self
 
     def _in_domain(self, v: Any, cats: set[Any]) -> bool:

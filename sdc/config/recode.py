@@ -25,14 +25,15 @@ from sdc.config.model import (
     TopBottom,
 )
 
-__all__ = ["apply_recodings", "recode_classes", "released_classes", "released_values"]
+__all__ = ["apply_recodings", "recode_classes", "released_classes", "released_values",
+           "span_label"]
 
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _span(lo: float, hi: float, open_top: bool = False) -> str:
+def span_label(lo: float, hi: float, open_top: bool = False) -> str:
     """The label of the whole numbers lo..hi: "18-19", "7", "62+" (open top), and "-4 to 9"
     (a negative start never reads as a range from minus four)."""
     if open_top:
@@ -79,7 +80,7 @@ def recode_classes(var: str, kv: KeyVariable, rule: Any, *, where: str | None = 
             lo, hi = float(inside.min()), float(inside.max())
             last = i + 1 == len(rule.bands)
             if integer:  # what is in the band: "18-19" for ages 18, 19 under the edge 15
-                band_names[i] = _span(lo, hi, last)
+                band_names[i] = span_label(lo, hi, last)
             else:
                 band_names[i] = (f"{_fmt(rule.bands[i])}+" if last else
                                  f"[{_fmt(rule.bands[i])}, {_fmt(rule.bands[i + 1])})")

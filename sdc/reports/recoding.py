@@ -10,6 +10,7 @@ so also the expected released table's). docs/DESIGN.md, "Recoding".
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,12 +100,39 @@ CHANGE_WARN_SHARE = 0.2
 words and points to ``sdc design``."""
 
 
+DESIGN_MARK = "# Written by `sdc design"
+"""The first line of a config ``sdc design -o`` writes: the warnings then never send the user
+back to ``sdc design`` on the file it wrote."""
+
+
+def written_by_design(config_path: str | Path | None) -> bool:
+    """Whether the config at ``config_path`` is one ``sdc design -o`` wrote (its first line)."""
+    if config_path is None:
+        return False
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            return f.readline().startswith(DESIGN_MARK)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def change_warnings(share_changed: float, by_key: dict[str, float] | None = None, *,
                     config_hint: str = "CONFIG",
                     threshold: float = CHANGE_WARN_SHARE) -> list[str]:
     """Plain-language warnings when PRAM changes more than ``threshold`` of the records, or of
-    one key's values (``by_key``: key -> share of records whose value of that key changed)."""
+    one key's values (``by_key``: key -> share of records whose value of that key changed).
+    For a config ``sdc design`` wrote (:func:`written_by_design`), they say what is left to
+    give up instead of pointing back to ``sdc design``."""
     out = []
+    if written_by_design(config_hint):
+        if share_changed > threshold:
+            out.append(
+                f"{share_changed:.1%} of the records have changed key values (more than "
+                f"{threshold:.0%}), with the design `sdc design` recommended: no design it "
+                "evaluated gets under this share without a key losing more than its floor of "
+                "information. The comment at the top of this config says what would have to be "
+                "given up (coarser keys, a lower --keep, or a key dropped).")
+        return out
     if share_changed > threshold:
         out.append(
             f"{share_changed:.1%} of the records have changed key values (more than "
