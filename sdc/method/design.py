@@ -168,6 +168,8 @@ def _class_rules(vals: np.ndarray, counts: np.ndarray, breaks: list[float] | Non
     ``breaks`` (then nothing else), else round numbers (multiples of 1, 2, 5, 10, 20, ...
     giving 3..20 bands); top and bottom codes at breaks, else at round numbers near the 95th
     and 99th (1st) percentiles. ``vals`` sorted ascending, ``counts`` in that order."""
+    from sdc.config.recode import span_label
+
     lo, hi = float(vals[0]), float(vals[-1])
     n = counts.sum()
     cum = np.cumsum(counts) / max(n, 1)
@@ -182,23 +184,25 @@ def _class_rules(vals: np.ndarray, counts: np.ndarray, breaks: list[float] | Non
         return float(v[0]) if v.size else None
 
     if breaks:
+        # the breaks cut the values into intervals; each interval is kept value by value or
+        # released as one class, so no class ever spans a break
         inner = [float(b) for b in breaks if lo < b <= hi]
-        subsets: list[list[float]] = []
-        for r in range(len(inner), 0, -1):
-            subsets += [list(c) for c in itertools.combinations(inner, r)]
-        for cuts in subsets[:31]:
-            out.append((f"bands at {_fmt_list(cuts)}", cuts, None, None))
-        for b in inner:
-            t = at_least(b)
-            if t is not None and t > lo:
-                out.append((f"top-coded at {_fmt(t)}", [], None, t))
-            bb = below(b)
-            if bb is not None and bb < hi:
-                out.append((f"bottom-coded at {_fmt(bb)}", [], bb, None))
-        for b1, b2 in itertools.combinations(inner, 2):
-            bb, t = below(b1), at_least(b2)
-            if bb is not None and t is not None and bb < t:
-                out.append((f"{_fmt(bb)} or less, {_fmt(t)}+", [], bb, t))
+        starts = [lo, *inner]
+        m = len(starts)
+        span_of = [(s0, float(vals[vals < (starts[j + 1] if j + 1 < m else np.inf)][-1]))
+                   for j, s0 in enumerate(starts)]
+        multi = [j for j in range(m) if np.sum((vals >= span_of[j][0])
+                                              & (vals <= span_of[j][1])) > 1]
+        subsets: list[tuple[int, ...]] = []
+        for r in range(len(multi), 0, -1):
+            subsets += list(itertools.combinations(multi, r))
+        for merged in subsets[:31]:
+            cuts: list[float] = []
+            for j in range(m):
+                inside = vals[(vals >= span_of[j][0]) & (vals <= span_of[j][1])]
+                cuts += [float(inside[0])] if j in merged else [float(v) for v in inside]
+            names = [span_label(*span_of[j], open_top=False) for j in merged]
+            out.append((f"{', '.join(names)} merged (breaks)", cuts[1:], None, None))
         return out
     unit = _round_unit(hi - lo)
     tops: list[float] = []
