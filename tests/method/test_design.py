@@ -282,7 +282,9 @@ def test_written_config_keeps_comments_layout_and_gets_its_own_seed(tmp_path):
     new = out.read_text()
     assert new.startswith("# Written by `sdc design")
     assert "# my own note on this job" in new and "# the risk part" in new
-    assert "a new seed starts a new release series" in new
+    head = " ".join(line.lstrip("#").strip() for line in new.splitlines()
+                    if line.startswith("#"))
+    assert "a new seed starts a new release series" in head and "What changed" in head
     back = yaml.safe_load(new)
     assert back["seed"]["file"] == "secrets/des-design.seed"
     assert back["name"] == "des-design"
