@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# A demo release of the project's own census-like sample (embedded Prefect, no server), with
-# the design `sdc design configs/census_demo.yaml` recommends (it changes < 20% of records).
+# A demo release of the project's own census-like sample (it starts the local Prefect server
+# that later runs reuse), with the design `sdc design configs/census_demo.yaml` recommends
+# (it changes < 20% of records).
 # --force: the demo replaces its own previous demo release (only after the new one is complete).
 demo: install
 	$(VENV)/bin/sdc release configs/census_demo_design.yaml --force

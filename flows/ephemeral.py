@@ -36,7 +36,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-__all__ = ["TemporaryAPI", "migrated_marker", "warm_database"]
+__all__ = ["TemporaryAPI", "mark_migrated", "migrated_marker", "warm_database"]
 
 #: What the temporary server does not need for one flow run (Prefect settings, environment):
 #: no telemetry, no automations (triggers/actions would never fire before the server stops),
@@ -76,6 +76,16 @@ def warm_database() -> bool:
         return marker.read_text() == _marker_text()
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def mark_migrated() -> None:
+    """Record that a server of this Prefect version migrated the database (a server that
+    answers has run its migrations)."""
+    marker = migrated_marker()
+    if marker is None or not (marker.parent / "prefect.db").is_file():
+        return
+    with contextlib.suppress(OSError):
+        marker.write_text(_marker_text())
 
 
 def _free_port() -> int:
@@ -168,7 +178,7 @@ class TemporaryAPI:
                     if r.status == 200:
                         self.ready_after = time.perf_counter() - self.started
                         if self.migrates:
-                            self._mark_migrated()
+                            mark_migrated()
                         return self.ready_after
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
@@ -179,13 +189,6 @@ class TemporaryAPI:
             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher on a busy machine, or "
             "start a server (`prefect server start`) and set PREFECT_API_URL"
         )
-
-    def _mark_migrated(self) -> None:
-        marker = migrated_marker()
-        if marker is None or not (marker.parent / "prefect.db").is_file():
-            return
-        with contextlib.suppress(OSError):
-            marker.write_text(_marker_text())
 
     def current_peak_rss_mb(self) -> float | None:
         """The server's peak RSS so far (Linux ``VmHWM``), None if unknown."""

@@ -43,7 +43,8 @@ def prefect_api_configured() -> bool:
 
 
 def use_local_server() -> None:
-    """Without a configured API: use ``sdc server start``'s server when it runs and answers."""
+    """Without a configured API: use the server sdc started (``sdc server start``, or a reused
+    one) when it is the process sdc started and proves its token (flows.server)."""
     if prefect_api_configured():
         return
     from flows.server import local_server
@@ -117,26 +118,59 @@ def lost_server(url: str | None, out_dir: Path) -> Iterator[None]:
         raise lost from exc
 
 
+def _api_for_run(reuse: bool) -> tuple[Any, Any]:
+    """(the reused server's lease or None, a temporary API or None) for a run without a
+    configured API: the server sdc started if one runs; else, with ``reuse`` and
+    ``SDC_SERVER_IDLE_MINUTES`` > 0, a server started now for this and later runs; else
+    Prefect's temporary API for this run only (flows.server, flows.ephemeral)."""
+    from flows.ephemeral import TemporaryAPI
+    from flows.server import acquire_reused_server, idle_minutes_setting
+
+    if prefect_api_configured():
+        return None, None
+    idle = idle_minutes_setting()
+    lease = acquire_reused_server(idle, start=reuse and idle > 0)
+    if lease is not None:
+        return lease, None
+    return None, TemporaryAPI.start()
+
+
 def run_release(config_path: Path, config: Any, *, force: bool = False,
                 new_series: bool = False, engine: str | None = None, review: bool = False,
-                discard_extra_files: bool = False,
+                discard_extra_files: bool = False, reuse: bool = True,
                 progress: Callable[[str], None] | None = None,
                 t0: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run :func:`flows.release.release` for ``config_path`` (``config``: its pre-flighted
     :class:`~sdc.config.model.ReleaseConfig`) and return ``(summary, startup)``.
 
-    The API: a configured PREFECT_API_URL (checked to answer), else ``sdc server start``'s
-    server, else Prefect's temporary API started in a subprocess right now; while it boots an
-    in-memory executor's input is read in a thread (:func:`flows.release.prefetch_job`) and
-    the tasks' imports are paid. ``startup`` holds the temporary API's figures for
-    ``--timings`` (empty with a server). ``progress(text)`` is told every step.
+    The API: a configured PREFECT_API_URL (checked to answer), else the local server sdc
+    started (``sdc server start``, or the reused one: started now when none runs, unless
+    ``reuse`` is False), else Prefect's temporary API started in a subprocess right now. While
+    a server boots, an in-memory executor's input is read in a thread
+    (:func:`flows.release.prefetch_job`) and the tasks' imports are paid. ``startup`` holds
+    which API was used and its start-up figures for ``--timings``. ``progress(text)`` is told
+    every step.
     """
-    from flows.ephemeral import TemporaryAPI
-
     t0 = time.perf_counter() if t0 is None else t0
     say = progress or (lambda text: None)
-    use_local_server()
-    temp_api = None if prefect_api_configured() else TemporaryAPI.start()
+    lease, temp_api = _api_for_run(reuse)
+    failed = True
+    try:
+        summary, startup = _run_with(lease, temp_api, config_path, config, say, t0,
+                                     {"config_path": str(config_path), "force": force,
+                                      "new_series": new_series, "engine": engine,
+                                      "review": review,
+                                      "discard_extra_files": discard_extra_files})
+        failed = False
+        return summary, startup
+    finally:
+        if lease is not None:
+            lease.close(failed=failed)
+
+
+def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
+              say: Callable[[str], None], t0: float,
+              kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     from flows.release import progress_callback
     from flows.release import release as release_flow
     from sdc.executors import get_executor
@@ -146,28 +180,43 @@ def run_release(config_path: Path, config: Any, *, force: bool = False,
     if api and temp_api is not None:  # a profile names a server: use it
         temp_api.stop()
         temp_api = None
+    if api and lease is not None:
+        lease.close(failed=True)
+        lease = None
+    booting = temp_api is not None or (lease is not None and lease.launch is not None)
     # an executor that reads the input whole: read it in a thread while Prefect starts
-    if not get_executor(resolve_engine(config, engine).kind).batched:
+    if not get_executor(resolve_engine(config, kwargs["engine"]).kind).batched:
         from flows.release import prefetch_job, warm_imports
 
         prefetch_job(config_path)
-        if temp_api is not None:  # the server's boot time: import what the tasks import
+        if booting:  # the server's boot time: import what the tasks import
             warm_imports()
-    say(f"connecting to {api}" if api else "starting Prefect (embedded)")
-    kwargs = {"config_path": str(config_path), "force": force, "new_series": new_series,
-              "engine": engine, "review": review, "discard_extra_files": discard_extra_files}
-    startup: dict[str, Any] = {}
-    with lost_server(api or (temp_api.url if temp_api is not None else None),
-                     config.output_dir.absolute()), progress_callback(progress):
-        if temp_api is None:
+    startup: dict[str, Any] = {"prefect_api": "configured" if api else
+                               "temporary" if temp_api is not None else lease.how}
+    if lease is not None:
+        say("starting the local Prefect server" if lease.launch is not None else
+            f"connecting to {lease.server.url}")
+    else:
+        say(f"connecting to {api}" if api else "starting Prefect (embedded)")
+    url = api or (temp_api.url if temp_api is not None else None)
+    with lost_server(url, config.output_dir.absolute()), progress_callback(say):
+        if temp_api is None and lease is None:
             return release_flow(**kwargs), startup
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         waited_from = time.perf_counter() - t0
-        ready = temp_api.wait()
-        with temporary_settings({PREFECT_API_URL: temp_api.url}):
+        if lease is not None:
+            url = lease.wait()
+            if lease.ready_seconds is not None:  # started by this run
+                startup.update({"api_server_url": url,
+                                "api_server_ready_seconds": round(lease.ready_seconds, 3),
+                                "cli_ready_seconds": round(waited_from, 3)})
+        else:
+            startup.update({"api_server_url": url,
+                            "api_server_ready_seconds": round(temp_api.wait(), 3),
+                            "cli_ready_seconds": round(waited_from, 3)})
+        with temporary_settings({PREFECT_API_URL: url}):
             summary = release_flow(**kwargs)
-    startup.update({"api_server_url": temp_api.url, "api_server_ready_seconds": round(ready, 3),
-                    "cli_ready_seconds": round(waited_from, 3),
-                    "api_server_peak_rss_mb": temp_api.current_peak_rss_mb()})
+    if temp_api is not None:
+        startup["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()
     return summary, startup

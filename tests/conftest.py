@@ -166,3 +166,59 @@ def make_small_job(tmp_path: Path) -> JobMaker:
         return write_yaml(tmp_path / "configs" / f"{name}.yaml", _deep_update(config, changes))
 
     return make
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. the local Prefect server sdc starts (flows.server): none is left running by a test
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session", autouse=True)
+def _no_reused_server_by_default() -> Iterator[None]:
+    """A test that runs ``sdc release`` without a Prefect API gets Prefect's temporary API (as
+    ``--no-reuse``), never a server that outlives it; tests of the reused server set
+    ``SDC_SERVER_IDLE_MINUTES`` themselves, in their own ``PREFECT_HOME`` (``server_home``)."""
+    import os
+
+    old = os.environ.get("SDC_SERVER_IDLE_MINUTES")
+    os.environ["SDC_SERVER_IDLE_MINUTES"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SDC_SERVER_IDLE_MINUTES", None)
+        else:
+            os.environ["SDC_SERVER_IDLE_MINUTES"] = old
+
+
+@pytest.fixture
+def server_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A ``PREFECT_HOME`` of the test's own (also for subprocesses): any server sdc starts
+    there is stopped at teardown (the process recorded in its state file, and any process
+    whose state file a test removed: every pid listed in ``started_pids`` of the home)."""
+    import os
+    import signal
+
+    home = tmp_path / "prefect-home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    yield home
+    from flows.server import process_start, stop_server
+
+    stop_server()
+    log = home / "sdc-server.log"
+    pids = set()
+    if log.exists():  # every server started in this home logs "sdc: server pid N ..."
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("sdc: server pid "):
+                pids.add(int(line.split()[3]))
+    for pid in pids:
+        now = process_start(pid)
+        if now is not None and now[1] not in "ZX":
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"flows.server_process" in cmd and str(home).encode() in Path(
+                    f"/proc/{pid}/environ").read_bytes():
+                os.kill(pid, signal.SIGKILL)

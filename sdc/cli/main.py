@@ -225,6 +225,11 @@ def release(
         "until `sdc approve` or `sdc reject` (another terminal) decides; exit 0 when approved "
         "and published, 2 when rejected. Ctrl-C stops waiting and leaves the release "
         "staged.")] = False,
+    no_reuse: Annotated[bool, typer.Option(
+        "--no-reuse", help="Start Prefect's temporary API for this run only, instead of "
+        "starting a local server that later runs reuse (it stops after "
+        "SDC_SERVER_IDLE_MINUTES, default 15, without a run; docs/OPERATIONS.md). A server "
+        "that runs already (`sdc server start`) is still used.")] = False,
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
     import time
@@ -251,7 +256,7 @@ def release(
             summary, startup = run_release(
                 config, loaded, force=force, new_series=new_series, engine=engine,
                 review=review or wait_for_review, discard_extra_files=discard_extra_files,
-                progress=None if as_json else show, t0=t0)
+                reuse=not no_reuse, progress=None if as_json else show, t0=t0)
         if wait_for_review:  # the run is over: wait on the staged folder (any server or none)
             _await_review(summary, as_json, started)
         total = time.perf_counter() - t0
@@ -923,52 +928,79 @@ def reject(target: RunOrDirArg, name: AsOpt, comment: CommentOpt = None,
     _decide("reject", target, name, comment, as_json)
 
 
-server_app = typer.Typer(help="A local Prefect server that `sdc release` reuses (start-up in "
+server_app = typer.Typer(help="The local Prefect server that `sdc release` reuses (start-up in "
                          "well under a second instead of a temporary API per run).",
                          no_args_is_help=True, add_completion=False)
 
 
 @server_app.command("start")
 def server_start(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 4200,
+    port: Annotated[int | None, typer.Option(
+        help="Port on 127.0.0.1 (1-65535; default 4200).", min=1, max=65535,
+        show_default=False)] = None,
+    idle_minutes: Annotated[float | None, typer.Option(
+        "--idle-minutes", min=0.1, max=10080, help="Stop after this many minutes without a "
+        "run or a request (default: run until `sdc server stop`).", show_default=False)] = None,
 ) -> None:
-    """Start `prefect server start` on 127.0.0.1 in the background (until `sdc server stop`)."""
-    with _friendly_errors():
-        from flows.server import local_server, start_server
+    """Start the local Prefect server on 127.0.0.1 in the background (until `sdc server stop`).
 
-        before = local_server()
+    A server sdc started that runs already (also one a release started) is kept, and runs
+    from now on until `sdc server stop` (or --idle-minutes)."""
+    with _friendly_errors():
+        from flows.server import start_server
+
         with console.status("starting the Prefect server"):
-            srv = start_server(port=port)
-        what = "already running" if before is not None else "started"
-        console.print(f"Prefect server {what}: {srv.url} (pid {srv.pid}, log {srv.log}). "
+            srv, started = start_server(port=port, idle_minutes=idle_minutes)
+        until = ("until `sdc server stop`" if idle_minutes is None else
+                 f"until {idle_minutes:g} minutes without a run, or `sdc server stop`")
+        console.print(f"Prefect server {'started' if started else 'already running'}: "
+                      f"{srv.url} (pid {srv.pid}, log {srv.log}); it runs {until}. "
                       "`sdc release` uses it while PREFECT_API_URL is unset; the UI is at "
-                      f"{srv.url.removesuffix('/api')}. Stop it with `sdc server stop`.",
-                      markup=False)
+                      f"{srv.root}.", markup=False)
+
+
+def _stale(v: Any) -> str:
+    return (f"no server was running: {v.detail}; nothing was signalled and the stale "
+            "state file was removed" if v.state in ("dead", "foreign") and v.server is not None
+            else f"no server was running ({v.detail})" if v.detail else "no server was running")
 
 
 @server_app.command("stop")
 def server_stop() -> None:
-    """Stop the server `sdc server start` started."""
+    """Stop the server sdc started (`sdc server start`, or the one `sdc release` reuses).
+
+    Only the process sdc started is signalled (same pid and start time, see
+    docs/OPERATIONS.md). Exit 0 when it was stopped or none was running (a stale state file
+    naming a dead process or another program is reported, removed, and nothing signalled);
+    2 if the server would not exit."""
     with _friendly_errors():
         from flows.server import stop_server
 
-        srv = stop_server()
-        console.print("no server was running" if srv is None else
-                      f"stopped the Prefect server {srv.url} (pid {srv.pid})", markup=False)
+        v = stop_server()
+        if v.state == "ours" and v.server is not None:
+            console.print(f"stopped the Prefect server {v.server.url} (pid {v.server.pid})",
+                          markup=False)
+        else:
+            console.print(_stale(v), markup=False)
 
 
 @server_app.command("status")
 def server_status() -> None:
-    """Is the server of `sdc server start` running (exit 1 if not)?"""
+    """Is the server sdc started running and answering (exit 0), or not (exit 1)?"""
     with _friendly_errors():
         from flows.server import server_status as status
 
-        srv, ok = status()
-        if srv is None:
-            console.print("no server started by `sdc server start` is running", markup=False)
+        v, ok = status()
+        if v.state != "ours" or v.server is None:
+            console.print(_stale(v).replace("the stale state file was removed",
+                                            "`sdc server stop` removes the stale state file"),
+                          markup=False)
             raise typer.Exit(EXIT_FAILURE)
-        console.print(f"{srv.url} (pid {srv.pid}): {'answers' if ok else 'does NOT answer'}",
-                      markup=False)
+        srv = v.server
+        until = ("until `sdc server stop`" if srv.idle_minutes is None else
+                 f"stops after {srv.idle_minutes:g} minutes without a run")
+        console.print(f"{srv.url} (pid {srv.pid}, {until}): "
+                      f"{'answers' if ok else 'does NOT answer'}", markup=False)
         if not ok:
             raise typer.Exit(EXIT_FAILURE)
 

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from flows.ephemeral import migrated_marker, warm_database
-from flows.server import local_server, state_file
+from flows.server import (
+    DEFAULT_IDLE_MINUTES,
+    ServerError,
+    idle_minutes_setting,
+    inspect_state,
+    local_server,
+    process_start,
+    state_file,
+    stop_server,
+)
 
 BIN = Path(sys.executable).parent
 
@@ -32,21 +44,162 @@ def test_marker_needs_the_database_and_this_version(tmp_path, monkeypatch):
     assert migrated_marker() is None and not warm_database()  # the user's database: never
 
 
-def test_state_of_a_dead_server_is_ignored(tmp_path, monkeypatch):
-    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
-    assert local_server() is None
+def _sleeper() -> subprocess.Popen:
+    """An unrelated live process of the user (a stale state file will name it)."""
+    return subprocess.Popen(["sleep", "300"])
+
+
+def _stale_state(pid: int, **extra) -> None:
+    data = {"pid": pid, "url": "http://127.0.0.1:9/api", "log": "", "token": "t" * 64,
+            "boot_id": None, **extra}
+    fd = os.open(state_file(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+
+
+def test_state_of_a_dead_server_is_ignored(server_home):
+    assert local_server() is None and inspect_state().state == "none"
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    state_file().write_text(json.dumps({"pid": p.pid, "url": "http://127.0.0.1:9/api"}))
+    _stale_state(p.pid, start_ticks=1)
     assert local_server() is None
-    state_file().write_text(json.dumps({"pid": os.getpid(), "url": "http://127.0.0.1:9/api"}))
-    srv = local_server()
-    assert srv is not None and not srv.healthy(timeout=0.5)
+    v = inspect_state()
+    assert v.state == "dead" and "has exited" in v.detail
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["start-time", "old-state-file"])
+def test_stop_never_signals_an_unrelated_live_process(server_home, legacy):
+    """A stale state file whose pid now names another live process of the user (pid reuse
+    after a crash or reboot): `sdc server stop` signals nothing, says so, removes the file;
+    `status` exits 1. Without a start time (an older sdc's file) the command line decides."""
+    from sdc.cli.main import app
+
+    sleeper = _sleeper()
+    try:
+        start = process_start(sleeper.pid)
+        assert start is not None
+        _stale_state(sleeper.pid, **({} if legacy else {"start_ticks": start[0] - 1}))
+        assert local_server() is None
+        v = inspect_state()
+        assert v.state == "foreign" and "sleep 300" in v.detail, v
+        r = CliRunner().invoke(app, ["server", "status"])
+        assert r.exit_code == 1 and "not the server sdc started" in r.output, r.output
+        assert state_file().exists()  # status changes nothing
+        r = CliRunner().invoke(app, ["server", "stop"])
+        assert r.exit_code == 0, r.output
+        assert "no server was running" in r.output and "nothing was signalled" in r.output
+        assert "stopped" not in r.output.replace("nothing was signalled", "")
+        assert not state_file().exists()
+        time.sleep(0.2)
+        assert sleeper.poll() is None  # alive: never signalled
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_state_file_of_another_owner_or_writable_by_others_is_ignored(server_home):
+    sleeper = _sleeper()
+    try:
+        _stale_state(sleeper.pid, start_ticks=process_start(sleeper.pid)[0])
+        assert inspect_state().state == "ours"  # the same process: trusted ...
+        os.chmod(state_file(), 0o622)            # ... unless others may have written it
+        v = inspect_state()
+        assert v.state == "foreign" and v.server is None and "writable by you only" in v.detail
+        assert stop_server().state == "foreign"
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_stop_signals_only_the_recorded_process(server_home):
+    """The process the state file identifies (pid + start time) is the one stopped: "stopped"
+    only once it has exited."""
+    from sdc.cli.main import app
+
+    sleeper = _sleeper()
+    try:
+        _stale_state(sleeper.pid, start_ticks=process_start(sleeper.pid)[0])
+        r = CliRunner().invoke(app, ["server", "stop"])
+        assert r.exit_code == 0 and "stopped the Prefect server" in r.output, r.output
+        assert sleeper.wait(timeout=5) == -signal.SIGTERM
+        assert not state_file().exists()
+        r = CliRunner().invoke(app, ["server", "stop"])
+        assert r.exit_code == 0 and r.output.strip() == "no server was running"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_idle_setting(monkeypatch):
+    monkeypatch.delenv("SDC_SERVER_IDLE_MINUTES", raising=False)
+    assert idle_minutes_setting() == DEFAULT_IDLE_MINUTES
+    monkeypatch.setenv("SDC_SERVER_IDLE_MINUTES", "2.5")
+    assert idle_minutes_setting() == 2.5
+    for bad in ("-1", "soon", "nan", "1e9"):
+        monkeypatch.setenv("SDC_SERVER_IDLE_MINUTES", bad)
+        with pytest.raises(ServerError, match="SDC_SERVER_IDLE_MINUTES"):
+            idle_minutes_setting()
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie not yet reaped by its new parent counts)."""
+    now = process_start(pid)
+    return now is None or now[1] in ("Z", "X")
+
+
+def _timings(stdout: str) -> dict:
+    return json.loads(next(x for x in stdout.splitlines() if x.startswith("timings "))[8:])
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(COLUMNS="200", **extra)
+    return env
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_server_start_release_stop(tmp_path, make_small_job):
+def test_reused_server_started_once_shared_and_stopped_when_idle(server_home, make_small_job):
+    """Two `sdc release` at once: one starts the local server, the other waits and reuses it;
+    `--no-reuse` starts none; a run's lease keeps it up; idle, it stops by itself (here after
+    0.1 min) and removes its state file."""
+    import fcntl
+
+    sdc = str(BIN / "sdc")
+    env = _env(SDC_SERVER_IDLE_MINUTES="0.1")
+    cfgs = [make_small_job(f"reuse{i}", n=500) for i in range(2)]
+    r = subprocess.run([sdc, "release", str(cfgs[0]), "--timings", "--no-reuse"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _timings(r.stdout)["prefect_api"] == "temporary" and not state_file().exists()
+    # the test holds a lease as a long run would: the server stays while it is held
+    fd = os.open(server_home / "sdc-server.lease", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    runs = [subprocess.Popen([sdc, "release", str(c), "--timings", "--force"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for c in cfgs]
+    outs = [p.communicate(timeout=600) for p in runs]
+    assert [p.returncode for p in runs] == [0, 0], outs
+    how = sorted(_timings(out)["prefect_api"] for out, _ in outs)
+    assert how == ["reused", "started"], how
+    srv = local_server()
+    assert srv is not None and srv.healthy() and srv.idle_minutes == 0.1
+    assert state_file().stat().st_mode & 0o077 == 0
+    time.sleep(18)  # three times the idle time
+    assert local_server() is not None and srv.healthy()
+    os.close(fd)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _gone(srv.pid):
+        time.sleep(0.5)
+    assert _gone(srv.pid), "the idle server did not stop"
+    assert not state_file().exists()
+    assert "idle for 0.1 min, stopping" in (server_home / "sdc-server.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_server_start_release_stop(server_home, make_small_job):
     """`sdc server start` runs a server that `sdc release` uses (no temporary API); `sdc
     server stop` ends it; nothing is left running."""
     import socket
@@ -54,28 +207,24 @@ def test_server_start_release_stop(tmp_path, make_small_job):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               COLUMNS="200")
+    env = _env()
     sdc = str(BIN / "sdc")
     pid = None
     try:
         r = subprocess.run([sdc, "server", "start", "--port", str(port)], env=env,
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
-        pid = json.loads((tmp_path / "home" / "sdc-server.json").read_text())["pid"]
-        assert (tmp_path / "home" / "sdc-server.json").stat().st_mode & 0o077 == 0
+        pid = json.loads(state_file().read_text())["pid"]
+        assert state_file().stat().st_mode & 0o077 == 0
         cfg = make_small_job("srv", n=1000)
         r = subprocess.run([sdc, "release", str(cfg), "--timings"], env=env,
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
-        t = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("timings "))[8:])
-        assert "api_server_url" not in t  # no temporary API: the running server was used
+        assert _timings(r.stdout)["prefect_api"] == "reused"  # no temporary API
         assert subprocess.run([sdc, "server", "status"], env=env).returncode == 0
     finally:
         r = subprocess.run([sdc, "server", "stop"], env=env, capture_output=True, text=True,
                            timeout=60)
-    assert "stopped" in r.stdout
-    assert pid is not None and not Path(f"/proc/{pid}").exists() or \
-        Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert "stopped the Prefect server" in r.stdout
+    assert pid is not None and _gone(pid)
     assert subprocess.run([sdc, "server", "status"], env=env).returncode == 1
