@@ -520,7 +520,10 @@ def acquire_reused_server(idle_minutes: float, start: bool = True,
     and ``start`` is False, or no lease can be had within ``timeout`` (a server busy
     stopping): the run then uses a temporary API."""
     timeout = _startup_timeout() if timeout is None else timeout
-    lease = _flock("sdc-server.lease", fcntl.LOCK_SH, min(timeout, 30.0))
+    try:
+        lease = _flock("sdc-server.lease", fcntl.LOCK_SH, min(timeout, 30.0))
+    except OSError:  # PREFECT_HOME not writable: no server to share
+        return None
     if lease is None:
         return None
     try:
