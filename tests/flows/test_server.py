@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -45,8 +46,16 @@ def test_marker_needs_the_database_and_this_version(tmp_path, monkeypatch):
 
 
 def _sleeper() -> subprocess.Popen:
-    """An unrelated live process of the user (a stale state file will name it)."""
-    return subprocess.Popen(["sleep", "300"])
+    """An unrelated live process of the user (a stale state file will name it), once it runs
+    ``sleep`` (not the forked test process any more)."""
+    p = subprocess.Popen(["sleep", "300"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(b"sleep"):
+                break
+        time.sleep(0.01)
+    return p
 
 
 def _stale_state(pid: int, **extra) -> None:
