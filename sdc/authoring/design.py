@@ -115,7 +115,8 @@ def _node_doc(design: Design, i: int) -> dict[str, Any]:
             "share_changed": n.changed_share, "entropy_kept": n.entropy_kept,
             "key_entropy_kept": n.key_kept, "min_key_entropy_kept": n.min_key_kept,
             "key_tvd_uniform_spread": n.key_tvd,
-            "displacement": n.displacement, "displacement_sd": n.displacement_sd,
+            "displacement": n.displacement, "move_distortion": n.displacement_sd,
+            "key_change_when_moved": n.key_change, "keys_changed_when_moved": n.keys_changed,
             "recoding_loss": n.loss, "tvd_bound": n.tvd,
             "tvd_recoding": n.tvd_recode, "certificate": n.certificate, "cells": n.n_cells,
             "sensitive_cells": n.n_sensitive, "prbs": n.n_prbs, "note": n.note}
@@ -240,6 +241,9 @@ def _head(design: Design, i: int, changes: list[str], seed_note: str) -> str:
     if n.displacement:
         disp = ", ".join(f"{k} {v:.2f}" for k, v in n.displacement.items())
         lines.append(f"# Mean |change| of a moved record's ordered keys (declared units): {disp}.")
+    if n.key_change:
+        ch = ", ".join(f"{k} {v:.0%}" for k, v in n.key_change.items())
+        lines.append(f"# A moved record changes {n.keys_changed:.2f} keys on average ({ch}).")
     lines.append(f"# Key-table TVD bound (recoding + PRAM): {n.tvd:.4f}; certificate "
                  f"{n.certificate:.6f}.")
     if changes:
@@ -332,7 +336,11 @@ class _Patch:
 
     def text(self) -> str:
         lines = list(self.lines)
-        for start, end, new in sorted(self.edits, key=lambda e: (e[0], e[1]), reverse=True):
+        # bottom up; insertions at one place in the order they were made
+        order = sorted(range(len(self.edits)),
+                       key=lambda i: (self.edits[i][0], self.edits[i][1], i), reverse=True)
+        for i in order:
+            start, end, new = self.edits[i]
             lines[start:end] = new
         return "".join(lines)
 
@@ -436,14 +444,19 @@ def write_node_config(design: Design, i: int, out: str | Path) -> Path:
             for v, rule in new_part.items()) or "none") + f" ({node.variant}; PRAM moves a "
             "record only within its partition set, small ones merged)")
         risk = data.get("risk")
-        if node.variant != "config" and isinstance(risk, dict) and "merge_along" in risk:
+        if node.variant != "config" and isinstance(risk, dict) and (
+                "merge_along" in risk or node.merge_along):
             rline = data.lc.key("risk")[0]
             if _flow_valued(patch.lines[rline]):
                 plain = {a: b for a, b in _as_plain(risk).items() if a != "merge_along"}
+                if node.merge_along:
+                    plain["merge_along"] = list(node.merge_along)
                 patch.replace(rline, _extent(patch.lines, rline), _dump({"risk": _flow(plain)}))
             else:
-                _set_entry(patch, risk, "merge_along", None, 2, rline)
-            changes.append("risk.merge_along removed (the merge order follows the new "
+                _set_entry(patch, risk, "merge_along", node.merge_along, 2, _body_end(patch, rline))
+            changes.append(f"risk.merge_along: {node.merge_along} (small PRBs merged across "
+                           "nominal keys first: ordered keys move least)" if node.merge_along
+                           else "risk.merge_along removed (the merge order follows the new "
                            "partition)")
     out = Path(out).expanduser()
     old_dir, new_dir = design.config_path.parent, out.resolve().parent

@@ -532,8 +532,8 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
     ], title="Design search"))
     t = Table(title=f"Pareto frontier ({len(doc['frontier'])} points; * recommended, "
                     "= the config as it is)", title_justify="left")
-    for col in ("", "changed", "entropy kept", "lowest key", "displacement", "TVD bound",
-                "recoding", "partition"):
+    for col in ("", "changed", "entropy kept", "lowest key", "keys moved", "displacement",
+                "TVD bound", "recoding", "partition"):
         t.add_column(col, justify="left" if col in ("", "recoding", "partition") else "right",
                      overflow="fold")
     rec = doc["recommended"]["node"] if doc["recommended"] else None
@@ -542,7 +542,9 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
         mark = ("*" if p["node"] == rec else "") + ("=" if p["node"] == cur else "")
         recoding = "; ".join(f"{k}: {v['name']}" for k, v in p["recoding"].items()) or "none"
         t.add_row(mark, _pct(p["share_changed"]), _pct(p["entropy_kept"]),
-                  _pct(p["min_key_entropy_kept"]), _disp(p), f"{p['tvd_bound']:.4f}",
+                  _pct(p["min_key_entropy_kept"]),
+                  "-" if p["keys_changed_when_moved"] is None
+                  else f"{p['keys_changed_when_moved']:.2f}", _disp(p), f"{p['tvd_bound']:.4f}",
                   Text(recoding), p["partition_variant"])
     console.print(t)
     if len(doc["frontier"]) > limit:
@@ -570,6 +572,9 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
                          if d is not None else ""), markup=False, soft_wrap=True)
     console.print(f"  partition ({r['partition_variant']}): {r['partition'] or 'none'}",
                   markup=False, soft_wrap=True)
+    if r.get("keys_changed_when_moved") is not None:
+        console.print(f"  a moved record changes {r['keys_changed_when_moved']:.2f} keys on "
+                      "average", markup=False)
     for g in doc.get("given_up") or []:
         console.print(f"not reached: {g}", style="yellow", markup=False, soft_wrap=True)
     if doc.get("written"):

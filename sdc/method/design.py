@@ -415,7 +415,8 @@ class Node:
     """One lattice node: a candidate per key and a partition variant, its figures and status.
 
     ``variant``: ``config`` (the config's partition; a rule finer than the node's recoding
-    becomes ``as_is``), ``fine`` or ``finest`` (:func:`partition_variant`)."""
+    becomes ``as_is``), ``fine`` or ``finest`` (:func:`partition_variant`), each also with
+    small PRBs merged across nominal keys first (``merge_along``: nominal, then ordered)."""
 
     levels: tuple[int, ...]
     variant: str = "config"
@@ -430,11 +431,16 @@ class Node:
     n_sensitive: int = 0
     n_prbs: int = 0
     partition: dict[str, Any] = field(default_factory=dict)
+    merge_along: list[str] | None = None   # risk.merge_along of the variant (None: default)
     key_kept: dict[str, float] = field(default_factory=dict)
     key_tvd: dict[str, float] = field(default_factory=dict)
     min_key_kept: float = math.nan
     displacement: dict[str, float] = field(default_factory=dict)
-    displacement_sd: float = math.nan   # sum over ordered keys of E|delta| / sd (scale-free)
+    #: the distortion of a move, per moved record: sum over ordered keys of E|delta| / sd
+    #: plus, over nominal keys, the chance the key changes (scale-free; minimised)
+    displacement_sd: float = math.nan
+    key_change: dict[str, float] = field(default_factory=dict)  # P(key changes | moved)
+    keys_changed: float = math.nan      # expected keys changed per moved record
     status: str = "not evaluated"       # certified | refused | pruned | not evaluated
     note: str = ""
 
@@ -500,6 +506,23 @@ def displacement(x: np.ndarray, block: np.ndarray, theta_of_block: np.ndarray,
     return float((2 * pair * w).sum()), float((theta_of_block * kb).sum())
 
 
+def changes_of_key(codes: np.ndarray, block: np.ndarray, theta_of_block: np.ndarray,
+                   k_of_block: np.ndarray) -> float:
+    """Expected number of moved records whose value of one key changes, under uniform moves
+    within a PRB: sum_b theta_b / (k_b - 1) * #{ordered pairs j != l of b with different
+    values} = sum_b theta_b / (k_b - 1) * (k_b^2 - sum_v n_bv^2), n_bv the cells of b with
+    value v. ``codes``: each sensitive cell's released code of the key."""
+    if not codes.size:
+        return 0.0
+    nb = theta_of_block.size
+    width = int(codes.max()) + 1
+    pair = np.bincount(block * width + codes, minlength=nb * width).astype(float)
+    same = np.bincount(np.repeat(np.arange(nb), width), weights=pair ** 2, minlength=nb)
+    kb = k_of_block.astype(float)
+    w = np.where(kb > 1, theta_of_block / np.maximum(kb - 1, 1), 0.0)
+    return float((w * (kb ** 2 - same)).sum())
+
+
 def pareto_front(points: np.ndarray) -> list[int]:
     """Indices of the rows of ``points`` (minimised objectives) no other row dominates; equal
     rows are kept once (the first)."""
@@ -552,8 +575,10 @@ def node_data(base: dict[str, Any], cands: dict[str, list[Candidate]], levels: t
     return data
 
 
+NOMINAL_FIRST = ", nominal keys merged first"
+VARIANTS = ("fine", "finest", "fine" + NOMINAL_FIRST, "finest" + NOMINAL_FIRST)
 FINE_AS_IS = 12     # an ordered key with at most this many released values: as_is (fine)
-FINE_BANDS = 6      # ... else about this many bands of released classes
+FINE_BANDS = 8      # ... else at most about this many bands (breaks or round numbers)
 NOMINAL_AS_IS = 5   # a nominal key with at most this many released values: as_is
 
 
@@ -561,7 +586,8 @@ def partition_variant(config: ReleaseConfig, cands: dict[str, list[Candidate]],
                       levels: tuple[int, ...], variant: str) -> dict[str, Any] | None:
     """A partition (YAML data over the declared values) finer than the config's, confining
     PRAM's moves: ``fine``: an ordered key as_is when it has at most ``FINE_AS_IS`` released
-    values, else in about ``FINE_BANDS`` bands cut at released class edges; ``finest``: every
+    values, else in bands cut at its declared ``breaks`` or at round numbers (at most about
+    ``FINE_BANDS``), moved to released class edges; ``finest``: every
     ordered key as_is; both: a nominal key with at most ``NOMINAL_AS_IS`` released values
     as_is, else its config rule (or none: it moves freely). Small PRBs are merged as usual
     (``small_blocks``), so a finer partition is certified like any other."""
@@ -580,10 +606,20 @@ def partition_variant(config: ReleaseConfig, cands: dict[str, list[Candidate]],
             cm = c.code_map[:len(dom)]
             first = np.full(n_rel, np.inf)
             np.minimum.at(first, cm, dom)
-            edges = np.sort(first[np.isfinite(first)])
-            step = max(1, round(len(edges) / FINE_BANDS))
+            starts = set(first[np.isfinite(first)].tolist())
+            lo, hi = float(dom.min()), float(dom.max())
+            if kv.breaks:        # the declared breaks, where they start a released class
+                cuts = [float(b) for b in kv.breaks]
+            else:                # round numbers: the smallest nice width giving <= FINE_BANDS
+                w = next((w for w in NICE_WIDTHS if (hi - lo) / w <= FINE_BANDS), NICE_WIDTHS[-1])
+                cuts = [float(x) for x in range(math.floor(lo / w) * w + w, int(hi) + 1, w)]
+            edges = [lo]
+            for cut in cuts:     # moved up to the start of the released class holding it
+                up = [x for x in starts if x >= cut]
+                if up and min(up) > edges[-1] and min(up) <= hi:
+                    edges.append(min(up))
             integral = bool(np.all(dom == np.floor(dom)))
-            out[key] = {"bands": [_as_number(e, integral) for e in edges[::step]]}
+            out[key] = {"bands": [_as_number(e, integral) for e in edges]}
         elif n_rel <= NOMINAL_AS_IS:
             out[key] = "as_is"
         elif user is not None:
@@ -727,12 +763,20 @@ class _Context:
         try:
             data = node_data(self.base, self.cands, levels, keys)
             if variant != "config":
-                part_data = partition_variant(self.config, self.cands, levels, variant)
+                part_data = partition_variant(self.config, self.cands, levels,
+                                              variant.split(",")[0])
                 if part_data is None:
                     data.pop("partition", None)
                 else:
                     data["partition"] = part_data
                 data.setdefault("risk", {}).pop("merge_along", None)
+                if variant.endswith(NOMINAL_FIRST) and part_data:
+                    # small PRBs merged across nominal keys first, ordered keys last
+                    src = self.config.input_key_variables
+                    ordered = [v for v in part_data if key_kind(src[v]) != "nominal"]
+                    data["risk"]["merge_along"] = [v for v in part_data if v not in ordered] \
+                        + ordered
+                    out["merge_along"] = list(data["risk"]["merge_along"])
             cfg, data = _node_config(data, self.config.base_dir, self.tables)
             out["partition"] = copy.deepcopy(data.get("partition") or {})
             part = partition_cells(cells, cfg)
@@ -749,19 +793,26 @@ class _Context:
         cell_block = bplan.block_of_partition_set[part.cell_partition_set[sens]]
         inb = cell_block >= 0
         disp: dict[str, float] = {}
+        key_change: dict[str, float] = {}
         score = 0.0
+        moved = float((thetas * ks).sum())
         for j, k in enumerate(keys):
+            if not thetas.size or moved <= 0:
+                break
+            codes = cells.key_codes[sens[inb], j]
+            key_change[k] = changes_of_key(codes, cell_block[inb], thetas, ks) / moved
             pos = cand[k].position
-            if pos is None or k not in self.sd or not thetas.size:
+            if pos is None or k not in self.sd:
+                score += key_change[k]        # a nominal key: the chance it changes
                 continue
-            total, moved = displacement(pos[cells.key_codes[sens[inb], j]], cell_block[inb],
-                                        thetas, ks)
-            disp[k] = total / moved if moved > 0 else 0.0
-            score += disp[k] / self.sd[k]
+            total, _ = displacement(pos[codes], cell_block[inb], thetas, ks)
+            disp[k] = total / moved
+            score += disp[k] / self.sd[k]     # an ordered key: E|delta| in standard deviations
         return {**out, "changed": changed, "changed_share": changed / n,
                 "tvd": out["tvd_recode"] + pram, "certificate": cert,
                 "n_sensitive": int(part.sensitive.sum()), "n_prbs": len(blocks),
-                "displacement": disp, "displacement_sd": score,
+                "displacement": disp, "displacement_sd": score, "key_change": key_change,
+                "keys_changed": float(sum(key_change.values())),
                 "status": "certified" if cert <= self.config.risk.xi + 1e-12 else "refused"}
 
 
@@ -933,7 +984,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
             if not pick:
                 pick = sorted((i for i in ok if nodes[i].min_key_kept >= keep - 1e-12),
                               key=lambda i: nodes[i].changed)
-            jobs = [(i, v) for i in pick[:24] for v in ("fine", "finest")]
+            jobs = [(i, v) for i in pick[:16] for v in VARIANTS]
             for s in range(0, len(jobs), batch_size):
                 if time.perf_counter() - t0 > budget:
                     complete = False
