@@ -63,6 +63,10 @@ class Candidate:
     kept: float = 1.0
     tvd: float = 0.0
     position: np.ndarray | None = None
+    #: False when the recoding puts values on both sides of a declared break in one class or
+    #: merges ordered categories that are not neighbours (the config's own recoding may):
+    #: such a node is evaluated but never recommended
+    meaningful: bool = True
 
 
 def entropy(counts: np.ndarray) -> float:
@@ -373,12 +377,13 @@ def candidates(config: ReleaseConfig, fine_marginals: dict[str, np.ndarray], *,
                         if 2 <= len(rare) < len(kv.domain):
                             found.append(_candidate(key, kv, f"categories under {s:.1%} merged",
                                                     {"groups": {"Other": rare}}, counts=counts))
+        found = [_check_meaning(c, kv) if c is not None else None for c in found]
         seen: set[bytes] = set()
         keep = []
         for c in found:
             if c is None or (c.rule is not None and (
                     c.n_released < 2 or (c.kept < MIN_CANDIDATE_KEPT
-                                         and c.name != "the config's recoding"))):
+                                         and not c.name.startswith("the config's recoding")))):
                 continue
             sig = c.code_map.tobytes()
             if sig not in seen:
@@ -386,6 +391,23 @@ def candidates(config: ReleaseConfig, fine_marginals: dict[str, np.ndarray], *,
                 keep.append(c)
         out[key] = keep
     return out
+
+
+def _check_meaning(c: Candidate, kv: KeyVariable) -> Candidate:
+    """``c`` marked not meaningful when a class spans a declared break (``breaks:``) or holds
+    ordered categories that are not neighbours (``ordered: true``, declared order)."""
+    import dataclasses
+
+    cm = c.code_map[:len(kv.domain)]
+    ok = True
+    if kv.breaks:
+        vals = np.asarray([float(v) for v in kv.domain])
+        side = np.searchsorted(np.asarray(kv.breaks, dtype=float), vals, side="right")
+        ok = all(np.unique(side[cm == g]).size == 1 for g in np.unique(cm))
+    elif kv.ordered and kv.categories is not None:
+        ok = all(np.all(np.diff(np.flatnonzero(cm == g)) == 1) for g in np.unique(cm))
+    return c if ok else dataclasses.replace(c, meaningful=False,
+                                            name=c.name + " (crosses a declared break/order)")
 
 
 def _numbers(cats: list[Any]) -> np.ndarray | None:
@@ -441,6 +463,7 @@ class Node:
     displacement_sd: float = math.nan
     key_change: dict[str, float] = field(default_factory=dict)  # P(key changes | moved)
     keys_changed: float = math.nan      # expected keys changed per moved record
+    meaningful: bool = True             # every recoding respects declared breaks and orders
     status: str = "not evaluated"       # certified | refused | pruned | not evaluated
     note: str = ""
 
@@ -748,6 +771,7 @@ class _Context:
         kept = h / self.h_fine if self.h_fine > 0 else 1.0
         cand = {k: self.cands[k][lev] for k, lev in zip(keys, levels, strict=True)}
         out: dict[str, Any] = {"entropy_kept": kept, "loss": 1.0 - kept,
+                               "meaningful": all(c.meaningful for c in cand.values()),
                                "n_cells": cells.n_cells, "variant": variant,
                                "key_kept": {k: c.kept for k, c in cand.items()},
                                "key_tvd": {k: c.tvd for k, c in cand.items()},
@@ -841,14 +865,14 @@ def _cost(nodes: list[Node], ok: list[int], share: float, key_floor: float) -> l
 def recommend(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
               target: float = TARGET_CHANGED, warn: float = WARN_CHANGED
               ) -> tuple[int | None, str, list[str]]:
-    """The rule: among certified nodes where every key keeps at least ``key_floor`` of its
-    own entropy, (1) those changing at most ``target`` of the records: the one keeping the
-    most of the key table's entropy (ties: smaller displacement, fewer changed); else (2)
-    those under ``warn`` (the release's own warning threshold): the fewest changed (ties:
+    """The rule: among certified nodes whose recodings respect the declared breaks and orders
+    and where every key keeps at least ``key_floor`` of its own entropy, (1) those changing
+    at most ``target`` of the records: the one keeping the most of the key table's entropy
+    (ties: smaller displacement, fewer changed); else (2) those under ``warn`` (the release's own warning threshold): the fewest changed (ties:
     more entropy, smaller displacement); else (3) the fewest changed, and what must be given
     up to get under ``warn``: the keys whose floor the best such design breaks (or that no
     evaluated design gets there). Returns (node, verdict, given up)."""
-    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified"]
+    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful]
     good = [i for i in ok if nodes[i].min_key_kept >= key_floor - 1e-12]
 
     def disp(i: int) -> float:
@@ -914,9 +938,15 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     # finest first: more released values first
     n_rel = [np.array([c.n_released for c in cands[k]]) for k in keys]
     size = sum(n_rel[j][grid[:, j]] for j in range(len(keys)))
-    order = np.argsort(-np.asarray(size), kind="stable")
-    current_levels = tuple(next((j for j, c in enumerate(cands[k]) if c.name ==
-                                 "the config's recoding"), 0) for k in keys)
+    # nodes the rule may pick (every key above its floor, breaks and orders respected) first
+    key_kept = np.min(np.stack([np.array([c.kept for c in cands[k]])[grid[:, j]]
+                                for j, k in enumerate(keys)]), axis=0) if keys else size
+    sense = np.all(np.stack([np.array([c.meaningful for c in cands[k]])[grid[:, j]]
+                             for j, k in enumerate(keys)]), axis=0)
+    later = (key_kept < keep - 1e-12) | ~sense
+    order = np.lexsort((-np.asarray(size), later))
+    current_levels = tuple(next((j for j, c in enumerate(cands[k]) if c.name.startswith(
+        "the config's recoding")), 0) for k in keys)
     current = next((i for i, nd in enumerate(nodes) if nd.levels == current_levels), None)
     if current is not None:  # the config as it is: evaluated first, whatever the budget
         order = np.concatenate([[current], order[order != current]])
@@ -975,7 +1005,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
                 progress(done, len(order))
         if partitions:
             # phase 2: finer partitions for the nodes the rule may pick, best first
-            ok = [i for i, nd in enumerate(nodes) if nd.status == "certified"]
+            ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful]
             pick = [i for i in ok if nodes[i].min_key_kept >= keep - 1e-12
                     and nodes[i].changed_share <= WARN_CHANGED + 1e-12]
             pick.sort(key=lambda i: (nodes[i].changed_share > target, -nodes[i].entropy_kept

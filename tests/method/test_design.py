@@ -300,3 +300,28 @@ def test_written_config_keeps_comments_layout_and_gets_its_own_seed(tmp_path):
 
     w = change_warnings(0.3, config_hint=str(out))
     assert w and "sdc design " + str(out) not in w[0] and "given up" in w[0]
+
+
+def test_the_rule_on_known_nodes():
+    """recommend(): under 10% changed the most informative node wins; else the fewest changed
+    under 20%; else what must be given up is named; a node whose recoding crosses a declared
+    break (not meaningful) or a key below its floor is never picked."""
+    from sdc.method.design import Node, recommend
+
+    def node(share, kept, keys, meaningful=True, disp=0.0):
+        return Node((0,), entropy_kept=kept, changed=share * 1000, changed_share=share,
+                    key_kept=keys, min_key_kept=min(keys.values()), displacement_sd=disp,
+                    meaningful=meaningful, status="certified")
+
+    nodes = [node(0.25, 1.0, {"a": 1.0}), node(0.08, 0.95, {"a": 0.9}),
+             node(0.09, 0.99, {"a": 0.95}, meaningful=False), node(0.05, 0.97, {"a": 0.6}),
+             node(0.09, 0.95, {"a": 0.9}, disp=-1.0)]
+    rec, verdict, given = recommend(nodes)
+    assert rec == 4 and "at most 10%" in verdict and given == []  # ties: smaller distortion
+    nodes = [node(0.25, 1.0, {"a": 1.0}), node(0.15, 0.9, {"a": 0.8}),
+             node(0.12, 0.9, {"a": 0.75}), node(0.05, 0.8, {"a": 0.5})]
+    rec, verdict, given = recommend(nodes)
+    assert rec == 2 and "under 20%" in verdict and "a would keep only 50%" in given[0]
+    nodes = [node(0.25, 1.0, {"a": 1.0}), node(0.15, 0.8, {"a": 0.55})]
+    rec, verdict, given = recommend(nodes)
+    assert rec == 0 and "a would keep only 55%" in given[0]
