@@ -273,8 +273,22 @@ def audit_document(report: Any, release_dir: Path) -> dict[str, Any]:
                    "n_failed": failed, "checks": checks})
 
 
+def release_warnings(summary: dict[str, Any], config_hint: str = "CONFIG") -> list[str]:
+    """Every warning of a release, as the terminal prints them and ``--json`` lists them: the
+    flow's, then the share of changed records (``sdc.reports.recoding.change_warnings``)."""
+    from sdc.reports.recoding import change_warnings
+
+    out = list(summary.get("warnings") or [])
+    n = summary.get("n") or 0
+    if summary.get("records_changed") is not None:
+        out += [w for w in change_warnings(summary["records_changed"] / max(n, 1),
+                                           config_hint=config_hint) if w not in out]
+    return out
+
+
 def release_document(summary: dict[str, Any]) -> dict[str, Any]:
-    """The ``sdc release --json`` document of the release flow's summary."""
+    """The ``sdc release --json`` document of the release flow's summary (``config_path``:
+    the config as given, for the warnings' hints)."""
     out_dir = Path(summary["release_dir"])
     public = sorted(p.name for p in (out_dir / "public").iterdir()) if (out_dir / "public").is_dir() else []
     keys = ["name", "release_dir", "n_partition_sets", "n_prbs", "n_cells",
@@ -284,7 +298,7 @@ def release_document(summary: dict[str, Any]) -> dict[str, Any]:
     doc = {"command": "release", "format": FORMAT, "n_records": summary["n"],
            **{k: summary.get(k) for k in keys}, "public_files": public,
            "review": summary.get("review")}
-    doc["warnings"] = list(doc["warnings"] or [])
+    doc["warnings"] = release_warnings(summary, str(summary.get("config_path") or "CONFIG"))
     doc["merges"] = list(doc["merges"] or [])
     return _plain(doc)
 

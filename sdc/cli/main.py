@@ -38,6 +38,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from sdc.cli.ranges import in_range, range_text
+
 app = typer.Typer(
     name="sdc",
     help="Publish public-use microdata with identification risk <= xi (NZY unbiased PRAM).",
@@ -53,6 +55,8 @@ _state: dict[str, Any] = {"debug": False}
 
 # exit codes
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+#: the largest --limit (rows shown) and --budget (seconds: one week) the CLI accepts
+MAX_LIMIT, MAX_BUDGET = 10**9, 7 * 24 * 3600.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,7 +268,7 @@ def release(
         if as_json:
             from sdc.cli.json_output import print_document, release_document
 
-            print_document(release_document(summary))
+            print_document(release_document({**summary, "config_path": str(config)}))
             if (summary.get("review") or {}).get("status") == "rejected":
                 raise typer.Exit(EXIT_USAGE)
             return
@@ -326,12 +330,9 @@ def _print_release_summary(s: dict[str, Any]) -> None:
                      f"{total:.1f} s = {s['seconds']:.1f} s job + "
                      f"{max(total - s['seconds'], 0.0):.1f} s Prefect start-up and bookkeeping"))
     console.print(_kv_table(rows, title=f"Release {s['name']}"))
-    for w in s.get("warnings", []):
-        console.print(f"warning: {w}", style="yellow", markup=False)
-    from sdc.reports.recoding import change_warnings
+    from sdc.cli.json_output import release_warnings
 
-    for w in change_warnings(s["records_changed"] / max(s["n"], 1),
-                             config_hint=str(s.get("config_path") or "CONFIG")):
+    for w in release_warnings(s, str(s.get("config_path") or "CONFIG")):  # = --json's list
         console.print(f"warning: {w}", style="yellow", markup=False)
     if s.get("seed_created"):
         console.print(f"created the seed file {s.get('seed_file')} (mode 0600): back it up, "
@@ -359,7 +360,9 @@ def _print_release_summary(s: dict[str, Any]) -> None:
 @app.command()
 def plan(
     config: ConfigArg,
-    limit: Annotated[int, typer.Option(help="Show at most this many partition sets / PRBs.")]
+    limit: Annotated[int, typer.Option(help="Show at most this many partition sets / PRBs "
+                                       f"({range_text(0, MAX_LIMIT, integer=True)}).",
+                                       callback=in_range(0, MAX_LIMIT, integer=True))]
     = 60,
     as_json: JsonOpt = False,
     engine: Annotated[str | None, typer.Option(
@@ -454,15 +457,22 @@ def design(
         "-o", "--out", help="Write the recommended design as a release config here.",
         show_default=False)] = None,
     budget: Annotated[float, typer.Option(
-        "--budget", help="Seconds for planning lattice nodes (the rest stay unevaluated).")]
+        "--budget", help="Seconds for planning lattice nodes (the rest stay unevaluated); "
+        f"{range_text(0, MAX_BUDGET, lo_open=True)}.",
+        callback=in_range(0, MAX_BUDGET, lo_open=True, what="seconds of search"))]
     = 60.0,
     keep: Annotated[float, typer.Option(
         "--keep", help="Share of its own entropy every key of the recommended design keeps at "
-        "least (the per-key floor).")] = 0.7,
+        "least (the per-key floor); in (0, 1].",
+        callback=in_range(0, 1, lo_open=True, what="a share of the entropy"))] = 0.7,
     target: Annotated[float, typer.Option(
-        "--target", help="Share of records changed the recommendation aims at (or less).")]
+        "--target", help="Share of records changed the recommendation aims at (or less); in "
+        "(0, 1).", callback=in_range(0, 1, lo_open=True, hi_open=True,
+                                     what="a share of the records"))]
     = 0.1,
-    limit: Annotated[int, typer.Option(help="Show at most this many frontier points.")] = 25,
+    limit: Annotated[int, typer.Option(help="Show at most this many frontier points "
+                                       f"({range_text(0, MAX_LIMIT, integer=True)}).",
+                                       callback=in_range(0, MAX_LIMIT, integer=True))] = 25,
     as_json: JsonOpt = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing -o file (never "
                                         "the job's own config, input, seed or hierarchy "
@@ -471,18 +481,14 @@ def design(
     """Find recodings of the keys that change fewer records at the same xi.
 
     Searches the lattice of recodings for the certified release that changes the fewest records;
-    prints the Pareto frontier (records changed, entropy lost, key-table TVD) and the recommended
-    design (docs/DESIGN.md)."""
+    prints the Pareto frontier (records changed, entropy lost, a bound on the key-table TVD) and
+    the recommended design (docs/DESIGN.md)."""
     with _friendly_errors("design" if as_json else None):
         from sdc.authoring.design import design_document, run_design, write_node_config
         from sdc.io.guard import job_files, refuse_overwrite
 
         if out is not None:  # before the search: refused at once, not after --budget seconds
             refuse_overwrite(out, force=force, option="-o", protected=job_files(config))
-        if not 0 < keep <= 1:
-            raise typer.BadParameter("--keep must be in (0, 1]")
-        if not 0 < target < 1:
-            raise typer.BadParameter("--target must be in (0, 1)")
         if as_json:
             d = run_design(config, budget=budget, keep=keep, target=target)
         else:

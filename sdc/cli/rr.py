@@ -29,6 +29,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sdc.cli.ranges import in_range
+
 
 class _Lazy:
     """A module imported on first use: ``sdc --help`` and ``sdc release`` do not pay for
@@ -91,13 +93,22 @@ def _run(fn):  # type: ignore[no-untyped-def]
         raise _fail(msg) from None
 
 
-EpsOpt = Annotated[float | None, typer.Option("--epsilon", "-e", help="LDP budget; gamma = e^epsilon.")]
-GammaOpt = Annotated[float | None, typer.Option("--gamma", "-g", help="Privacy level (parity bound), > 1.")]
+#: the valid ranges (larger designs overflow the binomial counts or the float exponent)
+MAX_K, MAX_EPSILON, MAX_N, MAX_SEED = 1000, 90.0, 10_000_000, 2**63 - 1
+MAX_GAMMA = math.exp(MAX_EPSILON)
+EpsOpt = Annotated[float | None, typer.Option(
+    "--epsilon", "-e", help=f"LDP budget; gamma = e^epsilon; in (0, {MAX_EPSILON:g}].",
+    callback=in_range(0, MAX_EPSILON, lo_open=True, what="gamma = e^epsilon"))]
+GammaOpt = Annotated[float | None, typer.Option(
+    "--gamma", "-g", help=f"Privacy level (parity bound); in (1, {MAX_GAMMA:.4g}].",
+    callback=in_range(1, MAX_GAMMA, lo_open=True, what="gamma = e^epsilon"))]
+KRange = in_range(2, MAX_K, integer=True, what="number of categories")
 
 
 @rr_app.command()
 def design(
-    k: Annotated[int, typer.Option("--k", "-k", help="Number of categories (>= 2).")],
+    k: Annotated[int, typer.Option("--k", "-k", help=f"Number of categories, 2..{MAX_K}.",
+                                   callback=KRange)],
     epsilon: EpsOpt = None,
     gamma: GammaOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
@@ -173,12 +184,15 @@ def _parse_probs(probs: str) -> np.ndarray:
 @rr_app.command()
 def simulate(
     probs: Annotated[str, typer.Option("--probs", "-p", help="True distribution, e.g. '0.5,0.3,0.2'.")],
-    n: Annotated[int, typer.Option("--n", "-n", help="Number of respondents.")],
+    n: Annotated[int, typer.Option("--n", "-n", help=f"Number of respondents, 1..{MAX_N:,}.",
+                                   callback=in_range(1, MAX_N, integer=True,
+                                                     what="number of respondents"))],
     out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write.")],
     epsilon: EpsOpt = None,
     gamma: GammaOpt = None,
     design_name: Annotated[DesignName, typer.Option("--design", help="minimax or max-trace.")] = DesignName.minimax,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of numpy's default_rng.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of numpy's default_rng, 0..2^63-1.",
+                                      callback=in_range(0, MAX_SEED, integer=True))] = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")]
     = False,
 ) -> None:
@@ -244,7 +258,8 @@ def estimate(
     csv: Annotated[Path, typer.Argument(help="CSV of responses written by 'sdc rr simulate' (or collected).")],
     epsilon: EpsOpt = None,
     gamma: GammaOpt = None,
-    k: Annotated[int | None, typer.Option("--k", "-k", help="Categories (needed for max-trace CSVs).")] = None,
+    k: Annotated[int | None, typer.Option("--k", "-k", help=f"Categories (needed for max-trace "
+                                          f"CSVs), 2..{MAX_K}.", callback=KRange)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Estimate the true distribution and its standard errors from collected responses."""

@@ -81,6 +81,10 @@ def test_release_and_audit_json(prefect_harness, make_small_job):
     audit = json.loads((out / "internal" / "audit.json").read_text())
     assert doc["certificate"] == pytest.approx(audit["risk"]["certificate"])
     assert doc["records_changed"] == audit["counts"]["records_changed"]
+    # issue 34: the warnings the terminal prints (here "> 20% changed") are in --json's list
+    assert doc["records_changed"] / doc["n_records"] > 0.2, doc["records_changed"]
+    changed = [w for w in doc["warnings"] if "of the records have changed key values" in w]
+    assert len(changed) == 1 and f"sdc design {cfg}" in changed[0], doc["warnings"]
 
     err = run_json("release", cfg, "--json", code=2)          # exists: refused, as JSON
     assert err["error"] == "ReleaseExistsError" and "--force" in err["message"]
