@@ -947,11 +947,12 @@ server_app = typer.Typer(help="The local Prefect server that `sdc release` reuse
 @server_app.command("start")
 def server_start(
     port: Annotated[int | None, typer.Option(
-        help="Port on 127.0.0.1 (1-65535; default 4200).", min=1, max=65535,
-        show_default=False)] = None,
+        help="Port on 127.0.0.1 (1-65535; default 4200).", show_default=False,
+        callback=in_range(1, 65535, integer=True, what="a TCP port"))] = None,
     idle_minutes: Annotated[float | None, typer.Option(
-        "--idle-minutes", min=0.1, max=10080, help="Stop after this many minutes without a "
-        "run or a request (default: run until `sdc server stop`).", show_default=False)] = None,
+        "--idle-minutes", help="Stop after this many minutes without a run or a request "
+        "(0.1-10080; default: run until `sdc server stop`).", show_default=False,
+        callback=in_range(0.1, 10080, what="minutes"))] = None,
 ) -> None:
     """Start the local Prefect server on 127.0.0.1 in the background (until `sdc server stop`).
 

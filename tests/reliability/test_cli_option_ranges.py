@@ -47,6 +47,7 @@ def _opts(out: str) -> list[Opt]:
         Opt(("design", "job.yaml"), "--limit", 0, 10**9, integer=True),
         Opt(("plan", "job.yaml"), "--limit", 0, 10**9, integer=True),
         Opt(("server", "start"), "--port", 1, 65535, integer=True),
+        Opt(("server", "start"), "--idle-minutes", 0.1, 10080),
         Opt(("rr", "design", "--epsilon", "1"), "--k", 2, 1000, integer=True),
         Opt(("rr", "design", "--k", "3"), "--epsilon", 0, 90, lo_open=True),
         Opt(("rr", "design", "--k", "3"), "--gamma", 1, math.exp(90), lo_open=True),
@@ -115,7 +116,7 @@ def test_the_bounds_themselves(i, tmp_path, monkeypatch):
     o = _opts(str(tmp_path / "answers.csv"))[i]
     for bound, closed in ((o.lo, not o.lo_open), (o.hi, not o.hi_open)):
         text_value = str(int(bound)) if o.integer else repr(float(bound))
-        if o.option == "--port" or (o.args[0] == "rr" and o.option in ("--n", "--seed")
+        if o.args[0] == "server" or (o.args[0] == "rr" and o.option in ("--n", "--seed")
                                     and bound == o.hi):
             continue   # would start a server / draw 10^7 responses: the range alone is tested
         r = runner.invoke(app, [*o.args, f"{o.option}={text_value}"], env={"COLUMNS": "250"})
