@@ -166,8 +166,10 @@ def _root(
     _plain_when_piped()
     if "prefect" in sys.modules:
         return  # Prefect read its settings at import (e.g. under tests): env changes are moot
-    # no telemetry calls from an agency machine (they also fail noisily without internet)
+    # no telemetry calls from an agency machine (they also fail noisily without internet):
+    # the server's, and the Prefect SDK's own (in a terminal it records "milestones")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     if not debug and ctx.invoked_subcommand != "schedule":
         _quiet_prefect()
 
@@ -276,7 +278,9 @@ def release(
         if timings:
             import json
 
-            out = {"total_seconds": round(total, 3), "preflight_seconds":
+            cpu = os.times()
+            out = {"total_seconds": round(total, 3),
+                   "cpu_seconds": round(cpu.user + cpu.system, 3), "preflight_seconds":
                    round(preflight_seconds, 3), "job_seconds": summary.get("seconds"),
                    "prefect_seconds": round(total - (summary.get("seconds") or 0.0), 3),
                    "tasks": summary.get("timings", {})}

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import minimize_scalar
 
 from ._validation import check_real, check_transition_matrix
 
@@ -156,6 +155,8 @@ def privacy_demand(
     best = float(vals[i])
     lo, hi = z[max(i - 1, 0)], z[min(i + 1, n - 1)]
     if hi > lo:
+        from scipy.optimize import minimize_scalar  # 0.5 s to import; only needed here
+
         res = minimize_scalar(
             lambda zz: float(_b_objective(h, np.array([zz]))[0]),
             bounds=(lo, hi),

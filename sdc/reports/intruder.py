@@ -11,12 +11,11 @@ counts per cell, so no figure depends on summation order. docs/REPORTS.md, "intr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
 
 from sdc.method.draws import stream
 from sdc.method.pram import post_randomize_prepared, prepare_records
@@ -28,12 +27,28 @@ __all__ = ["A_MAX", "exact_s_distribution", "simulate_intruder"]
 A_MAX = 4
 
 
+def _scipy_binom_pmf() -> Callable[[np.ndarray, float, float], np.ndarray]:
+    """``scipy.stats.binom.pmf`` on its support (k = 0..n, 0 <= q <= 1): the same ufunc it
+    calls, without importing scipy.stats (0.9 CPU s, a fifth of a warm ``sdc release``)."""
+    try:
+        from scipy.special._ufuncs import _binom_pmf as pmf
+    except ImportError:  # pragma: no cover - another scipy: the public route
+        from scipy.stats import binom
+
+        def pmf(k: np.ndarray, n: float, q: float) -> np.ndarray:
+            return binom.pmf(k, n, q)
+    return pmf
+
+
+_binom_pmf = _scipy_binom_pmf()
+
+
 def _bin_pmf(n: int, q: float, size: int | None = None) -> np.ndarray:
     """Binomial(n, q) pmf at 0 .. min(n, size - 1) (the whole pmf when ``size`` is None)."""
     if n <= 0:
         return np.ones(1)
     top = n if size is None else min(n, size - 1)
-    return binom.pmf(np.arange(top + 1), n, q)
+    return _binom_pmf(np.arange(top + 1, dtype=np.float64), float(n), float(q))
 
 
 def exact_s_distribution(profile: Mapping[int, int], t_j: int, theta: float,
