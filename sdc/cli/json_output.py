@@ -182,6 +182,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "warnings": _d({"type": "array", "items": _S}, "Warnings."),
         "seconds": _d({"type": ["number", "null"]}, "Wall time of the flow."),
         "public_files": _d({"type": "array", "items": _S}, "Files in public/."),
+        "utility": _d({"type": ["object", "null"]}, "What analysts compute (internal/"
+                      "utility.json analysis; docs/REPORTS.md): mean_keys_changed, "
+                      "median_displacement per ordered key, max_regression_shift_se, "
+                      "max_mean_shift_se, regressions (R^2 before/after, largest shift in SE per "
+                      "numeric variable ~ keys) and analyses (utility.analyses)."),
         "review": _d({"type": ["object", "null"]}, "null: published. Staged for review "
                      "(--review, config review:): status 'pending', staged_dir (release_dir "
                      "is the staged folder), the release folder it publishes to, approvers. "
@@ -300,7 +305,19 @@ def release_document(summary: dict[str, Any]) -> dict[str, Any]:
            "review": summary.get("review")}
     doc["warnings"] = release_warnings(summary, str(summary.get("config_path") or "CONFIG"))
     doc["merges"] = list(doc["merges"] or [])
+    doc["utility"] = _utility_headline(out_dir)
     return _plain(doc)
+
+
+def _utility_headline(release_dir: Path) -> dict[str, Any] | None:
+    """The release's utility headline (:func:`sdc.reports.build.utility_headline`) from its
+    ``internal/utility.json``; None when the folder holds none."""
+    p = release_dir / "internal" / "utility.json"
+    if not p.is_file():
+        return None
+    from sdc.reports.build import utility_headline
+
+    return utility_headline(json.loads(p.read_text(encoding="utf-8")))
 
 
 def decision_document(command: str, d: Any, *, name: str, comment: str | None,

@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 __all__ = [
+    "Analysis",
     "AsIs",
     "Bands",
     "ConfigError",
@@ -48,6 +49,7 @@ __all__ = [
     "Schedule",
     "SeedFile",
     "TopBottom",
+    "UtilitySpec",
     "certificate_text",
     "check_xi",
 ]
@@ -553,6 +555,67 @@ class ReviewSpec(_Strict):
     approvers: list[StrictStr] = Field(default_factory=list)
 
 
+#: names a formula may use besides columns: numpy (np.log), formulaic's own transforms
+_FORMULA_FUNCTIONS = {"np", "numpy", "log", "exp", "sqrt", "abs", "log1p", "log2", "log10",
+                      "center", "scale", "standardize", "poly", "bs", "C", "I", "lag",
+                      "contr", "hashed", "basis_spline", "cs", "cr"}
+
+
+def formula_variables(formula: str) -> list[str]:
+    """The data columns a Wilkinson formula (formulaic) uses, sorted; raises ValueError with
+    formulaic's message when the formula does not parse or has no ``~``."""
+    from formulaic import Formula
+
+    if "~" not in formula:
+        raise ValueError("a formula needs an outcome and '~' (e.g. 'log(wage) ~ education')")
+    try:
+        f = Formula(formula)
+        names = f.required_variables
+    except Exception as e:  # formulaic's syntax errors carry the position in their message
+        text = " ".join(re.sub(r"\x1b\[[0-9;]*m|[⧚⧛]", "", str(e)).split())
+        raise ValueError(f"does not parse: {text}") from None
+    if not getattr(f, "lhs", None) or not list(f.lhs):
+        raise ValueError("a formula needs an outcome left of '~'")
+    return sorted(str(n) for n in names if str(n) not in _FORMULA_FUNCTIONS)
+
+
+class Analysis(_Strict):
+    """One analysis the agency cares about (``utility.analyses``): a formula (formulaic's
+    Wilkinson syntax, e.g. ``log(wage) ~ education + experience + I(experience**2)``), fitted
+    by OLS on the original and on the public file; ``name`` labels it in the report."""
+
+    formula: StrictStr
+    name: StrictStr | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_formula(cls, v: Any) -> Any:
+        return {"formula": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _parses(self) -> Analysis:
+        try:
+            formula_variables(self.formula)
+        except ValueError as e:
+            raise ValueError(f"formula {self.formula!r}: {e}") from None
+        return self
+
+    @property
+    def variables(self) -> list[str]:
+        """The data columns the formula uses."""
+        return formula_variables(self.formula)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.formula
+
+
+class UtilitySpec(_Strict):
+    """``utility:``: what the report measures besides the built-in figures."""
+
+    analyses: list[Analysis] = Field(default_factory=list)
+
+
 class Schedule(_Strict):
     cron: str
     timezone: str = "UTC"
@@ -623,6 +686,7 @@ class ReleaseConfig(_Strict):
     derived: list[str] = Field(default_factory=list)
     engine: EngineSpec = Field(default_factory=EngineSpec)
     review: ReviewSpec | None = None
+    utility: UtilitySpec = Field(default_factory=UtilitySpec)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source_path: Path | None = PrivateAttr(default=None)
     # recoded keys (sdc.config.recode): the user's declaration of each recoded key, its
@@ -717,6 +781,7 @@ class ReleaseConfig(_Strict):
                     "to non-key variables only"
                 )
         _check_derived(self)
+        _check_analyses(self)
         return self
 
     # -- resolved paths ---------------------------------------------------------------------
@@ -838,6 +903,30 @@ def _check_households(cfg: ReleaseConfig) -> None:
         raise ValueError("every key variable has level: household; a household file needs "
                          "at least one person-level key (sex, age, ...), otherwise release "
                          "the household table as a file of its own")
+
+
+def _check_analyses(cfg: ReleaseConfig) -> None:
+    """A formula of ``utility.analyses`` may use keys and non-key columns the public file
+    holds as collected: not the id, dropped identifiers, ``perturb:`` or ``derived:``
+    columns (their public values are not the input's). Columns missing from the input are
+    refused when the input is read (:func:`sdc.method.partition.check_columns`)."""
+    bad = {c: "input.id_column (never released)" for c in [cfg.input.id_column] if c}
+    bad.update({c: "input.drop (never released)" for c in cfg.input.drop})
+    bad.update({c: "perturb: (randomized in the public file)" for c in cfg.perturb})
+    bad.update({c: "derived: (recomputed from the released keys; use the keys)"
+                for c in cfg.derived})
+    seen: set[str] = set()
+    for i, a in enumerate(cfg.utility.analyses):
+        where = f"utility.analyses[{i}] ({a.formula!r})"
+        for v in a.variables:
+            if v in bad:
+                raise ValueError(f"{where}: column {v!r} is in {bad[v]}; an analysis compares "
+                                 "the original with the public file, so use columns the public "
+                                 "file holds as collected")
+        if a.label in seen:
+            raise ValueError(f"{where}: two analyses are named {a.label!r}; give each a "
+                             "distinct name")
+        seen.add(a.label)
 
 
 def _check_derived(cfg: ReleaseConfig) -> None:

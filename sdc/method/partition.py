@@ -40,6 +40,13 @@ def check_columns(frame: pd.DataFrame, config: ReleaseConfig, identifiers: bool 
                 f"column {d!r} (named in derived:) is not in the input; the input has "
                 f"{list(frame.columns)[:20]}. Fix the column name in the config"
             )
+    for i, a in enumerate(config.utility.analyses if identifiers else []):
+        absent = [v for v in a.variables if v not in frame.columns]
+        if absent:
+            raise InputError(
+                f"utility.analyses[{i}] ({a.formula!r}) uses column {absent[0]!r}, which is not "
+                f"in the input (columns {list(frame.columns)[:20]}); fix the formula or the "
+                "input header")
     missing = {w: c for w, c in need.items() if c not in frame.columns}
     if missing:
         w, c = next(iter(missing.items()))

@@ -23,6 +23,7 @@ from sdc.io.batches import (
 from sdc.method.cell_passes import CellLocator
 from sdc.method.cells import CellTable, cell_codes
 from sdc.reports.accumulate import ReleaseAccumulator
+from sdc.reports.formulas import formula_accumulators
 from sdc.reports.utility import finite_values, numeric_columns
 
 __all__ = ["add_apply_batch", "add_refine_batch", "batch_reports",
@@ -53,7 +54,9 @@ def new_accumulator(cells: CellTable, config: ReleaseConfig, weight_max: float |
     # quartile select at the bits in which they differ (checked against the data)
     if ranges is None:
         ranges = input_value_ranges(config, numeric)
-    return ReleaseAccumulator(cells.key_codes, cells.frequency, sizes, wmax, numeric, ranges)
+    acc = ReleaseAccumulator(cells.key_codes, cells.frequency, sizes, wmax, numeric, ranges)
+    acc.analyses = formula_accumulators(config)
+    return acc
 
 
 def _values(frame: pd.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:
@@ -67,6 +70,7 @@ def add_apply_batch(acc: ReleaseAccumulator, frame: pd.DataFrame, record_cell: n
     w = frame[weight].to_numpy(dtype=float) if weight else None
     acc.add_apply_batch(frame.index.to_numpy(), record_cell, released_cell, w,
                         _values(frame, acc.numeric))
+    acc.add_analysis_batch(frame, record_cell, released_cell, config)
 
 
 def refine_columns(acc: ReleaseAccumulator, config: ReleaseConfig) -> list[str]:
@@ -89,4 +93,5 @@ def batch_reports(result: Any, config: ReleaseConfig, *, seed: int, n_sim: int =
 
     acc = result.accumulator
     return reports_from_aggregates(None, result, config, acc.aggregates(), seed=seed,
-                                   n_sim=n_sim, summaries=acc.group_summaries(), series=series)
+                                   n_sim=n_sim, summaries=acc.group_summaries(), series=series,
+                                   moments=acc.cell_moments(), analyses=acc.analyses)

@@ -44,7 +44,7 @@ Numeric "after" values are the input's: the columns a release changes (``perturb
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -53,6 +53,9 @@ from sdc.config.model import ReleaseConfig
 from sdc.reports.aggregate import GroupSummary, ReleaseAggregates
 from sdc.reports.exact import ExactSums
 from sdc.reports.quantiles import HIST_BINS, ImageMap, QuantileSelect
+
+if TYPE_CHECKING:
+    from sdc.reports.analysis import CellMoments
 
 __all__ = ["ReleaseAccumulator", "finite_values", "frame_accumulator", "numeric_columns"]
 
@@ -136,14 +139,23 @@ class ReleaseAccumulator:
                      for c in self.numeric}
         self.select = {c: self._new_select(c) for c in self.numeric}
         self.max_abs = {c: 0.0 for c in self.numeric}
+        #: per column: exact-sum parameters of x and of x^2, and per cell (rows) the limbs
+        #: of sum x before/after (0:4), of sum x^2 before/after (4:8) and the counts of
+        #: non-missing values before/after (8:10): the sufficient statistics of the mean
+        #: shifts and of the regressions on the keys (:mod:`sdc.reports.analysis`)
         self.x_params: dict[str, tuple[int, int]] = {}
+        self.x2_params: dict[str, tuple[int, int]] = {}
         self.x_sums: dict[str, np.ndarray] = {}
+        #: the analyses of ``utility.analyses`` (:class:`sdc.reports.formulas.FormulaSums`),
+        #: set by the caller (:func:`frame_accumulator`, :func:`sdc.pipeline.report_parts.
+        #: new_accumulator`) and fed by :meth:`add_analysis_batch`
+        self.analyses: list[Any] = []
+        #: per column: every value seen is 0 or 1 (a 0/1 outcome: shifts in points)
+        self.binary = {c: True for c in self.numeric}
         # a known range gives the exact-sum parameters now: the apply pass sums the values
         for c, m in self.maps.items():
             if not m.identity:
-                self.x_params[c] = ExactSums.params(self.n_records,
-                                                    max(abs(m.low), abs(m.high)))
-                self.x_sums[c] = np.zeros((4, self.n_cells))
+                self._start_sums(c, max(abs(m.low), abs(m.high)))
         #: columns whose sums the first refinement pass makes (set by start_refinement)
         self.sums_pending: set[str] = set()
         #: smallest and largest image seen per column with a known range, and the columns
@@ -151,6 +163,13 @@ class ReleaseAccumulator:
         self.seen: dict[str, tuple[int, int]] = {}
         self.outside: set[str] = set()
         self.refine_pass = 0
+
+    def _start_sums(self, c: str, max_abs: float) -> None:
+        """Exact-sum parameters of column c (its largest |x| known) and empty sums."""
+        self.x_params[c] = ExactSums.params(self.n_records, max_abs)
+        # x^2 <= max_abs^2 (capped where it would overflow: those sums become NaN, null)
+        self.x2_params[c] = ExactSums.params(self.n_records, min(max_abs * max_abs, 1e300))
+        self.x_sums[c] = np.zeros((10, self.n_cells))
 
     def _new_select(self, c: str) -> QuantileSelect:
         return QuantileSelect(self.n_groups, hist_bins=self.hist_bins, mirror=self.total,
@@ -168,6 +187,8 @@ class ReleaseAccumulator:
         new.max_abs = {c: 0.0 for c in self.numeric}
         new.x_sums = {c: np.zeros_like(v) for c, v in self.x_sums.items()}
         new.seen, new.outside = {}, set()
+        new.binary = {c: True for c in self.numeric}
+        new.analyses = [a.spawn() for a in self.analyses]
         return new
 
     def merge(self, other: ReleaseAccumulator) -> None:
@@ -183,9 +204,12 @@ class ReleaseAccumulator:
             self.max_abs[c] = max(self.max_abs[c], other.max_abs[c])
             if c in self.x_sums:
                 self.x_sums[c] += other.x_sums[c]
+            self.binary[c] = self.binary[c] and other.binary[c]
             if c in other.seen:
                 self._see(c, *other.seen[c])
         self.outside |= other.outside
+        for a, b in zip(self.analyses, other.analyses, strict=True):
+            a.merge(b)
         self._compact_pairs()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -221,6 +245,8 @@ class ReleaseAccumulator:
             x = np.asarray(values[c], dtype=np.float64)[keep]
             if x.size:
                 self.max_abs[c] = max(self.max_abs[c], float(np.abs(x).max()))
+                if self.binary[c]:
+                    self.binary[c] = bool(np.all((x == 0.0) | (x == 1.0)))
             if c in self.outside:
                 continue
             if not inside:  # the statistics do not bound the data: start over later
@@ -239,14 +265,31 @@ class ReleaseAccumulator:
                 local = local_all if every else [k[keep] for k in local_all]
             self._select_add(c, rck, relk, u, local)
 
+    def add_analysis_batch(self, frame: pd.DataFrame, record_cell: np.ndarray,
+                           released_cell: np.ndarray, config: ReleaseConfig) -> None:
+        """One batch of the apply pass for the ``utility.analyses`` formulas: ``frame`` its
+        input rows, in the order of ``record_cell`` / ``released_cell``."""
+        if not self.analyses:
+            return
+        cells = (np.asarray(record_cell, dtype=np.int64),
+                 np.asarray(released_cell, dtype=np.int64))
+        for a in self.analyses:
+            a.add(frame, config, self.key_codes, cells)
+
     def _see(self, c: str, lo: int, hi: int) -> None:
         old = self.seen.get(c)
         self.seen[c] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
 
     def _sum_values(self, c: str, x: np.ndarray, rc: np.ndarray, rel: np.ndarray) -> None:
-        """Exact sums of the values per original and released cell."""
-        self._sums_by_cell(self.x_sums[c], x, self.x_params[c], rc, rel,
-                           np.flatnonzero(rel != rc))
+        """Exact sums of the values and of their squares per original and released cell,
+        and the number of values per cell."""
+        s = self.x_sums[c]
+        moved = np.flatnonzero(rel != rc)
+        self._sums_by_cell(s[0:4], x, self.x_params[c], rc, rel, moved)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self._sums_by_cell(s[4:8], x * x, self.x2_params[c], rc, rel, moved)
+        s[8] += np.bincount(rc, minlength=self.n_cells)
+        s[9] += np.bincount(rel, minlength=self.n_cells)
 
     def _sums_by_cell(self, s: np.ndarray, w: np.ndarray, params: tuple[int, int],
                       rc: np.ndarray, rel: np.ndarray, moved: np.ndarray) -> None:
@@ -326,12 +369,12 @@ class ReleaseAccumulator:
                 self.maps[c] = ImageMap()
                 self.select[c] = self._new_select(c)  # round 1 in the first refinement pass
                 self.x_params.pop(c, None)
+                self.x2_params.pop(c, None)
                 self.x_sums.pop(c, None)
             else:
                 self.select[c].end_round()  # the apply pass counted its first round
             if c not in self.x_params:
-                self.x_params[c] = ExactSums.params(self.n_records, self.max_abs[c])
-                self.x_sums[c] = np.zeros((4, self.n_cells))
+                self._start_sums(c, self.max_abs[c])
                 self.sums_pending.add(c)
         rows = (np.concatenate(self.moved_rows) if self.moved_rows
                 else np.zeros(0, np.int64))
@@ -407,6 +450,24 @@ class ReleaseAccumulator:
                                  pair // self.n_cells, pair % self.n_cells, self.params,
                                  moved_count=cnt)
 
+    def cell_moments(self) -> dict[str, CellMoments]:
+        """Per numeric variable its :class:`sdc.reports.analysis.CellMoments`: count, sum
+        and sum of squares per original and released cell (exact sums, so the same on every
+        engine and for any batching)."""
+        from sdc.reports.analysis import CellMoments
+
+        out = {}
+        for c in self.numeric:
+            s = self.x_sums[c]
+            b, sc = self.x_params[c]
+            b2, sc2 = self.x2_params[c]
+            out[c] = CellMoments(
+                n_before=s[8].astype(np.int64), n_after=s[9].astype(np.int64),
+                sum_before=ExactSums(s[0], s[1], b, sc), sum_after=ExactSums(s[2], s[3], b, sc),
+                sq_before=ExactSums(s[4], s[5], b2, sc2), sq_after=ExactSums(s[6], s[7], b2, sc2),
+                binary=bool(self.binary[c]) and bool(s[8].sum() > 0))
+        return out
+
     def group_summaries(self) -> dict[str, tuple[list[GroupSummary], list[GroupSummary]]]:
         """Per numeric variable: (before, after) :class:`GroupSummary` per key variable (count,
         exact mean, pandas' linearly interpolated quartiles)."""
@@ -468,6 +529,11 @@ def frame_accumulator(original: pd.DataFrame, result: Any, config: ReleaseConfig
                              None if w is None else float(np.abs(w).max(initial=0.0)),
                              cols, ranges)
     acc.add_apply_batch(None, rc, rel, w, values)
+    if numeric:
+        from sdc.reports.formulas import formula_accumulators
+
+        acc.analyses = formula_accumulators(config)
+        acc.add_analysis_batch(original, rc, rel, config)
     more = acc.start_refinement()
     while more:
         acc.add_refine_batch(None, rc, values, released_cell=rel)

@@ -33,7 +33,8 @@ from sdc.reports.intruder import simulate_intruder
 from sdc.reports.utility import compute_utility
 
 __all__ = ["Reports", "build_reports", "build_risk", "dumps", "headline",
-           "render_release_report", "reports_from_aggregates", "series_section"]
+           "render_release_report", "reports_from_aggregates", "series_section",
+           "utility_headline"]
 
 RISK_FILE, UTILITY_FILE, HTML_FILE = "risk.json", "utility.json", "report.html"
 
@@ -144,7 +145,16 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseResult, config: Rel
         "partition_sets": ps_rows,
         "prbs": prbs,
         "intruder": intruder,
+        **({"dependence": dependence_section(result, config)}
+           if getattr(result, "dependence", None) is not None else {}),
     }
+
+
+def dependence_section(result: Any, config: ReleaseConfig) -> dict[str, Any]:
+    """``risk.json``'s ``dependence``: the dependence check's figures per checked non-key
+    column (what ``audit.json`` records; docs/METHOD.md), for the page."""
+    return {"columns": [f.as_dict() for f in result.dependence],
+            "derived": list(config.derived)}
 
 
 def perturb_section(config: ReleaseConfig) -> list[dict[str, Any]]:
@@ -223,16 +233,21 @@ def build_reports(original: pd.DataFrame, result: ReleaseResult, config: Release
     acc = frame_accumulator(original, result, config)
     return reports_from_aggregates(original, result, config, acc.aggregates(), seed=seed,
                                    n_sim=n_sim, series=series,
-                                   summaries=acc.group_summaries())
+                                   summaries=acc.group_summaries(),
+                                   moments=acc.cell_moments(), analyses=acc.analyses)
 
 
 def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: ReleaseConfig,
                             agg: ReleaseAggregates, *, seed: int, n_sim: int = 200,
                             series: dict[str, Any] | None = None,
-                            summaries: dict[str, Any] | None = None) -> Reports:
+                            summaries: dict[str, Any] | None = None,
+                            moments: dict[str, Any] | None = None,
+                            analyses: list[Any] | None = None) -> Reports:
     """:func:`build_reports` from the release's :class:`sdc.reports.accumulate.
     ReleaseAccumulator`: its ``agg`` and ``summaries`` (:meth:`~sdc.reports.accumulate.
-    ReleaseAccumulator.group_summaries`). ``original``: the input frame when the release was
+    ReleaseAccumulator.group_summaries`) and ``moments`` (:meth:`~sdc.reports.accumulate.
+    ReleaseAccumulator.cell_moments`) and ``analyses`` (its ``utility.analyses`` sums).
+    ``original``: the input frame when the release was
     made in memory (a household release's sections are measured from it), else None."""
     from sdc.reports.schema import validate
 
@@ -240,7 +255,10 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
     if series is not None:
         risk["series"] = series_section(series)
     risk = _clean(risk)
-    utility = compute_utility(original, result, config, agg=agg, summaries=summaries)
+    utility = compute_utility(original, result, config, agg=agg, summaries=summaries,
+                              moments=moments)
+    if analyses:
+        utility["analysis"]["analyses"] = [a.result() for a in analyses]
     if config.recoded_keys:
         from sdc.reports.recoding import fine_counts, recoding_section
 
@@ -288,6 +306,34 @@ def headline(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
         "intruder_max_estimate": risk["intruder"].get("max_estimate"),
         "max_tvd": max((e["tvd"] for e in kv), default=0.0),
         "max_weighted_share_difference": max(wmax) if wmax else None,
+        **{f"utility_{k}": v for k, v in utility_headline(utility).items()
+           if not isinstance(v, list)},
+    }
+
+
+def utility_headline(utility: dict[str, Any]) -> dict[str, Any]:
+    """The headline figures of what analysts compute (``sdc release --json``'s ``utility``):
+    the mean number of keys a moved record changes, the median displacement per ordered
+    key, the largest coefficient shift (in SE) and R^2 before/after of the regressions on
+    the keys and of every ``utility.analyses`` formula, the largest mean shift (in SE)."""
+    an = utility.get("analysis") or {}
+    disp = an.get("displacement") or {}
+    regs = [r for r in an.get("regressions", []) if not r.get("skipped")]
+    shifts = [b["max_abs_shift_se"] for b in an.get("mean_shifts", [])
+              if b.get("max_abs_shift_se") is not None]
+    rshifts = [r["max_abs_shift_se"] for r in regs if r.get("max_abs_shift_se") is not None]
+    return {
+        "mean_keys_changed": disp.get("mean_keys_changed"),
+        "median_displacement": [{"key": k["name"], "median": k["median"], "p90": k["p90"]}
+                                for k in disp.get("keys", [])],
+        "max_regression_shift_se": max(rshifts) if rshifts else None,
+        "max_mean_shift_se": max(shifts) if shifts else None,
+        "regressions": [{"variable": r["variable"], "r2_before": r["r2_before"],
+                         "r2_after": r["r2_after"], "max_abs_shift_se": r["max_abs_shift_se"]}
+                        for r in regs],
+        "analyses": [{"name": a["name"], "r2_before": a["r2_before"], "r2_after": a["r2_after"],
+                      "max_abs_shift_se": a["max_abs_shift_se"], "error": a["error"]}
+                     for a in an.get("analyses", [])],
     }
 
 

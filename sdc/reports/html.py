@@ -117,7 +117,8 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(count=fmt_count, num=fmt_num, pct=fmt_pct, signed=fmt_signed, pp=fmt_pp,
-                       fixed=fmt_fixed, g=fmt_g, tick=charts.fmt_tick, cert=fmt_cert, er=fmt_er)
+                       fixed=fmt_fixed, g=fmt_g, tick=charts.fmt_tick, cert=fmt_cert, er=fmt_er,
+                       shift=fmt_shift)
     env.globals.update(
         zip=lambda *seqs: zip(*seqs, strict=True),
         color={"before": charts.BEFORE, "after": charts.AFTER, "xi": charts.XI_COLOR,
@@ -177,7 +178,20 @@ def _pair_matrix(pairs: list[dict[str, Any]], names: list[str],
     return {"names": names, "rows": rows}
 
 
+def fmt_shift(x: Any, d: int = 1) -> str:
+    """A shift with its sign and ``d`` decimals (the digits it needs,
+    :func:`sdc.reports.analysis.shift_digits`); ``"0"`` only when it is exactly zero."""
+    if x is None:
+        return DASH
+    v = float(x)
+    if v == 0:
+        return "0"
+    return f"{v:+,.{int(d)}f}".replace("-", MINUS)
+
+
 def _numeric_block(blk: dict[str, Any]) -> dict[str, Any]:
+    from sdc.reports.analysis import shift_digits
+
     rows, max_shift = [], 0.0
     for r in blk["rows"]:
         b, a = r["before"], r["after"]
@@ -186,7 +200,25 @@ def _numeric_block(blk: dict[str, Any]) -> dict[str, Any]:
         if shift is not None:
             max_shift = max(max_shift, abs(shift))
         rows.append({"row": r, "shift": shift})
-    return {"variable": blk["variable"], "by": blk["by"], "rows": rows, "max_shift": max_shift}
+    # the digits the largest shift needs (two significant digits; at least one decimal)
+    return {"variable": blk["variable"], "by": blk["by"], "rows": rows, "max_shift": max_shift,
+            "digits": shift_digits(max_shift)}
+
+
+def _analysis(u: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Section "What analysts compute": the documents' ``analysis`` with the headline
+    figures picked (largest coefficient shift, largest mean shift)."""
+    if not u:
+        return None
+    regs = [r for r in u.get("regressions", []) if not r.get("skipped")]
+    shifts = [b for b in u.get("mean_shifts", []) if b.get("max_abs_shift_se") is not None]
+    analyses = u.get("analyses", [])
+    worst_reg = max(regs, key=lambda r: r["max_abs_shift_se"] or 0.0, default=None)
+    worst_shift = max(shifts, key=lambda b: b["max_abs_shift_se"], default=None)
+    return {"u": u, "regressions": regs, "skipped": [r for r in u.get("regressions", [])
+                                                      if r.get("skipped")],
+            "shifts": shifts, "analyses": analyses, "worst_reg": worst_reg,
+            "worst_shift": worst_shift, "displacement": u.get("displacement", {})}
 
 
 def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
@@ -218,6 +250,8 @@ def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
             [c for c in intr.get("classes", []) if c.get("pick", "own") == "own"], xi),
         "pairs": _pair_matrix(pairs, rel["key_variables"], weighted) if pairs else None,
         "numeric": [_numeric_block(blk) for blk in utility.get("numeric", [])],
+        "analysis": _analysis(utility.get("analysis")),
+        "dependence": risk.get("dependence"),
         "numeric_min_group": utility["release"].get("numeric_min_group"),
         "changed": ch, "changed_overall": ch.get("overall", {}),
         "partition_sets": [{"p": p, "c": chg.get(p["partition_key"], {})}

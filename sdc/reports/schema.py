@@ -297,6 +297,86 @@ UTILITY_SCHEMA["properties"]["recoding"] = _d(_obj({
 }), "Recoding loss (key_variables.X.recode); present only when a key is recoded.")
 
 
+_SHIFT_ROW = _obj({
+    "value": {"type": ["integer", "number", "string", "null"]}, "label": {"type": "string"},
+    "n_before": _INT, "n_after": _INT,
+    "suppressed": _d({"type": "boolean"}, "Fewer than numeric_min_group values on one side: "
+                     "means and shifts withheld."),
+    "mean_before": _NNUM, "mean_after": _NNUM,
+    "se_before": _d(_NNUM, "Standard error of the original mean, s / sqrt(n)."),
+    "shift": _d(_NNUM, "Released mean - original mean (the variable's unit)."),
+    "shift_points": _d(_NNUM, "The shift in percentage points (0/1 variables; else null)."),
+    "shift_se": _d(_NNUM, "shift / se_before."),
+    "digits": _d(_INT, "Decimals the shift needs for two significant digits (in points for a "
+                       "0/1 variable)."),
+})
+_TERM = _obj({
+    "term": {"type": "string"}, "key": {"type": ["string", "null"]},
+    "value": {"type": ["integer", "number", "string", "null"]},
+    "before": _NNUM, "after": _NNUM, "se_before": _NNUM, "se_after": _NNUM,
+    "shift_se": _d(_NNUM, "(after - before) / se_before."),
+})
+_DISPLACEMENT_KEY = _obj({
+    "name": {"type": "string"},
+    "scale": _d({"enum": ["value", "class"]}, "value: |delta| in the key's unit; class: in "
+                "ordered classes of a recoded key."),
+    "n_moved": _d(_INT, "Moved records with a non-missing value on both sides."),
+    "n_changed": _d(_INT, "Of those, records whose value of this key changed."),
+    "mean": _NNUM, "median": _NNUM, "p90": _NNUM, "max": _NNUM,
+    "mean_changed": _NNUM, "median_changed": _NNUM, "p90_changed": _NNUM,
+})
+UTILITY_SCHEMA["properties"]["analysis"] = _d(_obj({
+    "method": {"type": "string"},
+    "displacement": _d(_obj({
+        "n_moved": _d(_INT, "Records whose cell changed."),
+        "mean_keys_changed": _d(_NUM, "Mean number of keys a moved record changes."),
+        "keys": _arr(_DISPLACEMENT_KEY, "Per ordered key: |original - released value| over "
+                     "the moved records (and over those whose value changed).")}),
+        "Displacement of moved records."),
+    "mean_shifts": _arr(_obj({
+        "variable": {"type": "string"}, "by": {"type": "string"},
+        "binary": _d({"type": "boolean"}, "Every value is 0 or 1."),
+        "max_abs_shift_se": _NNUM, "at": {"type": ["string", "null"]},
+        "rows": _arr(_SHIFT_ROW)}), "Per numeric non-key variable and key: the shift of its "
+        "mean in each key category, in standard errors."),
+    "regressions": _arr(_obj({
+        "variable": {"type": "string"}, "skipped": {"type": ["string", "null"]},
+        "binary": {"type": "boolean"},
+        "n_before": _NINT, "n_after": _NINT, "rank": _INT,
+        "r2_before": _NNUM, "r2_after": _NNUM, "r2_change": _NNUM,
+        "max_abs_shift_se": _NNUM, "terms": _arr(_TERM)},
+        required=["variable", "skipped", "binary", "n_before", "n_after", "r2_before",
+                  "r2_after", "r2_change", "max_abs_shift_se", "terms"]),
+        "Per numeric non-key variable: OLS on the keys before and after."),
+    "analyses": _arr(_obj({
+        "name": {"type": "string"}, "formula": {"type": "string"},
+        "error": _d({"type": ["string", "null"]}, "Why the analysis was not computed."),
+        "method": {"type": "string"},
+        "n_before": _NINT, "n_after": _NINT, "r2_before": _NNUM, "r2_after": _NNUM,
+        "r2_change": _NNUM, "max_abs_shift_se": _NNUM,
+        "terms": _arr(_obj({"term": {"type": "string"}, "before": _NNUM, "after": _NNUM,
+                            "se_before": _NNUM, "se_after": _NNUM, "shift_se": _NNUM,
+                            "digits": _d(_INT, "Decimals that show the SE with two "
+                                               "significant digits, plus one.")}))}),
+        "utility.analyses: the agency's formulas, OLS on the original and the public file."),
+}, required=["method", "displacement", "mean_shifts", "regressions"], extra=False),
+    "Utility measured on what analysts compute (docs/REPORTS.md).")
+
+
+RISK_SCHEMA["properties"]["dependence"] = _d(_obj({
+    "columns": _arr(_obj({
+        "column": {"type": "string"},
+        "figure": _d(_NUM, "Filter intruder's success with the column, max over PRBs."),
+        "baseline": _d(_NUM, "That PRB's success without the column."),
+        "prb": _d({"type": "integer"}, "Where the figure is attained (-1: no PRB)."),
+        "mean_figure": _NUM, "mean_baseline": _NUM,
+        "revealed": _d({"type": "object", "additionalProperties": _NUM},
+                       "Per key: share of sensitive records whose value informs on it."),
+        "flagged": {"type": "boolean"}})),
+    "derived": _arr({"type": "string"}, "Columns released as functions of the released keys."),
+}), "The dependence check of non-key columns (audit.json dependence; docs/METHOD.md).")
+
+
 _HIER = _obj({"hier_risk_ER": _NUM, "hier_risk": _NUM, "hier_risk_pct": _NUM,
               "max_household_risk": _NUM, "person_risk_ER": _NUM})
 RISK_SCHEMA["properties"]["households"] = _d(_obj({

@@ -25,6 +25,8 @@ Definitions (p = original shares, q = released shares over the same categories):
   within each category of each key variable, grouped by the original key value (before) and by
   the released key value (after); groups with fewer than :data:`NUMERIC_MIN_GROUP` records are
   suppressed (null) so that no statistic is a single respondent's value;
+* analysis: displacement of moved records, mean shifts in standard errors and regressions on
+  the keys (:mod:`sdc.reports.analysis`);
 * changed: a record is changed if any key value changed; per key variable, if that variable's
   value changed.
 """
@@ -40,6 +42,7 @@ from sdc.config.model import AsIs, Bands, Groups, Hierarchy, KeyVariable, Releas
 from sdc.method.generalize import generalize_domain
 from sdc.reports.accumulate import finite_values, frame_accumulator, numeric_columns
 from sdc.reports.aggregate import GroupSummary, ReleaseAggregates
+from sdc.reports.analysis import CellMoments, analysis_section
 
 __all__ = ["NUMERIC_MIN_GROUP", "compute_utility", "finite_values", "hellinger", "numeric_columns",
            "tvd"]
@@ -117,7 +120,8 @@ def numeric_entries(col: str, before: list[GroupSummary], after: list[GroupSumma
 def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseConfig,
                     agg: ReleaseAggregates | None = None,
                     summaries: dict[str, tuple[list[GroupSummary], list[GroupSummary]]]
-                    | None = None) -> dict[str, Any]:
+                    | None = None, moments: dict[str, CellMoments] | None = None
+                    ) -> dict[str, Any]:
     """Every utility figure of one release (see the module docstring), as a JSON-ready dict.
 
     ``agg`` (the release's :class:`ReleaseAggregates`) and ``summaries`` (per numeric
@@ -130,10 +134,11 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
     kvs = config.key_variables
     cells = result.cells
     weight = config.input.weight
-    if agg is None or summaries is None:
+    if agg is None or summaries is None or moments is None:
         acc = frame_accumulator(original, result, config)
         agg = acc.aggregates() if agg is None else agg
         summaries = acc.group_summaries() if summaries is None else summaries
+        moments = acc.cell_moments() if moments is None else moments
     n = int(agg.t_before.sum())
     weighted = agg.w_before is not None
     kc = cells.key_codes
@@ -254,6 +259,8 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
         "key_variables": key_out,
         "pairs": pairs,
         "numeric": numeric,
+        "analysis": analysis_section(config, kc, agg.t_before,
+                                     (agg.moved_from, agg.moved_to, agg.moved_count), moments),
         "changed": {
             "overall": {"n_changed": n_ch, "share": n_ch / n if n else 0.0},
             "by_key_variable": [{"name": e["name"], "n_changed": e["n_changed"],

@@ -103,6 +103,12 @@ def _missing_fixed(c):  # missing key values that never move
     c["key_variables"]["marital"]["missing_moves"] = False
 
 
+def _analyses(c):  # utility.analyses: formulas summed batch by batch, the same on every executor
+    c["utility"] = {"analyses": ["np.log(income) ~ age + I(age**2) + C(sex) + C(race)",
+                                 {"formula": "employed ~ age + hours + C(marital)",
+                                  "name": "employment"}]}
+
+
 CASES = {
     "plain": [],
     "weights": [_weights],
@@ -114,6 +120,7 @@ CASES = {
     "recode": [_recode],
     "derived": [_derived],
     "missing-fixed": [_missing_fixed],
+    "analysis": [_analyses],  # a 0/1 outcome and a numeric one with missing values (utility analysis)
 }
 
 
@@ -121,6 +128,12 @@ def _input(tmp_path: Path, case: str) -> Path:
     frame = _frame()
     if case == "derived":
         frame["age_band"] = frame["age"] // 10
+    if case == "analysis":
+        rng = np.random.default_rng(8)
+        frame["employed"] = (rng.uniform(size=len(frame)) < 0.3 + 0.005 * frame["age"]
+                             ).astype(np.int64)
+        hours = 20 + 0.2 * frame["age"] + rng.normal(0, 8, len(frame))
+        frame["hours"] = np.where(rng.uniform(size=len(frame)) < 0.05, np.nan, hours)
     if case in ("missing", "missing-fixed"):
         frame["marital"] = frame["marital"].astype("Int64")
         frame.loc[frame.index[::37], "marital"] = pd.NA
