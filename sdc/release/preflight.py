@@ -14,7 +14,8 @@ Checked, without reading a record:
   Parquet);
 - the output formats are ones the engine writes (the batch engines: Parquet, CSV);
 - the release folder: not inside another release, not an existing folder that is not a
-  release, not an existing release without ``--force``;
+  release, not an existing release without ``--force``, not holding the job's own config, seed
+  or hierarchy files (even with ``--force``);
 - the seed: declared, and a seed file that exists is private, readable and holds an integer;
 - the release series: no releases under another seed for the output pattern without
   ``--new-series`` (with no seed file yet, the run would create a new seed, so every release
@@ -72,6 +73,7 @@ def check_release_target(config: ReleaseConfig, force: bool,
     )
 
     out = check_output_path(config.output_dir, input_path=config.input_path)
+    _refuse_job_files_inside(config, out)
     if not (out.exists() or out.is_symlink()):
         return
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
@@ -89,6 +91,27 @@ def check_release_target(config: ReleaseConfig, force: bool,
         )
     if not discard_extra_files:
         refuse_extra_files(out)
+
+
+def _refuse_job_files_inside(config: ReleaseConfig, out: Path) -> None:
+    """The release folder must not hold the job's own files (its config, seed file, hierarchy
+    files): ``--force --discard-extra-files`` would delete them with the old release (issue 34:
+    a command never overwrites or deletes what it did not write, not even with --force)."""
+    if config.source_path is None:
+        return
+    from sdc.io.guard import job_files
+
+    real_out = Path(os.path.realpath(out))
+    for label, path in job_files(config.source_path).items():
+        real = Path(os.path.realpath(path))
+        if real == real_out or real_out in real.parents:
+            from sdc.publish.folder import ReleaseFolderError
+
+            raise ReleaseFolderError(
+                f"output folder {str(out)!r} holds {label} {str(path)!r}: replacing the release "
+                "there would delete it, so it is refused even with --force. Move the file out "
+                "of the release folder (keep configs and seed files beside the releases) or "
+                "choose another output.dir")
 
 
 @dataclass

@@ -134,3 +134,35 @@ def test_job_files_reads_an_invalid_config_leniently(tmp_path):
     assert files == {"job.yaml", "d.csv", "h.csv", "p.csv", "s.txt"}
     cfg.write_text(": not yaml [")
     assert list(job_files(cfg).values()) == [cfg]
+
+
+# --- sdc release --force --discard-extra-files never deletes the job's own files -------------
+@pytest.mark.parametrize("which", ["config", "seed_file"])
+def test_release_folder_holding_the_jobs_own_files_is_refused(make_small_job, tmp_path, which):
+    """A config or seed file kept inside the release folder would be deleted with the old
+    release by `--force --discard-extra-files`: refused (before Prefect starts), exit 2."""
+    import sdc
+    from sdc.publish.folder import ReleaseFolderError
+    from sdc.release.preflight import check_release_target
+
+    cfg = make_small_job(n=600)
+    out = tmp_path / "releases" / "small"
+    (out / "internal").mkdir(parents=True)
+    (out / "public").mkdir()
+    (out / "internal" / "audit.json").write_text("{}")          # an existing release
+    conf = yaml.safe_load(cfg.read_text())
+    if which == "config":
+        inside = out / "job.yaml"
+        inside.write_text(yaml.safe_dump(conf))
+    else:
+        inside = out / "job.seed"
+        inside.write_text("12345\n")
+        inside.chmod(0o600)
+        conf["seed"] = {"file": str(inside)}
+        cfg.write_text(yaml.safe_dump(conf))
+    job = inside if which == "config" else cfg
+    with pytest.raises(ReleaseFolderError, match="refused even with --force"):
+        check_release_target(sdc.load_config(job), True, True)
+    r = run("release", job, "--force", "--discard-extra-files")
+    assert_clean_error(r, 2, str(inside), "even with --force")
+    assert inside.is_file()
