@@ -577,6 +577,9 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
         what = (f"recode: {v_rule(rc['recode'])} ({rc['name']}, {rc['released_values']} "
                 "released values)" if rc else "declared values")
         d = r["displacement"].get(k)
+        tvd = r["key_tvd_uniform_spread"].get(k)
+        if rc and tvd:
+            what += f"; TVD of its distribution spread uniformly within classes {tvd:.3f}"
         console.print(f"  {k}: keeps {_pct(v)} of its own entropy; {what}"
                       + (f"; a moved record's {k} moves by {d:.2f} on average"
                          if d is not None else ""), markup=False, soft_wrap=True)

@@ -894,7 +894,7 @@ def recommend(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
                       f"{warn:.0%}"), _cost(nodes, ok, target, key_floor)
     best = min(good, key=lambda i: (nodes[i].changed, -nodes[i].entropy_kept, disp(i), i),
                default=None)
-    given = _cost(nodes, ok, warn, key_floor)
+    given = _cost(nodes, ok, warn, key_floor) + _cost(nodes, ok, target, key_floor)
     verdict = (f"no evaluated design keeps >= {key_floor:.0%} of every key's entropy and "
                f"changes <= {warn:.0%}")
     return best, verdict, given
