@@ -444,6 +444,11 @@ class RiskSpec(_Strict):
     (the default) refuses the release (exit 2, nothing written); ``warn`` publishes it, stated
     in the codebook and the report as "household composition not protected"
     (docs/HOUSEHOLDS.md)."""
+    composition: Literal["measure", "protect"] = "measure"
+    """Household files: ``protect`` keys the household stage on the household keys x the
+    household's composition (members per combination of the person keys), so the composition
+    intruder is certified exactly (docs/HOUSEHOLDS.md, "Protecting household composition");
+    ``measure`` (the default) only measures it."""
 
     @field_validator("xi", mode="before")
     @classmethod

@@ -7,6 +7,7 @@ engine's household release. docs/HOUSEHOLDS.md, "Engines".
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,9 @@ class HouseholdAggregate:
     size: np.ndarray
     inconsistent: dict[str, np.ndarray]
     columns: pd.DataFrame | None = None
+    #: ``risk.composition: protect``: (H, P) members per person class
+    #: (:func:`sdc.method.household_composition.person_classes`), else None
+    classes: np.ndarray | None = None
 
     @property
     def n_households(self) -> int:
@@ -110,8 +114,16 @@ class HouseholdCounter:
         hashes = (np.column_stack([value_hash(frame[c]) for c in self.columns])
                   if self.columns else np.zeros((len(frame), 0), np.uint64))
         cols = [c for c in self.config.input.household_columns if c in frame.columns]
+        if self.config.risk.composition == "protect":
+            from sdc.method.household_composition import person_classes
+
+            pc, n_cls = person_classes(frame, self.config)
+            classes = np.zeros((len(frame), n_cls), dtype=np.int64)
+            classes[np.arange(len(frame)), pc] = 1
+        else:
+            classes = np.zeros((len(frame), 0), dtype=np.int64)
         self._parts.append(_reduce(ident, codes, hashes, hashes,
-                                   np.ones(len(frame), dtype=np.int64),
+                                   np.ones(len(frame), dtype=np.int64), classes,
                                    frame[cols].reset_index(drop=True)))
         if len(self._parts) >= self.merge_every:
             self._merge()
@@ -133,14 +145,15 @@ class HouseholdCounter:
         if not self._parts:
             z = np.zeros(0, np.uint64)
             return HouseholdAggregate(z, np.zeros((0, p), np.int64), np.zeros(0, np.int64), {})
-        ident, codes, lo, hi, size, values = self._parts[0]
+        ident, codes, lo, hi, size, classes, values = self._parts[0]
         bad = lo != hi
         inconsistent = {c: ident[bad[:, j]] for j, c in enumerate(self.columns) if bad[:, j].any()}
-        return HouseholdAggregate(ident, codes, size, inconsistent, values)
+        return HouseholdAggregate(ident, codes, size, inconsistent, values,
+                                  classes if classes.shape[1] else None)
 
 
 def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-            size: np.ndarray, values: pd.DataFrame) -> tuple[Any, ...]:
+            size: np.ndarray, classes: np.ndarray, values: pd.DataFrame) -> tuple[Any, ...]:
     """One row per distinct identity (sorted): the key codes and household-column values of
     its first row (equal in every row of a consistent household; an inconsistent one is
     refused), min / max hash, size."""
@@ -152,8 +165,10 @@ def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray
     for j in range(lo.shape[1]):
         np.minimum.at(lo_u[:, j], inv, lo[:, j])
         np.maximum.at(hi_u[:, j], inv, hi[:, j])
+    cls_u = np.zeros((n, classes.shape[1]), dtype=np.int64)
+    np.add.at(cls_u, inv, classes)
     return (u, codes[first], lo_u, hi_u,
-            np.bincount(inv, weights=size, minlength=n).astype(np.int64),
+            np.bincount(inv, weights=size, minlength=n).astype(np.int64), cls_u,
             values.iloc[first].reset_index(drop=True))
 
 
@@ -169,10 +184,22 @@ class HouseholdStageResult:
     released_codes: np.ndarray
     #: the distinct draw identities of the drawing households (a PRB cell), in row order
     identity: np.ndarray | None = None
+    #: ``risk.composition: protect``: the composition stage
+    #: (:class:`sdc.method.household_composition.CompositionStage`) and table; ``plan`` is
+    #: then its plan, ``cell`` / ``released_cell`` index its cells (-1: singular households)
+    composition: Any = None
+    composition_table: Any = None
 
     @property
     def changed(self) -> np.ndarray:
+        if self.composition is not None:
+            return self.composition.changed
         return self.released_cell != self.cell
+
+    @property
+    def config(self) -> Any:
+        """The household stage's config, None for :func:`household_config`'s own."""
+        return None if self.composition is None else self.composition.config
 
 
 def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
@@ -184,6 +211,8 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     drawn with its identity (made distinct among the drawing households as the pandas engine
     does). Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's household
     stage (without its message prefix)."""
+    if config.risk.composition == "protect":
+        return _composition_stage(agg, config, seed)
     hcfg = household_config(config)
     code = combine_codes(agg.key_codes.T, radix_sizes(hcfg), agg.n_households)
     u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
@@ -199,6 +228,26 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
                                   draw_tiebreak(dplan.cell_id[cell[rows]], True))
         released[rows] = released_cells(dplan, cell[rows], ident, seed)
     return HouseholdStageResult(plan, cell, released, cells.key_codes[released], ident)
+
+
+def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
+                       seed: int) -> HouseholdStageResult:
+    """The household stage of ``risk.composition: protect`` on the aggregate
+    (:func:`sdc.method.household_composition.composition_stage`)."""
+    from sdc.method.household_composition import composition_stage, table_of_counts
+
+    table = table_of_counts(agg.classes)
+    cs = composition_stage(agg.identity, agg.key_codes, table, config, seed)
+    cell = np.full(agg.n_households, -1, dtype=np.int64)
+    released = cell.copy()
+    if cs.plan is not None:
+        pc = cs.plan.partitioned.cells
+        sizes = [int(x) for x in radix_sizes(cs.config)]
+        rows = np.setdiff1d(np.arange(agg.n_households), cs.singular)
+        cell[rows] = row_index(pc.key_codes, cs.key_codes[rows], sizes)
+        released[rows] = row_index(pc.key_codes, cs.released_codes[rows], sizes)
+    return HouseholdStageResult(cs.plan, cell, released, cs.released_codes[:, :-1],
+                                cs.identity, cs, table)
 
 
 def lookup_households(identity: np.ndarray, person_identity: np.ndarray) -> np.ndarray:
@@ -238,6 +287,11 @@ def person_stage(cells: CellTable, config: ReleaseConfig) -> PersonStagePlan:
     its message prefix)."""
     pcfg = person_config(config)
     part = partition_cells(cells, pcfg)
+    if config.risk.composition == "protect":
+        # person keys move only with their household's composition (the household stage)
+        none = np.zeros(cells.n_cells, dtype=bool)
+        plan = plan_release(dataclasses.replace(part, sensitive=none), pcfg)
+        return PersonStagePlan(plan, np.arange(cells.n_cells, dtype=np.int64), none, 0, 0)
     cell_class, n_cls = household_classes(cells.key_codes, list(pcfg.key_names), config)
     k_class = np.bincount(cell_class[part.sensitive], minlength=n_cls)
     small = (k_class > 0) & (k_class < part.kmin)
@@ -305,13 +359,16 @@ def person_draw_identities(frame: pd.DataFrame, cell: np.ndarray, ps: PersonStag
 
 def released_person_codes(cell: np.ndarray, household_row: np.ndarray, identity: np.ndarray,
                           cells: CellTable, ps: PersonStagePlan, hs: HouseholdStageResult,
-                          config: ReleaseConfig, seed: int) -> np.ndarray:
+                          config: ReleaseConfig, seed: int, rows: np.ndarray | None = None,
+                          realized: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """(m, p) released key codes (config key order) of a batch of persons: ``cell`` their
     cells in the full cell table ``cells``, ``household_row`` their households' rows in the
     aggregate (:func:`lookup_households`), ``identity`` the distinct identities of the batch's
     drawing persons in row order (:func:`person_draw_identities`). A person draws in its
     person PRB (:func:`~sdc.method.apply.released_cells`), then takes its household's released
-    household-key codes."""
+    household-key codes. Under ``risk.composition: protect``, ``rows`` (the persons' global
+    rows) and ``realized`` (sorted global rows of the persons of households whose composition
+    changed, their released person class) give those persons their released person keys."""
     pcfg = person_config(config)
     dplan = draw_plan(ps.plan, pcfg)
     sub = _sub_cell(ps, cell, cells.n_cells)
@@ -322,6 +379,14 @@ def released_person_codes(cell: np.ndarray, household_row: np.ndarray, identity:
         out[drawing] = ps.plan.partitioned.cells.key_codes[rel]
     hk_idx = [config.key_names.index(k) for k in config.household_keys]
     out[:, hk_idx] = hs.released_codes[np.asarray(household_row, dtype=np.int64)]
+    if realized is not None and realized[0].size and rows is not None:
+        from sdc.method.household_composition import class_codes
+
+        rows = np.asarray(rows, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(realized[0], rows), realized[0].size - 1)
+        hit = np.flatnonzero(realized[0][pos] == rows)
+        pk_idx = [config.key_names.index(k) for k in config.person_keys]
+        out[np.ix_(hit, pk_idx)] = class_codes(realized[1][pos[hit]], config)
     return out
 
 
@@ -352,11 +417,19 @@ def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
     (one value per household) against the household stage's PRBs, as the pandas engine
     measures them on the household table (:mod:`sdc.method.dependence`; the caller raises
     with :func:`~sdc.method.dependence.raise_if_dependent`)."""
-    hcfg = household_config(config)
+    hcfg = hs.config or household_config(config)
     values = agg.columns if agg.columns is not None else pd.DataFrame(index=range(agg.n_households))
     cols = checked_columns(list(values.columns), hcfg)
     counter = DependenceCounter(cols, len(hcfg.key_names), small_limit(hcfg),
                                 sizes=key_sizes(hcfg))
+    if hs.composition is not None:  # the composition stage's cells (singular households out)
+        if hs.plan is None:
+            return []
+        rows = np.flatnonzero(hs.cell >= 0)
+        if cols and rows.size:
+            counter.add(values.iloc[rows].reset_index(drop=True), hs.cell[rows],
+                        hs.composition.key_codes[rows])
+        return measure_dependence(counter, hs.plan, hcfg, lambda x: x)
     if cols and agg.n_households:
         counter.add(values, hs.cell, agg.key_codes)
     return measure_dependence(counter, hs.plan, hcfg, lambda x: x)
@@ -426,9 +499,9 @@ def household_partition_sets(cells: CellTable, ps: PersonStagePlan, extended: Ce
 def household_blocks(hs: HouseholdStageResult, config: ReleaseConfig) -> pd.DataFrame:
     """The household stage's PRB table with ``changed`` (households whose household keys
     changed, per PRB), as the pandas engine's household result holds it."""
-    dplan = draw_plan(hs.plan, household_config(config))
+    dplan = draw_plan(hs.plan, hs.config or household_config(config))
     blocks = hs.plan.blocks.copy()
-    moved = hs.cell[hs.changed]
+    moved = hs.cell[hs.changed & (hs.cell >= 0)]
     blocks["changed"] = np.bincount(dplan.cell_prb[moved],
                                     minlength=len(blocks)).astype(np.int64)
     return blocks
@@ -450,6 +523,10 @@ def household_values(agg: HouseholdAggregate, hs: HouseholdStageResult, config: 
     cols = [*hcfg.derived, *hcfg.perturb]
     if not cols:
         return None, []
+    if hs.composition is not None:
+        raise InputError(
+            f"risk.composition: protect does not release household-level derived: or perturb: "
+            f"columns ({cols}) yet: drop them, or list them as ordinary household columns")
     values = agg.columns[cols]
     cells = hs.plan.partitioned.cells
     derived = derived_values(values, hs.cell, cells.n_cells, hcfg,

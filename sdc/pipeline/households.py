@@ -206,14 +206,19 @@ def identity_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
     pp = _person_perturb_config(config)
     every = (None if pp is None else
              all_identities(frame, c, person_draw_plan(ps, cells, config), pp))
-    return i, t, changed, pdep, every
+    comp = None
+    if config.risk.composition == "protect":  # the persons of the changed households
+        keep = np.asarray(changed_households)[hrow]
+        comp = (frame.index.to_numpy()[keep].astype(np.int64), c[keep], hrow[keep],
+                np.asarray(record_identity(frame[keep], person_config(config)), np.uint64))
+    return i, t, changed, pdep, every, comp
 
 
 def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: int,
                 locate: CellLocator, household_ids: np.ndarray, n_households: int,
                 cells: CellTable, ps: Any, hs: Any, table: CellTable, orig: np.ndarray,
                 pseudo: np.ndarray, schema: pa.Schema, salt: Any, bits: int, scratch: str,
-                records: bool, acc: Any, columns: Any, identity: np.ndarray,
+                records: bool, acc: Any, columns: Any, realized: Any, identity: np.ndarray,
                 every_identity: np.ndarray | None) -> tuple:
     """Pass 3 on one batch: its persons' released values, spilled by household pseudonym
     into ``scratch/public`` (and the records file's into ``scratch/records``) as piece
@@ -224,7 +229,8 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
     sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
     c = locate(cell_codes(frame, person_config(config)))
     hrow = lookup_households(household_ids, household_identity(frame, config))
-    out = released_person_codes(c, hrow, identity, cells, ps, hs, config, seed)
+    out = released_person_codes(c, hrow, identity, cells, ps, hs, config, seed,
+                                frame.index.to_numpy(), realized)
     rel = _row_index(table.key_codes, out, sizes)
     released, changed = frame, None
     if columns is not None:
@@ -420,6 +426,7 @@ class _Identified:
     every_ident: np.ndarray | None
     changed: ChangedHouseholdPersons
     released_columns: _ReleasedColumns | None
+    realized: dict[str, np.ndarray] | None = None
 
 
 def _identity_pass(config: ReleaseConfig, runner: Any, k: _Counted,
@@ -434,9 +441,13 @@ def _identity_pass(config: ReleaseConfig, runner: Any, k: _Counted,
     ids, ties, listed = [], [], 0
     every_ids, every_ties = [], []
     changed = ChangedHouseholdPersons()
-    for i, t, part, dep, every in runner.map(identity_batch, (config, locate, k.agg.identity,
-                                                              k.cells, k.ps, k.hs.changed,
-                                                              columns)):
+    comp_parts = []
+    for i, t, part, dep, every, comp in runner.map(identity_batch, (config, locate,
+                                                                    k.agg.identity, k.cells,
+                                                                    k.ps, k.hs.changed,
+                                                                    columns)):
+        if comp is not None:
+            comp_parts.append(comp)
         changed.merge(part, listed)
         pdep.merge(dep)
         listed += i.size
@@ -455,7 +466,35 @@ def _identity_pass(config: ReleaseConfig, runner: Any, k: _Counted,
     del ids, ties
     every_ident = (unique_identities(np.concatenate(every_ids), np.concatenate(every_ties))
                    if every_ids else None)
-    return _Identified(locate, ident, starts, every_ident, changed, released_columns)
+    realized = _realized(config, k, comp_parts) if comp_parts else None
+    return _Identified(locate, ident, starts, every_ident, changed, released_columns, realized)
+
+
+def _realized(config: ReleaseConfig, k: _Counted, parts: list) -> dict[str, np.ndarray]:
+    """``risk.composition: protect``: the released person class of every person of a changed
+    household (:func:`~sdc.method.household_composition.realize_compositions` on them, ties
+    of identity broken by the global row) and their released key codes."""
+    from sdc.method.household_composition import realize_compositions
+
+    rows, cell, hrow, ident = (np.concatenate(x) for x in zip(*parts, strict=True))
+    order = np.argsort(rows, kind="stable")
+    rows, cell, hrow, ident = rows[order], cell[order], hrow[order], ident[order]
+    pk = [config.key_names.index(v) for v in config.person_keys]
+    sizes = [int(config.key_variables[v].size) for v in config.person_keys]
+    from sdc.method.cells import combine_codes
+
+    cls = combine_codes(k.cells.key_codes[cell][:, pk].T, sizes, cell.size)
+    tab = k.hs.composition_table
+    before = tab.counts[tab.household]
+    after = tab.counts[k.hs.composition.released_composition]
+    # identities tie only for identical persons: rank them by global row (any order of
+    # identical records gives the same public rows)
+    tie = np.empty(rows.size, dtype=np.int64)
+    tie[np.lexsort((rows, ident, hrow))] = np.arange(rows.size)
+    new = realize_compositions(hrow, cls, tie.astype(np.uint64), before, after)
+    codes = released_person_codes(cell, hrow, np.zeros(0, np.uint64), k.cells, k.ps, k.hs,
+                                  config, 0, rows, (rows, new))
+    return {"rows": rows, "classes": new, "codes": codes}
 
 
 @dataclass
@@ -486,7 +525,11 @@ class HouseholdPlan:
 
     @property
     def certificate(self) -> tuple[float, dict[str, Any]]:
-        """The larger of the two stages' certificates and where it is attained."""
+        """The larger of the two stages' certificates and where it is attained
+        (``risk.composition: protect``: the composition stage's)."""
+        if self.hs.composition is not None:
+            cs = self.hs.composition
+            return float(cs.certificate), dict(cs.certificate_at)
         p, h = self.ps.plan, self.hs.plan
         if h.certificate > p.certificate:
             return float(h.certificate), dict(h.certificate_at)
@@ -540,8 +583,11 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     p2 = _identity_pass(config, runner, k, say)
     locate, ident, starts, every_ident = p2.locate, p2.ident, p2.starts, p2.every_ident
     released_columns = p2.released_columns
-    table, orig = extended_cells(cells, p2.changed.released_codes(ident, cells, ps, hs, config,
-                                                                 seed))
+    table, orig = extended_cells(cells, [p2.realized["codes"]] if p2.realized is not None
+                                 else p2.changed.released_codes(ident, cells, ps, hs, config,
+                                                                seed))
+    realized = (None if p2.realized is None
+                else (p2.realized["rows"], p2.realized["classes"]))
     salt = order_salt(table)
     pseudo = pseudonyms(agg.identity, seed, salt)
     schema = household_public_schema(public_schema(config, input_arrow_schema(config)), config)
@@ -560,7 +606,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     try:
         shared = (config, seed, locate, agg.identity, agg.n_households, cells, ps, hs, table,
                   orig, pseudo, schema, salt, bits, str(tmp), records_path is not None,
-                  acc.spawn(), released_columns)
+                  acc.spawn(), released_columns, realized)
         for c, hrow, rel, w, part, ch in runner.map(
                 apply_batch, shared, lambda i: (
                     ident[starts[i]:starts[i + 1]],
@@ -647,7 +693,8 @@ def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell
     moved = (table.key_codes[rel][:, pk] != cells.key_codes[cell][:, pk]).any(axis=1)
     full_prb = person_draw_plan(ps, cells, config).cell_prb
     blocks = ps.plan.blocks.copy()
-    blocks["changed"] = np.bincount(full_prb[cell[moved]],
+    moved_prb = full_prb[cell[moved]]  # protect: persons move with their household only
+    blocks["changed"] = np.bincount(moved_prb[moved_prb >= 0],
                                     minlength=len(blocks)).astype(np.int64)
     cell_ps, ps_frame = household_partition_sets(cells, ps, table, orig, config)
     cert, cert_at = ps.plan.certificate, ps.plan.certificate_at
@@ -655,26 +702,37 @@ def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell
         cert, cert_at = hs.plan.certificate, hs.plan.certificate_at
     part = ps.plan.partitioned
     hblocks = household_blocks(hs, config)
-    comp = composition_risk_of(
-        StageDraws(draw_plan(hs.plan, hcfg), hs.plan.partitioned.cells.key_codes, hs.cell,
-                   hs.identity),
-        StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
-        row, agg.n_households, config, seed)
+    h_cert, h_cert_at = float(hs.plan.certificate), hs.plan.certificate_at
+    p_cert = float(ps.plan.certificate)
+    if hs.composition is not None:  # risk.composition: protect
+        from sdc.reports.households import protected_composition_risk
+
+        cs = hs.composition
+        cert, cert_at = float(cs.certificate), dict(cs.certificate_at)
+        h_cert, h_cert_at, p_cert = cert, cert_at, cert
+        comp = protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
+                                          config, seed, certificate=(cert, cert_at))
+    else:
+        comp = composition_risk_of(
+            StageDraws(draw_plan(hs.plan, hcfg), hs.plan.partitioned.cells.key_codes, hs.cell,
+                       hs.identity),
+            StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
+            row, agg.n_households, config, seed)
     stage_result = SimpleNamespace(
-        certificate=float(hs.plan.certificate), certificate_at=hs.plan.certificate_at,
+        certificate=h_cert, certificate_at=h_cert_at,
         merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
         partition_sets=hs.plan.partition_sets)
     stage = SimpleNamespace(
         config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
-        certificate=float(hs.plan.certificate), person_certificate=float(ps.plan.certificate),
+        certificate=h_cert, person_certificate=p_cert,
         person_certificate_at=ps.plan.certificate_at, small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons, composition=comp)
     section = household_section_of(
         config, orig[cell], rel, row, agg.n_households, weights, comp,
         households_changed=int(hs.changed.sum()),
-        household_certificate=float(hs.plan.certificate),
-        household_certificate_at=hs.plan.certificate_at, household_prbs=len(hblocks),
-        person_certificate=float(ps.plan.certificate), small_classes=ps.small_classes,
+        household_certificate=h_cert,
+        household_certificate_at=h_cert_at, household_prbs=len(hblocks),
+        person_certificate=p_cert, small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons)
     kvs = config.key_variables
     keys = config.household_keys

@@ -210,6 +210,100 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
     }
 
 
+def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table: Any,
+                               config: ReleaseConfig, seed: int, n_sim: int = 20, *,
+                               certificate: tuple[float, dict[str, Any]]) -> dict[str, Any]:
+    """The composition intruder of a ``risk.composition: protect`` release: certified (the
+    composition stage's certificate), and measured by Monte Carlo as a check: ``n_sim``
+    replays of :func:`~sdc.method.household_composition.composition_stage` (seeds from
+    ``stream(seed, "household-composition")``), the hit 1{released (HK, n) = true} / (released
+    households with it) averaged per F class, as :func:`composition_risk_of`. The released
+    compositions are the stage's (members are realized from them), so households suffice.
+
+    ``person``: the person-level intruder (knows a person's household keys and person keys,
+    picks among the released persons with them), per person cell (a, c) the mean over the
+    replays of sum_h min(n_hc, n'_hc) 1{a' = a} / N'_(a,c) / t_(a,c); its largest cell mean is
+    compared with xi too (``exceeds_xi``)."""
+    from sdc.method.household_composition import composition_stage
+
+    ident = np.asarray(identity, np.uint64)
+    hk = np.asarray(hk_codes, np.int64).reshape(ident.size, -1)
+    n_h = ident.size
+    n_cls = table.counts.shape[1]
+    hk_u, hk_id = np.unique(hk, axis=0, return_inverse=True)
+    hk_id = hk_id.reshape(-1)
+    n_a = hk_u.shape[0]
+    true_key = hk_id * table.n_compositions + table.household
+    _, inv, f_counts = np.unique(true_key, return_inverse=True, return_counts=True)
+    big_f = f_counts[inv.reshape(-1)]
+    cls_of = np.zeros(n_h, dtype=np.int64)
+    for c, (_, lo, hi) in enumerate(_F_CLASSES):
+        cls_of[(big_f >= lo) & ((big_f <= hi) if hi is not None else True)] = c
+    n_f = np.bincount(cls_of, minlength=len(_F_CLASSES))
+    counts = table.counts[table.household]  # (H, P)
+    t_cell = np.zeros(n_a * n_cls)
+    np.add.at(t_cell, (hk_id[:, None] * n_cls + np.arange(n_cls)).reshape(-1),
+              counts.reshape(-1))
+    seeds = stream(seed, "household-composition").integers(0, 2**62, size=n_sim)
+    per_class = np.zeros((n_sim, len(_F_CLASSES)))
+    overall = np.zeros(n_sim)
+    person = np.zeros((n_sim, n_a * n_cls))
+    for i, sd in enumerate(seeds):
+        st = composition_stage(ident, hk, table, config, int(sd))
+        rel_a = row_lookup(hk_u, st.released_codes[:, :-1])
+        rel_key = rel_a * table.n_compositions + st.released_composition
+        hit = _hits(true_key.astype(np.uint64), rel_key.astype(np.uint64))
+        overall[i] = float(np.sort(hit).sum()) / n_h if n_h else 0.0
+        per_class[i] = _ordered_sums(cls_of, hit, len(_F_CLASSES)) / np.maximum(n_f, 1)
+        after = table.counts[st.released_composition]
+        big_n = np.zeros(n_a * n_cls)
+        np.add.at(big_n, (rel_a[:, None] * n_cls + np.arange(n_cls)).reshape(-1),
+                  after.reshape(-1))
+        kept = np.where((rel_a == hk_id)[:, None], np.minimum(counts, after), 0)
+        cell_idx = (hk_id[:, None] * n_cls + np.arange(n_cls)).reshape(-1)
+        contrib = kept.reshape(-1) / np.maximum(big_n[cell_idx], 1)
+        person[i] = _ordered_sums(cell_idx, contrib, n_a * n_cls)
+    se = lambda a: float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0  # noqa: E731
+    classes = []
+    for c, (label, _, _) in enumerate(_F_CLASSES):
+        if n_f[c] == 0:
+            continue
+        classes.append({"class": label, "households": int(n_f[c]),
+                        "before": float(np.sort(1.0 / big_f[cls_of == c]).sum() / n_f[c]),
+                        "estimate": float(per_class[:, c].mean()), "se": se(per_class[:, c])})
+    occupied = np.flatnonzero(t_cell > 0)
+    cell_risk = person[:, occupied] / t_cell[occupied]
+    means = cell_risk.mean(axis=0) if occupied.size else np.zeros(0)
+    top = int(np.argmax(means)) if means.size else 0
+    person_max = float(means[top]) if means.size else 0.0
+    max_est = max((c["estimate"] for c in classes), default=0.0)
+    xi = float(config.risk.xi)
+    cert, cert_at = certificate
+    return {
+        "mode": "protect", "certificate": float(cert), "certificate_at": cert_at,
+        "n_sim": int(n_sim), "stream": "household-composition", "n_households": int(n_h),
+        "household_keys": list(config.household_keys), "person_keys": list(config.person_keys),
+        "n_compositions": int(table.n_compositions), "n_classes": int(n_cls),
+        "before": {"mean": float(np.sort(1.0 / big_f).sum() / n_h) if n_h else 0.0,
+                   "max": float((1.0 / big_f).max()) if n_h else 0.0,
+                   "unique_households": int((big_f == 1).sum())},
+        "mean": float(overall.mean()), "mean_se": se(overall),
+        "classes": classes, "max_class_estimate": float(max_est), "xi": xi,
+        "person": {"cells": int(occupied.size), "max_cell_estimate": person_max,
+                   "max_cell_se": se(cell_risk[:, top]) if means.size else 0.0,
+                   "cells_above_xi": int((means > xi).sum())},
+        "exceeds_xi": bool(cert > xi or person_max > xi),
+    }
+
+
+def row_lookup(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Index of every row of ``rows`` in the sorted distinct rows ``table`` (-1: absent)."""
+    from sdc.method.households import row_index
+
+    sizes = [int(x) + 1 for x in np.vstack([table, rows]).max(axis=0)] if table.size else []
+    return row_index(table, rows, sizes)
+
+
 def _tables(values: dict[str, pd.Series], size: np.ndarray) -> dict[str, Any]:
     """Households by household-level key (one table per key: value -> households) and the
     household size distribution, from one value per household and key and the households'

@@ -1,0 +1,303 @@
+"""Composition protection of a household file (``risk.composition: protect``,
+docs/HOUSEHOLDS.md "Protecting household composition").
+
+The composition intruder knows a household's household-level keys (HK) and the multiset of
+its members' person-level keys, and picks uniformly among the released households with
+exactly these values. With the composition as a key of the household stage, this intruder is
+NZY's intruder of the household table, and its risk is certified exactly:
+
+- every person's **class** c(i) is its combination of person-key values (mixed-radix code of
+  the released, e.g. recoded, person keys; at most :data:`MAX_CLASSES` classes);
+- the **composition** of household h is the vector n_h = (n_{h,c})_c of its members per class
+  (size |h| = sum_c n_{h,c}); compositions are numbered in lexicographic order of n;
+- the **household stage** runs the unchanged NZY engine on the household table with keys
+  HK x composition: cells (a, n) counted in households, partition sets = the HK partition x
+  the household size (a PRB never mixes sizes: households keep their size), small PRBs merged
+  along the HK partition variables only. Its certificate bounds
+  R_(a,n) = E[1{h released as (a, n)} / #{released households in (a, n)}] <= xi
+  for every household: the composition intruder's risk;
+- a household released with composition n' != n is **realized** on its members: per class c
+  the min(n_c, n'_c) members of smallest identity keep their class, the others (in class,
+  identity order) take the missing classes (in class order). Every member keeps the
+  household's released HK; the person stage does not run (person keys move only with their
+  household's composition, so the released compositions are exactly the stage's).
+
+A household whose size has fewer than kmin sensitive (HK, composition) cells over all HK
+values cannot be certified without changing its size: the release stops (exit 2) naming the
+sizes and the fixes (coarser person keys, fewer household keys, a larger xi, or withhold
+``household_id``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import Groups, KeyVariable, ReleaseConfig
+from sdc.errors import InputError
+from sdc.method.cells import combine_codes, encode_key, split_codes
+
+__all__ = ["COMPOSITION", "MAX_CLASSES", "CompositionStage", "CompositionTable",
+           "class_codes", "composition_config", "composition_stage", "singular_draw",
+           "table_of_counts",
+           "composition_table", "person_classes", "realize_compositions"]
+
+COMPOSITION = "household_composition"
+"""Name of the composition key of the household stage (never in the public file)."""
+
+MAX_CLASSES = 64
+"""Largest number of person classes (combinations of person-key values) a composition counts."""
+
+
+def person_classes(frame: pd.DataFrame, config: ReleaseConfig) -> tuple[np.ndarray, int]:
+    """(class of every person (n,) int64, number of classes P): the mixed-radix code of its
+    person-level keys' codes. Raises :class:`InputError` when P > :data:`MAX_CLASSES`."""
+    pk = config.person_keys
+    sizes = [int(config.key_variables[k].size) for k in pk]
+    n_cls = int(np.prod(sizes)) if sizes else 1
+    if n_cls > MAX_CLASSES:
+        raise InputError(
+            f"risk.composition: protect counts household members per combination of the "
+            f"person keys {pk}: {n_cls:,} combinations (sizes {sizes}), more than "
+            f"{MAX_CLASSES}. Recode the person keys for a household file (e.g. age: {{recode: "
+            "{bands: [0, 15, 30, 45, 65]}}), or make fewer of them keys")
+    codes = [encode_key(frame[k], k, config.key_variables[k]).astype(np.int64) for k in pk]
+    return combine_codes(codes, sizes, len(frame)), n_cls
+
+
+@dataclass
+class CompositionTable:
+    """``counts`` (C, P) members per class of every composition (lexicographic order),
+    ``size`` (C,) its household size, ``household`` (H,) the composition of every household."""
+
+    counts: np.ndarray
+    size: np.ndarray
+    household: np.ndarray
+
+    @property
+    def n_compositions(self) -> int:
+        return int(self.size.size)
+
+
+def composition_table(household: np.ndarray, person_class: np.ndarray, n_households: int,
+                      n_classes: int) -> CompositionTable:
+    """The compositions of ``n_households`` households from every person's household (0..H-1)
+    and class (0..P-1): a (H, P) bincount, its distinct rows in lexicographic order."""
+    hh = np.asarray(household, dtype=np.int64)
+    counts = np.bincount(hh * n_classes + np.asarray(person_class, dtype=np.int64),
+                         minlength=n_households * n_classes).reshape(n_households, n_classes)
+    rows, inv = np.unique(counts, axis=0, return_inverse=True)
+    return CompositionTable(rows.astype(np.int64), rows.sum(axis=1).astype(np.int64),
+                            inv.reshape(-1).astype(np.int64))
+
+
+def table_of_counts(counts: np.ndarray) -> CompositionTable:
+    """The :class:`CompositionTable` of households given as (H, P) members per class (the
+    batch engines' aggregate, :class:`sdc.method.household_batches.HouseholdAggregate`)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    rows, inv = np.unique(counts, axis=0, return_inverse=True)
+    return CompositionTable(rows, rows.sum(axis=1).astype(np.int64),
+                            inv.reshape(-1).astype(np.int64))
+
+
+def composition_config(hcfg: ReleaseConfig, table: CompositionTable) -> ReleaseConfig:
+    """The household stage's config (``hcfg``, :func:`sdc.method.households.household_config`)
+    with the composition as one more key: categories 0..C-1, partitioned by household size (a
+    PRB never mixes sizes), merges along the household keys' partition variables only."""
+    from sdc.method.plan import default_merge_order
+
+    hk = list(hcfg.key_names)
+    along = hcfg.risk.merge_along
+    if along is None:
+        along = [v for v in default_merge_order(hcfg) if v in hk]
+    kvs = dict(hcfg.key_variables)
+    kvs[COMPOSITION] = KeyVariable(categories=list(range(table.n_compositions)),
+                                   level="household")
+    groups = {f"size {int(s)}": [int(c) for c in np.flatnonzero(table.size == s)]
+              for s in np.unique(table.size)}
+    part = dict(hcfg.partition)
+    part[COMPOSITION] = Groups(groups=groups)
+    risk = hcfg.risk.model_copy(update={"merge_along": along})
+    return hcfg.model_copy(update={"key_variables": kvs, "partition": part, "risk": risk})
+
+
+def realize_compositions(household: np.ndarray, person_class: np.ndarray,
+                         identity: np.ndarray, counts_before: np.ndarray,
+                         counts_after: np.ndarray) -> np.ndarray:
+    """Released class of every person, given its household's composition before and after
+    (``counts_before`` / ``counts_after``: (H, P) members per class).
+
+    Per household and class c, the min(n_c, n'_c) members of smallest ``identity`` keep c; the
+    other members (ordered by class, then identity) take the classes n'_c - min(n_c, n'_c)
+    (in class order). A household whose composition did not change keeps every class. Whole
+    arrays: one lexsort of the persons, one repeat of the missing classes."""
+    hh = np.asarray(household, dtype=np.int64)
+    cls = np.asarray(person_class, dtype=np.int64)
+    ident = np.asarray(identity, dtype=np.uint64)
+    out = cls.copy()
+    before = np.asarray(counts_before, dtype=np.int64)
+    after = np.asarray(counts_after, dtype=np.int64)
+    changed_h = np.flatnonzero((before != after).any(axis=1))
+    if changed_h.size == 0:
+        return out
+    is_changed = np.zeros(before.shape[0], dtype=bool)
+    is_changed[changed_h] = True
+    rows = np.flatnonzero(is_changed[hh])
+    order = rows[np.lexsort((ident[rows], cls[rows], hh[rows]))]
+    h_o, c_o = hh[order], cls[order]
+    # occurrence of every person within its (household, class), 0-based
+    new_grp = np.r_[True, (h_o[1:] != h_o[:-1]) | (c_o[1:] != c_o[:-1])]
+    grp_start = np.flatnonzero(new_grp)
+    occ = np.arange(order.size) - np.repeat(grp_start, np.diff(np.r_[grp_start, order.size]))
+    keep = occ < after[h_o, c_o]
+    movers = order[~keep]  # ordered by household, class, identity
+    deficit = np.maximum(after[changed_h] - before[changed_h], 0)  # (m, P)
+    n_cls = before.shape[1]
+    h_rep = np.repeat(changed_h, deficit.sum(axis=1))
+    c_rep = np.repeat(np.tile(np.arange(n_cls, dtype=np.int64), changed_h.size),
+                      deficit.reshape(-1))
+    # both lists are ordered by household; equal lengths per household (sizes are kept)
+    if not np.array_equal(hh[movers], h_rep):
+        raise AssertionError("released compositions must keep every household's size")
+    out[movers] = c_rep
+    return out
+
+
+def class_codes(person_class: np.ndarray, config: ReleaseConfig) -> np.ndarray:
+    """(n, q) codes of the person keys (config order of ``config.person_keys``) of classes."""
+    sizes = [int(config.key_variables[k].size) for k in config.person_keys]
+    return split_codes(np.asarray(person_class, dtype=np.int64), sizes)
+
+
+def composition_summary(table: CompositionTable, before: np.ndarray,
+                        after: np.ndarray, moved_persons: int) -> dict[str, Any]:
+    """The audit/report figures of the composition stage."""
+    return {"n_compositions": table.n_compositions, "n_classes": int(table.counts.shape[1]),
+            "households_changed_composition": int((before != after).sum()),
+            "persons_changed": int(moved_persons)}
+
+
+@dataclass
+class CompositionStage:
+    """The household stage keyed on HK x composition (see the module docstring).
+
+    ``plan`` the NZY plan of the (HK, composition) cells of the non-singular households (None
+    when every household is singular); ``cell`` / ``released_cell`` every household's cell in
+    ``cells_key_codes`` (its rows: HK codes then the composition); ``singular`` the households
+    whose size cannot hold a PRB, released by :func:`singular_draw` (HK uniform over the
+    ``n_hk`` household-key combinations of the file, composition kept: risk 1 / n_hk);
+    ``certificate`` the larger of the plan's and 1 / n_hk (when there are singular households)."""
+
+    plan: Any
+    config: ReleaseConfig
+    key_codes: np.ndarray
+    released_codes: np.ndarray
+    changed: np.ndarray
+    singular: np.ndarray
+    singular_sizes: list[int]
+    n_hk: int
+    certificate: float
+    certificate_at: dict[str, Any]
+    identity: np.ndarray
+
+    @property
+    def released_composition(self) -> np.ndarray:
+        return self.released_codes[:, -1]
+
+
+def singular_draw(identity: np.ndarray, hk_table: np.ndarray, seed: int) -> np.ndarray:
+    """Released HK row (index into ``hk_table``, the distinct HK code rows of the file) of the
+    singular households: uniform over the rows, keyed by the household's identity, so a
+    household stays with probability exactly 1 / len(hk_table) (up to 2^-64)."""
+    from sdc.method.draws import keyed_hash
+
+    h = keyed_hash(seed, "household-composition-singular", np.asarray(identity, np.uint64))
+    return (h % np.uint64(hk_table.shape[0])).astype(np.int64)
+
+
+def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: CompositionTable,
+                      config: ReleaseConfig, seed: int) -> CompositionStage:
+    """The household stage of ``risk.composition: protect`` on the household aggregate:
+    ``identity`` (H,) the households' draw identities (distinct), ``hk_codes`` (H, p) their
+    household-key codes, ``table`` their compositions. Raises
+    :class:`~sdc.errors.SmallBlockError` as the household stage, and when 1 / (household-key
+    combinations) > xi with singular households."""
+    from sdc.errors import SmallBlockError
+    from sdc.method.apply import draw_plan, released_cells
+    from sdc.method.cell_passes import cell_table
+    from sdc.method.cells import radix_sizes
+    from sdc.method.draws import draw_tiebreak, unique_identities
+    from sdc.method.households import household_config
+    from sdc.method.partition import partition_cells
+    from sdc.method.plan import plan_release
+
+    ident = np.asarray(identity, np.uint64)
+    hk_codes = np.asarray(hk_codes, np.int64).reshape(ident.size, -1)
+    n_h = ident.size
+    ccfg = composition_config(household_config(config), table)
+    codes = np.column_stack([hk_codes, table.household]).astype(np.int64)
+    sizes = radix_sizes(ccfg)
+    xi = float(config.risk.xi)
+
+    def cells_of(rows: np.ndarray):
+        code = combine_codes(codes[rows].T, sizes, rows.size)
+        u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
+        return cell_table(u, t.astype(np.int64), ccfg), cell.reshape(-1).astype(np.int64)
+
+    every = np.arange(n_h, dtype=np.int64)
+    cells, _ = cells_of(every)
+    part = partition_cells(cells, ccfg)
+    cell_size = table.size[cells.key_codes[:, -1]]
+    sens = np.bincount(cell_size[part.sensitive], minlength=int(table.size.max()) + 1)
+    limit = 2 if config.risk.small_blocks == "calibrate" else part.kmin
+    singular_sizes = [int(s) for s in np.flatnonzero((sens > 0) & (sens < limit))]
+    plan, err = None, None
+    for attempt in range(2):
+        is_singular = np.isin(table.size[table.household], singular_sizes)
+        rows = np.flatnonzero(~is_singular)
+        if rows.size == 0:
+            break
+        cells, cell = cells_of(rows)
+        try:
+            plan = plan_release(partition_cells(cells, ccfg), ccfg)
+            break
+        except SmallBlockError as e:
+            err = e
+            if attempt == 1 or part.kmin <= limit:
+                raise
+            singular_sizes = [int(s) for s in np.flatnonzero((sens > 0) & (sens < part.kmin))]
+    del err
+    released = codes.copy()
+    drawing_ident = np.zeros(0, np.uint64)
+    cert, cert_at = 0.0, {}
+    if plan is not None:
+        dplan = draw_plan(plan, ccfg)
+        rel = cell.copy()
+        d = np.flatnonzero(dplan.cell_prb[cell] >= 0)
+        if d.size:
+            drawing_ident = unique_identities(ident[rows[d]],
+                                              draw_tiebreak(dplan.cell_id[cell[d]], True))
+            rel[d] = released_cells(dplan, cell[d], drawing_ident, seed)
+        released[rows] = cells.key_codes[rel]
+        cert, cert_at = float(plan.certificate), dict(plan.certificate_at)
+    hk_table = np.unique(hk_codes, axis=0)
+    sing = np.flatnonzero(is_singular)
+    if sing.size:
+        q = 1.0 / hk_table.shape[0]
+        if q > xi:
+            raise SmallBlockError(
+                f"households of size {singular_sizes} have too few rare compositions for a "
+                f"PRB of their size, and the file has only {hk_table.shape[0]} combination(s) "
+                f"of the household keys to move them among (risk 1/{hk_table.shape[0]} > xi "
+                f"= {xi}). Coarsen the person keys, add a household key, or withhold the "
+                "household id (a person file)")
+        released[sing, :-1] = hk_table[singular_draw(ident[sing], hk_table, seed)]
+        if q > cert:
+            cert, cert_at = q, {"singular_household_sizes": singular_sizes,
+                                "household_key_combinations": int(hk_table.shape[0])}
+    changed = (released != codes).any(axis=1)
+    return CompositionStage(plan, ccfg, codes, released, changed, sing, singular_sizes,
+                            int(hk_table.shape[0]), cert, cert_at, drawing_ident)
