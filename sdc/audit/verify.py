@@ -328,6 +328,9 @@ def _household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any
             f"{first_o.size} households, the same household sizes" if same else
             f"{first_o.size} households in the source, {first_p.size} in the public file, or "
             "their sizes differ")
+    if cfg.risk.composition == "protect":
+        return _composition_checks(rep, cfg, audit, original, public, code_o, first_o,
+                                   code_p, first_p, xi)
     # household stage: the household tables, counted in households
     hh = audit.get("households") or {}
     hcfg = household_config(cfg)
@@ -411,6 +414,81 @@ def _household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any
     if p_cert >= h_cert:
         return p_cert, f"person stage: {p_where}"
     return h_cert, f"household stage: {h_where}"
+
+
+def _composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any],
+                        original: pd.DataFrame, public: pd.DataFrame, code_o: np.ndarray,
+                        first_o: np.ndarray, code_p: np.ndarray, first_p: np.ndarray,
+                        xi: float) -> tuple[float, str]:
+    """The household checks of a ``risk.composition: protect`` release
+    (docs/HOUSEHOLDS.md, "Protecting household composition"), recomputed from the source and
+    the public file without the seed: the compositions (members per person class) of both;
+    every public composition one of the source's; the composition stage's plan
+    (:func:`~sdc.method.household_composition.composition_plan`) and its invariants on the
+    household tables keyed on HK x composition (singular households aside: their sizes are
+    kept, so the same households are set aside on both sides); its PRBs recounted, their
+    exact max risk recomputed; the certificate = the plan's, or 1 / #HK combinations when
+    there are singular households. Returns the certificate."""
+    from sdc.method.household_composition import (
+        COMPOSITION,
+        composition_plan,
+        composition_table,
+        person_classes,
+    )
+    from sdc.method.households import household_table, row_index
+
+    hh = audit.get("households") or {}
+    pc_o, n_cls = person_classes(original, cfg)
+    pc_p, _ = person_classes(public, cfg)
+    tab = composition_table(code_o, pc_o, first_o.size, n_cls)
+    counts_p = np.bincount(code_p * n_cls + pc_p,
+                           minlength=first_p.size * n_cls).reshape(first_p.size, n_cls)
+    comp_p = row_index(tab.counts, counts_p, [int(x) + 1 for x in
+                                              np.vstack([tab.counts, counts_p]).max(axis=0)])
+    rep.add("composition stage: released compositions exist in the source",
+            bool((comp_p >= 0).all()),
+            f"{tab.n_compositions} compositions over {n_cls} person classes; "
+            f"{int((comp_p < 0).sum())} public household(s) with a composition the source "
+            "does not have")
+    if (comp_p < 0).any():
+        return 1.0, "composition stage: a released composition is not in the source"
+    hk_o = household_table(original, cfg, code_o, first_o)
+    from sdc.method.cells import encode_key
+
+    hk_codes = np.column_stack([encode_key(hk_o[k], k, cfg.key_variables[k])
+                                for k in cfg.household_keys])
+    try:
+        cp = composition_plan(hk_codes, tab, cfg)
+    except SmallBlockError as e:
+        rep.add("composition stage: plan", False, str(e))
+        return 1.0, "composition stage: no plan"
+    ccfg = cp.config
+    sizes_o = tab.size[tab.household]
+    sizes_p = tab.size[comp_p]
+    keep_o = ~np.isin(sizes_o, cp.singular_sizes)
+    keep_p = ~np.isin(sizes_p, cp.singular_sizes)
+    rep.add("composition stage: singular households", int((~keep_o).sum()) == int(
+        (~keep_p).sum()), f"{int((~keep_o).sum())} household(s) of size(s) "
+        f"{cp.singular_sizes} released by the uniform household-key draw (risk 1/"
+        f"{cp.hk_table.shape[0]})")
+    ht_o = hk_o.assign(**{COMPOSITION: tab.household}).iloc[np.flatnonzero(keep_o)]
+    ht_p = household_table(public, cfg, code_p, first_p).assign(
+        **{COMPOSITION: comp_p}).iloc[np.flatnonzero(keep_p)]
+    ho = partition_frame(ht_o.reset_index(drop=True), ccfg)
+    hp = partition_frame(ht_p.reset_index(drop=True), ccfg)
+    h_prb = {str(k): int(v) for k, v in (hh.get("partition_sets") or {}).items()}
+    group, note = _merge_groups(h_prb)
+    _count_checks(rep, ho, hp, group, xi, ccfg, note, what="composition stage: ",
+                  unit=" (in households)")
+    h_cert, h_where = _prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi,
+                                  what="composition stage: ")
+    rep.add("person stage: none", not (audit.get("blocks") or []),
+            "risk.composition: protect: no person PRB; person keys move with their "
+            "household's composition only")
+    if cp.singular.size and 1.0 / cp.hk_table.shape[0] > h_cert:
+        return (1.0 / cp.hk_table.shape[0],
+                f"composition stage: singular households (1/{cp.hk_table.shape[0]})")
+    return h_cert, f"composition stage: {h_where}"
 
 
 def _count_checks(rep: AuditReport, po: Partitioned, pr: Partitioned, group: Any, xi: float,

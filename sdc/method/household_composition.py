@@ -41,7 +41,7 @@ from sdc.errors import InputError
 from sdc.method.cells import combine_codes, encode_key, split_codes
 
 __all__ = ["COMPOSITION", "MAX_CLASSES", "CompositionStage", "CompositionTable",
-           "class_codes", "composition_config", "composition_stage", "singular_draw",
+           "CompositionPlan", "class_codes", "composition_config", "composition_plan", "composition_stage", "singular_draw",
            "table_of_counts",
            "composition_table", "person_classes", "realize_compositions"]
 
@@ -218,25 +218,42 @@ def singular_draw(identity: np.ndarray, hk_table: np.ndarray, seed: int) -> np.n
     return (h % np.uint64(hk_table.shape[0])).astype(np.int64)
 
 
-def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: CompositionTable,
-                      config: ReleaseConfig, seed: int) -> CompositionStage:
-    """The household stage of ``risk.composition: protect`` on the household aggregate:
-    ``identity`` (H,) the households' draw identities (distinct), ``hk_codes`` (H, p) their
-    household-key codes, ``table`` their compositions. Raises
-    :class:`~sdc.errors.SmallBlockError` as the household stage, and when 1 / (household-key
-    combinations) > xi with singular households."""
+@dataclass
+class CompositionPlan:
+    """The plan of the composition stage (no draws: the audit recomputes it): ``plan`` over the
+    cells of the non-singular households (``cells_of``: their cell rows in
+    ``plan.partitioned.cells``), the singular sizes and households, the number of HK
+    combinations and the certificate."""
+
+    plan: Any
+    config: ReleaseConfig
+    codes: np.ndarray
+    rows: np.ndarray
+    cell: np.ndarray
+    singular: np.ndarray
+    singular_sizes: list[int]
+    hk_table: np.ndarray
+    certificate: float
+    certificate_at: dict[str, Any]
+
+
+def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
+                     config: ReleaseConfig) -> CompositionPlan:
+    """The composition stage's plan: cells (HK, composition) counted in households,
+    partitioned by the HK partition x household size, :func:`~sdc.method.plan.plan_release`;
+    a size whose sensitive cells cannot form a PRB (fewer than 2 with ``small_blocks:
+    calibrate``, else fewer than kmin) is *singular*: its households are left out of the plan
+    and released by :func:`singular_draw` (risk 1 / #HK combinations, which must be <= xi).
+    Raises :class:`~sdc.errors.SmallBlockError` when neither certifies."""
     from sdc.errors import SmallBlockError
-    from sdc.method.apply import draw_plan, released_cells
     from sdc.method.cell_passes import cell_table
     from sdc.method.cells import radix_sizes
-    from sdc.method.draws import draw_tiebreak, unique_identities
     from sdc.method.households import household_config
     from sdc.method.partition import partition_cells
     from sdc.method.plan import plan_release
 
-    ident = np.asarray(identity, np.uint64)
-    hk_codes = np.asarray(hk_codes, np.int64).reshape(ident.size, -1)
-    n_h = ident.size
+    hk_codes = np.asarray(hk_codes, np.int64).reshape(table.household.size, -1)
+    n_h = table.household.size
     ccfg = composition_config(household_config(config), table)
     codes = np.column_stack([hk_codes, table.household]).astype(np.int64)
     sizes = radix_sizes(ccfg)
@@ -247,14 +264,13 @@ def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: Composi
         u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
         return cell_table(u, t.astype(np.int64), ccfg), cell.reshape(-1).astype(np.int64)
 
-    every = np.arange(n_h, dtype=np.int64)
-    cells, _ = cells_of(every)
+    cells, _ = cells_of(np.arange(n_h, dtype=np.int64))
     part = partition_cells(cells, ccfg)
     cell_size = table.size[cells.key_codes[:, -1]]
     sens = np.bincount(cell_size[part.sensitive], minlength=int(table.size.max()) + 1)
     limit = 2 if config.risk.small_blocks == "calibrate" else part.kmin
-    singular_sizes = [int(s) for s in np.flatnonzero((sens > 0) & (sens < limit))]
-    plan, err = None, None
+    singular_sizes = [int(x) for x in np.flatnonzero((sens > 0) & (sens < limit))]
+    plan, cell = None, np.zeros(0, np.int64)
     for attempt in range(2):
         is_singular = np.isin(table.size[table.household], singular_sizes)
         rows = np.flatnonzero(~is_singular)
@@ -264,25 +280,12 @@ def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: Composi
         try:
             plan = plan_release(partition_cells(cells, ccfg), ccfg)
             break
-        except SmallBlockError as e:
-            err = e
+        except SmallBlockError:
             if attempt == 1 or part.kmin <= limit:
                 raise
-            singular_sizes = [int(s) for s in np.flatnonzero((sens > 0) & (sens < part.kmin))]
-    del err
-    released = codes.copy()
-    drawing_ident = np.zeros(0, np.uint64)
-    cert, cert_at = 0.0, {}
-    if plan is not None:
-        dplan = draw_plan(plan, ccfg)
-        rel = cell.copy()
-        d = np.flatnonzero(dplan.cell_prb[cell] >= 0)
-        if d.size:
-            drawing_ident = unique_identities(ident[rows[d]],
-                                              draw_tiebreak(dplan.cell_id[cell[d]], True))
-            rel[d] = released_cells(dplan, cell[d], drawing_ident, seed)
-        released[rows] = cells.key_codes[rel]
-        cert, cert_at = float(plan.certificate), dict(plan.certificate_at)
+            singular_sizes = [int(x) for x in np.flatnonzero((sens > 0) & (sens < part.kmin))]
+    cert, cert_at = (0.0, {}) if plan is None else (float(plan.certificate),
+                                                    dict(plan.certificate_at))
     hk_table = np.unique(hk_codes, axis=0)
     sing = np.flatnonzero(is_singular)
     if sing.size:
@@ -294,10 +297,43 @@ def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: Composi
                 f"of the household keys to move them among (risk 1/{hk_table.shape[0]} > xi "
                 f"= {xi}). Coarsen the person keys, add a household key, or withhold the "
                 "household id (a person file)")
-        released[sing, :-1] = hk_table[singular_draw(ident[sing], hk_table, seed)]
         if q > cert:
-            cert, cert_at = q, {"singular_household_sizes": singular_sizes,
+            cert, cert_at = q, {"source": "singular households",
+                                "singular_household_sizes": singular_sizes,
                                 "household_key_combinations": int(hk_table.shape[0])}
+    return CompositionPlan(plan, ccfg, codes, rows, cell, sing, singular_sizes, hk_table,
+                           cert, cert_at)
+
+
+def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: CompositionTable,
+                      config: ReleaseConfig, seed: int) -> CompositionStage:
+    """The household stage of ``risk.composition: protect`` on the household aggregate:
+    ``identity`` (H,) the households' draw identities (distinct), ``hk_codes`` (H, p) their
+    household-key codes, ``table`` their compositions; :func:`composition_plan`, then every
+    drawing household's released cell drawn with its identity (NZY PRAM), every singular
+    household's HK by :func:`singular_draw`."""
+    from sdc.method.apply import draw_plan, released_cells
+    from sdc.method.draws import draw_tiebreak, unique_identities
+
+    ident = np.asarray(identity, np.uint64)
+    cp = composition_plan(hk_codes, table, config)
+    codes, rows, cell, plan = cp.codes, cp.rows, cp.cell, cp.plan
+    released = codes.copy()
+    drawing_ident = np.zeros(0, np.uint64)
+    if plan is not None:
+        dplan = draw_plan(plan, cp.config)
+        cells = plan.partitioned.cells
+        rel = cell.copy()
+        d = np.flatnonzero(dplan.cell_prb[cell] >= 0)
+        if d.size:
+            drawing_ident = unique_identities(ident[rows[d]],
+                                              draw_tiebreak(dplan.cell_id[cell[d]], True))
+            rel[d] = released_cells(dplan, cell[d], drawing_ident, seed)
+        released[rows] = cells.key_codes[rel]
+    if cp.singular.size:
+        released[cp.singular, :-1] = cp.hk_table[singular_draw(ident[cp.singular], cp.hk_table,
+                                                               seed)]
     changed = (released != codes).any(axis=1)
-    return CompositionStage(plan, ccfg, codes, released, changed, sing, singular_sizes,
-                            int(hk_table.shape[0]), cert, cert_at, drawing_ident)
+    return CompositionStage(plan, cp.config, codes, released, changed, cp.singular,
+                            cp.singular_sizes, int(cp.hk_table.shape[0]), cp.certificate,
+                            cp.certificate_at, drawing_ident)
