@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import (
@@ -190,11 +191,30 @@ def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: in
         "expected_changed": float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
         "actions": {str(k): int(v) for k, v in blocks["action"].value_counts().items()},
         "merges": list(result.merges),
+        "largest_merge": _largest_merge(result),
         "seed_created": bool(seed_created),
         "seed_file": str(seed_file) if seed_file is not None else None,
         "warnings": list(warnings or []),
         "seconds": round(seconds, 3) if seconds is not None else None,
     }
+
+
+def _largest_merge(result: Any) -> dict[str, Any] | None:
+    """The PRB joining the most partition sets (either stage of a household file): its
+    stage, number of partition sets and partition key; None without merges."""
+    st = getattr(result, "households", None)
+    tables = [("person" if st is not None else "", result.blocks)]
+    if st is not None:
+        tables.append(("household", st.result.blocks))
+    best = None
+    for stage, b in tables:
+        if not len(b) or "n_partition_sets" not in b.columns:
+            continue
+        i = int(np.argmax(b["n_partition_sets"].to_numpy()))
+        n = int(b["n_partition_sets"].iloc[i])
+        if n > 1 and (best is None or n > best["partition_sets"]):
+            best = {"stage": stage, "partition_sets": n, "partition_key": str(b["partition_key"].iloc[i])}
+    return best
 
 
 _BLOCK_COLUMNS = ["prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",

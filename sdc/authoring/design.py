@@ -83,6 +83,10 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
     path = Path(config_path).expanduser()
     config = load_config(path)
     base = load_yaml(path.read_text(encoding="utf-8"))
+    if config.input.household_id is not None:  # both stages: sdc.authoring.household_design
+        from sdc.authoring.household_design import run_household_design
+
+        return run_household_design(path, config, base)  # type: ignore[return-value]
     fine = count_declared(config)
     src = config.input_key_variables
     marg = {k: np.bincount(fine.key_codes[:, i], weights=fine.frequency,
@@ -124,6 +128,8 @@ def _node_doc(design: Design, i: int) -> dict[str, Any]:
 
 def design_document(design: Design) -> dict[str, Any]:
     """Everything ``sdc design`` shows, as plain data (``--json``)."""
+    if hasattr(design, "document"):  # a household file's design
+        return _clean(design.document())
     r = design.result
     statuses = [n.status for n in r.nodes]
     frontier = sorted(r.frontier, key=lambda i: (r.nodes[i].changed, r.nodes[i].loss))
@@ -384,6 +390,8 @@ def write_node_config(design: Design, i: int, out: str | Path) -> Path:
     ``<output.dir>-design`` and gets its own seed file (a new seed starts a new series,
     docs/SERIES.md); a comment block at the top says what changed and why. The overwrite
     guard (:func:`sdc.io.guard.refuse_overwrite`) is the caller's."""
+    if hasattr(design, "write"):  # a household file's design
+        return design.write(i, out)
     from ruamel.yaml import YAML
 
     r = design.result

@@ -236,6 +236,10 @@ def release(
         "starting a local server that later runs reuse (it stops after "
         "SDC_SERVER_IDLE_MINUTES, default 15, without a run; docs/OPERATIONS.md). A server "
         "that runs already (`sdc server start`) is still used.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", help="List every small-block merge (partition sets joined) in the "
+        "summary; without it the summary counts them and names the largest (the full list "
+        "is in the report).")] = False,
 ) -> None:
     """Run the release flow for CONFIG and publish the release folder."""
     import time
@@ -274,7 +278,7 @@ def release(
             if (summary.get("review") or {}).get("status") == "rejected":
                 raise typer.Exit(EXIT_USAGE)
             return
-        _print_release_summary({**summary, "config_path": str(config)})
+        _print_release_summary({**summary, "config_path": str(config)}, verbose=verbose)
         if timings:
             import json
 
@@ -314,7 +318,11 @@ def _await_review(summary: dict, as_json: bool, since: str) -> None:
         summary["release_dir"] = outcome["release_dir"]
 
 
-def _print_release_summary(s: dict[str, Any]) -> None:
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
     from sdc.config.model import certificate_text
 
     rows = [
@@ -326,8 +334,16 @@ def _print_release_summary(s: dict[str, Any]) -> None:
         ("records changed", f"{_fmt_int(s['records_changed'])} "
                             f"(expected {s['expected_changed']:,.1f})"),
     ]
-    if s["merges"]:
+    if s["merges"] and verbose:
         rows.append(("merges", "\n".join(s["merges"])))
+    elif s["merges"]:
+        big = s.get("largest_merge")
+        largest = ("" if not big else
+                   f"; largest: {big['partition_sets']} partition sets"
+                   + (f" ({big['stage']} stage)" if big.get("stage") else "")
+                   + f": {_clip(big['partition_key'], 100)}")
+        rows.append(("merges", f"{len(s['merges'])}{largest} (the full list: --verbose, "
+                               "and the report's section 2)"))
     if s.get("seconds") is not None:
         total = s.get("total_seconds")
         rows.append(("time", f"{s['seconds']:.1f} s job" if total is None else
@@ -527,7 +543,43 @@ def _pct(x: Any) -> str:
     return "-" if x is None or x != x else f"{100 * x:.1f}%"
 
 
+def _print_household_design(doc: dict[str, Any], limit: int) -> None:
+    """``sdc design`` of a household file (sdc.authoring.household_design)."""
+    c = doc["current"]
+    console.print(_kv_table([
+        ("config", doc["config"]), ("records", _fmt_int(doc["records"])), ("xi", str(doc["xi"])),
+        ("the config as written", f"{c['status']}" + (f": {c['note']}" if c["note"] else "")),
+        ("candidates", f"{doc['nodes']['total']} (risk.composition: protect, person keys "
+                       f"recoded; {doc['nodes']['certified']} certified)"),
+    ], title="Design search (household file: both stages, the composition intruder)"))
+    t = Table(title="Certified household designs (* recommended)", title_justify="left")
+    for col in ("", "records changed", "households changed", "composition cert.",
+                "person intruder", "recoding"):
+        t.add_column(col, justify="left" if col in ("", "recoding") else "right",
+                     overflow="fold")
+    rec = doc["recommended"]["node"] if doc["recommended"] else None
+    for p in doc["frontier"][:limit]:
+        recoding = "; ".join(f"{k}: {v['recode']}" for k, v in p["recoding"].items()) or "none"
+        t.add_row("*" if p["node"] == rec else "", _pct(p["share_changed"]),
+                  _fmt_int(p["households_changed"]), f"{p['certificate']:.4f}",
+                  f"{p['composition'].get('person_max_cell_estimate', 0):.4f}", Text(recoding))
+    console.print(t)
+    if rec is None:
+        console.print("no household design is certified at this xi: coarser household keys "
+                      "or a larger xi", style="yellow")
+        return
+    r = doc["recommended"]
+    console.print(f"recommended: risk.composition: protect, {_pct(r['share_changed'])} of "
+                  f"records changed, composition certificate {r['certificate']:.4f} <= xi",
+                  markup=False)
+    if doc.get("written"):
+        console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
+
+
 def _print_design(doc: dict[str, Any], limit: int) -> None:
+    if doc.get("household_file"):
+        _print_household_design(doc, limit)
+        return
     nodes = doc["nodes"]
     console.print(_kv_table([
         ("config", doc["config"]),

@@ -320,7 +320,18 @@ def _household_columns(frame: pd.DataFrame, cfg: dict[str, Any]) -> pd.DataFrame
     return frame
 
 
-@pytest.mark.parametrize("variant", ["plain", "weights", "perturb-derived"])
+def _protect(cfg: dict[str, Any]) -> None:
+    """The ``protect`` variant: ``risk.composition: protect`` (docs/HOUSEHOLDS.md), person keys
+    sex and age recoded into three bands (6 person classes), relation a non-key column,
+    ``risk.households: fail``."""
+    keys = cfg["key_variables"]
+    keys.pop("relation")
+    keys["age"] = {"range": [0, 95], "recode": {"bands": [0, 15, 65]}}
+    cfg["partition"] = {"sex": "as_is"}
+    cfg["risk"] = {"xi": 0.5, "composition": "protect", "households": "fail"}
+
+
+@pytest.mark.parametrize("variant", ["plain", "weights", "perturb-derived", "protect"])
 def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_path, variant):
     """A household file (docs/HOUSEHOLDS.md): the streaming and Dask executors' releases equal
     the in-memory one file for file (households split over batches and Parquet pieces, changed
@@ -340,6 +351,8 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
         cfg = household_config(**({"weight": "hh_weight"} if variant == "weights" else {}))
         if variant == "perturb-derived":
             _household_columns(frame, cfg)
+        if variant == "protect":
+            _protect(cfg)
         cfg["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
         cfg["output"] = {"dir": str(tmp_path / executor / "release"),
                          "formats": ["parquet", "csv"]}
@@ -355,7 +368,12 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
         a = runner.invoke(app, ["audit", str(rel)])
         assert a.exit_code == 0, a.stdout + a.stderr
     risk = files["pandas"]["internal/risk.json"]["households"]
-    assert risk["households_changed"] > 0 and risk["small_classes"] > 0
+    assert risk["households_changed"] > 0
+    if variant == "protect":  # certified, and measured within xi
+        comp = risk["composition"]
+        assert comp["mode"] == "protect" and comp["certificate"] <= 0.5 and risk["pass"]
+    else:
+        assert risk["small_classes"] > 0
     if variant == "perturb-derived":  # the columns follow the released keys on every engine
         public = pd.read_parquet(tmp_path / "pandas" / "release" / "public" / "microdata.parquet")
         assert (public["region_name"] == "R" + public["region"].astype(str)).all()

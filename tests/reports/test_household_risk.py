@@ -120,7 +120,7 @@ def test_report_sections_and_policy(tmp_path):
     if not hh["pass"]:
         strict = sdc.parse_config({**GEN, "risk": {"xi": 0.5, "households": "fail"}})
         r2 = sdc.release_frame(f, strict, 3)
-        with pytest.raises(HouseholdRiskError, match="household size as a household-level key"):
+        with pytest.raises(HouseholdRiskError, match="risk.composition: protect"):
             build_reports(f, r2, strict, seed=3, n_sim=20)
         assert issubclass(HouseholdRiskError, sdc.SmallBlockError)
 

@@ -1,0 +1,297 @@
+"""The design search of a household file (``sdc design``, docs/HOUSEHOLDS.md "Design").
+
+A household file is released in two stages and refused when the household stage holds a rare
+household cell no PRB can certify (k = 1), or when the composition intruder exceeds xi
+(``risk.households: fail``, the default). The person-file search (:mod:`sdc.method.design`)
+models neither, so a household config is searched here:
+
+- **the config as written** is evaluated as ``sdc release`` evaluates it: both stages planned
+  (refused: the household stage's or the person stage's message), then released once in memory
+  and the composition intruder measured (refused above xi);
+- **candidates** release with ``risk.composition: protect`` (the household stage keyed on
+  HK x composition, :mod:`sdc.method.household_composition`), the person keys recoded for
+  households: every numeric person key cut into 2 to 4 bands at quantiles of its marginal
+  (rounded to integers), categorical person keys as declared, at most
+  :data:`~sdc.method.household_composition.MAX_CLASSES` person classes. Each is planned
+  (:func:`~sdc.method.household_composition.composition_plan`: rare household cells go through
+  PRBs of their size, merged along the household keys, or the certified singular draw), drawn
+  once (records and households changed) and measured (the composition intruder certified, the
+  person-level intruder by Monte Carlo); only candidates with both <= xi are certified.
+- **recommended**: the certified candidate that changes the fewest records.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.errors import InputError, SmallBlockError
+
+__all__ = ["HouseholdCandidate", "HouseholdDesign", "band_candidates", "evaluate_household_designs",
+           "run_household_design"]
+
+N_SIM = 10
+"""Monte Carlo replays of the person-level intruder per candidate."""
+
+
+@dataclass
+class HouseholdCandidate:
+    """One evaluated household design: ``data`` the config as a YAML mapping, ``recoding``
+    per person key (name, rule, released values), its status and figures."""
+
+    data: dict[str, Any]
+    recoding: dict[str, dict[str, Any]]
+    status: str = "not evaluated"
+    note: str = ""
+    certificate: float = float("nan")
+    changed: int = 0
+    households_changed: int = 0
+    n_records: int = 0
+    entropy_kept: float = float("nan")
+    composition: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def share_changed(self) -> float:
+        return self.changed / self.n_records if self.n_records else 0.0
+
+
+def band_candidates(values: np.ndarray, lo: int) -> list[list[int]]:
+    """Band breaks of a numeric person key for household files: 2 to 4 bands at quantiles of
+    its values (integers, distinct, the first = the declared lower bound ``lo``)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    out: list[list[int]] = []
+    for n in (2, 3, 4):
+        q = np.quantile(v, np.linspace(0, 1, n + 1)[1:-1]) if v.size else []
+        breaks = sorted({int(lo), *(int(round(x)) for x in q if round(x) > lo)})
+        if len(breaks) == n and breaks not in out:
+            out.append(breaks)
+    return out
+
+
+def _entropy(rows: np.ndarray) -> float:
+    _, c = np.unique(rows, axis=0, return_counts=True)
+    p = c / c.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
+              declared_entropy: float) -> None:
+    """Plan, draw once and measure ``cand`` on the declared-value ``frame``."""
+    from sdc.config.load import parse_config
+    from sdc.io.recode import recode_frame
+    from sdc.method.cells import encode_key
+    from sdc.method.household_batches import household_identity
+    from sdc.method.household_composition import (
+        composition_plan,
+        composition_stage,
+        composition_table,
+        person_classes,
+        realize_compositions,
+    )
+    from sdc.method.households import household_codes, person_config
+    from sdc.reports.households import protected_composition_risk
+
+    cfg = parse_config(copy.deepcopy(cand.data), base_dir, source="household design")
+    f = recode_frame(frame, cfg)
+    code, first = household_codes(f, cfg)
+    pc, n_cls = person_classes(f, cfg)
+    tab = composition_table(code, pc, first.size, n_cls)
+    hk = np.column_stack([encode_key(f[k].iloc[first], k, cfg.key_variables[k])
+                          for k in cfg.household_keys])
+    cp = composition_plan(hk, tab, cfg)
+    ident = household_identity(f.iloc[first], cfg)
+    st = composition_stage(ident, hk, tab, cfg, 0)
+    from sdc.method.draws import record_identity
+
+    new = realize_compositions(code, pc, record_identity(f, person_config(cfg)),
+                               tab.counts[tab.household], tab.counts[st.released_composition])
+    hk_moved = (st.released_codes[:, :-1] != hk).any(axis=1)[code]
+    cand.changed = int((hk_moved | (new != pc)).sum())
+    cand.households_changed = int(st.changed.sum())
+    cand.n_records = int(len(f))
+    comp = protected_composition_risk(ident, hk, tab, cfg, 1, n_sim=N_SIM,
+                                      certificate=(cp.certificate, cp.certificate_at))
+    cand.composition = {"certificate": comp["certificate"],
+                        "max_class_estimate": comp["max_class_estimate"],
+                        "person_max_cell_estimate": comp["person"]["max_cell_estimate"],
+                        "singular_sizes": cp.singular_sizes}
+    cand.certificate = float(cp.certificate)
+    keys = np.column_stack([encode_key(f[k], k, cfg.key_variables[k]) for k in cfg.key_names])
+    cand.entropy_kept = _entropy(keys) / declared_entropy if declared_entropy else 1.0
+    if comp["exceeds_xi"]:
+        cand.status = "refused"
+        cand.note = (f"person-level intruder {comp['person']['max_cell_estimate']:.4f} > xi "
+                     "(measured)")
+    else:
+        cand.status = "certified"
+
+
+def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
+                               base: dict[str, Any], base_dir: Path
+                               ) -> tuple[HouseholdCandidate, list[HouseholdCandidate]]:
+    """The config as written and the ``risk.composition: protect`` candidates, evaluated
+    (see the module docstring) on ``frame`` (the input in its declared values). Returns
+    (as written, candidates in order of records changed, certified first)."""
+    from sdc.method.cells import encode_key
+
+    kvs = config.input_key_variables
+    declared = np.column_stack([encode_key(frame[k], k, kvs[k]) for k in config.key_names])
+    declared_entropy = _entropy(declared)
+    current = HouseholdCandidate(copy.deepcopy(base), {}, n_records=len(frame))
+    _evaluate_current(frame, config, current)
+    options: list[list[tuple[str, dict[str, Any] | None, int]]] = []
+    for k in config.person_keys:
+        kv = kvs[k]
+        if kv.range is not None:
+            vals = pd.to_numeric(frame[k], errors="coerce").to_numpy(float)
+            opts = [(f"{len(b)} bands", {"bands": b}, len(b)) for b in band_candidates(
+                vals, kv.range[0])]
+            options.append(opts or [("as declared", None, kv.size)])
+        else:
+            options.append([("as declared", None, kv.size)])
+    from sdc.method.household_composition import MAX_CLASSES
+
+    cands = []
+    for combo in itertools.product(*options):
+        if int(np.prod([c[2] for c in combo])) > MAX_CLASSES:
+            continue
+        data = copy.deepcopy(base)
+        recoding = {}
+        for k, (name, rule, n) in zip(config.person_keys, combo, strict=True):
+            if rule is None:
+                continue
+            data["key_variables"][k] = {**data["key_variables"][k], "recode": rule}
+            (data.get("partition") or {}).pop(k, None)
+            recoding[k] = {"name": name, "recode": rule, "released_values": n}
+        risk = dict(data.get("risk") or {})
+        risk.update({"composition": "protect"})
+        risk.pop("households", None)  # the default: fail
+        data["risk"] = risk
+        cand = HouseholdCandidate(data, recoding)
+        try:
+            _evaluate(frame, cand, base_dir, declared_entropy)
+        except (InputError, SmallBlockError) as e:
+            cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
+        cands.append(cand)
+    cands.sort(key=lambda c: (c.status != "certified", c.changed))
+    return current, cands
+
+
+def _evaluate_current(frame: pd.DataFrame, config: ReleaseConfig,
+                      cur: HouseholdCandidate) -> None:
+    """The config as written, as ``sdc release`` judges it: released once in memory, refused
+    by the household or person stage (k = 1 rare household cells) or by the composition
+    intruder (``risk.households: fail``)."""
+    import sdc
+    from sdc.io.recode import recode_frame
+    from sdc.reports.households import composition_risk
+
+    try:
+        f = recode_frame(frame, config)
+        res = sdc.release_frame(f, config, 0)
+    except (InputError, SmallBlockError) as e:
+        cur.status, cur.note = "refused", str(e).splitlines()[0][:240]
+        return
+    cur.certificate = float(res.certificate)
+    cur.changed = int(res.n_changed)
+    cur.households_changed = int(res.households.changed.sum())
+    comp = composition_risk(res, config, 0, n_sim=N_SIM)
+    cur.composition = {"max_class_estimate": comp["max_class_estimate"]}
+    if comp["exceeds_xi"] and config.risk.households == "fail":
+        cur.status = "refused"
+        cur.note = (f"composition intruder {comp['max_class_estimate']:.4f} > xi (measured): "
+                    "`sdc release` refuses it (risk.households: fail)")
+    else:
+        cur.status = "certified"
+    cur.entropy_kept = 1.0
+
+
+@dataclass
+class _Result:
+    recommended: int | None
+
+
+@dataclass
+class HouseholdDesign:
+    """``sdc design`` of a household file: the config as written (``current``) and the
+    candidates; ``result.recommended`` the index of the recommended one (None: none
+    certified). ``document()`` and ``write()`` are what :mod:`sdc.authoring.design` calls."""
+
+    config_path: Path
+    config: ReleaseConfig
+    base: dict[str, Any]
+    current: HouseholdCandidate
+    candidates: list[HouseholdCandidate]
+    result: _Result
+
+    def _doc(self, i: int, c: HouseholdCandidate) -> dict[str, Any]:
+        return {"node": i, "status": c.status, "recoding": c.recoding,
+                "changed": c.changed, "share_changed": c.share_changed,
+                "households_changed": c.households_changed,
+                "entropy_kept": c.entropy_kept, "tvd": float("nan"),
+                "certificate": c.certificate, "composition": c.composition, "note": c.note,
+                "risk": {k: v for k, v in (c.data.get("risk") or {}).items()}}
+
+    def document(self) -> dict[str, Any]:
+        cert = [i for i, c in enumerate(self.candidates) if c.status == "certified"]
+        rec = self.result.recommended
+        cur = self._doc(-1, self.current)
+        return {
+            "config": str(self.config_path), "records": self.current.n_records,
+            "xi": self.config.risk.xi, "household_file": True,
+            "entropy_declared": float("nan"), "keep": 0.0,
+            "nodes": {"total": len(self.candidates), "certified": len(cert),
+                      "refused": len(self.candidates) - len(cert), "pruned": 0,
+                      "not_evaluated": 0},
+            "complete": True, "seconds": 0.0, "candidates": {},
+            "current": cur,
+            "recommended": None if rec is None else self._doc(rec, self.candidates[rec]),
+            "frontier": [self._doc(i, self.candidates[i]) for i in cert],
+        }
+
+    def write(self, i: int, out: str | Path) -> Path:
+        """The candidate's config at ``out`` (paths made absolute; named ``<name>-design``,
+        released into ``<output.dir>-design``)."""
+        import yaml
+
+        c = self.candidates[i]
+        data = copy.deepcopy(c.data)
+        here = self.config_path.parent
+        data["input"]["path"] = str((here / Path(data["input"]["path"]).expanduser()).resolve())
+        if isinstance(data.get("seed"), dict) and "file" in data["seed"]:
+            data["seed"]["file"] = str((here / Path(data["seed"]["file"])).resolve())
+        data["name"] = f"{data['name']}-design"
+        outdir = (data.get("output") or {}).get("dir")
+        if outdir:
+            data["output"]["dir"] = str((here / Path(outdir)).resolve()).rstrip("/") + "-design"
+        head = (f"# Written by `sdc design {self.config_path.name}` (household file): "
+                f"risk.composition: protect, certified at xi = {self.config.risk.xi}\n"
+                f"# (composition intruder certificate {c.certificate:.6f}; person-level "
+                f"intruder measured {c.composition.get('person_max_cell_estimate', 0):.4f});\n"
+                f"# records changed in one draw: {c.changed:,} ({c.share_changed:.1%}), "
+                f"households changed: {c.households_changed:,}.\n")
+        out = Path(out).expanduser()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
+                       encoding="utf-8")
+        return out
+
+
+def run_household_design(path: Path, config: ReleaseConfig,
+                         base: dict[str, Any]) -> HouseholdDesign:
+    """Read the household file in its declared values and evaluate the designs."""
+    from sdc.io.read import read_input
+
+    raw = config.declared_view()
+    frame = read_input(raw)
+    current, cands = evaluate_household_designs(frame, config, base, path.resolve().parent)
+    rec = next((i for i, c in enumerate(cands) if c.status == "certified"), None)
+    return HouseholdDesign(path.resolve(), config, base, current, cands, _Result(rec))
