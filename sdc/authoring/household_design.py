@@ -194,6 +194,16 @@ def _evaluate_current(frame: pd.DataFrame, config: ReleaseConfig,
     from sdc.io.recode import recode_frame
     from sdc.reports.households import composition_risk
 
+    if config.risk.composition == "protect":  # already protected: judged as a candidate
+        from sdc.method.cells import encode_key
+
+        kvs = config.input_key_variables
+        declared = np.column_stack([encode_key(frame[k], k, kvs[k]) for k in config.key_names])
+        try:
+            _evaluate(frame, cur, config.base_dir, _entropy(declared))
+        except (InputError, SmallBlockError) as e:
+            cur.status, cur.note = "refused", str(e).splitlines()[0][:240]
+        return
     try:
         f = recode_frame(frame, config)
         res = sdc.release_frame(f, config, 0)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.errors import SmallBlockError
+from sdc.errors import InputError, SmallBlockError
 from sdc.method.cell_passes import decode_released
 from sdc.method.cells import CellTable
 from sdc.method.dependence import frame_dependence, raise_if_dependent
@@ -345,6 +345,11 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
     ``blocks`` are the person stage's PRBs, the household stage is ``result.households``.
     The certificate is the larger of the two stages' certificates.
     """
+    if config.risk.composition == "protect":
+        raise InputError(
+            "risk.composition: protect is released by the executors (`sdc release`, "
+            "sdc.executors.registry.get_executor(...).release), not by release_frame: the "
+            "composition stage runs on the household aggregate (docs/HOUSEHOLDS.md)")
     check_columns(frame, config)
     check_households(frame, config)
     for v in config.perturb:  # every problem of a perturb: column, with the persons' rows
