@@ -131,6 +131,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "certified": _d(_B, "certificate <= xi."),
         "certificate_at": _d({"type": "object"}, "Where the certificate is attained."),
         "notes": _d({"type": "array", "items": _S}, "Notes (e.g. the seed file is missing)."),
+        "warnings": _d({"type": "array", "items": _S}, "The warnings the terminal prints (e.g. "
+                                                       "more than 20% of the records changed)."),
         "partition_sets": _d({"type": "array", "items": _PSET}, "Every partition set."),
         "blocks": _d({"type": "array", "items": _PRB}, "Every PRB."),
     }, "What a release would do; nothing is written."),
@@ -196,7 +198,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "approve": _decision_schema("approve"),
     "reject": _decision_schema("reject"),
     "error": _doc("error", {
-        "for": _d({"enum": ["plan", "validate", "audit", "release", "approve", "reject"]},
+        "for": _d({"enum": ["plan", "validate", "audit", "release", "approve", "reject", "design"]},
                   "The command that failed."),
         "exit_code": _d({"enum": [1, 2]}, "2: something the user fixes (config, input, "
                                           "existing release); 1: other failures."),
@@ -231,7 +233,16 @@ def _rows(frame: Any, cols: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def plan_document(p: Any) -> dict[str, Any]:
+def plan_warnings(p: Any, config_hint: str = "CONFIG") -> list[str]:
+    """The warnings of a plan, as the terminal prints them and ``--json`` lists them: the
+    expected share of changed records (``sdc.reports.recoding.change_warnings``)."""
+    from sdc.reports.recoding import change_warnings
+
+    return [f"{w} (expected figure)" for w in
+            change_warnings(p.expected_changed / max(p.n_records, 1), config_hint=config_hint)]
+
+
+def plan_document(p: Any, config_hint: str = "CONFIG") -> dict[str, Any]:
     """The ``sdc plan --json`` document of a ``sdc.release.job.PlanSummary``."""
     small = p.small_block_actions
     return _plain({
@@ -247,6 +258,7 @@ def plan_document(p: Any) -> dict[str, Any]:
         "merges": list(p.merges), "expected_changed": p.expected_changed, "changed": p.changed,
         "certificate": p.certificate, "certified": bool(p.certificate <= p.xi + 1e-12),
         "certificate_at": dict(p.certificate_at), "notes": list(p.notes),
+        "warnings": plan_warnings(p, config_hint),
         "partition_sets": _rows(p.partition_sets, ["partition_key", "n_records", "n_cells",
                                                    "n_sensitive_cells", "n_sensitive_records",
                                                    "prb"]),

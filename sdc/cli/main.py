@@ -198,7 +198,8 @@ ConfigArg = Annotated[Path, typer.Argument(help="The release job's YAML config."
 ReleaseDirArg = Annotated[Path, typer.Argument(help="A release folder (the config's output.dir).",
                                                show_default=False)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout "
-                                       "(errors too; schemas in docs/cli_json/).")]
+                                       "(errors too; schemas in docs/cli_json/).",
+                                       is_eager=True)]  # known to the range checks
 
 
 @app.command()
@@ -396,7 +397,7 @@ def plan(
         if as_json:  # every partition set and PRB, no --limit
             from sdc.cli.json_output import plan_document, print_document
 
-            print_document(plan_document(plan_job(config, engine=engine)))
+            print_document(plan_document(plan_job(config, engine=engine), str(config)))
             return
 
         with console.status(f"planning {escape(str(config))}"):
@@ -463,11 +464,10 @@ def plan(
         console.print(_kv_table(rows, title=f"Plan for {p.name} (nothing written)"))
         for n in p.notes:
             console.print(f"note: {n}", style="yellow", markup=False)
-        from sdc.reports.recoding import change_warnings
+        from sdc.cli.json_output import plan_warnings
 
-        for w in change_warnings(p.expected_changed / max(p.n_records, 1),
-                                 config_hint=str(config)):
-            console.print(f"warning: {w} (expected figure)", style="yellow", markup=False)
+        for w in plan_warnings(p, str(config)):  # = --json's list
+            console.print(f"warning: {w}", style="yellow", markup=False)
 
 
 @app.command()

@@ -2,8 +2,10 @@
 message names the option and its range, before the command does anything.
 
 ``typer.Option(..., callback=in_range(0, 1, lo_open=True))`` -> ``sdc design --keep 1.5``:
-"Invalid value for '--keep': 1.5 is not in the valid range (0, 1]". Non-finite values (nan,
-inf, which click parses as floats) are outside every range.
+"Invalid value for '--keep': 1.5 is not in the valid range: in (0, 1] (a share of the
+entropy)"; under ``--json`` (an eager option: parsed first) the same message as a JSON error
+document on stdout. Non-finite values (nan, inf, which click parses as floats) are outside
+every range.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
     not given). ``what`` says what the option means, added to the message."""
     text = range_text(lo, hi, lo_open=lo_open, hi_open=hi_open, integer=integer)
 
-    def check(value: Any) -> Any:
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
         if value is None:
             return value
         v = float(value) if not isinstance(value, int) else value
@@ -49,8 +51,16 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
             (lo is None or (v > lo if lo_open else v >= lo)) and \
             (hi is None or (v < hi if hi_open else v <= hi))
         if not ok:
-            raise typer.BadParameter(f"{value!r} is not in the valid range: {text}"
-                                     + (f" ({what})" if what else ""))
+            msg = f"{value!r} is not in the valid range: {text}" + (f" ({what})" if what else "")
+            if ctx.params.get("as_json"):  # --json is eager: known before this option
+                from sdc.cli.json_output import error_document, print_document
+
+                name = f"'{param.opts[0]}'" if param.opts else "option"
+                print_document(error_document(
+                    ctx.info_name or "sdc", 2, typer.BadParameter(msg),
+                    f"Invalid value for {name}: {msg}"))
+                raise typer.Exit(2)
+            raise typer.BadParameter(msg)
         return value
 
     return check

@@ -53,6 +53,10 @@ def test_plan_json_matches_the_engine(make_small_job):
     assert doc["kmin"] == 5 and doc["theta"] == pytest.approx(sdc.solve_theta(0.395))
     assert doc["changed"] == p.changed                      # integer seed: known
     assert sum(b["k"] for b in doc["blocks"]) == doc["n_sensitive_cells"]
+    # the terminal's warnings are in the document (issue 34): > 20% expected to change here
+    assert doc["expected_changed"] / doc["n_records"] > 0.2
+    assert len(doc["warnings"]) == 1 and "(expected figure)" in doc["warnings"][0]
+    assert f"sdc design {cfg}" in doc["warnings"][0]
 
 
 @pytest.mark.parametrize("command", ["plan", "validate"])

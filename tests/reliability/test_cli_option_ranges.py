@@ -122,3 +122,25 @@ def test_the_bounds_themselves(i, tmp_path, monkeypatch):
         r = runner.invoke(app, [*o.args, f"{o.option}={text_value}"], env={"COLUMNS": "250"})
         text = _text(r)
         assert ("valid range" in text) != closed, (o, text_value, text)
+
+
+@pytest.mark.parametrize("args", [("design", "job.yaml", "--keep", "1.5"),
+                                  ("design", "job.yaml", "--budget=-5"),
+                                  ("design", "job.yaml", "--target", "nan"),
+                                  ("plan", "job.yaml", "--limit=-1")])
+@pytest.mark.parametrize("json_first", [True, False])
+def test_out_of_range_under_json_is_a_json_error_document(args, json_first):
+    """Under --json (wherever it stands: it is an eager option) the usage error is one JSON
+    error document on stdout (docs/cli_json/error.schema.json), exit 2."""
+    import json
+
+    from sdc.cli.json_output import validate
+
+    argv = [*args[:2], "--json", *args[2:]] if json_first else [*args, "--json"]
+    r = runner.invoke(app, argv, env={"COLUMNS": "250"})
+    assert r.exit_code == 2, r.stdout
+    doc = json.loads(r.stdout)
+    validate(doc)
+    assert doc["command"] == "error" and doc["for"] == args[0] and doc["exit_code"] == 2
+    option = args[2].split("=")[0]
+    assert f"'{option}'" in doc["message"] and "valid range" in doc["message"]
