@@ -241,7 +241,7 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
         found = _counted_partitions(rep, release_dir, cfg, src, inp, batched)
         if found is None:
             return rep
-        po, pr = found
+        po, pr, weight_total = found
 
     _dependence_checks(rep, audit)
 
@@ -265,6 +265,8 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
             _recoding_check(rep, release_dir, cfg, po)
         # -- PRBs and the certificate ------------------------------------------------------------
         cert, where = _prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi)
+        if cfg.risk.weighted:
+            cert, where = _weighted_checks(rep, po, weight_total, cfg, xi)
     recorded = float(risk.get("certificate", math.nan))
     rep.add("certificate <= xi", cert <= xi + _TOL,
             f"certificate {cert:.6f} ({where}) vs xi = {xi}")
@@ -272,6 +274,26 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
             f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
     _rederived_checks(rep, release_dir, cfg, audit, seed_info, moved_source=source is not None)
     return rep
+
+
+def _weighted_checks(rep: AuditReport, po: Partitioned, weight_total: Any,
+                     cfg: ReleaseConfig, xi: float) -> tuple[float, str]:
+    """The weighted mode (docs/METHOD.md 7.11): its design re-derived from the source's cell
+    table and weight totals, every weight group's exact max risk recomputed; the certificate
+    is the design's."""
+    from sdc.method.plan import plan_release
+    from sdc.method.weighted import weight_plan
+
+    if weight_total is None:
+        rep.add("weighted design", False, "the source's weight totals were not counted")
+        return math.inf, "weighted design"
+    plan = weight_plan(plan_release(po, cfg), weight_total, cfg)
+    g = plan.weighted.groups
+    n_w = int((g["design"] == "weighted").sum()) if len(g) else 0
+    rep.add("weighted design <= xi", plan.certificate <= xi + _TOL,
+            f"{len(g)} weight groups ({n_w} weight-balanced, {len(g) - n_w} NZY), max risk "
+            f"{plan.certificate:.6f}")
+    return plan.certificate, f"weighted design, {plan.certificate_at.get('source')}"
 
 
 def _theta_check(rep: AuditReport, risk: dict[str, Any], xi: float) -> None:
@@ -785,7 +807,7 @@ def _read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src
 
 def _counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
                         inp: dict[str, Any], batched: bool
-                        ) -> tuple[Partitioned, Partitioned] | None:
+                        ) -> tuple[Partitioned, Partitioned, Any] | None:
     """Source and public file counted by the release pipeline's count pass
     (:func:`sdc.pipeline.release.count_cells`), with the runner of the kind of executor that
     made the release: in record batches for a streaming or Dask release (memory bounded by a
@@ -856,7 +878,7 @@ def _counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
                                             lambda x: np.searchsorted(codes, x))
     except (InputError, ConfigError, SmallBlockError) as e:
         rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
-    return po, partition_cells(rel.cells, cfg)
+    return po, partition_cells(rel.cells, cfg), orig.weight_total
 
 
 def _derived_check(rep: AuditReport, cfg: ReleaseConfig, src, src_cells: np.ndarray, pub,

@@ -449,6 +449,9 @@ class RiskSpec(_Strict):
     household's composition (members per combination of the person keys), so the composition
     intruder is certified exactly (docs/HOUSEHOLDS.md, "Protecting household composition");
     ``measure`` (the default) only measures it."""
+    weighted: bool = False
+    """``true``: survey-weighted cell totals unbiased (needs ``input.weight``; person files):
+    PRBs cut into groups of similar mean weight, m_j = c_g / W_j (docs/METHOD.md 7.11)."""
 
     @field_validator("xi", mode="before")
     @classmethod
@@ -742,6 +745,16 @@ class ReleaseConfig(_Strict):
             bad = [m for m in self.risk.merge_along if m not in self.partition]
             if bad:
                 raise ValueError(f"risk.merge_along: {bad} not among the partition variables")
+        if self.risk.weighted and self.input.weight is None:
+            raise ValueError("risk.weighted: true needs input.weight (the survey weight "
+                             "column whose cell totals it keeps unbiased); name it, or set "
+                             "risk.weighted: false")
+        if self.risk.weighted and self.input.household_id is not None:
+            raise ValueError(
+                "risk.weighted: true is not available for household files yet (the household "
+                "stage would need the household weights and the person stage the person "
+                "weights, each balanced within its own PRBs; docs/METHOD.md 7.11); set "
+                "risk.weighted: false: counts stay unbiased, weighted totals are reported")
         special = {
             "input.id_column": self.input.id_column,
             "input.weight": self.input.weight,

@@ -50,6 +50,7 @@ from sdc.method.households import (
 from sdc.method.partition import check_columns, partition_cells, partition_frame
 from sdc.method.perturb import apply_perturbations, perturb_value_counts
 from sdc.method.plan import ReleasePlan, partition_sets_with_prbs, plan_release
+from sdc.method.weighted import WeightSums, weight_plan
 
 __all__ = ["HouseholdStage", "ReleaseResult", "apply_plan", "draw_plan", "release_frame",
            "release_households", "released_cells"]
@@ -101,6 +102,8 @@ class ReleaseResult:
     households: HouseholdStage | None = None
     #: figures of the dependence check (:class:`sdc.method.dependence.ColumnDependence`)
     dependence: list = field(default_factory=list)
+    #: the weighted mode's design (:class:`sdc.method.weighted.WeightedDesign`), else None
+    weighted: Any = None
 
     def records_table(self) -> pd.DataFrame:
         """Record-level internal table for the series risk (``internal/records.parquet``).
@@ -141,11 +144,14 @@ def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
     """The plain arrays of ``plan`` every batch needs to draw (:class:`DrawPlan`; picklable,
     sent to Dask workers)."""
     cells = plan.partitioned.cells
+    wd = plan.weighted
     return DrawPlan(cell_prb=np.asarray(plan.cell_prb, dtype=np.int64),
                     cell_frequency=np.asarray(cells.frequency, dtype=np.int64),
                     cell_id=cell_identity(cells.key_codes, config),
                     prb_theta=np.array([b.theta for b in plan.block_plan.blocks],
-                                       dtype=np.float64))
+                                       dtype=np.float64),
+                    cell_move=None if wd is None else np.asarray(wd.cell_move, np.float64),
+                    cell_group=None if wd is None else np.asarray(wd.cell_group, np.int64))
 
 
 def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray,
@@ -179,15 +185,15 @@ def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray
     if rows.size == 0:
         return out
     c = record_cell[rows]
-    theta = plan.prb_theta[prb[rows]]
     u1 = keyed_uniform(seed, "move", identity[rows])
-    move = u1 < theta / plan.cell_frequency[c]
+    move = u1 < plan.move_probability(c)
     movers = rows[move]
     if movers.size == 0:
         return out
     cells, sorted_hash, bounds, position = plan.dest_trie(seed)
+    group = plan.cell_dest_group[record_cell[movers]]
     pick = trie_rendezvous(seed, "dest", identity[movers], position[record_cell[movers]],
-                           prb[movers], sorted_hash, bounds)
+                           group, sorted_hash, bounds)
     ok = pick >= 0                    # a PRB of one cell has nowhere to move: the record stays
     out[movers[ok]] = cells[pick[ok]]
     return out
@@ -233,7 +239,7 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
     return ReleaseResult(out, blocks_df, plan.certificate, plan.certificate_at, part.xi, part.theta,
                          part.kmin, plan.partition_sets, cells, part.cell_partition_set, cell_prb,
                          released_cell, plan.merges, dp_done, dplan.cell_id, prb_identity,
-                         config, dependence=list(plan.dependence))
+                         config, dependence=list(plan.dependence), weighted=plan.weighted)
 
 
 def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
@@ -280,6 +286,11 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
     check_columns(frame, config)
     part = partition_frame(frame, config)
     plan = plan_release(part, config)
+    if config.risk.weighted:
+        weights = frame[config.input.weight].to_numpy(np.float64)
+        totals = WeightSums.of(part.cells.record_cell, weights).result(
+            np.arange(part.cells.n_cells))
+        plan = weight_plan(plan, totals, config)
     if check_dependence:
         checked = frame.drop(columns=[c for c in not_checked if c in frame.columns])
         figures = frame_dependence(checked, plan, config)

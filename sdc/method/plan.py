@@ -69,6 +69,9 @@ class ReleasePlan:
     #: the dependence check's figures per released non-key column
     #: (:class:`sdc.method.dependence.ColumnDependence`), set once measured
     dependence: list = field(default_factory=list)
+    #: the weighted mode's transition design (:class:`sdc.method.weighted.WeightedDesign`):
+    #: move probabilities and weight groups; None: NZY's eq. 5.3
+    weighted: Any = None
 
     @property
     def merges(self) -> list[str]:

@@ -38,6 +38,7 @@ from sdc.method.draws import DrawPlan, record_identity
 from sdc.method.partition import partition_cells
 from sdc.method.perturb import PerturbValues, perturb_batch, perturb_designs
 from sdc.method.plan import ReleasePlan, plan_release
+from sdc.method.weighted import weight_plan
 from sdc.pipeline.order import ORDER_COLUMNS, order_keys, sort_positions
 
 __all__ = ["BatchPerturb", "BatchRelease", "CellCount", "Problems", "add_perturb_counts",
@@ -70,6 +71,8 @@ class CellCount:
     dependence: DependenceCounter | None = None
     #: the value of every ``derived:`` column per cell, as collected (None: no such column)
     derived: DerivedCollector | None = None
+    #: W_j, the weights' sum of every cell (``risk.weighted``; None otherwise)
+    weight_total: np.ndarray | None = None
 
 
 @dataclass
@@ -295,6 +298,10 @@ def plan_cells(count: CellCount, config: ReleaseConfig) -> ReleasePlan:
     :class:`~sdc.method.dependence.DependenceError`)."""
     count.cells = derived_cells(count.cells, count.cell_codes, count.derived, config)
     plan = plan_release(partition_cells(count.cells, config), config)
+    if config.risk.weighted:
+        if count.weight_total is None:
+            raise ValueError("risk.weighted: the count pass did not sum the weights")
+        plan = weight_plan(plan, count.weight_total, config)
     if count.dependence is None:
         return plan
     codes = count.cell_codes

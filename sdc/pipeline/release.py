@@ -56,6 +56,7 @@ from sdc.method.draws import (
 )
 from sdc.method.partition import check_columns
 from sdc.method.perturb import PerturbValues
+from sdc.method.weighted import WeightSums
 from sdc.pipeline.kernels import (
     BatchPerturb,
     BatchRelease,
@@ -123,6 +124,7 @@ class CountPart:
     perturb: dict[str, PerturbValues] = field(default_factory=dict)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     weight_max: float = 0.0
+    weight_sums: WeightSums | None = None  #: W_j per cell code (``risk.weighted``)
 
 
 def read_columns(config: ReleaseConfig, names: list[str], dependence: bool = False,
@@ -169,6 +171,8 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, columns:
             part.ranges[col] = (float(np.nanmin(x)), float(np.nanmax(x)))
     if weight is not None and len(frame):
         part.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
+    if config.risk.weighted and weight is not None:
+        part.weight_sums = WeightSums.of(codes, frame[weight].to_numpy(np.float64))
     return part
 
 
@@ -195,6 +199,7 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
     wmax, n, counted = 0.0, 0, False
+    wsums = WeightSums() if config.risk.weighted and weight is not None else None
     read = read_columns(config, columns, dependence, measure)
     for part in runner.map(count_batch, (config, columns, measure, dependence, validate),
                            columns=read):
@@ -221,6 +226,8 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
         for c, (a, b) in part.ranges.items():
             lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
         wmax = max(wmax, part.weight_max)
+        if wsums is not None and part.weight_sums is not None:
+            wsums.merge(part.weight_sums)
     if n_known is not None:
         idents[0] = idents[0][:filled]
 
@@ -266,7 +273,8 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     ranges = {c: (lo[c], hi[c], runner.is_integer(c)) for c in lo}
     return CellCount(cell_table(codes, counts, config), codes, n, columns,
                      id_col is not None and unique, wmax if weight is not None else None,
-                     {v: pv.value_counts() for v, pv in pvalues.items()}, ranges, dep, derived)
+                     {v: pv.value_counts() for v, pv in pvalues.items()}, ranges, dep, derived,
+                     None if wsums is None else wsums.result(codes))
 
 
 # -- pass 2: identities --------------------------------------------------------------------------

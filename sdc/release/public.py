@@ -254,6 +254,10 @@ def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) 
                 f"eps = {spec.epsilon:g})")
     if var == PUBLIC_ID:
         return "new sequential number 1..n in random order; no link to the original file"
+    if var == config.input.weight and config.risk.weighted:
+        return ("unchanged (survey weight; weighted mode: the key variables were "
+                "post-randomized so that the weighted total of every key combination and of "
+                "every set of them is unbiased, and unweighted counts may drift slightly)")
     return "unchanged"
 
 

@@ -236,6 +236,7 @@ def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
     return {
         "title": f"Disclosure review: {rel['name']}",
         "rel": rel, "v": v, "xi": xi, "at": v.get("at") or {}, "weighted": weighted,
+        "expected": utility.get("expected_totals"),
         "b": risk["before"], "a": risk["after"], "intr": intr, "ov": intr.get("overall", {}),
         "kv": [_key_variable(e) for e in kv],
         "worst": max(kv, key=lambda e: e["tvd"]) if kv else None,

@@ -377,6 +377,25 @@ RISK_SCHEMA["properties"]["dependence"] = _d(_obj({
 }), "The dependence check of non-key columns (audit.json dependence; docs/METHOD.md).")
 
 
+_EXP = _obj({"total": _NUM, "sum_abs_difference": _NUM, "share": _NUM,
+             "max_abs_difference": _NUM, "cells_changed_in_expectation": _INT})
+UTILITY_SCHEMA["properties"]["expected_totals"] = _d(_obj({
+    "mode": {"enum": ["nzy", "weighted"]},
+    "counts": _d(_EXP, "Exact expected released counts E[S_l] = sum_j t_j p_jl against t_l, "
+                       "summed over cells (share of n)."),
+    "weighted": _d({"anyOf": [_EXP, {"type": "null"}]},
+                   "Exact expected weighted totals E[W*_l] = sum_j W_j p_jl against W_l "
+                   "(share of the total weight)."),
+    "by_key_variable": _arr(_obj({"name": {"type": "string"}, "categories": _arr(_obj({
+        "value": {}, "original": _INT, "expected": _NUM, "weighted_original": _NNUM,
+        "weighted_expected": _NNUM}))})),
+    "worst_prbs": _arr(_obj({"prb": _INT, "partition_key": {"type": "string"},
+                             "n_records": _INT, "weighted_sum_abs_difference": _NNUM,
+                             "weighted_share": _NNUM, "count_sum_abs_difference": _NUM})),
+}), "Person files with input.weight: exact expected cell totals of the design used, weighted and "
+    "unweighted (docs/METHOD.md 7.11), from the transition probabilities.")
+
+
 _HIER = _obj({"hier_risk_ER": _NUM, "hier_risk": _NUM, "hier_risk_pct": _NUM,
               "max_household_risk": _NUM, "person_risk_ER": _NUM})
 RISK_SCHEMA["properties"]["households"] = _d(_obj({

@@ -251,7 +251,13 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
               "share": float(ch_ps[s] / n_ps_rec[s]) if n_ps_rec[s] else 0.0}
              for s in range(n_ps)]
     n_ch = agg.n_changed
-    return {
+    extra: dict[str, Any] = {}
+    if weighted and config.input.household_id is None:  # what each mode keeps, exactly
+        from sdc.reports.expected import expected_totals_section
+
+        extra["expected_totals"] = expected_totals_section(
+            result, config, agg.w_before.values(), NUMERIC_MIN_GROUP)
+    return {**extra,
         "schema_version": "sdc-utility/1",
         "release": {"name": config.name, "n_records": n, "key_variables": keys,
                     "partition_variables": config.partition_variables, "weight": weight,

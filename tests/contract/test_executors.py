@@ -68,6 +68,11 @@ def _weights(c):
     c["input"]["weight"] = "w"
 
 
+def _weighted(c):  # weighted mode: move probabilities c_g / W_j within weight groups
+    c["input"]["weight"] = "w"
+    c["risk"]["weighted"] = True
+
+
 def _missing(c):
     c["key_variables"]["marital"]["missing"] = "category"
 
@@ -112,6 +117,7 @@ def _analyses(c):  # utility.analyses: formulas summed batch by batch, the same 
 CASES = {
     "plain": [],
     "weights": [_weights],
+    "weighted": [_weighted],
     "missing": [_missing],
     "merges": [_fine_partition],
     "calibrate": [_calibrate, _fine_partition],

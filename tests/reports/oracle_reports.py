@@ -289,7 +289,9 @@ def utility(original: pd.DataFrame, result: Any, config: sdc.ReleaseConfig) -> d
               "share": float(ch_ps[s] / n_ps_rec[s]) if n_ps_rec[s] else 0.0}
              for s in range(n_ps)]
     n_ch = int(changed.sum())
+    extra = {"expected_totals": expected_totals(original, result, config)} if w is not None else {}
     return {
+        **extra,
         "schema_version": "sdc-utility/1",
         "release": {"name": config.name, "n_records": n, "key_variables": keys,
                     "partition_variables": config.partition_variables, "weight": weight,
@@ -304,6 +306,75 @@ def utility(original: pd.DataFrame, result: Any, config: sdc.ReleaseConfig) -> d
             "by_partition_set": by_ps,
         },
     }
+
+
+def expected_totals(original: pd.DataFrame, result: Any, config: sdc.ReleaseConfig) -> dict:
+    """utility.json's ``expected_totals``, record by record: every record's law over the cells
+    (stay with 1 - m_j, else uniform over the other cells of its group), its weight and its
+    count added to every cell with that probability."""
+    keys, kvs = config.key_names, config.key_variables
+    cells = result.cells
+    t = cells.frequency.astype(float)
+    n_c = t.size
+    wd = getattr(result, "weighted", None)
+    if wd is not None:
+        mode, m, g = "weighted", np.asarray(wd.cell_move), np.asarray(wd.cell_group)
+    else:
+        mode = "nzy"
+        g = np.asarray(result.cell_prb)
+        theta = result.blocks["theta"].to_numpy(float)
+        m = np.where(g >= 0, theta[np.maximum(g, 0)] / t, 0.0)
+    w = original[config.input.weight].to_numpy(float)
+    W = np.bincount(cells.record_cell, weights=w, minlength=n_c)
+    ew, et = np.zeros(n_c), np.zeros(n_c)
+    for i, j in enumerate(cells.record_cell.tolist()):
+        law = np.zeros(n_c)
+        law[j] = 1.0
+        if g[j] >= 0:
+            others = np.flatnonzero(g == g[j])
+            others = others[others != j]
+            if others.size:
+                law[j] = 1.0 - m[j]
+                law[others] = m[j] / others.size
+        ew += w[i] * law
+        et += law
+
+    def figures(x, ex, total):
+        d = np.abs(ex - x)
+        d[d <= 1e-9 * max(total, 1.0)] = 0.0
+        return {"total": float(total), "sum_abs_difference": float(d.sum()),
+                "share": float(d.sum() / total), "max_abs_difference": float(d.max()),
+                "cells_changed_in_expectation": int((d > 0).sum())}
+
+    by_key = []
+    for j, v in enumerate(keys):
+        values, _ = _domain_labels(kvs[v])
+        codes = cells.key_codes[:, j]
+        rows = []
+        for c in sorted(set(codes.tolist())):
+            sel = codes == c
+            small = t[sel].sum() < NUMERIC_MIN_GROUP
+            rows.append({"value": values[c], "original": int(t[sel].sum()),
+                         "expected": float(et[sel].sum()),
+                         "weighted_original": None if small else float(W[sel].sum()),
+                         "weighted_expected": None if small else float(ew[sel].sum())})
+        by_key.append({"name": v, "categories": rows})
+    dw, dt = np.abs(ew - W), np.abs(et - t)
+    dw[dw <= 1e-9 * W.sum()] = 0.0
+    dt[dt <= 1e-9 * t.sum()] = 0.0
+    prb = np.asarray(result.cell_prb)
+    worst = []
+    for b in range(len(result.blocks)):
+        sel = prb == b
+        worst.append({"prb": b, "partition_key": str(result.blocks["partition_key"].iat[b]),
+                      "n_records": int(t[sel].sum()),
+                      "weighted_sum_abs_difference": float(dw[sel].sum()),
+                      "weighted_share": float(dw[sel].sum() / W.sum()),
+                      "count_sum_abs_difference": float(dt[sel].sum())})
+    worst = sorted([r for r in worst if r["weighted_sum_abs_difference"] > 0],
+                   key=lambda r: -r["weighted_sum_abs_difference"])[:10]
+    return {"mode": mode, "counts": figures(t, et, t.sum()), "weighted": figures(W, ew, W.sum()),
+            "by_key_variable": by_key, "worst_prbs": worst}
 
 
 # -- comparison ------------------------------------------------------------------------------

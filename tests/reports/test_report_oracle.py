@@ -177,8 +177,17 @@ def _wide_domain_config() -> sdc.ReleaseConfig:
     return sdc.parse_config(cfg, base_dir=Path("."))
 
 
+def _weighted_mode_config() -> sdc.ReleaseConfig:
+    """risk.weighted: true: utility.json's expected_totals of the weighted design, against
+    every record's law enumerated by the oracle (the exact test of E[W*_l] = sum_j W_j p_jl)."""
+    cfg = _config("weight").model_dump()
+    cfg["risk"]["weighted"] = True
+    return sdc.parse_config(cfg, base_dir=Path("."))
+
+
 CASES = {
     "weighted": (lambda: _frame(4000, 1), lambda: _config("weight")),
+    "weighted_mode": (lambda: _frame(4000, 1), _weighted_mode_config),
     "wide_domains": (_wide_domain_frame, _wide_domain_config),
     "unweighted": (lambda: _frame(2500, 2), lambda: _config(None)),
     "tiny": (lambda: _frame(60, 3), lambda: _config("weight", missing_moves=True)),

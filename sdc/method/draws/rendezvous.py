@@ -272,12 +272,30 @@ class DrawPlan:
         :func:`cell_identity` of each cell.
     prb_theta : (B,) float64
         theta of each PRB.
+    cell_move : (C,) float64 or None
+        The weighted mode's move probability m_j of each cell (None: theta_b / t_j).
+    cell_group : (C,) int64 or None
+        The weighted mode's destination group of each cell, -1 for non-sensitive cells
+        (None: the PRB); a moving record goes to one of the other cells of its group.
     """
 
     cell_prb: np.ndarray
     cell_frequency: np.ndarray
     cell_id: np.ndarray
     prb_theta: np.ndarray
+    cell_move: np.ndarray | None = None
+    cell_group: np.ndarray | None = None
+
+    @property
+    def cell_dest_group(self) -> np.ndarray:
+        """The destination group of every cell (the PRB unless weighted), -1 if none."""
+        return self.cell_prb if self.cell_group is None else self.cell_group
+
+    def move_probability(self, cells: np.ndarray) -> np.ndarray:
+        """m_j of ``cells`` (sensitive ones): theta_b / t_j, or the weighted design's."""
+        if self.cell_move is not None:
+            return self.cell_move[cells]
+        return self.prb_theta[self.cell_prb[cells]] / self.cell_frequency[cells]
 
     def dest_trie(self, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The destination tries of all PRBs under ``seed`` (:func:`trie_order` with purpose
@@ -296,9 +314,13 @@ class DrawPlan:
         """
         cache = self.__dict__.setdefault("_trie_cache", {})
         if seed not in cache:
-            sens = np.flatnonzero(self.cell_prb >= 0)
+            group = self.cell_dest_group
+            sens = np.flatnonzero(group >= 0)
+            n_groups = int(group[sens].max()) + 1 if sens.size else 0
+            if self.cell_group is None:
+                n_groups = self.prb_theta.size
             order, sorted_hash, bounds = trie_order(seed, "dest", self.cell_id[sens],
-                                                    self.cell_prb[sens], self.prb_theta.size)
+                                                    group[sens], n_groups)
             cells = sens[order]
             position = np.full(self.cell_prb.size, -1, dtype=np.int64)
             position[cells] = np.arange(cells.size)
