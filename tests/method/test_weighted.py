@@ -227,3 +227,17 @@ def test_weighted_totals_unbiased_monte_carlo():
     bias_nzy = np.abs(expected_totals(W, m0, g0) - W).sum() / W.sum()
     bias_w = np.abs(expected_totals(W, m, g) - W).sum() / W.sum()
     assert bias_w < bias_nzy / 5, (bias_w, bias_nzy)
+
+
+def test_weighted_mode_needs_a_weight_and_a_person_file():
+    """risk.weighted: true without input.weight, or on a household file, is a config error
+    (exit 2 through the CLI's config loading) saying why and what to set."""
+    base = _config(True).model_dump()
+    base["input"]["weight"] = None
+    with pytest.raises(ValueError, match="risk.weighted: true needs input.weight"):
+        ReleaseConfig.model_validate(base)
+    hh = _config(True).model_dump()
+    hh["input"]["household_id"] = "hid"
+    hh["key_variables"]["sex"]["level"] = "household"
+    with pytest.raises(ValueError, match="not available for household files"):
+        ReleaseConfig.model_validate(hh)
