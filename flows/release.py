@@ -272,12 +272,14 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     head = summary.get("headline")
     if head:
         rows[-1:-1] = [
-            ("unique records (fk = 1) before -> after",
-             f"{head['unique_records_before']:,} -> {head['unique_records_after']:,}"),
-            ("sdcMicro expected re-identifications before -> after",
-             f"{head['er_before']:,.1f} -> {head['er_after']:,.1f}"),
+            ("unique records (fk = 1) in the original file", f"{head['unique_records_before']:,}"),
+            ("sdcMicro expected re-identifications, original file", f"{head['er_before']:,.1f}"),
             ("largest marginal TVD", f"{head['max_tvd']:.5f}"),
         ]
+        shift = head.get("utility_max_regression_shift_se")
+        if shift is not None:
+            rows[-1:-1] = [("largest coefficient shift of a regression on the keys",
+                            f"{shift:.1f} SE (report section 4)")]
     lines = [f"# Release `{summary['name']}`", "", "| | |", "|---|---|"]
     lines += [f"| {a} | {_md_cell(b)} |" for a, b in rows]
     if summary["warnings"]:
