@@ -476,6 +476,8 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     input_labels = {c: t for c, t in variable_labels.items()
                     if t and c in frame.columns and c not in keys and c not in drop}
     risk = {"xi": xi, "theta": "theorem", "small_blocks": "merge"}
+    if weight:  # survey-weighted totals unbiased too (docs/METHOD.md, weighted mode)
+        risk["weighted"] = True
     formats = ["parquet", fmt] if fmt in ("sav", "dta") else ["parquet", "csv"]
     draft = Draft(name=name, input=inp, keys=kds, partition={}, risk=risk,
                   seed_file=f"secrets/{name}.seed",
@@ -570,6 +572,8 @@ def _weight_fix(frame: pd.DataFrame, data: dict[str, Any], draft: Draft, weight:
             return
     del data["input"]["weight"]
     draft.input.pop("weight", None)
+    draft.risk.pop("weighted", None)  # the same dict as the check's risk (no weight, no mode)
+    data.get("risk", {}).pop("weighted", None)
     draft.dependent[weight] = f"(the survey weight) {why}"
     draft.input["drop"].append(weight)
     data["input"]["drop"] = list(draft.input["drop"])
@@ -751,6 +755,9 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         f"  theta: {d.risk['theta']}               # theorem | calibrated (changes fewer records)",
         f"  small_blocks: {d.risk['small_blocks']}          # merge | calibrate | fail: PRBs with k < kmin",
     ]
+    if d.risk.get("weighted"):
+        L.append("  weighted: true              # weighted cell totals unbiased too (the weight "
+                 "decides who moves; false: NZY, counts only)")
     if c:
         L.append(f"  # checked: certificate {certificate_text(c['certificate'], c['xi'], 4)} xi "
                  f"on {c['records']} "

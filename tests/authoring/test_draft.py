@@ -249,6 +249,9 @@ def test_a_weight_that_gives_a_key_away_is_never_drafted_as_derived(tmp_path):
     kept = draft.input.get("weight") == "WEIGHT"
     assert (kept and draft.partition.get("REGION") == "as_is") or \
         (not kept and "WEIGHT" in draft.input["drop"])
+    # the weighted mode follows the weight: on while it is kept, gone with it
+    assert draft.risk.get("weighted", False) == kept
+    assert ("weighted: true" in draft_yaml(draft)) == kept
     from sdc.config.load import parse_config
     from sdc.io.read import read_input
 

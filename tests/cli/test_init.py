@@ -70,6 +70,7 @@ def test_init_writes_a_valid_commented_draft(tmp_path, fmt):
     c = sdc.load_config(cfg)                       # paths relative to the config's folder
     assert c.input_path == data.resolve() and c.input.id_column == "id"
     assert c.input.drop == ["full_name"] and c.input.weight == "weight"
+    assert c.risk.weighted, "a draft with a survey weight uses the weighted mode"
     assert c.key_variables["marital"].categories == ["married", "single", "widowed"]
     assert c.key_variables["age"].range == (0, 90)
     if fmt in ("sav", "dta"):
