@@ -192,11 +192,24 @@ def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: in
         "actions": {str(k): int(v) for k, v in blocks["action"].value_counts().items()},
         "merges": list(result.merges),
         "largest_merge": _largest_merge(result),
+        "households": _household_summary(result),
         "seed_created": bool(seed_created),
         "seed_file": str(seed_file) if seed_file is not None else None,
         "warnings": list(warnings or []),
         "seconds": round(seconds, 3) if seconds is not None else None,
     }
+
+
+def _household_summary(result: Any) -> dict[str, Any] | None:
+    """A household release's stage figures for the run summary (None: a person file)."""
+    st = getattr(result, "households", None)
+    if st is None:
+        return None
+    comp = getattr(st, "composition", None) or {}
+    return {"n": int(st.n_households), "changed": int(np.asarray(st.changed).sum()),
+            "prbs": int(len(st.result.blocks)), "certificate": float(st.certificate),
+            "composition_mode": comp.get("mode", "measure"),
+            "composition": float(comp.get("certificate", comp.get("max_class_estimate", 0.0)))}
 
 
 def _largest_merge(result: Any) -> dict[str, Any] | None:

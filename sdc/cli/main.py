@@ -335,6 +335,13 @@ def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
         ("records changed", f"{_fmt_int(s['records_changed'])} "
                             f"(expected {s['expected_changed']:,.1f})"),
     ]
+    hh = s.get("households")
+    if hh:
+        how = ("certified" if hh["composition_mode"] == "protect" else
+               "measured, riskiest class")
+        rows.append(("households", f"{_fmt_int(hh['n'])} ({_fmt_int(hh['changed'])} changed), "
+                                   f"{hh['prbs']} household PRBs; composition intruder "
+                                   f"{how} {hh['composition']:.4f}"))
     if s["merges"] and verbose:
         rows.append(("merges", "\n".join(s["merges"])))
     elif s["merges"]:
