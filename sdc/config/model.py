@@ -45,6 +45,7 @@ __all__ = [
     "KeyVariable",
     "OutputSpec",
     "ReleaseConfig",
+    "NearSpec",
     "RiskSpec",
     "Schedule",
     "SeedFile",
@@ -422,6 +423,39 @@ RecodeRule = Annotated[
 KeyVariable.model_rebuild()
 
 
+class NearSpec(_Strict):
+    """The near-cell destination design W of ``risk.destinations: near`` (docs/METHOD.md 7.11).
+
+    - ``bandwidth`` h > 0: kernel exp(-d/h) on the key distance d (steps: 1 per other value of
+      a nominal key, per adjacent value of an ordered key, per level up a hierarchy);
+    - ``neighbours``: the kernel's support, the nearest cells of every cell (then symmetric);
+    - the **spread floor**: every row of W has at least ``min_destinations`` destinations and
+      no destination more than ``max_weight``. A PRB too small for it gets the uniform W.
+    """
+
+    bandwidth: float = 1.0
+    neighbours: int = 8
+    min_destinations: int = 4
+    max_weight: float = 0.25
+
+    @model_validator(mode="after")
+    def _sane(self) -> NearSpec:
+        if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
+            raise ValueError(f"near.bandwidth must be a positive number, got {self.bandwidth}")
+        if self.min_destinations < 2:
+            raise ValueError(f"near.min_destinations must be at least 2, got "
+                             f"{self.min_destinations}")
+        if not 0.0 < self.max_weight < 1.0:
+            raise ValueError(f"near.max_weight must lie in (0, 1), got {self.max_weight}")
+        need = max(self.min_destinations, math.ceil(1.0 / self.max_weight - 1e-12))
+        if self.neighbours < need:
+            raise ValueError(
+                f"near.neighbours = {self.neighbours} cannot hold {self.min_destinations} "
+                f"destinations with none above max_weight = {self.max_weight}: give at least "
+                f"{need}")
+        return self
+
+
 class RiskSpec(_Strict):
     """The identification-risk target and how to reach it.
 
@@ -452,6 +486,17 @@ class RiskSpec(_Strict):
     weighted: bool = False
     """``true``: survey-weighted cell totals unbiased (needs ``input.weight``; person files):
     PRBs cut into groups of similar mean weight, m_j = c_g / W_j (docs/METHOD.md 7.11)."""
+    destinations: Literal["uniform", "near"] = "uniform"
+    """Where a moving record goes inside its PRB: ``uniform`` (NZY: any other cell, 1/(k-1)),
+    or ``near``: a doubly stochastic W preferring cells that differ in few keys and by small
+    steps (docs/METHOD.md 7.11; options under ``near``)."""
+    near: NearSpec | None = None
+    """Options of ``destinations: near`` (defaults when absent)."""
+
+    @property
+    def near_options(self) -> NearSpec:
+        """``near`` with its defaults."""
+        return self.near if self.near is not None else NearSpec()
 
     @field_validator("xi", mode="before")
     @classmethod
@@ -745,6 +790,10 @@ class ReleaseConfig(_Strict):
             bad = [m for m in self.risk.merge_along if m not in self.partition]
             if bad:
                 raise ValueError(f"risk.merge_along: {bad} not among the partition variables")
+        if self.risk.weighted and self.risk.destinations == "near":
+            raise ValueError(
+                "risk.weighted: true and risk.destinations: near cannot be combined yet (the "
+                "weighted mode draws uniformly inside its weight groups): choose one")
         if self.risk.weighted and self.input.weight is None:
             raise ValueError("risk.weighted: true needs input.weight (the survey weight "
                              "column whose cell totals it keeps unbiased); name it, or set "
@@ -896,6 +945,11 @@ def _check_households(cfg: ReleaseConfig) -> None:
             raise ValueError("input.household_columns needs input.household_id (the column "
                              "naming each person's household)")
         return
+    if cfg.risk.destinations == "near":
+        raise ValueError(
+            "risk.destinations: near is not available for household files yet (input."
+            "household_id is set): the household and person stages draw their destinations "
+            "uniformly. Remove risk.destinations (or set it to uniform)")
     keys = set(cfg.key_variables)
     if hid in keys:
         raise ValueError(f"input.household_id: {hid!r} is also a key variable; it cannot be both")

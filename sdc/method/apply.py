@@ -31,6 +31,7 @@ from sdc.method.draws import (
     keyed_uniform,
     trie_rendezvous,
     unique_identities,
+    weighted_race,
 )
 from sdc.method.generalize import generalize_domain
 from sdc.method.households import (
@@ -145,13 +146,41 @@ def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
     sent to Dask workers)."""
     cells = plan.partitioned.cells
     wd = plan.weighted
+    dest: dict[str, np.ndarray] = {}
+    if plan.transitions is not None:
+        dest = dict(zip(("dest_indptr", "dest_cell", "dest_weight"),
+                        near_rows(plan, cells.n_cells), strict=True))
     return DrawPlan(cell_prb=np.asarray(plan.cell_prb, dtype=np.int64),
                     cell_frequency=np.asarray(cells.frequency, dtype=np.int64),
                     cell_id=cell_identity(cells.key_codes, config),
                     prb_theta=np.array([b.theta for b in plan.block_plan.blocks],
                                        dtype=np.float64),
                     cell_move=None if wd is None else np.asarray(wd.cell_move, np.float64),
-                    cell_group=None if wd is None else np.asarray(wd.cell_group, np.int64))
+                    cell_group=None if wd is None else np.asarray(wd.cell_group, np.int64),
+                    **dest)
+
+
+def near_rows(plan: ReleasePlan, n_cells: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The PRBs' near designs as one CSR over all cells (global indices); empty rows for
+    non-sensitive cells and PRBs with the uniform W."""
+    length = np.zeros(n_cells, dtype=np.int64)
+    parts = []
+    for b, tr in enumerate(plan.transitions or []):
+        if tr.uniform:
+            continue
+        cells = plan.prb_cells[plan.prb_start[b]:plan.prb_start[b] + tr.k]
+        length[cells] = np.diff(tr.indptr)
+        parts.append((cells, cells[tr.indices], tr.weights, tr.indptr))
+    indptr = np.zeros(n_cells + 1, dtype=np.int64)
+    np.cumsum(length, out=indptr[1:])
+    dest_cell = np.zeros(int(indptr[-1]), dtype=np.int64)
+    dest_weight = np.zeros(int(indptr[-1]))
+    for cells, glob, w, ip in parts:
+        rows = np.repeat(cells, np.diff(ip))
+        pos = indptr[rows] + (np.arange(ip[-1]) - np.repeat(ip[:-1], np.diff(ip)))
+        dest_cell[pos] = glob
+        dest_weight[pos] = w
+    return indptr, dest_cell, dest_weight
 
 
 def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray,
@@ -190,6 +219,18 @@ def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray
     movers = rows[move]
     if movers.size == 0:
         return out
+    if plan.dest_indptr is not None:
+        # near: the exponential race over the cell's row of W (P(l) = w_jl); rows left empty
+        # (PRBs with the uniform W) fall through to the trie below
+        mc = record_cell[movers]
+        near = plan.dest_indptr[mc + 1] > plan.dest_indptr[mc]
+        if near.any():
+            got = weighted_race(seed, "dest:near", identity[movers[near]], plan.dest_indptr,
+                                mc[near], plan.dest_cell, plan.dest_weight, plan.cell_id)
+            out[movers[near]] = got
+            movers = movers[~near]
+            if movers.size == 0:
+                return out
     cells, sorted_hash, bounds, position = plan.dest_trie(seed)
     group = plan.cell_dest_group[record_cell[movers]]
     pick = trie_rendezvous(seed, "dest", identity[movers], position[record_cell[movers]],

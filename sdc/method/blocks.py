@@ -19,7 +19,7 @@ from sdc.errors import CertificationError, SmallBlockError
 from sdc.method.cells import combine_codes, fits_one_code
 from sdc.method.risk import BlockRisk, calibrate_theta, max_risk
 
-__all__ = ["Block", "BlockPlan", "plan_blocks"]
+__all__ = ["Block", "BlockPlan", "ProfileCertifier", "plan_blocks"]
 
 
 @dataclass
@@ -69,10 +69,13 @@ def _row_rank(rows: np.ndarray) -> np.ndarray:
     return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
-def _flags(blocks: list[Block], deficient) -> np.ndarray:
-    """``deficient(b)`` of every block, computed once per distinct profile."""
+def _flags(blocks: list[Block], deficient, by_profile: bool = True) -> np.ndarray:
+    """``deficient(b)`` of every block, computed once per distinct profile (``by_profile``)
+    or once per block."""
     if not blocks:
         return np.zeros(0, dtype=bool)
+    if not by_profile:
+        return np.array([bool(deficient(b)) for b in blocks], dtype=bool)
     rank = _row_rank(np.stack([b.profile for b in blocks]))
     _, first, inv = np.unique(rank, return_index=True, return_inverse=True)
     per = np.array([bool(deficient(blocks[i])) for i in first], dtype=bool)
@@ -80,7 +83,7 @@ def _flags(blocks: list[Block], deficient) -> np.ndarray:
 
 
 def _merge_lines(blocks: list[Block], ps_codes: np.ndarray, merge_along: list[int],
-                 deficient, describe) -> tuple[list[Block], list[str]]:
+                 deficient, describe, by_profile: bool = True) -> tuple[list[Block], list[str]]:
     """The merge rule of the module docstring. Lines are found and ordered with array
     operations over all blocks at once (line = rank of the first member's fixed codes, order
     = the smallest rank of a member's merged codes, ties in the previous level's order); only
@@ -90,7 +93,7 @@ def _merge_lines(blocks: list[Block], ps_codes: np.ndarray, merge_along: list[in
     ps_codes = np.asarray(ps_codes)
     log: list[str] = []
     for level in range(1, len(merge_along) + 1):
-        flags = _flags(blocks, deficient)
+        flags = _flags(blocks, deficient, by_profile)
         if not flags.any():
             break
         merged_vars = merge_along[:level]
@@ -147,9 +150,27 @@ def _merge_lines(blocks: list[Block], ps_codes: np.ndarray, merge_along: list[in
     return blocks, log
 
 
+class ProfileCertifier:
+    """How a block is certified: by its frequency profile (the uniform W of NZY), so every
+    figure is computed once per distinct profile. Another design (``destinations: near``,
+    :class:`sdc.method.destinations.NearCertifier`) depends on the block's cells and keys
+    its cache by the block's members instead."""
+
+    by_profile = True
+
+    def key(self, b: Block) -> Any:
+        return b.profile.tobytes()
+
+    def risk(self, b: Block, theta: float) -> BlockRisk:
+        return max_risk(b.profile_dict(), theta)
+
+    def calibrate(self, b: Block, xi: float, upper: float = 1.0) -> float | None:
+        return calibrate_theta(b.profile_dict(), xi, upper=upper)
+
+
 def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta: float,
                 kmin: int, theta_mode: str, policy: str, merge_along: list[int],
-                describe) -> BlockPlan:
+                describe, certifier: Any = None) -> BlockPlan:
     """Form, merge and certify the PRBs of a release.
 
     Parameters
@@ -163,7 +184,10 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
     policy : ``"merge"``, ``"calibrate"`` or ``"fail"``.
     merge_along : partition-variable column indices in merge order.
     describe : callable(Block) -> str naming a block's partition sets for messages.
+    certifier : how a block's exact max risk and calibrated theta are computed
+        (:class:`ProfileCertifier`, the default, for NZY's uniform W).
     """
+    cert = certifier if certifier is not None else ProfileCertifier()
     n_ps = profiles.shape[0]
     profiles = np.asarray(profiles, dtype=np.int64)
     k_ps = profiles.sum(axis=1)
@@ -175,24 +199,24 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
     cache: dict[tuple[str, bytes], Any] = {}
 
     def cached(what: str, b: Block, compute):
-        key = (what, b.profile.tobytes())
+        key = (what, cert.key(b))
         if key not in cache:
             cache[key] = compute()
         return cache[key]
 
     def uncertifiable(b: Block) -> bool:
-        return cached("uncertifiable", b, lambda: calibrate_theta(b.profile_dict(), xi) is None)
+        return cached("uncertifiable", b, lambda: cert.calibrate(b, xi) is None)
 
     def covered(b: Block) -> bool:
         """The theorem's theta applies (k >= kmin) and certifies the block against the
         mechanism-aware intruder (NZY's theorem covers the own-cell intruder only)."""
         return cached("covered", b, lambda: b.k >= kmin
-                      and max_risk(b.profile_dict(), theta).max_risk <= xi)
+                      and cert.risk(b, theta).max_risk <= xi)
 
     def why_not(b: Block) -> str:
         if b.k < kmin:
             return f"k={b.k}"
-        r = max_risk(b.profile_dict(), theta)
+        r = cert.risk(b, theta)
         return (f"k={b.k}, but its mechanism-aware max risk at theta = {theta:.4f} is "
                 f"{r.max_risk:.4f} ({r.z} cell, t={r.t}, a={r.a})")
 
@@ -210,7 +234,8 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
             )
     elif policy in ("merge", "calibrate"):
         deficient = (lambda b: not covered(b)) if policy == "merge" else uncertifiable
-        blocks, merges = _merge_lines(blocks, ps_codes, merge_along, deficient, describe)
+        blocks, merges = _merge_lines(blocks, ps_codes, merge_along, deficient, describe,
+                                      by_profile=cert.by_profile)
         left = [b for b in blocks if deficient(b)]
         if left:
             why = (f"fewer than kmin = {kmin} cells (or no certificate at the theorem's theta)"
@@ -223,7 +248,7 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
                 f"every allowed partition variable: {listed}. Partition more coarsely (or add "
                 "variables to risk.merge_along)"
                 + (", or use risk.small_blocks: calibrate"
-                   if policy == "merge" and any(calibrate_theta(b.profile_dict(), xi) is not None
+                   if policy == "merge" and any(cert.calibrate(b, xi) is not None
                                                 for b in left) else "")
             )
     else:  # pragma: no cover - validated by the config model
@@ -235,12 +260,12 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
             b.theta, kind = theta, "theorem"
         else:
             # calibrated mode: never above the theorem's theta where that one certifies
-            cal = cached(f"calibrate:{theorem_ok}", b, lambda b=b, ok=theorem_ok: calibrate_theta(
-                b.profile_dict(), xi, upper=theta if ok else 1.0))
+            cal = cached(f"calibrate:{theorem_ok}", b, lambda b=b, ok=theorem_ok: cert.calibrate(
+                b, xi, upper=theta if ok else 1.0))
             if cal is None:  # pragma: no cover - excluded above
                 raise CertificationError(f"{describe(b)} cannot be certified")
             b.theta, kind = cal, "calibrated"
-        b.risk = cached(f"risk:{b.theta!r}", b, lambda b=b: max_risk(b.profile_dict(), b.theta))
+        b.risk = cached(f"risk:{b.theta!r}", b, lambda b=b: cert.risk(b, b.theta))
         if b.risk.max_risk > xi + 1e-12:  # pragma: no cover - every theta above is certified
             raise CertificationError(
                 f"{describe(b)}: exact max risk {b.risk.max_risk:.6f} exceeds xi = {xi} at "

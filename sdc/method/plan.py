@@ -20,6 +20,7 @@ import pandas as pd
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
 from sdc.errors import SmallBlockError
 from sdc.method.blocks import Block, BlockPlan, plan_blocks
+from sdc.method.destinations import NearCertifier, near_record, prb_transitions
 from sdc.method.partition import Partitioned
 
 __all__ = ["ReleasePlan", "default_merge_order", "plan_release"]
@@ -72,6 +73,10 @@ class ReleasePlan:
     #: the weighted mode's transition design (:class:`sdc.method.weighted.WeightedDesign`):
     #: move probabilities and weight groups; None: NZY's eq. 5.3
     weighted: Any = None
+    #: ``destinations: near``: every PRB's :class:`~sdc.method.transition.Transition` (its
+    #: cells in ``prb_cells`` order) and what defines W (audit.json); None for uniform
+    transitions: list | None = None
+    near: dict | None = None
 
     @property
     def merges(self) -> list[str]:
@@ -109,11 +114,12 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
         return "partition set " + names[0] if len(names) == 1 else "merged block [" + " + ".join(names) + "]"
 
     order = [pvars.index(v) for v in default_merge_order(config)]
+    near = NearCertifier(part, config) if config.risk.destinations == "near" else None
     try:
         bplan: BlockPlan = plan_blocks(ps_codes, profiles, xi=xi, theta=theta, kmin=km,
                                        theta_mode=config.risk.theta,
                                        policy=config.risk.small_blocks, merge_along=order,
-                                       describe=describe)
+                                       describe=describe, certifier=near)
     except SmallBlockError as e:
         if "missing: " not in str(e):
             raise
@@ -132,7 +138,7 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
     cell_local = np.full(cells.n_cells, -1, dtype=np.int64)
     cell_local[sens_cells] = np.arange(sens_cells.size) - starts[prb_of_sens]
 
-    blocks_df = _blocks_frame(bplan, ps_labels, km, t_max)
+    blocks_df = _blocks_frame(bplan, ps_labels, km, t_max, near=near is not None)
     cert, cert_at = 0.0, {}
     if len(bplan.blocks):
         i = int(np.argmax(blocks_df["max_risk"].to_numpy()))
@@ -149,11 +155,16 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
 
     ps_frame = partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
                                      bplan.block_of_partition_set)
+    transitions = near_info = None
+    if near is not None:
+        transitions = prb_transitions(near, bplan.blocks)
+        near_info = near_record(config, near, bplan.blocks)
     return ReleasePlan(part, bplan, cell_prb, sens_cells, starts, cell_local, blocks_df, ps_frame,
-                       cert, cert_at)
+                       cert, cert_at, transitions=transitions, near=near_info)
 
 
-def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int) -> pd.DataFrame:
+def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int, *,
+                  near: bool = False) -> pd.DataFrame:
     """One row per PRB, built column by column (a household file's person stage has ~10^5
     PRBs); the profile text and the risk figures are computed once per distinct profile."""
     blocks = plan.blocks
@@ -162,6 +173,8 @@ def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int) ->
             *[f"cells_t{tt}" for tt in range(1, t_max + 1)], "theta", "kmin", "max_risk",
             "max_risk_t", "max_risk_a", "max_risk_pick", "max_risk_t_z", "own_max_risk",
             "other_max_risk", "action", "expected_changed"]
+    if near:
+        cols.insert(cols.index("action"), "neighbourhood_risk")
     if nb == 0:
         return pd.DataFrame([], columns=cols)
     width = max(t_max + 1, max(b.profile.size for b in blocks))
@@ -200,6 +213,7 @@ def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int) ->
         "max_risk_t_z": [int(r.t_z) for r in risks],
         "own_max_risk": [float(r.own_max) for r in risks],
         "other_max_risk": [float(r.other_max) for r in risks],
+        **({"neighbourhood_risk": [float(r.neighbourhood) for r in risks]} if near else {}),
         "action": [b.action for b in blocks],
         "expected_changed": theta * k,
     })

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.special import gammaln, xlog1py, xlogy
 
 __all__ = ["BlockRisk", "correct_match_risk", "pick_risk", "pick_distribution", "max_risk",
-           "calibrate_theta"]
+           "calibrate_theta", "calibrate_with"]
 
 #: Grid of the scan used when the certified thetas need not reach the search's upper end.
 _SCAN_POINTS = 64
@@ -54,6 +54,8 @@ class BlockRisk:
     t_z: int
     own_max: float
     other_max: float
+    #: the neighbourhood intruder's success (``destinations: near`` only; NaN otherwise)
+    neighbourhood: float = float("nan")
 
 
 def _profile_tuple(profile: Mapping[int, int]) -> tuple[tuple[int, int], ...]:
@@ -275,10 +277,12 @@ def _calibrate_cached(prof: tuple[tuple[int, int], ...], xi: float, top: float,
                       tol: float) -> float | None:
     if sum(m for _, m in prof) < 2 or top <= 0.0:
         return None
+    return calibrate_with(lambda th: _max_cached(prof, th).max_risk <= xi, top, tol)
 
-    def certified(th: float) -> bool:
-        return _max_cached(prof, th).max_risk <= xi
 
+def calibrate_with(certified, top: float, tol: float = 1e-7) -> float | None:
+    """Smallest theta in (0, ``top``] with ``certified(theta)``, by the scan and bisection of
+    :func:`calibrate_theta` (any design: the near-cell certificate uses it too)."""
     if top < 1.0 and certified(top):
         lo, hi = 0.0, top
     else:

@@ -33,6 +33,7 @@ from sdc.method.draws.rendezvous import (
     rendezvous,
     trie_order,
     trie_rendezvous,
+    weighted_race,
 )
 from sdc.method.draws.streams import (
     key_words,
@@ -42,4 +43,5 @@ from sdc.method.draws.streams import (
 __all__ = ["DrawPlan", "all_identities", "cell_identity", "draw_key", "draw_tiebreak",
            "drawing_identities", "fmix64", "identity_columns", "key_words",
            "keyed_hash", "keyed_uniform", "record_identity", "rendezvous", "siphash24",
-           "stream", "trie_order", "trie_rendezvous", "unique_identities", "value_hash"]
+           "stream", "trie_order", "trie_rendezvous", "unique_identities", "value_hash",
+           "weighted_race"]

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdc.method.draws.hashing import fmix_inplace, keyed_hash, keyed_uniform
+from sdc.method.draws.hashing import draw_key, fmix_inplace, keyed_hash, keyed_uniform, siphash24
 
-__all__ = ["DrawPlan", "rendezvous", "trie_order", "trie_rendezvous"]
+__all__ = ["DrawPlan", "rendezvous", "trie_order", "trie_rendezvous", "weighted_race"]
 
 _U64 = np.uint64
 _CHUNK = 1 << 16          # weight-matrix block: 512 KiB, stays in cache
@@ -258,6 +258,70 @@ def trie_rendezvous(seed: int, purpose: str, identity: np.ndarray, own: np.ndarr
     return out
 
 
+# -- a weighted destination: the exponential race over a sparse row ---------------------------
+_RACE_CHUNK = 1 << 16                    # (mover, candidate) pairs per block
+
+
+def weighted_race(seed: int, purpose: str, identity: np.ndarray, indptr: np.ndarray,
+                  row: np.ndarray, candidate: np.ndarray, weight: np.ndarray,
+                  candidate_id: np.ndarray) -> np.ndarray:
+    """Weighted rendezvous: ``argmin_l -log(U_l) / w_l`` over the row of each record.
+
+    Parameters
+    ----------
+    seed : int
+    purpose : str
+        ``"dest:near"`` for the near-cell destination.
+    identity : (m,) uint64
+        Record identities.
+    indptr, candidate, weight : CSR of the destination design
+        Row r's candidates are ``candidate[indptr[r]:indptr[r+1]]`` with weights ``weight``.
+    row : (m,) int
+        Each record's row (its cell); a row without candidates gives -1.
+    candidate_id : (C,) uint64
+        Stable id of every candidate (cell identities), indexed by ``candidate``.
+
+    Returns
+    -------
+    (m,) int64 candidate (an entry of ``candidate``), -1 for an empty row.
+
+    Law: with ``U_l = ((keyed_hash(seed, purpose, identity, id_l) >> 11) + 1/2) 2^-53``
+    independent uniforms, the exponential race picks l with probability w_l / sum(w): exactly
+    the design's row. A record's pick depends only on the seed, its identity and its own row
+    (candidates and weights), so it is unchanged when other rows change (series stability).
+    Vectorized over records, padded to the longest row, in blocks.
+    """
+    identity = np.asarray(identity, dtype=_U64)
+    row = np.asarray(row, dtype=np.int64)
+    m = identity.size
+    out = np.full(m, -1, dtype=np.int64)
+    if m == 0:
+        return out
+    start = indptr[row]
+    length = indptr[row + 1] - start
+    width = int(length.max()) if m else 0
+    if width == 0:
+        return out
+    k0, k1 = draw_key(seed, purpose)
+    cols = np.arange(width, dtype=np.int64)
+    step = max(1, _RACE_CHUNK // width)
+    for s in range(0, m, step):
+        e = min(m, s + step)
+        ln = length[s:e]
+        valid = cols[None, :] < ln[:, None]
+        pos = np.where(valid, start[s:e, None] + cols[None, :], 0)
+        cand = candidate[pos]
+        h = siphash24(k0, k1, np.broadcast_to(identity[s:e, None], cand.shape),
+                      candidate_id[cand])
+        u = ((h >> _U64(11)).astype(np.float64) + 0.5) * 2.0 ** -53
+        with np.errstate(divide="ignore"):
+            race = np.where(valid, -np.log(u) / np.where(valid, weight[pos], 1.0), np.inf)
+        best = np.argmin(race, axis=1)
+        r = np.arange(e - s)
+        out[s:e] = np.where(ln > 0, cand[r, best], -1)
+    return out
+
+
 @dataclass(frozen=True)
 class DrawPlan:
     """The global plan the per-record NZY step needs, as plain arrays.
@@ -277,6 +341,10 @@ class DrawPlan:
     cell_group : (C,) int64 or None
         The weighted mode's destination group of each cell, -1 for non-sensitive cells
         (None: the PRB); a moving record goes to one of the other cells of its group.
+    dest_indptr, dest_cell, dest_weight : CSR over all cells, or None
+        ``risk.destinations: near``: cell j's destinations ``dest_cell[dest_indptr[j]:
+        dest_indptr[j+1]]`` (global cell indices) and their w_jl; cells with an empty row (a
+        PRB that got the uniform W) draw by trie rendezvous as under ``uniform``.
     """
 
     cell_prb: np.ndarray
@@ -285,6 +353,9 @@ class DrawPlan:
     prb_theta: np.ndarray
     cell_move: np.ndarray | None = None
     cell_group: np.ndarray | None = None
+    dest_indptr: np.ndarray | None = None
+    dest_cell: np.ndarray | None = None
+    dest_weight: np.ndarray | None = None
 
     @property
     def cell_dest_group(self) -> np.ndarray:

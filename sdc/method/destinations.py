@@ -1,0 +1,117 @@
+"""The destination design of every PRB of a release under ``risk.destinations: near``.
+
+:class:`NearCertifier` gives :func:`sdc.method.blocks.plan_blocks` the exact certificate of a
+block's near design (W built once per block from its cells, :mod:`sdc.method.near`; the
+mechanism-aware and neighbourhood risks, :mod:`sdc.method.transition_risk`) and the calibrated
+theta against it; :func:`prb_transitions` gives the plan every PRB's :class:`Transition`.
+The same code runs in ``sdc release``, ``sdc plan`` and ``sdc audit`` (which re-derives W).
+docs/METHOD.md section 7.11.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sdc.config.model import ReleaseConfig
+from sdc.method.blocks import Block
+from sdc.method.draws import cell_identity
+from sdc.method.near import key_metrics, near_transition
+from sdc.method.partition import Partitioned
+from sdc.method.risk import BlockRisk, calibrate_with
+from sdc.method.transition import Transition
+from sdc.method.transition_risk import neighbourhood_risk, transition_max_risk
+
+__all__ = ["NearCertifier", "near_record", "prb_transitions"]
+
+
+def _cells_by_partition_set(part: Partitioned) -> list[np.ndarray]:
+    sens = np.flatnonzero(part.sensitive)
+    ps = part.cell_partition_set[sens]
+    order = np.argsort(ps, kind="stable")
+    bounds = np.searchsorted(ps[order], np.arange(len(part.partition_keys) + 1))
+    return [sens[order[bounds[s]:bounds[s + 1]]] for s in range(len(part.partition_keys))]
+
+
+class NearCertifier:
+    """Certificate of a block under the near design (the block's cells, not its profile)."""
+
+    by_profile = False
+
+    def __init__(self, part: Partitioned, config: ReleaseConfig) -> None:
+        self.part = part
+        self.options = config.risk.near_options
+        self.metrics = key_metrics(config)
+        self.cell_id = cell_identity(part.cells.key_codes, config)
+        self._by_ps = _cells_by_partition_set(part)
+        self._designs: dict[tuple[int, ...], tuple[Transition, dict]] = {}
+        self._risks: dict[tuple[tuple[int, ...], float], BlockRisk] = {}
+
+    def key(self, b: Block) -> Any:
+        return tuple(b.members)
+
+    def cells(self, b: Block) -> np.ndarray:
+        """The block's sensitive cells, ascending (the PRB's local order)."""
+        return np.sort(np.concatenate([self._by_ps[m] for m in b.members]))
+
+    def design(self, b: Block) -> tuple[Transition, dict]:
+        """The block's W (at theta 1; :meth:`Transition.with_theta` sets the moves)."""
+        key = tuple(b.members)
+        if key not in self._designs:
+            idx = self.cells(b)
+            c = self.part.cells
+            self._designs[key] = near_transition(c.key_codes[idx], self.cell_id[idx],
+                                                 c.frequency[idx], 1.0, self.metrics,
+                                                 self.options)
+        return self._designs[key]
+
+    def transition(self, b: Block, theta: float) -> Transition:
+        return self.design(b)[0].with_theta(theta)
+
+    def risk(self, b: Block, theta: float) -> BlockRisk:
+        key = (tuple(b.members), float(theta))
+        if key not in self._risks:
+            self._risks[key] = design_risk(self.transition(b, theta))
+        return self._risks[key]
+
+    def calibrate(self, b: Block, xi: float, upper: float = 1.0) -> float | None:
+        if b.k < 2 or upper <= 0.0:
+            return None
+        return calibrate_with(lambda th: self.risk(b, th).max_risk <= xi, upper)
+
+
+def design_risk(tr: Transition) -> BlockRisk:
+    """The block's certificate under ``tr``: max of the mechanism-aware max risk and the
+    neighbourhood intruder's success (``z = "neighbourhood"`` when that one is larger)."""
+    r = transition_max_risk(tr)
+    nb = neighbourhood_risk(tr)
+    if nb.max_risk > r.max_risk:
+        return BlockRisk(nb.max_risk, nb.t, 0, "neighbourhood", nb.t, r.own_max, r.other_max,
+                         nb.max_risk)
+    return BlockRisk(r.max_risk, r.t, r.a, r.z, r.t_z, r.own_max, r.other_max, nb.max_risk)
+
+
+def prb_transitions(certifier: NearCertifier, blocks: list[Block]) -> list[Transition]:
+    """Every PRB's transition at the theta it uses."""
+    return [certifier.transition(b, b.theta) for b in blocks]
+
+
+def near_record(config: ReleaseConfig, certifier: NearCertifier,
+                blocks: list[Block]) -> dict[str, Any]:
+    """What defines W, for ``audit.json`` (W itself is re-derived by ``sdc audit``, never
+    written): the kernel, its parameters, the key metrics, and per PRB which W it got and the
+    SHA-256 of W."""
+    o = config.risk.near_options
+    return {
+        "kernel": "exp(-d/h) on the symmetric support of every cell's nearest neighbours, "
+                  "balanced to doubly stochastic with entries <= max_weight (Sinkhorn)",
+        "distance": {m.name: m.kind for m in certifier.metrics},
+        "bandwidth": o.bandwidth, "neighbours": o.neighbours,
+        "min_destinations": o.min_destinations, "max_weight": o.max_weight,
+        "prbs": [{"prb": i, "w": certifier.design(b)[1]["w"],
+                  **({"why": certifier.design(b)[1]["why"]} if "why" in certifier.design(b)[1]
+                     else {}),
+                  "w_sha256": certifier.design(b)[0].digest()}
+                 for i, b in enumerate(blocks)],
+    }

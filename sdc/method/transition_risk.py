@@ -1,0 +1,242 @@
+"""The exact mechanism-aware risk of a PRB under any transition design (m_j, W).
+
+docs/METHOD.md section 7.11. The intruder knows a target B of cell j, the mechanism (m, W) and
+picks one released record of a cell z after seeing its released count S_z = a:
+
+    q = 1 - m_j (z = j),    q = m_j w_jz (z != j)
+    S' = the other records released in z: independent Bernoullis, one per record,
+         cell l's records landing in z with probability (1 - m_z) for l = z, m_l w_lz otherwise
+    R_{j->z}(a) = (1/a) q P(S' = a-1) / (q P(S' = a-1) + (1 - q) P(S' = a))
+
+maximised over j, z and a >= 1. Only the cells with w_lz > 0 reach z, so with a sparse W each
+pick needs a few short convolutions; all columns are done at once (prefix and suffix products
+of the incoming factors give every leave-one-out product). With the uniform W and m = theta/t
+this is :func:`sdc.method.risk.max_risk` (tested to 1e-12).
+
+The **neighbourhood intruder** searches B's cell and its W-neighbours N(j) = {j} u {l: w_jl > 0}
+and picks one of the records released there uniformly: B is released in N(j) with certainty,
+so its success is E[1 / (1 + S'_N)], S'_N the other records released in N(j) (a record of cell
+l lands there with probability pi_jl = (1 - m_l)[l in N(j)] + m_l sum_{z in N(j)} w_lz). It is
+computed exactly: E[1/(1 + S)] = int_0^1 G_S(x) dx with G_S the probability generating
+function, a polynomial integrated exactly by Gauss-Legendre; Hoeffding's W-free bound
+(1 - e^-mu)/mu (mu = E S) is :func:`poisson_bound`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import comb
+
+from sdc.method.risk import BlockRisk
+from sdc.method.transition import Transition
+
+__all__ = ["NeighbourhoodRisk", "neighbourhood_risk", "poisson_bound", "transition_max_risk"]
+
+_COLUMN_CHUNK = 2048
+
+
+def _binomial_factor(n: np.ndarray, p: np.ndarray, width: int) -> np.ndarray:
+    """(..., width) Bin(n, p) probabilities of 0..width-1 (n <= width - 1)."""
+    s = np.arange(width)
+    n = np.asarray(n)[..., None]
+    p = np.asarray(p, dtype=np.float64)[..., None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = comb(n, s) * np.where(s <= n, p ** s * (1.0 - p) ** np.maximum(n - s, 0), 0.0)
+    return np.where(s <= n, f, 0.0)
+
+
+def _times(x: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """Row-wise product of pmfs x (m, A) and short factors f (m, T+1), truncated to A."""
+    out = x * f[:, :1]
+    for i in range(1, f.shape[1]):
+        out[:, i:] += x[:, :-i] * f[:, i:i + 1]
+    return out
+
+
+def _conv(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Row-wise full product of two pmf arrays (m, A), truncated to A."""
+    out = np.zeros_like(x)
+    a = x.shape[1]
+    for s in range(a):
+        out[:, s:] += x[:, s:s + 1] * y[:, :a - s]
+    return out
+
+
+def _columns(tr: Transition) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """CSC view of the move matrix: for every column z the incoming cells l and p_lz = m_l w_lz,
+    padded to the longest column. Returns (src, prob, n, length): src -1 where padded."""
+    indptr, indices, weights = tr.csr()
+    k = tr.k
+    rows = np.repeat(np.arange(k, dtype=np.int64), np.diff(indptr))
+    p = tr.move[rows] * weights
+    order = np.lexsort((rows, indices))
+    col, src, p = indices[order], rows[order], p[order]
+    length = np.bincount(col, minlength=k)
+    width = int(length.max()) if k else 0
+    start = np.r_[0, np.cumsum(length)[:-1]]
+    pos = np.arange(col.size) - start[col]
+    S = np.full((k, width), -1, dtype=np.int64)
+    P = np.zeros((k, width))
+    S[col, pos] = src
+    P[col, pos] = p
+    return S, P, tr.frequency, length
+
+
+def transition_max_risk(tr: Transition) -> BlockRisk:
+    """max over target cells j, picked cells z and a >= 1 of R_{j->z}(a) under ``tr``.
+
+    Exact for any (m, W) (module docstring). ``BlockRisk.t``/``t_z`` are the frequencies of the
+    target's and the picked cell where the maximum is attained.
+    """
+    k = tr.k
+    t = tr.frequency.astype(np.int64)
+    n_records = int(t.sum())
+    if k == 0:
+        raise ValueError("a PRB needs at least one cell")
+    src, prob, _, _ = _columns(tr) if k > 1 else (np.zeros((k, 0), np.int64), np.zeros((k, 0)),
+                                                   t, None)
+    a_max = min(16, n_records)
+    while True:
+        best, own, other = (0.0, int(t[0]), 1, "own", int(t[0])), 0.0, 0.0
+        for s in range(0, k, _COLUMN_CHUNK):
+            e = min(k, s + _COLUMN_CHUNK)
+            b, o, ot = _chunk_risk(tr, t, src[s:e], prob[s:e], np.arange(s, e), a_max + 1)
+            own, other = max(own, o), max(other, ot)
+            if b[0] > best[0]:
+                best = b
+        if a_max >= n_records or 1.0 / (a_max + 1) <= best[0]:
+            r, tj, a, z, tz = best
+            return BlockRisk(float(r), int(tj), int(a), z, int(tz), float(own), float(other))
+        a_max = min(4 * a_max, n_records)
+
+
+def _risk_curve(q: np.ndarray, sp: np.ndarray) -> np.ndarray:
+    """R(a) for a = 1..A-1 from q (m,) and the pmf of S' (m, A); 0 where S_z = a is
+    impossible."""
+    num = q[:, None] * sp[:, :-1]
+    den = num + (1.0 - q)[:, None] * sp[:, 1:]
+    a = np.arange(1, sp.shape[1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(den > 0, num / den / a, 0.0)
+    return r
+
+
+def _chunk_risk(tr: Transition, t: np.ndarray, src: np.ndarray, prob: np.ndarray,
+                cols: np.ndarray, width: int):
+    m = tr.move
+    nz = cols.size
+    L = src.shape[1]
+    tmax = int(t.max())
+    n_in = np.where(src >= 0, t[np.maximum(src, 0)], 0)
+    factors = [_binomial_factor(n_in[:, i], prob[:, i], tmax + 1) for i in range(L)]
+    delta = np.zeros((nz, width))
+    delta[:, 0] = 1.0
+    prefix = [delta]
+    for i in range(L):
+        prefix.append(_times(prefix[-1], factors[i]))
+    suffix = [delta]
+    for i in range(L - 1, -1, -1):
+        suffix.append(_times(suffix[-1], factors[i]))
+    suffix = suffix[::-1]              # suffix[i] = product of factors i..L-1
+    tz = t[cols]
+    best = (0.0, int(t[0]), 1, "own", int(t[0]))
+    # own cell: q = 1 - m_z, S' = Bin(t_z - 1, 1 - m_z) * everything incoming
+    q = 1.0 - m[cols]
+    sp = _times(prefix[L], _binomial_factor(tz - 1, 1.0 - m[cols], tmax + 1))
+    r = _risk_curve(q, sp)
+    i, a = np.unravel_index(int(np.argmax(r)), r.shape) if r.size else (0, 0)
+    own = float(r.max()) if r.size else 0.0
+    if own > best[0]:
+        best = (own, int(tz[i]), int(a) + 1, "own", int(tz[i]))
+    other = 0.0
+    stay = _binomial_factor(tz, 1.0 - m[cols], tmax + 1)
+    for i in range(L):
+        ok = src[:, i] >= 0
+        if not ok.any():
+            continue
+        rows = np.flatnonzero(ok)
+        j = src[rows, i]
+        p = prob[rows, i]
+        loo = _conv(prefix[i][rows], suffix[i + 1][rows])
+        sp = _times(_times(loo, stay[rows]), _binomial_factor(t[j] - 1, p, tmax + 1))
+        r = _risk_curve(p, sp)
+        if not r.size:
+            continue
+        x = int(np.argmax(r))
+        ri, ai = np.unravel_index(x, r.shape)
+        v = float(r[ri, ai])
+        other = max(other, v)
+        if v > best[0]:
+            best = (v, int(t[j[ri]]), int(ai) + 1, "other", int(tz[rows[ri]]))
+    return best, own, other
+
+
+@dataclass(frozen=True)
+class NeighbourhoodRisk:
+    """The neighbourhood intruder's success E[1/(1 + S'_N)] (module docstring).
+
+    Attributes
+    ----------
+    max_risk : float
+        Its maximum over the PRB's cells.
+    t : int
+        t_j of the target cell where it is attained.
+    size : int
+        |N(j)| there (cells searched).
+    bound : float
+        Hoeffding's W-free bound (1 - e^-mu)/mu at that cell.
+    """
+
+    max_risk: float
+    t: int
+    size: int
+    bound: float
+
+
+def poisson_bound(mu: np.ndarray | float) -> np.ndarray:
+    """(1 - e^-mu) / mu >= E[1/(1 + S)] for S a sum of independent Bernoullis with mean mu
+    (Hoeffding 1956: such sums are below the Poisson in convex order); 1 at mu = 0."""
+    mu = np.asarray(mu, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(mu > 1e-12, -np.expm1(-mu) / np.where(mu > 1e-12, mu, 1.0), 1.0)
+
+
+def neighbourhood_risk(tr: Transition) -> NeighbourhoodRisk:
+    """max over cells j of E[1 / (1 + S'_N(j))] (module docstring), exactly."""
+    k = tr.k
+    t = tr.frequency.astype(np.int64)
+    if k < 2:
+        return NeighbourhoodRisk(1.0 / float(t[0]), int(t[0]), 1, float(poisson_bound(t[0] - 1)))
+    from scipy import sparse  # local: only this figure needs it
+
+    indptr, indices, weights = tr.csr()
+    m = tr.move
+    W = sparse.csr_array((weights, indices, indptr), shape=(k, k))
+    N = sparse.csr_array((np.ones(indices.size), indices, indptr), shape=(k, k))
+    N = (N + sparse.eye_array(k, format="csr")).tocsr()
+    N.data[:] = 1.0
+    # reach[l, j] = sum over z in N(j) of w_lz
+    reach = (W @ N.T).tocsr()
+    pi = (N.multiply((1.0 - m)[None, :]) + reach.T.multiply(m[None, :])).tocsr()
+    pi.sum_duplicates()
+    pi.sort_indices()
+    rows = np.repeat(np.arange(k), np.diff(pi.indptr))
+    cols = pi.indices
+    p = np.clip(pi.data, 0.0, 1.0)
+    n = t[cols] - (cols == rows)          # B itself is not among the others
+    keep = (n > 0) & (p > 0)
+    rows, p, n = rows[keep], p[keep], n[keep]
+    mu = np.bincount(rows, weights=n * p, minlength=k)
+    degree = np.bincount(rows, weights=n, minlength=k)
+    g = int(degree.max()) // 2 + 1          # 2g - 1 >= degree: Gauss-Legendre is exact
+    x, wq = np.polynomial.legendre.leggauss(g)
+    x, wq = 0.5 * (x + 1.0), 0.5 * wq
+    logs = np.zeros((k, g))
+    for c in range(g):            # rows are sorted: one bincount per quadrature node
+        logs[:, c] = np.bincount(rows, weights=n * np.log1p(p * (x[c] - 1.0)), minlength=k)
+    risk = np.exp(logs) @ wq
+    i = int(np.argmax(risk))
+    size = int(np.diff(N.indptr)[i])
+    return NeighbourhoodRisk(float(risk[i]), int(t[i]), size, float(poisson_bound(mu[i])))
