@@ -53,6 +53,8 @@ from sdc.io.schemas import validate_output
 from sdc.io.write import sha256_bytes, sha256_file
 from sdc.method.dependence import frame_dependence, measure_dependence
 from sdc.method.partition import Partitioned, partition_frame
+from sdc.method.blocks import Block
+from sdc.method.destinations import NearCertifier, design_risk
 from sdc.method.plan import plan_release
 from sdc.method.risk import max_risk
 from sdc.method.theta import kmin as kmin_of
@@ -264,7 +266,11 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
         if cfg.recoded_keys:
             _recoding_check(rep, release_dir, cfg, po)
         # -- PRBs and the certificate ------------------------------------------------------------
-        cert, where = _prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi)
+        near = None
+        if cfg.risk.destinations == "near":
+            near = (NearCertifier(po, cfg), (audit.get("near") or {}).get("prbs") or [])
+        cert, where = _prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi,
+                                  near=near)
         if cfg.risk.weighted:
             cert, where = _weighted_checks(rep, po, weight_total, cfg, xi)
     recorded = float(risk.get("certificate", math.nan))
@@ -548,10 +554,13 @@ def _count_checks(rep: AuditReport, po: Partitioned, pr: Partitioned, group: Any
 
 
 def _prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
-                prb_of_label: dict[str, int], xi: float, what: str = "") -> tuple[float, str]:
+                prb_of_label: dict[str, int], xi: float, what: str = "",
+                near: tuple[Any, list] | None = None) -> tuple[float, str]:
     """Sensitive cells in PRBs, PRB profiles recounted, exact max risks recomputed, and the
     certificate of ``po`` (max over PRBs and non-sensitive cells): returns (certificate, where).
-    ``what`` prefixes the check names (``"household "`` for the household stage)."""
+    ``what`` prefixes the check names (``"household "`` for the household stage). ``near``:
+    ``(NearCertifier on po, audit.json's near.prbs)``: every PRB's W is re-derived from its
+    cells (its SHA-256 compared with the recorded one) and certified under it."""
     sens = po.sensitive
     cell_label = np.asarray(po.partition_keys, dtype=object)[po.cell_partition_set]
     cell_prb = np.array([prb_of_label.get(lab, -1) for lab in po.partition_keys],
@@ -563,7 +572,7 @@ def _prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
             f"{sorted(set(cell_label[orphan]))[:3]}")
     recount = pd.DataFrame({"prb": cell_prb[sens], "t": po.cells.frequency[sens]})
     recount = recount.groupby(["prb", "t"]).size()
-    risks, bad_profile, bad_risk, over = [], [], [], []
+    risks, bad_profile, bad_risk, over, bad_w = [], [], [], [], []
     for b in blocks:
         i = int(b["prb"])
         prof = (recount.loc[i].to_dict() if i in recount.index.get_level_values(0) else {})
@@ -574,7 +583,10 @@ def _prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
                                f"{_fmt_profile(stored)}, recounted {_fmt_profile(prof)}")
         if not prof:
             continue
-        r = max_risk(prof, float(b["theta"]))  # mechanism-aware: own and other picked cells
+        if near is None:
+            r = max_risk(prof, float(b["theta"]))  # mechanism-aware: own and other picked cells
+        else:
+            r = _near_risk(near, po, prb_of_label, i, prof, float(b["theta"]), bad_w)
         risks.append((r.max_risk, i, r.t, r.a, r.z, r.t_z))
         if not math.isclose(r.max_risk, float(b.get("max_risk", math.nan)), rel_tol=_REL):
             bad_risk.append(f"PRB {i}: recorded {b.get('max_risk')}, recomputed {r.max_risk:.10f}")
@@ -587,6 +599,10 @@ def _prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
     rep.add(what + "PRB profiles match the source", not bad_profile,
             f"{len(blocks)} PRB profiles recounted" if not bad_profile else "; ".join(bad_profile[:3])
             + (f" (and {len(bad_profile) - 3} more)" if len(bad_profile) > 3 else ""))
+    if near is not None:
+        rep.add(what + "near-cell W re-derived = recorded", not bad_w,
+                f"{len(blocks)} PRBs' W re-derived from their cells, SHA-256 as recorded"
+                if not bad_w else "; ".join(bad_w[:3]))
     rep.add(what + "PRB max risk recomputed = recorded", not bad_risk,
             "every PRB's exact max risk matches" if not bad_risk else "; ".join(bad_risk[:3]))
     rep.add(what + "PRB max risk <= xi", not over,
@@ -601,6 +617,21 @@ def _prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
     if t_ns.size and 1.0 / int(t_ns.min()) > cert:
         cert, where = 1.0 / int(t_ns.min()), f"a non-sensitive cell with t={int(t_ns.min())}"
     return cert, where
+
+
+def _near_risk(near: tuple[Any, list], po: Partitioned, prb_of_label: dict[str, int], i: int,
+               prof: dict[int, int], theta: float, bad_w: list[str]) -> Any:
+    """PRB i's certificate under its near design, re-derived from the source's cells."""
+    certifier, recorded = near
+    members = sorted(s for s, lab in enumerate(po.partition_keys) if prb_of_label.get(lab) == i)
+    t_max = max(prof) if prof else 1
+    b = Block(members, np.array([prof.get(t, 0) for t in range(t_max + 1)], dtype=np.int64))
+    rec = next((x for x in recorded if int(x.get("prb", -1)) == i), None)
+    got = certifier.design(b)[0].digest()
+    if rec is None or rec.get("w_sha256") != got:
+        bad_w.append(f"PRB {i}: W re-derived {got[:12]}..., audit.json records "
+                     f"{(rec or {}).get('w_sha256', 'nothing')}")
+    return design_risk(certifier.transition(b, theta))
 
 
 def _dependence_checks(rep: AuditReport, audit: dict[str, Any], what: str = "") -> None:

@@ -105,6 +105,8 @@ class ReleaseResult:
     dependence: list = field(default_factory=list)
     #: the weighted mode's design (:class:`sdc.method.weighted.WeightedDesign`), else None
     weighted: Any = None
+    #: ``risk.destinations: near``: what defines every PRB's W (audit.json), else None
+    near: dict | None = None
 
     def records_table(self) -> pd.DataFrame:
         """Record-level internal table for the series risk (``internal/records.parquet``).
@@ -280,7 +282,8 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
     return ReleaseResult(out, blocks_df, plan.certificate, plan.certificate_at, part.xi, part.theta,
                          part.kmin, plan.partition_sets, cells, part.cell_partition_set, cell_prb,
                          released_cell, plan.merges, dp_done, dplan.cell_id, prb_identity,
-                         config, dependence=list(plan.dependence), weighted=plan.weighted)
+                         config, dependence=list(plan.dependence), weighted=plan.weighted,
+                         near=plan.near)
 
 
 def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,

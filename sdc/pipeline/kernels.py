@@ -118,6 +118,11 @@ class BatchRelease:
     def sensitive_cell(self) -> np.ndarray:
         return self.cell_prb >= 0
 
+    @property
+    def near(self) -> dict | None:
+        """``risk.destinations: near``: what defines every PRB's W (audit.json)."""
+        return self.plan.near if self.plan is not None else None
+
     @classmethod
     def of_plan(cls, plan: ReleasePlan, n_records: int, released_frequency: np.ndarray,
                 changed_per_prb: np.ndarray, schema: pa.Schema, **more: Any) -> BatchRelease:

@@ -150,6 +150,10 @@ def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Pat
     })
     if getattr(result, "households", None) is not None:
         out["households"] = household_audit(result)
+    near = getattr(result, "near", None)
+    if near is not None:  # risk.destinations: near: what defines W (never W itself)
+        out["risk"]["destinations"] = "near"
+        out["near"] = _plain(near)
     return out
 
 

@@ -2,7 +2,8 @@
 
 In the style of scikit-learn's ``check_estimator``: one matrix of configs (plain, weights,
 missing key values (moving or fixed), merged small blocks, calibrated theta, DP ``perturb:``,
-recoded keys, a ``derived:`` column, many tiny batches, a second release of a series) is released through the CLI by every executor, and each
+recoded keys, a ``derived:`` column, near-cell destinations, many tiny batches, a second
+release of a series) is released through the CLI by every executor, and each
 executor's release must equal the in-memory one byte for byte: every public file, the
 records file, the risk and utility reports, and the audit record up to the fields that name
 the executor or the run (engine, timings, times, paths). ``sdc audit`` must pass on each.
@@ -114,6 +115,10 @@ def _analyses(c):  # utility.analyses: formulas summed batch by batch, the same 
                                   "name": "employment"}]}
 
 
+def _near(c):  # near-cell destinations (docs/METHOD.md 7.11)
+    c["risk"]["destinations"] = "near"
+
+
 CASES = {
     "plain": [],
     "weights": [_weights],
@@ -127,6 +132,8 @@ CASES = {
     "derived": [_derived],
     "missing-fixed": [_missing_fixed],
     "analysis": [_analyses],  # a 0/1 outcome and a numeric one with missing values (utility analysis)
+    "near": [_near],
+    "near-calibrate": [_calibrate, _fine_partition, _near],
 }
 
 
