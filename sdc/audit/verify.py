@@ -51,10 +51,10 @@ from sdc.errors import InputError, SmallBlockError
 from sdc.io.read import integer_keys, read_input, string_key_dtypes
 from sdc.io.schemas import validate_output
 from sdc.io.write import sha256_bytes, sha256_file
-from sdc.method.dependence import frame_dependence, measure_dependence
-from sdc.method.partition import Partitioned, partition_frame
 from sdc.method.blocks import Block
+from sdc.method.dependence import frame_dependence, measure_dependence
 from sdc.method.destinations import NearCertifier, design_risk
+from sdc.method.partition import Partitioned, partition_frame
 from sdc.method.plan import plan_release
 from sdc.method.risk import max_risk
 from sdc.method.theta import kmin as kmin_of

@@ -424,13 +424,16 @@ KeyVariable.model_rebuild()
 
 
 class NearSpec(_Strict):
-    """The near-cell destination design W of ``risk.destinations: near`` (docs/METHOD.md 7.11).
+    """The near-cell destination design W of ``risk.destinations: near`` (docs/METHOD.md 7.12).
 
-    - ``bandwidth`` h > 0: kernel exp(-d/h) on the key distance d (steps: 1 per other value of
-      a nominal key, per adjacent value of an ordered key, per level up a hierarchy);
-    - ``neighbours``: the kernel's support, the nearest cells of every cell (then symmetric);
-    - the **spread floor**: every row of W has at least ``min_destinations`` destinations and
-      no destination more than ``max_weight``. A PRB too small for it gets the uniform W.
+    W = sum_{i<=s} a_i (P^i + P^-i)/2 with P one step along a nearest-neighbour tour of the
+    PRB's cells under the key distance (steps: 1 per other value of a nominal key, per
+    adjacent value of an ordered key, per level up a hierarchy): exactly doubly stochastic.
+
+    - ``neighbours`` = 2s: destinations of every cell (s on each side along the tour);
+    - ``bandwidth`` h > 0: a_i proportional to exp(-(i-1)/h) (tour steps);
+    - the **spread floor**: at least ``min_destinations`` destinations and none above
+      ``max_weight``. A PRB with fewer than 2s other cells gets the uniform W.
     """
 
     bandwidth: float = 1.0
@@ -467,6 +470,8 @@ class RiskSpec(_Strict):
       if even theta -> 1 cannot certify it), or ``fail``.
     - ``merge_along``: partition variables to coarsen along, in order (default: banded
       variables, then hierarchies, then groups, then as-is variables, in config order).
+    - ``destinations``: ``uniform`` (NZY) or ``near`` (``near:`` options, :class:`NearSpec`;
+      docs/METHOD.md 7.12).
     """
 
     xi: float
@@ -489,7 +494,7 @@ class RiskSpec(_Strict):
     destinations: Literal["uniform", "near"] = "uniform"
     """Where a moving record goes inside its PRB: ``uniform`` (NZY: any other cell, 1/(k-1)),
     or ``near``: a doubly stochastic W preferring cells that differ in few keys and by small
-    steps (docs/METHOD.md 7.11; options under ``near``)."""
+    steps (docs/METHOD.md 7.12; options under ``near``)."""
     near: NearSpec | None = None
     """Options of ``destinations: near`` (defaults when absent)."""
 

@@ -5,7 +5,7 @@ block's near design (W built once per block from its cells, :mod:`sdc.method.nea
 mechanism-aware and neighbourhood risks, :mod:`sdc.method.transition_risk`) and the calibrated
 theta against it; :func:`prb_transitions` gives the plan every PRB's :class:`Transition`.
 The same code runs in ``sdc release``, ``sdc plan`` and ``sdc audit`` (which re-derives W).
-docs/METHOD.md section 7.11.
+docs/METHOD.md section 7.12.
 """
 
 from __future__ import annotations

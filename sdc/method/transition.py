@@ -13,7 +13,7 @@ every cell count unbiased when m_j = theta/t_j: E[released t_l] = t_l - theta + 
 :class:`Transition` is that pair per PRB: ``move`` (k,) and W as a sparse row (CSR) matrix, or
 ``None`` for the uniform W (never materialised: a PRB may hold 10^5 cells). The certificate
 (:mod:`sdc.method.transition_risk`) and the record-keyed draws (:mod:`sdc.method.apply`) take
-it. docs/METHOD.md section 7.11.
+it. docs/METHOD.md section 7.12.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The exact mechanism-aware risk of a PRB under any transition design (m_j, W).
 
-docs/METHOD.md section 7.11. The intruder knows a target B of cell j, the mechanism (m, W) and
+docs/METHOD.md section 7.12. The intruder knows a target B of cell j, the mechanism (m, W) and
 picks one released record of a cell z after seeing its released count S_z = a:
 
     q = 1 - m_j (z = j),    q = m_j w_jz (z != j)

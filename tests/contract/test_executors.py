@@ -115,7 +115,7 @@ def _analyses(c):  # utility.analyses: formulas summed batch by batch, the same 
                                   "name": "employment"}]}
 
 
-def _near(c):  # near-cell destinations (docs/METHOD.md 7.11)
+def _near(c):  # near-cell destinations (docs/METHOD.md 7.12)
     c["risk"]["destinations"] = "near"
 
 

@@ -1,4 +1,4 @@
-"""The transition design of a PRB (m_j, W) and its exact certificate (docs/METHOD.md 7.11).
+"""The transition design of a PRB (m_j, W) and its exact certificate (docs/METHOD.md 7.12).
 
 Exact tests: the general certificate with the uniform W equals ``sdc.method.risk.max_risk``;
 with a non-uniform W it equals a brute-force enumeration of every record's outcome; the near
