@@ -199,6 +199,11 @@ def _household_plan_summary(config: ReleaseConfig, path: Path, spec: Any,
     note = _household_note(float(ps.plan.certificate), int(hp.agg.n_households),
                            hp.household_blocks, float(hp.hs.plan.certificate),
                            int(ps.small_classes), int(ps.small_class_persons))
+    if hp.hs.composition is not None:  # risk.composition: protect: no person PRB
+        note = ("household file, risk.composition: protect: the household stage is keyed on the "
+                f"household keys x the composition ({len(hp.household_blocks)} household "
+                "PRBs); no person PRB (person keys move with their household's composition); "
+                f"composition certificate {cert:.6f}")
     return PlanSummary(
         name=config.name, config_path=path.resolve(), input_path=config.input_path.resolve(),
         output_dir=out, n_records=int(hp.n_records), n_cells=int(hp.cells.n_cells),
@@ -215,6 +220,14 @@ def _household_plan_summary(config: ReleaseConfig, path: Path, spec: Any,
     )
 
 
+def _protect(config_path: str | Path) -> bool:
+    """A household file under ``risk.composition: protect``: planned and validated by the
+    household pipeline's passes on every engine (the in-memory executor's runner for pandas),
+    as it is released (``release_frame`` does not release it)."""
+    cfg = sdc.load_config(config_path)
+    return cfg.input.household_id is not None and cfg.risk.composition == "protect"
+
+
 def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
     """Everything ``sdc plan`` prints. Writes nothing: the seed file is read if it exists but
     never created, and the release folder is not touched.
@@ -226,7 +239,7 @@ def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
     from sdc.series.seeds import load_seed
 
     spec = resolve_engine(sdc.load_config(config_path), engine)
-    if get_executor(spec.kind).batched:
+    if get_executor(spec.kind).batched or _protect(config_path):
         return _plan_batches(config_path, spec)
     job = load_job(config_path)
     config = job.config
@@ -314,7 +327,7 @@ def validate_release_input(config_path: str | Path,
     from sdc.release.public import public_schema_for
 
     spec = resolve_engine(sdc.load_config(config_path), engine)
-    if get_executor(spec.kind).batched:
+    if get_executor(spec.kind).batched or _protect(config_path):
         return _validate_batches(config_path, spec)
     job = load_job(config_path)
     frame = validate_input(job.frame, job.config)

@@ -142,3 +142,19 @@ def test_design_recommends_a_config_that_release_publishes_within_xi(prefect_har
                                                           range(300, 330))
     assert sizes_kept
     _check(hits, big_f, dc.risk.xi, cert)
+
+
+def test_plan_and_validate_of_a_protected_config(tmp_path):
+    """`sdc plan` and `sdc validate` of a risk.composition: protect config run the household
+    pipeline's passes (as the release does), on the pandas engine too, and name the
+    composition stage."""
+    cfg = _config(tmp_path, composition="protect")
+    d = yaml.safe_load(cfg.read_text())
+    d["key_variables"]["age"]["recode"] = {"bands": [0, 15, 65]}
+    d.pop("partition")
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    r = run("plan", cfg)
+    assert r.exit_code == 0, r.text
+    assert "risk.composition: protect" in r.text and "composition certificate 0.39" in r.text
+    r = run("validate", cfg)
+    assert r.exit_code == 0, r.text
