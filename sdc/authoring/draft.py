@@ -41,6 +41,7 @@ import yaml
 
 import sdc
 from sdc.config import ConfigError, ReleaseConfig, parse_config
+from sdc.config.load import CONTROL_CHARACTERS
 from sdc.config.model import certificate_text
 from sdc.errors import InputError
 
@@ -216,10 +217,12 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
 
         reader = pyreadstat.read_sav if fmt == "sav" else pyreadstat.read_dta
         _, meta = reader(str(path), metadataonly=True)
+        # a label's control characters (a line break, a NUL) become spaces: the config
+        # refuses them (sdc.config.load.CONTROL_CHARACTERS)
         for col, labels in (meta.variable_value_labels or {}).items():
-            value_labels[col] = {_plain_value(v): str(t) for v, t in labels.items()}
-        variable_labels = {c: str(t) for c, t in (meta.column_names_to_labels or {}).items()
-                           if t}
+            value_labels[col] = {_plain_value(v): _plain_label(t) for v, t in labels.items()}
+        variable_labels = {c: _plain_label(t)
+                           for c, t in (meta.column_names_to_labels or {}).items() if t}
     return frame, value_labels, variable_labels, fmt
 
 
@@ -279,6 +282,10 @@ def is_ordered_quantity(values: list[int] | np.ndarray) -> bool:
     (610 values over 100..8200: 7.5%) are codes; ages 15..49 with 35 values are a quantity."""
     v = np.asarray(values, dtype=float)
     return bool(v.size and v.size >= RANGE_DENSITY * (v[-1] - v[0] + 1))
+
+
+def _plain_label(text: Any) -> str:
+    return CONTROL_CHARACTERS.sub(" ", str(text))
 
 
 def observe_key(s: pd.Series, name: str, value_labels: dict[Any, str] | None = None,

@@ -191,6 +191,47 @@ def read_hierarchy(path: Path, delimiter: str = ";", *, where: str = "hierarchy"
     return rows
 
 
+#: control characters no label of the config may hold: C0 but the tab, DEL, C1, and the Unicode
+#: line and paragraph separators
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _char_name(ch: str) -> str:
+    names = {"\x00": "NUL", "\x1b": "ESC", "\n": "line feed", "\r": "carriage return",
+             "\x07": "BEL", "\x7f": "DEL"}
+    return f"U+{ord(ch):04X}" + (f" ({names[ch]})" if ch in names else "")
+
+
+def control_characters(data: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Every (dotted key path, text, first control character) of the config's labels holding
+    a :data:`CONTROL_CHARACTERS` character: value labels (``labels``), variable labels
+    (``label``, ``input.labels``) and group names (``groups`` of a partition rule or a
+    recoding). Categories are data values: they may hold anything (the codebook shows their
+    control characters as visible pictures, :func:`sdc.release.markdown.md_text`)."""
+    texts: list[tuple[str, Any]] = []
+
+    def group_names(rule: Any, where: str) -> None:
+        if isinstance(rule, dict) and isinstance(rule.get("groups"), dict):
+            texts.extend((f"{where}.groups", g) for g in rule["groups"])
+
+    keys = data.get("key_variables")
+    for var, kv in (keys.items() if isinstance(keys, dict) else ()):
+        if not isinstance(kv, dict):
+            continue
+        texts.append((f"key_variables.{var}.label", kv.get("label")))
+        if isinstance(kv.get("labels"), dict):
+            texts.extend((f"key_variables.{var}.labels.{c}", t) for c, t in kv["labels"].items())
+        group_names(kv.get("recode"), f"key_variables.{var}.recode")
+    part = data.get("partition")
+    for var, rule in (part.items() if isinstance(part, dict) else ()):
+        group_names(rule, f"partition.{var}")
+    inp = data.get("input")
+    if isinstance(inp, dict) and isinstance(inp.get("labels"), dict):
+        texts.extend((f"input.labels.{c}", t) for c, t in inp["labels"].items())
+    return [(where, t, m.group()) for where, t in texts
+            if isinstance(t, str) and (m := CONTROL_CHARACTERS.search(t))]
+
+
 def format_validation_error(err: ValidationError, source: str = "config") -> str:
     """One readable paragraph per problem: dotted key path, what was wrong, what was given."""
     lines = []
@@ -225,6 +266,14 @@ def parse_config(data: dict[str, Any], base_dir: Path | None = None, *,
     if not isinstance(data, dict):
         raise ConfigError(f"invalid {source}: the top level must be a mapping of keys, "
                           f"got {type(data).__name__}")
+    control = control_characters(data)
+    if control:
+        lines = [f"  {where}: {text!r} holds the control character {_char_name(ch)}"
+                 for where, text, ch in control[:10]]
+        raise ConfigError(
+            f"invalid {source}:\n" + "\n".join(lines) + "\n  labels reach the public "
+            "codebook and the SPSS/Stata labels (a NUL cuts a label short there, ESC and line "
+            "breaks garble them): remove the control characters from the labels (a tab is allowed)")
     try:
         cfg = ReleaseConfig.model_validate(data)
     except ValidationError as err:

@@ -69,6 +69,10 @@ MAX_KEY_VALUES = 10_000_000
 allocated)."""
 
 
+#: a text an integer column reader would take for a number ("01", "+3", " 7")
+_NUMBER_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
 def _int_text(c: str) -> int | None:
     """The integer a category text writes exactly as Python writes it (``"1"``, ``"-3"``;
     not ``"01"``), else None."""
@@ -123,6 +127,13 @@ class InputSpec(_Strict):
     def _one_char(cls, v: str) -> str:
         if len(v) != 1:
             raise ValueError(f"delimiter must be exactly one character, got {v!r}")
+        if not v.isascii() or not v.isprintable() and v != "\t" or v == '"':
+            what = ("the quote character" if v == '"' else
+                    "not an ASCII character" if not v.isascii() else "a control character")
+            raise ValueError(
+                f"delimiter {v!r} is {what}: the CSV readers split lines on one ASCII byte "
+                "(',', ';', tab, '|', ...); convert the file to such a delimiter first (e.g. "
+                "pandas.read_csv(path, sep=..., engine='python').to_csv(new_path, index=False))")
         return v
 
     @property
@@ -214,6 +225,17 @@ class KeyVariable(_Strict):
                     f"'categories' lists both {_int_text(twins[0])} and {twins[0]!r}: in a CSV "
                     "file the two are the same text, so a record cannot tell them apart. Keep "
                     "one: the number, or the text (then quote every category)")
+            numeric = [c for c in self.categories
+                       if isinstance(c, str) and _NUMBER_TEXT.fullmatch(c)]
+            if ints and numeric:
+                n = next(c for c in self.categories if isinstance(c, int))
+                raise ValueError(
+                    f"'categories' mixes numbers ({n}) and text that reads as a number "
+                    f"({numeric[0]!r}): a column holding both is read either as numbers (then "
+                    f"{numeric[0]!r} would become {int(numeric[0].strip())}) or as text (then no "
+                    f"value matches {n}). Quote every category (all text, leading zeros kept: "
+                    f"{[str(c) if isinstance(c, int) else c for c in self.categories][:4]}...) "
+                    "or give only numbers")
         if self.labels:
             self.labels = self._labels_on_domain()
         if self.breaks is not None:

@@ -304,10 +304,16 @@ def _schema_from_frame(frame: pd.DataFrame) -> pa.Schema:
     return pa.schema(fields)
 
 
+def _is_binary(t: pa.DataType) -> bool:
+    return (pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t))
+
+
 def check_public_types(config: ReleaseConfig, schema: pa.Schema) -> None:
-    """Refuse a nested column (struct, list, map) for an output format without a way to
-    write it unchanged: CSV has no standard text for nested values, SPSS and Stata no nested
-    variables. The Parquet file keeps them as they are.
+    """Refuse a nested column (struct, list, map) or a binary one (bytes) for an output format
+    without a way to write it unchanged: CSV has no standard text for nested values or for
+    bytes (which need not be UTF-8), SPSS and Stata no nested or byte variables. The Parquet
+    file keeps them as they are.
 
     Raises
     ------
@@ -317,14 +323,21 @@ def check_public_types(config: ReleaseConfig, schema: pa.Schema) -> None:
     formats = config.output.formats if config.output is not None else ["parquet"]
     flat = [f for f in formats if f in ("csv", "sav", "dta")]
     nested = [f for f in schema if pa.types.is_nested(f.type)]
-    if not flat or not nested:
+    binary = [f for f in schema if _is_binary(f.type)]
+    if not flat or not (nested or binary):
         return
-    cols = ", ".join(f"{f.name!r} ({f.type})" for f in nested[:5])
+    what = []
+    if nested:
+        what.append(", ".join(f"{f.name!r} ({f.type})" for f in nested[:5])
+                    + " hold nested values (struct/list/map)")
+    if binary:
+        what.append(", ".join(f"{f.name!r} ({f.type})" for f in binary[:5])
+                    + " hold bytes (binary, not necessarily UTF-8 text)")
     raise InputError(
-        f"column(s) {cols} hold nested values (struct/list/map); output.formats {flat} cannot "
-        "hold them unchanged (CSV has no standard text for them, SPSS and Stata no nested "
-        "variables). Release them in Parquet only (output.formats: [parquet]), or list the "
-        "column(s) under input.drop")
+        f"column(s) {'; '.join(what)}; output.formats {flat} cannot hold them unchanged (CSV "
+        "has no standard text for them, SPSS and Stata no such variables). Release them in "
+        "Parquet only (output.formats: [parquet]), or list the column(s) under input.drop"
+        + (" (or store the bytes as text in the input file)" if binary else ""))
 
 
 def _csv_missing(table: pa.Table, config: ReleaseConfig,

@@ -345,6 +345,8 @@ def integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
             continue
         if (~ok & ~np.isnan(arr)).any():  # +-inf
             continue
+        if ok.any() and not np.all((arr[ok] >= -2.0 ** 63) & (arr[ok] < 2.0 ** 63)):
+            continue  # beyond int64 (1e19): the cast would wrap; the schema reports the value
         if ok.all():
             frame[name] = arr.astype(np.int64)
         # With missing values the column stays float64: the engine's integer fast path

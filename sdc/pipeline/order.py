@@ -127,6 +127,10 @@ def _column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
         h = _nested_hash(col)
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        # bytes as they are (any bytes, not only UTF-8): a valid UTF-8 value hashes as its text
+        vals = col.to_numpy(zero_copy_only=False)
+        h = hash_array(np.asarray(vals, dtype=object), categorize=False)
     else:
         vals = col.cast(pa.string()).to_numpy(zero_copy_only=False)
         h = hash_array(np.asarray(vals, dtype=object), categorize=False)

@@ -510,16 +510,19 @@ class QuantileSelect:
         """``(n, [q1, median, q3])`` per group (NaN for empty groups), pandas' interpolation."""
         if not self.done and self.t_group.size:
             raise RuntimeError("quartiles() before every order statistic was resolved")
-        key = self.t_group * (1 << 40) + self.t_rank
+        # one sorted int64 key per (group, rank): the group's first position among all values
+        # plus the rank (< the group's count), at most the number of values (no overflow,
+        # whatever the number of groups)
+        start = np.concatenate(([0], np.cumsum(self.count)[:-1])).astype(np.int64)
+        key = start[self.t_group] + self.t_rank
         out = []
         for q in QUARTILES:
             lo, hi, frac = _ranks(self.count, q)
             ok = self.count > 0
-            g = np.arange(self.n_groups, dtype=np.int64)
             a = np.full(self.n_groups, np.nan)
             b = np.full(self.n_groups, np.nan)
             if key.size:
-                a[ok] = self.t_value[np.searchsorted(key, g[ok] * (1 << 40) + lo[ok])]
-                b[ok] = self.t_value[np.searchsorted(key, g[ok] * (1 << 40) + hi[ok])]
+                a[ok] = self.t_value[np.searchsorted(key, start[ok] + lo[ok])]
+                b[ok] = self.t_value[np.searchsorted(key, start[ok] + hi[ok])]
             out.append(np.where(ok, interpolate(a, b, frac), np.nan))
         return self.count, out
