@@ -14,20 +14,32 @@ Wall seconds come from the parent's clock around the child, peak RSS from ``os.w
 child's ``ru_maxrss``; the Prefect API subprocess is a grandchild and not included: it is
 reported on its own line by the CLI's timings, which measure it with the same call).
 
+The demo (``configs/census_demo.yaml``, 59,033 records) is run three ways, each ``--repeat``
+times (median reported, every run listed): **cold** (``--no-reuse``: Prefect's temporary API
+started by the command), **first** (no server yet: the run starts the local server later runs
+reuse) and **warm** (the reused server runs). The job-only figure is the flow's own seconds
+(``job_seconds`` of ``--timings``). All of it twice: on the machine as it is ("idle") and with
+one core kept busy by a spinning process ("loaded"). Each line shows the 1-minute load average
+and the CLI's CPU seconds (user + system, a figure the machine's load changes much less than the
+wall). The N-record cases run cold and warm too. Every run uses its own ``PREFECT_HOME`` under
+the work folder; the server is stopped at the end.
+
 A last case times the reports alone (``sdc.build_reports`` after ``release_frame``, in one
 process) with 10 key variables of 500 levels each on 1M records: the cost of risk.json and
 utility.json must grow with cells and declared categories, not with their product.
 
 The machine is shared: the 1-minute load average (``uptime``) is printed next to every number.
 
-    python benchmarks/bench_release.py                 # N = 1M and 5M, plus the 10x500 case
-    python benchmarks/bench_release.py --n 200000 --no-wide
+    python benchmarks/bench_release.py                 # demo, N = 1M and 5M, the 10x500 case
+    python benchmarks/bench_release.py --n --no-wide   # the demo only (idle and loaded)
+    python benchmarks/bench_release.py --n 200000 --no-wide --no-loaded
     python benchmarks/bench_release.py --workdir /tmp/bench   # keep the files
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -130,13 +142,24 @@ def floor(data: Path, folder: Path) -> dict:
     return {"seconds": wall, "peak_rss_mb": rss, "detail": out.strip(), "load": load()}
 
 
-def sdc_release(config: Path) -> dict:
+def sdc_release(config: Path, home: Path | None = None, reuse: bool = False) -> dict:
+    """One ``sdc release CONFIG --force --timings`` in a child process. ``home``: its
+    PREFECT_HOME; ``reuse``: with the reused local server (else ``--no-reuse``, the temporary
+    API; older versions without the option: their default)."""
     sdc = str(Path(sys.executable).with_name("sdc"))
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("PREFECT_API_URL", None)
+    env.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")  # a busy machine
+    if home is not None:
+        env["PREFECT_HOME"] = str(home)
     helptext = subprocess.run([sdc, "release", "--help"], capture_output=True, text=True,
                               env=env).stdout
     extra = ["--timings"] if "--timings" in helptext else []  # older versions: wall only
+    if "--no-reuse" in helptext:
+        if reuse:
+            env.setdefault("SDC_SERVER_IDLE_MINUTES", "30")
+        else:
+            extra.append("--no-reuse")
     wall, rss, out = run_child([sys.executable, "-c", _WRAP, sdc, "release", str(config),
                                 "--force", *extra], env=env)
     timings = {}
@@ -144,6 +167,70 @@ def sdc_release(config: Path) -> dict:
         if line.startswith("timings "):
             timings = json.loads(line.removeprefix("timings "))
     return {"seconds": wall, "peak_rss_mb": rss, "timings": timings, "load": load()}
+
+
+def stop_server(home: Path) -> None:
+    sdc = str(Path(sys.executable).with_name("sdc"))
+    subprocess.run([sdc, "server", "stop"], env={**os.environ, "PREFECT_HOME": str(home)},
+                   capture_output=True, text=True)
+
+
+class Spinner:
+    """One core kept busy (a child spinning in a loop) while in the ``with`` block."""
+
+    def __enter__(self) -> Spinner:
+        self.p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(1.0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.p.kill()
+        self.p.wait()
+
+
+def _median(xs: list[float]) -> float:
+    return float(np.median(xs)) if xs else float("nan")
+
+
+def _line(label: str, runs: list[dict]) -> str:
+    walls = [r["seconds"] for r in runs]
+    jobs = [r["timings"].get("job_seconds") or float("nan") for r in runs]
+    cpus = [r["timings"].get("cpu_seconds", float("nan")) for r in runs]
+    loads = [r["load"] for r in runs]
+    each = ", ".join(f"{w:.1f}" for w in walls)
+    return (f"  {label:<34} median {_median(walls):6.2f} s wall  job {_median(jobs):5.2f} s  "
+            f"CLI CPU {_median(cpus):5.2f} s  load {min(loads):.2f}-{max(loads):.2f}  "
+            f"[runs: {each}]")
+
+
+def demo(work: Path, repeat: int, loaded: bool) -> None:
+    """The demo cold / first / warm, idle and (``loaded``) with one core busy."""
+    folder = work / "demo"
+    folder.mkdir(exist_ok=True)
+    src = ROOT / "configs" / "census_demo.yaml"
+    text = src.read_text()
+    text = text.replace("../data_samples/census_sample.csv",
+                        str(ROOT / "data_samples" / "census_sample.csv"))
+    text = text.replace("../secrets/census-demo.seed", str(folder / "census-demo.seed"))
+    text = text.replace("../releases/census-demo", str(folder / "release"))
+    cfg = folder / "census_demo.yaml"
+    cfg.write_text(text)
+    for name in ("idle", "loaded") if loaded else ("idle",):
+        home = folder / f"home-{name}"
+        with Spinner() if name == "loaded" else contextlib.nullcontext():
+            print(f"\ndemo (59,033 records), {name} machine"
+                  f"{' (one core busy)' if name == 'loaded' else ''}; load {load():.2f}")
+            try:
+                sdc_release(cfg, home, reuse=False)  # migrate the home: cold = the API only
+                cold = [sdc_release(cfg, home, reuse=False) for _ in range(repeat)]
+                print(_line("cold (--no-reuse, temporary API)", cold), flush=True)
+                stop_server(home)
+                first = [sdc_release(cfg, home, reuse=True)]
+                print(_line("first (starts the local server)", first), flush=True)
+                warm = [sdc_release(cfg, home, reuse=True) for _ in range(repeat)]
+                print(_line("warm (reused server)", warm), flush=True)
+            finally:
+                stop_server(home)
 
 
 def wide_reports(n: int = 1_000_000, n_keys: int = 10, levels: int = 500) -> dict:
@@ -185,14 +272,19 @@ def wide_reports(n: int = 1_000_000, n_keys: int = 10, levels: int = 500) -> dic
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, nargs="+", default=[1_000_000, 5_000_000])
+    ap.add_argument("--n", type=int, nargs="*", default=[1_000_000, 5_000_000])
     ap.add_argument("--workdir", type=Path, default=None, help="keep the files here")
     ap.add_argument("--no-wide", action="store_true", help="skip the 10 x 500 report case")
+    ap.add_argument("--no-demo", action="store_true", help="skip the demo runs")
+    ap.add_argument("--no-loaded", action="store_true", help="skip the one-core-busy runs")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per demo figure (median)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="sdc-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"work folder {work}; load average at start {load():.2f} (2 shared cores)")
+    print(f"work folder {work}; load average at start {load():.2f} ({os.cpu_count()} cores)")
     try:
+        if not args.no_demo:
+            demo(work, args.repeat, not args.no_loaded)
         for n in args.n:
             folder = work / f"n{n}"
             folder.mkdir(exist_ok=True)
@@ -200,23 +292,31 @@ def main() -> None:
             if not data.exists():
                 make_frame(n).to_parquet(data, index=False)
             cfg = write_config(folder, data, folder / "release")
+            home = folder / "prefect-home"
             f = floor(data, folder)
-            r = sdc_release(cfg)
+            try:
+                r = sdc_release(cfg, home, reuse=False)
+                sdc_release(cfg, home, reuse=True)  # starts the reused server
+                w = sdc_release(cfg, home, reuse=True)
+            finally:
+                stop_server(home)
             t = r["timings"]
             print(f"\nN = {n:,}")
             print(f"  floor (read + groupby.size + write)   {f['seconds']:7.2f} s  "
                   f"{f['peak_rss_mb']:6.0f} MB  load {f['load']:.2f}   [{f['detail']}]")
-            print(f"  sdc release (CLI, end to end)         {r['seconds']:7.2f} s  "
-                  f"{r['peak_rss_mb']:6.0f} MB  load {r['load']:.2f}   "
-                  f"ratio {r['seconds'] / f['seconds']:.1f}x floor")
+            for label, x in (("cold (temporary API)", r), ("warm (reused server)", w)):
+                job = x["timings"].get("job_seconds") or 0.0
+                print(f"  sdc release, {label:<24}{x['seconds']:7.2f} s  "
+                      f"{x['peak_rss_mb']:6.0f} MB  load {x['load']:.2f}   "
+                      f"ratio {x['seconds'] / f['seconds']:.1f}x floor; job {job:.2f} s "
+                      f"({job / f['seconds']:.1f}x floor), CLI CPU "
+                      f"{x['timings'].get('cpu_seconds', float('nan')):.2f} s")
             if t:
                 job = t.get("job_seconds", 0) or 0
-                print(f"    start-up (all but the job)          {r['seconds'] - job:7.2f} s"
+                print(f"    cold start-up (all but the job)     {r['seconds'] - job:7.2f} s"
                       f"  of which pre-flight {t.get('preflight_seconds', 0):.2f} s, Prefect "
                       f"start-up + shutdown {t.get('prefect_seconds', 0):.2f} s (API server peak "
                       f"{t.get('api_server_peak_rss_mb', float('nan')):.0f} MB)")
-                print(f"    job inside the flow                 {job:7.2f} s"
-                      f"  ratio {job / f['seconds']:.1f}x floor")
                 for name, sec in t.get("tasks", {}).items():
                     print(f"      {name:<34}{sec:7.2f} s")
         if not args.no_wide:

@@ -45,7 +45,7 @@ def prefect_api_configured() -> bool:
 def use_local_server() -> None:
     """Without a configured API: use the server sdc started (``sdc server start``, or a reused
     one) when it is the process sdc started and proves its token (flows.server)."""
-    if prefect_api_configured():
+    if prefect_api_configured() or "prefect" in sys.modules:  # Prefect read its settings
         return
     from flows.server import local_server
 
@@ -191,8 +191,8 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
         prefetch_job(config_path)
         if booting:  # the server's boot time: import what the tasks import
             warm_imports()
-    startup: dict[str, Any] = {"prefect_api": "configured" if api else
-                               "temporary" if temp_api is not None else lease.how}
+    startup: dict[str, Any] = {"prefect_api": "temporary" if temp_api is not None else
+                               lease.how if lease is not None else "configured"}
     if lease is not None:
         say("starting the local Prefect server" if lease.launch is not None else
             f"connecting to {lease.server.url}")

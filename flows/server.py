@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["DEFAULT_IDLE_MINUTES", "LocalServer", "Reuse", "ServerError", "Verdict",
+__all__ = ["DEFAULT_IDLE_MINUTES", "Launch", "LocalServer", "Reuse", "ServerError", "Verdict",
            "acquire_reused_server", "idle_minutes_setting", "inspect_server", "local_server",
            "server_status", "start_server", "state_file", "stop_server"]
 
@@ -242,14 +242,15 @@ def local_server() -> LocalServer | None:
     return v.server if v.state == "ours" else None
 
 
-def _write_state(srv: LocalServer) -> None:
-    home = _home()
+def _write_state(srv: LocalServer, home: Path | None = None) -> None:
+    home = _home() if home is None else home
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = state_file().with_suffix(f".tmp-{os.getpid()}")
+    path = home / "sdc-server.json"
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(asdict(srv), f)
-    os.replace(tmp, state_file())
+    os.replace(tmp, path)
 
 
 def _remove_state_of(srv: LocalServer | None) -> None:
@@ -304,11 +305,13 @@ def _server_env() -> dict[str, str]:
     return env
 
 
-class _Launch:
-    """A server process being started (see :mod:`flows.server_process`)."""
+class Launch:
+    """A server process being started in ``$PREFECT_HOME`` (see :mod:`flows.server_process`);
+    :meth:`wait` records it in that home's state file once it answers."""
 
-    def __init__(self, port: int, idle_minutes: float | None, services: str) -> None:
-        home = _home()
+    def __init__(self, port: int = 0, idle_minutes: float | None = None,
+                 services: str = "full") -> None:
+        self.home = home = _home()
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.log = home / "sdc-server.log"
         self.token = secrets.token_hex(32)
@@ -350,16 +353,21 @@ class _Launch:
                 raise ServerError(f"the Prefect server exited before it answered; see {self.log}")
             if self.server.healthy(timeout=2.0):
                 self.ready_after = time.perf_counter() - self.started
-                _write_state(self.server)
-                from flows.ephemeral import mark_migrated
+                _write_state(self.server, self.home)
+                if _home() == self.home:
+                    from flows.ephemeral import mark_migrated
 
-                mark_migrated()
+                    mark_migrated()
                 return self.server
             time.sleep(0.05)
         _terminate(self.server)
         raise ServerError(f"the Prefect server did not answer within {timeout:.0f} s; see "
                           f"{self.log} (on a busy machine set PREFECT_SERVER_EPHEMERAL_STARTUP_"
                           "TIMEOUT_SECONDS higher)")
+
+    def stop(self) -> None:
+        """Stop the server this launch started (ready or not); only that process."""
+        _terminate(self.server)
 
     def abandon(self) -> None:
         """Stop the server when the run that started it failed before it was ready."""
@@ -396,7 +404,7 @@ def start_server(port: int | None = None, idle_minutes: float | None = None,
             return srv, False
         if v.state in ("dead", "foreign"):
             _remove_state_of(v.server)
-        launch = _Launch(4200 if port is None else port, idle_minutes, "full")
+        launch = Launch(4200 if port is None else port, idle_minutes, "full")
         return launch.wait(timeout), True
     finally:
         _unlock(lock)
@@ -483,7 +491,7 @@ class Reuse:
 
     lease: int | None
     server: LocalServer | None = None
-    launch: _Launch | None = None
+    launch: Launch | None = None
     start_lock: int | None = None
     how: str = "reused"
 
@@ -547,7 +555,7 @@ def acquire_reused_server(idle_minutes: float, start: bool = True,
         if v.state != "none":
             _remove_state_of(v.server)
         try:
-            launch = _Launch(0, idle_minutes, "full")
+            launch = Launch(0, idle_minutes, "full")
         except BaseException:
             _unlock(lock)
             raise

@@ -171,22 +171,62 @@ def make_small_job(tmp_path: Path) -> JobMaker:
 # ---------------------------------------------------------------------------------------------
 # 4. the local Prefect server sdc starts (flows.server): none is left running by a test
 # ---------------------------------------------------------------------------------------------
-@pytest.fixture(scope="session", autouse=True)
-def _no_reused_server_by_default() -> Iterator[None]:
-    """A test that runs ``sdc release`` without a Prefect API gets Prefect's temporary API (as
-    ``--no-reuse``), never a server that outlives it; tests of the reused server set
-    ``SDC_SERVER_IDLE_MINUTES`` themselves, in their own ``PREFECT_HOME`` (``server_home``)."""
-    import os
+#: a session of at least this many tests starts one local Prefect server for its CLI runs
+SHARED_SERVER_MIN_TESTS = 30
 
-    old = os.environ.get("SDC_SERVER_IDLE_MINUTES")
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_prefect_home(request: pytest.FixtureRequest,
+                          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's own ``PREFECT_HOME`` (never the user's), and in it one local Prefect
+    server (flows.server) that every ``sdc release`` of the session without a Prefect API
+    reuses, in-process or in a subprocess: instead of a temporary API per run (5-10 s each).
+    Started in the background when the session holds >= ``SHARED_SERVER_MIN_TESTS`` tests
+    (runs before it answers use a temporary API); stopped at the end (and by itself after 10
+    idle minutes should the session die). ``SDC_SERVER_IDLE_MINUTES=0`` for the session: a
+    test run in another ``PREFECT_HOME`` never starts a server that outlives it; tests of
+    the reused server set it themselves in their own home (``server_home``).
+    ``SDC_TEST_SHARED_SERVER=0`` turns the shared server off."""
+    import contextlib
+    import os
+    import threading
+
+    home = tmp_path_factory.mktemp("prefect-home")
+    home.chmod(0o700)
+    saved = {k: os.environ.get(k) for k in ("PREFECT_HOME", "SDC_SERVER_IDLE_MINUTES")}
+    os.environ["PREFECT_HOME"] = str(home)
     os.environ["SDC_SERVER_IDLE_MINUTES"] = "0"
+    launch = None
+    if (len(request.session.items) >= SHARED_SERVER_MIN_TESTS
+            and os.environ.get("SDC_TEST_SHARED_SERVER", "1") != "0"
+            and not os.environ.get("PREFECT_API_URL")):
+        from flows.server import Launch
+
+        with contextlib.suppress(Exception):
+            launch = Launch(0, 10.0, "full")
+            threading.Thread(target=_wait_quietly, args=(launch,), daemon=True).start()
     try:
-        yield
+        yield home
     finally:
-        if old is None:
-            os.environ.pop("SDC_SERVER_IDLE_MINUTES", None)
-        else:
-            os.environ["SDC_SERVER_IDLE_MINUTES"] = old
+        os.environ["PREFECT_HOME"] = str(home)
+        from flows.server import stop_server
+
+        if launch is not None:
+            launch.stop()
+        with contextlib.suppress(Exception):
+            stop_server()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _wait_quietly(launch: Any) -> None:
+    try:
+        launch.wait(180)
+    except Exception:  # the session's runs use a temporary API, as without it
+        launch.abandon()
 
 
 @pytest.fixture
@@ -222,3 +262,60 @@ def server_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
             if b"flows.server_process" in cmd and str(home).encode() in Path(
                     f"/proc/{pid}/environ").read_bytes():
                 os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. one Dask cluster for the session
+# ---------------------------------------------------------------------------------------------
+#: environment variables the Dask executor's test hooks read inside the workers: a run with one
+#: of them set gets a LocalCluster of its own (started now, with the variable)
+_WORKER_HOOKS = ("SDC_DASK_KILL_AT", "SDC_CHECKPOINT_DIR", "SDC_PAUSE_AT")
+
+
+@pytest.fixture(scope="session")
+def dask_cluster() -> Iterator[Any]:
+    """One ``LocalCluster`` (2 single-threaded worker processes, as ``engine: dask``'s default)
+    for the whole session: started on first use (~4-9 s on this machine), closed at the end."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=40)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(autouse=True)
+def _shared_dask_cluster(request: pytest.FixtureRequest,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process Dask releases without ``engine.scheduler`` run on the session's
+    :func:`dask_cluster` instead of starting and closing a LocalCluster each (9 s of a 13 s
+    case). The bytes do not depend on the cluster (the contract suite checks every executor
+    against the others). Not for: a test marked ``own_dask_cluster``, a run with a worker test
+    hook set (``_WORKER_HOOKS``), a config naming a scheduler, and runs in a subprocess; these
+    start their own cluster as before (so that path stays tested)."""
+    if request.node.get_closest_marker("own_dask_cluster"):
+        return
+    import os
+    from contextlib import contextmanager
+
+    import sdc.executors.dask as dask_executor
+
+    original = dask_executor.dask_client
+
+    @contextmanager
+    def shared_client(spec: Any) -> Iterator[Any]:
+        if spec.scheduler or any(os.environ.get(v) for v in _WORKER_HOOKS):
+            with original(spec) as client:
+                yield client
+            return
+        from distributed import Client
+
+        client = Client(request.getfixturevalue("dask_cluster"))
+        try:
+            yield client
+        finally:
+            client.close()
+
+    monkeypatch.setattr(dask_executor, "dask_client", shared_client)

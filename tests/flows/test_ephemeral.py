@@ -43,10 +43,10 @@ def test_no_temporary_api_when_a_url_is_configured(monkeypatch):
     assert TemporaryAPI.start() is None
 
 
-def test_sdc_release_runs_on_the_early_server(make_small_job):
+def test_sdc_release_runs_on_the_early_server(make_small_job, tmp_path):
     cfg = make_small_job("early-api", n=1500)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
-    env["COLUMNS"] = "200"
+    env.update(COLUMNS="200", PREFECT_HOME=str(tmp_path / "home"))  # no server sdc started
     sdc = str(Path(sys.executable).with_name("sdc"))
     p = subprocess.run([sdc, "release", str(cfg), "--timings"], capture_output=True, text=True,
                        env=env, timeout=600)

@@ -15,6 +15,9 @@ import pytest
 
 from .conftest import JobBuilder, contains, public_bytes, run_sdc
 
+# workers are killed and counted here: in-process runs start their own cluster
+pytestmark = pytest.mark.own_dask_cluster
+
 USER = 2
 
 
