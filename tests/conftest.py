@@ -8,6 +8,9 @@ Sections (add new fixtures to the section they belong to, or a new section at th
 3. Release jobs in ``tmp_path``: ``make_repo_job`` (any config of ``configs/``),
    ``make_census_job`` (the demo config on the repo's census sample) and ``make_small_job``
    (a small synthetic file and config); all write outputs and seeds under ``tmp_path`` only.
+4. The local Prefect server sdc starts: the session's own ``PREFECT_HOME`` and one reused
+   server in it for every CLI run of the session; ``server_home`` for tests of the server.
+5. One Dask cluster for the session (in-process Dask runs; ``own_dask_cluster`` opts out).
 """
 
 from __future__ import annotations
