@@ -317,6 +317,11 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
         "values replaced, all together, by those of another rare combination of the same "
         "partition set (below). The expected count of every combination of key values equals "
         "its count in the original file, and combinations absent from the original never appear.",
+        *(["- A changed record took the key values of a rare combination **near** its own "
+           "(risk.destinations: near): few keys changed, ordered ones by small steps, drawn from "
+           "a fixed design whose every combination receives on average as many records as it "
+           "gives, so the expected counts stay as above (docs/METHOD.md 7.12)."]
+          if config.risk.destinations == "near" else []),
         "- Variables that are not key variables are released as collected"
         + (" (except the DP-PRAM variables below)." if config.perturb else "."),
         "- Direct identifiers and the original record identifier are removed; the records are in "
