@@ -81,6 +81,18 @@ def _deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any
 JobMaker = Callable[..., Path]
 
 
+def run_cli(*args: Any, columns: int = 200) -> Any:
+    """``sdc ARGS`` in-process (typer's ``CliRunner``); the result with ``.text``: stdout +
+    stderr, whitespace collapsed (rich wraps long lines). ``from conftest import run_cli``."""
+    from typer.testing import CliRunner
+
+    from sdc.cli.main import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
+    result.text = " ".join((result.stdout + result.stderr).split())
+    return result
+
+
 def relocate_config(src: Path, tmp_path: Path, name: str | None = None,
                     **changes: Any) -> Path:
     """Copy the repo config ``src`` to ``tmp_path/configs/``: its input and hierarchy paths made

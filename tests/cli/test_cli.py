@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 from typer.testing import CliRunner
 
 import sdc
@@ -16,12 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
-def run(*args: str):
-    """Invoke ``sdc ARGS``; returns the result with ``.text``: stdout + stderr, whitespace
-    collapsed (rich wraps long lines)."""
-    result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-    result.text = " ".join((result.stdout + result.stderr).split())
-    return result
+run = run_cli
 
 
 def assert_clean_error(result, code: int, *needles: str) -> None:

@@ -17,18 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import run_cli
 from typer.testing import CliRunner
-
-from sdc.cli.main import app
 
 runner = CliRunner()
 KEYS = {"sex": 2, "age": 92, "race": 9, "marital": 5, "puma": 44}
 
 
-def run(*args):
-    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-    r.text = " ".join((r.stdout + r.stderr).split())
-    return r
+run = run_cli
 
 
 def _timings(r) -> dict:

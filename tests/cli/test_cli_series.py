@@ -5,17 +5,13 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+from conftest import run_cli
 from typer.testing import CliRunner
-
-from sdc.cli.main import app
 
 runner = CliRunner()
 
 
-def run(*args):
-    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-    r.text = " ".join((r.stdout + r.stderr).split())
-    return r
+run = run_cli
 
 
 def test_series_release_refusal_and_audit(prefect_harness, make_small_job, tmp_path):

@@ -10,18 +10,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from conftest import run_cli
 from typer.testing import CliRunner
 
-from sdc.cli.main import app
 from sdc.reports.recoding import change_warnings
 
 runner = CliRunner()
 
 
 def run(*args):
-    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "400"})
-    r.text = " ".join((r.stdout + r.stderr).split())
-    return r
+    return run_cli(*args, columns=400)
 
 
 def _job(tmp_path: Path, fine: bool) -> Path:

@@ -10,6 +10,7 @@ import pandas as pd
 import pyreadstat
 import pytest
 import yaml
+from conftest import run_cli
 from typer.testing import CliRunner
 
 import sdc
@@ -19,12 +20,7 @@ CENSUS = REPO / "data_samples" / "census_sample.csv"
 runner = CliRunner()
 
 
-def run(*args):
-    from sdc.cli.main import app
-
-    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-    r.text = " ".join((r.stdout + r.stderr).split())
-    return r
+run = run_cli
 
 
 def _survey(n: int = 3000) -> pd.DataFrame:

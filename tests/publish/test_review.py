@@ -6,18 +6,15 @@ import json
 import stat
 
 import pytest
+from conftest import run_cli
 from typer.testing import CliRunner
 
-from sdc.cli.main import app
 from sdc.publish.review import ReviewError, approve, manifest_sha256, reject
 
 runner = CliRunner()
 
 
-def run(*args):
-    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-    r.text = " ".join((r.stdout + r.stderr).split())
-    return r
+run = run_cli
 
 
 @pytest.mark.e2e

@@ -16,20 +16,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import run_cli
 from typer.testing import CliRunner
 
 import sdc
-from sdc.cli.main import app
 from sdc.config.load import parse_config
 from sdc.config.model import ConfigError
 
 runner = CliRunner()
 
 
-def run(*args):
-    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-    r.text = " ".join((r.stdout + r.stderr).split())
-    return r
+run = run_cli
 
 
 def _frame(n: int = 4000, seed: int = 5) -> pd.DataFrame:
