@@ -91,36 +91,50 @@ def _state_idle_minutes(state: Path, default: float | None) -> float | None:
     if not isinstance(data, dict) or data.get("pid") != os.getpid():
         return default
     value = data.get("idle_minutes", default)
-    return None if value is None else float(value)
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return default
 
 
 def watchdog(server: Any, watched: Watched, home: Path, idle_minutes: float | None,
              stop: threading.Event) -> None:
     """Stop ``server`` once idle for the state file's ``idle_minutes`` (see the docstring)."""
-    state, lease = home / "sdc-server.json", home / "sdc-server.lease"
     while not stop.is_set():
-        idle = _state_idle_minutes(state, idle_minutes)
-        seconds = None if idle is None else idle * 60.0
-        stop.wait(5.0 if seconds is None else min(5.0, max(0.2, seconds / 10)))
-        if seconds is None or not getattr(server, "started", False) or server.should_exit:
-            continue
-        if watched.active:
-            watched.touch()
-            continue
-        fd = os.open(lease, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:  # a run holds a lease: in use
-            os.close(fd)
-            watched.touch()
-            continue
-        if time.monotonic() - watched.last < seconds or watched.active:
-            os.close(fd)  # releases the lock
-            continue
-        # idle: keep the lease locked until the process exits (runs wait, then start anew)
-        print(f"sdc: idle for {idle:g} min, stopping", flush=True)
-        server.should_exit = True
-        return
+            if _idle_check(server, watched, home, idle_minutes, stop):
+                return
+        except Exception as e:  # never die silently: a dead watchdog never stops the server
+            print(f"sdc: idle watchdog: {type(e).__name__}: {e}", flush=True)
+            stop.wait(5.0)
+
+
+def _idle_check(server: Any, watched: Watched, home: Path, idle_minutes: float | None,
+                stop: threading.Event) -> bool:
+    """One check of :func:`watchdog` (after its wait); True once the server was told to stop."""
+    state, lease = home / "sdc-server.json", home / "sdc-server.lease"
+    idle = _state_idle_minutes(state, idle_minutes)
+    seconds = None if idle is None else idle * 60.0
+    stop.wait(5.0 if seconds is None else min(5.0, max(0.2, seconds / 10)))
+    if seconds is None or not getattr(server, "started", False) or server.should_exit:
+        return False
+    if watched.active:
+        watched.touch()
+        return False
+    fd = os.open(lease, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # a run holds a lease: in use
+        os.close(fd)
+        watched.touch()
+        return False
+    if time.monotonic() - watched.last < seconds or watched.active:
+        os.close(fd)  # releases the lock
+        return False
+    # idle: keep the lease locked until the process exits (runs wait, then start anew)
+    print(f"sdc: idle for {idle:g} min, stopping", flush=True)
+    server.should_exit = True
+    return True
 
 
 def _remove_state(home: Path) -> None:
