@@ -268,31 +268,113 @@ class HouseholdDesign:
         }
 
     def write(self, i: int, out: str | Path) -> Path:
-        """The candidate's config at ``out`` (paths made absolute; named ``<name>-design``,
-        released into ``<output.dir>-design``)."""
-        import yaml
+        """The candidate's config at ``out``: the input config's text edited by a round-trip
+        YAML load (comments, layout, flow lists and ints of the input kept; changed values in
+        flow style), a comment block on what changed and why, named ``<name>-design``,
+        released into ``<output.dir>-design``, with its own seed file (a new seed starts a new
+        series, docs/SERIES.md); relative paths rewritten for ``out``'s folder."""
+        import io
+
+        from ruamel.yaml import YAML
+
+        from sdc.authoring.design import _seed_path, _strip_old_head
+        from sdc.io.guard import write_atomic
 
         c = self.candidates[i]
-        data = copy.deepcopy(c.data)
-        here = self.config_path.parent
-        data["input"]["path"] = str((here / Path(data["input"]["path"]).expanduser()).resolve())
-        if isinstance(data.get("seed"), dict) and "file" in data["seed"]:
-            data["seed"]["file"] = str((here / Path(data["seed"]["file"])).resolve())
-        data["name"] = f"{data['name']}-design"
-        outdir = (data.get("output") or {}).get("dir")
-        if outdir:
-            data["output"]["dir"] = str((here / Path(outdir)).resolve()).rstrip("/") + "-design"
-        head = (f"# Written by `sdc design {self.config_path.name}` (household file): "
-                f"risk.composition: protect, certified at xi = {self.config.risk.xi}\n"
-                f"# (composition intruder certificate {c.certificate:.6f}; person-level "
-                f"intruder measured {c.composition.get('person_max_cell_estimate', 0):.4f});\n"
-                f"# records changed in one draw: {c.changed:,} ({c.share_changed:.1%}), "
-                f"households changed: {c.households_changed:,}.\n")
+        new = copy.deepcopy(c.data)
         out = Path(out).expanduser()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
-                       encoding="utf-8")
-        return out
+        old_dir, new_dir = self.config_path.parent, out.resolve().parent
+        name = f"{new['name']}-design"
+        new["name"] = name
+        seed = new.get("seed")
+        if isinstance(seed, dict) and "file" in seed:
+            seed["file"] = _seed_path(str(seed["file"]), name)
+        outdir = (new.get("output") or {}).get("dir")
+        if outdir:
+            new["output"]["dir"] = str(outdir).rstrip("/") + "-design"
+        if old_dir != new_dir:
+            _rebase_paths(new, old_dir, new_dir)
+        yaml = YAML(typ="rt")
+        yaml.width = 100
+        doc = yaml.load(_strip_old_head(self.config_path.read_text(encoding="utf-8")))
+        _patch_mapping(doc, new)
+        buf = io.StringIO()
+        yaml.dump(doc, buf)
+        changed = [f"{k}: {r.get('name', r.get('rule'))}" for k, r in c.recoding.items()]
+        head = [
+            f"Written by `sdc design {self.config_path.name}` (household file): "
+            f"risk.composition: protect, certified at xi = {self.config.risk.xi}.",
+            f"Composition intruder certificate {c.certificate:.6f}; person-level intruder "
+            f"measured {c.composition.get('person_max_cell_estimate', 0):.4f}.",
+            f"Records changed in one draw: {c.changed:,} ({c.share_changed:.1%}); households "
+            f"changed: {c.households_changed:,}.",
+            "What changed: person keys recoded for households (" + "; ".join(changed) + "); "
+            "the household stage post-randomizes rare compositions (docs/HOUSEHOLDS.md).",
+            f"Seed: a new seed file ({(new.get('seed') or {}).get('file', 'the config seed')}): a "
+            "new seed starts a new release series (docs/SERIES.md).",
+        ]
+        import textwrap
+
+        lines = [w for h in head for w in textwrap.wrap(h, 96)]
+        text = "".join(f"# {ln}\n" for ln in lines) + buf.getvalue()
+        return write_atomic(out, text)
+
+
+def _rebase_paths(data: dict[str, Any], old_dir: Path, new_dir: Path) -> None:
+    """Relative paths of a config mapping (input, seed, output, hierarchy files) rewritten so
+    that they name the same files from ``new_dir``."""
+    import os
+
+    def rel(p: str) -> str:
+        q = Path(p).expanduser()
+        if q.is_absolute():
+            return p
+        return os.path.relpath((old_dir / q).resolve(), new_dir.resolve())
+
+    data["input"]["path"] = rel(str(data["input"]["path"]))
+    if isinstance(data.get("seed"), dict) and "file" in data["seed"]:
+        data["seed"]["file"] = rel(str(data["seed"]["file"]))
+    if (data.get("output") or {}).get("dir"):
+        data["output"]["dir"] = rel(str(data["output"]["dir"]))
+    for rule in [*(data.get("partition") or {}).values(),
+                 *((kv or {}).get("recode") for kv in (data.get("key_variables") or {}).values())]:
+        if isinstance(rule, dict) and "hierarchy" in rule:
+            rule["hierarchy"] = rel(str(rule["hierarchy"]))
+
+
+def _flow_node(value: Any) -> Any:
+    """A new value for the round-trip document: mappings and lists in flow style."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(value, dict):
+        m = CommentedMap((k, _flow_node(v)) for k, v in value.items())
+        m.fa.set_flow_style()
+        return m
+    if isinstance(value, list):
+        q = CommentedSeq(_flow_node(v) for v in value)
+        q.fa.set_flow_style()
+        return q
+    return value
+
+
+def _patch_mapping(doc: Any, new: dict[str, Any]) -> None:
+    """Make the round-trip mapping ``doc`` equal to ``new`` touching only what differs (keys
+    added, removed or changed; nested mappings patched in place so their comments stay)."""
+    for k in [k for k in doc if k not in new]:
+        del doc[k]
+    for k, v in new.items():
+        if k in doc and isinstance(doc[k], dict) and isinstance(v, dict):
+            _patch_mapping(doc[k], v)
+        elif k not in doc or _plain(doc[k]) != v:
+            doc[k] = _flow_node(v)
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
 
 
 def run_household_design(path: Path, config: ReleaseConfig,
