@@ -310,8 +310,10 @@ class HouseholdDesign:
             f"changed: {c.households_changed:,}.",
             "What changed: person keys recoded for households (" + "; ".join(changed) + "); "
             "the household stage post-randomizes rare compositions (docs/HOUSEHOLDS.md).",
-            f"Seed: a new seed file ({(new.get('seed') or {}).get('file', 'the config seed')}): a "
-            "new seed starts a new release series (docs/SERIES.md).",
+            (f"Seed: a new seed file ({seed['file']}): a new seed starts a new release series "
+             "(docs/SERIES.md)." if isinstance(seed, dict) and "file" in seed else
+             "Seed: the config's whole-number seed is kept (tests and demos only); a real job "
+             "gets `seed: {file: ...}`, and a new seed starts a new series (docs/SERIES.md)."),
         ]
         import textwrap
 
