@@ -104,6 +104,206 @@ def _reduce_pairs(cell: np.ndarray, bucket: np.ndarray,
     return c[starts], b[starts], np.add.reduceat(count[order], starts)
 
 
+
+ORDER_BITS = 16  # an ordered table has at most 2**ORDER_BITS bins (adjacent values merge)
+_PREFIX_BYTES = 7  # text and bytes are ordered by their first 7 bytes (56 bits)
+
+
+def order_image(values: pd.Series) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """A column's values as numbers that keep their order: ``("num", float64, valid)`` for
+    numbers, dates and times (dates as days, times as their integer unit), ``("str", int64,
+    valid)`` for text and bytes (the first 7 bytes, big-endian: text sorts by its prefixes);
+    None for booleans, nested values and columns mixing kinds (not ordered)."""
+    import pyarrow as pa
+
+    s = values
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.astype(object)
+    kind = s.dtype.kind
+    if kind == "b":
+        return None
+    if kind in "iuf":
+        x = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        return "num", x, np.isfinite(x)
+    try:
+        arr = pa.array(s, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_boolean(t) or pa.types.is_nested(t) or pa.types.is_null(t):
+        return None
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        x = np.asarray(arr.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False),
+                       dtype=np.float64)
+        return "num", np.where(valid, x, np.nan), valid & np.isfinite(x)
+    if pa.types.is_temporal(t):
+        width = pa.int32() if t.bit_width == 32 else pa.int64()
+        x = arr.view(width).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        return "num", np.asarray(x, dtype=np.float64), valid
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
+            pa.types.is_large_binary(t):
+        arr = arr.cast(pa.large_binary())
+        return "str", _prefix_image(arr), valid
+    return None
+
+
+def _prefix_image(arr: Any) -> np.ndarray:
+    """The first ``_PREFIX_BYTES`` bytes of every value of a large_binary array as one
+    big-endian int64 (shorter values padded with zero bytes)."""
+    bufs = arr.buffers()
+    n = len(arr)
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and \
+        bufs[2].size else np.zeros(1, np.uint8)
+    start, end = offsets[:-1], offsets[1:]
+    out = np.zeros(n, dtype=np.int64)
+    for i in range(_PREFIX_BYTES):  # a loop over bytes, not records
+        pos = start + i
+        byte = np.where(pos < end, data[np.minimum(pos, data.size - 1)], 0).astype(np.int64)
+        out |= byte << (8 * (_PREFIX_BYTES - 1 - i))
+    return out
+
+
+def _order_bins(kind: str, x: np.ndarray, e: int) -> np.ndarray:
+    """Bins of width 2**e: floor(x / 2**e) (exact: a power-of-two scaling)."""
+    if kind == "num":
+        return np.floor(np.ldexp(x, -e)).astype(np.int64)
+    return x >> e
+
+
+def _order_width(kind: str, lo: float, hi: float, e: int | None = None) -> int:
+    """The smallest e (at least ``e``) whose bins of [lo, hi] number at most 2**ORDER_BITS;
+    for numbers never finer than float64's resolution at max(|lo|, |hi|) (bins < 2**53)."""
+    if kind == "num":
+        top = math.frexp(max(abs(lo), abs(hi)))[1]
+        floor_e = top - 53
+        span = hi - lo
+        guess = (math.frexp(span)[1] - ORDER_BITS - 1) if span > 0 else floor_e
+    else:
+        floor_e = 0
+        guess = int(hi - lo).bit_length() - ORDER_BITS - 1
+    w = max(floor_e, guess, e if e is not None else floor_e)
+
+    def count(w: int) -> int:
+        b = _order_bins(kind, np.array([lo, hi], dtype=np.float64 if kind == "num"
+                                        else np.int64), w)
+        return int(b[1] - b[0]) + 1
+
+    while count(w) > (1 << ORDER_BITS):
+        w += 1
+    return w
+
+
+@dataclass
+class _OrderPart:
+    """One column's ordered table: bins of width 2**e of its order image, sorted, each with
+    its count n and per key the interval [lo, hi] of key codes; (cell, bin, count) of the
+    cells that may be small."""
+
+    kind: str
+    e: int
+    img_lo: float
+    img_hi: float
+    bins: np.ndarray
+    n: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    pcell: np.ndarray
+    pbin: np.ndarray
+    pcount: np.ndarray
+
+
+def _reduce_sorted(bins: np.ndarray, n: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    order = np.argsort(bins, kind="stable")
+    b = bins[order]
+    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if b.size else np.zeros(0, np.int64)
+    if not b.size:
+        return b, n, lo, hi
+    return (b[starts], np.add.reduceat(n[order], starts),
+            np.minimum.reduceat(lo[order], starts, axis=0),
+            np.maximum.reduceat(hi[order], starts, axis=0))
+
+
+def _reduce_cell_bins(cell: np.ndarray, bins: np.ndarray,
+                      count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cell, bin) pairs summed, sorted by cell then bin (bins of any range)."""
+    if not cell.size:
+        return cell, bins, count
+    order = np.lexsort((bins, cell))
+    c, b = cell[order], bins[order]
+    starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (b[1:] != b[:-1])])
+    return c[starts], b[starts], np.add.reduceat(count[order], starts)
+
+
+def _merge_order(parts: list[_OrderPart]) -> _OrderPart | None:
+    """The parts on one bin width (the smallest that holds every value: the same table
+    whatever the batches), merged."""
+    if any(p is None for p in parts) or len({p.kind for p in parts}) > 1:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    kind = parts[0].kind
+    lo_i = min(p.img_lo for p in parts)
+    hi_i = max(p.img_hi for p in parts)
+    e = _order_width(kind, lo_i, hi_i, max(p.e for p in parts))
+    bins = np.concatenate([p.bins >> (e - p.e) for p in parts])
+    b, n, lo, hi = _reduce_sorted(bins, np.concatenate([p.n for p in parts]),
+                                  np.concatenate([p.lo for p in parts]),
+                                  np.concatenate([p.hi for p in parts]))
+    pc, pb, pn = _reduce_cell_bins(np.concatenate([p.pcell for p in parts]),
+                               np.concatenate([p.pbin >> (e - p.e) for p in parts]),
+                               np.concatenate([p.pcount for p in parts]))
+    return _OrderPart(kind, e, lo_i, hi_i, b, n, lo, hi, pc, pb, pn)
+
+
+def _order_part(values: pd.Series, fcode: np.ndarray, fcell: np.ndarray, keep: np.ndarray,
+                key_codes: np.ndarray) -> _OrderPart | None:
+    """A batch's ordered table of one column (O(n): bins scattered into 2**ORDER_BITS rows)."""
+    img = order_image(values)
+    if img is None:
+        return None
+    kind, x, valid = img
+    p = key_codes.shape[1]
+    if not valid.all():
+        x, fcode, keep, key_codes = x[valid], fcode[valid], keep[valid], key_codes[valid]
+    if not x.size:
+        z = np.zeros(0, np.int64)
+        zk = np.zeros((0, p), np.int64)
+        lo_i, hi_i = (0.0, 0.0) if kind == "num" else (0, 0)
+        return _OrderPart(kind, _order_width(kind, lo_i, hi_i), lo_i, hi_i, z, z, zk, zk,
+                          z, z, z)
+    lo_i, hi_i = (float(x.min()), float(x.max())) if kind == "num" else (int(x.min()),
+                                                                         int(x.max()))
+    e = _order_width(kind, lo_i, hi_i)
+    bins = _order_bins(kind, x, e)
+    base = int(bins.min())
+    rel = bins - base
+    size = 1 << ORDER_BITS
+    n = np.bincount(rel, minlength=size)
+    present = np.flatnonzero(n)
+    lo = np.empty((present.size, p), np.int64)
+    hi = np.empty((present.size, p), np.int64)
+    t = np.empty(size, np.int64)
+    for k in range(p):
+        t.fill(np.iinfo(np.int64).max)
+        np.minimum.at(t, rel, key_codes[:, k])
+        lo[:, k] = t[present]
+        t.fill(np.iinfo(np.int64).min)
+        np.maximum.at(t, rel, key_codes[:, k])
+        hi[:, k] = t[present]
+    u, cnt = _counted((fcode[keep].astype(np.int64) << ORDER_BITS) | rel[keep])
+    pc, pb, pn = _reduce_cell_bins(fcell[u >> ORDER_BITS], (u & (size - 1)) + base, cnt)
+    return _OrderPart(kind, e, lo_i, hi_i, present.astype(np.int64) + base,
+                      n[present].astype(np.int64), lo, hi, pc, pb, pn)
+
+
 @dataclass
 class DependenceCounter:
     """The check's aggregates of the count pass: ``add`` per batch, ``merge`` partial counters
@@ -126,9 +326,12 @@ class DependenceCounter:
     #: value tables of columns with more than DENSE_VALUES buckets: (n, lo (p, 2**HASH_BITS),
     #: hi) scattered into directly, so a wide column costs no per-batch reduction or merge
     _dense: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: ordered tables per column (:class:`_OrderPart`; None once the column is not ordered)
+    _order: dict[str, list[_OrderPart | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for c in self.columns:
+            self._order.setdefault(c, [])
             self._values.setdefault(c, [])
             self._pairs.setdefault(c, [])
             self._combos.setdefault(c, {q: [] for q in self.key_pairs})
@@ -188,6 +391,7 @@ class DependenceCounter:
                     self._combos[c][(k1, k2)].append(_counted(code, n))
             u, n = _counted(both[keep])
             self._pairs[c].append(_reduce_pairs(fcell[u >> HASH_BITS], u & int(_MASK), n))
+            self._order[c].append(_order_part(frame[c], fcode, fcell, keep, key_codes))
         self._pending += 1
         if self._pending >= self.merge_every:
             self._merge()
@@ -204,6 +408,7 @@ class DependenceCounter:
                 np.minimum(lo, olo, out=lo)
                 np.maximum(hi, ohi, out=hi)
             self._pairs[c].extend(other._pairs.get(c, []))
+            self._order[c].extend(other._order.get(c, []))
             for q in self.key_pairs:
                 self._combos[c][q].extend(other._combos.get(c, {}).get(q, []))
         self._wide |= other._wide
@@ -251,6 +456,14 @@ class DependenceCounter:
             big = cell[starts][total >= self.small_limit]
             if big.size:
                 self._big = np.union1d(self._big, big)
+        for c in self.columns:
+            if len(self._order[c]) > 1:
+                self._order[c] = [_merge_order(self._order[c])]
+            part = self._order[c][0] if self._order[c] else None
+            if part is not None and self._big.size and part.pcell.size:
+                keep = ~np.isin(part.pcell, self._big)
+                part.pcell, part.pbin, part.pcount = (part.pcell[keep], part.pbin[keep],
+                                                      part.pcount[keep])
         if self._big.size:
             for c in self.columns:
                 if self._pairs[c]:
@@ -290,6 +503,13 @@ class DependenceCounter:
         z = np.zeros(0, np.int64)
         return {q: (p[0] if p else (z, z)) for q, p in self._combos[column].items()}
 
+    def order_table(self, column: str) -> _OrderPart | None:
+        """``column``'s ordered table, fully merged (None: not an ordered column)."""
+        self._merge()
+        self._merge()
+        parts = self._order[column]
+        return parts[0] if parts else None
+
     def tables(self, column: str) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
         """((bucket, n, lo, hi), (cell, bucket, n)) of ``column``, fully merged."""
         self._merge()
@@ -319,6 +539,8 @@ class ColumnDependence:
     mean_baseline: float
     revealed: dict[str, float]  # key -> share of sensitive records whose value informs on it
     flagged: bool
+    #: "values": the column's values one by one; "order": runs of its values in order
+    via: str = "values"
 
     def as_dict(self) -> dict[str, Any]:
         return {"column": self.column, "figure": round(self.figure, 6),
@@ -326,41 +548,105 @@ class ColumnDependence:
                 "mean_figure": round(self.mean_figure, 6),
                 "mean_baseline": round(self.mean_baseline, 6),
                 "revealed": {k: round(v, 6) for k, v in self.revealed.items()},
-                "flagged": self.flagged}
+                "flagged": self.flagged, "via": self.via}
 
 
 def measure_dependence(counter: DependenceCounter, plan: Any, config: Any,
                        cell_index: Callable[[np.ndarray], np.ndarray]) -> list[ColumnDependence]:
-    """The figures of every checked column, from the counter and the release plan.
+    """The figures of every checked column, from the counter and the release plan: the
+    worse of the check by value and the check in order (:func:`_order_inform`).
 
     ``cell_index`` maps the counter's cell ids to the plan's cell indices (identity for the
     pandas engine, a search in the sorted cell codes for the batch engines).
     """
-    part = plan.partitioned
-    cells = part.cells
-    t = cells.frequency.astype(np.float64)
-    n_total = float(t.sum())
-    keys = config.key_names
-    kc = cells.key_codes
-    # cumulative marginal of every key over its codes
-    cums = []
-    sizes = [int(config.key_variables[v].size) for v in keys]
-    for k in range(len(keys)):
-        size = sizes[k]
-        cums.append(np.r_[0.0, np.cumsum(np.bincount(kc[:, k], weights=t, minlength=size))])
-    thetas = np.array([b.theta for b in plan.block_plan.blocks], dtype=np.float64)
-    n_prb = thetas.size
-    k_prb = np.diff(np.r_[plan.prb_start, plan.prb_cells.size]) if n_prb else np.zeros(0, int)
-    cell_prb = plan.cell_prb
+    ctx = _Context(plan, config)
     out = []
     for col in counter.columns:
         (vb, vn, vlo, vhi), (pc, pb, pn) = counter.tables(col)
-        prob = np.ones(vlo.shape, dtype=np.float64)
-        for k in range(len(keys)):
-            prob[:, k] = (cums[k][vhi[:, k] + 1] - cums[k][vlo[:, k]]) / n_total
+        inform = ctx.value_inform(vn, vlo, vhi)
+        combo = ctx.pair_combos(counter, col, vb, vn, vlo, vhi)
+        by_value = ctx.figure(col, vb, vlo, vhi, inform, combo, pc, pb, pn, cell_index,
+                              "values")
+        part = counter.order_table(col)
+        best = by_value
+        if part is not None and part.bins.size:
+            olo, ohi, oinf = _order_inform(part, ctx)
+            if oinf.any():
+                by_order = ctx.figure(col, part.bins, olo, ohi, oinf, {}, part.pcell,
+                                      part.pbin, part.pcount, cell_index, "order")
+                if (by_order.flagged, by_order.figure) > (by_value.flagged, by_value.figure):
+                    best = by_order
+        out.append(best)
+    return out
+
+
+def _order_inform(part: _OrderPart, ctx: _Context) -> tuple[np.ndarray, ...]:
+    """(lo, hi, inform) per bin of the ordered table: a bin informs on key k when it lies in
+    a run of consecutive bins (the column's values in order) whose records all have one value
+    x of k, and the run holds so many records N that N records independent of k would all
+    have x with a chance below ALPHA / n over every start in the file:
+    N log P_k(x) < log(ALPHA / n). Its interval is then [x, x], else the key's whole range."""
+    n_total = ctx.n_total
+    p = part.lo.shape[1]
+    lo = np.zeros_like(part.lo)
+    hi = np.empty_like(part.hi)
+    inform = np.zeros(part.lo.shape, dtype=bool)
+    limit = math.log(ALPHA) - math.log(max(n_total, 1.0))
+    for k in range(p):
+        hi[:, k] = ctx.sizes[k] - 1
+        x = part.lo[:, k]
+        pure = x == part.hi[:, k]
+        brk = np.r_[True, ~pure[1:] | ~pure[:-1] | (x[1:] != x[:-1])]
+        run = np.cumsum(brk) - 1
+        size = np.bincount(run, weights=part.n)[run]
+        px = (ctx.cums[k][np.minimum(x + 1, ctx.sizes[k])] - ctx.cums[k][np.minimum(
+            x, ctx.sizes[k])]) / n_total
         with np.errstate(divide="ignore"):
-            inform = (vn[:, None] >= 2) & (vn[:, None] * np.log(prob) < math.log(ALPHA))
-        # pairs of keys: the value confines (x1, x2) to the combinations it was observed with
+            inf = pure & (size >= 2) & (size * np.log(np.maximum(px, 1e-300)) < limit)
+        inform[:, k] = inf
+        lo[inf, k] = x[inf]
+        hi[inf, k] = x[inf]
+    return lo, hi, inform
+
+
+class _Context:
+    """The plan's figures every column's measure needs (key marginals, PRBs, thetas)."""
+
+    def __init__(self, plan: Any, config: Any) -> None:
+        self.plan = plan
+        self.part = plan.partitioned
+        self.cells = self.part.cells
+        self.t = self.cells.frequency.astype(np.float64)
+        self.n_total = float(self.t.sum())
+        self.keys = config.key_names
+        self.kc = self.cells.key_codes
+        self.sizes = [int(config.key_variables[v].size) for v in self.keys]
+        # cumulative marginal of every key over its codes
+        self.cums = [np.r_[0.0, np.cumsum(np.bincount(self.kc[:, k], weights=self.t,
+                                                      minlength=self.sizes[k]))]
+                     for k in range(len(self.keys))]
+        self.thetas = np.array([b.theta for b in plan.block_plan.blocks], dtype=np.float64)
+        self.n_prb = self.thetas.size
+        self.k_prb = (np.diff(np.r_[plan.prb_start, plan.prb_cells.size]) if self.n_prb
+                      else np.zeros(0, int))
+        self.cell_prb = plan.cell_prb
+
+    def value_inform(self, vn: np.ndarray, vlo: np.ndarray, vhi: np.ndarray) -> np.ndarray:
+        """A value confines key k to [lo, hi] when n(v) >= 2 and P_k([lo, hi])^n(v) < ALPHA."""
+        prob = np.ones(vlo.shape, dtype=np.float64)
+        for k in range(len(self.keys)):
+            prob[:, k] = (self.cums[k][vhi[:, k] + 1] - self.cums[k][vlo[:, k]]) / self.n_total
+        with np.errstate(divide="ignore"):
+            return (vn[:, None] >= 2) & (vn[:, None] * np.log(prob) < math.log(ALPHA))
+
+    def pair_combos(self, counter: DependenceCounter, col: str, vb: np.ndarray, vn: np.ndarray,
+                    vlo: np.ndarray, vhi: np.ndarray) -> dict:
+        """Pairs of keys: the value confines (x1, x2) to the combinations it was observed
+        with (see docs/METHOD.md)."""
+        sizes, kc, t, n_total = self.sizes, self.kc, self.t, self.n_total
+        prob = np.ones(vlo.shape, dtype=np.float64)
+        for k in range(len(self.keys)):
+            prob[:, k] = (self.cums[k][vhi[:, k] + 1] - self.cums[k][vlo[:, k]]) / n_total
         combo: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, int]] = {}
         for (k1, k2), (u, _n) in counter.combos(col).items():
             span = sizes[k1] * sizes[k2]
@@ -379,6 +665,18 @@ def measure_dependence(counter: DependenceCounter, plan: Any, config: Any,
                      & (ed - dv >= 3.0 * np.sqrt(np.maximum(ed, 1.0))))
             if inf_q.any():
                 combo[(k1, k2)] = (inf_q, vic * span + rest, span)
+        return combo
+
+    def figure(self, col: str, vb: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
+               inform: np.ndarray, combo: dict, pc: np.ndarray, pb: np.ndarray,
+               pn: np.ndarray, cell_index: Callable[[np.ndarray], np.ndarray],
+               via: str) -> ColumnDependence:
+        """The filter intruder's figure of a column whose values (or bins) ``vb`` confine the
+        keys as ``inform`` / ``[vlo, vhi]`` say, from the (cell, value) pairs of the small
+        cells."""
+        plan, cells, t, kc, sizes = self.plan, self.cells, self.t, self.kc, self.sizes
+        keys, n_prb, k_prb, cell_prb, thetas = (self.keys, self.n_prb, self.k_prb,
+                                                self.cell_prb, self.thetas)
         idx = cell_index(pc) if pc.size else np.zeros(0, np.int64)
         sens = cell_prb[idx] >= 0 if idx.size else np.zeros(0, bool)
         idx, pb, pn = idx[sens], pb[sens], pn[sens].astype(np.float64)
@@ -451,13 +749,14 @@ def measure_dependence(counter: DependenceCounter, plan: Any, config: Any,
             figure, baseline = float(fb[at]), float(bb[at])
             mean_f = float((tj * rc).sum() / tj.sum())
             mean_b = float((tj * r0).sum() / tj.sum())
-            flagged = bool(((fb > part.xi + 1e-12) & (fb > bb + MARGIN)).any())
+            xi = self.part.xi
+            bad = (fb > xi + 1e-12) & (fb > bb + MARGIN)
+            flagged = bool(bad.any())
             if flagged:
-                bad = (fb > part.xi + 1e-12) & (fb > bb + MARGIN)
                 at = int(np.flatnonzero(bad)[np.argmax(fb[bad])])
                 figure, baseline = float(fb[at]), float(bb[at])
-        out.append(ColumnDependence(col, figure, baseline, at, mean_f, mean_b, revealed, flagged))
-    return out
+        return ColumnDependence(col, figure, baseline, at, mean_f, mean_b, revealed, flagged,
+                                via)
 
 
 def _expected_distinct(p: np.ndarray, n: np.ndarray, bins: int = 256) -> np.ndarray:
@@ -490,9 +789,12 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
         shown = [k for k in keys if f.revealed[k] >= 0.05] or keys[:1]
         where = (str(plan.blocks["partition_key"].iat[f.prb])
                  if 0 <= f.prb < len(plan.blocks) else "")
+        how = ("its value narrows" if f.via == "values" else
+               "taken in order, its values fall into runs that each hold one value of the key "
+               "(a finer grain, a prefix code), which narrows")
         lines.append(
             f"- {f.column!r} reveals the original value(s) of {', '.join(shown) or 'the keys'} "
-            f"(its value narrows {', '.join(f'{k} for {f.revealed[k]:.0%}' for k in shown)} of "
+            f"({how} {', '.join(f'{k} for {f.revealed[k]:.0%}' for k in shown)} of "
             f"the records that may move): an intruder who knows a target's key values and keeps "
             f"the released records whose {f.column} agrees with them picks the target with "
             f"probability {f.figure:.3f} against xi = {xi} ({f.baseline:.3f} without the "
