@@ -144,7 +144,7 @@ def order_image(values: pd.Series) -> tuple[str, np.ndarray, np.ndarray] | None:
         return "num", np.where(valid, x, np.nan), valid & np.isfinite(x)
     if pa.types.is_temporal(t):
         width = pa.int32() if t.bit_width == 32 else pa.int64()
-        x = arr.view(width).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        x = arr.view(width).cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         return "num", np.asarray(x, dtype=np.float64), valid
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
             pa.types.is_large_binary(t):
