@@ -372,7 +372,10 @@ RISK_SCHEMA["properties"]["dependence"] = _d(_obj({
         "mean_figure": _NUM, "mean_baseline": _NUM,
         "revealed": _d({"type": "object", "additionalProperties": _NUM},
                        "Per key: share of sensitive records whose value informs on it."),
-        "flagged": {"type": "boolean"}})),
+        "flagged": {"type": "boolean"},
+        "via": _d({"enum": ["values", "order"]},
+                  "How the figure was found: the column's values one by one, or runs of its "
+                  "values in order (docs/METHOD.md, 'The check in order').")})),
     "derived": _arr({"type": "string"}, "Columns released as functions of the released keys."),
 }), "The dependence check of non-key columns (audit.json dependence; docs/METHOD.md).")
 
