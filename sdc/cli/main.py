@@ -496,7 +496,7 @@ def design(
         "--target", help="Share of records changed the recommendation aims at (or less); in "
         "(0, 1).", callback=in_range(0, 1, lo_open=True, hi_open=True,
                                      what="a share of the records"))]
-    = 0.1,
+    = 0.08,
     limit: Annotated[int, typer.Option(help="Show at most this many frontier points "
                                        f"({range_text(0, MAX_LIMIT, integer=True)}).",
                                        callback=in_range(0, MAX_LIMIT, integer=True))] = 25,

@@ -42,7 +42,7 @@ NICE_WIDTHS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000)
 MAX_BANDS, MIN_BANDS = 50, 3
 MIN_CANDIDATE_KEPT = 0.4   # a candidate keeping less of its key's own entropy is not offered
 KEY_FLOOR = 0.7            # the rule: no key keeps less than this share of its own entropy
-TARGET_CHANGED = 0.10      # the rule aims at this share of records changed, or less
+TARGET_CHANGED = 0.08      # the rule aims at this share of records changed, or less
 WARN_CHANGED = 0.20        # ... and stays under the release's own warning threshold
 
 

@@ -85,14 +85,16 @@ def test_frontier_is_the_pareto_set_of_the_evaluated_nodes(tmp_path):
         assert r.nodes[i].certificate <= 0.395 + 1e-12
     # finer partitions were tried (phase 2) on the nodes the rule may pick
     assert {r.nodes[i].variant for i in ok} > {"config"}
-    # the rule, recomputed: every key keeps >= 70% of its own entropy; at most 10% changed
-    # -> the most informative; else under 20% -> the fewest changed
+    # the rule, recomputed: every key keeps >= 70% of its own entropy; at most the target (8%)
+    # changed -> the most informative; else under 20% -> the fewest changed
+    from sdc.method.design import TARGET_CHANGED
+
     good = [i for i in ok if min(r.nodes[i].key_kept.values()) >= 0.7 - 1e-12]
-    under = [i for i in good if r.nodes[i].changed_share <= 0.1 + 1e-12]
+    under = [i for i in good if r.nodes[i].changed_share <= TARGET_CHANGED + 1e-12]
     rec = r.nodes[r.recommended]
     assert rec.min_key_kept >= 0.7 - 1e-12
     if under:
-        assert rec.changed_share <= 0.1 + 1e-12
+        assert rec.changed_share <= TARGET_CHANGED + 1e-12
         assert rec.entropy_kept == pytest.approx(max(r.nodes[i].entropy_kept for i in under),
                                                  abs=1e-9)
     else:
@@ -316,7 +318,7 @@ def test_the_rule_on_known_nodes():
     nodes = [node(0.25, 1.0, {"a": 1.0}), node(0.08, 0.95, {"a": 0.9}),
              node(0.09, 0.99, {"a": 0.95}, meaningful=False), node(0.05, 0.97, {"a": 0.6}),
              node(0.09, 0.95, {"a": 0.9}, disp=-1.0)]
-    rec, verdict, given = recommend(nodes)
+    rec, verdict, given = recommend(nodes, target=0.10)
     assert rec == 4 and "at most 10%" in verdict and given == []  # ties: smaller distortion
     nodes = [node(0.25, 1.0, {"a": 1.0}), node(0.15, 0.9, {"a": 0.8}),
              node(0.12, 0.9, {"a": 0.75}), node(0.05, 0.8, {"a": 0.5})]
