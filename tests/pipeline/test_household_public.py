@@ -322,7 +322,7 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
         households=None, n_records=len(f), dp_perturbations=[],
         dependence=list(ps.plan.dependence))
     got = reports_from_aggregates(None, result, cfg, acc.aggregates(), seed=seed,
-                                  summaries=acc.group_summaries())
+                                  summaries=acc.group_summaries(), moments=acc.cell_moments())
     assert "households" in want.risk and acc.numeric  # a household file, numeric summaries
     assert table.n_cells > cells.n_cells and ps.small_classes > 0
     want_risk = {k: v for k, v in want.risk.items() if k != "households"}
