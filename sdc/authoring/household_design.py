@@ -277,7 +277,6 @@ class HouseholdDesign:
 
         from ruamel.yaml import YAML
 
-        from sdc.authoring.design import _seed_path, _strip_old_head
         from sdc.io.guard import write_atomic
 
         c = self.candidates[i]
@@ -287,8 +286,10 @@ class HouseholdDesign:
         name = f"{new['name']}-design"
         new["name"] = name
         seed = new.get("seed")
-        if isinstance(seed, dict) and "file" in seed:
-            seed["file"] = _seed_path(str(seed["file"]), name)
+        if isinstance(seed, dict) and "file" in seed:  # a new seed file next to the old one
+            old_seed = Path(str(seed["file"]))
+            seed["file"] = str(old_seed.with_name(f"{name}.seed")) if old_seed.name else \
+                f"secrets/{name}.seed"
         outdir = (new.get("output") or {}).get("dir")
         if outdir:
             new["output"]["dir"] = str(outdir).rstrip("/") + "-design"
@@ -296,7 +297,7 @@ class HouseholdDesign:
             _rebase_paths(new, old_dir, new_dir)
         yaml = YAML(typ="rt")
         yaml.width = 100
-        doc = yaml.load(_strip_old_head(self.config_path.read_text(encoding="utf-8")))
+        doc = yaml.load(_without_design_head(self.config_path.read_text(encoding="utf-8")))
         _patch_mapping(doc, new)
         buf = io.StringIO()
         yaml.dump(doc, buf)
@@ -320,6 +321,19 @@ class HouseholdDesign:
         lines = [w for h in head for w in textwrap.wrap(h, 96)]
         text = "".join(f"# {ln}\n" for ln in lines) + buf.getvalue()
         return write_atomic(out, text)
+
+
+def _without_design_head(text: str) -> str:
+    """A config written by ``sdc design`` and designed again loses its old comment block (the
+    new one replaces it); every other comment stays."""
+    from sdc.reports.recoding import DESIGN_MARK
+
+    lines = text.splitlines(keepends=True)
+    j = 0
+    if lines and lines[0].startswith(("# Written by `sdc design", DESIGN_MARK)):
+        while j < len(lines) and lines[j].startswith("#"):
+            j += 1
+    return "".join(lines[j:])
 
 
 def _rebase_paths(data: dict[str, Any], old_dir: Path, new_dir: Path) -> None:

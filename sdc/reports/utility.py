@@ -252,7 +252,10 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
              for s in range(n_ps)]
     n_ch = agg.n_changed
     extra: dict[str, Any] = {}
-    if weighted and config.input.household_id is None:  # what each mode keeps, exactly
+    # what each mode keeps, exactly: needs the release's transition design (a release made
+    # by hand, without PRBs, has none)
+    mechanism = any(getattr(result, a, None) is not None for a in ("weighted", "plan", "blocks"))
+    if weighted and config.input.household_id is None and mechanism:
         from sdc.reports.expected import expected_totals_section
 
         extra["expected_totals"] = expected_totals_section(
