@@ -507,9 +507,20 @@ def write_node_config(design: Design, i: int, out: str | Path) -> Path:
     else:
         patch.replace(len(patch.lines), len(patch.lines),
                       _dump({"output": {"dir": str(Path("releases") / name)}}))
-    body = patch.text()
+    body = _drop_draft_checks(patch.text()) if changes else patch.text()
     write_atomic(out, _head(design, i, changes, seed_note) + body)
     return out
+
+
+_DRAFT_CHECKS = ("# suggested by sdc init and checked on the data:", "# checked: certificate")
+
+
+def _drop_draft_checks(text: str) -> str:
+    """``sdc init``'s figures of the draft (partition sets, PRBs, certificate) no longer hold once
+    the design changed a recoding or the partition: those comment lines go (the design's own
+    figures are in the block at the top); every other comment stays."""
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not line.lstrip().startswith(_DRAFT_CHECKS))
 
 
 def _flow_text(rule: Any) -> str:
