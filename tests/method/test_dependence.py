@@ -198,7 +198,7 @@ def test_streaming_engine_releases_derived_columns_byte_identically(tmp_path):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "release"))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "executors"))
     from test_engines import pandas_public, sha
 
     from sdc.executors.streaming import stream_release

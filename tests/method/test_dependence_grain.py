@@ -99,10 +99,10 @@ def test_random_columns_teach_nothing_in_order(seed: int) -> None:
     cells = plan.partitioned.cells
     rc = cells.record_cell
     counter.add(frame, rc, cells.key_codes[rc])
-    ctx = D._Context(plan, cfg)
+    ctx = D.MeasureContext(plan, cfg)
     for c in counter.columns:
         part = counter.order_table(c)
-        _, _, inform = D._order_inform(part, ctx)
+        _, _, inform = D.order_inform(part, ctx)
         assert not inform.any(), c
 
 

@@ -1,0 +1,252 @@
+"""The dependence check's aggregates of the count pass (:class:`DependenceCounter`): per column
+a value table (hashed values, counts, key-code intervals), (cell, value) counts of the cells
+that may be small, (value, key pair) combinations and the ordered table; ``add`` per batch,
+``merge`` partial counters. The same tables whatever the batches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sdc.method.dependence.order import OrderPart, merge_order, order_part
+from sdc.method.dependence.tables import (
+    HASH_BITS,
+    counted,
+    reduce_pairs,
+    reduce_values,
+)
+from sdc.method.draws import value_hash
+
+__all__ = ["DENSE_VALUES", "PAIR_VALUES", "DependenceCounter"]
+
+_MASK = np.uint64((1 << HASH_BITS) - 1)
+PAIR_VALUES = 4096  # columns with more distinct values are checked per key only
+DENSE_VALUES = 1 << 16  # a value table with more buckets is kept dense (2**HASH_BITS rows)
+_PAIR_SPAN = 1 << 44  # key pairs with more combinations are not counted
+
+
+@dataclass
+class DependenceCounter:
+    """The check's aggregates of the count pass: ``add`` per batch, ``merge`` partial counters
+    (Dask pieces). Memory: at most 2**HASH_BITS value rows per column plus the (cell, value)
+    pairs of the cells that are still small."""
+
+    columns: list[str]
+    n_keys: int
+    small_limit: int
+    merge_every: int = 8
+    _values: dict[str, list[tuple[np.ndarray, ...]]] = field(default_factory=dict)
+    _pairs: dict[str, list[tuple[np.ndarray, ...]]] = field(default_factory=dict)
+    #: key-code sizes: with them, (value, key pair) combinations are counted too
+    sizes: list[int] | None = None
+    _combos: dict[str, dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]]] = field(
+        default_factory=dict)
+    _wide: set[str] = field(default_factory=set)
+    _big: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    _pending: int = 0
+    #: value tables of columns with more than DENSE_VALUES buckets: (n, lo (p, 2**HASH_BITS),
+    #: hi) scattered into directly, so a wide column costs no per-batch reduction or merge
+    _dense: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: ordered tables per column (:class:`OrderPart`; None once the column is not ordered)
+    _order: dict[str, list[OrderPart | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for c in self.columns:
+            self._order.setdefault(c, [])
+            self._values.setdefault(c, [])
+            self._pairs.setdefault(c, [])
+            self._combos.setdefault(c, {q: [] for q in self.key_pairs})
+
+    @property
+    def key_pairs(self) -> list[tuple[int, int]]:
+        """The pairs of keys whose joint values the check counts per column value."""
+        if self.sizes is None:
+            return []
+        s = self.sizes
+        return [(a, b) for a in range(len(s)) for b in range(a + 1, len(s))
+                if s[a] * s[b] < _PAIR_SPAN]
+
+    def add(self, frame: pd.DataFrame, cell_id: np.ndarray, key_codes: np.ndarray) -> None:
+        """Add a batch: ``cell_id`` (n,) identifies each record's cell (any injective int64
+        code), ``key_codes`` (n, p) its key codes.
+
+        O(n) per column: the batch's cells and (cell, value) combinations are hashed
+        (``pd.factorize``), value tables scattered into 2**HASH_BITS rows; only distinct
+        combinations are ever sorted."""
+        cell_id = np.asarray(cell_id, dtype=np.int64)
+        # int64: ufunc.at into the int64 tables takes its fast path only without a cast
+        key_codes = np.asarray(key_codes, dtype=np.int64).reshape(len(cell_id), self.n_keys)
+        ones = None  # every record counts once
+        # the batch's cells: a cell with small_limit records here (or before) is never sensitive
+        fcode, fcell = pd.factorize(cell_id)
+        fcell = np.asarray(fcell, dtype=np.int64)
+        fcount = np.bincount(fcode, minlength=fcell.size)
+        big = fcount >= self.small_limit
+        if self._big.size:
+            big |= np.isin(fcell, self._big)
+        if big.any():
+            self._big = np.union1d(self._big, fcell[fcount >= self.small_limit])
+        keep = ~big[fcode]
+        cell_keys = np.empty((fcell.size, self.n_keys), dtype=np.int64)
+        cell_keys[fcode] = key_codes  # every record of a cell has the same key codes
+        key_codes = np.asfortranarray(key_codes)  # contiguous per key
+        for c in self.columns:
+            b = (value_hash(frame[c]) & _MASK).astype(np.int64)
+            if c not in self._dense and np.count_nonzero(
+                    np.bincount(b, minlength=1 << HASH_BITS)) > DENSE_VALUES:
+                self._to_dense(c)
+            if c in self._dense:
+                self._scatter(c, b, ones, key_codes, key_codes)
+            else:
+                vals = reduce_values(b, ones, key_codes, key_codes)
+                self._values[c].append(vals)
+                if vals[0].size > PAIR_VALUES:
+                    self._wide.add(c)
+            both = (fcode << HASH_BITS) | b  # the batch's (cell, value) combinations
+            if c not in self._wide:
+                u, n = counted(both)
+                ucell, ub = u >> HASH_BITS, u & int(_MASK)
+                for (k1, k2) in self.key_pairs:
+                    s1, s2 = self.sizes[k1], self.sizes[k2]
+                    code = (ub * s1 + cell_keys[ucell, k1]) * s2 + cell_keys[ucell, k2]
+                    self._combos[c][(k1, k2)].append(counted(code, n))
+            u, n = counted(both[keep])
+            self._pairs[c].append(reduce_pairs(fcell[u >> HASH_BITS], u & int(_MASK), n))
+            self._order[c].append(order_part(frame[c], fcode, fcell, keep, key_codes))
+        self._pending += 1
+        if self._pending >= self.merge_every:
+            self._merge()
+
+    def merge(self, other: DependenceCounter) -> None:
+        """Add another counter's aggregates (same columns)."""
+        for c in self.columns:
+            self._values[c].extend(other._values.get(c, []))
+            if c in other._dense:
+                self._to_dense(c)
+                n, lo, hi = self._dense[c]
+                on, olo, ohi = other._dense[c]
+                n += on
+                np.minimum(lo, olo, out=lo)
+                np.maximum(hi, ohi, out=hi)
+            self._pairs[c].extend(other._pairs.get(c, []))
+            self._order[c].extend(other._order.get(c, []))
+            for q in self.key_pairs:
+                self._combos[c][q].extend(other._combos.get(c, {}).get(q, []))
+        self._wide |= other._wide
+        self._big = np.union1d(self._big, other._big)
+        self._pending += 1
+        if self._pending >= self.merge_every:
+            self._merge()
+
+    def _merge(self) -> None:
+        self._pending = 0
+        for c in self.columns:
+            parts = self._values[c]
+            if c in self._dense:
+                if parts:
+                    self._to_dense(c)
+            elif len(parts) > 1:
+                self._values[c] = [reduce_values(*(np.concatenate([p[i] for p in parts])
+                                                    for i in range(4)))]
+            if parts and c not in self._dense and self._values[c][0][0].size > PAIR_VALUES:
+                self._wide.add(c)
+                if self._values[c][0][0].size > DENSE_VALUES:
+                    self._to_dense(c)
+            for q, cparts in self._combos[c].items():
+                if c in self._wide:
+                    cparts.clear()
+                elif len(cparts) > 1:
+                    u, inv = np.unique(np.concatenate([x[0] for x in cparts]),
+                                       return_inverse=True)
+                    n = np.bincount(inv, weights=np.concatenate([x[1] for x in cparts]),
+                                    minlength=u.size).astype(np.int64)
+                    self._combos[c][q] = [(u, n)]
+            parts = self._pairs[c]
+            if len(parts) > 1 or self._big.size:
+                self._pairs[c] = [reduce_pairs(*(np.concatenate([p[i] for p in parts])
+                                                  for i in range(3)))] if parts else []
+        if not self.columns:
+            return
+        # every column holds the same records: cells that reached small_limit records are never
+        # sensitive; their pairs are dropped (and those of later batches skipped)
+        cell, _, count = self._pairs[self.columns[0]][0] if self._pairs[self.columns[0]] else (
+            np.zeros(0, np.int64),) * 3
+        if cell.size:
+            starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+            total = np.add.reduceat(count, starts)
+            big = cell[starts][total >= self.small_limit]
+            if big.size:
+                self._big = np.union1d(self._big, big)
+        for c in self.columns:
+            if len(self._order[c]) > 1:
+                self._order[c] = [merge_order(self._order[c])]
+            part = self._order[c][0] if self._order[c] else None
+            if part is not None and self._big.size and part.pcell.size:
+                keep = ~np.isin(part.pcell, self._big)
+                part.pcell, part.pbin, part.pcount = (part.pcell[keep], part.pbin[keep],
+                                                      part.pcount[keep])
+        if self._big.size:
+            for c in self.columns:
+                if self._pairs[c]:
+                    cc, bb, nn = self._pairs[c][0]
+                    keep = ~np.isin(cc, self._big)
+                    self._pairs[c] = [(cc[keep], bb[keep], nn[keep])]
+
+    def _to_dense(self, c: str) -> None:
+        """Keep ``c``'s value table dense from now on (its sparse parts scattered in)."""
+        if c not in self._dense:
+            size = 1 << HASH_BITS
+            self._dense[c] = (np.zeros(size, np.int64),
+                              np.full((self.n_keys, size), np.iinfo(np.int64).max, np.int64),
+                              np.full((self.n_keys, size), np.iinfo(np.int64).min, np.int64))
+            self._wide.add(c)
+        for (b, n, lo, hi) in self._values[c]:
+            self._scatter(c, b, n, lo, hi)
+        self._values[c] = []
+
+    def _scatter(self, c: str, bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
+                 hi: np.ndarray) -> None:
+        n, dlo, dhi = self._dense[c]
+        if count is None:  # one per record
+            n += np.bincount(bucket, minlength=n.size)
+        else:
+            np.add.at(n, bucket, count)
+        for k in range(self.n_keys):
+            np.minimum.at(dlo[k], bucket, lo[:, k])
+            np.maximum.at(dhi[k], bucket, hi[:, k])
+
+    def combos(self, column: str) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+        """{(k1, k2): (sorted codes (bucket * s1 + x1) * s2 + x2, counts)} of ``column``;
+        empty for a column with more than ``PAIR_VALUES`` distinct values."""
+        self._merge()
+        if column in self._wide:
+            return {}
+        z = np.zeros(0, np.int64)
+        return {q: (p[0] if p else (z, z)) for q, p in self._combos[column].items()}
+
+    def order_table(self, column: str) -> OrderPart | None:
+        """``column``'s ordered table, fully merged (None: not an ordered column)."""
+        self._merge()
+        self._merge()
+        parts = self._order[column]
+        return parts[0] if parts else None
+
+    def tables(self, column: str) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+        """((bucket, n, lo, hi), (cell, bucket, n)) of ``column``, fully merged."""
+        self._merge()
+        self._merge()  # pairs pruned with the final cell totals
+        if column in self._dense:
+            n, lo, hi = self._dense[column]
+            present = np.flatnonzero(n)
+            v = [(present.astype(np.int64), n[present], lo[:, present].T.copy(),
+                  hi[:, present].T.copy())]
+        else:
+            v = self._values[column]
+        p = self._pairs[column]
+        z = np.zeros(0, np.int64)
+        zk = np.zeros((0, self.n_keys), np.int64)
+        return (v[0] if v else (z, z, zk, zk)), (p[0] if p else (z, z, z))
+
+

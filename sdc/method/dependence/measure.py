@@ -1,0 +1,285 @@
+"""The filter intruder's figure of a column from its tables (docs/METHOD.md, "Dependence of
+non-key columns"): when a value (or a run of ordered bins) informs on a key, and the
+record-weighted success per PRB ``R_c(j) = (1 - theta/t_j) / (t_j - theta + I_c(j))``; a
+column fails when in some PRB it exceeds xi and the success without the column by more than
+``MARGIN``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sdc.method.dependence.counting import DependenceCounter
+from sdc.method.dependence.order import OrderPart
+
+__all__ = ["ALPHA", "CONFINE", "MARGIN", "ColumnDependence", "MeasureContext",
+           "expected_distinct", "measure_dependence", "order_inform"]
+
+ALPHA = 1e-6
+MARGIN = 0.05
+_MATRIX = 1 << 22  # entries of one compatibility chunk (values x cells)
+CONFINE = 0.5  # a pair confinement counts when it halves what the one-key intervals leave
+
+
+@dataclass(frozen=True)
+class ColumnDependence:
+    """The check's figures for one column (see the module docstring)."""
+
+    column: str
+    figure: float            # max over PRBs of the filter intruder's mean success
+    baseline: float          # that PRB's success without the column
+    prb: int                 # where the figure is attained (-1: no PRB)
+    mean_figure: float       # over every sensitive record of the file
+    mean_baseline: float
+    revealed: dict[str, float]  # key -> share of sensitive records whose value informs on it
+    flagged: bool
+    #: "values": the column's values one by one; "order": runs of its values in order
+    via: str = "values"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "figure": round(self.figure, 6),
+                "baseline": round(self.baseline, 6), "prb": self.prb,
+                "mean_figure": round(self.mean_figure, 6),
+                "mean_baseline": round(self.mean_baseline, 6),
+                "revealed": {k: round(v, 6) for k, v in self.revealed.items()},
+                "flagged": self.flagged, "via": self.via}
+
+
+
+
+def measure_dependence(counter: DependenceCounter, plan: Any, config: Any,
+                       cell_index: Callable[[np.ndarray], np.ndarray]) -> list[ColumnDependence]:
+    """The figures of every checked column, from the counter and the release plan: the
+    worse of the check by value and the check in order (:func:`order_inform`).
+
+    ``cell_index`` maps the counter's cell ids to the plan's cell indices (identity for the
+    pandas engine, a search in the sorted cell codes for the batch engines).
+    """
+    ctx = MeasureContext(plan, config)
+    out = []
+    for col in counter.columns:
+        (vb, vn, vlo, vhi), (pc, pb, pn) = counter.tables(col)
+        inform = ctx.value_inform(vn, vlo, vhi)
+        combo = ctx.pair_combos(counter, col, vb, vn, vlo, vhi)
+        by_value = ctx.figure(col, vb, vlo, vhi, inform, combo, pc, pb, pn, cell_index,
+                              "values")
+        part = counter.order_table(col)
+        best = by_value
+        if part is not None and part.bins.size:
+            olo, ohi, oinf = order_inform(part, ctx)
+            if oinf.any():
+                by_order = ctx.figure(col, part.bins, olo, ohi, oinf, {}, part.pcell,
+                                      part.pbin, part.pcount, cell_index, "order")
+                if (by_order.flagged, by_order.figure) > (by_value.flagged, by_value.figure):
+                    best = by_order
+        out.append(best)
+    return out
+
+
+
+
+def order_inform(part: OrderPart, ctx: MeasureContext) -> tuple[np.ndarray, ...]:
+    """(lo, hi, inform) per bin of the ordered table: a bin informs on key k when it lies in
+    a run of consecutive bins (the column's values in order) whose records all have one value
+    x of k, and the run holds so many records N that N records independent of k would all
+    have x with a chance below ALPHA / n over every start in the file:
+    N log P_k(x) < log(ALPHA / n). Its interval is then [x, x], else the key's whole range."""
+    n_total = ctx.n_total
+    p = part.lo.shape[1]
+    lo = np.zeros_like(part.lo)
+    hi = np.empty_like(part.hi)
+    inform = np.zeros(part.lo.shape, dtype=bool)
+    limit = math.log(ALPHA) - math.log(max(n_total, 1.0))
+    for k in range(p):
+        hi[:, k] = ctx.sizes[k] - 1
+        x = part.lo[:, k]
+        pure = x == part.hi[:, k]
+        brk = np.r_[True, ~pure[1:] | ~pure[:-1] | (x[1:] != x[:-1])]
+        run = np.cumsum(brk) - 1
+        size = np.bincount(run, weights=part.n)[run]
+        px = (ctx.cums[k][np.minimum(x + 1, ctx.sizes[k])] - ctx.cums[k][np.minimum(
+            x, ctx.sizes[k])]) / n_total
+        with np.errstate(divide="ignore"):
+            inf = pure & (size >= 2) & (size * np.log(np.maximum(px, 1e-300)) < limit)
+        inform[:, k] = inf
+        lo[inf, k] = x[inf]
+        hi[inf, k] = x[inf]
+    return lo, hi, inform
+
+
+
+
+class MeasureContext:
+    """The plan's figures every column's measure needs (key marginals, PRBs, thetas)."""
+
+    def __init__(self, plan: Any, config: Any) -> None:
+        self.plan = plan
+        self.part = plan.partitioned
+        self.cells = self.part.cells
+        self.t = self.cells.frequency.astype(np.float64)
+        self.n_total = float(self.t.sum())
+        self.keys = config.key_names
+        self.kc = self.cells.key_codes
+        self.sizes = [int(config.key_variables[v].size) for v in self.keys]
+        # cumulative marginal of every key over its codes
+        self.cums = [np.r_[0.0, np.cumsum(np.bincount(self.kc[:, k], weights=self.t,
+                                                      minlength=self.sizes[k]))]
+                     for k in range(len(self.keys))]
+        self.thetas = np.array([b.theta for b in plan.block_plan.blocks], dtype=np.float64)
+        self.n_prb = self.thetas.size
+        self.k_prb = (np.diff(np.r_[plan.prb_start, plan.prb_cells.size]) if self.n_prb
+                      else np.zeros(0, int))
+        self.cell_prb = plan.cell_prb
+
+    def value_inform(self, vn: np.ndarray, vlo: np.ndarray, vhi: np.ndarray) -> np.ndarray:
+        """A value confines key k to [lo, hi] when n(v) >= 2 and P_k([lo, hi])^n(v) < ALPHA."""
+        prob = np.ones(vlo.shape, dtype=np.float64)
+        for k in range(len(self.keys)):
+            prob[:, k] = (self.cums[k][vhi[:, k] + 1] - self.cums[k][vlo[:, k]]) / self.n_total
+        with np.errstate(divide="ignore"):
+            return (vn[:, None] >= 2) & (vn[:, None] * np.log(prob) < math.log(ALPHA))
+
+    def pair_combos(self, counter: DependenceCounter, col: str, vb: np.ndarray, vn: np.ndarray,
+                    vlo: np.ndarray, vhi: np.ndarray) -> dict:
+        """Pairs of keys: the value confines (x1, x2) to the combinations it was observed
+        with (see docs/METHOD.md)."""
+        sizes, kc, t, n_total = self.sizes, self.kc, self.t, self.n_total
+        prob = np.ones(vlo.shape, dtype=np.float64)
+        for k in range(len(self.keys)):
+            prob[:, k] = (self.cums[k][vhi[:, k] + 1] - self.cums[k][vlo[:, k]]) / n_total
+        combo: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, int]] = {}
+        for (k1, k2), (u, _n) in counter.combos(col).items():
+            span = sizes[k1] * sizes[k2]
+            vic, rest = np.searchsorted(vb, u // span), u % span
+            jc = kc[:, k1] * sizes[k2] + kc[:, k2]
+            uc, inv = np.unique(jc, return_inverse=True)
+            pjoint = np.bincount(inv, weights=t, minlength=uc.size) / n_total
+            ps = np.bincount(vic, weights=pjoint[np.searchsorted(uc, rest)], minlength=vb.size)
+            # a value informs on the pair when its records sit on far fewer combinations than
+            # records independent of the pair would: D(v) distinct combinations against
+            # E[D] = sum_x 1 - (1 - p_x)^n(v) (p_x the pair's distribution, histogrammed)
+            dv = np.bincount(vic, minlength=vb.size).astype(np.float64)
+            ed = expected_distinct(pjoint, vn)
+            # ... and confines it beyond what its one-key intervals already do
+            inf_q = ((ps <= CONFINE * prob[:, k1] * prob[:, k2]) & (dv <= ed / 2.0)
+                     & (ed - dv >= 3.0 * np.sqrt(np.maximum(ed, 1.0))))
+            if inf_q.any():
+                combo[(k1, k2)] = (inf_q, vic * span + rest, span)
+        return combo
+
+    def figure(self, col: str, vb: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
+               inform: np.ndarray, combo: dict, pc: np.ndarray, pb: np.ndarray,
+               pn: np.ndarray, cell_index: Callable[[np.ndarray], np.ndarray],
+               via: str) -> ColumnDependence:
+        """The filter intruder's figure of a column whose values (or bins) ``vb`` confine the
+        keys as ``inform`` / ``[vlo, vhi]`` say, from the (cell, value) pairs of the small
+        cells."""
+        plan, cells, t, kc, sizes = self.plan, self.cells, self.t, self.kc, self.sizes
+        keys, n_prb, k_prb, cell_prb, thetas = (self.keys, self.n_prb, self.k_prb,
+                                                self.cell_prb, self.thetas)
+        idx = cell_index(pc) if pc.size else np.zeros(0, np.int64)
+        sens = cell_prb[idx] >= 0 if idx.size else np.zeros(0, bool)
+        idx, pb, pn = idx[sens], pb[sens], pn[sens].astype(np.float64)
+        vi = np.searchsorted(vb, pb)
+        inf_pair = inform[vi].copy()
+        for (k1, k2), (inf_q, _, _) in combo.items():
+            inf_pair[:, k1] |= inf_q[vi]
+            inf_pair[:, k2] |= inf_q[vi]
+        n_sens = float(pn.sum())
+        revealed = {v: float((pn * inf_pair[:, k]).sum() / n_sens) if n_sens else 0.0
+                    for k, v in enumerate(keys)}
+        revealed = {k: s for k, s in revealed.items() if s > 0}
+        # A(j) = sum over the PRB's pairs (j', v) of n(j', v) / t_j' [v compatible with j]
+        w = pn / t[idx]
+        prb_of = cell_prb[idx]
+        any_inf = inf_pair.any(axis=1)
+        a = np.zeros(cells.n_cells)
+        u = np.bincount(prb_of[~any_inf], weights=w[~any_inf], minlength=n_prb)
+        sens_cells = plan.prb_cells
+        a[sens_cells] = u[cell_prb[sens_cells]]
+        inf_rows = np.flatnonzero(any_inf)
+        if inf_rows.size:
+            order = inf_rows[np.argsort(prb_of[inf_rows], kind="stable")]
+            bounds = np.searchsorted(prb_of[order], np.arange(n_prb + 1))
+            for b in np.flatnonzero(np.diff(bounds)):
+                rows = order[bounds[b]:bounds[b + 1]]
+                members = sens_cells[plan.prb_start[b]:plan.prb_start[b] + k_prb[b]]
+                uv, inv = np.unique(vi[rows], return_inverse=True)
+                wv = np.bincount(inv, weights=w[rows], minlength=uv.size)
+                mcodes = kc[members]
+                acc = np.zeros(members.size)
+                step = max(1, _MATRIX // max(members.size, 1))
+                for s in range(0, uv.size, step):
+                    sv = uv[s:s + step]
+                    ok = np.ones((sv.size, members.size), dtype=bool)
+                    for k in range(len(keys)):
+                        m = inform[sv, k]
+                        if not m.any():
+                            continue
+                        inside = ((mcodes[None, :, k] >= vlo[sv, k][:, None])
+                                  & (mcodes[None, :, k] <= vhi[sv, k][:, None]))
+                        ok &= inside | ~m[:, None]
+                    for (k1, k2), (inf_q, qcodes, span) in combo.items():
+                        m = inf_q[sv]
+                        if not m.any():
+                            continue
+                        query = (sv[:, None] * span
+                                 + (mcodes[:, k1] * sizes[k2] + mcodes[:, k2])[None, :])
+                        pos = np.minimum(np.searchsorted(qcodes, query), qcodes.size - 1)
+                        ok &= (qcodes[pos] == query) | ~m[:, None]
+                    acc += wv[s:s + step] @ ok
+                a[members] += acc
+        figure = baseline = mean_f = mean_b = 0.0
+        at, flagged = -1, False
+        if n_prb:
+            sc = sens_cells
+            kk = k_prb[cell_prb[sc]].astype(np.float64)
+            th = thetas[cell_prb[sc]]
+            tj = t[sc]
+            movable = kk >= 2
+            inc = np.where(movable, th / np.maximum(kk - 1, 1) * np.maximum(a[sc] - 1.0, 0.0), 0)
+            inc0 = np.where(movable, th, 0.0)
+            stay = np.where(movable, 1.0 - th / tj, 1.0)
+            rc = stay / (tj - np.where(movable, th, 0.0) + inc)
+            r0 = stay / (tj - np.where(movable, th, 0.0) + inc0)
+            wsum = np.bincount(cell_prb[sc], weights=tj, minlength=n_prb)
+            fb = np.bincount(cell_prb[sc], weights=tj * rc, minlength=n_prb) / wsum
+            bb = np.bincount(cell_prb[sc], weights=tj * r0, minlength=n_prb) / wsum
+            at = int(np.argmax(fb))
+            figure, baseline = float(fb[at]), float(bb[at])
+            mean_f = float((tj * rc).sum() / tj.sum())
+            mean_b = float((tj * r0).sum() / tj.sum())
+            xi = self.part.xi
+            bad = (fb > xi + 1e-12) & (fb > bb + MARGIN)
+            flagged = bool(bad.any())
+            if flagged:
+                at = int(np.flatnonzero(bad)[np.argmax(fb[bad])])
+                figure, baseline = float(fb[at]), float(bb[at])
+        return ColumnDependence(col, figure, baseline, at, mean_f, mean_b, revealed, flagged,
+                                via)
+
+
+
+
+def expected_distinct(p: np.ndarray, n: np.ndarray, bins: int = 256) -> np.ndarray:
+    """E[number of distinct categories among n(v) draws] for every n(v), the categories'
+    probabilities ``p`` grouped into ``bins`` log-spaced bins (about 1% accuracy)."""
+    p = p[p > 0]
+    if not p.size or not n.size:
+        return np.zeros(n.size)
+    lp = np.log(p)
+    lo, hi = float(lp.min()), float(lp.max())
+    edges = np.linspace(lo, hi + 1e-12, bins + 1)
+    which = np.clip(np.searchsorted(edges, lp, side="right") - 1, 0, bins - 1)
+    cnt = np.bincount(which, minlength=bins).astype(np.float64)
+    mean_p = np.bincount(which, weights=p, minlength=bins) / np.maximum(cnt, 1.0)
+    used = cnt > 0
+    un, inv = np.unique(n, return_inverse=True)
+    miss = np.exp(un[:, None].astype(np.float64) * np.log1p(-np.minimum(mean_p[used], 1 - 1e-15))[None, :])
+    return ((1.0 - miss) @ cnt[used])[inv]
+
+

@@ -1,0 +1,194 @@
+"""The ordered table of one column (docs/METHOD.md, "The check in order"): the column's values
+as numbers that keep their order, cut into at most 2**ORDER_BITS bins of width 2**e, with per
+bin the count and per key the interval of key codes; batches merge on the coarser width, so
+every executor gets the same table."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.method.dependence.tables import counted, reduce_cell_bins, reduce_sorted
+
+__all__ = ["ORDER_BITS", "OrderPart", "merge_order", "order_image", "order_part"]
+
+ORDER_BITS = 16  # an ordered table has at most 2**ORDER_BITS bins (adjacent values merge)
+_PREFIX_BYTES = 7  # text and bytes are ordered by their first 7 bytes (56 bits)
+
+
+def order_image(values: pd.Series) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """A column's values as numbers that keep their order: ``("num", float64, valid)`` for
+    numbers, dates and times (dates as days, times as their integer unit), ``("str", int64,
+    valid)`` for text and bytes (the first 7 bytes, big-endian: text sorts by its prefixes);
+    None for booleans, nested values and columns mixing kinds (not ordered)."""
+    import pyarrow as pa
+
+    s = values
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.astype(object)
+    kind = s.dtype.kind
+    if kind == "b":
+        return None
+    if kind in "iuf":
+        x = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        return "num", x, np.isfinite(x)
+    try:
+        arr = pa.array(s, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_boolean(t) or pa.types.is_nested(t) or pa.types.is_null(t):
+        return None
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        x = np.asarray(arr.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False),
+                       dtype=np.float64)
+        return "num", np.where(valid, x, np.nan), valid & np.isfinite(x)
+    if pa.types.is_temporal(t):
+        width = pa.int32() if t.bit_width == 32 else pa.int64()
+        x = arr.view(width).cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+        return "num", np.asarray(x, dtype=np.float64), valid
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
+            pa.types.is_large_binary(t):
+        arr = arr.cast(pa.large_binary())
+        return "str", _prefix_image(arr), valid
+    return None
+
+
+def _prefix_image(arr: Any) -> np.ndarray:
+    """The first ``_PREFIX_BYTES`` bytes of every value of a large_binary array as one
+    big-endian int64 (shorter values padded with zero bytes)."""
+    bufs = arr.buffers()
+    n = len(arr)
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and \
+        bufs[2].size else np.zeros(1, np.uint8)
+    start, end = offsets[:-1], offsets[1:]
+    out = np.zeros(n, dtype=np.int64)
+    for i in range(_PREFIX_BYTES):  # a loop over bytes, not records
+        pos = start + i
+        byte = np.where(pos < end, data[np.minimum(pos, data.size - 1)], 0).astype(np.int64)
+        out |= byte << (8 * (_PREFIX_BYTES - 1 - i))
+    return out
+
+
+def _order_bins(kind: str, x: np.ndarray, e: int) -> np.ndarray:
+    """Bins of width 2**e: floor(x / 2**e) (exact: a power-of-two scaling)."""
+    if kind == "num":
+        return np.floor(np.ldexp(x, -e)).astype(np.int64)
+    return x >> e
+
+
+def _order_width(kind: str, lo: float, hi: float, e: int | None = None) -> int:
+    """The smallest e (at least ``e``) whose bins of [lo, hi] number at most 2**ORDER_BITS;
+    for numbers never finer than float64's resolution at max(|lo|, |hi|) (bins < 2**53)."""
+    if kind == "num":
+        top = math.frexp(max(abs(lo), abs(hi)))[1]
+        floor_e = top - 53
+        span = hi - lo
+        guess = (math.frexp(span)[1] - ORDER_BITS - 1) if span > 0 else floor_e
+    else:
+        floor_e = 0
+        guess = int(hi - lo).bit_length() - ORDER_BITS - 1
+    w = max(floor_e, guess, e if e is not None else floor_e)
+
+    def count(w: int) -> int:
+        b = _order_bins(kind, np.array([lo, hi], dtype=np.float64 if kind == "num"
+                                        else np.int64), w)
+        return int(b[1] - b[0]) + 1
+
+    while count(w) > (1 << ORDER_BITS):
+        w += 1
+    return w
+
+
+@dataclass
+class OrderPart:
+    """One column's ordered table: bins of width 2**e of its order image, sorted, each with
+    its count n and per key the interval [lo, hi] of key codes; (cell, bin, count) of the
+    cells that may be small."""
+
+    kind: str
+    e: int
+    img_lo: float
+    img_hi: float
+    bins: np.ndarray
+    n: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    pcell: np.ndarray
+    pbin: np.ndarray
+    pcount: np.ndarray
+
+
+
+def merge_order(parts: list[OrderPart]) -> OrderPart | None:
+    """The parts on one bin width (the smallest that holds every value: the same table
+    whatever the batches), merged."""
+    if any(p is None for p in parts) or len({p.kind for p in parts}) > 1:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    kind = parts[0].kind
+    lo_i = min(p.img_lo for p in parts)
+    hi_i = max(p.img_hi for p in parts)
+    e = _order_width(kind, lo_i, hi_i, max(p.e for p in parts))
+    bins = np.concatenate([p.bins >> (e - p.e) for p in parts])
+    b, n, lo, hi = reduce_sorted(bins, np.concatenate([p.n for p in parts]),
+                                  np.concatenate([p.lo for p in parts]),
+                                  np.concatenate([p.hi for p in parts]))
+    pc, pb, pn = reduce_cell_bins(np.concatenate([p.pcell for p in parts]),
+                               np.concatenate([p.pbin >> (e - p.e) for p in parts]),
+                               np.concatenate([p.pcount for p in parts]))
+    return OrderPart(kind, e, lo_i, hi_i, b, n, lo, hi, pc, pb, pn)
+
+
+def order_part(values: pd.Series, fcode: np.ndarray, fcell: np.ndarray, keep: np.ndarray,
+                key_codes: np.ndarray) -> OrderPart | None:
+    """A batch's ordered table of one column (O(n): bins scattered into 2**ORDER_BITS rows)."""
+    img = order_image(values)
+    if img is None:
+        return None
+    kind, x, valid = img
+    p = key_codes.shape[1]
+    if not valid.all():
+        x, fcode, keep, key_codes = x[valid], fcode[valid], keep[valid], key_codes[valid]
+    if not x.size:
+        z = np.zeros(0, np.int64)
+        zk = np.zeros((0, p), np.int64)
+        lo_i, hi_i = (0.0, 0.0) if kind == "num" else (0, 0)
+        return OrderPart(kind, _order_width(kind, lo_i, hi_i), lo_i, hi_i, z, z, zk, zk,
+                          z, z, z)
+    lo_i, hi_i = (float(x.min()), float(x.max())) if kind == "num" else (int(x.min()),
+                                                                         int(x.max()))
+    e = _order_width(kind, lo_i, hi_i)
+    bins = _order_bins(kind, x, e)
+    base = int(bins.min())
+    rel = bins - base
+    size = 1 << ORDER_BITS
+    n = np.bincount(rel, minlength=size)
+    present = np.flatnonzero(n)
+    lo = np.empty((present.size, p), np.int64)
+    hi = np.empty((present.size, p), np.int64)
+    t = np.empty(size, np.int64)
+    for k in range(p):
+        t.fill(np.iinfo(np.int64).max)
+        np.minimum.at(t, rel, key_codes[:, k])
+        lo[:, k] = t[present]
+        t.fill(np.iinfo(np.int64).min)
+        np.maximum.at(t, rel, key_codes[:, k])
+        hi[:, k] = t[present]
+    u, cnt = counted((fcode[keep].astype(np.int64) << ORDER_BITS) | rel[keep])
+    pc, pb, pn = reduce_cell_bins(fcell[u >> ORDER_BITS], (u & (size - 1)) + base, cnt)
+    return OrderPart(kind, e, lo_i, hi_i, present.astype(np.int64) + base,
+                      n[present].astype(np.int64), lo, hi, pc, pb, pn)
+

@@ -1,0 +1,86 @@
+"""Mergeable tables of the dependence check: sorted distinct codes with counts, and per-bucket
+counts with the interval of key codes (min/max) their records have. O(n) per batch; only
+distinct codes are ever sorted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["HASH_BITS", "counted", "reduce_cell_bins", "reduce_pairs", "reduce_sorted",
+           "reduce_values"]
+
+HASH_BITS = 18
+
+def reduce_values(bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
+                   hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(bucket, n, lo, hi) summed/min/max per bucket, sorted by bucket: scattered into dense
+    tables of 2**HASH_BITS rows (no sort; ``ufunc.at`` per key column)."""
+    size = 1 << HASH_BITS
+    if count is None:  # one per record
+        n = np.bincount(bucket, minlength=size).astype(np.int64, copy=False)
+    else:
+        n = np.zeros(size, dtype=np.int64)
+        np.add.at(n, bucket, count)
+    present = np.flatnonzero(n)
+    p = lo.shape[1]
+    out_lo = np.empty((present.size, p), dtype=np.int64)
+    out_hi = np.empty((present.size, p), dtype=np.int64)
+    for k in range(p):
+        t = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(t, bucket, lo[:, k])
+        out_lo[:, k] = t[present]
+        t.fill(np.iinfo(np.int64).min)
+        np.maximum.at(t, bucket, hi[:, k])
+        out_hi[:, k] = t[present]
+    return present.astype(np.int64), n[present], out_lo, out_hi
+
+
+def counted(codes: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ``codes`` and their counts (summed ``weights``): hashed, then only the
+    distinct codes are sorted."""
+    f, u = pd.factorize(codes)
+    n = (np.bincount(f, minlength=u.size) if weights is None else
+         np.bincount(f, weights=weights, minlength=u.size).astype(np.int64))
+    order = np.argsort(u)
+    return np.asarray(u, dtype=np.int64)[order], n.astype(np.int64)[order]
+
+
+def reduce_pairs(cell: np.ndarray, bucket: np.ndarray,
+                  count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if not cell.size:
+        return cell, bucket, count
+    if cell.min() >= 0 and cell.max() < (1 << (62 - HASH_BITS)):
+        order = np.argsort((cell << HASH_BITS) | bucket)  # one sort key: bucket < 2**HASH_BITS
+    else:
+        order = np.lexsort((bucket, cell))
+    c, b = cell[order], bucket[order]
+    starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (b[1:] != b[:-1])])
+    return c[starts], b[starts], np.add.reduceat(count[order], starts)
+
+
+
+
+def reduce_sorted(bins: np.ndarray, n: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    order = np.argsort(bins, kind="stable")
+    b = bins[order]
+    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if b.size else np.zeros(0, np.int64)
+    if not b.size:
+        return b, n, lo, hi
+    return (b[starts], np.add.reduceat(n[order], starts),
+            np.minimum.reduceat(lo[order], starts, axis=0),
+            np.maximum.reduceat(hi[order], starts, axis=0))
+
+
+def reduce_cell_bins(cell: np.ndarray, bins: np.ndarray,
+                      count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cell, bin) pairs summed, sorted by cell then bin (bins of any range)."""
+    if not cell.size:
+        return cell, bins, count
+    order = np.lexsort((bins, cell))
+    c, b = cell[order], bins[order]
+    starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (b[1:] != b[:-1])])
+    return c[starts], b[starts], np.add.reduceat(count[order], starts)
+
+

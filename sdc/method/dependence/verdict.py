@@ -1,0 +1,77 @@
+"""The dependence check's verdict: the refusal (exit 2) naming every failing column and its
+fixes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sdc.errors import InputError
+from sdc.method.dependence.measure import ColumnDependence
+
+__all__ = ["DependenceError", "dependence_error", "raise_if_dependent"]
+
+
+class DependenceError(InputError):
+    """A released non-key column gives the original key values away (exit 2)."""
+
+    def __init__(self, message: str, figures: list[ColumnDependence]) -> None:
+        super().__init__(message)
+        self.figures = figures
+
+
+
+def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) -> str | None:
+    """The refusal message when some column fails, else None."""
+    bad = [f for f in figures if f.flagged]
+    if not bad:
+        return None
+    xi = plan.partitioned.xi
+    lines = []
+    for f in bad:
+        keys = sorted(f.revealed, key=lambda k: -f.revealed[k])
+        shown = [k for k in keys if f.revealed[k] >= 0.05] or keys[:1]
+        where = (str(plan.blocks["partition_key"].iat[f.prb])
+                 if 0 <= f.prb < len(plan.blocks) else "")
+        how = ("its value narrows" if f.via == "values" else
+               "taken in order, its values fall into runs that each hold one value of the key "
+               "(a finer grain, a prefix code), which narrows")
+        lines.append(
+            f"- {f.column!r} reveals the original value(s) of {', '.join(shown) or 'the keys'} "
+            f"({how} {', '.join(f'{k} for {f.revealed[k]:.0%}' for k in shown)} of "
+            f"the records that may move): an intruder who knows a target's key values and keeps "
+            f"the released records whose {f.column} agrees with them picks the target with "
+            f"probability {f.figure:.3f} against xi = {xi} ({f.baseline:.3f} without the "
+            f"column; PRB {f.prb}: {where}; {f.mean_figure:.3f} on average over every record "
+            f"that may move)")
+    weight = getattr(config.input, "weight", None)
+    names = [f.column for f in bad if f.column != weight]
+    fixes = []
+    if names:
+        fixes.append(
+            "\nFix each column in one of three ways: list it under `derived: ["
+            + ", ".join(names) + "]` (recomputed from the released key values through the "
+            "mapping observed in the input; refused when the column is not a function of the "
+            "keys), drop it (`input.drop: [" + ", ".join(names) + "]`), or make it a key "
+            "variable.")
+    if weight in {f.column for f in bad}:
+        fixes.append(
+            f"\nThe survey weight {weight!r} (weights constant within strata of a key) cannot be "
+            "derived: (it would no longer weight its record). Fix: keep the key(s) it depends on "
+            "as is (`partition: {KEY: as_is}`: records never leave them; small PRBs merged "
+            "across them still move records, which this check reports again: coarsen the "
+            f"other keys), or drop the weight (`input.drop: [{weight}]` and no "
+            "`input.weight`).")
+    return (
+        f"{len(bad)} released non-key column(s) give the original key values away, so the "
+        "certificate would not hold for the released file; nothing was released:\n"
+        + "\n".join(lines) + "".join(fixes)
+        + " See docs/METHOD.md, 'Dependence of non-key columns'.")
+
+
+def raise_if_dependent(figures: list[ColumnDependence], plan: Any, config: Any) -> None:
+    """Raise :class:`DependenceError` (exit 2) naming every failing column and the fixes."""
+    msg = dependence_error(figures, plan, config)
+    if msg is not None:
+        raise DependenceError(msg, figures)
+
+
