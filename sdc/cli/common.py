@@ -1,0 +1,161 @@
+"""What every ``sdc`` command shares: the consoles, the exit codes, errors as one readable
+paragraph (or a JSON error document under ``--json``), table helpers and the common arguments.
+
+Exit codes: 0 success; 2 bad config, bad input, refused overwrite or a missing file (something
+the user fixes); 1 failed audit or any other failure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+#: the CLI's run-wide switches (``sdc --debug``)
+state: dict[str, Any] = {"debug": False}
+
+# exit codes
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+#: the largest --limit (rows shown) and --budget (seconds: one week) the CLI accepts
+MAX_LIMIT, MAX_BUDGET = 10**9, 7 * 24 * 3600.0
+
+
+# ---------------------------------------------------------------------------------------------
+# errors: one readable paragraph, never a bare traceback (unless --debug)
+# ---------------------------------------------------------------------------------------------
+def error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(errors the user fixes -> exit 2, known failures -> exit 1). Imported lazily so that
+    ``sdc --help`` stays fast and a missing optional module cannot break error reporting."""
+    import sdc
+
+    user: list[type[BaseException]] = [sdc.ConfigError, sdc.InputError, sdc.SmallBlockError,
+                                       FileNotFoundError, PermissionError, IsADirectoryError,
+                                       NotADirectoryError, FileExistsError]
+    from flows.run import PrefectServerLostError, PrefectUnreachableError
+
+    user.extend([PrefectUnreachableError, PrefectServerLostError])
+    known: list[type[BaseException]] = [sdc.CertificationError]
+    for module, name, group in (("sdc.publish.folder", "ReleaseExistsError", user),
+                                ("sdc.publish.folder", "ReleaseFolderError", user),
+                                ("flows.schedule", "ScheduleError", user),
+                                ("flows.server", "ServerError", user),
+                                ("sdc.audit.verify", "AuditError", known)):
+        try:
+            group.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):  # pragma: no cover - module not installed
+            pass
+    return tuple(user), tuple(known)
+
+
+def describe(exc: BaseException) -> tuple[int, str]:
+    """(exit code, one-paragraph message) for an exception."""
+    user, known = error_types()
+    if isinstance(exc, user):
+        if isinstance(exc, OSError) and exc.filename and exc.strerror:
+            return EXIT_USAGE, f"{exc.strerror}: {exc.filename}"
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, known):
+        return EXIT_FAILURE, str(exc)
+    return EXIT_FAILURE, (f"{type(exc).__name__}: {exc}. This was not expected; rerun with "
+                          "`sdc --debug ...` for the full traceback and report it if it persists")
+
+
+@contextmanager
+def friendly_errors(json_for: str | None = None) -> Iterator[None]:
+    """Errors as one readable paragraph on stderr, or (``json_for`` = the command, under
+    ``--json``) as one JSON error document on stdout; the exit code is the same."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort):
+        raise
+    except KeyboardInterrupt:
+        err_console.print("interrupted", style="yellow")
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if state["debug"]:
+            raise
+        code, msg = describe(exc)
+        if json_for is not None:
+            from sdc.cli.json_output import error_document, print_document
+
+            print_document(error_document(json_for, code, exc, msg))
+            raise typer.Exit(code) from None
+        err_console.print("error: ", style="bold red", end="")
+        err_console.print(msg, markup=False, soft_wrap=True)  # keep tables in messages intact
+        from flows.run import PrefectServerLostError
+
+        if isinstance(exc, PrefectServerLostError) and sys.stderr is sys.__stderr__:
+            # at exit Prefect's services would retry sending the run's queued logs and
+            # events to the dead server for minutes (measured: 3-5 min); nothing they hold
+            # matters any more, so leave now (not inside a test's CliRunner: streams swapped)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        raise typer.Exit(code) from None
+
+
+#: the width of tables when stdout is not a terminal (a log file, a pipe): wide enough that no
+#: table is wrapped or folded (rich's default there is 80 columns)
+PLAIN_WIDTH = 4000
+
+
+def plain_when_piped() -> None:
+    """Not on a terminal and no COLUMNS of the user's: print tables unwrapped, one row per
+    line, so the logs of scheduled runs and `sdc plan | less -S` stay readable."""
+    if os.environ.get("COLUMNS"):
+        return
+    for c in (console, err_console):
+        c.width = c.width if c.is_terminal else PLAIN_WIDTH
+
+
+def quiet_prefect() -> None:
+    """Keep Prefect's console logging (INFO lines, telemetry, task tracebacks) out of the
+    user's way; set before Prefect is imported. Logs still reach the Prefect API (UI).
+    ``--debug`` and any value the user sets themselves win."""
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+def fmt_int(v: Any) -> str:
+    return f"{int(v):,}"
+
+
+def kv_table(rows: list[tuple[str, str]], title: str | None = None) -> Table:
+    t = Table(show_header=False, title=title, title_justify="left", box=None, padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    for k, v in rows:
+        t.add_row(Text(k), Text(v))  # user data: never rich markup
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------------------------
+ConfigArg = Annotated[Path, typer.Argument(help="The release job's YAML config.",
+                                           show_default=False)]
+ReleaseDirArg = Annotated[Path, typer.Argument(help="A release folder (the config's output.dir).",
+                                               show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout "
+                                       "(errors too; schemas in docs/cli_json/).",
+                                       is_eager=True)]  # known to the range checks
+
+
+def user_error(message: str) -> Exception:
+    """An error the user fixes (exit 2)."""
+    import sdc
+
+    return sdc.InputError(message)

@@ -1,0 +1,214 @@
+"""``sdc design CONFIG``: search recodings for the least-changed certified release and print the
+Pareto frontier and the recommendation (docs/DESIGN.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from sdc.cli.common import (
+    EXIT_USAGE,
+    MAX_BUDGET,
+    MAX_LIMIT,
+    ConfigArg,
+    JsonOpt,
+    console,
+    err_console,
+    fmt_int,
+    friendly_errors,
+    kv_table,
+)
+from sdc.cli.ranges import in_range, range_text
+
+
+def design(
+    config: ConfigArg,
+    out: Annotated[Path | None, typer.Option(
+        "-o", "--out", help="Write the recommended design as a release config here.",
+        show_default=False)] = None,
+    budget: Annotated[float, typer.Option(
+        "--budget", help="Seconds for planning lattice nodes (the rest stay unevaluated); "
+        f"{range_text(0, MAX_BUDGET, lo_open=True)}.",
+        callback=in_range(0, MAX_BUDGET, lo_open=True, what="seconds of search"))]
+    = 60.0,
+    keep: Annotated[float, typer.Option(
+        "--keep", help="Share of its own entropy every key of the recommended design keeps at "
+        "least (the per-key floor); in (0, 1].",
+        callback=in_range(0, 1, lo_open=True, what="a share of the entropy"))] = 0.7,
+    target: Annotated[float, typer.Option(
+        "--target", help="Share of records changed the recommendation aims at (or less); in "
+        "(0, 1).", callback=in_range(0, 1, lo_open=True, hi_open=True,
+                                     what="a share of the records"))]
+    = 0.08,
+    limit: Annotated[int, typer.Option(help="Show at most this many frontier points "
+                                       f"({range_text(0, MAX_LIMIT, integer=True)}).",
+                                       callback=in_range(0, MAX_LIMIT, integer=True))] = 25,
+    as_json: JsonOpt = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing -o file (never "
+                                        "the job's own config, input, seed or hierarchy "
+                                        "files).")] = False,
+) -> None:
+    """Find recodings of the keys that change fewer records at the same xi.
+
+    Searches the lattice of recodings for the certified release that changes the fewest records;
+    prints the Pareto frontier (records changed, entropy lost, a bound on the key-table TVD) and
+    the recommended design (docs/DESIGN.md)."""
+    with friendly_errors("design" if as_json else None):
+        from sdc.authoring.design import design_document, run_design, write_node_config
+        from sdc.io.guard import job_files, refuse_overwrite
+
+        if out is not None:  # before the search: refused at once, not after --budget seconds
+            refuse_overwrite(out, force=force, option="-o", protected=job_files(config))
+        if as_json:
+            d = run_design(config, budget=budget, keep=keep, target=target)
+        else:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            with Progress("[progress.description]{task.description}", BarColumn(),
+                          MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                          transient=True) as bar:
+                task = bar.add_task("design: lattice nodes", total=None)
+                d = run_design(config, budget=budget, keep=keep, target=target,
+                               progress=lambda done, total: bar.update(task, completed=done,
+                                                                        total=total))
+        doc = design_document(d)
+        written = None
+        if out is not None and d.result.recommended is not None:
+            refuse_overwrite(out, force=force, option="-o", protected=job_files(config))
+            written = write_node_config(d, d.result.recommended, out)
+            doc["written"] = str(written)
+        if as_json:
+            from sdc.cli.json_output import print_document
+
+            print_document({"command": "design", "ok": True, **doc})
+            return
+        _print_design(doc, limit)
+        if out is not None and written is None:
+            err_console.print("no design keeps the requested entropy: nothing written",
+                              style="yellow")
+            raise typer.Exit(EXIT_USAGE)
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None or x != x else f"{100 * x:.1f}%"
+
+
+def _print_household_design(doc: dict[str, Any], limit: int) -> None:
+    """``sdc design`` of a household file (sdc.authoring.household_design)."""
+    c = doc["current"]
+    console.print(kv_table([
+        ("config", doc["config"]), ("records", fmt_int(doc["records"])), ("xi", str(doc["xi"])),
+        ("the config as written", f"{c['status']}" + (f": {c['note']}" if c["note"] else "")),
+        ("candidates", f"{doc['nodes']['total']} (risk.composition: protect, person keys "
+                       f"recoded; {doc['nodes']['certified']} certified)"),
+    ], title="Design search (household file: both stages, the composition intruder)"))
+    t = Table(title="Certified household designs (* recommended)", title_justify="left")
+    for col in ("", "records changed", "households changed", "composition cert.",
+                "person intruder", "recoding"):
+        t.add_column(col, justify="left" if col in ("", "recoding") else "right",
+                     overflow="fold")
+    rec = doc["recommended"]["node"] if doc["recommended"] else None
+    for p in doc["frontier"][:limit]:
+        recoding = "; ".join(f"{k}: {v['recode']}" for k, v in p["recoding"].items()) or "none"
+        t.add_row("*" if p["node"] == rec else "", _pct(p["share_changed"]),
+                  fmt_int(p["households_changed"]), f"{p['certificate']:.4f}",
+                  f"{p['composition'].get('person_max_cell_estimate', 0):.4f}", Text(recoding))
+    console.print(t)
+    if rec is None:
+        console.print("no household design is certified at this xi: coarser household keys "
+                      "or a larger xi", style="yellow")
+        return
+    r = doc["recommended"]
+    console.print(f"recommended: risk.composition: protect, {_pct(r['share_changed'])} of "
+                  f"records changed, composition certificate {r['certificate']:.4f} <= xi",
+                  markup=False)
+    if doc.get("written"):
+        console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
+
+
+def _print_design(doc: dict[str, Any], limit: int) -> None:
+    if doc.get("household_file"):
+        _print_household_design(doc, limit)
+        return
+    nodes = doc["nodes"]
+    console.print(kv_table([
+        ("config", doc["config"]),
+        ("records", fmt_int(doc["records"])),
+        ("xi", str(doc["xi"])),
+        ("entropy of the declared key table", f"{doc['entropy_declared']:.3f} bits"),
+        ("lattice nodes", f"{nodes['total']} ({nodes['certified']} certified, {nodes['pruned']} "
+                          f"pruned below the entropy floor, {nodes['refused']} refused, "
+                          f"{nodes['not_evaluated']} not evaluated)"),
+        ("search", f"{doc['seconds']:.1f} s" + ("" if doc["complete"] else
+                                                " (time budget reached: --budget)")),
+    ], title="Design search"))
+    t = Table(title=f"Pareto frontier ({len(doc['frontier'])} points; * recommended, "
+                    "= the config as it is)", title_justify="left")
+    for col in ("", "changed", "entropy kept", "lowest key", "keys moved", "displacement",
+                "TVD bound", "recoding", "partition"):
+        t.add_column(col, justify="left" if col in ("", "recoding", "partition") else "right",
+                     overflow="fold")
+    rec = doc["recommended"]["node"] if doc["recommended"] else None
+    cur = doc["current"]["node"] if doc["current"] else None
+    for p in doc["frontier"][:limit]:
+        mark = ("*" if p["node"] == rec else "") + ("=" if p["node"] == cur else "")
+        recoding = "; ".join(f"{k}: {v['name']}" for k, v in p["recoding"].items()) or "none"
+        t.add_row(mark, _pct(p["share_changed"]), _pct(p["entropy_kept"]),
+                  _pct(p["min_key_entropy_kept"]),
+                  "-" if p["keys_changed_when_moved"] is None
+                  else f"{p['keys_changed_when_moved']:.2f}", _disp(p), f"{p['tvd_bound']:.4f}",
+                  Text(recoding), p["partition_variant"])
+    console.print(t)
+    if len(doc["frontier"]) > limit:
+        console.print(f"... and {len(doc['frontier']) - limit} more (--limit)")
+    c = doc["current"]
+    if c is not None:
+        console.print(f"the config as it is: {_pct(c['share_changed'])} of records changed "
+                      f"(expected), certificate {c['certificate']:.4f}", markup=False)
+    if rec is None:
+        console.print(f"no evaluated design keeps {_pct(doc['keep'])} of every key's entropy",
+                      style="yellow")
+        return
+    r = doc["recommended"]
+    console.print(f"recommended ({doc['verdict']}): {_pct(r['share_changed'])} changed, "
+                  f"{_pct(r['entropy_kept'])} of the key table's entropy kept, TVD bound "
+                  f"{r['tvd_bound']:.4f}, certificate {r['certificate']:.4f} <= xi",
+                  markup=False, soft_wrap=True)
+    for k, v in r["key_entropy_kept"].items():
+        rc = r["recoding"].get(k)
+        what = (f"recode: {v_rule(rc['recode'])} ({rc['name']}, {rc['released_values']} "
+                "released values)" if rc else "declared values")
+        d = r["displacement"].get(k)
+        tvd = r["key_tvd_uniform_spread"].get(k)
+        if rc and tvd:
+            what += f"; TVD of its distribution spread uniformly within classes {tvd:.3f}"
+        console.print(f"  {k}: keeps {_pct(v)} of its own entropy; {what}"
+                      + (f"; a moved record's {k} moves by {d:.2f} on average"
+                         if d is not None else ""), markup=False, soft_wrap=True)
+    console.print(f"  partition ({r['partition_variant']}): {r['partition'] or 'none'}",
+                  markup=False, soft_wrap=True)
+    if r.get("keys_changed_when_moved") is not None:
+        console.print(f"  a moved record changes {r['keys_changed_when_moved']:.2f} keys on "
+                      "average", markup=False)
+    for g in doc.get("given_up") or []:
+        console.print(f"not reached: {g}", style="yellow", markup=False, soft_wrap=True)
+    if doc.get("written"):
+        console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
+
+
+def _disp(p: dict[str, Any]) -> str:
+    d = p.get("displacement") or {}
+    return ", ".join(f"{k} {v:.1f}" for k, v in d.items()) or "-"
+
+
+def v_rule(rule: Any) -> str:
+    """A recoding rule on one line, as YAML flow style shows it."""
+    if isinstance(rule, dict):
+        return "{" + ", ".join(f"{k}: {v_rule(v)}" for k, v in rule.items()) + "}"
+    if isinstance(rule, list):
+        return "[" + ", ".join(v_rule(v) for v in rule) + "]"
+    return str(rule)
