@@ -5,6 +5,10 @@ plan (``sdc.method``) to check the suggested partition, and writes config text, 
 above engine and io; the command in ``sdc/cli/init.py`` only parses options and writes the
 file. Everything here is pure apart from :func:`read_for_draft` (which reads the file).
 
+The steps: the data read and each key observed (:mod:`sdc.authoring.observe`), the partition
+suggested and the draft checked by a release (this module), the draft written as commented YAML
+(:mod:`sdc.authoring.draft_text`); the names of all three are importable from here.
+
 What the draft contains (:func:`build_draft`, :func:`draft_yaml`):
 
 - ``key_variables``: each key's **observed** domain: ``categories`` (sorted), or
@@ -30,27 +34,39 @@ What the draft contains (:func:`build_draft`, :func:`draft_yaml`):
 from __future__ import annotations
 
 import math
+import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 import sdc
-from sdc.config import ConfigError, ReleaseConfig, parse_config
-from sdc.config.load import CONTROL_CHARACTERS
-from sdc.config.model import certificate_text
-from sdc.errors import InputError
+from sdc.authoring.draft_text import draft_yaml
+from sdc.authoring.observe import (
+    AS_IS_MAX,
+    DEFAULT_XI,
+    MAX_SMALL_SHARE,
+    RANGE_DENSITY,
+    RANGE_THRESHOLD,
+    Draft,
+    KeyDraft,
+    observe_key,
+    read_for_draft,
+)
+from sdc.config import parse_config
 
 __all__ = [
     "AS_IS_MAX",
+    "DESIGN_WHEN",
     "DEFAULT_XI",
+    "MAX_SMALL_SHARE",
+    "RANGE_DENSITY",
     "Draft",
     "KeyDraft",
     "RANGE_THRESHOLD",
+    "apply_design",
     "build_draft",
     "draft_yaml",
     "observe_key",
@@ -58,296 +74,9 @@ __all__ = [
     "suggest_partition",
 ]
 
-RANGE_THRESHOLD = 20       # integer keys with more distinct values get range: [lo, hi] + bands
-RANGE_DENSITY = 0.5        # ... when they fill at least this share of their span (else: codes)
-AS_IS_MAX = 5              # categorical keys with at most this many categories: as_is
-MAX_SMALL_SHARE = 0.10     # at most this share of PRBs may have k < kmin (merged)
-DEFAULT_XI = 0.395
 _NICE = (1, 2, 5)
-_CANONICAL_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
-# a whole number as a float writer prints it ('18.0', '18.', '-3.00'): a CSV export of an
-# integer column with missing values (pandas, R, Stata write the column as floats)
-_WHOLE_DECIMAL = re.compile(r"^-?(0|[1-9][0-9]*)(\.0*)?$")
-# a plain decimal number ('2.5', '-0.75', '1e3'): such a column is numeric, not text codes
-_DECIMAL_NUMBER = re.compile(r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$")
 
 
-@dataclass
-class KeyDraft:
-    """The observed domain of one key variable."""
-
-    name: str
-    categories: list[Any] | None = None
-    range: tuple[int, int] | None = None
-    labels: dict[Any, str] = field(default_factory=dict)
-    label: str | None = None
-    missing: bool = False
-    #: True when the records missing this key are too few to certify on their own (the draft
-    #: then lets missing move like any category, docs/METHOD.md 7.9); False = the default policy
-    missing_moves: bool = False
-    n_observed: int = 0
-    unobserved_labelled: list[Any] = field(default_factory=list)
-    dropped_labels: list[Any] = field(default_factory=list)
-    recode: dict[str, Any] | None = None
-    recode_note: str = ""
-
-    @property
-    def integer(self) -> bool:
-        dom = self.categories if self.categories is not None else [0]
-        return all(isinstance(v, int) for v in dom)
-
-    def spec(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.label:
-            out["label"] = self.label
-        if self.range is not None:
-            out["range"] = list(self.range)
-        else:
-            out["categories"] = list(self.categories or [])
-        if self.labels:
-            out["labels"] = dict(self.labels)
-        if self.missing:
-            out["missing"] = "category"
-            if self.missing_moves:
-                out["missing_moves"] = True
-        if self.recode is not None:
-            out["recode"] = dict(self.recode)
-        return out
-
-
-@dataclass
-class Draft:
-    """A drafted config plus what the check on the data found."""
-
-    name: str
-    input: dict[str, Any]
-    keys: dict[str, KeyDraft]
-    partition: dict[str, Any]
-    risk: dict[str, Any]
-    seed_file: str
-    output: dict[str, Any]
-    input_labels: dict[str, str]
-    released_unchanged: list[str]
-    history: list[str]
-    check: dict[str, Any]
-    design_notes: list[str] = field(default_factory=list)
-    #: columns the dependence check found giving the key values away -> why (dropped)
-    dependent: dict[str, str] = field(default_factory=dict)
-    #: such columns that are functions of the keys: released recomputed (``derived:``) -> why
-    derived: dict[str, str] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The config as a dict (what :func:`draft_yaml` writes, without the comments)."""
-        inp = dict(self.input)
-        if self.input_labels:
-            inp["labels"] = dict(self.input_labels)
-        return {
-            "name": self.name,
-            "input": inp,
-            "key_variables": {k: kd.spec() for k, kd in self.keys.items()},
-            "partition": dict(self.partition),
-            "risk": dict(self.risk),
-            "seed": {"file": self.seed_file},
-            "output": dict(self.output),
-            **({"derived": list(self.derived)} if self.derived else {}),
-        }
-
-
-# -- reading --------------------------------------------------------------------------------
-def _provisional(data_path: Path, keys: list[str], *, fmt: str | None, delimiter: str,
-                 encoding: str, id_column: str | None, drop: list[str],
-                 weight: str | None) -> ReleaseConfig:
-    """A config used only to read the file: every key declared with text categories, so a
-    CSV's key columns are read as text (``"01"`` stays ``"01"``; :func:`observe_key` decides
-    whether they are integers)."""
-    data = {
-        "name": "draft",
-        "input": {"path": str(data_path), "delimiter": delimiter, "encoding": encoding,
-                  "drop": list(drop),
-                  **({"format": fmt} if fmt else {}),
-                  **({"id_column": id_column} if id_column else {}),
-                  **({"weight": weight} if weight else {})},
-        "key_variables": {k: {"categories": ["?"]} for k in keys},
-        "risk": {"xi": DEFAULT_XI},
-    }
-    return parse_config(data, data_path.parent, source="sdc init options",
-                        load_hierarchies=False)
-
-
-def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = None,
-                   delimiter: str = ",", encoding: str = "utf-8", id_column: str | None = None,
-                   drop: list[str] | None = None, weight: str | None = None
-                   ) -> tuple[pd.DataFrame, dict[str, dict[Any, str]], dict[str, str], str]:
-    """Read a data file for drafting: (frame, value labels, variable labels, format).
-
-    Uses the release's own reader (``sdc.io.read_input``: same errors, same types), plus the
-    SPSS/Stata metadata (pyreadstat, metadata only) for value and variable labels.
-
-    Raises
-    ------
-    InputError
-        Unreadable file, or a key / id / drop / weight column that is not in the file (names
-        the column and lists the file's columns).
-    """
-    from sdc.io.read import read_input
-
-    path = Path(data_path).expanduser().resolve()
-    drop = list(drop or [])
-    if not keys:
-        raise ConfigError("sdc init needs at least one key variable: --keys a,b,c")
-    cfg = _provisional(path, keys, fmt=fmt, delimiter=delimiter, encoding=encoding,
-                       id_column=id_column, drop=drop, weight=weight)
-    frame = read_input(cfg)
-    wanted = {"--keys": keys, "--id": [id_column] if id_column else [], "--drop": drop,
-              "--weight": [weight] if weight else []}
-    for opt, cols in wanted.items():
-        absent = [c for c in cols if c not in frame.columns]
-        if absent:
-            shown = ", ".join(map(str, list(frame.columns)[:30]))
-            raise InputError(f"{opt}: {absent} {'is' if len(absent) == 1 else 'are'} not a "
-                             f"column of {str(path)!r} ({len(frame)} rows); its columns are: "
-                             f"{shown}{', ...' if frame.shape[1] > 30 else ''}")
-    if id_column:
-        _check_unique_id(frame[id_column], id_column, path)
-    fmt = cfg.input.resolved_format
-    value_labels: dict[str, dict[Any, str]] = {}
-    variable_labels: dict[str, str] = {}
-    if fmt in ("sav", "dta"):
-        import pyreadstat
-
-        reader = pyreadstat.read_sav if fmt == "sav" else pyreadstat.read_dta
-        _, meta = reader(str(path), metadataonly=True)
-        # a label's control characters (a line break, a NUL) become spaces: the config
-        # refuses them (sdc.config.load.CONTROL_CHARACTERS)
-        for col, labels in (meta.variable_value_labels or {}).items():
-            value_labels[col] = {_plain_value(v): _plain_label(t) for v, t in labels.items()}
-        variable_labels = {c: _plain_label(t)
-                           for c, t in (meta.column_names_to_labels or {}).items() if t}
-    return frame, value_labels, variable_labels, fmt
-
-
-def _check_unique_id(s: pd.Series, name: str, path: Path) -> None:
-    """``--id`` must name a column with one distinct, non-empty value per record (the release
-    refuses anything else on every row); refused with the counts and the first duplicates."""
-    empty = s.isna().to_numpy()
-    dup = s.duplicated(keep=False).to_numpy() & ~empty
-    if not empty.any() and not dup.any():
-        return
-    parts = []
-    if dup.any():
-        vals = s[dup]
-        n_vals = int(vals.nunique())
-        first = list(dict.fromkeys(vals.tolist()))[:5]
-        shown = "; ".join(
-            f"{v!r} at rows {[int(i) + 1 for i in np.flatnonzero(dup & (s == v).to_numpy())[:3]]}"
-            for v in first)
-        parts.append(f"{int(dup.sum())} rows share {n_vals} id value(s) (first: {shown})")
-    if empty.any():
-        parts.append(f"{int(empty.sum())} rows have no id (first rows: "
-                     f"{[int(i) + 1 for i in np.flatnonzero(empty)[:5]]})")
-    raise InputError(
-        f"--id {name!r} is not a unique record id in {str(path)!r} ({len(s)} rows): "
-        f"{'; '.join(parts)}. Rows are 1-based data rows. Fix: choose a column with one "
-        "distinct value per record, remove the duplicated records from the file, or leave out "
-        "--id (the public file gets its own record_id either way)")
-
-
-def _plain_value(v: Any) -> Any:
-    if isinstance(v, float | np.floating) and float(v).is_integer():
-        return int(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    return v
-
-
-# -- observed domains -----------------------------------------------------------------------
-def _refuse_fraction(name: str, values: np.ndarray) -> None:
-    """A key holding non-whole numbers (a float-valued key such as an income or a BMI): refused
-    with the counts and the fixes (a key is categorical: every distinct value is a cell)."""
-    frac = values[values != np.floor(values)]
-    n_distinct = int(np.unique(values).size)
-    raise InputError(
-        f"key variable {name!r} holds non-whole numbers ({frac.size} of {values.size} rows, "
-        f"e.g. {frac[0]:g}; {n_distinct} distinct values from {values.min():g} to "
-        f"{values.max():g}): key variables are categorical, every distinct value is its own "
-        "cell. Fix: band it in the data (e.g. bands of equal width, written as whole-number "
-        "band starts or as text labels) and declare the bands as the key's categories; or "
-        "round it to whole numbers (then `recode: {bands: [...]}` can band it); or leave it "
-        "out of --keys (it is then released unchanged and measured by the dependence check)")
-
-
-def is_ordered_quantity(values: list[int] | np.ndarray) -> bool:
-    """Whether sorted distinct integers look like an ordered quantity (ages, years, counts)
-    rather than nominal codes: they fill at least ``RANGE_DENSITY`` of their span. PUMA codes
-    (610 values over 100..8200: 7.5%) are codes; ages 15..49 with 35 values are a quantity."""
-    v = np.asarray(values, dtype=float)
-    return bool(v.size and v.size >= RANGE_DENSITY * (v[-1] - v[0] + 1))
-
-
-def _plain_label(text: Any) -> str:
-    return CONTROL_CHARACTERS.sub(" ", str(text))
-
-
-def observe_key(s: pd.Series, name: str, value_labels: dict[Any, str] | None = None,
-                label: str | None = None) -> KeyDraft:
-    """The observed domain of one key column (vectorized: one ``unique`` per column).
-
-    Integers (numbers that are whole, or text that is a canonical integer such as ``"12"`` but
-    not ``"012"``) with more than ``RANGE_THRESHOLD`` distinct values that fill at least
-    ``RANGE_DENSITY`` of their span get a range, others a sorted category list.
-
-    Raises
-    ------
-    InputError
-        A boolean key, a key with non-whole numbers, or a key with no value at all.
-    """
-    value_labels = dict(value_labels or {})
-    missing = bool(s.isna().any())
-    present = s.dropna()
-    if present.empty:
-        raise InputError(f"key variable {name!r} has no values ({len(s)} rows, all empty); "
-                         "choose another key")
-    if pd.api.types.is_bool_dtype(s.dtype):
-        raise InputError(f"key variable {name!r} is boolean; recode it as 0/1 or as text "
-                         "in the data (YAML true/false are not categories)")
-    uniq = pd.unique(present)
-    values: list[Any]
-    if pd.api.types.is_numeric_dtype(s.dtype):
-        arr = np.asarray(uniq, dtype=float)
-        if (arr != np.floor(arr)).any():
-            _refuse_fraction(name, present.to_numpy(dtype=float))
-        values = sorted(int(v) for v in arr)
-    else:
-        text = pd.Series(uniq).astype(str)
-        if text.str.match(_CANONICAL_INT).all():
-            values = sorted(int(v) for v in text)
-        elif text.str.match(_WHOLE_DECIMAL).all():
-            # '18.0' is the integer 18 written by a float writer (the same data as Parquet,
-            # SPSS or Stata gives 18): same draft whatever the file format
-            values = sorted(set(int(float(v)) for v in text))
-        elif text.str.match(_DECIMAL_NUMBER).all() and not text.str.match(r"^0[0-9]").any():
-            _refuse_fraction(name, present.astype(str).astype(float).to_numpy())
-        else:
-            values = sorted(text.tolist())
-    kd = KeyDraft(name=name, label=label, missing=missing, n_observed=len(values))
-    integer = all(isinstance(v, int) for v in values)
-    labels = {(_plain_value(v) if integer else str(v)): t for v, t in value_labels.items()}
-    if integer and len(values) > RANGE_THRESHOLD and is_ordered_quantity(values):
-        lo, hi = values[0], values[-1]
-        kd.range = (lo, hi)
-        kd.labels = {v: t for v, t in labels.items() if isinstance(v, int) and lo <= v <= hi}
-        kd.dropped_labels = [v for v in labels if v not in kd.labels]
-    else:
-        extra = [v for v in labels if v not in set(values)
-                 and isinstance(v, int) == integer and not isinstance(v, bool)]
-        kd.unobserved_labelled = sorted(extra, key=lambda v: (str(type(v)), v))
-        kd.categories = sorted(set(values) | set(extra)) if extra else values
-        kd.labels = {v: t for v, t in labels.items() if v in set(kd.categories)}
-        kd.dropped_labels = [v for v in labels if v not in kd.labels]
-    return kd
-
-
-# -- partition -------------------------------------------------------------------------------
 def _nice_width(span: int, max_bands: int) -> int:
     """Smallest width in 1, 2, 5, 10, 20, 50, ... giving at most ``max_bands`` bands."""
     mag = 1
@@ -610,174 +339,10 @@ def _typed_keys(frame: pd.DataFrame, kds: dict[str, KeyDraft]) -> pd.DataFrame:
 
 
 def _relpath(target: Path, base: Path) -> str:
-    import os
-
     try:
         return os.path.relpath(target, base)
     except ValueError:  # different drives (Windows)
         return str(target)
-
-
-# -- YAML with comments ------------------------------------------------------------------------
-class _OneLineDumper(yaml.SafeDumper):
-    """SafeDumper that writes a string holding a line break double-quoted (``"a\\nb"``): as a
-    plain scalar it spans lines, and the draft puts every value on one line (a category with a
-    newline made ``sdc init`` write an invalid YAML draft)."""
-
-
-def _str_one_line(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    if any(ch in data for ch in "\r\n\x85\u2028\u2029"):
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
-    return dumper.represent_str(data)
-
-
-_OneLineDumper.add_representer(str, _str_one_line)
-
-
-def _flow(value: Any) -> str:
-    """One YAML value in flow style on one line (strings quoted by YAML's own rules)."""
-    text = yaml.dump(value, Dumper=_OneLineDumper, default_flow_style=True, allow_unicode=True,
-                     width=10**9, sort_keys=False).strip()
-    return text.removesuffix("...").strip()
-
-
-def _wrap_list(prefix: str, items: list[Any], width: int = 96) -> list[str]:
-    """``prefix: [a, b, ...]`` wrapped over several lines when long."""
-    one = f"{prefix}{_flow(items)}"
-    if len(one) <= width:
-        return [one]
-    lines, cur = [], prefix + "["
-    # a comment's continuation lines must stay comments: "  # released: [a," -> "  #            b]"
-    lead = prefix[: len(prefix) - len(prefix.lstrip())]
-    if prefix.lstrip().startswith("#"):
-        pad = lead + "#" + " " * (len(prefix) - len(lead))
-    else:
-        pad = " " * (len(prefix) + 1)
-    for i, v in enumerate(items):
-        piece = _flow([v])[1:-1] + ("," if i < len(items) - 1 else "]")
-        if len(cur) + len(piece) + 1 > width and cur.strip() not in ("", prefix.strip() + "["):
-            lines.append(cur.rstrip())
-            cur = pad
-        cur += piece + " "
-    lines.append(cur.rstrip())
-    return lines
-
-
-def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
-    """The draft as commented YAML; ``yaml.safe_load`` of it equals :meth:`Draft.as_dict`."""
-    d = draft
-    L: list[str] = [
-        f"# Release config drafted by `sdc init` from {data_display or d.input['path']}.",
-        "# Review every line before a real release; `sdc plan` shows what a release would do.",
-        "#",
-        "# !! OBSERVED DOMAINS: the categories and ranges below were READ FROM THE DATA. Before a",
-        "# !! real release replace each one by the variable's PUBLIC domain (all codes of the",
-        "# !! questionnaire or classification), because a domain read from the data can reveal a",
-        "# !! rare value: an age range ending at 104, or a category only one respondent has, tells",
-        "# !! everyone that such a respondent is in the file.",
-        "#",
-        "# Direct identifiers (names, addresses, phone numbers, exact dates) must be listed under",
-        "# input.drop: sdc does not detect them. Every column that is not a key, the id, the",
-        "# weight or dropped is released unchanged.",
-        f"name: {_flow(d.name)}",
-        "input:",
-    ]
-    for k, v in d.input.items():
-        if k == "drop":
-            L.append(f"  drop: {_flow(v)}" + ("" if v else
-                     "                    # direct identifiers: never released"))
-            for col, why in d.dependent.items():
-                if why.startswith("(the survey weight)"):
-                    L.append(f"  # dropped by sdc init: {col} {why}; a weight cannot be "
-                             "derived: and keeping its key as_is did not suffice (small PRBs "
-                             "merged across it)")
-                    continue
-                L.append(f"  # dropped by sdc init: {col} {why}; it is not a function of the")
-                L.append("  # keys (derived: would be refused): to release it, make it a key "
-                         "variable")
-        else:
-            L.append(f"  {k}: {_flow(v)}")
-    if d.input_labels:
-        L.append("  labels:                     # variable labels of non-key columns (SPSS/Stata)")
-        L += [f"    {_flow(c)}: {_flow(t)}" for c, t in d.input_labels.items()]
-    if d.released_unchanged:
-        L += _wrap_list("  # released unchanged: ", [str(c) for c in d.released_unchanged])
-    if d.derived:
-        L.append(f"derived: {_flow(list(d.derived))}   # recomputed from the RELEASED key values")
-        for col, why in d.derived.items():
-            L.append(f"  # {col} {why}; it is a function of the keys, so sdc releases it "
-                     "recomputed")
-    L += ["key_variables:                # what an intruder can match on (OBSERVED domains!)"]
-    for k, kd in d.keys.items():
-        L.append(f"  {_flow(k)}:")
-        if kd.label:
-            L.append(f"    label: {_flow(kd.label)}")
-        if kd.range is not None:
-            L.append(f"    range: {_flow(list(kd.range))}"
-                     f"           # observed min and max ({kd.n_observed} distinct values)")
-        else:
-            note = f"    # observed: {kd.n_observed} categories"
-            if kd.unobserved_labelled:
-                note += (f"; labelled in the file but absent from the data: "
-                         f"{_flow(kd.unobserved_labelled)}")
-            L.append(note)
-            L += _wrap_list("    categories: ", list(kd.categories or []))
-        if kd.labels:
-            L.append("    labels:")
-            L += [f"      {_flow(v)}: {_flow(t)}" for v, t in kd.labels.items()]
-        if kd.dropped_labels:
-            L.append(f"    # value labels outside this domain, not used: {_flow(kd.dropped_labels)}")
-        if kd.missing:
-            L.append("    missing: category          # the data have empty values")
-            if kd.missing_moves:
-                L.append("    # too few records miss it to certify them on their own: missing moves "
-                         "like a category")
-                L.append("    missing_moves: true        # (default false: a blank stays a real blank)")
-            else:
-                L.append("    # missing_moves: false (default): a blank is never a perturbed "
-                         "real value")
-        if kd.recode is not None:
-            L.append(f"    # recoded by `sdc design` ({kd.recode_note}): released values are coarser")
-            L.append(f"    recode: {_flow(kd.recode)}")
-    c = d.check
-    L += [
-        "partition:                    # generalized keys -> partition sets; PRAM never leaves one",
-        f"  # suggested by sdc init and checked on the data: {c.get('partition_sets', '?')} "
-        f"partition sets, {c.get('small_prbs', '?')} PRB(s) with k < kmin = {c.get('kmin', '?')}",
-    ]
-    L += [f"  # {h}" for h in d.history]
-    L += [f"  # {h}" for h in d.design_notes]
-    if not d.partition:
-        L.append("  {}")
-    for var, rule in d.partition.items():
-        if rule == "as_is" or rule == {"as_is": True}:
-            L.append(f"  {_flow(var)}: as_is")
-        elif isinstance(rule, dict) and set(rule) == {"bands"}:
-            L.append(f"  {_flow(var)}: {{bands: {_flow(rule['bands'])}}}   # left edges")
-        else:
-            L.append(f"  {_flow(var)}: {_flow(rule)}")
-    L += [
-        "risk:",
-        f"  xi: {d.risk['xi']}                     # every correct-match probability <= xi (1/3 < xi < 1)",
-        f"  theta: {d.risk['theta']}               # theorem | calibrated (changes fewer records)",
-        f"  small_blocks: {d.risk['small_blocks']}          # merge | calibrate | fail: PRBs with k < kmin",
-    ]
-    if d.risk.get("weighted"):
-        L.append("  weighted: true              # weighted cell totals unbiased too (the weight "
-                 "decides who moves; false: NZY, counts only)")
-    if c:
-        L.append(f"  # checked: certificate {certificate_text(c['certificate'], c['xi'], 4)} xi "
-                 f"on {c['records']} "
-                 f"records, {c['prbs']} PRBs, {c['merges']} merge(s), about "
-                 f"{c['expected_changed']:.0f} records changed")
-    L += [
-        "seed:",
-        f"  file: {_flow(d.seed_file)}   # created (mode 0600) by the first release; back it up",
-        "output:",
-        f"  dir: {_flow(d.output['dir'])}",
-        f"  formats: {_flow(d.output['formats'])}   # parquet, csv, sav, dta",
-    ]
-    return "\n".join(L) + "\n"
 
 
 DESIGN_WHEN = 0.2

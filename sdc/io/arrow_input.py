@@ -1,0 +1,170 @@
+"""An input file as the batch readers see it in Arrow: the CSV read options (text keys and
+value columns read as text, missing markers applied per column, values typed without loss,
+:mod:`sdc.io.values`), the Parquet dataset, and the input's Arrow schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.dataset as pads
+
+from sdc.config.model import ReleaseConfig
+from sdc.errors import InputError
+from sdc.io.values import lossless_type, missing_markers, to_lossless
+
+__all__ = ["NA_STRINGS", "csv_missing", "csv_options", "csv_value_types", "input_arrow_schema",
+           "normalize_schema", "parquet_dataset", "value_columns"]
+
+NA_STRINGS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+               "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
+
+
+def _text_keys(config: ReleaseConfig) -> list[str]:
+    return [k for k, kv in config.input_key_variables.items()
+            if kv.categories is not None and any(isinstance(c, str) for c in kv.categories)]
+
+
+def value_columns(config: ReleaseConfig, names: list[str]) -> list[str]:
+    """The columns of a CSV input read as text and typed without loss
+    (:mod:`sdc.io.values`): every column but the key variables, the DP-PRAM variables, the
+    weight and the id column."""
+    inp = config.input
+    skip = set(config.key_variables) | set(config.perturb) | {inp.weight, inp.id_column}
+    return [n for n in names if n not in skip]
+
+
+def _csv_read_parse(config: ReleaseConfig, block_size: int = 1 << 24):
+    inp = config.input
+    enc = inp.encoding.lower().replace("_", "-")
+    read = pacsv.ReadOptions(block_size=block_size,
+                             encoding="utf8" if enc in ("utf-8", "utf8", "utf-8-sig") else inp.encoding)
+    return read, pacsv.ParseOptions(delimiter=inp.delimiter)
+
+
+def _csv_header(config: ReleaseConfig) -> list[str]:
+    read, parse = _csv_read_parse(config)
+    convert = pacsv.ConvertOptions(null_values=NA_STRINGS, strings_can_be_null=False,
+                                   timestamp_parsers=[])
+    with pacsv.open_csv(str(config.input_path), read_options=read, parse_options=parse,
+                        convert_options=convert) as reader:
+        return list(reader.schema.names)
+
+
+def csv_options(config: ReleaseConfig, block_size: int = 1 << 24,
+                 names: list[str] | None = None):
+    read, parse = _csv_read_parse(config, block_size)
+    # text keys stay text ("01" is not 1); the other non-key columns are read as text and
+    # typed without loss (sdc.io.values); strings are never turned into nulls by pyarrow: the
+    # missing markers are applied per column below
+    if names is None:
+        names = _csv_header(config)
+    types = {k: pa.string() for k in _text_keys(config)}
+    types.update({c: pa.string() for c in value_columns(config, names)})
+    convert = pacsv.ConvertOptions(column_types=types,
+                                   null_values=NA_STRINGS, strings_can_be_null=False,
+                                   timestamp_parsers=[])
+    return read, parse, convert
+
+
+def csv_value_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
+    """The type of every text-read column of a CSV input (:func:`value_columns`), decided
+    from the file's first block by :func:`sdc.io.values.lossless_type`."""
+    path = config.input_path
+    st = path.stat()
+    inp = config.input
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, inp.delimiter, inp.encoding,
+           tuple(inp.na_values), tuple(sorted(config.key_variables)), tuple(sorted(config.perturb)),
+           inp.weight, inp.id_column, tuple(_text_keys(config)))
+    if key not in _VALUE_TYPES:
+        _VALUE_TYPES.clear()  # one input at a time
+        _VALUE_TYPES[key] = _first_block_types(config)
+    return dict(_VALUE_TYPES[key])
+
+
+_VALUE_TYPES: dict[tuple, dict[str, pa.DataType]] = {}
+
+
+def _first_block_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
+    names = _csv_header(config)
+    cols = value_columns(config, names)
+    if not cols:
+        return {}
+    read, parse, convert = csv_options(config, names=names)
+    convert.include_columns = cols
+    with pacsv.open_csv(str(config.input_path), read_options=read, parse_options=parse,
+                        convert_options=convert) as reader:
+        try:
+            first = reader.read_next_batch()
+        except StopIteration:
+            return {c: pa.string() for c in cols}
+    table = csv_missing(pa.Table.from_batches([first]), config, {})
+    return {c: lossless_type(table.column(c)) for c in cols}
+
+
+def parquet_dataset(path: Path) -> pads.Dataset:
+    try:
+        return pads.dataset(str(path), format="parquet")
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(
+            f"input {str(path)!r} is not a readable Parquet file or folder of Parquet parts "
+            f"({e}). Check input.path and input.format"
+        ) from None
+
+
+def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
+    """The Arrow schema the batch readers produce for the input (None for SPSS/Stata).
+
+    CSV: pyarrow's types inferred from the first block (text keys forced to string).
+    """
+    fmt = config.input.resolved_format
+    path = config.input_path
+    if fmt == "parquet":
+        return normalize_schema(parquet_dataset(path).schema)
+    if fmt == "csv":
+        read, parse, convert = csv_options(config)
+        with pacsv.open_csv(str(path), read_options=read, parse_options=parse,
+                            convert_options=convert) as reader:
+            schema = normalize_schema(reader.schema)
+        types = csv_value_types(config)
+        return pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in schema])
+    return None
+
+
+def _normalize_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_null(t):
+        return pa.string()
+    return t
+
+
+def normalize_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, _normalize_type(f.type)) for f in schema])
+
+
+def csv_missing(table: pa.Table, config: ReleaseConfig,
+                 types: dict[str, pa.DataType] | None, offset: int = 0) -> pa.Table:
+    """pandas' CSV rules for the keys: in text keys only an empty field is missing, in the
+    other string columns every pandas missing marker is; the text-read columns
+    (:func:`value_columns`): the empty field and ``input.na_values`` are missing, then each is
+    converted to its type in ``types`` (None: left as text) without loss, or refused."""
+    import pyarrow.compute as pc
+
+    text = set(_text_keys(config))
+    values = set(value_columns(config, table.column_names))
+    value_markers = missing_markers(config.input.na_values)
+    cols = []
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            found = ([""] if name in text else value_markers if name in values
+                     else NA_STRINGS)
+            markers = pa.array(found, type=col.type)
+            col = pc.if_else(pc.is_in(col, value_set=markers), pa.scalar(None, col.type), col)
+            if types and name in types:
+                col = to_lossless(col, types[name], name=name, first_row=offset)
+        cols.append(col)
+    return pa.table(cols, names=table.column_names)

@@ -1,0 +1,247 @@
+"""The public microdata file written batch by batch: its Arrow schema (:func:`public_schema`:
+the same types whatever the input format or executor), the refusal of columns a flat format
+cannot hold, and :class:`PublicWriter` (the same bytes whatever the batching)."""
+
+from __future__ import annotations
+
+import io
+from typing import BinaryIO
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sdc.config.model import ReleaseConfig
+from sdc.errors import InputError
+from sdc.io.arrow_input import input_arrow_schema, normalize_schema
+
+__all__ = ["PUBLIC_ID", "ROW_GROUP_ROWS", "PublicWriter", "buffered_files", "check_public_types",
+           "frame_to_table", "public_bytes", "public_schema", "public_schema_for"]
+
+PUBLIC_ID = "record_id"
+ROW_GROUP_ROWS = 1 << 20
+
+
+def _integral(kv) -> bool:
+    return kv.range is not None or (
+        kv.categories is not None
+        and all(isinstance(c, int) and not isinstance(c, bool) for c in kv.categories))
+
+
+def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
+    """The public file's Arrow schema: ``record_id`` (int64) then the input's columns minus
+    ``input.id_column`` and ``input.drop``, in input order. Key variables declared with
+    integers are int64 (nullable); text keys are string; every other column keeps the input's
+    type, except that integers of every width (int8..int32, uint8..uint32: R and Stata write
+    32-bit integers) are int64, as a CSV of the same data gives (same values, same text, same
+    public records whatever the input format). No schema metadata (no pandas metadata: it
+    would depend on one engine's dtypes)."""
+    skip = set(config.input.drop) | ({config.input.id_column} if config.input.id_column else set())
+    if PUBLIC_ID in input_schema.names and PUBLIC_ID not in skip:
+        raise InputError(
+            f"column {PUBLIC_ID!r} in the input clashes with the public record id the release "
+            f"adds; rename it, declare it as input.id_column, or list it in input.drop")
+    fields = [pa.field(PUBLIC_ID, pa.int64())]
+    for f in normalize_schema(input_schema):
+        if f.name in skip:
+            continue
+        t = f.type
+        kv = config.key_variables.get(f.name)
+        if kv is not None:
+            if _integral(kv):
+                t = pa.int64()
+            elif kv.categories is not None and any(isinstance(c, str) for c in kv.categories):
+                t = pa.string()
+        elif pa.types.is_integer(t) and t != pa.uint64():
+            t = pa.int64()
+        fields.append(pa.field(f.name, t))
+    schema = pa.schema(fields)
+    check_public_types(config, schema)
+    return schema
+
+
+def public_schema_for(config: ReleaseConfig, frame: pd.DataFrame) -> pa.Schema:
+    """The public Arrow schema of an in-memory release: :func:`public_schema`
+    of the input file's Arrow schema (what the batch engines use), so every engine writes the
+    same types; for SPSS/Stata input, or a column whose values the file's inferred type cannot
+    hold, the type comes from ``frame``."""
+    base = None
+    try:
+        if config.input_path.exists():
+            base = input_arrow_schema(config)
+    except (InputError, pa.ArrowException, OSError, ValueError):
+        base = None
+    if base is None:
+        base = _schema_from_frame(frame)
+    schema = public_schema(config, base)
+    fields = []
+    for f in schema:
+        if f.name in frame.columns and f.name not in config.key_variables:
+            s = frame[f.name]
+            if pa.types.is_integer(f.type) and s.dtype.kind == "f":
+                v = s.to_numpy()
+                if not np.all(np.isnan(v) | (v == np.floor(v))):
+                    f = pa.field(f.name, pa.float64())
+            elif (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)) and \
+                    s.dtype.kind not in "iufb":
+                f = pa.field(f.name, pa.string())
+        fields.append(f)
+    return pa.schema(fields)
+
+
+def _schema_from_frame(frame: pd.DataFrame) -> pa.Schema:
+    fields = []
+    for c in frame.columns:
+        try:
+            t = pa.Schema.from_pandas(frame[[c]].head(1000), preserve_index=False).field(c).type
+        except (pa.ArrowException, TypeError, ValueError):
+            t = pa.string()
+        fields.append(pa.field(c, t))
+    return pa.schema(fields)
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return (pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t))
+
+
+def check_public_types(config: ReleaseConfig, schema: pa.Schema) -> None:
+    """Refuse a nested column (struct, list, map) or a binary one (bytes) for an output format
+    without a way to write it unchanged: CSV has no standard text for nested values or for
+    bytes (which need not be UTF-8), SPSS and Stata no nested or byte variables. The Parquet
+    file keeps them as they are.
+
+    Raises
+    ------
+    InputError
+        Names the columns, their types, the formats and the fixes.
+    """
+    formats = config.output.formats if config.output is not None else ["parquet"]
+    flat = [f for f in formats if f in ("csv", "sav", "dta")]
+    nested = [f for f in schema if pa.types.is_nested(f.type)]
+    binary = [f for f in schema if _is_binary(f.type)]
+    if not flat or not (nested or binary):
+        return
+    what = []
+    if nested:
+        what.append(", ".join(f"{f.name!r} ({f.type})" for f in nested[:5])
+                    + " hold nested values (struct/list/map)")
+    if binary:
+        what.append(", ".join(f"{f.name!r} ({f.type})" for f in binary[:5])
+                    + " hold bytes (binary, not necessarily UTF-8 text)")
+    raise InputError(
+        f"column(s) {'; '.join(what)}; output.formats {flat} cannot hold them unchanged (CSV "
+        "has no standard text for them, SPSS and Stata no such variables). Release them in "
+        "Parquet only (output.formats: [parquet]), or list the column(s) under input.drop"
+        + (" (or store the bytes as text in the input file)" if binary else ""))
+
+
+def frame_to_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    arrays = []
+    for f in schema:
+        s = frame[f.name]
+        if pa.types.is_integer(f.type) and s.dtype.kind == "f":
+            vals = s.to_numpy()
+            mask = np.isnan(vals)
+            arrays.append(pa.array(np.where(mask, 0, vals).astype(np.int64), type=f.type,
+                                   mask=mask))
+        elif pa.types.is_integer(f.type) and s.dtype == object:
+            arrays.append(pa.array(pd.array(s.to_numpy(), dtype="Int64"), type=f.type))
+        else:
+            arrays.append(pa.array(s, type=f.type, from_pandas=True))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _csv_frame(table: pa.Table) -> pd.DataFrame:
+    mapping = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+               pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+               pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
+    return table.to_pandas(types_mapper=mapping.get)
+
+
+class PublicWriter:
+    """Write the public microdata batch by batch: the same bytes whatever the batching.
+
+    Parameters
+    ----------
+    schema : pyarrow.Schema
+        :func:`public_schema`.
+    parquet, csv : binary file objects or None
+        Where to write each format (``output.formats``).
+    row_group_rows : int
+        Records per Parquet row group (the last one holds the rest).
+    """
+
+    def __init__(self, schema: pa.Schema, *, parquet: BinaryIO | None = None,
+                 csv: BinaryIO | None = None, row_group_rows: int = ROW_GROUP_ROWS) -> None:
+        self.schema = schema
+        self.row_group_rows = int(row_group_rows)
+        self._pq = pq.ParquetWriter(parquet, schema, compression="snappy") if parquet else None
+        self._csv = csv
+        self._csv_header = True
+        self._pending: list[pa.Table] = []
+        self._n_pending = 0
+        self.n_rows = 0
+
+    def write_frame(self, frame: pd.DataFrame) -> None:
+        """Append records given as a pandas frame (cast to the public schema)."""
+        self.write_table(frame_to_table(frame, self.schema))
+
+    def write_table(self, table: pa.Table) -> None:
+        """Append records given as an Arrow table with the public schema's columns."""
+        table = table.select(self.schema.names).cast(self.schema)
+        self.n_rows += table.num_rows
+        if self._csv is not None and table.num_rows:
+            text = _csv_frame(table).to_csv(index=False, header=self._csv_header,
+                                            lineterminator="\n")
+            self._csv.write(text.encode("utf-8"))
+            self._csv_header = False
+        if self._pq is None:
+            return
+        self._pending.append(table)
+        self._n_pending += table.num_rows
+        if self._n_pending >= self.row_group_rows:
+            whole = pa.concat_tables(self._pending)
+            n_full = (whole.num_rows // self.row_group_rows) * self.row_group_rows
+            for start in range(0, n_full, self.row_group_rows):
+                self._pq.write_table(whole.slice(start, self.row_group_rows),
+                                     row_group_size=self.row_group_rows)
+            rest = whole.slice(n_full)
+            self._pending, self._n_pending = [rest], rest.num_rows
+
+    def close(self) -> None:
+        """Flush the last row group and close the Parquet writer (CSV: header if no records)."""
+        if self._csv is not None and self._csv_header:
+            text = _csv_frame(self.schema.empty_table()).to_csv(index=False, lineterminator="\n")
+            self._csv.write(text.encode("utf-8"))
+            self._csv_header = False
+        if self._pq is not None:
+            if self._n_pending:
+                self._pq.write_table(pa.concat_tables(self._pending),
+                                     row_group_size=self.row_group_rows)
+            self._pending, self._n_pending = [], 0
+            self._pq.close()
+            self._pq = None
+
+
+def public_bytes(frame: pd.DataFrame, schema: pa.Schema, formats: list[str]) -> dict[str, bytes]:
+    """The public files of an in-memory public frame, written exactly as the streaming engine
+    writes them (same schema, row groups and CSV text): ``{"microdata.parquet": ..., ...}``."""
+    pq_buf = io.BytesIO() if "parquet" in formats else None
+    csv_buf = io.BytesIO() if "csv" in formats else None
+    w = PublicWriter(schema, parquet=pq_buf, csv=csv_buf)
+    w.write_frame(frame)
+    w.close()
+    return buffered_files(pq_buf, csv_buf)
+
+
+def buffered_files(pq_buf: io.BytesIO | None, csv_buf: io.BytesIO | None) -> dict[str, bytes]:
+    """``{"microdata.parquet": ..., "microdata.csv": ...}`` from the writers' buffers."""
+    out: dict[str, bytes] = {}
+    if pq_buf is not None:
+        out["microdata.parquet"] = pq_buf.getvalue()
+    if csv_buf is not None:
+        out["microdata.csv"] = csv_buf.getvalue()
+    return out
