@@ -3,7 +3,7 @@ config and its input only)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,9 @@ from sdc.cli.common import (
     kv_table,
 )
 from sdc.cli.ranges import in_range, range_text
+
+if TYPE_CHECKING:
+    from sdc.release.job import PlanSummary
 
 
 def plan(
@@ -45,72 +48,83 @@ def plan(
 
         with console.status(f"planning {escape(str(config))}"):
             p = plan_job(config, engine=engine)
-        ps = Table(title=f"Partition sets ({p.n_partition_sets})", title_justify="left")
-        for col in ("partition set", "records", "cells", "sensitive cells", "sensitive records",
-                    "PRB"):
-            ps.add_column(col, justify="left" if col == "partition set" else "right")
-        for r in p.partition_sets.head(limit).itertuples(index=False):
-            ps.add_row(Text(str(r.partition_key)), fmt_int(r.n_records), fmt_int(r.n_cells),
-                       fmt_int(r.n_sensitive_cells), fmt_int(r.n_sensitive_records),
-                       "-" if int(r.prb) < 0 else str(int(r.prb)))
-        console.print(ps)
-        if p.n_partition_sets > limit:
-            console.print(f"... and {p.n_partition_sets - limit} more (--limit)")
-        bt = Table(title=f"Post-randomization blocks ({p.n_prbs})", title_justify="left")
-        for col in ("PRB", "k", "records", "profile t:cells", "theta", "max risk", "action",
-                    "exp. changed", "partition set(s)"):
-            bt.add_column(col, justify="left" if col in ("partition set(s)", "profile t:cells",
-                                                         "action") else "right",
-                          overflow="fold")
-        for r in p.blocks.head(limit).itertuples(index=False):
-            bt.add_row(str(r.prb), fmt_int(r.k), fmt_int(r.n_records), str(r.profile),
-                       f"{r.theta:.4f}", f"{r.max_risk:.4f}", str(r.action),
-                       f"{r.expected_changed:.1f}", Text(str(r.partition_key)))
-        console.print(bt)
-        if p.n_prbs > limit:
-            console.print(f"... and {p.n_prbs - limit} more (--limit)")
-        small = p.small_block_actions
-        if len(small):
-            st = Table(title=f"Small-block actions ({len(small)} PRBs; kmin = {p.kmin}, policy "
-                             f"{p.small_blocks})", title_justify="left")
-            for col in ("PRB", "k", "theta", "max risk", "action", "partition set(s)"):
-                st.add_column(col, overflow="fold",
-                              justify="left" if col in ("action", "partition set(s)") else "right")
-            for r in small.itertuples(index=False):
-                st.add_row(str(r.prb), fmt_int(r.k), f"{r.theta:.4f}", f"{r.max_risk:.4f}",
-                           str(r.action), Text(str(r.partition_key)))
-            console.print(st)
-        actions = (", ".join(f"{a}: {n}" for a, n in small["action"].value_counts().items())
-                   if len(small) else "none (every PRB has k >= kmin and uses the theorem's "
-                   "theta)")
-        from sdc.config.model import certificate_text
+        _print_plan_tables(p, limit)
+        _print_plan_summary(p, str(config))
 
-        rows = [
-            ("config", str(p.config_path)),
-            ("records", fmt_int(p.n_records)),
-            ("non-empty cells", f"{fmt_int(p.n_cells)} ({fmt_int(p.n_sensitive_cells)} "
-                                f"sensitive, {fmt_int(p.n_sensitive_records)} records)"),
-            ("partition sets / PRBs", f"{p.n_partition_sets} / {p.n_prbs}"),
-            ("xi", f"{p.xi}"),
-            (f"theta ({p.theta_mode})", f"{p.theta:.4f}"),
-            ("kmin", str(p.kmin)),
-            (f"small blocks ({p.small_blocks})", actions),
-            ("expected changed records", f"{p.expected_changed:,.1f} (sum of theta * k)"),
-            ("certificate", f"{certificate_text(p.certificate, p.xi)} xi"),
-            ("release folder", f"{p.output_dir}" + (" (exists: `sdc release` needs --force)"
-                                                    if p.release_exists else "")),
-        ]
-        if p.changed is not None:
-            rows.insert(9, ("changed records with the seed", fmt_int(p.changed)))
-        for m in p.merges:
-            rows.append(("merge", m))
-        console.print(kv_table(rows, title=f"Plan for {p.name} (nothing written)"))
-        for n in p.notes:
-            console.print(f"note: {n}", style="yellow", markup=False)
-        from sdc.cli.json_output import plan_warnings
 
-        for w in plan_warnings(p, str(config)):  # = --json's list
-            console.print(f"warning: {w}", style="yellow", markup=False)
+def _print_plan_tables(p: PlanSummary, limit: int) -> None:
+    """The partition sets, PRBs and small-block actions of ``sdc plan`` (``limit`` rows)."""
+    ps = Table(title=f"Partition sets ({p.n_partition_sets})", title_justify="left")
+    for col in ("partition set", "records", "cells", "sensitive cells", "sensitive records",
+                "PRB"):
+        ps.add_column(col, justify="left" if col == "partition set" else "right")
+    for r in p.partition_sets.head(limit).itertuples(index=False):
+        ps.add_row(Text(str(r.partition_key)), fmt_int(r.n_records), fmt_int(r.n_cells),
+                   fmt_int(r.n_sensitive_cells), fmt_int(r.n_sensitive_records),
+                   "-" if int(r.prb) < 0 else str(int(r.prb)))
+    console.print(ps)
+    if p.n_partition_sets > limit:
+        console.print(f"... and {p.n_partition_sets - limit} more (--limit)")
+    bt = Table(title=f"Post-randomization blocks ({p.n_prbs})", title_justify="left")
+    for col in ("PRB", "k", "records", "profile t:cells", "theta", "max risk", "action",
+                "exp. changed", "partition set(s)"):
+        bt.add_column(col, justify="left" if col in ("partition set(s)", "profile t:cells",
+                                                     "action") else "right",
+                      overflow="fold")
+    for r in p.blocks.head(limit).itertuples(index=False):
+        bt.add_row(str(r.prb), fmt_int(r.k), fmt_int(r.n_records), str(r.profile),
+                   f"{r.theta:.4f}", f"{r.max_risk:.4f}", str(r.action),
+                   f"{r.expected_changed:.1f}", Text(str(r.partition_key)))
+    console.print(bt)
+    if p.n_prbs > limit:
+        console.print(f"... and {p.n_prbs - limit} more (--limit)")
+    small = p.small_block_actions
+    if len(small):
+        st = Table(title=f"Small-block actions ({len(small)} PRBs; kmin = {p.kmin}, policy "
+                         f"{p.small_blocks})", title_justify="left")
+        for col in ("PRB", "k", "theta", "max risk", "action", "partition set(s)"):
+            st.add_column(col, overflow="fold",
+                          justify="left" if col in ("action", "partition set(s)") else "right")
+        for r in small.itertuples(index=False):
+            st.add_row(str(r.prb), fmt_int(r.k), f"{r.theta:.4f}", f"{r.max_risk:.4f}",
+                       str(r.action), Text(str(r.partition_key)))
+        console.print(st)
+
+
+def _print_plan_summary(p: PlanSummary, config: str) -> None:
+    """The summary table, notes and warnings of ``sdc plan``."""
+    small = p.small_block_actions
+    actions = (", ".join(f"{a}: {n}" for a, n in small["action"].value_counts().items())
+               if len(small) else "none (every PRB has k >= kmin and uses the theorem's "
+               "theta)")
+    from sdc.config.model import certificate_text
+
+    rows = [
+        ("config", str(p.config_path)),
+        ("records", fmt_int(p.n_records)),
+        ("non-empty cells", f"{fmt_int(p.n_cells)} ({fmt_int(p.n_sensitive_cells)} "
+                            f"sensitive, {fmt_int(p.n_sensitive_records)} records)"),
+        ("partition sets / PRBs", f"{p.n_partition_sets} / {p.n_prbs}"),
+        ("xi", f"{p.xi}"),
+        (f"theta ({p.theta_mode})", f"{p.theta:.4f}"),
+        ("kmin", str(p.kmin)),
+        (f"small blocks ({p.small_blocks})", actions),
+        ("expected changed records", f"{p.expected_changed:,.1f} (sum of theta * k)"),
+        ("certificate", f"{certificate_text(p.certificate, p.xi)} xi"),
+        ("release folder", f"{p.output_dir}" + (" (exists: `sdc release` needs --force)"
+                                                if p.release_exists else "")),
+    ]
+    if p.changed is not None:
+        rows.insert(9, ("changed records with the seed", fmt_int(p.changed)))
+    for m in p.merges:
+        rows.append(("merge", m))
+    console.print(kv_table(rows, title=f"Plan for {p.name} (nothing written)"))
+    for n in p.notes:
+        console.print(f"note: {n}", style="yellow", markup=False)
+    from sdc.cli.json_output import plan_warnings
+
+    for w in plan_warnings(p, config):  # = --json's list
+        console.print(f"warning: {w}", style="yellow", markup=False)
 
 
 def validate(

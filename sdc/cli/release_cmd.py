@@ -100,17 +100,23 @@ def release(
             return
         _print_release_summary({**summary, "config_path": str(config)}, verbose=verbose)
         if timings:
-            import json
+            _print_timings(total, preflight_seconds, summary, startup)
 
-            cpu = os.times()
-            out = {"total_seconds": round(total, 3),
-                   "cpu_seconds": round(cpu.user + cpu.system, 3), "preflight_seconds":
-                   round(preflight_seconds, 3), "job_seconds": summary.get("seconds"),
-                   "prefect_seconds": round(total - (summary.get("seconds") or 0.0), 3),
-                   "tasks": summary.get("timings", {})}
-            out.update(startup)
-            console.print("timings " + json.dumps(out), markup=False, soft_wrap=True,
-                          highlight=False)
+
+def _print_timings(total: float, preflight_seconds: float, summary: dict[str, Any],
+                   startup: dict[str, Any]) -> None:
+    """``--timings``: one JSON line starting with 'timings ' (total, CPU, pre-flight, job,
+    Prefect's share, every task and start-up step)."""
+    import json
+
+    cpu = os.times()
+    out = {"total_seconds": round(total, 3),
+           "cpu_seconds": round(cpu.user + cpu.system, 3), "preflight_seconds":
+           round(preflight_seconds, 3), "job_seconds": summary.get("seconds"),
+           "prefect_seconds": round(total - (summary.get("seconds") or 0.0), 3),
+           "tasks": summary.get("timings", {})}
+    out.update(startup)
+    console.print("timings " + json.dumps(out), markup=False, soft_wrap=True, highlight=False)
 
 
 def _await_review(summary: dict, as_json: bool, since: str) -> None:
