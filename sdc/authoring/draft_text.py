@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from sdc.authoring.observe import Draft
+from sdc.authoring.observe import Draft, KeyDraft
 from sdc.config.model import certificate_text
 
 __all__ = ["draft_yaml"]
@@ -76,63 +76,10 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         f"name: {_flow(d.name)}",
         "input:",
     ]
-    for k, v in d.input.items():
-        if k == "drop":
-            L.append(f"  drop: {_flow(v)}" + ("" if v else
-                     "                    # direct identifiers: never released"))
-            for col, why in d.dependent.items():
-                if why.startswith("(the survey weight)"):
-                    L.append(f"  # dropped by sdc init: {col} {why}; a weight cannot be "
-                             "derived: and keeping its key as_is did not suffice (small PRBs "
-                             "merged across it)")
-                    continue
-                L.append(f"  # dropped by sdc init: {col} {why}; it is not a function of the")
-                L.append("  # keys (derived: would be refused): to release it, make it a key "
-                         "variable")
-        else:
-            L.append(f"  {k}: {_flow(v)}")
-    if d.input_labels:
-        L.append("  labels:                     # variable labels of non-key columns (SPSS/Stata)")
-        L += [f"    {_flow(c)}: {_flow(t)}" for c, t in d.input_labels.items()]
-    if d.released_unchanged:
-        L += _wrap_list("  # released unchanged: ", [str(c) for c in d.released_unchanged])
-    if d.derived:
-        L.append(f"derived: {_flow(list(d.derived))}   # recomputed from the RELEASED key values")
-        for col, why in d.derived.items():
-            L.append(f"  # {col} {why}; it is a function of the keys, so sdc releases it "
-                     "recomputed")
+    L += _input_lines(d)
     L += ["key_variables:                # what an intruder can match on (OBSERVED domains!)"]
     for k, kd in d.keys.items():
-        L.append(f"  {_flow(k)}:")
-        if kd.label:
-            L.append(f"    label: {_flow(kd.label)}")
-        if kd.range is not None:
-            L.append(f"    range: {_flow(list(kd.range))}"
-                     f"           # observed min and max ({kd.n_observed} distinct values)")
-        else:
-            note = f"    # observed: {kd.n_observed} categories"
-            if kd.unobserved_labelled:
-                note += (f"; labelled in the file but absent from the data: "
-                         f"{_flow(kd.unobserved_labelled)}")
-            L.append(note)
-            L += _wrap_list("    categories: ", list(kd.categories or []))
-        if kd.labels:
-            L.append("    labels:")
-            L += [f"      {_flow(v)}: {_flow(t)}" for v, t in kd.labels.items()]
-        if kd.dropped_labels:
-            L.append(f"    # value labels outside this domain, not used: {_flow(kd.dropped_labels)}")
-        if kd.missing:
-            L.append("    missing: category          # the data have empty values")
-            if kd.missing_moves:
-                L.append("    # too few records miss it to certify them on their own: missing moves "
-                         "like a category")
-                L.append("    missing_moves: true        # (default false: a blank stays a real blank)")
-            else:
-                L.append("    # missing_moves: false (default): a blank is never a perturbed "
-                         "real value")
-        if kd.recode is not None:
-            L.append(f"    # recoded by `sdc design` ({kd.recode_note}): released values are coarser")
-            L.append(f"    recode: {_flow(kd.recode)}")
+        L += _key_lines(k, kd)
     c = d.check
     L += [
         "partition:                    # generalized keys -> partition sets; PRAM never leaves one",
@@ -172,3 +119,71 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         f"  formats: {_flow(d.output['formats'])}   # parquet, csv, sav, dta",
     ]
     return "\n".join(L) + "\n"
+
+
+def _input_lines(d: Draft) -> list[str]:
+    """The ``input:`` section's entries, the columns dropped or released unchanged, and
+    ``derived:``."""
+    L: list[str] = []
+    for k, v in d.input.items():
+        if k == "drop":
+            L.append(f"  drop: {_flow(v)}" + ("" if v else
+                     "                    # direct identifiers: never released"))
+            for col, why in d.dependent.items():
+                if why.startswith("(the survey weight)"):
+                    L.append(f"  # dropped by sdc init: {col} {why}; a weight cannot be "
+                             "derived: and keeping its key as_is did not suffice (small PRBs "
+                             "merged across it)")
+                    continue
+                L.append(f"  # dropped by sdc init: {col} {why}; it is not a function of the")
+                L.append("  # keys (derived: would be refused): to release it, make it a key "
+                         "variable")
+        else:
+            L.append(f"  {k}: {_flow(v)}")
+    if d.input_labels:
+        L.append("  labels:                     # variable labels of non-key columns (SPSS/Stata)")
+        L += [f"    {_flow(c)}: {_flow(t)}" for c, t in d.input_labels.items()]
+    if d.released_unchanged:
+        L += _wrap_list("  # released unchanged: ", [str(c) for c in d.released_unchanged])
+    if d.derived:
+        L.append(f"derived: {_flow(list(d.derived))}   # recomputed from the RELEASED key values")
+        for col, why in d.derived.items():
+            L.append(f"  # {col} {why}; it is a function of the keys, so sdc releases it "
+                     "recomputed")
+    return L
+
+
+def _key_lines(k: str, kd: KeyDraft) -> list[str]:
+    """One key variable's entry: label, observed domain, value labels, missing, recode."""
+    L: list[str] = []
+    L.append(f"  {_flow(k)}:")
+    if kd.label:
+        L.append(f"    label: {_flow(kd.label)}")
+    if kd.range is not None:
+        L.append(f"    range: {_flow(list(kd.range))}"
+                 f"           # observed min and max ({kd.n_observed} distinct values)")
+    else:
+        note = f"    # observed: {kd.n_observed} categories"
+        if kd.unobserved_labelled:
+            note += (f"; labelled in the file but absent from the data: "
+                     f"{_flow(kd.unobserved_labelled)}")
+        L.append(note)
+        L += _wrap_list("    categories: ", list(kd.categories or []))
+    if kd.labels:
+        L.append("    labels:")
+        L += [f"      {_flow(v)}: {_flow(t)}" for v, t in kd.labels.items()]
+    if kd.dropped_labels:
+        L.append(f"    # value labels outside this domain, not used: {_flow(kd.dropped_labels)}")
+    if kd.missing:
+        L.append("    missing: category          # the data have empty values")
+        if kd.missing_moves:
+            L.append("    # too few records miss it to certify them on their own: missing moves "
+                     "like a category")
+            L.append("    missing_moves: true        # (default false: a blank stays a real blank)")
+        else:
+            L.append("    # missing_moves: false (default): a blank is never a perturbed "
+                     "real value")
+    if kd.recode is not None:
+        L.append(f"    # recoded by `sdc design` ({kd.recode_note}): released values are coarser")
+        L.append(f"    recode: {_flow(kd.recode)}")
+    return L
