@@ -42,14 +42,12 @@ import stat
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 __all__ = ["DEFAULT_IDLE_MINUTES", "Launch", "LocalServer", "Reuse", "ServerError", "Verdict",
-           "acquire_reused_server", "idle_minutes_setting", "inspect_server", "local_server",
+           "acquire_reused_server", "boot_id", "idle_minutes_setting", "inspect_server", "local_server",
            "server_status", "start_server", "state_file", "stop_server"]
 
 #: minutes a reused server keeps running after the last run or request
@@ -89,7 +87,8 @@ def idle_minutes_setting() -> float:
 # ---------------------------------------------------------------------------------------------
 # process identity
 # ---------------------------------------------------------------------------------------------
-def _boot_id() -> str | None:
+def boot_id() -> str | None:
+    """This boot's id (Linux), None without one."""
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -156,6 +155,9 @@ class LocalServer:
 
 
 def _get_json(url: str, timeout: float) -> Any:
+    import urllib.error  # here: the thin CLI client imports this module without it
+    import urllib.request
+
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return json.loads(r.read() or b"null") if r.status == 200 else None
@@ -210,7 +212,7 @@ def inspect_server(srv: LocalServer) -> Verdict:
             return Verdict("ours" if ok else "dead", srv, "" if ok else
                            f"the server sdc started (pid {srv.pid}) does not answer")
         return Verdict("dead", srv, f"the server sdc started (pid {srv.pid}) has exited")
-    boot = _boot_id()
+    boot = boot_id()
     other = (f"pid {srv.pid} is now another process ({_cmdline(srv.pid)}), not the server sdc "
              "started")
     if srv.boot_id and boot and srv.boot_id != boot:
@@ -339,7 +341,7 @@ class Launch:
         ident = process_start(self.pid)
         self.server = LocalServer(pid=self.pid, url=f"http://127.0.0.1:{self.port}/api",
                                   log=str(self.log), start_ticks=ident[0] if ident else None,
-                                  boot_id=_boot_id(), token=self.token,
+                                  boot_id=boot_id(), token=self.token,
                                   idle_minutes=idle_minutes)
         self.ready_after: float | None = None
 

@@ -104,8 +104,12 @@ app.add_typer(rr_app, name="rr", help="Randomized-response survey designs.")
 
 
 def main() -> None:
-    """Console-script entry point (``sdc = "sdc.cli.main:main"``)."""
-    app(prog_name="sdc")
+    """The console script of older installs (``sdc = "sdc.cli.main:main"``): as
+    :func:`sdc.cli.entry.main` (a warm ``sdc release`` runs in the pre-imported worker,
+    :mod:`sdc.cli.thin`)."""
+    from sdc.cli.thin import run
+
+    run(lambda: app(prog_name="sdc"))
 
 
 if __name__ == "__main__":  # pragma: no cover
