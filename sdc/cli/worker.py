@@ -392,7 +392,7 @@ def _fresh_streams() -> None:
                                   line_buffering=tty or fd == 2)
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
-    from sdc.cli import main as cli
+    from sdc.cli import common as cli
 
     cli.console.__init__(highlight=False)
     cli.err_console.__init__(stderr=True, highlight=False)
