@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,14 +15,19 @@ import pandas as pd
 from sdc.audit.report import REL, TOL, AuditReport
 from sdc.config.model import ReleaseConfig
 from sdc.method.blocks import Block
-from sdc.method.destinations import design_risk
+from sdc.method.destinations import NearCertifier, design_risk
 from sdc.method.partition import Partitioned
 from sdc.method.plan import plan_release
-from sdc.method.risk import max_risk
+from sdc.method.risk import BlockRisk, max_risk
 from sdc.method.theta import kmin as kmin_of
 from sdc.method.theta import solve_theta
+from sdc.method.weighted import weight_plan
 
-__all__ = ["cell_examples", "cell_frame", "count_checks", "dependence_checks", "fmt_profile", "merge_groups", "near_risk", "parse_profile", "prb_checks", "ps_counts", "theta_check", "weighted_checks"]
+#: the near-cell check's inputs: the certifier on the source's cells and audit.json's
+#: ``near.prbs`` records
+NearDesigns = tuple[NearCertifier, list[dict[str, Any]]]
+
+__all__ = ["NearDesigns", "cell_examples", "cell_frame", "count_checks", "dependence_checks", "fmt_profile", "merge_groups", "near_risk", "parse_profile", "prb_checks", "ps_counts", "theta_check", "weighted_checks"]
 
 
 def cell_frame(part: Partitioned) -> pd.DataFrame:
@@ -50,13 +56,11 @@ def fmt_profile(p: dict[int, int]) -> str:
     return ", ".join(f"{t}:{m}" for t, m in sorted(p.items()))
 
 
-def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: Any,
+def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: np.ndarray | None,
                     cfg: ReleaseConfig, xi: float) -> tuple[float, str]:
     """The weighted mode (docs/METHOD.md 7.11): its design re-derived from the source's cell
     table and weight totals, every weight group's exact max risk recomputed; the certificate
     is the design's."""
-    from sdc.method.weighted import weight_plan
-
     if weight_total is None:
         rep.add("weighted design", False, "the source's weight totals were not counted")
         return math.inf, "weighted design"
@@ -79,7 +83,7 @@ def theta_check(rep: AuditReport, risk: dict[str, Any], xi: float) -> None:
             f"theta = {risk.get('theta')}, kmin = {risk.get('kmin')})")
 
 
-def merge_groups(prb_of_label: dict[str, int]) -> tuple[Any, str]:
+def merge_groups(prb_of_label: dict[str, int]) -> tuple[Callable[[str], str], str]:
     """Partition sets merged into one PRB form one comparison group (records may move inside
     it): (label -> group, a note for the detail)."""
     members = pd.Series(list(prb_of_label.values())).value_counts()
@@ -92,7 +96,8 @@ def merge_groups(prb_of_label: dict[str, int]) -> tuple[Any, str]:
     return group, (f" ({len(merged)} merged groups compared as one)" if merged else "")
 
 
-def count_checks(rep: AuditReport, po: Partitioned, pr: Partitioned, group: Any, xi: float,
+def count_checks(rep: AuditReport, po: Partitioned, pr: Partitioned,
+                 group: Callable[[str], str], xi: float,
                  cfg: ReleaseConfig, note: str = "", what: str = "", unit: str = "") -> None:
     """Counts per partition set (``group`` maps a label to its comparison group), non-sensitive
     cells unchanged, no released cell empty in the original. ``what`` prefixes the check names,
@@ -128,7 +133,7 @@ def count_checks(rep: AuditReport, po: Partitioned, pr: Partitioned, group: Any,
 
 def prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
                prb_of_label: dict[str, int], xi: float, what: str = "",
-               near: tuple[Any, list] | None = None) -> tuple[float, str]:
+               near: NearDesigns | None = None) -> tuple[float, str]:
     """Sensitive cells in PRBs, PRB profiles recounted, exact max risks recomputed, and the
     certificate of ``po`` (max over PRBs and non-sensitive cells): returns (certificate, where).
     ``what`` prefixes the check names (``"household "`` for the household stage). ``near``:
@@ -192,8 +197,8 @@ def prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
     return cert, where
 
 
-def near_risk(near: tuple[Any, list], po: Partitioned, prb_of_label: dict[str, int], i: int,
-              prof: dict[int, int], theta: float, bad_w: list[str]) -> Any:
+def near_risk(near: NearDesigns, po: Partitioned, prb_of_label: dict[str, int], i: int,
+              prof: dict[int, int], theta: float, bad_w: list[str]) -> BlockRisk:
     """PRB i's certificate under its near design, re-derived from the source's cells."""
     certifier, recorded = near
     members = sorted(s for s, lab in enumerate(po.partition_keys) if prb_of_label.get(lab) == i)

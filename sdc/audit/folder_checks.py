@@ -11,12 +11,15 @@ from typing import Any
 
 import yaml
 
+from sdc.audit.rederive import audit_differences, public_differences, rederive
 from sdc.audit.report import AuditError, AuditReport
 from sdc.config.load import load_yaml, parse_config
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.write import sha256_bytes, sha256_file
+from sdc.publish.review import is_staged, review_checks
 from sdc.release.record import AUDIT_FORMAT
+from sdc.series.seeds import SeedInfo, load_seed
 
 __all__ = ["config_checks", "hash_checks", "load_audit", "mode_checks", "rederived_checks", "record_checks", "seed_of"]
 
@@ -122,11 +125,9 @@ def record_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -
             "count agree with the config copy" if not bad else "; ".join(bad))
 
 
-def seed_of(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -> Any:
+def seed_of(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -> SeedInfo | None:
     """The release's seed (for the re-derivation), after checking the recorded seed path and
     SHA-256 against the seed file the config copy names. None if it cannot be read."""
-    from sdc.series.seeds import SeedInfo, load_seed
-
     rec = audit.get("seed") or {}
     created = bool(rec.get("created_by_this_run"))
     if isinstance(cfg.seed, int):
@@ -152,12 +153,11 @@ def seed_of(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -> Any:
 
 
 def rederived_checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
-                     audit: dict[str, Any], seed_info: Any, moved_source: bool = False) -> None:
+                     audit: dict[str, Any], seed_info: SeedInfo | None,
+                     moved_source: bool = False) -> None:
     """Make the release again (:mod:`sdc.audit.rederive`) and compare every public file
     record for record and every field of the audit record (with ``moved_source``, the
     recorded input path is where the source lay at release time: its hash was checked)."""
-    from sdc.audit.rederive import audit_differences, public_differences, rederive
-
     names = {c.name: c.ok for c in rep.checks}
     if seed_info is None or not names.get("source: hash", False):
         why = "no seed" if seed_info is None else "the source changed"
@@ -212,8 +212,6 @@ def config_checks(rep: AuditReport, release_dir: Path, audit: dict[str, Any]
         rep.add("config copy: parses", False, f"cannot rebuild the config: {e}")
         return None
     rep.add("config copy: parses", True, f"release job {cfg.name!r}")
-    from sdc.publish.review import is_staged, review_checks
-
     staged = release_dir if is_staged(release_dir) else None
     for name, ok, detail in review_checks(audit, cfg.review is not None and cfg.review.required,
                                           list(cfg.review.approvers) if cfg.review else None,

@@ -12,7 +12,23 @@ from sdc.audit.block_checks import count_checks, dependence_checks, merge_groups
 from sdc.audit.report import AuditReport
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
+from sdc.method.cells import encode_key
 from sdc.method.dependence import frame_dependence
+from sdc.method.household_composition import (
+    COMPOSITION,
+    composition_plan,
+    composition_table,
+    person_classes,
+)
+from sdc.method.households import (
+    check_households,
+    household_codes,
+    household_config,
+    household_table,
+    person_config,
+    row_index,
+    small_classes,
+)
 from sdc.method.partition import Partitioned, partition_frame
 from sdc.method.plan import plan_release
 
@@ -27,15 +43,6 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
     (counted in households) and its PRBs; the person stage's PRBs (recounted from the source
     under the person stage's partition) and its counts per person partition group. Returns
     the certificate: the larger of the two stages'."""
-    from sdc.method.households import (
-        check_households,
-        household_codes,
-        household_config,
-        household_table,
-        person_config,
-        small_classes,
-    )
-
     try:
         check_households(public, cfg)
         rep.add("households: consistent", True, "every public household has one value of each "
@@ -115,14 +122,6 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     kept, so the same households are set aside on both sides); its PRBs recounted, their
     exact max risk recomputed; the certificate = the plan's, or 1 / #HK combinations when
     there are singular households. Returns the certificate."""
-    from sdc.method.household_composition import (
-        COMPOSITION,
-        composition_plan,
-        composition_table,
-        person_classes,
-    )
-    from sdc.method.households import household_table, row_index
-
     hh = audit.get("households") or {}
     pc_o, n_cls = person_classes(original, cfg)
     pc_p, _ = person_classes(public, cfg)
@@ -139,8 +138,6 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     if (comp_p < 0).any():
         return 1.0, "composition stage: a released composition is not in the source"
     hk_o = household_table(original, cfg, code_o, first_o)
-    from sdc.method.cells import encode_key
-
     hk_codes = np.column_stack([encode_key(hk_o[k], k, cfg.key_variables[k])
                                 for k in cfg.household_keys])
     try:

@@ -87,7 +87,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) 
     tmp = Path(tempfile.mkdtemp(prefix="sdc-audit-"))       # 0700
     try:
         (tmp / "internal").mkdir(mode=0o700)
-        res = executor.release(cfg, seed_info.value, tmp / "public", cfg.engine,
+        res = executor.release(cfg, seed_info.value, tmp / "public", cfg.executor,
                                records_path=tmp / "internal" / "records.parquet")
         s = series_risk_vs_previous(seed_info, res) if seed_info.series else None
         reports = batch_reports(res, cfg, seed=seed_info.value, series=s).files() if wanted else {}

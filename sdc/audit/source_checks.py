@@ -16,12 +16,19 @@ import pandas as pd
 from sdc.audit.report import AuditReport
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
+from sdc.executors.memory import InMemory
+from sdc.executors.streaming import LocalBatches
+from sdc.io.batches import input_sha256
 from sdc.io.read import integer_keys, read_input, string_key_dtypes
 from sdc.io.schemas import validate_output
 from sdc.io.write import sha256_file
 from sdc.method.dependence import measure_dependence
+from sdc.method.derived import DerivedError
+from sdc.method.draws import value_hash
 from sdc.method.partition import Partitioned, partition_cells
 from sdc.method.plan import plan_release
+from sdc.pipeline.release import count_cells
+from sdc.reports.recoding import fine_counts, recoding_section
 
 __all__ = ["counted_partitions", "derived_check", "read_in_memory", "read_public", "recoding_check", "source_found"]
 
@@ -96,11 +103,6 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
     made the release: in record batches for a streaming or Dask release (memory bounded by a
     batch and the cell table; the output schema checked per batch), whole for a pandas release
     (the in-memory runner: any input format, the output schema checked on the whole file)."""
-    from sdc.executors.memory import InMemory
-    from sdc.executors.streaming import LocalBatches
-    from sdc.io.batches import input_sha256
-    from sdc.pipeline.release import count_cells
-
     def runner(config: ReleaseConfig) -> Any:
         return LocalBatches(config) if batched else InMemory(config)
 
@@ -167,9 +169,6 @@ def derived_check(rep: AuditReport, cfg: ReleaseConfig, src, src_cells: np.ndarr
                   pub_cells: np.ndarray) -> None:
     """Every ``derived:`` column of the public file is a function of the released cell and
     equals the source's mapping there (compared by value hash)."""
-    from sdc.method.derived import DerivedError
-    from sdc.method.draws import value_hash
-
     bad = []
     o_src, o_pub = np.argsort(src_cells), np.argsort(pub_cells)
     for c in cfg.derived:
@@ -195,9 +194,6 @@ def recoding_check(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
                    po: Partitioned) -> None:
     """The recoding loss re-derived from the source (its declared values counted again) and
     compared with ``utility.json``'s ``recoding`` section."""
-
-    from sdc.reports.recoding import fine_counts, recoding_section
-
     try:
         again = recoding_section(cfg, fine_counts(cfg), po.cells.key_codes, po.cells.frequency)
         stored = json.loads((release_dir / "internal" / "utility.json").read_text())["recoding"]

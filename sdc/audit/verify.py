@@ -58,6 +58,7 @@ from sdc.audit.folder_checks import (
 from sdc.audit.household_checks import household_checks
 from sdc.audit.report import REL, TOL, AuditError, AuditReport, Check
 from sdc.audit.source_checks import counted_partitions, read_in_memory, read_public, recoding_check
+from sdc.executors.registry import get_executor
 from sdc.method.destinations import NearCertifier
 from sdc.release.record import AUDIT_FORMAT, build_audit, config_text_of
 
@@ -95,8 +96,6 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
         if household_frames is None:
             return rep
     else:
-        from sdc.executors.registry import get_executor
-
         batched = get_executor(audit.get("engine") or "pandas").batched
         found = counted_partitions(rep, release_dir, cfg, src, inp, batched)
         if found is None:

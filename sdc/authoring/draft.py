@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 import sdc
+from sdc.authoring.design import run_design
 from sdc.authoring.draft_text import draft_yaml
 from sdc.authoring.observe import (
     AS_IS_MAX,
@@ -56,6 +57,8 @@ from sdc.authoring.observe import (
     read_for_draft,
 )
 from sdc.config import parse_config
+from sdc.method.dependence import DependenceError
+from sdc.method.draws import value_hash
 
 __all__ = [
     "AS_IS_MAX",
@@ -263,8 +266,6 @@ def _checked_release(frame: pd.DataFrame, data: dict[str, Any], base: Path,
     """``release_frame`` of the draft; a column the dependence check fails goes to
     ``derived:`` when it is a function of the key values, else to ``input.drop`` (the reason
     is written as a comment), and the check reruns."""
-    from sdc.method.dependence import DependenceError
-
     while True:
         cfg = parse_config(data, base, source="the draft", load_hierarchies=False)
         try:
@@ -317,8 +318,6 @@ def _weight_fix(frame: pd.DataFrame, data: dict[str, Any], draft: Draft, weight:
 
 def _is_function_of(frame: pd.DataFrame, column: str, keys: list[str]) -> bool:
     """Whether ``column`` has one value per combination of ``keys`` (by value hash)."""
-    from sdc.method.draws import value_hash
-
     h = pd.Series(value_hash(frame[column]).view(np.int64), index=frame.index)
     grouped = h.groupby([frame[k] for k in keys], dropna=False, sort=False)
     return bool((grouped.nunique() <= 1).all())
@@ -358,8 +357,6 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     c = draft.check
     if not c or c.get("records", 0) == 0 or c["expected_changed"] / c["records"] <= DESIGN_WHEN:
         return False
-    from sdc.authoring.design import run_design
-
     d = run_design(config_path, budget=budget)
     r = d.result
     if r.recommended is None or r.current is None:

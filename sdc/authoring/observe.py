@@ -15,6 +15,7 @@ import pandas as pd
 from sdc.config import ConfigError, ReleaseConfig, parse_config
 from sdc.config.load import CONTROL_CHARACTERS
 from sdc.errors import InputError
+from sdc.io.read import read_input
 
 __all__ = ["AS_IS_MAX", "DEFAULT_XI", "MAX_SMALL_SHARE", "RANGE_DENSITY", "RANGE_THRESHOLD", "Draft",
            "KeyDraft", "is_ordered_quantity", "observe_key", "read_for_draft"]
@@ -149,8 +150,6 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
         Unreadable file, or a key / id / drop / weight column that is not in the file (names
         the column and lists the file's columns).
     """
-    from sdc.io.read import read_input
-
     path = Path(data_path).expanduser().resolve()
     drop = list(drop or [])
     if not keys:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, SupportsInt
 
 import typer
 from rich.console import Console
@@ -49,7 +49,7 @@ def error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExcep
                                 ("sdc.publish.folder", "ReleaseFolderError", user),
                                 ("flows.schedule", "ScheduleError", user),
                                 ("flows.server", "ServerError", user),
-                                ("sdc.audit.verify", "AuditError", known)):
+                                ("sdc.audit.report", "AuditError", known)):
         try:
             group.append(getattr(__import__(module, fromlist=[name]), name))
         except (ImportError, AttributeError):  # pragma: no cover - module not installed
@@ -129,7 +129,7 @@ def quiet_prefect() -> None:
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
-def fmt_int(v: Any) -> str:
+def fmt_int(v: SupportsInt | str) -> str:
     return f"{int(v):,}"
 
 
@@ -152,6 +152,27 @@ ReleaseDirArg = Annotated[Path, typer.Argument(help="A release folder (the confi
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout "
                                        "(errors too; schemas in docs/cli_json/).",
                                        is_eager=True)]  # known to the range checks
+
+
+def executor_value(value: str | None) -> str | None:
+    """``--executor`` (``--engine``, its old name): ``memory`` (or ``pandas``, its old name),
+    ``streaming``, ``dask``; given to the release layer as the registered name. An unknown name
+    passes through and is refused there, with the registered ones. The config layer is
+    imported only when the option is given (``sdc --help`` stays cheap)."""
+    if value is None:
+        return None
+    from sdc.config.sections import executor_name
+
+    return executor_name(value)
+
+
+def executor_option(what: str) -> Any:
+    """The ``--executor`` option (alias ``--engine``) of a command; ``what`` ends its help."""
+    return typer.Option(
+        "--executor", "--engine", help=f"memory (the file in memory) | streaming (one machine, out "
+        f"of core) | dask (a Dask cluster); {what}. Overrides the config's executor:. "
+        "(--engine and the value pandas: their old names.)", show_default=False,
+        callback=lambda value: executor_value(value))
 
 
 def user_error(message: str) -> Exception:

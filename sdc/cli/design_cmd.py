@@ -93,7 +93,7 @@ def design(
             raise typer.Exit(EXIT_USAGE)
 
 
-def _pct(x: Any) -> str:
+def _pct(x: float | None) -> str:
     return "-" if x is None or x != x else f"{100 * x:.1f}%"
 
 
@@ -205,7 +205,7 @@ def _disp(p: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v:.1f}" for k, v in d.items()) or "-"
 
 
-def v_rule(rule: Any) -> str:
+def v_rule(rule: object) -> str:
     """A recoding rule on one line, as YAML flow style shows it."""
     if isinstance(rule, dict):
         return "{" + ", ".join(f"{k}: {v_rule(v)}" for k, v in rule.items()) + "}"

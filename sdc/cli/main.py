@@ -6,7 +6,7 @@ Commands (``sdc COMMAND --help`` for each)::
     sdc release CONFIG [--force] [--timings]   run the release flow (embedded Prefect)
     sdc plan CONFIG                what a release would do; writes nothing
     sdc design CONFIG [-o NEW]     search recodings for the least-changed certified release
-    sdc validate CONFIG [--engine E]   check the config and the input only
+    sdc validate CONFIG [--executor E]   check the config and the input only
     sdc audit RELEASE_DIR          re-verify a published release (exit 1 on any failure)
     sdc approve|reject DIR --as N  publish or discard a release staged for review (--review)
     sdc report RELEASE_DIR         re-render internal/report.html from the JSON reports

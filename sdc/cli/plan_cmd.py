@@ -15,6 +15,7 @@ from sdc.cli.common import (
     ConfigArg,
     JsonOpt,
     console,
+    executor_option,
     fmt_int,
     friendly_errors,
     kv_table,
@@ -32,9 +33,8 @@ def plan(
                                        callback=in_range(0, MAX_LIMIT, integer=True))]
     = 60,
     as_json: JsonOpt = False,
-    engine: Annotated[str | None, typer.Option(
-        "--engine", help="pandas | streaming | dask: how the records are read and counted "
-        "(overrides the config's engine:).", show_default=False)] = None,
+    executor: Annotated[str | None, executor_option("how the records are read and counted")]
+    = None,
 ) -> None:
     """Show what a release would do (partition sets, PRBs, theta, certificate); write nothing."""
     with friendly_errors("plan" if as_json else None):
@@ -43,11 +43,11 @@ def plan(
         if as_json:  # every partition set and PRB, no --limit
             from sdc.cli.json_output import plan_document, print_document
 
-            print_document(plan_document(plan_job(config, engine=engine), str(config)))
+            print_document(plan_document(plan_job(config, engine=executor), str(config)))
             return
 
         with console.status(f"planning {escape(str(config))}"):
-            p = plan_job(config, engine=engine)
+            p = plan_job(config, engine=executor)
         _print_plan_tables(p, limit)
         _print_plan_summary(p, str(config))
 
@@ -129,9 +129,8 @@ def _print_plan_summary(p: PlanSummary, config: str) -> None:
 
 def validate(
     config: ConfigArg,
-    engine: Annotated[str | None, typer.Option(
-        "--engine", help="pandas | streaming | dask: how the records are read and checked "
-        "(overrides the config's engine:).", show_default=False)] = None,
+    executor: Annotated[str | None, executor_option("how the records are read and checked")]
+    = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the config and its input (schema, domains, ids, weights) without releasing."""
@@ -141,11 +140,11 @@ def validate(
         if as_json:
             from sdc.cli.json_output import print_document, validate_document
 
-            print_document(validate_document(validate_release_input(config, engine=engine)))
+            print_document(validate_document(validate_release_input(config, engine=executor)))
             return
 
         with console.status(f"validating {escape(str(config))}"):
-            v = validate_release_input(config, engine=engine)
+            v = validate_release_input(config, engine=executor)
         console.print(kv_table([
             ("config", str(v.config_path)),
             ("input", f"{v.input_path} (sha256 {v.input_sha256[:16]}...)"),

@@ -16,6 +16,7 @@ from sdc.cli.common import (
     JsonOpt,
     console,
     err_console,
+    executor_option,
     fmt_int,
     friendly_errors,
     kv_table,
@@ -38,10 +39,8 @@ def release(
     timings: Annotated[bool, typer.Option("--timings", help="Also print the seconds of every "
                                           "step and of Prefect's start-up, as one JSON line "
                                           "starting with 'timings ' (not with --json).")] = False,
-    engine: Annotated[str | None, typer.Option(
-        "--engine", help="pandas (in memory, default) | streaming (one machine, out of core) | "
-        "dask (LocalCluster, or engine.scheduler of the config); overrides the config's "
-        "engine:.", show_default=False)] = None,
+    executor: Annotated[str | None, executor_option(
+        "default memory; dask runs a LocalCluster, or the config's executor.scheduler")] = None,
     review: Annotated[bool, typer.Option(
         "--review", help="Stage the release (owner-only <release>.staged) for review instead "
         "of publishing it; `sdc approve` publishes it (as the config's review: does).")]
@@ -73,7 +72,7 @@ def release(
         # Prefect is imported or its server started (the flow checks them again)
         from sdc.release.preflight import preflight
 
-        loaded = preflight(config, force=force, new_series=new_series, engine=engine,
+        loaded = preflight(config, force=force, new_series=new_series, engine=executor,
                            discard_extra_files=discard_extra_files).config
         preflight_seconds = time.perf_counter() - t0
         from flows.run import run_release
@@ -84,7 +83,7 @@ def release(
                 status.update(f"release {escape(str(config))}: {step}")
 
             summary, startup = run_release(
-                config, loaded, force=force, new_series=new_series, engine=engine,
+                config, loaded, force=force, new_series=new_series, engine=executor,
                 review=review or wait_for_review, discard_extra_files=discard_extra_files,
                 reuse=not no_reuse, progress=None if as_json else show, t0=t0)
         if wait_for_review:  # the run is over: wait on the staged folder (any server or none)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sdc.cli.common import EXIT_FAILURE, console, err_console, friendly_errors
 from sdc.cli.ranges import in_range
+
+if TYPE_CHECKING:  # flows.server imports Prefect's settings: only when a command runs
+    from flows.server import Verdict
 
 
 def schedule(
@@ -80,7 +83,7 @@ def server_start(
                       f"{srv.root}.", markup=False)
 
 
-def _stale(v: Any) -> str:
+def _stale(v: Verdict) -> str:
     return (f"no server was running: {v.detail}; nothing was signalled and the stale "
             "state file was removed" if v.state in ("dead", "foreign") and v.server is not None
             else f"no server was running ({v.detail})" if v.detail else "no server was running")

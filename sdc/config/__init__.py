@@ -8,6 +8,7 @@ from sdc.config.model import (
     ConfigError,
     DPPerturb,
     EngineSpec,
+    ExecutorSpec,
     Groups,
     Hierarchy,
     InputSpec,
@@ -21,7 +22,8 @@ from sdc.config.model import (
 )
 
 __all__ = [
-    "AsIs", "Bands", "ConfigError", "DPPerturb", "EngineSpec", "Groups", "Hierarchy", "InputSpec", "KeyVariable",
+    "AsIs", "Bands", "ConfigError", "DPPerturb", "EngineSpec", "ExecutorSpec",
+    "Groups", "Hierarchy", "InputSpec", "KeyVariable",
     "OutputSpec", "ReleaseConfig", "RiskSpec", "Schedule", "SeedFile", "check_xi",
     "format_validation_error", "load_config", "parse_config", "read_hierarchy",
 ]

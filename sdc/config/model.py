@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_validator
 
 from sdc.config.base import ConfigError, StrictModel
 from sdc.config.keys import AsIs, Bands, Groups, Hierarchy, KeyVariable, PartitionRule, TopBottom
@@ -26,6 +26,7 @@ from sdc.config.sections import (
     Analysis,
     DPPerturb,
     EngineSpec,
+    ExecutorSpec,
     InputSpec,
     NearSpec,
     OutputSpec,
@@ -46,6 +47,7 @@ __all__ = [
     "ConfigError",
     "DPPerturb",
     "EngineSpec",
+    "ExecutorSpec",
     "Groups",
     "Hierarchy",
     "InputSpec",
@@ -83,7 +85,9 @@ class ReleaseConfig(StrictModel):
     #: non-key columns released as a function of the RELEASED key values (the mapping observed
     #: in the input; refused when the column is not a function of the keys)
     derived: list[str] = Field(default_factory=list)
-    engine: EngineSpec = Field(default_factory=EngineSpec)
+    #: the executor (``executor:``; ``engine:`` is the key's old name, still accepted)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec,
+                                   validation_alias=AliasChoices("executor", "engine"))
     review: ReviewSpec | None = None
     utility: UtilitySpec = Field(default_factory=UtilitySpec)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
@@ -94,6 +98,13 @@ class ReleaseConfig(StrictModel):
     _user_partition: dict[str, Any] = PrivateAttr(default_factory=dict)
     _recode_maps: dict[str, Any] = PrivateAttr(default_factory=dict)
     _user_merge_along: bool = PrivateAttr(default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_executor_key(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "executor" in v and "engine" in v:
+            raise ValueError("give 'executor' (or its old name 'engine'), not both")
+        return v
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -198,6 +209,11 @@ class ReleaseConfig(StrictModel):
         return self
 
     # -- resolved paths ---------------------------------------------------------------------
+    @property
+    def engine(self) -> ExecutorSpec:
+        """The old name of :attr:`executor`."""
+        return self.executor
+
     @property
     def base_dir(self) -> Path:
         """The folder the config's relative paths are relative to."""

@@ -21,9 +21,10 @@ from pydantic import (
 
 from sdc.config.base import Category, StrictModel
 
-__all__ = ["Analysis", "DPPerturb", "EngineSpec", "InputSpec", "NearSpec", "OutputSpec",
-           "ReviewSpec", "RiskSpec", "Schedule", "SeedFile", "UtilitySpec", "certificate_text",
-           "check_xi", "formula_variables"]
+__all__ = ["EXECUTOR_ALIASES", "EXECUTOR_CHOICES", "Analysis", "DPPerturb", "EngineSpec",
+           "ExecutorSpec", "InputSpec", "NearSpec", "OutputSpec", "ReviewSpec", "RiskSpec",
+           "Schedule", "SeedFile", "UtilitySpec", "certificate_text", "check_xi",
+           "executor_name", "formula_variables"]
 
 _SCHEDULER_RE = re.compile(
     r"^(?:(tcp|tls|ws|wss|ucx)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)"
@@ -217,15 +218,30 @@ class OutputSpec(StrictModel):
         return list(dict.fromkeys(v))
 
 
-class EngineSpec(StrictModel):
-    """Which executor runs the two record passes (count cells, apply the plan).
+#: executor names accepted besides the registered ones (``sdc.executors.registry``):
+#: ``memory`` is the in-memory executor, registered under its first name ``pandas`` (which
+#: stays accepted, in configs and on the command line)
+EXECUTOR_ALIASES = {"memory": "pandas"}
+#: what a config or ``--executor`` may name, in the words of the docs
+EXECUTOR_CHOICES = ("memory", "streaming", "dask")
 
-    ``engine: pandas`` (default: the file in memory), ``engine: streaming`` (one machine, out of
-    core: record batches) or ``engine: {kind: dask, scheduler: tcp://host:port, workers: 2,
-    scratch: /shared/tmp, batch_rows: 1048576}``. Without ``scheduler`` the dask engine starts a
-    LocalCluster of ``workers`` processes; ``scratch`` is the temporary folder for the public
-    order buckets (on an existing cluster: a folder every worker and the client can reach).
-    Every engine gives the same release (byte-identical public files)."""
+
+def executor_name(name: str) -> str:
+    """The registered name of the executor ``name`` (``memory`` -> ``pandas``; others as
+    given)."""
+    return EXECUTOR_ALIASES.get(name, name)
+
+
+class ExecutorSpec(StrictModel):
+    """Which executor runs the record passes (count cells, apply the plan).
+
+    ``executor: memory`` (default: the file in memory; ``pandas`` is its old name),
+    ``executor: streaming`` (one machine, out of core: record batches) or ``executor: {kind:
+    dask, scheduler: tcp://host:port, workers: 2, scratch: /shared/tmp, batch_rows: 1048576}``
+    (``engine:`` is the key's old name, still accepted). Without ``scheduler`` the dask executor
+    starts a LocalCluster of ``workers`` processes; ``scratch`` is the temporary folder for the
+    public order buckets (on an existing cluster: a folder every worker and the client can
+    reach). Every executor gives the same release (byte-identical public files)."""
 
     kind: Literal["pandas", "streaming", "dask"] = "pandas"
     scheduler: str | None = None
@@ -236,7 +252,14 @@ class EngineSpec(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _from_name(cls, v: Any) -> Any:
-        return {"kind": v} if isinstance(v, str) else v
+        v = {"kind": v} if isinstance(v, str) else v
+        if isinstance(v, dict) and isinstance(v.get("kind"), str):
+            kind = v["kind"]
+            if kind not in (*EXECUTOR_CHOICES, *EXECUTOR_ALIASES.values()):
+                raise ValueError(f"unknown executor {kind!r}; use one of "
+                                 f"{', '.join(EXECUTOR_CHOICES)} (memory: the file in memory)")
+            v = {**v, "kind": executor_name(kind)}
+        return v
 
     @field_validator("scheduler")
     @classmethod
@@ -250,14 +273,18 @@ class EngineSpec(StrictModel):
             raise ValueError(
                 f"{v!r} is not a Dask scheduler address; write tcp://HOST:PORT with a port "
                 "1..65535 (e.g. tcp://10.0.0.5:8786, the address `dask scheduler` prints), or "
-                "leave engine.scheduler out to start a local cluster")
+                "leave executor.scheduler (engine.scheduler) out to start a local cluster")
         return v.strip()
 
     @model_validator(mode="after")
-    def _dask_only(self) -> EngineSpec:
+    def _dask_only(self) -> ExecutorSpec:
         if self.kind != "dask" and self.scheduler is not None:
             raise ValueError(f"'scheduler' is for kind: dask, not {self.kind!r}")
         return self
+
+
+#: the old name of :class:`ExecutorSpec`
+EngineSpec = ExecutorSpec
 
 
 class ReviewSpec(StrictModel):

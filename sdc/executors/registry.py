@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sdc.config.model import ConfigError, ReleaseConfig
+from sdc.config.sections import executor_name
 from sdc.io.engine_formats import ALL_INPUT_FORMATS, BATCH_INPUT_FORMATS, engine_problems
 
 __all__ = ["Executor", "executor_names", "get_executor", "register_executor"]
@@ -92,9 +93,10 @@ def register_executor(executor: Executor) -> Executor:
 def get_executor(name: str) -> Executor:
     """The executor registered as ``name``; :class:`ConfigError` naming the known ones."""
     try:
-        return _REGISTRY[name]
+        return _REGISTRY[executor_name(name)]  # memory: the registered "pandas"
     except KeyError:
-        raise ConfigError(f"unknown engine {name!r}; use one of {', '.join(_REGISTRY)}") from None
+        names = ", ".join("memory" if n == "pandas" else n for n in _REGISTRY)
+        raise ConfigError(f"unknown executor {name!r}; use one of {names}") from None
 
 
 def executor_names() -> tuple[str, ...]:

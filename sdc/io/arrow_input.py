@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.dataset as pads
 
@@ -152,8 +153,6 @@ def csv_missing(table: pa.Table, config: ReleaseConfig,
     other string columns every pandas missing marker is; the text-read columns
     (:func:`value_columns`): the empty field and ``input.na_values`` are missing, then each is
     converted to its type in ``types`` (None: left as text) without loss, or refused."""
-    import pyarrow.compute as pc
-
     text = set(_text_keys(config))
     values = set(value_columns(config, table.column_names))
     value_markers = missing_markers(config.input.na_values)

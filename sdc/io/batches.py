@@ -11,6 +11,7 @@ depend only on the public records and their order, not on the batching) are
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from sdc.io.arrow_input import (
     parquet_dataset,
     value_columns,
 )
+from sdc.io.engine_formats import BATCH_INPUT_FORMATS, engine_problems
 from sdc.io.public_files import (
     PUBLIC_ID,
     ROW_GROUP_ROWS,
@@ -44,6 +46,8 @@ from sdc.io.public_files import (
     public_schema_for,
 )
 from sdc.io.recode import recode_frame
+from sdc.io.sniff import check_file_kind
+from sdc.io.write import sha256_file
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -84,9 +88,6 @@ def check_streamable(config: ReleaseConfig, engine: str,
         SPSS ``.sav`` / Stata ``.dta`` input (no batch reader: convert it to Parquet once, e.g.
         ``pd.read_spss(path).to_parquet(...)``, or use an executor that reads it whole).
     """
-    from sdc.io.engine_formats import BATCH_INPUT_FORMATS, engine_problems
-    from sdc.io.sniff import check_file_kind
-
     if config.input_path.is_file():
         check_file_kind(config.input_path, config.input.resolved_format)
     problems = engine_problems(config, engine, BATCH_INPUT_FORMATS, others)
@@ -100,10 +101,6 @@ def check_streamable(config: ReleaseConfig, engine: str,
 def input_sha256(path: Path) -> str:
     """SHA-256 of the input: of the file's bytes, or for a folder of Parquet parts, of the list
     of (relative path, SHA-256 of the part) in path order."""
-    import hashlib
-
-    from sdc.io.write import sha256_file
-
     path = Path(path)
     if not path.is_dir():
         if not path.exists():

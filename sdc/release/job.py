@@ -18,6 +18,7 @@ import pandas as pd
 
 import sdc
 from sdc.config.model import ReleaseConfig, SeedFile
+from sdc.config.sections import ExecutorSpec, executor_name
 from sdc.executors.registry import get_executor
 
 __all__ = ["Job", "PlanSummary", "ValidationSummary", "load_job", "plan_job",
@@ -77,18 +78,18 @@ def unchanged_check(*pins: Any) -> Callable[[], None]:
     return check
 
 
-def resolve_engine(config: ReleaseConfig, engine: str | None) -> Any:
-    """The engine spec of a run: ``--engine`` (if given) over the config's ``engine:``.
+def resolve_engine(config: ReleaseConfig, engine: str | None) -> ExecutorSpec:
+    """The executor spec of a run: ``--executor`` (if given; ``memory`` is the registered
+    ``pandas``) over the config's ``executor:``.
 
-    A ``--engine dask`` keeps the config's dask settings (scheduler, workers, scratch) when the
-    config's engine is dask too."""
-    from sdc.config.model import EngineSpec
-
-    spec = config.engine
+    A ``--executor dask`` keeps the config's dask settings (scheduler, workers, scratch) when
+    the config's executor is dask too."""
+    spec = config.executor
+    engine = executor_name(engine) if engine is not None else None
     if engine is None or engine == spec.kind:
         return spec
     get_executor(engine)  # unknown name: ConfigError naming the registered ones
-    return EngineSpec(kind=engine, batch_rows=spec.batch_rows)
+    return ExecutorSpec(kind=engine, batch_rows=spec.batch_rows)
 
 
 @dataclass

@@ -9,7 +9,7 @@ scheduled run has no pre-flight of its own); this only saves the user's time.
 Checked, without reading a record:
 
 - the config parses (a config error is reported alone: nothing else can be checked without it);
-- ``--engine`` names an engine;
+- ``--executor`` (old name ``--engine``) names an executor;
 - the input exists, and its format is one the engine reads (streaming: CSV, Parquet; Dask:
   Parquet);
 - the output formats are ones the engine writes (the batch engines: Parquet, CSV);
@@ -231,10 +231,11 @@ def preflight(config_path: str | Path, *, force: bool = False, new_series: bool 
     :class:`PreflightError` listing them all when there are several.
     """
     from sdc.config.load import load_config
+    from sdc.config.sections import executor_name
 
     config = load_config(config_path)
     errors: list[Exception] = []
-    kind = engine if engine is not None else config.engine.kind
+    kind = executor_name(engine) if engine is not None else config.executor.kind
     if kind not in ENGINES:
         errors.append(ConfigError(f"unknown engine {kind!r}; use one of {', '.join(ENGINES)}"))
     else:
