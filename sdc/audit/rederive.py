@@ -1,6 +1,6 @@
 """Re-deriving a release from its audit record (``sdc audit``, issue 20 item 7).
 
-The same config copy, source and seed give the same files on any engine, so the audit can do
+The same config copy, source and seed give the same files on any executor, so the audit can do
 more than recount: it runs the release again, through the same pipeline and executor (a
 streaming or Dask release out of core with the streaming executor), into a private temporary
 folder, and compares

@@ -64,7 +64,7 @@ def source_found(rep: AuditReport, src: Path, exists: bool, what: str,
 
 def read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
                    inp: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """Source and public file read whole (pandas engine releases), with the source's hash and
+    """Source and public file read whole (releases of the in-memory executor), with the source's hash and
     row count and the public file's record count and output schema checked."""
     if not source_found(rep, src, src.is_file(), "source file", sha256_file, inp):
         return None

@@ -200,7 +200,7 @@ def input_tables(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
     """``(table, offset)`` of every batch of :func:`input_batches` before it becomes pandas
     (and before ``recode:``): the same records and Arrow types (CSV: missing markers applied,
     value columns typed without loss, a value that does not fit refused naming the file and
-    its row); ``offset`` is the batch's first global 0-based row. The dask engine's client
+    its row); ``offset`` is the batch's first global 0-based row. The dask executor's client
     copies a CSV input to Parquet from these (:func:`copy_to_parquet`)."""
     check_streamable(config, "streaming")
     path = config.input_path
@@ -339,7 +339,7 @@ def _rebatch(source, batch_rows: int, fix) -> Iterator[tuple[pa.Table, int]]:
 def copy_to_parquet(config: ReleaseConfig, dest: Path, *,
                     batch_rows: int = DEFAULT_BATCH_ROWS) -> int:
     """Write the input, as the streaming reader reads it (:func:`input_tables`), to the
-    Parquet file ``dest``, one row group per ``batch_rows`` records: the dask engine's client
+    Parquet file ``dest``, one row group per ``batch_rows`` records: the dask executor's client
     does this once for a CSV input, so that its tasks read pieces of the same values and
     types. Returns the number of records. Errors name the input file and its rows."""
     writer = schema = None

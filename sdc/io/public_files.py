@@ -36,7 +36,7 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
     type, except that integers of every width (int8..int32, uint8..uint32: R and Stata write
     32-bit integers) are int64, as a CSV of the same data gives (same values, same text, same
     public records whatever the input format). No schema metadata (no pandas metadata: it
-    would depend on one engine's dtypes)."""
+    would depend on one executor's dtypes)."""
     skip = set(config.input.drop) | ({config.input.id_column} if config.input.id_column else set())
     if PUBLIC_ID in input_schema.names and PUBLIC_ID not in skip:
         raise InputError(
@@ -63,7 +63,7 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
 
 def public_schema_for(config: ReleaseConfig, frame: pd.DataFrame) -> pa.Schema:
     """The public Arrow schema of an in-memory release: :func:`public_schema`
-    of the input file's Arrow schema (what the batch engines use), so every engine writes the
+    of the input file's Arrow schema (what the batch executors use), so every executor writes the
     same types; for SPSS/Stata input, or a column whose values the file's inferred type cannot
     hold, the type comes from ``frame``."""
     base = None
@@ -227,7 +227,7 @@ class PublicWriter:
 
 
 def public_bytes(frame: pd.DataFrame, schema: pa.Schema, formats: list[str]) -> dict[str, bytes]:
-    """The public files of an in-memory public frame, written exactly as the streaming engine
+    """The public files of an in-memory public frame, written exactly as the streaming executor
     writes them (same schema, row groups and CSV text): ``{"microdata.parquet": ..., ...}``."""
     pq_buf = io.BytesIO() if "parquet" in formats else None
     csv_buf = io.BytesIO() if "csv" in formats else None
