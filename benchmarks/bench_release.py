@@ -17,7 +17,10 @@ reported on its own line by the CLI's timings, which measure it with the same ca
 The demo (``configs/census_demo.yaml``, 59,033 records) is run three ways, each ``--repeat``
 times (median reported, every run listed): **cold** (``--no-reuse``: Prefect's temporary API
 started by the command), **first** (no server yet: the run starts the local server later runs
-reuse) and **warm** (the reused server runs). The job-only figure is the flow's own seconds
+reuse, and then the release worker), **warm, API only** (the reused server, the run in the
+command's own process: ``SDC_WORKER=0``) and **warm, release worker** (the thin client hands
+the run to the pre-imported worker). Each line gives the CPU seconds of the command (the thin
+client's, with a worker), of the run (the worker's child) and of the local server during it. The job-only figure is the flow's own seconds
 (``job_seconds`` of ``--timings``). All of it twice: on the machine as it is ("idle") and with
 one core kept busy by a spinning process ("loaded"). Each line shows the 1-minute load average
 and the CLI's CPU seconds (user + system, a figure the machine's load changes much less than the
@@ -94,7 +97,8 @@ def load() -> float:
 
 
 def run_child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB reported by the wrapper, stdout) of one child process."""
+    """(wall seconds, peak RSS MB reported by the wrapper, stdout) of one child process (the
+    wrapper's other figures, e.g. the command's CPU seconds, in ``last_stderr``)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=env)
@@ -104,7 +108,39 @@ def run_child(args: list[str], env: dict[str, str] | None = None) -> tuple[float
         raise RuntimeError(f"{args[:4]} failed ({p.returncode}):\n{out}\n{err}")
     rss = next((float(x.split("=", 1)[1]) for x in err.splitlines()
                 if x.startswith("__peak_rss_mb=")), float("nan"))
+    last_stderr[:] = err.splitlines()
     return wall, rss, out
+
+
+last_stderr: list[str] = []
+
+
+def _wrapped(key: str) -> float:
+    return next((float(x.split("=", 1)[1]) for x in last_stderr if x.startswith(f"__{key}=")),
+                float("nan"))
+
+
+def process_cpu(home: Path | None, name: str) -> tuple[int, float] | None:
+    """(pid, CPU seconds so far) of the local server (``name`` "server") or the release worker
+    ("worker") of ``home``, None if none runs."""
+    if home is None:
+        return None
+    try:
+        pid = int(json.loads((home / f"sdc-{name}.json").read_text())["pid"])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, KeyError):
+        return None
+    return pid, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for_worker(home: Path, timeout: float = 300.0) -> bool:
+    """Wait until the release worker of ``home`` is ready (the first warm run started it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (home / "sdc-worker.json").exists():
+            return True
+        time.sleep(0.2)
+    return False
 
 
 # the measured command runs in a wrapper that execs nothing: it waits for the real command and
@@ -114,6 +150,7 @@ _WRAP = textwrap.dedent("""\
     p = subprocess.Popen(sys.argv[1:])
     _, status, ru = os.wait4(p.pid, 0)
     print(f"__peak_rss_mb={ru.ru_maxrss / 1024:.0f}", file=sys.stderr)
+    print(f"__cpu_s={ru.ru_utime + ru.ru_stime:.3f}", file=sys.stderr)
     sys.exit(os.waitstatus_to_exitcode(status))
     """)
 
@@ -142,12 +179,17 @@ def floor(data: Path, folder: Path) -> dict:
     return {"seconds": wall, "peak_rss_mb": rss, "detail": out.strip(), "load": load()}
 
 
-def sdc_release(config: Path, home: Path | None = None, reuse: bool = False) -> dict:
+def sdc_release(config: Path, home: Path | None = None, reuse: bool = False,
+                worker: bool = True) -> dict:
     """One ``sdc release CONFIG --force --timings`` in a child process. ``home``: its
     PREFECT_HOME; ``reuse``: with the reused local server (else ``--no-reuse``, the temporary
-    API; older versions without the option: their default)."""
+    API; older versions without the option: their default); ``worker`` False: never through
+    the pre-imported release worker (``SDC_WORKER=0``: the API only). ``cli_cpu`` is the
+    command's CPU seconds (the thin client's when a worker ran it), ``run_cpu`` the run's (the
+    worker's child: ``--timings``' ``cpu_seconds``), ``server_cpu`` the local server's during
+    the run."""
     sdc = str(Path(sys.executable).with_name("sdc"))
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {**os.environ, "COLUMNS": "200", "SDC_WORKER": "1" if worker else "0"}
     env.pop("PREFECT_API_URL", None)
     env.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")  # a busy machine
     if home is not None:
@@ -160,13 +202,21 @@ def sdc_release(config: Path, home: Path | None = None, reuse: bool = False) -> 
             env.setdefault("SDC_SERVER_IDLE_MINUTES", "30")
         else:
             extra.append("--no-reuse")
+    server = process_cpu(home, "server")
+    via = process_cpu(home, "worker") if worker and reuse else None
     wall, rss, out = run_child([sys.executable, "-c", _WRAP, sdc, "release", str(config),
                                 "--force", *extra], env=env)
+    cli_cpu = _wrapped("cpu_s")
+    after = process_cpu(home, "server")
     timings = {}
     for line in out.splitlines():
         if line.startswith("timings "):
             timings = json.loads(line.removeprefix("timings "))
-    return {"seconds": wall, "peak_rss_mb": rss, "timings": timings, "load": load()}
+    server_cpu = (after[1] - server[1] if server is not None and after is not None
+                  and after[0] == server[0] else float("nan"))
+    return {"seconds": wall, "peak_rss_mb": rss, "timings": timings, "load": load(),
+            "cli_cpu": cli_cpu, "run_cpu": timings.get("cpu_seconds", float("nan")),
+            "server_cpu": server_cpu, "worker": via is not None}
 
 
 def stop_server(home: Path) -> None:
@@ -195,12 +245,13 @@ def _median(xs: list[float]) -> float:
 def _line(label: str, runs: list[dict]) -> str:
     walls = [r["seconds"] for r in runs]
     jobs = [r["timings"].get("job_seconds") or float("nan") for r in runs]
-    cpus = [r["timings"].get("cpu_seconds", float("nan")) for r in runs]
     loads = [r["load"] for r in runs]
     each = ", ".join(f"{w:.1f}" for w in walls)
+    cpu = {k: _median([r.get(k, float("nan")) for r in runs])
+           for k in ("cli_cpu", "run_cpu", "server_cpu")}
     return (f"  {label:<34} median {_median(walls):6.2f} s wall  job {_median(jobs):5.2f} s  "
-            f"CLI CPU {_median(cpus):5.2f} s  load {min(loads):.2f}-{max(loads):.2f}  "
-            f"[runs: {each}]")
+            f"CPU s: command {cpu['cli_cpu']:5.2f}, run {cpu['run_cpu']:5.2f}, server "
+            f"{cpu['server_cpu']:5.2f}  load {min(loads):.2f}-{max(loads):.2f}  [runs: {each}]")
 
 
 def demo(work: Path, repeat: int, loaded: bool) -> None:
@@ -227,8 +278,13 @@ def demo(work: Path, repeat: int, loaded: bool) -> None:
                 stop_server(home)
                 first = [sdc_release(cfg, home, reuse=True)]
                 print(_line("first (starts the local server)", first), flush=True)
-                warm = [sdc_release(cfg, home, reuse=True) for _ in range(repeat)]
-                print(_line("warm (reused server)", warm), flush=True)
+                warm = [sdc_release(cfg, home, reuse=True, worker=False) for _ in range(repeat)]
+                print(_line("warm, API only (SDC_WORKER=0)", warm), flush=True)
+                if wait_for_worker(home):
+                    warm = [sdc_release(cfg, home, reuse=True) for _ in range(repeat)]
+                    print(_line("warm, release worker", warm), flush=True)
+                else:
+                    print("  (no release worker started)")
             finally:
                 stop_server(home)
 
@@ -296,21 +352,25 @@ def main() -> None:
             f = floor(data, folder)
             try:
                 r = sdc_release(cfg, home, reuse=False)
-                sdc_release(cfg, home, reuse=True)  # starts the reused server
-                w = sdc_release(cfg, home, reuse=True)
+                sdc_release(cfg, home, reuse=True)  # starts the reused server (and the worker)
+                w = sdc_release(cfg, home, reuse=True, worker=False)
+                ww = sdc_release(cfg, home, reuse=True) if wait_for_worker(home) else None
             finally:
                 stop_server(home)
             t = r["timings"]
             print(f"\nN = {n:,}")
             print(f"  floor (read + groupby.size + write)   {f['seconds']:7.2f} s  "
                   f"{f['peak_rss_mb']:6.0f} MB  load {f['load']:.2f}   [{f['detail']}]")
-            for label, x in (("cold (temporary API)", r), ("warm (reused server)", w)):
+            for label, x in (("cold (temporary API)", r), ("warm, API only", w),
+                             ("warm, release worker", ww)):
+                if x is None:
+                    continue
                 job = x["timings"].get("job_seconds") or 0.0
                 print(f"  sdc release, {label:<24}{x['seconds']:7.2f} s  "
                       f"{x['peak_rss_mb']:6.0f} MB  load {x['load']:.2f}   "
                       f"ratio {x['seconds'] / f['seconds']:.1f}x floor; job {job:.2f} s "
-                      f"({job / f['seconds']:.1f}x floor), CLI CPU "
-                      f"{x['timings'].get('cpu_seconds', float('nan')):.2f} s")
+                      f"({job / f['seconds']:.1f}x floor), CPU s: command {x['cli_cpu']:.2f}, "
+                      f"run {x['run_cpu']:.2f}, server {x['server_cpu']:.2f}")
             if t:
                 job = t.get("job_seconds", 0) or 0
                 print(f"    cold start-up (all but the job)     {r['seconds'] - job:7.2f} s"
