@@ -57,10 +57,12 @@ def fmt_profile(p: dict[int, int]) -> str:
 
 
 def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: np.ndarray | None,
-                    cfg: ReleaseConfig, xi: float) -> tuple[float, str]:
+                    cfg: ReleaseConfig, xi: float,
+                    recorded_w: list[str] | None = None) -> tuple[float, str]:
     """The weighted mode (docs/METHOD.md 7.11): its design re-derived from the source's cell
-    table and weight totals, every weight group's exact max risk recomputed; the certificate
-    is the design's."""
+    table and weight totals, every weight group's exact certificate recomputed; the
+    certificate is the design's. Under ``destinations: near`` every PRB's W (block-diagonal
+    over its weight groups) is compared with the digest audit.json records."""
     if weight_total is None:
         rep.add("weighted design", False, "the source's weight totals were not counted")
         return math.inf, "weighted design"
@@ -70,6 +72,10 @@ def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: np.ndarray 
     rep.add("weighted design <= xi", plan.certificate <= xi + TOL,
             f"{len(g)} weight groups ({n_w} weight-balanced, {len(g) - n_w} NZY), max risk "
             f"{plan.certificate:.6f}")
+    if cfg.risk.destinations == "near":
+        got = [tr.digest() for tr in plan.weighted.transitions]
+        rep.add("weighted near W re-derived = recorded", got == list(recorded_w or []),
+                f"{len(got)} PRBs' W (near inside the weight groups) re-derived from the source")
     return plan.certificate, f"weighted design, {plan.certificate_at.get('source')}"
 
 

@@ -129,7 +129,8 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
         cert, where = prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi,
                                  near=near)
         if cfg.risk.weighted:
-            cert, where = weighted_checks(rep, po, weight_total, cfg, xi)
+            cert, where = weighted_checks(rep, po, weight_total, cfg, xi,
+                                          (audit.get("near") or {}).get("weighted_w_sha256"))
     recorded = float(risk.get("certificate", math.nan))
     rep.add("certificate <= xi", cert <= xi + TOL,
             f"certificate {cert:.6f} ({where}) vs xi = {xi}")

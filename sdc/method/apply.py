@@ -2,7 +2,8 @@
 
 The per-record step is a pure function of a batch given the plan, so every engine gets the same
 bytes: ``released_cells(plan: DrawPlan, record_cell, identity, seed)`` (move iff
-u1 < theta/t_j, destination by trie rendezvous over the other k - 1 cells of the PRB; identities
+u1 < m_j (theta/t_j under NZY), destination by the weighted race over the cell's near row of W,
+else by trie rendezvous over the other cells of its group (the PRB under NZY); identities
 from :mod:`sdc.method.draws`). :func:`apply_plan` gives every moved record the key values of its
 destination cell and applies ``perturb:``; :func:`release_frame` is the whole release of one
 DataFrame (partition, plan, apply). docs/METHOD.md sections 2-6 and 7.3.
@@ -50,7 +51,7 @@ from sdc.method.households import (
 )
 from sdc.method.partition import check_columns, partition_cells, partition_frame
 from sdc.method.perturb import apply_perturbations, perturb_value_counts
-from sdc.method.plan import ReleasePlan, partition_sets_with_prbs, plan_release
+from sdc.method.plan import ReleasePlan, draw_plan, partition_sets_with_prbs, plan_release
 from sdc.method.weighted import WeightSums, weight_plan
 
 __all__ = ["HouseholdStage", "ReleaseResult", "apply_plan", "draw_plan", "release_frame",
@@ -107,6 +108,9 @@ class ReleaseResult:
     weighted: Any = None
     #: ``risk.destinations: near``: what defines every PRB's W (audit.json), else None
     near: dict | None = None
+    #: the near or weighted transition design over the cell table
+    #: (:class:`sdc.method.transition.CellDesign`); None: NZY's uniform design
+    design: Any = None
 
     def records_table(self) -> pd.DataFrame:
         """Record-level internal table for the series risk (``internal/records.parquet``).
@@ -142,48 +146,6 @@ class ReleaseResult:
     @property
     def n_changed(self) -> int:
         return int(self.changed.sum())
-
-def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
-    """The plain arrays of ``plan`` every batch needs to draw (:class:`DrawPlan`; picklable,
-    sent to Dask workers)."""
-    cells = plan.partitioned.cells
-    wd = plan.weighted
-    dest: dict[str, np.ndarray] = {}
-    if plan.transitions is not None:
-        dest = dict(zip(("dest_indptr", "dest_cell", "dest_weight"),
-                        near_rows(plan, cells.n_cells), strict=True))
-    return DrawPlan(cell_prb=np.asarray(plan.cell_prb, dtype=np.int64),
-                    cell_frequency=np.asarray(cells.frequency, dtype=np.int64),
-                    cell_id=cell_identity(cells.key_codes, config),
-                    prb_theta=np.array([b.theta for b in plan.block_plan.blocks],
-                                       dtype=np.float64),
-                    cell_move=None if wd is None else np.asarray(wd.cell_move, np.float64),
-                    cell_group=None if wd is None else np.asarray(wd.cell_group, np.int64),
-                    **dest)
-
-
-def near_rows(plan: ReleasePlan, n_cells: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The PRBs' near designs as one CSR over all cells (global indices); empty rows for
-    non-sensitive cells and PRBs with the uniform W."""
-    length = np.zeros(n_cells, dtype=np.int64)
-    parts = []
-    for b, tr in enumerate(plan.transitions or []):
-        if tr.uniform:
-            continue
-        cells = plan.prb_cells[plan.prb_start[b]:plan.prb_start[b] + tr.k]
-        length[cells] = np.diff(tr.indptr)
-        parts.append((cells, cells[tr.indices], tr.weights, tr.indptr))
-    indptr = np.zeros(n_cells + 1, dtype=np.int64)
-    np.cumsum(length, out=indptr[1:])
-    dest_cell = np.zeros(int(indptr[-1]), dtype=np.int64)
-    dest_weight = np.zeros(int(indptr[-1]))
-    for cells, glob, w, ip in parts:
-        rows = np.repeat(cells, np.diff(ip))
-        pos = indptr[rows] + (np.arange(ip[-1]) - np.repeat(ip[:-1], np.diff(ip)))
-        dest_cell[pos] = glob
-        dest_weight[pos] = w
-    return indptr, dest_cell, dest_weight
-
 
 def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray,
                    seed: int) -> np.ndarray:
@@ -283,7 +245,8 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
                          part.kmin, plan.partition_sets, cells, part.cell_partition_set, cell_prb,
                          released_cell, plan.merges, dp_done, dplan.cell_id, prb_identity,
                          config, dependence=list(plan.dependence), weighted=plan.weighted,
-                         near=plan.near)
+                         near=plan.near,
+                         design=plan.cell_design() if plan.transitions is not None else None)
 
 
 def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,

@@ -21,9 +21,9 @@ from sdc.method.near import key_metrics, near_transition
 from sdc.method.partition import Partitioned
 from sdc.method.risk import BlockRisk, calibrate_with
 from sdc.method.transition import Transition
-from sdc.method.transition_risk import neighbourhood_risk, transition_max_risk
+from sdc.method.transition_risk import design_risk
 
-__all__ = ["NearCertifier", "near_record", "prb_transitions"]
+__all__ = ["NearCertifier", "design_risk", "near_record", "prb_transitions"]
 
 
 def _cells_by_partition_set(part: Partitioned) -> list[np.ndarray]:
@@ -79,17 +79,6 @@ class NearCertifier:
         if b.k < 2 or upper <= 0.0:
             return None
         return calibrate_with(lambda th: self.risk(b, th).max_risk <= xi, upper)
-
-
-def design_risk(tr: Transition) -> BlockRisk:
-    """The block's certificate under ``tr``: max of the mechanism-aware max risk and the
-    neighbourhood intruder's success (``z = "neighbourhood"`` when that one is larger)."""
-    r = transition_max_risk(tr)
-    nb = neighbourhood_risk(tr)
-    if nb.max_risk > r.max_risk:
-        return BlockRisk(nb.max_risk, nb.t, 0, "neighbourhood", nb.t, r.own_max, r.other_max,
-                         nb.max_risk)
-    return BlockRisk(r.max_risk, r.t, r.a, r.z, r.t_z, r.own_max, r.other_max, nb.max_risk)
 
 
 def prb_transitions(certifier: NearCertifier, blocks: list[Block]) -> list[Transition]:

@@ -40,7 +40,7 @@ from sdc.method.draws import fmix64
 from sdc.method.generalize import generalize_domain
 from sdc.method.transition import Transition, nzy_move
 
-__all__ = ["KeyMetric", "key_metrics", "near_transition", "offset_weights"]
+__all__ = ["KeyMetric", "key_metrics", "near_half", "near_transition", "offset_weights"]
 
 _ROW_BLOCK = 1 << 22       # distance entries per block
 _TOUR_MAX = 20000          # cells: above, the band follows the lexicographic order
@@ -141,6 +141,13 @@ def offset_weights(s: int, bandwidth: float, cap: float) -> np.ndarray:
     return a
 
 
+def near_half(options: NearSpec) -> int:
+    """s of the near design: every row has 2s destinations, 2s >= ``neighbours`` and the
+    spread floor (>= ``min_destinations``, none above ``max_weight``)."""
+    floor = max(options.min_destinations, math.ceil(1.0 / options.max_weight - 1e-12))
+    return max(math.ceil(options.neighbours / 2), math.ceil(floor / 2))
+
+
 def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarray,
                     theta: float, metrics: list[KeyMetric],
                     options: NearSpec) -> tuple[Transition, dict]:
@@ -167,8 +174,7 @@ def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarra
     t = np.asarray(frequency, dtype=np.int64)
     k = t.size
     move = nzy_move(t, theta)
-    floor = max(options.min_destinations, math.ceil(1.0 / options.max_weight - 1e-12))
-    half = max(math.ceil(options.neighbours / 2), math.ceil(floor / 2))
+    half = near_half(options)
     if k - 1 < 2 * half:
         return (Transition(t, move, theta=float(theta), kind="uniform"),
                 {"w": "uniform", "why": f"k - 1 = {k - 1} other cells < {2 * half} "

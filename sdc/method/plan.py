@@ -21,9 +21,12 @@ from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
 from sdc.errors import SmallBlockError
 from sdc.method.blocks import Block, BlockPlan, plan_blocks
 from sdc.method.destinations import NearCertifier, near_record, prb_transitions
+from sdc.method.draws import DrawPlan, cell_identity
 from sdc.method.partition import Partitioned
+from sdc.method.transition import CellDesign, cell_design
 
-__all__ = ["ReleasePlan", "default_merge_order", "plan_release"]
+__all__ = ["ReleasePlan", "default_merge_order", "draw_plan", "expected_changed",
+           "plan_release"]
 
 
 @dataclass(frozen=True)
@@ -70,17 +73,51 @@ class ReleasePlan:
     #: the dependence check's figures per released non-key column
     #: (:class:`sdc.method.dependence.ColumnDependence`), set once measured
     dependence: list = field(default_factory=list)
-    #: the weighted mode's transition design (:class:`sdc.method.weighted.WeightedDesign`):
-    #: move probabilities and weight groups; None: NZY's eq. 5.3
+    #: the weighted mode's groups and design (:class:`sdc.method.weighted.WeightedDesign`);
+    #: None: NZY's eq. 5.3
     weighted: Any = None
-    #: ``destinations: near``: every PRB's :class:`~sdc.method.transition.Transition` (its
-    #: cells in ``prb_cells`` order) and what defines W (audit.json); None for uniform
+    #: every PRB's :class:`~sdc.method.transition.Transition` (its cells in ``prb_cells``
+    #: order) under ``destinations: near`` or ``weighted``; None: NZY's uniform design (never
+    #: materialised). ``near``: what defines the near W (audit.json)
     transitions: list | None = None
     near: dict | None = None
 
     @property
     def merges(self) -> list[str]:
         return self.block_plan.merges
+
+    def cell_design(self) -> CellDesign:
+        """Every PRB's transition design laid out over the cell table
+        (:func:`sdc.method.transition.cell_design`): the weighted or near design when there is
+        one, else NZY's (m_j = theta_b / t_j, uniform over the PRB)."""
+        if self.transitions is not None:
+            return cell_design(self.transitions, self.prb_cells, self.prb_start,
+                               self.partitioned.cells.n_cells)
+        t = self.partitioned.cells.frequency
+        theta = np.array([b.theta for b in self.block_plan.blocks], dtype=np.float64)
+        sens = self.cell_prb >= 0
+        move = np.zeros(t.size)
+        move[sens] = theta[self.cell_prb[sens]] / t[sens]
+        n = t.size
+        return CellDesign(move, np.asarray(self.cell_prb, dtype=np.int64),
+                          np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                          np.zeros(0))
+
+    @property
+    def expected_changed(self) -> float:
+        """E[records changed] under the design the release uses (:func:`expected_changed`)."""
+        return expected_changed(self.blocks, self.weighted)[0]
+
+
+def expected_changed(blocks: pd.DataFrame, weighted: Any = None) -> tuple[float, str]:
+    """E[records changed] = sum_j t_j m_j of the design a release uses, and how it is
+    computed: NZY's (uniform or near W) is theta_b k_b per PRB (``blocks``); the weighted
+    mode's is summed over its weight groups (``weighted``: a WeightedDesign)."""
+    if weighted is not None:
+        return (float(weighted.groups["expected_changed"].sum()),
+                "sum of t_j m_j, m_j = c_g / W_j of the weighted design")
+    return (float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+            "sum of theta * k")
 
 
 def default_merge_order(config: ReleaseConfig) -> list[str]:
@@ -161,6 +198,26 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
         near_info = near_record(config, near, bplan.blocks)
     return ReleasePlan(part, bplan, cell_prb, sens_cells, starts, cell_local, blocks_df, ps_frame,
                        cert, cert_at, transitions=transitions, near=near_info)
+
+
+def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
+    """The plain arrays of ``plan`` every batch needs to draw (:class:`DrawPlan`; picklable,
+    sent to Dask workers): NZY's theta per PRB, and when the plan has per-PRB transitions
+    (near, weighted) their move probabilities, groups and near rows laid out over the cells
+    (:meth:`ReleasePlan.cell_design`)."""
+    cells = plan.partitioned.cells
+    extra: dict[str, np.ndarray] = {}
+    if plan.transitions is not None:
+        d = plan.cell_design()
+        extra = {"dest_indptr": d.indptr, "dest_cell": d.dest, "dest_weight": d.weight}
+        if plan.weighted is not None:   # NZY's m = theta_b / t_j is computed by the draws
+            extra.update(cell_move=d.move, cell_group=d.group)
+    return DrawPlan(cell_prb=np.asarray(plan.cell_prb, dtype=np.int64),
+                    cell_frequency=np.asarray(cells.frequency, dtype=np.int64),
+                    cell_id=cell_identity(cells.key_codes, config),
+                    prb_theta=np.array([b.theta for b in plan.block_plan.blocks],
+                                       dtype=np.float64),
+                    **extra)
 
 
 def _blocks_frame(plan: BlockPlan, ps_labels: list[str], km: int, t_max: int, *,

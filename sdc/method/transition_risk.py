@@ -20,6 +20,16 @@ l lands there with probability pi_jl = (1 - m_l)[l in N(j)] + m_l sum_{z in N(j)
 computed exactly: E[1/(1 + S)] = int_0^1 G_S(x) dx with G_S the probability generating
 function, a polynomial integrated exactly by Gauss-Legendre; Hoeffding's W-free bound
 (1 - e^-mu)/mu (mu = E S) is :func:`poisson_bound`.
+
+**One rule for every design** (:func:`certify`): a PRB's design is block-diagonal over its
+groups (one group unless weighted, section 7.11), no record leaves its group, so the PRB's
+risk is the max over its groups of the risk of each group as a PRB of its own. A group with
+the uniform W is computed by the specialised exact routines (NZY's profile formula
+:func:`sdc.method.risk.max_risk` when m = theta / t; :func:`group_risk` for unequal m); a
+group with a near W by :func:`transition_max_risk` and :func:`neighbourhood_risk`. The
+specialised routines are this same formula with w_jl = 1 / (k - 1) (tested to 1e-12 against
+:func:`transition_max_risk` and against brute-force enumeration); they are kept because the
+uniform W is never materialised (a PRB of 10^5 cells).
 """
 
 from __future__ import annotations
@@ -29,10 +39,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import comb
 
-from sdc.method.risk import BlockRisk
+from sdc.method.risk import BlockRisk, max_risk
 from sdc.method.transition import Transition
 
-__all__ = ["NeighbourhoodRisk", "neighbourhood_risk", "poisson_bound", "transition_max_risk"]
+__all__ = ["NeighbourhoodRisk", "certify", "design_risk", "group_risk", "neighbourhood_risk",
+           "poisson_bound", "transition_max_risk"]
 
 _COLUMN_CHUNK = 2048
 
@@ -240,3 +251,170 @@ def neighbourhood_risk(tr: Transition) -> NeighbourhoodRisk:
     i = int(np.argmax(risk))
     size = int(np.diff(N.indptr)[i])
     return NeighbourhoodRisk(float(risk[i]), int(t[i]), size, float(poisson_bound(mu[i])))
+
+
+# -- exact risk of a group with unequal move probabilities ---------------------------------
+def _times_bernoulli(f: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Rows of ``f`` (power series, truncated) times (1 - p + p x), p one per row."""
+    out = f * (1.0 - p)[:, None]
+    out[:, 1:] += f[:, :-1] * p[:, None]
+    return out
+
+
+def _over_bernoulli(f: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Rows of ``f`` divided by (1 - p + p x) (power-series division, truncated; p <= 1/2, so
+    the error of every step shrinks by p / (1 - p) <= 1)."""
+    out = np.empty_like(f)
+    q = 1.0 - p
+    out[:, 0] = f[:, 0] / q
+    for s in range(1, f.shape[1]):
+        out[:, s] = (f[:, s] - p * out[:, s - 1]) / q
+    np.maximum(out, 0.0, out=out)
+    return out
+
+
+def _binomial_rows(n: np.ndarray, p: np.ndarray, length: int) -> np.ndarray:
+    """Rows Bin(n_i, p_i) probabilities of 0..length-1 (n small: at most 2 at xi > 1/3)."""
+    s = np.arange(length)
+    n = np.asarray(n)[:, None]
+    p = np.asarray(p, dtype=np.float64)[:, None]
+    with np.errstate(invalid="ignore"):
+        out = comb(n, s[None, :]) * p ** s[None, :] * (1.0 - p) ** np.maximum(n - s[None, :], 0)
+    out[s[None, :] > n] = 0.0
+    return np.nan_to_num(out)
+
+
+def _risk_rows(q: np.ndarray, pmf: np.ndarray, n_other: int) -> np.ndarray:
+    """R(a) = (1/a) q P(S' = a-1) / (q P(S' = a-1) + (1 - q) P(S' = a)), a = 1..L-1;
+    S' <= ``n_other`` (the other records of the group): beyond it P is 0 exactly."""
+    pmf = pmf.copy()
+    pmf[:, n_other + 1:] = 0.0
+    num = q[:, None] * pmf[:, :-1]
+    den = num + (1.0 - q)[:, None] * pmf[:, 1:]
+    a = np.arange(1, pmf.shape[1])[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(den > 0, num / den / a, 0.0)
+    return r
+
+
+def group_risk(t: np.ndarray, m: np.ndarray) -> BlockRisk:
+    """Exact max over target cells j, picked cells z and a >= 1 of R_{j->z}(a, t) for one
+    group whose records move with probability m_j to one of the other k - 1 cells uniformly.
+
+    The picked cell's other released records S' are independent Bernoullis: for z = j,
+    S' = Bin(t_j - 1, 1 - m_j) + sum_{l != j} Bin(t_l, m_l / (k - 1)) and q = 1 - m_j; for
+    z != j, S' = Bin(t_z, 1 - m_z) + Bin(t_j - 1, m_j / (k - 1)) + sum_{l != j, z}
+    Bin(t_l, m_l / (k - 1)) and q = m_j / (k - 1) (docs/METHOD.md section 7.1 with unequal
+    m). The inflow law of all records is computed once and the excluded cells divided out
+    (exact power-series division; stable since m_l / (k - 1) <= 1/2 for k >= 3; k = 2 is
+    computed directly). With m_j = theta / t_j this is :func:`sdc.method.risk.max_risk`.
+    """
+    t = np.asarray(t, dtype=np.int64)
+    m = np.clip(np.asarray(m, dtype=np.float64), 0.0, 1.0)
+    k = t.size
+    n_rec = int(t.sum())
+    if k == 1:
+        m = np.zeros(1)
+    a_max = min(16, n_rec)
+    while True:
+        r = _group_risk_at(t, m, a_max + 1)
+        if a_max >= n_rec or 1.0 / (a_max + 1) <= r.max_risk:
+            return r
+        a_max = min(4 * a_max, n_rec)
+
+
+def _group_risk_at(t: np.ndarray, m: np.ndarray, length: int) -> BlockRisk:
+    k = t.size
+    t_max = int(t.max())
+    # own picks: pool_j = the other cells' records landing in j
+    if k >= 3:
+        p = m / (k - 1)
+        total = np.zeros((1, length))
+        total[0, 0] = 1.0
+        for i in range(k):  # the inflow law of every record of the group, once
+            for _ in range(int(t[i])):
+                total = _times_bernoulli(total, p[i:i + 1])
+        pool = np.repeat(total, k, axis=0)
+        for r in range(t_max):
+            rows = np.flatnonzero(t > r)
+            pool[rows] = _over_bernoulli(pool[rows], p[rows])
+    elif k == 2:
+        p = m.copy()
+        pool = np.stack([_binomial_rows(t[[1]], m[[1]], length)[0],
+                         _binomial_rows(t[[0]], m[[0]], length)[0]])
+    else:
+        p = np.zeros(1)
+        pool = np.zeros((1, length))
+        pool[0, 0] = 1.0
+    own = pool.copy()  # pool (the inflow into z) is used again by the other-cell picks
+    for r in range(t_max - 1):  # the target's cell-mates that stay: Bin(t_j - 1, 1 - m_j)
+        rows = np.flatnonzero(t - 1 > r)
+        own[rows] = _times_bernoulli(own[rows], 1.0 - m[rows])
+    r_own = _risk_rows(1.0 - m, own, int(t.sum()) - 1)
+    best = (0.0, int(t[0]), 1, "own", int(t[0]))
+    i, a = np.unravel_index(int(np.argmax(r_own)), r_own.shape)
+    own_max = float(r_own[i, a])
+    if own_max > best[0]:
+        best = (own_max, int(t[i]), int(a) + 1, "own", int(t[i]))
+    other_max = 0.0
+    if k >= 2:
+        for z in range(k):
+            js = np.delete(np.arange(k), z)
+            if k >= 3:
+                s = _over_bernoulli(np.repeat(pool[z:z + 1], js.size, axis=0), p[js])
+            else:  # k == 2: the target's cell-mates are all that flows into z
+                s = _binomial_rows(t[js] - 1, m[js], length)
+            stay = _binomial_rows(t[[z]], 1.0 - m[[z]], int(t[z]) + 1)[0]
+            conv = s * stay[0]
+            for d in range(1, min(length, int(t[z]) + 1)):
+                conv[:, d:] += s[:, :-d] * stay[d]
+            r_oth = _risk_rows(p[js] if k >= 3 else m[js], conv, int(t.sum()) - 1)
+            ii, aa = np.unravel_index(int(np.argmax(r_oth)), r_oth.shape)
+            v = float(r_oth[ii, aa])
+            other_max = max(other_max, v)
+            if v > best[0]:
+                best = (v, int(t[js[ii]]), int(aa) + 1, "other", int(t[z]))
+    return BlockRisk(best[0], best[1], best[2], best[3], best[4], own_max, other_max)
+
+
+def design_risk(tr: Transition) -> BlockRisk:
+    """The certificate of one group with a near (CSR) W: max of the mechanism-aware max risk
+    and the neighbourhood intruder's success (``z = "neighbourhood"`` when that one is
+    larger)."""
+    r = transition_max_risk(tr)
+    nb = neighbourhood_risk(tr)
+    if nb.max_risk > r.max_risk:
+        return BlockRisk(nb.max_risk, nb.t, 0, "neighbourhood", nb.t, r.own_max, r.other_max,
+                         nb.max_risk)
+    return BlockRisk(r.max_risk, r.t, r.a, r.z, r.t_z, r.own_max, r.other_max, nb.max_risk)
+
+
+def _group_certificate(tr: Transition) -> BlockRisk:
+    """One group as a PRB of its own (module docstring: which exact routine)."""
+    if not tr.uniform:
+        return design_risk(tr)
+    t = tr.frequency
+    if tr.theta is not None and tr.k >= 2 and np.array_equal(tr.move, float(tr.theta) / t):
+        prof = np.bincount(t)
+        return max_risk({i: int(v) for i, v in enumerate(prof) if v}, float(tr.theta))
+    return group_risk(t, tr.move)
+
+
+def certify(tr: Transition) -> BlockRisk:
+    """The exact certificate of one PRB's transition design: max over its groups of each
+    group's risk (module docstring). ``own_max``/``other_max``/``neighbourhood`` are the
+    maxima over the groups; the location fields are the worst group's."""
+    if tr.group is None:
+        return _group_certificate(tr)
+    best: BlockRisk | None = None
+    own = other = 0.0
+    nb = float("nan")
+    for members in tr.groups():
+        r = _group_certificate(tr.restrict(members))
+        own, other = max(own, r.own_max), max(other, r.other_max)
+        if not np.isnan(r.neighbourhood):
+            nb = r.neighbourhood if np.isnan(nb) else max(nb, r.neighbourhood)
+        if best is None or r.max_risk > best.max_risk:
+            best = r
+    assert best is not None
+    return BlockRisk(best.max_risk, best.t, best.a, best.z, best.t_z, own, other, nb)

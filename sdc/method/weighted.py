@@ -2,46 +2,52 @@
 (docs/METHOD.md section 7.11).
 
 A record that moves carries its weight, so NZY's eq. 5.3 (unbiased *counts*) biases weighted
-totals: with W_j the weighted total of cell j, E[W*_l] = W_l (1 - m_l) + sum_{j != l} W_j m_j
-w_jl. Any transition design (a move probability m_j per cell, a destination law w_j. over
-the other cells of its group) gives
+totals. For any transition design (:class:`~sdc.method.transition.Transition`: a move
+probability m_j per cell and a destination law w_j. over other cells)
 
     E[X*_l] = X_l (1 - m_l) + sum_{j != l} X_j m_j w_jl        (X = t for counts, W for weights)
 
-and with w uniform over the other k_g - 1 cells of a group g, weighted totals are exact in
-expectation iff W_j m_j is the same c_g for every cell of the group (then every cell sends
-out c_g and receives c_g). The weighted design (:func:`weighted_design`):
+and when W is doubly stochastic on a group g of cells (uniform, or the near design of section
+7.12 built on the group's cells), weighted totals are exact in expectation iff W_j m_j is the
+same c_g for every cell of the group (every cell sends out c_g and receives sum_j c_g w_jl =
+c_g). The weighted design (:func:`weighted_design`):
 
 - cuts every PRB into **weight groups**: its cells sorted by mean weight w-bar_j = W_j/t_j,
-  cut into floor(k / size) runs of equal length (at least ``size`` cells each; one group when
-  k < 2 size), so that the cells of a group have similar mean weights;
-- gives group g the move probabilities m_j = c_g / W_j (p_jj = 1 - c_g / W_j), destinations
-  uniform over the other cells of the group. c_g starts at theta_b w-bar_g (w-bar_g: the mean
-  weight of the group's records; equal weights give NZY's theta_b / t_j) and is raised, never
-  above min_j W_j (m_j <= 1), until the group's exact mechanism-aware max risk
-  (:func:`group_risk`) is <= xi;
+  cut into runs of ``size`` to 2 ``size`` - 1 cells at the weight jumps, so that the cells of
+  a group have similar mean weights (the same groups under ``destinations: near``; the near
+  design of a group of k_g cells has 2 s_g = 2 min(s, (k_g - 1) // 2) destinations per row,
+  never fewer than the spread floor);
+- gives group g the move probabilities m_j = c_g / W_j (p_jj = 1 - c_g / W_j) and the
+  group's W: uniform over the other cells of the group, or the near design of the group's
+  cells. c_g starts at theta_b w-bar_g (w-bar_g: the mean weight of the group's records; equal
+  weights give NZY's theta_b / t_j) and is raised, never above min_j W_j (m_j <= 1), until the
+  group's exact certificate (:func:`sdc.method.transition_risk.certify`) is <= xi;
 - a group that no c certifies is merged with a neighbour when the merged group certifies,
   else keeps NZY's design inside the group (theta_b, or the group's calibrated theta: counts
   unbiased, weighted bias at most theta times the group's range of mean weights), else is
   merged and tried again; a PRB left as one such group keeps NZY's design over the PRB
-  (``nzy`` in the group table).
+  (``nzy`` in the group table; under ``near`` the PRB's near design of the plan).
 
-Unweighted counts then drift: E[S_l] - t_l = c_g (mean over the other cells j of the group of
-1/w-bar_j - 1/w-bar_l), small when the group's mean weights are close (reported exactly,
-:func:`expected_totals`). The certificate is computed for the probabilities used.
+Unweighted counts then drift: E[S_l] - t_l = c_g (sum_j w_jl / w-bar_j - 1/w-bar_l), small
+when the group's mean weights are close (reported exactly:
+:func:`sdc.method.transition.expected_totals`). The certificate is computed for the
+probabilities and the W used; every PRB's design is one :class:`Transition` (block-diagonal
+over its groups), which the draws, the expected totals and ``sdc audit`` use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import comb
 
 from sdc.method.risk import BlockRisk
+from sdc.method.transition import CellDesign, Transition, cell_design
+from sdc.method.transition_risk import certify
 
-__all__ = ["WeightedDesign", "expected_totals", "group_risk", "nzy_design", "weighted_design"]
+__all__ = ["WeightSums", "WeightedDesign", "group_size", "weight_plan", "weighted_design"]
 
 #: Points of the scan of c when the starting c is not certified.
 _SCAN_POINTS = 32
@@ -49,27 +55,28 @@ _SCAN_POINTS = 32
 
 @dataclass(frozen=True)
 class WeightedDesign:
-    """A transition design on the cell table: per cell a move probability and a group.
+    """The weighted mode's transition design of every PRB.
 
     Attributes
     ----------
-    cell_move : (C,) float64
-        m_j, the probability that a record of cell j moves (0 for non-sensitive cells).
-    cell_group : (C,) int64
-        The destination group of cell j (-1 for non-sensitive cells): a moving record goes to
-        one of the other cells of its group, uniformly.
+    transitions : list of Transition
+        Per PRB (cells in ``prb_cells`` order): m_j and W, block-diagonal over its weight
+        groups (``Transition.group``).
+    design : CellDesign
+        The same laid out over the cell table (global group numbers = ``groups.group``).
     groups : DataFrame
         One row per group: ``group``, ``prb``, ``k``, ``n_records``, ``weight_min``,
         ``weight_max`` (the cells' mean weights), ``c`` (W_j m_j, NaN for ``nzy``), ``theta``
         (of an ``nzy`` group, NaN for ``weighted``), ``max_risk``,
         ``max_risk_t``, ``max_risk_a``, ``max_risk_pick``, ``max_risk_t_z``, ``own_max_risk``,
-        ``other_max_risk``, ``design`` (``weighted`` or ``nzy``), ``expected_changed``.
+        ``other_max_risk``, ``design`` (``weighted`` or ``nzy``), ``expected_changed``,
+        ``w`` (``uniform`` or ``near``: the group's W).
     certificate : float
         The largest ``max_risk`` of the groups (PRB cells only).
     """
 
-    cell_move: np.ndarray
-    cell_group: np.ndarray
+    transitions: list
+    design: CellDesign
     groups: pd.DataFrame
     certificate: float
 
@@ -77,174 +84,15 @@ class WeightedDesign:
     def n_groups(self) -> int:
         return len(self.groups)
 
+    @property
+    def cell_move(self) -> np.ndarray:
+        """m_j of every cell (0 for non-sensitive cells)."""
+        return self.design.move
 
-# -- exact expectations --------------------------------------------------------------------
-def expected_totals(x: np.ndarray, cell_move: np.ndarray, cell_group: np.ndarray) -> np.ndarray:
-    """E[X*_l] for every cell l: X_l (1 - m_l) + sum_{j in g(l), j != l} X_j m_j / (k_g - 1).
-
-    ``x`` is any per-cell total carried by the records (t_j for counts, W_j for weighted
-    totals); destinations uniform over the other cells of the group (a group of one cell keeps
-    its records). Exact: computed from the transition probabilities, not simulated.
-
-    Examples
-    --------
-    Two singletons of weights 1 and 3, NZY at theta = 0.5 (m = 0.5 each): counts stay 1 each,
-    weighted totals move towards each other; with m_j = c / W_j they stay:
-
-    >>> expected_totals(np.array([1.0, 3.0]), np.array([.5, .5]), np.array([0, 0])).tolist()
-    [2.0, 2.0]
-    >>> expected_totals(np.array([1.0, 3.0]), np.array([.6, .2]), np.array([0, 0])).tolist()
-    [1.0, 3.0]
-    """
-    x = np.asarray(x, dtype=np.float64)
-    m = np.where(np.asarray(cell_group) >= 0, np.asarray(cell_move, dtype=np.float64), 0.0)
-    g = np.asarray(cell_group, dtype=np.int64)
-    out = x * (1.0 - m)
-    sens = np.flatnonzero(g >= 0)
-    if sens.size == 0:
-        return out
-    n_g = int(g[sens].max()) + 1
-    k = np.bincount(g[sens], minlength=n_g)
-    flow = x[sens] * m[sens]
-    pool = np.bincount(g[sens], weights=flow, minlength=n_g)
-    kk = k[g[sens]]
-    inflow = np.where(kk > 1, (pool[g[sens]] - flow) / np.maximum(kk - 1, 1), 0.0)
-    out[sens] = np.where(kk > 1, out[sens] + inflow, x[sens])
-    return out
-
-
-def nzy_design(cell_prb: np.ndarray, frequency: np.ndarray,
-               prb_theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NZY's design (eq. 5.3) in the same terms: m_j = theta_b / t_j, group = PRB."""
-    cell_prb = np.asarray(cell_prb, dtype=np.int64)
-    sens = cell_prb >= 0
-    m = np.zeros(cell_prb.size)
-    m[sens] = np.asarray(prb_theta, dtype=np.float64)[cell_prb[sens]] / frequency[sens]
-    return m, cell_prb.copy()
-
-
-# -- exact risk of a group with unequal move probabilities ---------------------------------
-def _times_bernoulli(f: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Rows of ``f`` (power series, truncated) times (1 - p + p x), p one per row."""
-    out = f * (1.0 - p)[:, None]
-    out[:, 1:] += f[:, :-1] * p[:, None]
-    return out
-
-
-def _over_bernoulli(f: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Rows of ``f`` divided by (1 - p + p x) (power-series division, truncated; p <= 1/2, so
-    the error of every step shrinks by p / (1 - p) <= 1)."""
-    out = np.empty_like(f)
-    q = 1.0 - p
-    out[:, 0] = f[:, 0] / q
-    for s in range(1, f.shape[1]):
-        out[:, s] = (f[:, s] - p * out[:, s - 1]) / q
-    np.maximum(out, 0.0, out=out)
-    return out
-
-
-def _binomial_rows(n: np.ndarray, p: np.ndarray, length: int) -> np.ndarray:
-    """Rows Bin(n_i, p_i) probabilities of 0..length-1 (n small: at most 2 at xi > 1/3)."""
-    s = np.arange(length)
-    n = np.asarray(n)[:, None]
-    p = np.asarray(p, dtype=np.float64)[:, None]
-    with np.errstate(invalid="ignore"):
-        out = comb(n, s[None, :]) * p ** s[None, :] * (1.0 - p) ** np.maximum(n - s[None, :], 0)
-    out[s[None, :] > n] = 0.0
-    return np.nan_to_num(out)
-
-
-def _risk_rows(q: np.ndarray, pmf: np.ndarray, n_other: int) -> np.ndarray:
-    """R(a) = (1/a) q P(S' = a-1) / (q P(S' = a-1) + (1 - q) P(S' = a)), a = 1..L-1;
-    S' <= ``n_other`` (the other records of the group): beyond it P is 0 exactly."""
-    pmf = pmf.copy()
-    pmf[:, n_other + 1:] = 0.0
-    num = q[:, None] * pmf[:, :-1]
-    den = num + (1.0 - q)[:, None] * pmf[:, 1:]
-    a = np.arange(1, pmf.shape[1])[None, :]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(den > 0, num / den / a, 0.0)
-    return r
-
-
-def group_risk(t: np.ndarray, m: np.ndarray) -> BlockRisk:
-    """Exact max over target cells j, picked cells z and a >= 1 of R_{j->z}(a, t) for one
-    group whose records move with probability m_j to one of the other k - 1 cells uniformly.
-
-    The picked cell's other released records S' are independent Bernoullis: for z = j,
-    S' = Bin(t_j - 1, 1 - m_j) + sum_{l != j} Bin(t_l, m_l / (k - 1)) and q = 1 - m_j; for
-    z != j, S' = Bin(t_z, 1 - m_z) + Bin(t_j - 1, m_j / (k - 1)) + sum_{l != j, z}
-    Bin(t_l, m_l / (k - 1)) and q = m_j / (k - 1) (docs/METHOD.md section 7.1 with unequal
-    m). The inflow law of all records is computed once and the excluded cells divided out
-    (exact power-series division; stable since m_l / (k - 1) <= 1/2 for k >= 3; k = 2 is
-    computed directly). With m_j = theta / t_j this is :func:`sdc.method.risk.max_risk`.
-    """
-    t = np.asarray(t, dtype=np.int64)
-    m = np.clip(np.asarray(m, dtype=np.float64), 0.0, 1.0)
-    k = t.size
-    n_rec = int(t.sum())
-    if k == 1:
-        m = np.zeros(1)
-    a_max = min(16, n_rec)
-    while True:
-        r = _group_risk_at(t, m, a_max + 1)
-        if a_max >= n_rec or 1.0 / (a_max + 1) <= r.max_risk:
-            return r
-        a_max = min(4 * a_max, n_rec)
-
-
-def _group_risk_at(t: np.ndarray, m: np.ndarray, length: int) -> BlockRisk:
-    k = t.size
-    t_max = int(t.max())
-    # own picks: pool_j = the other cells' records landing in j
-    if k >= 3:
-        p = m / (k - 1)
-        total = np.zeros((1, length))
-        total[0, 0] = 1.0
-        for i in range(k):  # the inflow law of every record of the group, once
-            for _ in range(int(t[i])):
-                total = _times_bernoulli(total, p[i:i + 1])
-        pool = np.repeat(total, k, axis=0)
-        for r in range(t_max):
-            rows = np.flatnonzero(t > r)
-            pool[rows] = _over_bernoulli(pool[rows], p[rows])
-    elif k == 2:
-        p = m.copy()
-        pool = np.stack([_binomial_rows(t[[1]], m[[1]], length)[0],
-                         _binomial_rows(t[[0]], m[[0]], length)[0]])
-    else:
-        p = np.zeros(1)
-        pool = np.zeros((1, length))
-        pool[0, 0] = 1.0
-    own = pool
-    for r in range(t_max - 1):  # the target's cell-mates that stay: Bin(t_j - 1, 1 - m_j)
-        rows = np.flatnonzero(t - 1 > r)
-        own[rows] = _times_bernoulli(own[rows], 1.0 - m[rows])
-    r_own = _risk_rows(1.0 - m, own, int(t.sum()) - 1)
-    best = (0.0, int(t[0]), 1, "own", int(t[0]))
-    i, a = np.unravel_index(int(np.argmax(r_own)), r_own.shape)
-    own_max = float(r_own[i, a])
-    if own_max > best[0]:
-        best = (own_max, int(t[i]), int(a) + 1, "own", int(t[i]))
-    other_max = 0.0
-    if k >= 2:
-        for z in range(k):
-            js = np.delete(np.arange(k), z)
-            if k >= 3:
-                s = _over_bernoulli(np.repeat(pool[z:z + 1], js.size, axis=0), p[js])
-            else:  # k == 2: the target's cell-mates are all that flows into z
-                s = _binomial_rows(t[js] - 1, m[js], length)
-            stay = _binomial_rows(t[[z]], 1.0 - m[[z]], int(t[z]) + 1)[0]
-            conv = s * stay[0]
-            for d in range(1, min(length, int(t[z]) + 1)):
-                conv[:, d:] += s[:, :-d] * stay[d]
-            r_oth = _risk_rows(p[js] if k >= 3 else m[js], conv, int(t.sum()) - 1)
-            ii, aa = np.unravel_index(int(np.argmax(r_oth)), r_oth.shape)
-            v = float(r_oth[ii, aa])
-            other_max = max(other_max, v)
-            if v > best[0]:
-                best = (v, int(t[js[ii]]), int(aa) + 1, "other", int(t[z]))
-    return BlockRisk(best[0], best[1], best[2], best[3], best[4], own_max, other_max)
+    @property
+    def cell_group(self) -> np.ndarray:
+        """The weight group of every cell (-1 for non-sensitive cells)."""
+        return self.design.group
 
 
 # -- groups and the weighted design --------------------------------------------------------
@@ -269,9 +117,16 @@ def _runs(v: np.ndarray, size: int) -> np.ndarray:
     return np.array(out[::-1])
 
 
+#: The W of a group from its cells (global indices, ascending): a Transition whose ``move``
+#: is ignored, or None for the uniform W.
+NearW = Callable[[np.ndarray], "Transition | None"]
+
+
 def weighted_design(cell_prb: np.ndarray, prb_cells: np.ndarray, prb_start: np.ndarray,
                     frequency: np.ndarray, weight_total: np.ndarray, prb_theta: np.ndarray,
-                    xi: float, *, size: int) -> WeightedDesign:
+                    xi: float, *, size: int, near_w: NearW | None = None,
+                    prb_fallback: list[tuple[Transition, BlockRisk]] | None = None
+                    ) -> WeightedDesign:
     """The weighted mode's transition design for every PRB (module docstring).
 
     Per PRB b: its cells sorted by (mean weight, cell index) are cut into runs of ``size`` to
@@ -292,45 +147,71 @@ def weighted_design(cell_prb: np.ndarray, prb_cells: np.ndarray, prb_start: np.n
     prb_theta : (B,) the certified theta of every PRB (its NZY design is the fallback).
     xi : the risk bound.
     size : smallest number of cells of a weight group (at least 2).
+    near_w : the near W of a group's cells (``destinations: near``); None: uniform W.
+    prb_fallback : per PRB its NZY design and certified risk (the plan's); None: NZY's
+        uniform design at ``prb_theta``.
     """
-    from sdc.method.risk import calibrate_theta, max_risk
+    from sdc.method.risk import calibrate_theta, calibrate_with, max_risk
 
     t = np.asarray(frequency, dtype=np.int64)
     w_tot = np.asarray(weight_total, dtype=np.float64)
     k = np.diff(np.append(prb_start, prb_cells.size))
     wbar = np.zeros(t.size)
     wbar[t > 0] = w_tot[t > 0] / t[t > 0]
-    cell_move = np.zeros(t.size)
-    cell_group = np.full(t.size, -1, dtype=np.int64)
     rows: list[dict] = []
+    transitions: list[Transition] = []
     size = max(2, int(size))
     for b in range(prb_start.size):
-        cells = prb_cells[int(prb_start[b]):int(prb_start[b]) + int(k[b])]
-        cells = cells[np.lexsort((cells, wbar[cells]))]
+        prb = np.asarray(prb_cells[int(prb_start[b]):int(prb_start[b]) + int(k[b])], np.int64)
+        cells = prb[np.lexsort((prb, wbar[prb]))]
         theta = float(prb_theta[b])
         runs = _runs(np.log(np.maximum(wbar[cells], 1e-300)), size).tolist()
         memo: dict[tuple[int, int], tuple[float, BlockRisk] | None] = {}
+        wmemo: dict[tuple[int, int], Transition | None] = {}
+
+        def group_w(lo: int, hi: int, cells=cells, wmemo=wmemo) -> Transition | None:
+            """The near W of run [lo, hi) (cells ascending), None for the uniform W."""
+            if near_w is None:
+                return None
+            if (lo, hi) not in wmemo:
+                tr = near_w(np.sort(cells[lo:hi]))
+                wmemo[lo, hi] = None if tr is None or tr.uniform else tr
+            return wmemo[lo, hi]
 
         def fit(lo: int, hi: int, memo=memo, cells=cells,
                 theta=theta) -> tuple[float, BlockRisk] | None:
             if (lo, hi) not in memo:
-                c_cells = cells[lo:hi]
-                tg, wg = t[c_cells], w_tot[c_cells]
-                c0 = theta * float(wg.sum()) / float(tg.sum())
-                memo[lo, hi] = _calibrate_c(tg, wg, c0, xi) if hi - lo >= 2 else None
+                memo[lo, hi] = None
+                if hi - lo >= 2:
+                    base = group_w(lo, hi)
+                    c_cells = cells[lo:hi] if base is None else np.sort(cells[lo:hi])
+                    tg, wg = t[c_cells], w_tot[c_cells]
+                    c0 = theta * float(wg.sum()) / float(tg.sum())
+                    if base is None:   # the uniform W, cells in weight order
+                        base = Transition(tg, np.zeros(tg.size), kind="uniform")
+                    memo[lo, hi] = _calibrate_c(lambda cc, base=base, wg=wg: certify(
+                        base.with_move(np.minimum(cc / wg, 1.0))), float(wg.min()), c0, xi)
             return memo[lo, hi]
 
         def nzy_fit(lo: int, hi: int, cells=cells, theta=theta) -> tuple[float, BlockRisk] | None:
             """NZY's design inside the group: theta_b, else the group's calibrated theta."""
-            prof = np.bincount(t[cells[lo:hi]])
-            prof = {i: int(v) for i, v in enumerate(prof) if v}
             if hi - lo < 2:
                 return None
-            r = max_risk(prof, theta)
+            base = group_w(lo, hi)
+            if base is None:
+                prof = np.bincount(t[cells[lo:hi]])
+                prof = {i: int(v) for i, v in enumerate(prof) if v}
+                r = max_risk(prof, theta)
+                if r.max_risk <= xi:
+                    return theta, r
+                th = calibrate_theta(prof, xi)
+                return None if th is None else (th, max_risk(prof, th))
+            r = certify(base.with_theta(theta))
             if r.max_risk <= xi:
                 return theta, r
-            th = calibrate_theta(prof, xi)
-            return None if th is None else (th, max_risk(prof, th))
+            th = calibrate_with(lambda x, base=base: certify(base.with_theta(x)).max_risk <= xi,
+                                1.0)
+            return None if th is None else (th, certify(base.with_theta(th)))
 
         nzy: set[int] = set()         # run starts kept with NZY's design inside the run
         while True:
@@ -350,60 +231,94 @@ def weighted_design(cell_prb: np.ndarray, prb_cells: np.ndarray, prb_start: np.n
                 del runs[bad if left else bad + 1]
             else:
                 break
+        local = np.empty(t.size if prb.size == 0 else int(prb.max()) + 1, dtype=np.int64)
+        local[prb] = np.arange(prb.size)
         if bad is not None:            # one group, uncertified: NZY's design for the PRB
             g = len(rows)
-            cell_move[cells] = theta / t[cells]
-            cell_group[cells] = g
-            prof = np.bincount(t[cells])
-            risk = max_risk({i: int(v) for i, v in enumerate(prof) if v}, theta)
+            if prb_fallback is not None:
+                tr, risk = prb_fallback[b]
+            else:
+                tr = Transition(t[prb], theta / t[prb], theta=theta, kind="uniform")
+                prof = np.bincount(t[prb])
+                risk = max_risk({i: int(v) for i, v in enumerate(prof) if v}, theta)
+            transitions.append(tr)
             rows.append(_group_row(g, b, cells, t, wbar, float("nan"), theta, risk, "nzy",
-                                   theta * cells.size))
+                                   theta * cells.size, "uniform" if tr.uniform else "near"))
             continue
+        move = np.zeros(prb.size)
+        group = np.zeros(prb.size, dtype=np.int64)
+        csr: list[tuple[np.ndarray, Transition]] = []
         for i in range(len(runs) - 1):
             g = len(rows)
             c_cells = cells[runs[i]:runs[i + 1]]
+            base = group_w(runs[i], runs[i + 1])
+            if base is not None:
+                csr.append((local[np.sort(c_cells)], base))
+            kind = "uniform" if base is None else "near"
+            group[local[c_cells]] = i
             if runs[i] in nzy:
                 th, risk = nzy_fit(runs[i], runs[i + 1])
-                cell_move[c_cells] = th / t[c_cells]
-                cell_group[c_cells] = g
+                move[local[c_cells]] = th / t[c_cells]
                 rows.append(_group_row(g, b, c_cells, t, wbar, float("nan"), th, risk, "nzy",
-                                       th * c_cells.size))
+                                       th * c_cells.size, kind))
                 continue
             c, risk = fit(runs[i], runs[i + 1])
-            cell_move[c_cells] = c / w_tot[c_cells]
-            cell_group[c_cells] = g
+            move[local[c_cells]] = np.minimum(c / w_tot[c_cells], 1.0)
             rows.append(_group_row(g, b, c_cells, t, wbar, c, float("nan"), risk, "weighted",
-                                   float((t[c_cells] * cell_move[c_cells]).sum())))
+                                   float((t[c_cells] * move[local[c_cells]]).sum()), kind))
+        transitions.append(_block_diagonal(t[prb], move, group, csr))
     groups = pd.DataFrame(rows, columns=_GROUP_COLUMNS)
     cert = float(groups["max_risk"].max()) if len(groups) else 0.0
-    return WeightedDesign(cell_move, cell_group, groups, cert)
+    design = cell_design(transitions, prb_cells, prb_start, t.size)
+    return WeightedDesign(transitions, design, groups, cert)
+
+
+def _block_diagonal(t: np.ndarray, move: np.ndarray, group: np.ndarray,
+                    near: list[tuple[np.ndarray, Transition]]) -> Transition:
+    """One PRB's Transition from its groups: ``near`` holds (PRB-local cells ascending, the
+    group's near W) for the groups with a near design; the others are uniform (empty rows)."""
+    one = int(group.max(initial=0)) == 0
+    if not near:
+        return Transition(t, move, kind="uniform", group=None if one else group)
+    k = t.size
+    length = np.zeros(k, dtype=np.int64)
+    for cells, tr in near:
+        length[cells] = np.diff(tr.indptr)
+    indptr = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(length, out=indptr[1:])
+    indices = np.zeros(int(indptr[-1]), dtype=np.int64)
+    weights = np.zeros(int(indptr[-1]))
+    for cells, tr in near:
+        rows = np.repeat(cells, np.diff(tr.indptr))
+        pos = indptr[rows] + (np.arange(tr.indptr[-1]) - np.repeat(tr.indptr[:-1],
+                                                                   np.diff(tr.indptr)))
+        indices[pos] = cells[tr.indices]
+        weights[pos] = tr.weights
+    return Transition(t, move, indptr, indices, weights, kind="near",
+                      group=None if one else group)
 
 
 _GROUP_COLUMNS = ["group", "prb", "k", "n_records", "weight_min", "weight_max", "c", "theta",
-                  "max_risk", "max_risk_t", "max_risk_a", "max_risk_pick", "max_risk_t_z", "own_max_risk",
-                  "other_max_risk", "design", "expected_changed"]
+                  "max_risk", "max_risk_t", "max_risk_a", "max_risk_pick", "max_risk_t_z",
+                  "own_max_risk", "other_max_risk", "design", "expected_changed", "w"]
 
 
 def _group_row(g: int, b: int, cells: np.ndarray, t: np.ndarray, wbar: np.ndarray, c: float,
-               theta: float, risk: BlockRisk, design: str, changed: float) -> dict:
+               theta: float, risk: BlockRisk, design: str, changed: float, w: str) -> dict:
     return {"group": g, "prb": b, "k": int(cells.size), "n_records": int(t[cells].sum()),
             "theta": theta,
             "weight_min": float(wbar[cells].min()), "weight_max": float(wbar[cells].max()),
             "c": c, "max_risk": float(risk.max_risk), "max_risk_t": int(risk.t),
             "max_risk_a": int(risk.a), "max_risk_pick": risk.z, "max_risk_t_z": int(risk.t_z),
             "own_max_risk": float(risk.own_max), "other_max_risk": float(risk.other_max),
-            "design": design, "expected_changed": changed}
+            "design": design, "expected_changed": changed, "w": w}
 
 
-def _calibrate_c(t: np.ndarray, w: np.ndarray, c0: float, xi: float,
+def _calibrate_c(risk: Callable[[float], BlockRisk], c_max: float, c0: float, xi: float,
                  tol: float = 1e-9) -> tuple[float, BlockRisk] | None:
-    """The c of one group: c0 when certified (capped at min W_j), else the smallest certified
-    c of a scan of (c0, min W_j] refined by bisection; None when none is certified."""
-    c_max = float(w.min())
-
-    def risk(c: float) -> BlockRisk:
-        return group_risk(t, c / w)
-
+    """The c of one group: c0 when certified (capped at c_max = min W_j), else the smallest
+    certified c of a scan of (c0, c_max] refined by bisection; None when none is certified.
+    ``risk(c)``: the group's certificate at m_j = c / W_j."""
     start = min(c0, c_max)
     r = risk(start)
     if r.max_risk <= xi:
@@ -511,18 +426,52 @@ def group_size(kmin: int) -> int:
     return max(int(kmin), 5)
 
 
+def _near_w(part, config) -> NearW:
+    """The near W of a group's cells under the config's ``risk.near`` options, with s (2s
+    destinations) lowered to the group: s_g = min(s, (k_g - 1) // 2), never below the spread
+    floor (>= ``min_destinations``, none above ``max_weight``); a group too small for the
+    floor keeps the uniform W."""
+    from sdc.method.draws import cell_identity
+    from sdc.method.near import key_metrics, near_half, near_transition
+
+    codes = part.cells.key_codes
+    ids = cell_identity(codes, config)
+    metrics = key_metrics(config)
+    options = config.risk.near_options
+    floor = near_half(options.model_copy(update={"neighbours": 0}))
+    half = near_half(options)
+    t = part.cells.frequency
+
+    def near_w(cells: np.ndarray) -> Transition | None:
+        s = max(floor, min(half, (cells.size - 1) // 2))
+        tr, _ = near_transition(codes[cells], ids[cells], t[cells], 1.0, metrics,
+                                options.model_copy(update={"neighbours": 2 * s}))
+        return None if tr.uniform else tr
+
+    return near_w
+
+
 def weight_plan(plan, weight_total: np.ndarray, config) -> object:
     """``plan`` (a :class:`sdc.method.plan.ReleasePlan`) with the weighted design of its PRBs
-    and the certificate recomputed for it: max over weight groups of their exact max risk and
-    over non-sensitive cells of 1/t_j. ``weight_total``: W_j of every cell (:class:`WeightSums`).
+    (``plan.weighted``; ``plan.transitions`` its per-PRB :class:`Transition`) and the
+    certificate recomputed for it: max over weight groups of their exact certificate and over
+    non-sensitive cells of 1/t_j. ``weight_total``: W_j of every cell (:class:`WeightSums`).
     """
     import dataclasses
 
     part = plan.partitioned
     t = part.cells.frequency
-    theta = np.array([b.theta for b in plan.block_plan.blocks], dtype=np.float64)
+    blocks = plan.block_plan.blocks
+    theta = np.array([b.theta for b in blocks], dtype=np.float64)
+    near = config.risk.destinations == "near"
+    fallback = None
+    if near and plan.transitions is not None:
+        fallback = [(tr, b.risk) for tr, b in zip(plan.transitions, blocks, strict=True)]
     design = weighted_design(plan.cell_prb, plan.prb_cells, plan.prb_start, t, weight_total,
-                             theta, part.xi, size=group_size(part.kmin))
+                             theta, part.xi,
+                             size=group_size(part.kmin),
+                             near_w=_near_w(part, config) if near else None,
+                             prb_fallback=fallback)
     cert, at = 0.0, {}
     if design.n_groups:
         g = design.groups
@@ -543,4 +492,9 @@ def weight_plan(plan, weight_total: np.ndarray, config) -> object:
         from sdc.errors import CertificationError
 
         raise CertificationError(f"weighted design's max risk {cert} exceeds xi = {part.xi}")
-    return dataclasses.replace(plan, weighted=design, certificate=cert, certificate_at=at)
+    near_info = plan.near
+    if near and near_info is not None:  # the W actually used: digests for ``sdc audit``
+        near_info = {**near_info, "weighted_w_sha256": [tr.digest()
+                                                        for tr in design.transitions]}
+    return dataclasses.replace(plan, weighted=design, transitions=list(design.transitions),
+                               certificate=cert, certificate_at=at, near=near_info)

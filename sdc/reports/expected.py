@@ -2,8 +2,8 @@
 probabilities (docs/METHOD.md 7.11; docs/REPORTS.md).
 
 For every cell l the expected released weighted total E[W*_l] = sum_j W_j p_jl and count
-E[S_l] = sum_j t_j p_jl (:func:`sdc.method.weighted.expected_totals`) of the design the
-release used (NZY's, or the weighted mode's), on the cell table; no simulation. Reported: the
+E[S_l] = sum_j t_j p_jl (:func:`sdc.method.transition.expected_totals`) of the design the
+release used (NZY's, the weighted mode's, uniform or near), on the cell table; no simulation. Reported: the
 summed absolute difference from the original as a share of the total weight (of n for
 counts), the largest, the same by category of every key variable (weighted figures withheld
 for categories of fewer than ``numeric_min_group`` records, as everywhere in the reports), and
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from sdc.config.model import ReleaseConfig
-from sdc.method.weighted import expected_totals, nzy_design
+from sdc.method.transition import CellDesign, expected_totals
 
 __all__ = ["expected_totals_section"]
 
@@ -25,15 +25,24 @@ __all__ = ["expected_totals_section"]
 WORST = 10
 
 
-def _design(result: Any) -> tuple[str, np.ndarray, np.ndarray]:
-    wd = getattr(result, "weighted", None)
-    if wd is None and getattr(result, "plan", None) is not None:
-        wd = result.plan.weighted
-    if wd is not None:
-        return "weighted", np.asarray(wd.cell_move), np.asarray(wd.cell_group)
-    theta = np.asarray(result.blocks["theta"], dtype=np.float64)
-    m, g = nzy_design(np.asarray(result.cell_prb), np.asarray(result.cells.frequency), theta)
-    return "nzy", m, g
+def _design(result: Any) -> tuple[str, CellDesign]:
+    mode = "weighted" if getattr(result, "weighted", None) is not None else "nzy"
+    d = getattr(result, "design", None)
+    plan = getattr(result, "plan", None)
+    if d is None and plan is not None:
+        if plan.weighted is not None:
+            mode = "weighted"
+        d = plan.cell_design()
+    if d is None:
+        theta = np.asarray(result.blocks["theta"], dtype=np.float64)
+        prb = np.asarray(result.cell_prb, dtype=np.int64)
+        t = np.asarray(result.cells.frequency)
+        sens = prb >= 0
+        move = np.zeros(prb.size)
+        move[sens] = theta[prb[sens]] / t[sens]
+        d = CellDesign(move, prb, np.zeros(prb.size + 1, dtype=np.int64),
+                       np.zeros(0, dtype=np.int64), np.zeros(0))
+    return mode, d
 
 
 def _diff(x: np.ndarray, ex: np.ndarray, total: float) -> np.ndarray:
@@ -55,15 +64,17 @@ def expected_totals_section(result: Any, config: ReleaseConfig, w_before: np.nda
                             min_group: int) -> dict[str, Any]:
     """The ``expected_totals`` section of utility.json (module docstring). ``w_before``: W_j
     of every cell (None without a weight column)."""
-    mode, m, g = _design(result)
+    mode, design = _design(result)
     t = np.asarray(result.cells.frequency, dtype=np.float64)
-    et = expected_totals(t, m, g)
+    et = expected_totals(t, design)
     out: dict[str, Any] = {"mode": mode, "counts": _figures(t, et, float(t.sum())),
                            "weighted": None}
+    if config.risk.destinations == "near":
+        out["destinations"] = "near"
     weighted = w_before is not None
     if weighted:
         W = np.asarray(w_before, dtype=np.float64)
-        ew = expected_totals(W, m, g)
+        ew = expected_totals(W, design)
         out["weighted"] = _figures(W, ew, float(W.sum()))
     kc = result.cells.key_codes
     by_key = []

@@ -384,6 +384,8 @@ _EXP = _obj({"total": _NUM, "sum_abs_difference": _NUM, "share": _NUM,
              "max_abs_difference": _NUM, "cells_changed_in_expectation": _INT})
 UTILITY_SCHEMA["properties"]["expected_totals"] = _d(_obj({
     "mode": {"enum": ["nzy", "weighted"]},
+    "destinations": _d({"enum": ["near"]}, "Present under risk.destinations: near: the "
+                       "expectations are those of the near design W (docs/METHOD.md 7.12)."),
     "counts": _d(_EXP, "Exact expected released counts E[S_l] = sum_j t_j p_jl against t_l, "
                        "summed over cells (share of n)."),
     "weighted": _d({"anyOf": [_EXP, {"type": "null"}]},
@@ -397,6 +399,7 @@ UTILITY_SCHEMA["properties"]["expected_totals"] = _d(_obj({
                              "weighted_share": _NNUM, "count_sum_abs_difference": _NUM})),
 }), "Person files with input.weight: exact expected cell totals of the design used, weighted and "
     "unweighted (docs/METHOD.md 7.11), from the transition probabilities.")
+UTILITY_SCHEMA["properties"]["expected_totals"]["required"].remove("destinations")
 
 
 _HIER = _obj({"hier_risk_ER": _NUM, "hier_risk": _NUM, "hier_risk_pct": _NUM,

@@ -2,7 +2,7 @@
 
 In the style of scikit-learn's ``check_estimator``: one matrix of configs (plain, weights,
 missing key values (moving or fixed), merged small blocks, calibrated theta, DP ``perturb:``,
-recoded keys, a ``derived:`` column, near-cell destinations, many tiny batches, a second
+recoded keys, a ``derived:`` column, near-cell destinations, weighted x near, many tiny batches, a second
 release of a series) is released through the CLI by every executor, and each
 executor's release must equal the in-memory one byte for byte: every public file, the
 records file, the risk and utility reports, and the audit record up to the fields that name
@@ -134,6 +134,7 @@ CASES = {
     "analysis": [_analyses],  # a 0/1 outcome and a numeric one with missing values (utility analysis)
     "near": [_near],
     "near-calibrate": [_calibrate, _fine_partition, _near],
+    "weighted-near": [_weighted, _near],  # near W inside the weight groups (METHOD.md 7.11)
 }
 
 
