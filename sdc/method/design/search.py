@@ -1,0 +1,187 @@
+"""The lattice search of ``sdc design``: nodes finest first, pruned by the entropy floor,
+planned in forked workers within the time budget, then finer partitions for the nodes the rule
+may pick (docs/DESIGN.md, "The search")."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sdc.config.model import Hierarchy, ReleaseConfig
+from sdc.method.cells import CellTable
+from sdc.method.design.candidates import Candidate, coarser, entropy
+from sdc.method.design.evaluate import VARIANTS, Context
+from sdc.method.design.rule import (
+    KEY_FLOOR,
+    TARGET_CHANGED,
+    WARN_CHANGED,
+    DesignResult,
+    Node,
+    pareto_front,
+    recommend,
+)
+
+__all__ = ["search"]
+
+_CTX: Context | None = None
+
+
+
+def _evaluate_levels(arg: tuple[tuple[int, ...], bool, str]) -> dict[str, Any]:
+    assert _CTX is not None
+    return _CTX.evaluate(*arg)
+
+
+def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
+           cands: dict[str, list[Candidate]], *, budget: float = 60.0,
+           keep: float = KEY_FLOOR, min_entropy: float = 0.5, max_nodes: int | None = None,
+           workers: int | None = None, partitions: bool = True,
+           target: float = TARGET_CHANGED,
+           progress: Callable[[int, int], None] | None = None) -> DesignResult:
+    """Evaluate the lattice spanned by ``cands`` on the declared-value cell table ``fine``.
+
+    ``config``: the loaded config (its ``input_key_variables`` are the declared domains);
+    ``base``: its YAML data as written (node configs are ``base`` with ``recode`` changed);
+    ``budget``: seconds for planning nodes; ``min_entropy``: the joint entropy floor below
+    which a node (and, by monotonicity, every coarser one) is not planned; ``keep``: the share
+    of its own entropy every key of the recommended node keeps (:func:`recommend`);
+    ``partitions``: also try the finer partitions of :func:`partition_variant` on the nodes
+    the rule may pick (phase 2, the last third of the budget); ``workers``: processes
+    planning nodes (default: the CPU count; forked, each with the cell table it inherits; 1
+    plans in this process).
+    """
+    t0 = time.perf_counter()
+    keys = list(config.key_names)
+    src = config.input_key_variables
+    n = int(fine.frequency.sum())
+    h_fine = entropy(fine.frequency)
+    tables: dict[str, list[list[str]]] = {}
+    for rule in [*config.partition.values(), *config._user_partition.values(),
+                 *(kv.recode for kv in src.values())]:
+        if isinstance(rule, Hierarchy) and rule.table is not None:
+            tables[str(rule.hierarchy)] = rule.table
+    # per key: coarser-than relation between its candidates, members per released value
+    rel = {k: np.array([[coarser(a.code_map, b.code_map) for b in cands[k]] for a in cands[k]])
+           for k in keys}
+    grid = np.array(list(itertools.product(*[range(len(cands[k])) for k in keys])),
+                    dtype=np.int64).reshape(-1, len(keys))
+    nodes = [Node(tuple(int(x) for x in row)) for row in grid]
+    ctx = Context(fine, config, base, cands, keys, tables, min_entropy)
+    # finest first: more released values first
+    n_rel = [np.array([c.n_released for c in cands[k]]) for k in keys]
+    size = sum(n_rel[j][grid[:, j]] for j in range(len(keys)))
+    # nodes the rule may pick (every key above its floor, breaks and orders respected) first
+    key_kept = np.min(np.stack([np.array([c.kept for c in cands[k]])[grid[:, j]]
+                                for j, k in enumerate(keys)]), axis=0) if keys else size
+    sense = np.all(np.stack([np.array([c.meaningful for c in cands[k]])[grid[:, j]]
+                             for j, k in enumerate(keys)]), axis=0)
+    later = (key_kept < keep - 1e-12) | ~sense
+    order = np.lexsort((-np.asarray(size), later))
+    current_levels = tuple(next((j for j, c in enumerate(cands[k]) if c.name.startswith(
+        "the config's recoding")), 0) for k in keys)
+    current = next((i for i, nd in enumerate(nodes) if nd.levels == current_levels), None)
+    if current is not None:  # the config as it is: evaluated first, whatever the budget
+        order = np.concatenate([[current], order[order != current]])
+    if max_nodes is not None:
+        order = order[:max_nodes]
+    pruned = np.zeros(len(nodes), dtype=bool)
+    done = 0
+    complete = True
+    workers = max(1, min(workers if workers is not None else (os.cpu_count() or 1), 8))
+    pool = None
+    if workers > 1 and len(order) > 4 * workers:
+        import multiprocessing as mp
+
+        global _CTX
+        _CTX = ctx
+        try:
+            pool = mp.get_context("fork").Pool(workers)
+        except (OSError, ValueError):
+            pool = None
+    batch_size = 4 * workers if pool is not None else 1
+    phase1 = budget * (2 / 3 if partitions else 1.0)
+
+    def run(jobs: list[tuple[tuple[int, ...], bool, str]]) -> list[dict[str, Any]]:
+        if pool is not None and len(jobs) > 1:
+            return pool.map(_evaluate_levels, jobs)
+        return [ctx.evaluate(*j) for j in jobs]
+
+    pos = 0
+    try:
+        while pos < len(order):
+            if time.perf_counter() - t0 > phase1 and done > 0:
+                complete = False
+                break
+            batch: list[int] = []
+            while len(batch) < batch_size and pos < len(order):
+                i = int(order[pos])
+                pos += 1
+                if pruned[i] and i != current:
+                    nodes[i].status = "pruned"
+                    nodes[i].note = "coarser than a node below the entropy floor"
+                    continue
+                batch.append(i)
+            if not batch:
+                continue
+            results = run([(nodes[i].levels, i != current, "config") for i in batch])
+            for i, res in zip(batch, results, strict=True):
+                for name, value in res.items():
+                    setattr(nodes[i], name, value)
+                if res["status"] == "pruned":
+                    succ = np.ones(len(nodes), dtype=bool)
+                    for j, (k, lev) in enumerate(zip(keys, nodes[i].levels, strict=True)):
+                        succ &= rel[k][lev][grid[:, j]]
+                    pruned |= succ
+                done += 1
+            if progress:
+                progress(done, len(order))
+        if partitions:
+            # phase 2: finer partitions for the nodes the rule may pick, best first
+            ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful]
+            pick = [i for i in ok if nodes[i].min_key_kept >= keep - 1e-12
+                    and nodes[i].changed_share <= WARN_CHANGED + 1e-12]
+            pick.sort(key=lambda i: (nodes[i].changed_share > target, -nodes[i].entropy_kept
+                                     if nodes[i].changed_share <= target
+                                     else nodes[i].changed))
+            if not pick:
+                pick = sorted((i for i in ok if nodes[i].min_key_kept >= keep - 1e-12),
+                              key=lambda i: nodes[i].changed)
+            jobs = [(i, v) for i in pick[:16] for v in VARIANTS]
+            for s in range(0, len(jobs), batch_size):
+                if time.perf_counter() - t0 > budget:
+                    complete = False
+                    break
+                chunk = jobs[s:s + batch_size]
+                results = run([(nodes[i].levels, False, v) for i, v in chunk])
+                for (i, _v), res in zip(chunk, results, strict=True):
+                    if res.get("status") != "certified" or res.get("partition") == \
+                            nodes[i].partition:
+                        continue
+                    nd = Node(nodes[i].levels)
+                    for name, value in res.items():
+                        setattr(nd, name, value)
+                    nodes.append(nd)
+                done += len(chunk)
+                if progress:
+                    progress(done, len(order) + len(jobs))
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified"]
+    pts = np.array([[nodes[i].changed_share, nodes[i].loss, nodes[i].tvd,
+                     nodes[i].displacement_sd if nodes[i].displacement_sd == nodes[i].displacement_sd
+                     else 0.0] for i in ok]).reshape(-1, 4)
+    frontier = [ok[j] for j in pareto_front(pts)]
+    rec, verdict, given = recommend(nodes, key_floor=keep, target=target)
+    if rec is not None and rec not in frontier:  # an equal point is on the frontier already
+        twin = [f for f in frontier if np.allclose(pts[ok.index(f)], pts[ok.index(rec)])]
+        rec = twin[0] if twin else rec
+    return DesignResult(keys, cands, nodes, frontier, rec, current, h_fine, n,
+                        time.perf_counter() - t0, keep, complete, target, WARN_CHANGED,
+                        verdict, given)
