@@ -46,6 +46,7 @@ from prefect.cache_policies import NO_CACHE
 import sdc
 from sdc.config.model import ReleaseConfig
 from sdc.executors.registry import executor_names, get_executor
+from sdc.method.plan import expected_changed
 from sdc.release.job import (
     Job,
     load_job,
@@ -170,7 +171,8 @@ def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: in
 
     ``expected_changed`` is sum over PRBs of theta_b * k_b (NZY: a record of a cell with
     frequency t moves with probability theta/t, and the t records of the cell give theta in
-    expectation, so each PRB changes theta * k records on average).
+    expectation, so each PRB changes theta * k records on average); in the weighted mode the
+    sum of t_j m_j of its design (:func:`sdc.method.plan.expected_changed`).
     """
     blocks = result.blocks
     return {
@@ -188,7 +190,9 @@ def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: in
         "certificate": float(result.certificate),
         "certified": bool(result.certificate <= result.xi + 1e-12),
         "records_changed": int(result.n_changed),
-        "expected_changed": float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        "expected_changed": expected_changed(
+            blocks, getattr(result, "weighted", None)
+            or getattr(getattr(result, "plan", None), "weighted", None))[0],
         "actions": {str(k): int(v) for k, v in blocks["action"].value_counts().items()},
         "merges": list(result.merges),
         "largest_merge": _largest_merge(result),

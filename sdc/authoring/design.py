@@ -33,7 +33,8 @@ from sdc.method.design import (
 )
 from sdc.reports.recoding import DESIGN_MARK
 
-__all__ = ["Design", "count_declared", "design_document", "run_design", "write_node_config"]
+__all__ = ["Design", "configured_figures", "count_declared", "design_document", "run_design",
+           "transition_design_name", "write_node_config"]
 
 
 def count_declared(config: ReleaseConfig) -> CellTable:
@@ -66,12 +67,64 @@ def count_declared(config: ReleaseConfig) -> CellTable:
 
 @dataclass
 class Design:
-    """A finished search: the loaded config, its YAML data as written, the result."""
+    """A finished search: the loaded config, its YAML data as written, the result, and the
+    recommendation re-certified with the config's own transition design (``configured``:
+    :func:`configured_figures`; None under NZY's uniform design, which the search uses)."""
 
     config_path: Path
     config: ReleaseConfig
     base: dict[str, Any]
     result: DesignResult
+    configured: dict[str, Any] | None = None
+
+
+def transition_design_name(config: ReleaseConfig) -> str:
+    """``uniform``, ``near``, ``weighted`` or ``weighted x near``."""
+    if config.risk.weighted:
+        return "weighted x near" if config.risk.destinations == "near" else "weighted"
+    return config.risk.destinations
+
+
+def configured_figures(design: Design, i: int) -> dict[str, Any] | None:
+    """Node ``i`` planned and certified as ``sdc release`` would with the config's own
+    transition design (near W, weighted groups with the file's weights: the search ranks
+    nodes by NZY's uniform certificate and theta k): its certificate, expected records changed
+    (sum of t_j m_j of that design) and, for the weighted mode, its weight groups. None when
+    the config uses NZY's uniform design (the search's figures are then the release's)."""
+    import tempfile
+
+    from sdc.errors import CertificationError, SmallBlockError
+    from sdc.io.read import read_input
+    from sdc.method.partition import partition_frame
+    from sdc.method.plan import plan_release
+    from sdc.method.weighted import WeightSums, weight_plan
+
+    cfg = design.config
+    name = transition_design_name(cfg)
+    if name == "uniform":
+        return None
+    with tempfile.TemporaryDirectory(prefix="sdc-design-") as tmp:
+        node_cfg = load_config(write_node_config(design, i, Path(tmp) / "node.yaml"))
+        frame = read_input(node_cfg)
+    n = len(frame)
+    try:
+        part = partition_frame(frame, node_cfg)
+        plan = plan_release(part, node_cfg)
+        if node_cfg.risk.weighted:
+            w = frame[node_cfg.input.weight].to_numpy(np.float64)
+            plan = weight_plan(plan, WeightSums.of(part.cells.record_cell, w).result(
+                np.arange(part.cells.n_cells)), node_cfg)
+    except (SmallBlockError, CertificationError) as e:
+        return {"design": name, "node": i, "certified": False, "note": str(e)[:300]}
+    out: dict[str, Any] = {
+        "design": name, "node": i, "certified": plan.certificate <= cfg.risk.xi + 1e-12,
+        "certificate": float(plan.certificate), "changed": plan.expected_changed,
+        "share_changed": plan.expected_changed / n if n else 0.0, "note": None}
+    if plan.weighted is not None:
+        g = plan.weighted.groups
+        out["weight_groups"] = int(len(g))
+        out["nzy_groups"] = int((g["design"] == "nzy").sum())
+    return out
 
 
 def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = KEY_FLOOR,
@@ -96,7 +149,10 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
     result = search(fine, config, base, cands, budget=budget, keep=keep,
                     min_entropy=min_entropy, partitions=partitions, target=target,
                     progress=progress)
-    return Design(path.resolve(), config, base, result)
+    design = Design(path.resolve(), config, base, result)
+    if result.recommended is not None:
+        design.configured = configured_figures(design, result.recommended)
+    return design
 
 
 def _recoding_of(design: Design, i: int) -> dict[str, dict[str, Any]]:
@@ -152,6 +208,7 @@ def design_document(design: Design) -> dict[str, Any]:
         "candidates": {k: [c.name for c in cl] for k, cl in r.cands.items()},
         "current": _node_doc(design, r.current) if r.current is not None else None,
         "recommended": _node_doc(design, r.recommended) if r.recommended is not None else None,
+        "recommended_configured": design.configured,
         "frontier": [_node_doc(design, i) for i in frontier],
     })
 

@@ -178,6 +178,18 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
                   f"{_pct(r['entropy_kept'])} of the key table's entropy kept, TVD bound "
                   f"{r['tvd_bound']:.4f}, certificate {r['certificate']:.4f} <= xi",
                   markup=False, soft_wrap=True)
+    cf = doc.get("recommended_configured")
+    if cf:  # the search ranks by NZY's uniform design; the release uses the config's
+        console.print(
+            (f"with this config's {cf['design']} design (as `sdc release` plans it): "
+             f"{_pct(cf['share_changed'])} expected changed ({cf['changed']:,.1f} records), "
+             f"certificate {cf['certificate']:.4f} "
+             + ("<= xi" if cf["certified"] else "> xi: NOT certified")
+             + (f", {cf['weight_groups']} weight groups ({cf['nzy_groups']} keep NZY)"
+                if "weight_groups" in cf else ""))
+            if cf.get("certificate") is not None else
+            f"with this config's {cf['design']} design: not certified ({cf['note']})",
+            markup=False, soft_wrap=True)
     for k, v in r["key_entropy_kept"].items():
         rc = r["recoding"].get(k)
         what = (f"recode: {v_rule(rc['recode'])} ({rc['name']}, {rc['released_values']} "

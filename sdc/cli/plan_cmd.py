@@ -109,7 +109,7 @@ def _print_plan_summary(p: PlanSummary, config: str) -> None:
         (f"theta ({p.theta_mode})", f"{p.theta:.4f}"),
         ("kmin", str(p.kmin)),
         (f"small blocks ({p.small_blocks})", actions),
-        ("expected changed records", f"{p.expected_changed:,.1f} (sum of theta * k)"),
+        ("expected changed records", f"{p.expected_changed:,.1f} ({p.expected_how})"),
         ("certificate", f"{certificate_text(p.certificate, p.xi)} xi"),
         ("release folder", f"{p.output_dir}" + (" (exists: `sdc release` needs --force)"
                                                 if p.release_exists else "")),

@@ -20,6 +20,7 @@ import sdc
 from sdc.config.model import ReleaseConfig, SeedFile
 from sdc.config.sections import ExecutorSpec, executor_name
 from sdc.executors.registry import get_executor
+from sdc.method.plan import expected_changed
 
 __all__ = ["Job", "PlanSummary", "ValidationSummary", "load_job", "plan_job",
            "resolve_engine", "unchanged_check", "validate_release_input"]
@@ -124,6 +125,8 @@ class PlanSummary:
     seed_known: bool
     release_exists: bool
     notes: list[str] = field(default_factory=list)
+    #: how ``expected_changed`` is computed (the configured design's m_j)
+    expected_how: str = "sum of theta * k"
 
     @property
     def n_partition_sets(self) -> int:
@@ -166,7 +169,8 @@ def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
         kmin=int(part.kmin), small_blocks=config.risk.small_blocks,
         partition_sets=plan.partition_sets, blocks=blocks, merges=list(plan.merges),
         certificate=float(plan.certificate), certificate_at=dict(plan.certificate_at),
-        expected_changed=float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        expected_changed=expected_changed(blocks, plan.weighted)[0],
+        expected_how=expected_changed(blocks, plan.weighted)[1],
         changed=None, seed_known=False, release_exists=out.exists(),
         notes=[f"engine {spec.kind}: one counting pass; the number of changed records is "
                "known after the release pass"],
@@ -233,7 +237,8 @@ def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
     """Everything ``sdc plan`` prints. Writes nothing: the seed file is read if it exists but
     never created, and the release folder is not touched.
 
-    ``expected_changed`` = sum over PRBs of theta_b * k_b. ``engine`` (default: the config's)
+    ``expected_changed`` = sum over cells of t_j m_j of the configured design (NZY: sum over
+    PRBs of theta_b * k_b; :func:`sdc.method.plan.expected_changed`). ``engine`` (default: the config's)
     chooses how the records are read; streaming and dask count in batches.
     """
     from sdc.io.schemas import validate_input
@@ -285,7 +290,8 @@ def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
         merges=list(result.merges),
         certificate=float(result.certificate),
         certificate_at=dict(result.certificate_at),
-        expected_changed=float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        expected_changed=expected_changed(blocks, result.weighted)[0],
+        expected_how=expected_changed(blocks, result.weighted)[1],
         changed=int(result.n_changed) if seed is not None else None,
         seed_known=seed is not None,
         release_exists=out.exists(),
