@@ -124,7 +124,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                   "Action -> number of PRBs that did not simply use the "
                                   "theorem's theta."),
         "merges": _d({"type": "array", "items": _S}, "Merges, in order."),
-        "expected_changed": _d(_N, "Sum over PRBs of theta * k."),
+        "expected_changed": _d(_N, "Expected records changed of the configured design: sum over "
+                                   "PRBs of theta * k (NZY), of t_j m_j (weighted)."),
         "changed": _d(_NI, "Records the release would change with the existing seed (null: "
                            "no seed file yet)."),
         "certificate": _d(_N, "Exact max R_j(a, t) over the release."),
@@ -176,7 +177,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "certificate": _d(_N, "Exact max R_j(a, t)."),
         "certified": _d(_B, "certificate <= xi."),
         "records_changed": _d(_I, "Records whose key values changed."),
-        "expected_changed": _d(_N, "Sum over PRBs of theta * k."),
+        "expected_changed": _d(_N, "Expected records changed of the configured design: sum over "
+                                   "PRBs of theta * k (NZY), of t_j m_j (weighted)."),
         "actions": _d({"type": "object", "additionalProperties": _I}, "PRB action -> count."),
         "merges": _d({"type": "array", "items": _S}, "Merges."),
         "seed_created": _d(_B, "This run created the seed file."),
