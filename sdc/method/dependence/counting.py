@@ -80,7 +80,8 @@ class DependenceCounter:
         key_codes = np.asarray(key_codes, dtype=np.int64).reshape(len(cell_id), self.n_keys)
         ones = None  # every record counts once
         # the batch's cells: a cell with small_limit records here (or before) is never sensitive
-        fcode, fcell = pd.factorize(cell_id)
+        # sorted: the (cell, value) and (cell, bin) pairs below come out sorted by cell
+        fcode, fcell = pd.factorize(cell_id, sort=True)
         fcell = np.asarray(fcell, dtype=np.int64)
         fcount = np.bincount(fcode, minlength=fcell.size)
         big = fcount >= self.small_limit

@@ -46,9 +46,14 @@ def counted(codes: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.nd
     return np.asarray(u, dtype=np.int64)[order], n.astype(np.int64)[order]
 
 
+def _strictly_sorted(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the pairs (a, b) are distinct and sorted by a then b (O(n): no sort needed)."""
+    return bool(((a[1:] > a[:-1]) | ((a[1:] == a[:-1]) & (b[1:] > b[:-1]))).all())
+
+
 def reduce_pairs(cell: np.ndarray, bucket: np.ndarray,
                   count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if not cell.size:
+    if not cell.size or _strictly_sorted(cell, bucket):
         return cell, bucket, count
     if cell.min() >= 0 and cell.max() < (1 << (62 - HASH_BITS)):
         order = np.argsort((cell << HASH_BITS) | bucket)  # one sort key: bucket < 2**HASH_BITS
@@ -57,8 +62,6 @@ def reduce_pairs(cell: np.ndarray, bucket: np.ndarray,
     c, b = cell[order], bucket[order]
     starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (b[1:] != b[:-1])])
     return c[starts], b[starts], np.add.reduceat(count[order], starts)
-
-
 
 
 def reduce_sorted(bins: np.ndarray, n: np.ndarray, lo: np.ndarray,
@@ -76,7 +79,7 @@ def reduce_sorted(bins: np.ndarray, n: np.ndarray, lo: np.ndarray,
 def reduce_cell_bins(cell: np.ndarray, bins: np.ndarray,
                       count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(cell, bin) pairs summed, sorted by cell then bin (bins of any range)."""
-    if not cell.size:
+    if not cell.size or _strictly_sorted(cell, bins):
         return cell, bins, count
     order = np.lexsort((bins, cell))
     c, b = cell[order], bins[order]
