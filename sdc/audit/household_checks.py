@@ -91,14 +91,14 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
     # table against the household keys, person-level columns against the person PRBs
     try:
         htable = household_table(original, cfg, code_o, first_o)
-        rep.dependence = frame_dependence(htable, plan_release(ho, hcfg), hcfg)
+        rep.dependence = frame_dependence(htable, plan_release(ho, hcfg), hcfg, {})
         dependence_checks(rep, {"dependence": {"columns": hh.get("dependence")}},
                           what="household stage: ")
         persons = original if po is po_all else original.iloc[np.flatnonzero(~rec_small)]
         persons = persons.drop(columns=[c for c in (cfg.input.household_id, *hh_cols,
                                                     *(cfg.perturb or {}))
                                         if c in persons.columns])
-        rep.dependence = frame_dependence(persons, plan_release(po, pcfg), pcfg)
+        rep.dependence = frame_dependence(persons, plan_release(po, pcfg), pcfg, {})
         dependence_checks(rep, audit, what="person stage: ")
     except (InputError, ConfigError, SmallBlockError) as e:
         rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")

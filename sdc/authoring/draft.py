@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +282,8 @@ def _checked_release(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                 if f.column == weight:
                     _weight_fix(frame, data, draft, weight, keys, why)
                     continue
+                if f.of:  # a pair of columns gives keys away together: drop the second
+                    f = replace(f, column=f.of[1])
                 if f.column in draft.released_unchanged:
                     draft.released_unchanged.remove(f.column)
                 if _is_function_of(frame, f.column, keys):

@@ -251,7 +251,8 @@ def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, se
 
 def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
                   check_dependence: bool = True,
-                  not_checked: tuple[str, ...] = ()) -> ReleaseResult:
+                  not_checked: tuple[str, ...] = (),
+                  pair_kinds: dict[str, str] | None = None) -> ReleaseResult:
     """Post-randomize the risky records of ``frame`` with NZY PRAM and certify the result.
 
     partition (records -> cell table) -> plan (cell table -> PRBs, theta, certificate) -> apply.
@@ -269,6 +270,10 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
         Columns the dependence check leaves out (the person stage of a household file: the
         household id, released as pseudonyms, and the household columns, checked against the
         household keys on the household table).
+    pair_kinds : dict, optional
+        The columns that pair in the dependence check (``sdc.method.dependence.schema_kinds``
+        of the input's schema; default: from ``frame``'s dtypes; ``{}``: no pairs, as for the
+        stages of a household file).
     seed : int
         The release seed. The outcome of a record depends only on the seed, the plan, its own
         cell and its own identity (id, else its non-key values): not on its position, on row
@@ -300,7 +305,7 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
         plan = weight_plan(plan, totals, config)
     if check_dependence:
         checked = frame.drop(columns=[c for c in not_checked if c in frame.columns])
-        figures = frame_dependence(checked, plan, config)
+        figures = frame_dependence(checked, plan, config, pair_kinds)
         raise_if_dependent(figures, plan, config)
         plan = dataclasses.replace(plan, dependence=figures)
     return apply_plan(frame, plan, config, seed)
@@ -379,7 +384,8 @@ def release_households(frame: pd.DataFrame, config: ReleaseConfig, seed: int) ->
     # household keys on the household table (one unit per household), the person-level
     # non-key columns against the person stage's PRBs
     try:
-        hres = release_frame(household_table(frame, config, code, first), hcfg, seed)
+        hres = release_frame(household_table(frame, config, code, first), hcfg, seed,
+                             pair_kinds={})
     except SmallBlockError as e:
         raise SmallBlockError(
             f"household stage (one unit per household, keys {hk}, t_j counted in households): "
@@ -493,7 +499,8 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
                    *(config.perturb or {}), *config.derived)
     if n_small == 0 or config.risk.small_blocks == "fail":
         try:
-            return release_frame(frame, pcfg, seed, not_checked=not_checked), (0, 0)
+            return release_frame(frame, pcfg, seed, not_checked=not_checked,
+                                 pair_kinds={}), (0, 0)
         except SmallBlockError as e:
             raise fix(e) from None
     keep = np.flatnonzero(~rec_small)
@@ -509,7 +516,7 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
     try:
         sub_plan = plan_release(partition_cells(sub_cells, pcfg), pcfg)
         checked = persons.drop(columns=[c for c in not_checked if c in persons.columns])
-        figures = frame_dependence(checked, sub_plan, pcfg)
+        figures = frame_dependence(checked, sub_plan, pcfg, {})
         raise_if_dependent(figures, sub_plan, pcfg)
         sub = apply_plan(persons, dataclasses.replace(sub_plan, dependence=figures), pcfg, seed)
     except SmallBlockError as e:

@@ -16,6 +16,7 @@ table merged from batches equals the one of the whole file.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,7 @@ import pandas as pd
 from sdc.config.model import KeyVariable, ReleaseConfig
 from sdc.errors import InputError
 from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
-from sdc.method.dependence import DependenceCounter, key_sizes, small_limit
+from sdc.method.dependence import DependenceCounter, key_sizes, pair_plan, small_limit
 from sdc.method.dependence import checked_columns as dependence_columns
 from sdc.method.derived import DerivedCollector, apply_derived, cell_describer
 from sdc.method.partition import partition_cells
@@ -40,11 +41,15 @@ def record_key_codes(codes: np.ndarray, config: ReleaseConfig) -> np.ndarray:
     return split_codes(codes, radix_sizes(config), per_key=True)
 
 
-def new_dependence_counter(columns: list[str], config: ReleaseConfig) -> DependenceCounter:
+def new_dependence_counter(columns: list[str], config: ReleaseConfig,
+                           kinds: Mapping[str, str] | None = None) -> DependenceCounter:
     """The dependence check's counter of a batch engine (the columns it measures, of the
-    input's ``columns``)."""
-    return DependenceCounter(dependence_columns(columns, config), len(config.key_names),
-                             small_limit(config), sizes=key_sizes(config))
+    input's ``columns``; ``kinds``: the columns that may pair, from the input's schema,
+    :func:`sdc.method.dependence.schema_kinds`: no pairs without)."""
+    checked = dependence_columns(columns, config)
+    return DependenceCounter(checked, len(config.key_names), small_limit(config),
+                             sizes=key_sizes(config),
+                             pairs=pair_plan(checked, kinds or {}, config))
 
 
 def add_dependence(counter: DependenceCounter, frame: pd.DataFrame, codes: np.ndarray,

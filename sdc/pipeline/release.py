@@ -46,6 +46,7 @@ from sdc.method.cell_passes import (
 )
 from sdc.method.cells import CellTable, cell_codes
 from sdc.method.dependence import checked_columns as dependence_columns
+from sdc.method.dependence import schema_kinds
 from sdc.method.derived import DerivedCollector
 from sdc.method.draws import (
     DrawPlan,
@@ -141,7 +142,8 @@ def read_columns(config: ReleaseConfig, names: list[str], dependence: bool = Fal
 
 
 def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, columns: list[str],
-                measure: list[str], dependence: bool, validate: bool) -> CountPart:
+                measure: list[str], dependence: bool, validate: bool,
+                kinds: dict[str, str] | None = None) -> CountPart:
     """Pass 1 on one batch: its pandera problems, or its cell counts, dependence counts,
     ``derived:`` values, ``perturb:`` value counts, ranges of ``measure`` and largest weight;
     with an id column its identities (also from a batch with problems)."""
@@ -158,7 +160,7 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, columns:
     u, c = np.unique(codes, return_counts=True)
     part.codes, part.counts = u, c.astype(np.int64)
     if dependence:
-        part.dependence = new_dependence_counter(columns, config)
+        part.dependence = new_dependence_counter(columns, config, kinds)
         add_dependence(part.dependence, frame, codes, config)
     if config.derived:
         part.derived = DerivedCollector(list(config.derived))
@@ -193,7 +195,10 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     # 8 bytes per record for the id check, preallocated when the row count is known
     idents: list[np.ndarray] = [np.empty(n_known, np.uint64)] if n_known is not None else []
     filled = 0
-    dep = new_dependence_counter(columns, config) if dependence else None
+    # the columns that pair in the dependence check: from the public schema, the same on
+    # every executor (never from a batch's types)
+    kinds = schema_kinds(runner.public_schema()) if dependence else None
+    dep = new_dependence_counter(columns, config, kinds) if dependence else None
     derived = DerivedCollector(list(config.derived)) if config.derived else None
     pvalues = {v: PerturbValues(v, config) for v in (config.perturb or {})}
     lo: dict[str, float] = {}
@@ -201,7 +206,7 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     wmax, n, counted = 0.0, 0, False
     wsums = WeightSums() if config.risk.weighted and weight is not None else None
     read = read_columns(config, columns, dependence, measure)
-    for part in runner.map(count_batch, (config, columns, measure, dependence, validate),
+    for part in runner.map(count_batch, (config, columns, measure, dependence, validate, kinds),
                            columns=read):
         n += part.n
         if part.ident is not None:

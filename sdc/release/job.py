@@ -329,7 +329,7 @@ def validate_release_input(config_path: str | Path,
     ``FileNotFoundError`` / ``SmallBlockError``.
     """
     from sdc.io.schemas import validate_input
-    from sdc.method.dependence import frame_dependence, raise_if_dependent
+    from sdc.method.dependence import frame_dependence, raise_if_dependent, schema_kinds
     from sdc.method.plan import plan_release as plan_cells
     from sdc.release.public import public_schema_for
 
@@ -347,7 +347,8 @@ def validate_release_input(config_path: str | Path,
         part = sdc.partition_frame(frame, job.config)
         # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
         plan = plan_cells(part, job.config)
-        raise_if_dependent(frame_dependence(frame, plan, job.config), plan, job.config)
+        kinds = schema_kinds(public_schema_for(job.config, frame))  # as the release's count
+        raise_if_dependent(frame_dependence(frame, plan, job.config, kinds), plan, job.config)
         n_cells, n_sets = int(part.cells.n_cells), int(len(part.partition_keys))
         n_sensitive = int(part.sensitive.sum())
     public_schema_for(job.config, frame)  # the public types every output format can hold

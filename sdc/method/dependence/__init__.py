@@ -11,7 +11,8 @@ than ``MARGIN``. docs/METHOD.md section 7.5, "Dependence of non-key columns".
 
 Modules, one job each: :mod:`.columns` (what is measured), :mod:`.tables` (mergeable tables),
 :mod:`.order` (the ordered table), :mod:`.counting` (the count pass's counter),
-:mod:`.measure` (the filter intruder's figure), :mod:`.verdict` (the refusal),
+:mod:`.pairs` (synthetic columns of pairs of columns), :mod:`.measure` (the filter
+intruder's figure), :mod:`.verdict` (the refusal),
 :mod:`.check` (a whole frame at once).
 """
 
@@ -27,10 +28,19 @@ from sdc.method.dependence.measure import (
     order_inform,
 )
 from sdc.method.dependence.order import order_image
+from sdc.method.dependence.pairs import (
+    PAIR_COLUMNS,
+    PairPlan,
+    SyntheticColumn,
+    frame_kinds,
+    pair_plan,
+    schema_kinds,
+)
 from sdc.method.dependence.tables import HASH_BITS
 from sdc.method.dependence.verdict import DependenceError, dependence_error, raise_if_dependent
 
-__all__ = ["ALPHA", "HASH_BITS", "MARGIN", "PAIR_VALUES", "ColumnDependence", "DependenceCounter",
-           "DependenceError", "MeasureContext", "checked_columns", "dependence_error",
-           "frame_dependence", "key_sizes", "measure_dependence", "order_image", "order_inform",
-           "raise_if_dependent", "small_limit"]
+__all__ = ["ALPHA", "HASH_BITS", "MARGIN", "PAIR_COLUMNS", "PAIR_VALUES", "ColumnDependence",
+           "DependenceCounter", "DependenceError", "MeasureContext", "PairPlan", "SyntheticColumn",
+           "checked_columns", "dependence_error", "frame_dependence", "frame_kinds", "key_sizes",
+           "measure_dependence", "order_image", "order_inform", "pair_plan", "raise_if_dependent",
+           "schema_kinds", "small_limit"]

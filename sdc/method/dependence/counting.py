@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from sdc.method.dependence.order import OrderPart, merge_order, order_part
+from sdc.method.dependence.order import OrderPart, image_part, merge_order, order_part
+from sdc.method.dependence.pairs import PairPlan, pair_image
 from sdc.method.dependence.tables import (
     HASH_BITS,
     counted,
@@ -51,8 +52,12 @@ class DependenceCounter:
     _dense: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     #: ordered tables per column (:class:`OrderPart`; None once the column is not ordered)
     _order: dict[str, list[OrderPart | None]] = field(default_factory=dict)
+    #: synthetic columns of pairs of columns (:mod:`.pairs`), counted in order only
+    pairs: PairPlan = field(default_factory=PairPlan)
 
     def __post_init__(self) -> None:
+        for s in self.pairs.columns:
+            self._order.setdefault(s.key, [])
         for c in self.columns:
             self._order.setdefault(c, [])
             self._values.setdefault(c, [])
@@ -93,8 +98,13 @@ class DependenceCounter:
         cell_keys = np.empty((fcell.size, self.n_keys), dtype=np.int64)
         cell_keys[fcode] = key_codes  # every record of a cell has the same key codes
         key_codes = np.asfortranarray(key_codes)  # contiguous per key
+        paired = set(self.pairs.paired)
+        hashes = {}
         for c in self.columns:
-            b = (value_hash(frame[c]) & _MASK).astype(np.int64)
+            h = value_hash(frame[c])
+            if c in paired:
+                hashes[c] = h
+            b = (h & _MASK).astype(np.int64)
             if c not in self._dense and np.count_nonzero(
                     np.bincount(b, minlength=1 << HASH_BITS)) > DENSE_VALUES:
                 self._to_dense(c)
@@ -116,6 +126,9 @@ class DependenceCounter:
             u, n = counted(both[keep])
             self._pairs[c].append(reduce_pairs(fcell[u >> HASH_BITS], u & int(_MASK), n))
             self._order[c].append(order_part(frame[c], fcode, fcell, keep, key_codes))
+        for s in self.pairs.columns:
+            self._order[s.key].append(image_part(*pair_image(frame, s, hashes), fcode, fcell,
+                                                 keep, key_codes))
         self._pending += 1
         if self._pending >= self.merge_every:
             self._merge()
@@ -132,9 +145,10 @@ class DependenceCounter:
                 np.minimum(lo, olo, out=lo)
                 np.maximum(hi, ohi, out=hi)
             self._pairs[c].extend(other._pairs.get(c, []))
-            self._order[c].extend(other._order.get(c, []))
             for q in self.key_pairs:
                 self._combos[c][q].extend(other._combos.get(c, {}).get(q, []))
+        for c in self._order:
+            self._order[c].extend(other._order.get(c, []))
         self._wide |= other._wide
         self._big = np.union1d(self._big, other._big)
         self._pending += 1
@@ -180,7 +194,7 @@ class DependenceCounter:
             big = cell[starts][total >= self.small_limit]
             if big.size:
                 self._big = np.union1d(self._big, big)
-        for c in self.columns:
+        for c in self._order:
             if len(self._order[c]) > 1:
                 self._order[c] = [merge_order(self._order[c])]
             part = self._order[c][0] if self._order[c] else None

@@ -6,6 +6,7 @@ column fails when in some PRB it exceeds xi and the success without the column b
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from sdc.method.dependence.counting import DependenceCounter
 from sdc.method.dependence.order import OrderPart
 
 __all__ = ["ALPHA", "CONFINE", "MARGIN", "ColumnDependence", "MeasureContext",
-           "expected_distinct", "measure_dependence", "order_inform"]
+           "expected_distinct", "measure_dependence", "order_inform", "pair_figures"]
 
 ALPHA = 1e-6
 MARGIN = 0.05
@@ -37,18 +38,22 @@ class ColumnDependence:
     mean_baseline: float
     revealed: dict[str, float]  # key -> share of sensitive records whose value informs on it
     flagged: bool
-    #: "values": the column's values one by one; "order": runs of its values in order
+    #: "values": the column's values one by one; "order": runs of its values in order;
+    #: "pair": a synthetic column of two columns (``of``), in order
     via: str = "values"
+    #: the two columns of a pair (empty for a column of the input)
+    of: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"column": self.column, "figure": round(self.figure, 6),
-                "baseline": round(self.baseline, 6), "prb": self.prb,
-                "mean_figure": round(self.mean_figure, 6),
-                "mean_baseline": round(self.mean_baseline, 6),
-                "revealed": {k: round(v, 6) for k, v in self.revealed.items()},
-                "flagged": self.flagged, "via": self.via}
-
-
+        d = {"column": self.column, "figure": round(self.figure, 6),
+             "baseline": round(self.baseline, 6), "prb": self.prb,
+             "mean_figure": round(self.mean_figure, 6),
+             "mean_baseline": round(self.mean_baseline, 6),
+             "revealed": {k: round(v, 6) for k, v in self.revealed.items()},
+             "flagged": self.flagged, "via": self.via}
+        if self.of:
+            d["of"] = list(self.of)
+        return d
 
 
 def measure_dependence(counter: DependenceCounter, plan: Any, config: Any,
@@ -77,7 +82,32 @@ def measure_dependence(counter: DependenceCounter, plan: Any, config: Any,
                 if (by_order.flagged, by_order.figure) > (by_value.flagged, by_value.figure):
                     best = by_order
         out.append(best)
-    return out
+    return out + pair_figures(counter, ctx, cell_index, {f.column for f in out if f.flagged})
+
+
+def pair_figures(counter: DependenceCounter, ctx: MeasureContext,
+                 cell_index: Callable[[np.ndarray], np.ndarray],
+                 flagged: set[str]) -> list[ColumnDependence]:
+    """The failing synthetic columns of pairs (:mod:`.pairs`), measured in order: a pair
+    is reported only when it fails and neither of its columns fails alone (those are named
+    already), the worst synthetic column of each pair. Passing pairs are not listed
+    (audit.json lists the input's columns)."""
+    worst: dict[tuple[str, str], ColumnDependence] = {}
+    for s in counter.pairs.columns:
+        if s.a in flagged or s.b in flagged:
+            continue
+        part = counter.order_table(s.key)
+        if part is None or not part.bins.size:
+            continue
+        olo, ohi, oinf = order_inform(part, ctx)
+        if not oinf.any():
+            continue
+        f = ctx.figure(s.name, part.bins, olo, ohi, oinf, {}, part.pcell, part.pbin,
+                       part.pcount, cell_index, "pair")
+        q = (s.a, s.b)
+        if f.flagged and (q not in worst or f.figure > worst[q].figure):
+            worst[q] = dataclasses.replace(f, of=q)
+    return list(worst.values())
 
 
 

@@ -14,7 +14,8 @@ import pandas as pd
 
 from sdc.method.dependence.tables import counted, reduce_cell_bins, reduce_sorted
 
-__all__ = ["ORDER_BITS", "OrderPart", "merge_order", "order_image", "order_part"]
+__all__ = ["ORDER_BITS", "OrderPart", "image_part", "merge_order", "order_image",
+           "order_part"]
 
 ORDER_BITS = 16  # an ordered table has at most 2**ORDER_BITS bins (adjacent values merge)
 _PREFIX_BYTES = 7  # text and bytes are ordered by their first 7 bytes (56 bits)
@@ -23,7 +24,8 @@ _PREFIX_BYTES = 7  # text and bytes are ordered by their first 7 bytes (56 bits)
 def order_image(values: pd.Series) -> tuple[str, np.ndarray, np.ndarray] | None:
     """A column's values as numbers that keep their order: ``("num", float64, valid)`` for
     numbers, dates and times (dates as days, times as their integer unit), ``("str", int64,
-    valid)`` for text and bytes (the first 7 bytes, big-endian: text sorts by its prefixes);
+    valid)`` for text and bytes (the first 7 bytes, big-endian: text sorts by its prefixes;
+    text written as an ISO date by its day number, below every other text's image);
     None for booleans, nested values and columns mixing kinds (not ordered)."""
     import pyarrow as pa
 
@@ -60,8 +62,39 @@ def order_image(values: pd.Series) -> tuple[str, np.ndarray, np.ndarray] | None:
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
             pa.types.is_large_binary(t):
         arr = arr.cast(pa.large_binary())
-        return "str", _prefix_image(arr), valid
+        return "str", _iso_dates(arr, _prefix_image(arr)), valid
     return None
+
+
+_ISO_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ]|$)"
+_DAY_ZERO = 719_162  # days from 0001-01-01 to 1970-01-01: every ISO day number >= 0
+
+
+def _iso_dates(arr: Any, image: np.ndarray) -> np.ndarray:
+    """``image`` with every value written as an ISO date (``1987-03-14``, also followed by a
+    time) replaced by its day number (>= 0, below 2**22: under every text's prefix image,
+    which starts at 2**48 for a first byte >= 1). Text of ISO dates then orders as dates, one
+    bin per day, instead of by its first bytes (which split the bins into decades). Value by
+    value, so every batch maps a value to the same image."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        text = arr.cast(pa.large_string())
+    except (pa.ArrowException, TypeError, ValueError):
+        return image  # not UTF-8: no dates
+    is_date = pc.match_substring_regex(text, _ISO_DATE)
+    if not pc.any(is_date).as_py():
+        return image
+    day = pc.strptime(pc.utf8_slice_codeunits(text, 0, 10), format="%Y-%m-%d", unit="s",
+                      error_is_null=True)
+    ok = np.asarray(pc.and_kleene(is_date, pc.is_valid(day)).fill_null(False)
+                    .to_numpy(zero_copy_only=False), dtype=bool)
+    if not ok.any():
+        return image
+    secs = np.asarray(day.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False),
+                      dtype=np.int64)
+    return np.where(ok, secs // 86_400 + _DAY_ZERO, image)
 
 
 def _prefix_image(arr: Any) -> np.ndarray:
@@ -130,7 +163,6 @@ class OrderPart:
     pcount: np.ndarray
 
 
-
 def merge_order(parts: list[OrderPart]) -> OrderPart | None:
     """The parts on one bin width (the smallest that holds every value: the same table
     whatever the batches), merged."""
@@ -144,21 +176,27 @@ def merge_order(parts: list[OrderPart]) -> OrderPart | None:
     e = _order_width(kind, lo_i, hi_i, max(p.e for p in parts))
     bins = np.concatenate([p.bins >> (e - p.e) for p in parts])
     b, n, lo, hi = reduce_sorted(bins, np.concatenate([p.n for p in parts]),
-                                  np.concatenate([p.lo for p in parts]),
-                                  np.concatenate([p.hi for p in parts]))
+                                 np.concatenate([p.lo for p in parts]),
+                                 np.concatenate([p.hi for p in parts]))
     pc, pb, pn = reduce_cell_bins(np.concatenate([p.pcell for p in parts]),
-                               np.concatenate([p.pbin >> (e - p.e) for p in parts]),
-                               np.concatenate([p.pcount for p in parts]))
+                                  np.concatenate([p.pbin >> (e - p.e) for p in parts]),
+                                  np.concatenate([p.pcount for p in parts]))
     return OrderPart(kind, e, lo_i, hi_i, b, n, lo, hi, pc, pb, pn)
 
 
 def order_part(values: pd.Series, fcode: np.ndarray, fcell: np.ndarray, keep: np.ndarray,
-                key_codes: np.ndarray) -> OrderPart | None:
-    """A batch's ordered table of one column (O(n): bins scattered into 2**ORDER_BITS rows)."""
+               key_codes: np.ndarray) -> OrderPart | None:
+    """A batch's ordered table of one column (None: the column has no order)."""
     img = order_image(values)
     if img is None:
         return None
-    kind, x, valid = img
+    return image_part(*img, fcode, fcell, keep, key_codes)
+
+
+def image_part(kind: str, x: np.ndarray, valid: np.ndarray, fcode: np.ndarray,
+               fcell: np.ndarray, keep: np.ndarray, key_codes: np.ndarray) -> OrderPart:
+    """A batch's ordered table of an order image ``(kind, x, valid)`` (a column's, or a
+    synthetic column's: a + b of two columns). O(n): bins scattered into 2**ORDER_BITS rows."""
     p = key_codes.shape[1]
     if not valid.all():
         x, fcode, keep, key_codes = x[valid], fcode[valid], keep[valid], key_codes[valid]
@@ -167,7 +205,7 @@ def order_part(values: pd.Series, fcode: np.ndarray, fcell: np.ndarray, keep: np
         zk = np.zeros((0, p), np.int64)
         lo_i, hi_i = (0.0, 0.0) if kind == "num" else (0, 0)
         return OrderPart(kind, _order_width(kind, lo_i, hi_i), lo_i, hi_i, z, z, zk, zk,
-                          z, z, z)
+                         z, z, z)
     lo_i, hi_i = (float(x.min()), float(x.max())) if kind == "num" else (int(x.min()),
                                                                          int(x.max()))
     e = _order_width(kind, lo_i, hi_i)
@@ -180,7 +218,7 @@ def order_part(values: pd.Series, fcode: np.ndarray, fcell: np.ndarray, keep: np
     lo = np.empty((present.size, p), np.int64)
     hi = np.empty((present.size, p), np.int64)
     t = np.empty(size, np.int64)
-    for k in range(p):
+    for k in range(p):  # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here
         t.fill(np.iinfo(np.int64).max)
         np.minimum.at(t, rel, key_codes[:, k])
         lo[:, k] = t[present]
@@ -190,5 +228,4 @@ def order_part(values: pd.Series, fcode: np.ndarray, fcell: np.ndarray, keep: np
     u, cnt = counted((fcode[keep].astype(np.int64) << ORDER_BITS) | rel[keep])
     pc, pb, pn = reduce_cell_bins(fcell[u >> ORDER_BITS], (u & (size - 1)) + base, cnt)
     return OrderPart(kind, e, lo_i, hi_i, present.astype(np.int64) + base,
-                      n[present].astype(np.int64), lo, hi, pc, pb, pn)
-
+                     n[present].astype(np.int64), lo, hi, pc, pb, pn)

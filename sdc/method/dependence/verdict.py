@@ -33,6 +33,7 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
         where = (str(plan.blocks["partition_key"].iat[f.prb])
                  if 0 <= f.prb < len(plan.blocks) else "")
         how = ("its value narrows" if f.via == "values" else
+               f"together, {f.of[0]} and {f.of[1]} (neither alone) narrow" if f.of else
                "taken in order, its values fall into runs that each hold one value of the key "
                "(a finer grain, a prefix code), which narrows")
         lines.append(
@@ -44,7 +45,8 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
             f"column; PRB {f.prb}: {where}; {f.mean_figure:.3f} on average over every record "
             f"that may move)")
     weight = getattr(config.input, "weight", None)
-    names = [f.column for f in bad if f.column != weight]
+    names = [f.column for f in bad if f.column != weight and not f.of]
+    pairs = [f for f in bad if f.of]
     fixes = []
     if names:
         fixes.append(
@@ -53,6 +55,12 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
             "mapping observed in the input; refused when the column is not a function of the "
             "keys), drop it (`input.drop: [" + ", ".join(names) + "]`), or make it a key "
             "variable.")
+    if pairs:
+        fixes.append(
+            "\nFix each pair (" + "; ".join(f.column for f in pairs) + ") by dropping one of its "
+            "two columns (e.g. `input.drop: [" + ", ".join(dict.fromkeys(f.of[1] for f in pairs))
+            + "]`), making one of them a key variable, or listing one under `derived:` when it "
+            "is a function of the keys.")
     if weight in {f.column for f in bad}:
         fixes.append(
             f"\nThe survey weight {weight!r} (weights constant within strata of a key) cannot be "
