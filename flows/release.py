@@ -62,6 +62,7 @@ __all__ = [
     "blocks_table",
     "check_release_target",
     "household_warnings",
+    "pair_warnings",
     "load_job",
     "prefetch_job",
     "progress_callback",
@@ -251,6 +252,20 @@ def household_warnings(result: Any) -> list[str]:
             f"above xi = {comp['xi']}: household composition not protected "
             "(risk.households: warn); see the report's section 8 for the fixes, or remove "
             "risk.households: warn to refuse such releases (the default)"]
+
+
+def pair_warnings(result: Any, config: ReleaseConfig) -> list[str]:
+    """The dependence check's warning when some pairs of columns were not checked (more
+    integer or discrete non-key columns than it pairs: docs/METHOD.md, "Pairs of columns"),
+    from the public schema, as the count pass chose them."""
+    from sdc.method.dependence import checked_columns, pair_plan, schema_kinds
+
+    schema = getattr(result, "schema", None)
+    if schema is None or config.input.household_id is not None:
+        return []
+    names = [n for n in schema.names if n != "record_id"]
+    w = pair_plan(checked_columns(names, config), schema_kinds(schema), config).warning()
+    return [w] if w else []
 
 
 def blocks_table(blocks: pd.DataFrame) -> list[dict[str, Any]]:
@@ -619,7 +634,7 @@ def _release(config_path: str, force: bool, spec: Any, t0: float, new_series: bo
                         seconds=time.perf_counter() - t0)
     summary["engine"] = spec.kind
     summary["headline"] = head
-    summary["warnings"].extend(household_warnings(result))
+    summary["warnings"].extend(household_warnings(result) + pair_warnings(result, job.config))
     return _finish(summary, rspec, job.config, result.blocks, timings, t0)
 
 
