@@ -31,11 +31,17 @@ chromium:
 	  || echo "chromium could not be installed; the rendering test will be skipped"; \
 	else echo "no apt-get: the rendering test will be skipped"; fi
 
+# The suite runs on every core (at most 4 pytest-xdist workers), each worker with its own
+# Prefect server, Dask cluster and temp folder (tests/conftest.py); tests marked
+# xdist_group(NAME) share one worker. TEST_WORKERS=0: one process, as before.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
 test: install chromium
-	$(PY) -m pytest
+	$(PYTEST)
 
 test-fast: install
-	$(PY) -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: install
 	$(VENV)/bin/ruff check sdc flows tests benchmarks

@@ -11,10 +11,17 @@ Sections (add new fixtures to the section they belong to, or a new section at th
 4. The local Prefect server sdc starts: the session's own ``PREFECT_HOME`` and one reused
    server in it for every CLI run of the session; ``server_home`` for tests of the server.
 5. One Dask cluster for the session (in-process Dask runs; ``own_dask_cluster`` opts out).
+6. Logging: no handler left writing to a closed stream of an earlier ``CliRunner`` call.
+
+Parallel runs (``make test``: pytest-xdist, ``-n 2 --dist loadgroup``): every session fixture
+is per worker (its own temp folder, ``PREFECT_HOME``, Prefect API and server on free ports,
+Dask cluster); a test writes only under its ``tmp_path``. Tests that must run on one worker
+(a module-scoped release reused by several tests) carry ``pytest.mark.xdist_group(NAME)``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+
+# what ``sdc`` sets before it imports Prefect (sdc.cli.main._root), set here before any test
+# imports Prefect: no telemetry calls, and Prefect's console handler quiet (its INFO lines and
+# task tracebacks are not the CLI's output); ``--debug`` output of a subprocess is unaffected.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 
 # ---------------------------------------------------------------------------------------------
 # 1. paths
@@ -47,7 +61,7 @@ def prefect_harness() -> Iterator[None]:
     old = os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED")
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     try:
-        with prefect_test_harness(server_startup_timeout=120):
+        with prefect_test_harness(server_startup_timeout=300):
             yield
     finally:
         if old is None:
@@ -334,3 +348,70 @@ def _shared_dask_cluster(request: pytest.FixtureRequest,
             client.close()
 
     monkeypatch.setattr(dask_executor, "dask_client", shared_client)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5b. parallel runs (pytest-xdist): tests sharing an expensive fixture stay on one worker
+# ---------------------------------------------------------------------------------------------
+#: session fixtures every worker has anyway (cheap per worker, or needed by most tests)
+_PER_WORKER_FIXTURES = {"prefect_harness", "prefect_api", "cli", "dask_cluster",
+                        "_session_prefect_home", "tmp_path_factory", "worker_id",
+                        "testrun_uid"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup``: a test that uses a module- or session-scoped fixture of its
+    own (a release made once and checked by several tests) joins the group of that fixture
+    (its module, or the session fixture's name), so that the fixture is made on one worker
+    only; a test already marked ``xdist_group`` keeps its group. Runs before xdist reads the
+    marks (tryfirst)."""
+    if not getattr(config.option, "loadgroup", False):  # set by xdist in its workers
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        for name in getattr(item, "fixturenames", ()):
+            defs = info.name2fixturedefs.get(name) if info else None
+            if not defs or name in _PER_WORKER_FIXTURES:
+                continue
+            scope = defs[-1].scope
+            if scope in ("module", "package", "class"):
+                item.add_marker(pytest.mark.xdist_group(f"module:{item.module.__name__}"))
+                break
+            if scope == "session":
+                item.add_marker(pytest.mark.xdist_group(f"session:{name}"))
+                break
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. logging: no handler bound to a closed stream
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def _no_handler_on_a_closed_stream() -> Iterator[None]:
+    """A logging handler created inside an earlier ``CliRunner`` call (Prefect sets up its
+    handlers at the first flow run) writes to that call's stream, closed since: its next
+    record prints "--- Logging error ---" and a traceback into whatever stderr the current
+    test captures, failing a test that asserts on a clean output only after some other test
+    ran first (an order dependence). Such streams are pointed back at the real stderr before
+    and after every test."""
+    _reopen_closed_handler_streams()
+    yield
+    _reopen_closed_handler_streams()
+
+
+def _reopen_closed_handler_streams() -> None:
+    import logging
+    import sys
+
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    for lg in loggers:
+        for h in lg.handlers:
+            stream = getattr(h, "stream", None)
+            if stream is not None and getattr(stream, "closed", False):
+                h.stream = sys.__stderr__
+                console = getattr(h, "console", None)  # Prefect's handler prints with rich
+                if console is not None and hasattr(console, "file"):
+                    console.file = sys.__stderr__

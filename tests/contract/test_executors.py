@@ -91,6 +91,14 @@ def _perturb(c):
     c["perturb"] = {"region": {"epsilon": 1.5, "categories": ["north", "south", "east", "west"]}}
 
 
+def _perturb_from_data(c):  # DP-PRAM: domain from the data, prior proportions, a numeric column
+    del c["input"]["id_column"]  # identities made distinct over all records in pass 2
+    c["perturb"] = {"region": {"epsilon": 1.0, "domain_from_data": True},
+                    "tenure": {"epsilon": 2.0, "categories": ["own", "rent", "other"],
+                               "proportions": [0.3, 0.3, 0.4]},
+                    "hours": {"epsilon": 1.0, "domain_from_data": True}}
+
+
 def _no_id(c):
     del c["input"]["id_column"]
 
@@ -127,6 +135,7 @@ CASES = {
     "merges": [_fine_partition],
     "calibrate": [_calibrate, _fine_partition],
     "perturb": [_perturb],
+    "perturb-data": [_perturb_from_data],  # was tests/cli/test_cli_engines.py's perturb test
     "no-id": [_no_id, _weights],
     "recode": [_recode],
     "derived": [_derived],
@@ -147,6 +156,10 @@ def _input(tmp_path: Path, case: str) -> Path:
                              ).astype(np.int64)
         hours = 20 + 0.2 * frame["age"] + rng.normal(0, 8, len(frame))
         frame["hours"] = np.where(rng.uniform(size=len(frame)) < 0.05, np.nan, hours)
+    if case == "perturb-data":
+        rng = np.random.default_rng(9)
+        frame["tenure"] = rng.choice(["own", "rent", "other"], size=len(frame))
+        frame["hours"] = rng.integers(0, 80, len(frame))
     if case in ("missing", "missing-fixed"):
         frame["marital"] = frame["marital"].astype("Int64")
         frame.loc[frame.index[::37], "marital"] = pd.NA
@@ -219,17 +232,30 @@ def _files(release: Path) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module")
+#: the in-memory executor's release of each case, made once per test process (per xdist worker)
+_REFERENCE: dict[str, tuple[Path, dict[str, Any]]] = {}
+
+
+@pytest.fixture
 def reference(prefect_harness, tmp_path_factory) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """The in-memory executor's release of every case: the reference."""
-    root = tmp_path_factory.mktemp("contract-ref")
-    out = {}
-    for case in CASES:
-        (root / case).mkdir(parents=True)
-        inp = _input(root / case, case)
-        rel = _release(root / case, case, "pandas", inp)
-        out[case] = (inp, _files(rel))
-    return out
+    """The in-memory executor's release of every case, the reference: each case released on
+    first use (a case's tests share one ``xdist_group``, so one worker releases it)."""
+
+    class Cases(dict):
+        def __missing__(self, case: str) -> tuple[Path, dict[str, Any]]:
+            if case not in _REFERENCE:
+                root = tmp_path_factory.mktemp(f"contract-ref-{case}")
+                inp = _input(root, case)
+                _REFERENCE[case] = (inp, _files(_release(root, case, "pandas", inp)))
+            return _REFERENCE[case]
+
+    return Cases()
+
+
+def _cases() -> list[Any]:
+    """The cases as parameters, each in its own ``xdist_group`` (its reference made once)."""
+    return [pytest.param(case, marks=pytest.mark.xdist_group(f"contract-{case}"))
+            for case in CASES]
 
 
 GOLDEN = Path(__file__).with_name("golden.json")
@@ -242,7 +268,7 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", _cases())
 def test_in_memory_release_is_the_recorded_one(case, reference):
     """The reference itself is pinned: every case's public CSV, codebook, risk, utility and
     audit documents have the SHA-256 recorded in golden.json (Parquet files are left out:
@@ -263,7 +289,7 @@ def test_in_memory_release_is_the_recorded_one(case, reference):
 
 
 @pytest.mark.parametrize("executor", [e for e in EXECUTORS if e != "pandas"])
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", _cases())
 def test_executor_gives_the_in_memory_release(executor, case, reference, tmp_path):
     if executor == "dask":
         pytest.importorskip("distributed")
@@ -276,6 +302,24 @@ def test_executor_gives_the_in_memory_release(executor, case, reference, tmp_pat
                                              f"{_differences(got[name], expected[name])}")
     r = runner.invoke(app, ["audit", str(rel)])
     assert r.exit_code == 0, r.stdout + r.stderr
+
+
+@pytest.mark.xdist_group("contract-perturb-data")
+def test_perturb_changes_the_perturbed_columns(reference):
+    """The ``perturb-data`` case really perturbs: some region counts change (epsilon 1, four
+    categories: P(keep) < 0.6, so about 1,200 of 3,000 values move; equal counts in all four
+    categories by chance is practically impossible) and the numeric ``hours`` column stays
+    numeric with some values changed."""
+    inp, files = reference["perturb-data"]
+    public = pd.read_parquet(Path(str(inp)).parent / "pandas" / "release" / "public"
+                             / "microdata.parquet")
+    frame = pd.read_parquet(inp)
+    assert len(public) == len(frame) and files
+    assert (public["region"].value_counts().sort_index()
+            != frame["region"].value_counts().sort_index()).any()
+    assert set(public["tenure"]) <= {"own", "rent", "other"}
+    assert pd.api.types.is_numeric_dtype(public["hours"])
+    assert (np.sort(public["hours"].to_numpy()) != np.sort(frame["hours"].to_numpy())).any()
 
 
 def test_series_second_release_is_the_same_on_every_executor(prefect_harness, tmp_path):

@@ -51,7 +51,7 @@ def prefect_api(request: pytest.FixtureRequest) -> Iterator[str]:
     except pytest.FixtureLookupError:
         from prefect.testing.utilities import prefect_test_harness
 
-        with prefect_test_harness(server_startup_timeout=120):
+        with prefect_test_harness(server_startup_timeout=300):
             yield str(prefect.settings.PREFECT_API_URL.value())
         return
     yield str(prefect.settings.PREFECT_API_URL.value())
