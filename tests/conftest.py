@@ -37,6 +37,9 @@ import yaml
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+# a temporary Prefect API (a run before the session's server answers) on a machine busy with
+# parallel workers: wait up to 5 minutes for it (sdc's default, 60 s, is for a user's run)
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
 
 # ---------------------------------------------------------------------------------------------
 # 1. paths
