@@ -143,6 +143,7 @@ CASES = {
     "analysis": [_analyses],  # a 0/1 outcome and a numeric one with missing values (utility analysis)
     "near": [_near],
     "near-calibrate": [_calibrate, _fine_partition, _near],
+    "weighted-near": [_weighted, _near],  # near W inside the weight groups (METHOD.md 7.11)
 }
 
 
