@@ -120,9 +120,11 @@ def _wrapped(key: str) -> float:
                 float("nan"))
 
 
-def process_cpu(home: Path | None, name: str) -> tuple[int, float] | None:
+def process_cpu(home: Path | None, name: str, children: bool = False
+                ) -> tuple[int, float] | None:
     """(pid, CPU seconds so far) of the local server (``name`` "server") or the release worker
-    ("worker") of ``home``, None if none runs."""
+    ("worker") of ``home``, None if none runs; ``children``: of its children it has reaped
+    (a worker's runs, whole: also their exit)."""
     if home is None:
         return None
     try:
@@ -130,7 +132,8 @@ def process_cpu(home: Path | None, name: str) -> tuple[int, float] | None:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, ValueError, KeyError):
         return None
-    return pid, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    i = 13 if children else 11
+    return pid, (int(fields[i]) + int(fields[i + 1])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_for_worker(home: Path, timeout: float = 300.0) -> bool:
@@ -185,8 +188,9 @@ def sdc_release(config: Path, home: Path | None = None, reuse: bool = False,
     PREFECT_HOME; ``reuse``: with the reused local server (else ``--no-reuse``, the temporary
     API; older versions without the option: their default); ``worker`` False: never through
     the pre-imported release worker (``SDC_WORKER=0``: the API only). ``cli_cpu`` is the
-    command's CPU seconds (the thin client's when a worker ran it), ``run_cpu`` the run's (the
-    worker's child: ``--timings``' ``cpu_seconds``), ``server_cpu`` the local server's during
+    command's CPU seconds (the thin client's when a worker ran it), ``run_cpu`` the run's
+    (in-process: ``--timings``' ``cpu_seconds``, taken before the interpreter's exit; the
+    worker's child: its whole CPU, exit included), ``server_cpu`` the local server's during
     the run."""
     sdc = str(Path(sys.executable).with_name("sdc"))
     env = {**os.environ, "COLUMNS": "200", "SDC_WORKER": "1" if worker else "0"}
@@ -203,19 +207,27 @@ def sdc_release(config: Path, home: Path | None = None, reuse: bool = False,
         else:
             extra.append("--no-reuse")
     server = process_cpu(home, "server")
-    via = process_cpu(home, "worker") if worker and reuse else None
+    via = process_cpu(home, "worker", children=True) if worker and reuse else None
     wall, rss, out = run_child([sys.executable, "-c", _WRAP, sdc, "release", str(config),
                                 "--force", *extra], env=env)
     cli_cpu = _wrapped("cpu_s")
     after = process_cpu(home, "server")
+    via_after = process_cpu(home, "worker", children=True) if via is not None else None
     timings = {}
     for line in out.splitlines():
         if line.startswith("timings "):
             timings = json.loads(line.removeprefix("timings "))
     server_cpu = (after[1] - server[1] if server is not None and after is not None
                   and after[0] == server[0] else float("nan"))
+    run_cpu = timings.get("cpu_seconds", float("nan"))
+    if via is not None and via_after is not None and via_after[0] == via[0]:
+        run_cpu = via_after[1] - via[1]  # the worker's child, its exit included
+        with contextlib.suppress(OSError, StopIteration, ValueError):  # its peak, as logged
+            line = next(x for x in reversed((home / "sdc-worker.log").read_text().splitlines())
+                        if " exited with " in x)
+            rss = float(line.split(" peak ")[1].split(" MB")[0])
     return {"seconds": wall, "peak_rss_mb": rss, "timings": timings, "load": load(),
-            "cli_cpu": cli_cpu, "run_cpu": timings.get("cpu_seconds", float("nan")),
+            "cli_cpu": cli_cpu, "run_cpu": run_cpu,
             "server_cpu": server_cpu, "worker": via is not None}
 
 

@@ -318,9 +318,10 @@ class Worker:
         conn, pid = self.runs.pop(pidfd)
         self.hung_up.discard(conn)
         os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
+        _, status, ru = os.wait4(pid, 0)
         code = os.waitstatus_to_exitcode(status)
-        _log(f"run {pid} exited with {code}")
+        _log(f"run {pid} ({ru.ru_utime + ru.ru_stime:.2f} CPU s, peak "
+             f"{ru.ru_maxrss / 1024:.0f} MB) exited with {code}")
         with contextlib.suppress(OSError):
             _send(conn, {"exit": code if code >= 0 else 128 - code})
         conn.close()
