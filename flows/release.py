@@ -459,7 +459,7 @@ def load_task(config_path: str, force: bool, engine: str, new_series: bool = Fal
     while Prefect started), load (or create) the seed and place the run in its release
     series (refused when the output pattern has releases under another seed, unless
     ``new_series``)."""
-    from sdc.io.batches import check_streamable, input_sha256
+    from sdc.io.batches import input_sha256
     from sdc.io.pin import Pin
     from sdc.publish.folder import checkpoint
 
@@ -471,8 +471,7 @@ def load_task(config_path: str, force: bool, engine: str, new_series: bool = Fal
     config_text = path.read_text(encoding="utf-8")
     config_pin.check("while it was read")
     check_release_target(config, force, discard_extra_files)
-    if get_executor(engine).batched:
-        check_streamable(config, engine)
+    get_executor(engine).check(config)  # what the executor cannot read
     frame = None
     if prefetched is not None:  # read, hashed and pinned while Prefect started
         job = prefetched.result()
@@ -533,12 +532,13 @@ def write_task(job: ReleaseJob, result: Any, force: bool, engine: str,
     from sdc.release.assemble import assemble_batch_release
 
     _step("writing the release")
-    # the audit record names a batched executor (`sdc audit` then re-counts in batches); an
-    # in-memory release's record is as it always was
+    # the audit record names the executor when the registry says so (`sdc audit` then
+    # re-derives with the executor the registry names for it); an in-memory release's record
+    # is as it always was
     public, internal = assemble_batch_release(
         job.config, result, job.seed_info, input_sha256=job.input_sha256,
         config_text=job.config_text,
-        engine=engine if get_executor(engine).batched else None, reports=reports)
+        engine=engine if get_executor(engine).in_audit_record else None, reports=reports)
     out = _publish(job.config, public, internal, force, review, discard_extra_files,
                    unchanged_check(job.input_pin, job.config_pin))
     get_run_logger().info("release written to %s", out)

@@ -185,7 +185,7 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
         lease = None
     booting = temp_api is not None or (lease is not None and lease.launch is not None)
     # an executor that reads the input whole: read it in a thread while Prefect starts
-    if not get_executor(resolve_engine(config, kwargs["engine"]).kind).batched:
+    if get_executor(resolve_engine(config, kwargs["engine"]).kind).reads_whole_input:
         from flows.release import prefetch_job, warm_imports
 
         prefetch_job(config_path)

@@ -60,8 +60,8 @@ class Rederived:
 def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) -> Rederived:
     """Run the release of ``recorded`` (an ``audit.json``) again with ``cfg`` (rebuilt from its
     config copy, ``input.path`` set to the recorded source) and ``seed_info``, one way for every
-    engine: the executor that made it (a batch release, streaming or Dask, by the streaming
-    executor: the same files, no cluster needed) runs the release pipeline into a private
+    engine: the executor that made it (or the one the registry says audits its releases: a
+    Dask release in record batches, the same files, no cluster needed) runs the release pipeline into a private
     temporary folder, and the reports and files are made as the release made them.
 
     The comparison with the previous release of a series is recomputed when the previous
@@ -81,9 +81,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) 
     text = recorded["config"]["text"]
     digest = recorded["input"]["sha256"]
     engine = recorded.get("engine")  # not recorded: the in-memory executor made it
-    executor = get_executor(engine or "pandas")
-    if executor.batched:
-        executor = get_executor("streaming")
+    executor = get_executor(engine or "pandas").auditor  # a cluster's release: in batches
     tmp = Path(tempfile.mkdtemp(prefix="sdc-audit-"))       # 0700
     try:
         (tmp / "internal").mkdir(mode=0o700)

@@ -8,7 +8,7 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -16,8 +16,6 @@ import pandas as pd
 from sdc.audit.report import AuditReport
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
-from sdc.executors.memory import InMemory
-from sdc.executors.streaming import LocalBatches
 from sdc.io.batches import input_sha256
 from sdc.io.read import integer_keys, read_input, string_key_dtypes
 from sdc.io.schemas import validate_output
@@ -29,6 +27,9 @@ from sdc.method.partition import Partitioned, partition_cells
 from sdc.method.plan import plan_release
 from sdc.pipeline.release import count_cells
 from sdc.reports.recoding import fine_counts, recoding_section
+
+if TYPE_CHECKING:
+    from sdc.executors.registry import Executor
 
 __all__ = ["counted_partitions", "derived_check", "read_in_memory", "read_public", "recoding_check", "source_found"]
 
@@ -96,15 +97,22 @@ def read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src:
 
 
 def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
-                       inp: dict[str, Any], batched: bool
+                       inp: dict[str, Any], auditor: Executor
                        ) -> tuple[Partitioned, Partitioned, Any] | None:
     """Source and public file counted by the release pipeline's count pass
-    (:func:`sdc.pipeline.release.count_cells`), with the runner of the kind of executor that
-    made the release: in record batches for a streaming or Dask release (memory bounded by a
-    batch and the cell table; the output schema checked per batch), whole for a pandas release
-    (the in-memory runner: any input format, the output schema checked on the whole file)."""
+    (:func:`sdc.pipeline.release.count_cells`), with the runner of the executor the registry
+    names for auditing the release's executor (``auditor``): in record batches for a
+    streaming or Dask release (memory bounded by a batch and the cell table; the output schema
+    checked per batch), whole for a pandas release (the in-memory runner: any input format,
+    the output schema checked on the whole file)."""
+    from contextlib import ExitStack
+
+    from sdc.config.model import EngineSpec
+
+    opened = ExitStack()  # the runners of a local executor hold nothing to close
+
     def runner(config: ReleaseConfig) -> Any:
-        return LocalBatches(config) if batched else InMemory(config)
+        return opened.enter_context(auditor.open(config, EngineSpec()))
 
     if not source_found(rep, src, src.exists(), "source", input_sha256, inp):
         return None
@@ -133,6 +141,7 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
     pcfg._base_dir = cfg._base_dir
     try:
         public = runner(pcfg)
+        batched = bool(public.checked)
         rel = count_cells(public, pcfg, validate=False, dependence=False)
         if cfg.derived:
             cells_o = np.asarray(orig.cell_codes)

@@ -96,8 +96,8 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
         if household_frames is None:
             return rep
     else:
-        batched = get_executor(audit.get("engine") or "pandas").batched
-        found = counted_partitions(rep, release_dir, cfg, src, inp, batched)
+        auditor = get_executor(audit.get("engine") or "pandas").auditor
+        found = counted_partitions(rep, release_dir, cfg, src, inp, auditor)
         if found is None:
             return rep
         po, pr, weight_total = found

@@ -28,17 +28,15 @@ import numpy as np
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from sdc.config.model import ReleaseConfig
+from sdc.config.model import EngineSpec, ReleaseConfig
 from sdc.errors import InputError
 from sdc.executors.file_facts import FileFacts
-from sdc.io.batches import (
-    table_to_frame,
-)
+from sdc.io.batches import table_to_frame
 from sdc.io.recode import recode_frame
-from sdc.pipeline.kernels import CellCount
+from sdc.pipeline.kernels import BatchRelease
 
 __all__ = ["DaskClusterError", "DaskPieces", "DaskSpec", "cluster_errors", "dask_client",
-           "dask_count_cells", "dask_release", "parquet_input"]
+           "dask_release", "dask_spec", "on_cluster", "open_cluster", "parquet_input"]
 
 #: Seconds ``dask_client`` waits for a worker of an existing cluster (``engine.scheduler``):
 #: a scheduler without workers would leave every task waiting forever. The environment
@@ -111,9 +109,8 @@ def parquet_input(config: ReleaseConfig, spec: DaskSpec,
     import shutil
     import tempfile
 
-    from sdc.io.batches import check_streamable, copy_to_parquet
+    from sdc.io.batches import copy_to_parquet
 
-    check_streamable(config, "dask")
     if config.input.resolved_format == "parquet":
         yield None
         return
@@ -194,7 +191,7 @@ def _read_piece(piece: tuple[str, int, int], offset: int, config: ReleaseConfig,
 def _piece_task(fn, piece, offset, index, config, columns, shared, extra):
     """One piece of a pass: ``fn(frame, index, *shared, *extra)`` (a pipeline's per-batch
     function, :mod:`sdc.pipeline.release`, :mod:`sdc.pipeline.households`)."""
-    _kill_hook("household" if config.input.household_id is not None
+    _kill_hook("household" if fn.__module__.endswith(".households")
                else fn.__name__.removesuffix("_batch"))
     return fn(_read_piece(piece, offset, config, columns), index, *shared, *extra)
 
@@ -205,9 +202,11 @@ class DaskPieces(FileFacts):
     piece order (one in memory at a time)."""
 
     checked = "per partition"
+    where = " on the cluster"
 
     def __init__(self, client, config: ReleaseConfig, source: Path | None = None) -> None:
         self.client, self.config = client, config
+        self.scratch: str | None = None
         # source: the Parquet copy of a CSV input (parquet_input); the config (and every
         # message) still names the input file
         self.pieces = _pieces(config.input_path if source is None else source)
@@ -249,28 +248,41 @@ class DaskPieces(FileFacts):
         return int(self.offsets[-1])
 
 
-def dask_count_cells(client, config: ReleaseConfig, source: Path | None = None) -> CellCount:
-    """The count pass on the cluster (:func:`sdc.pipeline.release.count_cells`; ``source``:
-    the Parquet copy of a CSV input, :func:`parquet_input`)."""
-    from sdc.pipeline.release import count_cells
+def dask_spec(config: ReleaseConfig, spec: EngineSpec) -> DaskSpec:
+    """The config's ``engine:`` as a :class:`DaskSpec` (``scratch`` relative to the config)."""
+    scratch = str(config.resolve(spec.scratch)) if spec.scratch is not None else None
+    return DaskSpec(scheduler=spec.scheduler, workers=spec.workers, scratch=scratch,
+                    batch_rows=spec.batch_rows)
 
-    return count_cells(DaskPieces(client, config, source), config)
+
+@contextmanager
+def open_cluster(config: ReleaseConfig, spec: EngineSpec | DaskSpec, *, frame: Any = None,
+                 progress: Callable[[str], None] | None = None) -> Iterator[DaskPieces]:
+    """The runner of ``config``'s Parquet pieces on the cluster ``spec`` names (a CSV input
+    copied to Parquet first, :func:`parquet_input`; the spills into ``spec.scratch``)."""
+    dspec = spec if isinstance(spec, DaskSpec) else dask_spec(config, spec)
+    with parquet_input(config, dspec, progress) as source, dask_client(dspec) as client:
+        runner = DaskPieces(client, config, source)
+        runner.scratch = dspec.scratch
+        yield runner
 
 
-def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
-                 progress: Callable[[str], None] | None = None,
-                 records_path: Path | None = None) -> Any:
-    """Release ``config``'s input on a Dask cluster (:func:`_dask_release`). A worker that
-    dies is replaced and its tasks rerun by Dask; when the cluster cannot go on (the data of
-    a lone worker lost, a task that kills its worker every time, the scheduler gone) the
-    release runs once more from the start (every task is deterministic: the same files),
-    and a second failure raises :class:`DaskClusterError` (exit 2, nothing published)
-    instead of a traceback."""
+def on_cluster(step: str, run: Callable[[], Any], spec: EngineSpec | DaskSpec,
+               progress: Callable[[str], None] | None = None) -> Any:
+    """``run()`` (a pass of the pipeline on the cluster), its failures as
+    :class:`DaskClusterError`: the count once (``step == "count"``), the release twice."""
+    if step == "count":
+        try:
+            return run()
+        except cluster_errors() as e:
+            raise DaskClusterError(
+                f"the Dask cluster failed while counting the cells: {type(e).__name__}: "
+                f"{e or 'no detail'}. A worker probably died (out of memory, killed); rerun, "
+                "with more memory per worker, or --engine streaming") from None
     error: BaseException | None = None
     for attempt in (1, 2):
         try:
-            return _dask_release(config, seed, out_dir, spec, progress=progress,
-                                 records_path=records_path)
+            return run()
         except cluster_errors() as e:
             error = e
             if attempt == 1 and progress is not None:
@@ -285,20 +297,20 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
         "--engine streaming (the release is reproducible: the same files)")
 
 
-def _dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
-                  progress: Callable[[str], None] | None = None,
-                  records_path: Path | None = None) -> Any:
-    """Release ``config``'s input on a Dask cluster: the release pipeline of a person or a
-    household file with :class:`DaskPieces`; the tasks spill into ``spec.scratch``."""
-    from sdc.pipeline.households import stream_household_release
-    from sdc.pipeline.release import release_persons
+def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
+                 progress: Callable[[str], None] | None = None,
+                 records_path: Path | None = None) -> BatchRelease:
+    """Release ``config``'s input on a Dask cluster (:func:`sdc.pipeline.run.release` with
+    :class:`DaskPieces`). A worker that dies is replaced and its tasks rerun by Dask; when the
+    cluster cannot go on (the data of a lone worker lost, a task that kills its worker every
+    time, the scheduler gone) the release runs once more from the start (every task is
+    deterministic: the same files), and a second failure raises :class:`DaskClusterError`
+    (exit 2, nothing published) instead of a traceback (:func:`on_cluster`)."""
+    from sdc.pipeline.run import release
 
-    with parquet_input(config, spec, progress) as source, dask_client(spec) as client:
-        runner = DaskPieces(client, config, source)
-        if config.input.household_id is not None:
-            return stream_household_release(config, seed, out_dir, tmp_dir=spec.scratch,
-                                            progress=progress, records_path=records_path,
-                                            runner=runner)
-        return release_persons(runner, config, seed, out_dir, tmp_dir=spec.scratch,
-                               progress=progress, records_path=records_path,
-                               where=" on the cluster")
+    def run() -> BatchRelease:
+        with open_cluster(config, spec, progress=progress) as runner:
+            return release(runner, config, seed, out_dir, progress=progress,
+                           records_path=records_path)
+
+    return on_cluster("release", run, spec, progress)

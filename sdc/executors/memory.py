@@ -8,15 +8,20 @@ nothing is read twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
 
-from sdc.config.model import ReleaseConfig
+from sdc.config.model import EngineSpec, ReleaseConfig
 
-__all__ = ["InMemory", "memory_count", "memory_release"]
+if TYPE_CHECKING:
+    from sdc.pipeline.kernels import BatchRelease
+    from sdc.pipeline.run import Counted
+
+__all__ = ["InMemory", "memory_count", "memory_release", "open_memory"]
 
 
 class InMemory:
@@ -24,6 +29,8 @@ class InMemory:
     as index)."""
 
     checked = ""
+    where = ""
+    scratch = None
 
     def __init__(self, config: ReleaseConfig, frame: pd.DataFrame | None = None) -> None:
         from sdc.io.read import read_input
@@ -64,30 +71,33 @@ class InMemory:
         return self.frame[column].dtype.kind in "iu"
 
 
-def memory_count(config: ReleaseConfig, spec: Any = None) -> Any:
-    """The count pass of the file in memory (``sdc plan``; a household file: both stages
-    planned, :func:`sdc.pipeline.households.plan_households`)."""
-    from sdc.pipeline.households import plan_households
-    from sdc.pipeline.release import count_cells
+@contextmanager
+def open_memory(config: ReleaseConfig, spec: EngineSpec | None = None, *,
+                frame: pd.DataFrame | None = None,
+                progress: Callable[[str], None] | None = None) -> Iterator[InMemory]:
+    """The in-memory runner of ``config``'s file (``frame``: the input already read, the
+    flow's prefetch; else read here)."""
+    if progress is not None:
+        progress("reading the input")
+    yield InMemory(config, frame)
 
-    if config.input.household_id is not None:
-        return plan_households(config, runner=InMemory(config))
-    return count_cells(InMemory(config), config)
+
+def memory_count(config: ReleaseConfig, spec: EngineSpec | None = None) -> Counted:
+    """The count pass of the file in memory (:func:`sdc.pipeline.run.count`)."""
+    from sdc.pipeline.run import count
+
+    return count(InMemory(config), config)
 
 
-def memory_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any = None,
+def memory_release(config: ReleaseConfig, seed: int, stage: Path, spec: EngineSpec | None = None,
                    progress: Callable[[str], None] | None = None,
-                   records_path: Path | None = None, frame: pd.DataFrame | None = None) -> Any:
-    """Release ``config``'s file in memory: the public files into ``stage``, the records
-    file to ``records_path`` when given (``frame``: the input already read)."""
-    from sdc.pipeline.households import stream_household_release
-    from sdc.pipeline.release import release_persons
+                   records_path: Path | None = None,
+                   frame: pd.DataFrame | None = None) -> BatchRelease:
+    """Release ``config``'s file in memory (:func:`sdc.pipeline.run.release`): the public
+    files into ``stage``, the records file to ``records_path`` when given (``frame``: the
+    input already read)."""
+    from sdc.pipeline.run import release
 
-    say = progress or (lambda s: None)
-    say("reading the input")
-    runner = InMemory(config, frame)
-    if config.input.household_id is not None:
-        return stream_household_release(config, seed, stage, progress=progress,
-                                        records_path=records_path, runner=runner)
-    return release_persons(runner, config, seed, stage, progress=progress,
-                           records_path=records_path)
+    with open_memory(config, spec, frame=frame, progress=progress) as runner:
+        return release(runner, config, seed, stage, progress=progress,
+                       records_path=records_path)

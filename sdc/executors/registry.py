@@ -1,15 +1,18 @@
 """The executors of a release, registered by name behind one protocol.
 
-An executor runs the two steps of a release that touch records (counting the cells, applying
-each record's released cell); everything between them (partition sets, PRBs, theta, the
-certificate) is the shared plan on the cell table. Every executor implements
-:meth:`Executor.count` and :meth:`Executor.release` (the pipeline of :mod:`sdc.pipeline`,
-run by the executor's runner) and the release flow runs them all the same way. ``pandas``
-holds the file in memory (one batch; the flow hands it the input it read while Prefect
-started); ``streaming`` (record batches on one machine) and ``dask`` (partitions on a
-cluster) are *batched*: they never hold the file. Every executor gives byte-identical files
-(``tests/contract/test_executors.py``). A new executor is one :func:`register_executor` call;
-nothing outside this module asks which executor it is (docs/ARCHITECTURE.md).
+An executor runs functions and nothing else: it opens a *runner* (:class:`sdc.pipeline.
+release.Runner`: the input's batches, mapped by the pipeline's per-batch functions), and
+:meth:`Executor.count` and :meth:`Executor.release` run the one pipeline
+(:mod:`sdc.pipeline.run`: the person file, or the household table, household stage and
+person stage of a household file) with it. ``pandas`` holds the file in memory (one batch;
+the flow hands it the input it read while Prefect started); ``streaming`` (record batches on
+one machine) and ``dask`` (partitions on a cluster) never hold the file. Every executor gives
+byte-identical files (``tests/contract/test_executors.py``). What an executor reads, whether
+the flow reads the input for it, which runner ``sdc audit`` re-derives its releases with and
+whether the audit record names it are declared in its :class:`Executor` (registered in
+:mod:`sdc.executors`): nothing outside the registry asks which executor it is
+(docs/ARCHITECTURE.md, ``tests/architecture``). A new executor is one
+:func:`register_executor` call.
 
 What one executor does, all do (person and household files, ``perturb:`` and ``derived:``
 columns, weights, series, ``sdc plan`` and ``sdc validate``), except what an executor's
@@ -23,15 +26,50 @@ mixed-radix code numbers a cell the same in every batch). The refusals themselve
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sdc.config.model import ConfigError, ReleaseConfig
+from sdc.config.model import ConfigError, EngineSpec, ReleaseConfig
 from sdc.config.sections import executor_name
-from sdc.io.engine_formats import ALL_INPUT_FORMATS, BATCH_INPUT_FORMATS, engine_problems
+from sdc.errors import InputError
+from sdc.io.engine_formats import ALL_INPUT_FORMATS, engine_problems
 
-__all__ = ["Executor", "executor_names", "get_executor", "register_executor"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from sdc.pipeline.kernels import BatchRelease
+    from sdc.pipeline.release import Runner
+    from sdc.pipeline.run import Counted
+
+__all__ = ["Executor", "OpenRunner", "StepGuard", "executor_names", "get_executor",
+           "register_executor"]
+
+Progress = Callable[[str], None]
+
+
+class OpenRunner(Protocol):
+    """``open(config, spec, frame=..., progress=...)``: a context manager giving the
+    executor's runner of ``config``'s input (``frame``: the input already read, for an
+    executor that reads it whole; the others never get one)."""
+
+    def __call__(self, config: ReleaseConfig, spec: EngineSpec, *,
+                 frame: pd.DataFrame | None = None,
+                 progress: Progress | None = None) -> AbstractContextManager[Runner]: ...
+
+
+class StepGuard(Protocol):
+    """``guard(step, run, spec, progress)``: ``run()`` (``step``: "count" or "release"),
+    with the executor's own failures turned into a clear error (a failed cluster)."""
+
+    def __call__(self, step: str, run: Callable[[], Any], spec: EngineSpec,
+                 progress: Progress | None = None) -> Any: ...
+
+
+def _run(step: str, run: Callable[[], Any], spec: EngineSpec,
+         progress: Progress | None = None) -> Any:
+    return run()
 
 
 @dataclass(frozen=True)
@@ -42,20 +80,21 @@ class Executor:
     ----------
     name : str
         The ``engine:`` name in the config and ``--engine``.
-    batched : bool
-        True when the executor reads records in batches (count and release below); False for
-        the in-memory executor, which the flow runs on the whole file as one batch.
     summary : str
         One line for ``--help`` and the docs.
-    count : callable, optional
-        ``count(config, spec) -> CellCount``: the counting pass (validated per batch); for a
-        household file ``HouseholdPlan`` (:func:`sdc.pipeline.households.plan_households`:
-        both stages planned from the count and identity passes).
-    release : callable, optional
-        ``release(config, seed, stage, spec, progress, records_path, frame) -> BatchRelease``:
-        count, plan, apply, write the public files into ``stage`` and the records file;
-        ``frame``: the input already read whole (the flow's prefetch, for an executor that is
-        not batched; a batched one never gets one).
+    open : OpenRunner
+        The executor's runner of an input (the only thing an executor brings).
+    reads_whole_input : bool
+        The runner holds the whole file: the release flow reads (and hashes) the input while
+        Prefect starts and hands the frame over; ``sdc plan`` reports the changed records.
+    audited_by : str or None
+        The executor whose runner ``sdc audit`` re-counts and re-derives this executor's
+        releases with (None: itself; a cluster's release is audited in record batches).
+    in_audit_record : bool
+        The audit record names the executor (``engine``); an in-memory release's record
+        does not (it is as it always was).
+    guard : StepGuard
+        Runs a step, turning the executor's own failures into a clear error.
     limits : tuple of str
         What this executor refuses that another does, and why (see the module docstring).
     input_formats : tuple of str
@@ -63,10 +102,12 @@ class Executor:
     """
 
     name: str
-    batched: bool
     summary: str
-    count: Callable[[ReleaseConfig, Any], Any] | None = None
-    release: Callable[..., Any] | None = None
+    open: OpenRunner
+    reads_whole_input: bool = False
+    audited_by: str | None = None
+    in_audit_record: bool = True
+    guard: StepGuard = _run
     limits: tuple[str, ...] = ()
     input_formats: tuple[str, ...] = ALL_INPUT_FORMATS
 
@@ -78,14 +119,67 @@ class Executor:
                        if e.name != self.name and fmt in e.input_formats)
         return engine_problems(config, self.name, self.input_formats, others)
 
+    def check(self, config: ReleaseConfig) -> None:
+        """Refuse (:class:`InputError`) an input this executor cannot read: a file that is
+        not what ``input.format`` says, a format it has no reader for (naming those that do)."""
+        if self.input_formats == ALL_INPUT_FORMATS:
+            return
+        from sdc.io.sniff import check_file_kind
+
+        if config.input_path.is_file():
+            check_file_kind(config.input_path, config.input.resolved_format)
+        problems = self.problems(config)
+        if len(problems) == 1:
+            raise InputError(problems[0])
+        if problems:
+            raise InputError(f"{len(problems)} problems:\n" + "\n".join(
+                f"  {i}. {p}" for i, p in enumerate(problems, 1)))
+
+    @property
+    def auditor(self) -> Executor:
+        """The executor ``sdc audit`` re-counts and re-derives this one's releases with."""
+        return self if self.audited_by is None else get_executor(self.audited_by)
+
+    def count(self, config: ReleaseConfig,
+              spec: EngineSpec | None = None) -> Counted:
+        """The count pass (validated per batch, :func:`sdc.pipeline.run.count`): the cell
+        table; for a household file both stages planned (``HouseholdPlan``)."""
+        from sdc.pipeline.run import count
+
+        self.check(config)
+        spec = spec if spec is not None else config.engine
+
+        def run() -> Counted:
+            with self.open(config, spec) as runner:
+                return count(runner, config)
+
+        return self.guard("count", run, spec)
+
+    def release(self, config: ReleaseConfig, seed: int, stage: Path,
+                spec: EngineSpec | None = None, *, progress: Progress | None = None,
+                records_path: Path | None = None,
+                frame: pd.DataFrame | None = None) -> BatchRelease:
+        """Count, plan, apply (:func:`sdc.pipeline.run.release`): the public files into
+        ``stage``, the records file to ``records_path``; ``frame``: the input already read
+        (only for an executor that ``reads_whole_input``)."""
+        from sdc.pipeline.run import release
+
+        self.check(config)
+        spec = spec if spec is not None else config.engine
+
+        def run() -> BatchRelease:
+            with self.open(config, spec, frame=frame, progress=progress) as runner:
+                return release(runner, config, seed, stage, progress=progress,
+                               records_path=records_path)
+
+        return self.guard("release", run, spec, progress)
+
 
 _REGISTRY: dict[str, Executor] = {}
 
 
 def register_executor(executor: Executor) -> Executor:
     """Register ``executor`` under its name (a second registration of a name replaces it)."""
-    if executor.batched and (executor.count is None or executor.release is None):
-        raise ValueError(f"batched executor {executor.name!r} needs count and release")
     _REGISTRY[executor.name] = executor
     return executor
 
@@ -102,115 +196,3 @@ def get_executor(name: str) -> Executor:
 def executor_names() -> tuple[str, ...]:
     """The registered names, in registration order."""
     return tuple(_REGISTRY)
-
-
-# -- the three executors -----------------------------------------------------------------------
-def _memory_count(config: ReleaseConfig, spec: Any) -> Any:
-    from sdc.executors.memory import memory_count
-
-    return memory_count(config, spec)
-
-
-def _memory_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
-                    progress: Callable[..., Any] | None = None,
-                    records_path: Path | None = None, frame: Any = None) -> Any:
-    from sdc.executors.memory import memory_release
-
-    return memory_release(config, seed, stage, spec, progress=progress,
-                          records_path=records_path, frame=frame)
-
-
-def _streaming_count(config: ReleaseConfig, spec: Any) -> Any:
-    if config.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
-        from sdc.executors.streaming import LocalBatches
-        from sdc.pipeline.households import plan_households
-
-        return plan_households(config, runner=LocalBatches(config, spec.batch_rows))
-    from sdc.executors.streaming import count_cells
-
-    return count_cells(config, batch_rows=spec.batch_rows)
-
-
-def _streaming_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
-                       progress: Callable[..., Any] | None = None,
-                       records_path: Path | None = None, frame: Any = None) -> Any:
-    if config.input.household_id is not None:  # two stages (docs/HOUSEHOLDS.md, "Engines")
-        from sdc.executors.streaming import LocalBatches
-        from sdc.pipeline.households import stream_household_release
-
-        return stream_household_release(config, seed, stage, progress=progress,
-                                        records_path=records_path,
-                                        runner=LocalBatches(config, spec.batch_rows))
-    from sdc.executors.streaming import stream_release
-
-    return stream_release(config, seed, stage, batch_rows=spec.batch_rows, progress=progress,
-                          records_path=records_path)
-
-
-def _dask_spec(config: ReleaseConfig, spec: Any) -> Any:
-    from sdc.executors.dask import DaskSpec
-
-    scratch = str(config.resolve(spec.scratch)) if spec.scratch is not None else None
-    return DaskSpec(scheduler=spec.scheduler, workers=spec.workers, scratch=scratch,
-                    batch_rows=spec.batch_rows)
-
-
-def _dask_count(config: ReleaseConfig, spec: Any) -> Any:
-    from sdc.executors.dask import (
-        DaskClusterError,
-        cluster_errors,
-        dask_client,
-        dask_count_cells,
-        parquet_input,
-    )
-
-    dspec = _dask_spec(config, spec)
-    try:
-        with parquet_input(config, dspec) as source, dask_client(dspec) as client:
-            if config.input.household_id is not None:  # the household passes as tasks
-                from sdc.executors.dask import DaskPieces
-                from sdc.pipeline.households import plan_households
-
-                return plan_households(config, runner=DaskPieces(client, config, source))
-            return dask_count_cells(client, config, source)
-    except cluster_errors() as e:
-        raise DaskClusterError(
-            f"the Dask cluster failed while counting the cells: {type(e).__name__}: "
-            f"{e or 'no detail'}. A worker probably died (out of memory, killed); rerun, with "
-            "more memory per worker, or --engine streaming") from None
-
-
-def _dask_release(config: ReleaseConfig, seed: int, stage: Path, spec: Any,
-                  progress: Callable[..., Any] | None = None,
-                  records_path: Path | None = None, frame: Any = None) -> Any:
-    from sdc.executors.dask import dask_release
-
-    return dask_release(config, seed, stage, _dask_spec(config, spec), progress=progress,
-                        records_path=records_path)
-
-
-# what the batched executors cannot do, because they never hold the file. Every executor
-# writes every output format: the SPSS/Stata files from the public records held in memory
-# once, after the Parquet/CSV files are written (sdc.pipeline.kernels.write_public_files)
-_BATCH_LIMITS = (
-    "SPSS (.sav) and Stata (.dta) input: pyreadstat reads such a file whole, there is no batch "
-    "reader here; convert it to Parquet once",
-)
-# "pandas": not batched (it holds the file: the flow's prefetch hands it the frame); count and
-# release run the pipeline of the others on the whole file as one batch (sdc.executors.memory)
-register_executor(Executor("pandas", False, "the whole file in memory (default)",
-                           count=_memory_count, release=_memory_release))
-register_executor(Executor(
-    "streaming", True, "record batches on one machine, out of core",
-    count=_streaming_count, release=_streaming_release, input_formats=BATCH_INPUT_FORMATS,
-    limits=(*_BATCH_LIMITS,
-            "CSV columns are typed from the file's first block (16 MB): a later value that "
-            "would not be written back as it was read is refused (the in-memory executor "
-            "types each column from the whole file)")))
-register_executor(Executor(
-    "dask", True, "partitions on a Dask cluster (Parquet input; a CSV is copied to Parquet)",
-    count=_dask_count, release=_dask_release, input_formats=BATCH_INPUT_FORMATS,
-    limits=(*_BATCH_LIMITS,
-            "CSV input is read by the streaming engine's reader (its limit above) into a "
-            "Parquet copy in engine.scratch, one row group per batch_rows records: the tasks "
-            "read row groups, a CSV file has no pieces a worker can read alone")))

@@ -13,22 +13,18 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from sdc.config.model import ReleaseConfig
+from sdc.config.model import EngineSpec, ReleaseConfig
 from sdc.executors.file_facts import FileFacts
-from sdc.io.batches import (
-    DEFAULT_BATCH_ROWS,
-    check_streamable,
-    input_batches,
-    input_row_count,
-)
+from sdc.io.batches import DEFAULT_BATCH_ROWS, input_batches, input_row_count
 from sdc.pipeline.kernels import BatchRelease, CellCount
 
-__all__ = ["LocalBatches", "count_cells", "stream_release"]
+__all__ = ["LocalBatches", "count_cells", "open_batches", "stream_release"]
 
 
 class LocalBatches(FileFacts):
@@ -37,6 +33,8 @@ class LocalBatches(FileFacts):
     time in threads (the next batch is read meanwhile), and gives the parts in input order."""
 
     checked = "in batches"
+    where = ""
+    scratch: str | None = None
 
     def __init__(self, config: ReleaseConfig, batch_rows: int = DEFAULT_BATCH_ROWS,
                  workers: int = 2) -> None:
@@ -78,19 +76,23 @@ class LocalBatches(FileFacts):
         return input_row_count(self.config)
 
 
+@contextmanager
+def open_batches(config: ReleaseConfig, spec: EngineSpec, *, frame: Any = None,
+                 progress: Callable[[str], None] | None = None) -> Iterator[LocalBatches]:
+    """The runner of ``config``'s record batches (``spec.batch_rows`` records each; ``frame``:
+    never given, the batches are read by the runner)."""
+    yield LocalBatches(config, spec.batch_rows)
+
+
 def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
                 validate: bool = True, value_columns: list[str] | None = None,
                 dependence: bool = True) -> CellCount:
-    """The count pass in record batches (:func:`sdc.pipeline.release.count_cells`)."""
-    from sdc.errors import InputError
+    """The count pass of a person file in record batches
+    (:func:`sdc.pipeline.release.count_cells`)."""
+    from sdc.executors.registry import get_executor
     from sdc.pipeline.release import count_cells as count
 
-    check_streamable(config, "streaming")
-    if config.input.household_id is not None:
-        raise InputError(
-            f"a household file (input.household_id {config.input.household_id!r}) is planned "
-            "in two stages from all its households at once: use `sdc plan` with the pandas "
-            "engine (the streaming engine releases it: `sdc release --engine streaming`)")
+    get_executor("streaming").check(config)  # what the batch reader cannot read
     return count(LocalBatches(config, batch_rows), config, validate=validate,
                  value_columns=value_columns, dependence=dependence)
 
@@ -99,11 +101,13 @@ def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                    batch_rows: int = DEFAULT_BATCH_ROWS, tmp_dir: Path | None = None,
                    progress: Callable[[str], None] | None = None,
                    records_path: Path | None = None) -> BatchRelease:
-    """Release ``config``'s person file in record batches: the public files into
-    ``out_dir``, the internal ``records.parquet`` to ``records_path`` when given
-    (:func:`sdc.pipeline.release.release_persons`)."""
-    from sdc.pipeline.release import release_persons
+    """Release ``config``'s file in record batches: the public files into ``out_dir``, the
+    internal ``records.parquet`` to ``records_path`` when given
+    (:func:`sdc.pipeline.run.release`; the spills into ``tmp_dir``)."""
+    from sdc.executors.registry import get_executor
+    from sdc.pipeline.run import release
 
-    check_streamable(config, "streaming")
-    return release_persons(LocalBatches(config, batch_rows), config, seed, out_dir,
-                           tmp_dir=tmp_dir, progress=progress, records_path=records_path)
+    get_executor("streaming").check(config)  # what the batch reader cannot read
+    runner = LocalBatches(config, batch_rows)
+    runner.scratch = None if tmp_dir is None else str(tmp_dir)
+    return release(runner, config, seed, out_dir, progress=progress, records_path=records_path)

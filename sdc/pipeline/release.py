@@ -89,6 +89,10 @@ class Runner(Protocol):
     #: how the problems message says the input was checked ("in batches", "per partition";
     #: empty: as one frame)
     checked: str
+    #: where the passes run, for the progress messages ("": here; " on the cluster")
+    where: str
+    #: the folder the spills go to (None: the system's temporary folder)
+    scratch: str | None
 
     def map(self, fn: Callable[..., Any], shared: tuple,
             per_piece: Callable[[int], tuple] | None = None,

@@ -145,12 +145,10 @@ class PlanSummary:
 def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
     """``sdc plan --engine streaming|dask``: one counting pass in batches (validated per batch),
     then the shared planning code. ``changed`` needs the apply pass: not computed here."""
-    from sdc.io.batches import check_streamable
+    from sdc.pipeline.kernels import plan_cells
 
     path = Path(config_path).expanduser()
     config = sdc.load_config(path)
-    check_streamable(config, spec.kind)
-    from sdc.pipeline.kernels import plan_cells
 
     count = get_executor(spec.kind).count(config, spec)
     if config.input.household_id is not None:
@@ -245,7 +243,7 @@ def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
     from sdc.series.seeds import load_seed
 
     spec = resolve_engine(sdc.load_config(config_path), engine)
-    if get_executor(spec.kind).batched or _protect(config_path):
+    if not get_executor(spec.kind).reads_whole_input or _protect(config_path):
         return _plan_batches(config_path, spec)
     job = load_job(config_path)
     config = job.config
@@ -334,7 +332,7 @@ def validate_release_input(config_path: str | Path,
     from sdc.release.public import public_schema_for
 
     spec = resolve_engine(sdc.load_config(config_path), engine)
-    if get_executor(spec.kind).batched or _protect(config_path):
+    if not get_executor(spec.kind).reads_whole_input or _protect(config_path):
         return _validate_batches(config_path, spec)
     job = load_job(config_path)
     frame = validate_input(job.frame, job.config)
@@ -370,13 +368,12 @@ def _validate_batches(config_path: str | Path, spec: Any) -> ValidationSummary:
     """``sdc validate --engine streaming|dask``: the release's count pass (every input
     problem of the whole file, with global rows), the plan and its dependence check (both
     stages of a household file), the public types; the file is never held whole."""
-    from sdc.io.batches import check_streamable, input_arrow_schema, input_sha256, public_schema
+    from sdc.io.batches import input_arrow_schema, input_sha256, public_schema
     from sdc.method.partition import partition_cells
     from sdc.pipeline.kernels import plan_cells
 
     path = Path(config_path).expanduser()
     config = sdc.load_config(path)
-    check_streamable(config, spec.kind)
     count = get_executor(spec.kind).count(config, spec)
     if config.input.household_id is not None:
         n_records, n_cells = int(count.n_records), int(count.cells.n_cells)

@@ -729,11 +729,11 @@ def test_dask_household_release_survives_a_killed_worker(tmp_path, monkeypatch):
 
 def test_the_registry_says_what_each_executor_cannot_do():
     """What one executor does, all do, except the ``limits`` the registry lists (the one
-    place): the in-memory executor has none, every batched one names each limit's reason."""
+    place): the in-memory executor has none, every one reading in batches names each limit's reason."""
     from sdc.executors.registry import executor_names, get_executor
 
     for name in executor_names():
         ex = get_executor(name)
-        assert bool(ex.limits) == ex.batched, name
+        assert bool(ex.limits) == (not ex.reads_whole_input), name
         assert all(":" in limit for limit in ex.limits), name  # what: why
     assert any("CSV" in limit for limit in get_executor("dask").limits)

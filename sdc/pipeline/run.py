@@ -1,0 +1,50 @@
+"""The one entry of the release pipeline: what every executor, ``sdc plan``, ``sdc validate``
+and the audit run with a runner (docs/ARCHITECTURE.md).
+
+A runner (:class:`sdc.pipeline.release.Runner`) maps the pipeline's per-batch functions over
+the input; this module chooses the pipeline's stages from the config, never from the runner:
+a person file is the person stage (:mod:`sdc.pipeline.release`); a household file
+(``input.household_id``) adds the household table and the household stage before it
+(:mod:`sdc.pipeline.households`, docs/HOUSEHOLDS.md). An executor therefore never asks what
+kind of file it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from sdc.config.model import ReleaseConfig
+from sdc.pipeline.households import HouseholdPlan, plan_households, stream_household_release
+from sdc.pipeline.kernels import BatchRelease, CellCount
+from sdc.pipeline.release import Runner, count_cells, release_persons
+
+__all__ = ["Counted", "Progress", "count", "release"]
+
+#: ``progress(step)``: called when a step starts (the CLI's spinner, the flow's timings)
+Progress = Callable[[str], None]
+#: what the count pass gives: the cell table, or both stages of a household file planned
+Counted = CellCount | HouseholdPlan
+
+
+def count(runner: Runner, config: ReleaseConfig) -> Counted:
+    """The count pass of ``config``'s file (validated per batch): the cell table
+    (:class:`CellCount`); for a household file both stages planned from the count and
+    identity passes (:class:`HouseholdPlan`)."""
+    if config.input.household_id is not None:
+        return plan_households(config, runner=runner)
+    return count_cells(runner, config)
+
+
+def release(runner: Runner, config: ReleaseConfig, seed: int, out_dir: Path, *,
+            progress: Progress | None = None,
+            records_path: Path | None = None) -> BatchRelease:
+    """Count, plan and apply: the public files into ``out_dir``, the internal records file to
+    ``records_path`` when given; spills go to the runner's ``scratch`` folder (None: the
+    system's temporary folder)."""
+    if config.input.household_id is not None:
+        return stream_household_release(config, seed, out_dir, tmp_dir=runner.scratch,
+                                        progress=progress, records_path=records_path,
+                                        runner=runner)
+    return release_persons(runner, config, seed, out_dir, tmp_dir=runner.scratch,
+                           progress=progress, records_path=records_path, where=runner.where)

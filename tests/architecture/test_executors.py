@@ -1,0 +1,74 @@
+"""Executors run functions and nothing else (docs/ARCHITECTURE.md, issue 30 item 3): what an
+executor reads and how the flow and the audit treat it is declared in its registration
+(``sdc/executors/registry.py``, ``sdc/executors/__init__.py``); nothing else asks which
+executor runs, and no executor asks what kind of file it runs (the pipeline's stages,
+:mod:`sdc.pipeline.run`, come from the config). Checked on the source with ``ast``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCES = sorted(p for d in ("sdc", "flows") for p in (REPO / d).rglob("*.py"))
+REGISTRY = {REPO / "sdc" / "executors" / "registry.py", REPO / "sdc" / "executors" / "__init__.py"}
+NAMES = {"pandas", "streaming", "dask"}
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def _is_name(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in NAMES
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_no_executor_name_branch_outside_the_registry(path: Path) -> None:
+    """No ``.batched`` and no comparison with an executor's name (``engine == "dask"``)
+    outside the registry and the config's own validation; no ``check_streamable`` (the batch
+    reader's refusal) outside the reader: an executor's refusals are ``Executor.check``."""
+    if path in REGISTRY:
+        return
+    bad = []
+    config = _rel(path).startswith("sdc/config/")
+    reader = _rel(path).startswith("sdc/io/")
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == "batched":
+            bad.append(f"line {node.lineno}: .batched")
+        elif isinstance(node, ast.Compare) and not config:
+            if any(_is_name(x) for x in [node.left, *node.comparators]):
+                bad.append(f"line {node.lineno}: compares with an executor name")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id == "check_streamable" and not reader):
+            bad.append(f"line {node.lineno}: check_streamable (use Executor.check)")
+    assert not bad, f"{_rel(path)} asks which executor runs:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "sdc" / "executors").glob("*.py")), ids=_rel)
+def test_no_executor_asks_what_kind_of_file_it_runs(path: Path) -> None:
+    """The stages of a household file are the pipeline's (:mod:`sdc.pipeline.run`): no
+    executor tests ``input.household_id`` or imports the household passes itself."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare) and any(
+                isinstance(x, ast.Attribute) and x.attr == "household_id"
+                for part in [node.left, *node.comparators] for x in ast.walk(part)):
+            bad.append(f"line {node.lineno}: tests household_id")
+        elif isinstance(node, ast.ImportFrom) and node.module == "sdc.pipeline.households":
+            bad.append(f"line {node.lineno}: imports sdc.pipeline.households")
+    assert not bad, f"{_rel(path)} runs a stage of the pipeline itself:\n" + "\n".join(bad)
+
+
+def test_the_registry_declares_what_the_flow_and_the_audit_ask() -> None:
+    """Every executor declares whether it reads the input whole, which executor audits its
+    releases and whether the audit record names it; each of them runs the one pipeline."""
+    from sdc.executors.registry import executor_names, get_executor
+
+    for name in executor_names():
+        ex = get_executor(name)
+        assert isinstance(ex.reads_whole_input, bool) and isinstance(ex.in_audit_record, bool)
+        assert ex.auditor.name in executor_names()
+        assert ex.auditor.auditor is ex.auditor  # the auditor audits its own releases
