@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import (
@@ -44,9 +42,16 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 import sdc
+from flows.summary import (
+    artifact_key,
+    blocks_table,
+    household_warnings,
+    pair_warnings,
+    summarize,
+    summary_markdown,
+)
 from sdc.config.model import ReleaseConfig
 from sdc.executors.registry import executor_names, get_executor
-from sdc.method.plan import expected_changed
 from sdc.release.job import (
     Job,
     load_job,
@@ -162,171 +167,6 @@ def warm_imports() -> None:
     env = environment()  # compile the report's templates now (0.2 s), not in the report task
     for name in env.list_templates(extensions=["j2"]):
         env.get_template(name)
-
-
-def summarize(config: ReleaseConfig, result: sdc.ReleaseResult, *, n_records: int,
-              release_dir: Path | None = None, seed_created: bool = False,
-              seed_file: Path | None = None,
-              warnings: list[str] | None = None, seconds: float | None = None) -> dict[str, Any]:
-    """The flow's return value: plain JSON types only, nothing record-level.
-
-    ``expected_changed`` is sum over PRBs of theta_b * k_b (NZY: a record of a cell with
-    frequency t moves with probability theta/t, and the t records of the cell give theta in
-    expectation, so each PRB changes theta * k records on average); in the weighted mode the
-    sum of t_j m_j of its design (:func:`sdc.method.plan.expected_changed`).
-    """
-    blocks = result.blocks
-    return {
-        "name": config.name,
-        "release_dir": str(release_dir) if release_dir is not None else None,
-        "n": int(n_records),
-        "n_partition_sets": int(len(result.partition_sets)),
-        "n_prbs": int(len(blocks)),
-        "n_cells": int(result.cells.n_cells),
-        "n_sensitive_cells": int(result.sensitive_cell.sum()),
-        "theta": float(result.theta),
-        "theta_mode": config.risk.theta,
-        "kmin": int(result.kmin),
-        "xi": float(result.xi),
-        "certificate": float(result.certificate),
-        "certified": bool(result.certificate <= result.xi + 1e-12),
-        "records_changed": int(result.n_changed),
-        "expected_changed": expected_changed(
-            blocks, getattr(result, "weighted", None)
-            or getattr(getattr(result, "plan", None), "weighted", None))[0],
-        "actions": {str(k): int(v) for k, v in blocks["action"].value_counts().items()},
-        "merges": list(result.merges),
-        "largest_merge": _largest_merge(result),
-        "households": _household_summary(result),
-        "seed_created": bool(seed_created),
-        "seed_file": str(seed_file) if seed_file is not None else None,
-        "warnings": list(warnings or []),
-        "seconds": round(seconds, 3) if seconds is not None else None,
-    }
-
-
-def _household_summary(result: Any) -> dict[str, Any] | None:
-    """A household release's stage figures for the run summary (None: a person file)."""
-    st = getattr(result, "households", None)
-    if st is None:
-        return None
-    comp = getattr(st, "composition", None) or {}
-    return {"n": int(st.n_households), "changed": int(np.asarray(st.changed).sum()),
-            "prbs": int(len(st.result.blocks)), "certificate": float(st.certificate),
-            "composition_mode": comp.get("mode", "measure"),
-            "composition": float(comp.get("certificate", comp.get("max_class_estimate", 0.0)))}
-
-
-def _largest_merge(result: Any) -> dict[str, Any] | None:
-    """The PRB joining the most partition sets (either stage of a household file): its
-    stage, number of partition sets and partition key; None without merges."""
-    st = getattr(result, "households", None)
-    tables = [("person" if st is not None else "", result.blocks)]
-    if st is not None:
-        tables.append(("household", st.result.blocks))
-    best = None
-    for stage, b in tables:
-        if not len(b) or "n_partition_sets" not in b.columns:
-            continue
-        i = int(np.argmax(b["n_partition_sets"].to_numpy()))
-        n = int(b["n_partition_sets"].iloc[i])
-        if n > 1 and (best is None or n > best["partition_sets"]):
-            best = {"stage": stage, "partition_sets": n, "partition_key": str(b["partition_key"].iloc[i])}
-    return best
-
-
-_BLOCK_COLUMNS = ["prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",
-                  "theta", "max_risk", "action", "expected_changed", "changed"]
-
-
-def household_warnings(result: Any) -> list[str]:
-    """A household release whose composition intruder exceeds xi (``risk.households: warn``)
-    is published with this warning (docs/HOUSEHOLDS.md)."""
-    st = getattr(result, "households", None)
-    comp = getattr(st, "composition", None) if st is not None else None
-    if not comp or not comp.get("exceeds_xi"):
-        return []
-    return [f"household file: the composition intruder (who knows a household's household-level "
-            f"keys and its members' person-level keys) picks the right household with "
-            f"probability {comp['max_class_estimate']:.4f} in the riskiest class (Monte Carlo), "
-            f"above xi = {comp['xi']}: household composition not protected "
-            "(risk.households: warn); see the report's section 8 for the fixes, or remove "
-            "risk.households: warn to refuse such releases (the default)"]
-
-
-def pair_warnings(result: Any, config: ReleaseConfig) -> list[str]:
-    """The dependence check's warning when some pairs of columns were not checked (more
-    integer or discrete non-key columns than it pairs: docs/METHOD.md, "Pairs of columns"),
-    from the public schema, as the count pass chose them."""
-    from sdc.method.dependence import checked_columns, pair_plan, schema_kinds
-
-    schema = getattr(result, "schema", None)
-    if schema is None or config.input.household_id is not None:
-        return []
-    names = [n for n in schema.names if n != "record_id"]
-    w = pair_plan(checked_columns(names, config), schema_kinds(schema), config).warning()
-    return [w] if w else []
-
-
-def blocks_table(blocks: pd.DataFrame) -> list[dict[str, Any]]:
-    """The PRB table as rows of plain values (for the Prefect table artifact and the CLI)."""
-    cols = [c for c in _BLOCK_COLUMNS if c in blocks.columns]
-    out = blocks[cols].copy()
-    for c in ("theta", "max_risk"):
-        if c in out:
-            out[c] = out[c].round(6)
-    if "expected_changed" in out:
-        out["expected_changed"] = out["expected_changed"].round(2)
-    return json.loads(out.to_json(orient="records"))
-
-
-def summary_markdown(summary: dict[str, Any]) -> str:
-    """The markdown artifact: one small table of release-level numbers."""
-    ok = "yes" if summary["certified"] else "**NO**"
-    merges = "; ".join(summary["merges"]) if summary["merges"] else "none"
-    actions = ", ".join(f"{k}: {v}" for k, v in summary["actions"].items()) or "none"
-    rows = [
-        ("records (n)", f"{summary['n']:,}"),
-        ("partition sets", f"{summary['n_partition_sets']:,}"),
-        ("post-randomization blocks (PRBs)", f"{summary['n_prbs']:,}"),
-        ("sensitive cells / non-empty cells",
-         f"{summary['n_sensitive_cells']:,} / {summary['n_cells']:,}"),
-        (f"theta ({summary['theta_mode']})", f"{summary['theta']:.4f} (kmin = {summary['kmin']})"),
-        ("certificate max R_j(a, t)", f"{summary['certificate']:.6f}"),
-        ("xi", f"{summary['xi']}"),
-        ("certificate <= xi", ok),
-        ("records changed", f"{summary['records_changed']:,} "
-                            f"(expected {summary['expected_changed']:,.1f})"),
-        ("block actions", actions),
-        ("merges", merges),
-        ("release folder", f"`{summary['release_dir']}`"),
-    ]
-    head = summary.get("headline")
-    if head:
-        rows[-1:-1] = [
-            ("unique records (fk = 1) in the original file", f"{head['unique_records_before']:,}"),
-            ("sdcMicro expected re-identifications, original file", f"{head['er_before']:,.1f}"),
-            ("largest marginal TVD", f"{head['max_tvd']:.5f}"),
-        ]
-        shift = head.get("utility_max_regression_shift_se")
-        if shift is not None:
-            rows[-1:-1] = [("largest coefficient shift of a regression on the keys",
-                            f"{shift:.1f} SE (report section 4)")]
-    lines = [f"# Release `{summary['name']}`", "", "| | |", "|---|---|"]
-    lines += [f"| {a} | {_md_cell(b)} |" for a, b in rows]
-    if summary["warnings"]:
-        lines += ["", "**Warnings**", ""] + [f"- {w}" for w in summary["warnings"]]
-    return "\n".join(lines) + "\n"
-
-
-def _md_cell(text: str) -> str:
-    """Partition keys contain '|' ("sex=Male | age=0-17"): escape it inside table cells."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def artifact_key(prefix: str, name: str) -> str:
-    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
-    return f"{prefix}-" + (re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "job")
 
 
 # ---------------------------------------------------------------------------------------------
