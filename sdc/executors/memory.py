@@ -9,19 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
 from sdc.config.model import EngineSpec, ReleaseConfig
 
-if TYPE_CHECKING:
-    from sdc.pipeline.kernels import BatchRelease
-    from sdc.pipeline.run import Counted
-
-__all__ = ["InMemory", "memory_count", "memory_release", "open_memory"]
+__all__ = ["InMemory", "open_memory"]
 
 
 class InMemory:
@@ -80,24 +75,3 @@ def open_memory(config: ReleaseConfig, spec: EngineSpec | None = None, *,
     if progress is not None:
         progress("reading the input")
     yield InMemory(config, frame)
-
-
-def memory_count(config: ReleaseConfig, spec: EngineSpec | None = None) -> Counted:
-    """The count pass of the file in memory (:func:`sdc.pipeline.run.count`)."""
-    from sdc.pipeline.run import count
-
-    return count(InMemory(config), config)
-
-
-def memory_release(config: ReleaseConfig, seed: int, stage: Path, spec: EngineSpec | None = None,
-                   progress: Callable[[str], None] | None = None,
-                   records_path: Path | None = None,
-                   frame: pd.DataFrame | None = None) -> BatchRelease:
-    """Release ``config``'s file in memory (:func:`sdc.pipeline.run.release`): the public
-    files into ``stage``, the records file to ``records_path`` when given (``frame``: the
-    input already read)."""
-    from sdc.pipeline.run import release
-
-    with open_memory(config, spec, frame=frame, progress=progress) as runner:
-        return release(runner, config, seed, stage, progress=progress,
-                       records_path=records_path)
