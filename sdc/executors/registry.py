@@ -29,7 +29,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sdc.config.model import ConfigError, EngineSpec, ReleaseConfig
 from sdc.config.sections import executor_name
@@ -47,6 +47,7 @@ __all__ = ["Executor", "OpenRunner", "StepGuard", "executor_names", "get_executo
            "register_executor"]
 
 Progress = Callable[[str], None]
+T = TypeVar("T")
 
 
 class OpenRunner(Protocol):
@@ -140,20 +141,26 @@ class Executor:
         """The executor ``sdc audit`` re-counts and re-derives this one's releases with."""
         return self if self.audited_by is None else get_executor(self.audited_by)
 
-    def count(self, config: ReleaseConfig,
-              spec: EngineSpec | None = None) -> Counted:
+    def run(self, config: ReleaseConfig, spec: EngineSpec | None,
+            fn: Callable[[Runner], T], *, step: str = "count",
+            progress: Progress | None = None, frame: pd.DataFrame | None = None) -> T:
+        """``fn(runner)`` with this executor's runner of ``config``'s input (after
+        :meth:`check`; ``step``, "count" or "release", for the executor's ``guard``)."""
+        self.check(config)
+        spec = spec if spec is not None else config.engine
+
+        def run() -> T:
+            with self.open(config, spec, frame=frame, progress=progress) as runner:
+                return fn(runner)
+
+        return self.guard(step, run, spec, progress)
+
+    def count(self, config: ReleaseConfig, spec: EngineSpec | None = None) -> Counted:
         """The count pass (validated per batch, :func:`sdc.pipeline.run.count`): the cell
         table; for a household file both stages planned (``HouseholdPlan``)."""
         from sdc.pipeline.run import count
 
-        self.check(config)
-        spec = spec if spec is not None else config.engine
-
-        def run() -> Counted:
-            with self.open(config, spec) as runner:
-                return count(runner, config)
-
-        return self.guard("count", run, spec)
+        return self.run(config, spec, lambda runner: count(runner, config))
 
     def release(self, config: ReleaseConfig, seed: int, stage: Path,
                 spec: EngineSpec | None = None, *, progress: Progress | None = None,
@@ -164,15 +171,9 @@ class Executor:
         (only for an executor that ``reads_whole_input``)."""
         from sdc.pipeline.run import release
 
-        self.check(config)
-        spec = spec if spec is not None else config.engine
-
-        def run() -> BatchRelease:
-            with self.open(config, spec, frame=frame, progress=progress) as runner:
-                return release(runner, config, seed, stage, progress=progress,
-                               records_path=records_path)
-
-        return self.guard("release", run, spec, progress)
+        return self.run(config, spec, lambda runner: release(
+            runner, config, seed, stage, progress=progress, records_path=records_path),
+            step="release", progress=progress, frame=frame)
 
 
 _REGISTRY: dict[str, Executor] = {}

@@ -223,78 +223,48 @@ def _household_plan_summary(config: ReleaseConfig, path: Path, spec: Any,
     )
 
 
-def _protect(config_path: str | Path) -> bool:
-    """A household file under ``risk.composition: protect``: planned and validated by the
-    household pipeline's passes on every engine (the in-memory executor's runner for pandas),
-    as it is released (``release_frame`` does not release it)."""
-    cfg = sdc.load_config(config_path)
-    return cfg.input.household_id is not None and cfg.risk.composition == "protect"
-
-
 def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
     """Everything ``sdc plan`` prints. Writes nothing: the seed file is read if it exists but
     never created, and the release folder is not touched.
 
     ``expected_changed`` = sum over cells of t_j m_j of the configured design (NZY: sum over
-    PRBs of theta_b * k_b; :func:`sdc.method.plan.expected_changed`). ``engine`` (default: the config's)
-    chooses how the records are read; streaming and dask count in batches.
+    PRBs of theta_b * k_b; :func:`sdc.method.plan.expected_changed`). ``engine`` (default: the
+    config's) chooses how the records are read: the pipeline's count pass with the executor's
+    runner, then the shared planning code. An executor that reads the file whole also counts
+    the records the release would change (the pipeline's release into a private temporary
+    folder, deleted after) when the seed is known.
     """
-    from sdc.io.schemas import validate_input
+    import shutil
+    import tempfile
+
     from sdc.series.seeds import load_seed
 
-    spec = resolve_engine(sdc.load_config(config_path), engine)
-    if not get_executor(spec.kind).reads_whole_input or _protect(config_path):
-        return _plan_batches(config_path, spec)
-    job = load_job(config_path)
-    config = job.config
-    frame = validate_input(job.frame, config)
-    notes: list[str] = []
+    config = sdc.load_config(config_path)
+    spec = resolve_engine(config, engine)
+    executor = get_executor(spec.kind)
+    summary = _plan_batches(config_path, spec)
+    if not executor.reads_whole_input:
+        return summary
+    summary.notes = summary.notes[:-1]  # the changed records are counted below
     seed: int | None = None
     seed_file = config.resolve(config.seed.file) if isinstance(config.seed, SeedFile) else None
     if seed_file is None or seed_file.exists() or seed_file.is_symlink():
         seed = load_seed(config, create=False).value  # bad permissions etc. are errors
     else:
-        notes.append("the seed file does not exist yet; `sdc release` will create it. The plan "
-                     "does not depend on the seed, only which records move does")
-    # the plan is seed-independent; with no seed yet, 0 only fills the random draws we ignore
-    result = sdc.release_frame(frame, config, seed if seed is not None else 0)
-    blocks = result.blocks
-    out = config.output_dir.resolve()
-    st = result.households
-    counted = result
-    if st is not None:
-        # the counted person cells (the release's table adds the released combinations of
-        # changed households, which depend on the seed: not the plan's)
-        counted = st.person
-        notes.append(_household_note(st.person_certificate, st.n_households, st.result.blocks,
-                                     st.certificate, st.small_classes, st.small_class_persons))
-    sens = counted.sensitive_cell
-    return PlanSummary(
-        name=config.name,
-        config_path=job.config_path,
-        input_path=config.input_path.resolve(),
-        output_dir=out,
-        n_records=int(len(frame)),
-        n_cells=int(counted.cells.n_cells),
-        n_sensitive_cells=int(sens.sum()),
-        n_sensitive_records=int(counted.cells.frequency[sens].sum()),
-        xi=float(result.xi),
-        theta=float(result.theta),
-        theta_mode=config.risk.theta,
-        kmin=int(result.kmin),
-        small_blocks=config.risk.small_blocks,
-        partition_sets=counted.partition_sets,
-        blocks=blocks,
-        merges=list(result.merges),
-        certificate=float(result.certificate),
-        certificate_at=dict(result.certificate_at),
-        expected_changed=expected_changed(blocks, result.weighted)[0],
-        expected_how=expected_changed(blocks, result.weighted)[1],
-        changed=int(result.n_changed) if seed is not None else None,
-        seed_known=seed is not None,
-        release_exists=out.exists(),
-        notes=notes,
-    )
+        summary.notes.append("the seed file does not exist yet; `sdc release` will create it. "
+                             "The plan does not depend on the seed, only which records move "
+                             "does")
+    # the plan is seed-independent; with no seed yet, 0 only fills the draws (the PRB table's
+    # `changed` column), whose count is not reported
+    tmp = Path(tempfile.mkdtemp(prefix="sdc-plan-"))  # 0700
+    try:
+        res = executor.release(config, seed if seed is not None else 0, tmp / "public", spec)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    summary.blocks = res.blocks
+    summary.changed, summary.seed_known = (int(res.n_changed), True) if seed is not None else (
+        None, False)
+    return summary
 
 
 @dataclass
@@ -331,24 +301,20 @@ def validate_release_input(config_path: str | Path,
     from sdc.method.plan import plan_release as plan_cells
     from sdc.release.public import public_schema_for
 
-    spec = resolve_engine(sdc.load_config(config_path), engine)
-    if not get_executor(spec.kind).reads_whole_input or _protect(config_path):
-        return _validate_batches(config_path, spec)
+    config = sdc.load_config(config_path)
+    spec = resolve_engine(config, engine)
+    if not get_executor(spec.kind).reads_whole_input or config.input.household_id is not None:
+        # the pipeline's count pass (a household file: both stages, as its release checks it)
+        return _validate_counted(config_path, spec)
     job = load_job(config_path)
     frame = validate_input(job.frame, job.config)
-    if job.config.input.household_id is not None:
-        # the release's own checks of both stages (0: the checks do not depend on the seed)
-        person = sdc.release_frame(frame, job.config, 0).households.person
-        n_cells, n_sets = int(person.cells.n_cells), int(len(person.partition_sets))
-        n_sensitive = int(person.sensitive_cell.sum())
-    else:
-        part = sdc.partition_frame(frame, job.config)
-        # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
-        plan = plan_cells(part, job.config)
-        kinds = schema_kinds(public_schema_for(job.config, frame))  # as the release's count
-        raise_if_dependent(frame_dependence(frame, plan, job.config, kinds), plan, job.config)
-        n_cells, n_sets = int(part.cells.n_cells), int(len(part.partition_keys))
-        n_sensitive = int(part.sensitive.sum())
+    part = sdc.partition_frame(frame, job.config)
+    # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
+    plan = plan_cells(part, job.config)
+    kinds = schema_kinds(public_schema_for(job.config, frame))  # as the release's count
+    raise_if_dependent(frame_dependence(frame, plan, job.config, kinds), plan, job.config)
+    n_cells, n_sets = int(part.cells.n_cells), int(len(part.partition_keys))
+    n_sensitive = int(part.sensitive.sum())
     public_schema_for(job.config, frame)  # the public types every output format can hold
     return ValidationSummary(
         name=job.config.name,
@@ -364,30 +330,37 @@ def validate_release_input(config_path: str | Path,
     )
 
 
-def _validate_batches(config_path: str | Path, spec: Any) -> ValidationSummary:
-    """``sdc validate --engine streaming|dask``: the release's count pass (every input
-    problem of the whole file, with global rows), the plan and its dependence check (both
-    stages of a household file), the public types; the file is never held whole."""
-    from sdc.io.batches import input_arrow_schema, input_sha256, public_schema
+def _validate_counted(config_path: str | Path, spec: Any) -> ValidationSummary:
+    """``sdc validate`` by the pipeline's count pass with the executor's runner (every input
+    problem of the whole file, with global rows; a household file's households and both
+    stages' plans and dependence checks), the plan and its dependence check, the public
+    types; an executor that reads in batches never holds the file."""
+    from sdc.io.batches import input_sha256
     from sdc.method.partition import partition_cells
     from sdc.pipeline.kernels import plan_cells
+    from sdc.pipeline.run import count
 
     path = Path(config_path).expanduser()
     config = sdc.load_config(path)
-    count = get_executor(spec.kind).count(config, spec)
-    if config.input.household_id is not None:
-        n_records, n_cells = int(count.n_records), int(count.cells.n_cells)
-        n_sets = int(len(count.partition_sets))
-        n_sensitive = int((count.cell_prb >= 0).sum())
-    else:
-        plan_cells(count, config)  # and the dependence check of the counted columns
-        part = partition_cells(count.cells, config)
-        n_records, n_cells = int(count.n_records), int(part.cells.n_cells)
-        n_sets, n_sensitive = int(len(part.partition_keys)), int(part.sensitive.sum())
-    schema = input_arrow_schema(config)
-    public_schema(config, schema)  # the public types every output format can hold
+
+    def counted(runner: Any) -> tuple[int, int, int, int, int]:
+        counts = count(runner, config)
+        if config.input.household_id is not None:
+            n_cells, n_sets = int(counts.cells.n_cells), int(len(counts.partition_sets))
+            n_sensitive = int((counts.cell_prb >= 0).sum())
+        else:
+            plan_cells(counts, config)  # and the dependence check of the counted columns
+            part = partition_cells(counts.cells, config)
+            n_cells, n_sets = int(part.cells.n_cells), int(len(part.partition_keys))
+            n_sensitive = int(part.sensitive.sum())
+        runner.public_schema()  # the public types every output format can hold
+        return (int(counts.n_records), len(runner.input_columns()), n_cells, n_sets,
+                n_sensitive)
+
+    n_records, n_columns, n_cells, n_sets, n_sensitive = get_executor(spec.kind).run(
+        config, spec, counted)
     return ValidationSummary(
         name=config.name, config_path=path.resolve(), input_path=config.input_path.resolve(),
         input_sha256=input_sha256(config.input_path), n_records=n_records,
-        n_columns=len(schema.names), key_variables=config.key_names, n_cells=n_cells,
+        n_columns=n_columns, key_variables=config.key_names, n_cells=n_cells,
         n_partition_sets=n_sets, n_sensitive_cells=n_sensitive)
