@@ -127,24 +127,34 @@ def step_seconds(marks: list[tuple[str, float]], end: float, prefix: str = "") -
 # ---------------------------------------------------------------------------------------------
 
 
-_prefetched: dict[str, Future[Job]] = {}
+class Prefetch:
+    """:func:`load_job` started in a thread by :func:`prefetch_job`; the flow's load task
+    takes its result (``release(..., prefetched=...)``). Slotted and opaque: Prefect stores a
+    placeholder for it among the flow run's parameters, never the frame."""
+
+    __slots__ = ("_future", "path")
+
+    def __init__(self, path: Path, future: Future[Job]) -> None:
+        self.path, self._future = path, future
+
+    def job(self) -> Job:
+        """The loaded job (the prefetch's error, if it failed)."""
+        return self._future.result()
 
 
-def _job_key(config_path: str | Path) -> str:
-    return str(Path(config_path).expanduser().resolve())
-
-
-def prefetch_job(config_path: str | Path) -> None:
+def prefetch_job(config_path: str | Path) -> Prefetch:
     """Start :func:`load_job` (parse the config, read and hash the input) in a background
-    thread; the flow's load task takes the result instead of reading the input again.
+    thread; hand the result to the flow (``prefetched=``), whose load task takes it instead
+    of reading the input again.
 
     ``sdc release`` calls this while Prefect's temporary API server boots (a fixed wait of
     several seconds), so that reading the input overlaps it. Any error (bad config, unreadable
     input) is raised by the load task, exactly as without the prefetch.
     """
     ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdc-prefetch")
-    _prefetched[_job_key(config_path)] = ex.submit(load_job, config_path)
+    future = ex.submit(load_job, config_path)
     ex.shutdown(wait=False)
+    return Prefetch(Path(config_path).expanduser().resolve(), future)
 
 
 def warm_imports() -> None:
@@ -293,7 +303,8 @@ class ReleaseJob:
 
 @task(name="load", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def load_task(config_path: str, force: bool, engine: str, new_series: bool = False,
-              discard_extra_files: bool = False) -> ReleaseJob:
+              discard_extra_files: bool = False,
+              prefetched: Prefetch | None = None) -> ReleaseJob:
     """Parse the config, refuse an existing release without ``force`` and what the executor
     cannot read or write, hash the input (or take what :func:`prefetch_job` read and hashed
     while Prefect started), load (or create) the seed and place the run in its release
@@ -303,7 +314,8 @@ def load_task(config_path: str, force: bool, engine: str, new_series: bool = Fal
     from sdc.io.pin import Pin
     from sdc.publish.folder import checkpoint
 
-    prefetched = _prefetched.pop(_job_key(config_path), None)
+    if prefetched is not None and prefetched.path != Path(config_path).expanduser().resolve():
+        prefetched = None  # read for another config
     _step("loading config and input" if prefetched is not None else "loading config")
     path = Path(config_path).expanduser()
     config_pin = Pin.take(path, "config file")
@@ -314,7 +326,7 @@ def load_task(config_path: str, force: bool, engine: str, new_series: bool = Fal
     get_executor(engine).check(config)  # what the executor cannot read
     frame = None
     if prefetched is not None:  # read, hashed and pinned while Prefect started
-        job = prefetched.result()
+        job = prefetched.job()
         config, config_text, frame = job.config, job.config_text, job.frame
         digest, input_pin, config_pin = job.input_sha256, job.input_pin, job.config_pin
     else:  # the executor reads the records later: the pin is checked again before publishing
@@ -429,14 +441,15 @@ def _stage_folder(config: ReleaseConfig) -> Path:
 
 
 def _release(config_path: str, force: bool, spec: Any, t0: float, new_series: bool = False,
-             review: bool = False, discard_extra_files: bool = False) -> dict[str, Any]:
+             review: bool = False, discard_extra_files: bool = False,
+             prefetched: Prefetch | None = None) -> dict[str, Any]:
     import shutil
 
     timings: dict[str, float] = {}
     timed = _timer(timings)
 
     job = timed("load", load_task, str(config_path), force, spec.kind, new_series,
-                discard_extra_files)
+                discard_extra_files, prefetched)
     stage = _stage_folder(job.config)
     try:
         _engine_marks.clear()
@@ -485,7 +498,8 @@ def _release(config_path: str, force: bool, spec: Any, t0: float, new_series: bo
 def release(config_path: str, force: bool = False, new_series: bool = False,
             engine: str | None = None, review: bool = False,
             wait_for_review: bool = False,
-            discard_extra_files: bool = False) -> dict[str, Any]:
+            discard_extra_files: bool = False,
+            prefetched: Prefetch | None = None) -> dict[str, Any]:
     """Run one release job from its YAML config and publish the release folder.
 
     Parameters
@@ -504,6 +518,9 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     engine : {"pandas", "streaming", "dask"}, optional
         Overrides the config's ``engine:``. The Dask computation runs inside this flow's task
         (see :mod:`sdc.executors.dask` for why not prefect-dask's task runner).
+    prefetched : Prefetch, optional
+        The job :func:`prefetch_job` started reading while Prefect started (for an executor
+        that reads the input whole): the load task takes it instead of reading again.
 
     Returns
     -------
@@ -515,7 +532,7 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     t0 = time.perf_counter()
     spec = resolve_engine(sdc.load_config(config_path), engine)
     return _after_review(_release(config_path, force, spec, t0, new_series, review,
-                                  discard_extra_files), wait_for_review)
+                                  discard_extra_files, prefetched), wait_for_review)
 
 
 def _after_review(summary: dict[str, Any], wait: bool) -> dict[str, Any]:

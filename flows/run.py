@@ -188,7 +188,7 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
     if get_executor(resolve_engine(config, kwargs["engine"]).kind).reads_whole_input:
         from flows.release import prefetch_job, warm_imports
 
-        prefetch_job(config_path)
+        kwargs = {**kwargs, "prefetched": prefetch_job(config_path)}
         if booting:  # the server's boot time: import what the tasks import
             warm_imports()
     startup: dict[str, Any] = {"prefect_api": "temporary" if temp_api is not None else
