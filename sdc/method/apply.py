@@ -25,18 +25,14 @@ from sdc.method.cells import CellTable
 from sdc.method.dependence import frame_dependence, raise_if_dependent
 from sdc.method.derived import DerivedCollector, apply_derived, cell_describer, derived_values
 from sdc.method.draws import (
-    DrawPlan,
     all_identities,
     cell_identity,
     drawing_identities,
-    keyed_uniform,
-    trie_rendezvous,
     unique_identities,
-    weighted_race,
 )
-from sdc.method.generalize import generalize_domain
 from sdc.method.households import (
     check_households,
+    extended_partition_sets,
     household_codes,
     household_config,
     household_derived,
@@ -52,8 +48,10 @@ from sdc.method.households import (
 from sdc.method.partition import check_columns, partition_cells, partition_frame
 from sdc.method.perturb import apply_perturbations, perturb_value_counts
 from sdc.method.plan import ReleasePlan, draw_plan, partition_sets_with_prbs, plan_release
+from sdc.method.postrandomize import released_cells
 from sdc.method.weighted import WeightSums, weight_plan
 
+# draw_plan (sdc.method.plan's) and released_cells (sdc.method.postrandomize's) re-exported
 __all__ = ["HouseholdStage", "ReleaseResult", "apply_plan", "draw_plan", "release_frame",
            "release_households", "released_cells"]
 
@@ -146,63 +144,6 @@ class ReleaseResult:
     @property
     def n_changed(self) -> int:
         return int(self.changed.sum())
-
-def released_cells(plan: DrawPlan, record_cell: np.ndarray, identity: np.ndarray,
-                   seed: int) -> np.ndarray:
-    """Released cell of every record of a batch: NZY PRAM with record-keyed draws.
-
-    Parameters
-    ----------
-    plan : DrawPlan
-        The global plan (all cells of the file).
-    record_cell : (m,) int
-        Each record's true cell (index into the plan's cell arrays).
-    identity : (m,) uint64
-        Each record's identity, after :func:`unique_identities` over all drawing records.
-    seed : int
-        Release seed.
-
-    Returns
-    -------
-    (m,) int64 released cell. A pure per-record function: record i's value depends only on
-    (seed, plan, record_cell[i], identity[i]). P(move) = theta_b / t_j; a moving record goes to
-    one of the other k - 1 cells of its PRB uniformly (hierarchical rendezvous,
-    :func:`sdc.method.draws.trie_rendezvous`: an exponential race with rates n_c / N at each
-    node of the PRB's 16-ary hash trie, whose product telescopes to 1 / (k - 1)): eq. 5.3.
-    """
-    record_cell = np.asarray(record_cell, dtype=np.int64)
-    identity = np.asarray(identity, dtype=np.uint64)
-    out = record_cell.copy()
-    prb = plan.cell_prb[record_cell]
-    rows = np.flatnonzero(prb >= 0)
-    if rows.size == 0:
-        return out
-    c = record_cell[rows]
-    u1 = keyed_uniform(seed, "move", identity[rows])
-    move = u1 < plan.move_probability(c)
-    movers = rows[move]
-    if movers.size == 0:
-        return out
-    if plan.dest_indptr is not None:
-        # near: the exponential race over the cell's row of W (P(l) = w_jl); rows left empty
-        # (PRBs with the uniform W) fall through to the trie below
-        mc = record_cell[movers]
-        near = plan.dest_indptr[mc + 1] > plan.dest_indptr[mc]
-        if near.any():
-            got = weighted_race(seed, "dest:near", identity[movers[near]], plan.dest_indptr,
-                                mc[near], plan.dest_cell, plan.dest_weight, plan.cell_id)
-            out[movers[near]] = got
-            movers = movers[~near]
-            if movers.size == 0:
-                return out
-    cells, sorted_hash, bounds, position = plan.dest_trie(seed)
-    group = plan.cell_dest_group[record_cell[movers]]
-    pick = trie_rendezvous(seed, "dest", identity[movers], position[record_cell[movers]],
-                           group, sorted_hash, bounds)
-    ok = pick >= 0                    # a PRB of one cell has nowhere to move: the record stays
-    out[movers[ok]] = cells[pick[ok]]
-    return out
-
 
 def apply_plan(frame: pd.DataFrame, plan: ReleasePlan, config: ReleaseConfig, seed: int) -> ReleaseResult:
     """Post-randomize the sensitive records of ``frame`` as ``plan`` says; see :func:`release_frame`."""
@@ -544,51 +485,3 @@ def _person_stage(frame: pd.DataFrame, config: ReleaseConfig, pcfg: ReleaseConfi
                          cell_identity(cells.key_codes, pcfg), sub.prb_identity, pcfg,
                          dependence=list(sub.dependence))
     return pres, (n_small, int(rec_small.sum()))
-
-
-def extended_partition_sets(ps: pd.DataFrame, cell_partition_set: np.ndarray,
-                            pcfg: ReleaseConfig, table: np.ndarray,
-                            orig_map: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
-    """Partition set of every cell of the extended table ``table`` (the person stage's
-    partition sets ``ps`` with the set of every counted cell, ``cell_partition_set``, at rows
-    ``orig_map``; plus empty sets for released combinations whose partition set was empty)."""
-    n_u = table.shape[0]
-    cell_ps = np.full(n_u, -1, dtype=np.int64)
-    cell_ps[orig_map] = cell_partition_set
-    if n_u == orig_map.size:
-        return cell_ps, ps
-    keys = pcfg.key_names
-    pvars = pcfg.partition_variables
-    kvs = pcfg.key_variables
-    gens = [generalize_domain(v, kvs[v], pcfg.partition[v]) for v in pvars]
-    g_sizes = [len(g.labels) for g in gens]
-    g_all = np.column_stack([g.code_map[table[:, keys.index(v)]]
-                             for v, g in zip(pvars, gens, strict=True)]).astype(np.int64)
-    ps_codes = g_all[orig_map]
-    # the person stage's partition sets: codes of their cells (lexicographic, as encode_cells)
-    known = np.zeros((len(ps), len(pvars)), dtype=np.int64)
-    known[cell_partition_set] = ps_codes
-    new_rows = np.flatnonzero(cell_ps < 0)
-    extra = np.unique(g_all[new_rows], axis=0)
-    idx = row_index(known, extra, g_sizes)
-    extra = extra[idx < 0]
-    both = np.vstack([known, extra])
-    order = np.lexsort(both.T[::-1])
-    both_sorted = both[order]
-    pos = row_index(both_sorted, g_all[new_rows], g_sizes)
-    # partition sets keep their numbers, the new ones are numbered after them: ``order[p]``
-    # is the number of the partition set at sorted position p
-    cell_ps[new_rows] = order[pos]
-    if extra.shape[0]:
-        rows = []
-        for i, codes in enumerate(extra):
-            row = {"partition_set": len(ps) + i,
-                   "partition_key": " | ".join(f"{v}={g.labels[c]}" for v, g, c
-                                               in zip(pvars, gens, codes, strict=True))}
-            for v, g, c in zip(pvars, gens, codes, strict=True):
-                row[v] = g.labels[c]
-            row.update({"n_records": 0, "n_cells": 0, "n_sensitive_cells": 0,
-                        "n_sensitive_records": 0, "prb": -1})
-            rows.append(row)
-        ps = pd.concat([ps, pd.DataFrame(rows, columns=ps.columns)], ignore_index=True)
-    return cell_ps, ps

@@ -16,7 +16,6 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
-from sdc.method.apply import draw_plan, extended_partition_sets, released_cells
 from sdc.method.cell_passes import cell_table
 from sdc.method.cells import CellTable, combine_codes, encode_key, radix_sizes
 from sdc.method.dependence import (
@@ -35,13 +34,15 @@ from sdc.method.draws import (
     value_hash,
 )
 from sdc.method.households import (
+    extended_partition_sets,
     household_classes,
     household_config,
     person_config,
     row_index,
 )
 from sdc.method.partition import partition_cells
-from sdc.method.plan import ReleasePlan, partition_sets_with_prbs, plan_release
+from sdc.method.plan import ReleasePlan, draw_plan, partition_sets_with_prbs, plan_release
+from sdc.method.postrandomize import released_cells
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "drawing_persons", "household_identity", "household_stage", "lookup_households",

@@ -312,8 +312,9 @@ def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: Composi
     household-key codes, ``table`` their compositions; :func:`composition_plan`, then every
     drawing household's released cell drawn with its identity (NZY PRAM), every singular
     household's HK by :func:`singular_draw`."""
-    from sdc.method.apply import draw_plan, released_cells
     from sdc.method.draws import draw_tiebreak, unique_identities
+    from sdc.method.plan import draw_plan
+    from sdc.method.postrandomize import released_cells
 
     ident = np.asarray(identity, np.uint64)
     cp = composition_plan(hk_codes, table, config)

@@ -21,9 +21,11 @@ from sdc.errors import InputError
 from sdc.method.cells import combine_codes, fits_one_code
 from sdc.method.derived import DerivedCollector, DerivedError
 from sdc.method.draws import keyed_hash
+from sdc.method.generalize import generalize_domain
 from sdc.method.plan import default_merge_order
 
-__all__ = ["MAX_LISTED", "check_households", "household_codes", "household_config",
+__all__ = ["MAX_LISTED", "check_households", "extended_partition_sets", "household_codes",
+           "household_config",
            "household_classes", "household_derived", "household_perturb", "household_table",
            "person_config", "person_derived", "person_derived_values", "person_key_code",
            "pseudonyms", "row_index", "small_classes"]
@@ -280,3 +282,51 @@ def household_classes(key_codes: np.ndarray, names: list[str],
     else:
         u, inv = np.unique(sub, axis=0, return_inverse=True)
     return inv.reshape(-1).astype(np.int64), int(u.shape[0])
+
+
+def extended_partition_sets(ps: pd.DataFrame, cell_partition_set: np.ndarray,
+                            pcfg: ReleaseConfig, table: np.ndarray,
+                            orig_map: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+    """Partition set of every cell of the extended table ``table`` (the person stage's
+    partition sets ``ps`` with the set of every counted cell, ``cell_partition_set``, at rows
+    ``orig_map``; plus empty sets for released combinations whose partition set was empty)."""
+    n_u = table.shape[0]
+    cell_ps = np.full(n_u, -1, dtype=np.int64)
+    cell_ps[orig_map] = cell_partition_set
+    if n_u == orig_map.size:
+        return cell_ps, ps
+    keys = pcfg.key_names
+    pvars = pcfg.partition_variables
+    kvs = pcfg.key_variables
+    gens = [generalize_domain(v, kvs[v], pcfg.partition[v]) for v in pvars]
+    g_sizes = [len(g.labels) for g in gens]
+    g_all = np.column_stack([g.code_map[table[:, keys.index(v)]]
+                             for v, g in zip(pvars, gens, strict=True)]).astype(np.int64)
+    ps_codes = g_all[orig_map]
+    # the person stage's partition sets: codes of their cells (lexicographic, as encode_cells)
+    known = np.zeros((len(ps), len(pvars)), dtype=np.int64)
+    known[cell_partition_set] = ps_codes
+    new_rows = np.flatnonzero(cell_ps < 0)
+    extra = np.unique(g_all[new_rows], axis=0)
+    idx = row_index(known, extra, g_sizes)
+    extra = extra[idx < 0]
+    both = np.vstack([known, extra])
+    order = np.lexsort(both.T[::-1])
+    both_sorted = both[order]
+    pos = row_index(both_sorted, g_all[new_rows], g_sizes)
+    # partition sets keep their numbers, the new ones are numbered after them: ``order[p]``
+    # is the number of the partition set at sorted position p
+    cell_ps[new_rows] = order[pos]
+    if extra.shape[0]:
+        rows = []
+        for i, codes in enumerate(extra):
+            row = {"partition_set": len(ps) + i,
+                   "partition_key": " | ".join(f"{v}={g.labels[c]}" for v, g, c
+                                               in zip(pvars, gens, codes, strict=True))}
+            for v, g, c in zip(pvars, gens, codes, strict=True):
+                row[v] = g.labels[c]
+            row.update({"n_records": 0, "n_cells": 0, "n_sensitive_cells": 0,
+                        "n_sensitive_records": 0, "prb": -1})
+            rows.append(row)
+        ps = pd.concat([ps, pd.DataFrame(rows, columns=ps.columns)], ignore_index=True)
+    return cell_ps, ps

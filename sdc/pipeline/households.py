@@ -1,23 +1,21 @@
-"""A household release in record batches (issue 23, docs/HOUSEHOLDS.md "Engines"): the
-streaming executor's, and the Dask executor's with each pass's per-batch functions
-(:func:`count_batch`, :func:`identity_batch`, :func:`apply_batch`) run as tasks on the Parquet
-pieces (``runner``: an executor's, ``sdc.executors.streaming.LocalBatches``,
-``sdc.executors.dask.DaskPieces`` or ``sdc.executors.memory.InMemory``), the
-parts merged here in input order, so both give the same files.
+"""The household stages of the one pipeline (issue 23, docs/HOUSEHOLDS.md "Engines"), reached
+through :mod:`sdc.pipeline.run` for a file with ``input.household_id``: the household table,
+the household stage and the person stage, as per-batch functions (:func:`count_batch`,
+:func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) any runner maps, the parts
+merged here in input order, so every executor gives the same files. Three reads of the input,
+memory bounded by one batch, the cell table, the household table (O(households)) and, for the
+household risk section, four numbers per person:
 
-Three reads of the input, memory bounded by one batch, the cell table, the household table
-(O(households)) and, for the household risk section, four numbers per person:
-
-1. **count**: the pandera checks per batch, the person cells (:class:`CellCounter`), the
-   household table (:class:`~sdc.method.household_batches.HouseholdCounter`), the person ids;
-   an inconsistent household is refused from a filtered read, as the pandas engine words it;
-   both stages planned on aggregates, the household columns' dependence checked;
+1. **count**: the pandera checks per batch, the person cells, the household table
+   (:class:`~sdc.method.household_batches.HouseholdCounter`), the person ids; an inconsistent
+   household refused from a filtered read; both stages planned on aggregates, the household
+   columns' dependence checked;
 2. **identities**: the drawing persons' identities (made distinct over the file), the person
-   columns' dependence counted and checked, the changed households' persons kept
-   (:class:`~sdc.pipeline.household_public.ChangedHouseholdPersons`): the release's extended
-   cell table, the public order's salt and the household pseudonyms follow;
+   columns' dependence, the changed households' persons kept: the extended cell table, the
+   public order's salt and the household pseudonyms follow;
 3. **apply**: every person's released values, spilled by household pseudonym; the records
-   file; the report aggregates (refinement passes over the input after).
+   file; the report aggregates (refinement passes after). The figures of both stages:
+   :mod:`sdc.pipeline.household_result`.
 """
 
 from __future__ import annotations
@@ -42,7 +40,6 @@ from sdc.io.batches import (
     public_schema,
 )
 from sdc.io.spill import BucketSpill, bucket_bits
-from sdc.method.apply import draw_plan
 from sdc.method.cell_passes import CellCounter, CellLocator, cell_table
 from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
 from sdc.method.dependence import raise_if_dependent
@@ -53,10 +50,8 @@ from sdc.method.household_batches import (
     add_person_dependence,
     drawing_persons,
     extended_cells,
-    household_blocks,
     household_dependence,
     household_identity,
-    household_partition_sets,
     household_stage,
     household_values,
     inconsistent_rows,
@@ -88,6 +83,11 @@ from sdc.pipeline.household_public import (
     household_public_schema,
     write_household_buckets,
 )
+from sdc.pipeline.household_result import (
+    HouseholdPlan,
+    household_release_result,
+    realized_compositions,
+)
 from sdc.pipeline.kernels import (
     BatchRelease,
     duplicate_identities,
@@ -99,6 +99,7 @@ from sdc.pipeline.kernels import (
 )
 from sdc.pipeline.order import order_salt
 from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
+from sdc.pipeline.release import Runner
 from sdc.pipeline.report_parts import (
     add_apply_batch,
     add_refine_batch,
@@ -318,7 +319,7 @@ class _Counted:
     dtypes: dict[str, Any]
 
 
-def _count_pass(config: ReleaseConfig, seed: int, runner: Any, measure: list[str],
+def _count_pass(config: ReleaseConfig, seed: int, runner: Runner, measure: list[str],
                 say: Callable[[str], None]) -> _Counted:
     """Pass 1 (:func:`count_batch` over every batch, merged), the refusals in the pandas
     engine's order, and the two stages planned on the aggregates."""
@@ -429,7 +430,7 @@ class _Identified:
     realized: dict[str, np.ndarray] | None = None
 
 
-def _identity_pass(config: ReleaseConfig, runner: Any, k: _Counted,
+def _identity_pass(config: ReleaseConfig, runner: Runner, k: _Counted,
                    say: Callable[[str], None]) -> _Identified:
     """Pass 2 (:func:`identity_batch`), then the person stage's dependence check and the
     person-level ``derived:`` mapping (refused here, as the pandas engine refuses them)."""
@@ -466,94 +467,17 @@ def _identity_pass(config: ReleaseConfig, runner: Any, k: _Counted,
     del ids, ties
     every_ident = (unique_identities(np.concatenate(every_ids), np.concatenate(every_ties))
                    if every_ids else None)
-    realized = _realized(config, k, comp_parts) if comp_parts else None
+    realized = realized_compositions(config, k, comp_parts) if comp_parts else None
     return _Identified(locate, ident, starts, every_ident, changed, released_columns, realized)
 
 
-def _realized(config: ReleaseConfig, k: _Counted, parts: list) -> dict[str, np.ndarray]:
-    """``risk.composition: protect``: the released person class of every person of a changed
-    household (:func:`~sdc.method.household_composition.realize_compositions` on them, ties
-    of identity broken by the global row) and their released key codes."""
-    from sdc.method.household_composition import realize_compositions
-
-    rows, cell, hrow, ident = (np.concatenate(x) for x in zip(*parts, strict=True))
-    order = np.argsort(rows, kind="stable")
-    rows, cell, hrow, ident = rows[order], cell[order], hrow[order], ident[order]
-    pk = [config.key_names.index(v) for v in config.person_keys]
-    sizes = [int(config.key_variables[v].size) for v in config.person_keys]
-    from sdc.method.cells import combine_codes
-
-    cls = combine_codes(k.cells.key_codes[cell][:, pk].T, sizes, cell.size)
-    tab = k.hs.composition_table
-    before = tab.counts[tab.household]
-    after = tab.counts[k.hs.composition.released_composition]
-    # identities tie only for identical persons: rank them by global row (any order of
-    # identical records gives the same public rows)
-    tie = np.empty(rows.size, dtype=np.int64)
-    tie[np.lexsort((rows, ident, hrow))] = np.arange(rows.size)
-    new = realize_compositions(hrow, cls, tie.astype(np.uint64), before, after)
-    codes = released_person_codes(cell, hrow, np.zeros(0, np.uint64), k.cells, k.ps, k.hs,
-                                  config, 0, rows, (rows, new))
-    return {"rows": rows, "classes": new, "codes": codes}
-
-
-@dataclass
-class HouseholdPlan:
-    """What ``sdc plan`` of a household file shows on a batch engine (:func:`plan_households`):
-    the counted person cells, both stages' plans (``hs``, ``ps``, dependence checked) and the
-    aggregate of the households."""
-
-    config: ReleaseConfig
-    n_records: int
-    cells: CellTable
-    hs: Any
-    ps: Any
-    agg: Any
-
-    @property
-    def cell_prb(self) -> np.ndarray:
-        return person_draw_plan(self.ps, self.cells, self.config).cell_prb
-
-    @property
-    def partition_sets(self) -> pd.DataFrame:
-        ident = np.arange(self.cells.n_cells, dtype=np.int64)
-        return household_partition_sets(self.cells, self.ps, self.cells, ident, self.config)[1]
-
-    @property
-    def household_blocks(self) -> pd.DataFrame:
-        return household_blocks(self.hs, self.config)
-
-    @property
-    def certificate(self) -> tuple[float, dict[str, Any]]:
-        """The larger of the two stages' certificates and where it is attained
-        (``risk.composition: protect``: the composition stage's)."""
-        if self.hs.composition is not None:
-            cs = self.hs.composition
-            return float(cs.certificate), dict(cs.certificate_at)
-        p, h = self.ps.plan, self.hs.plan
-        if h.certificate > p.certificate:
-            return float(h.certificate), dict(h.certificate_at)
-        return float(p.certificate), dict(p.certificate_at)
-
-    @property
-    def merges(self) -> list[str]:
-        return list(self.ps.plan.merges) + [f"household stage: {m}" for m in self.hs.plan.merges]
-
-
-def _need(runner: Any) -> None:
-    if runner is None:
-        raise TypeError("the household pipeline needs a runner (an executor's: "
-                        "sdc.executors.streaming.LocalBatches, ...)")
-
-
-def plan_households(config: ReleaseConfig, *, runner: Any = None,
+def plan_households(config: ReleaseConfig, *, runner: Runner,
                     progress: Callable[[str], None] | None = None) -> HouseholdPlan:
     """The plan of a household file in batches (``sdc plan``, ``sdc validate`` on a batch
     engine): the release's first two passes, with every refusal of the release (input,
     households, small blocks, the dependence check, ``perturb:`` and ``derived:`` columns) and
     no file written. The plan does not depend on the seed (0 draws the households here)."""
     say = progress or (lambda s: None)
-    _need(runner)
     k = _count_pass(config, 0, runner, [], say)
     _identity_pass(config, runner, k, say)
     return HouseholdPlan(config, k.n, k.cells, k.hs, k.ps, k.agg)
@@ -563,7 +487,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                              tmp_dir: Path | str | None = None,
                              progress: Callable[[str], None] | None = None,
                              records_path: Path | None = None,
-                             runner: Any = None) -> BatchRelease:
+                             runner: Runner) -> BatchRelease:
     """Release the household file of ``config`` in batches; the public files into
     ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
     pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check,
@@ -574,7 +498,6 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     :func:`identity_batch`, :func:`apply_batch`, :func:`refine_batch`) and gives their parts
     in input order; the parts are merged here, so every runner gives the same files."""
     say = progress or (lambda s: None)
-    _need(runner)
     weight = config.input.weight
     numeric = report_numeric_columns(config)
     stats = input_value_ranges(config, numeric)
@@ -649,7 +572,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                                                           person_changed, strict=True)]
         order = list(config.perturb)
         dp_done.sort(key=lambda d: order.index(d.variable))
-    result = _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
+    result = household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
                      row_all, rel_all, w_all, k.dtypes, n, schema, files, acc, records_file)
     result.dp_perturbations = dp_done
     result.public_table = public_table
@@ -673,82 +596,3 @@ def _released_columns(config: ReleaseConfig, households: pd.DataFrame | None,
         codes = np.unique(person_key_code(cells.key_codes, config))
         values = person_derived_values(derived, codes, config)
     return _ReleasedColumns(households, designs, codes, values)
-
-
-def _result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell, row, rel,
-            weights, dtypes, n, schema, files, acc, records_file) -> BatchRelease:
-    """The combined figures (as :func:`sdc.method.apply.release_households`) and the
-    households sections' parts."""
-    from types import SimpleNamespace
-
-    from sdc.reports.households import (
-        StageDraws,
-        composition_risk_of,
-        household_section_of,
-        household_utility_of,
-    )
-
-    hcfg = household_config(config)
-    pk = [config.key_names.index(k) for k in config.person_keys]
-    moved = (table.key_codes[rel][:, pk] != cells.key_codes[cell][:, pk]).any(axis=1)
-    full_prb = person_draw_plan(ps, cells, config).cell_prb
-    blocks = ps.plan.blocks.copy()
-    moved_prb = full_prb[cell[moved]]  # protect: persons move with their household only
-    blocks["changed"] = np.bincount(moved_prb[moved_prb >= 0],
-                                    minlength=len(blocks)).astype(np.int64)
-    cell_ps, ps_frame = household_partition_sets(cells, ps, table, orig, config)
-    cert, cert_at = ps.plan.certificate, ps.plan.certificate_at
-    if hs.plan.certificate > cert:
-        cert, cert_at = hs.plan.certificate, hs.plan.certificate_at
-    part = ps.plan.partitioned
-    hblocks = household_blocks(hs, config)
-    h_cert, h_cert_at = float(hs.plan.certificate), hs.plan.certificate_at
-    p_cert = float(ps.plan.certificate)
-    if hs.composition is not None:  # risk.composition: protect
-        from sdc.reports.households import protected_composition_risk
-
-        cs = hs.composition
-        cert, cert_at = float(cs.certificate), dict(cs.certificate_at)
-        h_cert, h_cert_at, p_cert = cert, cert_at, cert
-        comp = protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
-                                          config, seed, certificate=(cert, cert_at))
-    else:
-        comp = composition_risk_of(
-            StageDraws(draw_plan(hs.plan, hcfg), hs.plan.partitioned.cells.key_codes, hs.cell,
-                       hs.identity),
-            StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
-            row, agg.n_households, config, seed)
-    stage_result = SimpleNamespace(
-        certificate=h_cert, certificate_at=h_cert_at,
-        merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
-        partition_sets=hs.plan.partition_sets)
-    stage = SimpleNamespace(
-        config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
-        certificate=h_cert, person_certificate=p_cert,
-        person_certificate_at=ps.plan.certificate_at, small_classes=ps.small_classes,
-        small_class_persons=ps.small_class_persons, composition=comp)
-    section = household_section_of(
-        config, orig[cell], rel, row, agg.n_households, weights, comp,
-        households_changed=int(hs.changed.sum()),
-        household_certificate=h_cert,
-        household_certificate_at=h_cert_at, household_prbs=len(hblocks),
-        person_certificate=p_cert, small_classes=ps.small_classes,
-        small_class_persons=ps.small_class_persons)
-    kvs = config.key_variables
-    keys = config.household_keys
-
-    def values(codes: np.ndarray, k: str, j: int) -> pd.Series:
-        return pd.Series(np.asarray(kvs[k].domain, dtype=object)[codes[:, j]]).astype(dtypes[k])
-
-    utility = household_utility_of({k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
-                                   {k: values(hs.released_codes, k, j)
-                                    for j, k in enumerate(keys)}, agg.size, hs.changed)
-    return BatchRelease(
-        blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
-        partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
-        theta=part.theta, kmin=part.kmin,
-        merges=list(ps.plan.merges) + [f"household stage: {m}" for m in hs.plan.merges],
-        dependence=list(ps.plan.dependence), n_records=n,
-        n_changed=int((rel != orig[cell]).sum()), schema=schema, households=stage,
-        household_report={"risk": section, "utility": utility}, files=files,
-        accumulator=acc, records_file=records_file, plan=ps.plan, config=config)

@@ -29,7 +29,6 @@ from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.batches import PUBLIC_ID, PublicWriter, frame_to_table, read_ahead_frames
 from sdc.io.spill import read_bucket
-from sdc.method.apply import released_cells
 from sdc.method.cell_passes import decode_released, derived_cells
 from sdc.method.cells import CellTable
 from sdc.method.dependence import DependenceCounter, measure_dependence, raise_if_dependent
@@ -38,6 +37,7 @@ from sdc.method.draws import DrawPlan, record_identity
 from sdc.method.partition import partition_cells
 from sdc.method.perturb import PerturbValues, perturb_batch, perturb_designs
 from sdc.method.plan import ReleasePlan, plan_release
+from sdc.method.postrandomize import released_cells
 from sdc.method.weighted import weight_plan
 from sdc.pipeline.order import ORDER_COLUMNS, order_keys, sort_positions
 

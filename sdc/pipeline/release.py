@@ -36,7 +36,6 @@ import pyarrow as pa
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.spill import BucketSpill, bucket_bits
-from sdc.method.apply import draw_plan
 from sdc.method.cell_passes import (
     CellCounter,
     CellLocator,
@@ -57,6 +56,7 @@ from sdc.method.draws import (
 )
 from sdc.method.partition import check_columns
 from sdc.method.perturb import PerturbValues
+from sdc.method.plan import draw_plan
 from sdc.method.weighted import WeightSums
 from sdc.pipeline.kernels import (
     BatchPerturb,

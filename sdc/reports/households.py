@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.method.apply import ReleaseResult, released_cells
+from sdc.method.apply import ReleaseResult
 from sdc.method.draws import DrawPlan, fmix64, stream
+from sdc.method.postrandomize import released_cells
 from sdc.reports.disclosure import frequencies, individual_risk
 
 __all__ = ["StageDraws", "composition_risk", "composition_risk_of", "hierarchical_risk",

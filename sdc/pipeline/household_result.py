@@ -1,0 +1,189 @@
+"""A household release's figures from its two stages (docs/HOUSEHOLDS.md), each rule once:
+the certificate of a household file (:func:`household_certificate`), its merges, the plan
+``sdc plan`` shows (:class:`HouseholdPlan`), the outcome of the release
+(:func:`household_release_result`) and, under ``risk.composition: protect``, the realized
+person classes of the changed households (:func:`realized_compositions`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.method.cells import CellTable
+from sdc.method.household_batches import (
+    household_blocks,
+    household_partition_sets,
+    person_draw_plan,
+    released_person_codes,
+)
+from sdc.method.households import household_config
+from sdc.method.plan import draw_plan
+from sdc.pipeline.kernels import BatchRelease
+
+__all__ = ["HouseholdPlan", "household_certificate", "household_merges",
+           "household_release_result", "realized_compositions"]
+
+
+def household_certificate(ps: Any, hs: Any) -> tuple[float, dict[str, Any]]:
+    """A household file's certificate and where it is attained: the larger of the person
+    stage's (``ps.plan``: max over person PRBs inside the household keys' values) and the
+    household stage's (``hs.plan``: max over household PRBs and non-sensitive household
+    cells), max_j,a R_j(a, t) over both; under ``risk.composition: protect`` the composition
+    stage's (``hs.composition``), which certifies both at once."""
+    if hs.composition is not None:
+        cs = hs.composition
+        return float(cs.certificate), dict(cs.certificate_at)
+    p, h = ps.plan, hs.plan
+    if h.certificate > p.certificate:
+        return float(h.certificate), dict(h.certificate_at)
+    return float(p.certificate), dict(p.certificate_at)
+
+
+def household_merges(ps: Any, hs: Any) -> list[str]:
+    """The small-block merges of both stages, the household stage's named so."""
+    return list(ps.plan.merges) + [f"household stage: {m}" for m in hs.plan.merges]
+
+
+def realized_compositions(config: ReleaseConfig, k: Any, parts: list) -> dict[str, np.ndarray]:
+    """``risk.composition: protect``: the released person class of every person of a changed
+    household (:func:`~sdc.method.household_composition.realize_compositions` on them, ties
+    of identity broken by the global row) and their released key codes (``k``: the count
+    pass merged, with both stages planned)."""
+    from sdc.method.household_composition import realize_compositions
+
+    rows, cell, hrow, ident = (np.concatenate(x) for x in zip(*parts, strict=True))
+    order = np.argsort(rows, kind="stable")
+    rows, cell, hrow, ident = rows[order], cell[order], hrow[order], ident[order]
+    pk = [config.key_names.index(v) for v in config.person_keys]
+    sizes = [int(config.key_variables[v].size) for v in config.person_keys]
+    from sdc.method.cells import combine_codes
+
+    cls = combine_codes(k.cells.key_codes[cell][:, pk].T, sizes, cell.size)
+    tab = k.hs.composition_table
+    before = tab.counts[tab.household]
+    after = tab.counts[k.hs.composition.released_composition]
+    # identities tie only for identical persons: rank them by global row (any order of
+    # identical records gives the same public rows)
+    tie = np.empty(rows.size, dtype=np.int64)
+    tie[np.lexsort((rows, ident, hrow))] = np.arange(rows.size)
+    new = realize_compositions(hrow, cls, tie.astype(np.uint64), before, after)
+    codes = released_person_codes(cell, hrow, np.zeros(0, np.uint64), k.cells, k.ps, k.hs,
+                                  config, 0, rows, (rows, new))
+    return {"rows": rows, "classes": new, "codes": codes}
+
+
+@dataclass
+class HouseholdPlan:
+    """What ``sdc plan`` of a household file shows on a batch engine (:func:`plan_households`):
+    the counted person cells, both stages' plans (``hs``, ``ps``, dependence checked) and the
+    aggregate of the households."""
+
+    config: ReleaseConfig
+    n_records: int
+    cells: CellTable
+    hs: Any
+    ps: Any
+    agg: Any
+
+    @property
+    def cell_prb(self) -> np.ndarray:
+        return person_draw_plan(self.ps, self.cells, self.config).cell_prb
+
+    @property
+    def partition_sets(self) -> pd.DataFrame:
+        ident = np.arange(self.cells.n_cells, dtype=np.int64)
+        return household_partition_sets(self.cells, self.ps, self.cells, ident, self.config)[1]
+
+    @property
+    def household_blocks(self) -> pd.DataFrame:
+        return household_blocks(self.hs, self.config)
+
+    @property
+    def certificate(self) -> tuple[float, dict[str, Any]]:
+        """The larger of the two stages' certificates and where it is attained
+        (``risk.composition: protect``: the composition stage's)."""
+        return household_certificate(self.ps, self.hs)
+
+    @property
+    def merges(self) -> list[str]:
+        return household_merges(self.ps, self.hs)
+
+
+def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident,
+                             cell, row, rel, weights, dtypes, n, schema, files, acc,
+                             records_file) -> BatchRelease:
+    """The combined figures (as :func:`sdc.method.apply.release_households`) and the
+    households sections' parts."""
+    from types import SimpleNamespace
+
+    from sdc.reports.households import (
+        StageDraws,
+        composition_risk_of,
+        household_section_of,
+        household_utility_of,
+    )
+
+    hcfg = household_config(config)
+    pk = [config.key_names.index(k) for k in config.person_keys]
+    moved = (table.key_codes[rel][:, pk] != cells.key_codes[cell][:, pk]).any(axis=1)
+    full_prb = person_draw_plan(ps, cells, config).cell_prb
+    blocks = ps.plan.blocks.copy()
+    moved_prb = full_prb[cell[moved]]  # protect: persons move with their household only
+    blocks["changed"] = np.bincount(moved_prb[moved_prb >= 0],
+                                    minlength=len(blocks)).astype(np.int64)
+    cell_ps, ps_frame = household_partition_sets(cells, ps, table, orig, config)
+    cert, cert_at = household_certificate(ps, hs)
+    part = ps.plan.partitioned
+    hblocks = household_blocks(hs, config)
+    h_cert, h_cert_at = float(hs.plan.certificate), hs.plan.certificate_at
+    p_cert = float(ps.plan.certificate)
+    if hs.composition is not None:  # risk.composition: protect
+        from sdc.reports.households import protected_composition_risk
+
+        h_cert, h_cert_at, p_cert = cert, cert_at, cert
+        comp = protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
+                                          config, seed, certificate=(cert, cert_at))
+    else:
+        comp = composition_risk_of(
+            StageDraws(draw_plan(hs.plan, hcfg), hs.plan.partitioned.cells.key_codes, hs.cell,
+                       hs.identity),
+            StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
+            row, agg.n_households, config, seed)
+    stage_result = SimpleNamespace(
+        certificate=h_cert, certificate_at=h_cert_at,
+        merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
+        partition_sets=hs.plan.partition_sets)
+    stage = SimpleNamespace(
+        config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
+        certificate=h_cert, person_certificate=p_cert,
+        person_certificate_at=ps.plan.certificate_at, small_classes=ps.small_classes,
+        small_class_persons=ps.small_class_persons, composition=comp)
+    section = household_section_of(
+        config, orig[cell], rel, row, agg.n_households, weights, comp,
+        households_changed=int(hs.changed.sum()),
+        household_certificate=h_cert,
+        household_certificate_at=h_cert_at, household_prbs=len(hblocks),
+        person_certificate=p_cert, small_classes=ps.small_classes,
+        small_class_persons=ps.small_class_persons)
+    kvs = config.key_variables
+    keys = config.household_keys
+
+    def values(codes: np.ndarray, k: str, j: int) -> pd.Series:
+        return pd.Series(np.asarray(kvs[k].domain, dtype=object)[codes[:, j]]).astype(dtypes[k])
+
+    utility = household_utility_of({k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
+                                   {k: values(hs.released_codes, k, j)
+                                    for j, k in enumerate(keys)}, agg.size, hs.changed)
+    return BatchRelease(
+        blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
+        partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
+        theta=part.theta, kmin=part.kmin,
+        merges=household_merges(ps, hs),
+        dependence=list(ps.plan.dependence), n_records=n,
+        n_changed=int((rel != orig[cell]).sum()), schema=schema, households=stage,
+        household_report={"risk": section, "utility": utility}, files=files,
+        accumulator=acc, records_file=records_file, plan=ps.plan, config=config)
