@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from prefect import flow, get_run_logger, task
@@ -50,7 +50,7 @@ from flows.summary import (
     summarize,
     summary_markdown,
 )
-from sdc.config.model import ReleaseConfig
+from sdc.config.model import EngineSpec, ReleaseConfig
 from sdc.executors.registry import executor_names, get_executor
 from sdc.release.job import (
     Job,
@@ -59,6 +59,9 @@ from sdc.release.job import (
     unchanged_check,
 )
 from sdc.release.preflight import check_release_target
+
+if TYPE_CHECKING:
+    from sdc.pipeline.kernels import BatchRelease
 
 __all__ = [
     "ENGINES",
@@ -339,7 +342,8 @@ def load_task(config_path: str, force: bool, engine: str, new_series: bool = Fal
 
 
 @task(name="release records", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def release_task(job: ReleaseJob, spec: Any, stage: Path, records: Path | None = None) -> Any:
+def release_task(job: ReleaseJob, spec: EngineSpec, stage: Path,
+                 records: Path | None = None) -> BatchRelease:
     """Count cells, plan, and release every record (the executor: in memory, in batches or
     on a cluster); the public files are written into ``stage``, the internal records file
     (release series) to ``records``."""
@@ -361,7 +365,8 @@ def release_task(job: ReleaseJob, spec: Any, stage: Path, records: Path | None =
 
 
 @task(name="reports", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def report_task(job: ReleaseJob, result: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
+def report_task(job: ReleaseJob,
+                result: BatchRelease) -> tuple[dict[str, bytes], dict[str, Any]]:
     """risk.json, utility.json and report.html from the aggregates the executor accumulated
     during its passes; with a previous release in the series, its comparison with this one
     (kept in ``seed_info.series`` for the audit record) becomes the "Release series" section."""
@@ -376,7 +381,7 @@ def report_task(job: ReleaseJob, result: Any) -> tuple[dict[str, bytes], dict[st
 
 
 @task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def write_task(job: ReleaseJob, result: Any, force: bool, engine: str,
+def write_task(job: ReleaseJob, result: BatchRelease, force: bool, engine: str,
                reports: dict[str, bytes] | None = None, review: Any = None,
                discard_extra_files: bool = False) -> Path:
     """Codebook, internal tables and audit record from aggregates; atomic publish (the public
@@ -440,7 +445,8 @@ def _stage_folder(config: ReleaseConfig) -> Path:
     return stage
 
 
-def _release(config_path: str, force: bool, spec: Any, t0: float, new_series: bool = False,
+def _release(config_path: str, force: bool, spec: EngineSpec, t0: float,
+             new_series: bool = False,
              review: bool = False, discard_extra_files: bool = False,
              prefetched: Prefetch | None = None) -> dict[str, Any]:
     import shutil
