@@ -25,7 +25,8 @@ What the draft contains (:func:`build_draft`, :func:`draft_yaml`):
   the NZY example). The suggestion is checked on the data: the partition is coarsened (bands
   doubled in width, then the widest as-is variable dropped, then the banded one) until at
   most ``MAX_SMALL_SHARE`` of the PRBs have k < kmin (``small_blocks: merge`` handles those),
-  and the draft is run once through the engine (``sdc.release_frame``) to prove it releases.
+  and the draft is planned once by the release pipeline (its count pass on the frame, the
+  plan and the dependence check) to prove it releases.
 - ``risk`` defaults (xi = 0.395 as in NZY, theorem theta, merge), a seed file under
   ``secrets/`` (created 0600 by the first release), ``output`` under ``releases/``
   (formats: parquet plus the input's own format for SPSS/Stata input, else csv).
@@ -38,7 +39,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -60,6 +61,9 @@ from sdc.authoring.observe import (
 from sdc.config import parse_config
 from sdc.method.dependence import DependenceError
 from sdc.method.draws import value_hash
+
+if TYPE_CHECKING:
+    from sdc.method.plan import ReleasePlan
 
 __all__ = [
     "AS_IS_MAX",
@@ -188,9 +192,9 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
                 name: str | None = None, xi: float = DEFAULT_XI) -> Draft:
     """Draft the config for ``frame`` (read from ``data_path``) to be written at ``config_path``.
 
-    Paths in the draft are relative to the config's folder. The draft is checked by running
-    the engine once (``sdc.release_frame`` with a throw-away seed): if the merge policy cannot
-    certify it, ``small_blocks: calibrate`` is tried; if that fails too, the engine's error
+    Paths in the draft are relative to the config's folder. The draft is checked by planning
+    it once with the release pipeline (:func:`_checked_plan`): if the merge policy cannot
+    certify it, ``small_blocks: calibrate`` is tried; if that fails too, the plan's error
     (naming the partition set and what to do) is raised.
     """
     value_labels = value_labels or {}
@@ -240,7 +244,7 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
         data["key_variables"] = {k: kd.spec() for k, kd in kds.items()}
         data["risk"] = {**risk, "small_blocks": policy}
         try:
-            result = _checked_release(frame, data, base, draft)
+            result = _checked_plan(frame, data, base, draft)
         except sdc.SmallBlockError as e:
             if n == len(attempts) - 1:
                 raise sdc.SmallBlockError(f"the drafted partition cannot be certified: {e}") from None
@@ -254,7 +258,8 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
         if policy != "merge":
             draft.history.append("merging could not certify every PRB: small_blocks: calibrate")
         draft.check = {**stats, "records": int(len(frame)), "prbs": int(len(result.blocks)),
-                       "certificate": float(result.certificate), "xi": float(result.xi),
+                       "certificate": float(result.certificate),
+                       "xi": float(result.partitioned.xi),
                        "merges": len(result.merges),
                        "expected_changed": float(result.blocks["expected_changed"].sum())
                        if len(result.blocks) else 0.0}
@@ -262,15 +267,21 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     return draft
 
 
-def _checked_release(frame: pd.DataFrame, data: dict[str, Any], base: Path,
-                     draft: Draft) -> Any:
-    """``release_frame`` of the draft; a column the dependence check fails goes to
-    ``derived:`` when it is a function of the key values, else to ``input.drop`` (the reason
-    is written as a comment), and the check reruns."""
+def _checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
+                  draft: Draft) -> ReleasePlan:
+    """The plan of the draft by the release pipeline: the count pass on ``frame`` with the
+    in-memory runner (the draft's own frame, not validated again), the plan and the
+    dependence check of the released non-key columns. A column the dependence check fails
+    goes to ``derived:`` when it is a function of the key values, else to ``input.drop`` (the
+    reason is written as a comment), and the check reruns."""
+    from sdc.executors.memory import InMemory
+    from sdc.pipeline.kernels import plan_cells
+    from sdc.pipeline.release import count_cells
+
     while True:
         cfg = parse_config(data, base, source="the draft", load_hierarchies=False)
         try:
-            return sdc.release_frame(frame, cfg, seed=0)
+            return plan_cells(count_cells(InMemory(cfg, frame), cfg, validate=False), cfg)
         except DependenceError as e:
             bad = [f for f in e.figures if f.flagged]
             keys = list(cfg.key_names)
