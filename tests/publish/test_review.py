@@ -33,12 +33,12 @@ def test_stage_approve_audit(make_small_job, tmp_path):
     assert record["status"] == "pending" and record["manifest_sha256"] == manifest_sha256(audit)
     assert "internal/report.html" in "".join(f"internal/{n}" for n in audit["internal_files"])
     # issue 34: `sdc audit` of a good staged release passes and says it is staged ...
-    r = run("audit", staged)
+    r = run("audit", staged, columns=1000)  # wide: the long temporary path never wraps a cell
     assert r.exit_code == 0, r.text
     assert "review: staged, awaiting approval" in r.text and "STAGED for review" in r.text
     # ... and fails one with a file added after staging
     (staged / "public" / "extra.csv").write_text("id\n1\n")
-    r = run("audit", staged)
+    r = run("audit", staged, columns=1000)
     assert r.exit_code == 1 and "added: public/extra.csv" in r.text, r.text
     (staged / "public" / "extra.csv").unlink()
     # a second release while one awaits review is refused before anything runs
@@ -56,24 +56,24 @@ def test_stage_approve_audit(make_small_job, tmp_path):
     rev = audit["review"]
     assert rev["approved_by"] == "alice" and rev["comment"] == "risk table checked"
     assert rev["approved_manifest_sha256"] == record["manifest_sha256"] == manifest_sha256(audit)
-    r = run("audit", out)
+    r = run("audit", out, columns=1000)
     assert r.exit_code == 0, r.text
     assert "review: published files are the approved ones" in r.text
     # issue 34: an approver outside the config's approvers fails the audit
     audit["review"]["approved_by"] = "mallory"
     (out / "internal" / "audit.json").write_text(json.dumps(audit))
-    r = run("audit", out)
+    r = run("audit", out, columns=1000)
     assert r.exit_code == 1 and "not among the config's review.approvers" in r.text, r.text
     audit["review"]["approved_by"] = "alice"
     # the audit fails when audit.json's hashes are not the approved ones
     audit["public_files"]["codebook.md"] = "0" * 64
     (out / "internal" / "audit.json").write_text(json.dumps(audit))
-    r = run("audit", out)
+    r = run("audit", out, columns=1000)
     assert r.exit_code == 1
     # ... and when a release that requires a review carries no approval
     del audit["review"]
     (out / "internal" / "audit.json").write_text(json.dumps(audit))
-    r = run("audit", out)
+    r = run("audit", out, columns=1000)
     assert r.exit_code == 1 and "records no approval" in r.text
     with pytest.raises(ReviewError, match="already published"):
         approve(out, "alice")
@@ -242,4 +242,4 @@ def test_release_waits_for_review_on_the_command_line(make_small_job, tmp_path):
     assert doc["review"]["status"] == "approved" and doc["review"]["name"] == "alice"
     assert doc["review"]["release_dir"] == str(out)
     assert (out / "internal" / "audit.json").is_file() and not staged.exists()
-    assert run("audit", out).exit_code == 0
+    assert run("audit", out, columns=1000).exit_code == 0
