@@ -205,7 +205,10 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
         return cache[key]
 
     def uncertifiable(b: Block) -> bool:
-        return cached("uncertifiable", b, lambda: cert.calibrate(b, xi) is None)
+        """No theta in (0, 1] certifies ``b``: calibration scans a grid ending at theta = 1, so
+        a block certified at theta = 1 is certifiable (one risk evaluation, not a calibration)."""
+        return cached("uncertifiable", b, lambda: b.k < 2 or (
+            cert.risk(b, 1.0).max_risk > xi and cert.calibrate(b, xi) is None))
 
     def covered(b: Block) -> bool:
         """The theorem's theta applies (k >= kmin) and certifies the block against the
