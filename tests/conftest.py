@@ -98,7 +98,7 @@ def _deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any
 JobMaker = Callable[..., Path]
 
 
-def run_cli(*args: Any, columns: int = 200) -> Any:
+def run_cli(*args: Any, columns: int = 1000) -> Any:
     """``sdc ARGS`` in-process (typer's ``CliRunner``); the result with ``.text``: stdout +
     stderr, whitespace collapsed (rich wraps long lines). ``from conftest import run_cli``."""
     from typer.testing import CliRunner

@@ -111,8 +111,13 @@ PLAIN_WIDTH = 4000
 
 def plain_when_piped() -> None:
     """Not on a terminal and no COLUMNS of the user's: print tables unwrapped, one row per
-    line, so the logs of scheduled runs and `sdc plan | less -S` stay readable."""
-    if os.environ.get("COLUMNS"):
+    line, so the logs of scheduled runs and `sdc plan | less -S` stay readable. A COLUMNS of
+    the user's is read at every command (the consoles outlive one command in a test runner or
+    the release worker)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        for c in (console, err_console):
+            c.width = int(columns)
         return
     for c in (console, err_console):
         c.width = c.width if c.is_terminal else PLAIN_WIDTH

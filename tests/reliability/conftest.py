@@ -110,7 +110,8 @@ def cli(prefect_api: str) -> Iterator[Any]:
     runner = CliRunner()
 
     def run(*args: str | Path) -> CliResult:
-        res = runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+        res = runner.invoke(app, [str(a) for a in args], catch_exceptions=False,
+                            env={"COLUMNS": "1000"})  # long temporary paths never wrap
         _quiet_prefect_console(mp)
         return CliResult(res.exit_code, res.output)
 
@@ -122,7 +123,7 @@ def sdc_env(prefect_api: str, **extra: str) -> dict[str, str]:
     """Environment of an ``sdc`` subprocess that uses the session's Prefect API."""
     env = dict(os.environ)
     env.update({"PREFECT_API_URL": prefect_api, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-                "COLUMNS": "200"})
+                "COLUMNS": "1000"})
     env.update(extra)
     return env
 
