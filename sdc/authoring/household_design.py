@@ -190,9 +190,7 @@ def _evaluate_current(frame: pd.DataFrame, config: ReleaseConfig,
     """The config as written, as ``sdc release`` judges it: released once in memory, refused
     by the household or person stage (k = 1 rare household cells) or by the composition
     intruder (``risk.households: fail``)."""
-    import sdc
     from sdc.io.recode import recode_frame
-    from sdc.reports.households import composition_risk
 
     if config.risk.composition == "protect":  # already protected: judged as a candidate
         from sdc.method.cells import encode_key
@@ -205,15 +203,14 @@ def _evaluate_current(frame: pd.DataFrame, config: ReleaseConfig,
             cur.status, cur.note = "refused", str(e).splitlines()[0][:240]
         return
     try:
-        f = recode_frame(frame, config)
-        res = sdc.release_frame(f, config, 0)
+        res = _released_in_memory(recode_frame(frame, config), config)
     except (InputError, SmallBlockError) as e:
         cur.status, cur.note = "refused", str(e).splitlines()[0][:240]
         return
     cur.certificate = float(res.certificate)
     cur.changed = int(res.n_changed)
     cur.households_changed = int(res.households.changed.sum())
-    comp = composition_risk(res, config, 0, n_sim=N_SIM)
+    comp = res.households.composition
     cur.composition = {"max_class_estimate": comp["max_class_estimate"]}
     if comp["exceeds_xi"] and config.risk.households == "fail":
         cur.status = "refused"
@@ -222,6 +219,18 @@ def _evaluate_current(frame: pd.DataFrame, config: ReleaseConfig,
     else:
         cur.status = "certified"
     cur.entropy_kept = 1.0
+
+
+def _released_in_memory(frame: pd.DataFrame, config: ReleaseConfig) -> Any:
+    """``frame`` (released values) released with seed 0 by the one pipeline
+    (:mod:`sdc.pipeline.run`) on the in-memory runner, the public files into a throw-away
+    folder: the outcome as ``sdc release`` computes it, the composition intruder included."""
+    import tempfile
+
+    from sdc.executors import get_executor
+
+    with tempfile.TemporaryDirectory(prefix="sdc-design-") as tmp:
+        return get_executor("memory").release(config, 0, Path(tmp), frame=frame)
 
 
 @dataclass
