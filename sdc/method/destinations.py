@@ -93,8 +93,13 @@ def near_record(config: ReleaseConfig, certifier: NearCertifier,
     SHA-256 of W."""
     o = config.risk.near_options
     return {
-        "kernel": "exp(-d/h) on the symmetric support of every cell's nearest neighbours, "
-                  "balanced to doubly stochastic with entries <= max_weight (Sinkhorn)",
+        "kernel": "band kernel W = sum_{i=1..s} a_i (P^i + P^-i) / 2, P one step along a "
+                  "nearest-neighbour tour of the PRB's cells under the key distance, s = "
+                  "max(ceil(neighbours / 2), the spread floor from min_destinations and "
+                  "max_weight), a_i proportional to exp(-(i - 1) / h) (h = bandwidth in tour "
+                  "steps) flattened so that no entry exceeds max_weight: exactly doubly "
+                  "stochastic with a zero diagonal, no balancing iterations; a PRB with fewer "
+                  "than 2s + 1 cells gets the uniform W",
         "distance": {m.name: m.kind for m in certifier.metrics},
         "bandwidth": o.bandwidth, "neighbours": o.neighbours,
         "min_destinations": o.min_destinations, "max_weight": o.max_weight,

@@ -494,7 +494,11 @@ def weight_plan(plan, weight_total: np.ndarray, config) -> object:
         raise CertificationError(f"weighted design's max risk {cert} exceeds xi = {part.xi}")
     near_info = plan.near
     if near and near_info is not None:  # the W actually used: digests for ``sdc audit``
-        near_info = {**near_info, "weighted_w_sha256": [tr.digest()
-                                                        for tr in design.transitions]}
+        near_info = {**near_info,
+                     "weighted_w": "the kernel built on every weight group's cells (W "
+                                   "block-diagonal over the groups), s lowered to s_g = min(s, "
+                                   "(k_g - 1) // 2) but never below the spread floor; a group "
+                                   "too small for the floor moves uniformly inside the group",
+                     "weighted_w_sha256": [tr.digest() for tr in design.transitions]}
     return dataclasses.replace(plan, weighted=design, transitions=list(design.transitions),
                                certificate=cert, certificate_at=at, near=near_info)
