@@ -18,6 +18,7 @@ that need no orchestration of their own).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ import numpy as np
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from sdc.config.base import ConfigError
 from sdc.config.model import EngineSpec, ReleaseConfig
-from sdc.errors import InputError
+from sdc.errors import InputError, SmallBlockError
 from sdc.executors.file_facts import FileFacts
 from sdc.io.batches import table_to_frame
 from sdc.io.recode import recode_frame
@@ -155,8 +157,12 @@ def dask_client(spec: DaskSpec):
         finally:
             client.close()
         return
-    cluster = LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=40)
+    with warnings.catch_warnings():
+        # the scheduler's HTTP server moves to a free port when 8787 is taken (a user's
+        # notebook cluster): nothing of ours listens there, so the warning is only noise
+        warnings.filterwarnings("ignore", message="Port .* is already in use")
+        cluster = LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=40)
     client = Client(cluster)
     try:
         yield client
@@ -188,12 +194,24 @@ def _read_piece(piece: tuple[str, int, int], offset: int, config: ReleaseConfig,
     return recode_frame(table_to_frame(table, offset), config)
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    """A refusal (exit 2: the data or config breaks an assumption) raised inside a task,
+    returned as a value so that the worker does not log it as a failed computation with a
+    traceback; :meth:`DaskPieces._parts` raises it again on the client."""
+
+    error: Exception
+
+
 def _piece_task(fn, piece, offset, index, config, columns, shared, extra):
     """One piece of a pass: ``fn(frame, index, *shared, *extra)`` (a pipeline's per-batch
     function, :mod:`sdc.pipeline.release`, :mod:`sdc.pipeline.households`)."""
     _kill_hook("household" if fn.__module__.endswith(".households")
                else fn.__name__.removesuffix("_batch"))
-    return fn(_read_piece(piece, offset, config, columns), index, *shared, *extra)
+    try:
+        return fn(_read_piece(piece, offset, config, columns), index, *shared, *extra)
+    except (InputError, SmallBlockError, ConfigError) as e:
+        return _Refusal(e)
 
 
 class DaskPieces(FileFacts):
@@ -233,6 +251,8 @@ class DaskPieces(FileFacts):
             for fut in futures:
                 part = fut.result()
                 fut.release()
+                if isinstance(part, _Refusal):
+                    raise part.error
                 yield part
         finally:
             for fut in futures:

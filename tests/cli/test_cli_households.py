@@ -143,3 +143,31 @@ def test_household_release_with_perturb_passes_the_audit(prefect_harness, make_s
     pub = pd.read_parquet(out / "public" / "microdata.parquet")
     assert (pub.groupby("hh_id")["water"].nunique() == 1).all()
     assert (pub.groupby("hh_id")["employed"].nunique() > 1).any()
+
+
+@pytest.mark.e2e
+def test_a_refusal_inside_a_dask_task_is_one_clean_error(prefect_harness, make_small_job,
+                                                        capfd):
+    """A refusal raised by a task on a Dask worker (here: protect with person keys of 2 x 96 x
+    5 combinations, more than 64) is the same one paragraph, exit 2, as on the other
+    executors, with no worker log of a failed computation and its traceback on stderr (the
+    workers are processes writing to the same stderr: capfd sees them)."""
+    pytest.importorskip("distributed")
+    frame = generate_household_sample(600, seed=5, n_regions=12)
+    cfg = _job(make_small_job, "hhr", frame)
+    d = yaml.safe_load(cfg.read_text())
+    parquet = cfg.parent / "hhr.parquet"
+    frame.to_parquet(parquet, index=False, row_group_size=200)
+    d["input"].update({"path": str(parquet), "format": "parquet"})
+    d["risk"]["composition"] = "protect"
+    d["partition"] = {}
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    texts = {}
+    for executor in ("streaming", "dask"):
+        r = run("plan", cfg, "--executor", executor)
+        err = capfd.readouterr().err
+        assert r.exit_code == 2, r.text
+        texts[executor] = " ".join(r.text.split())
+        assert "more than 64" in texts[executor]
+        assert "Compute Failed" not in err and "Traceback" not in err, err
+    assert texts["dask"] == texts["streaming"]
