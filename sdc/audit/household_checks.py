@@ -12,8 +12,16 @@ from sdc.audit.block_checks import count_checks, dependence_checks, merge_groups
 from sdc.audit.report import AuditReport
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
+from sdc.io.batches import public_schema_for
 from sdc.method.cells import encode_key
-from sdc.method.dependence import frame_dependence
+from sdc.method.dependence import (
+    frame_dependence,
+    member_columns,
+    member_rows,
+    person_level,
+    schema_kinds,
+)
+from sdc.method.household_batches import household_identity
 from sdc.method.household_composition import (
     COMPOSITION,
     composition_plan,
@@ -90,8 +98,12 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
     # the dependence check of each stage, recomputed: household columns on the household
     # table against the household keys, person-level columns against the person PRBs
     try:
-        htable = household_table(original, cfg, code_o, first_o)
-        rep.dependence = frame_dependence(htable, plan_release(ho, hcfg), hcfg, {})
+        htable = household_dependence_table(original, cfg, code_o, first_o)
+        kinds = {c: k for c, k in schema_kinds(public_schema_for(cfg, original)).items()
+                 if c != cfg.input.weight}
+        rep.dependence = person_level(frame_dependence(htable, plan_release(ho, hcfg), hcfg,
+                                                       kinds), member_columns(
+            list(original.columns), cfg))
         dependence_checks(rep, {"dependence": {"columns": hh.get("dependence")}},
                           what="household stage: ")
         persons = original if po is po_all else original.iloc[np.flatnonzero(~rec_small)]
@@ -107,6 +119,17 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
     if p_cert >= h_cert:
         return p_cert, f"person stage: {p_where}"
     return h_cert, f"household stage: {h_where}"
+
+
+def household_dependence_table(original: pd.DataFrame, cfg: ReleaseConfig, code: np.ndarray,
+                               first: np.ndarray) -> pd.DataFrame:
+    """The household table the household stage's dependence check measures: the household
+    columns and the person columns of one member per household
+    (:func:`~sdc.method.dependence.member_rows`), as the release's count pass keeps them."""
+    htable = household_table(original, cfg, code, first)
+    members = member_rows(original, household_identity(original, cfg),
+                          household_identity(htable, cfg), cfg)
+    return htable if members is None else pd.concat([htable, members], axis=1)
 
 
 def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any],

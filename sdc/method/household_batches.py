@@ -20,9 +20,12 @@ from sdc.method.cell_passes import cell_table
 from sdc.method.cells import CellTable, combine_codes, encode_key, radix_sizes
 from sdc.method.dependence import (
     DependenceCounter,
+    HouseholdMembers,
     checked_columns,
     key_sizes,
     measure_dependence,
+    pair_plan,
+    person_level,
     small_limit,
 )
 from sdc.method.draws import (
@@ -81,6 +84,8 @@ class HouseholdAggregate:
     #: ``risk.composition: protect``: (H, P) members per person class
     #: (:func:`sdc.method.household_composition.person_classes`), else None
     classes: np.ndarray | None = None
+    #: the person columns of one member per household (:mod:`sdc.method.dependence.members`)
+    members: pd.DataFrame | None = None
 
     @property
     def n_households(self) -> int:
@@ -99,6 +104,7 @@ class HouseholdCounter:
         self.columns = self.keys + list(config.input.household_columns)
         self.merge_every = merge_every
         self._parts: list[tuple[np.ndarray, ...]] = []
+        self.members = HouseholdMembers(merge_every=merge_every)
 
     def add(self, frame: pd.DataFrame) -> None:
         """Add one batch of persons (any rows, any order; a household may span batches)."""
@@ -123,6 +129,7 @@ class HouseholdCounter:
             classes[np.arange(len(frame)), pc] = 1
         else:
             classes = np.zeros((len(frame), 0), dtype=np.int64)
+        self.members.add(frame, ident, self.config)
         self._parts.append(_reduce(ident, codes, hashes, hashes,
                                    np.ones(len(frame), dtype=np.int64), classes,
                                    frame[cols].reset_index(drop=True)))
@@ -132,6 +139,7 @@ class HouseholdCounter:
     def merge(self, other: HouseholdCounter) -> None:
         """Add another counter's households (a Dask piece's partial)."""
         self._parts.extend(other._parts)
+        self.members.merge(other.members)
         self._merge()
 
     def _merge(self) -> None:
@@ -150,7 +158,8 @@ class HouseholdCounter:
         bad = lo != hi
         inconsistent = {c: ident[bad[:, j]] for j, c in enumerate(self.columns) if bad[:, j].any()}
         return HouseholdAggregate(ident, codes, size, inconsistent, values,
-                                  classes if classes.shape[1] else None)
+                                  classes if classes.shape[1] else None,
+                                  self.members.values(ident))
 
 
 def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -413,16 +422,23 @@ def extended_cells(cells: CellTable, released_codes: list[np.ndarray]) -> tuple[
 
 
 def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
-                         config: ReleaseConfig) -> list:
-    """The household-level dependence check on the aggregate: the ``household_columns``
-    (one value per household) against the household stage's PRBs, as the pandas engine
-    measures them on the household table (:mod:`sdc.method.dependence`; the caller raises
-    with :func:`~sdc.method.dependence.raise_if_dependent`)."""
+                         config: ReleaseConfig, kinds: dict[str, str] | None = None) -> list:
+    """The household-level dependence check on the aggregate: the ``household_columns`` and
+    the person columns of one member per household (:mod:`sdc.method.dependence.members`;
+    their figures ``level: person``) against the household stage's PRBs, their pairs too
+    (``kinds``: the public schema's, :func:`~sdc.method.dependence.schema_kinds`), as
+    ``sdc audit`` measures them on the household table (the caller raises with
+    :func:`~sdc.method.dependence.raise_if_dependent`)."""
     hcfg = hs.config or household_config(config)
     values = agg.columns if agg.columns is not None else pd.DataFrame(index=range(agg.n_households))
+    members = [] if agg.members is None else list(agg.members.columns)
+    if members:
+        values = pd.concat([values.reset_index(drop=True), agg.members], axis=1)
     cols = checked_columns(list(values.columns), hcfg)
     counter = DependenceCounter(cols, len(hcfg.key_names), small_limit(hcfg),
-                                sizes=key_sizes(hcfg))
+                                sizes=key_sizes(hcfg), pairs=pair_plan(cols, {
+                                    c: k for c, k in (kinds or {}).items()
+                                    if c != config.input.weight}, hcfg))
     if hs.composition is not None:  # the composition stage's cells (singular households out)
         if hs.plan is None:
             return []
@@ -430,10 +446,10 @@ def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
         if cols and rows.size:
             counter.add(values.iloc[rows].reset_index(drop=True), hs.cell[rows],
                         hs.composition.key_codes[rows])
-        return measure_dependence(counter, hs.plan, hcfg, lambda x: x)
+        return person_level(measure_dependence(counter, hs.plan, hcfg, lambda x: x), members)
     if cols and agg.n_households:
         counter.add(values, hs.cell, agg.key_codes)
-    return measure_dependence(counter, hs.plan, hcfg, lambda x: x)
+    return person_level(measure_dependence(counter, hs.plan, hcfg, lambda x: x), members)
 
 
 def inconsistent_rows(frame: pd.DataFrame, agg: HouseholdAggregate,

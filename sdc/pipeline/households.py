@@ -42,7 +42,7 @@ from sdc.io.batches import (
 from sdc.io.spill import BucketSpill, bucket_bits
 from sdc.method.cell_passes import CellCounter, CellLocator, cell_table
 from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
-from sdc.method.dependence import raise_if_dependent
+from sdc.method.dependence import raise_if_dependent, schema_kinds
 from sdc.method.derived import DerivedCollector, apply_derived
 from sdc.method.draws import all_identities, cell_identity, record_identity, unique_identities
 from sdc.method.household_batches import (
@@ -402,7 +402,7 @@ def _count_pass(config: ReleaseConfig, seed: int, runner: Runner, measure: list[
         hs = household_stage(agg, config, seed)
     except SmallBlockError as e:
         raise _stage_error(e, "household", config) from None
-    figures = household_dependence(agg, hs, config)
+    figures = household_dependence(agg, hs, config, schema_kinds(runner.public_schema()))
     raise_if_dependent(figures, hs.plan, hcfg)
     hs.plan = dataclasses.replace(hs.plan, dependence=figures)
     household_columns, dp_done = household_values(agg, hs, config, seed)

@@ -281,13 +281,36 @@ def test_household_dependence_on_the_aggregate_equals_the_pandas_engine():
     agg = _count(f, cfg, 9, 5)
     hs = household_stage(agg, cfg, 7)
     got = household_dependence(agg, hs, cfg)
-    assert [x.column for x in got] == ["water", "hh_weight", "province"]
+    # the household columns, then the person columns of one member per household (person
+    # keys and person non-key columns: docs/METHOD.md, "Person columns against household keys")
+    assert [x.column for x in got] == ["water", "hh_weight", "province", "relation", "sex",
+                                       "age"]
+    assert [x.level for x in got] == [""] * 3 + ["person"] * 3
     try:
         r = sdc.release_frame(f, cfg, 7)
         expect = r.households.result.dependence
     except sdc.method.dependence.DependenceError as e:
         expect = e.figures
-    assert [x.as_dict() for x in got] == [x.as_dict() for x in expect]
+    assert [x.as_dict() for x in got[:3]] == [x.as_dict() for x in expect]
+    # all of them: what `sdc audit` recomputes on the whole file in memory
+    assert [x.as_dict() for x in got] == [x.as_dict() for x in _audit_household_figures(f, cfg)]
+
+
+def _audit_household_figures(f, cfg):
+    """The household stage's dependence figures as ``sdc audit`` recomputes them: the
+    household table with one member's person columns, measured in memory."""
+    from sdc.audit.household_checks import household_dependence_table
+    from sdc.method.dependence import frame_dependence, member_columns, person_level
+    from sdc.method.households import household_codes, household_config
+    from sdc.method.partition import partition_frame
+    from sdc.method.plan import plan_release
+
+    hcfg = household_config(cfg)
+    code, first = household_codes(f, cfg)
+    table = household_dependence_table(f, cfg, code, first)
+    plan = plan_release(partition_frame(table, hcfg), hcfg)
+    return person_level(frame_dependence(table, plan, hcfg, {}),
+                        member_columns(list(f.columns), cfg))
 
 
 def test_the_refusal_from_the_filtered_rows_is_the_pandas_engines():

@@ -11,7 +11,8 @@ than ``MARGIN``. docs/METHOD.md section 7.5, "Dependence of non-key columns".
 
 Modules, one job each: :mod:`.columns` (what is measured), :mod:`.tables` (mergeable tables),
 :mod:`.order` (the ordered table), :mod:`.counting` (the count pass's counter),
-:mod:`.pairs` (synthetic columns of pairs of columns), :mod:`.measure` (the filter
+:mod:`.pairs` (synthetic columns of pairs of columns), :mod:`.members` (a household
+file's person columns against its household keys), :mod:`.measure` (the filter
 intruder's figure), :mod:`.verdict` (the refusal),
 :mod:`.check` (a whole frame at once).
 """
@@ -27,6 +28,13 @@ from sdc.method.dependence.measure import (
     measure_dependence,
     order_inform,
 )
+from sdc.method.dependence.members import (
+    PERSON_LEVEL,
+    HouseholdMembers,
+    member_columns,
+    member_rows,
+    person_level,
+)
 from sdc.method.dependence.order import order_image
 from sdc.method.dependence.pairs import (
     PAIR_COLUMNS,
@@ -39,8 +47,10 @@ from sdc.method.dependence.pairs import (
 from sdc.method.dependence.tables import HASH_BITS
 from sdc.method.dependence.verdict import DependenceError, dependence_error, raise_if_dependent
 
-__all__ = ["ALPHA", "HASH_BITS", "MARGIN", "PAIR_COLUMNS", "PAIR_VALUES", "ColumnDependence",
-           "DependenceCounter", "DependenceError", "MeasureContext", "PairPlan", "SyntheticColumn",
+__all__ = ["ALPHA", "HASH_BITS", "MARGIN", "PAIR_COLUMNS", "PAIR_VALUES", "PERSON_LEVEL",
+           "ColumnDependence", "DependenceCounter", "DependenceError", "HouseholdMembers",
+           "MeasureContext", "PairPlan", "SyntheticColumn", "member_columns", "member_rows",
+           "person_level",
            "checked_columns", "dependence_error", "frame_dependence", "frame_kinds", "key_sizes",
            "measure_dependence", "order_image", "order_inform", "pair_plan", "raise_if_dependent",
            "schema_kinds", "small_limit"]

@@ -43,6 +43,9 @@ class ColumnDependence:
     via: str = "values"
     #: the two columns of a pair (empty for a column of the input)
     of: tuple[str, ...] = ()
+    #: "person": a household file's person column measured against the household keys, one
+    #: member per household (:mod:`.members`); "" otherwise
+    level: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         d = {"column": self.column, "figure": round(self.figure, 6),
@@ -53,6 +56,8 @@ class ColumnDependence:
              "flagged": self.flagged, "via": self.via}
         if self.of:
             d["of"] = list(self.of)
+        if self.level:
+            d["level"] = self.level
         return d
 
 

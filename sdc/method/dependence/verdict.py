@@ -7,6 +7,7 @@ from typing import Any
 
 from sdc.errors import InputError
 from sdc.method.dependence.measure import ColumnDependence
+from sdc.method.dependence.members import PERSON_LEVEL
 
 __all__ = ["DependenceError", "dependence_error", "raise_if_dependent"]
 
@@ -36,6 +37,17 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
                f"together, {f.of[0]} and {f.of[1]} (neither alone) narrow" if f.of else
                "taken in order, its values fall into runs that each hold one value of the key "
                "(a finer grain, a prefix code), which narrows")
+        if f.level == PERSON_LEVEL:
+            how = ("one member per household, " + how if not f.of else how)
+            lines.append(
+                f"- {f.column!r} (a person column) reveals the original household key(s) "
+                f"{', '.join(shown) or ''} ({how} {', '.join(f'{k} for {f.revealed[k]:.0%}' for k in shown)} "
+                f"of the households that may move): an intruder who knows a target household's "
+                f"keys and keeps the released households whose members' {f.column} agrees "
+                f"with them picks the target with probability {f.figure:.3f} against xi = {xi} "
+                f"({f.baseline:.3f} without the column; household PRB {f.prb}: {where}; "
+                f"{f.mean_figure:.3f} on average over every household that may move)")
+            continue
         lines.append(
             f"- {f.column!r} reveals the original value(s) of {', '.join(shown) or 'the keys'} "
             f"({how} {', '.join(f'{k} for {f.revealed[k]:.0%}' for k in shown)} of "
@@ -45,9 +57,20 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
             f"column; PRB {f.prb}: {where}; {f.mean_figure:.3f} on average over every record "
             f"that may move)")
     weight = getattr(config.input, "weight", None)
-    names = [f.column for f in bad if f.column != weight and not f.of]
+    names = [f.column for f in bad if f.column != weight and not f.of and not f.level]
     pairs = [f for f in bad if f.of]
+    members = [f.column for f in bad if f.level == PERSON_LEVEL and not f.of]
     fixes = []
+    if members:
+        fixes.append(
+            "\nFix each person column that gives a household key away (" + ", ".join(members)
+            + ") in one of these ways: drop it (`input.drop: [" + ", ".join(members) + "]`); "
+            "when it has one value per household, list it in `input.household_columns` and "
+            "under `derived:` (recomputed from the household's released household keys); "
+            "coarsen it in the input (into groups the household keys do not determine); or "
+            "keep the household key(s) it reveals as is (`partition: {KEY: as_is}`: "
+            "households never leave their values). Making it a person key does not help: "
+            "person keys move only inside the household keys' values.")
     if names:
         fixes.append(
             "\nFix each column in one of three ways: list it under `derived: ["
@@ -61,7 +84,7 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
             "two columns (e.g. `input.drop: [" + ", ".join(dict.fromkeys(f.of[1] for f in pairs))
             + "]`), making one of them a key variable, or listing one under `derived:` when it "
             "is a function of the keys.")
-    if weight in {f.column for f in bad}:
+    if weight in {f.column for f in bad if not f.level}:
         fixes.append(
             f"\nThe survey weight {weight!r} (weights constant within strata of a key) cannot be "
             "derived: (it would no longer weight its record). Fix: keep the key(s) it depends on "
