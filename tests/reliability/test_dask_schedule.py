@@ -166,8 +166,12 @@ def test_prefect_server_going_away_during_the_run(job: JobBuilder, tmp_path: Pat
                     pytest.skip("the Prefect server did not start")
                 time.sleep(1)
         marks = tmp_path / "marks"
+        # PREFECT_CLIENT_MAX_RETRIES=1: the client gives up on the stopped server after one
+        # retry (2 s) instead of Prefect's five with exponential back-off (~1 minute per
+        # request, 2-3 minutes per run); the error and the message are the same
         env = {**base, "PREFECT_API_URL": url, "SDC_CHECKPOINT_DIR": str(marks),
-               "SDC_PAUSE_AT": "before_rename", "SDC_PAUSE_SECONDS": "8", "COLUMNS": "200"}
+               "SDC_PAUSE_AT": "before_rename", "SDC_PAUSE_SECONDS": "8", "COLUMNS": "200",
+               "PREFECT_CLIENT_MAX_RETRIES": "1"}
         run = subprocess.Popen([str(SDC_BIN), "release", str(job.write())], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 300
