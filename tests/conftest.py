@@ -40,6 +40,17 @@ os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 # a temporary Prefect API (a run before the session's server answers) on a machine busy with
 # parallel workers: wait up to 5 minutes for it (sdc's default, 60 s, is for a user's run)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
+# No terminal size in the environment, in this process and in every process it starts: pytest
+# imports readline (its capture plugin), and GNU readline then exports COLUMNS=80 and LINES=24
+# (the terminfo size of TERM, no terminal being attached) into the C environment; Python's
+# os.environ does not see that, but pytest-xdist's workers (and any subprocess started with the
+# inherited environment) get them as real variables: every CLI call of an xdist worker printed
+# at 80 columns while `-n 0` printed at the plain width, and an assertion on a line that a long
+# temporary path wrapped failed under `make test` only. A test wanting a width sets COLUMNS in
+# its own call (``run_cli(columns=...)``, ``CliRunner().invoke(env={"COLUMNS": ...})``).
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+    os.unsetenv(_name)
 
 # ---------------------------------------------------------------------------------------------
 # 1. paths

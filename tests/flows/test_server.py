@@ -91,10 +91,10 @@ def test_stop_never_signals_an_unrelated_live_process(server_home, legacy):
         assert local_server() is None
         v = inspect_state()
         assert v.state == "foreign" and "sleep 300" in v.detail, v
-        r = CliRunner().invoke(app, ["server", "status"], env={"COLUMNS": "1000"})
+        r = CliRunner().invoke(app, ["server", "status"])
         assert r.exit_code == 1 and "not the server sdc started" in r.output, r.output
         assert state_file().exists()  # status changes nothing
-        r = CliRunner().invoke(app, ["server", "stop"], env={"COLUMNS": "1000"})
+        r = CliRunner().invoke(app, ["server", "stop"])
         assert r.exit_code == 0, r.output
         assert "no server was running" in r.output and "nothing was signalled" in r.output
         assert "stopped" not in r.output.replace("nothing was signalled", "")
@@ -129,11 +129,11 @@ def test_stop_signals_only_the_recorded_process(server_home):
     sleeper = _sleeper()
     try:
         _stale_state(sleeper.pid, start_ticks=process_start(sleeper.pid)[0])
-        r = CliRunner().invoke(app, ["server", "stop"], env={"COLUMNS": "1000"})
+        r = CliRunner().invoke(app, ["server", "stop"])
         assert r.exit_code == 0 and "stopped the Prefect server" in r.output, r.output
         assert sleeper.wait(timeout=5) == -signal.SIGTERM
         assert not state_file().exists()
-        r = CliRunner().invoke(app, ["server", "stop"], env={"COLUMNS": "1000"})
+        r = CliRunner().invoke(app, ["server", "stop"])
         assert r.exit_code == 0 and r.output.strip() == "no server was running"
     finally:
         sleeper.kill()
