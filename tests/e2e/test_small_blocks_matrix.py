@@ -187,9 +187,11 @@ def _generated(tmp: Path, name: str, risk: dict[str, str]) -> Path:
 SOURCES = [p.name for p in sorted(CONFIGS.glob("*.yaml"))] + sorted(GENERATED)
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("matrix")
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """The test's own folder (a module-scoped one would put all 54 cases on one xdist worker,
+    tests/conftest.py; the generated files take milliseconds to write again)."""
+    return tmp_path
 
 
 def _config(source: str, workdir: Path, policy: str, theta: str) -> Path:
