@@ -35,7 +35,9 @@ chromium:
 # Prefect server, Dask cluster and temp folder (tests/conftest.py); tests marked
 # xdist_group(NAME) share one worker. TEST_WORKERS=0: one process, as before.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+# --no-loadscope-reorder: the workers take the tests in the order tests/conftest.py sets
+# (the longest group or test first, by tests/durations.json)
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test: install chromium
 	$(PYTEST)

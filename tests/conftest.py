@@ -13,10 +13,11 @@ Sections (add new fixtures to the section they belong to, or a new section at th
 5. One Dask cluster for the session (in-process Dask runs; ``own_dask_cluster`` opts out).
 6. Logging: no handler left writing to a closed stream of an earlier ``CliRunner`` call.
 
-Parallel runs (``make test``: pytest-xdist, ``-n 2 --dist loadgroup``): every session fixture
-is per worker (its own temp folder, ``PREFECT_HOME``, Prefect API and server on free ports,
-Dask cluster); a test writes only under its ``tmp_path``. Tests that must run on one worker
-(a module-scoped release reused by several tests) carry ``pytest.mark.xdist_group(NAME)``.
+Parallel runs (``make test``: pytest-xdist, ``-n 2 --dist loadgroup --no-loadscope-reorder``):
+every session fixture is per worker (its own temp folder, ``PREFECT_HOME``, Prefect API and
+server on free ports, Dask cluster); a test writes only under its ``tmp_path``. Tests that must
+run on one worker (a module-scoped release reused by several tests) carry
+``pytest.mark.xdist_group(NAME)``; the work goes out longest group first (tests/durations.json).
 """
 
 from __future__ import annotations
@@ -397,6 +398,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if scope == "session":
                 item.add_marker(pytest.mark.xdist_group(f"session:{name}"))
                 break
+    longest_first(items)
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Order ``items`` by work unit (an ``xdist_group``, else the test alone), the longest unit
+    first by the seconds in tests/durations.json, ties in collection order. xdist hands the
+    units out in this order (``make test`` passes ``--no-loadscope-reorder``; xdist's own
+    order is by number of tests, which started the longest single tests last, each running
+    alone at the end while the other workers idled). Only the order changes."""
+    from tests.durations import DEFAULT_SECONDS, load
+
+    seconds = load()
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        key = f"@{group.args[0] if group.args else group.kwargs.get('name')}" if group else ""
+        units.setdefault(key or item.nodeid, []).append(item)
+    weight = {k: sum(seconds.get(i.nodeid, DEFAULT_SECONDS) for i in v) for k, v in units.items()}
+    order = sorted(units, key=lambda k: -weight[k])  # stable: ties keep the collection order
+    items[:] = [item for k in order for item in units[k]]
 
 
 # ---------------------------------------------------------------------------------------------
