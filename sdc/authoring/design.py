@@ -20,6 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from sdc.authoring.design_weighted import (
+    configured_figures,
+    declared_weights,
+    transition_design_name,
+)
 from sdc.config.load import load_config, load_yaml
 from sdc.config.model import ReleaseConfig
 from sdc.io.guard import write_atomic
@@ -78,55 +83,6 @@ class Design:
     configured: dict[str, Any] | None = None
 
 
-def transition_design_name(config: ReleaseConfig) -> str:
-    """``uniform``, ``near``, ``weighted`` or ``weighted x near``."""
-    if config.risk.weighted:
-        return "weighted x near" if config.risk.destinations == "near" else "weighted"
-    return config.risk.destinations
-
-
-def configured_figures(design: Design, i: int) -> dict[str, Any] | None:
-    """Node ``i`` planned and certified as ``sdc release`` would with the config's own
-    transition design (near W, weighted groups with the file's weights: the search ranks
-    nodes by NZY's uniform certificate and theta k): its certificate, expected records changed
-    (sum of t_j m_j of that design) and, for the weighted mode, its weight groups. None when
-    the config uses NZY's uniform design (the search's figures are then the release's)."""
-    import tempfile
-
-    from sdc.errors import CertificationError, SmallBlockError
-    from sdc.io.read import read_input
-    from sdc.method.partition import partition_frame
-    from sdc.method.plan import plan_release
-    from sdc.method.weighted import WeightSums, weight_plan
-
-    cfg = design.config
-    name = transition_design_name(cfg)
-    if name == "uniform":
-        return None
-    with tempfile.TemporaryDirectory(prefix="sdc-design-") as tmp:
-        node_cfg = load_config(write_node_config(design, i, Path(tmp) / "node.yaml"))
-        frame = read_input(node_cfg)
-    n = len(frame)
-    try:
-        part = partition_frame(frame, node_cfg)
-        plan = plan_release(part, node_cfg)
-        if node_cfg.risk.weighted:
-            w = frame[node_cfg.input.weight].to_numpy(np.float64)
-            plan = weight_plan(plan, WeightSums.of(part.cells.record_cell, w).result(
-                np.arange(part.cells.n_cells)), node_cfg)
-    except (SmallBlockError, CertificationError) as e:
-        return {"design": name, "node": i, "certified": False, "note": str(e)[:300]}
-    out: dict[str, Any] = {
-        "design": name, "node": i, "certified": plan.certificate <= cfg.risk.xi + 1e-12,
-        "certificate": float(plan.certificate), "changed": plan.expected_changed,
-        "share_changed": plan.expected_changed / n if n else 0.0, "note": None}
-    if plan.weighted is not None:
-        g = plan.weighted.groups
-        out["weight_groups"] = int(len(g))
-        out["nzy_groups"] = int((g["design"] == "nzy").sum())
-    return out
-
-
 def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = KEY_FLOOR,
                min_entropy: float = 0.5, derived: bool = True, partitions: bool = True,
                target: float = TARGET_CHANGED,
@@ -146,12 +102,15 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
                            minlength=src[k].size).astype(np.int64)
             for i, k in enumerate(config.key_names)}
     cands = candidates(config, marg, derived=derived)
+    weights = declared_weights(config, fine) if config.risk.weighted else None
     result = search(fine, config, base, cands, budget=budget, keep=keep,
                     min_entropy=min_entropy, partitions=partitions, target=target,
-                    progress=progress)
+                    progress=progress, weights=weights)
     design = Design(path.resolve(), config, base, result)
     if result.recommended is not None:
-        design.configured = configured_figures(design, result.recommended)
+        rec = result.recommended
+        design.configured = configured_figures(
+            config, rec, lambda p: write_node_config(design, rec, p))
     return design
 
 
@@ -179,7 +138,11 @@ def _node_doc(design: Design, i: int) -> dict[str, Any]:
             "key_change_when_moved": n.key_change, "keys_changed_when_moved": n.keys_changed,
             "recoding_loss": n.loss, "tvd_bound": n.tvd,
             "tvd_recoding": n.tvd_recode, "certificate": n.certificate, "cells": n.n_cells,
-            "sensitive_cells": n.n_sensitive, "prbs": n.n_prbs, "note": n.note}
+            "sensitive_cells": n.n_sensitive, "prbs": n.n_prbs, "note": n.note,
+            **({"configured": None if n.configured is None else {
+                k: v for k, v in n.configured.items() if k != "xi"},
+                "balanced": n.balanced, "changed_nzy": n.nzy_changed}
+               if design.result.weighted else {})}
 
 
 def design_document(design: Design) -> dict[str, Any]:
@@ -210,6 +173,7 @@ def design_document(design: Design) -> dict[str, Any]:
         "recommended": _node_doc(design, r.recommended) if r.recommended is not None else None,
         "recommended_configured": design.configured,
         "frontier": [_node_doc(design, i) for i in frontier],
+        "weighted": r.weighted,
     })
 
 

@@ -148,8 +148,11 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
     ], title="Design search"))
     t = Table(title=f"Pareto frontier ({len(doc['frontier'])} points; * recommended, "
                     "= the config as it is)", title_justify="left")
-    for col in ("", "changed", "entropy kept", "lowest key", "keys moved", "displacement",
-                "TVD bound", "recoding", "partition"):
+    weighted = doc.get("weighted", False)
+    cols = ["", "changed", "entropy kept", "lowest key", "keys moved", "displacement",
+            "TVD bound", *(("weighted bias", "beyond 3 SE") if weighted else ()), "recoding",
+            "partition"]
+    for col in cols:
         t.add_column(col, justify="left" if col in ("", "recoding", "partition") else "right",
                      overflow="fold")
     rec = doc["recommended"]["node"] if doc["recommended"] else None
@@ -161,8 +164,14 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
                   _pct(p["min_key_entropy_kept"]),
                   "-" if p["keys_changed_when_moved"] is None
                   else f"{p['keys_changed_when_moved']:.2f}", _disp(p), f"{p['tvd_bound']:.4f}",
-                  Text(recoding), p["partition_variant"])
+                  *(_balance(p) if weighted else ()), Text(recoding), p["partition_variant"])
     console.print(t)
+    if weighted:
+        console.print("weighted bias: sum |E[weighted total] - original| over the key cells, "
+                      "share of the total weight; beyond 3 SE: expected share of perturbed "
+                      "cells whose mean over 30 releases is beyond 3 standard errors (0.3% "
+                      "when unbiased); both exact, from the configured design (- not planned)",
+                      markup=False, soft_wrap=True)
     if len(doc["frontier"]) > limit:
         console.print(f"... and {len(doc['frontier']) - limit} more (--limit)")
     c = doc["current"]
@@ -185,7 +194,10 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
              f"{_pct(cf['share_changed'])} expected changed ({cf['changed']:,.1f} records), "
              f"certificate {cf['certificate']:.4f} "
              + ("<= xi" if cf["certified"] else "> xi: NOT certified")
-             + (f", {cf['weight_groups']} weight groups ({cf['nzy_groups']} keep NZY)"
+             + (f", {cf['weight_groups']} weight groups ({cf['nzy_groups']} keep NZY, "
+                f"{_pct(cf['weighted_fallback'])} of the weight); weighted totals: bias "
+                f"{cf['weighted_bias']:.2%} of the total weight, {_pct(cf['weighted_beyond'])} "
+                "of cells expected beyond 3 SE over 30 releases"
                 if "weight_groups" in cf else ""))
             if cf.get("certificate") is not None else
             f"with this config's {cf['design']} design: not certified ({cf['note']})",
@@ -210,6 +222,14 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
         console.print(f"not reached: {g}", style="yellow", markup=False, soft_wrap=True)
     if doc.get("written"):
         console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
+
+
+def _balance(p: dict[str, Any]) -> tuple[str, str]:
+    """A frontier point's weighted bias and share beyond 3 SE (its configured design)."""
+    c = p.get("configured") or {}
+    if "weighted_bias" not in c:
+        return ("refused", "-") if c.get("note") else ("-", "-")
+    return f"{c['weighted_bias']:.2%}", _pct(c["weighted_beyond"])
 
 
 def _disp(p: dict[str, Any]) -> str:

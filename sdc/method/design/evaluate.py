@@ -179,9 +179,12 @@ class Context:
 
     def __init__(self, fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
                  cands: dict[str, list[Candidate]], keys: list[str],
-                 tables: dict[str, list[list[str]]], min_entropy: float) -> None:
+                 tables: dict[str, list[list[str]]], min_entropy: float,
+                 weights: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.fine, self.config, self.base, self.cands, self.keys = fine, config, base, cands, keys
         self.tables, self.min_entropy = tables, min_entropy
+        #: (W_j, Q_j) per declared cell: sum of the weights and of the squared weights
+        self.weights = weights
         self.n = int(fine.frequency.sum())
         self.p_fine = fine.frequency / self.n
         self.h_fine = entropy(fine.frequency)
@@ -230,6 +233,46 @@ class Context:
         return (CellTable(_EMPTY, key_codes, dense[present].astype(np.int64), keys),
                 index[code])
 
+    def _node_part(self, cells: CellTable, levels: tuple[int, ...], variant: str,
+                   out: dict[str, Any]) -> tuple[ReleaseConfig, Any]:
+        """A node's release config (``out`` gets its ``partition`` and ``merge_along``) and
+        its partitioned cell table. Raises ConfigError."""
+        data = node_data(self.base, self.cands, levels, self.keys)
+        if variant != "config":
+            part_data = partition_variant(self.config, self.cands, levels,
+                                          variant.split(",")[0])
+            if part_data is None:
+                data.pop("partition", None)
+            else:
+                data["partition"] = part_data
+            data.setdefault("risk", {}).pop("merge_along", None)
+            if variant.endswith(NOMINAL_FIRST) and part_data:
+                # small PRBs merged across nominal keys first, ordered keys last
+                src = self.config.input_key_variables
+                ordered = [v for v in part_data if key_kind(src[v]) != "nominal"]
+                data["risk"]["merge_along"] = [v for v in part_data if v not in ordered] \
+                    + ordered
+                out["merge_along"] = list(data["risk"]["merge_along"])
+        cfg, data = _node_config(data, self.config.base_dir, self.tables)
+        out["partition"] = copy.deepcopy(data.get("partition") or {})
+        return cfg, partition_cells(cells, cfg)
+
+    def weighted(self, levels: tuple[int, ...], variant: str = "config") -> dict[str, Any]:
+        """A weighted job's node planned as ``sdc release`` plans it, on the node's cell
+        totals of the weights (:func:`sdc.method.design.balance.weighted_node`): its
+        ``configured`` figures (bias, fallback, beyond, changed, certificate), or a note."""
+        from sdc.method.design.balance import weighted_node
+
+        assert self.weights is not None
+        cells, fine_to_node = self.aggregate(levels)
+        w = np.bincount(fine_to_node, weights=self.weights[0], minlength=cells.n_cells)
+        q = np.bincount(fine_to_node, weights=self.weights[1], minlength=cells.n_cells)
+        try:
+            cfg, part = self._node_part(cells, levels, variant, {})
+            return {"configured": weighted_node(part, cfg, w, q)}
+        except (SmallBlockError, CertificationError, ConfigError) as e:
+            return {"configured": {"note": str(e)[:300]}}
+
     def evaluate(self, levels: tuple[int, ...], floor: bool = True,
                  variant: str = "config") -> dict[str, Any]:
         """A node's figures (the :class:`Node` fields) and status."""
@@ -253,25 +296,7 @@ class Context:
             q = q * self.inv_members[k][lev][self.cols[k][lev]]
         out["tvd_recode"] = 0.5 * (np.abs(self.p_fine - q).sum() + max(1.0 - q.sum(), 0.0))
         try:
-            data = node_data(self.base, self.cands, levels, keys)
-            if variant != "config":
-                part_data = partition_variant(self.config, self.cands, levels,
-                                              variant.split(",")[0])
-                if part_data is None:
-                    data.pop("partition", None)
-                else:
-                    data["partition"] = part_data
-                data.setdefault("risk", {}).pop("merge_along", None)
-                if variant.endswith(NOMINAL_FIRST) and part_data:
-                    # small PRBs merged across nominal keys first, ordered keys last
-                    src = self.config.input_key_variables
-                    ordered = [v for v in part_data if key_kind(src[v]) != "nominal"]
-                    data["risk"]["merge_along"] = [v for v in part_data if v not in ordered] \
-                        + ordered
-                    out["merge_along"] = list(data["risk"]["merge_along"])
-            cfg, data = _node_config(data, self.config.base_dir, self.tables)
-            out["partition"] = copy.deepcopy(data.get("partition") or {})
-            part = partition_cells(cells, cfg)
+            cfg, part = self._node_part(cells, levels, variant, out)
             bplan, cert = certify(part, cfg)
         except (SmallBlockError, CertificationError, ConfigError) as e:
             return {**out, "status": "refused", "note": str(e)[:300]}

@@ -5,6 +5,7 @@ under the target would cost."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 from sdc.method.design.candidates import Candidate
 
 __all__ = ["KEY_FLOOR", "TARGET_CHANGED", "WARN_CHANGED", "DesignResult", "Node",
-           "changes_of_key", "displacement", "pareto_front", "recommend"]
+           "changes_of_key", "displacement", "pareto_front", "recommend", "rule_order"]
 
 KEY_FLOOR = 0.7            # the rule: no key keeps less than this share of its own entropy
 TARGET_CHANGED = 0.08      # the rule aims at this share of records changed, or less
@@ -54,6 +55,35 @@ class Node:
     meaningful: bool = True             # every recoding respects declared breaks and orders
     status: str = "not evaluated"       # certified | refused | pruned | not evaluated
     note: str = ""
+    #: a weighted job's node planned with the config's own design (weighted groups, near W):
+    #: weighted_bias, weighted_beyond, weighted_fallback, certificate, changed, ... or a
+    #: ``note`` (:mod:`sdc.method.design.balance`); None: not planned so
+    configured: dict[str, Any] | None = None
+    nzy_changed: float = math.nan       # ``changed`` under NZY's uniform design (the lattice's)
+
+    @property
+    def balanced(self) -> bool | None:
+        """Whether the configured design keeps weighted totals balanced (bias <= BIAS_MAX of
+        the total weight, beyond <= BEYOND_MAX); None: not planned with it."""
+        from sdc.method.design.balance import BEYOND_MAX, BIAS_MAX
+
+        c = self.configured
+        if c is None:
+            return None
+        return ("weighted_bias" in c and c["certificate"] <= c.get("xi", 1.0) + 1e-12
+                and c["weighted_bias"] <= BIAS_MAX + 1e-12
+                and c["weighted_beyond"] <= BEYOND_MAX + 1e-12)
+
+    def take_configured(self, conf: dict[str, Any], xi: float) -> None:
+        """Record the configured design's figures; a certified one's expected changes and
+        certificate replace NZY's (the rule then ranks by what the release does)."""
+        self.configured = {**conf, "xi": xi}
+        if "weighted_bias" in conf:
+            if self.nzy_changed != self.nzy_changed:
+                self.nzy_changed = self.changed
+            self.changed = conf["changed"]
+            self.changed_share = conf["changed"] / max(conf["n_records"], 1)
+            self.certificate = conf["certificate"]
 
 
 @dataclass
@@ -76,6 +106,8 @@ class DesignResult:
     warn: float = WARN_CHANGED
     verdict: str = ""
     given_up: list[str] = field(default_factory=list)
+    #: a weighted job: nodes ranked and recommended by the configured (weighted) design
+    weighted: bool = False
 
 
 def move_abs(theta: np.ndarray) -> np.ndarray:
@@ -162,8 +194,33 @@ def _cost(nodes: list[Node], ok: list[int], share: float, key_floor: float) -> l
             + "; ".join(f"{k} would keep only {v:.0%} of its own entropy" for k, v in lost)]
 
 
+def rule_order(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
+               target: float = TARGET_CHANGED, warn: float = WARN_CHANGED,
+               accept: Callable[[Node], bool] | None = None) -> list[int]:
+    """The nodes :func:`recommend` may pick (``accept``: a further filter), best first: the
+    first is its recommendation."""
+    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful
+          and (accept is None or accept(nd))]
+    good = [i for i in ok if nodes[i].min_key_kept >= key_floor - 1e-12]
+
+    def disp(i: int) -> float:
+        d = nodes[i].displacement_sd
+        return d if d == d else 0.0
+
+    under = [i for i in good if nodes[i].changed_share <= target + 1e-12]
+    below = [i for i in good if target + 1e-12 < nodes[i].changed_share <= warn + 1e-12]
+    rest = [i for i in good if nodes[i].changed_share > warn + 1e-12]
+    return (sorted(under, key=lambda i: (-round(nodes[i].entropy_kept, 9), disp(i),
+                                         nodes[i].changed, i))
+            + sorted(below, key=lambda i: (round(nodes[i].changed, 6), -nodes[i].entropy_kept,
+                                           disp(i), i))
+            + sorted(rest, key=lambda i: (nodes[i].changed, -nodes[i].entropy_kept, disp(i),
+                                          i)))
+
+
 def recommend(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
-              target: float = TARGET_CHANGED, warn: float = WARN_CHANGED
+              target: float = TARGET_CHANGED, warn: float = WARN_CHANGED,
+              accept: Callable[[Node], bool] | None = None
               ) -> tuple[int | None, str, list[str]]:
     """The rule: among certified nodes whose recodings respect the declared breaks and orders
     and where every key keeps at least ``key_floor`` of its own entropy, (1) those changing
@@ -171,8 +228,10 @@ def recommend(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
     (ties: smaller displacement, fewer changed); else (2) those under ``warn`` (the release's own warning threshold): the fewest changed (ties:
     more entropy, smaller displacement); else (3) the fewest changed, and what must be given
     up to get under ``warn``: the keys whose floor the best such design breaks (or that no
-    evaluated design gets there). Returns (node, verdict, given up)."""
-    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful]
+    evaluated design gets there). ``accept``: only nodes it accepts (a weighted job's
+    balanced ones). Returns (node, verdict, given up)."""
+    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful
+          and (accept is None or accept(nd))]
     good = [i for i in ok if nodes[i].min_key_kept >= key_floor - 1e-12]
 
     def disp(i: int) -> float:

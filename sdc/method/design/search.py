@@ -24,6 +24,7 @@ from sdc.method.design.rule import (
     Node,
     pareto_front,
     recommend,
+    rule_order,
 )
 
 __all__ = ["search"]
@@ -37,12 +38,46 @@ def _evaluate_levels(arg: tuple[tuple[int, ...], bool, str]) -> dict[str, Any]:
     return _CTX.evaluate(*arg)
 
 
+def _weighted_levels(arg: tuple[tuple[int, ...], str]) -> dict[str, Any]:
+    assert _CTX is not None
+    return _CTX.weighted(*arg)
+
+
+#: a weighted job: at least this many nodes are planned with the weighted design, whatever
+#: the budget, and at most ``_MAX_CHECKS`` while looking for a balanced recommendation
+_MIN_CHECKS, _MAX_CHECKS = 4, 200
+#: a weighted job: the shown frontier points planned with the weighted design (``--limit``)
+_SHOWN = 25
+
+
+def _balance(nodes: list[Node], run: Callable[[list[Any]], list[dict[str, Any]]],
+             xi: float, keep: float, target: float, batch: int,
+             left: Callable[[], bool]) -> tuple[bool, int]:
+    """A weighted job's phase 3: plan the nodes in the rule's order with the config's own
+    design (:meth:`Context.weighted`), ``batch`` at a time, until the rule's best node among
+    those not found unbalanced is planned and balanced. Returns (finished, nodes planned)."""
+    checked = 0
+    while True:
+        order = rule_order(nodes, key_floor=keep, target=target,
+                           accept=lambda nd: nd.balanced is not False)
+        if not order or nodes[order[0]].balanced:
+            return True, checked
+        if checked >= _MAX_CHECKS or (checked >= _MIN_CHECKS and not left()):
+            return False, checked
+        todo = [i for i in order if nodes[i].configured is None][:batch]
+        for i, res in zip(todo, run([(nodes[i].levels, nodes[i].variant) for i in todo]),
+                          strict=True):
+            nodes[i].take_configured(res["configured"], xi)
+        checked += len(todo)
+
+
 def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
            cands: dict[str, list[Candidate]], *, budget: float = 60.0,
            keep: float = KEY_FLOOR, min_entropy: float = 0.5, max_nodes: int | None = None,
            workers: int | None = None, partitions: bool = True,
            target: float = TARGET_CHANGED,
-           progress: Callable[[int, int], None] | None = None) -> DesignResult:
+           progress: Callable[[int, int], None] | None = None,
+           weights: tuple[np.ndarray, np.ndarray] | None = None) -> DesignResult:
     """Evaluate the lattice spanned by ``cands`` on the declared-value cell table ``fine``.
 
     ``config``: the loaded config (its ``input_key_variables`` are the declared domains);
@@ -53,7 +88,11 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     ``partitions``: also try the finer partitions of :func:`partition_variant` on the nodes
     the rule may pick (phase 2, the last third of the budget); ``workers``: processes
     planning nodes (default: the CPU count; forked, each with the cell table it inherits; 1
-    plans in this process).
+    plans in this process); ``weights``: (W_j, Q_j), the sums of the weights and of the squared
+    weights of every declared cell, for a weighted job (``risk.weighted``): the lattice is
+    walked under NZY's design in the first 45% of the budget, finer partitions until 70%,
+    then nodes are planned with the weighted design in the rule's order until the best
+    balanced one is found (:func:`_balance`; docs/DESIGN.md, "Weighted jobs").
     """
     t0 = time.perf_counter()
     keys = list(config.key_names)
@@ -71,7 +110,9 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     grid = np.array(list(itertools.product(*[range(len(cands[k])) for k in keys])),
                     dtype=np.int64).reshape(-1, len(keys))
     nodes = [Node(tuple(int(x) for x in row)) for row in grid]
-    ctx = Context(fine, config, base, cands, keys, tables, min_entropy)
+    weighted = weights is not None and bool(config.risk.weighted)
+    ctx = Context(fine, config, base, cands, keys, tables, min_entropy,
+                  weights if weighted else None)
     # finest first: more released values first
     n_rel = [np.array([c.n_released for c in cands[k]]) for k in keys]
     size = sum(n_rel[j][grid[:, j]] for j in range(len(keys)))
@@ -105,11 +146,19 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
             pool = None
     batch_size = 4 * workers if pool is not None else 1
     phase1 = budget * (2 / 3 if partitions else 1.0)
+    phase2 = budget
+    if weighted:  # room for phase 3
+        phase1, phase2 = budget * (0.45 if partitions else 0.7), budget * 0.7
 
     def run(jobs: list[tuple[tuple[int, ...], bool, str]]) -> list[dict[str, Any]]:
         if pool is not None and len(jobs) > 1:
             return pool.map(_evaluate_levels, jobs)
         return [ctx.evaluate(*j) for j in jobs]
+
+    def run_weighted(jobs: list[tuple[tuple[int, ...], str]]) -> list[dict[str, Any]]:
+        if pool is not None and len(jobs) > 1:
+            return pool.map(_weighted_levels, jobs, chunksize=1)
+        return [ctx.weighted(*j) for j in jobs]
 
     pos = 0
     try:
@@ -153,7 +202,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
                               key=lambda i: nodes[i].changed)
             jobs = [(i, v) for i in pick[:16] for v in VARIANTS]
             for s in range(0, len(jobs), batch_size):
-                if time.perf_counter() - t0 > budget:
+                if time.perf_counter() - t0 > phase2:
                     complete = False
                     break
                 chunk = jobs[s:s + batch_size]
@@ -169,19 +218,67 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
                 done += len(chunk)
                 if progress:
                     progress(done, len(order) + len(jobs))
+        if weighted:
+            finished, _ = _balance(
+                nodes, run_weighted, config.risk.xi, keep, target, max(workers, 1),
+                lambda: time.perf_counter() - t0 <= budget)
+            complete = complete and finished
+            # the shown points get the weighted design's figures too
+            frontier = _frontier(nodes, [i for i, nd in enumerate(nodes)
+                                         if nd.status == "certified"])
+            shown = sorted(frontier, key=lambda i: (nodes[i].changed, nodes[i].loss))[:_SHOWN]
+            todo = [i for i in shown if nodes[i].configured is None]
+            for s in range(0, len(todo), max(workers, 1)):
+                if time.perf_counter() - t0 > budget:
+                    complete = False
+                    break
+                chunk = todo[s:s + max(workers, 1)]
+                for i, res in zip(chunk, run_weighted([(nodes[i].levels, nodes[i].variant)
+                                                       for i in chunk]), strict=True):
+                    nodes[i].take_configured(res["configured"], config.risk.xi)
     finally:
         if pool is not None:
             pool.terminate()
             pool.join()
     ok = [i for i, nd in enumerate(nodes) if nd.status == "certified"]
-    pts = np.array([[nodes[i].changed_share, nodes[i].loss, nodes[i].tvd,
-                     nodes[i].displacement_sd if nodes[i].displacement_sd == nodes[i].displacement_sd
-                     else 0.0] for i in ok]).reshape(-1, 4)
-    frontier = [ok[j] for j in pareto_front(pts)]
-    rec, verdict, given = recommend(nodes, key_floor=keep, target=target)
-    if rec is not None and rec not in frontier:  # an equal point is on the frontier already
-        twin = [f for f in frontier if np.allclose(pts[ok.index(f)], pts[ok.index(rec)])]
-        rec = twin[0] if twin else rec
+    if not weighted:
+        frontier = _frontier(nodes, ok)
+    pts = _points(nodes, ok)
+    if weighted:
+        rec, verdict, given = recommend(nodes, key_floor=keep, target=target,
+                                        accept=lambda nd: bool(nd.balanced))
+        if rec is None:   # none balanced: the least biased of those planned
+            from sdc.method.design.balance import BEYOND_MAX, BIAS_MAX
+
+            planned = [i for i in rule_order(nodes, key_floor=keep, target=target)
+                       if "weighted_bias" in (nodes[i].configured or {})]
+            if planned:
+                rec = min(planned, key=lambda i: (nodes[i].configured["weighted_bias"],
+                                                  planned.index(i)))
+                verdict = (f"no planned design keeps weighted totals balanced (bias <= "
+                           f"{BIAS_MAX:.1%} of the total weight, <= {BEYOND_MAX:.0%} of cells "
+                           "beyond 3 SE over 30 releases); the least biased")
+                given = []
+        else:
+            verdict += "; weighted totals balanced"
+        if rec is not None and rec not in frontier:   # shown even when dominated
+            frontier = [rec, *frontier]
+    else:
+        rec, verdict, given = recommend(nodes, key_floor=keep, target=target)
+        if rec is not None and rec not in frontier:  # an equal point is on the frontier
+            twin = [f for f in frontier if np.allclose(pts[ok.index(f)], pts[ok.index(rec)])]
+            rec = twin[0] if twin else rec
     return DesignResult(keys, cands, nodes, frontier, rec, current, h_fine, n,
                         time.perf_counter() - t0, keep, complete, target, WARN_CHANGED,
-                        verdict, given)
+                        verdict, given, weighted)
+
+
+def _points(nodes: list[Node], ok: list[int]) -> np.ndarray:
+    return np.array([[nodes[i].changed_share, nodes[i].loss, nodes[i].tvd,
+                      nodes[i].displacement_sd if nodes[i].displacement_sd
+                      == nodes[i].displacement_sd else 0.0] for i in ok]).reshape(-1, 4)
+
+
+def _frontier(nodes: list[Node], ok: list[int]) -> list[int]:
+    """The certified nodes ``ok`` no other dominates (changed, loss, TVD, displacement)."""
+    return [ok[j] for j in pareto_front(_points(nodes, ok))]
