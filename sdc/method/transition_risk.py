@@ -34,7 +34,9 @@ uniform W is never materialised (a PRB of 10^5 cells).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import comb
@@ -220,37 +222,85 @@ def neighbourhood_risk(tr: Transition) -> NeighbourhoodRisk:
     t = tr.frequency.astype(np.int64)
     if k < 2:
         return NeighbourhoodRisk(1.0 / float(t[0]), int(t[0]), 1, float(poisson_bound(t[0] - 1)))
-    from scipy import sparse  # local: only this figure needs it
-
-    indptr, indices, weights = tr.csr()
     m = tr.move
-    W = sparse.csr_array((weights, indices, indptr), shape=(k, k))
-    N = sparse.csr_array((np.ones(indices.size), indices, indptr), shape=(k, k))
-    N = (N + sparse.eye_array(k, format="csr")).tocsr()
-    N.data[:] = 1.0
-    # reach[l, j] = sum over z in N(j) of w_lz
-    reach = (W @ N.T).tocsr()
-    pi = (N.multiply((1.0 - m)[None, :]) + reach.T.multiply(m[None, :])).tocsr()
-    pi.sum_duplicates()
-    pi.sort_indices()
-    rows = np.repeat(np.arange(k), np.diff(pi.indptr))
-    cols = pi.indices
-    p = np.clip(pi.data, 0.0, 1.0)
+    rows, cols, in_n, reach, n_size = _support(tr)
+    # pi_jl = (1 - m_l)[l in N(j)] + m_l reach_lj: one sum of the two terms where both are
+    # present (the bits of the sparse sum N (1 - m) + reach^T m); zeros are dropped below
+    cm = m[cols]
+    p = np.where(in_n, 1.0 - cm, 0.0)
+    has = reach != 0
+    p = np.where(has, np.where(in_n, p + reach * cm, reach * cm), p)
+    p = np.clip(p, 0.0, 1.0)
     n = t[cols] - (cols == rows)          # B itself is not among the others
     keep = (n > 0) & (p > 0)
     rows, p, n = rows[keep], p[keep], n[keep]
     mu = np.bincount(rows, weights=n * p, minlength=k)
     degree = np.bincount(rows, weights=n, minlength=k)
     g = int(degree.max()) // 2 + 1          # 2g - 1 >= degree: Gauss-Legendre is exact
-    x, wq = np.polynomial.legendre.leggauss(g)
-    x, wq = 0.5 * (x + 1.0), 0.5 * wq
+    x, wq = _gauss_legendre(g)
     logs = np.zeros((k, g))
     for c in range(g):            # rows are sorted: one bincount per quadrature node
         logs[:, c] = np.bincount(rows, weights=n * np.log1p(p * (x[c] - 1.0)), minlength=k)
     risk = np.exp(logs) @ wq
     i = int(np.argmax(risk))
-    size = int(np.diff(N.indptr)[i])
+    size = int(n_size[i])
     return NeighbourhoodRisk(float(risk[i]), int(t[i]), size, float(poisson_bound(mu[i])))
+
+
+@functools.lru_cache(maxsize=256)
+def _gauss_legendre(g: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights of order g on [0, 1] (cached: the same g recurs)."""
+    x, wq = np.polynomial.legendre.leggauss(g)
+    x, wq = 0.5 * (x + 1.0), 0.5 * wq
+    x.flags.writeable = False
+    wq.flags.writeable = False
+    return x, wq
+
+
+#: W-only structure of :func:`neighbourhood_risk`, per W (a weighted group's W is certified at
+#: many c: the same CSR arrays, other move probabilities)
+_SUPPORT: dict[int, tuple[Any, ...]] = {}
+
+
+def _support(tr: Transition) -> tuple[np.ndarray, ...]:
+    """(rows j, cols l, l in N(j), reach_lj = sum_{z in N(j)} w_lz, |N(j)|) over the union of
+    the patterns of N and reach^T, sorted by (j, l): what pi_jl needs besides m. Cached per
+    W arrays (weak references: a new W is computed afresh)."""
+    import weakref
+
+    from scipy import sparse  # local: only this figure needs it
+
+    indptr, indices, weights = tr.csr()
+    key = id(indices)
+    hit = _SUPPORT.get(key)
+    if hit is not None and hit[0]() is indices and hit[1]() is weights and hit[2]() is indptr:
+        return hit[3]
+    k = tr.k
+    W = sparse.csr_array((weights, indices, indptr), shape=(k, k))
+    N = sparse.csr_array((np.ones(indices.size), indices, indptr), shape=(k, k))
+    N = (N + sparse.eye_array(k, format="csr")).tocsr()
+    N.data[:] = 1.0
+    reach = (W @ N.T).tocsr()
+    rt = reach.T.tocsr()
+    rt.sum_duplicates()
+    n_rows = np.repeat(np.arange(k), np.diff(N.indptr))
+    r_rows = np.repeat(np.arange(k), np.diff(rt.indptr))
+    r = np.concatenate([n_rows, r_rows])
+    c = np.concatenate([N.indices, rt.indices])
+    code = r.astype(np.int64) * k + c
+    uniq, inv = np.unique(code, return_inverse=True)
+    in_n = np.zeros(uniq.size, dtype=bool)
+    in_n[inv[:n_rows.size]] = True
+    val = np.zeros(uniq.size)
+    val[inv[n_rows.size:]] = rt.data
+    out = (uniq // k, uniq % k, in_n, val, np.diff(N.indptr))
+    if len(_SUPPORT) > 512:
+        _SUPPORT.clear()
+    try:
+        _SUPPORT[key] = (weakref.ref(indices), weakref.ref(weights), weakref.ref(indptr), out)
+    except TypeError:   # an array that takes no weak reference: not cached
+        pass
+    return out
 
 
 # -- exact risk of a group with unequal move probabilities ---------------------------------

@@ -325,6 +325,14 @@ class Context:
             total, _ = displacement(pos[codes], cell_block[inb], thetas, ks)
             disp[k] = total / moved
             score += disp[k] / self.sd[k]     # an ordered key: E|delta| in standard deviations
+        if self.weights is not None:
+            # the weight in PRBs too small to be cut into weight groups (k_b < 2 s): where
+            # a weighted design falls back to NZY most (phase 3 plans such nodes last)
+            from sdc.method.weighted import group_size
+
+            w = np.bincount(fine_to_node, weights=self.weights[0], minlength=cells.n_cells)
+            small = inb & (ks[np.maximum(cell_block, 0)] < 2 * group_size(part.kmin))
+            out["small_prb_weight"] = float(w[sens[small]].sum() / max(w.sum(), 1e-300))
         return {**out, "changed": changed, "changed_share": changed / n,
                 "tvd": out["tvd_recode"] + pram, "certificate": cert,
                 "n_sensitive": int(part.sensitive.sum()), "n_prbs": len(blocks),

@@ -60,6 +60,8 @@ class Node:
     #: ``note`` (:mod:`sdc.method.design.balance`); None: not planned so
     configured: dict[str, Any] | None = None
     nzy_changed: float = math.nan       # ``changed`` under NZY's uniform design (the lattice's)
+    #: a weighted job: share of the weight in PRBs of fewer than 2 s cells (one weight group)
+    small_prb_weight: float = math.nan
 
     @property
     def balanced(self) -> bool | None:

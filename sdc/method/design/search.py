@@ -45,7 +45,8 @@ def _weighted_levels(arg: tuple[tuple[int, ...], str]) -> dict[str, Any]:
 
 #: a weighted job: at least this many nodes are planned with the weighted design, whatever
 #: the budget, and at most ``_MAX_CHECKS`` while looking for a balanced recommendation
-_MIN_CHECKS, _MAX_CHECKS = 4, 200
+_MIN_CHECKS, _MAX_CHECKS = 8, 200
+_SMALL_PRBS = 0.25
 #: a weighted job: the shown frontier points planned with the weighted design (``--limit``)
 _SHOWN = 25
 
@@ -55,7 +56,10 @@ def _balance(nodes: list[Node], run: Callable[[list[Any]], list[dict[str, Any]]]
              left: Callable[[], bool]) -> tuple[bool, int]:
     """A weighted job's phase 3: plan the nodes in the rule's order with the config's own
     design (:meth:`Context.weighted`), ``batch`` at a time, until the rule's best node among
-    those not found unbalanced is planned and balanced. Returns (finished, nodes planned)."""
+    those not found unbalanced is planned and balanced. Nodes with more than ``_SMALL_PRBS``
+    of the weight in PRBs too small for weight groups are planned after the others (they
+    mostly keep NZY): within the budget the best balanced node found is recommended.
+    Returns (finished, nodes planned)."""
     checked = 0
     while True:
         order = rule_order(nodes, key_floor=keep, target=target,
@@ -64,7 +68,11 @@ def _balance(nodes: list[Node], run: Callable[[list[Any]], list[dict[str, Any]]]
             return True, checked
         if checked >= _MAX_CHECKS or (checked >= _MIN_CHECKS and not left()):
             return False, checked
-        todo = [i for i in order if nodes[i].configured is None][:batch]
+        # nodes whose weight sits mostly in PRBs too small for weight groups planned last
+        rank = {i: r for r, i in enumerate(order)}
+        todo = sorted((i for i in order if nodes[i].configured is None),
+                      key=lambda i: (not nodes[i].small_prb_weight <= _SMALL_PRBS, rank[i])
+                      )[:batch]
         for i, res in zip(todo, run([(nodes[i].levels, nodes[i].variant) for i in todo]),
                           strict=True):
             nodes[i].take_configured(res["configured"], xi)
@@ -256,7 +264,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
                 rec = min(planned, key=lambda i: (nodes[i].configured["weighted_bias"],
                                                   planned.index(i)))
                 verdict = (f"no planned design keeps weighted totals balanced (bias <= "
-                           f"{BIAS_MAX:.1%} of the total weight, <= {BEYOND_MAX:.0%} of cells "
+                           f"{BIAS_MAX:.1%} of the total weight, <= {BEYOND_MAX:.1%} of cells "
                            "beyond 3 SE over 30 releases); the least biased")
                 given = []
         else:
