@@ -153,14 +153,20 @@ def _plan_batches(config_path: str | Path, spec: Any) -> PlanSummary:
     count = get_executor(spec.kind).count(config, spec)
     if config.input.household_id is not None:
         return _household_plan_summary(config, path, spec, count)
-    plan = plan_cells(count, config)
+    return _person_plan_summary(config, path, spec, int(count.n_records),
+                                plan_cells(count, config))
+
+
+def _person_plan_summary(config: ReleaseConfig, path: Path, spec: Any, n_records: int,
+                         plan: Any) -> PlanSummary:
+    """The plan summary of a person file from its :class:`~sdc.method.plan.ReleasePlan`."""
     part = plan.partitioned
     sens = plan.cell_prb >= 0
     blocks = plan.blocks
     out = config.output_dir.resolve()
     return PlanSummary(
         name=config.name, config_path=path.resolve(), input_path=config.input_path.resolve(),
-        output_dir=out, n_records=int(count.n_records), n_cells=int(part.cells.n_cells),
+        output_dir=out, n_records=n_records, n_cells=int(part.cells.n_cells),
         n_sensitive_cells=int(sens.sum()),
         n_sensitive_records=int(part.cells.frequency[sens].sum()),
         xi=float(part.xi), theta=float(part.theta), theta_mode=config.risk.theta,
@@ -242,18 +248,18 @@ def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
     config = sdc.load_config(config_path)
     spec = resolve_engine(config, engine)
     executor = get_executor(spec.kind)
-    summary = _plan_batches(config_path, spec)
     if not executor.reads_whole_input:
-        return summary
-    summary.notes = summary.notes[:-1]  # the changed records are counted below
+        return _plan_batches(config_path, spec)
+    persons = config.input.household_id is None  # planned by the release below, once
+    summary = None if persons else _plan_batches(config_path, spec)
     seed: int | None = None
+    notes: list[str] = []
     seed_file = config.resolve(config.seed.file) if isinstance(config.seed, SeedFile) else None
     if seed_file is None or seed_file.exists() or seed_file.is_symlink():
         seed = load_seed(config, create=False).value  # bad permissions etc. are errors
     else:
-        summary.notes.append("the seed file does not exist yet; `sdc release` will create it. "
-                             "The plan does not depend on the seed, only which records move "
-                             "does")
+        notes.append("the seed file does not exist yet; `sdc release` will create it. "
+                     "The plan does not depend on the seed, only which records move does")
     # the plan is seed-independent; with no seed yet, 0 only fills the draws (the PRB table's
     # `changed` column), whose count is not reported
     tmp = Path(tempfile.mkdtemp(prefix="sdc-plan-"))  # 0700
@@ -261,6 +267,10 @@ def plan_job(config_path: str | Path, engine: str | None = None) -> PlanSummary:
         res = executor.release(config, seed if seed is not None else 0, tmp / "public", spec)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if summary is None:  # a person file: the release's own count pass and plan
+        summary = _person_plan_summary(config, Path(config_path).expanduser(), spec,
+                                       int(res.n_records), res.plan)
+    summary.notes = summary.notes[:-1] + notes  # the changed records are counted here
     summary.blocks = res.blocks
     summary.changed, summary.seed_known = (int(res.n_changed), True) if seed is not None else (
         None, False)
