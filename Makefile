@@ -39,11 +39,13 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4;
 # (the longest group or test first, by tests/durations.json)
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
+# PYTHONDONTWRITEBYTECODE= (empty: off): each xdist worker would otherwise rewrite the asserts
+# of every test module again (pytest caches them beside the .pyc files), ~9 s CPU per worker
 test: install chromium
-	$(PYTEST)
+	PYTHONDONTWRITEBYTECODE= $(PYTEST)
 
 test-fast: install
-	$(PYTEST) -m "not slow"
+	PYTHONDONTWRITEBYTECODE= $(PYTEST) -m "not slow"
 
 lint: install
 	$(VENV)/bin/ruff check sdc flows tests benchmarks
