@@ -53,26 +53,21 @@ def _on_cluster(step: str, run: Callable[[], Any], spec: EngineSpec,
     return on_cluster(step, run, spec, progress)
 
 
-# what the executors that read in batches cannot do, because they never hold the file. Every
-# executor writes every output format: the SPSS/Stata files from the public records held in
-# memory once, after the Parquet/CSV files are written (sdc.pipeline.kernels.write_public_files)
-_BATCH_LIMITS = (
-    "SPSS (.sav) and Stata (.dta) input: pyreadstat reads such a file whole, there is no batch "
-    "reader here; convert it to Parquet once",
-)
+# Every executor reads every input format (SPSS/Stata in chunks: sdc.io.stat_input) and
+# writes every output format: the SPSS/Stata files from the public records held in memory
+# once, after the Parquet/CSV files are written (sdc.pipeline.kernels.write_public_files)
 register_executor(Executor("pandas", "the whole file in memory (default)", _open_memory,
                            reads_whole_input=True, in_audit_record=False))
 register_executor(Executor(
     "streaming", "record batches on one machine, out of core", _open_batches,
     input_formats=BATCH_INPUT_FORMATS,
-    limits=(*_BATCH_LIMITS,
-            "CSV columns are typed from the file's first block (16 MB): a later value that "
+    limits=("CSV columns are typed from the file's first block (16 MB): a later value that "
             "would not be written back as it was read is refused (the in-memory executor "
             "types each column from the whole file)")))
 register_executor(Executor(
-    "dask", "partitions on a Dask cluster (Parquet input; a CSV is copied to Parquet)",
+    "dask", "partitions on a Dask cluster (Parquet input; CSV/SPSS/Stata are copied to Parquet)",
     _open_cluster, audited_by="streaming", guard=_on_cluster, input_formats=BATCH_INPUT_FORMATS,
-    limits=(*_BATCH_LIMITS,
-            "CSV input is read by the streaming engine's reader (its limit above) into a "
-            "Parquet copy in engine.scratch, one row group per batch_rows records: the tasks "
-            "read row groups, a CSV file has no pieces a worker can read alone")))
+    limits=("CSV, SPSS and Stata input is read by the streaming engine's reader (its limit "
+            "above) into a Parquet copy in engine.scratch, one row group per batch_rows "
+            "records: the tasks read row groups, such a file has no pieces a worker can read "
+            "alone",)))

@@ -102,7 +102,7 @@ class DaskSpec:
 def parquet_input(config: ReleaseConfig, spec: DaskSpec,
                   progress: Callable[[str], None] | None = None) -> Iterator[Path | None]:
     """The Parquet file the tasks read: None for a Parquet input (read where it is); for a
-    CSV input, a copy written once by the client into ``spec.scratch`` (the workers must see
+    CSV, SPSS or Stata input, a copy written once by the client into ``spec.scratch`` (the workers must see
     it, as they see the spills) with the streaming engine's reader
     (:func:`sdc.io.batches.copy_to_parquet`: the same batches, values and types, so the same
     files as the streaming and pandas engines), deleted on exit. A CSV value the reader
@@ -117,7 +117,7 @@ def parquet_input(config: ReleaseConfig, spec: DaskSpec,
         yield None
         return
     if progress is not None:
-        progress("copying the CSV input to Parquet for the cluster")
+        progress("copying the input to Parquet for the cluster")
     folder = Path(tempfile.mkdtemp(prefix="sdc-input-", dir=spec.scratch))
     try:
         dest = folder / "input.parquet"

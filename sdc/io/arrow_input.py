@@ -13,6 +13,7 @@ import pyarrow.dataset as pads
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
+from sdc.io.columns import normalize_schema, value_columns
 from sdc.io.values import lossless_type, missing_markers, to_lossless
 
 __all__ = ["NA_STRINGS", "csv_missing", "csv_options", "csv_value_types", "input_arrow_schema",
@@ -25,15 +26,6 @@ NA_STRINGS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-na
 def _text_keys(config: ReleaseConfig) -> list[str]:
     return [k for k, kv in config.input_key_variables.items()
             if kv.categories is not None and any(isinstance(c, str) for c in kv.categories)]
-
-
-def value_columns(config: ReleaseConfig, names: list[str]) -> list[str]:
-    """The columns of a CSV input read as text and typed without loss
-    (:mod:`sdc.io.values`): every column but the key variables, the DP-PRAM variables, the
-    weight and the id column."""
-    inp = config.input
-    skip = set(config.key_variables) | set(config.perturb) | {inp.weight, inp.id_column}
-    return [n for n in names if n not in skip]
 
 
 def _csv_read_parse(config: ReleaseConfig, block_size: int = 1 << 24):
@@ -115,9 +107,10 @@ def parquet_dataset(path: Path) -> pads.Dataset:
 
 
 def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
-    """The Arrow schema the batch readers produce for the input (None for SPSS/Stata).
+    """The Arrow schema the batch readers produce for the input.
 
-    CSV: pyarrow's types inferred from the first block (text keys forced to string).
+    CSV: pyarrow's types inferred from the first block (text keys forced to string);
+    SPSS/Stata: the types of the whole-file read (:func:`sdc.io.stat_input.stat_schema`).
     """
     fmt = config.input.resolved_format
     path = config.input_path
@@ -130,21 +123,11 @@ def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
             schema = normalize_schema(reader.schema)
         types = csv_value_types(config)
         return pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in schema])
+    if fmt in ("sav", "dta"):
+        from sdc.io.stat_input import stat_schema
+
+        return stat_schema(config)
     return None
-
-
-def _normalize_type(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return pa.string()
-    if pa.types.is_null(t):
-        return pa.string()
-    return t
-
-
-def normalize_schema(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([pa.field(f.name, _normalize_type(f.type)) for f in schema])
 
 
 def csv_missing(table: pa.Table, config: ReleaseConfig,

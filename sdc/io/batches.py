@@ -85,8 +85,8 @@ def check_streamable(config: ReleaseConfig, engine: str,
     Raises
     ------
     InputError
-        SPSS ``.sav`` / Stata ``.dta`` input (no batch reader: convert it to Parquet once, e.g.
-        ``pd.read_spss(path).to_parquet(...)``, or use an executor that reads it whole).
+        A format without a batch reader (every input format has one now: the check stays for
+        the file's kind, :func:`sdc.io.sniff.check_file_kind`).
     """
     if config.input_path.is_file():
         check_file_kind(config.input_path, config.input.resolved_format)
@@ -133,7 +133,7 @@ def input_batches(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS
     Raises
     ------
     InputError
-        Missing or unreadable file, SPSS/Stata input, a CSV value that does not fit the type
+        Missing or unreadable file, a CSV value that does not fit the type
         pyarrow inferred from the file's first block.
     """
     frames = _input_frames(config, batch_rows, columns)
@@ -210,6 +210,11 @@ def input_tables(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
             f"are relative to the config's folder {str(config.base_dir)!r})"
         )
     fmt = config.input.resolved_format
+    if fmt in ("sav", "dta"):
+        from sdc.io.stat_input import stat_tables
+
+        yield from stat_tables(config, batch_rows, columns)
+        return
     try:
         if fmt == "parquet":
             yield from _rebatch(_parquet_batches(path, columns, batch_rows), batch_rows,

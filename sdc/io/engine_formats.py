@@ -13,7 +13,7 @@ __all__ = ["ALL_INPUT_FORMATS", "BATCH_INPUT_FORMATS", "engine_problems"]
 #: what :func:`sdc.io.read.read_input` reads whole
 ALL_INPUT_FORMATS = ("parquet", "csv", "sav", "dta")
 #: what the batch reader (:func:`sdc.io.batches.input_batches`) reads in record batches
-BATCH_INPUT_FORMATS = ("parquet", "csv")
+BATCH_INPUT_FORMATS = ("parquet", "csv", "sav", "dta")
 
 
 def engine_problems(config: ReleaseConfig, engine: str, formats: tuple[str, ...],

@@ -68,7 +68,9 @@ def public_schema_for(config: ReleaseConfig, frame: pd.DataFrame) -> pa.Schema:
     hold, the type comes from ``frame``."""
     base = None
     try:
-        if config.input_path.exists():
+        # an SPSS/Stata input's batch schema takes a pass over the file (sdc.io.stat_input):
+        # the in-memory release has the same types in ``frame`` already
+        if config.input_path.exists() and config.input.resolved_format in ("parquet", "csv"):
             base = input_arrow_schema(config)
     except (InputError, pa.ArrowException, OSError, ValueError):
         base = None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import re
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,8 @@ from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.batches import value_columns
 from sdc.io.recode import recode_frame
-from sdc.io.sniff import check_file_kind
+from sdc.io.sniff import check_file_kind, duplicate_names_error
+from sdc.io.stat_input import read_stat
 from sdc.io.values import lossless_type, missing_markers, to_lossless
 
 __all__ = ["read_input"]
@@ -92,17 +92,6 @@ def _guess_delimiter(line: str, current: str) -> str | None:
     return best if best is not None and counts[best] > 0 else None
 
 
-def _dup_error(path: Path, names: list[str]) -> InputError:
-    s = pd.Series(names)
-    dup = s[s.duplicated(keep=False)]
-    where = {n: [i + 1 for i in dup.index[dup == n]] for n in dict.fromkeys(dup)}
-    desc = "; ".join(f"{n!r} at columns {pos}" for n, pos in where.items())
-    return InputError(
-        f"input file {str(path)!r} has duplicated column names: {desc}. Every column needs a "
-        "unique name: rename or remove the duplicates in the file's header"
-    )
-
-
 def string_key_dtypes(config: ReleaseConfig, header: list[str]) -> dict[str, str]:
     """Key columns whose declared categories are all strings are read as strings (keeps '01')."""
     out = {}
@@ -149,7 +138,7 @@ def _read_csv(path: Path, config: ReleaseConfig) -> pd.DataFrame:
                 f"input.delimiter: {guess!r} in the config"
             )
     if len(set(header)) != len(header):
-        raise _dup_error(path, header)
+        raise duplicate_names_error(path, header)
     text_keys = string_key_dtypes(config, header)
     # pandas reads "NA", "null", "n/a"... as missing; in a key with text categories only an
     # empty field is missing ("NA" may be Namibia); the other non-key columns are read as
@@ -224,7 +213,7 @@ def _read_parquet(path: Path) -> pd.DataFrame:
             "input.format, or re-export the file"
         ) from None
     if len(set(schema.names)) != len(schema.names):
-        raise _dup_error(path, list(schema.names))
+        raise duplicate_names_error(path, list(schema.names))
     try:
         # self_destruct + split_blocks: each column's Arrow buffers are freed as it is
         # converted (no consolidation copy); then the Arrow pool returns its cached decode
@@ -237,93 +226,6 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         raise InputError(
             f"input file {str(path)!r} is not a readable Parquet file ({e}); re-export it"
         ) from None
-
-
-def _read_stat(path: Path, fmt: str, config: ReleaseConfig) -> pd.DataFrame:
-    import pyreadstat
-
-    reader = pyreadstat.read_sav if fmt == "sav" else pyreadstat.read_dta
-    kwargs = {} if _is_utf8(config.input.encoding) else {"encoding": config.input.encoding}
-    if fmt == "sav":
-        # SPSS user-missing codes (9 = "no answer") stay values of the non-key columns and
-        # the SPSS output declares them again (sdc.release.stat_files); keys, weight and id
-        # read them as missing, as before
-        kwargs["user_missing"] = True
-    try:
-        frame, meta = reader(str(path), **kwargs)
-    except Exception as e:  # pyreadstat raises its own ReadstatError / PyreadstatError
-        raise InputError(
-            f"input file {str(path)!r} is not a readable {'SPSS .sav' if fmt == 'sav' else 'Stata .dta'} "
-            f"file ({type(e).__name__}: {e}). Check input.path and input.format"
-        ) from None
-    if len(set(frame.columns)) != len(frame.columns):
-        raise _dup_error(path, list(frame.columns))
-    if fmt == "sav":
-        _blank_user_missing(frame, meta, value_columns(config, list(frame.columns)))
-        _spss_integers(frame, meta, value_columns(config, list(frame.columns)))
-    _numbers_with_missing(frame)
-    # strings: pandas' default string dtype; SPSS/Stata store a missing string as ""
-    for c in frame.columns:
-        if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype):
-            s = frame[c].astype("str")
-            frame[c] = s.where(s != "", None)
-    return frame
-
-
-def _numbers_with_missing(frame: pd.DataFrame) -> None:
-    """A numeric Stata column holding extended missing values (.a-.z) comes from pyreadstat
-    as an object column of numbers and NaN (the codes are read as missing, never as numbers);
-    it becomes float64 like every numeric Stata/SPSS column, not text."""
-    for c in frame.columns:
-        if frame[c].dtype == object and pd.api.types.infer_dtype(frame[c], skipna=True) in (
-                "integer", "floating", "mixed-integer-float", "decimal"):
-            frame[c] = pd.to_numeric(frame[c], errors="raise").astype(np.float64)
-
-
-_SPSS_NUMBER_FORMAT = re.compile(r"^(F|N|COMMA|DOT|DOLLAR|PCT|E)?(\d+)(?:\.(\d+))?$")
-
-
-def _spss_integers(frame: pd.DataFrame, meta, columns: list[str]) -> None:
-    """SPSS stores every number as a double; a non-key column whose SPSS format has no
-    decimals (``F8.0``, ``N3``: what SPSS gives an integer variable) and whose values are all
-    whole numbers, none missing, becomes int64, as the same data from CSV, Parquet or Stata
-    (which has integer types) gives. With a missing value it stays float64 (NaN), as pandas
-    writes an integer column with missing values to CSV and Parquet. Whole columns only."""
-    formats = getattr(meta, "original_variable_types", None) or {}
-    for c in columns:
-        m = _SPSS_NUMBER_FORMAT.match(str(formats.get(c, "")).upper())
-        if c not in frame.columns or m is None or int(m.group(3) or 0) != 0:
-            continue
-        if frame[c].dtype != np.float64:
-            continue
-        arr = frame[c].to_numpy()
-        with np.errstate(invalid="ignore"):
-            if arr.size and np.all(np.isfinite(arr) & (arr == np.floor(arr))
-                                   & (np.abs(arr) < 2.0 ** 53)):
-                frame[c] = arr.astype(np.int64)
-
-
-def sav_missing_ranges(meta) -> dict[str, list[dict]]:
-    """``{column: [{"lo": .., "hi": ..}, ...]}``: the user-missing values SPSS declares."""
-    return dict(getattr(meta, "missing_ranges", None) or {})
-
-
-def _blank_user_missing(frame: pd.DataFrame, meta, keep: list[str]) -> None:
-    """User-missing values -> missing in every column but ``keep`` (the non-key columns)."""
-    for col, ranges in sav_missing_ranges(meta).items():
-        if col not in frame.columns or col in keep:
-            continue
-        s = frame[col]
-        hit = np.zeros(len(s), dtype=bool)
-        for r in ranges:
-            lo, hi = r.get("lo"), r.get("hi")
-            if isinstance(lo, str) or isinstance(hi, str):
-                hit |= (s == lo).to_numpy(dtype=bool, na_value=False)
-            else:
-                x = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-                hit |= (x >= lo) & (x <= hi)
-        if hit.any():
-            frame[col] = s.where(~hit, None if s.dtype == object else np.nan)
 
 
 def integer_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
@@ -400,7 +302,7 @@ def read_input(config: ReleaseConfig) -> pd.DataFrame:
     elif fmt == "parquet":
         frame = _read_parquet(path)
     else:
-        frame = _read_stat(path, fmt, config)
+        frame = read_stat(path, fmt, config)
     if len(frame) == 0:
         raise InputError(
             f"input file {str(path)!r} has a header ({len(frame.columns)} columns) but no "

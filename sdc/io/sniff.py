@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sdc.errors import InputError
 
-__all__ = ["check_file_kind", "file_kind"]
+__all__ = ["check_file_kind", "duplicate_names_error", "file_kind"]
 
 #: leading bytes -> (kind, the input.format that reads it or None, the fix)
 _MAGIC: list[tuple[bytes, str, str | None]] = [
@@ -52,3 +52,16 @@ def check_file_kind(path: Path, fmt: str) -> None:
         fix = "decompress or export it to CSV or Parquet first, and point input.path at that file"
     raise InputError(f"input file {str(path)!r} is {what}, not {fmt.upper()} as the config "
                      f"says (input.format {fmt!r}, or the file's suffix); {fix}")
+
+
+def duplicate_names_error(path: Path, names: list[str]) -> InputError:
+    """The refusal of a file whose header repeats a column name (each name with its
+    1-based column positions)."""
+    seen: dict[str, list[int]] = {}
+    for i, n in enumerate(names, 1):
+        seen.setdefault(n, []).append(i)
+    desc = "; ".join(f"{n!r} at columns {pos}" for n, pos in seen.items() if len(pos) > 1)
+    return InputError(
+        f"input file {str(path)!r} has duplicated column names: {desc}. Every column needs a "
+        "unique name: rename or remove the duplicates in the file's header"
+    )

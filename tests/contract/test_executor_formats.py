@@ -7,7 +7,7 @@
 - CSV input on the dask executor: the client copies the CSV to Parquet with the streaming
   reader, the tasks read the copy; the files are the pandas and streaming executors', and a
   problem of the CSV is reported with its rows, naming the CSV (never the copy);
-- the one refusal left (SPSS/Stata *input* on the batch executors) is the registry's.
+- SPSS/Stata *input* on every executor (read in chunks; Dask reads the Parquet copy).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -145,20 +146,48 @@ def test_csv_problems_on_dask_name_the_csv_and_its_rows(prefect_harness, tmp_pat
         assert "sdc-input-" not in text and "input.parquet" not in text, (executor, text)
 
 
-@pytest.mark.parametrize("executor", ["streaming", "dask"])
-def test_stata_input_is_the_one_refusal(prefect_harness, tmp_path, executor):
-    """SPSS/Stata input on a batch executor: exit 2 before any record is read, naming the way
-    out (the registry's limit); the same file releases with the pandas executor."""
+def _stat_input(tmp_path: Path, fmt: str) -> Path:
+    """The contract frame as an SPSS/Stata file with what such files carry: value labels, a
+    text column with empty strings (missing), a non-key integer column stored as doubles with
+    an integer format (SPSS: read back as int64), one with a fraction (stays float64), a
+    non-key column whose SPSS user-missing code stays a value, and a key whose user-missing
+    code is read as missing."""
     pyreadstat = pytest.importorskip("pyreadstat")
-    if executor == "dask":
-        pytest.importorskip("distributed")
-    inp = tmp_path / "in.dta"
-    pyreadstat.write_dta(_frame(), str(inp))
+    frame = _frame()
+    frame["region"] = frame["region"].where(frame.index % 97 != 3, "")
+    frame["children"] = (frame.index % 4).astype(np.int64)
+    frame["answer"] = np.where(frame.index % 53 == 0, 9, frame.index % 3).astype(np.int64)
+    if fmt == "sav":  # Stata has no user-missing codes
+        frame["marital"] = np.where(frame.index % 211 == 7, 9, frame["marital"])
+    inp = tmp_path / f"in.{fmt}"
+    labels = {"sex": {0: "male", 1: "female"}}
+    if fmt == "sav":
+        pyreadstat.write_sav(frame, str(inp), variable_value_labels=labels,
+                             missing_ranges={"answer": [9], "marital": [9]},
+                             variable_format={"children": "F2.0", "answer": "F1.0"})
+    else:
+        pyreadstat.write_dta(frame, str(inp), variable_value_labels=labels)
+    return inp
+
+
+@pytest.mark.parametrize("fmt", ["sav", "dta"])
+def test_spss_and_stata_input_on_every_executor(prefect_harness, tmp_path, fmt):
+    """SPSS/Stata *input* on every executor: the streaming executor reads it in chunks
+    (sdc.io.stat_input: a first pass decides the whole-column types), Dask tasks read the
+    client's Parquet copy of those chunks; every file is the in-memory release's byte for
+    byte, in small batches that cut the file into many chunks."""
+    inp = _stat_input(tmp_path, fmt)
     cfg = _base(inp)
-    cfg["input"]["format"] = "dta"
-    _, text = _run(cfg, tmp_path, executor, expect=2)
-    assert "has no batch reader" in " ".join(text.split())
+    cfg["input"]["format"] = fmt
+    cfg["key_variables"]["marital"]["missing"] = "category"
+    cfg["output"]["formats"] = ["parquet", "csv", fmt]
+    files = _same_everywhere(cfg, tmp_path)
+    assert f"public/microdata.{fmt}" in files["pandas"]
+    pub = pq.read_table(tmp_path / "pandas" / "release" / "public" / "microdata.parquet")
+    types = {f.name: f.type for f in pub.schema}
+    if fmt == "sav":  # F2.0 with whole numbers: int64 on every executor, as from CSV
+        assert types["children"] == pa.int64()
     from sdc.executors.registry import get_executor
 
-    assert any("Stata (.dta) input" in lim for lim in get_executor(executor).limits)
-    assert not any("output" in lim for lim in get_executor(executor).limits)
+    assert not any("input" in lim and "Stata" in lim and "convert" in lim
+                   for e in ("streaming", "dask") for lim in get_executor(e).limits)

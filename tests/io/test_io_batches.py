@@ -83,9 +83,37 @@ def test_input_batches_global_index_and_content(tmp_path, fmt):
     assert input_arrow_schema(cfg).field("region").type == pa.string()
 
 
-def test_stata_input_is_refused_with_the_fix(tmp_path):
-    with pytest.raises(sdc.InputError, match="Convert the file to Parquet"):
-        list(input_batches(_config(tmp_path / "x.dta", "dta")))
+@pytest.mark.parametrize("fmt", ["sav", "dta"])
+def test_spss_and_stata_batches_are_the_whole_read(tmp_path, fmt):
+    """An SPSS/Stata input read in chunks gives the whole read's values and types (the
+    whole-column decisions taken once for the file): ``kids`` has an integer SPSS format and
+    whole numbers in every chunk (int64), ``score`` is whole in the first chunks only (float64
+    everywhere, as the whole read decides), ``note`` has empty strings (missing)."""
+    pyreadstat = pytest.importorskip("pyreadstat")
+    from sdc.io.stat_input import read_stat
+
+    n = 1000
+    frame = pd.DataFrame({"pid": np.arange(n), "sex": np.arange(n) % 2 + 1,
+                          "region": np.where(np.arange(n) % 3, "n", "s"),
+                          "kids": np.arange(n) % 4,
+                          "score": np.where(np.arange(n) < 900, 2.0, 2.5),
+                          "note": np.where(np.arange(n) % 7 == 0, "", "x")})
+    path = tmp_path / f"in.{fmt}"
+    if fmt == "sav":
+        pyreadstat.write_sav(frame, str(path), variable_format={"kids": "F2.0", "score": "F3.0"})
+    else:
+        pyreadstat.write_dta(frame, str(path))
+    cfg = _config(path, fmt, id_column="pid")
+    whole = read_stat(path, fmt, cfg)  # before read_input's key conversions (every reader's)
+    got = list(input_batches(cfg, batch_rows=300))
+    assert [len(b) for b in got] == [300, 300, 300, 100]
+    assert [b.index[0] for b in got] == [0, 300, 600, 900]
+    joined = pd.concat(got)
+    pd.testing.assert_frame_equal(joined, whole)
+    if fmt == "sav":
+        assert whole["kids"].dtype == np.int64 and whole["score"].dtype == np.float64
+    assert joined["note"].isna().sum() == (frame["note"] == "").sum()
+    assert input_arrow_schema(cfg).names == list(whole.columns)
 
 
 @pytest.mark.parametrize("read_ahead", [0, 1, 3])
