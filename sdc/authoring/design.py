@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from sdc.authoring.design_checks import keys_held_by_derived, verify_recommended
 from sdc.authoring.design_weighted import (
     configured_figures,
     declared_weights,
@@ -81,6 +82,9 @@ class Design:
     base: dict[str, Any]
     result: DesignResult
     configured: dict[str, Any] | None = None
+    held: dict[str, list[str]] | None = None
+    refused: list[str] | None = None
+
 
 
 def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = KEY_FLOOR,
@@ -103,10 +107,14 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
             for i, k in enumerate(config.key_names)}
     cands = candidates(config, marg, derived=derived)
     weights = declared_weights(config, fine) if config.risk.weighted else None
+    held = keys_held_by_derived(config)
+    for k in held:  # the declared values only (the first candidate is the key as declared)
+        cands[k] = [c for c in cands[k] if c.rule is None] or cands[k][:1]
     result = search(fine, config, base, cands, budget=budget, keep=keep,
                     min_entropy=min_entropy, partitions=partitions, target=target,
                     progress=progress, weights=weights)
-    design = Design(path.resolve(), config, base, result)
+    design = Design(path.resolve(), config, base, result, held=held or None)
+    design.refused = verify_recommended(design, write_node_config)
     if result.recommended is not None:
         rec = result.recommended
         design.configured = configured_figures(
@@ -163,6 +171,8 @@ def design_document(design: Design) -> dict[str, Any]:
         "warn_changed": r.warn,
         "verdict": r.verdict,
         "given_up": r.given_up,
+        "held_by_derived": design.held or {},
+        "refused_by_release_checks": design.refused or [],
         "nodes": {"total": len(r.nodes), "certified": statuses.count("certified"),
                   "refused": statuses.count("refused"), "pruned": statuses.count("pruned"),
                   "not_evaluated": statuses.count("not evaluated")},

@@ -174,6 +174,12 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
                       markup=False, soft_wrap=True)
     if len(doc["frontier"]) > limit:
         console.print(f"... and {len(doc['frontier']) - limit} more (--limit)")
+    for k, cols in (doc.get("held_by_derived") or {}).items():
+        console.print(f"{k}: not recoded (the derived column(s) {', '.join(cols)} are computed "
+                      "from it; a recoding would make them no function of the released keys)",
+                      markup=False, soft_wrap=True)
+    for line in doc.get("refused_by_release_checks") or []:
+        console.print(line, markup=False, soft_wrap=True, style="yellow")
     c = doc["current"]
     if c is not None:
         console.print(f"the config as it is: {_pct(c['share_changed'])} of records changed "

