@@ -90,9 +90,13 @@ class Design:
 def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = KEY_FLOOR,
                min_entropy: float = 0.5, derived: bool = True, partitions: bool = True,
                target: float = TARGET_CHANGED,
-               progress: Callable[[int, int], None] | None = None) -> Design:
+               progress: Callable[[int, int], None] | None = None,
+               release_checks: bool = True) -> Design:
     """Load the config, count its file once and search (see :func:`sdc.method.design.search`;
-    ``keep``: the share of its own entropy every key of the recommended design keeps)."""
+    ``keep``: the share of its own entropy every key of the recommended design keeps).
+    ``release_checks``: keep the keys of ``derived:`` columns as declared and plan the
+    recommendation through the pipeline (:mod:`sdc.authoring.design_checks`); ``sdc init``'s
+    design step turns them off (it drops the derived columns a recoding breaks instead)."""
     path = Path(config_path).expanduser()
     config = load_config(path)
     base = load_yaml(path.read_text(encoding="utf-8"))
@@ -107,14 +111,15 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
             for i, k in enumerate(config.key_names)}
     cands = candidates(config, marg, derived=derived)
     weights = declared_weights(config, fine) if config.risk.weighted else None
-    held = keys_held_by_derived(config)
+    held = keys_held_by_derived(config) if release_checks else {}
     for k in held:  # the declared values only (the first candidate is the key as declared)
         cands[k] = [c for c in cands[k] if c.rule is None] or cands[k][:1]
     result = search(fine, config, base, cands, budget=budget, keep=keep,
                     min_entropy=min_entropy, partitions=partitions, target=target,
                     progress=progress, weights=weights)
     design = Design(path.resolve(), config, base, result, held=held or None)
-    design.refused = verify_recommended(design, write_node_config)
+    if release_checks:
+        design.refused = verify_recommended(design, write_node_config)
     if result.recommended is not None:
         rec = result.recommended
         design.configured = configured_figures(

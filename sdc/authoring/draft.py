@@ -371,7 +371,7 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     c = draft.check
     if not c or c.get("records", 0) == 0 or c["expected_changed"] / c["records"] <= DESIGN_WHEN:
         return False
-    d = run_design(config_path, budget=budget)
+    d = run_design(config_path, budget=budget, release_checks=False)
     r = d.result
     if r.recommended is None or r.current is None:
         return False
