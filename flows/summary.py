@@ -96,11 +96,15 @@ def pair_warnings(result: Any, config: ReleaseConfig) -> list[str]:
     integer or discrete non-key columns than it pairs: docs/METHOD.md, "Pairs of columns"),
     from the public schema, as the count pass chose them."""
     from sdc.method.dependence import checked_columns, pair_plan, schema_kinds
+    from sdc.method.household_batches import household_pair_plans
 
     schema = getattr(result, "schema", None)
-    if schema is None or config.input.household_id is not None:
+    if schema is None:
         return []
     names = [n for n in schema.names if n != "record_id"]
+    if config.input.household_id is not None:  # each stage's pairs
+        plans = household_pair_plans(names, schema_kinds(schema), config)
+        return [f"{stage} stage: {w}" for stage, p in plans.items() if (w := p.warning())]
     w = pair_plan(checked_columns(names, config), schema_kinds(schema), config).warning()
     return [w] if w else []
 

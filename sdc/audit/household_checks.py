@@ -110,7 +110,8 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
         persons = persons.drop(columns=[c for c in (cfg.input.household_id, *hh_cols,
                                                     *(cfg.perturb or {}))
                                         if c in persons.columns])
-        rep.dependence = frame_dependence(persons, plan_release(po, pcfg), pcfg, {})
+        rep.dependence = frame_dependence(persons, plan_release(po, pcfg), pcfg,
+                                          schema_kinds(public_schema_for(cfg, original)))
         dependence_checks(rep, audit, what="person stage: ")
     except (InputError, ConfigError, SmallBlockError) as e:
         rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")

@@ -21,9 +21,11 @@ from sdc.method.cells import CellTable, combine_codes, encode_key, radix_sizes
 from sdc.method.dependence import (
     DependenceCounter,
     HouseholdMembers,
+    PairPlan,
     checked_columns,
     key_sizes,
     measure_dependence,
+    member_columns,
     pair_plan,
     person_level,
     small_limit,
@@ -53,7 +55,7 @@ __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "Pe
            "extended_cells", "household_blocks", "household_dependence",
            "household_partition_sets", "inconsistent_rows", "person_dependence",
            "person_dependence_counter", "person_stage", "released_person_codes",
-           "add_person_dependence", "household_values"]
+           "add_person_dependence", "household_pair_plans", "household_values"]
 
 _MAX = np.iinfo(np.uint64).max
 
@@ -436,9 +438,7 @@ def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
         values = pd.concat([values.reset_index(drop=True), agg.members], axis=1)
     cols = checked_columns(list(values.columns), hcfg)
     counter = DependenceCounter(cols, len(hcfg.key_names), small_limit(hcfg),
-                                sizes=key_sizes(hcfg), pairs=pair_plan(cols, {
-                                    c: k for c, k in (kinds or {}).items()
-                                    if c != config.input.weight}, hcfg))
+                                sizes=key_sizes(hcfg), pairs=_household_pairs(cols, kinds, config))
     if hs.composition is not None:  # the composition stage's cells (singular households out)
         if hs.plan is None:
             return []
@@ -450,6 +450,28 @@ def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
     if cols and agg.n_households:
         counter.add(values, hs.cell, agg.key_codes)
     return person_level(measure_dependence(counter, hs.plan, hcfg, lambda x: x), members)
+
+
+def _household_pairs(cols: list[str], kinds: dict[str, str] | None,
+                     config: ReleaseConfig) -> PairPlan:
+    """The household table's pairs (its household and member columns ``cols``; the person
+    weight does not pair)."""
+    return pair_plan(cols, {c: k for c, k in (kinds or {}).items() if c != config.input.weight},
+                     household_config(config))
+
+
+def household_pair_plans(names: list[str], kinds: dict[str, str],
+                         config: ReleaseConfig) -> dict[str, PairPlan]:
+    """The pairs each stage of a household file checks, from the public schema's column
+    ``names`` and ``kinds`` (the release's warning names the columns left unpaired):
+    ``{"person": ..., "household": ...}``."""
+    hcfg = household_config(config)
+    present = set(names)
+    table = [c for c in config.input.household_columns if c in present]
+    hcols = checked_columns(table + member_columns(names, config), hcfg)
+    return {"person": person_dependence_counter({c: kinds.get(c) for c in names},
+                                                config).pairs,
+            "household": _household_pairs(hcols, kinds, config)}
 
 
 def inconsistent_rows(frame: pd.DataFrame, agg: HouseholdAggregate,
@@ -465,16 +487,20 @@ def inconsistent_rows(frame: pd.DataFrame, agg: HouseholdAggregate,
     return np.isin(household_identity(frame, config), bad)
 
 
-def person_dependence_counter(columns: list[str], config: ReleaseConfig) -> DependenceCounter:
+def person_dependence_counter(columns: list[str] | dict[str, str | None],
+                              config: ReleaseConfig) -> DependenceCounter:
     """The person stage's dependence counter: the released person-level non-key columns of
     the input's ``columns`` (not the household id, the household columns or ``perturb:``
     columns), counted by :func:`add_person_dependence` in a pass after planning (only the
-    persons of the kept classes count, as in the pandas engine)."""
+    persons of the kept classes count, as in the pandas engine). ``columns`` as a mapping
+    name -> kind (:func:`~sdc.method.dependence.schema_kinds` of the public schema, None for
+    a column that does not pair): their pairs are checked too."""
     pcfg = person_config(config)
     skip = {config.input.household_id, *config.input.household_columns, *(config.perturb or {})}
-    cols = [c for c in checked_columns(columns, pcfg) if c not in skip]
+    cols = [c for c in checked_columns(list(columns), pcfg) if c not in skip]
+    kinds = {c: k for c, k in columns.items() if k} if isinstance(columns, dict) else {}
     return DependenceCounter(cols, len(pcfg.key_names), small_limit(pcfg),
-                             sizes=key_sizes(pcfg))
+                             sizes=key_sizes(pcfg), pairs=pair_plan(cols, kinds, pcfg))
 
 
 def add_person_dependence(counter: DependenceCounter, frame: pd.DataFrame, cell: np.ndarray,

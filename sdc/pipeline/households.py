@@ -437,7 +437,8 @@ def _identity_pass(config: ReleaseConfig, runner: Runner, k: _Counted,
     say("person identities (pass 2 of 3)")
     pcfg = person_config(config)
     locate = CellLocator(k.codes, pcfg)
-    columns = list(input_arrow_schema(config).names)
+    kinds = schema_kinds(runner.public_schema())  # input name -> the pairs' kind
+    columns = {c: kinds.get(c) for c in input_arrow_schema(config).names}
     pdep = person_dependence_counter(columns, config)
     ids, ties, listed = [], [], 0
     every_ids, every_ties = [], []

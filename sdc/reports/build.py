@@ -153,8 +153,12 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseResult, config: Rel
 def dependence_section(result: Any, config: ReleaseConfig) -> dict[str, Any]:
     """``risk.json``'s ``dependence``: the dependence check's figures per checked non-key
     column (what ``audit.json`` records; docs/METHOD.md), for the page."""
-    return {"columns": [f.as_dict() for f in result.dependence],
-            "derived": list(config.derived)}
+    out = {"columns": [f.as_dict() for f in result.dependence],
+           "derived": list(config.derived)}
+    st = getattr(result, "households", None)
+    if st is not None:  # the household stage's: household columns, members' person columns
+        out["households"] = [f.as_dict() for f in getattr(st.result, "dependence", [])]
+    return out
 
 
 def perturb_section(config: ReleaseConfig) -> list[dict[str, Any]]:

@@ -363,8 +363,7 @@ UTILITY_SCHEMA["properties"]["analysis"] = _d(_obj({
     "Utility measured on what analysts compute (docs/REPORTS.md).")
 
 
-RISK_SCHEMA["properties"]["dependence"] = _d(_obj({
-    "columns": _arr(_obj({
+_DEPENDENCE_COLUMN = {
         "column": {"type": "string"},
         "figure": _d(_NUM, "Filter intruder's success with the column, max over PRBs."),
         "baseline": _d(_NUM, "That PRB's success without the column."),
@@ -375,9 +374,19 @@ RISK_SCHEMA["properties"]["dependence"] = _d(_obj({
         "flagged": {"type": "boolean"},
         "via": _d({"enum": ["values", "order"]},
                   "How the figure was found: the column's values one by one, or runs of its "
-                  "values in order (docs/METHOD.md, 'The check in order').")})),
+                  "values in order (docs/METHOD.md, 'The check in order').")}
+RISK_SCHEMA["properties"]["dependence"] = _d(_obj({
+    "columns": _arr(_obj(_DEPENDENCE_COLUMN)),
     "derived": _arr({"type": "string"}, "Columns released as functions of the released keys."),
-}), "The dependence check of non-key columns (audit.json dependence; docs/METHOD.md).")
+    "households": _d(_arr(_obj({**_DEPENDENCE_COLUMN, "level": _d(
+        {"enum": ["person"]}, "A person column, measured one member per household.")},
+        required=sorted(_DEPENDENCE_COLUMN))),
+        "Household files: the household stage's check (audit.json households.dependence): "
+        "household columns and the person columns of one member per household against the "
+        "household keys, one unit per household (docs/METHOD.md, 'Person columns against "
+        "household keys')."),
+}, required=["columns", "derived"]),
+    "The dependence check of non-key columns (audit.json dependence; docs/METHOD.md).")
 
 
 _EXP = _obj({"total": _NUM, "sum_abs_difference": _NUM, "share": _NUM,

@@ -3,7 +3,8 @@ testdata (households by ori_hid; household keys urbrur, water, walls; issue 34):
 person column that gives a household key away (a copy of ``water`` in every member, or two
 person columns summing to it) is refused with exit 2 on every executor, naming the column, the
 household key, the figure and the fixes; the file as it is releases and ``sdc audit`` recomputes
-the person columns' figures (``level: person`` in audit.json's ``households.dependence``).
+the person columns' figures (``level: person`` in audit.json's ``households.dependence``, on
+the report page and in risk.json's ``dependence.households``).
 """
 
 from __future__ import annotations
@@ -83,3 +84,9 @@ def test_a_pair_of_person_columns_and_the_file_as_it_is(prefect_harness, tmp_pat
     person = [f["column"] for f in figs if f.get("level") == "person"]
     assert person == ["sex", "age", "expend", "income", "savings", "sampling_weight"]
     assert not any(f["flagged"] for f in figs)
+    # the report: risk.json's dependence.households (schema-checked) and its table on the page
+    risk = json.loads((out / "internal" / "risk.json").read_text())
+    assert risk["dependence"]["households"] == figs
+    page = (out / "internal" / "report.html").read_text()
+    assert "Household stage (one unit per household, against the household keys)" in page
+    assert "<td>sampling_weight</td><td>person</td>" in page

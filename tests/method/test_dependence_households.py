@@ -166,3 +166,44 @@ def test_the_member_of_a_household_does_not_depend_on_batches_or_row_order():
             (a if i % 2 else b).add(batch, ident[rows], cfg)
         b.merge(a)
         pd.testing.assert_frame_equal(b.values(households), whole)
+
+
+def test_pairs_of_person_columns_against_person_keys_on_a_household_file(tmp_path):
+    """The person stage of a household file checks pairs too: two person columns whose
+    difference is age (a person key; neither alone gives it away) are refused at the person
+    stage (``via: pair``, no ``level``), from the public schema's types as on a person file."""
+    f = _base()
+    a = np.random.default_rng(4).integers(0, 2001, len(f))
+    path = tmp_path / "hh.csv"
+    f.assign(pa=a, pb=a + f["age"].to_numpy()).to_csv(path, index=False)
+    cfg = sdc.parse_config({**GEN, "input": {**GEN["input"], "path": str(path)}})
+    with pytest.raises(DependenceError) as e:
+        plan_households(cfg, runner=InMemory(cfg, pd.read_csv(path)))
+    bad = [x for x in e.value.figures if x.flagged]
+    assert [(x.column, x.via, x.of, x.level) for x in bad] == [
+        ("pa - pb", "pair", ("pa", "pb"), "")], bad
+    assert bad[0].revealed.get("age", 0) > 0.5 and bad[0].figure > XI
+    assert "together, pa and pb (neither alone)" in str(e.value)
+
+
+def test_the_pairs_left_unchecked_on_a_household_file_are_named_per_stage():
+    """Each stage pairs the first PAIR_COLUMNS = 12 integer or discrete columns it measures
+    (the person stage its non-key person columns; the household stage its household columns
+    then the members' person keys and columns); the release's warning names the others per
+    stage, from the public schema."""
+    import pyarrow as pa
+
+    from flows.summary import pair_warnings
+
+    extra = [f"c{i}" for i in range(14)]
+    schema = pa.schema([("hh_id", pa.string()), ("region", pa.int64()), ("urbrur", pa.int64()),
+                        ("dwelling", pa.int64()), ("water", pa.int64()),
+                        ("hh_weight", pa.float64()), ("relation", pa.int64()),
+                        ("sex", pa.int64()), ("age", pa.int64()),
+                        *[(c, pa.int64()) for c in extra]])
+    cfg = sdc.parse_config(GEN)
+    got = pair_warnings(type("R", (), {"schema": schema})(), cfg)
+    assert len(got) == 2, got
+    assert got[0].startswith("person stage: dependence check:") and "the pairs of c12, c13" in got[0]
+    assert got[1].startswith("household stage: dependence check:")
+    assert "the pairs of c8, c9, c10, c11, c12, c13 (" in got[1]
