@@ -463,7 +463,7 @@ def write_node_config(design: Design, i: int, out: str | Path) -> Path:
     old_part = _as_plain(data.get("partition") or {})
     if new_part != old_part:
         part = data.get("partition")
-        if "partition" in data and isinstance(part, dict) and part and \
+        if "partition" in data and isinstance(part, dict) and part and new_part and \
                 not _flow_valued(patch.lines[data.lc.key("partition")[0]]):
             pline = data.lc.key("partition")[0]
             last = _body_end(patch, pline)

@@ -200,3 +200,24 @@ def test_weighted_design_recommends_a_balanced_node_with_the_release_figures(tmp
     assert util["expected_totals"]["mode"] == "weighted"
     assert util["expected_totals"]["weighted"]["share"] == pytest.approx(cf["weighted_bias"],
                                                                           rel=1e-6)
+
+
+def test_coarse_and_no_partition_variants_of_a_weighted_job(tmp_path):
+    """``coarse``: a numeric key in at most about COARSE_BANDS round-number bands, a nominal
+    key with <= COARSE_NOMINAL values as is, the others free; ``none``: no partition."""
+    from sdc.authoring.design import count_declared
+    from sdc.method.design import candidates, partition_variant
+    from sdc.method.design.evaluate import COARSE_BANDS
+
+    cfg = sdc.load_config(_weighted_job(tmp_path))
+    fine = count_declared(cfg)
+    marg = {k: np.bincount(fine.key_codes[:, i], weights=fine.frequency,
+                           minlength=cfg.input_key_variables[k].size).astype(np.int64)
+            for i, k in enumerate(cfg.key_names)}
+    cands = candidates(cfg, marg)
+    levels = tuple(0 for _ in cfg.key_names)
+    coarse = partition_variant(cfg, cands, levels, "coarse")
+    # region 1..5 reads as an ordered number (dense, unlabelled); tenure (3 nominal) is free
+    assert set(coarse) == {"sex", "age", "region"} and coarse["sex"] == "as_is"
+    assert 2 <= len(coarse["age"]["bands"]) <= COARSE_BANDS + 1
+    assert partition_variant(cfg, cands, levels, "none") is None

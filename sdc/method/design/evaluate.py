@@ -22,7 +22,8 @@ from sdc.method.design.rule import changes_of_key, displacement, move_abs
 from sdc.method.partition import partition_cells
 from sdc.method.plan import default_merge_order
 
-__all__ = ["NOMINAL_FIRST", "VARIANTS", "Context", "certify", "node_data", "partition_variant"]
+__all__ = ["NOMINAL_FIRST", "VARIANTS", "WEIGHTED_VARIANTS", "Context", "certify", "node_data",
+           "partition_variant"]
 
 _DENSE_MAX = 1 << 24
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -71,6 +72,10 @@ VARIANTS = ("fine", "finest", "fine" + NOMINAL_FIRST, "finest" + NOMINAL_FIRST)
 FINE_AS_IS = 12     # an ordered key with at most this many released values: as_is (fine)
 FINE_BANDS = 8      # ... else at most about this many bands (breaks or round numbers)
 NOMINAL_AS_IS = 5   # a nominal key with at most this many released values: as_is
+#: a weighted job's further variants: ``coarse`` (large PRBs: weight groups certify) and none
+WEIGHTED_VARIANTS = ("coarse", "none")
+COARSE_BANDS = 4    # coarse: an ordered numeric key in at most about this many bands
+COARSE_NOMINAL = 2  # coarse: a nominal key with at most this many released values as_is
 
 
 def partition_variant(config: ReleaseConfig, cands: dict[str, list[Candidate]],
@@ -80,8 +85,15 @@ def partition_variant(config: ReleaseConfig, cands: dict[str, list[Candidate]],
     values, else in bands cut at its declared ``breaks`` or at round numbers (at most about
     ``FINE_BANDS``), moved to released class edges; ``finest``: every
     ordered key as_is; both: a nominal key with at most ``NOMINAL_AS_IS`` released values
-    as_is, else its config rule (or none: it moves freely). Small PRBs are merged as usual
-    (``small_blocks``), so a finer partition is certified like any other."""
+    as_is, else its config rule (or none: it moves freely). A weighted job also tries
+    ``coarse`` (a numeric key in bands at its breaks or round numbers, at most about
+    ``COARSE_BANDS``; a nominal key with at most ``COARSE_NOMINAL`` values as_is; other keys
+    move freely) and ``none`` (no partition): large PRBs, whose weight groups certify. Small
+    PRBs are merged as usual (``small_blocks``), so a finer partition is certified like any
+    other."""
+    if variant == "none":
+        return None
+    coarse = variant == "coarse"
     src = config.input_key_variables
     out: dict[str, Any] = {}
     for key, lev in zip(config.key_names, levels, strict=True):
@@ -89,8 +101,13 @@ def partition_variant(config: ReleaseConfig, cands: dict[str, list[Candidate]],
         n_rel = c.n_released - (1 if kv.missing == "category" else 0)
         kind = key_kind(kv)
         user = config._user_partition.get(key, config.partition.get(key))
+        if coarse and kind != "numeric":
+            if kind == "nominal" and n_rel <= COARSE_NOMINAL:
+                out[key] = "as_is"
+            continue
         if kind in ("numeric", "numeric_text", "ordinal"):
-            if variant == "finest" or n_rel <= FINE_AS_IS or kind != "numeric":
+            if not coarse and (variant == "finest" or n_rel <= FINE_AS_IS
+                               or kind != "numeric"):
                 out[key] = "as_is"
                 continue
             dom = np.asarray([float(v) for v in kv.domain])
@@ -102,7 +119,8 @@ def partition_variant(config: ReleaseConfig, cands: dict[str, list[Candidate]],
             if kv.breaks:        # the declared breaks, where they start a released class
                 cuts = [float(b) for b in kv.breaks]
             else:                # round numbers: the smallest nice width giving <= FINE_BANDS
-                w = next((w for w in NICE_WIDTHS if (hi - lo) / w <= FINE_BANDS), NICE_WIDTHS[-1])
+                most = COARSE_BANDS if coarse else FINE_BANDS
+                w = next((w for w in NICE_WIDTHS if (hi - lo) / w <= most), NICE_WIDTHS[-1])
                 cuts = [float(x) for x in range(math.floor(lo / w) * w + w, int(hi) + 1, w)]
             edges = [lo]
             for cut in cuts:     # moved up to the start of the released class holding it

@@ -15,7 +15,7 @@ import numpy as np
 from sdc.config.model import Hierarchy, ReleaseConfig
 from sdc.method.cells import CellTable
 from sdc.method.design.candidates import Candidate, coarser, entropy
-from sdc.method.design.evaluate import VARIANTS, Context
+from sdc.method.design.evaluate import VARIANTS, WEIGHTED_VARIANTS, Context
 from sdc.method.design.rule import (
     KEY_FLOOR,
     TARGET_CHANGED,
@@ -208,7 +208,8 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
             if not pick:
                 pick = sorted((i for i in ok if nodes[i].min_key_kept >= keep - 1e-12),
                               key=lambda i: nodes[i].changed)
-            jobs = [(i, v) for i in pick[:16] for v in VARIANTS]
+            variants = VARIANTS + (WEIGHTED_VARIANTS if weighted else ())
+            jobs = [(i, v) for i in pick[:16] for v in variants]
             for s in range(0, len(jobs), batch_size):
                 if time.perf_counter() - t0 > phase2:
                     complete = False
