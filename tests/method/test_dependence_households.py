@@ -253,3 +253,18 @@ def test_the_refused_leak_is_real_for_an_independent_intruder():
     assert mean[0] > XI + 3 * se[0] + 0.3, (mean, se)
     assert abs(mean[0] - fig.figure) <= 3 * se[0] + 0.02, (mean, se, fig.figure)
     assert mean[1] <= XI + 3 * se[1], (mean, se)
+
+
+def test_the_fix_a_household_column_derived_from_the_household_keys(tmp_path):
+    """The refusal's fix for a person column with one value per household: listed in
+    ``input.household_columns`` and under ``derived:`` it is recomputed from the household's
+    released keys, and the file passes."""
+    f = _base()
+    path = tmp_path / "hh.csv"
+    f.assign(born_in=f["region"]).to_csv(path, index=False)
+    cfg = sdc.parse_config({**GEN, "derived": ["born_in"], "input": {
+        **GEN["input"], "path": str(path),
+        "household_columns": [*GEN["input"]["household_columns"], "born_in"]}})
+    p = plan_households(cfg, runner=InMemory(cfg, pd.read_csv(path)))
+    assert "born_in" not in {x.column for x in p.hs.plan.dependence}
+    assert not any(x.flagged for x in p.hs.plan.dependence)

@@ -69,7 +69,8 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
             "under `derived:` (recomputed from the household's released household keys); "
             "coarsen it in the input (into groups the household keys do not determine); or "
             "keep the household key(s) it reveals as is (`partition: {KEY: as_is}`: "
-            "households never leave their values). Making it a person key does not help: "
+            "households leave their values only through small household PRBs merged across "
+            "them, which this check reports again). Making it a person key does not help: "
             "person keys move only inside the household keys' values.")
     if names:
         fixes.append(
