@@ -195,7 +195,7 @@ def test_reused_server_started_once_shared_and_stopped_when_idle(server_home, ma
     srv = local_server()
     assert srv is not None and srv.healthy() and srv.idle_minutes == 0.1
     assert state_file().stat().st_mode & 0o077 == 0
-    time.sleep(18)  # three times the idle time
+    time.sleep(12)  # twice the idle time (the watchdog checks every 0.6 s)
     assert local_server() is not None and srv.healthy()
     os.close(fd)
     deadline = time.monotonic() + 60
