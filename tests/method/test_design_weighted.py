@@ -221,3 +221,17 @@ def test_coarse_and_no_partition_variants_of_a_weighted_job(tmp_path):
     assert set(coarse) == {"sex", "age", "region"} and coarse["sex"] == "as_is"
     assert 2 <= len(coarse["age"]["bands"]) <= COARSE_BANDS + 1
     assert partition_variant(cfg, cands, levels, "none") is None
+
+
+def test_a_weighted_job_with_a_bad_weight_is_refused_with_the_rows(tmp_path):
+    """A weight that is missing or not positive breaks the weighted design: exit 2, the column,
+    the count and the rows named (1-based), before any search."""
+    path = _weighted_job(tmp_path, n=400)
+    data = tmp_path / "survey.csv"
+    frame = pd.read_csv(data)
+    frame.loc[[3, 10], "w"] = [0.0, np.nan]
+    frame.to_csv(data, index=False)
+    r = runner.invoke(app, ["design", str(path), "--budget", "5"], env={"COLUMNS": "1000"})
+    assert r.exit_code == 2, r.stdout + r.stderr
+    text = " ".join((r.stdout + r.stderr).split())
+    assert "'w'" in text and "2 record(s)" in text and "rows 4, 11" in text
