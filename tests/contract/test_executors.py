@@ -406,7 +406,7 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
 
     from sdc.samples import generate_household_sample
 
-    frame = generate_household_sample(4000, seed=8, n_regions=12)
+    frame = generate_household_sample(2500, seed=8, n_regions=12)
     if variant == "perturb-derived":
         frame = _household_columns(frame, household_config())
     inp = tmp_path / "households.parquet"
