@@ -27,7 +27,7 @@ and the CLI's CPU seconds (user + system, a figure the machine's load changes mu
 wall). The N-record cases run cold and warm too. Every run uses its own ``PREFECT_HOME`` under
 the work folder; the server is stopped at the end.
 
-A last case times the reports alone (``sdc.build_reports`` after ``release_frame``, in one
+A last case times the reports alone (``batch_reports`` after ``release_frame``, in one
 process) with 10 key variables of 500 levels each on 1M records: the cost of risk.json and
 utility.json must grow with cells and declared categories, not with their product.
 
@@ -302,12 +302,12 @@ def demo(work: Path, repeat: int, loaded: bool) -> None:
 
 
 def wide_reports(n: int = 1_000_000, n_keys: int = 10, levels: int = 500) -> dict:
-    """Seconds of release_frame and of build_reports with n_keys keys of ``levels`` levels."""
+    """Seconds of release_frame and of batch_reports with n_keys keys of ``levels`` levels."""
     code = textwrap.dedent(f"""\
         import resource, time
         import numpy as np, pandas as pd
         import sdc
-        from sdc.reports.build import build_reports
+        from sdc.pipeline.report_parts import batch_reports
         rng = np.random.default_rng(3)
         n, p, L = {n}, {n_keys}, {levels}
         cols = {{}}
@@ -325,7 +325,7 @@ def wide_reports(n: int = 1_000_000, n_keys: int = 10, levels: int = 500) -> dic
         t0 = time.perf_counter()
         res = sdc.release_frame(frame, cfg, seed=1)
         t1 = time.perf_counter()
-        rep = build_reports(frame, res, cfg, seed=1)
+        rep = batch_reports(res, cfg, seed=1)
         t2 = time.perf_counter()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"cells={{res.cells.n_cells}} release={{t1 - t0:.2f}} reports={{t2 - t1:.2f}} "
@@ -394,7 +394,7 @@ def main() -> None:
         if not args.no_wide:
             w = wide_reports()
             print(f"\nreports with {w['keys']} keys x {w['levels']} levels, N = {w['n']:,}: "
-                  f"cells {w['cells']}, release_frame {w['release']} s, build_reports "
+                  f"cells {w['cells']}, release_frame {w['release']} s, batch_reports "
                   f"{w['reports']} s, peak {w['peak_rss_mb']:.0f} MB, load {w['load']:.2f}")
     finally:
         if args.workdir is None:

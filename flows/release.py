@@ -61,7 +61,7 @@ from sdc.release.job import (
 from sdc.release.preflight import check_release_target
 
 if TYPE_CHECKING:
-    from sdc.pipeline.kernels import BatchRelease
+    from sdc.pipeline.kernels import ReleaseOutcome
 
 __all__ = [
     "ENGINES",
@@ -343,7 +343,7 @@ def load_task(config_path: str, force: bool, engine: str, new_series: bool = Fal
 
 @task(name="release records", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def release_task(job: ReleaseJob, spec: EngineSpec, stage: Path,
-                 records: Path | None = None) -> BatchRelease:
+                 records: Path | None = None) -> ReleaseOutcome:
     """Count cells, plan, and release every record (the executor: in memory, in batches or
     on a cluster); the public files are written into ``stage``, the internal records file
     (release series) to ``records``."""
@@ -366,22 +366,22 @@ def release_task(job: ReleaseJob, spec: EngineSpec, stage: Path,
 
 @task(name="reports", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def report_task(job: ReleaseJob,
-                result: BatchRelease) -> tuple[dict[str, bytes], dict[str, Any]]:
+                result: ReleaseOutcome) -> tuple[dict[str, bytes], dict[str, Any]]:
     """risk.json, utility.json and report.html from the aggregates the executor accumulated
     during its passes; with a previous release in the series, its comparison with this one
     (kept in ``seed_info.series`` for the audit record) becomes the "Release series" section."""
     from sdc.pipeline.report_parts import batch_reports
     from sdc.reports.build import headline
-    from sdc.series.risk import batch_series_risk_vs_previous
+    from sdc.series.risk import series_risk_vs_previous
 
     _step("building risk and utility reports")
-    series = batch_series_risk_vs_previous(job.seed_info, result.records_file, result.xi)
+    series = series_risk_vs_previous(job.seed_info, result)
     reports = batch_reports(result, job.config, seed=job.seed_info.value, series=series)
     return reports.files(), headline(reports.risk, reports.utility)
 
 
 @task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def write_task(job: ReleaseJob, result: BatchRelease, force: bool, engine: str,
+def write_task(job: ReleaseJob, result: ReleaseOutcome, force: bool, engine: str,
                reports: dict[str, bytes] | None = None, review: Any = None,
                discard_extra_files: bool = False) -> Path:
     """Codebook, internal tables and audit record from aggregates; atomic publish (the public

@@ -17,8 +17,8 @@ from sdc.errors import CertificationError, InputError, SmallBlockError
 if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 __getattr__)
     from sdc.config.load import load_config, parse_config
     from sdc.config.model import ConfigError, ReleaseConfig
+    from sdc.executors.memory import release_frame
     from sdc.io.read import read_input
-    from sdc.method.apply import ReleaseResult, apply_plan, release_frame
     from sdc.method.partition import Partitioned, partition_frame
     from sdc.method.plan import ReleasePlan, plan_release
     from sdc.method.risk import calibrate_theta, correct_match_risk, max_risk
@@ -31,8 +31,7 @@ _LAZY = {
     "load_config": "sdc.config.load", "parse_config": "sdc.config.load",
     "ConfigError": "sdc.config.model", "ReleaseConfig": "sdc.config.model",
     "read_input": "sdc.io.read",
-    "ReleaseResult": "sdc.method.apply", "apply_plan": "sdc.method.apply",
-    "release_frame": "sdc.method.apply",
+    "release_frame": "sdc.executors.memory",
     "Partitioned": "sdc.method.partition", "partition_frame": "sdc.method.partition",
     "ReleasePlan": "sdc.method.plan", "plan_release": "sdc.method.plan",
     "calibrate_theta": "sdc.method.risk", "correct_match_risk": "sdc.method.risk",
@@ -65,8 +64,6 @@ __all__ = [
     "ReleaseConfig",
     "Partitioned",
     "ReleasePlan",
-    "ReleaseResult",
-    "apply_plan",
     "plan_release",
     "read_input",
     "SmallBlockError",

@@ -35,7 +35,7 @@ from sdc.errors import InputError, SmallBlockError
 from sdc.executors.file_facts import FileFacts
 from sdc.io.batches import table_to_frame
 from sdc.io.recode import recode_frame
-from sdc.pipeline.kernels import BatchRelease
+from sdc.pipeline.kernels import ReleaseOutcome
 
 __all__ = ["DaskClusterError", "DaskPieces", "DaskSpec", "cluster_errors", "dask_client",
            "dask_release", "dask_spec", "on_cluster", "open_cluster", "parquet_input"]
@@ -319,7 +319,7 @@ def on_cluster(step: str, run: Callable[[], Any], spec: EngineSpec | DaskSpec,
 
 def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec, *,
                  progress: Callable[[str], None] | None = None,
-                 records_path: Path | None = None) -> BatchRelease:
+                 records_path: Path | None = None) -> ReleaseOutcome:
     """Release ``config``'s input on a Dask cluster (:func:`sdc.pipeline.run.release` with
     :class:`DaskPieces`). A worker that dies is replaced and its tasks rerun by Dask; when the
     cluster cannot go on (the data of a lone worker lost, a task that kills its worker every
@@ -328,7 +328,7 @@ def dask_release(config: ReleaseConfig, seed: int, out_dir: Path, spec: DaskSpec
     (exit 2, nothing published) instead of a traceback (:func:`on_cluster`)."""
     from sdc.pipeline.run import release
 
-    def run() -> BatchRelease:
+    def run() -> ReleaseOutcome:
         with open_cluster(config, spec, progress=progress) as runner:
             return release(runner, config, seed, out_dir, progress=progress,
                            records_path=records_path)

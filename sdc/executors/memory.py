@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
 
 from sdc.config.model import EngineSpec, ReleaseConfig
 
-__all__ = ["InMemory", "open_memory"]
+if TYPE_CHECKING:
+    from sdc.method.outcome import ReleaseOutcome
+
+__all__ = ["InMemory", "open_memory", "release_frame"]
 
 
 class InMemory:
@@ -75,3 +79,72 @@ def open_memory(config: ReleaseConfig, spec: EngineSpec | None = None, *,
     if progress is not None:
         progress("reading the input")
     yield InMemory(config, frame)
+
+
+def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
+                  out_dir: Path | None = None) -> ReleaseOutcome:
+    """Post-randomize the risky records of ``frame`` with NZY PRAM and certify the result: the
+    library's call of the one pipeline (:func:`sdc.pipeline.run.release`: count, plan,
+    apply; a household file's stages too) run by the in-memory runner on ``frame`` as one
+    batch, the public files into ``out_dir`` (with the internal ``records.parquet``; None: a
+    throw-away folder). ``config``'s hierarchy files must be
+    loaded (``sdc.load_config`` does it) and ``frame`` in released values
+    (``sdc.read_input`` recodes).
+
+    The outcome is the one every executor gives (:class:`~sdc.method.outcome.ReleaseOutcome`:
+    blocks, certificate, cell table, ...) with the released records kept: ``frame`` (the
+    input's index and columns minus ``input.drop``; the id column as in the input),
+    ``record_cell`` / ``released_cell`` / ``changed`` per record in input order, and
+    ``public_table`` (the public file's records, public order, ``record_id`` first). The outcome
+    of a record depends only on the seed, the plan, its own cell and its own identity (id,
+    else its non-key values): not on row order or on which other records exist, except
+    through its own t_j, theta and PRB. Raises as ``sdc release`` does
+    (:class:`~sdc.errors.InputError`, :class:`~sdc.errors.SmallBlockError`,
+    :class:`~sdc.method.dependence.DependenceError`).
+    """
+    import dataclasses
+    import tempfile
+
+    from sdc.pipeline.run import release
+
+    runner = InMemory(config, frame.reset_index(drop=True))
+    if out_dir is not None:
+        res = release(runner, config, seed, Path(out_dir), keep=True,
+                      records_path=Path(out_dir) / "records.parquet")
+        _keep_public(res)
+    else:
+        with tempfile.TemporaryDirectory(prefix="sdc-frame-") as tmp:
+            res = release(runner, config, seed, Path(tmp), keep=True)
+            _keep_public(res)
+    kept = res.released
+    res.cells = dataclasses.replace(res.cells, record_cell=kept.record_cell)
+    res.frame = _released_frame(frame, kept.table, config)
+    return res
+
+
+def _keep_public(res: ReleaseOutcome) -> None:
+    """The public records as written (``record_id`` first, public order) kept in
+    ``res.public_table`` (read back from the Parquet file when no SPSS/Stata file kept them)."""
+    if res.public_table is None and "microdata.parquet" in res.files:
+        import pyarrow.parquet as pq
+
+        res.public_table = pq.read_table(res.files["microdata.parquet"]).replace_schema_metadata()
+
+
+def _released_frame(frame: pd.DataFrame, table: pa.Table, config: ReleaseConfig) -> pd.DataFrame:
+    """The kept public columns as a frame shaped like the input: its index, its columns
+    minus ``input.drop`` in input order, the id and household id columns as they were, every
+    column in the input's dtype where its values allow."""
+    out = table.to_pandas()
+    out.index = frame.index
+    ids = {c for c in (config.input.id_column, config.input.household_id) if c}
+    cols = [c for c in frame.columns if c not in set(config.input.drop)]
+    for c in cols:
+        if c in ids or c not in out.columns:
+            out[c] = frame[c]
+        elif out[c].dtype != frame[c].dtype:
+            try:
+                out[c] = out[c].astype(frame[c].dtype)
+            except (TypeError, ValueError):
+                pass
+    return out[cols]

@@ -39,7 +39,7 @@ from sdc.io.engine_formats import ALL_INPUT_FORMATS, engine_problems
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sdc.pipeline.kernels import BatchRelease
+    from sdc.pipeline.kernels import ReleaseOutcome
     from sdc.pipeline.release import Runner
     from sdc.pipeline.run import Counted
 
@@ -165,14 +165,16 @@ class Executor:
     def release(self, config: ReleaseConfig, seed: int, stage: Path,
                 spec: EngineSpec | None = None, *, progress: Progress | None = None,
                 records_path: Path | None = None,
-                frame: pd.DataFrame | None = None) -> BatchRelease:
+                frame: pd.DataFrame | None = None, keep: bool = False) -> ReleaseOutcome:
         """Count, plan, apply (:func:`sdc.pipeline.run.release`): the public files into
         ``stage``, the records file to ``records_path``; ``frame``: the input already read
-        (only for an executor that ``reads_whole_input``)."""
+        (only for an executor that ``reads_whole_input``); ``keep``: the outcome also holds
+        the released records in input order."""
         from sdc.pipeline.run import release
 
         return self.run(config, spec, lambda runner: release(
-            runner, config, seed, stage, progress=progress, records_path=records_path),
+            runner, config, seed, stage, progress=progress, records_path=records_path,
+            keep=keep),
             step="release", progress=progress, frame=frame)
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from sdc.config.model import EngineSpec, ReleaseConfig
 from sdc.executors.file_facts import FileFacts
 from sdc.io.batches import DEFAULT_BATCH_ROWS, input_batches, input_row_count
-from sdc.pipeline.kernels import BatchRelease, CellCount
+from sdc.pipeline.kernels import CellCount, ReleaseOutcome
 
 __all__ = ["LocalBatches", "count_cells", "open_batches", "stream_release"]
 
@@ -100,7 +100,7 @@ def count_cells(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
 def stream_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                    batch_rows: int = DEFAULT_BATCH_ROWS, tmp_dir: Path | None = None,
                    progress: Callable[[str], None] | None = None,
-                   records_path: Path | None = None) -> BatchRelease:
+                   records_path: Path | None = None) -> ReleaseOutcome:
     """Release ``config``'s file in record batches: the public files into ``out_dir``, the
     internal ``records.parquet`` to ``records_path`` when given
     (:func:`sdc.pipeline.run.release`; the spills into ``tmp_dir``)."""

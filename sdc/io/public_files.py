@@ -74,6 +74,8 @@ def public_schema_for(config: ReleaseConfig, frame: pd.DataFrame) -> pa.Schema:
             base = input_arrow_schema(config)
     except (InputError, pa.ArrowException, OSError, ValueError):
         base = None
+    if base is not None and list(base.names) != [str(c) for c in frame.columns]:
+        base = None  # a frame that is not the file as read (the library's release_frame)
     if base is None:
         base = _schema_from_frame(frame)
     schema = public_schema(config, base)

@@ -294,7 +294,7 @@ def person_stage(cells: CellTable, config: ReleaseConfig) -> PersonStagePlan:
     sets of the household keys' own values x the person partition
     (:func:`~sdc.method.households.person_config`); a household-key class with fewer than
     kmin sensitive person cells is left out (unless ``risk.small_blocks: fail``) and its cells
-    keep their persons unchanged, exactly as :func:`sdc.method.apply.release_households`.
+    keep their persons unchanged, exactly as the household pipeline (:mod:`sdc.pipeline.households`).
     Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's person stage (without
     its message prefix)."""
     pcfg = person_config(config)
@@ -377,7 +377,7 @@ def released_person_codes(cell: np.ndarray, household_row: np.ndarray, identity:
     cells in the full cell table ``cells``, ``household_row`` their households' rows in the
     aggregate (:func:`lookup_households`), ``identity`` the distinct identities of the batch's
     drawing persons in row order (:func:`person_draw_identities`). A person draws in its
-    person PRB (:func:`~sdc.method.apply.released_cells`), then takes its household's released
+    person PRB (:func:`~sdc.method.postrandomize.released_cells`), then takes its household's released
     household-key codes. Under ``risk.composition: protect``, ``rows`` (the persons' global
     rows) and ``realized`` (sorted global rows of the persons of households whose composition
     changed, their released person class) give those persons their released person keys."""
@@ -404,7 +404,7 @@ def released_person_codes(cell: np.ndarray, household_row: np.ndarray, identity:
 
 def extended_cells(cells: CellTable, released_codes: list[np.ndarray]) -> tuple[CellTable,
                                                                               np.ndarray]:
-    """The cell table of a household release (as :func:`sdc.method.apply.release_households`
+    """The cell table of a household release (as the household pipeline (:mod:`sdc.pipeline.households`)
     builds it): the original cells plus the released key combinations that are empty in the
     original (a person of a changed household takes its household's released keys), frequency
     0 for those, lexicographic order. ``released_codes``: per batch, the (m, p) released codes

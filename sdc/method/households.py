@@ -215,7 +215,7 @@ def person_config(config: ReleaseConfig) -> ReleaseConfig:
     risk = config.risk.model_copy(update={"merge_along": along})
     inp = config.input.model_copy(update={"household_id": None})
     # DP-PRAM of the person-level perturb: variables runs after both stages, over every person
-    # (release_households); the person stage itself perturbs nothing
+    # (the household pipeline, sdc.pipeline.households); the person stage itself perturbs nothing
     return config.model_copy(update={"input": inp, "partition": part, "risk": risk,
                                      "perturb": {}})
 

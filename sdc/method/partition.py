@@ -1,7 +1,7 @@
 """Records -> cell table and partition sets: the counting pass (docs/METHOD.md sections 1-3).
 
 :func:`partition_frame` is one of the only two steps of a release that touch records (the other
-is :mod:`sdc.method.apply`): it encodes the key variables, finds the non-empty cells and their
+is :mod:`sdc.pipeline.release`): it encodes the key variables, finds the non-empty cells and their
 frequencies t_j, generalizes the partition variables and assigns every cell to its partition
 set, and flags the sensitive cells (t_j < 1/xi). Everything after it works on the cell table.
 """

@@ -20,17 +20,13 @@ from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.mechanisms.dp_pram import DPPramResult, dp_pram
 from sdc.method.draws import (
-    draw_tiebreak,
     keyed_uniform,
-    record_identity,
     rendezvous,
-    unique_identities,
     value_hash,
 )
 
-__all__ = ["NOT_DP", "DPPerturbation", "PerturbDesign", "apply_perturbations",
-           "merge_value_counts", "PerturbValues", "perturb_batch", "perturb_designs",
-           "perturb_value_counts"]
+__all__ = ["NOT_DP", "DPPerturbation", "PerturbDesign", "merge_value_counts", "PerturbValues",
+           "perturb_batch", "perturb_designs"]
 
 #: what the codebook and the report say of a ``perturb:`` variable whose domain was read from
 #: the data (``domain_from_data: true``)
@@ -154,22 +150,6 @@ class PerturbValues:
         return merge_value_counts(self.counts)
 
 
-def perturb_value_counts(frame: pd.DataFrame, variable: str, config: ReleaseConfig,
-                         row_numbers: np.ndarray | None = None) -> pd.Series:
-    """Count the values of one ``perturb:`` variable in ``frame`` (a whole file or a batch),
-    after checking them: the column exists, has a value in every row and, when the config
-    lists ``categories``, only those (:class:`PerturbValues` of one batch). Counts of batches
-    add up (:func:`merge_value_counts`).
-
-    ``row_numbers``: the frame's 0-based global row numbers, for the error messages (default:
-    its positions).
-    """
-    pv = PerturbValues(variable, config)
-    pv.add(frame, row_numbers)
-    pv.check()
-    return pv.value_counts()
-
-
 def merge_value_counts(counts: list[pd.Series]) -> pd.Series:
     """Add up the value counts of several batches."""
     counts = [c for c in counts if len(c)]
@@ -201,7 +181,7 @@ class PerturbDesign:
 def perturb_designs(config: ReleaseConfig, value_counts: dict[str, pd.Series],
                     n_records: int) -> list[PerturbDesign]:
     """The designs of every ``perturb:`` variable from the whole file's value counts
-    (:func:`perturb_value_counts`, merged over batches).
+    (:class:`PerturbValues`, merged over batches).
 
     Categories: the config's, else the sorted distinct values of the file. Proportions p: the
     config's (public), else the file's own, ``count_x / n`` (then q is confidential). q
@@ -250,23 +230,3 @@ def perturb_batch(original: pd.DataFrame, released: pd.DataFrame,
                                     name=d.variable).astype(original[d.variable].dtype)
         changed[i] = int((new_codes != codes).sum())
     return out, changed
-
-
-def apply_perturbations(original: pd.DataFrame, released: pd.DataFrame,
-                        config: ReleaseConfig, seed: int, *, identity: np.ndarray | None = None
-                        ) -> tuple[pd.DataFrame, list[DPPerturbation]]:
-    """DP-PRAM every ``perturb:`` variable of ``released`` (a copy is returned).
-
-    ``identity``: the records' distinct identities (:func:`sdc.method.draws.unique_identities`
-    over all records); computed from ``original`` when not given. The in-memory form of
-    :func:`perturb_value_counts` -> :func:`perturb_designs` -> :func:`perturb_batch`.
-    """
-    if not config.perturb:
-        return released, []
-    if identity is None:
-        identity = record_identity(original, config)
-        identity = unique_identities(identity, draw_tiebreak(identity, False))
-    counts = {var: perturb_value_counts(original, var, config) for var in config.perturb}
-    designs = perturb_designs(config, counts, len(original))
-    out, changed = perturb_batch(original, released, designs, identity, seed)
-    return out, [d.perturbation(int(c)) for d, c in zip(designs, changed, strict=True)]

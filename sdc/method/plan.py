@@ -5,7 +5,7 @@
 sensitive cells of each partition set), solves h(theta) = xi, applies the small-block policy
 (merge / calibrate / fail), computes every PRB's exact max risk and the release certificate:
 max over PRBs and over non-sensitive cells (1/t_j). The plan is what every executor applies to
-records (:mod:`sdc.method.apply`); it is identical whatever engine reads the records.
+records (:mod:`sdc.pipeline`); it is identical whatever engine reads the records.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class ReleasePlan:
     cell_local : (n_cells,) int
         Index of a sensitive cell inside its PRB (0..k-1), -1 otherwise.
     blocks : DataFrame
-        One row per PRB (see :class:`sdc.method.apply.ReleaseResult`), without ``changed``.
+        One row per PRB (see :class:`sdc.method.outcome.ReleaseOutcome`), without ``changed``.
     partition_sets : DataFrame
         One row per partition set with its counts and PRB.
     certificate : float

@@ -13,7 +13,7 @@ block-diagonal over the PRB's **weight groups** g (uniform, or near, inside each
 
 :class:`Transition` is that pair per PRB: ``move`` (k,) and W as a sparse row (CSR) matrix, or
 ``None`` for the uniform W (never materialised: a PRB may hold 10^5 cells). The certificate
-(:mod:`sdc.method.transition_risk`) and the record-keyed draws (:mod:`sdc.method.apply`) take
+(:mod:`sdc.method.transition_risk`) and the record-keyed draws (:mod:`sdc.method.postrandomize`) take
 it; :func:`cell_design` lays every PRB's design out over the whole cell table (what the
 draws and the exact expected totals use). docs/METHOD.md sections 7.11-7.12.
 """

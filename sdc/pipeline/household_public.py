@@ -3,7 +3,7 @@
 The pandas engine writes a household file's public records with the household column
 replaced by keyed pseudonyms 1..H (:func:`sdc.method.households.pseudonyms`), households
 contiguous in pseudonym order and the members of a household in the keyed public order
-(:func:`sdc.release.public.public_records`: ``np.lexsort((order, pseudonym))``). Out of core:
+(``np.lexsort((order, pseudonym))``). Out of core:
 
 * :func:`changed_household_codes` - the public order's salt is the digest of the release's
   cell table, which holds the released combinations of the changed households' persons
@@ -101,7 +101,7 @@ def household_cell_prb(ps: PersonStagePlan, cells: CellTable, extended: CellTabl
     """The person PRB of every cell of the release's extended cell table (``orig``: the row of
     every cell of the counted table ``cells`` in it; -1 for the left-out small classes and the
     released combinations the count did not see), as the pandas engine's
-    ``ReleaseResult.cell_prb``. With :func:`sdc.method.draws.cell_identity` of ``extended``
+    ``ReleaseOutcome.cell_prb``. With :func:`sdc.method.draws.cell_identity` of ``extended``
     it is what :func:`sdc.pipeline.records_file.write_records_from_buckets` needs for the
     internal records file (the batches spill (raw identity, ``orig[cell]``, released row))."""
     full = person_draw_plan(ps, cells, config).cell_prb

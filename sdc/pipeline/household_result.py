@@ -22,7 +22,7 @@ from sdc.method.household_batches import (
 )
 from sdc.method.households import household_config
 from sdc.method.plan import draw_plan
-from sdc.pipeline.kernels import BatchRelease
+from sdc.pipeline.kernels import ReleaseOutcome
 
 __all__ = ["HouseholdPlan", "household_certificate", "household_merges",
            "household_release_result", "realized_compositions"]
@@ -115,8 +115,8 @@ class HouseholdPlan:
 
 def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident,
                              cell, row, rel, weights, dtypes, n, schema, files, acc,
-                             records_file) -> BatchRelease:
-    """The combined figures (as :func:`sdc.method.apply.release_households`) and the
+                             records_file) -> ReleaseOutcome:
+    """The combined figures (each rule once) and the
     households sections' parts."""
     from types import SimpleNamespace
 
@@ -156,7 +156,8 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
     stage_result = SimpleNamespace(
         certificate=h_cert, certificate_at=h_cert_at,
         merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
-        partition_sets=hs.plan.partition_sets)
+        partition_sets=hs.plan.partition_sets, cells=hs.plan.partitioned.cells,
+        cell_prb=hs.plan.cell_prb)
     stage = SimpleNamespace(
         config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
         certificate=h_cert, person_certificate=p_cert,
@@ -178,7 +179,7 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
     utility = household_utility_of({k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
                                    {k: values(hs.released_codes, k, j)
                                     for j, k in enumerate(keys)}, agg.size, hs.changed)
-    return BatchRelease(
+    return ReleaseOutcome(
         blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
         partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
         theta=part.theta, kmin=part.kmin,

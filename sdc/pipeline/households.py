@@ -34,11 +34,6 @@ import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
-from sdc.io.batches import (
-    input_arrow_schema,
-    input_value_ranges,
-    public_schema,
-)
 from sdc.io.spill import BucketSpill, bucket_bits
 from sdc.method.cell_passes import CellCounter, CellLocator, cell_table
 from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
@@ -89,7 +84,8 @@ from sdc.pipeline.household_result import (
     realized_compositions,
 )
 from sdc.pipeline.kernels import (
-    BatchRelease,
+    ReleasedRecords,
+    ReleaseOutcome,
     duplicate_identities,
     duplicate_ids_table,
     id_rows_with_identity,
@@ -97,14 +93,13 @@ from sdc.pipeline.kernels import (
     repeated_ids,
     write_public_files,
 )
-from sdc.pipeline.order import order_salt
+from sdc.pipeline.order import ORDER_COLUMNS, order_salt
 from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
 from sdc.pipeline.release import Runner
 from sdc.pipeline.report_parts import (
     add_apply_batch,
     add_refine_batch,
     new_accumulator,
-    report_numeric_columns,
 )
 from sdc.reports.utility import finite_values
 
@@ -219,14 +214,15 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
                 locate: CellLocator, household_ids: np.ndarray, n_households: int,
                 cells: CellTable, ps: Any, hs: Any, table: CellTable, orig: np.ndarray,
                 pseudo: np.ndarray, schema: pa.Schema, salt: Any, bits: int, scratch: str,
-                records: bool, acc: Any, columns: Any, realized: Any, identity: np.ndarray,
-                every_identity: np.ndarray | None) -> tuple:
+                records: bool, acc: Any, columns: Any, realized: Any, keep: bool,
+                identity: np.ndarray, every_identity: np.ndarray | None) -> tuple:
     """Pass 3 on one batch: its persons' released values, spilled by household pseudonym
     into ``scratch/public`` (and the records file's into ``scratch/records``) as piece
     ``index``; returns its cells, household rows, released rows, weights, report part and
     the persons changed per person-level ``perturb:`` variable. ``columns``: the released
     non-key columns (:class:`_ReleasedColumns`), ``every_identity``: every person's distinct
-    identity when person-level variables are perturbed."""
+    identity when person-level variables are perturbed; ``keep``: also the batch's public
+    table in input order (else None)."""
     sizes = [int(x) + 1 for x in table.key_codes.max(axis=0)]
     c = locate(cell_codes(frame, person_config(config)))
     hrow = lookup_households(household_ids, household_identity(frame, config))
@@ -241,6 +237,7 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
                                schema, salt)
     BucketSpill(Path(scratch) / "public", bits, piece=index).add(
         t, household_bucket_keys(pseudo[hrow], n_households))
+    kept = t.drop_columns(list(ORDER_COLUMNS)) if keep else None
     if records:
         RecordsSpill(Path(scratch) / "records", bits, piece=index).add(
             record_identity(frame, config), orig[c], rel)
@@ -248,7 +245,7 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
     add_apply_batch(part, frame, orig[c], rel, config)
     weight = config.input.weight
     w = frame[weight].to_numpy(dtype=float) if weight else None
-    return c, hrow, rel, w, part, changed
+    return c, hrow, rel, w, part, changed, kept
 
 
 @dataclass
@@ -438,7 +435,7 @@ def _identity_pass(config: ReleaseConfig, runner: Runner, k: _Counted,
     pcfg = person_config(config)
     locate = CellLocator(k.codes, pcfg)
     kinds = schema_kinds(runner.public_schema())  # input name -> the pairs' kind
-    columns = {c: kinds.get(c) for c in input_arrow_schema(config).names}
+    columns = {c: kinds.get(c) for c in runner.input_columns()}
     pdep = person_dependence_counter(columns, config)
     ids, ties, listed = [], [], 0
     every_ids, every_ties = [], []
@@ -488,7 +485,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                              tmp_dir: Path | str | None = None,
                              progress: Callable[[str], None] | None = None,
                              records_path: Path | None = None,
-                             runner: Runner) -> BatchRelease:
+                             runner: Runner, keep: bool = False) -> ReleaseOutcome:
     """Release the household file of ``config`` in batches; the public files into
     ``out_dir``, the internal records file to ``records_path`` when given. Raises as the
     pandas engine (:class:`InputError`, :class:`SmallBlockError`, the dependence check,
@@ -500,8 +497,8 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     in input order; the parts are merged here, so every runner gives the same files."""
     say = progress or (lambda s: None)
     weight = config.input.weight
-    numeric = report_numeric_columns(config)
-    stats = input_value_ranges(config, numeric)
+    numeric = runner.numeric_columns()
+    stats = runner.value_ranges(numeric)
     k = _count_pass(config, seed, runner, [c for c in numeric if c not in stats], say)
     n, offsets, agg, cells, hs, ps = k.n, k.offsets, k.agg, k.cells, k.hs, k.ps
     p2 = _identity_pass(config, runner, k, say)
@@ -514,28 +511,30 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                 else (p2.realized["rows"], p2.realized["classes"]))
     salt = order_salt(table)
     pseudo = pseudonyms(agg.identity, seed, salt)
-    schema = household_public_schema(public_schema(config, input_arrow_schema(config)), config)
+    schema = household_public_schema(runner.public_schema(), config)
     cell_prb = household_cell_prb(ps, cells, table, orig, config)
 
     say("releasing persons (pass 3 of 3)")
     bits = bucket_bits(n)
     tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
     acc = new_accumulator(table, config, k.weight_max if weight else None,
-                          {**stats, **{c: (a, b, pa.types.is_integer(
-                              input_arrow_schema(config).field(c).type))
-                              for c, (a, b) in k.ranges.items()}})
+                          {**stats, **{c: (a, b, runner.is_integer(c))
+                                       for c, (a, b) in k.ranges.items()}}, numeric)
     person_cell, person_row, person_rel, person_w = [], [], [], []
     n_designs = len(released_columns.designs) if released_columns is not None else 0
     person_changed = np.zeros(n_designs, dtype=np.int64)
     try:
         shared = (config, seed, locate, agg.identity, agg.n_households, cells, ps, hs, table,
                   orig, pseudo, schema, salt, bits, str(tmp), records_path is not None,
-                  acc.spawn(), released_columns, realized)
-        for c, hrow, rel, w, part, ch in runner.map(
+                  acc.spawn(), released_columns, realized, keep)
+        kept_tables = []
+        for c, hrow, rel, w, part, ch, kept in runner.map(
                 apply_batch, shared, lambda i: (
                     ident[starts[i]:starts[i + 1]],
                     None if every_ident is None else every_ident[offsets[i]:offsets[i + 1]])):
             acc.merge(part)
+            if kept is not None:
+                kept_tables.append(kept)
             if ch is not None:
                 person_changed += ch
             person_cell.append(c)
@@ -577,6 +576,8 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                      row_all, rel_all, w_all, k.dtypes, n, schema, files, acc, records_file)
     result.dp_perturbations = dp_done
     result.public_table = public_table
+    if keep:
+        result.released = ReleasedRecords(orig[cell_all], rel_all, pa.concat_tables(kept_tables))
     return result
 
 

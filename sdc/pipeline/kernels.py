@@ -2,7 +2,7 @@
 
 The streaming executor (:mod:`sdc.executors.streaming`) runs them in a loop over record
 batches, the Dask executor (:mod:`sdc.executors.dask`) as tasks over the pieces of the
-input; the in-memory executor is the same steps on one batch (:mod:`sdc.method.apply`):
+input; the in-memory executor is the same steps on one batch (:mod:`sdc.executors.memory`):
 
 - count pass: the pandera checks of a batch (:func:`batch_problems`, merged by
   :class:`Problems` with global row numbers), ``perturb:`` value counts, the whole-file id
@@ -10,7 +10,7 @@ input; the in-memory executor is the same steps on one batch (:mod:`sdc.method.a
   merged cell table (:class:`CellCount`);
 - apply pass: :func:`release_batch` (released cells, values, DP-PRAM, order keys);
 - public files: :func:`write_buckets_in_order` from the spilled buckets;
-- the outcome: :class:`BatchRelease`.
+- the outcome: :class:`ReleaseOutcome`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from sdc.method.cells import CellTable
 from sdc.method.dependence import DependenceCounter, measure_dependence, raise_if_dependent
 from sdc.method.derived import DerivedCollector
 from sdc.method.draws import DrawPlan, record_identity
+from sdc.method.outcome import ReleasedRecords, ReleaseOutcome
 from sdc.method.partition import partition_cells
 from sdc.method.perturb import PerturbValues, perturb_batch, perturb_designs
 from sdc.method.plan import ReleasePlan, plan_release
@@ -41,7 +42,8 @@ from sdc.method.postrandomize import released_cells
 from sdc.method.weighted import weight_plan
 from sdc.pipeline.order import ORDER_COLUMNS, order_keys, sort_positions
 
-__all__ = ["BatchPerturb", "BatchRelease", "CellCount", "Problems", "add_perturb_counts",
+__all__ = ["BatchPerturb", "CellCount", "Problems", "ReleaseOutcome", "ReleasedRecords",
+           "add_perturb_counts",
            "batch_problems", "batch_schema", "duplicate_identities",
            "duplicate_ids_table", "id_rows_with_identity", "plan_cells", "raise_duplicate_ids",
            "release_batch", "repeated_ids", "sorted_buckets", "write_buckets_in_order",
@@ -73,70 +75,6 @@ class CellCount:
     derived: DerivedCollector | None = None
     #: W_j, the weights' sum of every cell (``risk.weighted``; None otherwise)
     weight_total: np.ndarray | None = None
-
-
-@dataclass
-class BatchRelease:
-    """The outcome of a release by any executor: aggregates only, no record (the public files
-    and the records file are written). The fields the reports, the codebook and the audit
-    record read are those of :class:`sdc.method.apply.ReleaseResult`; a household release
-    also fills ``households`` and ``household_report`` (:mod:`sdc.pipeline.households`).
-    """
-
-    blocks: pd.DataFrame  #: the PRB table with ``changed`` (records changed per PRB)
-    cells: CellTable
-    cell_prb: np.ndarray
-    cell_partition_set: np.ndarray
-    partition_sets: pd.DataFrame
-    certificate: float
-    certificate_at: dict[str, Any]
-    xi: float
-    theta: float
-    kmin: int
-    merges: list[str]
-    dependence: list
-    n_records: int
-    n_changed: int
-    schema: pa.Schema  #: the public file's schema
-    files: dict[str, Path] = field(default_factory=dict)  #: public file name -> written path
-    #: the report aggregates (:class:`sdc.reports.accumulate.ReleaseAccumulator`), filled
-    accumulator: Any = None
-    #: ``internal/records.parquet`` as written (:mod:`sdc.pipeline.records_file`), if asked for
-    records_file: Path | None = None
-    #: the DP-PRAM of the ``perturb:`` variables (:class:`sdc.method.perturb.DPPerturbation`)
-    dp_perturbations: list = field(default_factory=list)
-    plan: ReleasePlan | None = None  #: PRBs, theta, certificate (shared planning code)
-    released_frequency: np.ndarray | None = None  #: released count S_j of every cell
-    #: the public records in public order (``record_id`` first), kept only when
-    #: ``output.formats`` asks for SPSS/Stata files (written from one frame by the assembler)
-    public_table: pa.Table | None = None
-    households: Any = None  #: a household release's stages (the reports' households sections)
-    household_report: dict[str, Any] | None = None
-    config: ReleaseConfig | None = None
-
-    @property
-    def sensitive_cell(self) -> np.ndarray:
-        return self.cell_prb >= 0
-
-    @property
-    def near(self) -> dict | None:
-        """``risk.destinations: near``: what defines every PRB's W (audit.json)."""
-        return self.plan.near if self.plan is not None else None
-
-    @classmethod
-    def of_plan(cls, plan: ReleasePlan, n_records: int, released_frequency: np.ndarray,
-                changed_per_prb: np.ndarray, schema: pa.Schema, **more: Any) -> BatchRelease:
-        """The outcome of a release planned as ``plan`` (a person file)."""
-        part = plan.partitioned
-        blocks = plan.blocks.copy()
-        blocks["changed"] = np.asarray(changed_per_prb).astype(np.int64)
-        return cls(blocks=blocks, cells=part.cells, cell_prb=plan.cell_prb,
-                   cell_partition_set=part.cell_partition_set,
-                   partition_sets=plan.partition_sets, certificate=plan.certificate,
-                   certificate_at=plan.certificate_at, xi=part.xi, theta=part.theta,
-                   kmin=part.kmin, merges=list(plan.merges), dependence=list(plan.dependence),
-                   n_records=n_records, n_changed=int(np.sum(changed_per_prb)), schema=schema,
-                   plan=plan, released_frequency=released_frequency, **more)
 
 
 class Problems:

@@ -60,9 +60,10 @@ from sdc.method.plan import draw_plan
 from sdc.method.weighted import WeightSums
 from sdc.pipeline.kernels import (
     BatchPerturb,
-    BatchRelease,
     CellCount,
     Problems,
+    ReleasedRecords,
+    ReleaseOutcome,
     add_perturb_counts,
     batch_problems,
     duplicate_identities,
@@ -312,17 +313,21 @@ class ApplyPart:
     changed: np.ndarray
     accumulator: Any
     perturb_changed: np.ndarray | None
+    #: (record cell, released cell, public table in input order): only when asked to keep
+    kept: tuple[np.ndarray, np.ndarray, pa.Table] | None = None
 
 
 def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: int,
                 locate: CellLocator, cells: CellTable, dplan: DrawPlan, schema: pa.Schema,
                 salt: int, bits: int, scratch: str, records: bool, template: Any,
-                perturb: BatchPerturb | None, identity: np.ndarray | None) -> ApplyPart:
+                perturb: BatchPerturb | None, keep: bool,
+                identity: np.ndarray | None) -> ApplyPart:
     """Pass 3 on one batch: its released records spilled into ``scratch/public`` by the top
     bits of the public order key (and ``scratch/records`` for the records file) as piece
     ``index``; returns its released frequencies, changed records per PRB, report part and
     ``perturb:`` changes. ``identity``: the batch's distinct identities from pass 2 (of all
-    records with ``perturb``, else of the drawing ones); None: the raw ones (checked unique)."""
+    records with ``perturb``, else of the drawing ones); None: the raw ones (checked unique).
+    ``keep``: the part also holds the batch's cells and public table (:attr:`ApplyPart.kept`)."""
     rc = locate(cell_codes(frame, config))
     drawing = dplan.cell_prb[rc] >= 0
     raw = (np.asarray(record_identity(frame, config), np.uint64)
@@ -340,6 +345,7 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
                                perturb, every_ident)
     BucketSpill(Path(scratch) / "public", bits, piece=index).add(
         table, table.column(ORDER_COLUMNS[0]).to_numpy())
+    kept = (rc, rel, table.drop_columns(list(ORDER_COLUMNS))) if keep else None
     del table
     if records:
         RecordsSpill(Path(scratch) / "records", bits, piece=index).add(raw, rc, rel)
@@ -350,7 +356,7 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
     changed = (np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb) if moved.any()
                else np.zeros(n_prb, dtype=np.int64))
     return ApplyPart(np.bincount(rel, minlength=cells.n_cells), changed, part,
-                     perturb.changed if perturb is not None else None)
+                     perturb.changed if perturb is not None else None, kept)
 
 
 def refine_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate: CellLocator,
@@ -408,10 +414,13 @@ class _Refinement:
 def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: Path, *,
                     tmp_dir: Path | str | None = None,
                     progress: Callable[[str], None] | None = None,
-                    records_path: Path | None = None, where: str = "") -> BatchRelease:
+                    records_path: Path | None = None, where: str = "",
+                    keep: bool = False) -> ReleaseOutcome:
     """Release the person file of ``config`` with ``runner``: the public files into
     ``out_dir`` (``microdata.parquet`` / ``.csv`` per ``output.formats``), the internal
-    ``records.parquet`` to ``records_path`` when given.
+    ``records.parquet`` to ``records_path`` when given; ``keep``: the outcome also holds the
+    released records in input order (:attr:`ReleaseOutcome.released`, the library's
+    ``release_frame``).
 
     Raises :class:`InputError` (every input problem with global rows), ``SmallBlockError``
     and ``DependenceError`` as the plan says."""
@@ -462,8 +471,11 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
         offsets = [0]
         shared = (config, seed, locate, cells, dplan, schema, salt, bits, str(tmp),
-                  records_path is not None, acc.spawn(), perturb)
+                  records_path is not None, acc.spawn(), perturb, keep)
+        kept: list[tuple] = []
         for part in runner.map(apply_batch, shared, identity_of):
+            if part.kept is not None:
+                kept.append(part.kept)
             released_frequency += part.frequency
             changed += part.changed
             if part.perturb_changed is not None:
@@ -491,7 +503,8 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     if acc.numeric:
         say("numeric summaries for the reports (finishing the passes run alongside the writing)")
     refinement.result()
-    return BatchRelease.of_plan(plan, count.n_records, released_frequency, changed, schema,
+    return ReleaseOutcome.of_plan(plan, count.n_records, released_frequency, changed, schema,
                                 files=files, accumulator=acc, records_file=records_file,
                                 dp_perturbations=perturb.perturbations() if perturb else [],
-                                public_table=public_table)
+                                public_table=public_table, config=config,
+                                released=ReleasedRecords.of(kept) if keep else None)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sdc.config.model import ReleaseConfig
 from sdc.pipeline.households import HouseholdPlan, plan_households, stream_household_release
-from sdc.pipeline.kernels import BatchRelease, CellCount
+from sdc.pipeline.kernels import CellCount, ReleaseOutcome
 from sdc.pipeline.release import Runner, count_cells, release_persons
 
 __all__ = ["Counted", "Progress", "count", "release"]
@@ -38,13 +38,15 @@ def count(runner: Runner, config: ReleaseConfig) -> Counted:
 
 def release(runner: Runner, config: ReleaseConfig, seed: int, out_dir: Path, *,
             progress: Progress | None = None,
-            records_path: Path | None = None) -> BatchRelease:
+            records_path: Path | None = None, keep: bool = False) -> ReleaseOutcome:
     """Count, plan and apply: the public files into ``out_dir``, the internal records file to
     ``records_path`` when given; spills go to the runner's ``scratch`` folder (None: the
-    system's temporary folder)."""
+    system's temporary folder). ``keep``: the outcome also holds the released records in
+    input order (:class:`~sdc.pipeline.kernels.ReleasedRecords`)."""
     if config.input.household_id is not None:
         return stream_household_release(config, seed, out_dir, tmp_dir=runner.scratch,
                                         progress=progress, records_path=records_path,
-                                        runner=runner)
+                                        runner=runner, keep=keep)
     return release_persons(runner, config, seed, out_dir, tmp_dir=runner.scratch,
-                           progress=progress, records_path=records_path, where=runner.where)
+                           progress=progress, records_path=records_path, where=runner.where,
+                           keep=keep)

@@ -9,9 +9,7 @@ own random stream ``stream(seed, "public-row-order")``, and numbered 1..n afresh
 
 from __future__ import annotations
 
-import io
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,154 +18,18 @@ import pandas as pd
 import pyarrow as pa
 
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
-from sdc.errors import InputError
 from sdc.io.batches import (
-    ROW_GROUP_ROWS,
-    PublicWriter,
-    buffered_files,
-    frame_to_table,
     public_schema_for,
 )
 from sdc.io.schemas import PUBLIC_ID
-from sdc.method.apply import ReleaseResult
-from sdc.method.draws import record_identity
 from sdc.method.generalize import generalize_domain
-from sdc.method.households import pseudonyms
+from sdc.method.outcome import ReleaseOutcome
 from sdc.method.perturb import NOT_DP
-from sdc.pipeline.order import order_keys, order_salt, sort_positions
 from sdc.release.markdown import md_code, md_text
 
-__all__ = ["PUBLIC_ID", "PublicRecords", "codebook_markdown", "public_frame", "public_records",
-           "public_schema_for"]
+__all__ = ["PUBLIC_ID", "codebook_markdown", "public_schema_for"]
 
 _MAX_LISTED = 10_000  # categories listed one by one in the codebook
-
-
-# -- the public frame --------------------------------------------------------------------------
-@dataclass
-class PublicRecords:
-    """The public microdata of an in-memory release, ordered but not gathered.
-
-    Attributes
-    ----------
-    released : DataFrame
-        The released records in the input's row order, original id removed (shares the
-        columns of ``result.frame``: nothing is copied).
-    table : pyarrow.Table
-        ``released`` normalized through the public schema (without ``record_id``); the keyed
-        hash of the public order is computed on it.
-    positions : (n,) int64
-        Rows of ``released`` in public order (:func:`sdc.pipeline.order.sort_positions`).
-    schema : pyarrow.Schema
-        The public Arrow schema (``record_id`` first).
-
-    The public file is ``released`` taken at ``positions`` with ``record_id`` = 1..n
-    prepended; :meth:`write` produces it one Parquet row group at a time, so the ordered
-    copy of every record is never in memory whole.
-    """
-
-    released: pd.DataFrame
-    table: pa.Table
-    positions: np.ndarray
-    schema: pa.Schema
-
-    @property
-    def n(self) -> int:
-        return int(self.positions.size)
-
-    def frame(self) -> pd.DataFrame:
-        """The public frame (pandas dtypes of the release, public order, ``record_id``)."""
-        out = self.released.iloc[self.positions].reset_index(drop=True)
-        out.insert(0, PUBLIC_ID, np.arange(1, self.n + 1, dtype=np.int64))
-        return out
-
-    def check_frame(self) -> pd.DataFrame:
-        """The public records in input order with ``record_id`` = 1..n (no copy of any
-        record): every check of :func:`sdc.io.schemas.validate_output` is per value or on the
-        multiset of a column (domains, ``record_id`` integer, unique, non-empty, forbidden
-        columns absent), so it holds for the public frame iff it holds for this one."""
-        out = self.released.copy(deep=False)
-        out.insert(0, PUBLIC_ID, np.arange(1, self.n + 1, dtype=np.int64))
-        return out
-
-    def write(self, formats: list[str], row_group_rows: int = ROW_GROUP_ROWS
-              ) -> dict[str, bytes]:
-        """``{"microdata.parquet": ..., "microdata.csv": ...}`` (per ``formats``): exactly the
-        bytes :func:`sdc.io.batches.public_bytes` writes for :meth:`frame` (the writer's output
-        does not depend on how records are batched), gathered one row group at a time."""
-        pq_buf = io.BytesIO() if "parquet" in formats else None
-        csv_buf = io.BytesIO() if "csv" in formats else None
-        w = PublicWriter(self.schema, parquet=pq_buf, csv=csv_buf,
-                         row_group_rows=row_group_rows)
-        id_field = self.schema.field(PUBLIC_ID)
-        for start in range(0, self.n, row_group_rows):
-            rows = self.positions[start:start + row_group_rows]
-            chunk = self.table.take(pa.array(rows))
-            ids = pa.array(np.arange(start + 1, start + rows.size + 1, dtype=np.int64),
-                           type=id_field.type)
-            w.write_table(chunk.add_column(0, id_field, ids))
-            del chunk
-        w.close()
-        return buffered_files(pq_buf, csv_buf)
-
-
-def public_records(result: ReleaseResult, config: ReleaseConfig, seed: int,
-                   schema: pa.Schema | None = None) -> PublicRecords:
-    """The public microdata of ``result`` (see :func:`public_frame`), ordered, not gathered.
-
-    Raises :class:`~sdc.errors.InputError` if the input has a non-id column named
-    ``record_id`` (it would clash with the public id).
-    """
-    frame = result.frame
-    id_col = config.input.id_column
-    if id_col is not None and id_col in frame.columns:
-        frame = frame.drop(columns=[id_col])
-    if PUBLIC_ID in frame.columns:
-        raise InputError(
-            f"column {PUBLIC_ID!r} in the input clashes with the public record id the release "
-            f"adds; rename it, declare it as input.id_column, or list it in input.drop"
-        )
-    if schema is None:
-        schema = public_schema_for(config, result.frame)
-    hid = config.input.household_id
-    person_household = None
-    if hid is not None and hid in frame.columns:
-        # household file: the household column keeps its name with keyed pseudonyms 1..H
-        stage = result.households
-        hh_ident = record_identity(frame[[hid]].iloc[stage.first], stage.config)
-        pseudo = pseudonyms(hh_ident, seed, order_salt(result.cells))
-        person_household = pseudo[stage.code]
-        frame = frame.assign(**{hid: person_household})
-        schema = schema.set(schema.get_field_index(hid), pa.field(hid, pa.int64()))
-    body = pa.schema([f for f in schema if f.name != PUBLIC_ID])
-    table = frame_to_table(frame, body)
-    order, _ = order_keys(table, seed, order_salt(result.cells))
-    if person_household is None:
-        pos = sort_positions(order)
-    else:  # households contiguous, in pseudonym order; members in the keyed public order
-        pos = np.lexsort((order, person_household))
-    del order
-    return PublicRecords(frame, table, pos, schema)
-
-
-def public_frame(result: ReleaseResult, config: ReleaseConfig, seed: int,
-                 schema: pa.Schema | None = None) -> pd.DataFrame:
-    """The public microdata: released records, original id removed, in public order, renumbered.
-
-    1. ``result.frame`` minus ``input.id_column`` (dropped identifiers are already gone);
-    2. ordered by the keyed hash of each record's public values (:mod:`sdc.pipeline.order`):
-       the order the streaming and Dask engines produce out of core; it does not depend on the
-       input's row order;
-    3. ``record_id`` = 1..n inserted as the first column; index reset.
-
-    ``schema`` is the public Arrow schema (default :func:`public_schema_for`): values are
-    normalized through it before hashing, as in the batch engines. The release itself writes
-    from :func:`public_records` (no gathered copy of the frame).
-
-    Raises :class:`~sdc.errors.InputError` if the input has a non-id column named
-    ``record_id`` (it would clash with the public id).
-    """
-    return public_records(result, config, seed, schema).frame()
 
 
 # -- codebook ---------------------------------------------------------------------------------
@@ -201,7 +63,7 @@ def _rule_text(var: str, config: ReleaseConfig) -> str:
     return "as is"
 
 
-def _merged_variables(result: ReleaseResult, config: ReleaseConfig) -> tuple[int, list[str]]:
+def _merged_variables(result: ReleaseOutcome, config: ReleaseConfig) -> tuple[int, list[str]]:
     """(number of PRBs made of several partition sets, partition variables whose generalized
     value differs inside at least one of them)."""
     ps = result.partition_sets

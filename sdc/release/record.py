@@ -15,7 +15,6 @@ import yaml
 
 from sdc.config.model import ReleaseConfig
 from sdc.io.write import sha256_bytes
-from sdc.method.apply import ReleaseResult
 from sdc.method.outcome import ReleaseOutcome
 from sdc.series.seeds import SeedInfo
 
@@ -76,7 +75,7 @@ def package_version() -> str:
         return sdc.__version__
 
 
-def build_audit(config: ReleaseConfig, result: ReleaseResult, *, input_path: Path,
+def build_audit(config: ReleaseConfig, result: ReleaseOutcome, *, input_path: Path,
                 input_sha256: str, n_rows: int, seed_info: SeedInfo,
                 public_hashes: dict[str, str], config_text: str,
                 package_version: str, internal_hashes: dict[str, str] | None = None
@@ -247,7 +246,7 @@ def prb_structure(config: ReleaseConfig, result: ReleaseOutcome) -> dict[str, An
     })
 
 
-def household_audit(result: ReleaseResult) -> dict[str, Any]:
+def household_audit(result: ReleaseOutcome) -> dict[str, Any]:
     """``audit.json``'s ``households``: the household stage (its PRBs, the PRB of every
     household partition set, its certificate, counted in households) and the person stage's
     certificate; ``blocks`` and ``certificate`` of the record are the person stage's PRBs and

@@ -1,7 +1,8 @@
 """Risk and utility reports of a release: ``risk.json``, ``utility.json`` and ``report.html``.
 
-The flow calls :func:`build_reports` once per release and writes :meth:`Reports.files` into the
-release's ``internal/`` folder; ``sdc report RELEASE_DIR`` calls :func:`render_release_report`,
+The flow calls :func:`reports_from_aggregates` (through
+:func:`sdc.pipeline.report_parts.batch_reports`) once per release and writes
+:meth:`Reports.files` into the release's ``internal/`` folder; ``sdc report RELEASE_DIR`` calls :func:`render_release_report`,
 which re-renders the HTML from the two JSON files alone (the page is a pure function of them).
 :func:`headline` picks the few numbers published as Prefect artifacts.
 
@@ -25,14 +26,14 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.method.apply import ReleaseResult
+from sdc.method.outcome import ReleaseOutcome
 from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows
 from sdc.reports.disclosure import risk_summary_cells
 from sdc.reports.html import render_html
 from sdc.reports.intruder import simulate_intruder
 from sdc.reports.utility import compute_utility
 
-__all__ = ["Reports", "build_reports", "build_risk", "dumps", "headline",
+__all__ = ["Reports", "build_risk", "dumps", "headline",
            "render_release_report", "reports_from_aggregates", "series_section",
            "utility_headline"]
 
@@ -81,7 +82,7 @@ def _profile_dict(profile: str) -> dict[str, int]:
     return out
 
 
-def build_risk(original: pd.DataFrame | None, result: ReleaseResult, config: ReleaseConfig, *,
+def build_risk(original: pd.DataFrame | None, result: ReleaseOutcome, config: ReleaseConfig, *,
                seed: int, n_sim: int = 200, agg: ReleaseAggregates | None = None
                ) -> dict[str, Any]:
     """The content of ``risk.json`` (see :mod:`sdc.reports.schema`).
@@ -213,41 +214,13 @@ class Reports:
                 HTML_FILE: self.html.encode("utf-8")}
 
 
-def build_reports(original: pd.DataFrame, result: ReleaseResult, config: ReleaseConfig, *,
-                  seed: int, n_sim: int = 200,
-                  series: dict[str, Any] | None = None) -> Reports:
-    """Risk (before/after, certificate, Monte Carlo intruder), utility and the HTML page.
-
-    ``original`` is the input frame and ``result`` what ``release_frame(original, config,
-    seed)`` returned (same row order). The intruder uses ``n_sim`` replications on streams
-    ``stream(seed, f"intruder:{i}")``. The returned dicts are already JSON-clean (what is
-    written is what :func:`render_release_report` reads back), and the HTML is rendered from
-    them only. ``series``: the comparison with the previous release of the series
-    (:func:`sdc.series.risk.risk_vs_previous`), when there is one; it becomes ``risk.json``'s
-    ``series`` (:func:`series_section`) and the page's "Release series" section.
-    """
-    if len(original) != len(result.frame):
-        raise ValueError(
-            f"original has {len(original)} rows but the release has {len(result.frame)}; pass "
-            "the frame that release_frame was called with"
-        )
-    from sdc.reports.accumulate import frame_accumulator
-
-    # the batch engines' accumulator, run on the whole frame as one batch
-    acc = frame_accumulator(original, result, config)
-    return reports_from_aggregates(original, result, config, acc.aggregates(), seed=seed,
-                                   n_sim=n_sim, series=series,
-                                   summaries=acc.group_summaries(),
-                                   moments=acc.cell_moments(), analyses=acc.analyses)
-
-
 def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: ReleaseConfig,
                             agg: ReleaseAggregates, *, seed: int, n_sim: int = 200,
                             series: dict[str, Any] | None = None,
                             summaries: dict[str, Any] | None = None,
                             moments: dict[str, Any] | None = None,
                             analyses: list[Any] | None = None) -> Reports:
-    """:func:`build_reports` from the release's :class:`sdc.reports.accumulate.
+    """Risk (before/after, certificate, Monte Carlo intruder), utility and the HTML page from the release's :class:`sdc.reports.accumulate.
     ReleaseAccumulator`: its ``agg`` and ``summaries`` (:meth:`~sdc.reports.accumulate.
     ReleaseAccumulator.group_summaries`) and ``moments`` (:meth:`~sdc.reports.accumulate.
     ReleaseAccumulator.cell_moments`) and ``analyses`` (its ``utility.analyses`` sums).
@@ -268,17 +241,12 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
 
         utility["recoding"] = recoding_section(config, fine_counts(config),
                                                result.cells.key_codes, result.cells.frequency)
-    # a batch household release brings its households sections, built from its parts
+    # a household release brings its households sections, built from its parts
     parts = getattr(result, "household_report", None)
-    if parts is not None or (getattr(result, "households", None) is not None
-                             and original is not None):
-        from sdc.reports.households import household_section, household_utility
-
-        section = (parts["risk"] if parts is not None
-                   else household_section(original, result, config, seed))
+    if parts is not None:
+        section = parts["risk"]
         risk["households"] = _clean(section)
-        utility["households"] = (parts["utility"] if parts is not None
-                                 else household_utility(original, result, config))
+        utility["households"] = parts["utility"]
         if not section["pass"] and config.risk.households == "fail":
             from sdc.errors import HouseholdRiskError
 

@@ -1,6 +1,6 @@
 """Household risk and utility of a household release: sdcMicro's hierarchical risk
 (:func:`hierarchical_risk`, ``1 - prod_i (1 - r_i)`` over a household's members, as ``measure_risk(..., hid=)``) and the
-composition intruder (:func:`composition_risk`: he knows a household's household keys and the
+composition intruder (:func:`composition_risk_of`: he knows a household's household keys and the
 multiset of its members' person keys and picks one released household with that composition;
 measured by Monte Carlo over replays of both stages, by class of F). A composition is an
 order-free wrapping sum of 64-bit mixes of its members' key codes. Utility: households by
@@ -16,14 +16,12 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.method.apply import ReleaseResult
 from sdc.method.draws import DrawPlan, fmix64, stream
 from sdc.method.postrandomize import released_cells
 from sdc.reports.disclosure import frequencies, individual_risk
 
-__all__ = ["StageDraws", "composition_risk", "composition_risk_of", "hierarchical_risk",
-           "household_section", "household_section_of",
-           "household_utility", "household_utility_of"]
+__all__ = ["StageDraws", "composition_risk_of", "hierarchical_risk", "household_section_of",
+           "household_utility_of"]
 
 _F_CLASSES = (("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5+", 5, None))
 _MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -113,22 +111,12 @@ class StageDraws:
     :class:`~sdc.method.draws.DrawPlan`), ``key_codes`` (its cell table's key codes),
     ``cell`` every unit's true cell (persons or households, any order) and ``identity`` the
     distinct identities of the drawing units (those in a PRB cell), in that order. Any engine
-    builds it (the pandas engine from its :class:`~sdc.method.apply.ReleaseResult`, a batch
-    executor from its aggregates)."""
+    builds it from its aggregates (:mod:`sdc.pipeline.household_result`)."""
 
     plan: DrawPlan
     key_codes: np.ndarray
     cell: np.ndarray
     identity: np.ndarray
-
-    @classmethod
-    def of(cls, res: ReleaseResult) -> StageDraws:
-        plan = DrawPlan(cell_prb=res.cell_prb, cell_frequency=res.cells.frequency,
-                        cell_id=res.cell_id,
-                        prb_theta=res.blocks["theta"].to_numpy(dtype=np.float64)
-                        if len(res.blocks) else np.zeros(0))
-        return cls(plan, res.cells.key_codes, res.cells.record_cell,
-                   res.prb_identity if res.prb_identity is not None else np.zeros(0, np.uint64))
 
     def replay(self, seed: int) -> np.ndarray:
         """Released cell of every unit under another seed (the same plan and identities):
@@ -139,15 +127,6 @@ class StageDraws:
         if rows.size and self.plan.prb_theta.size:
             out[rows] = released_cells(self.plan, rec[rows], self.identity, seed)
         return out
-
-
-def composition_risk(result: ReleaseResult, config: ReleaseConfig, seed: int,
-                     n_sim: int = 20) -> dict[str, Any]:
-    """The composition intruder measured by Monte Carlo (see the module docstring) on the
-    pandas engine's result: :func:`composition_risk_of` of its two stages."""
-    st = result.households
-    return composition_risk_of(StageDraws.of(st.result), StageDraws.of(st.person), st.code,
-                               st.n_households, config, seed, n_sim=n_sim)
 
 
 def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.ndarray,
@@ -324,21 +303,9 @@ def _tables(values: dict[str, pd.Series], size: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def household_utility(original: pd.DataFrame, result: ReleaseResult,
-                      config: ReleaseConfig) -> dict[str, Any]:
-    """utility.json's ``households``: per household-level key, households per value before and
-    after (and their total variation distance), the household size distribution (identical:
-    households are released whole), households whose household keys changed."""
-    st = result.households
-    keys = config.household_keys
-    return household_utility_of({k: original[k].iloc[st.first] for k in keys},
-                                {k: result.frame[k].iloc[st.first] for k in keys},
-                                np.bincount(st.code), st.changed)
-
-
 def household_utility_of(before_values: dict[str, pd.Series], after_values: dict[str, pd.Series],
                          size: np.ndarray, changed: np.ndarray) -> dict[str, Any]:
-    """:func:`household_utility` from aggregates (any engine): per household, its value of
+    """utility.json's ``households`` from aggregates (any executor): per household, its value of
     every household-level key before and after (Series in the input's dtype), its size and
     whether its household keys changed; households in any order."""
     before = _tables(before_values, size)
@@ -362,26 +329,6 @@ def household_utility_of(before_values: dict[str, pd.Series], after_values: dict
             "size_distribution_unchanged": before["size"] == after["size"]}
 
 
-def household_section(original: pd.DataFrame, result: ReleaseResult, config: ReleaseConfig,
-                      seed: int, n_sim: int = 20) -> dict[str, Any]:
-    """risk.json's ``households``: both stages' certificates, the small classes, sdcMicro's
-    hierarchical risk before and after, the composition intruder (Monte Carlo, with SE) and the
-    verdict of ``risk.households``."""
-    st = result.households
-    weight = config.input.weight
-    w = original[weight].to_numpy(dtype=float) if weight else None
-    comp = composition_risk(result, config, seed, n_sim=n_sim)
-    st.composition = comp
-    return household_section_of(
-        config, result.cells.record_cell, result.released_cell, st.code, st.n_households, w,
-        comp, households_changed=int(st.changed.sum()),
-        household_certificate=float(st.certificate),
-        household_certificate_at=st.result.certificate_at,
-        household_prbs=int(len(st.result.blocks)),
-        person_certificate=float(st.person_certificate), small_classes=int(st.small_classes),
-        small_class_persons=int(st.small_class_persons))
-
-
 def _riskiest(comp: dict[str, Any]) -> str:
     """'F = 1: 986 households, 1/F = 1.0000 before' for the riskiest class of ``comp``."""
     top = max(comp["classes"], key=lambda c: c["estimate"], default=None)
@@ -399,7 +346,7 @@ def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
                          household_certificate_at: Any, household_prbs: int,
                          person_certificate: float, small_classes: int,
                          small_class_persons: int) -> dict[str, Any]:
-    """:func:`household_section` from its parts (any engine): every person's true and released
+    """risk.json's ``households`` from its parts (any executor): every person's true and released
     cell (one cell table over all keys), household (0..n_households-1) and weight, in one
     person order (the figures do not depend on it), the composition intruder's figures
     (:func:`composition_risk_of`) and the stages' figures."""

@@ -126,7 +126,7 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     cell_prb : (C,) int
         PRB of every cell, -1 for non-sensitive cells.
     blocks : DataFrame
-        ``ReleaseResult.blocks`` (uses ``prb``, ``k``, ``theta``, ``profile``).
+        ``ReleaseOutcome.blocks`` (uses ``prb``, ``k``, ``theta``, ``profile``).
     seed : int
         The release seed; replication i uses ``stream(seed, f"intruder:{i}")``.
     n_sim : int

@@ -49,8 +49,7 @@ import pyarrow.parquet as pq
 from sdc.io.spill import BucketSpill, bucket_bits
 from sdc.series.membership import SeriesError, audit_of
 
-__all__ = ["PAIR_ROWS", "RECORDS_FILE", "SeriesRisk", "batch_series_risk_vs_previous",
-           "records_bytes", "records_path", "risk_vs_previous", "series_risk_of_dirs",
+__all__ = ["PAIR_ROWS", "RECORDS_FILE", "SeriesRisk", "records_path", "risk_vs_previous", "series_risk_of_dirs",
            "series_risk_of_files", "series_risk_vs_previous"]
 
 #: A records file: its path, or its bytes (an in-memory release's, before it is written).
@@ -407,56 +406,23 @@ def risk_vs_previous(previous: Path, records: Records, xi: float) -> dict[str, A
             "intruder": d["intruder"]}
 
 
-def records_bytes(result: Any) -> bytes:
-    """``internal/records.parquet`` of an in-memory release (``result`` a
-    :class:`~sdc.method.apply.ReleaseResult` with cell ids), in the order every engine writes
-    (:mod:`sdc.pipeline.records_file`: by raw identity, not the input's row order)."""
-    from sdc.method.draws import record_identity
-    from sdc.pipeline.records_file import records_parquet_bytes
-
-    records = result.records_table()
-    raw = record_identity(result.frame, result.config)
-    return records_parquet_bytes(raw, records["identity"].to_numpy(),
-                                 records["cell"].to_numpy(), records["released"].to_numpy())
-
-
 def series_risk_vs_previous(seed_info: Any, result: Any,
                             records: Records | None = None) -> dict[str, Any] | None:
     """:func:`risk_vs_previous` for the run placed by :func:`series_for`, computed once and kept
     in ``seed_info.series["risk_vs_previous"]``: the audit record and the report both use it.
 
-    ``result`` is the run's release (any engine); ``records`` its records file (a path or
-    bytes): when not given, the file a batch engine wrote (``result.records_file``) or the
-    bytes of an in-memory release (:func:`records_bytes`). None when the series has no
-    previous release or the result has no records.
+    ``result`` is the run's release (any executor's :class:`~sdc.method.outcome.
+    ReleaseOutcome`); ``records`` its records file (a path or bytes; default: the file the
+    pipeline wrote, ``result.records_file``). None when the series has no previous release
+    or the release wrote no records file.
     """
     series = getattr(seed_info, "series", None) or {}
     if "risk_vs_previous" in series:
         return series["risk_vs_previous"]
     prev = (series.get("previous") or {}).get("dir")
-    if not prev:
+    if records is None and getattr(result, "records_file", None) is not None:
+        records = Path(result.records_file)
+    if not prev or records is None:
         return None
-    if records is None:
-        path = getattr(result, "records_file", None)
-        if path is not None:
-            records = Path(path)
-        elif getattr(result, "cell_id", None) is not None:
-            records = records_bytes(result)
-        else:
-            return None
     series["risk_vs_previous"] = risk_vs_previous(Path(prev), records, float(result.xi))
-    return series["risk_vs_previous"]
-
-
-def batch_series_risk_vs_previous(seed_info: Any, records_file: Path | None,
-                                  xi: float) -> dict[str, Any] | None:
-    """:func:`series_risk_vs_previous` of a batch release from the ``records.parquet`` it
-    wrote (the flow's batch report task)."""
-    series = getattr(seed_info, "series", None) or {}
-    if "risk_vs_previous" in series or records_file is None:
-        return series.get("risk_vs_previous")
-    prev = (series.get("previous") or {}).get("dir")
-    if not prev:
-        return None
-    series["risk_vs_previous"] = risk_vs_previous(Path(prev), Path(records_file), float(xi))
     return series["risk_vs_previous"]

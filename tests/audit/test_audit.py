@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +17,9 @@ from sdc.audit.verify import AuditError, AuditReport, verify_release
 from sdc.io.read import read_input
 from sdc.io.write import parquet_bytes, sha256_bytes, sha256_file
 from sdc.publish.folder import write_release
-from sdc.release.assemble import assemble_release
 from sdc.series.seeds import load_seed
 from tests.conftest import SHARED_DATA
+from tests.release_helpers import release_files
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = SHARED_DATA
@@ -28,13 +29,14 @@ def release(config_path: Path, out: Path, seed: int = 7) -> Path:
     cfg = sdc.load_config(config_path)
     cfg.seed = seed
     frame = read_input(cfg)
-    res = sdc.release_frame(frame, cfg, seed)
-    data = yaml.safe_load(config_path.read_text())
-    text = config_path.read_text() if data.get("seed") == seed else yaml.safe_dump(
-        {**data, "seed": seed}, sort_keys=False)  # the config copy names the seed used
-    public, internal = assemble_release(
-        cfg, frame, res, load_seed(cfg), input_sha256=sha256_file(cfg.input_path),
-        config_text=text)
+    with tempfile.TemporaryDirectory() as tmp:
+        res = sdc.release_frame(frame, cfg, seed, out_dir=Path(tmp))
+        data = yaml.safe_load(config_path.read_text())
+        text = config_path.read_text() if data.get("seed") == seed else yaml.safe_dump(
+            {**data, "seed": seed}, sort_keys=False)  # the config copy names the seed used
+        public, internal = release_files(cfg, res, load_seed(cfg),
+                                         input_sha256=sha256_file(cfg.input_path),
+                                         config_text=text)
     return write_release(out, public, internal)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,8 +18,8 @@ import pytest
 import yaml
 
 import sdc
-from sdc.release.assemble import assemble_release
 from sdc.series.seeds import SeedInfo
+from tests.release_helpers import release_files
 
 
 def _frame(n: int = 1_500, seed: int = 4) -> pd.DataFrame:
@@ -47,16 +48,16 @@ def _config_data(tmp_path: Path, **risk) -> dict:
     }
 
 
-def _audit(tmp_path: Path, **risk) -> tuple[dict, sdc.ReleaseResult]:
+def _audit(tmp_path: Path, **risk) -> tuple[dict, Any]:
     frame = _frame()
     frame.to_parquet(tmp_path / "in.parquet", index=False)
     data = _config_data(tmp_path, **risk)
     cfg = sdc.parse_config(data, tmp_path)
-    result = sdc.release_frame(frame, cfg, 7)
-    _, internal = assemble_release(cfg, frame, result, SeedInfo(value=7, path=None, sha256=None,
-                                                                created=False),
-                                   input_sha256="0" * 64,
-                                   config_text=yaml.safe_dump(data, sort_keys=False))
+    result = sdc.release_frame(frame, cfg, 7, out_dir=tmp_path / "out")
+    _, internal = release_files(cfg, result, SeedInfo(value=7, path=None, sha256=None,
+                                                      created=False),
+                                input_sha256="0" * 64,
+                                config_text=yaml.safe_dump(data, sort_keys=False))
     return json.loads(internal["audit.json"]), result
 
 

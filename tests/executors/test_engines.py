@@ -22,7 +22,7 @@ from sdc.config.load import parse_config
 from sdc.executors.streaming import count_cells, stream_release
 from sdc.io import spill
 from sdc.io.batches import input_arrow_schema, public_bytes, public_schema
-from sdc.release.public import public_frame
+from tests.release_helpers import public_frame
 
 KEYS = {"sex": 2, "age": 92, "race": 9, "marital": 5, "puma": 44}
 
@@ -66,17 +66,16 @@ def pandas_public(config, seed: int) -> dict[str, bytes]:
     from sdc.io.read import read_input
 
     frame = read_input(config)
-    result = sdc.release_frame(frame, config, seed)
-    pub = public_frame(result, config, seed)
+    out = Path(config.output.dir)
+    result = sdc.release_frame(frame, config, seed, out_dir=out.with_name(out.name + "-library"))
+    pub = public_frame(result)
     schema = public_schema(config, input_arrow_schema(config))
     return public_bytes(pub, schema, list(config.output.formats)), result
 
 
 def pandas_records(result) -> bytes:
-    """The pandas engine's internal/records.parquet bytes."""
-    from sdc.series.risk import records_bytes
-
-    return records_bytes(result)
+    """The in-memory release's internal/records.parquet bytes."""
+    return result.records_file.read_bytes()
 
 
 def sha(b: bytes) -> str:
@@ -406,11 +405,11 @@ def report_config(path: Path, out: Path, fmt: str,
 
 def pandas_reports(config, seed: int) -> dict[str, bytes]:
     from sdc.io.read import read_input
-    from sdc.reports.build import build_reports
+    from tests.release_helpers import reports_of
 
     frame = read_input(config)
     result = sdc.release_frame(frame, config, seed)
-    return build_reports(frame, result, config, seed=seed, n_sim=20).files()
+    return reports_of(result, config, seed=seed, n_sim=20).files()
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
@@ -672,8 +671,9 @@ def test_the_order_key_determines_the_content_hash():
 
 
 def test_every_executors_release_is_a_release_outcome(tmp_path):
-    """The codebook, tables, audit and uncertainty steps take a ReleaseOutcome: the in-memory
-    ReleaseResult and the batch executors' BatchRelease both are one, with equal figures."""
+    """One result type: the library's in-memory release and a batch executor's release are
+    both a ReleaseOutcome (what the codebook, tables, audit and uncertainty steps take), with
+    equal figures; only the library's keeps the released records."""
     from sdc.method.outcome import ReleaseOutcome
 
     frame = make_frame(1_500)
@@ -688,6 +688,9 @@ def test_every_executors_release_is_a_release_outcome(tmp_path):
     assert isinstance(mem, ReleaseOutcome) and isinstance(batch, ReleaseOutcome)
     assert mem.certificate == batch.certificate and mem.n_changed == batch.n_changed
     assert mem.blocks.equals(batch.blocks)
+    assert type(mem) is type(batch) is ReleaseOutcome
+    assert mem.released is not None and batch.released is None
+    assert len(mem.frame) == len(frame) and mem.changed.sum() == mem.n_changed
 
 
 def test_dask_household_release_survives_a_killed_worker(tmp_path, monkeypatch):

@@ -18,7 +18,6 @@ import pandas as pd
 import pytest
 
 from sdc import correct_match_risk, solve_theta
-from sdc.method.apply import released_cells
 from sdc.method.draws import (
     DrawPlan,
     fmix64,
@@ -32,6 +31,7 @@ from sdc.method.draws import (
     value_hash,
 )
 from sdc.method.draws.hashing import _STR_KEY, _TAG_STR  # the value hash's constants
+from sdc.method.postrandomize import released_cells
 
 pytestmark = pytest.mark.statistical
 

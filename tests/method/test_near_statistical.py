@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from sdc.config.load import load_config
-from sdc.method.apply import draw_plan, released_cells
 from sdc.method.draws import drawing_identities, unique_identities
 from sdc.method.partition import partition_frame
-from sdc.method.plan import plan_release
+from sdc.method.plan import draw_plan, plan_release
+from sdc.method.postrandomize import released_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT.parent / "shared" / "data" / "adult" / "adult.csv"

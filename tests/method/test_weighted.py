@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sdc import release_frame
 from sdc.config.model import ReleaseConfig
-from sdc.method.apply import release_frame
 from sdc.method.risk import max_risk
 from sdc.method.theta import solve_theta
 from sdc.method.transition import CellDesign

@@ -41,9 +41,7 @@ from sdc.pipeline.household_public import (
 )
 from sdc.pipeline.order import order_salt
 from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
-from sdc.release.public import public_records
 from sdc.samples import generate_household_sample
-from sdc.series.risk import records_bytes
 
 GEN = {
     "name": "gen",
@@ -134,20 +132,20 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
     (0.5, "merge", 5, 3, 1), (0.34, "calibrate", 7, 0, 2), (0.5, "merge", 1, 6, None)])
 def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_batches, bits,
                                                      shuffle):
-    cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
+    cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy},
+                            "output": {"dir": str(tmp_path / "rel"),
+                                       "formats": ["parquet", "csv"]}})
     f = generate_household_sample(8000, seed=9, n_regions=40)
     seed = 13
-    r = sdc.release_frame(f, cfg, seed)
+    r = sdc.release_frame(f, cfg, seed, out_dir=tmp_path / "want")
     assert r.households.changed.any() and r.n_changed > r.households.changed.sum()
-    want = public_records(r, cfg, seed)
-    expect = want.write(["parquet", "csv"])
     schema, got_pq, got_csv, got_rec, _ = _batch_public_bytes(f, cfg, seed, n_batches, bits,
                                                            tmp_path, shuffle)
-    assert schema == want.schema
-    assert got_pq == expect["microdata.parquet"]
-    assert got_csv == expect["microdata.csv"]
-    # the internal records file (series risk): the pandas engine's bytes
-    assert got_rec == records_bytes(r)
+    assert schema == r.schema
+    assert got_pq == r.files["microdata.parquet"].read_bytes()
+    assert got_csv == r.files["microdata.csv"].read_bytes()
+    # the internal records file (series risk): the in-memory pipeline's bytes
+    assert got_rec == r.records_file.read_bytes()
 
 
 @pytest.mark.parametrize("xi,policy,coarse", [(0.5, "merge", False), (0.34, "calibrate", False),
@@ -191,15 +189,10 @@ def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_p
     """risk.json's ``households`` (hierarchical risk before and after, the composition intruder
     replayed from both stages' draws) from what the batches keep: every person's cell,
     household row, released cell and weight, the drawing identities: the pandas engine's."""
-    from sdc.method.apply import draw_plan
     from sdc.method.household_batches import person_draw_plan
     from sdc.method.households import household_config
-    from sdc.reports.households import (
-        StageDraws,
-        composition_risk_of,
-        household_section,
-        household_section_of,
-    )
+    from sdc.method.plan import draw_plan
+    from sdc.reports.households import StageDraws, composition_risk_of, household_section_of
 
     raw = {**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}}
     if weight:
@@ -207,8 +200,7 @@ def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_p
     cfg = sdc.parse_config(raw)
     f = generate_household_sample(6000, seed=4, n_regions=40)
     seed = 21
-    r = sdc.release_frame(f, cfg, seed)
-    want = household_section(f, r, cfg, seed)
+    want = sdc.release_frame(f, cfg, seed).household_report["risk"]
     *_, p = _batch_public_bytes(f, cfg, seed, 4, 2, tmp_path, 3)
     hs, ps, agg, cells = p["hs"], p["ps"], p["agg"], p["cells"]
     households = StageDraws(draw_plan(hs.plan, household_config(cfg)),
@@ -234,22 +226,20 @@ def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi
     intruder) from the batch parts: the pandas engine's."""
     import dataclasses
 
-    from sdc.method.apply import draw_plan
     from sdc.method.household_batches import (
         household_blocks,
         household_dependence,
         person_draw_plan,
     )
     from sdc.method.households import household_config
+    from sdc.method.plan import draw_plan
     from sdc.release.record import household_audit, household_audit_of
-    from sdc.reports.households import StageDraws, composition_risk_of, household_section
+    from sdc.reports.households import StageDraws, composition_risk_of
 
     cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
     f = generate_household_sample(6000, seed=4, n_regions=40)
     seed = 21
-    r = sdc.release_frame(f, cfg, seed)
-    household_section(f, r, cfg, seed)  # measures the composition intruder into the stage
-    want = household_audit(r)
+    want = household_audit(sdc.release_frame(f, cfg, seed))
     *_, p = _batch_public_bytes(f, cfg, seed, 4, 2, tmp_path, 3)
     hs, ps, agg, cells = p["hs"], p["ps"], p["agg"], p["cells"]
     hs.plan = dataclasses.replace(hs.plan, dependence=household_dependence(agg, hs, cfg))
@@ -279,8 +269,8 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
 
     from sdc.method.household_batches import household_partition_sets, person_draw_plan
     from sdc.pipeline.household_public import household_cell_prb
-    from sdc.pipeline.report_parts import add_apply_batch, new_accumulator
-    from sdc.reports.build import build_reports, reports_from_aggregates
+    from sdc.pipeline.report_parts import add_apply_batch, batch_reports, new_accumulator
+    from sdc.reports.build import reports_from_aggregates
 
     path = tmp_path / "hh.parquet"
     f = generate_household_sample(6000, seed=4, n_regions=40)
@@ -291,7 +281,7 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
     cfg = sdc.parse_config(raw)
     seed = 21
     r = sdc.release_frame(f, cfg, seed)
-    want = build_reports(f, r, cfg, seed=seed)
+    want = batch_reports(r, cfg, seed=seed)
     *_, p = _batch_public_bytes(f, cfg, seed, 1, 1, tmp_path, None)
     cells, ps, table, orig = p["cells"], p["ps"], p["table"], p["orig"]
     acc = new_accumulator(table, cfg, float(f["hh_weight"].abs().max()))
@@ -301,7 +291,7 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
         acc.add_refine_batch(f.index.to_numpy(), orig[p["cell"]],
                              {c: f[c].to_numpy(dtype=float) for c in acc.refining})
         more = acc.end_refine_pass()
-    # the combined figures of the release (sdc.method.apply.release_households)
+    # the combined figures of the release (sdc.pipeline.household_result)
     pk = [cfg.key_names.index(k) for k in cfg.person_keys]
     moved = (table.key_codes[p["released"]][:, pk] != cells.key_codes[p["cell"]][:, pk]).any(1)
     full_prb = person_draw_plan(ps, cells, cfg).cell_prb
@@ -342,7 +332,6 @@ def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy,
     from sdc.pipeline.households import stream_household_release
     from sdc.pipeline.report_parts import batch_reports
     from sdc.release.record import household_audit
-    from sdc.reports.build import build_reports
 
     path = tmp_path / "hh.parquet"
     f = generate_household_sample(6000, seed=4, n_regions=40)
@@ -354,15 +343,16 @@ def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy,
                             "output": {"dir": str(tmp_path / "rel"),
                                        "formats": ["parquet", "csv"]}})
     seed = 21
-    r = sdc.release_frame(f, cfg, seed)
-    want_files = public_records(r, cfg, seed).write(["parquet", "csv"])
-    want = build_reports(f, r, cfg, seed=seed)
+    r = sdc.release_frame(f, cfg, seed, out_dir=tmp_path / "want")  # one batch, in memory
+    want_files = {name: path.read_bytes() for name, path in r.files.items()}
+    assert set(want_files) == {"microdata.parquet", "microdata.csv"}
+    want = batch_reports(r, cfg, seed=seed)
     res = stream_household_release(cfg, seed, tmp_path / "out",
                                    records_path=tmp_path / "records.parquet",
                                    runner=LocalBatches(cfg, batch_rows))
     for name, data in want_files.items():
         assert res.files[name].read_bytes() == data, name
-    assert res.records_file.read_bytes() == records_bytes(r)
+    assert res.records_file.read_bytes() == r.records_file.read_bytes()
     got = batch_reports(res, cfg, seed=seed)
     assert got.risk == want.risk
     assert got.utility == want.utility

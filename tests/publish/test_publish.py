@@ -27,9 +27,9 @@ from sdc.publish.folder import (
     checkpoint,
     write_release,
 )
-from sdc.release.assemble import assemble_release
-from sdc.release.public import codebook_markdown, public_frame
+from sdc.release.public import codebook_markdown
 from sdc.series.seeds import SeedInfo
+from tests.release_helpers import public_frame, release_files
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 20240611
@@ -37,19 +37,19 @@ SEED_INFO = SeedInfo(SEED, None, None, False)
 
 
 @pytest.fixture(scope="module")
-def census():
+def census(tmp_path_factory):
     cfg = sdc.load_config(REPO / "configs" / "census_demo.yaml")
     cfg.seed = SEED
     frame = read_input(cfg)
-    return cfg, frame, sdc.release_frame(frame, cfg, SEED)
+    return cfg, frame, sdc.release_frame(frame, cfg, SEED,
+                                         out_dir=tmp_path_factory.mktemp("census"))
 
 
 @pytest.fixture(scope="module")
 def files(census):
     cfg, frame, res = census
-    return assemble_release(cfg, frame, res, SEED_INFO, input_sha256=sha256_file(cfg.input_path),
-                            config_text=config_text_of(cfg),
-                            reports={"risk.json": b'{"x": 1}\n'})
+    return release_files(cfg, res, SEED_INFO, input_sha256=sha256_file(cfg.input_path),
+                         config_text=config_text_of(cfg), reports={"risk.json": b'{"x": 1}\n'})
 
 
 def mode(p: Path) -> int:
@@ -63,19 +63,19 @@ def _sorted_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def test_public_frame_shape_and_content(census) -> None:
     cfg, frame, res = census
-    pub = public_frame(res, cfg, SEED)
+    pub = public_frame(res)
     assert pub.columns[0] == PUBLIC_ID
     assert pub[PUBLIC_ID].tolist() == list(range(1, len(frame) + 1))
     assert "person_id" not in pub.columns and "full_name" not in pub.columns
     assert isinstance(pub.index, pd.RangeIndex)
     released = res.frame.drop(columns=["person_id"])
     pd.testing.assert_frame_equal(_sorted_rows(pub.drop(columns=[PUBLIC_ID])),
-                                  _sorted_rows(released))
+                                  _sorted_rows(released), check_dtype=False)
 
 
-def test_public_order_is_random_not_input_order(census) -> None:
+def test_public_order_is_random_not_input_order(census, tmp_path) -> None:
     cfg, frame, res = census
-    pub = public_frame(res, cfg, SEED)
+    pub = public_frame(res)
     # income is released unchanged and nearly unique: locate each public record in the input
     pos = pd.Series(np.arange(len(frame)), index=frame["income"].astype(str) + "/"
                     + frame["hours_worked"].astype(str) + "/" + frame["weight"].astype(str))
@@ -89,31 +89,32 @@ def test_public_order_is_random_not_input_order(census) -> None:
     # a random permutation has rank correlation ~ N(0, 1/m): |r| < 5/sqrt(m) fails w.p. < 1e-6
     r = np.corrcoef(np.argsort(np.argsort(rank_in)), np.argsort(np.argsort(rank_out)))[0, 1]
     assert abs(r) < 5 / np.sqrt(matched.sum())
-    other = public_frame(res, cfg, SEED + 1)
+    other = public_frame(sdc.release_frame(frame, cfg, SEED + 1, out_dir=tmp_path))
     assert not other.drop(columns=[PUBLIC_ID]).equals(pub.drop(columns=[PUBLIC_ID]))
 
 
-def test_public_bytes_do_not_depend_on_input_order(census) -> None:
+def test_public_bytes_do_not_depend_on_input_order(census, tmp_path) -> None:
     cfg, frame, _ = census
     shuffled = frame.sample(frac=1.0, random_state=3).reset_index(drop=True)
-    a = public_frame(sdc.release_frame(frame, cfg, SEED), cfg, SEED)
-    b = public_frame(sdc.release_frame(shuffled, cfg, SEED), cfg, SEED)
+    a = public_frame(sdc.release_frame(frame, cfg, SEED, out_dir=tmp_path / "a"))
+    b = public_frame(sdc.release_frame(shuffled, cfg, SEED, out_dir=tmp_path / "b"))
+    assert (tmp_path / "a" / "microdata.parquet").read_bytes() == \
+        (tmp_path / "b" / "microdata.parquet").read_bytes()
     assert sha256_bytes(parquet_bytes(a)) == sha256_bytes(parquet_bytes(b))
     pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True),
                                   check_exact=True)
 
 
-def test_public_frame_without_id_and_record_id_clash(census) -> None:
+def test_public_frame_without_id_and_record_id_clash(census, tmp_path) -> None:
     cfg = sdc.parse_config({"name": "s", "input": {"path": "x.csv"},
                             "key_variables": {"k": {"categories": [1, 2, 3]}},
                             "partition": {}, "risk": {"xi": 0.395}}, Path("."))
     frame = pd.DataFrame({"k": [1, 1, 1, 2, 2, 2, 3, 3, 3], "v": range(9)})
-    res = sdc.release_frame(frame, cfg, 1)
-    pub = public_frame(res, cfg, 1)
+    res = sdc.release_frame(frame, cfg, 1, out_dir=tmp_path)
+    pub = public_frame(res)
     assert list(pub.columns) == [PUBLIC_ID, "k", "v"]
-    res.frame[PUBLIC_ID] = 0
     with pytest.raises(sdc.InputError, match="'record_id' in the input clashes"):
-        public_frame(res, cfg, 1)
+        sdc.release_frame(frame.assign(**{PUBLIC_ID: 0}), cfg, 1)
 
 
 # -- codebook ----------------------------------------------------------------------------------
@@ -196,21 +197,22 @@ def test_audit_never_holds_the_file_seed(census, tmp_path) -> None:
                              "sha256": sha256_file(seed_file), "created_by_this_run": False}
 
 
-def test_assemble_is_deterministic_and_formats(census) -> None:
+def test_assemble_is_deterministic_and_formats(census, tmp_path) -> None:
     cfg, frame, res = census
     kw = dict(input_sha256="h", config_text="c")
-    p1, i1 = assemble_release(cfg, frame, res, SEED_INFO, **kw)
-    p2, i2 = assemble_release(cfg, frame, res, SEED_INFO, **kw)
+    p1, i1 = release_files(cfg, res, SEED_INFO, **kw)
+    p2, i2 = release_files(cfg, res, SEED_INFO, **kw)
     assert p1 == p2 and i1["blocks.parquet"] == i2["blocks.parquet"]
     cfg2 = cfg.model_copy(deep=True)
     cfg2.output.formats = ["csv"]
-    p3, _ = assemble_release(cfg2, frame, res, SEED_INFO, **kw)
+    res2 = sdc.release_frame(frame, cfg2, SEED, out_dir=tmp_path)
+    p3, _ = release_files(cfg2, res2, SEED_INFO, **kw)
     assert set(p3) == {"microdata.csv", "codebook.md"}
     assert p3["microdata.csv"] == p1["microdata.csv"]
     with pytest.raises(ValueError, match="reserved"):
-        assemble_release(cfg, frame, res, SEED_INFO, reports={"audit.json": b"x"}, **kw)
+        release_files(cfg, res, SEED_INFO, reports={"audit.json": b"x"}, **kw)
     with pytest.raises(ValueError, match="not a plain file name"):
-        assemble_release(cfg, frame, res, SEED_INFO, reports={"../x": b"x"}, **kw)
+        release_files(cfg, res, SEED_INFO, reports={"../x": b"x"}, **kw)
 
 
 # -- the release folder ------------------------------------------------------------------------

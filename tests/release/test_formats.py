@@ -24,8 +24,9 @@ from sdc.executors.streaming import stream_release
 from sdc.io import spill
 from sdc.io.batches import public_bytes
 from sdc.io.read import read_input
-from sdc.release.public import public_frame, public_schema_for
+from sdc.release.public import public_schema_for
 from tests.conftest import SHARED_DATA
+from tests.release_helpers import public_frame
 
 FORMATS = ("csv", "parquet", "sav", "dta")
 KEYS = ["age", "sex", "region"]
@@ -108,7 +109,7 @@ def _config(draft, path: Path, fmt: str, out: Path) -> sdc.ReleaseConfig:
 def _pandas_public(cfg: sdc.ReleaseConfig) -> dict[str, bytes]:
     frame = read_input(cfg)
     result = sdc.release_frame(frame, cfg, SEED)
-    pub = public_frame(result, cfg, SEED)
+    pub = public_frame(result)
     return public_bytes(pub, public_schema_for(cfg, result.frame), ["parquet", "csv"])
 
 

@@ -1,6 +1,7 @@
-"""PublicRecords (the release's write path): ordered once, written one row group at a time from
-Arrow, the same bytes as writing the gathered public frame; its check frame holds the same
-records."""
+"""The public file the pipeline writes (batch by batch, through the bucket spill and
+:class:`~sdc.io.batches.PublicWriter`) is the same bytes as the gathered public frame written
+at once, also with nulls in a text and a float column; written in other row groups it holds the
+same records in the same order; the output schema holds for it and catches a bad value."""
 
 from __future__ import annotations
 
@@ -9,21 +10,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import sdc
-from sdc.io.batches import public_bytes
+from sdc.io.batches import PublicWriter, buffered_files, public_bytes
 from sdc.io.read import read_input
 from sdc.io.schemas import PUBLIC_ID, OutputSchemaError, validate_output
-from sdc.release.public import public_frame, public_records
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 20240611
 
 
 @pytest.fixture(scope="module")
-def census():
+def census(tmp_path_factory):
     cfg = sdc.load_config(REPO / "configs" / "census_demo.yaml")
     frame = read_input(cfg)
     # a text column with missing values and a float column with NaN: nulls in the Arrow table
@@ -31,39 +32,47 @@ def census():
     frame["note"] = np.where(rng.random(len(frame)) < 0.1, None,
                              rng.choice(["a", "bb", "ccc"], len(frame))).astype(object)
     frame["score"] = np.where(rng.random(len(frame)) < 0.1, np.nan, rng.random(len(frame)))
-    return cfg, sdc.release_frame(frame, cfg, SEED)
+    return cfg, sdc.release_frame(frame, cfg, SEED, out_dir=tmp_path_factory.mktemp("pub"))
 
 
 @pytest.mark.parametrize("rows", [1000, 1 << 20])
 def test_written_row_group_by_row_group_equals_the_gathered_frame(census, rows) -> None:
     cfg, res = census
-    rec = public_records(res, cfg, SEED)
-    pub = public_frame(res, cfg, SEED)
-    want = public_bytes(pub, rec.schema, ["parquet", "csv"])
-    got = rec.write(["parquet", "csv"], row_group_rows=rows)
+    written = {n: p.read_bytes() for n, p in res.files.items()}
+    table = pq.read_table(res.files["microdata.parquet"])
+    assert table.schema.remove_metadata() == res.schema
+    assert table.column("note").null_count > 0 and table.column("score").null_count > 0
+    pub = table.to_pandas()
+    assert pub[PUBLIC_ID].tolist() == list(range(1, len(pub) + 1))
     if rows == 1 << 20:  # the release's row groups: exactly the bytes of the gathered frame
-        assert got == want
+        assert public_bytes(pub, res.schema, ["parquet", "csv"]) == written
     else:  # other row groups: same CSV, same records in the same order
-        assert got["microdata.csv"] == want["microdata.csv"]
-        a = pq.read_table(io.BytesIO(got["microdata.parquet"]))
+        pq_buf, csv_buf = io.BytesIO(), io.BytesIO()
+        w = PublicWriter(res.schema, parquet=pq_buf, csv=csv_buf, row_group_rows=rows)
+        for batch in table.to_batches(max_chunksize=777):
+            w.write_table(pa.Table.from_batches([batch], schema=table.schema))
+        w.close()
+        got = buffered_files(pq_buf, csv_buf)
+        assert got["microdata.csv"] == written["microdata.csv"]
         assert pq.ParquetFile(io.BytesIO(got["microdata.parquet"])).num_row_groups > 1
-        assert a.equals(pq.read_table(io.BytesIO(want["microdata.parquet"])))
-    assert rec.frame().equals(pub)
+        assert pq.read_table(io.BytesIO(got["microdata.parquet"])).equals(table)
 
 
-def test_check_frame_holds_the_public_records(census) -> None:
+def test_the_public_records_hold_the_output_schema(census) -> None:
     cfg, res = census
-    rec = public_records(res, cfg, SEED)
-    check, pub = rec.check_frame(), rec.frame()
-    assert list(check.columns) == list(pub.columns) and check.columns[0] == PUBLIC_ID
+    pub = pd.read_parquet(res.files["microdata.parquet"])
+    assert pub.columns[0] == PUBLIC_ID
+    validate_output(pub, cfg)
+    # the released records, gathered: the same multiset of rows as the public file
+    released = res.frame.drop(columns=[cfg.input.id_column])
+
     def rows(df):
-        return df.sort_values(list(df.columns)[1:], kind="mergesort").drop(columns=[PUBLIC_ID])
-    pd.testing.assert_frame_equal(rows(check).reset_index(drop=True),
-                                  rows(pub).reset_index(drop=True))
-    assert sorted(check[PUBLIC_ID]) == list(range(1, len(pub) + 1))
-    validate_output(check, cfg)
-    # a bad released value is caught on the check frame as on the public frame
-    bad = check.copy()
+        return df.astype(str).sort_values(list(df.columns), kind="mergesort").reset_index(
+            drop=True)
+
+    pd.testing.assert_frame_equal(rows(pub.drop(columns=[PUBLIC_ID])), rows(released))
+    # a bad released value is caught
+    bad = pub.copy()
     bad.loc[bad.index[3], "sex"] = 7
     with pytest.raises(OutputSchemaError, match="sex"):
         validate_output(bad, cfg)

@@ -177,9 +177,9 @@ def test_without_recode_the_release_is_unchanged(tmp_path):
     cfg = sdc.load_config(_config(tmp_path, "p", data, "pandas", recode=False))
     assert recode_frame(frame, cfg) is frame
     res = sdc.release_frame(frame, cfg, seed=1)
-    from sdc.reports.build import build_reports
+    from tests.release_helpers import reports_of
 
-    assert "recoding" not in build_reports(frame, res, cfg, seed=1, n_sim=5).utility
+    assert "recoding" not in reports_of(res, cfg, seed=1, n_sim=5).utility
 
 
 def test_band_labels_say_what_is_in_them(tmp_path):

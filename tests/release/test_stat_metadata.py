@@ -20,8 +20,8 @@ import sdc
 from sdc.config import parse_config
 from sdc.io.read import read_input
 from sdc.io.stat_meta import read_stat_metadata
-from sdc.release.public import public_frame
 from sdc.release.stat_files import input_metadata, stat_codebook_lines, stat_public_files
+from tests.release_helpers import public_frame
 
 READ = {"sav": pyreadstat.read_sav, "dta": pyreadstat.read_dta}
 N = 900
@@ -105,7 +105,7 @@ def release(tmp_path: Path, fmt: str, **kw):
     cfg = config(path, fmt, **kw)
     frame = read_input(cfg)
     result = sdc.release_frame(frame, cfg, 3)
-    pub = public_frame(result, cfg, 3)
+    pub = public_frame(result)
     meta = input_metadata(cfg)
     files, layout = stat_public_files(pub, cfg, meta)
     codebook = "\n".join(stat_codebook_lines(cfg, layout, meta, columns=list(pub.columns)))
@@ -189,7 +189,7 @@ def test_unrecoded_keys_take_the_file_labels_and_the_config_wins(tmp_path):
     cfg.key_variables["educ"].labels = {5: "Postgraduate"}
     frame = read_input(cfg)
     result = sdc.release_frame(frame, cfg, 3)
-    files, _ = stat_public_files(public_frame(result, cfg, 3), cfg)
+    files, _ = stat_public_files(public_frame(result), cfg)
     (tmp_path / "m.sav").write_bytes(files["microdata.sav"])
     _, meta = pyreadstat.read_sav(str(tmp_path / "m.sav"))
     assert _labels(meta, "educ") == {**LABELS["educ"], 5: "Postgraduate"}
@@ -211,8 +211,8 @@ def test_long_labels_from_the_file_are_cut_not_refused(tmp_path):
     pyreadstat.write_dta(ints, str(path), column_labels={"income": "b" * 79},
                          variable_value_labels={"vote": {1: long}})
     cfg = config(path, "dta", recode=False)
-    files, _ = stat_public_files(public_frame(sdc.release_frame(read_input(cfg), cfg, 3),
-                                              cfg, 3), cfg)
+    files, _ = stat_public_files(public_frame(sdc.release_frame(read_input(cfg), cfg, 3)),
+                                 cfg)
     (tmp_path / "m.sav").write_bytes(files["microdata.sav"])
     _, meta = pyreadstat.read_sav(str(tmp_path / "m.sav"))
     got = meta.variable_value_labels["vote"][1.0]

@@ -32,7 +32,7 @@ _CHILD = textwrap.dedent("""
     import numpy as np, pandas as pd
     import sdc
     from sdc.io.read import read_input
-    from sdc.release.public import public_frame
+    from tests.release_helpers import public_frame
     from sdc.io.schemas import validate_input
 
     def rss_mb():
@@ -65,7 +65,7 @@ _CHILD = textwrap.dedent("""
     t1 = time.perf_counter()
     res = sdc.release_frame(frame, cfg, seed=7)
     t2 = time.perf_counter()
-    pub = public_frame(res, cfg, 7)
+    pub = public_frame(res)
     t3 = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     p0 = sdc.partition_frame(frame, cfg)

@@ -5,6 +5,7 @@ the page shows a small shift with the digits it needs."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 
 import sdc
 from sdc.reports.analysis import shift_digits
-from sdc.reports.build import build_reports
+from tests.release_helpers import reports_of
 
 
 def _config() -> sdc.ReleaseConfig:
@@ -41,7 +42,7 @@ def released() -> tuple[pd.DataFrame, object, sdc.ReleaseConfig, dict]:
     frame, cfg = _frame(), _config()
     result = sdc.release_frame(frame, cfg, seed=7)
     assert result.n_changed > 20  # the release moves records: the figures are not trivial
-    reports = build_reports(frame, result, cfg, seed=7, n_sim=20)
+    reports = reports_of(result, cfg, seed=7, n_sim=20)
     return frame, result, cfg, reports.utility
 
 
@@ -148,7 +149,9 @@ def test_nothing_moved_means_zero_shifts() -> None:
     cfg = _config()
     frame = _frame()
     result = sdc.release_frame(frame, cfg, seed=7)
-    result.released_cell = result.cells.record_cell.copy()  # as if nothing moved
+    # as if nothing moved
+    result.released = dataclasses.replace(result.released,
+                                          released_cell=result.record_cell.copy())
     result.frame = frame.copy()
     from sdc.reports.utility import compute_utility
 
@@ -220,7 +223,7 @@ def test_formula_analysis_equals_lstsq_on_records() -> None:
     frame, cfg = _frame(), _formula_config(
         ["np.log(y) ~ age + I(age**2) + grp + C(sex)", {"formula": "z ~ age", "name": "z"}])
     result = sdc.release_frame(frame, cfg, seed=7)
-    u = build_reports(frame, result, cfg, seed=7, n_sim=20).utility
+    u = reports_of(result, cfg, seed=7, n_sim=20).utility
     got = u["analysis"]["analyses"]
     assert [a["name"] for a in got] == ["np.log(y) ~ age + I(age**2) + grp + C(sex)", "z"]
     # the public file's key values; categories as declared (so a ~ grp dummy set is fixed)

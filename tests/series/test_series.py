@@ -14,7 +14,7 @@ import sdc
 from sdc.method.draws import keyed_hash
 from sdc.samples import generate_census_sample
 from sdc.series.membership import SeriesError, find_series
-from sdc.series.risk import records_bytes, series_risk_of_files
+from sdc.series.risk import series_risk_of_files
 
 REPO = Path(__file__).resolve().parents[2]
 CENSUS_CONFIG = REPO / "configs" / "census_demo.yaml"
@@ -46,8 +46,13 @@ def months() -> list[pd.DataFrame]:
 
 
 @pytest.mark.slow
-def test_twelve_month_series_with_churn_does_not_leak(months, cfg):
-    records = [records_bytes(sdc.release_frame(f, cfg, seed=777)) for f in months]
+def _records(frame, cfg, seed, out_dir):
+    """The internal records file the pipeline writes for ``frame`` (bytes)."""
+    return sdc.release_frame(frame, cfg, seed, out_dir=out_dir).records_file.read_bytes()
+
+
+def test_twelve_month_series_with_churn_does_not_leak(months, cfg, tmp_path):
+    records = [_records(f, cfg, 777, tmp_path / f"a{i}") for i, f in enumerate(months)]
     risk = series_risk_of_files(records, XI)
     assert risk.n_releases == 12
     # share of records present in two consecutive months whose released keys changed
@@ -56,8 +61,7 @@ def test_twelve_month_series_with_churn_does_not_leak(months, cfg):
     assert risk.rate_a1("series_rate") <= XI, risk.intruder
     assert risk.rate_a1("single_rate") <= XI
     # the same measurement has teeth: a new seed every month leaks (independent draws)
-    leaky = [records_bytes(sdc.release_frame(f, cfg, seed=1000 + i))
-             for i, f in enumerate(months)]
+    leaky = [_records(f, cfg, 1000 + i, tmp_path / f"b{i}") for i, f in enumerate(months)]
     bad = series_risk_of_files(leaky, XI)
     assert bad.max_changed_share > 0.05
     assert bad.rate_a1("series_rate") > XI, bad.intruder
@@ -217,7 +221,8 @@ def test_without_id_column_duplicates_and_row_order(cfg):
     distinct, the records table carries the draw identities, and a shuffled input gives the
     same released records (as a multiset: identical records are interchangeable)."""
     frame = generate_census_sample(20_000, seed=21).drop(columns=["person_id", "full_name"])
-    frame[["hours_worked", "income", "weight"]] = 0          # every record identical off-key
+    frame[["hours_worked", "income"]] = 0                  # every record identical off-key
+    frame["weight"] = 1.0                                  # (a weight must be > 0)
     c = cfg.model_copy(update={"input": cfg.input.model_copy(update={"id_column": None,
                                                                      "drop": []})})
     a = sdc.release_frame(frame, c, seed=5)
@@ -236,14 +241,14 @@ def test_without_id_column_duplicates_and_row_order(cfg):
 def test_streaming_batches_get_the_same_draw_identities_as_the_in_memory_engine(cfg):
     """Duplicated identities (no id column, identical non-key values) are made distinct in the
     same way by the batch engines and by release_frame (same tiebreak: draw_tiebreak)."""
-    from sdc.method.apply import draw_plan
     from sdc.method.draws import drawing_identities as batch_identities
     from sdc.method.draws import unique_identities
     from sdc.method.partition import partition_frame
-    from sdc.method.plan import plan_release
+    from sdc.method.plan import draw_plan, plan_release
 
     frame = generate_census_sample(20_000, seed=21).drop(columns=["person_id", "full_name"])
-    frame[["hours_worked", "income", "weight"]] = 0
+    frame[["hours_worked", "income"]] = 0
+    frame["weight"] = 1.0
     c = cfg.model_copy(update={"input": cfg.input.model_copy(update={"id_column": None,
                                                                      "drop": []})})
     res = sdc.release_frame(frame, c, seed=5)
