@@ -107,10 +107,10 @@ def test_balance_figures_agree_with_a_monte_carlo_of_releases(tmp_path):
     sum over cells of the sample variances over the exact sum; each sample variance has
     relative SD sqrt(2 / (R - 1)) = 0.071 for normal totals, and a sum of such estimates
     at most that (whatever their correlation): 4 SD = 0.28 never fails by chance."""
-    from sdc.method.apply import apply_plan
     from sdc.method.partition import partition_frame
     from sdc.method.plan import plan_release
     from sdc.method.weighted import WeightSums, weight_plan
+    from tests.method.test_weighted_near import _released_cell
 
     cfg = sdc.load_config(_weighted_job(tmp_path))
     frame = sdc.read_input(cfg)
@@ -124,7 +124,7 @@ def test_balance_figures_agree_with_a_monte_carlo_of_releases(tmp_path):
     design = plan.cell_design()
     e, var = expected_totals(wt, design), variance_totals(q, design)
     R = 400
-    tot = np.stack([np.bincount(apply_plan(frame, plan, cfg, seed=100 + r).released_cell,
+    tot = np.stack([np.bincount(_released_cell(frame, plan, cfg, 100 + r),
                                 weights=w, minlength=cells.size) for r in range(R)])
     on = var > 0
     z = (tot.mean(0) - e)[on] / np.sqrt(var[on] / R)
