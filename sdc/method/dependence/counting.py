@@ -47,6 +47,9 @@ class DependenceCounter:
     _wide: set[str] = field(default_factory=set)
     _big: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     _pending: int = 0
+    #: the tables are fully merged and pruned (nothing added since): reading a table then
+    #: costs no merge over every column (the measure reads one table per column)
+    _settled: bool = False
     #: value tables of columns with more than DENSE_VALUES buckets: (n, lo (p, 2**HASH_BITS),
     #: hi) scattered into directly, so a wide column costs no per-batch reduction or merge
     _dense: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
@@ -130,6 +133,7 @@ class DependenceCounter:
             self._order[s.key].append(image_part(*pair_image(frame, s, hashes), fcode, fcell,
                                                  keep, key_codes))
         self._pending += 1
+        self._settled = False
         if self._pending >= self.merge_every:
             self._merge()
 
@@ -152,6 +156,7 @@ class DependenceCounter:
         self._wide |= other._wide
         self._big = np.union1d(self._big, other._big)
         self._pending += 1
+        self._settled = False
         if self._pending >= self.merge_every:
             self._merge()
 
@@ -209,6 +214,14 @@ class DependenceCounter:
                     keep = ~np.isin(cc, self._big)
                     self._pairs[c] = [(cc[keep], bb[keep], nn[keep])]
 
+    def _settle(self) -> None:
+        """Merge everything, twice (the second prunes the pairs with the final cell totals),
+        once after the last ``add`` / ``merge``."""
+        if not self._settled:
+            self._merge()
+            self._merge()
+            self._settled = True
+
     def _to_dense(self, c: str) -> None:
         """Keep ``c``'s value table dense from now on (its sparse parts scattered in)."""
         if c not in self._dense:
@@ -235,7 +248,7 @@ class DependenceCounter:
     def combos(self, column: str) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
         """{(k1, k2): (sorted codes (bucket * s1 + x1) * s2 + x2, counts)} of ``column``;
         empty for a column with more than ``PAIR_VALUES`` distinct values."""
-        self._merge()
+        self._settle()
         if column in self._wide:
             return {}
         z = np.zeros(0, np.int64)
@@ -243,15 +256,13 @@ class DependenceCounter:
 
     def order_table(self, column: str) -> OrderPart | None:
         """``column``'s ordered table, fully merged (None: not an ordered column)."""
-        self._merge()
-        self._merge()
+        self._settle()
         parts = self._order[column]
         return parts[0] if parts else None
 
     def tables(self, column: str) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
         """((bucket, n, lo, hi), (cell, bucket, n)) of ``column``, fully merged."""
-        self._merge()
-        self._merge()  # pairs pruned with the final cell totals
+        self._settle()
         if column in self._dense:
             n, lo, hi = self._dense[column]
             present = np.flatnonzero(n)
