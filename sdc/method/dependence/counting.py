@@ -28,6 +28,19 @@ DENSE_VALUES = 1 << 16  # a value table with more buckets is kept dense (2**HASH
 _PAIR_SPAN = 1 << 44  # key pairs with more combinations are not counted
 
 
+def _factorize_sorted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(x, sort=True)`` of int64 codes (codes as int64): through one bincount
+    when the codes span at most max(n, 2**16) values (up to 2**24), else by hashing."""
+    if x.size:
+        lo, hi = int(x.min()), int(x.max())
+        if hi - lo < min(max(x.size, 1 << 16), 1 << 24):
+            present = np.bincount(x - lo if lo else x, minlength=hi - lo + 1) > 0
+            rank = np.cumsum(present, dtype=np.int64) - 1
+            return rank[x - lo if lo else x], np.flatnonzero(present).astype(np.int64) + lo
+    fcode, fcell = pd.factorize(x, sort=True)
+    return fcode.astype(np.int64, copy=False), np.asarray(fcell, dtype=np.int64)
+
+
 @dataclass
 class DependenceCounter:
     """The check's aggregates of the count pass: ``add`` per batch, ``merge`` partial counters
@@ -89,8 +102,7 @@ class DependenceCounter:
         ones = None  # every record counts once
         # the batch's cells: a cell with small_limit records here (or before) is never sensitive
         # sorted: the (cell, value) and (cell, bin) pairs below come out sorted by cell
-        fcode, fcell = pd.factorize(cell_id, sort=True)
-        fcell = np.asarray(fcell, dtype=np.int64)
+        fcode, fcell = _factorize_sorted(cell_id)
         fcount = np.bincount(fcode, minlength=fcell.size)
         big = fcount >= self.small_limit
         if self._big.size:
