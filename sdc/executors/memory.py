@@ -30,6 +30,7 @@ class InMemory:
     checked = ""
     where = ""
     scratch = None
+    whole = True  # the apply pass keeps its one batch's records in memory (no spill)
 
     def __init__(self, config: ReleaseConfig, frame: pd.DataFrame | None = None) -> None:
         from sdc.io.read import read_input

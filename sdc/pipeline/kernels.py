@@ -27,7 +27,13 @@ import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
-from sdc.io.batches import PUBLIC_ID, PublicWriter, frame_to_table, read_ahead_frames
+from sdc.io.batches import (
+    PUBLIC_ID,
+    ROW_GROUP_ROWS,
+    PublicWriter,
+    frame_to_table,
+    read_ahead_frames,
+)
 from sdc.io.spill import read_bucket
 from sdc.method.cell_passes import decode_released, derived_cells
 from sdc.method.cells import CellTable
@@ -47,7 +53,7 @@ __all__ = ["BatchPerturb", "CellCount", "Problems", "ReleaseOutcome", "ReleasedR
            "batch_problems", "batch_schema", "duplicate_identities",
            "duplicate_ids_table", "id_rows_with_identity", "plan_cells", "raise_duplicate_ids",
            "release_batch", "repeated_ids", "sorted_buckets", "write_buckets_in_order",
-           "write_public_files"]
+           "write_public_files", "write_table_in_order"]
 
 
 @dataclass
@@ -305,6 +311,20 @@ def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> No
     for table in read_ahead_frames(sorted_buckets(bucket_files), 1):
         writer.write_table(table)
         del table
+
+
+def write_table_in_order(table: pa.Table, writer: PublicWriter) -> None:
+    """The public records of ``table`` (the whole file's, with its order column) in public
+    order, ``record_id`` numbered from 1: what :func:`write_buckets_in_order` writes for the
+    same records (its buckets are ranges of the same order key), without the spill. One
+    argsort; the rows are gathered one row group at a time (one group's copy in memory)."""
+    positions = sort_positions(table.column(ORDER_COLUMNS[0]).to_numpy())
+    body = table.drop_columns(list(ORDER_COLUMNS))
+    for start in range(0, positions.size, ROW_GROUP_ROWS):
+        part = body.take(pa.array(positions[start:start + ROW_GROUP_ROWS]))
+        ids = pa.array(np.arange(start + 1, start + 1 + part.num_rows, dtype=np.int64))
+        writer.write_table(part.add_column(0, PUBLIC_ID, ids))
+        del part
 
 
 class _Keeping:

@@ -35,7 +35,7 @@ from sdc.io.spill import BucketSpill, read_bucket
 from sdc.method.draws import draw_tiebreak, unique_identities
 
 __all__ = ["RECORDS_SCHEMA", "RecordsSpill", "records_parquet_bytes", "sorted_records",
-           "write_records_from_buckets"]
+           "write_records", "write_records_from_buckets"]
 
 RECORDS_SCHEMA = pa.schema([("identity", pa.uint64()), ("cell", pa.uint64()),
                             ("released", pa.uint64())])
@@ -87,11 +87,29 @@ class RecordsSpill(BucketSpill):
         super().add(table, raw)
 
 
+def _group_table(raw: np.ndarray, rc: np.ndarray, rel: np.ndarray, cell_id: np.ndarray,
+                 in_prb_cell: np.ndarray) -> pa.Table:
+    """The sorted records of a group of records holding every record of its raw identities
+    (a bucket, or the whole file): :func:`unique_identities` (tiebreak
+    :func:`draw_tiebreak`: PRB records first, as the draws), the cell ids, one sort."""
+    ident = unique_identities(raw, lambda: draw_tiebreak(cell_id[rc], in_prb_cell[rc]))
+    return sorted_records(raw, ident, cell_id[rc], cell_id[rel])
+
+
+def _write_file(path: Path, tables) -> Path:
+    path = Path(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        _write(f, tables)
+    return path
+
+
 def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndarray,
                                cell_prb: np.ndarray) -> Path:
     """Write ``records.parquet`` (mode 0600) from the spilled buckets, one bucket in memory at a
-    time (and the next one being prepared): per bucket, :func:`unique_identities` (tiebreak :func:`draw_tiebreak`: PRB records
-    first, as the draws), the cell ids, one sort, appended in bucket order."""
+    time (and the next one being prepared): per bucket :func:`_group_table`, appended in
+    bucket order."""
     cell_id = np.asarray(cell_id, np.uint64)
     in_prb_cell = np.asarray(cell_prb) >= 0
 
@@ -104,13 +122,20 @@ def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndar
             rc = t.column("cell").to_numpy()
             rel = t.column("released").to_numpy()
             del t
-            ident = unique_identities(raw, lambda rc=rc: draw_tiebreak(cell_id[rc], in_prb_cell[rc]))
-            yield sorted_records(raw, ident, cell_id[rc], cell_id[rel])
+            yield _group_table(raw, rc, rel, cell_id, in_prb_cell)
 
-    path = Path(path)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        # the next bucket is read and sorted by a background thread while this one is encoded
-        _write(f, read_ahead_frames(tables(), 1))
-    return path
+    # the next bucket is read and sorted by a background thread while this one is encoded
+    return _write_file(path, read_ahead_frames(tables(), 1))
+
+
+def write_records(raw: np.ndarray, record_cell: np.ndarray, released_cell: np.ndarray,
+                  path: Path, cell_id: np.ndarray, cell_prb: np.ndarray) -> Path:
+    """Write ``records.parquet`` (mode 0600) of records held in memory (the whole file, one
+    batch: raw identities, true and released cell indexes): the bytes
+    :func:`write_records_from_buckets` writes for the same records, without the spill (its
+    buckets partition the raw identities, so one group of all of them gives the same
+    identities and the same total order)."""
+    table = _group_table(np.asarray(raw, np.uint64), np.asarray(record_cell, np.int64),
+                         np.asarray(released_cell, np.int64), np.asarray(cell_id, np.uint64),
+                         np.asarray(cell_prb) >= 0)
+    return _write_file(path, [table])

@@ -74,9 +74,10 @@ from sdc.pipeline.kernels import (
     release_batch,
     repeated_ids,
     write_public_files,
+    write_table_in_order,
 )
 from sdc.pipeline.order import ORDER_COLUMNS, order_salt
-from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
+from sdc.pipeline.records_file import RecordsSpill, write_records, write_records_from_buckets
 from sdc.pipeline.report_parts import add_apply_batch, add_refine_batch, new_accumulator
 from sdc.reports.utility import finite_values
 
@@ -94,6 +95,9 @@ class Runner(Protocol):
     where: str
     #: the folder the spills go to (None: the system's temporary folder)
     scratch: str | None
+    #: one batch holds the whole file in memory: the apply pass keeps its records there and
+    #: the files are written from them (the same bytes, no spill); absent means False
+    whole: bool
 
     def map(self, fn: Callable[..., Any], shared: tuple,
             per_piece: Callable[[int], tuple] | None = None,
@@ -309,7 +313,8 @@ def _identity_columns(config: ReleaseConfig, columns: list[str]) -> list[str] | 
 # -- pass 3: apply -------------------------------------------------------------------------------
 @dataclass
 class ApplyPart:
-    """One batch's part of the apply pass (its records are in the spill files)."""
+    """One batch's part of the apply pass (its records are in the spill files, or with
+    ``keep`` in ``kept``)."""
 
     frequency: np.ndarray
     changed: np.ndarray
@@ -317,18 +322,22 @@ class ApplyPart:
     perturb_changed: np.ndarray | None
     #: (record cell, released cell, public table in input order): only when asked to keep
     kept: tuple[np.ndarray, np.ndarray, pa.Table] | None = None
+    #: (public table with its order column, raw identities or None, true cells, released
+    #: cells) of a runner that holds the whole file (:attr:`Runner.whole`): not spilled
+    whole_kept: tuple | None = None
 
 
 def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: int,
                 locate: CellLocator, cells: CellTable, dplan: DrawPlan, schema: pa.Schema,
-                salt: int, bits: int, scratch: str, records: bool, template: Any,
+                salt: int, bits: int, scratch: str, records: bool, whole: bool, template: Any,
                 perturb: BatchPerturb | None, keep: bool,
                 identity: np.ndarray | None) -> ApplyPart:
     """Pass 3 on one batch: its released records spilled into ``scratch/public`` by the top
     bits of the public order key (and ``scratch/records`` for the records file) as piece
-    ``index``; returns its released frequencies, changed records per PRB, report part and
-    ``perturb:`` changes. ``identity``: the batch's distinct identities from pass 2 (of all
-    records with ``perturb``, else of the drawing ones); None: the raw ones (checked unique).
+    ``index``, or with ``whole`` (a runner holding the whole file) returned in the part;
+    returns its released frequencies, changed records per PRB, report part and ``perturb:``
+    changes. ``identity``: the batch's distinct identities from pass 2 (of all records with
+    ``perturb``, else of the drawing ones); None: the raw ones (checked unique).
     ``keep``: the part also holds the batch's cells and public table (:attr:`ApplyPart.kept`)."""
     rc = locate(cell_codes(frame, config))
     drawing = dplan.cell_prb[rc] >= 0
@@ -345,12 +354,16 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
         ident = raw[drawing] if drawing.any() else np.zeros(0, np.uint64)
     table, rel = release_batch(frame, rc, cells, dplan, ident, config, seed, schema, salt,
                                perturb, every_ident)
-    BucketSpill(Path(scratch) / "public", bits, piece=index).add(
-        table, table.column(ORDER_COLUMNS[0]).to_numpy())
     kept = (rc, rel, table.drop_columns(list(ORDER_COLUMNS))) if keep else None
+    whole_kept = None
+    if whole:
+        whole_kept = (table, raw if records else None, rc, rel)
+    else:
+        BucketSpill(Path(scratch) / "public", bits, piece=index).add(
+            table, table.column(ORDER_COLUMNS[0]).to_numpy())
+        if records:
+            RecordsSpill(Path(scratch) / "records", bits, piece=index).add(raw, rc, rel)
     del table
-    if records:
-        RecordsSpill(Path(scratch) / "records", bits, piece=index).add(raw, rc, rel)
     part = template.spawn()
     add_apply_batch(part, frame, rc, rel, config)
     n_prb = dplan.prb_theta.size
@@ -358,7 +371,7 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
     changed = (np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb) if moved.any()
                else np.zeros(n_prb, dtype=np.int64))
     return ApplyPart(np.bincount(rel, minlength=cells.n_cells), changed, part,
-                     perturb.changed if perturb is not None else None, kept)
+                     perturb.changed if perturb is not None else None, kept, whole_kept)
 
 
 def refine_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate: CellLocator,
@@ -411,6 +424,25 @@ class _Refinement:
     def cancel(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dplan: DrawPlan,
+                out_dir: Path, records_path: Path | None,
+                say: Callable[[str], None]) -> tuple[dict[str, Path], Any, Path | None]:
+    """The public files and the records file from the records the apply pass kept in memory
+    (:attr:`Runner.whole`; ``box`` holds them and is emptied, so the public table is freed
+    once written): the bytes the spilled buckets give, without the spill."""
+    table, raw, rc, rel = box.pop()
+    tables = [table]
+    del table
+    say("writing the public file in order")
+    files, public_table = write_public_files(
+        config, schema, [], out_dir, lambda _, writer: write_table_in_order(tables.pop(), writer))
+    records_file = None
+    if records_path is not None:
+        say("writing the internal records file")
+        records_file = write_records(raw, rc, rel, records_path, dplan.cell_id, dplan.cell_prb)
+    return files, public_table, records_file
 
 
 def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: Path, *,
@@ -472,9 +504,11 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
         offsets = [0]
+        whole = bool(getattr(runner, "whole", False))
         shared = (config, seed, locate, cells, dplan, schema, salt, bits, str(tmp),
-                  records_path is not None, acc.spawn(), perturb, keep)
+                  records_path is not None, whole, acc.spawn(), perturb, keep)
         kept: list[tuple] = []
+        whole_kept = None
         for part in runner.map(apply_batch, shared, identity_of):
             if part.kept is not None:
                 kept.append(part.kept)
@@ -484,18 +518,24 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                 perturb.changed += part.perturb_changed
             offsets.append(offsets[-1] + int(part.frequency.sum()))
             acc.merge(part.accumulator)
+            whole_kept = part.whole_kept
             del part
         # the report refinement passes run while the files below are written
         refinement = _Refinement(runner, acc, locate, config, offsets)
         records_file = None
-        if records_path is not None:
-            say("writing the internal records file")
-            records_file = write_records_from_buckets(
-                RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
-                dplan.cell_id, dplan.cell_prb)
-        say("writing the public file in order")
-        files, public_table = write_public_files(
-            config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir)
+        if whole:  # the public file first: its table's memory is free for the records file's
+            box, whole_kept = [whole_kept], None
+            files, public_table, records_file = _write_kept(box, config, schema, dplan,
+                                                            out_dir, records_path, say)
+        else:
+            if records_path is not None:
+                say("writing the internal records file")
+                records_file = write_records_from_buckets(
+                    RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
+                    dplan.cell_id, dplan.cell_prb)
+            say("writing the public file in order")
+            files, public_table = write_public_files(
+                config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir)
     except BaseException:
         if refinement is not None:
             refinement.cancel()
