@@ -30,7 +30,7 @@ from sdc.method.outcome import ReleaseOutcome
 from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows
 from sdc.reports.disclosure import risk_summary_cells
 from sdc.reports.html import render_html
-from sdc.reports.intruder import simulate_intruder
+from sdc.reports.intruder import intruder as intruder_result
 from sdc.reports.utility import compute_utility
 
 __all__ = ["Reports", "build_risk", "dumps", "headline",
@@ -121,8 +121,8 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseOutcome, config: Re
             "pass": bool(float(b["max_risk"]) <= xi + 1e-12),
         })
 
-    intruder = simulate_intruder(result.cells.frequency, result.cell_prb, result.blocks, seed=seed,
-                                 n_sim=n_sim, xi=xi)
+    intruder = intruder_result(result.cells.frequency, result.cell_prb, result.blocks,
+                               seed=seed, n_sim=n_sim, xi=xi)
     n_changed = agg.n_changed
     at = {k: v for k, v in result.certificate_at.items()}
     return {

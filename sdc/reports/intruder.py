@@ -21,7 +21,7 @@ from sdc.method.draws import stream
 from sdc.method.pram import post_randomize_prepared, prepare_records
 from sdc.method.risk import correct_match_risk, pick_distribution
 
-__all__ = ["A_MAX", "exact_s_distribution", "simulate_intruder"]
+__all__ = ["A_MAX", "exact_s_distribution", "intruder", "simulate_intruder", "start_intruder"]
 
 #: Largest S_j = a reported per class (larger a are pooled in the overall figures only).
 A_MAX = 4
@@ -316,3 +316,78 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
             "max_estimate": max(ests) if ests else None,
             "overall": {"expected_correct_exact": expected_correct,
                         "expected_correct_estimate": est_total, "se": se_total}}
+
+
+# -- started early ------------------------------------------------------------------------------
+# The intruder needs the cell table and the PRBs only, known once the release is planned: the
+# pipeline starts it then in a background thread (start_intruder), so that it runs while the
+# records are released and written; risk.json's builder takes the result (intruder). Keyed by
+# a digest of every input, so a result is only ever used for exactly the inputs it was
+# computed from (anything else is computed afresh).
+class _Pending:
+    """The result (or error) of one simulate_intruder run in a daemon thread."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        import threading
+
+        self._out: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(kwargs,),
+                                        name="sdc-intruder", daemon=True)
+        self._thread.start()
+
+    def _run(self, kwargs: dict[str, Any]) -> None:
+        try:
+            self._out = simulate_intruder(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - raised again by result()
+            self._error = exc
+
+    def result(self) -> dict[str, Any]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
+
+
+_pending: dict[str, _Pending] = {}
+
+
+def _intruder_key(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame,
+                  seed: int, n_sim: int, xi: float | None, a_max: int) -> str:
+    import hashlib
+
+    h = hashlib.sha256(repr((int(seed), int(n_sim), xi, int(a_max), len(blocks))).encode())
+    for a in (np.asarray(cell_frequency, np.int64), np.asarray(cell_prb, np.int64),
+              blocks["k"].to_numpy(np.int64), blocks["theta"].to_numpy(np.float64)):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update("\x00".join(str(p) for p in blocks["profile"]).encode())
+    return h.hexdigest()
+
+
+def start_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame,
+                   *, seed: int, n_sim: int = 200, xi: float | None = None,
+                   a_max: int = A_MAX) -> None:
+    """Start :func:`simulate_intruder` of these inputs in a background thread (the one
+    started before is dropped); :func:`intruder` with the same inputs takes its result."""
+    kwargs = {"cell_frequency": np.array(cell_frequency, np.int64),
+              "cell_prb": np.array(cell_prb, np.int64),
+              "blocks": blocks[["k", "theta", "profile"]].copy(), "seed": seed, "n_sim": n_sim,
+              "xi": xi, "a_max": a_max}
+    key = _intruder_key(kwargs["cell_frequency"], kwargs["cell_prb"], kwargs["blocks"], seed,
+                        n_sim, xi, a_max)
+    _pending.clear()
+    _pending[key] = _Pending(kwargs)
+
+
+def intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame, *,
+             seed: int, n_sim: int = 200, xi: float | None = None,
+             a_max: int = A_MAX) -> dict[str, Any]:
+    """:func:`simulate_intruder`: the result :func:`start_intruder` computed for exactly these
+    inputs if there is one (waiting for it), else computed now."""
+    pending = _pending.pop(_intruder_key(cell_frequency, cell_prb, blocks, seed, n_sim, xi,
+                                         a_max), None) if _pending else None
+    if pending is not None:
+        return pending.result()
+    return simulate_intruder(cell_frequency, cell_prb, blocks, seed=seed, n_sim=n_sim, xi=xi,
+                             a_max=a_max)
