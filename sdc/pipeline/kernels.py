@@ -320,6 +320,7 @@ def write_table_in_order(table: pa.Table, writer: PublicWriter) -> None:
     argsort; the rows are gathered one row group at a time (one group's copy in memory)."""
     positions = sort_positions(table.column(ORDER_COLUMNS[0]).to_numpy())
     body = table.drop_columns(list(ORDER_COLUMNS))
+    del table  # the order column is freed (the caller holds no other reference)
     for start in range(0, positions.size, ROW_GROUP_ROWS):
         part = body.take(pa.array(positions[start:start + ROW_GROUP_ROWS]))
         ids = pa.array(np.arange(start + 1, start + 1 + part.num_rows, dtype=np.int64))

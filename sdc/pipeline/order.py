@@ -31,7 +31,7 @@ from pandas.util import hash_array
 
 from sdc.method.cells import CellTable
 
-__all__ = ["ORDER_COLUMNS", "content_hash", "order_keys", "order_salt",
+__all__ = ["ORDER_COLUMNS", "argsort_u64", "content_hash", "order_keys", "order_salt",
            "sort_positions"]
 
 ORDER_COLUMNS = ("__sdc_order",)
@@ -176,12 +176,39 @@ def order_keys(table: pa.Table, seed: int, salt: int) -> tuple[np.ndarray, np.nd
     return order, content
 
 
-def sort_positions(order: np.ndarray) -> np.ndarray:
-    """Positions sorted by ``order`` (hence by (order, content), see the module docstring): one
-    argsort; the rare equal order keys (identical records, or a 64-bit collision of the
-    content hash) keep their relative order (a stable sort)."""
-    pos = np.argsort(order)
-    o = order[pos]
-    if o.size > 1 and (o[1:] == o[:-1]).any():
-        return np.argsort(order, kind="stable")
+def argsort_u64(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` of uint64 keys (int64 positions), by one
+    ``np.sort`` of the keys' top bits with the position in the low ceil(log2 n) bits (at 5M
+    keys 0.37 CPU s against 0.95 for numpy's argsort): that orders by top bits, then by
+    position; the records sharing their top bits with another (about n^2 / 2^(65 - log2 n)
+    pairs of distinct hashes, or equal keys) are then ordered by the whole key, stably."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    n = keys.size
+    b = max(1, (n - 1).bit_length())
+    if n < 2 or b > 40:
+        return np.argsort(keys, kind="stable").astype(np.int64, copy=False)
+    shift = np.uint64(b)
+    packed = keys >> shift
+    packed <<= shift
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    pos = (packed & np.uint64((1 << b) - 1)).astype(np.int64)
+    packed >>= shift  # the top bits, in sorted order
+    eq = packed[1:] == packed[:-1]
+    del packed
+    if eq.any():
+        # the runs of equal top bits keep their slots; inside them (positions ascending),
+        # one stable sort by the whole key gives (key, position) order
+        in_run = np.zeros(n, dtype=bool)
+        in_run[:-1] |= eq
+        in_run[1:] |= eq
+        sub = pos[in_run]
+        pos[in_run] = sub[np.argsort(keys[sub], kind="stable")]
     return pos
+
+
+def sort_positions(order: np.ndarray) -> np.ndarray:
+    """Positions sorted by ``order`` (hence by (order, content), see the module docstring);
+    the rare equal order keys (identical records, or a 64-bit collision of the content hash)
+    keep their relative order (a stable sort: :func:`argsort_u64`)."""
+    return argsort_u64(order)

@@ -33,6 +33,7 @@ import pyarrow as pa
 from sdc.io.batches import PublicWriter, read_ahead_frames
 from sdc.io.spill import BucketSpill, read_bucket
 from sdc.method.draws import draw_tiebreak, unique_identities
+from sdc.pipeline.order import argsort_u64
 
 __all__ = ["RECORDS_SCHEMA", "RecordsSpill", "records_parquet_bytes", "sorted_records",
            "write_records", "write_records_from_buckets"]
@@ -48,7 +49,7 @@ def sorted_records(raw: np.ndarray, identity: np.ndarray, cell: np.ndarray,
     the raw identities when they are all distinct (that is then the order; measured 7x faster
     than the lexsort of four keys), else one lexsort."""
     raw = np.asarray(raw, np.uint64)
-    order = np.argsort(raw)
+    order = argsort_u64(raw)
     srt = raw[order]
     if srt.size > 1 and bool((srt[1:] == srt[:-1]).any()):
         order = np.lexsort((released, cell, identity, raw))
@@ -92,6 +93,14 @@ def _group_table(raw: np.ndarray, rc: np.ndarray, rel: np.ndarray, cell_id: np.n
     """The sorted records of a group of records holding every record of its raw identities
     (a bucket, or the whole file): :func:`unique_identities` (tiebreak
     :func:`draw_tiebreak`: PRB records first, as the draws), the cell ids, one sort."""
+    order = argsort_u64(raw)
+    srt = raw[order]
+    if srt.size < 2 or not bool((srt[1:] == srt[:-1]).any()):
+        # all distinct (the usual case): the raw identities are the identities and their
+        # order is the file's; one sort instead of unique_identities' and sorted_records'
+        return pa.table([pa.array(srt, pa.uint64()), pa.array(cell_id[rc[order]], pa.uint64()),
+                         pa.array(cell_id[rel[order]], pa.uint64())], schema=RECORDS_SCHEMA)
+    del order, srt
     ident = unique_identities(raw, lambda: draw_tiebreak(cell_id[rc], in_prb_cell[rc]))
     return sorted_records(raw, ident, cell_id[rc], cell_id[rel])
 
