@@ -131,6 +131,30 @@ def test_reproducible_and_seed_dependent() -> None:
     assert [x["exact_pooled"] for x in a["classes"]] == [x["exact_pooled"] for x in c["classes"]]
 
 
+def test_intruder_started_early_is_used_only_for_its_own_inputs(monkeypatch) -> None:
+    """start_intruder's thread result is what simulate_intruder gives; intruder() takes it only
+    for exactly the same inputs (another seed, theta or profile is computed afresh) and once."""
+    import sdc.reports.intruder as intr
+
+    t_cells, prb, blocks = _blocks([{1: 6, 2: 1}], THETA)
+    want = simulate_intruder(t_cells, prb, blocks, seed=7, n_sim=50, xi=XI)
+    calls = []
+    real = intr.simulate_intruder
+    monkeypatch.setattr(intr, "simulate_intruder", lambda *a, **k: calls.append(1) or real(*a, **k))
+    intr.start_intruder(t_cells, prb, blocks, seed=7, n_sim=50, xi=XI)
+    assert intr.intruder(t_cells, prb, blocks, seed=7, n_sim=50, xi=XI) == want
+    assert len(calls) == 1  # the thread's run, not a second one
+    intr.start_intruder(t_cells, prb, blocks, seed=7, n_sim=50, xi=XI)
+    other = blocks.assign(theta=0.3)
+    for args, seed in (((t_cells, prb, blocks), 8), ((t_cells, prb, other), 7),
+                       ((t_cells, prb, blocks.assign(profile="1:7")), 7)):
+        got = intr.intruder(*args, seed=seed, n_sim=50, xi=XI)
+        assert got == real(*args, seed=seed, n_sim=50, xi=XI)
+    assert got != want
+    assert intr.intruder(t_cells, prb, blocks, seed=7, n_sim=50, xi=XI) == want
+    assert not intr._pending  # taken once
+
+
 def test_wrong_theta_is_detected() -> None:
     """The comparison has power: simulating with theta = 0.3 while the exact values assume the
     release's theta puts the t = 1, a = 1 estimate far outside the tolerance."""
