@@ -58,18 +58,19 @@ def fmt_profile(p: dict[int, int]) -> str:
 
 def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: np.ndarray | None,
                     cfg: ReleaseConfig, xi: float,
-                    recorded_w: list[str] | None = None) -> tuple[float, str]:
+                    recorded_w: list[str] | None = None, what: str = "") -> tuple[float, str]:
     """The weighted mode (docs/METHOD.md 7.11): its design re-derived from the source's cell
     table and weight totals, every weight group's exact certificate recomputed; the
     certificate is the design's. Under ``destinations: near`` every PRB's W (block-diagonal
-    over its weight groups) is compared with the digest audit.json records."""
+    over its weight groups) is compared with the digest audit.json records. ``what`` prefixes
+    the check names (a household file's stages)."""
     if weight_total is None:
-        rep.add("weighted design", False, "the source's weight totals were not counted")
+        rep.add(what + "weighted design", False, "the source's weight totals were not counted")
         return math.inf, "weighted design"
     plan = weight_plan(plan_release(po, cfg), weight_total, cfg)
     g = plan.weighted.groups
     n_w = int((g["design"] == "weighted").sum()) if len(g) else 0
-    rep.add("weighted design <= xi", plan.certificate <= xi + TOL,
+    rep.add(what + "weighted design <= xi", plan.certificate <= xi + TOL,
             f"{len(g)} weight groups ({n_w} weight-balanced, {len(g) - n_w} NZY), max risk "
             f"{plan.certificate:.6f}")
     if cfg.risk.destinations == "near":

@@ -8,7 +8,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sdc.audit.block_checks import count_checks, dependence_checks, merge_groups, prb_checks
+from sdc.audit.block_checks import (
+    count_checks,
+    dependence_checks,
+    merge_groups,
+    prb_checks,
+    weighted_checks,
+)
 from sdc.audit.report import AuditReport
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
@@ -27,6 +33,11 @@ from sdc.method.household_composition import (
     composition_plan,
     composition_table,
     person_classes,
+)
+from sdc.method.household_weights import (
+    cell_weights_of,
+    household_weight_totals,
+    household_weights_of,
 )
 from sdc.method.households import (
     check_households,
@@ -79,6 +90,12 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
                  unit=" (in households)")
     h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi,
                                  what="household stage: ")
+    x_h = None
+    if cfg.risk.weighted:  # balanced on x_h = the members' summed person weights
+        x_h = household_weights_of(original[cfg.input.weight], code_o, first_o.size)
+        h_cert, h_where = weighted_checks(
+            rep, ho, household_weight_totals(x_h, ho.cells.record_cell, ho.cells.n_cells),
+            hcfg, xi, what="household stage: ")
     hh_cols = [c for c in cfg.input.household_columns if c in original.columns]
 
     # person stage: PRBs inside the household keys' values; counts per person partition group
@@ -95,6 +112,12 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
         po = partition_frame(original.iloc[np.flatnonzero(~rec_small)], pcfg)
     p_cert, p_where = prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi,
                                  what="person stage: ")
+    if cfg.risk.weighted:  # the person weights inside the household-key classes
+        w = original[cfg.input.weight].to_numpy(np.float64)
+        w = w if po is po_all else w[np.flatnonzero(~rec_small)]
+        p_cert, p_where = weighted_checks(
+            rep, po, cell_weights_of(w, po.cells.record_cell, po.cells.n_cells), pcfg, xi,
+            what="person stage: ")
     # the dependence check of each stage, recomputed: household columns on the household
     # table against the household keys, person-level columns against the person PRBs
     try:
@@ -164,8 +187,10 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     hk_o = household_table(original, cfg, code_o, first_o)
     hk_codes = np.column_stack([encode_key(hk_o[k], k, cfg.key_variables[k])
                                 for k in cfg.household_keys])
+    x_h = (household_weights_of(original[cfg.input.weight], code_o, first_o.size)
+           if cfg.risk.weighted else None)
     try:
-        cp = composition_plan(hk_codes, tab, cfg)
+        cp = composition_plan(hk_codes, tab, cfg, x_h)
     except SmallBlockError as e:
         rep.add("composition stage: plan", False, str(e))
         return 1.0, "composition stage: no plan"
@@ -189,6 +214,11 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
                  unit=" (in households)")
     h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi,
                                  what="composition stage: ")
+    if cfg.risk.weighted:  # balanced on x_h, re-derived from the source
+        h_cert, h_where = weighted_checks(
+            rep, ho, household_weight_totals(x_h[keep_o], ho.cells.record_cell,
+                                             ho.cells.n_cells), ccfg, xi,
+            what="composition stage: ")
     rep.add("person stage: none", not (audit.get("blocks") or []),
             "risk.composition: protect: no person PRB; person keys move with their "
             "household's composition only")

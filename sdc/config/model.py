@@ -151,17 +151,6 @@ class ReleaseConfig(StrictModel):
             raise ValueError("risk.weighted: true needs input.weight (the survey weight "
                              "column whose cell totals it keeps unbiased); name it, or set "
                              "risk.weighted: false")
-        if self.risk.weighted and self.input.household_id is not None:
-            raise ValueError(
-                "risk.weighted: true is not available for household files "
-                f"(input.household_id: {self.input.household_id!r}): a household that moves "
-                "carries all its members' person weights into its new household cell, so the "
-                "household stage would have to balance the sum of its members' weights and "
-                "the person stage the person weights, each with its own certificate; that is "
-                "not built (docs/METHOD.md 7.11, 'Household files'). Fix: set "
-                "risk.weighted: false (counts stay unbiased; utility.json reports the exact "
-                "expected weighted totals), or release the persons as a person file without "
-                "input.household_id")
         special = {
             "input.id_column": self.input.id_column,
             "input.weight": self.input.weight,

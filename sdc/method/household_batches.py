@@ -38,16 +38,23 @@ from sdc.method.draws import (
     unique_identities,
     value_hash,
 )
+from sdc.method.household_weights import (
+    HouseholdWeights,
+    household_weight_totals,
+    person_draw_extras,
+)
 from sdc.method.households import (
     extended_partition_sets,
     household_classes,
     household_config,
     person_config,
     row_index,
+    weight_per_household,
 )
 from sdc.method.partition import partition_cells
 from sdc.method.plan import ReleasePlan, draw_plan, partition_sets_with_prbs, plan_release
 from sdc.method.postrandomize import released_cells
+from sdc.method.weighted import weight_plan
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "drawing_persons", "household_identity", "household_stage", "lookup_households",
@@ -88,6 +95,9 @@ class HouseholdAggregate:
     classes: np.ndarray | None = None
     #: the person columns of one member per household (:mod:`sdc.method.dependence.members`)
     members: pd.DataFrame | None = None
+    #: ``risk.weighted``: (H,) x_h, the sum of the members' person weights (exact sums,
+    #: :mod:`sdc.method.household_weights`); else None
+    weight: np.ndarray | None = None
 
     @property
     def n_households(self) -> int:
@@ -104,12 +114,15 @@ class HouseholdCounter:
         self.config = config
         self.keys = list(config.household_keys)
         self.columns = self.keys + list(config.input.household_columns)
+        self.columns += [w for w in [weight_per_household(config)] if w and w not in self.columns]
         self.merge_every = merge_every
         self._parts: list[tuple[np.ndarray, ...]] = []
         self.members = HouseholdMembers(merge_every=merge_every)
+        self.weights = HouseholdWeights() if config.risk.weighted else None
 
-    def add(self, frame: pd.DataFrame) -> None:
-        """Add one batch of persons (any rows, any order; a household may span batches)."""
+    def add(self, frame: pd.DataFrame, cell_code: np.ndarray | None = None) -> None:
+        """Add one batch of persons (any rows, any order; a household may span batches);
+        ``cell_code``: their person cell codes (the weighted mode sums W_j per code)."""
         if len(frame) == 0:
             return
         hid = self.config.input.household_id
@@ -135,13 +148,22 @@ class HouseholdCounter:
         self._parts.append(_reduce(ident, codes, hashes, hashes,
                                    np.ones(len(frame), dtype=np.int64), classes,
                                    frame[cols].reset_index(drop=True)))
+        if self.weights is not None:
+            self.weights.add(ident, cell_code,
+                             frame[self.config.input.weight].to_numpy(np.float64))
         if len(self._parts) >= self.merge_every:
             self._merge()
+
+    def person_weights(self, codes: np.ndarray) -> np.ndarray | None:
+        """``risk.weighted``: W_j of the person cells ``codes`` (sorted), else None."""
+        return None if self.weights is None else self.weights.cell_totals(codes)
 
     def merge(self, other: HouseholdCounter) -> None:
         """Add another counter's households (a Dask piece's partial)."""
         self._parts.extend(other._parts)
         self.members.merge(other.members)
+        if self.weights is not None and other.weights is not None:
+            self.weights.merge(other.weights)
         self._merge()
 
     def _merge(self) -> None:
@@ -161,7 +183,9 @@ class HouseholdCounter:
         inconsistent = {c: ident[bad[:, j]] for j, c in enumerate(self.columns) if bad[:, j].any()}
         return HouseholdAggregate(ident, codes, size, inconsistent, values,
                                   classes if classes.shape[1] else None,
-                                  self.members.values(ident))
+                                  self.members.values(ident),
+                                  None if self.weights is None
+                                  else self.weights.household_totals(ident))
 
 
 def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -231,6 +255,8 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     cell = cell.reshape(-1).astype(np.int64)
     cells = cell_table(u, t.astype(np.int64), hcfg)
     plan = plan_release(partition_cells(cells, hcfg), hcfg)
+    if config.risk.weighted:  # balanced on x_h: persons-weighted household-key cells exact
+        plan = weight_plan(plan, household_weight_totals(agg.weight, cell, cells.n_cells), hcfg)
     dplan = draw_plan(plan, hcfg)
     released = cell.copy()
     rows = np.flatnonzero(dplan.cell_prb[cell] >= 0)
@@ -249,7 +275,7 @@ def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     from sdc.method.household_composition import composition_stage, table_of_counts
 
     table = table_of_counts(agg.classes)
-    cs = composition_stage(agg.identity, agg.key_codes, table, config, seed)
+    cs = composition_stage(agg.identity, agg.key_codes, table, config, seed, agg.weight)
     cell = np.full(agg.n_households, -1, dtype=np.int64)
     released = cell.copy()
     if cs.plan is not None:
@@ -287,18 +313,28 @@ class PersonStagePlan:
     cell_small: np.ndarray
     small_classes: int
     small_class_persons: int
+    #: ``risk.weighted``: W_j of every cell of the full cell table (persons' weights)
+    weight_total: np.ndarray | None = None
 
 
-def person_stage(cells: CellTable, config: ReleaseConfig) -> PersonStagePlan:
+def person_stage(cells: CellTable, config: ReleaseConfig,
+                 weight_total: np.ndarray | None = None) -> PersonStagePlan:
     """The person stage's plan from the cell table over all keys (t_j in persons): partition
     sets of the household keys' own values x the person partition
     (:func:`~sdc.method.households.person_config`); a household-key class with fewer than
     kmin sensitive person cells is left out (unless ``risk.small_blocks: fail``) and its cells
     keep their persons unchanged, exactly as the household pipeline (:mod:`sdc.pipeline.households`).
     Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's person stage (without
-    its message prefix)."""
+    its message prefix). ``weight_total`` (``risk.weighted``): W_j of the cells; the kept
+    PRBs then get the weighted design (weight groups, m_j = c_g / W_j) and its certificate."""
     pcfg = person_config(config)
     part = partition_cells(cells, pcfg)
+
+    def weighted(plan: ReleasePlan, kept: np.ndarray) -> ReleasePlan:
+        if config.risk.weighted:
+            plan = weight_plan(plan, np.asarray(weight_total, np.float64)[kept], pcfg)
+        return plan
+
     if config.risk.composition == "protect":
         # person keys move only with their household's composition (the household stage)
         none = np.zeros(cells.n_cells, dtype=bool)
@@ -310,17 +346,18 @@ def person_stage(cells: CellTable, config: ReleaseConfig) -> PersonStagePlan:
     cell_small = small[cell_class]
     n_small = int(small.sum())
     if n_small == 0 or config.risk.small_blocks == "fail":
-        plan = plan_release(part, pcfg)
-        return PersonStagePlan(plan, np.arange(cells.n_cells, dtype=np.int64), cell_small, 0, 0)
+        kept = np.arange(cells.n_cells, dtype=np.int64)
+        return PersonStagePlan(weighted(plan_release(part, pcfg), kept), kept, cell_small, 0, 0,
+                               weight_total)
     kept = np.flatnonzero(~cell_small)
     if kept.size == 0:
         raise SmallBlockError("every household-key class has fewer than kmin sensitive person "
                               "cells: no person PRB can be certified")
     sub = CellTable(np.zeros(0, dtype=np.int64), cells.key_codes[kept], cells.frequency[kept],
                     list(cells.names))
-    plan = plan_release(partition_cells(sub, pcfg), pcfg)
+    plan = weighted(plan_release(partition_cells(sub, pcfg), pcfg), kept)
     return PersonStagePlan(plan, kept, cell_small, n_small,
-                           int(cells.frequency[cell_small].sum()))
+                           int(cells.frequency[cell_small].sum()), weight_total)
 
 
 def _sub_cell(ps: PersonStagePlan, cell: np.ndarray, n_cells: int) -> np.ndarray:
@@ -340,7 +377,8 @@ def person_draw_plan(ps: PersonStagePlan, cells: CellTable, config: ReleaseConfi
     cell_prb = np.full(cells.n_cells, -1, dtype=np.int64)
     cell_prb[ps.kept] = sub.cell_prb
     return DrawPlan(cell_prb=cell_prb, cell_frequency=np.asarray(cells.frequency, np.int64),
-                    cell_id=cell_identity(cells.key_codes, pcfg), prb_theta=sub.prb_theta)
+                    cell_id=cell_identity(cells.key_codes, pcfg), prb_theta=sub.prb_theta,
+                    **person_draw_extras(sub, ps.kept, cells.n_cells))
 
 
 def drawing_persons(cell: np.ndarray, ps: PersonStagePlan, cells: CellTable,

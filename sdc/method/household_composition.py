@@ -238,13 +238,15 @@ class CompositionPlan:
 
 
 def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
-                     config: ReleaseConfig) -> CompositionPlan:
+                     config: ReleaseConfig, weight: np.ndarray | None = None) -> CompositionPlan:
     """The composition stage's plan: cells (HK, composition) counted in households,
     partitioned by the HK partition x household size, :func:`~sdc.method.plan.plan_release`;
     a size whose sensitive cells cannot form a PRB (fewer than 2 with ``small_blocks:
     calibrate``, else fewer than kmin) is *singular*: its households are left out of the plan
     and released by :func:`singular_draw` (risk 1 / #HK combinations, which must be <= xi).
-    Raises :class:`~sdc.errors.SmallBlockError` when neither certifies."""
+    ``weight`` (``risk.weighted``): x_h of every household (its members' summed weights): the
+    plan then gets the weighted design (docs/HOUSEHOLDS.md, "Survey weights") and its
+    certificate. Raises :class:`~sdc.errors.SmallBlockError` when neither certifies."""
     from sdc.errors import SmallBlockError
     from sdc.method.cell_passes import cell_table
     from sdc.method.cells import radix_sizes
@@ -279,6 +281,12 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
         cells, cell = cells_of(rows)
         try:
             plan = plan_release(partition_cells(cells, ccfg), ccfg)
+            if weight is not None:
+                from sdc.method.household_weights import household_weight_totals
+                from sdc.method.weighted import weight_plan
+
+                plan = weight_plan(plan, household_weight_totals(
+                    np.asarray(weight)[rows], cell, cells.n_cells), ccfg)
             break
         except SmallBlockError:
             if attempt == 1 or part.kmin <= limit:
@@ -306,7 +314,8 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
 
 
 def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: CompositionTable,
-                      config: ReleaseConfig, seed: int) -> CompositionStage:
+                      config: ReleaseConfig, seed: int,
+                      weight: np.ndarray | None = None) -> CompositionStage:
     """The household stage of ``risk.composition: protect`` on the household aggregate:
     ``identity`` (H,) the households' draw identities (distinct), ``hk_codes`` (H, p) their
     household-key codes, ``table`` their compositions; :func:`composition_plan`, then every
@@ -317,7 +326,7 @@ def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: Composi
     from sdc.method.postrandomize import released_cells
 
     ident = np.asarray(identity, np.uint64)
-    cp = composition_plan(hk_codes, table, config)
+    cp = composition_plan(hk_codes, table, config, weight)
     codes, rows, cell, plan = cp.codes, cp.rows, cp.cell, cp.plan
     released = codes.copy()
     drawing_ident = np.zeros(0, np.uint64)

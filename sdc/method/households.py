@@ -24,7 +24,7 @@ from sdc.method.draws import keyed_hash
 from sdc.method.generalize import generalize_domain
 from sdc.method.plan import default_merge_order
 
-__all__ = ["MAX_LISTED", "check_households", "extended_partition_sets", "household_codes",
+__all__ = ["MAX_LISTED", "check_households", "weight_per_household", "extended_partition_sets", "household_codes",
            "household_config",
            "household_classes", "household_derived", "household_perturb", "household_table",
            "person_config", "person_derived", "person_derived_values", "person_key_code",
@@ -71,6 +71,7 @@ def check_households(frame: pd.DataFrame, config: ReleaseConfig) -> None:
     if config.input.household_id is None:
         return
     cols = config.household_keys + list(config.input.household_columns)
+    cols += [w for w in [weight_per_household(config)] if w and w not in cols]
     missing = [c for c in config.input.household_columns if c not in frame.columns]
     if missing:
         raise InputError(f"column(s) {missing} (named in input.household_columns) are not in the "
@@ -102,8 +103,14 @@ def check_households(frame: pd.DataFrame, config: ReleaseConfig) -> None:
             examples.append(f"{h_id}: {', '.join(vals[:5])}")
         n_bad = int(bad.sum())
         more = f" (first {MAX_LISTED} of {n_bad} listed)" if n_bad > MAX_LISTED else ""
+        why = ("" if c != weight_per_household(config) else
+               " (input.weight under risk.composition: protect with risk.weighted: a household "
+               "released with another composition hands its members' weights to other person "
+               "classes, so the person-weighted totals stay exact only when the members share "
+               "one weight; use a household-level weight column as input.weight, or "
+               "risk.composition: measure, or risk.weighted: false)")
         problems.append(
-            f"column {c!r} differs within {n_bad} household(s){more}: "
+            f"column {c!r} differs within {n_bad} household(s){more}{why}: "
             f"{', '.join(str(x) for x in listed)}; values found e.g. {'; '.join(examples)}")
         del uniques
     if problems:
@@ -112,6 +119,14 @@ def check_households(frame: pd.DataFrame, config: ReleaseConfig) -> None:
             f"{hid!r}):\n  " + "\n  ".join(problems) + "\nFix the input (give every member the "
             "household's value), or declare the variable level: person / remove it from "
             "input.household_columns if it really belongs to the person")
+
+
+def weight_per_household(config: ReleaseConfig) -> str | None:
+    """``input.weight`` when it must be constant within households (``risk.composition:
+    protect`` with ``risk.weighted``: docs/HOUSEHOLDS.md, "Survey weights"), else None."""
+    if config.risk.weighted and config.risk.composition == "protect":
+        return config.input.weight
+    return None
 
 
 # -- the two stages of a household release -------------------------------------------------------

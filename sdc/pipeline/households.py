@@ -165,7 +165,7 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
         part.derived = DerivedCollector(person_derived(config))
         part.derived.add(frame, person_key_code(key_codes, config))
     part.households = HouseholdCounter(config)
-    part.households.add(frame)
+    part.households.add(frame, codes)
     for c in measure:
         x = finite_values(frame[c])
         if len(x) and not np.isnan(x).all():
@@ -404,7 +404,7 @@ def _count_pass(config: ReleaseConfig, seed: int, runner: Runner, measure: list[
     hs.plan = dataclasses.replace(hs.plan, dependence=figures)
     household_columns, dp_done = household_values(agg, hs, config, seed)
     try:
-        ps = person_stage(cells, config)
+        ps = person_stage(cells, config, households.person_weights(codes))
     except SmallBlockError as e:
         raise _stage_error(e, "person", config) from None
     return _Counted(n, offsets, agg, codes, cells, hs, ps, household_columns, dp_done,

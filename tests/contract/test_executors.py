@@ -396,12 +396,14 @@ def _protect(cfg: dict[str, Any]) -> None:
     cfg["risk"] = {"xi": 0.5, "composition": "protect", "households": "fail"}
 
 
-@pytest.mark.parametrize("variant", ["plain", "weights", "perturb-derived", "protect"])
+@pytest.mark.parametrize("variant", ["plain", "weights", "weighted", "perturb-derived",
+                                     "protect"])
 def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_path, variant):
     """A household file (docs/HOUSEHOLDS.md): the streaming and Dask executors' releases equal
     the in-memory one file for file (households split over batches and Parquet pieces, changed
     households, left-out small classes, the households sections of risk, utility and audit,
-    ``derived:`` and ``perturb:`` columns of both levels); ``sdc audit`` passes on all three."""
+    ``derived:`` and ``perturb:`` columns of both levels, ``risk.weighted``); ``sdc audit``
+    passes on all three."""
     from engine_configs import household_config
 
     from sdc.samples import generate_household_sample
@@ -413,7 +415,10 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=450)
     files = {}
     for executor in ("pandas", "streaming", "dask"):
-        cfg = household_config(**({"weight": "hh_weight"} if variant == "weights" else {}))
+        weights = variant in ("weights", "weighted")
+        cfg = household_config(**({"weight": "hh_weight"} if weights else {}))
+        if variant == "weighted":  # both stages balanced on the weights (docs/HOUSEHOLDS.md)
+            cfg["risk"]["weighted"] = True
         if variant == "perturb-derived":
             _household_columns(frame, cfg)
         if variant == "protect":
