@@ -179,6 +179,11 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
     utility = household_utility_of({k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
                                    {k: values(hs.released_codes, k, j)
                                     for j, k in enumerate(keys)}, agg.size, hs.changed)
+    if weights is not None:  # exact expected totals of both stages' designs
+        from sdc.method.household_weights import household_expected_totals
+
+        utility["expected_totals"] = household_expected_totals(config, agg, hs, ps, cells, cell,
+                                                               row, weights)
     return ReleaseOutcome(
         blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
         partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,

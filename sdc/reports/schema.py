@@ -436,7 +436,22 @@ UTILITY_SCHEMA["properties"]["households"] = _d(_obj({
                                             "released": _INT}))})),
     "size_distribution": _arr(_obj({"size": _INT, "households": _INT})),
     "size_distribution_unchanged": {"type": "boolean"},
+    "expected_totals": _d(_obj({
+        "mode": {"enum": ["nzy", "weighted"]},
+        "household_keys": _obj({"persons_weighted": {"anyOf": [_EXP, {"type": "null"}]},
+                                "households": _EXP, "persons": _EXP}),
+        "person_keys": _obj({"persons_weighted": {"anyOf": [_EXP, {"type": "null"}]},
+                             "persons": _EXP}),
+        "by_key_variable": _arr(_obj({
+            "name": {"type": "string"}, "level": {"enum": ["household", "person"]},
+            "categories": _arr(_obj({"value": {}, "original": _NUM, "expected": _NUM,
+                                     "weighted_original": _NNUM,
+                                     "weighted_expected": _NNUM}))})),
+    }), "Household files with input.weight: exact expected totals of the released "
+        "household-key and person-key combinations (persons weighted, households, persons) "
+        "under both stages' designs (docs/HOUSEHOLDS.md, 'Survey weights')."),
 }), "Household files only: households by household-level key and by size, before and after.")
+UTILITY_SCHEMA["properties"]["households"]["required"].remove("expected_totals")
 
 
 class ReportSchemaError(ValueError):

@@ -1,7 +1,7 @@
 """risk.weighted x risk.destinations: near through the CLI (issue 33): `sdc plan` on every
 executor prints the expected records changed of the configured design (sum of t_j m_j of the
-weighted design, not NZY's theta k), the same figure everywhere; household files with
-risk.weighted and risk.composition: protect are refused with exit 2, the reason and the fix. Release and audit of weighted x
+weighted design, not NZY's theta k), the same figure everywhere (household files with
+risk.weighted: tests/cli/test_cli_household_weights.py). Release and audit of weighted x
 near on every executor, byte for byte: the contract case ``weighted-near``
 (tests/contract/test_executors.py)."""
 
@@ -70,15 +70,3 @@ def test_plan_prints_the_configured_designs_expected_changes(tmp_path, engine):
     t = run_cli("plan", path, "--engine", engine)
     assert t.exit_code == 0, t.text
     assert f"{want:,.1f} (sum of t_j m_j, m_j = c_g / W_j of the weighted design)" in t.text
-
-
-def test_household_weights_with_protect_are_refused_with_the_reason_and_the_fix(tmp_path):
-    path = _job(tmp_path, weighted=True)
-    cfg = yaml.safe_load(path.read_text())
-    cfg["input"]["household_id"] = "pid"
-    cfg["risk"]["composition"] = "protect"
-    path.write_text(yaml.safe_dump(cfg))
-    r = run_cli("plan", path)
-    assert r.exit_code == 2, r.text
-    assert "risk.composition: protect is not available yet" in r.text
-    assert "risk.weighted: false" in r.text

@@ -397,7 +397,7 @@ def _protect(cfg: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("variant", ["plain", "weights", "weighted", "perturb-derived",
-                                     "protect"])
+                                     "protect", "protect-weighted"])
 def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_path, variant):
     """A household file (docs/HOUSEHOLDS.md): the streaming and Dask executors' releases equal
     the in-memory one file for file (households split over batches and Parquet pieces, changed
@@ -415,14 +415,14 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=450)
     files = {}
     for executor in ("pandas", "streaming", "dask"):
-        weights = variant in ("weights", "weighted")
+        weights = variant in ("weights", "weighted", "protect-weighted")
         cfg = household_config(**({"weight": "hh_weight"} if weights else {}))
-        if variant == "weighted":  # both stages balanced on the weights (docs/HOUSEHOLDS.md)
+        if variant.startswith("protect"):
+            _protect(cfg)
+        if variant.endswith("weighted"):  # balanced on the weights (docs/HOUSEHOLDS.md)
             cfg["risk"]["weighted"] = True
         if variant == "perturb-derived":
             _household_columns(frame, cfg)
-        if variant == "protect":
-            _protect(cfg)
         cfg["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
         cfg["output"] = {"dir": str(tmp_path / executor / "release"),
                          "formats": ["parquet", "csv"]}
@@ -439,7 +439,7 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
         assert a.exit_code == 0, a.stdout + a.stderr
     risk = files["pandas"]["internal/risk.json"]["households"]
     assert risk["households_changed"] > 0
-    if variant == "protect":  # certified, and measured within xi
+    if variant.startswith("protect"):  # certified, and measured within xi
         comp = risk["composition"]
         assert comp["mode"] == "protect" and comp["certificate"] <= 0.5 and risk["pass"]
     else:

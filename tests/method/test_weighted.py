@@ -233,10 +233,10 @@ def test_weighted_totals_unbiased_monte_carlo():
     assert bias_w < bias_nzy / 5, (bias_w, bias_nzy)
 
 
-def test_weighted_mode_needs_a_weight_and_no_composition_protect():
-    """risk.weighted: true without input.weight, or on a household file with
-    risk.composition: protect, is a config error (exit 2 through the CLI's config loading)
-    saying why and what to set; a household file is weighted in both stages."""
+def test_weighted_mode_needs_a_weight():
+    """risk.weighted: true without input.weight is a config error (exit 2 through the CLI's
+    config loading) saying why and what to set; household files are accepted (both stages
+    weighted, docs/HOUSEHOLDS.md)."""
     base = _config(True).model_dump()
     base["input"]["weight"] = None
     with pytest.raises(ValueError, match="risk.weighted: true needs input.weight"):
@@ -246,5 +246,4 @@ def test_weighted_mode_needs_a_weight_and_no_composition_protect():
     hh["key_variables"]["sex"]["level"] = "household"
     ReleaseConfig.model_validate(hh)  # household files: both stages weighted
     hh["risk"]["composition"] = "protect"
-    with pytest.raises(ValueError, match="protect is not available yet"):
-        ReleaseConfig.model_validate(hh)
+    ReleaseConfig.model_validate(hh)  # the composition stage weighted
