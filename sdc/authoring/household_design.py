@@ -106,9 +106,14 @@ def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
     tab = composition_table(code, pc, first.size, n_cls)
     hk = np.column_stack([encode_key(f[k].iloc[first], k, cfg.key_variables[k])
                           for k in cfg.household_keys])
-    cp = composition_plan(hk, tab, cfg)
+    x_h = None  # risk.weighted: the composition stage balanced on the members' summed weights
+    if cfg.risk.weighted:
+        from sdc.method.household_weights import household_weights_of
+
+        x_h = household_weights_of(f[cfg.input.weight], code, first.size)
+    cp = composition_plan(hk, tab, cfg, x_h)
     ident = household_identity(f.iloc[first], cfg)
-    st = composition_stage(ident, hk, tab, cfg, 0)
+    st = composition_stage(ident, hk, tab, cfg, 0, x_h)
     from sdc.method.draws import record_identity
 
     new = realize_compositions(code, pc, record_identity(f, person_config(cfg)),
@@ -118,7 +123,8 @@ def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
     cand.households_changed = int(st.changed.sum())
     cand.n_records = int(len(f))
     comp = protected_composition_risk(ident, hk, tab, cfg, 1, n_sim=N_SIM,
-                                      certificate=(cp.certificate, cp.certificate_at))
+                                      certificate=(cp.certificate, cp.certificate_at),
+                                      weight=x_h)
     cand.composition = {"certificate": comp["certificate"],
                         "max_class_estimate": comp["max_class_estimate"],
                         "person_max_cell_estimate": comp["person"]["max_cell_estimate"],

@@ -146,7 +146,8 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
 
         h_cert, h_cert_at, p_cert = cert, cert_at, cert
         comp = protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
-                                          config, seed, certificate=(cert, cert_at))
+                                          config, seed, certificate=(cert, cert_at),
+                                          weight=agg.weight)
     else:
         comp = composition_risk_of(
             StageDraws(draw_plan(hs.plan, hcfg), hs.plan.partitioned.cells.key_codes, hs.cell,

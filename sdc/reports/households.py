@@ -192,7 +192,8 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
 
 def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table: Any,
                                config: ReleaseConfig, seed: int, n_sim: int = 20, *,
-                               certificate: tuple[float, dict[str, Any]]) -> dict[str, Any]:
+                               certificate: tuple[float, dict[str, Any]],
+                               weight: np.ndarray | None = None) -> dict[str, Any]:
     """The composition intruder of a ``risk.composition: protect`` release: certified (the
     composition stage's certificate), and measured by Monte Carlo as a check: ``n_sim``
     replays of :func:`~sdc.method.household_composition.composition_stage` (seeds from
@@ -203,7 +204,8 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     ``person``: the person-level intruder (knows a person's household keys and person keys,
     picks among the released persons with them), per person cell (a, c) the mean over the
     replays of sum_h min(n_hc, n'_hc) 1{a' = a} / N'_(a,c) / t_(a,c); its largest cell mean is
-    compared with xi too (``exceeds_xi``)."""
+    compared with xi too (``exceeds_xi``). ``weight`` (``risk.weighted``): every household's
+    x_h, so the replays draw with the weighted design the release used."""
     from sdc.method.household_composition import composition_stage
 
     ident = np.asarray(identity, np.uint64)
@@ -229,7 +231,7 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     overall = np.zeros(n_sim)
     person = np.zeros((n_sim, n_a * n_cls))
     for i, sd in enumerate(seeds):
-        st = composition_stage(ident, hk, table, config, int(sd))
+        st = composition_stage(ident, hk, table, config, int(sd), weight)
         rel_a = row_lookup(hk_u, st.released_codes[:, :-1])
         rel_key = rel_a * table.n_compositions + st.released_composition
         hit = _hits(true_key.astype(np.uint64), rel_key.astype(np.uint64))
