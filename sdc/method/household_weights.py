@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from sdc.method.cells import split_codes
 from sdc.method.weighted import WeightSums
 
 __all__ = ["HouseholdWeights", "cell_weights_of", "household_expected_totals",
@@ -203,8 +204,6 @@ def household_expected_totals(config: Any, agg: Any, hs: Any, ps: Any, cells: An
         ew[ps.kept] = expected_totals(w[ps.kept], design)
         pk_codes = cells.key_codes[:, pk_idx]
     else:  # persons move with their household's composition: classes from the compositions
-        from sdc.method.household_composition import class_codes
-
         table = hs.composition_table
         n_cls = table.counts.shape[1]
         comp = hs.composition.key_codes[:, -1]
@@ -212,7 +211,8 @@ def household_expected_totals(config: Any, agg: Any, hs: Any, ps: Any, cells: An
         t = table.counts[comp].sum(axis=0).astype(np.float64)
         w = (table.counts[comp] * per[:, None]).sum(axis=0)
         et, ew = _class_expected(hs, table, per)
-        pk_codes = class_codes(np.arange(n_cls), config)
+        pk_codes = split_codes(np.arange(n_cls, dtype=np.int64),  # the classes' key codes
+                               [int(config.key_variables[k].size) for k in config.person_keys])
     out: dict[str, Any] = {
         "mode": "weighted" if config.risk.weighted else "nzy",
         "household_keys": {"persons_weighted": _figures(*xs_h) if weighted else None,
