@@ -38,10 +38,17 @@ def member_columns(columns: list[str], config: Any) -> list[str]:
     order: the person-level keys and every released person-level non-key column (the weight
     included); not the household keys, the household id, ``input.household_columns`` (measured
     as household columns), ``input.id_column``, ``input.drop``, ``perturb:`` and ``derived:``
-    columns (released randomized or recomputed from the released keys)."""
+    columns (released randomized or recomputed from the released keys). Under
+    ``risk.composition: protect`` not the person keys either: the household stage is keyed on
+    the household keys x the composition (the person keys' classes) and a moved household's
+    members are released with the person keys of its released composition, so its certificate
+    covers them (measuring them against that stage's own key found a composition "revealed"
+    by the columns that make it: sdcMicro testdata's documented protect config refused)."""
     inp = config.input
     skip = {*config.household_keys, inp.household_id, *inp.household_columns, *inp.drop,
             *(config.perturb or {}), *getattr(config, "derived", [])}
+    if getattr(config.risk, "composition", None) == "protect":
+        skip.update(config.person_keys)
     if inp.id_column:
         skip.add(inp.id_column)
     return [c for c in columns if c not in skip]
