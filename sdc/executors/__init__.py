@@ -63,7 +63,7 @@ register_executor(Executor(
     input_formats=BATCH_INPUT_FORMATS,
     limits=("CSV columns are typed from the file's first block (16 MB): a later value that "
             "would not be written back as it was read is refused (the in-memory executor "
-            "types each column from the whole file)")))
+            "types each column from the whole file)",)))
 register_executor(Executor(
     "dask", "partitions on a Dask cluster (Parquet input; CSV/SPSS/Stata are copied to Parquet)",
     _open_cluster, audited_by="streaming", guard=_on_cluster, input_formats=BATCH_INPUT_FORMATS,

@@ -132,13 +132,14 @@ def test_engine_flag_and_engine_key_through_the_cli(tmp_path):
 
 
 @pytest.mark.e2e
-def test_streaming_refuses_stata_input_through_the_cli(tmp_path):
+def test_streaming_releases_stata_input_through_the_cli(tmp_path):
+    """Stata input on the streaming executor (read in chunks, sdc.io.stat_input): exit 0, the
+    in-memory executor's public file (the contract suite compares every file)."""
     inp = tmp_path / "in.dta"
     _frame(100).to_stata(inp, write_index=False)
     r = run("release", _job(tmp_path, "dta", inp, fmt="dta"), "--engine", "streaming")
-    assert r.exit_code == 2, r.text
-    assert "Convert the file to Parquet" in r.text and "Traceback" not in r.text
-    assert not (tmp_path / "releases" / "dta").exists()
+    assert r.exit_code == 0, r.text
+    assert (tmp_path / "releases" / "dta" / "public" / "microdata.parquet").exists()
 
 
 @pytest.mark.e2e
