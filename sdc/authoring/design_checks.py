@@ -68,9 +68,7 @@ def verify_recommended(design: Any, write_node: Callable[[Any, int, Path], Path]
     (:func:`sdc.method.design.recommend`) picks again, at most ``max_nodes`` times. Returns
     what was refused (one line per node); the result's recommendation, verdict and given-up
     list are updated in place (None when every tried node was refused)."""
-    from sdc.errors import InputError
-    from sdc.method.dependence import DependenceError
-    from sdc.method.derived import DerivedError
+    from sdc.errors import CertificationError, InputError, SmallBlockError
     from sdc.release.job import plan_job
 
     r = design.result
@@ -84,9 +82,9 @@ def verify_recommended(design: Any, write_node: Callable[[Any, int, Path], Path]
             try:
                 plan_job(node_path, engine="streaming")
                 return refused
-            except (DependenceError, DerivedError) as e:
-                reason = " ".join(str(e).split())
-            except InputError as e:  # e.g. a recoded value outside a column's use
+            except (InputError, SmallBlockError, CertificationError) as e:
+                # the dependence and derived checks (InputError's kinds), a block the
+                # configured transition design cannot certify
                 reason = " ".join(str(e).split())
         node = r.nodes[i]
         node.status = "refused"
