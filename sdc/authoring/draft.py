@@ -39,7 +39,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,9 +62,6 @@ from sdc.config import parse_config
 from sdc.method.dependence import DependenceError
 from sdc.method.draws import value_hash
 
-if TYPE_CHECKING:
-    from sdc.method.plan import ReleasePlan
-
 __all__ = [
     "AS_IS_MAX",
     "DESIGN_WHEN",
@@ -76,10 +73,13 @@ __all__ = [
     "RANGE_THRESHOLD",
     "apply_design",
     "build_draft",
+    "checked_plan",
     "draft_yaml",
+    "judge_household_draft",
     "observe_key",
     "read_for_draft",
     "suggest_partition",
+    "typed_keys",
 ]
 
 _NICE = (1, 2, 5)
@@ -189,13 +189,16 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
                 weight: str | None = None, delimiter: str = ",", encoding: str = "utf-8",
                 value_labels: dict[str, dict[Any, str]] | None = None,
                 variable_labels: dict[str, str] | None = None,
-                name: str | None = None, xi: float = DEFAULT_XI) -> Draft:
+                name: str | None = None, xi: float = DEFAULT_XI,
+                household_id: str | None = None) -> Draft:
     """Draft the config for ``frame`` (read from ``data_path``) to be written at ``config_path``.
 
     Paths in the draft are relative to the config's folder. The draft is checked by planning
-    it once with the release pipeline (:func:`_checked_plan`): if the merge policy cannot
+    it once with the release pipeline (:func:`checked_plan`): if the merge policy cannot
     certify it, ``small_blocks: calibrate`` is tried; if that fails too, the plan's error
-    (naming the partition set and what to do) is raised.
+    (naming the partition set and what to do) is raised. ``household_id``: a household file
+    (:mod:`sdc.authoring.draft_households`: key levels, household columns, the household plan;
+    a draft the household stage cannot certify is left to the household design step).
     """
     value_labels = value_labels or {}
     variable_labels = variable_labels or {}
@@ -205,7 +208,7 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     name = _safe_name(name or data_path.stem)
     kds = {k: observe_key(frame[k], k, value_labels.get(k), variable_labels.get(k))
            for k in keys}
-    frame = _typed_keys(frame, kds)
+    frame = typed_keys(frame, kds)
     inp: dict[str, Any] = {"path": rel.as_posix(), "format": fmt}
     if fmt == "csv":
         inp["delimiter"] = delimiter
@@ -215,7 +218,7 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     inp["drop"] = drop
     if weight:
         inp["weight"] = weight
-    special = set(keys) | set(drop) | {c for c in (id_column, weight) if c}
+    special = set(keys) | set(drop) | {c for c in (id_column, weight, household_id) if c}
     others = [c for c in frame.columns if c not in special]
     input_labels = {c: t for c, t in variable_labels.items()
                     if t and c in frame.columns and c not in keys and c not in drop}
@@ -227,6 +230,10 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
                   seed_file=f"secrets/{name}.seed",
                   output={"dir": f"releases/{name}", "formats": formats},
                   input_labels=input_labels, released_unchanged=others, history=[], check={})
+    if household_id:
+        from sdc.authoring.draft_households import set_household_levels
+
+        set_household_levels(frame, draft, household_id, others)
     data = draft.as_dict()
     data["seed"] = 0  # the check below needs no seed file
     part, history, stats = suggest_partition(frame, data, kds, base, xi=xi)
@@ -244,11 +251,16 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
         data["key_variables"] = {k: kd.spec() for k, kd in kds.items()}
         data["risk"] = {**risk, "small_blocks": policy}
         try:
-            result = _checked_plan(frame, data, base, draft)
+            result = checked_plan(frame, data, base, draft)
         except sdc.SmallBlockError as e:
-            if n == len(attempts) - 1:
+            if n < len(attempts) - 1:
+                continue
+            if not household_id:
                 raise sdc.SmallBlockError(f"the drafted partition cannot be certified: {e}") from None
-            continue
+            from sdc.authoring.draft_households import refused_check
+
+            draft.check = {**stats, **refused_check(e, len(frame), xi)}  # the design decides
+            break
         draft.risk["small_blocks"] = policy
         if moves:
             draft.history.append(
@@ -257,6 +269,11 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
                 "codebook says so)")
         if policy != "merge":
             draft.history.append("merging could not certify every PRB: small_blocks: calibrate")
+        if household_id:
+            from sdc.authoring.draft_households import household_check
+
+            draft.check = {**stats, **household_check(result, len(frame), xi)}
+            break
         draft.check = {**stats, "records": int(len(frame)), "prbs": int(len(result.blocks)),
                        "certificate": float(result.certificate),
                        "xi": float(result.partitioned.xi),
@@ -267,20 +284,25 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     return draft
 
 
-def _checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
-                  draft: Draft) -> ReleasePlan:
+def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
+                  draft: Draft) -> Any:
     """The plan of the draft by the release pipeline: the count pass on ``frame`` with the
     in-memory runner (the draft's own frame, not validated again), the plan and the
     dependence check of the released non-key columns. A column the dependence check fails
     goes to ``derived:`` when it is a function of the key values, else to ``input.drop`` (the
-    reason is written as a comment), and the check reruns."""
+    reason is written as a comment), and the check reruns. A household file is planned by the
+    household pipeline (both stages, the dependence check at both levels)."""
     from sdc.executors.memory import InMemory
+    from sdc.io.recode import recode_frame
+    from sdc.pipeline.households import plan_households
     from sdc.pipeline.kernels import plan_cells
     from sdc.pipeline.release import count_cells
 
     while True:
         cfg = parse_config(data, base, source="the draft", load_hierarchies=False)
         try:
+            if cfg.input.household_id is not None:  # (recoded by the household design)
+                return plan_households(cfg, runner=InMemory(cfg, recode_frame(frame, cfg)))
             return plan_cells(count_cells(InMemory(cfg, frame), cfg, validate=False), cfg)
         except DependenceError as e:
             bad = [f for f in e.figures if f.flagged]
@@ -297,12 +319,20 @@ def _checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                     f = replace(f, column=f.of[1])
                 if f.column in draft.released_unchanged:
                     draft.released_unchanged.remove(f.column)
+                hcols = draft.input.get("household_columns") or []
+                if f.column in hcols:  # a household column is checked, not released unchanged
+                    hcols.remove(f.column)
+                    if not hcols:
+                        del draft.input["household_columns"]
                 if _is_function_of(frame, f.column, keys):
                     draft.derived[f.column] = why
                 else:
                     draft.dependent[f.column] = why
                     draft.input["drop"].append(f.column)
             data["input"]["drop"] = list(draft.input["drop"])
+            data["input"].pop("household_columns", None)
+            if draft.input.get("household_columns"):
+                data["input"]["household_columns"] = list(draft.input["household_columns"])
             if draft.derived:
                 data["derived"] = list(draft.derived)
 
@@ -337,7 +367,7 @@ def _is_function_of(frame: pd.DataFrame, column: str, keys: list[str]) -> bool:
     return bool((grouped.nunique() <= 1).all())
 
 
-def _typed_keys(frame: pd.DataFrame, kds: dict[str, KeyDraft]) -> pd.DataFrame:
+def typed_keys(frame: pd.DataFrame, kds: dict[str, KeyDraft]) -> pd.DataFrame:
     """Integer keys read as text (CSV) -> int64 (float64 when some are missing), as
     ``read_input`` returns them once the config declares integers."""
     frame = frame.copy(deep=False)
@@ -400,3 +430,32 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
         f"(certificate {rec.certificate:.4f}). Run `sdc design` on this file for the alternatives.",
     ]
     return True
+
+
+def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, *,
+                          when: float, data_display: str | None = None) -> bool:
+    """Judge the household draft as ``sdc release`` would and apply the household design when
+    needed (:func:`apply_household_design`), from a private file next to ``config_path`` (the
+    draft's relative paths hold there) removed after; then plan the result once more by the
+    household pipeline (the dependence check of the final design: a column giving keys away
+    is dropped or ``derived:``). Returns whether the design changed the draft."""
+    import os
+    import tempfile
+
+    from sdc.authoring.draft_households import apply_household_design
+
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{config_path.stem}.", suffix=".judge.yaml",
+                                dir=config_path.parent)
+    trial = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(draft_yaml(draft, data_display=data_display))
+        designed = apply_household_design(draft, trial, when=when)
+    finally:
+        trial.unlink(missing_ok=True)  # the private file this step wrote
+    if designed:
+        data = draft.as_dict()
+        data["seed"] = 0
+        checked_plan(typed_keys(frame, draft.keys), data, config_path.resolve().parent, draft)
+    return designed

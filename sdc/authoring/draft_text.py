@@ -106,7 +106,12 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
     if d.risk.get("weighted"):
         L.append("  weighted: true              # weighted cell totals unbiased too (the weight "
                  "decides who moves; false: NZY, counts only)")
-    if c:
+    if d.risk.get("composition"):
+        L.append(f"  composition: {d.risk['composition']}       # the household stage keyed on "
+                 "household keys x composition (docs/HOUSEHOLDS.md)")
+    if c.get("households"):
+        L += _household_check_lines(c)
+    elif c:
         L.append(f"  # checked: certificate {certificate_text(c['certificate'], c['xi'], 4)} xi "
                  f"on {c['records']} "
                  f"records, {c['prbs']} PRBs, {c['merges']} merge(s), about "
@@ -119,6 +124,19 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         f"  formats: {_flow(d.output['formats'])}   # parquet, csv, sav, dta",
     ]
     return "\n".join(L) + "\n"
+
+
+def _household_check_lines(c: dict[str, Any]) -> list[str]:
+    """The check comment of a household draft (both stages and the composition intruder)."""
+    if c.get("refused"):
+        return [f"  # checked: refused as drafted: {c['refused']}"]
+    if "changed" in c:
+        return [f"  # checked (released once in memory, as sdc release judges it): certificate "
+                f"{certificate_text(c['certificate'], c['xi'], 4)} xi on {c['records']} "
+                f"records; about {c['changed']} records and {c['households_changed']} "
+                "households changed"]
+    return [f"  # checked: certificate {certificate_text(c['certificate'], c['xi'], 4)} xi on "
+            f"{c['records']} records, {c['prbs']} PRBs in both stages, {c['merges']} merge(s)"]
 
 
 def _input_lines(d: Draft) -> list[str]:
@@ -138,6 +156,13 @@ def _input_lines(d: Draft) -> list[str]:
                 L.append(f"  # dropped by sdc init: {col} {why}; it is not a function of the")
                 L.append("  # keys (derived: would be refused): to release it, make it a key "
                          "variable")
+        elif k == "household_id":
+            L.append(f"  household_id: {_flow(v)}   # groups persons into households "
+                     "(released as pseudonyms)")
+        elif k == "household_columns":
+            L += _wrap_list("  household_columns: ", list(v))
+            L.append("  # (non-key columns with one value per household: checked constant, "
+                     "released unchanged)")
         else:
             L.append(f"  {k}: {_flow(v)}")
     if d.input_labels:
@@ -159,6 +184,8 @@ def _key_lines(k: str, kd: KeyDraft) -> list[str]:
     L.append(f"  {_flow(k)}:")
     if kd.label:
         L.append(f"    label: {_flow(kd.label)}")
+    if kd.level == "household":
+        L.append("    level: household             # one value in every household (checked)")
     if kd.range is not None:
         L.append(f"    range: {_flow(list(kd.range))}"
                  f"           # observed min and max ({kd.n_observed} distinct values)")

@@ -51,6 +51,8 @@ class KeyDraft:
     dropped_labels: list[Any] = field(default_factory=list)
     recode: dict[str, Any] | None = None
     recode_note: str = ""
+    #: "household": one value in every household (``sdc init --household-id``)
+    level: str = "person"
 
     @property
     def integer(self) -> bool:
@@ -61,6 +63,8 @@ class KeyDraft:
         out: dict[str, Any] = {}
         if self.label:
             out["label"] = self.label
+        if self.level == "household":
+            out["level"] = "household"
         if self.range is not None:
             out["range"] = list(self.range)
         else:
@@ -137,7 +141,8 @@ def _provisional(data_path: Path, keys: list[str], *, fmt: str | None, delimiter
 
 def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = None,
                    delimiter: str = ",", encoding: str = "utf-8", id_column: str | None = None,
-                   drop: list[str] | None = None, weight: str | None = None
+                   drop: list[str] | None = None, weight: str | None = None,
+                   household_id: str | None = None
                    ) -> tuple[pd.DataFrame, dict[str, dict[Any, str]], dict[str, str], str]:
     """Read a data file for drafting: (frame, value labels, variable labels, format).
 
@@ -158,7 +163,8 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
                        id_column=id_column, drop=drop, weight=weight)
     frame = read_input(cfg)
     wanted = {"--keys": keys, "--id": [id_column] if id_column else [], "--drop": drop,
-              "--weight": [weight] if weight else []}
+              "--weight": [weight] if weight else [],
+              "--household-id": [household_id] if household_id else []}
     for opt, cols in wanted.items():
         absent = [c for c in cols if c not in frame.columns]
         if absent:
@@ -166,6 +172,13 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
             raise InputError(f"{opt}: {absent} {'is' if len(absent) == 1 else 'are'} not a "
                              f"column of {str(path)!r} ({len(frame)} rows); its columns are: "
                              f"{shown}{', ...' if frame.shape[1] > 30 else ''}")
+    if household_id and household_id in {*keys, *drop, id_column, weight}:
+        role = ("a key (--keys)" if household_id in keys else "dropped (--drop)"
+                if household_id in drop else "the record id (--id)" if household_id == id_column
+                else "the weight (--weight)")
+        raise ConfigError(f"--household-id {household_id} is also {role}: the household id "
+                          "groups persons into households and is released as pseudonyms; "
+                          "name another column")
     if id_column:
         _check_unique_id(frame[id_column], id_column, path)
     fmt = cfg.input.resolved_format

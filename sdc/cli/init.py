@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -48,6 +48,10 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
         drop: Annotated[str | None, typer.Option("--drop", help="Direct identifiers, "
                                                  "comma-separated (never released).")] = None,
         weight: Annotated[str | None, typer.Option("--weight", help="Survey weight column.")] = None,
+        household_id: Annotated[str | None, typer.Option(
+            "--household-id", help="Household file: the column grouping persons into "
+            "households (keys with one value per household become household-level; the "
+            "composition is checked and protected when needed).")] = None,
         output: Annotated[Path | None, typer.Option("-o", "--output", help="Config file to write "
                                                     "(default: ./<data name>.yaml).")] = None,
         name: Annotated[str | None, typer.Option("--name", help="Release job name (default: the "
@@ -82,12 +86,25 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
             with console.status(f"reading {escape(str(data))} and checking a partition"):
                 frame, value_labels, variable_labels, resolved = read_for_draft(
                     data, key_list, fmt=fmt, delimiter=delimiter, encoding=encoding,
-                    id_column=id_column, drop=drop_list, weight=weight)
+                    id_column=id_column, drop=drop_list, weight=weight,
+                    household_id=household_id)
                 draft = build_draft(
                     frame, data_path=Path(data), config_path=out, keys=key_list, fmt=resolved,
                     id_column=id_column, drop=drop_list, weight=weight, delimiter=delimiter,
                     encoding=encoding, value_labels=value_labels, variable_labels=variable_labels,
-                    name=name)
+                    name=name, household_id=household_id)
+            if household_id:  # judged as sdc release would; the household design if needed
+                from sdc.authoring.draft import judge_household_draft
+
+                with console.status("judging the household draft as sdc release would (both "
+                                    "stages, the composition intruder)"):
+                    designed = judge_household_draft(frame, draft, out, when=DESIGN_WHEN,
+                                                     data_display=str(data))
+                _write_new(out, draft_yaml(draft, data_display=str(data)), force, data)
+                for note in draft.design_notes if designed else []:
+                    console.print(note, markup=False, soft_wrap=True)
+                _say_household_draft(draft, out, key_list, console)
+                return
             _write_new(out, draft_yaml(draft, data_display=str(data)), force, data)
             c = draft.check
             from sdc.config.model import certificate_text as _cert
@@ -116,3 +133,25 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
                           markup=False)
 
     return init_command
+
+
+def _say_household_draft(draft: Any, out: Path, keys: list[str], console: Console) -> None:
+    from rich.markup import escape
+
+    from sdc.config.model import certificate_text
+
+    c = draft.check
+    hk = [k for k, kd in draft.keys.items() if kd.level == "household"]
+    console.print(f"[green]Config draft written to[/green] {escape(str(out))}")
+    console.print(
+        f"{c['records']:,} records, household file ({draft.input['household_id']}); household "
+        f"keys {', '.join(hk)}; person keys {', '.join(k for k in keys if k not in hk)}; "
+        f"certificate {certificate_text(c['certificate'], c['xi'], 4)} xi = {c['xi']}; about "
+        f"{c['changed']:,} records and {c['households_changed']:,} households changed"
+        + ("; risk.composition: protect" if draft.risk.get("composition") else ""),
+        markup=False, soft_wrap=True)
+    console.print("The categories and ranges are OBSERVED in the data: replace them with "
+                  "each variable's public domain before a real release (a domain read "
+                  "from the data can reveal a rare value).", style="yellow", markup=False)
+    console.print(f"Next: review it, then `sdc plan {out}` and `sdc release {out}`.",
+                  markup=False)

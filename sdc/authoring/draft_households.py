@@ -1,0 +1,165 @@
+"""``sdc init --household-id COL``: the household part of a drafted config (docs/HOUSEHOLDS.md).
+
+A household file is released in two stages (household keys once per household, then person
+keys), and its composition (members per combination of the person keys) is an intruder's key
+too. Drafting one:
+
+- **levels** (:func:`household_levels`): a key with one value in every household (region,
+  dwelling, water source) is ``level: household``; every other key is a person key. A non-key
+  column with one value per household goes to ``input.household_columns`` (checked constant by
+  every release). The weight is left out of them (it is the weight).
+- **the draft as written** is planned by the household pipeline (both stages, the dependence
+  check at both levels: a column giving keys away is dropped or ``derived:`` as on a person
+  file), then judged as ``sdc release`` judges it by the household design search
+  (:mod:`sdc.authoring.household_design`): released once in memory with the composition
+  intruder measured.
+- **the design** (:func:`apply_household_design`): when the draft as written is refused (a
+  rare household cell no PRB can certify, or the composition intruder above xi) or changes
+  more than ``DESIGN_WHEN`` of the records, the certified candidate that changes the fewest
+  records is written: ``risk.composition: protect`` and the person keys it recodes.
+
+Whole columns only: the constancy test is one group-by over the household codes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.authoring.observe import Draft
+from sdc.errors import InputError, SmallBlockError
+from sdc.method.draws import value_hash
+
+__all__ = ["apply_household_design", "household_check", "household_levels", "refused_check",
+           "set_household_levels"]
+
+
+def household_levels(frame: pd.DataFrame, household_id: str, columns: list[str]) -> dict[str, bool]:
+    """Whether each of ``columns`` has one value (missing counts as a value) in every household
+    of ``household_id``: one group-by of the columns' value hashes over the household codes."""
+    if not columns:
+        return {}
+    codes, _ = pd.factorize(frame[household_id], sort=False)
+    hashes = pd.DataFrame({c: value_hash(frame[c]).view(np.int64) for c in columns})
+    most = hashes.groupby(codes, sort=False).nunique(dropna=False).max()
+    return {c: bool(most[c] <= 1) for c in columns}
+
+
+def _missing_ids_error(frame: pd.DataFrame, household_id: str) -> InputError | None:
+    n = int(frame[household_id].isna().sum())
+    if not n:
+        return None
+    return InputError(
+        f"--household-id {household_id}: {n:,} of {len(frame):,} records have no household id; "
+        "every person of a household file must belong to a household. Fix the file (a person "
+        "living alone is a household of one with an id of its own), or draft it as a person "
+        "file without --household-id")
+
+
+def set_household_levels(frame: pd.DataFrame, draft: Draft, household_id: str,
+                         others: list[str]) -> None:
+    """Mark the household-level keys, put the household id and the household columns into
+    ``draft.input`` and remove them from the columns released unchanged. Refused (exit 2)
+    when the id has missing values or when the keys are not of both levels."""
+    err = _missing_ids_error(frame, household_id)
+    if err is not None:
+        raise err
+    keys = list(draft.keys)
+    weight = draft.input.get("weight")
+    level = household_levels(frame, household_id, keys + [c for c in others if c != weight])
+    household_keys = [k for k in keys if level[k]]
+    person_keys = [k for k in keys if not level[k]]
+    n_households = int(frame[household_id].nunique())
+    if not household_keys or not person_keys:
+        which = ("no key has one value per household" if not household_keys
+                 else "every key has one value per household")
+        raise InputError(
+            f"--household-id {household_id}: {which} ({n_households:,} households, keys "
+            f"{', '.join(keys)}); a household file needs at least one household-level key "
+            "(the same for every member: region, dwelling, water source) and one person-level "
+            "key (sex, age, relation to the head). Add such a key to --keys, or draft the file "
+            "as a person file without --household-id")
+    for k in household_keys:
+        draft.keys[k].level = "household"
+    columns = [c for c in others if c != weight and level.get(c)]
+    draft.input["household_id"] = household_id
+    if columns:
+        draft.input["household_columns"] = columns
+    draft.released_unchanged[:] = [c for c in draft.released_unchanged
+                                   if c != household_id and c not in columns]
+    draft.history.append(
+        f"household file: {n_households:,} households of {household_id}; household-level "
+        f"keys (one value per household): {', '.join(household_keys)}; person keys: "
+        f"{', '.join(person_keys)}"
+        + (f"; household columns: {', '.join(columns)}" if columns else ""))
+
+
+def household_check(result: Any, n_records: int, xi: float) -> dict[str, Any]:
+    """The draft's check figures from the household plan (both stages planned)."""
+    cert, _where = result.certificate
+    prbs = sum(len(getattr(getattr(st, "plan", None), "blocks", ())) for st in (result.ps, result.hs))
+    return {"records": int(n_records), "certificate": float(cert), "xi": float(xi),
+            "prbs": int(prbs),
+            "merges": len(result.merges), "expected_changed": float("nan"),
+            "households": True}
+
+
+def refused_check(error: SmallBlockError, n_records: int, xi: float) -> dict[str, Any]:
+    """The check of a draft the household pipeline refused (the design step decides)."""
+    return {"records": int(n_records), "certificate": float("nan"), "xi": float(xi),
+            "prbs": 0, "merges": 0, "expected_changed": float("nan"), "households": True,
+            "refused": str(error).splitlines()[0][:300]}
+
+
+def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> bool:
+    """Judge the household draft written at ``config_path`` as ``sdc release`` would (the
+    household design search's "as written"), and when it is refused or changes more than
+    ``when`` of its records, put the recommended certified design into ``draft``
+    (``risk.composition: protect``, the person keys' recodings). Returns whether the draft
+    changed; raises :class:`SmallBlockError` (exit 2) when neither the draft nor any
+    candidate is certified."""
+    from sdc.authoring.design import run_design
+
+    design: Any = run_design(config_path, release_checks=False)
+    cur = design.current
+    rec = design.result.recommended
+    draft.check.pop("refused", None)
+    if cur.status == "certified" and (cur.share_changed <= when or rec is None
+                                      or design.candidates[rec].changed >= cur.changed):
+        draft.check.update(_figures(cur))
+        return False
+    if rec is None:
+        why = cur.note or "refused"
+        raise SmallBlockError(
+            f"the drafted household config is refused ({why}) and no household design is "
+            f"certified at xi = {design.config.risk.xi}. Fixes: coarser household keys (recode "
+            "a rare value into a larger category), a household-level key such as household "
+            "size, fewer person keys, or a larger xi; then `sdc design` on the draft")
+    cand = design.candidates[rec]
+    for k, r in cand.recoding.items():
+        draft.keys[k].recode = dict(r["recode"])
+        draft.keys[k].recode_note = f"{r['name']} for households"
+        draft.partition.pop(k, None)
+    draft.risk["composition"] = "protect"
+    draft.risk.pop("households", None)
+    draft.check.update(_figures(cand))
+    before = ("refused: " + cur.note) if cur.status != "certified" else (
+        f"about {cur.changed:,} records ({cur.share_changed:.1%}) would change")
+    draft.design_notes = [
+        f"sdc design (household file): as drafted, {before}; written: risk.composition: "
+        f"protect{' and the person keys recoded' if cand.recoding else ''}: about "
+        f"{cand.changed:,} records ({cand.share_changed:.1%}) and {cand.households_changed:,} "
+        f"households change, composition certificate {cand.certificate:.4f}. Run `sdc design` "
+        "on this file for the alternatives.",
+    ]
+    return True
+
+
+def _figures(c: Any) -> dict[str, Any]:
+    return {"certificate": float(c.certificate), "changed": int(c.changed),
+            "households_changed": int(c.households_changed),
+            "expected_changed": float(c.changed)}
+
