@@ -28,8 +28,13 @@ from sdc.config.base import (
     int_text,
 )
 
-__all__ = ["AsIs", "Bands", "Groups", "Hierarchy", "KeyVariable", "PartitionRule", "RecodeRule",
-           "TopBottom"]
+__all__ = ["AsIs", "Bands", "Groups", "Hierarchy", "KeyVariable", "PartitionRule", "RecodeBands",
+           "RecodeRule", "TopBottom"]
+
+#: how a numeric class is released (docs/CONFIG.md, "Recoding"): ``lower`` its edge (the
+#: smallest declared value it holds; a bottom code its largest), ``midpoint`` the middle of the
+#: declared values it holds (closed classes; open top/bottom classes keep their edge)
+ReleasedValue = Literal["lower", "midpoint"]
 
 
 class AsIs(StrictModel):
@@ -126,13 +131,36 @@ PartitionRule = Annotated[
 ]
 
 
+def _finite(x: float | None, what: str) -> None:
+    if x is not None and not math.isfinite(x):
+        raise ValueError(f"'{what}' must be a finite number, got {x}")
+
+
+class RecodeBands(Bands):
+    """Bands as a recoding: ``value`` (default ``lower``) chooses the number each class is
+    released as (:data:`ReleasedValue`); ``top_value`` declares the open last band's."""
+
+    value: ReleasedValue | None = None
+    top_value: float | None = None
+
+    @model_validator(mode="after")
+    def _finite_values(self) -> RecodeBands:
+        _finite(self.top_value, "top_value")
+        return self
+
+
 class TopBottom(StrictModel):
     """Top and/or bottom coding of a numeric key (recoding only): every value >= ``top`` is
     released as ``"<top>+"``, every value <= ``bottom`` as ``"<=<bottom>"``; the values between
-    are released as they are."""
+    are released as they are. ``top_value`` / ``bottom_value`` declare the number the top /
+    bottom class is released as (default: its edge); ``value`` as for bands (kept values are
+    single values, so only the declared values matter)."""
 
     top: float | None = None
     bottom: float | None = None
+    value: ReleasedValue | None = None
+    top_value: float | None = None
+    bottom_value: float | None = None
 
     @model_validator(mode="after")
     def _some(self) -> TopBottom:
@@ -143,6 +171,13 @@ class TopBottom(StrictModel):
                 raise ValueError(f"top/bottom must be finite numbers, got {x}")
         if self.top is not None and self.bottom is not None and not self.bottom < self.top:
             raise ValueError(f"'bottom' ({self.bottom}) must be below 'top' ({self.top})")
+        _finite(self.top_value, "top_value")
+        _finite(self.bottom_value, "bottom_value")
+        if self.top_value is not None and self.top is None:
+            raise ValueError("'top_value' needs 'top' (the released value of the top code)")
+        if self.bottom_value is not None and self.bottom is None:
+            raise ValueError("'bottom_value' needs 'bottom' (the released value of the bottom "
+                             "code)")
         return self
 
 
@@ -152,12 +187,12 @@ def _recode_kind(v: Any) -> str | None:
         if not found and ("top" in v or "bottom" in v):
             return "recode:topbottom"
         return f"recode:{found[0]}" if len(found) == 1 else None
-    return {Bands: "recode:bands", Groups: "recode:groups", Hierarchy: "recode:hierarchy",
-            TopBottom: "recode:topbottom"}.get(type(v))
+    return {Bands: "recode:bands", RecodeBands: "recode:bands", Groups: "recode:groups",
+            Hierarchy: "recode:hierarchy", TopBottom: "recode:topbottom"}.get(type(v))
 
 
 RecodeRule = Annotated[
-    Annotated[Bands, Tag("recode:bands")]
+    Annotated[RecodeBands, Tag("recode:bands")]
     | Annotated[Groups, Tag("recode:groups")]
     | Annotated[Hierarchy, Tag("recode:hierarchy")]
     | Annotated[TopBottom, Tag("recode:topbottom")],
@@ -167,7 +202,8 @@ RecodeRule = Annotated[
         custom_error_message=(
             "a recoding is one of: {bands: [left edges]}, {top: value, bottom: value}, "
             "{groups: {name: [categories]}} (categories in no group are kept), "
-            "{hierarchy: file.csv, level: n}"
+            "{hierarchy: file.csv, level: n}; bands and top/bottom codes may add "
+            "value: lower | midpoint (the number each class is released as)"
         ),
     ),
 ]

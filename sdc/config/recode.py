@@ -145,21 +145,71 @@ def _is_number(c: Any) -> bool:
     return isinstance(c, int | float) and not isinstance(c, bool)
 
 
+def _class_value(members: list[Any], how: str, top: bool, bottom: bool, rule: Any) -> Any:
+    """The released number of one class of declared values ``members`` (see
+    :func:`released_values`)."""
+    lo, hi = min(members), max(members)
+    if bottom:
+        declared = getattr(rule, "bottom_value", None)
+        return hi if declared is None else _number(declared)
+    if top:
+        declared = getattr(rule, "top_value", None)
+        return lo if declared is None else _number(declared)
+    if how == "midpoint" and lo != hi:
+        return _number((lo + hi) / 2)
+    return lo
+
+
+def _number(x: float) -> int | float:
+    """A whole number as an int (12, not 12.0), else the float (12.5)."""
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _open_classes(dom: list[Any], rule: Any, code_map: np.ndarray, n: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Which classes are open: the top class (a top code, the last band) and the bottom code."""
+    top = np.zeros(n, dtype=bool)
+    bottom = np.zeros(n, dtype=bool)
+    vals = np.asarray([float(c) for c in dom])
+    cm = code_map[:len(dom)]
+    if isinstance(rule, Bands):
+        top[np.unique(cm[vals >= float(rule.bands[-1])])] = True
+    elif isinstance(rule, TopBottom):
+        if rule.top is not None:
+            top[np.unique(cm[vals >= rule.top])] = True
+        if rule.bottom is not None:
+            bottom[np.unique(cm[vals <= rule.bottom])] = True
+    return top, bottom
+
+
 def released_values(kv: KeyVariable, rule: Any, code_map: np.ndarray,
-                    labels: list[str]) -> list[Any]:
+                    labels: list[str], var: str = "X") -> list[Any]:
     """The released value of each class (in ``labels`` order). A key whose declared values
-    are all numbers stays numeric: each class is released as its edge, the smallest declared
-    value it holds (a band "18-19" as 18, a top code "43+" as 43, a group as its smallest
-    member), a bottom code ("-1 or less") as its largest; the class's name becomes the value's
+    are all numbers stays numeric. Under ``value: lower`` (the default) each class is released
+    as its edge, the smallest declared value it holds (a band "18-19" as 18, a top code "43+"
+    as 43, a group as its smallest member), a bottom code ("-1 or less") as its largest. Under
+    ``value: midpoint`` a closed class (a band below the last) is released as (lo + hi) / 2 of
+    the declared values lo..hi it holds (ages 18, 19 as 18.5): a function of the class and
+    the declared domain, never of the data. Open classes (the last band, a top code, a bottom
+    code) keep their edge unless ``top_value`` / ``bottom_value`` declare their number, which
+    must lie within the declared values the class holds. The class's name becomes the value's
     label. Text keys are released as the class names."""
     dom = kv.domain
     if not dom or not all(_is_number(c) for c in dom):
         return list(labels)
+    how = getattr(rule, "value", None) or "lower"
+    top, bottom = _open_classes(dom, rule, code_map, len(labels))
     out: list[Any] = []
     for g, lab in enumerate(labels):
         members = [dom[i] for i in np.flatnonzero(code_map[:len(dom)] == g)]
-        bottom = isinstance(rule, TopBottom) and lab.endswith(" or less")
-        out.append(max(members) if bottom else min(members))
+        v = _class_value(members, how, bool(top[g]), bool(bottom[g]), rule)
+        if not min(members) <= v <= max(members):
+            which = "top_value" if top[g] else "bottom_value"
+            raise ConfigError(
+                f"key_variables.{var}.recode.{which}: {_fmt(v)} is outside the "
+                f"class {lab!r} it stands for ({_fmt(min(members))}..{_fmt(max(members))}); "
+                f"declare a number within the class, or drop {which} to release its edge")
+        out.append(v)
     return out
 
 
@@ -167,7 +217,7 @@ def released_classes(var: str, kv: KeyVariable, rule: Any) -> tuple[np.ndarray, 
     """:func:`recode_classes` in the released domain's code order: the classes of a numeric
     key by their released value ascending (:func:`released_values`), others as they are."""
     code_map, labels = recode_classes(var, kv, rule)
-    values = released_values(kv, rule, code_map, labels)
+    values = released_values(kv, rule, code_map, labels, var)
     if not all(_is_number(v) for v in values):
         return code_map, labels
     order = sorted(range(len(values)), key=lambda i: values[i])
@@ -193,6 +243,9 @@ def _released_key(kv: KeyVariable, rule: Any, code_map: np.ndarray,
         order = sorted(range(len(values)), key=lambda i: values[i])
         values = [values[i] for i in order]
         value_labels = {v: value_labels[v] for v in values if v in value_labels}
+    if any(isinstance(v, float) for v in values):  # midpoints (12.5): not a declarable domain
+        return KeyVariable.model_construct(categories=values, labels=value_labels,
+                                           missing=kv.missing, label=kv.label, level=kv.level)
     return KeyVariable(categories=values, labels=value_labels, missing=kv.missing,
                        label=kv.label, level=kv.level)
 
@@ -205,7 +258,7 @@ def _translate_partition(var: str, source: KeyVariable, rule: Any, code_map: np.
     where = f"partition.{var}"
     pmap, plabels = recode_classes(var, source, rule, where=where)
     groups: dict[str, list[Any]] = {p: [] for p in plabels}
-    values = released_values(source, source.recode, code_map, labels)
+    values = released_values(source, source.recode, code_map, labels, var)
     for g, (lab, value) in enumerate(zip(labels, values, strict=True)):
         parts = np.unique(pmap[code_map == g])
         if parts.size > 1:
@@ -215,7 +268,10 @@ def _translate_partition(var: str, source: KeyVariable, rule: Any, code_map: np.
                 f"be as coarse as the recoding: write 'partition.{var}: as_is' (partition on the "
                 "released values) or a coarser rule")
         groups[plabels[int(parts[0])]].append(value)
-    return Groups(groups={p: m for p, m in groups.items() if m})
+    groups = {p: m for p, m in groups.items() if m}
+    if any(isinstance(v, float) for m in groups.values() for v in m):  # midpoints (12.5)
+        return Groups.model_construct(groups=groups)
+    return Groups(groups=groups)
 
 
 def apply_recodings(cfg: ReleaseConfig) -> ReleaseConfig:
@@ -242,10 +298,25 @@ def apply_recodings(cfg: ReleaseConfig) -> ReleaseConfig:
             cfg._user_partition[var] = cfg.partition[var]
             cfg.partition[var] = _translate_partition(var, kv, cfg.partition[var],
                                                       code_map[:len(kv.domain)], labels)
+        _check_stata(cfg, var, released)
         cfg._source_keys[var] = kv
         cfg._recode_maps[var] = (code_map, released.size)
         cfg.key_variables[var] = released
     return cfg
+
+
+def _check_stata(cfg: ReleaseConfig, var: str, released: KeyVariable) -> None:
+    """Stata attaches value labels to integers only: a key released at fractional class
+    midpoints (12.5 "12-13") cannot carry its classes' names in a ``.dta``."""
+    frac = [v for v in released.domain if isinstance(v, float)]
+    if frac and cfg.output is not None and "dta" in cfg.output.formats:
+        raise ConfigError(
+            f"key_variables.{var}.recode: value: midpoint releases {var} at "
+            f"{', '.join(_fmt(v) for v in frac[:3])}, which are not whole numbers, and Stata "
+            f"(output.formats: dta) attaches value labels (the classes' names) to integers "
+            f"only; release the classes at their edges (value: lower), or drop dta from "
+            f"output.formats (SPSS .sav, CSV and Parquet hold the midpoints and the codebook "
+            f"names the classes)")
 
 
 def user_data(cfg: ReleaseConfig) -> dict[str, Any]:

@@ -51,6 +51,8 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
         if kv is not None:
             if _integral(kv):
                 t = pa.int64()
+            elif kv.categories is not None and any(isinstance(c, float) for c in kv.categories):
+                t = pa.float64()                  # released at class midpoints (12.5)
             elif kv.categories is not None and any(isinstance(c, str) for c in kv.categories):
                 t = pa.string()
         elif pa.types.is_integer(t) and t != pa.uint64():

@@ -25,11 +25,14 @@ __all__ = ["recode_frame"]
 
 
 def _typed(col: pd.Series, dtype: Any, domain: list[Any]) -> pd.Series:
-    """A numeric key stays numeric (released values are numbers: class edges): the column
-    takes the input column's own dtype (float with NaN for missing, int64, a nullable
+    """A numeric key stays numeric (released values are numbers: class edges or midpoints): a
+    key released at a fractional midpoint is float64; otherwise the column takes the input
+    column's own dtype (float with NaN for missing, int64, a nullable
     integer), so every batch of every engine gets the same dtype; text stays text."""
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in domain):
         return col
+    if any(isinstance(v, float) for v in domain):  # class midpoints (12.5): float64, NaN missing
+        return col.astype(np.float64)
     kind = getattr(dtype, "kind", "O")
     if isinstance(dtype, pd.api.extensions.ExtensionDtype) and kind in "iuf":
         return col.astype(dtype)

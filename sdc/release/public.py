@@ -314,7 +314,8 @@ def _recoding_note(key: str, config: ReleaseConfig) -> str:
             name = released.labels.get(lab)      # a number stands for its class: 18 = "18-19"
             named = f" ({md_text(name)})" if name and name != str(lab) else ""
             parts.append(f"{md_code(lab)}{named} = {shown}{more}")
-    text = (f"Recoded before release (`{type(src.recode).__name__.lower()}`): the file's "
+    kind = type(src.recode).__name__.lower().replace("recodebands", "bands")
+    text = (f"Recoded before release (`{kind}`): the file's "
             f"{len(dom)} declared values are released as {len(config.key_variables[key].domain)}")
     return text + (": " + "; ".join(parts) + "." if parts else ".")
 

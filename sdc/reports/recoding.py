@@ -67,7 +67,7 @@ def recoding_section(config: ReleaseConfig, fine: dict[str, np.ndarray],
 def _rule_name(config: ReleaseConfig, key: str) -> str:
     rule = config.input_key_variables[key].recode
     name = type(rule).__name__.lower()
-    return {"topbottom": "top_bottom"}.get(name, name)
+    return {"topbottom": "top_bottom", "recodebands": "bands"}.get(name, name)
 
 
 def fine_counts(config: ReleaseConfig, frames=None) -> dict[str, np.ndarray]:

@@ -220,7 +220,8 @@ _STATS = {"type": "object", "properties": {
     "required": ["n", "suppressed", "mean", "q1", "median", "q3"], "additionalProperties": False}
 
 _CATEGORY = _obj({
-    "value": _d({"type": ["integer", "string", "null"]}, "Declared category (null: missing)."),
+    "value": _d({"type": ["number", "string", "null"]},
+                "Released category (null: missing; a fraction: a class midpoint)."),
     "label": {"type": "string"},
     "original": _INT, "original_share": _SHARE, "released": _INT, "released_share": _SHARE,
     "difference": _d({"type": "integer"}, "released - original."),
@@ -266,7 +267,7 @@ UTILITY_SCHEMA: dict[str, Any] = {
             "cells_original": _INT, "cells_released": _INT, "weighted_tvd": _NNUM})),
         "numeric": _arr(_obj({
             "variable": {"type": "string"}, "by": {"type": "string"},
-            "rows": _arr(_obj({"value": {"type": ["integer", "string", "null"]},
+            "rows": _arr(_obj({"value": {"type": ["number", "string", "null"]},
                                "label": {"type": "string"}, "before": _STATS, "after": _STATS})),
         }), "Numeric non-key variables by key-variable category."),
         "changed": _obj({

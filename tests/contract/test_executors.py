@@ -113,6 +113,13 @@ def _recode(c):  # recoded keys: every reader applies the same code map
     c["key_variables"]["puma"]["recode"] = {"groups": {"rest": list(range(20, 30))}}
 
 
+def _midpoint(c):  # recoded numbers released at class midpoints / a declared top value
+    c["key_variables"]["age"]["recode"] = {"bands": [0, 18, 25, 35, 45, 55, 65],
+                                           "value": "midpoint"}
+    c["key_variables"]["marital"]["recode"] = {"top": 3, "top_value": 3.5}
+    c["output"]["formats"] = ["parquet", "csv", "sav"]
+
+
 def _derived(c):  # a column recomputed from the released keys (the input has age_band)
     c["derived"] = ["age_band"]
 
@@ -143,6 +150,7 @@ CASES = {
     "perturb-data": [_perturb_from_data],  # was tests/cli/test_cli_engines.py's perturb test
     "no-id": [_no_id, _weights],
     "recode": [_recode],
+    "recode-midpoint": [_midpoint],  # float key columns (18.5), .sav value labels on fractions
     "derived": [_derived],
     "missing-fixed": [_missing_fixed],
     "analysis": [_analyses],  # a 0/1 outcome and a numeric one with missing values (utility analysis)
