@@ -153,6 +153,10 @@ def _input_lines(d: Draft) -> list[str]:
                              "derived: and keeping its key as_is did not suffice (small PRBs "
                              "merged across it)")
                     continue
+                if "cannot be recomputed" in why:  # a function of the keys before recoding
+                    L.append(f"  # dropped by sdc init: {col} {why}: to release it, keep its keys "
+                             "unrecoded and list it under derived:")
+                    continue
                 L.append(f"  # dropped by sdc init: {col} {why}; it is not a function of the")
                 L.append("  # keys (derived: would be refused): to release it, make it a key "
                          "variable")

@@ -228,6 +228,10 @@ def test_design_step_drops_a_derived_column_the_recoded_keys_cannot_give(tmp_pat
     assert "agesq" not in d.derived and "agesq" in d.input["drop"]
     assert "cannot be recomputed from the released keys" in d.dependent["agesq"]
     text = draft_yaml(d)
+    # its comment says how to get it back, not that it is no function of the keys (it was one)
+    line = next(ln for ln in text.splitlines() if "dropped by sdc init: agesq" in ln)
+    assert "keep its keys unrecoded and list it under derived:" in line
+    assert "not a function of the" not in line
     cfg = sdc.parse_config({**yaml.safe_load(text), "seed": 1}, tmp_path)
     res = sdc.release_frame(read_input(cfg), cfg, seed=1)
     assert "agesq" not in res.frame and res.certificate <= cfg.risk.xi
