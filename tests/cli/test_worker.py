@@ -1,7 +1,8 @@
 """The pre-imported release worker (sdc.cli.worker) and the thin ``sdc`` entry (sdc.cli.entry):
-which runs it takes, which workers the client trusts, and end to end: the same files as in
-process, exit codes and Ctrl-C passed through, ``--no-reuse`` starts none, the idle stop of
-the server stops it."""
+which runs it takes, which workers the client trusts, and end to end with the reused local
+server (tests/flows/test_server.py's started-once-shared-and-idle-stopped test joined here: one
+server for both): the same files as in process, exit codes and Ctrl-C passed through, the idle
+stop of the server stops it."""
 
 from __future__ import annotations
 
@@ -225,6 +226,10 @@ def _runs(home: Path) -> list[str]:
     return [x for x in log.read_text().splitlines() if " run " in x] if log.exists() else []
 
 
+def _timings(stdout: str) -> dict:
+    return json.loads(next(x for x in stdout.splitlines() if x.startswith("timings "))[8:])
+
+
 def _wait_for(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -236,60 +241,92 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_worker_end_to_end(server_home, make_small_job):
-    """--no-reuse starts no worker; a release on the reused server starts one; through it the
-    next releases write the same files as in process, pass exit codes 0 and 2 and Ctrl-C
-    (130) through; the server's idle stop stops it."""
+def test_reused_server_and_its_worker_end_to_end(server_home, make_small_job):
+    """The reused local server and its release worker, one server for both:
+
+    - two ``sdc release`` at once: one starts the local server, the other waits and reuses it;
+      a run on it starts the worker (owner-only state file and socket, tied to the server);
+    - through the worker the next releases write the same files as in process, pass exit codes
+      0 and 2 and Ctrl-C (130) through;
+    - a run's lease keeps the server up (the test holds one as a long run would, from the
+      start: the short idle time cannot stop the server between the test's runs); let go, the
+      idle server stops by itself (here after 0.05 min), removes its state file, and the
+      worker stops with it.
+
+    ``--no-reuse`` starts neither server nor worker: tests/flows/test_ephemeral.py (one run
+    for it; this test and tests/flows/test_server.py each used to make their own)."""
+    import fcntl
+
+    from flows.server import local_server, state_file
+
     sdc = str(BIN / "sdc")
-    env = _env(SDC_SERVER_IDLE_MINUTES="0.4")
+    env = _env(SDC_SERVER_IDLE_MINUTES="0.05")
     cfg = make_small_job("worker", n=2000)
+    other = make_small_job("reuse", n=500)
     out = cfg.parent.parent / "releases" / "worker"
 
     def run(*args: str, **kw) -> subprocess.CompletedProcess:
         return subprocess.run([sdc, "release", str(cfg), *args], env={**env, **kw},
                               capture_output=True, text=True, timeout=600)
 
-    r = run("--no-reuse")
-    assert r.returncode == 0, r.stdout + r.stderr
-    time.sleep(1)
-    assert not (server_home / "sdc-worker.json").exists()
-    assert not (server_home / "sdc-worker.log").exists()
-    r = run("--force")  # starts the server, then the worker
-    assert r.returncode == 0, r.stdout + r.stderr
-    _wait_for(lambda: (server_home / "sdc-worker.json").exists(), 300, "the worker")
-    worker = json.loads((server_home / "sdc-worker.json").read_text())
-    assert (server_home / "sdc-worker.json").stat().st_mode & 0o077 == 0
-    assert (server_home / "sdc-worker.sock").stat().st_mode & 0o077 == 0
-    server = json.loads((server_home / "sdc-server.json").read_text())
-    assert worker["server_pid"] == server["pid"]
+    lease = os.open(server_home / "sdc-server.lease", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lease, fcntl.LOCK_SH)
+    try:
+        runs = [subprocess.Popen([sdc, "release", str(c), "--timings", "--force"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for c in (cfg, other)]
+        outs = [p.communicate(timeout=600) for p in runs]
+        assert [p.returncode for p in runs] == [0, 0], outs
+        how = sorted(_timings(o)["prefect_api"] for o, _ in outs)
+        assert how == ["reused", "started"], how
+        srv = local_server()
+        assert srv is not None and srv.healthy() and srv.idle_minutes == 0.05
+        assert state_file().stat().st_mode & 0o077 == 0
 
-    r = run("--force")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "Release written to" in r.stdout
-    assert [x.split(": ", 1)[1] for x in _runs(server_home)][-1].endswith("exited with 0")
-    via_worker = _digests(out)
-    r = run("--force", SDC_WORKER="0")  # in process
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert len(_runs(server_home)) == 2  # started + exited: one run
-    assert _digests(out) == via_worker and len(via_worker) >= 8
+        _wait_for(lambda: (server_home / "sdc-worker.json").exists(), 300, "the worker")
+        worker = json.loads((server_home / "sdc-worker.json").read_text())
+        assert (server_home / "sdc-worker.json").stat().st_mode & 0o077 == 0
+        assert (server_home / "sdc-worker.sock").stat().st_mode & 0o077 == 0
+        server = json.loads((server_home / "sdc-server.json").read_text())
+        assert worker["server_pid"] == server["pid"] == srv.pid
 
-    r = run()  # the release exists: exit 2, its message on the client's stderr
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert "--force" in r.stderr
-    assert _runs(server_home)[-1].endswith("exited with 2")
+        n = len(_runs(server_home))
+        r = run("--force")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "Release written to" in r.stdout
+        assert len(_runs(server_home)) == n + 2  # through the worker: started + exited
+        assert [x.split(": ", 1)[1] for x in _runs(server_home)][-1].endswith("exited with 0")
+        via_worker = _digests(out)
+        r = run("--force", SDC_WORKER="0")  # in process
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert len(_runs(server_home)) == n + 2  # not through the worker
+        assert _digests(out) == via_worker and len(via_worker) >= 8
 
-    # Ctrl-C: the client passes it to the run, which stops as in process (exit 130)
-    p = subprocess.Popen([sdc, "release", str(cfg), "--force"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    n = len(_runs(server_home))
-    _wait_for(lambda: len(_runs(server_home)) > n, 60, "the run to start")
-    p.send_signal(signal.SIGINT)
-    stdout, stderr = p.communicate(timeout=120)
-    assert p.returncode == 130, stdout + stderr
-    assert "interrupted" in stderr
+        r = run()  # the release exists: exit 2, its message on the client's stderr
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "--force" in r.stderr
+        assert _runs(server_home)[-1].endswith("exited with 2")
+
+        # Ctrl-C: the client passes it to the run, which stops as in process (exit 130)
+        p = subprocess.Popen([sdc, "release", str(cfg), "--force"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        n = len(_runs(server_home))
+        _wait_for(lambda: len(_runs(server_home)) > n, 60, "the run to start")
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=120)
+        assert p.returncode == 130, stdout + stderr
+        assert "interrupted" in stderr
+
+        # the lease held: over twice the idle time (the watchdog checks every 0.3 s), still up
+        time.sleep(7)
+        assert local_server() is not None and srv.healthy()
+    finally:
+        os.close(lease)
 
     # idle: the server stops, and with it the worker
-    _wait_for(lambda: _gone(server["pid"]), 180, "the idle stop")
+    _wait_for(lambda: _gone(srv.pid), 60, "the idle stop")
+    assert not state_file().exists()
+    assert "idle for 0.05 min, stopping" in (server_home / "sdc-server.log").read_text()
     _wait_for(lambda: _gone(worker["pid"]), 30, "the worker to stop with its server")
     assert not (server_home / "sdc-worker.json").exists()
     assert not (server_home / "sdc-worker.sock").exists()

@@ -167,51 +167,22 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.mark.slow
-@pytest.mark.e2e
-def test_reused_server_started_once_shared_and_stopped_when_idle(server_home, make_small_job):
-    """Two `sdc release` at once: one starts the local server, the other waits and reuses it;
-    `--no-reuse` starts none; a run's lease keeps it up; idle, it stops by itself (here after
-    0.1 min) and removes its state file."""
-    import fcntl
-
-    sdc = str(BIN / "sdc")
-    env = _env(SDC_SERVER_IDLE_MINUTES="0.1")
-    cfgs = [make_small_job(f"reuse{i}", n=500) for i in range(2)]
-    r = subprocess.run([sdc, "release", str(cfgs[0]), "--timings", "--no-reuse"], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert _timings(r.stdout)["prefect_api"] == "temporary" and not state_file().exists()
-    # the test holds a lease as a long run would: the server stays while it is held
-    fd = os.open(server_home / "sdc-server.lease", os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_SH)
-    runs = [subprocess.Popen([sdc, "release", str(c), "--timings", "--force"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for c in cfgs]
-    outs = [p.communicate(timeout=600) for p in runs]
-    assert [p.returncode for p in runs] == [0, 0], outs
-    how = sorted(_timings(out)["prefect_api"] for out, _ in outs)
-    assert how == ["reused", "started"], how
-    srv = local_server()
-    assert srv is not None and srv.healthy() and srv.idle_minutes == 0.1
-    assert state_file().stat().st_mode & 0o077 == 0
-    time.sleep(12)  # twice the idle time (the watchdog checks every 0.6 s)
-    assert local_server() is not None and srv.healthy()
-    os.close(fd)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _gone(srv.pid):
-        time.sleep(0.5)
-    assert _gone(srv.pid), "the idle server did not stop"
-    assert not state_file().exists()
-    assert "idle for 0.1 min, stopping" in (server_home / "sdc-server.log").read_text()
+# The reused server (two runs at once: one starts it, the other reuses it; a run's lease keeps
+# it up; idle, it stops by itself and removes its state file) is tested together with its
+# release worker, on one server: tests/cli/test_worker.py::test_reused_server_and_its_worker_
+# end_to_end; its --no-reuse run: tests/flows/test_ephemeral.py.
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_server_start_release_stop(server_home, make_small_job):
-    """`sdc server start` runs a server that `sdc release` uses (no temporary API); `sdc
-    server stop` ends it; nothing is left running."""
+    """`sdc server start` runs a server (outliving the command) that `sdc release` uses (no
+    temporary API); `sdc server stop` ends it; nothing is left running. Start and release are
+    real processes; status and stop run in-process (typer's CliRunner: the same command, exit
+    code and output, without a process start each)."""
     import socket
+
+    from sdc.cli.main import app
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -230,10 +201,10 @@ def test_server_start_release_stop(server_home, make_small_job):
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
         assert _timings(r.stdout)["prefect_api"] == "reused"  # no temporary API
-        assert subprocess.run([sdc, "server", "status"], env=env).returncode == 0
+        status = CliRunner().invoke(app, ["server", "status"])
+        assert status.exit_code == 0, status.output
     finally:
-        r = subprocess.run([sdc, "server", "stop"], env=env, capture_output=True, text=True,
-                           timeout=60)
-    assert "stopped the Prefect server" in r.stdout
+        r = CliRunner().invoke(app, ["server", "stop"])
+    assert "stopped the Prefect server" in r.output, r.output
     assert pid is not None and _gone(pid)
-    assert subprocess.run([sdc, "server", "status"], env=env).returncode == 1
+    assert CliRunner().invoke(app, ["server", "status"]).exit_code == 1
