@@ -1,8 +1,9 @@
 """Schedules: config ``schedule:`` -> served Prefect deployment with cron and timezone.
 
-The slow test runs everything for real: ``prefect server start`` on a free 127.0.0.1 port with
-its own PREFECT_HOME, ``sdc schedule`` against it, ``prefect deployment run``, and waits for the
-release folder. Every process it starts is stopped by PID (its own process group) in a finally.
+The slow test runs ``sdc schedule`` for real (its own PREFECT_HOME) against the session's Prefect
+API (the harness's server process), triggers a run of the served deployment through the API and
+waits for the release folder. The process it starts is stopped by PID (its own process group)
+in a finally.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,6 @@ from flows.schedule import (
 
 BIN = Path(sys.executable).parent
 SDC = BIN / "sdc"
-PREFECT = BIN / "prefect"
 
 
 def _clean_env(prefect_home: Path) -> dict[str, str]:
@@ -140,14 +139,6 @@ def _wait(predicate, timeout: float, what: str, logs: list[Path], step: float = 
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{tails}")
 
 
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
 def _stop(proc: subprocess.Popen | None) -> None:
     """SIGTERM to the process group we created for ``proc``, then SIGKILL if it lingers."""
     if proc is None or proc.poll() is not None:
@@ -163,47 +154,55 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_schedule_serves_and_runs_for_real(make_small_job, tmp_path):
+def test_schedule_serves_and_runs_for_real(prefect_harness, make_small_job, tmp_path):
+    """``sdc schedule`` (a real process) serving a config against the session's Prefect API
+    (the harness: a real server process, shared by the worker's tests instead of a ``prefect
+    server start`` of its own); a run of the served deployment is triggered through the API
+    (what ``prefect deployment run`` does, without its process start per try) and the served
+    process writes the release; SIGTERM pauses the schedules."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     cfg = make_small_job("sched-job", schedule={"cron": "0 6 1 1 *", "timezone": "Europe/Paris"})
     release_dir = tmp_path / "releases" / "sched-job"
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = _clean_env(tmp_path / "prefect-home")
-    client_env = dict(env, PREFECT_API_URL=api)
-    server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
-    logs = [server_log, serve_log]
-    server = serve = None
-    try:
-        with open(server_log, "w") as out:
-            server = subprocess.Popen(
-                [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        _wait(lambda: _healthy(api), 120, "the Prefect server", logs)
+    api = str(PREFECT_API_URL.value())
+    client_env = dict(_clean_env(tmp_path / "prefect-home"), PREFECT_API_URL=api)
+    serve_log = tmp_path / "serve.log"
+    logs = [serve_log]
+    serve = None
 
+    def deployment() -> object:
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            with get_client(sync_client=True) as client:
+                return client.read_deployment_by_name("release/sched-job")
+
+    try:
         with open(serve_log, "w") as out:
             serve = subprocess.Popen([str(SDC), "schedule", str(cfg)], env=client_env,
                                      cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
-        def triggered() -> bool:
+        def served() -> bool:
             assert serve.poll() is None, "sdc schedule exited early"
-            r = subprocess.run([str(PREFECT), "deployment", "run", "release/sched-job"],
-                               env=client_env, capture_output=True, text=True, timeout=60)
-            return r.returncode == 0
+            try:
+                deployment()
+            except Exception:  # ObjectNotFound until the service registered it
+                return False
+            return True
 
-        _wait(triggered, 120, "the deployment release/sched-job to exist", logs, step=2.0)
+        _wait(served, 120, "the deployment release/sched-job to exist", logs, step=0.5)
 
         # the served deployment carries the config's cron, timezone and absolute config path
-        from prefect.client.orchestration import get_client
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings(updates={PREFECT_API_URL: api}):
-            with get_client(sync_client=True) as client:
-                dep = client.read_deployment_by_name("release/sched-job")
+        dep = deployment()
         assert dep.parameters["config_path"] == str(cfg.resolve())
         (sched,) = dep.schedules
         assert (sched.schedule.cron, sched.schedule.timezone) == ("0 6 1 1 *", "Europe/Paris")
         assert sched.active
+        assert not dep.paused
+
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            with get_client(sync_client=True) as client:
+                client.create_flow_run_from_deployment(dep.id)  # scheduled now
 
         _wait(lambda: (release_dir / "internal" / "audit.json").exists(), 180,
               "the release folder from the triggered run", logs)
@@ -218,12 +217,7 @@ def test_schedule_serves_and_runs_for_real(make_small_job, tmp_path):
         assert serve.returncode == 0, serve_log.read_text(errors="replace")[-4000:]
         # the pause is requested by the service while it shuts down; give the API a moment to
         # show it (one fresh-clone run read the deployment before the pause was visible)
-        def paused() -> bool:
-            with temporary_settings(updates={PREFECT_API_URL: api}):
-                with get_client(sync_client=True) as client:
-                    return bool(client.read_deployment_by_name("release/sched-job").paused)
-
-        _wait(paused, 30, "the deployment to be paused after SIGTERM", logs)
+        _wait(lambda: bool(deployment().paused), 30,
+              "the deployment to be paused after SIGTERM", logs, step=0.5)
     finally:
         _stop(serve)
-        _stop(server)
