@@ -147,6 +147,19 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
+def _changed_text(s: dict[str, Any]) -> str:
+    """Records changed and what was expected: a household file's expectation is the person
+    stage's only (the household stage's changes are counted on the households row); under
+    ``risk.composition: protect`` there is no person stage, so no expectation is printed."""
+    hh = s.get("households")
+    if not hh:
+        return f"{fmt_int(s['records_changed'])} (expected {s['expected_changed']:,.1f})"
+    if hh.get("composition_mode") == "protect":
+        return f"{fmt_int(s['records_changed'])} (in households whose keys or composition changed)"
+    return (f"{fmt_int(s['records_changed'])} (person stage: expected "
+            f"{s['expected_changed']:,.1f}; the household stage's changes below)")
+
+
 def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
     from sdc.config.model import certificate_text
 
@@ -156,8 +169,7 @@ def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
         ("PRBs", fmt_int(s["n_prbs"])),
         (f"theta ({s['theta_mode']})", f"{s['theta']:.4f}   kmin = {s['kmin']}"),
         ("certificate", f"{certificate_text(s['certificate'], s['xi'])} xi = {s['xi']}"),
-        ("records changed", f"{fmt_int(s['records_changed'])} "
-                            f"(expected {s['expected_changed']:,.1f})"),
+        ("records changed", _changed_text(s)),
     ]
     hh = s.get("households")
     if hh:
