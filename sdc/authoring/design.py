@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from sdc.authoring.design_checks import keys_held_by_derived, verify_recommended
+from sdc.authoring.design_values import value_figures, value_lines, with_value
 from sdc.authoring.design_weighted import (
     configured_figures,
     declared_weights,
@@ -84,6 +85,15 @@ class Design:
     configured: dict[str, Any] | None = None
     held: dict[str, list[str]] | None = None
     refused: list[str] | None = None
+    marginals: dict[str, np.ndarray] | None = None   # records per declared value, per key
+
+    def values(self, key: str, rule: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The released-value figures of ``key`` under ``rule`` (:mod:`.design_values`)."""
+        if self.marginals is None or key not in self.marginals:
+            return None
+        out = self.config.output
+        return value_figures(key, self.config.input_key_variables[key], rule,
+                             self.marginals[key], out.formats if out is not None else ())
 
 
 
@@ -117,7 +127,7 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
     result = search(fine, config, base, cands, budget=budget, keep=keep,
                     min_entropy=min_entropy, partitions=partitions, target=target,
                     progress=progress, weights=weights)
-    design = Design(path.resolve(), config, base, result, held=held or None)
+    design = Design(path.resolve(), config, base, result, held=held or None, marginals=marg)
     if release_checks:
         design.refused = verify_recommended(design, write_node_config)
     if result.recommended is not None:
@@ -134,7 +144,9 @@ def _recoding_of(design: Design, i: int) -> dict[str, dict[str, Any]]:
     for k, lev in zip(r.keys, node.levels, strict=True):
         c = r.cands[k][lev]
         if c.rule is not None:
-            out[k] = {"name": c.name, "recode": plain_rule(c.rule),
+            fig = design.values(k, c.rule)
+            out[k] = {"name": c.name, "recode": plain_rule(with_value(c.rule, fig)),
+                      "values": fig,
                       "released_values": c.n_released, "entropy_kept": c.kept,
                       "tvd_uniform_spread": c.tvd}
     return out
@@ -441,7 +453,8 @@ def write_node_config(design: Design, i: int, out: str | Path) -> Path:
         c = r.cands[k][lev]
         kv = kvs[k]
         old = _as_plain(kv.get("recode")) if "recode" in kv else None
-        new = plain_rule(c.rule) if c.rule is not None else None
+        fig = design.values(k, c.rule)
+        new = plain_rule(with_value(c.rule, fig)) if c.rule is not None else None
         if old == new:
             continue
         line = kvs.lc.key(k)[0]
@@ -459,6 +472,7 @@ def write_node_config(design: Design, i: int, out: str | Path) -> Path:
         changes.append(f"{k}: recoding removed (the declared values)" if new is None else
                        f"{k}: {c.name} ({c.n_released} released values, {c.kept:.0%} of its "
                        "own entropy kept)")
+        changes += value_lines(k, fig) if new is not None and fig else []
     new_part = plain_rule(copy.deepcopy(node.partition or {}))
     old_part = _as_plain(data.get("partition") or {})
     if new_part != old_part:

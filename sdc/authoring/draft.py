@@ -401,6 +401,8 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     c = draft.check
     if not c or c.get("records", 0) == 0 or c["expected_changed"] / c["records"] <= DESIGN_WHEN:
         return False
+    from sdc.authoring.design_values import with_value
+
     d = run_design(config_path, budget=budget, release_checks=False)
     r = d.result
     if r.recommended is None or r.current is None:
@@ -411,7 +413,8 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     for k, lev in zip(r.keys, rec.levels, strict=True):
         cand = r.cands[k][lev]
         if cand.rule is not None and k in draft.keys:
-            draft.keys[k].recode = cand.rule
+            # the number each class is released as: sdc.authoring.design_values
+            draft.keys[k].recode = with_value(cand.rule, d.values(k, cand.rule))
             draft.keys[k].recode_note = cand.name
     if rec.partition:
         draft.partition = {v: rule for v, rule in rec.partition.items()}

@@ -219,6 +219,11 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
         console.print(f"  {k}: keeps {_pct(v)} of its own entropy; {what}"
                       + (f"; a moved record's {k} moves by {d:.2f} on average"
                          if d is not None else ""), markup=False, soft_wrap=True)
+        if rc and rc.get("values"):  # the recode's own shift of the key's mean and sd
+            from sdc.authoring.design_values import value_lines
+
+            for line in value_lines(k, rc["values"]):
+                console.print(f"    {line}", markup=False, soft_wrap=True)
     console.print(f"  partition ({r['partition_variant']}): {r['partition'] or 'none'}",
                   markup=False, soft_wrap=True)
     if r.get("keys_changed_when_moved") is not None:

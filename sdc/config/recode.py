@@ -25,8 +25,8 @@ from sdc.config.model import (
     TopBottom,
 )
 
-__all__ = ["apply_recodings", "recode_classes", "released_classes", "released_values",
-           "span_label"]
+__all__ = ["apply_recodings", "open_classes", "recode_classes", "released_classes",
+           "released_values", "span_label"]
 
 
 def _fmt(x: float) -> str:
@@ -165,7 +165,7 @@ def _number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-def _open_classes(dom: list[Any], rule: Any, code_map: np.ndarray, n: int
+def open_classes(dom: list[Any], rule: Any, code_map: np.ndarray, n: int
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Which classes are open: the top class (a top code, the last band) and the bottom code."""
     top = np.zeros(n, dtype=bool)
@@ -198,7 +198,7 @@ def released_values(kv: KeyVariable, rule: Any, code_map: np.ndarray,
     if not dom or not all(_is_number(c) for c in dom):
         return list(labels)
     how = getattr(rule, "value", None) or "lower"
-    top, bottom = _open_classes(dom, rule, code_map, len(labels))
+    top, bottom = open_classes(dom, rule, code_map, len(labels))
     out: list[Any] = []
     for g, lab in enumerate(labels):
         members = [dom[i] for i in np.flatnonzero(code_map[:len(dom)] == g)]

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from conftest import run_cli
 
 import sdc
 from sdc.config.load import parse_config
@@ -124,3 +126,26 @@ def test_release_holds_the_midpoints_and_they_are_unbiased_for_uniform_classes(t
         assert abs(d_mid.mean()) < 4 * se, (c, d_mid.mean(), se)
         d_low = edges[c] - age[cls == c]
         assert abs(d_low.mean()) > 10 * se, (c, d_low.mean(), se)
+
+
+def test_spss_input_format_without_decimals_does_not_round_the_midpoints(tmp_path):
+    """An SPSS input stores age as F8.0; released at midpoints (24.5) the .sav gets the
+    writer's own format (decimals shown), labelled 24.5 = "20-29"."""
+    pyreadstat = pytest.importorskip("pyreadstat")
+    rng = np.random.default_rng(5)
+    n = 800
+    frame = pd.DataFrame({"pid": np.arange(n, dtype=float) + 1, "sex": rng.integers(1, 3, n)
+                          .astype(float), "age": rng.integers(17, 91, n).astype(float)})
+    src = tmp_path / "d.sav"
+    pyreadstat.write_sav(frame, str(src), variable_format={"age": "F8.0", "sex": "F8.0"})
+    raw = _raw(src, {"bands": [15, 20, 30, 65], "value": "midpoint"}, ["parquet", "sav"])
+    raw["input"]["format"] = "sav"
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    r = run_cli("release", path)
+    assert r.exit_code == 0, r.text
+    out, meta = pyreadstat.read_sav(str(next((tmp_path / "rel").rglob("microdata.sav"))))
+    assert meta.original_variable_types["age"] != "F8.0"
+    assert set(out["age"]) <= {18.0, 24.5, 47.0, 65.0} and 24.5 in set(out["age"])
+    assert meta.variable_value_labels["age"][24.5] == "20-29"
+    assert meta.original_variable_types["sex"] == "F8.0"      # whole numbers keep theirs
