@@ -142,18 +142,6 @@ def _as_int32(arr: np.ndarray) -> pd.Series | None:
     return pd.Series(out)
 
 
-def _hides_fractions(col: pd.Series, f: str) -> bool:
-    """Whether the input's display format ``f`` (``F8.0``, ``%8.0f``) would show the column's
-    fractional values rounded (a key released at class midpoints, 12.5): then the writer's own
-    format is used."""
-    m = re.search(r"\.(\d+)", f)
-    if (m is not None and int(m.group(1)) > 0) or f.rstrip("c").lower().endswith(("g", "e")):
-        return False
-    v = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    v = v[np.isfinite(v)]
-    return bool(v.size and np.any(v != np.floor(v)))
-
-
 def _label_key(v: Any, numeric: bool, fmt: StatFormat) -> Any:
     """A value label's value as the written column needs it, or None to leave it out."""
     if isinstance(v, bool):
@@ -335,7 +323,7 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
     pattern = _SAV_NUMERIC_FORMAT if fmt == "sav" else _DTA_NUMERIC_FORMAT
     for c, f in (formats or {}).items():
         if c in names and kinds.get(names[c]) == "numeric" and c not in codes_of \
-                and pattern.match(str(f)) and not _hides_fractions(out[names[c]], str(f)):
+                and pattern.match(str(f)):
             fmts[names[c]] = str(f)
     wid = {names[c]: int(w) for c, w in (widths or {}).items() if c in names and int(w) > 0}
     return StatLayout(pd.DataFrame(out, index=frame.index).reset_index(drop=True), names,

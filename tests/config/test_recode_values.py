@@ -129,8 +129,9 @@ def test_release_holds_the_midpoints_and_they_are_unbiased_for_uniform_classes(t
 
 
 def test_spss_input_format_without_decimals_does_not_round_the_midpoints(tmp_path):
-    """An SPSS input stores age as F8.0; released at midpoints (24.5) the .sav gets the
-    writer's own format (decimals shown), labelled 24.5 = "20-29"."""
+    """An SPSS input stores age as F8.0; released at midpoints (24.5) the .sav holds the
+    fractions with a format showing decimals (keys take the writer's format, never the
+    input's: sdc.release.stat_files), labelled 24.5 = "20-29"."""
     pyreadstat = pytest.importorskip("pyreadstat")
     rng = np.random.default_rng(5)
     n = 800
