@@ -93,7 +93,39 @@ def value_figures(key: str, kv: KeyVariable, rule: dict[str, Any] | None,
     out["value"], out["why"] = chosen or "lower", why
     out["write_value"] = chosen if rule.get("value") is None else None
     out["open_classes"] = _open_class_means(key, kv, rule, chosen, c, vals, m0, se_m)
+    out["heap"] = _heap(key, kv, rule, chosen, declared, c, vals, se_m)
     return out
+
+
+def _heap(key: str, kv: KeyVariable, rule: dict[str, Any], chosen: str | None,
+          declared: dict[str, float], c: np.ndarray, vals: np.ndarray, se_m: float
+          ) -> dict[str, Any] | None:
+    """When the released values still move the key's mean by >= 2 SE, the closed class that
+    contributes most (>= 1 SE) and the value its records crowd on (its mode): ``breaks:`` that
+    would keep that value in a class of its own (the declared breaks, the mode and the next
+    declared value), a way out no released value can offer."""
+    from sdc.config.recode import open_classes
+
+    obj = _rule_object(rule, chosen, **declared)
+    rv, cmap, values = _released(key, kv, obj)
+    n = c.sum()
+    contrib = np.bincount(cmap, weights=c * (rv - vals), minlength=len(values)) / n / se_m
+    top, bottom = open_classes(list(kv.domain), obj, cmap, len(values))
+    contrib[top | bottom] = 0.0
+    if se_m <= 0 or abs(contrib.sum()) < 2 or abs(contrib).max() < 1:
+        return None
+    g = int(np.argmax(np.abs(contrib)))
+    inside = np.flatnonzero(cmap == g)
+    if inside.size < 2:
+        return None
+    mode = inside[np.argmax(c[inside])]
+    above = vals[vals > vals[mode]]
+    cuts = {float(vals[mode])} | ({float(above.min())} if above.size else set())
+    breaks = sorted({float(b) for b in (kv.breaks or [])} | cuts)
+    num = [int(b) if b.is_integer() else b for b in breaks]
+    return {"class_value": values[g], "mode": kv.domain[mode],
+            "share": float(c[mode] / c[inside].sum()), "mean_shift_se": float(contrib[g]),
+            "breaks": num}
 
 
 def _open_class_means(key: str, kv: KeyVariable, rule: dict[str, Any], chosen: str | None,
@@ -153,6 +185,13 @@ def value_lines(key: str, fig: dict[str, Any]) -> list[str]:
         line += f"; at {'lower edges' if other == 'lower' else 'midpoints'} the mean would " \
                 f"move {o['mean_shift_se']:+.1f} SE"
     lines = [line + "."]
+    hp = fig.get("heap")
+    if hp:
+        lines.append(f"{key}: the class released as {_num(hp['class_value'])} moves the mean "
+                     f"{hp['mean_shift_se']:+.1f} SE: {hp['share']:.0%} of its records are "
+                     f"{hp['mode']}; declare `breaks:` that keep {hp['mode']} in a class of "
+                     f"its own (at least {hp['breaks']}, with {key}'s own thresholds) and rerun "
+                     "`sdc design`.")
     oc = fig.get("open_classes")
     if oc:
         what = "; ".join(f"the class at {_num(d['edge'])} ({d['records']:,} records) has mean "

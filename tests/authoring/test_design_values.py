@@ -44,6 +44,14 @@ def test_shifts_are_the_brute_force_ones():
     assert fig["value"] == fig["write_value"] == "midpoint"
     assert with_value(rule, fig) == {**rule, "value": "midpoint"}
     assert "+" in value_lines("educ", fig)[0] and "-19.7 SE" in value_lines("educ", fig)[0]
+    # the class 12-13 (12.5) still moves the mean: 70% of its records are 12 (12,433 of
+    # 17,857), so the design names the heap and the breaks that keep it apart
+    heap = fig["heap"]
+    assert heap["mode"] == 12 and heap["class_value"] == 12.5 and heap["breaks"] == [12, 13]
+    assert np.isclose(heap["share"], 12433 / 17857)
+    x12 = _expand([12, 13], [12433, 5424])
+    assert np.isclose(heap["mean_shift_se"], (12.5 - x12).sum() / x.size / se)
+    assert "breaks:" in value_lines("educ", fig)[-1]
 
 
 def test_the_choice_follows_the_smaller_shift_stata_and_the_config():
@@ -51,6 +59,7 @@ def test_the_choice_follows_the_smaller_shift_stata_and_the_config():
     heaped = np.array([50, 1, 50, 1, 50, 1, 50, 1, 50, 1])     # mass on the lower edges
     fig = value_figures("k", kv, {"bands": [0, 2, 4, 6, 8]}, heaped)
     assert fig["value"] == "lower" and fig["write_value"] == "lower"
+    assert fig["heap"] is None                      # lower edges: the released values are exact
     flat = np.full(10, 30)
     assert value_figures("k", kv, {"bands": [0, 2, 4, 6, 8]}, flat)["value"] == "midpoint"
     dta = value_figures("k", kv, {"bands": [0, 2, 4, 6, 8]}, flat, ["parquet", "dta"])
