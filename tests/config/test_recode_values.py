@@ -150,3 +150,15 @@ def test_spss_input_format_without_decimals_does_not_round_the_midpoints(tmp_pat
     assert set(out["age"]) <= {18.0, 24.5, 47.0, 65.0} and 24.5 in set(out["age"])
     assert meta.variable_value_labels["age"][24.5] == "20-29"
     assert meta.original_variable_types["sex"] == "F8.0"      # whole numbers keep theirs
+
+
+def test_cli_refuses_stata_midpoints_with_exit_2_and_the_fix(tmp_path):
+    data = tmp_path / "d.parquet"
+    _frame(200).to_parquet(data)
+    raw = _raw(data, {"bands": [15, 20, 30, 65], "value": "midpoint"}, ["parquet", "dta"])
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    r = run_cli("release", path)
+    assert r.exit_code == 2, r.text
+    assert "value: lower" in r.text and "dta" in r.text
+    assert not (tmp_path / "rel").exists()                     # nothing written
