@@ -30,6 +30,7 @@ import pyarrow as pa
 from pandas.util import hash_array
 
 from sdc.method.cells import CellTable
+from sdc.method.draws.hashing import fmix_inplace
 
 __all__ = ["ORDER_COLUMNS", "argsort_u64", "content_hash", "order_keys", "order_salt",
            "sort_positions"]
@@ -49,6 +50,20 @@ def order_salt(cells: CellTable) -> int:
 _LUT_RANGE = 1 << 16  # integer columns spanning at most this many values hash via a table
 
 
+def _num_hash(vals: np.ndarray) -> np.ndarray:
+    """``pandas.util.hash_array(vals)`` of int64 or float64 values, the same numbers (the
+    SplitMix64 finalizer of the 64 bits; floats: NaN canonical, -0.0 as 0.0) with the
+    finalizer run in cache-sized blocks (:func:`~sdc.method.draws.hashing.fmix_inplace`)."""
+    u = vals.view(np.uint64).copy()
+    if vals.dtype.kind == "f":
+        nan = np.isnan(vals)
+        if nan.any():
+            u[nan] = np.array(np.nan, dtype=np.float64).view(np.uint64)
+        u[u == np.array(-0.0, dtype=np.float64).view(np.uint64)] = 0
+    fmix_inplace(u)
+    return u
+
+
 def _int_hash(vals: np.ndarray) -> np.ndarray:
     """``hash_array(vals)`` of int64 values; for a column of few distinct values (a key) the
     hash of every value in [min, max] once, then one gather from that small table (the same
@@ -56,9 +71,9 @@ def _int_hash(vals: np.ndarray) -> np.ndarray:
     if vals.size > 4 * _LUT_RANGE:
         lo, hi = int(vals.min()), int(vals.max())
         if hi - lo < _LUT_RANGE:
-            lut = hash_array(np.arange(lo, hi + 1, dtype=np.int64))
+            lut = _num_hash(np.arange(lo, hi + 1, dtype=np.int64))
             return lut[vals - lo] if lo else lut[vals]
-    return hash_array(vals)
+    return _num_hash(vals)
 
 
 _NULL_HASH = np.uint64(0x5BD1E9955BD1E995)
@@ -117,12 +132,12 @@ def _column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
         vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         h = _int_hash(vals)
     elif pa.types.is_floating(t):
-        vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
-        vals = np.where(vals == 0.0, 0.0, vals)  # -0.0 and 0.0 alike
-        h = hash_array(vals)
+        vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64,
+                                                                       copy=False)
+        h = _num_hash(vals)  # -0.0 and 0.0 alike
     elif pa.types.is_temporal(t):
         vals = _temporal_int64(col).fill_null(0).to_numpy(zero_copy_only=False)
-        h = hash_array(np.asarray(vals, dtype=np.int64))
+        h = _num_hash(np.asarray(vals, dtype=np.int64))
     elif pa.types.is_nested(t):
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
@@ -142,21 +157,42 @@ def _column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 def content_hash(table: pa.Table) -> np.ndarray:
     """(n,) uint64 hash of every record's values (columns in the table's order)."""
     h = np.full(table.num_rows, np.uint64(0xCBF29CE484222325), dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for col in table.columns:
-            h ^= _column_hash(col)
-            h *= _MUL
-            h ^= h >> np.uint64(29)
+    scratch = np.empty(min(h.size, _BLOCK), dtype=np.uint64)
+    for col in table.columns:
+        ch = _column_hash(col)
+        for i in range(0, h.size, _BLOCK):  # in cache-sized blocks: a loop over blocks
+            y, t = h[i:i + _BLOCK], scratch[:min(_BLOCK, h.size - i)]
+            y ^= ch[i:i + _BLOCK]
+            y *= _MUL
+            np.right_shift(y, np.uint64(29), out=t)
+            y ^= t
     return h
 
 
+_BLOCK = 1 << 15
+
+
 def _fmix64(x: np.ndarray) -> np.ndarray:
-    x = x ^ (x >> np.uint64(33))
-    x = x * np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xC4CEB9FE1A85EC53)
-    x ^= x >> np.uint64(33)
+    """murmur3's 64-bit finalizer (a new array)."""
+    x = np.array(x, dtype=np.uint64, copy=True)
+    _murmur_inplace(x)
     return x
+
+
+def _murmur_inplace(x: np.ndarray) -> None:
+    """murmur3's 64-bit finalizer of a contiguous uint64 array in place, in cache-sized
+    blocks (one scratch block: no whole-array temporaries)."""
+    scratch = np.empty(min(x.size, _BLOCK), dtype=np.uint64)
+    for i in range(0, x.size, _BLOCK):  # a loop over blocks, not records
+        y, t = x[i:i + _BLOCK], scratch[:min(_BLOCK, x.size - i)]
+        np.right_shift(y, np.uint64(33), out=t)
+        y ^= t
+        y *= np.uint64(0xFF51AFD7ED558CCD)
+        np.right_shift(y, np.uint64(33), out=t)
+        y ^= t
+        y *= np.uint64(0xC4CEB9FE1A85EC53)
+        np.right_shift(y, np.uint64(33), out=t)
+        y ^= t
 
 
 def order_keys(table: pa.Table, seed: int, salt: int) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +208,10 @@ def order_keys(table: pa.Table, seed: int, salt: int) -> tuple[np.ndarray, np.nd
     k0 = np.uint64(int.from_bytes(d[:8], "little"))
     k1 = np.uint64(int.from_bytes(d[8:16], "little"))
     with np.errstate(over="ignore"):
-        order = _fmix64(_fmix64(content ^ k0) + k1)
+        order = content ^ k0
+        _murmur_inplace(order)
+        order += k1
+        _murmur_inplace(order)
     return order, content
 
 

@@ -15,6 +15,7 @@ __all__ = ["CHUNK", "ExactSums", "record_quantiles"]
 
 #: Records per chunk when weights are turned into limbs (bounds the extra memory).
 CHUNK = 1 << 20
+_BLOCK = 1 << 14  # limbs are computed a cache-sized block at a time
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,17 @@ class ExactSums:
         remainder, which lies in ``[0, 2^b)``.
         """
         b, s = params
-        q = np.rint(np.asarray(weights, dtype=np.float64) * 2.0**s)
-        hi = np.floor(q * 2.0**-b)
-        lo = q - hi * 2.0**b
+        w = np.asarray(weights, dtype=np.float64)
+        hi, lo = np.empty_like(w), np.empty_like(w)
+        scratch = np.empty(min(w.size, _BLOCK))
+        for i in range(0, w.size, _BLOCK):  # the same operations a cache-sized block at a time
+            q, h, t = lo[i:i + _BLOCK], hi[i:i + _BLOCK], scratch[:min(_BLOCK, w.size - i)]
+            np.multiply(w[i:i + _BLOCK], 2.0**s, out=q)
+            np.rint(q, out=q)
+            np.multiply(q, 2.0**-b, out=h)
+            np.floor(h, out=h)
+            np.multiply(h, 2.0**b, out=t)
+            q -= t  # lo = q - hi 2^b
         return hi, lo
 
     @classmethod

@@ -163,3 +163,39 @@ def test_order_image_keeps_the_order() -> None:
     dates = pd.Series([dt.date(2000, 1, 2), dt.date(1990, 5, 6)])
     kind, x, _ = D.order_image(dates)
     assert kind == "num" and x[1] < x[0]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16])
+def test_narrow_key_codes_give_the_same_tables(dtype, monkeypatch) -> None:
+    """The count pass hands the check narrow key codes (``narrow_codes``: uint8 / int16), whose
+    per-key min/max tables are narrow too: every table (values, dense values over batches,
+    ordered, pairs) equals the one from int64 codes."""
+    from sdc.method.cells import narrow_codes
+    from sdc.method.dependence import counting
+
+    assert narrow_codes([2, 256]) == np.uint8 and narrow_codes([257]) == np.int16
+    monkeypatch.setattr(counting, "DENSE_VALUES", 64)  # "income" goes dense after a batch
+    frame = grain_frame()
+    rng = np.random.default_rng(4)
+    frame["u"] = rng.random(len(frame))
+    cfg = parse_config({**grain_config(), "seed": 1})
+    plan = plan_release(partition_frame(frame, cfg), cfg)
+    cells = plan.partitioned.cells
+    rc = cells.record_cell
+    cols = ["months", "income", "token", "u"]
+    pieces = np.array_split(np.arange(len(frame)), 3)
+    out = []
+    for width in (np.int64, dtype):
+        c = D.DependenceCounter(cols, 3, D.small_limit(cfg), sizes=D.key_sizes(cfg))
+        for rows in pieces:
+            codes = np.asfortranarray(cells.key_codes[rc[rows]].astype(width))
+            c.add(frame.iloc[rows].reset_index(drop=True), rc[rows], codes)
+        out.append(c)
+    assert out[0]._dense
+    for col in cols:
+        for a, b in zip(out[0].tables(col), out[1].tables(col), strict=True):
+            for x, y in zip(a, b, strict=True):
+                assert x.dtype == y.dtype and np.array_equal(x, y), col
+        a, b = out[0].order_table(col), out[1].order_table(col)
+        for f in ("bins", "n", "lo", "hi", "pcell", "pbin", "pcount"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), (col, f)

@@ -124,6 +124,35 @@ def test_string_hash_is_siphash_of_utf8_bytes_whatever_pandas_does():
     assert [int(g) for g in got] == want
 
 
+def test_blocked_fmix_and_value_hash_equal_the_formula_on_large_arrays():
+    """fmix_inplace runs on cache-sized blocks above 2**15 values: same numbers as the
+    whole-array formula (``_fmix_int``) at every position, block edges included; the float
+    path of value_hash agrees with the integer path and keeps non-integral values apart."""
+    from sdc.method.draws.hashing import _FMIX_BLOCK, fmix_inplace
+
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 2**63, 3 * _FMIX_BLOCK + 7).astype(np.uint64) * np.uint64(2) + \
+        np.uint64(1)
+    got = x.copy()
+    fmix_inplace(got)
+    idx = [0, 1, _FMIX_BLOCK - 1, _FMIX_BLOCK, 2 * _FMIX_BLOCK + 3, x.size - 1]
+    assert [int(got[i]) for i in idx] == [_fmix_int(int(x[i])) for i in idx]
+    want = x ^ (x >> np.uint64(30))  # the whole-array formula, every position
+    want *= np.uint64(0xBF58476D1CE4E5B9)
+    want ^= want >> np.uint64(27)
+    want *= np.uint64(0x94D049BB133111EB)
+    want ^= want >> np.uint64(31)
+    assert np.array_equal(got, want)
+    ints = rng.integers(-10**12, 10**12, 2 * _FMIX_BLOCK + 5)
+    assert np.array_equal(value_hash(pd.Series(ints)), value_hash(pd.Series(ints * 1.0)))
+    frac = ints * 1.0
+    frac[7] += 0.5
+    frac[9] = np.inf
+    h = value_hash(pd.Series(frac))
+    assert h[7] != value_hash(pd.Series([ints[7]]))[0] and h[9] != h[7]
+    assert np.array_equal(np.delete(h, [7, 9]), np.delete(value_hash(pd.Series(ints)), [7, 9]))
+
+
 def test_value_hash_is_dtype_independent_for_equal_values():
     ints = value_hash(pd.Series([1, 2, 3], dtype="int64"))
     assert np.array_equal(ints, value_hash(pd.Series([1.0, 2.0, 3.0])))

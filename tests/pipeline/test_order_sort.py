@@ -1,4 +1,5 @@
-"""argsort_u64 (the public order's and the records file's sort) is numpy's stable argsort."""
+"""argsort_u64 (the public order's and the records file's sort) is numpy's stable argsort; the
+content hash is pandas' hash_array combined."""
 
 from __future__ import annotations
 
@@ -30,3 +31,35 @@ def test_argsort_u64_is_the_stable_argsort(name) -> None:
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
     np.testing.assert_array_equal(sort_positions(keys), got)
+
+
+def test_content_hash_is_pandas_hash_array_combined() -> None:
+    """The content hash's numeric columns (own blocked finalizer) hash exactly as
+    ``pandas.util.hash_array`` (ints of a narrow and a wide range, floats with NaN, -0.0,
+    null; a temporal column) over more rows than one block, combined as documented."""
+    import pyarrow as pa
+    from pandas.util import hash_array
+
+    from sdc.pipeline.order import _BLOCK, content_hash, order_keys
+
+    rng = np.random.default_rng(9)
+    n = 2 * _BLOCK + 11
+    f = rng.normal(size=n)
+    f[[3, 5]] = [np.nan, -0.0]
+    cols = {"key": rng.integers(0, 50, n), "wide": rng.integers(-2**62, 2**62, n),
+            "x": pa.array(f, mask=np.arange(n) == 7),
+            "t": pa.array(rng.integers(0, 10**6, n), pa.int32()).cast(pa.date32())}
+    table = pa.table(cols)
+    fx = np.where(np.arange(n) == 7, 0.0, f)
+    want_cols = [hash_array(cols["key"]), hash_array(cols["wide"]), hash_array(fx),
+                 hash_array(table["t"].cast(pa.int32()).to_numpy().astype(np.int64))]
+    want_cols[2][7] = np.uint64(0x5BD1E9955BD1E995)  # a null
+    want = np.full(n, np.uint64(0xCBF29CE484222325), dtype=np.uint64)
+    for h in want_cols:
+        want ^= h
+        want *= np.uint64(0x9E3779B97F4A7C15)
+        want ^= want >> np.uint64(29)
+    got = content_hash(table)
+    assert np.array_equal(got, want)
+    order, content = order_keys(table, 7, 11)
+    assert np.array_equal(content, want) and len(np.unique(order)) == len(np.unique(want))

@@ -15,6 +15,7 @@ from sdc.method.dependence.pairs import PairPlan, pair_image
 from sdc.method.dependence.tables import (
     HASH_BITS,
     counted,
+    extreme_table,
     reduce_pairs,
     reduce_values,
 )
@@ -97,8 +98,12 @@ class DependenceCounter:
         (``pd.factorize``), value tables scattered into 2**HASH_BITS rows; only distinct
         combinations are ever sorted."""
         cell_id = np.asarray(cell_id, dtype=np.int64)
-        # int64: ufunc.at into the int64 tables takes its fast path only without a cast
-        key_codes = np.asarray(key_codes, dtype=np.int64).reshape(len(cell_id), self.n_keys)
+        # integer codes kept in their (narrow) dtype: ufunc.at into tables of that dtype takes
+        # its fast path (no cast) and is faster the narrower the table
+        key_codes = np.asarray(key_codes)
+        if key_codes.dtype.kind not in "iu" or key_codes.dtype == np.uint64:
+            key_codes = key_codes.astype(np.int64)
+        key_codes = key_codes.reshape(len(cell_id), self.n_keys)
         ones = None  # every record counts once
         # the batch's cells: a cell with small_limit records here (or before) is never sensitive
         # sorted: the (cell, value) and (cell, bin) pairs below come out sorted by cell
@@ -250,12 +255,21 @@ class DependenceCounter:
                  hi: np.ndarray) -> None:
         n, dlo, dhi = self._dense[c]
         if count is None:  # one per record
-            n += np.bincount(bucket, minlength=n.size)
+            here = np.bincount(bucket, minlength=n.size)
+            n += here
+            if lo.dtype != np.int64 or hi.dtype != np.int64:  # narrow codes: a table each
+                reached = here > 0
+                for k in range(self.n_keys):
+                    np.minimum(dlo[k], extreme_table(np.minimum, bucket, lo[:, k], n.size),
+                               out=dlo[k], where=reached)
+                    np.maximum(dhi[k], extreme_table(np.maximum, bucket, hi[:, k], n.size),
+                               out=dhi[k], where=reached)
+                return
         else:
             np.add.at(n, bucket, count)
         for k in range(self.n_keys):
-            np.minimum.at(dlo[k], bucket, lo[:, k])
-            np.maximum.at(dhi[k], bucket, hi[:, k])
+            np.minimum.at(dlo[k], bucket, lo[:, k].astype(np.int64, copy=False))
+            np.maximum.at(dhi[k], bucket, hi[:, k].astype(np.int64, copy=False))
 
     def combos(self, column: str) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
         """{(k1, k2): (sorted codes (bucket * s1 + x1) * s2 + x2, counts)} of ``column``;

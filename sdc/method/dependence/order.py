@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sdc.method.dependence.tables import counted, reduce_cell_bins, reduce_sorted
+from sdc.method.dependence.tables import counted, extreme_table, reduce_cell_bins, reduce_sorted
 
 __all__ = ["ORDER_BITS", "OrderPart", "image_part", "merge_order", "order_image",
            "order_part"]
@@ -117,6 +117,10 @@ def _prefix_image(arr: Any) -> np.ndarray:
 def _order_bins(kind: str, x: np.ndarray, e: int) -> np.ndarray:
     """Bins of width 2**e: floor(x / 2**e) (exact: a power-of-two scaling)."""
     if kind == "num":
+        if x.dtype == np.float64 and -1022 <= e <= 1022:
+            # x * 2**-e (a normal double): the same correctly rounded value as ldexp, faster
+            y = x * (2.0 ** -e)
+            return np.floor(y, out=y).astype(np.int64)
         return np.floor(np.ldexp(x, -e)).astype(np.int64)
     return x >> e
 
@@ -217,14 +221,9 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, fcode: np.ndarray,
     present = np.flatnonzero(n)
     lo = np.empty((present.size, p), np.int64)
     hi = np.empty((present.size, p), np.int64)
-    t = np.empty(size, np.int64)
     for k in range(p):  # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here
-        t.fill(np.iinfo(np.int64).max)
-        np.minimum.at(t, rel, key_codes[:, k])
-        lo[:, k] = t[present]
-        t.fill(np.iinfo(np.int64).min)
-        np.maximum.at(t, rel, key_codes[:, k])
-        hi[:, k] = t[present]
+        lo[:, k] = extreme_table(np.minimum, rel, key_codes[:, k], size)[present]
+        hi[:, k] = extreme_table(np.maximum, rel, key_codes[:, k], size)[present]
     u, cnt = counted((fcode[keep].astype(np.int64) << ORDER_BITS) | rel[keep])
     pc, pb, pn = reduce_cell_bins(fcell[u >> ORDER_BITS], (u & (size - 1)) + base, cnt)
     return OrderPart(kind, e, lo_i, hi_i, present.astype(np.int64) + base,
