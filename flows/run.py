@@ -135,6 +135,26 @@ def _api_for_run(reuse: bool) -> tuple[Any, Any]:
     return None, TemporaryAPI.start()
 
 
+@contextmanager
+def _run_settings(url: str | None) -> Iterator[None]:
+    """Prefect's settings for one release run: the API ``url`` (None: as configured) and no
+    flow-run heartbeats unless ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` is set. A heartbeat
+    (every 180 s by default) would be sent once at the start of a run that lasts seconds,
+    and the flow's end waits up to 1 s (0.5 s on average) for the heartbeat thread's sleep;
+    the command itself reports a run that fails (docs/OPERATIONS.md)."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        temporary_settings,
+    )
+
+    updates: dict[Any, Any] = {} if url is None else {PREFECT_API_URL: url}
+    if not os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
+        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+    with temporary_settings(updates):
+        yield
+
+
 def run_release(config_path: Path, config: Any, *, force: bool = False,
                 new_series: bool = False, engine: str | None = None, review: bool = False,
                 discard_extra_files: bool = False, reuse: bool = True,
@@ -201,9 +221,8 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
     url = api or (temp_api.url if temp_api is not None else None)
     with lost_server(url, config.output_dir.absolute()), progress_callback(say):
         if temp_api is None and lease is None:
-            return release_flow(**kwargs), startup
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
+            with _run_settings(None):
+                return release_flow(**kwargs), startup
         waited_from = time.perf_counter() - t0
         if lease is not None:
             url = lease.wait()
@@ -215,7 +234,7 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
             startup.update({"api_server_url": url,
                             "api_server_ready_seconds": round(temp_api.wait(), 3),
                             "cli_ready_seconds": round(waited_from, 3)})
-        with temporary_settings({PREFECT_API_URL: url}):
+        with _run_settings(url):
             summary = release_flow(**kwargs)
     if temp_api is not None:
         startup["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()
