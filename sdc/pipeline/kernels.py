@@ -81,6 +81,9 @@ class CellCount:
     derived: DerivedCollector | None = None
     #: W_j, the weights' sum of every cell (``risk.weighted``; None otherwise)
     weight_total: np.ndarray | None = None
+    #: the records' raw identities (hash of the id column) in input order, kept when the
+    #: runner holds the whole file: its apply pass takes them instead of hashing again
+    raw_identity: np.ndarray | None = None
 
 
 class Problems:

@@ -285,13 +285,15 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
             unique = False  # 64-bit collisions only: the draws need the global identity step
         elif found is not True:
             raise_duplicate_ids(*found, config)
+    raw = (idents[0] if getattr(runner, "whole", False) and len(idents) == 1
+           and idents[0].size == n else None)  # one batch: its identities, in input order
     idents.clear()
     codes, counts = counter.result()
     ranges = {c: (lo[c], hi[c], runner.is_integer(c)) for c in lo}
     return CellCount(cell_table(codes, counts, config), codes, n, columns,
                      id_col is not None and unique, wmax if weight is not None else None,
                      {v: pv.value_counts() for v, pv in pvalues.items()}, ranges, dep, derived,
-                     None if wsums is None else wsums.result(codes))
+                     None if wsums is None else wsums.result(codes), raw)
 
 
 # -- pass 2: identities --------------------------------------------------------------------------
@@ -332,18 +334,22 @@ def apply_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, seed: in
                 locate: CellLocator, cells: CellTable, dplan: DrawPlan, schema: pa.Schema,
                 salt: int, bits: int, scratch: str, records: bool, whole: bool, template: Any,
                 perturb: BatchPerturb | None, keep: bool,
-                identity: np.ndarray | None) -> ApplyPart:
+                identity: np.ndarray | None, raw_identity: np.ndarray | None = None
+                ) -> ApplyPart:
     """Pass 3 on one batch: its released records spilled into ``scratch/public`` by the top
     bits of the public order key (and ``scratch/records`` for the records file) as piece
     ``index``, or with ``whole`` (a runner holding the whole file) returned in the part;
     returns its released frequencies, changed records per PRB, report part and ``perturb:``
     changes. ``identity``: the batch's distinct identities from pass 2 (of all records with
-    ``perturb``, else of the drawing ones); None: the raw ones (checked unique).
+    ``perturb``, else of the drawing ones); None: the raw ones (checked unique);
+    ``raw_identity``: the batch's raw identities when the count pass kept them.
     ``keep``: the part also holds the batch's cells and public table (:attr:`ApplyPart.kept`)."""
     rc = locate(cell_codes(frame, config))
     drawing = dplan.cell_prb[rc] >= 0
-    raw = (np.asarray(record_identity(frame, config), np.uint64)
-           if records or identity is None else None)
+    raw = None
+    if records or identity is None:
+        raw = np.asarray(record_identity(frame, config) if raw_identity is None
+                         else raw_identity, np.uint64)
     every_ident = None
     if perturb is not None:
         perturb = BatchPerturb(perturb.designs, np.zeros_like(perturb.changed))
@@ -495,9 +501,10 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
 
     def identity_of(k: int) -> tuple:
+        raw = count.raw_identity  # kept only by a runner of one batch
         if identity is None:
-            return (None,)
-        return (identity[starts[k]:starts[k + 1]],)
+            return (None, raw)
+        return (identity[starts[k]:starts[k + 1]], raw)
 
     say(f"releasing records{where} (pass 3 of 3)")
     bits = bucket_bits(count.n_records)

@@ -27,6 +27,7 @@ import yaml
 from typer.testing import CliRunner
 
 from sdc.cli.main import app
+from sdc.reports.schema import validate
 
 pytestmark = pytest.mark.e2e
 
@@ -234,8 +235,10 @@ def _files(release: Path) -> dict[str, Any]:
         out[f"public/{f.name}"] = _sha(f)
     internal = release / "internal"
     out["internal/records.parquet"] = _sha(internal / "records.parquet")
-    for f in ("risk.json", "utility.json"):
-        out[f"internal/{f}"] = _strip(json.loads((internal / f).read_text()))
+    docs = {f: json.loads((internal / f).read_text()) for f in ("risk.json", "utility.json")}
+    validate(docs["risk.json"], docs["utility.json"], where=str(internal))  # not at release
+    for f, doc in docs.items():
+        out[f"internal/{f}"] = _strip(doc)
     audit = json.loads((internal / "audit.json").read_text())
     if isinstance(audit.get("series"), dict):
         audit["series"].pop("previous", None)  # the folder and audit hash of the previous run
