@@ -8,12 +8,21 @@ missing entry makes the run slower, never different. To refresh it after a full 
 ``--junitxml=run.xml``::
 
     python tests/durations.py run.xml
+
+It is also a pytest plugin that records the CPU a test costs on a shared machine, where wall
+time says little: ``SDC_TEST_CPU=cpu.jsonl pytest -p tests.durations ...`` writes one line per
+test: its wall seconds, the CPU seconds of the test process and of its descendants (the Prefect
+server, Dask workers, subprocesses), and the test process's main thread split into on CPU /
+waiting for a CPU (``runq``: the machine is busy) / sleeping (waiting on a server, a
+subprocess, a timeout). ``python tests/durations.py --cpu cpu.jsonl`` sums it per folder.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -47,7 +56,89 @@ def from_junit(path: Path, root: Path) -> dict[str, float]:
     return out
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """utime + stime of ``pid`` and of its reaped children (/proc/PID/stat)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_tree(pid: int) -> dict[int, float]:
+    """CPU seconds of ``pid`` and of every live descendant."""
+    seen: dict[int, float] = {}
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        cpu = None if p in seen else _cpu_seconds(p)
+        if cpu is None:
+            continue
+        seen[p] = cpu
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return seen
+
+
+def _main_thread() -> tuple[float, float]:
+    """Seconds the main thread ran and waited for a CPU (/proc/self/task/PID/schedstat)."""
+    on, runq = Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()[:2]
+    return int(on) / 1e9, int(runq) / 1e9
+
+
+try:
+    import pytest
+except ImportError:  # the table tool without pytest
+    pytest = None
+
+if pytest is not None:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001, ANN201 (a pytest hook)
+        """With ``SDC_TEST_CPU=FILE``: one JSON line per test (setup, call and teardown)."""
+        out = os.environ.get("SDC_TEST_CPU")
+        if not out:
+            yield
+            return
+        me = os.getpid()
+        t0, tree0, (on0, rq0) = time.monotonic(), _process_tree(me), _main_thread()
+        yield
+        t1, tree1, (on1, rq1) = time.monotonic(), _process_tree(me), _main_thread()
+        record = {"id": item.nodeid, "wall": t1 - t0,
+                  "cpu": tree1.get(me, 0.0) - tree0.get(me, 0.0),
+                  "cpu_children": sum(v - tree0.get(p, 0.0) for p, v in tree1.items()
+                                      if p != me),
+                  "on_cpu": on1 - on0, "runq": rq1 - rq0,
+                  "sleep": (t1 - t0) - (on1 - on0) - (rq1 - rq0)}
+        with open(out, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({k: round(v, 2) if isinstance(v, float) else v
+                                 for k, v in record.items()}) + "\n")
+
+
+def cpu_summary(path: Path) -> str:
+    """The ``SDC_TEST_CPU`` lines of ``path`` summed per folder, most CPU first."""
+    sums: dict[str, dict[str, float]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        folder = "/".join(rec["id"].split("::")[0].split("/")[:2])
+        row = sums.setdefault(folder, {"tests": 0})
+        row["tests"] += 1
+        for k in ("wall", "cpu", "cpu_children", "on_cpu", "runq", "sleep"):
+            row[k] = row.get(k, 0.0) + rec[k]
+    head = f"{'folder':28} {'tests':>5} {'wall':>7} {'cpu':>7} {'children':>8} {'runq':>7} {'sleep':>7}"
+    rows = [f"{f:28} {r['tests']:5d} {r['wall']:7.0f} {r['cpu']:7.0f} {r['cpu_children']:8.0f} "
+            f"{r['runq']:7.0f} {r['sleep']:7.0f}"
+            for f, r in sorted(sums.items(), key=lambda kv: -kv[1]["cpu"] - kv[1]["cpu_children"])]
+    return "\n".join([head, *rows])
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--cpu":
+        print(cpu_summary(Path(sys.argv[2])))
+        sys.exit(0)
     table = {k: v for k, v in sorted(from_junit(Path(sys.argv[1]), TABLE.parents[1]).items())
              if v >= MIN_SECONDS}
     TABLE.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
