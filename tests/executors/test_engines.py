@@ -332,21 +332,21 @@ def test_a_64_bit_identity_collision_is_not_reported_as_a_duplicate_id(tmp_path,
 
 
 @pytest.mark.slow
-def test_dask_uses_an_existing_cluster_by_its_scheduler_address(tmp_path):
-    from distributed import LocalCluster
-
+def test_dask_uses_an_existing_cluster_by_its_scheduler_address(tmp_path, dask_cluster):
+    """``engine.scheduler``: the release runs on a running cluster (the session's
+    LocalCluster, tests/conftest.py, reached by its address like any other) and leaves it up."""
     from sdc.executors.dask import DaskSpec, dask_release
 
+    cluster = dask_cluster
     frame = make_frame(5_000)
     path = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=1_500)
     cfg = config_for(path, tmp_path / "rel", "parquet")
     expected, _ = pandas_public(cfg, 11)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:
-        got = dask_release(cfg, 11, tmp_path / "dask",
-                           DaskSpec(scheduler=cluster.scheduler_address, scratch=str(tmp_path)))
-        assert len(cluster.workers) == 2  # the cluster is still up: the release did not own it
+    got = dask_release(cfg, 11, tmp_path / "dask",
+                       DaskSpec(scheduler=cluster.scheduler_address, scratch=str(tmp_path)))
+    assert len(cluster.workers) == 2  # the cluster is still up: the release did not own it
+    assert cluster.status.name == "running"
     for name, data in expected.items():
         assert sha((tmp_path / "dask" / name).read_bytes()) == sha(data), name
     assert got.n_records == 5_000
