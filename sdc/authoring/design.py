@@ -38,6 +38,7 @@ from sdc.method.design import (
     candidates,
     search,
 )
+from sdc.method.design.importance import IMPORTANT_VARIANTS
 from sdc.reports.recoding import DESIGN_MARK
 
 __all__ = ["Design", "configured_figures", "count_declared", "design_document", "run_design",
@@ -201,6 +202,7 @@ def design_document(design: Design) -> dict[str, Any]:
         "recommended_configured": design.configured,
         "frontier": [_node_doc(design, i) for i in frontier],
         "weighted": r.weighted,
+        "importance": r.importance or None,
     })
 
 
@@ -512,8 +514,11 @@ def write_node_config(design: Design, i: int, out: str | Path) -> Path:
                 patch.replace(rline, _extent(patch.lines, rline), _dump({"risk": _flow(plain)}))
             else:
                 _set_entry(patch, risk, "merge_along", node.merge_along, 2, _body_end(patch, rline))
-            changes.append(f"risk.merge_along: {node.merge_along} (small PRBs merged across "
-                           "nominal keys first: ordered keys move least)" if node.merge_along
+            changes.append(f"risk.merge_along: {node.merge_along} (small PRBs merged along "
+                           + ("the least important keys first: the important keys move least)"
+                              if node.variant in IMPORTANT_VARIANTS else
+                              "nominal keys first: ordered keys move least)")
+                           if node.merge_along
                            else "risk.merge_along removed (the merge order follows the new "
                            "partition)")
     out = Path(out).expanduser()

@@ -93,7 +93,8 @@ def verify_recommended(design: Any, write_node: Callable[[Any, int, Path], Path]
         # a weighted job picks again among the nodes planned balanced (search phase 3)
         r.recommended, r.verdict, r.given_up = recommend(
             r.nodes, key_floor=r.keep, target=r.target, warn=r.warn,
-            accept=(lambda nd: bool(nd.balanced)) if r.weighted else None)
+            accept=(lambda nd: bool(nd.balanced)) if r.weighted else None,
+            importance=bool(r.importance))
     if r.recommended is not None:
         refused.append(f"gave up after {max_nodes} refused nodes: the recommendation was not "
                        "planned by the pipeline; run `sdc plan` on the written config")

@@ -145,6 +145,9 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
                           f"{nodes['not_evaluated']} not evaluated)"),
         ("search", f"{doc['seconds']:.1f} s" + ("" if doc["complete"] else
                                                 " (time budget reached: --budget)")),
+        *([("analytic importance", ", ".join(f"{k} x{w:.2f}" for k, w in
+                                              doc["importance"].items())
+            + " (move distortion weighted; docs/DESIGN.md)")] if doc.get("importance") else []),
     ], title="Design search"))
     t = Table(title=f"Pareto frontier ({len(doc['frontier'])} points; * recommended, "
                     "= the config as it is)", title_justify="left")
@@ -229,6 +232,10 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
     if r.get("keys_changed_when_moved") is not None:
         console.print(f"  a moved record changes {r['keys_changed_when_moved']:.2f} keys on "
                       "average", markup=False)
+    if r.get("move_distortion") is not None:
+        console.print(f"  move distortion {r['move_distortion']:.3f} per moved record"
+                      + (" (weighted by importance)" if doc.get("importance") else ""),
+                      markup=False)
     for g in doc.get("given_up") or []:
         console.print(f"not reached: {g}", style="yellow", markup=False, soft_wrap=True)
     if doc.get("written"):

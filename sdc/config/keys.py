@@ -36,6 +36,10 @@ __all__ = ["AsIs", "Bands", "Groups", "Hierarchy", "KeyVariable", "PartitionRule
 #: declared values it holds (closed classes; open top/bottom classes keep their edge)
 ReleasedValue = Literal["lower", "midpoint"]
 
+#: ``importance: high | normal | low`` as weights of the design's move distortion
+#: (docs/DESIGN.md, "Analytic importance"); a positive number is its own weight
+IMPORTANCE = {"high": 4.0, "normal": 1.0, "low": 0.25}
+
 
 class AsIs(StrictModel):
     """Partition on the variable's own categories (also written as the bare string ``as_is``)."""
@@ -246,6 +250,12 @@ class KeyVariable(StrictModel):
     """``rare``: ``sdc design`` may merge this nominal key's rare categories into ``Other``
     (by frequency). Without it a nominal key is merged only along a declared hierarchy or the
     groups its partition rule declares."""
+    importance: float | str | None = None
+    """How much analysts need this key's released values (``sdc design`` only; the release
+    ignores it): ``high``, ``normal`` (default), ``low`` or a positive weight (high = 4,
+    normal = 1, low = 0.25). The design weighs each key's moves by it, tries a partition
+    holding the important keys and lets the least important ones move (docs/DESIGN.md,
+    "Analytic importance")."""
     recode: RecodeRule | None = None
     """Recoding of the released values (``sdc.config.recode``): bands, top/bottom coding,
     groups or an ARX hierarchy level. The release (cells, PRBs, certificate, public files) is
@@ -312,6 +322,27 @@ class KeyVariable(StrictModel):
                 raise ValueError(f"'breaks' must be finite, strictly increasing numbers, got "
                                  f"{self.breaks}")
         return self
+
+    @field_validator("importance", mode="before")
+    @classmethod
+    def _importance(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        if isinstance(v, str) and v.strip().lower() in IMPORTANCE:
+            return v.strip().lower()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) \
+                and v > 0:
+            return float(v)
+        raise ValueError("'importance' must be high, normal, low or a positive number (a "
+                         "weight; normal = 1): e.g. importance: high")
+
+    @property
+    def importance_weight(self) -> float:
+        """The key's weight in the design's move distortion (1 when not declared)."""
+        v = self.importance
+        if v is None:
+            return 1.0
+        return IMPORTANCE[v] if isinstance(v, str) else float(v)
 
     def _in_domain(self, v: Any, cats: set[Any]) -> bool:
         if self.categories is not None:

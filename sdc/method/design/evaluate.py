@@ -18,6 +18,8 @@ from sdc.errors import CertificationError, SmallBlockError
 from sdc.method.blocks import plan_blocks
 from sdc.method.cells import CellTable, encode_cells
 from sdc.method.design.candidates import NICE_WIDTHS, Candidate, as_number, entropy, key_kind
+from sdc.method.design.importance import IMPORTANT_VARIANTS, important_partition
+from sdc.method.design.importance import weights as importance_weights
 from sdc.method.design.rule import changes_of_key, displacement, move_abs
 from sdc.method.partition import partition_cells
 from sdc.method.plan import default_merge_order
@@ -204,6 +206,8 @@ class Context:
         #: (W_j, Q_j) per declared cell: sum of the weights and of the squared weights
         self.weights = weights
         self.n = int(fine.frequency.sum())
+        #: each key's analytic importance (weight over the mean; all 1.0 when none differs)
+        self.importance = importance_weights(config)
         self.p_fine = fine.frequency / self.n
         self.h_fine = entropy(fine.frequency)
         # every candidate's released code of every fine cell, gathered once
@@ -257,13 +261,21 @@ class Context:
         its partitioned cell table. Raises ConfigError."""
         data = node_data(self.base, self.cands, levels, self.keys)
         if variant != "config":
-            part_data = partition_variant(self.config, self.cands, levels,
-                                          variant.split(",")[0])
+            merge = None
+            if variant in IMPORTANT_VARIANTS:   # important keys held, least important move
+                part_data, merge = important_partition(self.config, self.cands, levels,
+                                                       variant)
+            else:
+                part_data = partition_variant(self.config, self.cands, levels,
+                                              variant.split(",")[0])
             if part_data is None:
                 data.pop("partition", None)
             else:
                 data["partition"] = part_data
             data.setdefault("risk", {}).pop("merge_along", None)
+            if merge:
+                data["risk"]["merge_along"] = list(merge)
+                out["merge_along"] = list(merge)
             if variant.endswith(NOMINAL_FIRST) and part_data:
                 # small PRBs merged across nominal keys first, ordered keys last
                 src = self.config.input_key_variables
@@ -338,11 +350,13 @@ class Context:
             key_change[k] = changes_of_key(codes, cell_block[inb], thetas, ks) / moved
             pos = cand[k].position
             if pos is None or k not in self.sd:
-                score += key_change[k]        # a nominal key: the chance it changes
+                # a nominal key: the chance it changes (times its importance weight)
+                score += self.importance[k] * key_change[k]
                 continue
             total, _ = displacement(pos[codes], cell_block[inb], thetas, ks)
             disp[k] = total / moved
-            score += disp[k] / self.sd[k]     # an ordered key: E|delta| in standard deviations
+            # an ordered key: E|delta| in standard deviations (times its importance weight)
+            score += self.importance[k] * (disp[k] / self.sd[k])
         if self.weights is not None:
             # the weight in PRBs too small to be cut into weight groups (k_b < 2 s): where
             # a weighted design falls back to NZY most (phase 3 plans such nodes last)

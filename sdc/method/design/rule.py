@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from sdc.method.design.candidates import Candidate
+from sdc.method.design.importance import prefer
 
 __all__ = ["KEY_FLOOR", "TARGET_CHANGED", "WARN_CHANGED", "DesignResult", "Node",
            "changes_of_key", "displacement", "pareto_front", "recommend", "rule_order"]
@@ -110,6 +111,9 @@ class DesignResult:
     given_up: list[str] = field(default_factory=list)
     #: a weighted job: nodes ranked and recommended by the configured (weighted) design
     weighted: bool = False
+    #: each key's importance weight over the mean when the config's importances differ
+    #: (move distortion weighted, the rule's preference; empty: none declared)
+    importance: dict[str, float] = field(default_factory=dict)
 
 
 def move_abs(theta: np.ndarray) -> np.ndarray:
@@ -198,7 +202,8 @@ def _cost(nodes: list[Node], ok: list[int], share: float, key_floor: float) -> l
 
 def rule_order(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
                target: float = TARGET_CHANGED, warn: float = WARN_CHANGED,
-               accept: Callable[[Node], bool] | None = None) -> list[int]:
+               accept: Callable[[Node], bool] | None = None,
+               importance: bool = False) -> list[int]:
     """The nodes :func:`recommend` may pick (``accept``: a further filter), best first: the
     first is its recommendation."""
     ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful
@@ -212,17 +217,21 @@ def rule_order(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
     under = [i for i in good if nodes[i].changed_share <= target + 1e-12]
     below = [i for i in good if target + 1e-12 < nodes[i].changed_share <= warn + 1e-12]
     rest = [i for i in good if nodes[i].changed_share > warn + 1e-12]
-    return (sorted(under, key=lambda i: (-round(nodes[i].entropy_kept, 9), disp(i),
-                                         nodes[i].changed, i))
-            + sorted(below, key=lambda i: (round(nodes[i].changed, 6), -nodes[i].entropy_kept,
-                                           disp(i), i))
-            + sorted(rest, key=lambda i: (nodes[i].changed, -nodes[i].entropy_kept, disp(i),
-                                          i)))
+    order = (sorted(under, key=lambda i: (-round(nodes[i].entropy_kept, 9), disp(i),
+                                          nodes[i].changed, i))
+             + sorted(below, key=lambda i: (round(nodes[i].changed, 6), -nodes[i].entropy_kept,
+                                            disp(i), i))
+             + sorted(rest, key=lambda i: (nodes[i].changed, -nodes[i].entropy_kept, disp(i),
+                                           i)))
+    if importance and order:   # the recommendation first (sdc.method.design.importance)
+        first = prefer(nodes, good, order[0], target=target, warn=warn)
+        order = [first, *(i for i in order if i != first)]
+    return order
 
 
 def recommend(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
               target: float = TARGET_CHANGED, warn: float = WARN_CHANGED,
-              accept: Callable[[Node], bool] | None = None
+              accept: Callable[[Node], bool] | None = None, importance: bool = False
               ) -> tuple[int | None, str, list[str]]:
     """The rule: among certified nodes whose recodings respect the declared breaks and orders
     and where every key keeps at least ``key_floor`` of its own entropy, (1) those changing
@@ -231,7 +240,28 @@ def recommend(nodes: list[Node], *, key_floor: float = KEY_FLOOR,
     more entropy, smaller displacement); else (3) the fewest changed, and what must be given
     up to get under ``warn``: the keys whose floor the best such design breaks (or that no
     evaluated design gets there). ``accept``: only nodes it accepts (a weighted job's
-    balanced ones). Returns (node, verdict, given up)."""
+    balanced ones). ``importance``: the keys' importances differ; then among the nodes close
+    to the pick in changes, the smallest weighted move distortion
+    (:func:`sdc.method.design.importance.prefer`). Returns (node, verdict, given up)."""
+    best, verdict, given = _recommend(nodes, key_floor=key_floor, target=target, warn=warn,
+                                      accept=accept)
+    if importance and best is not None:
+        ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful
+              and (accept is None or accept(nd))]
+        good = [i for i in ok if nodes[i].min_key_kept >= key_floor - 1e-12]
+        alt = prefer(nodes, good, best, target=target, warn=warn)
+        if alt != best:
+            verdict += (f"; analytic importance declared: of the designs changing about as "
+                        f"many records ({nodes[best].changed_share:.1%} -> "
+                        f"{nodes[alt].changed_share:.1%}), the smallest weighted move "
+                        f"distortion ({nodes[best].displacement_sd:.2f} -> "
+                        f"{nodes[alt].displacement_sd:.2f})")
+            best = alt
+    return best, verdict, given
+
+
+def _recommend(nodes: list[Node], *, key_floor: float, target: float, warn: float,
+               accept: Callable[[Node], bool] | None) -> tuple[int | None, str, list[str]]:
     ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful
           and (accept is None or accept(nd))]
     good = [i for i in ok if nodes[i].min_key_kept >= key_floor - 1e-12]

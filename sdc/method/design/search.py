@@ -16,6 +16,7 @@ from sdc.config.model import Hierarchy, ReleaseConfig
 from sdc.method.cells import CellTable
 from sdc.method.design.candidates import Candidate, coarser, entropy
 from sdc.method.design.evaluate import VARIANTS, WEIGHTED_VARIANTS, Context
+from sdc.method.design.importance import IMPORTANT_VARIANTS
 from sdc.method.design.rule import (
     KEY_FLOOR,
     TARGET_CHANGED,
@@ -53,7 +54,7 @@ _SHOWN = 25
 
 def _balance(nodes: list[Node], run: Callable[[list[Any]], list[dict[str, Any]]],
              xi: float, keep: float, target: float, batch: int,
-             left: Callable[[], bool]) -> tuple[bool, int]:
+             left: Callable[[], bool], importance: bool = False) -> tuple[bool, int]:
     """A weighted job's phase 3: plan the nodes in the rule's order with the config's own
     design (:meth:`Context.weighted`), ``batch`` at a time, until the rule's best node among
     those not found unbalanced is planned and balanced. Nodes with more than ``_SMALL_PRBS``
@@ -63,7 +64,7 @@ def _balance(nodes: list[Node], run: Callable[[list[Any]], list[dict[str, Any]]]
     checked = 0
     while True:
         order = rule_order(nodes, key_floor=keep, target=target,
-                           accept=lambda nd: nd.balanced is not False)
+                           accept=lambda nd: nd.balanced is not False, importance=importance)
         if not order or nodes[order[0]].balanced:
             return True, checked
         if checked >= _MAX_CHECKS or (checked >= _MIN_CHECKS and not left()):
@@ -121,6 +122,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     weighted = weights is not None and bool(config.risk.weighted)
     ctx = Context(fine, config, base, cands, keys, tables, min_entropy,
                   weights if weighted else None)
+    imp = ctx.importance if len(set(ctx.importance.values())) > 1 else {}
     # finest first: more released values first
     n_rel = [np.array([c.n_released for c in cands[k]]) for k in keys]
     size = sum(n_rel[j][grid[:, j]] for j in range(len(keys)))
@@ -208,7 +210,8 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
             if not pick:
                 pick = sorted((i for i in ok if nodes[i].min_key_kept >= keep - 1e-12),
                               key=lambda i: nodes[i].changed)
-            variants = VARIANTS + (WEIGHTED_VARIANTS if weighted else ())
+            variants = VARIANTS + (IMPORTANT_VARIANTS if imp else ()) + (
+                WEIGHTED_VARIANTS if weighted else ())
             jobs = [(i, v) for i in pick[:16] for v in variants]
             for s in range(0, len(jobs), batch_size):
                 if time.perf_counter() - t0 > phase2:
@@ -230,7 +233,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
         if weighted:
             finished, _ = _balance(
                 nodes, run_weighted, config.risk.xi, keep, target, max(workers, 1),
-                lambda: time.perf_counter() - t0 <= budget)
+                lambda: time.perf_counter() - t0 <= budget, bool(imp))
             complete = complete and finished
             # the shown points get the weighted design's figures too
             frontier = _frontier(nodes, [i for i, nd in enumerate(nodes)
@@ -255,11 +258,13 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     pts = _points(nodes, ok)
     if weighted:
         rec, verdict, given = recommend(nodes, key_floor=keep, target=target,
-                                        accept=lambda nd: bool(nd.balanced))
+                                        accept=lambda nd: bool(nd.balanced),
+                                        importance=bool(imp))
         if rec is None:   # none balanced: the least biased of those planned
             from sdc.method.design.balance import BEYOND_MAX, BIAS_MAX
 
-            planned = [i for i in rule_order(nodes, key_floor=keep, target=target)
+            planned = [i for i in rule_order(nodes, key_floor=keep, target=target,
+                                             importance=bool(imp))
                        if "weighted_bias" in (nodes[i].configured or {})]
             if planned:
                 rec = min(planned, key=lambda i: (nodes[i].configured["weighted_bias"],
@@ -273,13 +278,14 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
         if rec is not None and rec not in frontier:   # shown even when dominated
             frontier = [rec, *frontier]
     else:
-        rec, verdict, given = recommend(nodes, key_floor=keep, target=target)
+        rec, verdict, given = recommend(nodes, key_floor=keep, target=target,
+                                        importance=bool(imp))
         if rec is not None and rec not in frontier:  # an equal point is on the frontier
             twin = [f for f in frontier if np.allclose(pts[ok.index(f)], pts[ok.index(rec)])]
             rec = twin[0] if twin else rec
     return DesignResult(keys, cands, nodes, frontier, rec, current, h_fine, n,
                         time.perf_counter() - t0, keep, complete, target, WARN_CHANGED,
-                        verdict, given, weighted)
+                        verdict, given, weighted, imp)
 
 
 def _points(nodes: list[Node], ok: list[int]) -> np.ndarray:
