@@ -300,10 +300,12 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
 
     while True:
         cfg = parse_config(data, base, source="the draft", load_hierarchies=False)
+        # a draft recoded by its design step is planned (and judged) in released values
+        rframe = frame if cfg.input.household_id is not None else recode_frame(frame, cfg)
         try:
             if cfg.input.household_id is not None:  # (recoded by the household design)
                 return plan_households(cfg, runner=InMemory(cfg, recode_frame(frame, cfg)))
-            return plan_cells(count_cells(InMemory(cfg, frame), cfg, validate=False), cfg)
+            return plan_cells(count_cells(InMemory(cfg, rframe), cfg, validate=False), cfg)
         except DependenceError as e:
             bad = [f for f in e.figures if f.flagged]
             keys = list(cfg.key_names)
@@ -324,7 +326,7 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                     hcols.remove(f.column)
                     if not hcols:
                         del draft.input["household_columns"]
-                if _is_function_of(frame, f.column, keys):
+                if _is_function_of(rframe, f.column, keys):
                     draft.derived[f.column] = why
                 else:
                     draft.dependent[f.column] = why
@@ -399,7 +401,10 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     design into ``draft`` (each key's ``recode:``, the partition it needs, and a note of the
     figures). Returns whether the draft changed."""
     c = draft.check
-    if not c or c.get("records", 0) == 0 or c["expected_changed"] / c["records"] <= DESIGN_WHEN:
+    # keys declared important (--analysis-keys): the design step runs whatever the share
+    imp = len({kd.importance for kd in draft.keys.values()}) > 1
+    if not c or c.get("records", 0) == 0 or (
+            c["expected_changed"] / c["records"] <= DESIGN_WHEN and not imp):
         return False
     from sdc.authoring.design_values import with_value
 
@@ -408,8 +413,10 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     if r.recommended is None or r.current is None:
         return False
     rec, cur = r.nodes[r.recommended], r.nodes[r.current]
-    if rec.levels == cur.levels or not rec.changed < cur.changed:
+    if not r.importance and (rec.levels == cur.levels or not rec.changed < cur.changed):
         return False
+    if r.importance and rec.levels == cur.levels and rec.partition == cur.partition:
+        return False   # the rule, weighing the declared importance, keeps the draft
     for k, lev in zip(r.keys, rec.levels, strict=True):
         cand = r.cands[k][lev]
         if cand.rule is not None and k in draft.keys:
@@ -418,8 +425,12 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
             draft.keys[k].recode_note = cand.name
     if rec.partition:
         draft.partition = {v: rule for v, rule in rec.partition.items()}
+    if r.importance:   # the partition variant's merge order (least important first)
+        draft.risk.pop("merge_along", None)
+        if rec.merge_along:
+            draft.risk["merge_along"] = list(rec.merge_along)
     recoded = [k for k, kd in draft.keys.items() if kd.recode is not None]
-    for col, why in list(draft.derived.items()):
+    for col, why in list(draft.derived.items()) if recoded else []:
         # a function of the unrecoded keys is in general no function of the recoded ones:
         # ``derived:`` would be refused, so the draft drops the column instead
         draft.dependent[col] = (f"{why}; with {', '.join(recoded)} recoded it cannot be "

@@ -106,6 +106,9 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
     if d.risk.get("weighted"):
         L.append("  weighted: true              # weighted cell totals unbiased too (the weight "
                  "decides who moves; false: NZY, counts only)")
+    if d.risk.get("merge_along"):
+        L.append(f"  merge_along: {_flow(d.risk['merge_along'])}   # small PRBs merged along "
+                 "the least important keys first")
     if d.risk.get("composition"):
         L.append(f"  composition: {d.risk['composition']}       # the household stage keyed on "
                  "household keys x composition (docs/HOUSEHOLDS.md)")
@@ -214,6 +217,9 @@ def _key_lines(k: str, kd: KeyDraft) -> list[str]:
         else:
             L.append("    # missing_moves: false (default): a blank is never a perturbed "
                      "real value")
+    if kd.importance is not None:
+        L.append(f"    importance: {kd.importance}          # sdc init --analysis-keys: `sdc "
+                 "design` keeps its moves smallest")
     if kd.recode is not None:
         L.append(f"    # recoded by `sdc design` ({kd.recode_note}): released values are coarser")
         L.append(f"    recode: {_flow(kd.recode)}")

@@ -51,6 +51,8 @@ class KeyDraft:
     dropped_labels: list[Any] = field(default_factory=list)
     recode: dict[str, Any] | None = None
     recode_note: str = ""
+    #: ``high`` for the keys of ``sdc init --analysis-keys`` (read by ``sdc design`` only)
+    importance: str | None = None
     #: "household": one value in every household (``sdc init --household-id``)
     level: str = "person"
 
@@ -75,6 +77,8 @@ class KeyDraft:
             out["missing"] = "category"
             if self.missing_moves:
                 out["missing_moves"] = True
+        if self.importance is not None:
+            out["importance"] = self.importance
         if self.recode is not None:
             out["recode"] = dict(self.recode)
         return out

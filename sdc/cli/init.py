@@ -62,6 +62,10 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
         encoding: Annotated[str, typer.Option("--encoding", help="CSV encoding.")] = "utf-8",
         force: Annotated[bool, typer.Option("--force", help="Replace an existing config file.")]
         = False,
+        analysis_keys: Annotated[str | None, typer.Option(
+            "--analysis-keys", help="Keys the analyses need (comma-separated, among --keys): "
+            "written with `importance: high` (the others normal); the draft's design step "
+            "holds them and lets the other keys move (docs/DESIGN.md).")] = None,
     ) -> None:
         """Draft a commented release config from DATA (observed domains: review before release)."""
         with friendly_errors():
@@ -77,6 +81,14 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
 
             key_list = split_list(keys)
             drop_list = split_list(drop)
+            important = split_list(analysis_keys)
+            if [k for k in important if k not in key_list]:
+                from sdc.config.model import ConfigError
+
+                raise ConfigError(
+                    f"--analysis-keys {[k for k in important if k not in key_list]} not among "
+                    f"--keys {key_list}: give key variables (the keys whose released values "
+                    "the analyses need)")
             out = (output or Path(f"{Path(data).stem}.yaml")).expanduser()
             from sdc.io.guard import refuse_overwrite
 
@@ -93,6 +105,8 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
                     id_column=id_column, drop=drop_list, weight=weight, delimiter=delimiter,
                     encoding=encoding, value_labels=value_labels, variable_labels=variable_labels,
                     name=name, household_id=household_id)
+            for k in important:   # read by the design step (importance: docs/DESIGN.md)
+                draft.keys[k].importance = "high"
             if household_id:  # judged as sdc release would; the household design if needed
                 from sdc.authoring.draft import judge_household_draft
 
@@ -109,11 +123,22 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
             c = draft.check
             from sdc.config.model import certificate_text as _cert
 
-            if c and c["records"] and c["expected_changed"] / c["records"] > DESIGN_WHEN:
+            imp = 0 < len(set(important)) < len(set(key_list))
+            if c and c["records"] and (c["expected_changed"] / c["records"] > DESIGN_WHEN
+                                       or imp):
                 share = c["expected_changed"] / c["records"]
                 with console.status(f"the draft changes {share:.0%} of the records: searching "
-                                    "recodings (sdc design)"):
+                                    "recodings and partitions (sdc design)"):
                     designed = apply_design(draft, out)
+                if designed and imp:
+                    # the design's partition lets other keys move: planned once more (the
+                    # dependence check: a column giving a free key away is derived or dropped)
+                    from sdc.authoring.draft import checked_plan, typed_keys
+
+                    plan_data = draft.as_dict()
+                    plan_data["seed"] = 0
+                    checked_plan(typed_keys(frame, draft.keys), plan_data,
+                                 out.resolve().parent, draft)
                 if designed:
                     _write_new(out, draft_yaml(draft, data_display=str(data)), True, data)
                     for note in draft.design_notes:
