@@ -17,7 +17,6 @@ from sdc.config.model import ReleaseConfig
 
 if TYPE_CHECKING:
     from sdc.method.design.candidates import Candidate
-    from sdc.method.design.rule import Node
 
 __all__ = ["CLOSE_ABS", "CLOSE_REL", "ENTROPY_SLACK", "IMPORTANT_VARIANTS", "MIN_GAIN", "declared",
            "important_partition", "prefer", "weights"]
@@ -75,14 +74,15 @@ def important_partition(config: ReleaseConfig, cands: dict[str, list[Candidate]]
     return dict.fromkeys(held, "as_is"), merge
 
 
-def prefer(nodes: list[Node], pool: list[int], best: int | None, *, target: float,
+def prefer(nodes: list[Any], pool: list[int], best: int | None, *, target: float,
            warn: float) -> int | None:
     """The rule's preference under declared importance: among the nodes of ``pool`` whose
     changed share is close to the pick's (within max(CLOSE_ABS, CLOSE_REL x its share), on
     the same side of ``target`` and ``warn``) and that keep at least the pick's share of the
     key table's entropy less ENTROPY_SLACK, the smallest weighted move distortion (ties: the
     pick, then the fewest changed), when it is at least MIN_GAIN (relative) below the pick's.
-    ``nodes``' ``displacement_sd`` is already weighted."""
+    ``nodes``: :class:`sdc.method.design.rule.Node` (not imported: rule imports this
+    module), whose ``displacement_sd`` is already weighted."""
     if best is None:
         return None
     b = nodes[best]
