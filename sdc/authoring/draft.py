@@ -399,7 +399,9 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     """When the draft written at ``config_path`` changes more than :data:`DESIGN_WHEN` of its
     records, search recodings (:func:`sdc.authoring.design.run_design`) and put the recommended
     design into ``draft`` (each key's ``recode:``, the partition it needs, and a note of the
-    figures). Returns whether the draft changed."""
+    figures). With keys of differing ``importance`` (``--analysis-keys``) the search runs
+    whatever the share; below :data:`DESIGN_WHEN` only the partition (and its merge order)
+    of the draft's own recoding is chosen. Returns whether the draft changed."""
     c = draft.check
     # keys declared important (--analysis-keys): the design step runs whatever the share
     imp = len({kd.importance for kd in draft.keys.values()}) > 1
@@ -413,6 +415,16 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     if r.recommended is None or r.current is None:
         return False
     rec, cur = r.nodes[r.recommended], r.nodes[r.current]
+    if r.importance and c["expected_changed"] / c["records"] <= DESIGN_WHEN:
+        # a draft the design step would not have run for keeps its recodings: the rule's
+        # pick among the partitions of its own node (analysis keys held)
+        from sdc.method.design.rule import rule_order
+
+        order = rule_order(r.nodes, key_floor=r.keep, target=r.target, importance=True,
+                           accept=lambda nd: nd.levels == cur.levels)
+        if not order:
+            return False
+        rec = r.nodes[order[0]]
     if not r.importance and (rec.levels == cur.levels or not rec.changed < cur.changed):
         return False
     if r.importance and rec.levels == cur.levels and rec.partition == cur.partition:
