@@ -213,8 +213,15 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
             variants = VARIANTS + (IMPORTANT_VARIANTS if imp else ()) + (
                 WEIGHTED_VARIANTS if weighted else ())
             jobs = [(i, v) for i in pick[:16] for v in variants]
+            sure = 0   # jobs run whatever the budget
+            if imp:   # declared importance: the variants holding the important keys first,
+                # the config's own node's first of all and whatever the budget
+                first = ([current] if current in ok else []) + pick[:16]
+                lead = list(dict.fromkeys((i, v) for i in first for v in IMPORTANT_VARIANTS))
+                jobs = lead + [j for j in jobs if j not in set(lead)]
+                sure = len(IMPORTANT_VARIANTS)
             for s in range(0, len(jobs), batch_size):
-                if time.perf_counter() - t0 > phase2:
+                if time.perf_counter() - t0 > phase2 and s >= sure:
                     complete = False
                     break
                 chunk = jobs[s:s + batch_size]
