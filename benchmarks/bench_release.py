@@ -37,6 +37,8 @@ The machine is shared: the 1-minute load average (``uptime``) is printed next to
     python benchmarks/bench_release.py --n --no-wide   # the demo only (idle and loaded)
     python benchmarks/bench_release.py --n 200000 --no-wide --no-loaded
     python benchmarks/bench_release.py --workdir /tmp/bench   # keep the files
+    python benchmarks/bench_release.py --n 5000000 --no-demo --no-wide --stages --repeat 3
+                                       # the job's steps without Prefect: wall and CPU s each
 """
 
 from __future__ import annotations
@@ -337,6 +339,49 @@ def wide_reports(n: int = 1_000_000, n_keys: int = 10, levels: int = 500) -> dic
             "load": load(), **fields}
 
 
+# the release job's stages without Prefect: the flow's four task functions in one process,
+# each step's wall and CPU seconds (process_time: every thread of the process) from the same
+# marks the flow's --timings use; CPU seconds compare on a shared machine where walls do not
+_STAGES = textwrap.dedent("""\
+    import logging, os, resource, sys, time
+    sys.path.insert(0, sys.argv[2])
+    import flows.release as fr
+    import sdc
+    from sdc.release.job import resolve_engine
+    fr.get_run_logger = lambda: logging.getLogger("bench")
+    fr.warm_imports()
+    marks = []
+    def mark(step):
+        marks.append((step.split(" (")[0], time.perf_counter(), time.process_time()))
+    fr._engine_step = mark
+    cfg = sys.argv[1]
+    mark("load")
+    spec = resolve_engine(sdc.load_config(cfg), None)
+    job = fr.load_task.fn(cfg, True, spec.kind, False, False, None)
+    stage = fr._stage_folder(job.config)
+    res = fr.release_task.fn(job, spec, stage / "public", stage / "internal" / "records.parquet")
+    mark("reports")
+    reports, _ = fr.report_task.fn(job, res)
+    mark("write")
+    fr.write_task.fn(job, res, True, spec.kind, reports, None, False)
+    mark("end")
+    import shutil
+    shutil.rmtree(stage, ignore_errors=True)
+    for (s, w, c), (_, w2, c2) in zip(marks, marks[1:]):
+        print(f"{s}|{w2 - w:.3f}|{c2 - c:.3f}")
+    print(f"total|{marks[-1][1] - marks[0][1]:.3f}|{marks[-1][2] - marks[0][2]:.3f}")
+    print(f"peak|{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}|0")
+    os._exit(0)
+    """)
+
+
+def stages(config: Path) -> list[tuple[str, float, float]]:
+    """(step, wall s, CPU s) of the release job run without Prefect, in a child process."""
+    _, _, out = measured([sys.executable, "-c", _STAGES, str(config), str(ROOT)])
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 2]
+    return [(a, float(b), float(c)) for a, b, c in rows]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -346,6 +391,9 @@ def main() -> None:
     ap.add_argument("--no-demo", action="store_true", help="skip the demo runs")
     ap.add_argument("--no-loaded", action="store_true", help="skip the one-core-busy runs")
     ap.add_argument("--repeat", type=int, default=3, help="runs per demo figure (median)")
+    ap.add_argument("--stages", action="store_true",
+                    help="for each N only the job's stages without Prefect: wall and CPU "
+                         "seconds per step, min of --repeat runs (compare CPU on a busy machine)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="sdc-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -360,6 +408,16 @@ def main() -> None:
             if not data.exists():
                 make_frame(n).to_parquet(data, index=False)
             cfg = write_config(folder, data, folder / "release")
+            if args.stages:
+                runs = [stages(cfg) for _ in range(args.repeat)]
+                print(f"\nN = {n:,}: the job's stages without Prefect, min of {len(runs)} "
+                      f"run(s) (wall s / CPU s), load {load():.2f}")
+                for i, (step, _, _) in enumerate(runs[0]):
+                    w = min(r[i][1] for r in runs)
+                    c = min(r[i][2] for r in runs)
+                    print(f"  {step:<40}" + (f"{w:7.0f} MB" if step == "peak" else
+                                               f"{w:7.2f} s wall {c:7.2f} s CPU"))
+                continue
             home = folder / "prefect-home"
             f = floor(data, folder)
             try:
