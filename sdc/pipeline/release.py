@@ -438,31 +438,18 @@ def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dpla
                 say: Callable[[str], None]) -> tuple[dict[str, Path], Any, Path | None]:
     """The public files and the records file from the records the apply pass kept in memory
     (:attr:`Runner.whole`; ``box`` holds them and is emptied, so the public table is freed
-    once written): the bytes the spilled buckets give, without the spill. The records file
-    is sorted and written by a thread while the public file is (two files, no shared data;
-    numpy's sort and gathers and Parquet's encoder release the GIL: on two cores the records
-    file's ~1 s at 5M is hidden behind the public file's)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    once written): the bytes the spilled buckets give, without the spill."""
     table, raw, rc, rel = box.pop()
     tables = [table]
     del table
-    pool = records = None
+    say("writing the public file in order")
+    files, public_table = write_public_files(
+        config, schema, [], out_dir, lambda _, writer: write_table_in_order(tables.pop(), writer))
+    records_file = None
     if records_path is not None:
-        pool = ThreadPoolExecutor(1, thread_name_prefix="sdc-records-file")
-        records = pool.submit(write_records, raw, rc, rel, records_path, dplan.cell_id,
-                              dplan.cell_prb)
-        del raw, rc, rel
-    try:
-        say("writing the public file in order"
-            + (" (and the internal records file alongside)" if records is not None else ""))
-        files, public_table = write_public_files(
-            config, schema, [], out_dir,
-            lambda _, writer: write_table_in_order(tables.pop(), writer))
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)  # the records file is complete (or failed) either way
-    return files, public_table, records.result() if records is not None else None
+        say("writing the internal records file")
+        records_file = write_records(raw, rc, rel, records_path, dplan.cell_id, dplan.cell_prb)
+    return files, public_table, records_file
 
 
 def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: Path, *,
