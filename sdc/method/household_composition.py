@@ -41,7 +41,8 @@ from sdc.errors import InputError
 from sdc.method.cells import combine_codes, encode_key, split_codes
 
 __all__ = ["COMPOSITION", "MAX_CLASSES", "CompositionStage", "CompositionTable",
-           "CompositionPlan", "class_codes", "composition_config", "composition_plan", "composition_stage", "singular_draw",
+           "CompositionPlan", "class_codes", "composition_config", "composition_plan", "composition_stage", "plan_composition_stage",
+           "singular_draw",
            "table_of_counts",
            "composition_table", "person_classes", "realize_compositions"]
 
@@ -313,25 +314,38 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
                            cert, cert_at)
 
 
+def plan_composition_stage(hk_codes: np.ndarray, table: CompositionTable, config: ReleaseConfig,
+                           weight: np.ndarray | None = None) -> tuple[CompositionPlan, Any]:
+    """(:func:`composition_plan`, its draw plan or None): what every draw of the composition
+    stage with the same households shares, whatever the seed."""
+    from sdc.method.plan import draw_plan
+
+    cp = composition_plan(hk_codes, table, config, weight)
+    return cp, (draw_plan(cp.plan, cp.config) if cp.plan is not None else None)
+
+
 def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: CompositionTable,
                       config: ReleaseConfig, seed: int,
-                      weight: np.ndarray | None = None) -> CompositionStage:
+                      weight: np.ndarray | None = None, *,
+                      planned: tuple[CompositionPlan, Any] | None = None) -> CompositionStage:
     """The household stage of ``risk.composition: protect`` on the household aggregate:
     ``identity`` (H,) the households' draw identities (distinct), ``hk_codes`` (H, p) their
     household-key codes, ``table`` their compositions; :func:`composition_plan`, then every
     drawing household's released cell drawn with its identity (NZY PRAM), every singular
-    household's HK by :func:`singular_draw`."""
+    household's HK by :func:`singular_draw`. ``planned``: (:func:`composition_plan`, its
+    ``draw_plan``) of the same arguments, for replays of the draw with other seeds (the plan
+    does not depend on the seed: a weighted composition stage's calibration is the costly
+    part)."""
     from sdc.method.draws import draw_tiebreak, unique_identities
-    from sdc.method.plan import draw_plan
     from sdc.method.postrandomize import released_cells
 
     ident = np.asarray(identity, np.uint64)
-    cp = composition_plan(hk_codes, table, config, weight)
+    cp, dplan = planned if planned is not None else plan_composition_stage(
+        hk_codes, table, config, weight)
     codes, rows, cell, plan = cp.codes, cp.rows, cp.cell, cp.plan
     released = codes.copy()
     drawing_ident = np.zeros(0, np.uint64)
     if plan is not None:
-        dplan = draw_plan(plan, cp.config)
         cells = plan.partitioned.cells
         rel = cell.copy()
         d = np.flatnonzero(dplan.cell_prb[cell] >= 0)

@@ -206,10 +206,11 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     replays of sum_h min(n_hc, n'_hc) 1{a' = a} / N'_(a,c) / t_(a,c); its largest cell mean is
     compared with xi too (``exceeds_xi``). ``weight`` (``risk.weighted``): every household's
     x_h, so the replays draw with the weighted design the release used."""
-    from sdc.method.household_composition import composition_stage
+    from sdc.method.household_composition import composition_stage, plan_composition_stage
 
     ident = np.asarray(identity, np.uint64)
     hk = np.asarray(hk_codes, np.int64).reshape(ident.size, -1)
+    planned = plan_composition_stage(hk, table, config, weight)  # the same for every replay
     n_h = ident.size
     n_cls = table.counts.shape[1]
     hk_u, hk_id = np.unique(hk, axis=0, return_inverse=True)
@@ -231,7 +232,7 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     overall = np.zeros(n_sim)
     person = np.zeros((n_sim, n_a * n_cls))
     for i, sd in enumerate(seeds):
-        st = composition_stage(ident, hk, table, config, int(sd), weight)
+        st = composition_stage(ident, hk, table, config, int(sd), weight, planned=planned)
         rel_a = row_lookup(hk_u, st.released_codes[:, :-1])
         rel_key = rel_a * table.n_compositions + st.released_composition
         hit = _hits(true_key.astype(np.uint64), rel_key.astype(np.uint64))
