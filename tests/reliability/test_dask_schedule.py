@@ -129,116 +129,61 @@ def test_release_with_a_dead_prefect_api_url_is_exit_2(job: JobBuilder, cli) -> 
 
 
 @pytest.mark.slow
-def test_prefect_server_going_away_during_the_run(job: JobBuilder, tmp_path: Path) -> None:
-    """A real ``prefect server start``; ``sdc release`` against it pauses just before the
-    publishing rename (``SDC_PAUSE_AT=before_rename``) while the test stops the server.
-    Old code: exit 1 "ConnectError: [Errno 111] Connection refused. This was not expected"
-    (although the release had been published). Now exit 2 saying the server went away, that
-    the release was published and how to check it; the release passes its audit."""
+def test_prefect_server_going_away_during_a_run_and_a_schedule(
+        job: JobBuilder, tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real Prefect API server process (the temporary API's, on a PREFECT_HOME of its own)
+    serves both a ``sdc schedule`` and a ``sdc release`` at once; the test stops it while the
+    release pauses just before the publishing rename (``SDC_PAUSE_AT=before_rename``). One
+    server for both (each used to start a ``prefect server start`` of its own):
+
+    - the release. Old code: exit 1 "ConnectError: [Errno 111] Connection refused. This was
+      not expected" (although the release had been published). Now exit 2 saying the server
+      went away, that the release was published and how to check it; the release passes its
+      audit.
+    - the schedule. Old code: one websocket traceback from Prefect's runner, then silence (the
+      process waits forever, no run can start). Now one clear warning naming the server, what
+      it means and the fix; the process keeps serving (stopped here by the test)."""
     import os
     import signal
-    import socket
     import subprocess
     import time
-    import urllib.request
+
+    from flows.ephemeral import TemporaryAPI
 
     from .conftest import SDC_BIN
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    server = TemporaryAPI.start()
+    assert server is not None
     base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     base.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_UI_ENABLED="false",
-                PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    server = subprocess.Popen([str(SDC_BIN.parent / "prefect"), "server", "start", "--host",
-                               "127.0.0.1", "--port", str(port)], env=base,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
+                PREFECT_SERVER_ANALYTICS_ENABLED="false", COLUMNS="200")
+    url = server.url
+    scheduled = JobBuilder(tmp_path / "scheduled")
+    scheduled.config["schedule"] = {"cron": "0 6 1 * *"}
+    log = tmp_path / "schedule.log"
+    marks = tmp_path / "marks"
+    sched = run = None
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.skip("the Prefect server did not start")
-                time.sleep(1)
-        marks = tmp_path / "marks"
+        try:
+            server.wait(timeout=300)
+        except RuntimeError as e:
+            pytest.skip(f"the Prefect server did not start: {e}")
+        with log.open("w") as out:
+            sched = subprocess.Popen(
+                [str(SDC_BIN), "schedule", str(scheduled.write())],
+                env={**base, "PREFECT_API_URL": url, "SDC_SERVER_WATCH_SECONDS": "1"},
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         # PREFECT_CLIENT_MAX_RETRIES=1: the client gives up on the stopped server after one
         # retry (2 s) instead of Prefect's five with exponential back-off (~1 minute per
         # request, 2-3 minutes per run); the error and the message are the same
         env = {**base, "PREFECT_API_URL": url, "SDC_CHECKPOINT_DIR": str(marks),
-               "SDC_PAUSE_AT": "before_rename", "SDC_PAUSE_SECONDS": "8", "COLUMNS": "200",
+               "SDC_PAUSE_AT": "before_rename", "SDC_PAUSE_SECONDS": "8",
                "PREFECT_CLIENT_MAX_RETRIES": "1"}
         run = subprocess.Popen([str(SDC_BIN), "release", str(job.write())], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 300
-        while not (marks / "before_rename").exists():
-            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[0]
-            time.sleep(0.2)
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
-        out, _ = run.communicate(timeout=600)
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-    out = " ".join(out.split())
-    assert run.returncode == USER, out
-    assert f"the Prefect server at {url} stopped answering during the run" in out, out
-    assert "The release was published to" in out and "sdc audit" in out
-    assert "This was not expected" not in out
-    res = subprocess.run([str(SDC_BIN), "audit", str(job.out_dir)], env=base,
-                         capture_output=True, text=True, check=False)
-    assert res.returncode == 0, res.stdout + res.stderr
-
-
-@pytest.mark.slow
-def test_schedule_says_when_its_server_goes_away(job: JobBuilder, tmp_path: Path) -> None:
-    """``sdc schedule`` serving a config against a real ``prefect server start`` that is then
-    stopped. Old code: one websocket traceback from Prefect's runner, then silence (the
-    process waits forever, no run can start). Now one clear warning naming the server, what
-    it means and the fix; the process keeps serving (stopped here by the test)."""
-    import os
-    import signal
-    import socket
-    import subprocess
-    import time
-    import urllib.request
-
-    from .conftest import SDC_BIN
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    base.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_UI_ENABLED="false",
-                PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    server = subprocess.Popen([str(SDC_BIN.parent / "prefect"), "server", "start", "--host",
-                               "127.0.0.1", "--port", str(port)], env=base,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
-    log = tmp_path / "schedule.log"
-    sched = None
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.skip("the Prefect server did not start")
-                time.sleep(1)
-        job.config["schedule"] = {"cron": "0 6 1 * *"}
-        with log.open("w") as out:
-            sched = subprocess.Popen(
-                [str(SDC_BIN), "schedule", str(job.write())],
-                env={**base, "PREFECT_API_URL": url, "SDC_SERVER_WATCH_SECONDS": "1",
-                     "COLUMNS": "200"}, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
 
         def wait_for(text: str) -> str:
             end = time.monotonic() + 300
@@ -249,12 +194,26 @@ def test_schedule_says_when_its_server_goes_away(job: JobBuilder, tmp_path: Path
 
         wait_for("serving release/job")
         wait_for("polling for scheduled runs")
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
+        deadline = time.monotonic() + 300
+        while not (marks / "before_rename").exists():
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[0]
+            time.sleep(0.2)
+        server.stop()  # SIGTERM (SIGKILL after 5 s): within the run's 8 s pause
+        out, _ = run.communicate(timeout=600)
         got = wait_for("stopped answering")
     finally:
-        for p in (sched, server):
+        server.stop()
+        for p in (sched, run):
             if p is not None and p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    out = " ".join(out.split())
+    assert run.returncode == USER, out
+    assert f"the Prefect server at {url} stopped answering during the run" in out, out
+    assert "The release was published to" in out and "sdc audit" in out
+    assert "This was not expected" not in out
+    res = cli("audit", job.out_dir)  # in-process: the same command and exit code
+    assert res.exit_code == 0, res.output
+
     assert f"warning: the Prefect server at {url} stopped answering" in got
     assert "scheduled runs cannot start" in got and "Restart it" in got
