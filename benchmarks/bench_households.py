@@ -9,13 +9,13 @@ one process, each step on the same frame:
       stages, the extended cell table, consistent members);
   (c) the public records of (b) (pseudonyms, households contiguous);
   (d) the household section of the reports (sdcMicro's hierarchical risk before and after,
-      the composition intruder with ``--n-sim`` replays).
+      the composition intruder's 20 replications, as every release runs it).
 
 The machine is shared: the 1-minute load average and the process's CPU seconds so far are
 printed next to every number (the CPU differences are the figures to compare under load).
 
     python benchmarks/bench_households.py                # N = 1M
-    python benchmarks/bench_households.py --n 200000 --n-sim 10
+    python benchmarks/bench_households.py --n 200000
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--regions", type=int, default=400)
-    ap.add_argument("--n-sim", type=int, default=20)
     args = ap.parse_args()
     t = time.perf_counter()
     f = generate_household_sample(args.n, n_regions=args.regions)

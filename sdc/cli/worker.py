@@ -84,7 +84,8 @@ LATER_IMPORTS = (
     "rich._emoji_codes", "starlette.applications", "flows.ephemeral", "flows.schedule",
     "flows.server", "sdc.io.guard", "sdc.io.pin", "sdc.reports.expected",
     "sdc.reports.recoding", "sdc.reports.schema", "sdc.publish.review",
-    "sdc.pipeline.households", "sdc.pipeline.household_public", "jsonschema",
+    "sdc.pipeline.households", "sdc.pipeline.household_count", "sdc.pipeline.household_public",
+    "jsonschema",
     "encodings.idna", "encodings.utf_8_sig")
 
 

@@ -6,8 +6,9 @@ merged here in input order, so every executor gives the same files. Three reads 
 memory bounded by one batch, the cell table, the household table (O(households)) and, for the
 household risk section, four numbers per person:
 
-1. **count**: the pandera checks per batch, the person cells, the household table
-   (:class:`~sdc.method.household_batches.HouseholdCounter`), the person ids; an inconsistent
+1. **count** (:mod:`sdc.pipeline.household_count`): the pandera checks per batch, the person
+   cells, the household table (:class:`~sdc.method.household_batches.HouseholdCounter`), the
+   person ids; an inconsistent
    household refused from a filtered read; both stages planned on aggregates, the household
    columns' dependence checked;
 2. **identities**: the drawing persons' identities (made distinct over the file), the person
@@ -24,7 +25,7 @@ import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,43 +34,34 @@ import pandas as pd
 import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
-from sdc.errors import InputError, SmallBlockError
 from sdc.io.spill import BucketSpill, bucket_bits
-from sdc.method.cell_passes import CellCounter, CellLocator, cell_table
-from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
+from sdc.method.cell_passes import CellLocator
+from sdc.method.cells import CellTable, cell_codes
 from sdc.method.dependence import raise_if_dependent, schema_kinds
 from sdc.method.derived import DerivedCollector, apply_derived
 from sdc.method.draws import all_identities, cell_identity, record_identity, unique_identities
 from sdc.method.household_batches import (
-    HouseholdCounter,
     add_person_dependence,
     drawing_persons,
     extended_cells,
-    household_dependence,
     household_identity,
-    household_stage,
-    household_values,
-    inconsistent_rows,
     lookup_households,
     person_dependence,
     person_dependence_counter,
     person_draw_identities,
     person_draw_plan,
-    person_stage,
     released_person_codes,
 )
 from sdc.method.households import (
-    check_households,
-    household_config,
     household_perturb,
     person_config,
-    person_derived,
     person_derived_values,
     person_key_code,
     pseudonyms,
 )
 from sdc.method.households import row_index as _row_index
 from sdc.method.perturb import PerturbValues, perturb_batch, perturb_designs
+from sdc.pipeline.household_count import HouseholdCounted, count_batch, count_pass
 from sdc.pipeline.household_public import (
     ChangedHouseholdPersons,
     household_bucket_keys,
@@ -86,11 +78,6 @@ from sdc.pipeline.household_result import (
 from sdc.pipeline.kernels import (
     ReleasedRecords,
     ReleaseOutcome,
-    duplicate_identities,
-    duplicate_ids_table,
-    id_rows_with_identity,
-    raise_duplicate_ids,
-    repeated_ids,
     write_public_files,
 )
 from sdc.pipeline.order import ORDER_COLUMNS, order_salt
@@ -101,79 +88,9 @@ from sdc.pipeline.report_parts import (
     add_refine_batch,
     new_accumulator,
 )
-from sdc.reports.utility import finite_values
 
 __all__ = ["HouseholdPlan", "apply_batch", "count_batch",
            "identity_batch", "plan_households", "refine_batch", "stream_household_release"]
-
-
-def _stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
-    hk = config.household_keys
-    if stage == "household":
-        return SmallBlockError(
-            f"household stage (one unit per household, keys {hk}, t_j counted in households): "
-            f"{e}. A household cell that is rare among households needs other rare household "
-            "cells to be post-randomized with: recode the rare household values into a larger "
-            "category, or add a household-level key (e.g. household size) so that more "
-            "household cells are sensitive, or use a larger xi")
-    return SmallBlockError(
-        f"person stage (person PRBs inside the values of the household keys {hk}, so that "
-        f"members stay consistent): {e}. Coarsen the person keys' partition (wider bands), "
-        "add person partition variables to merge along, or use fewer household-level keys")
-
-
-@dataclass
-class _CountPart:
-    """One batch's part of the count pass."""
-
-    n: int
-    offset: int
-    ident: np.ndarray | None
-    problems: pd.DataFrame | None = None
-    codes: np.ndarray | None = None
-    counts: np.ndarray | None = None
-    households: HouseholdCounter | None = None
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
-    weight_max: float = 0.0
-    dtypes: dict[str, Any] = field(default_factory=dict)
-    perturb: dict[str, PerturbValues] = field(default_factory=dict)
-    derived: DerivedCollector | None = None
-
-
-def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
-                measure: list[str]) -> _CountPart:
-    """Pass 1 on one batch: its pandera problems, or its person cells, household table part,
-    value ranges of ``measure`` and largest weight; with an id column its identities."""
-    from sdc.pipeline.kernels import batch_problems
-
-    id_col, weight = config.input.id_column, config.input.weight
-    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
-             if id_col is not None and id_col in frame.columns else None)
-    offset = int(frame.index[0]) if len(frame) else 0
-    part = _CountPart(len(frame), offset, ident)
-    problems = batch_problems(frame, config)
-    if problems is not None and len(problems):
-        part.problems = problems
-        return part
-    codes = cell_codes(frame, person_config(config))
-    part.codes, part.counts = np.unique(codes, return_counts=True)
-    for v in config.perturb:  # every person's value (global rows for the messages)
-        part.perturb[v] = PerturbValues(v, config)
-        part.perturb[v].add(frame, frame.index.to_numpy())
-    if person_derived(config):
-        key_codes = split_codes(codes, radix_sizes(person_config(config)))
-        part.derived = DerivedCollector(person_derived(config))
-        part.derived.add(frame, person_key_code(key_codes, config))
-    part.households = HouseholdCounter(config)
-    part.households.add(frame, codes)
-    for c in measure:
-        x = finite_values(frame[c])
-        if len(x) and not np.isnan(x).all():
-            part.ranges[c] = (float(np.nanmin(x)), float(np.nanmax(x)))
-    if weight is not None and len(frame):
-        part.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
-    part.dtypes = {k: frame[k].dtype for k in config.household_keys}
-    return part
 
 
 def _person_perturb_config(config: ReleaseConfig) -> ReleaseConfig | None:
@@ -296,123 +213,6 @@ def refine_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, locate:
 
 
 @dataclass
-class _Counted:
-    """Pass 1 merged and both stages planned (households checked, the household-level
-    columns released, the person-level ``perturb:`` values counted and checked)."""
-
-    n: int
-    offsets: list[int]
-    agg: Any
-    codes: np.ndarray
-    cells: CellTable
-    hs: Any
-    ps: Any
-    household_columns: pd.DataFrame | None
-    dp_done: list
-    perturb_values: dict[str, PerturbValues]
-    derived: DerivedCollector | None
-    ranges: dict[str, tuple[float, float]]
-    weight_max: float
-    dtypes: dict[str, Any]
-
-
-def _count_pass(config: ReleaseConfig, seed: int, runner: Runner, measure: list[str],
-                say: Callable[[str], None]) -> _Counted:
-    """Pass 1 (:func:`count_batch` over every batch, merged), the refusals in the pandas
-    engine's order, and the two stages planned on the aggregates."""
-    from sdc.io.schemas import render_problems
-    from sdc.pipeline.kernels import Problems
-
-    pcfg, hcfg = person_config(config), household_config(config)
-    id_col = config.input.id_column
-    lo: dict[str, float] = {}
-    hi: dict[str, float] = {}
-    counter, households = CellCounter(), HouseholdCounter(config)
-    idents: list[np.ndarray] = []
-    dtypes: dict[str, Any] = {}
-    weight_max = 0.0
-    problems = Problems()
-    perturb_values = {v: PerturbValues(v, config) for v in config.perturb}
-    derived = DerivedCollector(person_derived(config)) if person_derived(config) else None
-
-    say("counting cells and households (pass 1 of 3)")
-    n = 0
-    offsets = [0]  # the batches' first global rows (the same batches in every pass)
-    for part in runner.map(count_batch, (config, measure)):
-        n += part.n
-        offsets.append(n)
-        if part.ident is not None:
-            idents.append(part.ident)
-        if part.problems is not None:
-            problems.add(part.problems, part.offset)
-            continue
-        if problems.rows:
-            continue
-        counter.add_counts(part.codes, part.counts)
-        households.merge(part.households)
-        for v, pv in part.perturb.items():
-            perturb_values[v].merge(pv)
-        if derived is not None:
-            derived.merge(part.derived)
-        for c, (a, b) in part.ranges.items():
-            lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
-        weight_max = max(weight_max, part.weight_max)
-        if not dtypes:
-            dtypes.update(part.dtypes)
-
-    def duplicates() -> tuple[np.ndarray, pd.Series] | None:
-        if id_col is None or not idents:
-            return None
-        dups = duplicate_identities(idents)
-        if dups is None:
-            return None
-        hits = (id_rows_with_identity(frame, dups, config)
-                for frame in runner.frames(columns=[id_col]))
-        return repeated_ids(hits)
-
-    if problems.rows:  # every problem of the whole file, as the streaming validation words it
-        found = duplicates()
-        if found is not None:
-            problems.add(duplicate_ids_table(*found, config), 0)
-        table = problems.table()
-        k = len(table)
-        raise InputError(
-            f"the input of {config.name!r} does not match the config ({k} problem"
-            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted; "
-            f"checked in batches):\n{render_problems(table)}")
-    if n == 0:
-        raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
-                         "release")
-    found = duplicates()
-    if found is not None:
-        raise_duplicate_ids(*found, config)
-    idents.clear()
-    agg = households.result()
-    if agg.inconsistent:  # the pandas engine's refusal, from the violating households' rows
-        rows = [f[inconsistent_rows(f, agg, config)] for f in runner.frames()]
-        check_households(pd.concat(rows), config)
-    for pv in perturb_values.values():  # as the pandas engine: after the households' check
-        pv.check()
-    codes, counts = counter.result()
-    cells = cell_table(codes, counts, pcfg)
-    try:
-        hs = household_stage(agg, config, seed)
-    except SmallBlockError as e:
-        raise _stage_error(e, "household", config) from None
-    figures = household_dependence(agg, hs, config, schema_kinds(runner.public_schema()))
-    raise_if_dependent(figures, hs.plan, hcfg)
-    hs.plan = dataclasses.replace(hs.plan, dependence=figures)
-    household_columns, dp_done = household_values(agg, hs, config, seed)
-    try:
-        ps = person_stage(cells, config, households.person_weights(codes))
-    except SmallBlockError as e:
-        raise _stage_error(e, "person", config) from None
-    return _Counted(n, offsets, agg, codes, cells, hs, ps, household_columns, dp_done,
-                    perturb_values, derived, {c: (lo[c], hi[c]) for c in lo}, weight_max,
-                    dtypes)
-
-
-@dataclass
 class _Identified:
     """Pass 2 merged: the drawing persons' distinct identities (``starts``: each batch's
     first), every person's when person-level variables are perturbed, the changed
@@ -427,7 +227,7 @@ class _Identified:
     realized: dict[str, np.ndarray] | None = None
 
 
-def _identity_pass(config: ReleaseConfig, runner: Runner, k: _Counted,
+def _identity_pass(config: ReleaseConfig, runner: Runner, k: HouseholdCounted,
                    say: Callable[[str], None]) -> _Identified:
     """Pass 2 (:func:`identity_batch`), then the person stage's dependence check and the
     person-level ``derived:`` mapping (refused here, as the pandas engine refuses them)."""
@@ -476,7 +276,7 @@ def plan_households(config: ReleaseConfig, *, runner: Runner,
     households, small blocks, the dependence check, ``perturb:`` and ``derived:`` columns) and
     no file written. The plan does not depend on the seed (0 draws the households here)."""
     say = progress or (lambda s: None)
-    k = _count_pass(config, 0, runner, [], say)
+    k = count_pass(config, 0, runner, [], say)
     _identity_pass(config, runner, k, say)
     return HouseholdPlan(config, k.n, k.cells, k.hs, k.ps, k.agg)
 
@@ -499,7 +299,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     weight = config.input.weight
     numeric = runner.numeric_columns()
     stats = runner.value_ranges(numeric)
-    k = _count_pass(config, seed, runner, [c for c in numeric if c not in stats], say)
+    k = count_pass(config, seed, runner, [c for c in numeric if c not in stats], say)
     n, offsets, agg, cells, hs, ps = k.n, k.offsets, k.agg, k.cells, k.hs, k.ps
     p2 = _identity_pass(config, runner, k, say)
     locate, ident, starts, every_ident = p2.locate, p2.ident, p2.starts, p2.every_ident

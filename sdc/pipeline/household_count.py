@@ -1,0 +1,275 @@
+"""Pass 1 of a household file (docs/HOUSEHOLDS.md "Engines"): the count pass as a per-batch
+function any runner maps (:func:`count_batch`), its parts merged in input order
+(:func:`count_households`: the person cells, the household table as an aggregate, the person
+ids), and both stages planned on those aggregates (:func:`count_pass`). The release
+(:mod:`sdc.pipeline.households`) and ``sdc audit`` (the public file counted as the source is)
+both count through here."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sdc.config.model import ReleaseConfig
+from sdc.errors import InputError, SmallBlockError
+from sdc.method.cell_passes import CellCounter, cell_table
+from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
+from sdc.method.dependence import raise_if_dependent, schema_kinds
+from sdc.method.derived import DerivedCollector
+from sdc.method.draws import record_identity
+from sdc.method.household_batches import (
+    HouseholdAggregate,
+    HouseholdCounter,
+    household_dependence,
+    household_stage,
+    household_values,
+    inconsistent_rows,
+    person_stage,
+)
+from sdc.method.households import (
+    check_households,
+    household_config,
+    person_config,
+    person_derived,
+    person_key_code,
+)
+from sdc.method.perturb import PerturbValues
+from sdc.pipeline.kernels import (
+    duplicate_identities,
+    duplicate_ids_table,
+    id_rows_with_identity,
+    raise_duplicate_ids,
+    repeated_ids,
+)
+from sdc.pipeline.release import Runner
+from sdc.reports.utility import finite_values
+
+__all__ = ["HouseholdCount", "HouseholdCountPart", "HouseholdCounted", "count_batch",
+           "count_households", "count_pass", "refuse_inconsistent", "stage_error"]
+
+
+def stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
+    """A stage's :class:`SmallBlockError` with what it means and the ways out."""
+    hk = config.household_keys
+    if stage == "household":
+        return SmallBlockError(
+            f"household stage (one unit per household, keys {hk}, t_j counted in households): "
+            f"{e}. A household cell that is rare among households needs other rare household "
+            "cells to be post-randomized with: recode the rare household values into a larger "
+            "category, or add a household-level key (e.g. household size) so that more "
+            "household cells are sensitive, or use a larger xi")
+    return SmallBlockError(
+        f"person stage (person PRBs inside the values of the household keys {hk}, so that "
+        f"members stay consistent): {e}. Coarsen the person keys' partition (wider bands), "
+        "add person partition variables to merge along, or use fewer household-level keys")
+
+
+@dataclass
+class HouseholdCountPart:
+    """One batch's part of the count pass."""
+
+    n: int
+    offset: int
+    ident: np.ndarray | None
+    problems: pd.DataFrame | None = None
+    codes: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    households: HouseholdCounter | None = None
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    weight_max: float = 0.0
+    dtypes: dict[str, Any] = field(default_factory=dict)
+    perturb: dict[str, PerturbValues] = field(default_factory=dict)
+    derived: DerivedCollector | None = None
+
+
+def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
+                measure: list[str], validate: bool = True) -> HouseholdCountPart:
+    """Pass 1 on one batch: its pandera problems (``validate``), or its person cells,
+    household table part, value ranges of ``measure`` and largest weight; with an id column
+    its identities."""
+    from sdc.pipeline.kernels import batch_problems
+
+    id_col, weight = config.input.id_column, config.input.weight
+    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
+             if id_col is not None and id_col in frame.columns else None)
+    offset = int(frame.index[0]) if len(frame) else 0
+    part = HouseholdCountPart(len(frame), offset, ident)
+    problems = batch_problems(frame, config) if validate else None
+    if problems is not None and len(problems):
+        part.problems = problems
+        return part
+    codes = cell_codes(frame, person_config(config))
+    part.codes, part.counts = np.unique(codes, return_counts=True)
+    for v in config.perturb:  # every person's value (global rows for the messages)
+        part.perturb[v] = PerturbValues(v, config)
+        part.perturb[v].add(frame, frame.index.to_numpy())
+    if person_derived(config):
+        key_codes = split_codes(codes, radix_sizes(person_config(config)))
+        part.derived = DerivedCollector(person_derived(config))
+        part.derived.add(frame, person_key_code(key_codes, config))
+    part.households = HouseholdCounter(config)
+    part.households.add(frame, codes)
+    for c in measure:
+        x = finite_values(frame[c])
+        if len(x) and not np.isnan(x).all():
+            part.ranges[c] = (float(np.nanmin(x)), float(np.nanmax(x)))
+    if weight is not None and len(frame):
+        part.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
+    part.dtypes = {k: frame[k].dtype for k in config.household_keys}
+    return part
+
+
+@dataclass
+class HouseholdCount:
+    """Pass 1 merged (before any refusal of the households or planning): the records, the
+    batches' first global rows, the person cells' codes and counts (sorted), the household
+    counter, the ``perturb:`` and ``derived:`` values, ranges, largest weight, key dtypes."""
+
+    n: int
+    offsets: list[int]
+    codes: np.ndarray
+    counts: np.ndarray
+    households: HouseholdCounter
+    perturb_values: dict[str, PerturbValues]
+    derived: DerivedCollector | None
+    ranges: dict[str, tuple[float, float]]
+    weight_max: float
+    dtypes: dict[str, Any]
+
+
+def count_households(runner: Runner, config: ReleaseConfig, measure: list[str], *,
+                     validate: bool = True) -> HouseholdCount:
+    """:func:`count_batch` over every batch, merged in input order. Raises
+    :class:`InputError` with every problem of the whole file (``validate``), for duplicated
+    ids or an empty file; memory: the cell table and the household table."""
+    from sdc.io.schemas import render_problems
+    from sdc.pipeline.kernels import Problems
+
+    id_col = config.input.id_column
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    counter, households = CellCounter(), HouseholdCounter(config)
+    idents: list[np.ndarray] = []
+    dtypes: dict[str, Any] = {}
+    weight_max = 0.0
+    problems = Problems()
+    perturb_values = {v: PerturbValues(v, config) for v in config.perturb}
+    derived = DerivedCollector(person_derived(config)) if person_derived(config) else None
+    n = 0
+    offsets = [0]  # the batches' first global rows (the same batches in every pass)
+    for part in runner.map(count_batch, (config, measure, validate)):
+        n += part.n
+        offsets.append(n)
+        if part.ident is not None:
+            idents.append(part.ident)
+        if part.problems is not None:
+            problems.add(part.problems, part.offset)
+            continue
+        if problems.rows:
+            continue
+        counter.add_counts(part.codes, part.counts)
+        households.merge(part.households)
+        for v, pv in part.perturb.items():
+            perturb_values[v].merge(pv)
+        if derived is not None:
+            derived.merge(part.derived)
+        for c, (a, b) in part.ranges.items():
+            lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
+        weight_max = max(weight_max, part.weight_max)
+        if not dtypes:
+            dtypes.update(part.dtypes)
+
+    def duplicates() -> tuple[np.ndarray, pd.Series] | None:
+        if id_col is None or not idents:
+            return None
+        dups = duplicate_identities(idents)
+        if dups is None:
+            return None
+        hits = (id_rows_with_identity(frame, dups, config)
+                for frame in runner.frames(columns=[id_col]))
+        return repeated_ids(hits)
+
+    if problems.rows:  # every problem of the whole file, as the streaming validation words it
+        found = duplicates()
+        if found is not None:
+            problems.add(duplicate_ids_table(*found, config), 0)
+        table = problems.table()
+        k = len(table)
+        raise InputError(
+            f"the input of {config.name!r} does not match the config ({k} problem"
+            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted; "
+            f"checked in batches):\n{render_problems(table)}")
+    if n == 0:
+        raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
+                         "release")
+    found = duplicates()
+    if found is not None:
+        raise_duplicate_ids(*found, config)
+    idents.clear()
+    codes, counts = counter.result()
+    return HouseholdCount(n, offsets, codes, counts, households, perturb_values, derived,
+                          {c: (lo[c], hi[c]) for c in lo}, weight_max, dtypes)
+
+
+def refuse_inconsistent(runner: Runner, config: ReleaseConfig, agg: HouseholdAggregate) -> None:
+    """Raise :func:`~sdc.method.households.check_households`' refusal when the count found a
+    household whose household-level values differ: the violating households' rows gathered
+    in a filtered read (those households whole, no other), so the message is the in-memory
+    check's, word for word."""
+    if agg.inconsistent:
+        rows = [f[inconsistent_rows(f, agg, config)] for f in runner.frames()]
+        check_households(pd.concat(rows), config)
+
+
+@dataclass
+class HouseholdCounted:
+    """Pass 1 merged and both stages planned (households checked, the household-level
+    columns released, the person-level ``perturb:`` values counted and checked)."""
+
+    n: int
+    offsets: list[int]
+    agg: Any
+    codes: np.ndarray
+    cells: CellTable
+    hs: Any
+    ps: Any
+    household_columns: pd.DataFrame | None
+    dp_done: list
+    perturb_values: dict[str, PerturbValues]
+    derived: DerivedCollector | None
+    ranges: dict[str, tuple[float, float]]
+    weight_max: float
+    dtypes: dict[str, Any]
+
+
+def count_pass(config: ReleaseConfig, seed: int, runner: Runner, measure: list[str],
+               say: Callable[[str], None]) -> HouseholdCounted:
+    """Pass 1 (:func:`count_households`), the refusals in the in-memory executor's order, and
+    the two stages planned on the aggregates."""
+    say("counting cells and households (pass 1 of 3)")
+    c = count_households(runner, config, measure)
+    agg = c.households.result()
+    refuse_inconsistent(runner, config, agg)
+    for pv in c.perturb_values.values():  # as the in-memory executor: after the households
+        pv.check()
+    cells = cell_table(c.codes, c.counts, person_config(config))
+    try:
+        hs = household_stage(agg, config, seed)
+    except SmallBlockError as e:
+        raise stage_error(e, "household", config) from None
+    figures = household_dependence(agg, hs, config, schema_kinds(runner.public_schema()))
+    raise_if_dependent(figures, hs.plan, household_config(config))
+    hs.plan = dataclasses.replace(hs.plan, dependence=figures)
+    household_columns, dp_done = household_values(agg, hs, config, seed)
+    try:
+        ps = person_stage(cells, config, c.households.person_weights(c.codes))
+    except SmallBlockError as e:
+        raise stage_error(e, "person", config) from None
+    return HouseholdCounted(c.n, c.offsets, agg, c.codes, cells, hs, ps, household_columns,
+                            dp_done, c.perturb_values, c.derived, c.ranges, c.weight_max,
+                            c.dtypes)
