@@ -17,7 +17,7 @@ from sdc.config.model import ReleaseConfig
 from sdc.method.blocks import Block
 from sdc.method.destinations import NearCertifier, design_risk
 from sdc.method.partition import Partitioned
-from sdc.method.plan import plan_release
+from sdc.method.plan import ReleasePlan, plan_release
 from sdc.method.risk import BlockRisk, max_risk
 from sdc.method.theta import kmin as kmin_of
 from sdc.method.theta import solve_theta
@@ -58,16 +58,20 @@ def fmt_profile(p: dict[int, int]) -> str:
 
 def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: np.ndarray | None,
                     cfg: ReleaseConfig, xi: float,
-                    recorded_w: list[str] | None = None, what: str = "") -> tuple[float, str]:
+                    recorded_w: list[str] | None = None, what: str = "",
+                    plan: ReleasePlan | None = None) -> tuple[float, str]:
     """The weighted mode (docs/METHOD.md 7.11): its design re-derived from the source's cell
-    table and weight totals, every weight group's exact certificate recomputed; the
+    table and weight totals (or ``plan``: the weighted plan the pipeline's count pass made of
+    the source's counts), every weight group's exact certificate recomputed; the
     certificate is the design's. Under ``destinations: near`` every PRB's W (block-diagonal
     over its weight groups) is compared with the digest audit.json records. ``what`` prefixes
     the check names (a household file's stages)."""
-    if weight_total is None:
-        rep.add(what + "weighted design", False, "the source's weight totals were not counted")
-        return math.inf, "weighted design"
-    plan = weight_plan(plan_release(po, cfg), weight_total, cfg)
+    if plan is None:
+        if weight_total is None:
+            rep.add(what + "weighted design", False,
+                    "the source's weight totals were not counted")
+            return math.inf, "weighted design"
+        plan = weight_plan(plan_release(po, cfg), weight_total, cfg)
     g = plan.weighted.groups
     n_w = int((g["design"] == "weighted").sum()) if len(g) else 0
     rep.add(what + "weighted design <= xi", plan.certificate <= xi + TOL,

@@ -1,28 +1,31 @@
 """The audit's reading of the source and the public file: the source found and its hash, both
-counted (whole, or in batches for a batch executor's release), record counts, the output
-schema, derived columns and the recoding loss re-derived."""
+counted by the pipeline's count pass (whole, or in batches for a batch executor's release; a
+household file's in batches on every executor), record counts, the output schema, derived
+columns and the recoding loss re-derived."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from sdc.audit.household_checks import PublicHouseholds
 from sdc.audit.report import AuditReport
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 from sdc.io.batches import input_sha256
-from sdc.io.read import integer_keys, read_input, string_key_dtypes
 from sdc.io.schemas import validate_output
-from sdc.io.write import sha256_file
+from sdc.method.cell_passes import cell_table
 from sdc.method.dependence import measure_dependence
 from sdc.method.derived import DerivedError
 from sdc.method.draws import value_hash
+from sdc.method.households import check_households, person_config
 from sdc.method.partition import Partitioned, partition_cells
 from sdc.method.plan import plan_release
 from sdc.pipeline.release import count_cells
@@ -31,20 +34,8 @@ from sdc.reports.recoding import fine_counts, recoding_section
 if TYPE_CHECKING:
     from sdc.executors.registry import Executor
 
-__all__ = ["counted_partitions", "derived_check", "read_in_memory", "read_public", "recoding_check", "source_found"]
-
-
-def read_public(release_dir: Path, config) -> pd.DataFrame:
-    """The released public microdata: ``public/microdata.parquet``, else ``microdata.csv``
-    (key columns with string categories read as strings)."""
-    pub = Path(release_dir) / "public"
-    if (pub / "microdata.parquet").is_file():
-        return pd.read_parquet(pub / "microdata.parquet")
-    path = pub / "microdata.csv"
-    header = pd.read_csv(path, nrows=0).columns.tolist()
-    released = config.without_recoding()  # the public file holds released values
-    frame = pd.read_csv(path, dtype=string_key_dtypes(released, header), low_memory=False)
-    return integer_keys(frame, released)
+__all__ = ["counted_households", "counted_partitions", "derived_check", "open_runner",
+           "output_schema", "public_config", "recoding_check", "source_found"]
 
 
 def source_found(rep: AuditReport, src: Path, exists: bool, what: str,
@@ -63,37 +54,104 @@ def source_found(rep: AuditReport, src: Path, exists: bool, what: str,
     return True
 
 
-def read_in_memory(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
-                   inp: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """Source and public file read whole (releases of the in-memory executor), with the source's hash and
-    row count and the public file's record count and output schema checked."""
-    if not source_found(rep, src, src.is_file(), "source file", sha256_file, inp):
+def public_config(cfg: ReleaseConfig, release_dir: Path) -> ReleaseConfig:
+    """The config that reads the public file of ``release_dir`` as an input: released values
+    (no recoding), ``microdata.parquet`` (else ``.csv``), no id, dropped or perturbed column;
+    a person file without its weight, a household file with its household id, household
+    columns and weight (the household-level values checked per household)."""
+    pub = Path(release_dir) / "public"
+    name = "microdata.parquet" if (pub / "microdata.parquet").is_file() else "microdata.csv"
+    pcfg = cfg.without_recoding()  # the public file holds released values
+    pcfg.input.path = pub / name
+    pcfg.input.format = "parquet" if name.endswith(".parquet") else "csv"
+    pcfg.input.delimiter = ","
+    pcfg.input.encoding = "utf-8"
+    pcfg.input.id_column = None
+    pcfg.input.drop = []
+    pcfg.perturb = {}
+    if cfg.input.household_id is None:
+        pcfg.input.weight = None
+    else:
+        pcfg.derived = []  # the derived columns are compared with the re-derived release
+    if pcfg.output is not None:
+        pcfg.output.formats = ["parquet"]
+    pcfg._base_dir = cfg._base_dir
+    return pcfg
+
+
+def open_runner(auditor: Executor, stack: ExitStack) -> Callable[[ReleaseConfig], Any]:
+    """``runner(config)``: the auditor's runner of ``config``'s input (the config's
+    ``executor:`` batch size), closed with ``stack``."""
+    return lambda config: stack.enter_context(auditor.open(config, config.executor))
+
+
+def output_schema(rep: AuditReport, frames: Iterable[pd.DataFrame], cfg: ReleaseConfig,
+                  batched: bool) -> None:
+    """The public file's output schema, batch by batch (``batched``: the details name the
+    batch's records)."""
+    problems = []
+    for batch in frames:
+        try:
+            validate_output(batch.reset_index(drop=True), cfg)
+        except ValueError as e:
+            problems.append(f"records {batch.index[0] + 1}-{batch.index[-1] + 1}: {e}"
+                            if batched else str(e))
+    rep.add("public microdata: output schema", not problems,
+            ("key domains, unique record_id within each batch, no identifier column (checked "
+             "in batches)" if batched else "key domains, unique record_id, no identifier "
+             "column") if not problems else "; ".join(problems[:3]))
+
+
+def counted_households(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
+                       inp: dict[str, Any], auditor: Executor, source: Any = None
+                       ) -> tuple[Any, PublicHouseholds] | None:
+    """A household release's source and public file counted by the pipeline's count pass with
+    the auditor's runner, out of core on every executor: the source counted and both stages
+    planned (:meth:`Executor.count <sdc.executors.registry.Executor.count>`: a
+    :class:`~sdc.pipeline.household_result.HouseholdPlan`; ``source``: that plan, already
+    made by the re-derived release), the public file counted in batches
+    (:func:`~sdc.pipeline.household_count.count_households`: its person cells and household
+    table; the households whose household-level values differ gathered in a filtered read,
+    refused with the in-memory check's words), its record count and output schema checked."""
+    from sdc.pipeline.household_count import count_households, refuse_inconsistent
+
+    if not source_found(rep, src, src.exists(), "source", input_sha256, inp):
         return None
     cfg.input.path = src
-    try:
-        original = read_input(cfg)
-    except InputError as e:
-        rep.add("source: readable", False, str(e))
-        return None
+    if source is None:
+        try:
+            source = auditor.count(cfg, cfg.executor)
+        except (InputError, ConfigError, SmallBlockError) as e:
+            rep.add("source: readable", False, str(e))
+            return None
     n_rows = int(inp.get("n_rows", -1))
-    rep.add("source: row count", len(original) == n_rows,
-            f"{len(original)} rows (audit.json: {n_rows})")
-
-    # -- public microdata ------------------------------------------------------------------------
-    try:
-        public = read_public(release_dir, cfg)
-    except (OSError, ValueError) as e:
-        rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
-        return None
-    rep.add("public microdata: record count", len(public) == len(original),
-            f"{len(public)} released records, {len(original)} in the source")
-    try:
-        validate_output(public, cfg)
-        rep.add("public microdata: output schema", True,
-                "key domains, unique record_id, no identifier column")
-    except ValueError as e:
-        rep.add("public microdata: output schema", False, str(e))
-    return original, public
+    rep.add("source: row count", source.n_records == n_rows,
+            f"{source.n_records} rows (audit.json: {n_rows})")
+    pcfg = public_config(cfg, release_dir)
+    with ExitStack() as stack:
+        try:
+            public = open_runner(auditor, stack)(pcfg)
+            try:  # the household id and household columns are there
+                check_households(pd.DataFrame(columns=public.input_columns()), pcfg)
+            except InputError as e:
+                rep.add("households: consistent", False, str(e))
+                return None
+            counted = count_households(public, pcfg, [], validate=False)
+            agg = counted.households.result()
+            rep.add("public microdata: record count", counted.n == source.n_records,
+                    f"{counted.n} released records, {source.n_records} in the source")
+            output_schema(rep, public.frames(), cfg, bool(public.checked))
+            try:
+                refuse_inconsistent(public, pcfg, agg)
+                rep.add("households: consistent", True, "every public household has one "
+                        "value of each household-level key and household column")
+            except InputError as e:
+                rep.add("households: consistent", False, str(e))
+        except (OSError, ValueError, KeyError) as e:
+            rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
+            return None
+    return source, PublicHouseholds(cell_table(counted.codes, counted.counts,
+                                               person_config(cfg)), agg)
 
 
 def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
@@ -105,8 +163,6 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
     streaming or Dask release (memory bounded by a batch and the cell table; the output schema
     checked per batch), whole for a pandas release (the in-memory runner: any input format,
     the output schema checked on the whole file)."""
-    from contextlib import ExitStack
-
     from sdc.config.model import EngineSpec
 
     opened = ExitStack()  # the runners of a local executor hold nothing to close
@@ -125,20 +181,7 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
     n_rows = int(inp.get("n_rows", -1))
     rep.add("source: row count", orig.n_records == n_rows,
             f"{orig.n_records} rows (audit.json: {n_rows})")
-    pub = Path(release_dir) / "public"
-    name = "microdata.parquet" if (pub / "microdata.parquet").is_file() else "microdata.csv"
-    pcfg = cfg.without_recoding()  # the public file holds released values
-    pcfg.input.path = pub / name
-    pcfg.input.format = "parquet" if name.endswith(".parquet") else "csv"
-    pcfg.input.delimiter = ","
-    pcfg.input.encoding = "utf-8"
-    pcfg.input.id_column = None
-    pcfg.input.drop = []
-    pcfg.input.weight = None
-    pcfg.perturb = {}
-    if pcfg.output is not None:
-        pcfg.output.formats = ["parquet"]
-    pcfg._base_dir = cfg._base_dir
+    pcfg = public_config(cfg, release_dir)
     try:
         public = runner(pcfg)
         batched = bool(public.checked)
@@ -147,22 +190,12 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
             cells_o = np.asarray(orig.cell_codes)
             derived_check(rep, cfg, orig.derived, cells_o, rel.derived,
                           np.asarray(rel.cell_codes))
-        problems = []
-        for batch in public.frames():
-            try:
-                validate_output(batch.reset_index(drop=True), cfg)
-            except ValueError as e:
-                problems.append(f"records {batch.index[0] + 1}-{batch.index[-1] + 1}: {e}"
-                                if batched else str(e))
+        rep.add("public microdata: record count", rel.n_records == orig.n_records,
+                f"{rel.n_records} released records, {orig.n_records} in the source")
+        output_schema(rep, public.frames(), cfg, batched)
     except (OSError, ValueError) as e:
         rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
         return None
-    rep.add("public microdata: record count", rel.n_records == orig.n_records,
-            f"{rel.n_records} released records, {orig.n_records} in the source")
-    rep.add("public microdata: output schema", not problems,
-            ("key domains, unique record_id within each batch, no identifier column (checked "
-             "in batches)" if batched else "key domains, unique record_id, no identifier "
-             "column") if not problems else "; ".join(problems[:3]))
     po = partition_cells(orig.cells, cfg)
     try:
         plan = plan_release(po, cfg)

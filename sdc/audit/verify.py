@@ -4,7 +4,8 @@
 checked. It re-reads the source file the audit names, rebuilds the config from the stored copy,
 recomputes the partition of the original and of the released public microdata (counted by the
 release pipeline's count pass, whole for a pandas release, in batches for a streaming or Dask
-one; a household file's both stages from the files read whole), recomputes theta and kmin from xi and the exact maximum
+one; a household file's source and public file in batches on every executor, both stages
+planned by the count pass), recomputes theta and kmin from xi and the exact maximum
 identification risk of every PRB from its frequency profile (recounted from the source) and its
 recorded theta with :func:`sdc.max_risk` (mechanism-aware: the max over the target's cell, the
 cell of the PRB the intruder picks from - its own or another - and a), and checks the release-level invariants of METHOD.md:
@@ -57,13 +58,13 @@ from sdc.audit.folder_checks import (
 )
 from sdc.audit.household_checks import household_checks
 from sdc.audit.report import REL, TOL, AuditError, AuditReport, Check
-from sdc.audit.source_checks import counted_partitions, read_in_memory, read_public, recoding_check
+from sdc.audit.source_checks import counted_households, counted_partitions, recoding_check
 from sdc.executors.registry import get_executor
 from sdc.method.destinations import NearCertifier
 from sdc.release.record import AUDIT_FORMAT, build_audit, config_text_of
 
 __all__ = ["AUDIT_FORMAT", "AuditError", "AuditReport", "Check", "build_audit", "config_text_of",
-           "read_public", "verify_release"]
+           "verify_release"]
 
 
 def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport:
@@ -90,13 +91,13 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
     # -- source --------------------------------------------------------------------------------
     inp = audit["input"]
     src = Path(source).expanduser().absolute() if source is not None else Path(inp["path"])
-    household_frames = None
+    auditor = get_executor(audit.get("engine") or "pandas").auditor
+    households = None
     if cfg.input.household_id is not None:
-        household_frames = read_in_memory(rep, release_dir, cfg, src, inp)
-        if household_frames is None:
+        households = counted_households(rep, release_dir, cfg, src, inp, auditor)
+        if households is None:
             return rep
     else:
-        auditor = get_executor(audit.get("engine") or "pandas").auditor
         found = counted_partitions(rep, release_dir, cfg, src, inp, auditor)
         if found is None:
             return rep
@@ -115,8 +116,8 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
     if ps_path.is_file():
         ps = pd.read_parquet(ps_path, columns=["partition_key", "prb"])
         prb_of_label = dict(zip(ps["partition_key"].astype(str), ps["prb"].astype(int), strict=True))
-    if household_frames is not None:
-        cert, where = household_checks(rep, cfg, audit, *household_frames, prb_of_label, xi)
+    if households is not None:
+        cert, where = household_checks(rep, cfg, audit, *households, prb_of_label, xi)
     else:
         group, note = merge_groups(prb_of_label)
         count_checks(rep, po, pr, group, xi, cfg, note)

@@ -305,22 +305,31 @@ def test_household_dependence_on_the_aggregate_equals_the_pandas_engine():
                                               if x.level != "person"]
     person = [x.as_dict() for x in expect if x.level == "person"]
     assert not person or [x.as_dict() for x in got[3:]] == person
-    # all of them: what `sdc audit` recomputes on the whole file in memory
-    assert [x.as_dict() for x in got] == [x.as_dict() for x in _audit_household_figures(f, cfg)]
+    # all of them: measured on the whole household table in memory
+    assert [x.as_dict() for x in got] == [x.as_dict() for x in _whole_household_figures(f, cfg)]
 
 
-def _audit_household_figures(f, cfg):
-    """The household stage's dependence figures as ``sdc audit`` recomputes them: the
-    household table with one member's person columns, measured in memory."""
-    from sdc.audit.household_checks import household_dependence_table
-    from sdc.method.dependence import frame_dependence, member_columns, person_level
-    from sdc.method.households import household_codes, household_config
+def _whole_household_figures(f, cfg):
+    """The household stage's dependence figures measured in memory on the whole file: the
+    household table with one member's person columns (:func:`member_rows`)."""
+    import pandas as pd
+
+    from sdc.method.dependence import (
+        frame_dependence,
+        member_columns,
+        member_rows,
+        person_level,
+    )
+    from sdc.method.household_batches import household_identity
+    from sdc.method.households import household_codes, household_config, household_table
     from sdc.method.partition import partition_frame
     from sdc.method.plan import plan_release
 
     hcfg = household_config(cfg)
     code, first = household_codes(f, cfg)
-    table = household_dependence_table(f, cfg, code, first)
+    table = household_table(f, cfg, code, first)
+    members = member_rows(f, household_identity(f, cfg), household_identity(table, cfg), cfg)
+    table = table if members is None else pd.concat([table, members], axis=1)
     plan = plan_release(partition_frame(table, hcfg), hcfg)
     return person_level(frame_dependence(table, plan, hcfg, {}),
                         member_columns(list(f.columns), cfg))
