@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from sdc.audit.rederive import audit_differences, public_differences, rederive
+from sdc.audit.rederive import Rederived, audit_differences, public_differences, rederive
 from sdc.audit.report import AuditError, AuditReport
 from sdc.config.load import load_yaml, parse_config
 from sdc.config.model import ConfigError, ReleaseConfig
@@ -21,7 +21,8 @@ from sdc.publish.review import is_staged, review_checks
 from sdc.release.record import AUDIT_FORMAT
 from sdc.series.seeds import SeedInfo, load_seed
 
-__all__ = ["config_checks", "hash_checks", "load_audit", "mode_checks", "rederived_checks", "record_checks", "seed_of"]
+__all__ = ["config_checks", "hash_checks", "load_audit", "mode_checks", "record_checks",
+           "rederived_checks", "rederived_release", "seed_of"]
 
 
 def load_audit(release_dir: Path) -> dict[str, Any]:
@@ -152,25 +153,31 @@ def seed_of(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]) -> Seed
     return info
 
 
-def rederived_checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
-                     audit: dict[str, Any], seed_info: SeedInfo | None,
-                     moved_source: bool = False) -> None:
-    """Make the release again (:mod:`sdc.audit.rederive`) and compare every public file
-    record for record and every field of the audit record (with ``moved_source``, the
-    recorded input path is where the source lay at release time: its hash was checked)."""
+def rederived_release(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any],
+                      seed_info: SeedInfo | None) -> Rederived | str:
+    """The release made again (:mod:`sdc.audit.rederive`) from the source (its hash checked
+    in ``rep``), config copy and seed, or why it could not be (a detail for the
+    ``re-derived release: public files`` check)."""
     names = {c.name: c.ok for c in rep.checks}
     if seed_info is None or not names.get("source: hash", False):
         why = "no seed" if seed_info is None else "the source changed"
-        rep.add("re-derived release: public files", False,
-                f"not re-derived ({why}): the public files cannot be compared with the release "
+        return (f"not re-derived ({why}): the public files cannot be compared with the release "
                 "the source and seed give")
-        return
     try:
-        again = rederive(cfg, audit, seed_info)
+        return rederive(cfg, audit, seed_info)
     except (InputError, ConfigError, ValueError, OSError) as e:
-        rep.add("re-derived release: public files", False,
-                f"the release cannot be made again from its source, config copy and seed "
+        return (f"the release cannot be made again from its source, config copy and seed "
                 f"({type(e).__name__}: {e})")
+
+
+def rederived_checks(rep: AuditReport, release_dir: Path, audit: dict[str, Any],
+                     again: Rederived | str, moved_source: bool = False) -> None:
+    """Compare the release made again (:func:`rederived_release`; a string: why it was not)
+    with the folder: every public file record for record and every field of the audit record
+    (with ``moved_source``, the recorded input path is where the source lay at release time:
+    its hash was checked)."""
+    if isinstance(again, str):
+        rep.add("re-derived release: public files", False, again)
         return
     pub = release_dir / "public"
     present = {p.name for p in pub.iterdir()} if pub.is_dir() else set()

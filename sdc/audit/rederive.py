@@ -51,10 +51,15 @@ _REPORTS = {"risk.json", "utility.json", "report.html"}
 
 @dataclass
 class Rederived:
-    """The files of a release made again: public name -> bytes, and the audit record."""
+    """The files of a release made again: public name -> bytes, the audit record, and the
+    count pass and plan that release made of the source (``counted``:
+    :attr:`~sdc.method.outcome.ReleaseOutcome.counted`; ``plan``: a person file's plan), which
+    the audit's checks read instead of counting and planning the source again."""
 
     public: dict[str, bytes]
     audit: dict[str, Any]
+    counted: Any = None
+    plan: Any = None
 
 
 def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) -> Rederived:
@@ -95,7 +100,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) 
                                                   reports=reports)
         files = {k: (v.read_bytes() if isinstance(v, Path) else bytes(v))
                  for k, v in public.items()}
-        return Rederived(files, json.loads(internal["audit.json"]))
+        return Rederived(files, json.loads(internal["audit.json"]), res.counted, res.plan)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -19,7 +19,6 @@ from sdc.audit.household_checks import PublicHouseholds
 from sdc.audit.report import AuditReport
 from sdc.config.model import ConfigError, ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
-from sdc.io.batches import input_sha256
 from sdc.io.schemas import validate_output
 from sdc.method.cell_passes import cell_table
 from sdc.method.dependence import measure_dependence
@@ -27,7 +26,7 @@ from sdc.method.derived import DerivedError
 from sdc.method.draws import value_hash
 from sdc.method.households import check_households, person_config
 from sdc.method.partition import Partitioned, partition_cells
-from sdc.method.plan import plan_release
+from sdc.method.plan import ReleasePlan, plan_release
 from sdc.pipeline.release import count_cells
 from sdc.reports.recoding import fine_counts, recoding_section
 
@@ -102,10 +101,11 @@ def output_schema(rep: AuditReport, frames: Iterable[pd.DataFrame], cfg: Release
              "column") if not problems else "; ".join(problems[:3]))
 
 
-def counted_households(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
+def counted_households(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
                        inp: dict[str, Any], auditor: Executor, source: Any = None
                        ) -> tuple[Any, PublicHouseholds] | None:
-    """A household release's source and public file counted by the pipeline's count pass with
+    """A household release's source (``cfg.input.path``, found) and public file counted by the
+    pipeline's count pass with
     the auditor's runner, out of core on every executor: the source counted and both stages
     planned (:meth:`Executor.count <sdc.executors.registry.Executor.count>`: a
     :class:`~sdc.pipeline.household_result.HouseholdPlan`; ``source``: that plan, already
@@ -115,9 +115,6 @@ def counted_households(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
     refused with the in-memory check's words), its record count and output schema checked."""
     from sdc.pipeline.household_count import count_households, refuse_inconsistent
 
-    if not source_found(rep, src, src.exists(), "source", input_sha256, inp):
-        return None
-    cfg.input.path = src
     if source is None:
         try:
             source = auditor.count(cfg, cfg.executor)
@@ -154,15 +151,19 @@ def counted_households(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
                                                person_config(cfg)), agg)
 
 
-def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, src: Path,
-                       inp: dict[str, Any], auditor: Executor
-                       ) -> tuple[Partitioned, Partitioned, Any] | None:
-    """Source and public file counted by the release pipeline's count pass
-    (:func:`sdc.pipeline.release.count_cells`), with the runner of the executor the registry
-    names for auditing the release's executor (``auditor``): in record batches for a
+def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
+                       inp: dict[str, Any], auditor: Executor, counted: Any = None,
+                       plan: ReleasePlan | None = None
+                       ) -> tuple[Partitioned, Partitioned, Any, ReleasePlan | None] | None:
+    """Source (``cfg.input.path``, found) and public file counted by the release pipeline's
+    count pass (:func:`sdc.pipeline.release.count_cells`), with the runner of the executor the
+    registry names for auditing the release's executor (``auditor``): in record batches for a
     streaming or Dask release (memory bounded by a batch and the cell table; the output schema
     checked per batch), whole for a pandas release (the in-memory runner: any input format,
-    the output schema checked on the whole file)."""
+    the output schema checked on the whole file). ``counted`` and ``plan``: the source's
+    count and plan as the re-derived release made them (then the source is not counted and
+    planned again). Returns the source's and the public file's partitions, the source's
+    weight totals and the plan (None when only counted here)."""
     from sdc.config.model import EngineSpec
 
     opened = ExitStack()  # the runners of a local executor hold nothing to close
@@ -170,14 +171,13 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
     def runner(config: ReleaseConfig) -> Any:
         return opened.enter_context(auditor.open(config, EngineSpec()))
 
-    if not source_found(rep, src, src.exists(), "source", input_sha256, inp):
-        return None
-    cfg.input.path = src
-    try:
-        orig = count_cells(runner(cfg), cfg, validate=False)
-    except InputError as e:
-        rep.add("source: readable", False, str(e))
-        return None
+    orig = counted
+    if orig is None:
+        try:
+            orig = count_cells(runner(cfg), cfg, validate=False)
+        except InputError as e:
+            rep.add("source: readable", False, str(e))
+            return None
     n_rows = int(inp.get("n_rows", -1))
     rep.add("source: row count", orig.n_records == n_rows,
             f"{orig.n_records} rows (audit.json: {n_rows})")
@@ -197,14 +197,16 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, 
         rep.add("public microdata: readable", False, f"{type(e).__name__}: {e}")
         return None
     po = partition_cells(orig.cells, cfg)
-    try:
-        plan = plan_release(po, cfg)
-        codes = orig.cell_codes
-        rep.dependence = measure_dependence(orig.dependence, plan, cfg,
-                                            lambda x: np.searchsorted(codes, x))
-    except (InputError, ConfigError, SmallBlockError) as e:
-        rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
-    return po, partition_cells(rel.cells, cfg), orig.weight_total
+    if plan is not None:  # the re-derived release measured the dependence on its plan
+        rep.dependence = list(plan.dependence)
+    else:
+        try:
+            codes = orig.cell_codes
+            rep.dependence = measure_dependence(orig.dependence, plan_release(po, cfg), cfg,
+                                                lambda x: np.searchsorted(codes, x))
+        except (InputError, ConfigError, SmallBlockError) as e:
+            rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")
+    return po, partition_cells(rel.cells, cfg), orig.weight_total, plan
 
 
 def derived_check(rep: AuditReport, cfg: ReleaseConfig, src, src_cells: np.ndarray, pub,

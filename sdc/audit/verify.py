@@ -54,12 +54,19 @@ from sdc.audit.folder_checks import (
     mode_checks,
     record_checks,
     rederived_checks,
+    rederived_release,
     seed_of,
 )
 from sdc.audit.household_checks import household_checks
 from sdc.audit.report import REL, TOL, AuditError, AuditReport, Check
-from sdc.audit.source_checks import counted_households, counted_partitions, recoding_check
+from sdc.audit.source_checks import (
+    counted_households,
+    counted_partitions,
+    recoding_check,
+    source_found,
+)
 from sdc.executors.registry import get_executor
+from sdc.io.batches import input_sha256
 from sdc.method.destinations import NearCertifier
 from sdc.release.record import AUDIT_FORMAT, build_audit, config_text_of
 
@@ -88,20 +95,26 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
     record_checks(rep, cfg, audit)
     seed_info = seed_of(rep, cfg, audit)
 
-    # -- source --------------------------------------------------------------------------------
+    # -- source (and the release made again: its count and plan are the source's) -------------
     inp = audit["input"]
     src = Path(source).expanduser().absolute() if source is not None else Path(inp["path"])
+    if not source_found(rep, src, src.exists(), "source", input_sha256, inp):
+        return rep
+    cfg.input.path = src
+    again = rederived_release(rep, cfg, audit, seed_info)
+    counted = None if isinstance(again, str) else again.counted
     auditor = get_executor(audit.get("engine") or "pandas").auditor
     households = None
     if cfg.input.household_id is not None:
-        households = counted_households(rep, release_dir, cfg, src, inp, auditor)
+        households = counted_households(rep, release_dir, cfg, inp, auditor, counted)
         if households is None:
             return rep
     else:
-        found = counted_partitions(rep, release_dir, cfg, src, inp, auditor)
+        found = counted_partitions(rep, release_dir, cfg, inp, auditor, counted,
+                                   None if isinstance(again, str) else again.plan)
         if found is None:
             return rep
-        po, pr, weight_total = found
+        po, pr, weight_total, plan = found
 
     dependence_checks(rep, audit)
 
@@ -131,11 +144,12 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
                                  near=near)
         if cfg.risk.weighted:
             cert, where = weighted_checks(rep, po, weight_total, cfg, xi,
-                                          (audit.get("near") or {}).get("weighted_w_sha256"))
+                                          (audit.get("near") or {}).get("weighted_w_sha256"),
+                                          plan=plan)
     recorded = float(risk.get("certificate", math.nan))
     rep.add("certificate <= xi", cert <= xi + TOL,
             f"certificate {cert:.6f} ({where}) vs xi = {xi}")
     rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=REL),
             f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
-    rederived_checks(rep, release_dir, cfg, audit, seed_info, moved_source=source is not None)
+    rederived_checks(rep, release_dir, audit, again, moved_source=source is not None)
     return rep

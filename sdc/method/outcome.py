@@ -93,6 +93,11 @@ class ReleaseOutcome:
     #: the released records as a DataFrame (the input's index and columns minus
     #: ``input.drop``; ``release_frame`` only)
     frame: pd.DataFrame | None = None
+    #: the count pass as the release merged and planned it (a person file's
+    #: :class:`~sdc.pipeline.kernels.CellCount`, a household file's
+    #: :class:`~sdc.pipeline.household_result.HouseholdPlan`): what ``sdc audit`` recounts,
+    #: taken from the re-derived release instead of counting and planning the source twice
+    counted: Any = None
 
     @property
     def released_cell(self) -> np.ndarray:

@@ -376,6 +376,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                      row_all, rel_all, w_all, k.dtypes, n, schema, files, acc, records_file)
     result.dp_perturbations = dp_done
     result.public_table = public_table
+    result.counted = HouseholdPlan(config, n, cells, hs, ps, agg)
     if keep:
         result.released = ReleasedRecords(orig[cell_all], rel_all, pa.concat_tables(kept_tables))
     return result

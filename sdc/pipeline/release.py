@@ -561,4 +561,5 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                                 files=files, accumulator=acc, records_file=records_file,
                                 dp_perturbations=perturb.perturbations() if perturb else [],
                                 public_table=public_table, config=config,
-                                released=ReleasedRecords.of(kept) if keep else None)
+                                released=ReleasedRecords.of(kept) if keep else None,
+                                counted=count)
