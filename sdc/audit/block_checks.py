@@ -17,7 +17,7 @@ from sdc.config.model import ReleaseConfig
 from sdc.method.blocks import Block
 from sdc.method.destinations import NearCertifier, design_risk
 from sdc.method.partition import Partitioned
-from sdc.method.plan import ReleasePlan, plan_release
+from sdc.method.plan import ReleasePlan, certificate, plan_release
 from sdc.method.risk import BlockRisk, max_risk
 from sdc.method.theta import kmin as kmin_of
 from sdc.method.theta import solve_theta
@@ -198,13 +198,13 @@ def prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
             f"every PRB's exact max risk <= xi = {xi}" if not over else
             f"{len(over)} PRB(s) above xi = {xi}: " + "; ".join(over[:3]))
 
-    cert, where = 0.0, "no cell"
-    if risks:
-        m = max(risks)
-        cert, where = m[0], f"PRB {m[1]} at t={m[2]}, a={m[3]}, {m[4]} cell (t_z={m[5]})"
-    t_ns = po.cells.frequency[~sens]
-    if t_ns.size and 1.0 / int(t_ns.min()) > cert:
-        cert, where = 1.0 / int(t_ns.min()), f"a non-sensitive cell with t={int(t_ns.min())}"
+    cert, k, t_ns = certificate([r[0] for r in risks], po.cells.frequency, sens)
+    where = "no cell"
+    if k is not None:
+        m = risks[k]
+        where = f"PRB {m[1]} at t={m[2]}, a={m[3]}, {m[4]} cell (t_z={m[5]})"
+    elif t_ns is not None:
+        where = f"a non-sensitive cell with t={t_ns}"
     return cert, where
 
 

@@ -28,7 +28,12 @@ from sdc.config.model import ReleaseConfig
 from sdc.method.cell_passes import cell_table
 from sdc.method.cells import CellTable, combine_codes, radix_sizes
 from sdc.method.household_batches import HouseholdAggregate
-from sdc.method.households import household_config, person_config, row_index
+from sdc.method.households import (
+    household_config,
+    larger_certificate,
+    person_config,
+    row_index,
+)
 from sdc.method.partition import Partitioned, partition_cells
 
 __all__ = ["PublicHouseholds", "composition_checks", "household_cells", "household_checks",
@@ -116,9 +121,8 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
     # every person counts below (the left-out classes' persons do not move)
     person_group_counts(rep, po_all, partition_cells(public.cells, pcfg), pcfg, cfg,
                         prb_of_label)
-    if p_cert >= h_cert:
-        return p_cert, f"person stage: {p_where}"
-    return h_cert, f"household stage: {h_where}"
+    return larger_certificate((p_cert, f"person stage: {p_where}"),
+                              (h_cert, f"household stage: {h_where}"))
 
 
 def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any],
@@ -172,9 +176,11 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     rep.add("person stage: none", not (audit.get("blocks") or []),
             "risk.composition: protect: no person PRB; person keys move with their "
             "household's composition only")
-    if cs.singular.size and 1.0 / cs.n_hk > h_cert:
-        return 1.0 / cs.n_hk, f"composition stage: singular households (1/{cs.n_hk})"
-    return h_cert, f"composition stage: {h_where}"
+    cert = (h_cert, f"composition stage: {h_where}")
+    if cs.singular.size:
+        cert = larger_certificate(cert, (1.0 / cs.n_hk, "composition stage: singular "
+                                         f"households (1/{cs.n_hk})"))
+    return cert
 
 
 def person_group_counts(rep: AuditReport, po: Partitioned, rel: Partitioned,

@@ -251,7 +251,7 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
     from sdc.errors import SmallBlockError
     from sdc.method.cell_passes import cell_table
     from sdc.method.cells import radix_sizes
-    from sdc.method.households import household_config
+    from sdc.method.households import household_config, larger_certificate
     from sdc.method.partition import partition_cells
     from sdc.method.plan import plan_release
 
@@ -306,10 +306,9 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
                 f"of the household keys to move them among (risk 1/{hk_table.shape[0]} > xi "
                 f"= {xi}). Coarsen the person keys, add a household key, or withhold the "
                 "household id (a person file)")
-        if q > cert:
-            cert, cert_at = q, {"source": "singular households",
-                                "singular_household_sizes": singular_sizes,
-                                "household_key_combinations": int(hk_table.shape[0])}
+        cert, cert_at = larger_certificate((cert, cert_at), (q, {
+            "source": "singular households", "singular_household_sizes": singular_sizes,
+            "household_key_combinations": int(hk_table.shape[0])}))
     return CompositionPlan(plan, ccfg, codes, rows, cell, sing, singular_sizes, hk_table,
                            cert, cert_at)
 

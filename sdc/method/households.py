@@ -13,6 +13,8 @@ constant within households iff its per-household minimum and maximum code agree
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 import pandas as pd
 
@@ -28,7 +30,9 @@ __all__ = ["MAX_LISTED", "check_households", "weight_per_household", "extended_p
            "household_config",
            "household_classes", "household_derived", "household_perturb", "household_table",
            "person_config", "person_derived", "person_derived_values", "person_key_code",
-           "pseudonyms", "row_index", "small_classes"]
+           "larger_certificate", "pseudonyms", "row_index", "small_classes"]
+
+T = TypeVar("T")
 
 MAX_LISTED = 20
 """Violating households listed by id per column (the message gives the full count)."""
@@ -130,6 +134,13 @@ def weight_per_household(config: ReleaseConfig) -> str | None:
 
 
 # -- the two stages of a household release -------------------------------------------------------
+def larger_certificate(first: tuple[float, T], second: tuple[float, T]) -> tuple[float, T]:
+    """A household file's certificate from two of its parts, each ``(certificate, where)``:
+    max_j,a R_j(a, t) over both (the person stage's and the household stage's; the
+    composition stage's plan and its singular households' 1 / #HK); a tie is ``first``'s."""
+    return second if second[0] > first[0] else first
+
+
 def household_config(config: ReleaseConfig) -> ReleaseConfig:
     """The config of the household stage: the household table (one unit per household, id
     ``input.household_id``), the household-level keys, their partition rules and merge order.

@@ -25,8 +25,8 @@ from sdc.method.draws import DrawPlan, cell_identity
 from sdc.method.partition import Partitioned
 from sdc.method.transition import CellDesign, cell_design
 
-__all__ = ["ReleasePlan", "default_merge_order", "draw_plan", "expected_changed",
-           "plan_release"]
+__all__ = ["ReleasePlan", "certificate", "default_merge_order", "draw_plan",
+           "expected_changed", "plan_release", "sensitive_profiles"]
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,33 @@ def default_merge_order(config: ReleaseConfig) -> list[str]:
     return [v for v, r in sorted(items, key=lambda vr: rank.get(type(vr[1]), 3))]
 
 
+def sensitive_profiles(part: Partitioned) -> np.ndarray:
+    """(partition sets, t_max + 1) int64: the frequency profile of every partition set, the
+    number of its sensitive cells with t_j = t (t_j < 1/xi, so t <= t_max = ceil(1/xi) - 1)."""
+    t, sens, cell_ps = part.cells.frequency, part.sensitive, part.cell_partition_set
+    t_max = max(1, math.ceil(1.0 / part.xi) - 1)
+    n_ps = len(part.partition_keys)
+    flat = np.bincount(cell_ps[sens] * (t_max + 1) + t[sens], minlength=n_ps * (t_max + 1))
+    return flat.reshape(n_ps, t_max + 1).astype(np.int64)
+
+
+def certificate(prb_risk: Any, frequency: np.ndarray, sensitive: np.ndarray
+                ) -> tuple[float, int | None, int | None]:
+    """The certificate of a plan (docs/METHOD.md): max(max_b R_b, max over non-sensitive cells
+    of 1/t_j), R_b = max_{j in b, a} R_j(a, t) the exact max risk of PRB b (``prb_risk``, one
+    per PRB). Returns ``(certificate, b, t)``: ``b`` the first PRB attaining it, or ``t`` the
+    smallest non-sensitive t_j when that cell attains it (1/t above every PRB's risk); the
+    other None (both None: no cell)."""
+    r = np.asarray(prb_risk, dtype=np.float64)
+    cert, at = (float(r.max()), int(np.argmax(r))) if r.size else (0.0, None)
+    ns = ~np.asarray(sensitive, dtype=bool)
+    if ns.any():
+        t_ns = int(np.asarray(frequency)[ns].min())
+        if 1.0 / t_ns > cert:
+            return 1.0 / t_ns, None, t_ns
+    return cert, at, None
+
+
 def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
     """Form the PRBs of ``part``, choose theta per PRB under the small-block policy, certify.
 
@@ -141,10 +168,8 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
     cells, t, cell_ps, ps_codes = part.cells, part.cells.frequency, part.cell_partition_set, part.ps_codes
     pvars, gens, ps_labels, sensitive = (config.partition_variables, part.generalizations,
                                          part.partition_keys, part.sensitive)
-    n_ps = len(ps_labels)
     t_max = max(1, math.ceil(1.0 / xi) - 1)
-    profiles = np.zeros((n_ps, t_max + 1), dtype=np.int64)
-    np.add.at(profiles, (cell_ps[sensitive], t[sensitive]), 1)
+    profiles = sensitive_profiles(part)
 
     def describe(b: Block) -> str:
         names = [ps_labels[m] for m in b.members]
@@ -176,19 +201,16 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
     cell_local[sens_cells] = np.arange(sens_cells.size) - starts[prb_of_sens]
 
     blocks_df = _blocks_frame(bplan, ps_labels, km, t_max, near=near is not None)
-    cert, cert_at = 0.0, {}
-    if len(bplan.blocks):
-        i = int(np.argmax(blocks_df["max_risk"].to_numpy()))
-        cert = float(blocks_df["max_risk"].iat[i])
+    cert, i, t_ns = certificate(blocks_df["max_risk"].to_numpy() if len(bplan.blocks) else [],
+                                t, sensitive)
+    cert_at: dict[str, Any] = {}
+    if i is not None:
         cert_at = {"source": "prb", "prb": i, "partition_key": blocks_df["partition_key"].iat[i],
                    "t": int(blocks_df["max_risk_t"].iat[i]), "a": int(blocks_df["max_risk_a"].iat[i]),
                    "pick": str(blocks_df["max_risk_pick"].iat[i]),
                    "t_z": int(blocks_df["max_risk_t_z"].iat[i])}
-    if (~sensitive).any():
-        t_ns = int(t[~sensitive].min())
-        if 1.0 / t_ns > cert:
-            cert, cert_at = 1.0 / t_ns, {"source": "non_sensitive", "t": t_ns, "a": t_ns,
-                                         "pick": "own", "t_z": t_ns}
+    elif t_ns is not None:
+        cert_at = {"source": "non_sensitive", "t": t_ns, "a": t_ns, "pick": "own", "t_z": t_ns}
 
     ps_frame = partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
                                      bplan.block_of_partition_set)

@@ -20,7 +20,7 @@ from sdc.method.household_batches import (
     person_draw_plan,
     released_person_codes,
 )
-from sdc.method.households import household_config
+from sdc.method.households import household_config, larger_certificate
 from sdc.method.plan import draw_plan
 from sdc.pipeline.kernels import ReleaseOutcome
 
@@ -38,9 +38,9 @@ def household_certificate(ps: Any, hs: Any) -> tuple[float, dict[str, Any]]:
         cs = hs.composition
         return float(cs.certificate), dict(cs.certificate_at)
     p, h = ps.plan, hs.plan
-    if h.certificate > p.certificate:
-        return float(h.certificate), dict(h.certificate_at)
-    return float(p.certificate), dict(p.certificate_at)
+    cert, at = larger_certificate((float(p.certificate), p.certificate_at),
+                                  (float(h.certificate), h.certificate_at))
+    return cert, dict(at)
 
 
 def household_merges(ps: Any, hs: Any) -> list[str]:

@@ -22,7 +22,7 @@ from sdc.method.design.importance import IMPORTANT_VARIANTS, important_partition
 from sdc.method.design.importance import weights as importance_weights
 from sdc.method.design.rule import changes_of_key, displacement, move_abs
 from sdc.method.partition import partition_cells
-from sdc.method.plan import default_merge_order
+from sdc.method.plan import certificate, default_merge_order, sensitive_profiles
 
 __all__ = ["NOMINAL_FIRST", "VARIANTS", "WEIGHTED_VARIANTS", "Context", "certify", "node_data",
            "partition_variant"]
@@ -36,21 +36,15 @@ def certify(part: Any, config: ReleaseConfig) -> tuple[Any, float]:
     :func:`sdc.method.plan.plan_release` (profiles, :func:`sdc.method.blocks.plan_blocks` in the
     config's merge order, max over PRBs of their exact risk and over non-sensitive cells of
     1/t), without its report tables. Raises what ``plan_blocks`` raises."""
-    t, sens, cell_ps = part.cells.frequency, part.sensitive, part.cell_partition_set
-    t_max = max(1, math.ceil(1.0 / part.xi) - 1)
-    n_ps = part.ps_codes.shape[0]
-    flat = np.bincount(cell_ps[sens] * (t_max + 1) + t[sens], minlength=n_ps * (t_max + 1))
-    profiles = flat.reshape(n_ps, t_max + 1).astype(np.int64)
     pvars = config.partition_variables
     order = [pvars.index(v) for v in default_merge_order(config)]
     labels = part.partition_keys
-    bplan = plan_blocks(part.ps_codes, profiles, xi=part.xi, theta=part.theta, kmin=part.kmin,
-                        theta_mode=config.risk.theta, policy=config.risk.small_blocks,
-                        merge_along=order,
+    bplan = plan_blocks(part.ps_codes, sensitive_profiles(part), xi=part.xi, theta=part.theta,
+                        kmin=part.kmin, theta_mode=config.risk.theta,
+                        policy=config.risk.small_blocks, merge_along=order,
                         describe=lambda b: " + ".join(labels[m] for m in b.members))
-    cert = max((b.risk.max_risk for b in bplan.blocks), default=0.0)
-    if (~sens).any():
-        cert = max(cert, 1.0 / int(t[~sens].min()))
+    cert = certificate([b.risk.max_risk for b in bplan.blocks], part.cells.frequency,
+                       part.sensitive)[0]
     return bplan, float(cert)
 
 
