@@ -1,5 +1,6 @@
 """Household test helpers shared by the household tests (docs/HOUSEHOLDS.md): the generated
-household file and its config, and a household release made through an executor without
+household file and its configs (:data:`GEN`), sdcMicro's ``testdata`` household file and its
+config (:func:`testdata_config`), and a household release made through an executor without
 Prefect (as ``sdc release`` and the audit's re-derivation make it), written as a release
 folder."""
 
@@ -10,12 +11,73 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 import sdc
 from sdc.samples import generate_household_sample
+from tests.conftest import SHARED_DATA
+
+#: :func:`generate_household_sample`'s file with 40 regions: household keys region, urbrur,
+#: dwelling (``level: household``), person keys sex, age, relation; household columns water,
+#: hh_weight; income dropped (it gives children's age away)
+GEN: dict[str, Any] = {
+    "name": "gen",
+    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
+              "household_columns": ["water", "hh_weight"], "drop": ["income"]},
+    "key_variables": {"region": {"range": [1, 40], "level": "household"},
+                      "urbrur": {"categories": [1, 2], "level": "household"},
+                      "dwelling": {"range": [1, 6], "level": "household"},
+                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
+                      "relation": {"range": [1, 5]}},
+    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
+                  "relation": "as_is"},
+    "risk": {"households": "warn", "xi": 0.5},
+    "seed": 11,
+}
+
+#: sdcMicro's household test file (persons of 1,000 households, ``ori_hid``)
+TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
+
+
+def testdata() -> pd.DataFrame:
+    """sdcMicro's ``testdata`` (skips the test when the shared data folder is absent)."""
+    if not TESTDATA.is_file():
+        pytest.skip(f"sdcMicro testdata not found at {TESTDATA} (shared data folder absent)")
+    return pd.read_csv(TESTDATA)
+
+
+def testdata_config(tmp_path: Path, path: Path = TESTDATA, weight: str | None = None,
+                    **risk: Any) -> Path:
+    """A release config of sdcMicro's ``testdata`` written to ``tmp_path/testdata.yaml``:
+    household keys urbrur, water, walls; person keys sex, age (bands for the partition);
+    xi 0.395, ``small_blocks: calibrate``; ``weight``: ``input.weight``; ``risk`` added
+    (skips the test when the file is absent)."""
+    if not TESTDATA.is_file():
+        pytest.skip(f"sdcMicro testdata not found at {TESTDATA} (shared data folder absent)")
+    inp: dict[str, Any] = {"path": str(path), "household_id": "ori_hid"}
+    if weight is not None:
+        inp["weight"] = weight
+    inp["drop"] = ["relat", "hhcivil", "income", "expend", "savings"]
+    cfg = {
+        "name": "testdata",
+        "input": inp,
+        "key_variables": {
+            "urbrur": {"categories": [1, 2], "level": "household"},
+            "water": {"categories": list(range(1, 10)), "level": "household"},
+            "walls": {"categories": [2, 3, 9], "level": "household"},
+            "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]}},
+        "partition": {"age": {"bands": [0, 15, 30, 45, 65]}},
+        "risk": {"xi": 0.395, "small_blocks": "calibrate", **risk},
+        "seed": 20261126,
+        "output": {"dir": str(tmp_path / "out"), "formats": ["parquet"]},
+    }
+    out = tmp_path / "testdata.yaml"
+    out.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return out
 
 
 def household_parquet(path: Path, n: int = 2500, seed: int = 8, n_regions: int = 12,

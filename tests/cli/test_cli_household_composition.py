@@ -10,40 +10,14 @@ from typing import Any
 
 import pytest
 import yaml
+from household_helpers import TESTDATA, testdata_config
 
 from tests.cli.test_cli import assert_clean_error, run
-from tests.conftest import SHARED_DATA
-
-TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
-
-
-def _config(tmp_path: Path, **risk) -> Path:
-    """The issue's config: household keys urbrur, water, walls; person keys sex, age (bands
-    for the partition); xi 0.395, small_blocks calibrate; ``risk`` added."""
-    if not TESTDATA.is_file():
-        pytest.skip(f"sdcMicro testdata not found at {TESTDATA} (shared data folder absent)")
-    cfg = {
-        "name": "testdata",
-        "input": {"path": str(TESTDATA), "household_id": "ori_hid",
-                  "drop": ["relat", "hhcivil", "income", "expend", "savings"]},
-        "key_variables": {
-            "urbrur": {"categories": [1, 2], "level": "household"},
-            "water": {"categories": list(range(1, 10)), "level": "household"},
-            "walls": {"categories": [2, 3, 9], "level": "household"},
-            "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]}},
-        "partition": {"age": {"bands": [0, 15, 30, 45, 65]}},
-        "risk": {"xi": 0.395, "small_blocks": "calibrate", **risk},
-        "seed": 20261126,
-        "output": {"dir": str(tmp_path / "out"), "formats": ["parquet"]},
-    }
-    path = tmp_path / "testdata.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
 
 
 @pytest.mark.e2e
 def test_the_default_refuses_an_unprotected_household_file(tmp_path):
-    cfg = _config(tmp_path)
+    cfg = testdata_config(tmp_path)
     r = run("release", cfg)
     # exit 2, the figure, the riskiest class (F = 1: unique compositions), the fixes
     assert_clean_error(r, 2, "composition intruder", "riskiest class", "class F = 1",
@@ -53,7 +27,7 @@ def test_the_default_refuses_an_unprotected_household_file(tmp_path):
 
 @pytest.mark.e2e
 def test_warn_publishes_and_says_composition_is_not_protected(prefect_harness, tmp_path):
-    cfg = _config(tmp_path, households="warn")
+    cfg = testdata_config(tmp_path, households="warn")
     r = run("release", cfg)
     assert r.exit_code == 0, r.text
     out = tmp_path / "out"
@@ -115,7 +89,7 @@ def test_design_recommends_a_config_that_release_publishes_within_xi(prefect_har
     from tests.method.test_household_composition import _check, _independent_intruder
 
     if data == "testdata":
-        cfg = _config(tmp_path)
+        cfg = testdata_config(tmp_path)
         src, hid, hk = pd.read_csv(TESTDATA), "ori_hid", ["urbrur", "water", "walls"]
     else:
         cfg, src = _galton(tmp_path)
@@ -144,11 +118,11 @@ def test_design_recommends_a_config_that_release_publishes_within_xi(prefect_har
     _check(hits, big_f, dc.risk.xi, cert)
 
 
-def test_plan_and_validate_of_a_protected_config(tmp_path):
+def test_plan_and_validate_of_a_protectedtestdata_config(tmp_path):
     """`sdc plan` and `sdc validate` of a risk.composition: protect config run the household
     pipeline's passes (as the release does), on the pandas engine too, and name the
     composition stage."""
-    cfg = _config(tmp_path, composition="protect")
+    cfg = testdata_config(tmp_path, composition="protect")
     d = yaml.safe_load(cfg.read_text())
     d["key_variables"]["age"]["recode"] = {"bands": [0, 15, 65]}
     d.pop("partition")

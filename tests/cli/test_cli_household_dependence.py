@@ -15,18 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from household_helpers import testdata
 
 import sdc
 from tests.cli.test_cli import assert_clean_error, run
-from tests.conftest import SHARED_DATA
-
-TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
-
-
-def _testdata() -> pd.DataFrame:
-    if not TESTDATA.is_file():
-        pytest.skip(f"sdcMicro testdata not found at {TESTDATA} (shared data folder absent)")
-    return pd.read_csv(TESTDATA)
 
 
 def _job(tmp_path, name: str, frame: pd.DataFrame, engine: str = "pandas"):
@@ -56,7 +48,7 @@ def _job(tmp_path, name: str, frame: pd.DataFrame, engine: str = "pandas"):
 @pytest.mark.parametrize("engine", ["pandas", "streaming", "dask"])
 def test_a_person_copy_of_a_household_key_is_refused_on_every_executor(prefect_harness,
                                                                        tmp_path, engine):
-    df = _testdata()
+    df = testdata()
     r = run("release", _job(tmp_path, "copy", df.assign(water_copy=df["water"]), engine))
     assert_clean_error(r, 2, "'water_copy' (a person column) reveals the original household "
                        "key(s) water", "against xi = 0.5",
@@ -66,7 +58,7 @@ def test_a_person_copy_of_a_household_key_is_refused_on_every_executor(prefect_h
 
 
 def test_a_pair_of_person_columns_and_the_file_as_it_is(prefect_harness, tmp_path):
-    df = _testdata()
+    df = testdata()
     a = np.random.default_rng(1).integers(0, 10, len(df))
     r = run("release", _job(tmp_path, "pair", df.assign(pa=a, pb=df["water"] - a)))
     assert_clean_error(r, 2, "'pa + pb' (a person column) reveals the original household "

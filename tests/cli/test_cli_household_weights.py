@@ -7,44 +7,25 @@ person weight that differs within a household is refused with exit 2, the reason
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from household_helpers import TESTDATA, testdata_config
 
 from tests.cli.test_cli import assert_clean_error, run
-from tests.conftest import SHARED_DATA
-
-TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
 
 pytestmark = pytest.mark.e2e
 
+#: the file's household weight, the release's input.weight
+WEIGHT = "household_weights"
 
-def _config(tmp_path: Path, path: Path = TESTDATA, **risk) -> Path:
-    if not TESTDATA.is_file():
-        pytest.skip(f"sdcMicro testdata not found at {TESTDATA} (shared data folder absent)")
-    cfg = {
-        "name": "testdata",
-        "input": {"path": str(path), "household_id": "ori_hid", "weight": "household_weights",
-                  "drop": ["relat", "hhcivil", "income", "expend", "savings"]},
-        "key_variables": {
-            "urbrur": {"categories": [1, 2], "level": "household"},
-            "water": {"categories": list(range(1, 10)), "level": "household"},
-            "walls": {"categories": [2, 3, 9], "level": "household"},
-            "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]}},
-        "partition": {"age": {"bands": [0, 15, 30, 45, 65]}},
-        "risk": {"xi": 0.395, "small_blocks": "calibrate", "weighted": True, **risk},
-        "seed": 20261126,
-        "output": {"dir": str(tmp_path / "out"), "formats": ["parquet"]},
-    }
-    out = tmp_path / "testdata.yaml"
-    out.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return out
+
 
 
 def test_weighted_household_release_is_certified_and_audited(tmp_path):
-    r = run("release", _config(tmp_path, households="warn"))
+    r = run("release", testdata_config(tmp_path, weight=WEIGHT, weighted=True,
+                                       households="warn"))
     assert r.exit_code == 0, r.text
     audit = json.loads((tmp_path / "out" / "internal" / "audit.json").read_text())
     assert audit["risk"]["certificate"] <= 0.395
@@ -61,7 +42,8 @@ def test_protect_refuses_a_weight_that_differs_within_a_household(tmp_path):
     src["household_weights"] = src["household_weights"] * (1 + 0.1 * (src["sex"] == 2))
     path = tmp_path / "varying.csv"
     src.to_csv(path, index=False)
-    cfg = _config(tmp_path, path, composition="protect")
+    cfg = testdata_config(tmp_path, path, weight=WEIGHT, weighted=True,
+                          composition="protect")
     d = yaml.safe_load(cfg.read_text())
     d["key_variables"]["age"]["recode"] = {"bands": [0, 19]}
     d.pop("partition")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from household_helpers import GEN
 
 import sdc
 from sdc.executors.memory import InMemory
@@ -27,20 +28,6 @@ from sdc.pipeline.households import plan_households
 from sdc.samples import generate_household_sample
 
 XI = 0.5
-GEN = {
-    "name": "gen",
-    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
-              "household_columns": ["water", "hh_weight"], "drop": ["income"]},
-    "key_variables": {"region": {"range": [1, 40], "level": "household"},
-                      "urbrur": {"categories": [1, 2], "level": "household"},
-                      "dwelling": {"range": [1, 6], "level": "household"},
-                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
-                      "relation": {"range": [1, 5]}},
-    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
-                  "relation": "as_is"},
-    "risk": {"households": "warn", "xi": XI},
-    "seed": 11,
-}
 
 
 def _base(n: int = 6000, seed: int = 5) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from household_helpers import GEN
 
 import sdc
 from sdc.errors import InputError
@@ -20,21 +21,6 @@ from sdc.method.household_batches import (
 )
 from sdc.method.households import check_households, household_codes
 from sdc.samples import generate_household_sample
-
-GEN = {
-    "name": "gen",
-    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
-              "household_columns": ["water", "hh_weight"], "drop": ["income"]},
-    "key_variables": {"region": {"range": [1, 40], "level": "household"},
-                      "urbrur": {"categories": [1, 2], "level": "household"},
-                      "dwelling": {"range": [1, 6], "level": "household"},
-                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
-                      "relation": {"range": [1, 5]}},
-    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
-                  "relation": "as_is"},
-    "risk": {"households": "warn", "xi": 0.5},
-    "seed": 11,
-}
 
 
 def _count(frame: pd.DataFrame, cfg, n_batches: int, seed: int):

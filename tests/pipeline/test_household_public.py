@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from household_helpers import GEN
 
 import sdc
 from sdc.io.batches import PublicWriter, public_schema
@@ -42,21 +43,6 @@ from sdc.pipeline.household_public import (
 from sdc.pipeline.order import order_salt
 from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
 from sdc.samples import generate_household_sample
-
-GEN = {
-    "name": "gen",
-    "input": {"path": "x.csv", "household_id": "hh_id", "id_column": "person_id",
-              "household_columns": ["water", "hh_weight"], "drop": ["income"]},
-    "key_variables": {"region": {"range": [1, 40], "level": "household"},
-                      "urbrur": {"categories": [1, 2], "level": "household"},
-                      "dwelling": {"range": [1, 6], "level": "household"},
-                      "sex": {"categories": [1, 2]}, "age": {"range": [0, 95]},
-                      "relation": {"range": [1, 5]}},
-    "partition": {"age": {"bands": [0, 15, 30, 45, 60, 75]}, "sex": "as_is",
-                  "relation": "as_is"},
-    "risk": {"households": "warn", "xi": 0.5},
-    "seed": 11,
-}
 
 
 def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
