@@ -173,7 +173,8 @@ def rederived_release(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any
 def rederived_checks(rep: AuditReport, release_dir: Path, audit: dict[str, Any],
                      again: Rederived | str, moved_source: bool = False) -> None:
     """Compare the release made again (:func:`rederived_release`; a string: why it was not)
-    with the folder: every public file record for record and every field of the audit record
+    with the folder: every public file by its SHA-256 (record for record when it differs) and
+    every field of the audit record
     (with ``moved_source``, the recorded input path is where the source lay at release time:
     its hash was checked)."""
     if isinstance(again, str):
@@ -184,11 +185,10 @@ def rederived_checks(rep: AuditReport, release_dir: Path, audit: dict[str, Any],
     problems = []
     if missing := sorted(set(again.public) - present):
         problems.append(f"missing: {missing}")
-    for name, data in sorted(again.public.items()):
-        if name in present:
-            d = public_differences(name, (pub / name).read_bytes(), data)
-            if d is not None:
-                problems.append(d)
+    for name in sorted(again.public):  # by SHA-256 (read in blocks); a differing file is read
+        if name in present and sha256_file(pub / name) != again.sha256(name):
+            problems.append(public_differences(name, (pub / name).read_bytes(), again.data(name))
+                            or f"{name}: differs from the re-derived release")
     rep.add("re-derived release: public files", not problems,
             f"{len(again.public)} public files equal the re-derived release byte for byte "
             f"({', '.join(sorted(again.public))})" if not problems else "; ".join(problems[:4]))

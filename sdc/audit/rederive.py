@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
+from sdc.io.write import sha256_bytes, sha256_file
 from sdc.series.seeds import SeedInfo
 
 __all__ = ["NOT_CHECKABLE", "Rederived", "audit_differences", "public_differences", "rederive"]
@@ -51,15 +52,33 @@ _REPORTS = {"risk.json", "utility.json", "report.html"}
 
 @dataclass
 class Rederived:
-    """The files of a release made again: public name -> bytes, the audit record, and the
-    count pass and plan that release made of the source (``counted``:
+    """The files of a release made again: public name -> the file the pipeline wrote into a
+    private temporary ``folder`` (microdata) or bytes (codebook, tables), the audit record,
+    and the count pass and plan that release made of the source (``counted``:
     :attr:`~sdc.method.outcome.ReleaseOutcome.counted`; ``plan``: a person file's plan), which
-    the audit's checks read instead of counting and planning the source again."""
+    the audit's checks read instead of counting and planning the source again. :meth:`close`
+    removes the folder."""
 
-    public: dict[str, bytes]
+    public: dict[str, Path | bytes]
     audit: dict[str, Any]
     counted: Any = None
     plan: Any = None
+    folder: Path | None = None
+
+    def sha256(self, name: str) -> str:
+        """The SHA-256 of public file ``name`` (a written file hashed as it is read)."""
+        v = self.public[name]
+        return sha256_file(v) if isinstance(v, Path) else sha256_bytes(bytes(v))
+
+    def data(self, name: str) -> bytes:
+        """Public file ``name``'s bytes (read whole: only to say how a file differs)."""
+        v = self.public[name]
+        return v.read_bytes() if isinstance(v, Path) else bytes(v)
+
+    def close(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) -> Rederived:
@@ -98,11 +117,11 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) 
         public, internal = assemble_batch_release(cfg, res, seed_info, input_sha256=digest,
                                                   config_text=text, engine=engine,
                                                   reports=reports)
-        files = {k: (v.read_bytes() if isinstance(v, Path) else bytes(v))
-                 for k, v in public.items()}
-        return Rederived(files, json.loads(internal["audit.json"]), res.counted, res.plan)
-    finally:
+        return Rederived(dict(public), json.loads(internal["audit.json"]), res.counted,
+                         res.plan, tmp)
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 #: Fields checked elsewhere: ``review`` (the approval, added after the release was made) by

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -58,6 +59,7 @@ from sdc.audit.folder_checks import (
     seed_of,
 )
 from sdc.audit.household_checks import household_checks
+from sdc.audit.rederive import Rederived
 from sdc.audit.report import REL, TOL, AuditError, AuditReport, Check
 from sdc.audit.source_checks import (
     counted_households,
@@ -65,6 +67,7 @@ from sdc.audit.source_checks import (
     recoding_check,
     source_found,
 )
+from sdc.config.model import ReleaseConfig
 from sdc.executors.registry import get_executor
 from sdc.io.batches import input_sha256
 from sdc.method.destinations import NearCertifier
@@ -102,6 +105,16 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
         return rep
     cfg.input.path = src
     again = rederived_release(rep, cfg, audit, seed_info)
+    try:
+        return _checks(rep, release_dir, cfg, audit, again, inp, source is not None)
+    finally:
+        if not isinstance(again, str):
+            again.close()
+
+
+def _checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, audit: dict[str, Any],
+            again: Rederived | str, inp: dict[str, Any], moved: bool) -> AuditReport:
+    """The checks after the re-derivation (``again``: the release made again, or why not)."""
     counted = None if isinstance(again, str) else again.counted
     auditor = get_executor(audit.get("engine") or "pandas").auditor
     households = None
@@ -151,5 +164,5 @@ def verify_release(release_dir: Path, source: Path | None = None) -> AuditReport
             f"certificate {cert:.6f} ({where}) vs xi = {xi}")
     rep.add("certificate = recorded", math.isclose(cert, recorded, rel_tol=REL),
             f"recomputed {cert:.10f}, audit.json records {recorded:.10f}")
-    rederived_checks(rep, release_dir, audit, again, moved_source=source is not None)
+    rederived_checks(rep, release_dir, audit, again, moved_source=moved)
     return rep
