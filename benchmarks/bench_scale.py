@@ -190,6 +190,8 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="work folder (needs ~6 GB per 100M records)")
     ap.add_argument("--json", default=None, help="append results as JSON lines to this file")
     args = ap.parse_args()
+    if args.dir:  # a folder that does not exist yet is created (mkdtemp would raise)
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="sdc-bench-scale-", dir=args.dir))
     try:
         for n in args.n:
