@@ -12,7 +12,7 @@ counts per cell, so no figure depends on summation order. docs/REPORTS.md, "intr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -114,6 +114,188 @@ def _ratio(col_n: np.ndarray, col_c: np.ndarray, n_sim: int) -> dict[str, Any]:
             "n_eff": float(n_obs**2 / (col_c**2).sum())}
 
 
+class _Slots(NamedTuple):
+    """One slot per target record of a sensitive cell, grouped by cell (records of a cell are
+    exchangeable); sensitive cells ordered by (PRB, cell)."""
+
+    n_sc: int                # sensitive cells
+    t_sc: np.ndarray         # t_z of every sensitive cell
+    t_max: int
+    slot_sc: np.ndarray      # sensitive-cell index of every slot
+    slot_t: np.ndarray       # t_j of every slot
+    slot_local: np.ndarray   # the slot's cell inside its PRB
+    slot_base: np.ndarray    # first sensitive cell of the slot's PRB
+    kernel: Any              # prepare_records of the slots (the same every replica)
+    pairs_t: np.ndarray      # (t_max + 1, n_sc): targets of frequency t outside cell z
+
+
+class _Tally(NamedTuple):
+    """Per replica (rows) and class (columns): sum of Y and number of targets, own-cell picks
+    (num, cnt) and other-cell picks (num_o, cnt_o); total_y: sum of Y over all targets."""
+
+    num: np.ndarray
+    cnt: np.ndarray
+    num_o: np.ndarray
+    cnt_o: np.ndarray
+    total_y: np.ndarray
+
+
+class _Exact(NamedTuple):
+    """Exact pooled class values: sum of m t P(kept, S = a) / a (num), of m t P(S = a) (den),
+    and the smallest / largest per-cell risk of the class (r_min, r_max)."""
+
+    num: np.ndarray
+    den: np.ndarray
+    r_min: np.ndarray
+    r_max: np.ndarray
+
+
+def _target_slots(t_cell: np.ndarray, prb: np.ndarray, blocks: pd.DataFrame) -> _Slots:
+    """The target slots of the sensitive cells (``prb >= 0``, at least one) and, per sensitive
+    cell z and frequency t, the number of targets of frequency t in z's PRB outside z."""
+    n_blocks = len(blocks)
+    sens = np.flatnonzero(prb >= 0)
+    sens = sens[np.argsort(prb[sens], kind="stable")]
+    sprb = prb[sens]
+    starts = np.searchsorted(sprb, np.arange(n_blocks + 1))
+    local = np.arange(sens.size) - starts[sprb]
+    t_sc = t_cell[sens]
+    slot_sc = np.repeat(np.arange(sens.size), t_sc)
+    slot_t = t_sc[slot_sc]
+    t_max = int(slot_t.max())
+    m_prb = np.zeros((n_blocks, t_max + 1))
+    np.add.at(m_prb, (sprb[slot_sc], slot_t), 1.0)       # records of frequency t per PRB
+    pairs_zt = m_prb[sprb].copy()                          # targets of frequency t_j outside z
+    pairs_zt[np.arange(sens.size), t_sc] -= t_sc
+    # per slot, the parameters of its PRB: one post-randomization of all PRBs per replica.
+    # Every PRB draws its records' uniform pairs in PRB order from the replica's stream, so
+    # one draw of all pairs is the same sequence as one post_randomize call per PRB.
+    slot_prb = sprb[slot_sc]
+    kernel = prepare_records(slot_t, blocks["k"].to_numpy(dtype=np.int64)[slot_prb],
+                             blocks["theta"].to_numpy(dtype=float)[slot_prb])
+    return _Slots(n_sc=int(sens.size), t_sc=t_sc, t_max=t_max, slot_sc=slot_sc, slot_t=slot_t,
+                  slot_local=local[slot_sc], slot_base=starts[slot_prb], kernel=kernel,
+                  pairs_t=np.ascontiguousarray(np.maximum(pairs_zt, 0.0).T))
+
+
+def _replay(s: _Slots, *, seed: int, n_sim: int, a_max: int) -> _Tally:
+    """Post-randomize every PRB ``n_sim`` times (replica i from ``stream(seed, "intruder:<i>")``)
+    and tally the Rao-Blackwellized Y = 1{B in z} / S_z per class and replica.
+
+    Own cell: summed over the targets of cell j, Y is K_j / S_j with K_j the records of j that
+    kept their cell (integer counts: exact, no order dependence). Other cell z: (records of
+    frequency t_j moved into z) / S_z per class (t_j, t_z, S_z); a record moved into z implies
+    a target of frequency t_j outside z, so every arrival falls in a valid pair class.
+    """
+    t1, w_a = s.t_max + 1, a_max + 2     # class bins of a cell z by (t_z, S_z): S_z = 0 and
+    n_bins = t1 * w_a                    # S_z > a_max go to dump bins
+    own_cls = s.t_sc * w_a                                # + min(S_z, a_max + 1)
+    div = np.maximum(np.arange(a_max + 1), 1).astype(float)
+    pairs_used = [t for t in range(t1) if s.pairs_t[t].any()]
+    slot_t_o = s.slot_t * n_bins
+    tally = _Tally(num=np.zeros((n_sim, t1 * (a_max + 1))), cnt=np.zeros((n_sim, t1 * (a_max + 1))),
+                   num_o=np.zeros((n_sim, t1 * t1 * (a_max + 1))),
+                   cnt_o=np.zeros((n_sim, t1 * t1 * (a_max + 1))), total_y=np.zeros(n_sim))
+
+    def by_class(zc: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        return np.bincount(zc, weights=weights, minlength=n_bins).reshape(t1, w_a)[:, :a_max + 1]
+
+    for i in range(n_sim):
+        u = stream(seed, f"intruder:{i}").random((s.slot_sc.size, 2))
+        dest = post_randomize_prepared(s.slot_local, s.kernel, u)
+        move = dest != s.slot_local
+        dest += s.slot_base
+        del u
+        s_count = np.bincount(dest, minlength=s.n_sc)
+        kept_cnt = (s.t_sc - np.bincount(s.slot_sc[move], minlength=s.n_sc)).astype(float)
+        by_s = np.bincount(s_count, weights=kept_cnt)     # sum of K_j per S_j value
+        tally.total_y[i] = float((by_s[1:] / np.arange(1, by_s.size)).sum())
+        zc = own_cls + np.minimum(s_count, a_max + 1)     # class bin of every cell z
+        tally.num[i] = (by_class(zc, kept_cnt) / div).ravel()
+        tally.cnt[i] = by_class(zc, s.t_sc).ravel()
+        idx_m = slot_t_o[move] + zc[dest[move]]
+        tally.num_o[i] = (np.bincount(idx_m, minlength=t1 * n_bins)
+                          .reshape(-1, w_a)[:, :a_max + 1] / div).ravel()
+        for t in pairs_used:     # pairs (target of frequency t_j outside z, z) per class of z
+            tally.cnt_o[i, t * t1 * (a_max + 1):(t + 1) * t1 * (a_max + 1)] = \
+                by_class(zc, s.pairs_t[t]).ravel()
+    tally.cnt[:, ::a_max + 1] = 0.0    # a = 0 (the S_z = 0 bins): no class
+    tally.cnt_o[:, ::a_max + 1] = 0.0
+    return tally
+
+
+def _empty_exact(n_cls: int) -> _Exact:
+    """Zero sums and an empty range (+inf, -inf) for ``n_cls`` classes."""
+    return _Exact(np.zeros(n_cls), np.zeros(n_cls), np.full(n_cls, np.inf),
+                  np.full(n_cls, -np.inf))
+
+
+def _exact_own(blocks: pd.DataFrame, t_max: int, a_max: int) -> tuple[_Exact, float]:
+    """Exact own-cell classes (t, a) over every PRB, and the expected number of correct matches
+    sum over targets of sum_a P(kept, S_j = a) / a."""
+    ex = _empty_exact((t_max + 1) * (a_max + 1))
+    thetas = blocks["theta"].to_numpy(dtype=float)
+    expected_correct = 0.0
+    for b in range(len(blocks)):
+        prof = _parse_profile(blocks["profile"].iat[b])
+        n_rec = sum(t * m for t, m in prof.items())
+        for t, m in prof.items():
+            # S_j <= n_rec, but the classes run to a_max: never index past the pmf
+            kept_pmf, s_pmf = exact_s_distribution(prof, t, thetas[b], max(n_rec, a_max) + 1)
+            a_all = np.arange(kept_pmf.size)
+            expected_correct += m * t * float((kept_pmf[1:] / a_all[1:]).sum())
+            r = correct_match_risk(prof, t, thetas[b], a_max)
+            for a in range(1, a_max + 1):
+                c = t * (a_max + 1) + a
+                ex.num[c] += m * t * kept_pmf[a] / a
+                ex.den[c] += m * t * s_pmf[a]
+                if np.isfinite(r[a - 1]):
+                    ex.r_min[c] = min(ex.r_min[c], float(r[a - 1]))
+                    ex.r_max[c] = max(ex.r_max[c], float(r[a - 1]))
+    return ex, expected_correct
+
+
+def _exact_other(blocks: pd.DataFrame, t_max: int,
+                 a_max: int) -> tuple[_Exact, dict[tuple[int, int], float]]:
+    """Exact other-cell classes (t, t_z, a) over every PRB of k >= 2 cells, and the number of
+    (target of frequency t, other cell of frequency t_z) pairs per (t, t_z)."""
+    ex = _empty_exact((t_max + 1) * (t_max + 1) * (a_max + 1))
+    ks = blocks["k"].to_numpy(dtype=np.int64)
+    thetas = blocks["theta"].to_numpy(dtype=float)
+    pairs_total: dict[tuple[int, int], float] = {}
+    for b in range(len(blocks)):
+        prof = _parse_profile(blocks["profile"].iat[b])
+        for t, m in prof.items():
+            for t_z, m_z in prof.items():
+                others = m_z - (1 if t_z == t else 0)
+                if others < 1 or int(ks[b]) < 2:
+                    continue
+                # only a = 1..a_max is used: the truncated convolution keeps its head exactly
+                hit, tot = pick_distribution(prof, t, thetas[b], a_max + 1, t_z=t_z)
+                pairs = m * t * others
+                pairs_total[t, t_z] = pairs_total.get((t, t_z), 0.0) + pairs
+                for a in range(1, a_max + 1):
+                    c = (t * (t_max + 1) + t_z) * (a_max + 1) + a
+                    ex.num[c] += pairs * hit[a] / a
+                    ex.den[c] += pairs * tot[a]
+                    if tot[a] > 0:
+                        ex.r_min[c] = min(ex.r_min[c], float(hit[a] / a / tot[a]))
+                        ex.r_max[c] = max(ex.r_max[c], float(hit[a] / a / tot[a]))
+    return ex, pairs_total
+
+
+def _class_entry(pick: str, t: int, t_z: int, a: int, c: int, num: np.ndarray, cnt: np.ndarray,
+                 ex: _Exact, n_sim: int, n_targets: float) -> dict[str, Any]:
+    """One class: the simulated ratio (column c of num / cnt) beside the exact pooled value
+    ex.num / ex.den, the exact range and P(S = a) = ex.den / n_targets."""
+    return {"pick": pick, "t": int(t), "t_z": int(t_z), "a": int(a),
+            **_ratio(num[:, c], cnt[:, c], n_sim),
+            "exact_pooled": float(ex.num[c] / ex.den[c]) if ex.den[c] > 0 else None,
+            "exact_min": float(ex.r_min[c]) if np.isfinite(ex.r_min[c]) else None,
+            "exact_max": float(ex.r_max[c]) if np.isfinite(ex.r_max[c]) else None,
+            "p_s_equals_a": float(ex.den[c] / n_targets)}
+
+
 def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame,
                       *, seed: int, n_sim: int = 200, xi: float | None = None,
                       a_max: int = A_MAX) -> dict[str, Any]:
@@ -144,178 +326,32 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
         raise ValueError(f"n_sim must be at least 2 for a standard error, got {n_sim}")
     t_cell = np.asarray(cell_frequency, dtype=np.int64)
     prb = np.asarray(cell_prb, dtype=np.int64)
-    n_blocks = len(blocks)
     base = {"n_sim": int(n_sim), "a_max": int(a_max), "stream": "intruder:{i}",
             "estimator": "rao-blackwellized: 1{B in z} / S_z per (target, picked cell) and "
                          "replica; z = the target's own cell or another cell of its PRB",
             "xi": xi}
-    sens = np.flatnonzero(prb >= 0)
-    if n_blocks == 0 or sens.size == 0:
+    if len(blocks) == 0 or not (prb >= 0).any():
         return {**base, "classes": [], "n_targets": 0,
                 "overall": {"expected_correct_exact": 0.0, "expected_correct_estimate": 0.0,
                             "se": 0.0}}
-    # sensitive cells ordered by (PRB, cell): local index inside the PRB
-    sens = sens[np.argsort(prb[sens], kind="stable")]
-    sprb = prb[sens]
-    starts = np.searchsorted(sprb, np.arange(n_blocks + 1))
-    local = np.arange(sens.size) - starts[sprb]
-    # one slot per target record, grouped by cell (records of a cell are exchangeable)
-    slot_sc = np.repeat(np.arange(sens.size), t_cell[sens])        # sensitive-cell index
-    slot_t = t_cell[sens][slot_sc]
-    slot_local = local[slot_sc]
-    ks = blocks["k"].to_numpy(dtype=np.int64)
-    thetas = blocks["theta"].to_numpy(dtype=float)
-    t_max = int(slot_t.max())
-    n_cls = (t_max + 1) * (a_max + 1)
-    # other-cell picks: (target frequency t_j, picked cell z) pairs, per sensitive cell z
-    n_sc = sens.size
-    t_sc = t_cell[sens]
-    m_prb = np.zeros((n_blocks, t_max + 1))
-    np.add.at(m_prb, (sprb[slot_sc], slot_t), 1.0)       # records of frequency t per PRB
-    pairs_zt = m_prb[sprb].copy()                          # targets of frequency t_j outside z
-    pairs_zt[np.arange(n_sc), t_sc] -= t_sc
-    n_cls_o = (t_max + 1) * (t_max + 1) * (a_max + 1)
-    num_o = np.zeros((n_sim, n_cls_o))
-    cnt_o = np.zeros((n_sim, n_cls_o))
-
-    num = np.zeros((n_sim, n_cls))
-    cnt = np.zeros((n_sim, n_cls))
-    total_y = np.zeros(n_sim)
-    # per slot, the parameters of its PRB: one post-randomization of all PRBs per replica.
-    # Every PRB draws its records' uniform pairs in PRB order from the replica's stream, so
-    # one draw of all pairs is the same sequence as one post_randomize call per PRB.
-    slot_prb = sprb[slot_sc]
-    slot_k = ks[slot_prb]
-    slot_theta = thetas[slot_prb]
-    slot_base = starts[slot_prb]
-    n_slots = slot_sc.size
-    # class bins of a cell z by (t_z, S_z): S_z = 0 and S_z > a_max go to dump bins
-    w_a = a_max + 2
-    own_cls = t_sc * w_a                                  # + min(S_z, a_max + 1)
-    div = np.maximum(np.arange(a_max + 1), 1).astype(float)
-    pairs_t = np.ascontiguousarray(np.maximum(pairs_zt, 0.0).T)  # (t_max + 1, n_sc)
-    pairs_used = [t for t in range(t_max + 1) if pairs_t[t].any()]
-    slot_t_o = slot_t * ((t_max + 1) * w_a)
-    n_bins = (t_max + 1) * w_a
-    kernel = prepare_records(slot_t, slot_k, slot_theta)   # the same records every replica
-    for i in range(n_sim):
-        u = stream(seed, f"intruder:{i}").random((n_slots, 2))
-        dest = post_randomize_prepared(slot_local, kernel, u)
-        move = dest != slot_local
-        dest += slot_base
-        del u
-        s_count = np.bincount(dest, minlength=n_sc)
-        # own cell: Y = 1{kept} / S_j summed over the targets of cell j is K_j / S_j with
-        # K_j the records of j that kept their cell (integers: exact, no order dependence)
-        moved_sc = slot_sc[move]
-        kept_cnt = (t_sc - np.bincount(moved_sc, minlength=n_sc)).astype(float)
-        by_s = np.bincount(s_count, weights=kept_cnt)     # sum of K_j per S_j value
-        total_y[i] = float((by_s[1:] / np.arange(1, by_s.size)).sum())
-        s_cl = np.minimum(s_count, a_max + 1)
-        zc = own_cls + s_cl                               # class bin of every cell z
-        num[i] = (np.bincount(zc, weights=kept_cnt, minlength=n_bins)
-                  .reshape(t_max + 1, w_a)[:, :a_max + 1] / div).ravel()
-        cnt[i] = (np.bincount(zc, weights=t_sc, minlength=n_bins)
-                  .reshape(t_max + 1, w_a)[:, :a_max + 1]).ravel()
-        # other-cell picks: (records of frequency t_j moved into z) / S_z per class
-        # (t_j, t_z, S_z); a record moved into z implies a target of frequency t_j outside z,
-        # so every arrival falls in a valid pair class
-        dz = dest[move]
-        idx_m = slot_t_o[move] + zc[dz]
-        num_o[i] = (np.bincount(idx_m, minlength=(t_max + 1) * n_bins)
-                    .reshape(-1, w_a)[:, :a_max + 1] / div).ravel()
-        # pairs (target of frequency t_j outside z, z) per class of z
-        for t in pairs_used:
-            cnt_o[i, t * (t_max + 1) * (a_max + 1):(t + 1) * (t_max + 1) * (a_max + 1)] = \
-                np.bincount(zc, weights=pairs_t[t], minlength=n_bins) \
-                .reshape(t_max + 1, w_a)[:, :a_max + 1].ravel()
-
-    cnt[:, ::a_max + 1] = 0.0    # a = 0 (the S_z = 0 bins): no class
-    cnt_o[:, ::a_max + 1] = 0.0
-
-    # exact values per PRB
-    exact_num = np.zeros(n_cls)
-    exact_den = np.zeros(n_cls)
-    r_min = np.full(n_cls, np.inf)
-    r_max = np.full(n_cls, -np.inf)
-    expected_correct = 0.0
-    exact_num_o = np.zeros(n_cls_o)
-    exact_den_o = np.zeros(n_cls_o)
-    r_min_o = np.full(n_cls_o, np.inf)
-    r_max_o = np.full(n_cls_o, -np.inf)
-    pairs_total: dict[tuple[int, int], float] = {}
-    for b in range(n_blocks):
-        prof = _parse_profile(blocks["profile"].iat[b])
-        n_rec = sum(t * m for t, m in prof.items())
-        for t, m in prof.items():
-            # S_j <= n_rec, but the classes run to a_max: never index past the pmf
-            kept_pmf, s_pmf = exact_s_distribution(prof, t, thetas[b], max(n_rec, a_max) + 1)
-            a_all = np.arange(kept_pmf.size)
-            expected_correct += m * t * float((kept_pmf[1:] / a_all[1:]).sum())
-            r = correct_match_risk(prof, t, thetas[b], a_max)
-            for a in range(1, a_max + 1):
-                c = t * (a_max + 1) + a
-                exact_num[c] += m * t * kept_pmf[a] / a
-                exact_den[c] += m * t * s_pmf[a]
-                if np.isfinite(r[a - 1]):
-                    r_min[c] = min(r_min[c], float(r[a - 1]))
-                    r_max[c] = max(r_max[c], float(r[a - 1]))
-            for t_z, m_z in prof.items():
-                others = m_z - (1 if t_z == t else 0)
-                if others < 1 or int(ks[b]) < 2:
-                    continue
-                # only a = 1..a_max is used: the truncated convolution keeps its head exactly
-                hit, tot = pick_distribution(prof, t, thetas[b], a_max + 1, t_z=t_z)
-                pairs = m * t * others
-                pairs_total[t, t_z] = pairs_total.get((t, t_z), 0.0) + pairs
-                for a in range(1, a_max + 1):
-                    c = (t * (t_max + 1) + t_z) * (a_max + 1) + a
-                    exact_num_o[c] += pairs * hit[a] / a
-                    exact_den_o[c] += pairs * tot[a]
-                    if tot[a] > 0:
-                        r_min_o[c] = min(r_min_o[c], float(hit[a] / a / tot[a]))
-                        r_max_o[c] = max(r_max_o[c], float(hit[a] / a / tot[a]))
-
-    n_targets = int(slot_sc.size)
-    classes = []
-    for t in sorted(set(slot_t.tolist())):
-        for a in range(1, a_max + 1):
-            c = t * (a_max + 1) + a
-            col_n, col_c = num[:, c], cnt[:, c]
-            n_obs = float(col_c.sum())
-            est = float(col_n.sum() / n_obs) if n_obs > 0 else None
-            se = n_eff = None
-            if n_obs > 0:
-                resid = col_n - est * col_c
-                se = float(np.sqrt((resid**2).sum() / (n_sim * (n_sim - 1))) / col_c.mean())
-                n_eff = float(n_obs**2 / (col_c**2).sum())
-            classes.append({
-                "pick": "own", "t": int(t), "t_z": int(t), "a": int(a), "estimate": est, "se": se,
-                "n_obs": int(n_obs), "n_eff": n_eff,
-                "exact_pooled": float(exact_num[c] / exact_den[c]) if exact_den[c] > 0 else None,
-                "exact_min": float(r_min[c]) if np.isfinite(r_min[c]) else None,
-                "exact_max": float(r_max[c]) if np.isfinite(r_max[c]) else None,
-                "p_s_equals_a": float(exact_den[c] / n_targets),
-            })
-    for (t, t_z), n_pairs in sorted(pairs_total.items()):
-        for a in range(1, a_max + 1):
-            c = (t * (t_max + 1) + t_z) * (a_max + 1) + a
-            classes.append({
-                "pick": "other", "t": int(t), "t_z": int(t_z), "a": int(a),
-                **_ratio(num_o[:, c], cnt_o[:, c], n_sim),
-                "exact_pooled": (float(exact_num_o[c] / exact_den_o[c]) if exact_den_o[c] > 0
-                                 else None),
-                "exact_min": float(r_min_o[c]) if np.isfinite(r_min_o[c]) else None,
-                "exact_max": float(r_max_o[c]) if np.isfinite(r_max_o[c]) else None,
-                "p_s_equals_a": float(exact_den_o[c] / n_pairs),
-            })
-    est_total = float(total_y.mean())
-    se_total = float(total_y.std(ddof=1) / np.sqrt(n_sim))
+    s = _target_slots(t_cell, prb, blocks)
+    tally = _replay(s, seed=seed, n_sim=n_sim, a_max=a_max)
+    own, expected_correct = _exact_own(blocks, s.t_max, a_max)
+    other, pairs_total = _exact_other(blocks, s.t_max, a_max)
+    n_targets = int(s.slot_sc.size)
+    classes = [_class_entry("own", t, t, a, t * (a_max + 1) + a, tally.num, tally.cnt, own,
+                            n_sim, n_targets)
+               for t in sorted(set(s.slot_t.tolist())) for a in range(1, a_max + 1)]
+    classes += [_class_entry("other", t, t_z, a, (t * (s.t_max + 1) + t_z) * (a_max + 1) + a,
+                             tally.num_o, tally.cnt_o, other, n_sim, n_pairs)
+                for (t, t_z), n_pairs in sorted(pairs_total.items())
+                for a in range(1, a_max + 1)]
     ests = [c["estimate"] for c in classes if c["estimate"] is not None]
     return {**base, "classes": classes, "n_targets": n_targets,
             "max_estimate": max(ests) if ests else None,
             "overall": {"expected_correct_exact": expected_correct,
-                        "expected_correct_estimate": est_total, "se": se_total}}
+                        "expected_correct_estimate": float(tally.total_y.mean()),
+                        "se": float(tally.total_y.std(ddof=1) / np.sqrt(n_sim))}}
 
 
 # -- started early ------------------------------------------------------------------------------
