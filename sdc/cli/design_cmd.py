@@ -131,9 +131,30 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
 
 
 def _print_design(doc: dict[str, Any], limit: int) -> None:
+    """Print a design search: summary, Pareto frontier, the config as it is, the recommendation."""
     if doc.get("household_file"):
         _print_household_design(doc, limit)
         return
+    _print_search_summary(doc)
+    _print_frontier(doc, limit)
+    rec = doc["recommended"]["node"] if doc["recommended"] else None
+    c = doc["current"]
+    if c is not None:
+        console.print(f"the config as it is: {_pct(c['share_changed'])} of records changed "
+                      f"(expected), certificate {c['certificate']:.4f}", markup=False)
+    if rec is None:
+        console.print(f"no evaluated design keeps {_pct(doc['keep'])} of every key's entropy",
+                      style="yellow")
+        return
+    _print_recommended(doc)
+    for g in doc.get("given_up") or []:
+        console.print(f"not reached: {g}", style="yellow", markup=False, soft_wrap=True)
+    if doc.get("written"):
+        console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
+
+
+def _print_search_summary(doc: dict[str, Any]) -> None:
+    """The search's table: records, xi, declared entropy, lattice nodes, time, importance."""
     nodes = doc["nodes"]
     console.print(kv_table([
         ("config", doc["config"]),
@@ -149,6 +170,10 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
                                               doc["importance"].items())
             + " (move distortion weighted; docs/DESIGN.md)")] if doc.get("importance") else []),
     ], title="Design search"))
+
+
+def _print_frontier(doc: dict[str, Any], limit: int) -> None:
+    """The Pareto frontier table (at most ``limit`` points) and its notes."""
     t = Table(title=f"Pareto frontier ({len(doc['frontier'])} points; * recommended, "
                     "= the config as it is)", title_justify="left")
     weighted = doc.get("weighted", False)
@@ -183,34 +208,16 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
                       markup=False, soft_wrap=True)
     for line in doc.get("refused_by_release_checks") or []:
         console.print(line, markup=False, soft_wrap=True, style="yellow")
-    c = doc["current"]
-    if c is not None:
-        console.print(f"the config as it is: {_pct(c['share_changed'])} of records changed "
-                      f"(expected), certificate {c['certificate']:.4f}", markup=False)
-    if rec is None:
-        console.print(f"no evaluated design keeps {_pct(doc['keep'])} of every key's entropy",
-                      style="yellow")
-        return
+
+
+def _print_recommended(doc: dict[str, Any]) -> None:
+    """The recommended design: changes, entropy kept per key, partition, move distortion."""
     r = doc["recommended"]
     console.print(f"recommended ({doc['verdict']}): {_pct(r['share_changed'])} changed, "
                   f"{_pct(r['entropy_kept'])} of the key table's entropy kept, TVD bound "
                   f"{r['tvd_bound']:.4f}, certificate {r['certificate']:.4f} <= xi",
                   markup=False, soft_wrap=True)
-    cf = doc.get("recommended_configured")
-    if cf:  # the search ranks by NZY's uniform design; the release uses the config's
-        console.print(
-            (f"with this config's {cf['design']} design (as `sdc release` plans it): "
-             f"{_pct(cf['share_changed'])} expected changed ({cf['changed']:,.1f} records), "
-             f"certificate {cf['certificate']:.4f} "
-             + ("<= xi" if cf["certified"] else "> xi: NOT certified")
-             + (f", {cf['weight_groups']} weight groups ({cf['nzy_groups']} keep NZY, "
-                f"{_pct(cf['weighted_fallback'])} of the weight); weighted totals: bias "
-                f"{cf['weighted_bias']:.2%} of the total weight, {_pct(cf['weighted_beyond'])} "
-                "of cells expected beyond 3 SE over 30 releases"
-                if "weight_groups" in cf else ""))
-            if cf.get("certificate") is not None else
-            f"with this config's {cf['design']} design: not certified ({cf['note']})",
-            markup=False, soft_wrap=True)
+    _print_configured(doc.get("recommended_configured"))
     for k, v in r["key_entropy_kept"].items():
         rc = r["recoding"].get(k)
         what = (f"recode: {v_rule(rc['recode'])} ({rc['name']}, {rc['released_values']} "
@@ -236,10 +243,26 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
         console.print(f"  move distortion {r['move_distortion']:.3f} per moved record"
                       + (" (weighted by importance)" if doc.get("importance") else ""),
                       markup=False)
-    for g in doc.get("given_up") or []:
-        console.print(f"not reached: {g}", style="yellow", markup=False, soft_wrap=True)
-    if doc.get("written"):
-        console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
+
+
+def _print_configured(cf: dict[str, Any] | None) -> None:
+    """The recommendation under the config's own design (the search ranks by NZY's uniform
+    design; the release uses the config's)."""
+    if not cf:
+        return
+    console.print(
+        (f"with this config's {cf['design']} design (as `sdc release` plans it): "
+         f"{_pct(cf['share_changed'])} expected changed ({cf['changed']:,.1f} records), "
+         f"certificate {cf['certificate']:.4f} "
+         + ("<= xi" if cf["certified"] else "> xi: NOT certified")
+         + (f", {cf['weight_groups']} weight groups ({cf['nzy_groups']} keep NZY, "
+            f"{_pct(cf['weighted_fallback'])} of the weight); weighted totals: bias "
+            f"{cf['weighted_bias']:.2%} of the total weight, {_pct(cf['weighted_beyond'])} "
+            "of cells expected beyond 3 SE over 30 releases"
+            if "weight_groups" in cf else ""))
+        if cf.get("certificate") is not None else
+        f"with this config's {cf['design']} design: not certified ({cf['note']})",
+        markup=False, soft_wrap=True)
 
 
 def _balance(p: dict[str, Any]) -> tuple[str, str]:

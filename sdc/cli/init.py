@@ -69,98 +69,125 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
     ) -> None:
         """Draft a commented release config from DATA (observed domains: review before release)."""
         with friendly_errors():
-            from rich.markup import escape
-
-            from sdc.authoring.draft import (
-                DESIGN_WHEN,
-                apply_design,
-                build_draft,
-                draft_yaml,
-                read_for_draft,
-            )
-
-            key_list = split_list(keys)
-            drop_list = split_list(drop)
-            important = split_list(analysis_keys)
-            if [k for k in important if k not in key_list]:
-                from sdc.config.model import ConfigError
-
-                raise ConfigError(
-                    f"--analysis-keys {[k for k in important if k not in key_list]} not among "
-                    f"--keys {key_list}: give key variables (the keys whose released values "
-                    "the analyses need)")
+            key_list, drop_list = split_list(keys), split_list(drop)
+            important = _analysis_keys(analysis_keys, key_list)
             out = (output or Path(f"{Path(data).stem}.yaml")).expanduser()
             from sdc.io.guard import refuse_overwrite
 
             # refused before reading a large file: the data file always, an existing file
             # without --force
             refuse_overwrite(out, force=force, option="-o", protected={"the data file": data})
-            with console.status(f"reading {escape(str(data))} and checking a partition"):
-                frame, value_labels, variable_labels, resolved = read_for_draft(
-                    data, key_list, fmt=fmt, delimiter=delimiter, encoding=encoding,
-                    id_column=id_column, drop=drop_list, weight=weight,
-                    household_id=household_id)
-                draft = build_draft(
-                    frame, data_path=Path(data), config_path=out, keys=key_list, fmt=resolved,
-                    id_column=id_column, drop=drop_list, weight=weight, delimiter=delimiter,
-                    encoding=encoding, value_labels=value_labels, variable_labels=variable_labels,
-                    name=name, household_id=household_id)
+            frame, draft = _read_and_draft(
+                console, data, out, key_list, fmt=fmt, delimiter=delimiter, encoding=encoding,
+                id_column=id_column, drop=drop_list, weight=weight, name=name,
+                household_id=household_id)
             for k in important:   # read by the design step (importance: docs/DESIGN.md)
                 draft.keys[k].importance = "high"
             if household_id:  # judged as sdc release would; the household design if needed
-                from sdc.authoring.draft import judge_household_draft
-
-                with console.status("judging the household draft as sdc release would (both "
-                                    "stages, the composition intruder)"):
-                    designed = judge_household_draft(frame, draft, out, when=DESIGN_WHEN,
-                                                     data_display=str(data))
-                _write_new(out, draft_yaml(draft, data_display=str(data)), force, data)
-                for note in draft.design_notes if designed else []:
-                    console.print(note, markup=False, soft_wrap=True)
-                _say_household_draft(draft, out, key_list, console)
+                _finish_household_draft(console, frame, draft, data, out, key_list, force)
                 return
-            _write_new(out, draft_yaml(draft, data_display=str(data)), force, data)
-            c = draft.check
-            from sdc.config.model import certificate_text as _cert
-
-            imp = 0 < len(set(important)) < len(set(key_list))
-            if c and c["records"] and (c["expected_changed"] / c["records"] > DESIGN_WHEN
-                                       or imp):
-                share = c["expected_changed"] / c["records"]
-                with console.status(f"the draft changes {share:.0%} of the records: searching "
-                                    "recodings and partitions (sdc design)"):
-                    designed = apply_design(draft, out)
-                if designed and imp:
-                    # the design's partition lets other keys move: planned once more (the
-                    # dependence check: a column giving a free key away is derived or dropped)
-                    from sdc.authoring.draft import checked_plan, typed_keys
-
-                    plan_data = draft.as_dict()
-                    plan_data["seed"] = 0
-                    checked_plan(typed_keys(frame, draft.keys), plan_data,
-                                 out.resolve().parent, draft)
-                if designed:
-                    _write_new(out, draft_yaml(draft, data_display=str(data)), True, data)
-                    for note in draft.design_notes:
-                        console.print(note, markup=False, soft_wrap=True)
-            part = ", ".join(f"{v} ({'as is' if r == 'as_is' else 'bands'})"
-                             for v, r in draft.partition.items()) or "none"
-            console.print(f"[green]Config draft written to[/green] {escape(str(out))}")
-            console.print(
-                f"{c['records']:,} records, keys {', '.join(key_list)}; partition: {part}; "
-                f"{c['partition_sets']} partition sets, {c['prbs']} PRBs, certificate "
-                f"{_cert(c['certificate'], c['xi'], 4)} xi = {c['xi']}", markup=False,
-                soft_wrap=True)
-            console.print("The categories and ranges are OBSERVED in the data: replace them with "
-                          "each variable's public domain before a real release (a domain read "
-                          "from the data can reveal a rare value).", style="yellow", markup=False)
-            console.print(f"Next: review it, then `sdc plan {out}` and `sdc release {out}`.",
-                          markup=False)
+            _finish_person_draft(console, frame, draft, data, out, key_list, important, force)
 
     return init_command
 
 
+def _analysis_keys(analysis_keys: str | None, key_list: list[str]) -> list[str]:
+    """The ``--analysis-keys`` list, each checked to be among ``--keys`` (exit 2 otherwise)."""
+    important = split_list(analysis_keys)
+    if [k for k in important if k not in key_list]:
+        from sdc.config.model import ConfigError
+
+        raise ConfigError(
+            f"--analysis-keys {[k for k in important if k not in key_list]} not among "
+            f"--keys {key_list}: give key variables (the keys whose released values "
+            "the analyses need)")
+    return important
+
+
+def _read_and_draft(console: Console, data: Path, out: Path, key_list: list[str], *,
+                    fmt: str | None, delimiter: str, encoding: str, id_column: str | None,
+                    drop: list[str], weight: str | None, name: str | None,
+                    household_id: str | None) -> tuple[Any, Any]:
+    """Read DATA and build the draft (partition checked by the engine): ``(frame, draft)``."""
+    from rich.markup import escape
+
+    from sdc.authoring.draft import build_draft, read_for_draft
+
+    with console.status(f"reading {escape(str(data))} and checking a partition"):
+        frame, value_labels, variable_labels, resolved = read_for_draft(
+            data, key_list, fmt=fmt, delimiter=delimiter, encoding=encoding,
+            id_column=id_column, drop=drop, weight=weight, household_id=household_id)
+        draft = build_draft(
+            frame, data_path=Path(data), config_path=out, keys=key_list, fmt=resolved,
+            id_column=id_column, drop=drop, weight=weight, delimiter=delimiter,
+            encoding=encoding, value_labels=value_labels, variable_labels=variable_labels,
+            name=name, household_id=household_id)
+    return frame, draft
+
+
+def _finish_household_draft(console: Console, frame: Any, draft: Any, data: Path, out: Path,
+                            key_list: list[str], force: bool) -> None:
+    """Judge the household draft as ``sdc release`` would (designed if needed), write, say."""
+    from sdc.authoring.draft import DESIGN_WHEN, draft_yaml, judge_household_draft
+
+    with console.status("judging the household draft as sdc release would (both "
+                        "stages, the composition intruder)"):
+        designed = judge_household_draft(frame, draft, out, when=DESIGN_WHEN,
+                                         data_display=str(data))
+    _write_new(out, draft_yaml(draft, data_display=str(data)), force, data)
+    for note in draft.design_notes if designed else []:
+        console.print(note, markup=False, soft_wrap=True)
+    _say_household_draft(draft, out, key_list, console)
+
+
+def _finish_person_draft(console: Console, frame: Any, draft: Any, data: Path, out: Path,
+                         key_list: list[str], important: list[str], force: bool) -> None:
+    """Write the person draft; when it changes more than ``DESIGN_WHEN`` of the records (or
+    analysis keys are given) run the design step and rewrite it; say what was written."""
+    from sdc.authoring.draft import DESIGN_WHEN, apply_design, draft_yaml
+
+    _write_new(out, draft_yaml(draft, data_display=str(data)), force, data)
+    c = draft.check
+    imp = 0 < len(set(important)) < len(set(key_list))
+    if c and c["records"] and (c["expected_changed"] / c["records"] > DESIGN_WHEN or imp):
+        share = c["expected_changed"] / c["records"]
+        with console.status(f"the draft changes {share:.0%} of the records: searching "
+                            "recodings and partitions (sdc design)"):
+            designed = apply_design(draft, out)
+        if designed and imp:
+            # the design's partition lets other keys move: planned once more (the
+            # dependence check: a column giving a free key away is derived or dropped)
+            from sdc.authoring.draft import checked_plan, typed_keys
+
+            plan_data = draft.as_dict()
+            plan_data["seed"] = 0
+            checked_plan(typed_keys(frame, draft.keys), plan_data, out.resolve().parent, draft)
+        if designed:
+            _write_new(out, draft_yaml(draft, data_display=str(data)), True, data)
+            for note in draft.design_notes:
+                console.print(note, markup=False, soft_wrap=True)
+    _say_person_draft(draft, out, key_list, console)
+
+
+def _say_person_draft(draft: Any, out: Path, keys: list[str], console: Console) -> None:
+    """Print what the person draft holds (partition, certificate) and the next steps."""
+    from rich.markup import escape
+
+    from sdc.config.model import certificate_text
+
+    c = draft.check
+    part = ", ".join(f"{v} ({'as is' if r == 'as_is' else 'bands'})"
+                     for v, r in draft.partition.items()) or "none"
+    console.print(f"[green]Config draft written to[/green] {escape(str(out))}")
+    console.print(
+        f"{c['records']:,} records, keys {', '.join(keys)}; partition: {part}; "
+        f"{c['partition_sets']} partition sets, {c['prbs']} PRBs, certificate "
+        f"{certificate_text(c['certificate'], c['xi'], 4)} xi = {c['xi']}", markup=False,
+        soft_wrap=True)
+    _say_review(out, console)
+
 def _say_household_draft(draft: Any, out: Path, keys: list[str], console: Console) -> None:
+    """Print what the household draft holds (levels, certificate, changes) and the next steps."""
     from rich.markup import escape
 
     from sdc.config.model import certificate_text
@@ -175,6 +202,11 @@ def _say_household_draft(draft: Any, out: Path, keys: list[str], console: Consol
         f"{c['changed']:,} records and {c['households_changed']:,} households changed"
         + ("; risk.composition: protect" if draft.risk.get("composition") else ""),
         markup=False, soft_wrap=True)
+    _say_review(out, console)
+
+
+def _say_review(out: Path, console: Console) -> None:
+    """The closing advice: observed domains to replace, then plan and release."""
     console.print("The categories and ranges are OBSERVED in the data: replace them with "
                   "each variable's public domain before a real release (a domain read "
                   "from the data can reveal a rare value).", style="yellow", markup=False)
