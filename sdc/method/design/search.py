@@ -8,6 +8,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -104,29 +105,90 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     balanced one is found (:func:`_balance`; docs/DESIGN.md, "Weighted jobs").
     """
     t0 = time.perf_counter()
+
+    def elapsed() -> float:
+        return time.perf_counter() - t0
+
     keys = list(config.key_names)
-    src = config.input_key_variables
-    n = int(fine.frequency.sum())
-    h_fine = entropy(fine.frequency)
-    tables: dict[str, list[list[str]]] = {}
-    for rule in [*config.partition.values(), *config._user_partition.values(),
-                 *(kv.recode for kv in src.values())]:
-        if isinstance(rule, Hierarchy) and rule.table is not None:
-            tables[str(rule.hierarchy)] = rule.table
-    # per key: coarser-than relation between its candidates, members per released value
-    rel = {k: np.array([[coarser(a.code_map, b.code_map) for b in cands[k]] for a in cands[k]])
-           for k in keys}
-    grid = np.array(list(itertools.product(*[range(len(cands[k])) for k in keys])),
-                    dtype=np.int64).reshape(-1, len(keys))
-    nodes = [Node(tuple(int(x) for x in row)) for row in grid]
+    lattice = _Lattice.of(cands, keys)
+    nodes = lattice.nodes
     weighted = weights is not None and bool(config.risk.weighted)
-    ctx = Context(fine, config, base, cands, keys, tables, min_entropy,
+    ctx = Context(fine, config, base, cands, keys, _hierarchy_tables(config), min_entropy,
                   weights if weighted else None)
     imp = ctx.importance if len(set(ctx.importance.values())) > 1 else {}
-    # finest first: more released values first
+    order, current = _walk_order(lattice, cands, keep, max_nodes)
+    phase1, phase2 = _phase_ends(budget, partitions, weighted)
+    planner = _Planner(ctx, workers, len(order))
+    try:
+        done, complete = _walk(lattice, order, current, planner, phase1, elapsed, progress)
+        if partitions:
+            jobs, sure = _partition_jobs(nodes, current, keep, target, bool(imp), weighted)
+            complete = _plan_partitions(nodes, jobs, sure, planner, phase2, elapsed, progress,
+                                        done, len(order)) and complete
+        if weighted:
+            finished, frontier = _weighted_phase(nodes, planner, config.risk.xi, keep, target,
+                                                 budget, elapsed, bool(imp))
+            complete = complete and finished
+    finally:
+        planner.close()
+    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified"]
+    if weighted:
+        rec, verdict, given, frontier = _recommend_weighted(nodes, frontier, keep, target,
+                                                            bool(imp))
+    else:
+        frontier = _frontier(nodes, ok)
+        rec, verdict, given = _recommend_nzy(nodes, frontier, ok, keep, target, bool(imp))
+    return DesignResult(keys, cands, nodes, frontier, rec, current, entropy(fine.frequency),
+                        int(fine.frequency.sum()), elapsed(), keep, complete, target,
+                        WARN_CHANGED, verdict, given, weighted, imp)
+
+
+def _hierarchy_tables(config: ReleaseConfig) -> dict[str, list[list[str]]]:
+    """The tables of the config's hierarchy rules (partition, user partition, recodings), by
+    hierarchy file."""
+    tables: dict[str, list[list[str]]] = {}
+    for rule in [*config.partition.values(), *config._user_partition.values(),
+                 *(kv.recode for kv in config.input_key_variables.values())]:
+        if isinstance(rule, Hierarchy) and rule.table is not None:
+            tables[str(rule.hierarchy)] = rule.table
+    return tables
+
+
+@dataclass
+class _Lattice:
+    """The lattice's nodes: ``grid[i, j]`` the candidate of key j at node i, ``rel[k][a, b]``
+    whether candidate a of key k is coarser than (or equal to) candidate b."""
+
+    keys: list[str]
+    grid: np.ndarray
+    rel: dict[str, np.ndarray]
+    nodes: list[Node]
+
+    @classmethod
+    def of(cls, cands: dict[str, list[Candidate]], keys: list[str]) -> _Lattice:
+        """Every combination of the keys' candidates, one node each."""
+        rel = {k: np.array([[coarser(a.code_map, b.code_map) for b in cands[k]]
+                            for a in cands[k]]) for k in keys}
+        grid = np.array(list(itertools.product(*[range(len(cands[k])) for k in keys])),
+                        dtype=np.int64).reshape(-1, len(keys))
+        return cls(keys, grid, rel, [Node(tuple(int(x) for x in row)) for row in grid])
+
+    def coarser_than(self, levels: tuple[int, ...]) -> np.ndarray:
+        """The lattice nodes coarser than (or equal to) the node at ``levels``, as a mask."""
+        succ = np.ones(len(self.nodes), dtype=bool)
+        for j, (k, lev) in enumerate(zip(self.keys, levels, strict=True)):
+            succ &= self.rel[k][lev][self.grid[:, j]]
+        return succ
+
+
+def _walk_order(lattice: _Lattice, cands: dict[str, list[Candidate]], keep: float,
+                max_nodes: int | None) -> tuple[np.ndarray, int | None]:
+    """The order nodes are planned in and the config's own node (None when not in the lattice):
+    the config's node first, then the nodes the rule may pick (every key keeps ``keep`` of its
+    entropy, breaks and orders respected), finest (most released values) first."""
+    keys, grid, nodes = lattice.keys, lattice.grid, lattice.nodes
     n_rel = [np.array([c.n_released for c in cands[k]]) for k in keys]
     size = sum(n_rel[j][grid[:, j]] for j in range(len(keys)))
-    # nodes the rule may pick (every key above its floor, breaks and orders respected) first
     key_kept = np.min(np.stack([np.array([c.kept for c in cands[k]])[grid[:, j]]
                                 for j, k in enumerate(keys)]), axis=0) if keys else size
     sense = np.all(np.stack([np.array([c.meaningful for c in cands[k]])[grid[:, j]]
@@ -140,159 +202,199 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
         order = np.concatenate([[current], order[order != current]])
     if max_nodes is not None:
         order = order[:max_nodes]
-    pruned = np.zeros(len(nodes), dtype=bool)
-    done = 0
-    complete = True
-    workers = max(1, min(workers if workers is not None else (os.cpu_count() or 1), 8))
-    pool = None
-    if workers > 1 and len(order) > 4 * workers:
-        import multiprocessing as mp
+    return order, current
 
-        global _CTX
-        _CTX = ctx
-        try:
-            pool = mp.get_context("fork").Pool(workers)
-        except (OSError, ValueError):
-            pool = None
-    batch_size = 4 * workers if pool is not None else 1
-    phase1 = budget * (2 / 3 if partitions else 1.0)
-    phase2 = budget
+
+def _phase_ends(budget: float, partitions: bool, weighted: bool) -> tuple[float, float]:
+    """Seconds after which phase 1 (the lattice) and phase 2 (finer partitions) stop."""
     if weighted:  # room for phase 3
-        phase1, phase2 = budget * (0.45 if partitions else 0.7), budget * 0.7
+        return budget * (0.45 if partitions else 0.7), budget * 0.7
+    return budget * (2 / 3 if partitions else 1.0), budget
 
-    def run(jobs: list[tuple[tuple[int, ...], bool, str]]) -> list[dict[str, Any]]:
-        if pool is not None and len(jobs) > 1:
-            return pool.map(_evaluate_levels, jobs)
-        return [ctx.evaluate(*j) for j in jobs]
 
-    def run_weighted(jobs: list[tuple[tuple[int, ...], str]]) -> list[dict[str, Any]]:
-        if pool is not None and len(jobs) > 1:
-            return pool.map(_weighted_levels, jobs, chunksize=1)
-        return [ctx.weighted(*j) for j in jobs]
+class _Planner:
+    """Plans nodes in ``workers`` forked processes (each with the :class:`Context` it
+    inherits) when there are enough nodes, else in this process."""
 
-    pos = 0
-    try:
-        while pos < len(order):
-            if time.perf_counter() - t0 > phase1 and done > 0:
-                complete = False
-                break
-            batch: list[int] = []
-            while len(batch) < batch_size and pos < len(order):
-                i = int(order[pos])
-                pos += 1
-                if pruned[i] and i != current:
-                    nodes[i].status = "pruned"
-                    nodes[i].note = "coarser than a node below the entropy floor"
-                    continue
-                batch.append(i)
-            if not batch:
+    def __init__(self, ctx: Context, workers: int | None, n_nodes: int) -> None:
+        self.ctx = ctx
+        self.workers = max(1, min(workers if workers is not None else (os.cpu_count() or 1), 8))
+        self.pool: Any = None
+        if self.workers > 1 and n_nodes > 4 * self.workers:
+            import multiprocessing as mp
+
+            global _CTX
+            _CTX = ctx
+            try:
+                self.pool = mp.get_context("fork").Pool(self.workers)
+            except (OSError, ValueError):
+                self.pool = None
+        self.batch = 4 * self.workers if self.pool is not None else 1
+
+    def evaluate(self, jobs: list[tuple[tuple[int, ...], bool, str]]) -> list[dict[str, Any]]:
+        """:meth:`Context.evaluate` of every job (levels, prune, variant)."""
+        if self.pool is not None and len(jobs) > 1:
+            return self.pool.map(_evaluate_levels, jobs)
+        return [self.ctx.evaluate(*j) for j in jobs]
+
+    def weighted(self, jobs: list[tuple[tuple[int, ...], str]]) -> list[dict[str, Any]]:
+        """:meth:`Context.weighted` of every job (levels, variant)."""
+        if self.pool is not None and len(jobs) > 1:
+            return self.pool.map(_weighted_levels, jobs, chunksize=1)
+        return [self.ctx.weighted(*j) for j in jobs]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+
+def _take(node: Node, res: dict[str, Any]) -> None:
+    """Set the figures ``res`` of a planned node on ``node``."""
+    for name, value in res.items():
+        setattr(node, name, value)
+
+
+def _walk(lattice: _Lattice, order: np.ndarray, current: int | None, planner: _Planner,
+          end: float, elapsed: Callable[[], float],
+          progress: Callable[[int, int], None] | None) -> tuple[int, bool]:
+    """Phase 1: plan the nodes in ``order``, ``planner.batch`` at a time, until ``end``
+    seconds (at least one node); a node below the entropy floor prunes every coarser node
+    (entropy is monotone), the config's own excepted. Returns (nodes planned, complete)."""
+    nodes = lattice.nodes
+    pruned = np.zeros(len(nodes), dtype=bool)
+    done = pos = 0
+    while pos < len(order):
+        if elapsed() > end and done > 0:
+            return done, False
+        batch: list[int] = []
+        while len(batch) < planner.batch and pos < len(order):
+            i = int(order[pos])
+            pos += 1
+            if pruned[i] and i != current:
+                nodes[i].status = "pruned"
+                nodes[i].note = "coarser than a node below the entropy floor"
                 continue
-            results = run([(nodes[i].levels, i != current, "config") for i in batch])
-            for i, res in zip(batch, results, strict=True):
-                for name, value in res.items():
-                    setattr(nodes[i], name, value)
-                if res["status"] == "pruned":
-                    succ = np.ones(len(nodes), dtype=bool)
-                    for j, (k, lev) in enumerate(zip(keys, nodes[i].levels, strict=True)):
-                        succ &= rel[k][lev][grid[:, j]]
-                    pruned |= succ
-                done += 1
-            if progress:
-                progress(done, len(order))
-        if partitions:
-            # phase 2: finer partitions for the nodes the rule may pick, best first
-            ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful]
-            pick = [i for i in ok if nodes[i].min_key_kept >= keep - 1e-12
-                    and nodes[i].changed_share <= WARN_CHANGED + 1e-12]
-            pick.sort(key=lambda i: (nodes[i].changed_share > target, -nodes[i].entropy_kept
-                                     if nodes[i].changed_share <= target
-                                     else nodes[i].changed))
-            if not pick:
-                pick = sorted((i for i in ok if nodes[i].min_key_kept >= keep - 1e-12),
-                              key=lambda i: nodes[i].changed)
-            variants = VARIANTS + (IMPORTANT_VARIANTS if imp else ()) + (
-                WEIGHTED_VARIANTS if weighted else ())
-            jobs = [(i, v) for i in pick[:16] for v in variants]
-            sure = 0   # jobs run whatever the budget
-            if imp:   # declared importance: the variants holding the important keys first,
-                # the config's own node's first of all and whatever the budget
-                first = ([current] if current in ok else []) + pick[:16]
-                lead = list(dict.fromkeys((i, v) for i in first for v in IMPORTANT_VARIANTS))
-                jobs = lead + [j for j in jobs if j not in set(lead)]
-                sure = len(IMPORTANT_VARIANTS)
-            for s in range(0, len(jobs), batch_size):
-                if time.perf_counter() - t0 > phase2 and s >= sure:
-                    complete = False
-                    break
-                chunk = jobs[s:s + batch_size]
-                results = run([(nodes[i].levels, False, v) for i, v in chunk])
-                for (i, _v), res in zip(chunk, results, strict=True):
-                    if res.get("status") != "certified" or res.get("partition") == \
-                            nodes[i].partition:
-                        continue
-                    nd = Node(nodes[i].levels)
-                    for name, value in res.items():
-                        setattr(nd, name, value)
-                    nodes.append(nd)
-                done += len(chunk)
-                if progress:
-                    progress(done, len(order) + len(jobs))
-        if weighted:
-            finished, _ = _balance(
-                nodes, run_weighted, config.risk.xi, keep, target, max(workers, 1),
-                lambda: time.perf_counter() - t0 <= budget, bool(imp))
-            complete = complete and finished
-            # the shown points get the weighted design's figures too
-            frontier = _frontier(nodes, [i for i, nd in enumerate(nodes)
-                                         if nd.status == "certified"])
-            shown = sorted(frontier, key=lambda i: (nodes[i].changed, nodes[i].loss))[:_SHOWN]
-            todo = [i for i in shown if nodes[i].configured is None]
-            for s in range(0, len(todo), max(workers, 1)):
-                if time.perf_counter() - t0 > budget:
-                    complete = False
-                    break
-                chunk = todo[s:s + max(workers, 1)]
-                for i, res in zip(chunk, run_weighted([(nodes[i].levels, nodes[i].variant)
-                                                       for i in chunk]), strict=True):
-                    nodes[i].take_configured(res["configured"], config.risk.xi)
-    finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified"]
-    if not weighted:
-        frontier = _frontier(nodes, ok)
-    pts = _points(nodes, ok)
-    if weighted:
-        rec, verdict, given = recommend(nodes, key_floor=keep, target=target,
-                                        accept=lambda nd: bool(nd.balanced),
-                                        importance=bool(imp))
-        if rec is None:   # none balanced: the least biased of those planned
-            from sdc.method.design.balance import BEYOND_MAX, BIAS_MAX
+            batch.append(i)
+        if not batch:
+            continue
+        results = planner.evaluate([(nodes[i].levels, i != current, "config") for i in batch])
+        for i, res in zip(batch, results, strict=True):
+            _take(nodes[i], res)
+            if res["status"] == "pruned":
+                pruned |= lattice.coarser_than(nodes[i].levels)
+            done += 1
+        if progress:
+            progress(done, len(order))
+    return done, True
 
-            planned = [i for i in rule_order(nodes, key_floor=keep, target=target,
-                                             importance=bool(imp))
-                       if "weighted_bias" in (nodes[i].configured or {})]
-            if planned:
-                rec = min(planned, key=lambda i: (nodes[i].configured["weighted_bias"],
-                                                  planned.index(i)))
-                verdict = (f"no planned design keeps weighted totals balanced (bias <= "
-                           f"{BIAS_MAX:.1%} of the total weight, <= {BEYOND_MAX:.1%} of cells "
-                           "beyond 3 SE over 30 releases); the least biased")
-                given = []
-        else:
-            verdict += "; weighted totals balanced"
-        if rec is not None and rec not in frontier:   # shown even when dominated
-            frontier = [rec, *frontier]
+
+def _partition_jobs(nodes: list[Node], current: int | None, keep: float, target: float,
+                    importance: bool, weighted: bool) -> tuple[list[tuple[int, str]], int]:
+    """Phase 2's jobs (node, partition variant): the 16 best nodes the rule may pick, each
+    with every variant; under declared importance the important variants first, the config's
+    own node's first of all. Returns (jobs, how many run whatever the budget)."""
+    ok = [i for i, nd in enumerate(nodes) if nd.status == "certified" and nd.meaningful]
+    pick = [i for i in ok if nodes[i].min_key_kept >= keep - 1e-12
+            and nodes[i].changed_share <= WARN_CHANGED + 1e-12]
+    pick.sort(key=lambda i: (nodes[i].changed_share > target, -nodes[i].entropy_kept
+                             if nodes[i].changed_share <= target
+                             else nodes[i].changed))
+    if not pick:
+        pick = sorted((i for i in ok if nodes[i].min_key_kept >= keep - 1e-12),
+                      key=lambda i: nodes[i].changed)
+    variants = VARIANTS + (IMPORTANT_VARIANTS if importance else ()) + (
+        WEIGHTED_VARIANTS if weighted else ())
+    jobs = [(i, v) for i in pick[:16] for v in variants]
+    if not importance:
+        return jobs, 0
+    first = ([current] if current in ok else []) + pick[:16]
+    lead = list(dict.fromkeys((i, v) for i in first for v in IMPORTANT_VARIANTS))
+    return lead + [j for j in jobs if j not in set(lead)], len(IMPORTANT_VARIANTS)
+
+
+def _plan_partitions(nodes: list[Node], jobs: list[tuple[int, str]], sure: int,
+                     planner: _Planner, end: float, elapsed: Callable[[], float],
+                     progress: Callable[[int, int], None] | None, done: int,
+                     n_order: int) -> bool:
+    """Phase 2: plan the partition ``jobs`` until ``end`` seconds (the first ``sure`` whatever
+    the budget); every certified partition new for its node is appended as a node of its own.
+    Returns whether every job was planned."""
+    for s in range(0, len(jobs), planner.batch):
+        if elapsed() > end and s >= sure:
+            return False
+        chunk = jobs[s:s + planner.batch]
+        results = planner.evaluate([(nodes[i].levels, False, v) for i, v in chunk])
+        for (i, _v), res in zip(chunk, results, strict=True):
+            if res.get("status") != "certified" or res.get("partition") == nodes[i].partition:
+                continue
+            nd = Node(nodes[i].levels)
+            _take(nd, res)
+            nodes.append(nd)
+        done += len(chunk)
+        if progress:
+            progress(done, n_order + len(jobs))
+    return True
+
+
+def _weighted_phase(nodes: list[Node], planner: _Planner, xi: float, keep: float,
+                    target: float, budget: float, elapsed: Callable[[], float],
+                    importance: bool) -> tuple[bool, list[int]]:
+    """Phase 3 of a weighted job: :func:`_balance`, then the ``_SHOWN`` best frontier points
+    planned with the weighted design too, within ``budget``. Returns (complete, frontier)."""
+    finished, _ = _balance(nodes, planner.weighted, xi, keep, target, planner.workers,
+                           lambda: elapsed() <= budget, importance)
+    frontier = _frontier(nodes, [i for i, nd in enumerate(nodes) if nd.status == "certified"])
+    shown = sorted(frontier, key=lambda i: (nodes[i].changed, nodes[i].loss))[:_SHOWN]
+    todo = [i for i in shown if nodes[i].configured is None]
+    for s in range(0, len(todo), planner.workers):
+        if elapsed() > budget:
+            return False, frontier
+        chunk = todo[s:s + planner.workers]
+        for i, res in zip(chunk, planner.weighted([(nodes[i].levels, nodes[i].variant)
+                                                   for i in chunk]), strict=True):
+            nodes[i].take_configured(res["configured"], xi)
+    return finished, frontier
+
+
+def _recommend_weighted(nodes: list[Node], frontier: list[int], keep: float, target: float,
+                        importance: bool) -> tuple[int | None, str, list[str], list[int]]:
+    """The rule's pick among the balanced nodes, else the least biased node planned with the
+    weighted design; shown on the frontier even when dominated. Returns (node, verdict, given
+    up, frontier)."""
+    rec, verdict, given = recommend(nodes, key_floor=keep, target=target,
+                                    accept=lambda nd: bool(nd.balanced), importance=importance)
+    if rec is None:   # none balanced: the least biased of those planned
+        from sdc.method.design.balance import BEYOND_MAX, BIAS_MAX
+
+        planned = [i for i in rule_order(nodes, key_floor=keep, target=target,
+                                         importance=importance)
+                   if "weighted_bias" in (nodes[i].configured or {})]
+        if planned:
+            rec = min(planned, key=lambda i: (nodes[i].configured["weighted_bias"],
+                                              planned.index(i)))
+            verdict = (f"no planned design keeps weighted totals balanced (bias <= "
+                       f"{BIAS_MAX:.1%} of the total weight, <= {BEYOND_MAX:.1%} of cells "
+                       "beyond 3 SE over 30 releases); the least biased")
+            given = []
     else:
-        rec, verdict, given = recommend(nodes, key_floor=keep, target=target,
-                                        importance=bool(imp))
-        if rec is not None and rec not in frontier:  # an equal point is on the frontier
-            twin = [f for f in frontier if np.allclose(pts[ok.index(f)], pts[ok.index(rec)])]
-            rec = twin[0] if twin else rec
-    return DesignResult(keys, cands, nodes, frontier, rec, current, h_fine, n,
-                        time.perf_counter() - t0, keep, complete, target, WARN_CHANGED,
-                        verdict, given, weighted, imp)
+        verdict += "; weighted totals balanced"
+    if rec is not None and rec not in frontier:   # shown even when dominated
+        frontier = [rec, *frontier]
+    return rec, verdict, given, frontier
+
+
+def _recommend_nzy(nodes: list[Node], frontier: list[int], ok: list[int], keep: float,
+                   target: float, importance: bool) -> tuple[int | None, str, list[str]]:
+    """The rule's pick (:func:`recommend`), replaced by an equal point of the frontier when
+    it is not on it."""
+    rec, verdict, given = recommend(nodes, key_floor=keep, target=target,
+                                    importance=importance)
+    if rec is not None and rec not in frontier:  # an equal point is on the frontier
+        pts = _points(nodes, ok)
+        twin = [f for f in frontier if np.allclose(pts[ok.index(f)], pts[ok.index(rec)])]
+        rec = twin[0] if twin else rec
+    return rec, verdict, given
 
 
 def _points(nodes: list[Node], ok: list[int]) -> np.ndarray:
