@@ -17,11 +17,10 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
-from sdc.method.cell_passes import CellCounter, cell_table
+from sdc.method.cell_passes import cell_table
 from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
 from sdc.method.dependence import raise_if_dependent, schema_kinds
 from sdc.method.derived import DerivedCollector
-from sdc.method.draws import record_identity
 from sdc.method.household_batches import (
     HouseholdAggregate,
     HouseholdCounter,
@@ -39,6 +38,7 @@ from sdc.method.households import (
     person_key_code,
 )
 from sdc.method.perturb import PerturbValues
+from sdc.pipeline.count_parts import CountMerge, CountPart, raise_problems
 from sdc.pipeline.kernels import (
     duplicate_identities,
     duplicate_ids_table,
@@ -47,10 +47,9 @@ from sdc.pipeline.kernels import (
     repeated_ids,
 )
 from sdc.pipeline.release import Runner
-from sdc.reports.utility import finite_values
 
-__all__ = ["HouseholdCount", "HouseholdCountPart", "HouseholdCounted", "count_batch",
-           "count_households", "count_pass", "refuse_inconsistent", "stage_error"]
+__all__ = ["HouseholdCount", "HouseholdCountPart", "HouseholdCounted", "HouseholdMeasures",
+           "count_batch", "count_households", "count_pass", "refuse_inconsistent", "stage_error"]
 
 
 def stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
@@ -70,21 +69,13 @@ def stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockEr
 
 
 @dataclass
-class HouseholdCountPart:
-    """One batch's part of the count pass."""
+class HouseholdCountPart(CountPart):
+    """One batch's part of the household count pass: the shared part
+    (:class:`sdc.pipeline.count_parts.CountPart`), the household table's part and the
+    household keys' dtypes."""
 
-    n: int
-    offset: int
-    ident: np.ndarray | None
-    problems: pd.DataFrame | None = None
-    codes: np.ndarray | None = None
-    counts: np.ndarray | None = None
     households: HouseholdCounter | None = None
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
-    weight_max: float = 0.0
     dtypes: dict[str, Any] = field(default_factory=dict)
-    perturb: dict[str, PerturbValues] = field(default_factory=dict)
-    derived: DerivedCollector | None = None
 
 
 def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
@@ -92,16 +83,8 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
     """Pass 1 on one batch: its pandera problems (``validate``), or its person cells,
     household table part, value ranges of ``measure`` and largest weight; with an id column
     its identities."""
-    from sdc.pipeline.kernels import batch_problems
-
-    id_col, weight = config.input.id_column, config.input.weight
-    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
-             if id_col is not None and id_col in frame.columns else None)
-    offset = int(frame.index[0]) if len(frame) else 0
-    part = HouseholdCountPart(len(frame), offset, ident)
-    problems = batch_problems(frame, config) if validate else None
-    if problems is not None and len(problems):
-        part.problems = problems
+    part = HouseholdCountPart.start(frame, config, validate)
+    if part.problems is not None:
         return part
     codes = cell_codes(frame, person_config(config))
     part.codes, part.counts = np.unique(codes, return_counts=True)
@@ -114,27 +97,18 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
         part.derived.add(frame, person_key_code(key_codes, config))
     part.households = HouseholdCounter(config)
     part.households.add(frame, codes)
-    for c in measure:
-        x = finite_values(frame[c])
-        if len(x) and not np.isnan(x).all():
-            part.ranges[c] = (float(np.nanmin(x)), float(np.nanmax(x)))
-    if weight is not None and len(frame):
-        part.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
+    part.measure(frame, measure, config.input.weight)
     part.dtypes = {k: frame[k].dtype for k in config.household_keys}
     return part
 
 
 @dataclass
-class HouseholdCount:
-    """Pass 1 merged (before any refusal of the households or planning): the records, the
-    batches' first global rows, the person cells' codes and counts (sorted), the household
-    counter, the ``perturb:`` and ``derived:`` values, ranges, largest weight, key dtypes."""
+class HouseholdMeasures:
+    """What pass 1 measured beside the cells: the records, the batches' first global rows,
+    the ``perturb:`` and ``derived:`` values, value ranges, largest weight, key dtypes."""
 
     n: int
     offsets: list[int]
-    codes: np.ndarray
-    counts: np.ndarray
-    households: HouseholdCounter
     perturb_values: dict[str, PerturbValues]
     derived: DerivedCollector | None
     ranges: dict[str, tuple[float, float]]
@@ -142,78 +116,60 @@ class HouseholdCount:
     dtypes: dict[str, Any]
 
 
+@dataclass
+class HouseholdCount(HouseholdMeasures):
+    """Pass 1 merged (before any refusal of the households or planning): the measures, the
+    person cells' codes and counts (sorted) and the household counter."""
+
+    codes: np.ndarray
+    counts: np.ndarray
+    households: HouseholdCounter
+
+
 def count_households(runner: Runner, config: ReleaseConfig, measure: list[str], *,
                      validate: bool = True) -> HouseholdCount:
     """:func:`count_batch` over every batch, merged in input order. Raises
     :class:`InputError` with every problem of the whole file (``validate``), for duplicated
     ids or an empty file; memory: the cell table and the household table."""
-    from sdc.io.schemas import render_problems
-    from sdc.pipeline.kernels import Problems
-
     id_col = config.input.id_column
-    lo: dict[str, float] = {}
-    hi: dict[str, float] = {}
-    counter, households = CellCounter(), HouseholdCounter(config)
-    idents: list[np.ndarray] = []
+    households = HouseholdCounter(config)
     dtypes: dict[str, Any] = {}
-    weight_max = 0.0
-    problems = Problems()
-    perturb_values = {v: PerturbValues(v, config) for v in config.perturb}
-    derived = DerivedCollector(person_derived(config)) if person_derived(config) else None
-    n = 0
+    merged = CountMerge({v: PerturbValues(v, config) for v in config.perturb},
+                        DerivedCollector(person_derived(config)) if person_derived(config)
+                        else None)
     offsets = [0]  # the batches' first global rows (the same batches in every pass)
     for part in runner.map(count_batch, (config, measure, validate)):
-        n += part.n
-        offsets.append(n)
-        if part.ident is not None:
-            idents.append(part.ident)
-        if part.problems is not None:
-            problems.add(part.problems, part.offset)
-            continue
-        if problems.rows:
-            continue
-        counter.add_counts(part.codes, part.counts)
-        households.merge(part.households)
-        for v, pv in part.perturb.items():
-            perturb_values[v].merge(pv)
-        if derived is not None:
-            derived.merge(part.derived)
-        for c, (a, b) in part.ranges.items():
-            lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
-        weight_max = max(weight_max, part.weight_max)
-        if not dtypes:
-            dtypes.update(part.dtypes)
+        if merged.add(part):
+            households.merge(part.households)
+            if not dtypes:
+                dtypes.update(part.dtypes)
+        offsets.append(merged.n)
 
     def duplicates() -> tuple[np.ndarray, pd.Series] | None:
-        if id_col is None or not idents:
+        if id_col is None or not merged.idents:
             return None
-        dups = duplicate_identities(idents)
+        dups = duplicate_identities(merged.idents)
         if dups is None:
             return None
         hits = (id_rows_with_identity(frame, dups, config)
                 for frame in runner.frames(columns=[id_col]))
         return repeated_ids(hits)
 
-    if problems.rows:  # every problem of the whole file, as the streaming validation words it
+    if merged.problems.rows:  # every problem of the whole file, as streaming validation words it
         found = duplicates()
         if found is not None:
-            problems.add(duplicate_ids_table(*found, config), 0)
-        table = problems.table()
-        k = len(table)
-        raise InputError(
-            f"the input of {config.name!r} does not match the config ({k} problem"
-            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted; "
-            f"checked in batches):\n{render_problems(table)}")
-    if n == 0:
+            merged.problems.add(duplicate_ids_table(*found, config), 0)
+        raise_problems(merged.problems, config, "in batches")
+    if merged.n == 0:
         raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
                          "release")
     found = duplicates()
     if found is not None:
         raise_duplicate_ids(*found, config)
-    idents.clear()
-    codes, counts = counter.result()
-    return HouseholdCount(n, offsets, codes, counts, households, perturb_values, derived,
-                          {c: (lo[c], hi[c]) for c in lo}, weight_max, dtypes)
+    merged.idents.clear()
+    codes, counts = merged.counter.result()
+    return HouseholdCount(merged.n, offsets, merged.perturb, merged.derived, merged.ranges(),
+                          merged.weight_max, dtypes, codes, counts, households)
 
 
 def refuse_inconsistent(runner: Runner, config: ReleaseConfig, agg: HouseholdAggregate) -> None:
@@ -227,12 +183,10 @@ def refuse_inconsistent(runner: Runner, config: ReleaseConfig, agg: HouseholdAgg
 
 
 @dataclass
-class HouseholdCounted:
+class HouseholdCounted(HouseholdMeasures):
     """Pass 1 merged and both stages planned (households checked, the household-level
     columns released, the person-level ``perturb:`` values counted and checked)."""
 
-    n: int
-    offsets: list[int]
     agg: Any
     codes: np.ndarray
     cells: CellTable
@@ -240,11 +194,6 @@ class HouseholdCounted:
     ps: Any
     household_columns: pd.DataFrame | None
     dp_done: list
-    perturb_values: dict[str, PerturbValues]
-    derived: DerivedCollector | None
-    ranges: dict[str, tuple[float, float]]
-    weight_max: float
-    dtypes: dict[str, Any]
 
 
 def count_pass(config: ReleaseConfig, seed: int, runner: Runner, measure: list[str],
@@ -270,6 +219,6 @@ def count_pass(config: ReleaseConfig, seed: int, runner: Runner, measure: list[s
         ps = person_stage(cells, config, c.households.person_weights(c.codes))
     except SmallBlockError as e:
         raise stage_error(e, "person", config) from None
-    return HouseholdCounted(c.n, c.offsets, agg, c.codes, cells, hs, ps, household_columns,
-                            dp_done, c.perturb_values, c.derived, c.ranges, c.weight_max,
-                            c.dtypes)
+    measures = {f.name: getattr(c, f.name) for f in dataclasses.fields(HouseholdMeasures)}
+    return HouseholdCounted(**measures, agg=agg, codes=c.codes, cells=cells, hs=hs, ps=ps,
+                            household_columns=household_columns, dp_done=dp_done)

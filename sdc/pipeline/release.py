@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,7 +37,6 @@ from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.spill import BucketSpill, bucket_bits
 from sdc.method.cell_passes import (
-    CellCounter,
     CellLocator,
     add_dependence,
     cell_table,
@@ -58,14 +57,14 @@ from sdc.method.partition import check_columns
 from sdc.method.perturb import PerturbValues
 from sdc.method.plan import draw_plan
 from sdc.method.weighted import WeightSums
+from sdc.pipeline.count_parts import CountMerge, raise_problems
+from sdc.pipeline.count_parts import CountPart as BatchCountPart
 from sdc.pipeline.kernels import (
     BatchPerturb,
     CellCount,
-    Problems,
     ReleasedRecords,
     ReleaseOutcome,
     add_perturb_counts,
-    batch_problems,
     duplicate_identities,
     duplicate_ids_table,
     id_rows_with_identity,
@@ -80,7 +79,6 @@ from sdc.pipeline.order import ORDER_COLUMNS, order_salt
 from sdc.pipeline.records_file import RecordsSpill, write_records, write_records_from_buckets
 from sdc.pipeline.report_parts import add_apply_batch, add_refine_batch, new_accumulator
 from sdc.reports.intruder import start_intruder
-from sdc.reports.utility import finite_values
 
 __all__ = ["CountPart", "Runner", "apply_batch", "count_batch", "count_cells",
            "identity_batch", "read_columns", "refine_batch", "release_persons"]
@@ -121,20 +119,11 @@ class Runner(Protocol):
 
 # -- pass 1: count -------------------------------------------------------------------------------
 @dataclass
-class CountPart:
-    """One batch's part of the count pass."""
+class CountPart(BatchCountPart):
+    """One batch's part of the person count pass: the shared part
+    (:class:`sdc.pipeline.count_parts.CountPart`), the dependence counts and W_j per cell."""
 
-    n: int
-    offset: int
-    ident: np.ndarray | None
-    problems: pd.DataFrame | None = None
-    codes: np.ndarray | None = None
-    counts: np.ndarray | None = None
     dependence: Any = None
-    derived: DerivedCollector | None = None
-    perturb: dict[str, PerturbValues] = field(default_factory=dict)
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
-    weight_max: float = 0.0
     weight_sums: WeightSums | None = None  #: W_j per cell code (``risk.weighted``)
 
 
@@ -157,15 +146,10 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, columns:
     """Pass 1 on one batch: its pandera problems, or its cell counts, dependence counts,
     ``derived:`` values, ``perturb:`` value counts, ranges of ``measure`` and largest weight;
     with an id column its identities (also from a batch with problems)."""
-    id_col, weight = config.input.id_column, config.input.weight
-    ident = (np.asarray(record_identity(frame, config), dtype=np.uint64)
-             if id_col is not None and id_col in frame.columns else None)
-    part = CountPart(len(frame), int(frame.index[0]) if len(frame) else 0, ident)
-    if validate:
-        problems = batch_problems(frame, config)
-        if problems is not None and len(problems):
-            part.problems = problems
-            return part
+    weight = config.input.weight
+    part = CountPart.start(frame, config, validate)
+    if part.problems is not None:
+        return part
     # with the dependence check, the key codes of every record are kept for it
     codes, keys = (cell_key_codes(frame, config) if dependence
                    else (cell_codes(frame, config), None))
@@ -179,12 +163,7 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, columns:
         part.derived.add(frame, codes)
     part.perturb = {v: PerturbValues(v, config) for v in (config.perturb or {})}
     add_perturb_counts(part.perturb, frame)
-    for col in measure:
-        x = finite_values(frame[col])
-        if len(x) and not np.isnan(x).all():
-            part.ranges[col] = (float(np.nanmin(x)), float(np.nanmax(x)))
-    if weight is not None and len(frame):
-        part.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
+    part.measure(frame, measure, weight)
     if config.risk.weighted and weight is not None:
         part.weight_sums = WeightSums.of(codes, frame[weight].to_numpy(np.float64))
     return part
@@ -197,103 +176,80 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     Raises :class:`InputError` with every problem of the whole file (global 1-based rows, the
     duplicated ids among them), for an empty file, or for equal ids; ``value_columns``: numeric
     columns whose smallest and largest value are measured (:attr:`CellCount.value_ranges`)."""
-    from sdc.io.schemas import render_problems
-
     columns = runner.input_columns()
     measure = [c for c in (value_columns or []) if c in columns]
     id_col, weight = config.input.id_column, config.input.weight
-    counter, problems = CellCounter(), Problems()
-    n_known = runner.row_count() if id_col is not None else None
     # 8 bytes per record for the id check, preallocated when the row count is known
-    idents: list[np.ndarray] = [np.empty(n_known, np.uint64)] if n_known is not None else []
-    filled = 0
+    merged = CountMerge({v: PerturbValues(v, config) for v in (config.perturb or {})},
+                        DerivedCollector(list(config.derived)) if config.derived else None,
+                        runner.row_count() if id_col is not None else None)
     # the columns that pair in the dependence check: from the public schema, the same on
     # every executor (never from a batch's types)
     kinds = schema_kinds(runner.public_schema()) if dependence else None
     dep = new_dependence_counter(columns, config, kinds) if dependence else None
-    derived = DerivedCollector(list(config.derived)) if config.derived else None
-    pvalues = {v: PerturbValues(v, config) for v in (config.perturb or {})}
-    lo: dict[str, float] = {}
-    hi: dict[str, float] = {}
-    wmax, n, counted = 0.0, 0, False
     wsums = WeightSums() if config.risk.weighted and weight is not None else None
     read = read_columns(config, columns, dependence, measure)
     for part in runner.map(count_batch, (config, columns, measure, dependence, validate, kinds),
                            columns=read):
-        n += part.n
-        if part.ident is not None:
-            if n_known is not None:
-                idents[0][filled:filled + part.ident.size] = part.ident
-                filled += part.ident.size
-            else:
-                idents.append(part.ident)
-        if part.problems is not None:
-            problems.add(part.problems, part.offset)
-            continue
-        if problems.rows:
-            continue
-        counted = True
-        counter.add_counts(part.codes, part.counts)
-        if dep is not None:
-            dep.merge(part.dependence)
-        if derived is not None:
-            derived.merge(part.derived)
-        for v, pv in part.perturb.items():
-            pvalues[v].merge(pv)
-        for c, (a, b) in part.ranges.items():
-            lo[c], hi[c] = min(lo.get(c, a), a), max(hi.get(c, b), b)
-        wmax = max(wmax, part.weight_max)
-        if wsums is not None and part.weight_sums is not None:
-            wsums.merge(part.weight_sums)
-    if n_known is not None:
-        idents[0] = idents[0][:filled]
-
-    def duplicated() -> tuple[np.ndarray, pd.Series] | None | bool:
-        # the ids must be unique over the whole file: sort the 64-bit identities; equal ones
-        # are confirmed on the id values (one more read of the id column), so a hash
-        # collision is never reported as a duplicate. True: all identities differ
-        if id_col is None or not idents or not sum(i.size for i in idents):
-            return True
-        dups = duplicate_identities(idents)
-        if dups is None:
-            return True
-        return repeated_ids(id_rows_with_identity(f, dups, config)
-                            for f in runner.frames(columns=[id_col]))
-
-    if problems.rows:
-        found = duplicated()
+        if merged.add(part):
+            if dep is not None:
+                dep.merge(part.dependence)
+            if wsums is not None and part.weight_sums is not None:
+                wsums.merge(part.weight_sums)
+    merged.end()
+    if merged.problems.rows:
+        found = _duplicated(runner, config, merged.idents)
         if found is not None and found is not True:
-            problems.add(duplicate_ids_table(*found, config), 0)
-        table = problems.table()
-        k = len(table)
-        raise InputError(
-            f"the input of {config.name!r} does not match the config ({k} problem"
-            f"{'s' if k != 1 else ''}; rows are 1-based data rows, the header not counted"
-            f"{'; checked ' + runner.checked if runner.checked else ''}):\n"
-            f"{render_problems(table)}")
-    if counted:
+            merged.problems.add(duplicate_ids_table(*found, config), 0)
+        raise_problems(merged.problems, config, runner.checked)
+    if merged.counted:
         check_columns(pd.DataFrame(columns=columns), config)
-    if n == 0:
+    if merged.n == 0:
         raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
                          "release")
-    for pv in pvalues.values():
+    for pv in merged.perturb.values():
         pv.check()
-    unique = True
-    if id_col is not None:
-        found = duplicated()
-        if found is None:
-            unique = False  # 64-bit collisions only: the draws need the global identity step
-        elif found is not True:
-            raise_duplicate_ids(*found, config)
+    unique = _unique_ids(runner, config, merged.idents)
+    idents, n = merged.idents, merged.n
     raw = (idents[0] if getattr(runner, "whole", False) and len(idents) == 1
            and idents[0].size == n else None)  # one batch: its identities, in input order
     idents.clear()
-    codes, counts = counter.result()
-    ranges = {c: (lo[c], hi[c], runner.is_integer(c)) for c in lo}
+    codes, counts = merged.counter.result()
+    ranges = {c: (lo, hi, runner.is_integer(c)) for c, (lo, hi) in merged.ranges().items()}
     return CellCount(cell_table(codes, counts, config), codes, n, columns,
-                     id_col is not None and unique, wmax if weight is not None else None,
-                     {v: pv.value_counts() for v, pv in pvalues.items()}, ranges, dep, derived,
-                     None if wsums is None else wsums.result(codes), raw)
+                     id_col is not None and unique,
+                     merged.weight_max if weight is not None else None,
+                     {v: pv.value_counts() for v, pv in merged.perturb.items()}, ranges, dep,
+                     merged.derived, None if wsums is None else wsums.result(codes), raw)
+
+
+def _duplicated(runner: Runner, config: ReleaseConfig,
+                idents: list[np.ndarray]) -> tuple[np.ndarray, pd.Series] | None | bool:
+    """The duplicated ids (rows, values): the ids must be unique over the whole file, so the
+    64-bit identities are sorted and equal ones confirmed on the id values (one more read of
+    the id column): a hash collision is never reported as a duplicate. True: all identities
+    differ; None: equal identities of different ids only."""
+    id_col = config.input.id_column
+    if id_col is None or not idents or not sum(i.size for i in idents):
+        return True
+    dups = duplicate_identities(idents)
+    if dups is None:
+        return True
+    return repeated_ids(id_rows_with_identity(f, dups, config)
+                        for f in runner.frames(columns=[id_col]))
+
+
+def _unique_ids(runner: Runner, config: ReleaseConfig, idents: list[np.ndarray]) -> bool:
+    """Raise for duplicated ids; True when every record's identity is distinct (False: 64-bit
+    collisions only, the draws need the global identity step, or no id column)."""
+    if config.input.id_column is None:
+        return True
+    found = _duplicated(runner, config, idents)
+    if found is None:
+        return False
+    if found is not True:
+        raise_duplicate_ids(*found, config)
+    return True
 
 
 # -- pass 2: identities --------------------------------------------------------------------------
