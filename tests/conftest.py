@@ -66,10 +66,15 @@ SHARED_DATA = REPO / ".." / "shared" / "data"
 # 2. Prefect
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def prefect_harness() -> Iterator[None]:
-    """A throwaway Prefect API and database for the session (started once, ~10 s)."""
-    import os
-
+def prefect_harness(_session_prefect_home: Path) -> Iterator[None]:
+    """A Prefect API for the session's flow-level tests: the session's own local server (section
+    4; this worker's ``PREFECT_HOME``) when it runs; else a throwaway API and database
+    (Prefect's test harness, ~10 s). One server per worker instead of two: each costs 10-16
+    CPU s to start and CPU in the background while it runs (docs/TESTING.md)."""
+    url = _session_server_url()
+    if url is not None:
+        yield from _api_of(url)
+        return
     from prefect.testing.utilities import prefect_test_harness
 
     # the harness's server subprocess inherits this: no telemetry calls (and no noisy errors)
@@ -83,6 +88,41 @@ def prefect_harness() -> Iterator[None]:
             os.environ.pop("PREFECT_SERVER_ANALYTICS_ENABLED", None)
         else:
             os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = old
+
+
+def _api_of(url: str) -> Iterator[None]:
+    """``PREFECT_API_URL`` set to ``url`` in this process, as Prefect's harness sets it (also as
+    the process-global settings context)."""
+    import prefect.context
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: url}), \
+            prefect.context._temporary_global_settings_context(
+                prefect.context.get_settings_context()):
+        yield
+        _drain_prefect_workers()
+
+
+def _drain_prefect_workers() -> None:
+    """Send the queued logs and events before the API goes (as Prefect's harness does)."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def drain() -> None:
+        import inspect
+
+        try:
+            result = APILogWorker.instance().drain()
+            if inspect.isawaitable(result):
+                await result
+        except RuntimeError:  # never started
+            pass
+        result = EventsWorker.drain_all()
+        if inspect.isawaitable(result):
+            await result
+
+    run_coro_as_sync(drain())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,6 +288,7 @@ def _session_prefect_home(request: pytest.FixtureRequest,
 
         with contextlib.suppress(Exception):
             launch = Launch(0, 10.0, "full")
+            _SESSION["ready"] = threading.Event()
             threading.Thread(target=_wait_quietly, args=(launch,), daemon=True).start()
     try:
         yield home
@@ -255,6 +296,9 @@ def _session_prefect_home(request: pytest.FixtureRequest,
         os.environ["PREFECT_HOME"] = str(home)
         from flows.server import stop_server
 
+        lease = _SESSION.pop("lease", None)
+        if lease is not None:
+            lease.close()
         if launch is not None:
             launch.stop()
         with contextlib.suppress(Exception):
@@ -266,11 +310,36 @@ def _session_prefect_home(request: pytest.FixtureRequest,
                 os.environ[k] = v
 
 
+#: the session's server (section 4): "ready" set once it answered or failed; "lease": the
+#: session's lease on it (``flows.server.Reuse``) when it answered
+_SESSION: dict[str, Any] = {}
+
+
+def _session_server_url() -> str | None:
+    """The URL of the session's local server once it answers; None when none was started or it
+    did not come up."""
+    ready = _SESSION.get("ready")
+    if ready is None:
+        return None
+    ready.wait(330)
+    lease = _SESSION.get("lease")
+    return None if lease is None else lease.server.url
+
+
 def _wait_quietly(launch: Any) -> None:
+    """Wait for the session's server, then hold a run's lease on it until the session ends:
+    its idle stop (10 minutes without a request) waits while a lease is held. Without it the
+    server stopped while the first, longest tests ran on other APIs, and every later CLI run
+    started a temporary API of its own (5-9 s each)."""
+    from flows.server import acquire_reused_server
+
     try:
-        launch.wait(180)
+        launch.wait(300)
+        _SESSION["lease"] = acquire_reused_server(10.0, start=False)
     except Exception:  # the session's runs use a temporary API, as without it
         launch.abandon()
+    finally:
+        _SESSION["ready"].set()
 
 
 @pytest.fixture
