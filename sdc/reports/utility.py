@@ -117,6 +117,155 @@ def numeric_entries(col: str, before: list[GroupSummary], after: list[GroupSumma
     return out
 
 
+def _generalized_totals(v: str, kv: KeyVariable, rule: object, codes: np.ndarray,
+                        tb: np.ndarray, ta: np.ndarray) -> list[dict[str, Any]]:
+    """Original and released counts per group of the variable's generalization ``rule``."""
+    gen = generalize_domain(v, kv, rule)
+    gsize = len(gen.labels)
+    go = np.bincount(gen.code_map[codes], weights=tb, minlength=gsize).astype(np.int64)
+    gr = np.bincount(gen.code_map[codes], weights=ta, minlength=gsize).astype(np.int64)
+    return [{"label": str(lab), "original": int(go[g]), "released": int(gr[g]),
+             "difference": int(gr[g] - go[g])} for g, lab in enumerate(gen.labels)]
+
+
+def _category_rows(values: list[Any], labels: list[str], o: np.ndarray, r: np.ndarray,
+                   w: tuple[np.ndarray, ...] | None) -> list[dict[str, Any]]:
+    """One row per category observed before or after: counts o, r, shares, differences and,
+    with ``w = (wo, wr, wpo, wpr)``, weighted totals and shares unless either side has
+    fewer than NUMERIC_MIN_GROUP records (but not both 0)."""
+    po, pr = _shares(o), _shares(r)
+    cats = []
+    for c in np.flatnonzero((o > 0) | (r > 0)).tolist():
+        row: dict[str, Any] = {
+            "value": values[c], "label": labels[c],
+            "original": int(o[c]), "original_share": float(po[c]),
+            "released": int(r[c]), "released_share": float(pr[c]),
+            "difference": int(r[c] - o[c]), "share_difference": float(pr[c] - po[c]),
+        }
+        if w is not None:
+            wo, wr, wpo, wpr = w
+            small = 0 < min(o[c], r[c]) < NUMERIC_MIN_GROUP or (
+                min(o[c], r[c]) == 0 < max(o[c], r[c]) < NUMERIC_MIN_GROUP)
+            if small:  # a weighted total of so few records would show their weights
+                row.update({k: None for k in _WEIGHTED_FIELDS})
+            else:
+                row.update({"weighted_original": float(wo[c]),
+                            "weighted_released": float(wr[c]),
+                            "weighted_difference": float(wr[c] - wo[c]),
+                            "weighted_original_share": float(wpo[c]),
+                            "weighted_released_share": float(wpr[c]),
+                            "weighted_share_difference": float(wpr[c] - wpo[c])})
+            row["weighted_suppressed"] = bool(small)
+        cats.append(row)
+    return cats
+
+
+def _key_entry(j: int, config: ReleaseConfig, agg: ReleaseAggregates, kc: np.ndarray,
+               n: int) -> dict[str, Any]:
+    """utility.json's entry of key variable j: TVD and Hellinger of its marginal shares,
+    records whose value changed, generalized totals of a partition variable, categories."""
+    v = config.key_names[j]
+    kv = config.key_variables[v]
+    values, labels = _domain_labels(kv)
+    size = kv.size
+    codes = kc[:, j]
+    tb, ta = agg.t_before.astype(float), agg.t_after.astype(float)
+    o = np.bincount(codes, weights=tb, minlength=size).astype(np.int64)
+    r = np.bincount(codes, weights=ta, minlength=size).astype(np.int64)
+    po, pr = _shares(o), _shares(r)
+    n_changed = int(agg.moved_weights[kc[agg.moved_from, j] != kc[agg.moved_to, j]].sum())
+    is_pvar = v in set(config.partition_variables)
+    rule = _rule_name(config.partition[v]) if is_pvar else None
+    groups = None
+    if rule is not None and rule != "as_is":
+        groups = _generalized_totals(v, kv, config.partition[v], codes, tb, ta)
+    entry: dict[str, Any] = {
+        "name": v, "partition_variable": is_pvar, "partition_rule": rule,
+        "generalized_totals": groups,
+        "n_categories": size, "tvd": tvd(po, pr), "hellinger": hellinger(po, pr),
+        "n_changed": n_changed, "share_changed": n_changed / n if n else 0.0,
+        "max_abs_difference": int(np.abs(r - o).max()) if size else 0,
+        "weighted": None,
+    }
+    w = None
+    if agg.w_before is not None:
+        wo = agg.w_before.regroup(codes, size).values()
+        wr = agg.w_after.regroup(codes, size).values()
+        wpo, wpr = _shares(wo), _shares(wr)
+        entry["weighted"] = {"tvd": tvd(wpo, wpr), "hellinger": hellinger(wpo, wpr),
+                             "max_abs_difference": float(np.abs(wr - wo).max()),
+                             "max_abs_share_difference": float(np.abs(wpr - wpo).max())}
+        w = (wo, wr, wpo, wpr)
+    entry["categories"] = _category_rows(values, labels, o, r, w)
+    return entry
+
+
+def _pair_entry(i: int, jb: int, config: ReleaseConfig, agg: ReleaseAggregates,
+                kc: np.ndarray) -> dict[str, Any]:
+    """TVD of the two-way table of key variables i < jb on the cells (and weighted TVD).
+
+    The (a, b) codes of every cell, observed ones numbered in code order. With a dense code
+    space (sizes' product <= 4 C or 2^20) the bins are summed by code and the observed ones
+    kept: the same sums in the same order as numbering them with a hash table first
+    (pd.factorize, ~10x slower).
+    """
+    keys, kvs = config.key_names, config.key_variables
+    a, b = keys[i], keys[jb]
+    tb, ta = agg.t_before.astype(float), agg.t_after.astype(float)
+    dense = kc[:, i].astype(np.int64) * kvs[b].size + kc[:, jb]
+    span = kvs[a].size * kvs[b].size
+    if span <= max(4 * dense.size, 1 << 20):
+        keep = np.flatnonzero(np.bincount(dense, minlength=span))
+        size, pcode = int(keep.size), None
+        o = np.bincount(dense, weights=tb, minlength=span)[keep]
+        r = np.bincount(dense, weights=ta, minlength=span)[keep]
+    else:
+        pcode, _ = pd.factorize(dense, sort=True)
+        size = int(pcode.max()) + 1 if pcode.size else 0
+        o = np.bincount(pcode, weights=tb, minlength=size)
+        r = np.bincount(pcode, weights=ta, minlength=size)
+    row = {"a": a, "b": b, "tvd": tvd(_shares(o), _shares(r)),
+           "cells_original": int((o > 0).sum()), "cells_released": int((r > 0).sum()),
+           "weighted_tvd": None}
+    if agg.w_before is not None:
+        if pcode is None:
+            wo = agg.w_before.regroup(dense, span)[keep]
+            wr = agg.w_after.regroup(dense, span)[keep]
+        else:
+            wo, wr = agg.w_before.regroup(pcode, size), agg.w_after.regroup(pcode, size)
+        row["weighted_tvd"] = tvd(_shares(wo.values()), _shares(wr.values()))
+    return row
+
+
+def _by_partition_set(result: Any, agg: ReleaseAggregates) -> list[dict[str, Any]]:
+    """Records and changed records (any key value changed) per partition set."""
+    ps = result.partition_sets
+    n_ps = len(ps)
+    cps = np.asarray(result.cell_partition_set)
+    ch_ps = np.bincount(cps[agg.moved_from], weights=agg.moved_weights,
+                        minlength=n_ps).astype(np.int64)
+    n_ps_rec = np.bincount(cps, weights=agg.t_before.astype(float),
+                           minlength=n_ps).astype(np.int64)
+    keys_ps = ps["partition_key"].to_numpy()
+    return [{"partition_key": str(keys_ps[s]), "n_records": int(n_ps_rec[s]),
+             "n_changed": int(ch_ps[s]),
+             "share": float(ch_ps[s] / n_ps_rec[s]) if n_ps_rec[s] else 0.0}
+            for s in range(n_ps)]
+
+
+def _expected_totals(result: Any, config: ReleaseConfig,
+                     agg: ReleaseAggregates) -> dict[str, Any]:
+    """``expected_totals`` (what each mode keeps, exactly) of a weighted person release made
+    with a transition design; {} otherwise (a release made by hand, without PRBs, has none)."""
+    mechanism = any(getattr(result, a, None) is not None for a in ("weighted", "plan", "blocks"))
+    if agg.w_before is None or config.input.household_id is not None or not mechanism:
+        return {}
+    from sdc.reports.expected import expected_totals_section
+
+    return {"expected_totals": expected_totals_section(
+        result, config, agg.w_before.values(), NUMERIC_MIN_GROUP)}
+
+
 def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseConfig,
                     agg: ReleaseAggregates | None = None,
                     summaries: dict[str, tuple[list[GroupSummary], list[GroupSummary]]]
@@ -131,140 +280,25 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
     (:func:`sdc.reports.accumulate.frame_accumulator`).
     """
     keys = config.key_names
-    kvs = config.key_variables
-    cells = result.cells
-    weight = config.input.weight
     if agg is None or summaries is None or moments is None:
         acc = frame_accumulator(original, result, config)
         agg = acc.aggregates() if agg is None else agg
         summaries = acc.group_summaries() if summaries is None else summaries
         moments = acc.cell_moments() if moments is None else moments
     n = int(agg.t_before.sum())
-    weighted = agg.w_before is not None
-    kc = cells.key_codes
-    tb, ta = agg.t_before.astype(float), agg.t_after.astype(float)
-    pvars = set(config.partition_variables)
-
-    key_out = []
-    for j, v in enumerate(keys):
-        kv = kvs[v]
-        values, labels = _domain_labels(kv)
-        size = kv.size
-        codes = kc[:, j]
-        o = np.bincount(codes, weights=tb, minlength=size).astype(np.int64)
-        r = np.bincount(codes, weights=ta, minlength=size).astype(np.int64)
-        po, pr = _shares(o), _shares(r)
-        n_changed = int(agg.moved_weights[kc[agg.moved_from, j] != kc[agg.moved_to, j]].sum())
-        rule = _rule_name(config.partition[v]) if v in pvars else None
-        groups = None
-        if rule is not None and rule != "as_is":
-            gen = generalize_domain(v, kv, config.partition[v])
-            gsize = len(gen.labels)
-            go = np.bincount(gen.code_map[codes], weights=tb, minlength=gsize).astype(np.int64)
-            gr = np.bincount(gen.code_map[codes], weights=ta, minlength=gsize).astype(np.int64)
-            groups = [{"label": str(lab), "original": int(go[g]), "released": int(gr[g]),
-                       "difference": int(gr[g] - go[g])} for g, lab in enumerate(gen.labels)]
-        entry: dict[str, Any] = {
-            "name": v, "partition_variable": v in pvars, "partition_rule": rule,
-            "generalized_totals": groups,
-            "n_categories": size, "tvd": tvd(po, pr), "hellinger": hellinger(po, pr),
-            "n_changed": n_changed, "share_changed": n_changed / n if n else 0.0,
-            "max_abs_difference": int(np.abs(r - o).max()) if size else 0,
-            "weighted": None,
-        }
-        if weighted:
-            wo = agg.w_before.regroup(codes, size).values()
-            wr = agg.w_after.regroup(codes, size).values()
-            wpo, wpr = _shares(wo), _shares(wr)
-            entry["weighted"] = {"tvd": tvd(wpo, wpr), "hellinger": hellinger(wpo, wpr),
-                                 "max_abs_difference": float(np.abs(wr - wo).max()),
-                                 "max_abs_share_difference": float(np.abs(wpr - wpo).max())}
-        cats = []
-        for c in np.flatnonzero((o > 0) | (r > 0)).tolist():
-            row: dict[str, Any] = {
-                "value": values[c], "label": labels[c],
-                "original": int(o[c]), "original_share": float(po[c]),
-                "released": int(r[c]), "released_share": float(pr[c]),
-                "difference": int(r[c] - o[c]), "share_difference": float(pr[c] - po[c]),
-            }
-            if weighted:
-                small = 0 < min(o[c], r[c]) < NUMERIC_MIN_GROUP or (
-                    min(o[c], r[c]) == 0 < max(o[c], r[c]) < NUMERIC_MIN_GROUP)
-                if small:  # a weighted total of so few records would show their weights
-                    row.update({k: None for k in _WEIGHTED_FIELDS})
-                else:
-                    row.update({"weighted_original": float(wo[c]),
-                                "weighted_released": float(wr[c]),
-                                "weighted_difference": float(wr[c] - wo[c]),
-                                "weighted_original_share": float(wpo[c]),
-                                "weighted_released_share": float(wpr[c]),
-                                "weighted_share_difference": float(wpr[c] - wpo[c])})
-                row["weighted_suppressed"] = bool(small)
-            cats.append(row)
-        entry["categories"] = cats
-        key_out.append(entry)
-
-    pairs = []
-    for i, a in enumerate(keys):
-        for jb in range(i + 1, len(keys)):
-            b = keys[jb]
-            # the two-way table on the cells: (a, b) codes of every cell, observed ones numbered
-            # in code order. With a dense code space (sizes' product <= 4 C or 2^20) the bins are
-            # summed by code and the observed ones kept: the same sums in the same order as
-            # numbering them with a hash table first (pd.factorize, ~10x slower)
-            dense = kc[:, i].astype(np.int64) * kvs[b].size + kc[:, jb]
-            span = kvs[a].size * kvs[b].size
-            if span <= max(4 * dense.size, 1 << 20):
-                keep = np.flatnonzero(np.bincount(dense, minlength=span))
-                size, pcode = int(keep.size), None
-                o = np.bincount(dense, weights=tb, minlength=span)[keep]
-                r = np.bincount(dense, weights=ta, minlength=span)[keep]
-            else:
-                pcode, _ = pd.factorize(dense, sort=True)
-                size = int(pcode.max()) + 1 if pcode.size else 0
-                o = np.bincount(pcode, weights=tb, minlength=size)
-                r = np.bincount(pcode, weights=ta, minlength=size)
-            row = {"a": a, "b": b, "tvd": tvd(_shares(o), _shares(r)),
-                   "cells_original": int((o > 0).sum()), "cells_released": int((r > 0).sum()),
-                   "weighted_tvd": None}
-            if weighted:
-                if pcode is None:
-                    wo = agg.w_before.regroup(dense, span)[keep]
-                    wr = agg.w_after.regroup(dense, span)[keep]
-                else:
-                    wo, wr = agg.w_before.regroup(pcode, size), agg.w_after.regroup(pcode, size)
-                row["weighted_tvd"] = tvd(_shares(wo.values()), _shares(wr.values()))
-            pairs.append(row)
-
+    kc = result.cells.key_codes
+    key_out = [_key_entry(j, config, agg, kc, n) for j in range(len(keys))]
+    pairs = [_pair_entry(i, jb, config, agg, kc)
+             for i in range(len(keys)) for jb in range(i + 1, len(keys))]
     numeric = [e for col, (b, a) in summaries.items()
                for e in numeric_entries(col, b, a, config)]
-
-    ps = result.partition_sets
-    n_ps = len(ps)
-    cps = np.asarray(result.cell_partition_set)
-    ch_ps = np.bincount(cps[agg.moved_from], weights=agg.moved_weights,
-                        minlength=n_ps).astype(np.int64)
-    n_ps_rec = np.bincount(cps, weights=tb, minlength=n_ps).astype(np.int64)
-    keys_ps = ps["partition_key"].to_numpy()
-    by_ps = [{"partition_key": str(keys_ps[s]), "n_records": int(n_ps_rec[s]),
-              "n_changed": int(ch_ps[s]),
-              "share": float(ch_ps[s] / n_ps_rec[s]) if n_ps_rec[s] else 0.0}
-             for s in range(n_ps)]
+    by_ps = _by_partition_set(result, agg)
     n_ch = agg.n_changed
-    extra: dict[str, Any] = {}
-    # what each mode keeps, exactly: needs the release's transition design (a release made
-    # by hand, without PRBs, has none)
-    mechanism = any(getattr(result, a, None) is not None for a in ("weighted", "plan", "blocks"))
-    if weighted and config.input.household_id is None and mechanism:
-        from sdc.reports.expected import expected_totals_section
-
-        extra["expected_totals"] = expected_totals_section(
-            result, config, agg.w_before.values(), NUMERIC_MIN_GROUP)
-    return {**extra,
+    return {**_expected_totals(result, config, agg),
         "schema_version": "sdc-utility/1",
         "release": {"name": config.name, "n_records": n, "key_variables": keys,
-                    "partition_variables": config.partition_variables, "weight": weight,
-                    "numeric_min_group": NUMERIC_MIN_GROUP},
+                    "partition_variables": config.partition_variables,
+                    "weight": config.input.weight, "numeric_min_group": NUMERIC_MIN_GROUP},
         "key_variables": key_out,
         "pairs": pairs,
         "numeric": numeric,
