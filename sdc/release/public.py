@@ -135,44 +135,38 @@ def _arrow_type_name(t: pa.DataType) -> str:
     return "text"
 
 
-def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | None = None,
-                      n_records: int | None = None) -> str:
-    """The public codebook (Markdown).
-
-    Lists every public variable with its type and whether it may have been perturbed, the
-    categories and labels of every key variable, the partition (generalized values preserved
-    exactly), xi, the number of records and the DP-PRAM variables of ``config.perturb``. It
-    states nothing record-level and nothing from which PRAM could be undone: no seed, no theta
-    per block, no PRB contents, no counts of changed records per block.
-
-    With ``schema`` (the public Arrow schema, as every engine writes it) the variables and their
-    types come from it and ``result`` only needs ``partition_sets``; ``n_records`` then gives n.
-    """
-    id_col = config.input.id_column
+def _columns(config: ReleaseConfig, result: Any, schema: pa.Schema | None,
+             n_records: int | None) -> tuple[list[str], dict[str, str], int]:
+    """(public columns, PUBLIC_ID first; their type names; number of records) from ``schema``
+    when given, else from ``result.frame`` (the original id column left out)."""
     if schema is not None:
         cols = [PUBLIC_ID] + [c for c in schema.names if c != PUBLIC_ID]
         types = {f.name: _arrow_type_name(f.type) for f in schema}
-        n = int(n_records if n_records is not None else len(result.frame))
-    else:
-        cols = [PUBLIC_ID] + [c for c in result.frame.columns if c != id_col]
-        types = {c: _type_name(result.frame[c].dtype) for c in cols if c != PUBLIC_ID}
-        n = len(result.frame)
-    keys = config.key_names
+        return cols, types, int(n_records if n_records is not None else len(result.frame))
+    id_col = config.input.id_column
+    cols = [PUBLIC_ID] + [c for c in result.frame.columns if c != id_col]
+    types = {c: _type_name(result.frame[c].dtype) for c in cols if c != PUBLIC_ID}
+    return cols, types, len(result.frame)
+
+
+def _disclosure_lines(config: ReleaseConfig, n: int, n_cols: int) -> list[str]:
+    """The title, the file and the "Disclosure control" section: the bound xi and what
+    post-randomization keeps (a combination shared by at least ceil(1/xi) is unchanged)."""
     xi = config.risk.xi
-    n_merged, merged_vars = _merged_variables(result, config)
-    lines = [
+    formats = config.output.formats if config.output else ["parquet"]
+    return [
         f"# Codebook: {config.name}",
         "",
-        f"Public-use microdata: {n} records, {len(cols)} variables "
-        f"({', '.join(f'`microdata.{f}`' for f in (config.output.formats if config.output else ['parquet']))}).",
+        f"Public-use microdata: {n} records, {n_cols} variables "
+        f"({', '.join(f'`microdata.{f}`' for f in formats)}).",
         "",
         "## Disclosure control",
         "",
         "The file was protected with the Nayak-Zhang-You unbiased post-randomization method "
         "(PRAM). An intruder who knows a respondent's values of the key variables "
-        f"({', '.join(md_code(k) for k in keys)}) and that the respondent is in the file picks the "
-        f"right record with probability at most **xi = {xi:g}**, for every respondent and every "
-        "number of matching records.",
+        f"({', '.join(md_code(k) for k in config.key_names)}) and that the respondent is in the "
+        f"file picks the right record with probability at most **xi = {xi:g}**, for every "
+        "respondent and every number of matching records.",
         "",
         f"- Records in combinations of key values shared by at least {math.ceil(1 / xi)} "
         "respondents are unchanged. Records in rarer combinations may have had their key "
@@ -189,103 +183,159 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
         "- Direct identifiers and the original record identifier are removed; the records are in "
         f"random order and `{PUBLIC_ID}` is a new number with no link to the original file.",
     ]
-    if config.partition:
+
+
+def _partition_lines(config: ReleaseConfig, n_merged: int, merged_vars: list[str]) -> list[str]:
+    """The "Partition" section: the generalized values kept exactly, and the merged partition
+    sets where they are exact for the merged group only ([] without a partition)."""
+    if not config.partition:
+        return []
+    lines = [
+        "",
+        "### Partition",
+        "",
+        "Post-randomization never moves a record out of its partition set, so these "
+        "generalized values are exact for every record"
+        + (" (except as noted below for merged partition sets):" if n_merged else ":"),
+        "",
+    ]
+    lines += [f"- {md_code(v)}: {_rule_text(v, config)}" for v in config.partition]
+    if n_merged:
         lines += [
             "",
-            "### Partition",
-            "",
-            "Post-randomization never moves a record out of its partition set, so these "
-            "generalized values are exact for every record"
-            + (" (except as noted below for merged partition sets):" if n_merged else ":"),
-            "",
+            f"In {n_merged} place(s), small partition sets had too few rare combinations "
+            "to be protected on their own and were merged with neighbouring partition sets. "
+            "Inside such a merged group a record may have moved between its partition sets, "
+            f"so the generalized values of {', '.join(md_code(v) for v in merged_vars)} are "
+            "exact for the merged group, not for each partition set in it.",
         ]
-        lines += [f"- {md_code(v)}: {_rule_text(v, config)}" for v in config.partition]
-        if n_merged:
-            lines += [
-                "",
-                f"In {n_merged} place(s), small partition sets had too few rare combinations "
-                "to be protected on their own and were merged with neighbouring partition sets. "
-                "Inside such a merged group a record may have moved between its partition sets, "
-                f"so the generalized values of {', '.join(md_code(v) for v in merged_vars)} are "
-                "exact for the merged group, not for each partition set in it.",
-            ]
+    return lines
+
+
+def _household_lines(config: ReleaseConfig, result: Any) -> list[str]:
+    """The "Households" section: what the bound covers for household- and person-level keys,
+    and a warning when the household composition exceeds xi ([] without households)."""
     hid = config.input.household_id
-    if hid is not None:
-        hk = ", ".join(md_code(k) for k in config.household_keys)
-        pk = ", ".join(md_code(k) for k in config.person_keys)
-        lines += [
-            "", "### Households", "",
-            f"Persons are grouped in households ({md_code(hid)}: a keyed pseudonym 1..H, the "
-            "members of a household are contiguous). The household-level keys "
-            f"({hk}) were post-randomized once per household, among rare households, so every "
-            "member carries the same values; the bound xi holds for an intruder who knows a "
-            "household's household-level keys. The person-level keys "
-            f"({pk}) were post-randomized per person among persons with the same household-level "
-            "values; the bound xi holds for an intruder who knows a person's keys"
-            + (f" (except {small} person(s) in household-value classes too small for it, "
-               "protected by the household randomization only)"
-               if (small := getattr(getattr(result, "households", None),
-                                    "small_class_persons", 0)) else "")
-            + ". A released "
-            "combination of household and person values may be absent from the original file. "
-            "An intruder who knows the keys of every member of a household is not covered by "
-            "the bound: the data producer's report measures that risk.",
-        ]
-        comp = _household_composition(result)
-        if comp is not None and comp.get("exceeds_xi"):
-            lines += ["", "**Household composition not protected** (`risk.households: warn`): "
-                      "an intruder who knows a household's household-level keys and its "
-                      "members' person-level keys finds it with a probability above the bound "
-                      f"xi = {comp['xi']} (measured: {comp['max_class_estimate']:.4f} in the "
-                      "riskiest class of households)."]
-    if config.perturb:
-        lines += ["", "### Differentially private PRAM", "",
-                  "These non-key variables were randomized with eps-differentially private PRAM "
-                  "(smaller eps = more protection, more noise)"
-                  + ("; the guarantee does not hold where marked below:"
-                     if any(p.domain_from_data for p in config.perturb.values()) else ":"), ""]
-        lines += [f"- {md_code(v)}: eps = {p.epsilon:g}"
-                  + (f" (**{NOT_DP}**: its list of values was read from the input, so every "
-                     "value that occurs in the input, however rare, appears in this file)"
-                     if p.domain_from_data else "")
-                  for v, p in config.perturb.items()]
-    lines += ["", "## Variables", "", "| # | variable | type | role | perturbation |",
-              "|---|---|---|---|---|"]
+    if hid is None:
+        return []
+    hk = ", ".join(md_code(k) for k in config.household_keys)
+    pk = ", ".join(md_code(k) for k in config.person_keys)
+    lines = [
+        "", "### Households", "",
+        f"Persons are grouped in households ({md_code(hid)}: a keyed pseudonym 1..H, the "
+        "members of a household are contiguous). The household-level keys "
+        f"({hk}) were post-randomized once per household, among rare households, so every "
+        "member carries the same values; the bound xi holds for an intruder who knows a "
+        "household's household-level keys. The person-level keys "
+        f"({pk}) were post-randomized per person among persons with the same household-level "
+        "values; the bound xi holds for an intruder who knows a person's keys"
+        + (f" (except {small} person(s) in household-value classes too small for it, "
+           "protected by the household randomization only)"
+           if (small := getattr(getattr(result, "households", None),
+                                "small_class_persons", 0)) else "")
+        + ". A released "
+        "combination of household and person values may be absent from the original file. "
+        "An intruder who knows the keys of every member of a household is not covered by "
+        "the bound: the data producer's report measures that risk.",
+    ]
+    comp = _household_composition(result)
+    if comp is not None and comp.get("exceeds_xi"):
+        lines += ["", "**Household composition not protected** (`risk.households: warn`): "
+                  "an intruder who knows a household's household-level keys and its "
+                  "members' person-level keys finds it with a probability above the bound "
+                  f"xi = {comp['xi']} (measured: {comp['max_class_estimate']:.4f} in the "
+                  "riskiest class of households)."]
+    return lines
+
+
+def _dp_pram_lines(config: ReleaseConfig) -> list[str]:
+    """The "Differentially private PRAM" section: eps of every ``config.perturb`` variable,
+    marked where its domain was read from the input ([] without such variables)."""
+    if not config.perturb:
+        return []
+    lines = ["", "### Differentially private PRAM", "",
+             "These non-key variables were randomized with eps-differentially private PRAM "
+             "(smaller eps = more protection, more noise)"
+             + ("; the guarantee does not hold where marked below:"
+                if any(p.domain_from_data for p in config.perturb.values()) else ":"), ""]
+    lines += [f"- {md_code(v)}: eps = {p.epsilon:g}"
+              + (f" (**{NOT_DP}**: its list of values was read from the input, so every "
+                 "value that occurs in the input, however rare, appears in this file)"
+                 if p.domain_from_data else "")
+              for v, p in config.perturb.items()]
+    return lines
+
+
+def _variable_table(config: ReleaseConfig, cols: list[str], types: dict[str, str],
+                    merged_vars: list[str]) -> list[str]:
+    """The "Variables" table: number, name, type, role and perturbation of every column."""
+    lines = ["", "## Variables", "", "| # | variable | type | role | perturbation |",
+             "|---|---|---|---|---|"]
     for i, c in enumerate(cols, start=1):
         typ = "integer" if c == PUBLIC_ID else types[c]
         role = ("record id" if c == PUBLIC_ID else "key" if c in config.key_variables
                 else "weight" if c == config.input.weight else "")
         what = _perturbation(c, config, merged_vars)  # Markdown, user text escaped
         lines.append(f"| {i} | {md_code(c)} | {typ} | {role} | {what} |")
-    lines += ["", "## Categories of the key variables", ""]
-    for k in keys:
-        kv = config.key_variables[k]
-        lines += [f"### {md_code(k)}", ""]
-        if kv.range is not None and not kv.labels:
-            lines.append(f"Whole numbers {kv.range[0]} to {kv.range[1]}.")
-        elif not kv.labels and len(kv.domain) > _MAX_LISTED:
-            shown = ", ".join(md_code(v) for v in kv.domain[:100])
-            lines.append(f"{len(kv.domain)} categories (the full list is in the release "
-                         f"config); the first 100: {shown}, ...")
-        elif not kv.labels:
-            lines.append("Categories: " + ", ".join(md_code(v) for v in kv.domain) + ".")
-        else:
-            lines += ["| value | label |", "|---|---|"]
-            lines += [f"| {md_text(v)} | {md_text(kv.labels.get(v, ''))} |" for v in kv.domain]
-        if kv.missing == "category" and not kv.missing_moves:
-            lines.append("")
-            lines.append("An empty value means *missing* (a category of its own). A blank is "
-                         "always a real blank: records with a missing value were "
-                         "post-randomized only among records missing the same key(s), so no "
-                         "value was made missing and no missing value was replaced.")
-        elif kv.missing == "category":
-            lines.append("")
-            lines.append("An empty value means *missing* (a category of its own). Missing "
-                         "values were post-randomized like any other value (missing_moves): a "
-                         "blank may stand for a real value, and a value for a real blank.")
-        if k in config.recoded_keys:
-            lines += ["", _recoding_note(k, config)]
+    return lines
+
+
+def _key_categories(config: ReleaseConfig, k: str) -> list[str]:
+    """Key variable k's categories (a range, a list, or a value/label table), what an empty
+    value means, and its recoding."""
+    kv = config.key_variables[k]
+    lines = [f"### {md_code(k)}", ""]
+    if kv.range is not None and not kv.labels:
+        lines.append(f"Whole numbers {kv.range[0]} to {kv.range[1]}.")
+    elif not kv.labels and len(kv.domain) > _MAX_LISTED:
+        shown = ", ".join(md_code(v) for v in kv.domain[:100])
+        lines.append(f"{len(kv.domain)} categories (the full list is in the release "
+                     f"config); the first 100: {shown}, ...")
+    elif not kv.labels:
+        lines.append("Categories: " + ", ".join(md_code(v) for v in kv.domain) + ".")
+    else:
+        lines += ["| value | label |", "|---|---|"]
+        lines += [f"| {md_text(v)} | {md_text(kv.labels.get(v, ''))} |" for v in kv.domain]
+    if kv.missing == "category" and not kv.missing_moves:
         lines.append("")
+        lines.append("An empty value means *missing* (a category of its own). A blank is "
+                     "always a real blank: records with a missing value were "
+                     "post-randomized only among records missing the same key(s), so no "
+                     "value was made missing and no missing value was replaced.")
+    elif kv.missing == "category":
+        lines.append("")
+        lines.append("An empty value means *missing* (a category of its own). Missing "
+                     "values were post-randomized like any other value (missing_moves): a "
+                     "blank may stand for a real value, and a value for a real blank.")
+    if k in config.recoded_keys:
+        lines += ["", _recoding_note(k, config)]
+    lines.append("")
+    return lines
+
+
+def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | None = None,
+                      n_records: int | None = None) -> str:
+    """The public codebook (Markdown).
+
+    Lists every public variable with its type and whether it may have been perturbed, the
+    categories and labels of every key variable, the partition (generalized values preserved
+    exactly), xi, the number of records and the DP-PRAM variables of ``config.perturb``. It
+    states nothing record-level and nothing from which PRAM could be undone: no seed, no theta
+    per block, no PRB contents, no counts of changed records per block.
+
+    With ``schema`` (the public Arrow schema, as every engine writes it) the variables and their
+    types come from it and ``result`` only needs ``partition_sets``; ``n_records`` then gives n.
+    """
+    cols, types, n = _columns(config, result, schema, n_records)
+    n_merged, merged_vars = _merged_variables(result, config)
+    lines = _disclosure_lines(config, n, len(cols))
+    lines += _partition_lines(config, n_merged, merged_vars)
+    lines += _household_lines(config, result)
+    lines += _dp_pram_lines(config)
+    lines += _variable_table(config, cols, types, merged_vars)
+    lines += ["", "## Categories of the key variables", ""]
+    for k in config.key_names:
+        lines += _key_categories(config, k)
     return "\n".join(lines).rstrip() + "\n"
 
 
