@@ -184,6 +184,106 @@ def _numeric_codes(cats: Sequence[Any], hint: Mapping[Any, int] | None = None
     return out if len(set(out.values())) == len(out) else None
 
 
+def _coded_key(s: pd.Series, col: str, cats: Sequence[Any], hint: Mapping[Any, int] | None,
+               labels: Mapping[Any, str], extra: Mapping[Any, str], fmt: StatFormat
+               ) -> tuple[pd.Series | None, dict[Any, int], dict[Any, str]]:
+    """A key with text categories as integer codes: the numbers of its classes
+    (:func:`_numeric_codes`) or 1..K in category order, and the label of every code (the
+    config's checked, else the input's or the category cut to the limit; a number kept as
+    itself needs none)."""
+    numeric = _numeric_codes(cats, hint)
+    code = numeric or {c: i for i, c in enumerate(cats, start=1)}
+    mapped = s.astype(object).map(code)
+    bad = s.notna() & mapped.isna()
+    if bad.any():
+        vals = pd.unique(s[bad].astype(str))[:5].tolist()
+        raise InputError(f"column {col!r}: {int(bad.sum())} rows hold values {vals} "
+                         "outside its declared categories; they cannot be coded")
+    coded = _as_int32(mapped.to_numpy(dtype=float, na_value=np.nan))
+    vlabels = {
+        i: (_check_label(labels[c], fmt, VALUE_LABEL_LIMIT, f"the label of {col}={c!r}")
+            if c in labels else _fit_label(extra.get(c, str(c)), fmt, VALUE_LABEL_LIMIT))
+        for c, i in code.items()
+        # a number kept as itself needs no label ("22" -> 22); "77+" -> 77 does
+        if c in labels or c in extra or not numeric or str(c) != str(i)}
+    return coded, code, vlabels
+
+
+def _stored_column(s: pd.Series, col: str, integer_like: set[str]) -> tuple[Any, str]:
+    """(the column as the file stores it, its kind: numeric | date | text). Booleans 0/1,
+    whole numbers as 32-bit integers where they fit, text as Python strings (missing None)."""
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return s.astype(np.int8), "numeric"
+    if pd.api.types.is_integer_dtype(s.dtype):
+        arr = s.to_numpy(dtype=float, na_value=np.nan)
+        big = np.abs(np.nan_to_num(arr)) > _MAX_EXACT
+        if big.any():
+            raise InputError(f"column {col!r}: {int(big.sum())} rows hold integers beyond "
+                             f"2^53 (e.g. {int(s[big].iloc[0])}), which SPSS and Stata "
+                             "store only approximately; drop the format or the column")
+        as_int = _as_int32(arr)
+        return (s if as_int is None else as_int), "numeric"
+    if pd.api.types.is_float_dtype(s.dtype) and col in integer_like:
+        as_int = _as_int32(s.to_numpy(dtype=float, na_value=np.nan))
+        return (s if as_int is None else as_int), "numeric"
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        return s, "numeric"
+    if pd.api.types.is_datetime64_any_dtype(s.dtype):
+        return s, "date"
+    if s.dtype == object and s.notna().any() and not isinstance(
+            s[s.notna()].iloc[0], str):  # dates/times as Python objects (SPSS/Stata input)
+        return s, "date"
+    # text (pandas string dtype or objects): plain Python strings, missing -> None
+    return pd.Series(s.astype("string").to_numpy(dtype=object, na_value=None),
+                     index=s.index, dtype=object), "text"
+
+
+def _column_value_labels(col: str, stored: Any, numeric: bool, labels: Mapping[Any, str],
+                         extra: Mapping[Any, str], fmt: StatFormat) -> dict[Any, str]:
+    """Value labels of a column that is not a coded key: the input's (cut to the limit), then
+    the config's (checked), for values the written column can carry; sorted by (type, value)."""
+    ok: dict[Any, str] = {}
+    for v, text in extra.items():
+        key = _label_key(v, numeric, fmt)
+        if key is not None:
+            ok[key] = _fit_label(text, fmt, VALUE_LABEL_LIMIT)
+    for v, text in labels.items():
+        key = _label_key(v, numeric, fmt)
+        if key is not None and (numeric or fmt == "sav"):
+            ok[key] = _check_label(text, fmt, VALUE_LABEL_LIMIT, f"the label of {col}={v!r}")
+    if not ok:
+        return ok
+    if numeric and fmt == "dta" or (numeric and pd.api.types.is_integer_dtype(stored.dtype)):
+        ok = {k: t for k, t in ok.items() if isinstance(k, int)}
+    return dict(sorted(ok.items(), key=lambda kv: (str(type(kv[0])), kv[0])))
+
+
+def _variable_label_map(names: dict[str, str], config_labels: Mapping[str, str],
+                        input_labels: Mapping[str, str] | None,
+                        fmt: StatFormat) -> dict[str, str]:
+    """File name -> variable label, in column order: the config's (checked) over the input's
+    (cut to the limit)."""
+    varl = {names[c]: _fit_label(t, fmt, VAR_LABEL_LIMIT)
+            for c, t in (input_labels or {}).items() if c in names and t}
+    varl.update({names[c]: _check_label(t, fmt, VAR_LABEL_LIMIT, f"the variable label of {c!r}")
+                 for c, t in config_labels.items() if c in names and t})
+    return {n: varl[n] for n in names.values() if n in varl}      # column order
+
+
+def _display_formats(names: dict[str, str], formats: Mapping[str, str] | None,
+                     kinds: dict[str, str], codes_of: dict[str, dict[Any, int]],
+                     fmt: StatFormat) -> dict[str, str]:
+    """File name -> display format, for numeric columns that are not coded keys and whose
+    format the file type accepts."""
+    fmts = {}
+    pattern = _SAV_NUMERIC_FORMAT if fmt == "sav" else _DTA_NUMERIC_FORMAT
+    for c, f in (formats or {}).items():
+        if c in names and kinds.get(names[c]) == "numeric" and c not in codes_of \
+                and pattern.match(str(f)):
+            fmts[names[c]] = str(f)
+    return fmts
+
+
 def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
                 categories: Mapping[str, Sequence[Any]] | None = None,
                 value_labels: Mapping[str, Mapping[Any, str]] | None = None,
@@ -230,7 +330,6 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
     categories = dict(categories or {})
     value_labels = {k: dict(v) for k, v in (value_labels or {}).items()}
     input_value_labels = {k: dict(v) for k, v in (input_value_labels or {}).items()}
-    variable_labels = dict(variable_labels or {})
     integer_like = set(integer_columns)
     taken: set[str] = set()
     names = {c: stat_name(c, taken) for c in frame.columns}
@@ -245,86 +344,20 @@ def stat_layout(frame: pd.DataFrame, fmt: StatFormat, *,
         labels = value_labels.get(col, {})
         extra = input_value_labels.get(col, {})
         if cats is not None and any(isinstance(c, str) for c in cats):
-            numeric = _numeric_codes(cats, (key_codes or {}).get(col))
-            code = numeric or {c: i for i, c in enumerate(cats, start=1)}
-            mapped = s.astype(object).map(code)
-            bad = s.notna() & mapped.isna()
-            if bad.any():
-                vals = pd.unique(s[bad].astype(str))[:5].tolist()
-                raise InputError(f"column {col!r}: {int(bad.sum())} rows hold values {vals} "
-                                 "outside its declared categories; they cannot be coded")
-            arr = mapped.to_numpy(dtype=float, na_value=np.nan)
-            out[new] = _as_int32(arr)
-            codes_of[col] = code
+            out[new], codes_of[col], vlabels[new] = _coded_key(
+                s, col, cats, (key_codes or {}).get(col), labels, extra, fmt)
             kinds[new] = "numeric"
-            vlabels[new] = {
-                i: (_check_label(labels[c], fmt, VALUE_LABEL_LIMIT, f"the label of {col}={c!r}")
-                    if c in labels else _fit_label(extra.get(c, str(c)), fmt, VALUE_LABEL_LIMIT))
-                for c, i in code.items()
-                # a number kept as itself needs no label ("22" -> 22); "77+" -> 77 does
-                if c in labels or c in extra or not numeric or str(c) != str(i)}
             continue
-        if pd.api.types.is_bool_dtype(s.dtype):
-            out[new] = s.astype(np.int8)
-            kinds[new] = "numeric"
-        elif pd.api.types.is_integer_dtype(s.dtype):
-            arr = s.to_numpy(dtype=float, na_value=np.nan)
-            big = np.abs(np.nan_to_num(arr)) > _MAX_EXACT
-            if big.any():
-                raise InputError(f"column {col!r}: {int(big.sum())} rows hold integers beyond "
-                                 f"2^53 (e.g. {int(s[big].iloc[0])}), which SPSS and Stata "
-                                 "store only approximately; drop the format or the column")
-            as_int = _as_int32(arr)
-            out[new] = s if as_int is None else as_int
-            kinds[new] = "numeric"
-        elif pd.api.types.is_float_dtype(s.dtype) and col in integer_like:
-            as_int = _as_int32(s.to_numpy(dtype=float, na_value=np.nan))
-            out[new] = s if as_int is None else as_int
-            kinds[new] = "numeric"
-        elif pd.api.types.is_numeric_dtype(s.dtype):
-            out[new] = s
-            kinds[new] = "numeric"
-        elif pd.api.types.is_datetime64_any_dtype(s.dtype):
-            out[new] = s
-            kinds[new] = "date"
-        elif s.dtype == object and s.notna().any() and not isinstance(
-                s[s.notna()].iloc[0], str):  # dates/times as Python objects (SPSS/Stata input)
-            out[new] = s
-            kinds[new] = "date"
-        else:  # text (pandas string dtype or objects): plain Python strings, missing -> None
-            out[new] = pd.Series(s.astype("string").to_numpy(dtype=object, na_value=None),
-                                 index=s.index, dtype=object)
-            kinds[new] = "text"
+        out[new], kinds[new] = _stored_column(s, col, integer_like)
         if kinds[new] == "date":
             continue
-        numeric = kinds[new] == "numeric"
-        ok: dict[Any, str] = {}
-        for v, text in extra.items():
-            key = _label_key(v, numeric, fmt)
-            if key is not None:
-                ok[key] = _fit_label(text, fmt, VALUE_LABEL_LIMIT)
-        for v, text in labels.items():
-            key = _label_key(v, numeric, fmt)
-            if key is not None and (numeric or fmt == "sav"):
-                ok[key] = _check_label(text, fmt, VALUE_LABEL_LIMIT, f"the label of {col}={v!r}")
+        ok = _column_value_labels(col, out[new], kinds[new] == "numeric", labels, extra, fmt)
         if ok:
-            if numeric and fmt == "dta" or (numeric and pd.api.types.is_integer_dtype(
-                    out[new].dtype)):
-                ok = {k: t for k, t in ok.items() if isinstance(k, int)}
-            vlabels[new] = dict(sorted(ok.items(), key=lambda kv: (str(type(kv[0])), kv[0])))
-    varl = {names[c]: _fit_label(t, fmt, VAR_LABEL_LIMIT)
-            for c, t in (input_variable_labels or {}).items() if c in names and t}
-    varl.update({names[c]: _check_label(t, fmt, VAR_LABEL_LIMIT, f"the variable label of {c!r}")
-                 for c, t in variable_labels.items() if c in names and t})
-    varl = {n: varl[n] for n in names.values() if n in varl}      # column order
+            vlabels[new] = ok
+    varl = _variable_label_map(names, dict(variable_labels or {}), input_variable_labels, fmt)
     meas = {names[c]: m for c, m in (measure or {}).items()
             if c in names and m in ("nominal", "ordinal", "scale")}
-    fmts = {}
-    pattern = _SAV_NUMERIC_FORMAT if fmt == "sav" else _DTA_NUMERIC_FORMAT
-    for c, f in (formats or {}).items():
-        if c in names and kinds.get(names[c]) == "numeric" and c not in codes_of \
-                and pattern.match(str(f)):
-            fmts[names[c]] = str(f)
+    fmts = _display_formats(names, formats, kinds, codes_of, fmt)
     wid = {names[c]: int(w) for c, w in (widths or {}).items() if c in names and int(w) > 0}
     return StatLayout(pd.DataFrame(out, index=frame.index).reset_index(drop=True), names,
                       vlabels, varl, codes_of, meas, fmts, wid)
