@@ -414,6 +414,66 @@ def refuse_extra_files(out_dir: Path) -> None:
             "--discard-extra-files to delete them with the old release")
 
 
+def _check_file_names(public: dict, internal: dict) -> None:
+    """ValueError for a release file name that is not a plain file name."""
+    for group in (public, internal):
+        for fname in group:
+            if not _NAME_OK.match(fname):
+                raise ValueError(f"release file name {fname!r} is not a plain file name")
+
+
+def _may_replace(out_dir: Path, force: bool, discard_extra_files: bool) -> bool:
+    """Whether a release exists at ``out_dir`` and will be replaced (step 3 of
+    :func:`write_release`); an empty folder is removed (publish in its place). Raises for
+    anything that is not a release, an existing release without ``force``, and a release
+    holding files it did not write unless ``discard_extra_files``."""
+    if not (out_dir.exists() or out_dir.is_symlink()):
+        return False
+    if out_dir.is_dir() and not out_dir.is_symlink() and not any(out_dir.iterdir()):
+        out_dir.rmdir()  # an empty folder is not a release: publish in its place
+        return False
+    if (not out_dir.is_dir() or out_dir.is_symlink()
+            or not (out_dir / "internal" / "audit.json").is_file()):
+        raise ReleaseFolderError(
+            f"{str(out_dir)!r} exists and is not a release folder (no internal/audit.json); "
+            "it is never replaced, not even with --force. Move it away or choose another "
+            "output.dir"
+        )
+    if not force:
+        raise ReleaseExistsError(
+            f"release {str(out_dir)!r} already exists and is never overwritten silently. "
+            "Rerun with --force to replace it (the old release stays in place until the "
+            "new one is complete), or choose another output.dir"
+        )
+    if not discard_extra_files:
+        refuse_extra_files(out_dir)
+    return True
+
+
+def _check_space(public: dict, internal: dict, out_dir: Path, exists: bool) -> int:
+    """The bytes the release needs in ``out_dir``'s parent (:func:`_bytes_needed`);
+    :class:`ReleaseFolderError` when fewer are free."""
+    parent = out_dir.parent
+    need = _bytes_needed(public, internal, parent)
+    free = free_bytes(parent)
+    if need > free:
+        raise ReleaseFolderError(
+            f"not enough space for release {out_dir.name!r} in {str(parent)!r}: it needs "
+            f"{_size(need)} ({need:,} bytes{'; the old release stays until the new one is in place, so both must fit' if exists else ''}), "
+            f"{_size(free)} are free. Free space there or choose another output.dir")
+    return need
+
+
+def _disk_full(e: OSError, out_dir: Path, current: str, need: int) -> ReleaseFolderError:
+    """The error for a disk that filled up while ``current`` was written."""
+    parent = out_dir.parent
+    return ReleaseFolderError(
+        f"the disk holding {str(parent)!r} is full: writing {current!r} failed "
+        f"({e.strerror}). Release {out_dir.name!r} needs {_size(need)} ({need:,} bytes), "
+        f"{_size(free_bytes(parent))} are free now; nothing was published (the "
+        "partial files were removed). Free space there or choose another output.dir")
+
+
 def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict[str, bytes], *,
                   force: bool = False, input_path: Path | None = None,
                   top_mode: int = 0o755,
@@ -448,42 +508,12 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
     Any exception during 4-5 removes the temp folder and re-raises; a SIGKILL leaves it for the
     next run to remove. See the module docstring for what a crash at each point leaves.
     """
-    for group in (public, internal):
-        for fname in group:
-            if not _NAME_OK.match(fname):
-                raise ValueError(f"release file name {fname!r} is not a plain file name")
+    _check_file_names(public, internal)
     out_dir = prepare_parent(out_dir, input_path)
-    name = out_dir.name
     parent = out_dir.parent
     _recover_and_clean(out_dir)
-    exists = out_dir.exists() or out_dir.is_symlink()
-    if exists:
-        if out_dir.is_dir() and not out_dir.is_symlink() and not any(out_dir.iterdir()):
-            out_dir.rmdir()  # an empty folder is not a release: publish in its place
-            exists = False
-        elif (not out_dir.is_dir() or out_dir.is_symlink()
-              or not (out_dir / "internal" / "audit.json").is_file()):
-            raise ReleaseFolderError(
-                f"{str(out_dir)!r} exists and is not a release folder (no internal/audit.json); "
-                "it is never replaced, not even with --force. Move it away or choose another "
-                "output.dir"
-            )
-        elif not force:
-            raise ReleaseExistsError(
-                f"release {str(out_dir)!r} already exists and is never overwritten silently. "
-                "Rerun with --force to replace it (the old release stays in place until the "
-                "new one is complete), or choose another output.dir"
-            )
-        elif not discard_extra_files:
-            refuse_extra_files(out_dir)
-
-    need = _bytes_needed(public, internal, parent)
-    free = free_bytes(parent)
-    if need > free:
-        raise ReleaseFolderError(
-            f"not enough space for release {name!r} in {str(parent)!r}: it needs "
-            f"{_size(need)} ({need:,} bytes{'; the old release stays until the new one is in place, so both must fit' if exists else ''}), "
-            f"{_size(free)} are free. Free space there or choose another output.dir")
+    exists = _may_replace(out_dir, force, discard_extra_files)
+    need = _check_space(public, internal, out_dir, exists)
     tmp = staging_path(out_dir)
     current = str(tmp)
     try:
@@ -515,12 +545,7 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, OSError) and e.errno in _DISK_FULL:
-            raise ReleaseFolderError(
-                f"the disk holding {str(parent)!r} is full: writing {current!r} failed "
-                f"({e.strerror}). Release {name!r} needs {_size(need)} ({need:,} bytes), "
-                f"{_size(free_bytes(parent))} are free now; nothing was published (the "
-                "partial files were removed). Free space there or choose another output.dir"
-            ) from None
+            raise _disk_full(e, out_dir, current, need) from None
         raise
     # after an exchange, tmp holds the old release
     shutil.rmtree(tmp, ignore_errors=True)
