@@ -129,6 +129,43 @@ class StageDraws:
         return out
 
 
+def _f_classes(true_key: np.ndarray, n_h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(F of every household: households sharing its true key; its F class (``_F_CLASSES``);
+    households per class)."""
+    _, inv, f_counts = np.unique(true_key, return_inverse=True, return_counts=True)
+    big_f = f_counts[inv.reshape(-1)]
+    cls_of = np.zeros(n_h, dtype=np.int64)
+    for c, (_, lo, hi) in enumerate(_F_CLASSES):
+        cls_of[(big_f >= lo) & ((big_f <= hi) if hi is not None else True)] = c
+    return big_f, cls_of, np.bincount(cls_of, minlength=len(_F_CLASSES))
+
+
+def _se(a: np.ndarray) -> float:
+    """Standard error of the mean of the replications ``a`` (0 for fewer than two)."""
+    return float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0
+
+
+def _class_rows(big_f: np.ndarray, cls_of: np.ndarray, n_f: np.ndarray,
+                per_class: np.ndarray) -> list[dict[str, Any]]:
+    """Per non-empty F class: households, the exact mean of 1/F before release (summed in
+    ascending order) and the replications' mean risk with its standard error."""
+    classes = []
+    for c, (label, _, _) in enumerate(_F_CLASSES):
+        if n_f[c] == 0:
+            continue
+        classes.append({"class": label, "households": int(n_f[c]),
+                        "before": float(np.sort(1.0 / big_f[cls_of == c]).sum() / n_f[c]),
+                        "estimate": float(per_class[:, c].mean()), "se": _se(per_class[:, c])})
+    return classes
+
+
+def _before(big_f: np.ndarray, n_h: int) -> dict[str, Any]:
+    """Exact risk before release: mean and max of 1/F, households with a unique composition."""
+    return {"mean": float(np.sort(1.0 / big_f).sum() / n_h) if n_h else 0.0,
+            "max": float((1.0 / big_f).max()) if n_h else 0.0,
+            "unique_households": int((big_f == 1).sum())}
+
+
 def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.ndarray,
                         n_h: int, config: ReleaseConfig, seed: int,
                         n_sim: int = 20) -> dict[str, Any]:
@@ -149,16 +186,11 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
     true_person = pcodes[np.asarray(persons.cell, dtype=np.int64)][:, pk_idx]
     true_hh = households.key_codes[np.asarray(households.cell, dtype=np.int64)]
     true_key = _compositions(true_hh, true_person, code, n_h)
-    _, inv, f_counts = np.unique(true_key, return_inverse=True, return_counts=True)
-    big_f = f_counts[inv.reshape(-1)]
+    big_f, cls_of, n_cls = _f_classes(true_key, n_h)
     rng = stream(seed, "household-composition")
     seeds = rng.integers(0, 2**62, size=n_sim)
     per_class = np.zeros((n_sim, len(_F_CLASSES)))
     overall = np.zeros(n_sim)
-    cls_of = np.zeros(n_h, dtype=np.int64)
-    for c, (_, lo, hi) in enumerate(_F_CLASSES):
-        cls_of[(big_f >= lo) & ((big_f <= hi) if hi is not None else True)] = c
-    n_cls = np.bincount(cls_of, minlength=len(_F_CLASSES))
     for i, s in enumerate(seeds):
         h_rel = households.replay(int(s))
         p_rel = persons.replay(int(s))
@@ -168,26 +200,54 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
         # depend on the order of the households in the file
         overall[i] = float(np.sort(hit).sum()) / n_h if n_h else 0.0
         per_class[i] = _ordered_sums(cls_of, hit, len(_F_CLASSES)) / np.maximum(n_cls, 1)
-    se = lambda a: float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0  # noqa: E731
-    classes = []
-    for c, (label, _, _) in enumerate(_F_CLASSES):
-        if n_cls[c] == 0:
-            continue
-        classes.append({"class": label, "households": int(n_cls[c]),
-                        "before": float(np.sort(1.0 / big_f[cls_of == c]).sum() / n_cls[c]),
-                        "estimate": float(per_class[:, c].mean()), "se": se(per_class[:, c])})
+    classes = _class_rows(big_f, cls_of, n_cls, per_class)
     max_est = max((c["estimate"] for c in classes), default=0.0)
     xi = float(config.risk.xi)
     return {
         "n_sim": int(n_sim), "stream": "household-composition", "n_households": int(n_h),
         "household_keys": list(hk), "person_keys": list(config.person_keys),
-        "before": {"mean": float(np.sort(1.0 / big_f).sum() / n_h) if n_h else 0.0,
-                   "max": float((1.0 / big_f).max()) if n_h else 0.0,
-                   "unique_households": int((big_f == 1).sum())},
-        "mean": float(overall.mean()), "mean_se": se(overall),
+        "before": _before(big_f, n_h),
+        "mean": float(overall.mean()), "mean_se": _se(overall),
         "classes": classes, "max_class_estimate": float(max_est), "xi": xi,
         "exceeds_xi": bool(max_est > xi),
     }
+
+
+def _person_cells(a: np.ndarray, n_cls: int) -> np.ndarray:
+    """Flat index a * P + c of every household's person cells (a, c), (H * P,)."""
+    return (a[:, None] * n_cls + np.arange(n_cls)).reshape(-1)
+
+
+def _person_hits(hk_id: np.ndarray, rel_a: np.ndarray, counts: np.ndarray, after: np.ndarray,
+                 n_a: int, n_cls: int) -> np.ndarray:
+    """One replay's sum_h min(n_hc, n'_hc) 1{a' = a} / N'_(a,c) per person cell (a, c), with
+    N'_(a,c) the released persons of the cell (sums in canonical order)."""
+    big_n = np.zeros(n_a * n_cls)
+    np.add.at(big_n, _person_cells(rel_a, n_cls), after.reshape(-1))
+    kept = np.where((rel_a == hk_id)[:, None], np.minimum(counts, after), 0)
+    cell_idx = _person_cells(hk_id, n_cls)
+    contrib = kept.reshape(-1) / np.maximum(big_n[cell_idx], 1)
+    return _ordered_sums(cell_idx, contrib, n_a * n_cls)
+
+
+def _person_summary(person: np.ndarray, t_cell: np.ndarray, xi: float) -> dict[str, Any]:
+    """The person-level intruder over the replays (rows of ``person``): risk per occupied
+    cell sum / t_(a,c), its largest mean and SE, and the cells above xi (mean - 2 SE > xi:
+    the largest of hundreds of noisy cell means is biased upwards; 1e-9: sums of exact
+    fractions)."""
+    n_sim = person.shape[0]
+    occupied = np.flatnonzero(t_cell > 0)
+    cell_risk = person[:, occupied] / t_cell[occupied]
+    means = cell_risk.mean(axis=0) if occupied.size else np.zeros(0)
+    ses = (cell_risk.std(axis=0, ddof=1) / np.sqrt(n_sim) if n_sim > 1
+           else np.zeros_like(means))
+    top = int(np.argmax(means)) if means.size else 0
+    above = means - 2 * ses > xi + 1e-9
+    return {"cells": int(occupied.size),
+            "max_cell_estimate": float(means[top]) if means.size else 0.0,
+            "max_cell_se": _se(cell_risk[:, top]) if means.size else 0.0,
+            "cells_above_xi": int(above.sum()),
+            "rule": "a cell is above xi when its mean - 2 SE > xi"}
 
 
 def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table: Any,
@@ -217,16 +277,10 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     hk_id = hk_id.reshape(-1)
     n_a = hk_u.shape[0]
     true_key = hk_id * table.n_compositions + table.household
-    _, inv, f_counts = np.unique(true_key, return_inverse=True, return_counts=True)
-    big_f = f_counts[inv.reshape(-1)]
-    cls_of = np.zeros(n_h, dtype=np.int64)
-    for c, (_, lo, hi) in enumerate(_F_CLASSES):
-        cls_of[(big_f >= lo) & ((big_f <= hi) if hi is not None else True)] = c
-    n_f = np.bincount(cls_of, minlength=len(_F_CLASSES))
+    big_f, cls_of, n_f = _f_classes(true_key, n_h)
     counts = table.counts[table.household]  # (H, P)
     t_cell = np.zeros(n_a * n_cls)
-    np.add.at(t_cell, (hk_id[:, None] * n_cls + np.arange(n_cls)).reshape(-1),
-              counts.reshape(-1))
+    np.add.at(t_cell, _person_cells(hk_id, n_cls), counts.reshape(-1))
     seeds = stream(seed, "household-composition").integers(0, 2**62, size=n_sim)
     per_class = np.zeros((n_sim, len(_F_CLASSES)))
     overall = np.zeros(n_sim)
@@ -238,33 +292,11 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
         hit = _hits(true_key.astype(np.uint64), rel_key.astype(np.uint64))
         overall[i] = float(np.sort(hit).sum()) / n_h if n_h else 0.0
         per_class[i] = _ordered_sums(cls_of, hit, len(_F_CLASSES)) / np.maximum(n_f, 1)
-        after = table.counts[st.released_composition]
-        big_n = np.zeros(n_a * n_cls)
-        np.add.at(big_n, (rel_a[:, None] * n_cls + np.arange(n_cls)).reshape(-1),
-                  after.reshape(-1))
-        kept = np.where((rel_a == hk_id)[:, None], np.minimum(counts, after), 0)
-        cell_idx = (hk_id[:, None] * n_cls + np.arange(n_cls)).reshape(-1)
-        contrib = kept.reshape(-1) / np.maximum(big_n[cell_idx], 1)
-        person[i] = _ordered_sums(cell_idx, contrib, n_a * n_cls)
-    se = lambda a: float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0  # noqa: E731
-    classes = []
-    for c, (label, _, _) in enumerate(_F_CLASSES):
-        if n_f[c] == 0:
-            continue
-        classes.append({"class": label, "households": int(n_f[c]),
-                        "before": float(np.sort(1.0 / big_f[cls_of == c]).sum() / n_f[c]),
-                        "estimate": float(per_class[:, c].mean()), "se": se(per_class[:, c])})
+        person[i] = _person_hits(hk_id, rel_a, counts, table.counts[st.released_composition],
+                                 n_a, n_cls)
+    classes = _class_rows(big_f, cls_of, n_f, per_class)
     xi = float(config.risk.xi)
-    occupied = np.flatnonzero(t_cell > 0)
-    cell_risk = person[:, occupied] / t_cell[occupied]
-    means = cell_risk.mean(axis=0) if occupied.size else np.zeros(0)
-    ses = (cell_risk.std(axis=0, ddof=1) / np.sqrt(n_sim) if n_sim > 1
-           else np.zeros_like(means))
-    top = int(np.argmax(means)) if means.size else 0
-    person_max = float(means[top]) if means.size else 0.0
-    # a cell is above xi when its mean exceeds xi by more than 2 standard errors (the largest
-    # of hundreds of noisy cell means is biased upwards; 1e-9: sums of exact fractions)
-    above = means - 2 * ses > xi + 1e-9
+    person_out = _person_summary(person, t_cell, xi)
     max_est = max((c["estimate"] for c in classes), default=0.0)
     cert, cert_at = certificate
     return {
@@ -272,16 +304,11 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
         "n_sim": int(n_sim), "stream": "household-composition", "n_households": int(n_h),
         "household_keys": list(config.household_keys), "person_keys": list(config.person_keys),
         "n_compositions": int(table.n_compositions), "n_classes": int(n_cls),
-        "before": {"mean": float(np.sort(1.0 / big_f).sum() / n_h) if n_h else 0.0,
-                   "max": float((1.0 / big_f).max()) if n_h else 0.0,
-                   "unique_households": int((big_f == 1).sum())},
-        "mean": float(overall.mean()), "mean_se": se(overall),
+        "before": _before(big_f, n_h),
+        "mean": float(overall.mean()), "mean_se": _se(overall),
         "classes": classes, "max_class_estimate": float(max_est), "xi": xi,
-        "person": {"cells": int(occupied.size), "max_cell_estimate": person_max,
-                   "max_cell_se": se(cell_risk[:, top]) if means.size else 0.0,
-                   "cells_above_xi": int(above.sum()),
-                   "rule": "a cell is above xi when its mean - 2 SE > xi"},
-        "exceeds_xi": bool(cert > xi + 1e-9 or above.any()),
+        "person": person_out,
+        "exceeds_xi": bool(cert > xi + 1e-9 or person_out["cells_above_xi"] > 0),
     }
 
 
