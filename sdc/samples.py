@@ -210,6 +210,73 @@ def _scaled_counts(counts: Sequence[int], n: int) -> np.ndarray:
     return out
 
 
+def _marital_and_age(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Marital status 1..5 with exact (scaled) counts, in code order, and age given marital
+    status (draws: one ``choice`` per status)."""
+    marital_counts = _scaled_counts(MARITAL_COUNTS, n)
+    marital = np.repeat(np.arange(1, 6), marital_counts)
+    age = np.empty(n, dtype=np.int64)
+    start = 0
+    for count, w in zip(marital_counts, _age_weights_by_marital(), strict=True):
+        age[start : start + count] = rng.choice(AGES, size=count, p=w)
+        start += count
+    return marital, age
+
+
+def _sex(a: np.ndarray, marital: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Sex (1 male, 2 female) given age and marital status: P(female) = 0.49 + 0.17
+    logistic((a - 78) / 6) + a shift for widowed, divorced, separated, at most 0.95."""
+    p_female = 0.49 + 0.17 * _logistic(a, 78.0, 6.0)
+    p_female = p_female + np.select(
+        [marital == 2, marital == 3, marital == 4], [0.27, 0.07, 0.08], 0.0
+    )
+    return np.where(rng.random(a.size) < np.clip(p_female, 0.0, 0.95), 2, 1)
+
+
+def _puma(race: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """PUMA given race: skewed sizes (lognormal) times a per-race geographic affinity."""
+    size = rng.lognormal(0.0, _PUMA_SIZE_SIGMA, size=PUMAS.size)
+    puma = np.empty(race.size, dtype=np.int64)
+    for code, sigma in enumerate(_RACE_AFFINITY_SIGMA, start=1):
+        affinity = rng.lognormal(0.0, sigma, size=PUMAS.size)
+        w = size * affinity
+        members = np.flatnonzero(race == code)
+        puma[members] = rng.choice(PUMAS, size=members.size, p=w / w.sum())
+    return puma
+
+
+def _hours_worked(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Weekly hours given age: works with P = 0.78 logistic((a - 19) / 2) (1 - logistic((a -
+    64) / 3.5)) + 0.04 from 16 on; part-time N(20, 7), else N(42, 8), rounded into 1..99."""
+    n = a.size
+    p_work = 0.78 * _logistic(a, 19.0, 2.0) * (1.0 - _logistic(a, 64.0, 3.5)) + 0.04
+    works = (a >= 16) & (rng.random(n) < p_work)
+    part_time = rng.random(n) < 0.12 + 0.35 * ((a < 23) | (a >= 65))
+    hours = np.where(part_time, rng.normal(20.0, 7.0, size=n), rng.normal(42.0, 8.0, size=n))
+    hours = np.clip(np.rint(hours), 1, 99).astype(np.int64)
+    return np.where(works, hours, 0)
+
+
+def _income(a: np.ndarray, sex: np.ndarray, hours_worked: np.ndarray,
+            rng: np.random.Generator) -> np.ndarray:
+    """Income given age, sex and hours (whole dollars, right-skewed): lognormal earnings times
+    (hours / 40)^0.8, plus pensions from 62 and other income of 10% of adults; 0 below 15."""
+    n = a.size
+    log_mu = 10.1 + 0.9 * np.exp(-0.5 * ((a - 50.0) / 15.0) ** 2) - 0.25 * (sex == 2)
+    earned = np.exp(rng.normal(log_mu, 0.75)) * (hours_worked / 40.0) ** 0.8
+    other = np.where(a >= 62, np.exp(rng.normal(9.6, 0.6, size=n)), 0.0)
+    other = np.where((a >= 18) & (rng.random(n) < 0.10), other + rng.exponential(3000.0, n), other)
+    income = np.where(a < 15, 0.0, earned + other)
+    return np.minimum(np.rint(income), 999_999).astype(np.int64)
+
+
+def _full_names(sex: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(first name by sex, last name at random): the direct identifier."""
+    first_idx = rng.integers(0, _FIRST_MALE.size, size=sex.size)
+    first = np.where(sex == 1, _FIRST_MALE[first_idx], _FIRST_FEMALE[first_idx])
+    return first, _LAST[rng.integers(0, _LAST.size, size=sex.size)]
+
+
 def generate_census_sample(n: int = DEFAULT_N, seed: int = DEFAULT_SEED) -> pd.DataFrame:
     """Generate the census-like demo microdata (see the module docstring).
 
@@ -220,60 +287,17 @@ def generate_census_sample(n: int = DEFAULT_N, seed: int = DEFAULT_SEED) -> pd.D
     if n < 1:
         raise ValueError(f"n must be positive, got {n}")
     rng = np.random.default_rng(seed)
-
-    # marital status (exact counts) and age given marital status
-    marital_counts = _scaled_counts(MARITAL_COUNTS, n)
-    marital = np.repeat(np.arange(1, 6), marital_counts)
-    age = np.empty(n, dtype=np.int64)
-    start = 0
-    for count, w in zip(marital_counts, _age_weights_by_marital(), strict=True):
-        age[start : start + count] = rng.choice(AGES, size=count, p=w)
-        start += count
-
-    # race: exact counts, paired with marital/age at random
-    race = _exact_codes(_scaled_counts(RACE_COUNTS, n), rng)
-
-    # sex given marital status and age
+    # the variables in this order: each draws from rng in turn
+    marital, age = _marital_and_age(n, rng)
+    race = _exact_codes(_scaled_counts(RACE_COUNTS, n), rng)  # exact counts, paired at random
     a = age.astype(float)
-    p_female = 0.49 + 0.17 * _logistic(a, 78.0, 6.0)
-    p_female = p_female + np.select(
-        [marital == 2, marital == 3, marital == 4], [0.27, 0.07, 0.08], 0.0
-    )
-    sex = np.where(rng.random(n) < np.clip(p_female, 0.0, 0.95), 2, 1)
-
-    # PUMA given race: skewed sizes times a per-race geographic affinity
-    size = rng.lognormal(0.0, _PUMA_SIZE_SIGMA, size=PUMAS.size)
-    puma = np.empty(n, dtype=np.int64)
-    for code, sigma in enumerate(_RACE_AFFINITY_SIGMA, start=1):
-        affinity = rng.lognormal(0.0, sigma, size=PUMAS.size)
-        w = size * affinity
-        members = np.flatnonzero(race == code)
-        puma[members] = rng.choice(PUMAS, size=members.size, p=w / w.sum())
-
-    # hours worked given age
-    p_work = 0.78 * _logistic(a, 19.0, 2.0) * (1.0 - _logistic(a, 64.0, 3.5)) + 0.04
-    works = (a >= 16) & (rng.random(n) < p_work)
-    part_time = rng.random(n) < 0.12 + 0.35 * ((a < 23) | (a >= 65))
-    hours = np.where(part_time, rng.normal(20.0, 7.0, size=n), rng.normal(42.0, 8.0, size=n))
-    hours = np.clip(np.rint(hours), 1, 99).astype(np.int64)
-    hours_worked = np.where(works, hours, 0)
-
-    # income given age, sex and hours (whole dollars, right-skewed)
-    log_mu = 10.1 + 0.9 * np.exp(-0.5 * ((a - 50.0) / 15.0) ** 2) - 0.25 * (sex == 2)
-    earned = np.exp(rng.normal(log_mu, 0.75)) * (hours_worked / 40.0) ** 0.8
-    other = np.where(a >= 62, np.exp(rng.normal(9.6, 0.6, size=n)), 0.0)
-    other = np.where((a >= 18) & (rng.random(n) < 0.10), other + rng.exponential(3000.0, n), other)
-    income = np.where(a < 15, 0.0, earned + other)
-    income = np.minimum(np.rint(income), 999_999).astype(np.int64)
-
-    # survey weight
-    weight = np.clip(np.rint(rng.lognormal(np.log(110.0), 0.35, size=n)), 50, 300)
+    sex = _sex(a, marital, rng)
+    puma = _puma(race, rng)
+    hours_worked = _hours_worked(a, rng)
+    income = _income(a, sex, hours_worked, rng)
+    weight = np.clip(np.rint(rng.lognormal(np.log(110.0), 0.35, size=n)), 50, 300)  # survey
     weight = weight.astype(np.int64)
-
-    # names (direct identifier): first name by sex, last name at random
-    first_idx = rng.integers(0, _FIRST_MALE.size, size=n)
-    first = np.where(sex == 1, _FIRST_MALE[first_idx], _FIRST_FEMALE[first_idx])
-    last = _LAST[rng.integers(0, _LAST.size, size=n)]
+    first, last = _full_names(sex, rng)
 
     # random record order, then ids in file order
     order = rng.permutation(n)
