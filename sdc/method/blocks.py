@@ -10,6 +10,7 @@ section 7.2.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,100 +188,135 @@ def plan_blocks(ps_codes: np.ndarray, profiles: np.ndarray, *, xi: float, theta:
     certifier : how a block's exact max risk and calibrated theta are computed
         (:class:`ProfileCertifier`, the default, for NZY's uniform W).
     """
-    cert = certifier if certifier is not None else ProfileCertifier()
+    tests = _BlockTests(certifier if certifier is not None else ProfileCertifier(),
+                        xi, theta, kmin)
     n_ps = profiles.shape[0]
     profiles = np.asarray(profiles, dtype=np.int64)
     k_ps = profiles.sum(axis=1)
     blocks = [Block([s], profiles[s].copy()) for s in np.flatnonzero(k_ps > 0).tolist()]
     for b in blocks:
         b._k = int(k_ps[b.members[0]])
-    # every test below depends on the block's profile only: computed once per distinct profile
-    # (a household file's person stage has ~10^5 blocks and few distinct profiles)
-    cache: dict[tuple[str, bytes], Any] = {}
-
-    def cached(what: str, b: Block, compute):
-        key = (what, cert.key(b))
-        if key not in cache:
-            cache[key] = compute()
-        return cache[key]
-
-    def uncertifiable(b: Block) -> bool:
-        """No theta in (0, 1] certifies ``b``: calibration scans a grid ending at theta = 1, so
-        a block certified at theta = 1 is certifiable (one risk evaluation, not a calibration)."""
-        return cached("uncertifiable", b, lambda: b.k < 2 or (
-            cert.risk(b, 1.0).max_risk > xi and cert.calibrate(b, xi) is None))
-
-    def covered(b: Block) -> bool:
-        """The theorem's theta applies (k >= kmin) and certifies the block against the
-        mechanism-aware intruder (NZY's theorem covers the own-cell intruder only)."""
-        return cached("covered", b, lambda: b.k >= kmin
-                      and cert.risk(b, theta).max_risk <= xi)
-
-    def why_not(b: Block) -> str:
-        if b.k < kmin:
-            return f"k={b.k}"
-        r = cert.risk(b, theta)
-        return (f"k={b.k}, but its mechanism-aware max risk at theta = {theta:.4f} is "
-                f"{r.max_risk:.4f} ({r.z} cell, t={r.t}, a={r.a})")
-
     merges: list[str] = []
     if policy == "fail":
-        bad = [b for b in blocks if not covered(b)]
-        if bad:
-            listed = "; ".join(f"{describe(b)}: {why_not(b)}" for b in bad[:20])
-            more = f" (and {len(bad) - 20} more)" if len(bad) > 20 else ""
-            raise SmallBlockError(
-                f"{len(bad)} post-randomization block(s) have fewer than kmin = {kmin} sensitive "
-                f"cells or are not certified at the theorem's theta = {theta:.4f}, and "
-                f"risk.small_blocks is 'fail': {listed}{more}. Use a coarser partition, or set "
-                "risk.small_blocks to 'merge' or 'calibrate'"
-            )
+        _refuse_uncovered(blocks, tests, describe)
     elif policy in ("merge", "calibrate"):
-        deficient = (lambda b: not covered(b)) if policy == "merge" else uncertifiable
-        blocks, merges = _merge_lines(blocks, ps_codes, merge_along, deficient, describe,
-                                      by_profile=cert.by_profile)
-        left = [b for b in blocks if deficient(b)]
-        if left:
-            why = (f"fewer than kmin = {kmin} cells (or no certificate at the theorem's theta)"
-                   if policy == "merge" else
-                   "no theta in (0, 1] certifying them against an intruder who knows the "
-                   "mechanism")
-            listed = "; ".join(f"{describe(b)}: k={b.k}" for b in left[:20])
-            raise SmallBlockError(
-                f"{len(left)} post-randomization block(s) still have {why} after merging along "
-                f"every allowed partition variable: {listed}. Partition more coarsely (or add "
-                "variables to risk.merge_along)"
-                + (", or use risk.small_blocks: calibrate"
-                   if policy == "merge" and any(cert.calibrate(b, xi) is not None
-                                                for b in left) else "")
-            )
+        blocks, merges = _merge_small(blocks, ps_codes, merge_along, policy, tests, describe)
     else:  # pragma: no cover - validated by the config model
         raise ValueError(f"unknown small_blocks policy {policy!r}")
-
     for b in blocks:
-        theorem_ok = covered(b)
-        if theta_mode == "theorem" and theorem_ok:
-            b.theta, kind = theta, "theorem"
-        else:
-            # calibrated mode: never above the theorem's theta where that one certifies
-            cal = cached(f"calibrate:{theorem_ok}", b, lambda b=b, ok=theorem_ok: cert.calibrate(
-                b, xi, upper=theta if ok else 1.0))
-            if cal is None:  # pragma: no cover - excluded above
-                raise CertificationError(f"{describe(b)} cannot be certified")
-            b.theta, kind = cal, "calibrated"
-        b.risk = cached(f"risk:{b.theta!r}", b, lambda b=b: cert.risk(b, b.theta))
-        if b.risk.max_risk > xi + 1e-12:  # pragma: no cover - every theta above is certified
-            raise CertificationError(
-                f"{describe(b)}: exact max risk {b.risk.max_risk:.6f} exceeds xi = {xi} at "
-                f"theta = {b.theta:.6f}; nothing was released (this is a bug: please report it)"
-            )
-        b.action = ("merged+" if b.merged else "") + kind
-
+        _certify(b, tests, theta_mode, describe)
     blocks.sort(key=lambda b: b.members[0])
+    return BlockPlan(blocks, _block_of_ps(blocks, n_ps), merges)
+
+
+class _BlockTests:
+    """The tests :func:`plan_blocks` runs on a block, each computed once per distinct
+    profile (``certifier.key``: a household file's person stage has ~10^5 blocks and few
+    distinct profiles)."""
+
+    def __init__(self, cert: Any, xi: float, theta: float, kmin: int) -> None:
+        self.cert, self.xi, self.theta, self.kmin = cert, xi, theta, kmin
+        self.cache: dict[tuple[str, bytes], Any] = {}
+
+    def cached(self, what: str, b: Block, compute: Callable[[], Any]) -> Any:
+        """``compute()`` for the test ``what`` of ``b``'s key, once per key."""
+        key = (what, self.cert.key(b))
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+    def uncertifiable(self, b: Block) -> bool:
+        """No theta in (0, 1] certifies ``b``: calibration scans a grid ending at theta = 1, so
+        a block certified at theta = 1 is certifiable (one risk evaluation, not a calibration)."""
+        return self.cached("uncertifiable", b, lambda: b.k < 2 or (
+            self.cert.risk(b, 1.0).max_risk > self.xi
+            and self.cert.calibrate(b, self.xi) is None))
+
+    def covered(self, b: Block) -> bool:
+        """The theorem's theta applies (k >= kmin) and certifies the block against the
+        mechanism-aware intruder (NZY's theorem covers the own-cell intruder only)."""
+        return self.cached("covered", b, lambda: b.k >= self.kmin
+                           and self.cert.risk(b, self.theta).max_risk <= self.xi)
+
+    def why_not(self, b: Block) -> str:
+        """Why ``b`` is not covered, for messages."""
+        if b.k < self.kmin:
+            return f"k={b.k}"
+        r = self.cert.risk(b, self.theta)
+        return (f"k={b.k}, but its mechanism-aware max risk at theta = {self.theta:.4f} is "
+                f"{r.max_risk:.4f} ({r.z} cell, t={r.t}, a={r.a})")
+
+
+def _refuse_uncovered(blocks: list[Block], tests: _BlockTests, describe) -> None:
+    """``small_blocks: fail``: raise :class:`SmallBlockError` naming the blocks the theorem
+    does not cover."""
+    bad = [b for b in blocks if not tests.covered(b)]
+    if bad:
+        listed = "; ".join(f"{describe(b)}: {tests.why_not(b)}" for b in bad[:20])
+        more = f" (and {len(bad) - 20} more)" if len(bad) > 20 else ""
+        raise SmallBlockError(
+            f"{len(bad)} post-randomization block(s) have fewer than kmin = {tests.kmin} "
+            f"sensitive cells or are not certified at the theorem's theta = "
+            f"{tests.theta:.4f}, and risk.small_blocks is 'fail': {listed}{more}. Use a "
+            "coarser partition, or set risk.small_blocks to 'merge' or 'calibrate'"
+        )
+
+
+def _merge_small(blocks: list[Block], ps_codes: np.ndarray, merge_along: list[int],
+                 policy: str, tests: _BlockTests, describe) -> tuple[list[Block], list[str]]:
+    """``small_blocks: merge`` (blocks the theorem does not cover) or ``calibrate`` (blocks no
+    theta certifies): merge them along ``merge_along`` (:func:`_merge_lines`); raise
+    :class:`SmallBlockError` when some are left. Returns (blocks, merge log)."""
+    deficient = (lambda b: not tests.covered(b)) if policy == "merge" else tests.uncertifiable
+    blocks, merges = _merge_lines(blocks, ps_codes, merge_along, deficient, describe,
+                                  by_profile=tests.cert.by_profile)
+    left = [b for b in blocks if deficient(b)]
+    if left:
+        why = (f"fewer than kmin = {tests.kmin} cells (or no certificate at the theorem's theta)"
+               if policy == "merge" else
+               "no theta in (0, 1] certifying them against an intruder who knows the "
+               "mechanism")
+        listed = "; ".join(f"{describe(b)}: k={b.k}" for b in left[:20])
+        raise SmallBlockError(
+            f"{len(left)} post-randomization block(s) still have {why} after merging along "
+            f"every allowed partition variable: {listed}. Partition more coarsely (or add "
+            "variables to risk.merge_along)"
+            + (", or use risk.small_blocks: calibrate"
+               if policy == "merge" and any(tests.cert.calibrate(b, tests.xi) is not None
+                                            for b in left) else "")
+        )
+    return blocks, merges
+
+
+def _certify(b: Block, tests: _BlockTests, theta_mode: str, describe) -> None:
+    """Set ``b``'s theta (the theorem's where it certifies and ``theta_mode`` is
+    ``theorem``, else the calibrated one, never above the theorem's where that certifies),
+    its exact risk (<= xi) and its action."""
+    cert, xi, theta = tests.cert, tests.xi, tests.theta
+    theorem_ok = tests.covered(b)
+    if theta_mode == "theorem" and theorem_ok:
+        b.theta, kind = theta, "theorem"
+    else:
+        cal = tests.cached(f"calibrate:{theorem_ok}", b, lambda: cert.calibrate(
+            b, xi, upper=theta if theorem_ok else 1.0))
+        if cal is None:  # pragma: no cover - excluded above
+            raise CertificationError(f"{describe(b)} cannot be certified")
+        b.theta, kind = cal, "calibrated"
+    b.risk = tests.cached(f"risk:{b.theta!r}", b, lambda: cert.risk(b, b.theta))
+    if b.risk.max_risk > xi + 1e-12:  # pragma: no cover - every theta above is certified
+        raise CertificationError(
+            f"{describe(b)}: exact max risk {b.risk.max_risk:.6f} exceeds xi = {xi} at "
+            f"theta = {b.theta:.6f}; nothing was released (this is a bug: please report it)"
+        )
+    b.action = ("merged+" if b.merged else "") + kind
+
+
+def _block_of_ps(blocks: list[Block], n_ps: int) -> np.ndarray:
+    """(P,) the block of every partition set (blocks in order), -1 for none."""
     block_of_ps = np.full(n_ps, -1, dtype=np.int64)
     if blocks:
         sizes = np.fromiter((len(b.members) for b in blocks), dtype=np.int64, count=len(blocks))
         members = np.fromiter((m for b in blocks for m in b.members), dtype=np.int64,
                               count=int(sizes.sum()))
         block_of_ps[members] = np.repeat(np.arange(len(blocks), dtype=np.int64), sizes)
-    return BlockPlan(blocks, block_of_ps, merges)
+    return block_of_ps
