@@ -151,8 +151,6 @@ def weighted_design(cell_prb: np.ndarray, prb_cells: np.ndarray, prb_start: np.n
     prb_fallback : per PRB its NZY design and certified risk (the plan's); None: NZY's
         uniform design at ``prb_theta``.
     """
-    from sdc.method.risk import calibrate_theta, calibrate_with, max_risk
-
     t = np.asarray(frequency, dtype=np.int64)
     w_tot = np.asarray(weight_total, dtype=np.float64)
     k = np.diff(np.append(prb_start, prb_cells.size))
@@ -164,113 +162,155 @@ def weighted_design(cell_prb: np.ndarray, prb_cells: np.ndarray, prb_start: np.n
     for b in range(prb_start.size):
         prb = np.asarray(prb_cells[int(prb_start[b]):int(prb_start[b]) + int(k[b])], np.int64)
         cells = prb[np.lexsort((prb, wbar[prb]))]
-        theta = float(prb_theta[b])
+        fit = _RunFit(cells, float(prb_theta[b]), t, w_tot, xi, near_w)
         runs = _runs(np.log(np.maximum(wbar[cells], 1e-300)), size).tolist()
-        memo: dict[tuple[int, int], tuple[float, BlockRisk] | None] = {}
-        wmemo: dict[tuple[int, int], Transition | None] = {}
-
-        def group_w(lo: int, hi: int, cells=cells, wmemo=wmemo) -> Transition | None:
-            """The near W of run [lo, hi) (cells ascending), None for the uniform W."""
-            if near_w is None:
-                return None
-            if (lo, hi) not in wmemo:
-                tr = near_w(np.sort(cells[lo:hi]))
-                wmemo[lo, hi] = None if tr is None or tr.uniform else tr
-            return wmemo[lo, hi]
-
-        def fit(lo: int, hi: int, memo=memo, cells=cells,
-                theta=theta) -> tuple[float, BlockRisk] | None:
-            if (lo, hi) not in memo:
-                memo[lo, hi] = None
-                if hi - lo >= 2:
-                    base = group_w(lo, hi)
-                    c_cells = cells[lo:hi] if base is None else np.sort(cells[lo:hi])
-                    tg, wg = t[c_cells], w_tot[c_cells]
-                    c0 = theta * float(wg.sum()) / float(tg.sum())
-                    if base is None:   # the uniform W, cells in weight order
-                        base = Transition(tg, np.zeros(tg.size), kind="uniform")
-                    memo[lo, hi] = _calibrate_c(lambda cc, base=base, wg=wg: certify(
-                        base.with_move(np.minimum(cc / wg, 1.0))), float(wg.min()), c0, xi)
-            return memo[lo, hi]
-
-        def nzy_fit(lo: int, hi: int, cells=cells, theta=theta) -> tuple[float, BlockRisk] | None:
-            """NZY's design inside the group: theta_b, else the group's calibrated theta."""
-            if hi - lo < 2:
-                return None
-            base = group_w(lo, hi)
-            if base is None:
-                prof = np.bincount(t[cells[lo:hi]])
-                prof = {i: int(v) for i, v in enumerate(prof) if v}
-                r = max_risk(prof, theta)
-                if r.max_risk <= xi:
-                    return theta, r
-                th = calibrate_theta(prof, xi)
-                return None if th is None else (th, max_risk(prof, th))
-            r = certify(base.with_theta(theta))
-            if r.max_risk <= xi:
-                return theta, r
-            th = calibrate_with(lambda x, base=base: certify(base.with_theta(x)).max_risk <= xi,
-                                1.0)
-            return None if th is None else (th, certify(base.with_theta(th)))
-
-        nzy: set[int] = set()         # run starts kept with NZY's design inside the run
-        while True:
-            bad = next((i for i in range(len(runs) - 1) if runs[i] not in nzy
-                        and fit(runs[i], runs[i + 1]) is None), None)
-            if bad is None:
-                break
-            left, right = bad >= 1, bad + 2 < len(runs)
-            if left and runs[bad - 1] not in nzy and fit(runs[bad - 1], runs[bad + 1]):
-                del runs[bad]          # merged with the lighter neighbour, balanced
-            elif right and runs[bad + 1] not in nzy and fit(runs[bad], runs[bad + 2]):
-                del runs[bad + 1]      # merged with the heavier neighbour, balanced
-            elif nzy_fit(runs[bad], runs[bad + 1]) is not None:
-                nzy.add(runs[bad])     # NZY inside this run: bias <= theta x its weight range
-            elif len(runs) > 2:        # merged with a neighbour, and tried again
-                nzy.discard(runs[bad - 1] if left else runs[bad + 1])
-                del runs[bad if left else bad + 1]
-            else:
-                break
-        local = np.empty(t.size if prb.size == 0 else int(prb.max()) + 1, dtype=np.int64)
-        local[prb] = np.arange(prb.size)
+        nzy, bad = _merge_runs(runs, fit)
         if bad is not None:            # one group, uncertified: NZY's design for the PRB
-            g = len(rows)
-            if prb_fallback is not None:
-                tr, risk = prb_fallback[b]
-            else:
-                tr = Transition(t[prb], theta / t[prb], theta=theta, kind="uniform")
-                prof = np.bincount(t[prb])
-                risk = max_risk({i: int(v) for i, v in enumerate(prof) if v}, theta)
-            transitions.append(tr)
-            rows.append(_group_row(g, b, cells, t, wbar, float("nan"), theta, risk, "nzy",
-                                   theta * cells.size, "uniform" if tr.uniform else "near"))
-            continue
-        move = np.zeros(prb.size)
-        group = np.zeros(prb.size, dtype=np.int64)
-        csr: list[tuple[np.ndarray, Transition]] = []
-        for i in range(len(runs) - 1):
-            g = len(rows)
-            c_cells = cells[runs[i]:runs[i + 1]]
-            base = group_w(runs[i], runs[i + 1])
-            if base is not None:
-                csr.append((local[np.sort(c_cells)], base))
-            kind = "uniform" if base is None else "near"
-            group[local[c_cells]] = i
-            if runs[i] in nzy:
-                th, risk = nzy_fit(runs[i], runs[i + 1])
-                move[local[c_cells]] = th / t[c_cells]
-                rows.append(_group_row(g, b, c_cells, t, wbar, float("nan"), th, risk, "nzy",
-                                       th * c_cells.size, kind))
-                continue
-            c, risk = fit(runs[i], runs[i + 1])
-            move[local[c_cells]] = np.minimum(c / w_tot[c_cells], 1.0)
-            rows.append(_group_row(g, b, c_cells, t, wbar, c, float("nan"), risk, "weighted",
-                                   float((t[c_cells] * move[local[c_cells]]).sum()), kind))
-        transitions.append(_block_diagonal(t[prb], move, group, csr))
+            fallback = prb_fallback[b] if prb_fallback is not None else None
+            transitions.append(_prb_nzy(b, prb, fit, wbar, fallback, rows))
+        else:
+            transitions.append(_prb_groups(b, prb, runs, nzy, fit, wbar, rows))
     groups = pd.DataFrame(rows, columns=_GROUP_COLUMNS)
     cert = float(groups["max_risk"].max()) if len(groups) else 0.0
     design = cell_design(transitions, prb_cells, prb_start, t.size)
     return WeightedDesign(transitions, design, groups, cert)
+
+
+class _RunFit:
+    """One PRB's cells in weight order (``cells``) and the certified designs of its runs
+    ``cells[lo:hi]``, memoised: the weighted design (c_g, :func:`_calibrate_c`) and NZY's
+    design inside the run (theta_b, else the run's calibrated theta)."""
+
+    def __init__(self, cells: np.ndarray, theta: float, t: np.ndarray, w_tot: np.ndarray,
+                 xi: float, near_w: NearW | None) -> None:
+        self.cells, self.theta, self.t, self.w_tot, self.xi = cells, theta, t, w_tot, xi
+        self.near_w = near_w
+        self.memo: dict[tuple[int, int], tuple[float, BlockRisk] | None] = {}
+        self.wmemo: dict[tuple[int, int], Transition | None] = {}
+
+    def group_w(self, lo: int, hi: int) -> Transition | None:
+        """The near W of run [lo, hi) (cells ascending), None for the uniform W."""
+        if self.near_w is None:
+            return None
+        if (lo, hi) not in self.wmemo:
+            tr = self.near_w(np.sort(self.cells[lo:hi]))
+            self.wmemo[lo, hi] = None if tr is None or tr.uniform else tr
+        return self.wmemo[lo, hi]
+
+    def fit(self, lo: int, hi: int) -> tuple[float, BlockRisk] | None:
+        """(c_g, certificate) of run [lo, hi) with m_j = c_g / W_j, None when no c certifies;
+        c_g starts at theta_b w-bar_g."""
+        if (lo, hi) not in self.memo:
+            self.memo[lo, hi] = None
+            if hi - lo >= 2:
+                base = self.group_w(lo, hi)
+                c_cells = self.cells[lo:hi] if base is None else np.sort(self.cells[lo:hi])
+                tg, wg = self.t[c_cells], self.w_tot[c_cells]
+                c0 = self.theta * float(wg.sum()) / float(tg.sum())
+                if base is None:   # the uniform W, cells in weight order
+                    base = Transition(tg, np.zeros(tg.size), kind="uniform")
+                self.memo[lo, hi] = _calibrate_c(lambda cc, base=base, wg=wg: certify(
+                    base.with_move(np.minimum(cc / wg, 1.0))), float(wg.min()), c0, self.xi)
+        return self.memo[lo, hi]
+
+    def nzy_fit(self, lo: int, hi: int) -> tuple[float, BlockRisk] | None:
+        """NZY's design inside the group: theta_b, else the group's calibrated theta."""
+        from sdc.method.risk import calibrate_theta, calibrate_with, max_risk
+
+        theta, xi = self.theta, self.xi
+        if hi - lo < 2:
+            return None
+        base = self.group_w(lo, hi)
+        if base is None:
+            prof = np.bincount(self.t[self.cells[lo:hi]])
+            prof = {i: int(v) for i, v in enumerate(prof) if v}
+            r = max_risk(prof, theta)
+            if r.max_risk <= xi:
+                return theta, r
+            th = calibrate_theta(prof, xi)
+            return None if th is None else (th, max_risk(prof, th))
+        r = certify(base.with_theta(theta))
+        if r.max_risk <= xi:
+            return theta, r
+        th = calibrate_with(lambda x, base=base: certify(base.with_theta(x)).max_risk <= xi,
+                            1.0)
+        return None if th is None else (th, certify(base.with_theta(th)))
+
+
+def _merge_runs(runs: list[int], fit: _RunFit) -> tuple[set[int], int | None]:
+    """Merge the run boundaries ``runs`` (edited in place) until every run certifies: a run no
+    c certifies joins its lighter (else heavier) neighbour when the merged run certifies, else
+    keeps NZY's design inside the run, else is merged and tried again. Returns (the starts of
+    the runs kept with NZY's design, the run left uncertified or None)."""
+    nzy: set[int] = set()         # run starts kept with NZY's design inside the run
+    while True:
+        bad = next((i for i in range(len(runs) - 1) if runs[i] not in nzy
+                    and fit.fit(runs[i], runs[i + 1]) is None), None)
+        if bad is None:
+            break
+        left, right = bad >= 1, bad + 2 < len(runs)
+        if left and runs[bad - 1] not in nzy and fit.fit(runs[bad - 1], runs[bad + 1]):
+            del runs[bad]          # merged with the lighter neighbour, balanced
+        elif right and runs[bad + 1] not in nzy and fit.fit(runs[bad], runs[bad + 2]):
+            del runs[bad + 1]      # merged with the heavier neighbour, balanced
+        elif fit.nzy_fit(runs[bad], runs[bad + 1]) is not None:
+            nzy.add(runs[bad])     # NZY inside this run: bias <= theta x its weight range
+        elif len(runs) > 2:        # merged with a neighbour, and tried again
+            nzy.discard(runs[bad - 1] if left else runs[bad + 1])
+            del runs[bad if left else bad + 1]
+        else:
+            break
+    return nzy, bad
+
+
+def _prb_nzy(b: int, prb: np.ndarray, fit: _RunFit, wbar: np.ndarray,
+             fallback: tuple[Transition, BlockRisk] | None, rows: list[dict]) -> Transition:
+    """PRB ``b`` left as one uncertified group: NZY's design over the PRB (``fallback``, the
+    plan's, else the uniform design at theta_b); its group row appended to ``rows``."""
+    from sdc.method.risk import max_risk
+
+    t, theta = fit.t, fit.theta
+    if fallback is not None:
+        tr, risk = fallback
+    else:
+        tr = Transition(t[prb], theta / t[prb], theta=theta, kind="uniform")
+        prof = np.bincount(t[prb])
+        risk = max_risk({i: int(v) for i, v in enumerate(prof) if v}, theta)
+    rows.append(_group_row(len(rows), b, fit.cells, t, wbar, float("nan"), theta, risk, "nzy",
+                           theta * fit.cells.size, "uniform" if tr.uniform else "near"))
+    return tr
+
+
+def _prb_groups(b: int, prb: np.ndarray, runs: list[int], nzy: set[int], fit: _RunFit,
+                wbar: np.ndarray, rows: list[dict]) -> Transition:
+    """PRB ``b``'s design from its runs: m_j = c_g / W_j (capped at 1) in a weighted group,
+    theta / t_j in a group kept with NZY's design; one group row per run appended to
+    ``rows``."""
+    t, w_tot, cells = fit.t, fit.w_tot, fit.cells
+    local = np.empty(t.size if prb.size == 0 else int(prb.max()) + 1, dtype=np.int64)
+    local[prb] = np.arange(prb.size)
+    move = np.zeros(prb.size)
+    group = np.zeros(prb.size, dtype=np.int64)
+    csr: list[tuple[np.ndarray, Transition]] = []
+    for i in range(len(runs) - 1):
+        g = len(rows)
+        c_cells = cells[runs[i]:runs[i + 1]]
+        base = fit.group_w(runs[i], runs[i + 1])
+        if base is not None:
+            csr.append((local[np.sort(c_cells)], base))
+        kind = "uniform" if base is None else "near"
+        group[local[c_cells]] = i
+        if runs[i] in nzy:
+            th, risk = fit.nzy_fit(runs[i], runs[i + 1])
+            move[local[c_cells]] = th / t[c_cells]
+            rows.append(_group_row(g, b, c_cells, t, wbar, float("nan"), th, risk, "nzy",
+                                   th * c_cells.size, kind))
+            continue
+        c, risk = fit.fit(runs[i], runs[i + 1])
+        move[local[c_cells]] = np.minimum(c / w_tot[c_cells], 1.0)
+        rows.append(_group_row(g, b, c_cells, t, wbar, c, float("nan"), risk, "weighted",
+                               float((t[c_cells] * move[local[c_cells]]).sum()), kind))
+    return _block_diagonal(t[prb], move, group, csr)
 
 
 def _block_diagonal(t: np.ndarray, move: np.ndarray, group: np.ndarray,
