@@ -213,11 +213,8 @@ class MeasureContext:
         """The filter intruder's figure of a column whose values (or bins) ``vb`` confine the
         keys as ``inform`` / ``[vlo, vhi]`` say, from the (cell, value) pairs of the small
         cells."""
-        plan, cells, t, kc, sizes = self.plan, self.cells, self.t, self.kc, self.sizes
-        keys, n_prb, k_prb, cell_prb, thetas = (self.keys, self.n_prb, self.k_prb,
-                                                self.cell_prb, self.thetas)
         idx = cell_index(pc) if pc.size else np.zeros(0, np.int64)
-        sens = cell_prb[idx] >= 0 if idx.size else np.zeros(0, bool)
+        sens = self.cell_prb[idx] >= 0 if idx.size else np.zeros(0, bool)
         idx, pb, pn = idx[sens], pb[sens], pn[sens].astype(np.float64)
         vi = np.searchsorted(vb, pb)
         inf_pair = inform[vi].copy()
@@ -226,13 +223,24 @@ class MeasureContext:
             inf_pair[:, k2] |= inf_q[vi]
         n_sens = float(pn.sum())
         revealed = {v: float((pn * inf_pair[:, k]).sum() / n_sens) if n_sens else 0.0
-                    for k, v in enumerate(keys)}
+                    for k, v in enumerate(self.keys)}
         revealed = {k: s for k, s in revealed.items() if s > 0}
-        # A(j) = sum over the PRB's pairs (j', v) of n(j', v) / t_j' [v compatible with j]
-        w = pn / t[idx]
+        a = self._compatible(idx, vi, pn / self.t[idx], inf_pair.any(axis=1), inform, vlo,
+                             vhi, combo)
+        figure, baseline, at, mean_f, mean_b, flagged = self._filter_risk(a)
+        return ColumnDependence(col, figure, baseline, at, mean_f, mean_b, revealed, flagged,
+                                via)
+
+    def _compatible(self, idx: np.ndarray, vi: np.ndarray, w: np.ndarray,
+                    any_inf: np.ndarray, inform: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
+                    combo: dict) -> np.ndarray:
+        """A(j) = sum over the PRB's pairs (j', v) of n(j', v) / t_j' [v compatible with j],
+        for every cell j (0 outside the PRBs); ``w`` = n(j', v) / t_j' of the pairs (cells
+        ``idx``, values ``vi``); a pair whose value informs on no key (``any_inf`` False) is
+        compatible with every cell of its PRB."""
+        plan, k_prb, cell_prb, n_prb = self.plan, self.k_prb, self.cell_prb, self.n_prb
         prb_of = cell_prb[idx]
-        any_inf = inf_pair.any(axis=1)
-        a = np.zeros(cells.n_cells)
+        a = np.zeros(self.cells.n_cells)
         u = np.bincount(prb_of[~any_inf], weights=w[~any_inf], minlength=n_prb)
         sens_cells = plan.prb_cells
         a[sens_cells] = u[cell_prb[sens_cells]]
@@ -243,61 +251,80 @@ class MeasureContext:
             for b in np.flatnonzero(np.diff(bounds)):
                 rows = order[bounds[b]:bounds[b + 1]]
                 members = sens_cells[plan.prb_start[b]:plan.prb_start[b] + k_prb[b]]
-                uv, inv = np.unique(vi[rows], return_inverse=True)
-                wv = np.bincount(inv, weights=w[rows], minlength=uv.size)
-                mcodes = kc[members]
-                acc = np.zeros(members.size)
-                step = max(1, _MATRIX // max(members.size, 1))
-                for s in range(0, uv.size, step):
-                    sv = uv[s:s + step]
-                    ok = np.ones((sv.size, members.size), dtype=bool)
-                    for k in range(len(keys)):
-                        m = inform[sv, k]
-                        if not m.any():
-                            continue
-                        inside = ((mcodes[None, :, k] >= vlo[sv, k][:, None])
-                                  & (mcodes[None, :, k] <= vhi[sv, k][:, None]))
-                        ok &= inside | ~m[:, None]
-                    for (k1, k2), (inf_q, qcodes, span) in combo.items():
-                        m = inf_q[sv]
-                        if not m.any():
-                            continue
-                        query = (sv[:, None] * span
-                                 + (mcodes[:, k1] * sizes[k2] + mcodes[:, k2])[None, :])
-                        pos = np.minimum(np.searchsorted(qcodes, query), qcodes.size - 1)
-                        ok &= (qcodes[pos] == query) | ~m[:, None]
-                    acc += wv[s:s + step] @ ok
-                a[members] += acc
+                a[members] += self._prb_compatible(members, vi[rows], w[rows], inform, vlo,
+                                                   vhi, combo)
+        return a
+
+    def _prb_compatible(self, members: np.ndarray, vi: np.ndarray, w: np.ndarray,
+                        inform: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
+                        combo: dict) -> np.ndarray:
+        """sum over the informing pairs (values ``vi``, weights ``w``) of one PRB of
+        w [v compatible with j], for every cell j of the PRB (``members``): v's interval
+        holds j's code on every key v informs on, and j's code pair is one v was observed
+        with on every pair of ``combo`` v informs on; in chunks of ``_MATRIX`` entries."""
+        keys, kc, sizes = self.keys, self.kc, self.sizes
+        uv, inv = np.unique(vi, return_inverse=True)
+        wv = np.bincount(inv, weights=w, minlength=uv.size)
+        mcodes = kc[members]
+        acc = np.zeros(members.size)
+        step = max(1, _MATRIX // max(members.size, 1))
+        for s in range(0, uv.size, step):
+            sv = uv[s:s + step]
+            ok = np.ones((sv.size, members.size), dtype=bool)
+            for k in range(len(keys)):
+                m = inform[sv, k]
+                if not m.any():
+                    continue
+                inside = ((mcodes[None, :, k] >= vlo[sv, k][:, None])
+                          & (mcodes[None, :, k] <= vhi[sv, k][:, None]))
+                ok &= inside | ~m[:, None]
+            for (k1, k2), (inf_q, qcodes, span) in combo.items():
+                m = inf_q[sv]
+                if not m.any():
+                    continue
+                query = (sv[:, None] * span
+                         + (mcodes[:, k1] * sizes[k2] + mcodes[:, k2])[None, :])
+                pos = np.minimum(np.searchsorted(qcodes, query), qcodes.size - 1)
+                ok &= (qcodes[pos] == query) | ~m[:, None]
+            acc += wv[s:s + step] @ ok
+        return acc
+
+    def _filter_risk(self, a: np.ndarray) -> tuple[float, float, int, float, float, bool]:
+        """The filter intruder's risk per PRB from A(j): a cell j of a PRB with k >= 2 cells
+        keeps its record with 1 - theta / t_j and the intruder's denominator is
+        t_j - theta + theta / (k - 1) max(A(j) - 1, 0); the PRB's figure is the t-weighted
+        mean of stay / denominator, its baseline the same with A(j) = k (no information).
+        Returns (figure, baseline, PRB, mean figure, mean baseline, flagged): the worst PRB
+        above xi and the baseline + MARGIN when there is one (flagged), else the worst PRB."""
         figure = baseline = mean_f = mean_b = 0.0
         at, flagged = -1, False
-        if n_prb:
-            sc = sens_cells
-            kk = k_prb[cell_prb[sc]].astype(np.float64)
-            th = thetas[cell_prb[sc]]
-            tj = t[sc]
-            movable = kk >= 2
-            inc = np.where(movable, th / np.maximum(kk - 1, 1) * np.maximum(a[sc] - 1.0, 0.0), 0)
-            inc0 = np.where(movable, th, 0.0)
-            stay = np.where(movable, 1.0 - th / tj, 1.0)
-            rc = stay / (tj - np.where(movable, th, 0.0) + inc)
-            r0 = stay / (tj - np.where(movable, th, 0.0) + inc0)
-            wsum = np.bincount(cell_prb[sc], weights=tj, minlength=n_prb)
-            fb = np.bincount(cell_prb[sc], weights=tj * rc, minlength=n_prb) / wsum
-            bb = np.bincount(cell_prb[sc], weights=tj * r0, minlength=n_prb) / wsum
-            at = int(np.argmax(fb))
+        if not self.n_prb:
+            return figure, baseline, at, mean_f, mean_b, flagged
+        n_prb, cell_prb, t = self.n_prb, self.cell_prb, self.t
+        sc = self.plan.prb_cells
+        kk = self.k_prb[cell_prb[sc]].astype(np.float64)
+        th = self.thetas[cell_prb[sc]]
+        tj = t[sc]
+        movable = kk >= 2
+        inc = np.where(movable, th / np.maximum(kk - 1, 1) * np.maximum(a[sc] - 1.0, 0.0), 0)
+        inc0 = np.where(movable, th, 0.0)
+        stay = np.where(movable, 1.0 - th / tj, 1.0)
+        rc = stay / (tj - np.where(movable, th, 0.0) + inc)
+        r0 = stay / (tj - np.where(movable, th, 0.0) + inc0)
+        wsum = np.bincount(cell_prb[sc], weights=tj, minlength=n_prb)
+        fb = np.bincount(cell_prb[sc], weights=tj * rc, minlength=n_prb) / wsum
+        bb = np.bincount(cell_prb[sc], weights=tj * r0, minlength=n_prb) / wsum
+        at = int(np.argmax(fb))
+        figure, baseline = float(fb[at]), float(bb[at])
+        mean_f = float((tj * rc).sum() / tj.sum())
+        mean_b = float((tj * r0).sum() / tj.sum())
+        xi = self.part.xi
+        bad = (fb > xi + 1e-12) & (fb > bb + MARGIN)
+        flagged = bool(bad.any())
+        if flagged:
+            at = int(np.flatnonzero(bad)[np.argmax(fb[bad])])
             figure, baseline = float(fb[at]), float(bb[at])
-            mean_f = float((tj * rc).sum() / tj.sum())
-            mean_b = float((tj * r0).sum() / tj.sum())
-            xi = self.part.xi
-            bad = (fb > xi + 1e-12) & (fb > bb + MARGIN)
-            flagged = bool(bad.any())
-            if flagged:
-                at = int(np.flatnonzero(bad)[np.argmax(fb[bad])])
-                figure, baseline = float(fb[at]), float(bb[at])
-        return ColumnDependence(col, figure, baseline, at, mean_f, mean_b, revealed, flagged,
-                                via)
-
-
+        return figure, baseline, at, mean_f, mean_b, flagged
 
 
 def expected_distinct(p: np.ndarray, n: np.ndarray, bins: int = 256) -> np.ndarray:
