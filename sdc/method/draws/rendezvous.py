@@ -197,17 +197,10 @@ def trie_rendezvous(seed: int, purpose: str, identity: np.ndarray, own: np.ndarr
     act = np.arange(m)
     gstart = np.zeros(H.size, dtype=bool)
     gstart[bounds[:-1][np.diff(bounds) > 0]] = True
-    cs = np.arange(1, 16, dtype=np.int64)
     for d in range(17):
         own_in = (own[act] >= lo) & (own[act] < hi)
         n_cand = hi - lo - own_in
-        done = n_cand <= 1
-        if done.any():
-            i = act[done]
-            out[i] = np.where(n_cand[done] == 1,
-                              lo[done] + (own_in[done] & (own[i] == lo[done])), -1)
-            keep = ~done
-            act, lo, hi, own_in, n_cand = act[keep], lo[keep], hi[keep], own_in[keep], n_cand[keep]
+        act, lo, hi, own_in, n_cand = _settle(out, own, act, lo, hi, own_in, n_cand)
         if act.size == 0:
             break
         if d == 16:
@@ -216,46 +209,78 @@ def trie_rendezvous(seed: int, purpose: str, identity: np.ndarray, own: np.ndarr
             j = lo + np.minimum((u * n_cand).astype(np.int64), n_cand - 1)
             out[act] = j + (own_in & (own[act] <= j))
             break
-        shift = _U64(60 - 4 * d)
-        digit = ((H >> shift) & _U64(15)).astype(np.int64)
-        if d == 0:
-            start = gstart
-        else:
-            up = H >> _U64(64 - 4 * d)
-            start = gstart.copy()
-            start[0] = True
-            start[1:] |= up[1:] != up[:-1]
-        node = np.cumsum(start, dtype=np.int64) - 1
-        label = node * 16 + digit          # nondecreasing: nodes in order, digits sorted within
+        node, digit, label = _trie_level(H, gstart, d)
         prefix = np.zeros(act.size, dtype=_U64) if d == 0 else H[lo] >> _U64(64 - 4 * d)
         h_node = keyed_hash(seed, f"{purpose}:trie:{d}", identity[act], prefix)
-        # the 15 inner child boundaries of every distinct node holding a record (sorted
-        # queries: one binary search per node and child, not per record)
-        nid = node[lo]
-        present = np.zeros(int(node[-1]) + 1, dtype=bool)
-        present[nid] = True
-        uniq = np.flatnonzero(present)
-        inner = np.searchsorted(label, (uniq[:, None] * 16 + cs[None, :]).ravel())
-        inner = inner.reshape(uniq.size, 15)
-        slot = np.cumsum(present, dtype=np.int64) - 1
-        new_lo, new_hi = lo.copy(), hi.copy()
-        for s in range(0, act.size, _TRIE_CHUNK):
-            e = min(act.size, s + _TRIE_CHUNK)
-            r = np.arange(e - s)
-            b = np.empty((e - s, 17), dtype=np.int64)
-            b[:, 0], b[:, 16] = lo[s:e], hi[s:e]
-            b[:, 1:16] = inner[slot[nid[s:e]]]
-            n = np.diff(b, axis=1)
-            oi = own_in[s:e]
-            n[r[oi], digit[own[act[s:e][oi]]]] -= 1
-            u = _child_uniforms(h_node[s:e])
-            np.log(u, out=u)
-            with np.errstate(divide="ignore"):
-                u /= n                     # -E_c; n_c = 0 gives -inf and never wins
-            c = np.argmax(u, axis=1)
-            new_lo[s:e], new_hi[s:e] = b[r, c], b[r, c + 1]
-        lo, hi = new_lo, new_hi
+        lo, hi = _descend(lo, hi, own, act, own_in, node, digit, label, h_node)
     return out
+
+
+def _settle(out: np.ndarray, own: np.ndarray, act: np.ndarray, lo: np.ndarray,
+            hi: np.ndarray, own_in: np.ndarray, n_cand: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Records whose node holds at most one candidate other than their own get it in ``out``
+    (-1 for none); returns (act, lo, hi, own_in, n_cand) of the records still descending."""
+    done = n_cand <= 1
+    if not done.any():
+        return act, lo, hi, own_in, n_cand
+    i = act[done]
+    out[i] = np.where(n_cand[done] == 1, lo[done] + (own_in[done] & (own[i] == lo[done])), -1)
+    keep = ~done
+    return act[keep], lo[keep], hi[keep], own_in[keep], n_cand[keep]
+
+
+def _trie_level(H: np.ndarray, gstart: np.ndarray,
+                d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Level ``d`` of the trie over the sorted hashes ``H`` (groups start at ``gstart``):
+    (node of every candidate, its level-d digit (bits 60 - 4d .. 63 - 4d), node * 16 + digit
+    (nondecreasing: nodes in order, digits sorted within))."""
+    digit = ((H >> _U64(60 - 4 * d)) & _U64(15)).astype(np.int64)
+    if d == 0:
+        start = gstart
+    else:
+        up = H >> _U64(64 - 4 * d)
+        start = gstart.copy()
+        start[0] = True
+        start[1:] |= up[1:] != up[:-1]
+    node = np.cumsum(start, dtype=np.int64) - 1
+    return node, digit, node * 16 + digit
+
+
+def _descend(lo: np.ndarray, hi: np.ndarray, own: np.ndarray, act: np.ndarray,
+             own_in: np.ndarray, node: np.ndarray, digit: np.ndarray, label: np.ndarray,
+             h_node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One level of the race: every record (node [lo, hi), uniforms keyed on ``h_node``)
+    moves to the child c minimising E_c = -log(U_c) / n_c over the children with n_c > 0
+    (own candidate not counted), ``_TRIE_CHUNK`` records at a time. Returns the new (lo, hi)."""
+    # the 15 inner child boundaries of every distinct node holding a record (sorted
+    # queries: one binary search per node and child, not per record)
+    nid = node[lo]
+    present = np.zeros(int(node[-1]) + 1, dtype=bool)
+    present[nid] = True
+    uniq = np.flatnonzero(present)
+    inner = np.searchsorted(label, (uniq[:, None] * 16 + _CHILDREN[None, :]).ravel())
+    inner = inner.reshape(uniq.size, 15)
+    slot = np.cumsum(present, dtype=np.int64) - 1
+    new_lo, new_hi = lo.copy(), hi.copy()
+    for s in range(0, act.size, _TRIE_CHUNK):
+        e = min(act.size, s + _TRIE_CHUNK)
+        r = np.arange(e - s)
+        b = np.empty((e - s, 17), dtype=np.int64)
+        b[:, 0], b[:, 16] = lo[s:e], hi[s:e]
+        b[:, 1:16] = inner[slot[nid[s:e]]]
+        n = np.diff(b, axis=1)
+        oi = own_in[s:e]
+        n[r[oi], digit[own[act[s:e][oi]]]] -= 1
+        u = _child_uniforms(h_node[s:e])
+        np.log(u, out=u)
+        with np.errstate(divide="ignore"):
+            u /= n                     # -E_c; n_c = 0 gives -inf and never wins
+        c = np.argmax(u, axis=1)
+        new_lo[s:e], new_hi[s:e] = b[r, c], b[r, c + 1]
+    return new_lo, new_hi
+
+
+_CHILDREN = np.arange(1, 16, dtype=np.int64)   # the inner children of a trie node
 
 
 # -- a weighted destination: the exponential race over a sparse row ---------------------------
