@@ -9,7 +9,6 @@ the cell table), turns the result into a document (``--json``) and writes a node
 from __future__ import annotations
 
 import copy
-import io
 import os
 import re
 import textwrap
@@ -27,6 +26,19 @@ from sdc.authoring.design_weighted import (
     declared_weights,
     transition_design_name,
 )
+from sdc.authoring.design_yaml import (
+    ConfigPatch,
+    as_plain,
+    body_end,
+    dump_lines,
+    entry_end,
+    flow_style,
+    flow_text,
+    flow_valued,
+    indent_of,
+    replace_value,
+    set_entry,
+)
 from sdc.config.load import load_config, load_yaml
 from sdc.config.model import ReleaseConfig
 from sdc.io.guard import write_atomic
@@ -35,6 +47,7 @@ from sdc.method.design import (
     KEY_FLOOR,
     TARGET_CHANGED,
     DesignResult,
+    Node,
     candidates,
     search,
 )
@@ -95,7 +108,6 @@ class Design:
         out = self.config.output
         return value_figures(key, self.config.input_key_variables[key], rule,
                              self.marginals[key], out.formats if out is not None else ())
-
 
 
 def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = KEY_FLOOR,
@@ -237,38 +249,6 @@ def plain_rule(o: Any) -> Any:
     return o
 
 
-def _flow(o: Any) -> Any:
-    """``o`` as ruamel nodes in flow style (``{bands: [18, 20, 25]}``, one line)."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-    if isinstance(o, dict):
-        m = CommentedMap((k, _flow(v)) for k, v in o.items())
-        m.fa.set_flow_style()
-        return m
-    if isinstance(o, list | tuple):
-        seq = CommentedSeq(_flow(v) for v in o)
-        seq.fa.set_flow_style()
-        return seq
-    return o
-
-
-def _as_plain(o: Any) -> Any:
-    """ruamel's round-trip nodes as plain dicts and lists (for comparing rules)."""
-    if isinstance(o, dict):
-        return {str(k): _as_plain(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_as_plain(v) for v in o]
-    if isinstance(o, bool) or o is None:
-        return o
-    if isinstance(o, int):
-        return int(o)
-    if isinstance(o, float):
-        return int(o) if o.is_integer() else float(o)
-    return str(o) if not isinstance(o, str) else str(o)
-
-
-
-
 def _seed_path(seed_file: str, name: str) -> str:
     """A new seed file next to the old one, named after the new job."""
     old = Path(seed_file)
@@ -323,114 +303,6 @@ def _head(design: Design, i: int, changes: list[str], seed_note: str) -> str:
     return "\n".join(wrapped) + "\n"
 
 
-def _dump(o: dict[str, Any], indent: int = 0) -> list[str]:
-    """``o`` as YAML lines (ruamel, one line per flow collection), indented by ``indent``."""
-    from ruamel.yaml import YAML
-
-    y = YAML(typ="rt")
-    y.width = 4096
-    y.indent(mapping=2, sequence=4, offset=2)
-    buf = io.StringIO()
-    y.dump(o, buf)
-    pad = " " * indent
-    out: list[str] = []
-    for line in buf.getvalue().splitlines(True):
-        out += _wrap_flow(pad + line if line.strip() else line)
-    return out
-
-
-def _wrap_flow(line: str, width: int = 96) -> list[str]:
-    """A long ``key: {bands: [0, 2, 4, ...]}`` line broken after commas, the continuation
-    lines aligned after the opening bracket (valid YAML: flow collections may span lines)."""
-    if len(line.rstrip("\n")) <= width or "[" not in line:
-        return [line]
-    col = line.index("[") + 1
-    parts = line.rstrip("\n").split(", ")
-    out, cur = [], parts[0]
-    for piece in parts[1:]:
-        if len(cur) + 2 + len(piece) > width:
-            out.append(cur + ",\n")
-            cur = " " * col + piece
-        else:
-            cur += ", " + piece
-    out.append(cur + "\n")
-    return out
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _extent(lines: list[str], i: int) -> int:
-    """The end (exclusive) of the entry starting at line ``i``: the lines after it indented
-    deeper (its value's continuation, its comments), up to a blank or shallower line."""
-    ind = _indent(lines[i])
-    j = i + 1
-    while j < len(lines) and lines[j].strip() and _indent(lines[j]) > ind:
-        j += 1
-    return j
-
-
-def _flow_valued(line: str) -> bool:
-    """Whether a ``key: value`` line holds its value in flow style on the line."""
-    rest = line.split(":", 1)[1].split(" #", 1)[0].strip() if ":" in line else ""
-    return rest.startswith(("{", "["))
-
-
-class _Patch:
-    """Edits of the input config's text at lines located by ruamel (``.lc``): every line not
-    edited is kept byte for byte (comments, layout, flow lists); edits are applied bottom up."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines(True)
-        if self.lines and not self.lines[-1].endswith("\n"):
-            self.lines[-1] += "\n"
-        self.edits: list[tuple[int, int, list[str]]] = []
-
-    def replace(self, start: int, end: int, new: list[str]) -> None:
-        self.edits.append((start, end, new))
-
-    def text(self) -> str:
-        lines = list(self.lines)
-        # bottom up; insertions at one place in the order they were made
-        order = sorted(range(len(self.edits)),
-                       key=lambda i: (self.edits[i][0], self.edits[i][1], i), reverse=True)
-        for i in order:
-            start, end, new = self.edits[i]
-            lines[start:end] = new
-        return "".join(lines)
-
-
-def _set_entry(patch: _Patch, parent: Any, key: str, value: Any, indent: int,
-               last_line: int) -> None:
-    """Set ``key`` of the block mapping ``parent`` (entries at ``indent``) to ``value`` (None:
-    remove it): its own lines replaced, or a new line after ``last_line``."""
-    new = [] if value is None else _dump({key: _flow(value) if not isinstance(value, str)
-                                          else value}, indent)
-    if key in parent:
-        i = parent.lc.key(key)[0]
-        patch.replace(i, _extent(patch.lines, i), new)
-    elif new:
-        patch.replace(last_line + 1, last_line + 1, new)
-
-
-def _body_end(patch: _Patch, i: int) -> int:
-    """The last line of the block entry starting at line ``i`` that is not a comment."""
-    j = _extent(patch.lines, i) - 1
-    while j > i and patch.lines[j].lstrip().startswith("#"):
-        j -= 1
-    return j
-
-
-def _replace_value(patch: _Patch, start: int, end: int, old: str, new: str) -> None:
-    """Replace the scalar text ``old`` by ``new`` in lines start..end (first occurrence)."""
-    for i in range(start, end):
-        line = patch.lines[i]
-        if old in line:
-            patch.replace(i, i + 1, [line.replace(old, new, 1)])
-            return
-
-
 def write_node_config(design: Design, i: int, out: str | Path) -> Path:
     """Write node ``i`` as a release config at ``out``: the input config's text, edited where
     the design differs, so every comment, the layout and flow-style lists of the input are
@@ -444,127 +316,167 @@ def write_node_config(design: Design, i: int, out: str | Path) -> Path:
         return design.write(i, out)
     from ruamel.yaml import YAML
 
-    r = design.result
-    node = r.nodes[i]
+    node = design.result.nodes[i]
     text = _strip_old_head(design.config_path.read_text(encoding="utf-8"))
     data = YAML(typ="rt").load(text)
-    patch = _Patch(text)
+    patch = ConfigPatch(text)
+    changes = _recode_edits(design, node, data, patch)
+    changes += _partition_edits(node, data, patch)
+    out = Path(out).expanduser()
+    old_dir, new_dir = design.config_path.parent, out.resolve().parent
+    name = f"{data['name']}-design"
+    nline = data.lc.key("name")[0]
+    patch.replace(nline, entry_end(patch.lines, nline), dump_lines({"name": name}))
+    seed_note = _seed_edit(data, patch, name, old_dir, new_dir)
+    _path_edits(data, patch, name, old_dir, new_dir)
+    body = _drop_draft_checks(patch.text()) if changes else patch.text()
+    write_atomic(out, _head(design, i, changes, seed_note) + body)
+    return out
+
+
+def _recode_edits(design: Design, node: Node, data: Any, patch: ConfigPatch) -> list[str]:
+    """Set every key's ``recode:`` to the node's (a one-line key becomes a block); returns
+    what changed, one line per key changed (with its released values' figures)."""
+    r = design.result
     changes: list[str] = []
     kvs = data["key_variables"]
     for k, lev in zip(r.keys, node.levels, strict=True):
         c = r.cands[k][lev]
         kv = kvs[k]
-        old = _as_plain(kv.get("recode")) if "recode" in kv else None
+        old = as_plain(kv.get("recode")) if "recode" in kv else None
         fig = design.values(k, c.rule)
         new = plain_rule(with_value(c.rule, fig)) if c.rule is not None else None
         if old == new:
             continue
         line = kvs.lc.key(k)[0]
-        if _flow_valued(patch.lines[line]) or kv.fa.flow_style():
+        if flow_valued(patch.lines[line]) or kv.fa.flow_style():
             # a one-line key ({range: [0, 91]}) becomes a block with the recode on its own line
-            block = {str(a): (_flow(_as_plain(b)) if isinstance(b, dict | list) else b)
+            block = {str(a): (flow_style(as_plain(b)) if isinstance(b, dict | list) else b)
                      for a, b in kv.items() if a != "recode"}
             if new is not None:
-                block["recode"] = _flow(new)
-            patch.replace(line, _extent(patch.lines, line),
-                          _dump({k: block}, _indent(patch.lines[line])))
+                block["recode"] = flow_style(new)
+            patch.replace(line, entry_end(patch.lines, line),
+                          dump_lines({k: block}, indent_of(patch.lines[line])))
         else:
-            _set_entry(patch, kv, "recode", new, _indent(patch.lines[line]) + 2,
-                       _body_end(patch, line))
+            set_entry(patch, kv, "recode", new, indent_of(patch.lines[line]) + 2,
+                      body_end(patch, line))
         changes.append(f"{k}: recoding removed (the declared values)" if new is None else
                        f"{k}: {c.name} ({c.n_released} released values, {c.kept:.0%} of its "
                        "own entropy kept)")
         changes += value_lines(k, fig) if new is not None and fig else []
+    return changes
+
+
+def _partition_edits(node: Node, data: Any, patch: ConfigPatch) -> list[str]:
+    """Set ``partition:`` to the node's (entry by entry in a block mapping, else the whole
+    entry; after ``key_variables`` when there was none) and ``risk.merge_along`` with it;
+    returns what changed."""
     new_part = plain_rule(copy.deepcopy(node.partition or {}))
-    old_part = _as_plain(data.get("partition") or {})
-    if new_part != old_part:
-        part = data.get("partition")
-        if "partition" in data and isinstance(part, dict) and part and new_part and \
-                not _flow_valued(patch.lines[data.lc.key("partition")[0]]):
-            pline = data.lc.key("partition")[0]
-            last = _body_end(patch, pline)
-            for v in part:
-                if v not in new_part:
-                    _set_entry(patch, part, v, None, 2, last)
-            for v, rule in new_part.items():
-                if old_part.get(v) != rule:
-                    _set_entry(patch, part, v, rule, 2, last)
-        elif "partition" in data:
-            pline = data.lc.key("partition")[0]
-            patch.replace(pline, _extent(patch.lines, pline),
-                          _dump({"partition": {v: rl if isinstance(rl, str) else _flow(rl)
-                                               for v, rl in new_part.items()} or _flow({})}))
-        else:
-            kline = data.lc.key("key_variables")[0]
-            patch.replace(_extent(patch.lines, kline), _extent(patch.lines, kline),
-                          _dump({"partition": {v: rl if isinstance(rl, str) else _flow(rl)
-                                               for v, rl in new_part.items()}}))
-        changes.append("partition: " + (", ".join(
-            f"{v}: {rule if isinstance(rule, str) else _flow_text(rule)}"
-            for v, rule in new_part.items()) or "none") + f" ({node.variant}; PRAM moves a "
-            "record only within its partition set, small ones merged)")
-        risk = data.get("risk")
-        if node.variant != "config" and isinstance(risk, dict) and (
-                "merge_along" in risk or node.merge_along):
-            rline = data.lc.key("risk")[0]
-            if _flow_valued(patch.lines[rline]):
-                plain = {a: b for a, b in _as_plain(risk).items() if a != "merge_along"}
-                if node.merge_along:
-                    plain["merge_along"] = list(node.merge_along)
-                patch.replace(rline, _extent(patch.lines, rline), _dump({"risk": _flow(plain)}))
-            else:
-                _set_entry(patch, risk, "merge_along", node.merge_along, 2, _body_end(patch, rline))
-            changes.append(f"risk.merge_along: {node.merge_along} (small PRBs merged along "
-                           + ("the least important keys first: the important keys move least)"
-                              if node.variant in IMPORTANT_VARIANTS else
-                              "nominal keys first: ordered keys move least)")
-                           if node.merge_along
-                           else "risk.merge_along removed (the merge order follows the new "
-                           "partition)")
-    out = Path(out).expanduser()
-    old_dir, new_dir = design.config_path.parent, out.resolve().parent
-    name = f"{data['name']}-design"
-    nline = data.lc.key("name")[0]
-    patch.replace(nline, _extent(patch.lines, nline), _dump({"name": name}))
-
-    def section(key: str) -> tuple[int, int]:
-        line = data.lc.key(key)[0]
-        return line, _extent(patch.lines, line)
-
-    seed = data.get("seed")
-    if isinstance(seed, dict) and "file" in seed:
-        new_seed = _seed_path(str(seed["file"]), name)
-        if old_dir != new_dir:
-            new_seed = _rel(new_seed, old_dir, new_dir)
-        _replace_value(patch, *section("seed"), str(seed["file"]), new_seed)
-        seed_note = (f"Seed: a new seed file ({new_seed}, created by the first release): a new "
-                     "seed starts a new release series (docs/SERIES.md); releases of this job "
-                     "are not linked to the original job's.")
+    old_part = as_plain(data.get("partition") or {})
+    if new_part == old_part:
+        return []
+    part = data.get("partition")
+    if "partition" in data and isinstance(part, dict) and part and new_part and \
+            not flow_valued(patch.lines[data.lc.key("partition")[0]]):
+        pline = data.lc.key("partition")[0]
+        last = body_end(patch, pline)
+        for v in part:
+            if v not in new_part:
+                set_entry(patch, part, v, None, 2, last)
+        for v, rule in new_part.items():
+            if old_part.get(v) != rule:
+                set_entry(patch, part, v, rule, 2, last)
+    elif "partition" in data:
+        pline = data.lc.key("partition")[0]
+        patch.replace(pline, entry_end(patch.lines, pline),
+                      dump_lines({"partition": {v: rl if isinstance(rl, str) else flow_style(rl)
+                                                for v, rl in new_part.items()}
+                                  or flow_style({})}))
     else:
-        seed_note = ("Seed: the config's whole-number seed is kept (tests and demos only); a real "
-                     "job gets `seed: {file: ...}`, and a new seed starts a new series "
-                     "(docs/SERIES.md).")
+        kline = data.lc.key("key_variables")[0]
+        patch.replace(entry_end(patch.lines, kline), entry_end(patch.lines, kline),
+                      dump_lines({"partition": {v: rl if isinstance(rl, str) else flow_style(rl)
+                                                for v, rl in new_part.items()}}))
+    return ["partition: " + (", ".join(
+        f"{v}: {rule if isinstance(rule, str) else flow_text(rule)}"
+        for v, rule in new_part.items()) or "none") + f" ({node.variant}; PRAM moves a "
+        "record only within its partition set, small ones merged)",
+        *_merge_along_edit(node, data, patch)]
+
+
+def _merge_along_edit(node: Node, data: Any, patch: ConfigPatch) -> list[str]:
+    """Set ``risk.merge_along`` to the node's partition variant's merge order (removed when it
+    has none); returns what changed."""
+    risk = data.get("risk")
+    if not (node.variant != "config" and isinstance(risk, dict) and (
+            "merge_along" in risk or node.merge_along)):
+        return []
+    rline = data.lc.key("risk")[0]
+    if flow_valued(patch.lines[rline]):
+        plain = {a: b for a, b in as_plain(risk).items() if a != "merge_along"}
+        if node.merge_along:
+            plain["merge_along"] = list(node.merge_along)
+        patch.replace(rline, entry_end(patch.lines, rline),
+                      dump_lines({"risk": flow_style(plain)}))
+    else:
+        set_entry(patch, risk, "merge_along", node.merge_along, 2, body_end(patch, rline))
+    return [f"risk.merge_along: {node.merge_along} (small PRBs merged along "
+            + ("the least important keys first: the important keys move least)"
+               if node.variant in IMPORTANT_VARIANTS else
+               "nominal keys first: ordered keys move least)")
+            if node.merge_along
+            else "risk.merge_along removed (the merge order follows the new partition)"]
+
+
+def _section(data: Any, patch: ConfigPatch, key: str) -> tuple[int, int]:
+    """The lines (start, end) of the top-level entry ``key``."""
+    line = data.lc.key(key)[0]
+    return line, entry_end(patch.lines, line)
+
+
+def _seed_edit(data: Any, patch: ConfigPatch, name: str, old_dir: Path,
+               new_dir: Path) -> str:
+    """A seed file becomes a new one named after the job ``name`` (a new series); returns the
+    note on the seed for the comment block."""
+    seed = data.get("seed")
+    if not (isinstance(seed, dict) and "file" in seed):
+        return ("Seed: the config's whole-number seed is kept (tests and demos only); a real "
+                "job gets `seed: {file: ...}`, and a new seed starts a new series "
+                "(docs/SERIES.md).")
+    new_seed = _seed_path(str(seed["file"]), name)
+    if old_dir != new_dir:
+        new_seed = _rel(new_seed, old_dir, new_dir)
+    replace_value(patch, *_section(data, patch, "seed"), str(seed["file"]), new_seed)
+    return (f"Seed: a new seed file ({new_seed}, created by the first release): a new "
+            "seed starts a new release series (docs/SERIES.md); releases of this job "
+            "are not linked to the original job's.")
+
+
+def _path_edits(data: Any, patch: ConfigPatch, name: str, old_dir: Path,
+                new_dir: Path) -> None:
+    """Relative paths (input, hierarchies, output) rewritten for the new config's folder;
+    the output folder gets ``-design`` (``releases/<name>`` when the config had none)."""
     if old_dir != new_dir:
         old_in = str(data["input"]["path"])
-        _replace_value(patch, *section("input"), old_in, _rel(old_in, old_dir, new_dir))
+        replace_value(patch, *_section(data, patch, "input"), old_in,
+                      _rel(old_in, old_dir, new_dir))
         for v, rule in [*(data.get("partition") or {}).items(),
-                        *((k, kv.get("recode")) for k, kv in kvs.items())]:
+                        *((k, kv.get("recode")) for k, kv in data["key_variables"].items())]:
             if isinstance(rule, dict) and "hierarchy" in rule:
                 h = str(rule["hierarchy"])
-                where = section("partition") if v in (data.get("partition") or {}) and \
-                    rule is data["partition"][v] else section("key_variables")
-                _replace_value(patch, *where, h, _rel(h, old_dir, new_dir))
+                where = _section(data, patch, "partition") if v in (
+                    data.get("partition") or {}) and rule is data["partition"][v] \
+                    else _section(data, patch, "key_variables")
+                replace_value(patch, *where, h, _rel(h, old_dir, new_dir))
     outp = data.get("output")
     if isinstance(outp, dict) and "dir" in outp:
         old_out = str(outp["dir"])
         new_out = (_rel(old_out, old_dir, new_dir) if old_dir != new_dir else old_out)
-        _replace_value(patch, *section("output"), old_out, new_out.rstrip("/") + "-design")
+        replace_value(patch, *_section(data, patch, "output"), old_out,
+                      new_out.rstrip("/") + "-design")
     else:
         patch.replace(len(patch.lines), len(patch.lines),
-                      _dump({"output": {"dir": str(Path("releases") / name)}}))
-    body = _drop_draft_checks(patch.text()) if changes else patch.text()
-    write_atomic(out, _head(design, i, changes, seed_note) + body)
-    return out
+                      dump_lines({"output": {"dir": str(Path("releases") / name)}}))
 
 
 _DRAFT_CHECKS = ("# suggested by sdc init and checked on the data:", "# checked: certificate")
@@ -576,14 +488,6 @@ def _drop_draft_checks(text: str) -> str:
     figures are in the block at the top); every other comment stays."""
     return "".join(line for line in text.splitlines(keepends=True)
                    if not line.lstrip().startswith(_DRAFT_CHECKS))
-
-
-def _flow_text(rule: Any) -> str:
-    if isinstance(rule, dict):
-        return "{" + ", ".join(f"{k}: {_flow_text(v)}" for k, v in rule.items()) + "}"
-    if isinstance(rule, list):
-        return "[" + ", ".join(_flow_text(v) for v in rule) + "]"
-    return str(rule)
 
 
 def _strip_old_head(text: str) -> str:
