@@ -443,6 +443,52 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     every = perturb is not None  # perturb: draws for every record
 
     say(f"record identities{where}" + ("" if count.identities_unique else " (pass 2 of 3)"))
+    identity_of = _identity_pass(runner, config, count, locate, dplan, every)
+
+    say(f"releasing records{where} (pass 3 of 3)")
+    bits = bucket_bits(count.n_records)
+    tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
+    refinement = None
+    try:
+        acc = new_accumulator(cells, config, count.weight_max, {**stats, **count.value_ranges},
+                              numeric)
+        whole = bool(getattr(runner, "whole", False))
+        shared = (config, seed, locate, cells, dplan, schema, salt, bits, str(tmp),
+                  records_path is not None, whole, acc.spawn(), perturb, keep)
+        released_frequency, changed, offsets, kept, box = _apply_pass(
+            runner, shared, identity_of, acc, perturb, cells.n_cells,
+            len(plan.block_plan.blocks))
+        # the report refinement passes run while the files below are written
+        refinement = _Refinement(runner, acc, locate, config, offsets)
+        if whole:  # the public file first: its table's memory is free for the records file's
+            files, public_table, records_file = _write_kept(box, config, schema, dplan,
+                                                            out_dir, records_path, say)
+        else:
+            files, public_table, records_file = _write_spilled(tmp, bits, config, schema,
+                                                               dplan, out_dir, records_path, say)
+    except BaseException:
+        if refinement is not None:
+            refinement.cancel()
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if acc.numeric:
+        say("numeric summaries for the reports (finishing the passes run alongside the writing)")
+    refinement.result()
+    return ReleaseOutcome.of_plan(plan, count.n_records, released_frequency, changed, schema,
+                                files=files, accumulator=acc, records_file=records_file,
+                                dp_perturbations=perturb.perturbations() if perturb else [],
+                                public_table=public_table, config=config,
+                                released=ReleasedRecords.of(kept) if keep else None,
+                                counted=count)
+
+
+def _identity_pass(runner: Runner, config: ReleaseConfig, count: CellCount,
+                   locate: CellLocator, dplan: DrawPlan,
+                   every: bool) -> Callable[[int], tuple]:
+    """Pass 2 (:func:`identity_batch`, skipped when the count pass found the ids unique):
+    the drawing records' identities (all records' with ``every``) made distinct once;
+    returns batch ``k``'s ``(distinct identities or None, raw identities or None)``."""
     sizes: list[int] = []
     identity = None
     if (every or (dplan.cell_prb >= 0).any()) and not count.identities_unique:
@@ -462,60 +508,47 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
             return (None, raw)
         return (identity[starts[k]:starts[k + 1]], raw)
 
-    say(f"releasing records{where} (pass 3 of 3)")
-    bits = bucket_bits(count.n_records)
-    tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
-    refinement = None
-    try:
-        acc = new_accumulator(cells, config, count.weight_max, {**stats, **count.value_ranges},
-                              numeric)
-        released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
-        changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
-        offsets = [0]
-        whole = bool(getattr(runner, "whole", False))
-        shared = (config, seed, locate, cells, dplan, schema, salt, bits, str(tmp),
-                  records_path is not None, whole, acc.spawn(), perturb, keep)
-        kept: list[tuple] = []
-        whole_kept = None
-        for part in runner.map(apply_batch, shared, identity_of):
-            if part.kept is not None:
-                kept.append(part.kept)
-            released_frequency += part.frequency
-            changed += part.changed
-            if part.perturb_changed is not None:
-                perturb.changed += part.perturb_changed
-            offsets.append(offsets[-1] + int(part.frequency.sum()))
-            acc.merge(part.accumulator)
-            whole_kept = part.whole_kept
-            del part
-        # the report refinement passes run while the files below are written
-        refinement = _Refinement(runner, acc, locate, config, offsets)
-        records_file = None
-        if whole:  # the public file first: its table's memory is free for the records file's
-            box, whole_kept = [whole_kept], None
-            files, public_table, records_file = _write_kept(box, config, schema, dplan,
-                                                            out_dir, records_path, say)
-        else:
-            if records_path is not None:
-                say("writing the internal records file")
-                records_file = write_records_from_buckets(
-                    RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
-                    dplan.cell_id, dplan.cell_prb)
-            say("writing the public file in order")
-            files, public_table = write_public_files(
-                config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir)
-    except BaseException:
-        if refinement is not None:
-            refinement.cancel()
-        raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if acc.numeric:
-        say("numeric summaries for the reports (finishing the passes run alongside the writing)")
-    refinement.result()
-    return ReleaseOutcome.of_plan(plan, count.n_records, released_frequency, changed, schema,
-                                files=files, accumulator=acc, records_file=records_file,
-                                dp_perturbations=perturb.perturbations() if perturb else [],
-                                public_table=public_table, config=config,
-                                released=ReleasedRecords.of(kept) if keep else None,
-                                counted=count)
+    return identity_of
+
+
+def _apply_pass(runner: Runner, shared: tuple, identity_of: Callable[[int], tuple], acc: Any,
+                perturb: BatchPerturb | None, n_cells: int, n_blocks: int
+                ) -> tuple[np.ndarray, np.ndarray, list[int], list[tuple], list[tuple | None]]:
+    """Pass 3 (:func:`apply_batch` over every batch, merged in input order into ``acc`` and
+    ``perturb``): the released frequency of every cell, the changed records per PRB, the
+    batches' first released rows, the kept parts (``keep``) and, in a one-item list that
+    :func:`_write_kept` empties, the records of a runner holding the whole file."""
+    released_frequency = np.zeros(n_cells, dtype=np.int64)
+    changed = np.zeros(n_blocks, dtype=np.int64)
+    offsets = [0]
+    kept: list[tuple] = []
+    whole_kept = None
+    for part in runner.map(apply_batch, shared, identity_of):
+        if part.kept is not None:
+            kept.append(part.kept)
+        released_frequency += part.frequency
+        changed += part.changed
+        if part.perturb_changed is not None:
+            perturb.changed += part.perturb_changed
+        offsets.append(offsets[-1] + int(part.frequency.sum()))
+        acc.merge(part.accumulator)
+        whole_kept = part.whole_kept
+        del part
+    return released_frequency, changed, offsets, kept, [whole_kept]
+
+
+def _write_spilled(tmp: Path, bits: int, config: ReleaseConfig, schema: pa.Schema,
+                   dplan: DrawPlan, out_dir: Path, records_path: Path | None,
+                   say: Callable[[str], None]) -> tuple[dict[str, Path], Any, Path | None]:
+    """The records file (when asked) and the public files from the buckets the apply pass
+    spilled into ``tmp``."""
+    records_file = None
+    if records_path is not None:
+        say("writing the internal records file")
+        records_file = write_records_from_buckets(
+            RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
+            dplan.cell_id, dplan.cell_prb)
+    say("writing the public file in order")
+    files, public_table = write_public_files(
+        config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir)
+    return files, public_table, records_file
