@@ -120,12 +120,7 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
     households sections' parts."""
     from types import SimpleNamespace
 
-    from sdc.reports.households import (
-        StageDraws,
-        composition_risk_of,
-        household_section_of,
-        household_utility_of,
-    )
+    from sdc.reports.households import household_section_of
 
     hcfg = household_config(config)
     pk = [config.key_names.index(k) for k in config.person_keys]
@@ -142,18 +137,8 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
     h_cert, h_cert_at = float(hs.plan.certificate), hs.plan.certificate_at
     p_cert = float(ps.plan.certificate)
     if hs.composition is not None:  # risk.composition: protect
-        from sdc.reports.households import protected_composition_risk
-
         h_cert, h_cert_at, p_cert = cert, cert_at, cert
-        comp = protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
-                                          config, seed, certificate=(cert, cert_at),
-                                          weight=agg.weight)
-    else:
-        comp = composition_risk_of(
-            StageDraws(draw_plan(hs.plan, hcfg), hs.plan.partitioned.cells.key_codes, hs.cell,
-                       hs.identity),
-            StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
-            row, agg.n_households, config, seed)
+    comp = _composition_risk(config, seed, agg, hs, ps, cells, cell, ident, row, cert, cert_at)
     stage_result = SimpleNamespace(
         certificate=h_cert, certificate_at=h_cert_at,
         merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
@@ -171,6 +156,47 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
         household_certificate_at=h_cert_at, household_prbs=len(hblocks),
         person_certificate=p_cert, small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons)
+    utility = _household_utility(config, agg, hs, ps, cells, cell, row, weights, dtypes)
+    return ReleaseOutcome(
+        blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
+        partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
+        theta=part.theta, kmin=part.kmin,
+        merges=household_merges(ps, hs),
+        dependence=list(ps.plan.dependence), n_records=n,
+        n_changed=int((rel != orig[cell]).sum()), schema=schema, households=stage,
+        household_report={"risk": section, "utility": utility}, files=files,
+        accumulator=acc, records_file=records_file, plan=ps.plan, config=config)
+
+
+def _composition_risk(config: ReleaseConfig, seed: int, agg: Any, hs: Any, ps: Any,
+                      cells: CellTable, cell: np.ndarray, ident: np.ndarray, row: np.ndarray,
+                      cert: float, cert_at: dict[str, Any]) -> Any:
+    """The composition intruder's risk: under ``risk.composition: protect`` the protected
+    stage's (its certificate ``cert``), else from both stages' draws."""
+    from sdc.reports.households import (
+        StageDraws,
+        composition_risk_of,
+        protected_composition_risk,
+    )
+
+    if hs.composition is not None:  # risk.composition: protect
+        return protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
+                                          config, seed, certificate=(cert, cert_at),
+                                          weight=agg.weight)
+    return composition_risk_of(
+        StageDraws(draw_plan(hs.plan, household_config(config)),
+                   hs.plan.partitioned.cells.key_codes, hs.cell, hs.identity),
+        StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
+        row, agg.n_households, config, seed)
+
+
+def _household_utility(config: ReleaseConfig, agg: Any, hs: Any, ps: Any, cells: CellTable,
+                       cell: np.ndarray, row: np.ndarray, weights: np.ndarray | None,
+                       dtypes: dict[str, Any]) -> dict[str, Any]:
+    """The households utility section: the household keys' values before and after, by
+    household size; with weights the exact expected totals of both stages' designs."""
+    from sdc.reports.households import household_utility_of
+
     kvs = config.key_variables
     keys = config.household_keys
 
@@ -185,12 +211,4 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
 
         utility["expected_totals"] = household_expected_totals(config, agg, hs, ps, cells, cell,
                                                                row, weights)
-    return ReleaseOutcome(
-        blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
-        partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
-        theta=part.theta, kmin=part.kmin,
-        merges=household_merges(ps, hs),
-        dependence=list(ps.plan.dependence), n_records=n,
-        n_changed=int((rel != orig[cell]).sum()), schema=schema, households=stage,
-        household_report={"risk": section, "utility": utility}, files=files,
-        accumulator=acc, records_file=records_file, plan=ps.plan, config=config)
+    return utility

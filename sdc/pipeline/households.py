@@ -302,8 +302,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     k = count_pass(config, seed, runner, [c for c in numeric if c not in stats], say)
     n, offsets, agg, cells, hs, ps = k.n, k.offsets, k.agg, k.cells, k.hs, k.ps
     p2 = _identity_pass(config, runner, k, say)
-    locate, ident, starts, every_ident = p2.locate, p2.ident, p2.starts, p2.every_ident
-    released_columns = p2.released_columns
+    ident, starts, every_ident = p2.ident, p2.starts, p2.every_ident
     table, orig = extended_cells(cells, [p2.realized["codes"]] if p2.realized is not None
                                  else p2.changed.released_codes(ident, cells, ps, hs, config,
                                                                 seed))
@@ -320,35 +319,15 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     acc = new_accumulator(table, config, k.weight_max if weight else None,
                           {**stats, **{c: (a, b, runner.is_integer(c))
                                        for c, (a, b) in k.ranges.items()}}, numeric)
-    person_cell, person_row, person_rel, person_w = [], [], [], []
-    n_designs = len(released_columns.designs) if released_columns is not None else 0
-    person_changed = np.zeros(n_designs, dtype=np.int64)
     try:
-        shared = (config, seed, locate, agg.identity, agg.n_households, cells, ps, hs, table,
+        shared = (config, seed, p2.locate, agg.identity, agg.n_households, cells, ps, hs, table,
                   orig, pseudo, schema, salt, bits, str(tmp), records_path is not None,
-                  acc.spawn(), released_columns, realized, keep)
-        kept_tables = []
-        for c, hrow, rel, w, part, ch, kept in runner.map(
-                apply_batch, shared, lambda i: (
-                    ident[starts[i]:starts[i + 1]],
-                    None if every_ident is None else every_ident[offsets[i]:offsets[i + 1]])):
-            acc.merge(part)
-            if kept is not None:
-                kept_tables.append(kept)
-            if ch is not None:
-                person_changed += ch
-            person_cell.append(c)
-            person_row.append(hrow)
-            person_rel.append(rel)
-            if weight:
-                person_w.append(w)
-        more = acc.start_refinement()
-        while more:
-            template = acc.spawn()
-            for part in runner.map(refine_batch, (config, locate, orig, template),
-                                   lambda i: acc.moved_slice(offsets[i], offsets[i + 1])):
-                acc.merge(part)
-            more = acc.end_refine_pass()
+                  acc.spawn(), p2.released_columns, realized, keep)
+        applied = _apply_pass(runner, shared, lambda i: (
+            ident[starts[i]:starts[i + 1]],
+            None if every_ident is None else every_ident[offsets[i]:offsets[i + 1]]),
+            acc, p2.released_columns, bool(weight))
+        _refine(runner, acc, config, p2.locate, orig, offsets)
         records_file = None
         if records_path is not None:
             say("writing the internal records file")
@@ -362,24 +341,84 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             lambda buckets, writer: write_household_buckets(buckets, writer, hid))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    cell_all = np.concatenate(person_cell)
-    row_all = np.concatenate(person_row)
-    rel_all = np.concatenate(person_rel)
-    w_all = np.concatenate(person_w) if weight else None
-    dp_done = list(k.dp_done)
-    if released_columns is not None:  # in perturb: order, as the pandas engine lists them
-        dp_done += [d.perturbation(int(c)) for d, c in zip(released_columns.designs,
-                                                          person_changed, strict=True)]
-        order = list(config.perturb)
-        dp_done.sort(key=lambda d: order.index(d.variable))
-    result = household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell_prb, ident, cell_all,
-                     row_all, rel_all, w_all, k.dtypes, n, schema, files, acc, records_file)
+    cell_all, row_all, rel_all, w_all = applied.persons()
+    dp_done = _dp_perturbations(config, k.dp_done, p2.released_columns, applied.person_changed)
+    result = household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell_prb,
+                                      ident, cell_all, row_all, rel_all, w_all, k.dtypes, n,
+                                      schema, files, acc, records_file)
     result.dp_perturbations = dp_done
     result.public_table = public_table
     result.counted = HouseholdPlan(config, n, cells, hs, ps, agg)
     if keep:
-        result.released = ReleasedRecords(orig[cell_all], rel_all, pa.concat_tables(kept_tables))
+        result.released = ReleasedRecords(orig[cell_all], rel_all,
+                                          pa.concat_tables(applied.kept_tables))
     return result
+
+
+@dataclass
+class _Applied:
+    """Pass 3 merged: every person's cell, household row, released cell and weight (per
+    batch), the person-level ``perturb:`` changes and the kept public tables (``keep``)."""
+
+    cell: list[np.ndarray] = dataclasses.field(default_factory=list)
+    row: list[np.ndarray] = dataclasses.field(default_factory=list)
+    rel: list[np.ndarray] = dataclasses.field(default_factory=list)
+    weight: list[np.ndarray] | None = None
+    person_changed: np.ndarray | None = None
+    kept_tables: list[pa.Table] = dataclasses.field(default_factory=list)
+
+    def persons(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The persons' cells, household rows, released cells and weights (None: no weight)
+        in input order."""
+        return (np.concatenate(self.cell), np.concatenate(self.row), np.concatenate(self.rel),
+                None if self.weight is None else np.concatenate(self.weight))
+
+
+def _apply_pass(runner: Runner, shared: tuple, identities: Callable[[int], tuple], acc: Any,
+                released_columns: _ReleasedColumns | None, weighted: bool) -> _Applied:
+    """Pass 3: :func:`apply_batch` over every batch, merged in input order (the report parts
+    into ``acc``)."""
+    n_designs = len(released_columns.designs) if released_columns is not None else 0
+    out = _Applied(weight=[] if weighted else None,
+                   person_changed=np.zeros(n_designs, dtype=np.int64))
+    for c, hrow, rel, w, part, ch, kept in runner.map(apply_batch, shared, identities):
+        acc.merge(part)
+        if kept is not None:
+            out.kept_tables.append(kept)
+        if ch is not None:
+            out.person_changed += ch
+        out.cell.append(c)
+        out.row.append(hrow)
+        out.rel.append(rel)
+        if out.weight is not None:
+            out.weight.append(w)
+    return out
+
+
+def _refine(runner: Runner, acc: Any, config: ReleaseConfig, locate: CellLocator,
+            orig: np.ndarray, offsets: list[int]) -> None:
+    """The report refinement passes (:func:`refine_batch`) until the accumulator needs none."""
+    more = acc.start_refinement()
+    while more:
+        template = acc.spawn()
+        for part in runner.map(refine_batch, (config, locate, orig, template),
+                               lambda i: acc.moved_slice(offsets[i], offsets[i + 1])):
+            acc.merge(part)
+        more = acc.end_refine_pass()
+
+
+def _dp_perturbations(config: ReleaseConfig, dp_done: list,
+                      released_columns: _ReleasedColumns | None,
+                      person_changed: np.ndarray) -> list:
+    """The DP-PRAM perturbations of the household stage and of the person-level ``perturb:``
+    variables, in ``perturb:`` order, as the pandas engine lists them."""
+    done = list(dp_done)
+    if released_columns is not None:
+        done += [d.perturbation(int(c)) for d, c in zip(released_columns.designs,
+                                                       person_changed, strict=True)]
+        order = list(config.perturb)
+        done.sort(key=lambda d: order.index(d.variable))
+    return done
 
 
 def _released_columns(config: ReleaseConfig, households: pd.DataFrame | None,
