@@ -209,15 +209,7 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     kds = {k: observe_key(frame[k], k, value_labels.get(k), variable_labels.get(k))
            for k in keys}
     frame = typed_keys(frame, kds)
-    inp: dict[str, Any] = {"path": rel.as_posix(), "format": fmt}
-    if fmt == "csv":
-        inp["delimiter"] = delimiter
-        inp["encoding"] = encoding
-    if id_column:
-        inp["id_column"] = id_column
-    inp["drop"] = drop
-    if weight:
-        inp["weight"] = weight
+    inp = _draft_input(rel, fmt, delimiter, encoding, id_column, drop, weight)
     special = set(keys) | set(drop) | {c for c in (id_column, weight, household_id) if c}
     others = [c for c in frame.columns if c not in special]
     input_labels = {c: t for c, t in variable_labels.items()
@@ -239,6 +231,32 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     part, history, stats = suggest_partition(frame, data, kds, base, xi=xi)
     draft.partition, draft.history = part, history
     data["partition"] = part
+    _check_draft(frame, draft, data, kds, risk, base, stats, household_id, xi)
+    return draft
+
+
+def _draft_input(rel: Path, fmt: str, delimiter: str, encoding: str, id_column: str | None,
+                 drop: list[str], weight: str | None) -> dict[str, Any]:
+    """The draft's ``input:`` section (``rel``: the data file relative to the config)."""
+    inp: dict[str, Any] = {"path": rel.as_posix(), "format": fmt}
+    if fmt == "csv":
+        inp["delimiter"] = delimiter
+        inp["encoding"] = encoding
+    if id_column:
+        inp["id_column"] = id_column
+    inp["drop"] = drop
+    if weight:
+        inp["weight"] = weight
+    return inp
+
+
+def _check_draft(frame: pd.DataFrame, draft: Draft, data: dict[str, Any],
+                 kds: dict[str, KeyDraft], risk: dict[str, Any], base: Path,
+                 stats: dict[str, Any], household_id: str | None, xi: float) -> None:
+    """Plan the draft once (:func:`checked_plan`) and record the check in ``draft.check``:
+    ``small_blocks: merge``, then ``calibrate``; with keys that have missing values, the same
+    again with ``missing_moves: true`` when a blank cannot certify on its own. The last
+    refusal is raised (a household draft's is recorded: the household design decides)."""
     # the default missing policy first (a blank stays a real blank); only if the records with
     # a missing key value are too few to certify on their own, missing moves like a category
     missing_keys = [k for k, kd in kds.items() if kd.missing]
@@ -281,7 +299,6 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
                        "expected_changed": float(result.blocks["expected_changed"].sum())
                        if len(result.blocks) else 0.0}
         break
-    return draft
 
 
 def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
