@@ -83,17 +83,9 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
     hh = audit.get("households") or {}
     hcfg = household_config(cfg)
     hs = source.hs
-    ho = hs.plan.partitioned
-    hp, _ = household_cells(agg_p.key_codes, hcfg)
-    h_prb = {str(k): int(v) for k, v in (hh.get("partition_sets") or {}).items()}
-    group, note = merge_groups(h_prb)
-    count_checks(rep, ho, hp, group, xi, hcfg, note, what="household stage: ",
-                 unit=" (in households)")
-    h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi,
-                                 what="household stage: ")
-    if cfg.risk.weighted:  # balanced on x_h = the members' summed person weights
-        h_cert, h_where = weighted_checks(rep, ho, None, hcfg, xi, what="household stage: ",
-                                          plan=hs.plan)
+    # risk.weighted: balanced on x_h = the members' summed person weights
+    h_cert, h_where = _stage_checks(rep, cfg, hcfg, hs.plan, agg_p.key_codes, hh, xi,
+                                    "household stage: ")
 
     # person stage: PRBs inside the household keys' values; counts per person partition group
     pcfg = person_config(cfg)
@@ -123,6 +115,24 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
                         prb_of_label)
     return larger_certificate((p_cert, f"person stage: {p_where}"),
                               (h_cert, f"household stage: {h_where}"))
+
+
+def _stage_checks(rep: AuditReport, cfg: ReleaseConfig, stage_cfg: ReleaseConfig, plan: Any,
+                  codes: np.ndarray, hh: dict[str, Any], xi: float,
+                  what: str) -> tuple[float, Any]:
+    """A stage counted in households (the household or the composition stage): the public
+    households' cells (``codes``) against the source's plan (count checks per partition
+    group, PRB checks against audit.json's ``hh``; ``risk.weighted``: the weighted ones);
+    returns the stage's certificate and where it is attained."""
+    ho = plan.partitioned
+    hp, _ = household_cells(codes, stage_cfg)
+    h_prb = {str(k): int(v) for k, v in (hh.get("partition_sets") or {}).items()}
+    group, note = merge_groups(h_prb)
+    count_checks(rep, ho, hp, group, xi, stage_cfg, note, what=what, unit=" (in households)")
+    h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi, what=what)
+    if cfg.risk.weighted:
+        h_cert, h_where = weighted_checks(rep, ho, None, stage_cfg, xi, what=what, plan=plan)
+    return h_cert, h_where
 
 
 def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any],
@@ -162,17 +172,9 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     if cs.plan is None:  # every household singular: nothing to count per cell
         h_cert, h_where = 0.0, "no cell"
     else:
-        ho = cs.plan.partitioned
-        hp, _ = household_cells(codes_p, ccfg)
-        h_prb = {str(k): int(v) for k, v in (hh.get("partition_sets") or {}).items()}
-        group, note = merge_groups(h_prb)
-        count_checks(rep, ho, hp, group, xi, ccfg, note, what="composition stage: ",
-                     unit=" (in households)")
-        h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi,
-                                     what="composition stage: ")
-        if cfg.risk.weighted:  # balanced on x_h, re-derived from the source
-            h_cert, h_where = weighted_checks(rep, ho, None, ccfg, xi,
-                                              what="composition stage: ", plan=cs.plan)
+        # risk.weighted: balanced on x_h, re-derived from the source
+        h_cert, h_where = _stage_checks(rep, cfg, ccfg, cs.plan, codes_p, hh, xi,
+                                        "composition stage: ")
     rep.add("person stage: none", not (audit.get("blocks") or []),
             "risk.composition: protect: no person PRB; person keys move with their "
             "household's composition only")

@@ -101,6 +101,23 @@ def output_schema(rep: AuditReport, frames: Iterable[pd.DataFrame], cfg: Release
              "column") if not problems else "; ".join(problems[:3]))
 
 
+def _counted_source(rep: AuditReport, inp: dict[str, Any], counted: Any,
+                   count: Callable[[], Any], refusals: tuple[type[Exception], ...]) -> Any:
+    """The source's count (``counted`` when the re-derived release made it, else ``count()``)
+    with its row count checked against audit.json's; None (failed "source: readable") when
+    ``count()`` raises one of ``refusals``."""
+    if counted is None:
+        try:
+            counted = count()
+        except refusals as e:
+            rep.add("source: readable", False, str(e))
+            return None
+    n_rows = int(inp.get("n_rows", -1))
+    rep.add("source: row count", counted.n_records == n_rows,
+            f"{counted.n_records} rows (audit.json: {n_rows})")
+    return counted
+
+
 def counted_households(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
                        inp: dict[str, Any], auditor: Executor, source: Any = None
                        ) -> tuple[Any, PublicHouseholds] | None:
@@ -115,15 +132,10 @@ def counted_households(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
     refused with the in-memory check's words), its record count and output schema checked."""
     from sdc.pipeline.household_count import count_households, refuse_inconsistent
 
+    source = _counted_source(rep, inp, source, lambda: auditor.count(cfg, cfg.executor),
+                             (InputError, ConfigError, SmallBlockError))
     if source is None:
-        try:
-            source = auditor.count(cfg, cfg.executor)
-        except (InputError, ConfigError, SmallBlockError) as e:
-            rep.add("source: readable", False, str(e))
-            return None
-    n_rows = int(inp.get("n_rows", -1))
-    rep.add("source: row count", source.n_records == n_rows,
-            f"{source.n_records} rows (audit.json: {n_rows})")
+        return None
     pcfg = public_config(cfg, release_dir)
     with ExitStack() as stack:
         try:
@@ -171,16 +183,10 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
     def runner(config: ReleaseConfig) -> Any:
         return opened.enter_context(auditor.open(config, EngineSpec()))
 
-    orig = counted
+    orig = _counted_source(rep, inp, counted,
+                           lambda: count_cells(runner(cfg), cfg, validate=False), (InputError,))
     if orig is None:
-        try:
-            orig = count_cells(runner(cfg), cfg, validate=False)
-        except InputError as e:
-            rep.add("source: readable", False, str(e))
-            return None
-    n_rows = int(inp.get("n_rows", -1))
-    rep.add("source: row count", orig.n_records == n_rows,
-            f"{orig.n_records} rows (audit.json: {n_rows})")
+        return None
     pcfg = public_config(cfg, release_dir)
     try:
         public = runner(pcfg)
