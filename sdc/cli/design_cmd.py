@@ -212,6 +212,8 @@ def _print_frontier(doc: dict[str, Any], limit: int) -> None:
 
 def _print_recommended(doc: dict[str, Any]) -> None:
     """The recommended design: changes, entropy kept per key, partition, move distortion."""
+    from sdc.authoring.design_yaml import flow_text
+
     r = doc["recommended"]
     console.print(f"recommended ({doc['verdict']}): {_pct(r['share_changed'])} changed, "
                   f"{_pct(r['entropy_kept'])} of the key table's entropy kept, TVD bound "
@@ -220,7 +222,7 @@ def _print_recommended(doc: dict[str, Any]) -> None:
     _print_configured(doc.get("recommended_configured"))
     for k, v in r["key_entropy_kept"].items():
         rc = r["recoding"].get(k)
-        what = (f"recode: {v_rule(rc['recode'])} ({rc['name']}, {rc['released_values']} "
+        what = (f"recode: {flow_text(rc['recode'])} ({rc['name']}, {rc['released_values']} "
                 "released values)" if rc else "declared values")
         d = r["displacement"].get(k)
         tvd = r["key_tvd_uniform_spread"].get(k)
@@ -276,12 +278,3 @@ def _balance(p: dict[str, Any]) -> tuple[str, str]:
 def _disp(p: dict[str, Any]) -> str:
     d = p.get("displacement") or {}
     return ", ".join(f"{k} {v:.1f}" for k, v in d.items()) or "-"
-
-
-def v_rule(rule: object) -> str:
-    """A recoding rule on one line, as YAML flow style shows it."""
-    if isinstance(rule, dict):
-        return "{" + ", ".join(f"{k}: {v_rule(v)}" for k, v in rule.items()) + "}"
-    if isinstance(rule, list):
-        return "[" + ", ".join(v_rule(v) for v in rule) + "]"
-    return str(rule)
