@@ -63,82 +63,113 @@ def recode_classes(var: str, kv: KeyVariable, rule: Any, *, where: str | None = 
     order (bands ascending, top/bottom and kept values in domain order, groups in declared
     order, hierarchy values in file order). Values whose labels coincide form one class."""
     where = where or f"key_variables.{var}.recode"
-    dom = kv.domain
     if rule == "as_is" or isinstance(rule, AsIs):
-        names = [_value_str(c) for c in dom]
+        names = [_value_str(c) for c in kv.domain]
     elif isinstance(rule, Bands):
-        vals = _numeric(var, kv, where)
-        edges = np.asarray(rule.bands, dtype=float)
-        idx = np.searchsorted(edges, vals, side="right") - 1
-        if (idx < 0).any():
-            raise ConfigError(f"{where}.bands: {var} value {_fmt(vals[idx < 0][0])} is below the "
-                              f"first band edge {_fmt(edges[0])}; lower the first edge")
-        integer = bool(np.all(np.mod(vals, 1) == 0))
-        band_names = {}
-        for i in np.unique(idx):
-            inside = vals[idx == i]
-            lo, hi = float(inside.min()), float(inside.max())
-            last = i + 1 == len(rule.bands)
-            if integer:  # what is in the band: "18-19" for ages 18, 19 under the edge 15
-                band_names[i] = span_label(lo, hi, last)
-            else:
-                band_names[i] = (f"{_fmt(rule.bands[i])}+" if last else
-                                 f"[{_fmt(rule.bands[i])}, {_fmt(rule.bands[i + 1])})")
-        names = [band_names[i] for i in idx]
+        names = _band_names(var, kv, rule, where)
     elif isinstance(rule, TopBottom):
-        vals = _numeric(var, kv, where)
-        top = vals[vals >= rule.top] if rule.top is not None else vals[:0]
-        bottom = vals[vals <= rule.bottom] if rule.bottom is not None else vals[:0]
-        names = []
-        for c, v in zip(dom, vals, strict=True):
-            if rule.top is not None and v >= rule.top:
-                names.append(f"{_fmt(top.min())}+")
-            elif rule.bottom is not None and v <= rule.bottom:
-                names.append(f"{_fmt(bottom.max())} or less")
-            else:
-                names.append(_value_str(c))
+        names = _top_bottom_names(var, kv, rule, where)
     elif isinstance(rule, Groups):
-        pos = {c: i for i, c in enumerate(dom)}
-        names = [_value_str(c) for c in dom]
-        seen: dict[Any, str] = {}
-        for g, members in rule.groups.items():
-            for m in members:
-                if m not in pos:
-                    raise ConfigError(f"{where}.groups.{g}: {m!r} is not a declared category of "
-                                      f"{var}")
-                if m in seen:
-                    raise ConfigError(f"{where}.groups: {m!r} is in both {seen[m]!r} and {g!r}")
-                seen[m] = g
-                names[pos[m]] = str(g)
+        names = _group_names(var, kv, rule, where)
     elif isinstance(rule, Hierarchy):
-        table = rule.table
-        if table is None:
-            raise ConfigError(f"{where}: hierarchy {str(rule.hierarchy)!r} was not loaded; build "
-                              "the config with sdc.load_config or sdc.parse_config")
-        if rule.level >= len(table[0]):
-            raise ConfigError(f"{where}.level: level {rule.level} does not exist in "
-                              f"{str(rule.hierarchy)!r}, which has levels 0..{len(table[0]) - 1}")
-        by_value = {row[0]: row[rule.level] for row in table}
-        missing = [c for c in dom if str(c) not in by_value]
-        if missing:
-            raise ConfigError(f"{where}: {len(missing)} declared value(s) of {var} are not in "
-                              f"hierarchy file {str(rule.hierarchy)!r}, e.g. {missing[:5]}")
-        names = [by_value[str(c)] for c in dom]
+        names = _hierarchy_names(var, kv, rule, where)
     else:  # pragma: no cover - the model admits nothing else
         raise ConfigError(f"{where}: unknown recoding {rule!r}")
+    labels = _ordered_labels(var, kv, rule, where, names)
+    index = {lab: i for i, lab in enumerate(labels)}
+    return np.array([index[n] for n in names], dtype=np.int64), labels
+
+
+def _band_names(var: str, kv: KeyVariable, rule: Bands, where: str) -> list[str]:
+    """Each declared value's band label: what the band holds (``"18-19"`` for integers, the
+    last band ``"65+"``), or ``[lo, hi)`` edges for non-integer values."""
+    vals = _numeric(var, kv, where)
+    edges = np.asarray(rule.bands, dtype=float)
+    idx = np.searchsorted(edges, vals, side="right") - 1
+    if (idx < 0).any():
+        raise ConfigError(f"{where}.bands: {var} value {_fmt(vals[idx < 0][0])} is below the "
+                          f"first band edge {_fmt(edges[0])}; lower the first edge")
+    integer = bool(np.all(np.mod(vals, 1) == 0))
+    band_names = {}
+    for i in np.unique(idx):
+        inside = vals[idx == i]
+        lo, hi = float(inside.min()), float(inside.max())
+        last = i + 1 == len(rule.bands)
+        if integer:  # what is in the band: "18-19" for ages 18, 19 under the edge 15
+            band_names[i] = span_label(lo, hi, last)
+        else:
+            band_names[i] = (f"{_fmt(rule.bands[i])}+" if last else
+                             f"[{_fmt(rule.bands[i])}, {_fmt(rule.bands[i + 1])})")
+    return [band_names[i] for i in idx]
+
+
+def _top_bottom_names(var: str, kv: KeyVariable, rule: TopBottom, where: str) -> list[str]:
+    """``"lo+"`` above the top code, ``"hi or less"`` below the bottom code, else the value."""
+    vals = _numeric(var, kv, where)
+    top = vals[vals >= rule.top] if rule.top is not None else vals[:0]
+    bottom = vals[vals <= rule.bottom] if rule.bottom is not None else vals[:0]
+    names = []
+    for c, v in zip(kv.domain, vals, strict=True):
+        if rule.top is not None and v >= rule.top:
+            names.append(f"{_fmt(top.min())}+")
+        elif rule.bottom is not None and v <= rule.bottom:
+            names.append(f"{_fmt(bottom.max())} or less")
+        else:
+            names.append(_value_str(c))
+    return names
+
+
+def _group_names(var: str, kv: KeyVariable, rule: Groups, where: str) -> list[str]:
+    """The group of each declared value (its own label when in no group); a member that is
+    not declared or is in two groups is a config error."""
+    dom = kv.domain
+    pos = {c: i for i, c in enumerate(dom)}
+    names = [_value_str(c) for c in dom]
+    seen: dict[Any, str] = {}
+    for g, members in rule.groups.items():
+        for m in members:
+            if m not in pos:
+                raise ConfigError(f"{where}.groups.{g}: {m!r} is not a declared category of "
+                                  f"{var}")
+            if m in seen:
+                raise ConfigError(f"{where}.groups: {m!r} is in both {seen[m]!r} and {g!r}")
+            seen[m] = g
+            names[pos[m]] = str(g)
+    return names
+
+
+def _hierarchy_names(var: str, kv: KeyVariable, rule: Hierarchy, where: str) -> list[str]:
+    """Each declared value's label at the hierarchy's ``level`` (every value must be in it)."""
+    table = rule.table
+    if table is None:
+        raise ConfigError(f"{where}: hierarchy {str(rule.hierarchy)!r} was not loaded; build "
+                          "the config with sdc.load_config or sdc.parse_config")
+    if rule.level >= len(table[0]):
+        raise ConfigError(f"{where}.level: level {rule.level} does not exist in "
+                          f"{str(rule.hierarchy)!r}, which has levels 0..{len(table[0]) - 1}")
+    by_value = {row[0]: row[rule.level] for row in table}
+    missing = [c for c in kv.domain if str(c) not in by_value]
+    if missing:
+        raise ConfigError(f"{where}: {len(missing)} declared value(s) of {var} are not in "
+                          f"hierarchy file {str(rule.hierarchy)!r}, e.g. {missing[:5]}")
+    return [by_value[str(c)] for c in kv.domain]
+
+
+def _ordered_labels(var: str, kv: KeyVariable, rule: Any, where: str,
+                    names: list[str]) -> list[str]:
+    """The distinct labels in their natural order (see :func:`recode_classes`)."""
     labels = list(dict.fromkeys(names))
     if isinstance(rule, Bands):  # ascending bands, whatever the declared order
         first = {lab: float(v) for v, lab in sorted(zip(_numeric(var, kv, where), names,
                                                         strict=True), reverse=True)}
-        labels = sorted(labels, key=lambda lab: first[lab])
-    elif isinstance(rule, Groups):  # declared group order, then the kept values (domain order)
+        return sorted(labels, key=lambda lab: first[lab])
+    if isinstance(rule, Groups):  # declared group order, then the kept values (domain order)
         order = [str(g) for g in rule.groups]
-        labels = [g for g in order if g in set(labels)] + [x for x in labels if x not in order]
-    elif isinstance(rule, Hierarchy):
-        labels = list(dict.fromkeys(row[rule.level] for row in table if row[rule.level] in
-                                    set(names)))
-    index = {lab: i for i, lab in enumerate(labels)}
-    return np.array([index[n] for n in names], dtype=np.int64), labels
+        return [g for g in order if g in set(labels)] + [x for x in labels if x not in order]
+    if isinstance(rule, Hierarchy):
+        return list(dict.fromkeys(row[rule.level] for row in rule.table if row[rule.level] in
+                                  set(names)))
+    return labels
 
 
 def _is_number(c: Any) -> bool:
