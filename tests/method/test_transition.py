@@ -20,7 +20,9 @@ from sdc.method.risk import max_risk
 from sdc.method.theta import solve_theta
 from sdc.method.transition import Transition, uniform_transition
 from sdc.method.transition_risk import (
+    design_risk,
     neighbourhood_risk,
+    own_pick_at_one,
     poisson_bound,
     transition_max_risk,
 )
@@ -115,6 +117,59 @@ def test_general_certificate_equals_brute_force(case):
     n = neighbourhood_risk(tr)
     assert n.max_risk == pytest.approx(nb, abs=1e-12)
     assert n.max_risk <= n.bound + 1e-12
+
+
+def _own_at_one_brute(tr: Transition) -> float:
+    """max_j R_{j->j}(1) by enumerating every record's released cell."""
+    P = tr.matrix()
+    cell = np.repeat(np.arange(tr.k), tr.frequency)
+    hit: dict[int, float] = {}
+    tot: dict[int, float] = {}
+    for out in itertools.product(range(tr.k), repeat=cell.size):
+        pr = math.prod(P[cell[i], out[i]] for i in range(cell.size))
+        counts = np.bincount(out, minlength=tr.k)
+        for b in range(cell.size):
+            if counts[cell[b]] == 1:
+                tot[b] = tot.get(b, 0.0) + pr
+                hit[b] = hit.get(b, 0.0) + (pr if out[b] == cell[b] else 0.0)
+    return max((hit[b] / tot[b] for b in tot if tot[b] > 1e-300), default=0.0)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_own_pick_at_one_is_exact_and_a_lower_bound(case):
+    """The bound the near calibration uses to skip thetas (sdc.method.destinations): exactly
+    R_{j->j}(1) maximised over j (brute force), never above the certificate's own-cell max."""
+    rng = np.random.default_rng(300 + case)
+    k = int(rng.integers(3, 5))
+    t = rng.integers(1, 3, size=k)
+    while t.sum() > 7:
+        t = rng.integers(1, 3, size=k)
+    W = _permutation_mix(k, rng)
+    rows, cols = np.nonzero(W)
+    indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=k))]
+    for theta in (0.05, 0.3, float(rng.uniform(0.3, 0.95))):
+        tr = Transition(t, theta / t, indptr, cols, W[rows, cols], theta=theta, kind="near")
+        got = own_pick_at_one(tr)
+        assert got == pytest.approx(_own_at_one_brute(tr), abs=1e-12)
+        assert got <= transition_max_risk(tr).own_max + 1e-12
+
+
+@pytest.mark.parametrize("k_age,k_nom", [(12, 1), (9, 4)])
+def test_own_pick_at_one_below_the_certificate_of_near_designs(k_age, k_nom):
+    """On near W of real shape (the band kernel over a grid of cells), at every theta of a
+    scan: the bound never exceeds the exact certificate; at theta = 1 (a move is certain) there
+    is no bound."""
+    cells = _grid_cells(k_age, k_nom)
+    k = cells.shape[0]
+    t = np.where(np.arange(k) % 3 == 0, 2, 1)
+    ids = np.arange(1, k + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    base, _ = near_transition(cells, ids, t, 1.0, [KeyMetric("age", "ordered"),
+                                                   KeyMetric("x", "nominal")], NearSpec())
+    assert base.kind == "near"
+    for theta in np.linspace(0.02, 0.98, 25):
+        tr = base.with_theta(float(theta))
+        assert own_pick_at_one(tr) <= design_risk(tr).max_risk + 1e-12
+    assert own_pick_at_one(base.with_theta(1.0)) == 0.0
 
 
 def test_poisson_bound_dominates_bernoulli_sums():
