@@ -21,7 +21,7 @@ from sdc.method.near import key_metrics, near_transition
 from sdc.method.partition import Partitioned
 from sdc.method.risk import BlockRisk, calibrate_with
 from sdc.method.transition import Transition
-from sdc.method.transition_risk import design_risk, own_pick_at_one
+from sdc.method.transition_risk import design_risk, surely_above
 
 __all__ = ["NearCertifier", "design_risk", "near_record", "prb_transitions"]
 
@@ -32,11 +32,6 @@ def _cells_by_partition_set(part: Partitioned) -> list[np.ndarray]:
     order = np.argsort(ps, kind="stable")
     bounds = np.searchsorted(ps[order], np.arange(len(part.partition_keys) + 1))
     return [sens[order[bounds[s]:bounds[s + 1]]] for s in range(len(part.partition_keys))]
-
-
-#: how far above xi the own-pick lower bound must be to skip the exact certificate (float
-#: rounding of the two computations is ~1e-15)
-_BOUND_MARGIN = 1e-9
 
 
 class NearCertifier:
@@ -81,15 +76,13 @@ class NearCertifier:
         return self._risks[key]
 
     def calibrate(self, b: Block, xi: float, upper: float = 1.0) -> float | None:
-        """The smallest certified theta (:func:`calibrate_with`). A theta whose own-cell pick
-        at a = 1 (:func:`own_pick_at_one`, one pass over W) is already above xi (by more than
-        rounding) is not certified: the exact certificate is skipped there, the answer is the
-        same (most of the scan's small thetas fail that way)."""
+        """The smallest certified theta (:func:`calibrate_with`); the exact certificate is
+        skipped where :func:`surely_above` already says no (same answer)."""
         if b.k < 2 or upper <= 0.0:
             return None
 
         def certified(th: float) -> bool:
-            if own_pick_at_one(self.transition(b, th)) > xi + _BOUND_MARGIN:
+            if surely_above(self.transition(b, th), xi):
                 return False
             return self.risk(b, th).max_risk <= xi
 

@@ -45,7 +45,7 @@ from sdc.method.risk import BlockRisk, max_risk
 from sdc.method.transition import Transition
 
 __all__ = ["NeighbourhoodRisk", "certify", "design_risk", "group_risk", "neighbourhood_risk",
-           "own_pick_at_one", "poisson_bound", "transition_max_risk"]
+           "own_pick_at_one", "poisson_bound", "surely_above", "transition_max_risk"]
 
 _COLUMN_CHUNK = 2048
 
@@ -429,33 +429,53 @@ def _group_risk_at(t: np.ndarray, m: np.ndarray, length: int) -> BlockRisk:
 
 def own_pick_at_one(tr: Transition) -> float:
     """max over cells j of R_{j->j}(1): the intruder picks the one record released in B's own
-    cell. A lower bound of :func:`transition_max_risk` (one of the terms it maximises), in one
-    pass over W's entries: with S' = Bin(t_j - 1, 1 - m_j) + the inflow (one Bernoulli p_lj =
-    m_l w_lj per record of cell l != j),
+    cell. A lower bound of the certificate (:func:`certify`: one of the terms it maximises),
+    in one pass over W's entries (O(k) for the uniform W): with S' = Bin(t_j - 1, 1 - m_j) +
+    the inflow (one Bernoulli p_lj = m_l w_lj per record of cell l != j),
 
         P(S' = 0) = m_j^(t_j - 1) prod_l (1 - p_lj)^t_l
         P(S' = 1) = P(S' = 0) [(t_j - 1)(1 - m_j) / m_j + sum_l t_l p_lj / (1 - p_lj)]
         R_{j->j}(1) = q P0 / (q P0 + (1 - q) P1),  q = 1 - m_j
 
-    through the ratio P1 / P0 (no product underflows); 0 is returned (no bound) when some
-    p_lj or m_j is 0 or 1, where the ratio would need limits, or W moves a record back to its
-    own cell."""
+    through the ratio P1 / P0 (no product underflows). A design with weight groups: the max
+    over its groups (each a PRB of its own). 0 (no bound) when some p_lj or m_j is 0 or 1,
+    where the ratio would need limits, or when W moves a record back to its own cell."""
+    if tr.group is not None:
+        return max(own_pick_at_one(tr.restrict(g)) for g in tr.groups())
     t = tr.frequency.astype(np.float64)
     m = np.asarray(tr.move, dtype=np.float64)
-    if tr.k < 2 or np.any((m <= 0.0) | (m >= 1.0)):
+    k = tr.k
+    if k < 2 or np.any((m <= 0.0) | (m >= 1.0)):
         return 0.0
-    indptr, indices, weights = tr.csr()
-    rows = np.repeat(np.arange(tr.k), np.diff(indptr))
-    if np.any((indices == rows) & (weights != 0.0)):  # a move back to its own cell: no bound
-        return 0.0
-    src, col = rows, indices
-    p = m[src] * weights
-    if np.any(p >= 1.0):
-        return 0.0
-    inflow_odds = np.bincount(col, weights=t[src] * p / (1.0 - p), minlength=tr.k)
+    if tr.uniform:  # w_lj = 1 / (k - 1): the inflow odds of all cells but j
+        p = m / (k - 1)
+        if np.any(p >= 1.0):
+            return 0.0
+        odds = t * p / (1.0 - p)
+        inflow_odds = odds.sum() - odds
+    else:
+        indptr, indices, weights = tr.csr()
+        rows = np.repeat(np.arange(k), np.diff(indptr))
+        if np.any((indices == rows) & (weights != 0.0)):  # a move back to its own cell
+            return 0.0
+        p = m[rows] * weights
+        if np.any(p >= 1.0):
+            return 0.0
+        inflow_odds = np.bincount(indices, weights=t[rows] * p / (1.0 - p), minlength=k)
     ratio = (t - 1.0) * (1.0 - m) / m + inflow_odds  # P(S' = 1) / P(S' = 0)
     q = 1.0 - m
     return float(np.max(q / (q + (1.0 - q) * ratio)))
+
+
+#: how far above xi :func:`own_pick_at_one` must be for :func:`surely_above` (the two
+#: computations round differently by ~1e-15)
+BOUND_MARGIN = 1e-9
+
+
+def surely_above(tr: Transition, xi: float) -> bool:
+    """The design is not certified at ``xi``, shown by :func:`own_pick_at_one` alone: a
+    calibration's scan skips the exact certificate there (same answer, most of its thetas)."""
+    return own_pick_at_one(tr) > xi + BOUND_MARGIN
 
 
 def design_risk(tr: Transition) -> BlockRisk:

@@ -45,7 +45,7 @@ import pandas as pd
 
 from sdc.method.risk import BlockRisk
 from sdc.method.transition import CellDesign, Transition, cell_design
-from sdc.method.transition_risk import certify
+from sdc.method.transition_risk import certify, own_pick_at_one, surely_above
 
 __all__ = ["WeightSums", "WeightedDesign", "group_size", "weight_plan", "weighted_design"]
 
@@ -209,8 +209,9 @@ class _RunFit:
                 c0 = self.theta * float(wg.sum()) / float(tg.sum())
                 if base is None:   # the uniform W, cells in weight order
                     base = Transition(tg, np.zeros(tg.size), kind="uniform")
-                self.memo[lo, hi] = _calibrate_c(lambda cc, base=base, wg=wg: certify(
-                    base.with_move(np.minimum(cc / wg, 1.0))), float(wg.min()), c0, self.xi)
+                self.memo[lo, hi] = _calibrate_c(lambda cc, base=base, wg=wg: _certify_or_skip(
+                    base.with_move(np.minimum(cc / wg, 1.0)), self.xi), float(wg.min()), c0,
+                    self.xi)
         return self.memo[lo, hi]
 
     def nzy_fit(self, lo: int, hi: int) -> tuple[float, BlockRisk] | None:
@@ -232,9 +233,20 @@ class _RunFit:
         r = certify(base.with_theta(theta))
         if r.max_risk <= xi:
             return theta, r
-        th = calibrate_with(lambda x, base=base: certify(base.with_theta(x)).max_risk <= xi,
-                            1.0)
+        th = calibrate_with(lambda x, base=base: not surely_above(base.with_theta(x), xi)
+                            and certify(base.with_theta(x)).max_risk <= xi, 1.0)
         return None if th is None else (th, certify(base.with_theta(th)))
+
+
+def _certify_or_skip(tr: Transition, xi: float) -> BlockRisk:
+    """``certify(tr)``, or, where :func:`surely_above` already says it is above xi, a
+    stand-in whose ``max_risk`` is that lower bound (> xi): :func:`_calibrate_c` only compares
+    such a point with xi and never returns it."""
+    if surely_above(tr, xi):
+        bound = own_pick_at_one(tr)
+        return BlockRisk(bound, int(tr.frequency.max()), 1, "own", int(tr.frequency.max()),
+                         bound, 0.0)
+    return certify(tr)
 
 
 def _merge_runs(runs: list[int], fit: _RunFit) -> tuple[set[int], int | None]:

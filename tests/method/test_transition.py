@@ -20,7 +20,9 @@ from sdc.method.risk import max_risk
 from sdc.method.theta import solve_theta
 from sdc.method.transition import Transition, uniform_transition
 from sdc.method.transition_risk import (
+    certify,
     design_risk,
+    group_risk,
     neighbourhood_risk,
     own_pick_at_one,
     poisson_bound,
@@ -152,6 +154,30 @@ def test_own_pick_at_one_is_exact_and_a_lower_bound(case):
         got = own_pick_at_one(tr)
         assert got == pytest.approx(_own_at_one_brute(tr), abs=1e-12)
         assert got <= transition_max_risk(tr).own_max + 1e-12
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_own_pick_at_one_of_the_uniform_w_with_unequal_moves(case):
+    """The O(k) uniform branch (the weighted design's groups: m_j = c / W_j): exact against
+    brute force and against the materialised W, below group_risk's own-cell max; a design of
+    two weight groups gives the larger of its groups'."""
+    rng = np.random.default_rng(400 + case)
+    k = int(rng.integers(2, 5))
+    t = rng.integers(1, 3, size=k)
+    while t.sum() > 7:
+        t = rng.integers(1, 3, size=k)
+    m = rng.uniform(0.05, 0.9, size=k)
+    tr = Transition(t, m, kind="uniform")
+    got = own_pick_at_one(tr)
+    assert got == pytest.approx(_own_at_one_brute(tr), abs=1e-12)
+    assert got == pytest.approx(own_pick_at_one(_explicit(tr)), abs=1e-12)
+    assert got <= group_risk(t, m).own_max + 1e-12
+    both = Transition(np.r_[t, t[::-1]], np.r_[m, m[::-1] * 0.5], kind="uniform",
+                      group=np.r_[np.zeros(k, np.int64), np.ones(k, np.int64)])
+    assert own_pick_at_one(both) == pytest.approx(max(
+        own_pick_at_one(Transition(t, m, kind="uniform")),
+        own_pick_at_one(Transition(t[::-1].copy(), m[::-1] * 0.5, kind="uniform"))), abs=1e-15)
+    assert own_pick_at_one(both) <= certify(both).max_risk + 1e-12
 
 
 @pytest.mark.parametrize("k_age,k_nom", [(12, 1), (9, 4)])
