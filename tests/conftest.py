@@ -389,10 +389,14 @@ _WORKER_HOOKS = ("SDC_DASK_KILL_AT", "SDC_CHECKPOINT_DIR", "SDC_PAUSE_AT")
 def dask_cluster() -> Iterator[Any]:
     """One ``LocalCluster`` (2 single-threaded worker processes, as ``engine: dask``'s default)
     for the whole session: started on first use (~4-9 s on this machine), closed at the end."""
+    import dask
     from distributed import LocalCluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=40)
+    from sdc.executors.dask import LOCAL_CLUSTER_CONFIG
+
+    with dask.config.set(LOCAL_CLUSTER_CONFIG):  # as the executor's own cluster
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=40)
     try:
         yield cluster
     finally:

@@ -127,6 +127,16 @@ def parquet_input(config: ReleaseConfig, spec: DaskSpec,
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: Dask settings of the local cluster sdc starts (its workers get them when they start): no
+#: statistical profiler sampling every worker thread every 10 ms and no GIL monitor, for a
+#: dashboard nobody opens (dashboard_address=None); measured, they kept two idle worker
+#: processes at ~5% of a core each (docs/PERFORMANCE.md)
+LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False,
+                        "distributed.admin.system-monitor.gil.enabled": False,
+                        "distributed.admin.tick.interval": "500ms",
+                        "distributed.admin.system-monitor.interval": "2s"}
+
+
 @contextmanager
 def dask_client(spec: DaskSpec):
     """A ``distributed.Client``: to ``spec.scheduler``, or to a new ``LocalCluster`` of
@@ -157,7 +167,9 @@ def dask_client(spec: DaskSpec):
         finally:
             client.close()
         return
-    with warnings.catch_warnings():
+    import dask
+
+    with warnings.catch_warnings(), dask.config.set(LOCAL_CLUSTER_CONFIG):
         # the scheduler's HTTP server moves to a free port when 8787 is taken (a user's
         # notebook cluster): nothing of ours listens there, so the warning is only noise
         warnings.filterwarnings("ignore", message="Port .* is already in use")
