@@ -31,10 +31,13 @@ chromium:
 	  || echo "chromium could not be installed; the rendering test will be skipped"; \
 	else echo "no apt-get: the rendering test will be skipped"; fi
 
-# The suite runs on every core (at most 4 pytest-xdist workers), each worker with its own
-# Prefect server, Dask cluster and temp folder (tests/conftest.py); tests marked
-# xdist_group(NAME) share one worker. TEST_WORKERS=0: one process, as before.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+# The suite runs one pytest-xdist worker more than there are cores (at most 4), each worker with
+# its own Prefect server, Dask cluster and temp folder (tests/conftest.py); tests marked
+# xdist_group(NAME) share one worker. Many tests wait (a subprocess release killed at a
+# checkpoint, a server started and stopped, a Dask worker killed): with one worker per core
+# 1.44 of 2 cores were busy (16 min 7 s in a fresh clone), with 3 workers 1.57 (13 min 49 s;
+# docs/TESTING.md). TEST_WORKERS=0: one process, as before.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n -gt 4 ] && n=4; echo $$n)
 # --no-loadscope-reorder: the workers take the tests in the order tests/conftest.py sets
 # (the longest group or test first, by tests/durations.json)
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
