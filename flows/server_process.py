@@ -16,7 +16,9 @@ A watchdog thread stops the server (uvicorn's graceful shutdown) when it has bee
 decide, it takes that lock exclusively and keeps it until the process has exited, so a run
 never starts on a server that is going away (the run waits, then starts a new one). The idle
 time is read from the state file at every check, so ``sdc server start`` can turn a reused
-server into one that runs until ``sdc server stop``.
+server into one that runs until ``sdc server stop``. A server whose ``$PREFECT_HOME`` was
+removed (no state file, no lease file: nobody can find or stop it) stops once no request is in
+flight; before, the watchdog failed to open the lease file every 5 s and the server ran on.
 
 Start-up (Linux, POSIX): the port is bound first (0: any free port), then the process forks;
 the parent prints ``"PID PORT"`` and exits at once, the child (the server, adopted by init: no
@@ -116,7 +118,15 @@ def _idle_check(server: Any, watched: Watched, home: Path, idle_minutes: float |
     idle = _state_idle_minutes(state, idle_minutes)
     seconds = None if idle is None else idle * 60.0
     stop.wait(5.0 if seconds is None else min(5.0, max(0.2, seconds / 10)))
-    if seconds is None or not getattr(server, "started", False) or server.should_exit:
+    if not getattr(server, "started", False) or server.should_exit:
+        return False
+    if not home.is_dir():  # PREFECT_HOME removed: no client can find this server any more
+        if watched.active:
+            return False
+        print(f"sdc: {home} is gone, stopping", flush=True)
+        server.should_exit = True
+        return True
+    if seconds is None:
         return False
     if watched.active:
         watched.touch()

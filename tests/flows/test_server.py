@@ -208,3 +208,30 @@ def test_server_start_release_stop(server_home, make_small_job):
     assert "stopped the Prefect server" in r.output, r.output
     assert pid is not None and _gone(pid)
     assert CliRunner().invoke(app, ["server", "status"]).exit_code == 1
+
+
+def test_watchdog_stops_a_server_whose_home_was_removed(tmp_path):
+    """A server whose PREFECT_HOME is gone (a test run's basetemp rotated away, a user's rm -rf)
+    has no state file and no lease file: nobody can find or stop it. The watchdog stops it once
+    no request is in flight (it used to fail opening the lease file every 5 s and run on), and
+    a server whose home exists is not stopped by that rule."""
+    import threading
+    from types import SimpleNamespace
+
+    from flows.server_process import Watched, _idle_check
+
+    watched = Watched(app=None, token=b"t")
+    server = SimpleNamespace(started=True, should_exit=False)
+    gone = tmp_path / "gone"
+    watched.active = 1  # a request in flight: keep serving it
+    assert not _idle_check(server, watched, gone, 0.01, threading.Event())
+    assert not server.should_exit
+    watched.active = 0
+    assert _idle_check(server, watched, gone, None, threading.Event())  # even "run until stop"
+    assert server.should_exit
+    home = tmp_path / "home"
+    home.mkdir()
+    busy = SimpleNamespace(started=True, should_exit=False)
+    watched.touch()
+    assert not _idle_check(busy, watched, home, 10.0, threading.Event())  # not idle 10 min
+    assert not busy.should_exit
