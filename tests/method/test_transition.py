@@ -99,18 +99,24 @@ def _permutation_mix(k: int, rng) -> np.ndarray:
     return W
 
 
-@pytest.mark.parametrize("case", range(6))
-def test_general_certificate_equals_brute_force(case):
-    rng = np.random.default_rng(100 + case)
+def _small_near(rng) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(t, indptr, indices, weights) of a random PRB of 3-4 cells and <= 7 records small enough
+    for brute force, W a mix of derangements."""
     k = int(rng.integers(3, 5))
     t = rng.integers(1, 3, size=k)
     while t.sum() > 7:
         t = rng.integers(1, 3, size=k)
     W = _permutation_mix(k, rng)
     rows, cols = np.nonzero(W)
-    indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=k))]
+    return t, np.r_[0, np.cumsum(np.bincount(rows, minlength=k))], cols, W[rows, cols]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_general_certificate_equals_brute_force(case):
+    rng = np.random.default_rng(100 + case)
+    t, indptr, cols, w = _small_near(rng)
     theta = float(rng.uniform(0.3, 1.0))
-    tr = Transition(t, theta / t, indptr, cols, W[rows, cols], theta=theta, kind="near")
+    tr = Transition(t, theta / t, indptr, cols, w, theta=theta, kind="near")
     want, own, other, nb = _brute(tr)
     got = transition_max_risk(tr)
     assert got.max_risk == pytest.approx(want, abs=1e-12)
@@ -142,15 +148,9 @@ def test_own_pick_at_one_is_exact_and_a_lower_bound(case):
     """The bound the near calibration uses to skip thetas (sdc.method.destinations): exactly
     R_{j->j}(1) maximised over j (brute force), never above the certificate's own-cell max."""
     rng = np.random.default_rng(300 + case)
-    k = int(rng.integers(3, 5))
-    t = rng.integers(1, 3, size=k)
-    while t.sum() > 7:
-        t = rng.integers(1, 3, size=k)
-    W = _permutation_mix(k, rng)
-    rows, cols = np.nonzero(W)
-    indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=k))]
+    t, indptr, cols, w = _small_near(rng)
     for theta in (0.05, 0.3, float(rng.uniform(0.3, 0.95))):
-        tr = Transition(t, theta / t, indptr, cols, W[rows, cols], theta=theta, kind="near")
+        tr = Transition(t, theta / t, indptr, cols, w, theta=theta, kind="near")
         got = own_pick_at_one(tr)
         assert got == pytest.approx(_own_at_one_brute(tr), abs=1e-12)
         assert got <= transition_max_risk(tr).own_max + 1e-12
