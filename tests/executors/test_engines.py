@@ -732,3 +732,30 @@ def test_the_registry_says_what_each_executor_cannot_do():
         assert bool(ex.limits) == (not ex.reads_whole_input), name
         assert all(":" in limit for limit in ex.limits), name  # what: why
     assert any("CSV" in limit for limit in get_executor("dask").limits)
+
+
+def test_local_batches_run_the_first_batch_in_the_callers_thread(tmp_path):
+    """LocalBatches.map runs the first batch in the caller's thread, then the others in its
+    worker threads, parts in input order. In a fresh ``sdc release`` process (pandera not yet
+    imported) two batch threads importing pandera at once raised _DeadlockError: exit 1 on
+    every streaming release from the command line (the test process imports pandera first,
+    so no end-to-end test here saw it)."""
+    import threading
+
+    from sdc.executors.streaming import LocalBatches
+
+    frame = pd.DataFrame({"a": np.arange(2000) % 4})
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    cfg = parse_config({"name": "t", "input": {"path": str(path), "format": "parquet"},
+                        "key_variables": {"a": {"range": [0, 3]}}, "risk": {"xi": 0.395}})
+    caller = threading.current_thread().name
+
+    def where(batch: pd.DataFrame, i: int) -> tuple[int, int, str]:
+        return i, int(batch.index[0]), threading.current_thread().name
+
+    parts = list(LocalBatches(cfg, 300).map(where, ()))
+    assert [p[0] for p in parts] == list(range(7))
+    assert [p[1] for p in parts] == list(range(0, 2000, 300))
+    assert parts[0][2] == caller
+    assert all(p[2].startswith("sdc-batch") for p in parts[1:])
