@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from sdc.cli.thin import interrupted, tell_interrupted
+
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 #: the CLI's run-wide switches (``sdc --debug``)
@@ -79,11 +81,14 @@ def friendly_errors(json_for: str | None = None) -> Iterator[None]:
     except (typer.Exit, typer.Abort):
         raise
     except KeyboardInterrupt:
-        err_console.print("interrupted", style="yellow")
+        tell_interrupted(lambda text: err_console.print(text, style="yellow"))
         raise typer.Exit(130) from None
     except Exception as exc:
         if state["debug"]:
             raise
+        if interrupted():  # Ctrl-C, turned into another error by a library (Prefect, pydantic)
+            tell_interrupted(lambda text: err_console.print(text, style="yellow"))
+            raise typer.Exit(130) from None
         code, msg = describe(exc)
         if json_for is not None:
             from sdc.cli.json_output import error_document, print_document

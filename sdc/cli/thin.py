@@ -19,10 +19,11 @@ import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 __all__ = ["FORWARDED", "PREFIX", "WORKER_LOCK", "WORKER_LOG", "WORKER_SOCKET", "WORKER_STATE",
-           "cgroup", "guarded", "limits", "mount_ns", "run", "start_worker", "through_worker",
-           "worker_eligible"]
+           "cgroup", "guarded", "interrupted", "limits", "mount_ns", "run", "start_worker",
+           "tell_interrupted", "through_worker", "worker_eligible"]
 
 WORKER_STATE = "sdc-worker.json"
 WORKER_SOCKET = "sdc-worker.sock"
@@ -113,9 +114,56 @@ def _request(argv: list[str]) -> dict:
             "limits": limits(), "cgroup": cgroup(), "mount_ns": mount_ns()}
 
 
+class _Relay:
+    """The client's handler of :data:`FORWARDED`: a signal that arrives before the worker has
+    started the run is kept (Ctrl-C right after ``sdc release`` must neither kill the client
+    with a traceback nor be lost), then sent to the run once it has started."""
+
+    def __init__(self) -> None:
+        self.conn: socket.socket | None = None
+        self.pending: list[int] = []
+
+    def __call__(self, sig: int, _frame: object) -> None:
+        if self.conn is None:
+            self.pending.append(sig)
+        else:
+            self.send(sig)
+
+    def send(self, sig: int) -> None:
+        assert self.conn is not None
+        with contextlib.suppress(OSError):
+            self.conn.sendall(json.dumps({"signal": sig}).encode() + b"\n")
+
+    def started(self, conn: socket.socket) -> None:
+        self.conn = conn
+        for sig in self.pending:
+            self.send(sig)
+
+
 def through_worker(argv: list[str]) -> int | None:
     """Run ``sdc ARGV`` in the worker; its exit code, or None when no worker may run it (the
-    caller then runs it in-process). Holds the server's lease until the run has ended."""
+    caller then runs it in-process). Signals are relayed to the run (:class:`_Relay`); one
+    received before a run started ends the command as it would in process (Ctrl-C: exit 130)."""
+    relay = _Relay()
+    before = {sig: signal.signal(sig, relay) for sig in FORWARDED}
+    code = None
+    try:
+        code = _through_worker(argv, relay)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if code is None and relay.pending:
+        sig = relay.pending[0]
+        if sig == signal.SIGINT:
+            print("interrupted", file=sys.stderr)
+            return 130
+        signal.raise_signal(sig)  # the default action of a hang-up or kill: end as in process
+        return 128 + sig
+    return code
+
+
+def _through_worker(argv: list[str], relay: _Relay) -> int | None:
+    """:func:`through_worker`'s exchange; holds the server's lease until the run has ended."""
     import fcntl
 
     home = _home()
@@ -129,7 +177,7 @@ def through_worker(argv: list[str]) -> int | None:
         except OSError:  # the server is stopping
             return None
         data = _worker_of_this_server(home)
-        if data is None:
+        if data is None or relay.pending:
             return None
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -154,7 +202,8 @@ def through_worker(argv: list[str]) -> int | None:
                           file=sys.stderr)
                 return None
             conn.settimeout(None)
-            return _wait(conn, reader)
+            relay.started(conn)
+            return _wait(reader)
         except (OSError, ValueError):
             return None
         finally:
@@ -163,15 +212,8 @@ def through_worker(argv: list[str]) -> int | None:
         os.close(lease)
 
 
-def _wait(conn: socket.socket, reader: object) -> int:
-    """Forward signals to the run until the worker sends its exit code."""
-
-    def forward(sig: int, _frame: object) -> None:
-        with contextlib.suppress(OSError):
-            conn.sendall(json.dumps({"signal": sig}).encode() + b"\n")
-
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
+def _wait(reader: object) -> int:
+    """The run's exit code, once the worker sends it (signals go on through the relay)."""
     while True:
         line = reader.readline()  # type: ignore[attr-defined]
         if not line:
@@ -241,11 +283,50 @@ def run(app: Callable[[], None]) -> None:
             start_worker(argv)
 
 
+#: Ctrl-C in this command: the signals received, and whether "interrupted" was printed
+_interrupt: dict[str, Any] = {"signals": [], "told": False}
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C reached this command: any error after it is its consequence (Prefect,
+    pydantic or typer may turn the KeyboardInterrupt into another exception or a silent exit),
+    so the command ends as interrupted (exit 130), not as a failure."""
+    return bool(_interrupt["signals"])
+
+
+def tell_interrupted(write: Callable[[str], object] | None = None) -> None:
+    """Print "interrupted" on stderr, once per command."""
+    if not _interrupt["told"]:
+        _interrupt["told"] = True
+        (write or (lambda text: print(text, file=sys.stderr)))("interrupted")
+
+
+def _on_sigint(sig: int, _frame: object) -> None:
+    _interrupt["signals"].append(sig)
+    raise KeyboardInterrupt
+
+
 def guarded(app: Callable[[], None]) -> None:
-    """``app()``; Ctrl-C before a command has its own handling exits 130 with one line, as
-    within one."""
+    """``app()``; Ctrl-C exits 130 with one line "interrupted", wherever it arrives: before a
+    command, within one, or where typer's argument parsing swallows it (exit 130, silent)."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         app()
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        tell_interrupted()
         sys.exit(130)
+    except SystemExit as done:
+        if interrupted() and done.code not in (None, 0):
+            tell_interrupted()
+            sys.exit(130)
+        raise
+    except Exception:
+        if interrupted():
+            tell_interrupted()
+            sys.exit(130)
+        raise
+    finally:
+        if before is signal.default_int_handler:
+            signal.signal(signal.SIGINT, before)

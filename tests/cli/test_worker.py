@@ -194,6 +194,108 @@ def test_a_foreign_or_stale_worker_is_never_used(tmp_path, monkeypatch):
         sleeper.wait()
 
 
+def _this_process_as_worker(tmp_path: Path, monkeypatch) -> socket.socket:
+    """A home whose server and worker are this process, listening on the worker's socket."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    (home / "sdc-server.lease").touch(mode=0o600)
+    me, ticks = os.getpid(), process_start(os.getpid())[0]
+    _write(home / "sdc-server.json", {"pid": me, "url": "http://127.0.0.1:9/api",
+                                      "start_ticks": ticks, "token": "t"})
+    _write(home / "sdc-worker.json", {"pid": me, "start_ticks": ticks, "server_pid": me,
+                                      "server_start_ticks": ticks})
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(home / "sdc-worker.sock"))
+    listener.listen(4)
+    listener.settimeout(10)
+    return listener
+
+
+@pytest.mark.parametrize("answer", ["started", "refused"])
+def test_ctrl_c_before_the_run_has_started_is_kept(tmp_path, monkeypatch, capsys, answer):
+    """Ctrl-C between the request and the worker's answer (CI: the test's Ctrl-C came as the
+    worker logged the run, before the client had its handlers: a traceback, exit -2) is kept:
+    sent to the run once it has started, or, when the worker refuses, the command ends as
+    interrupted (130) instead of running in this process."""
+    import threading
+
+    listener = _this_process_as_worker(tmp_path, monkeypatch)
+    relays: list = []
+
+    class Relay(entry._Relay):
+        def __init__(self) -> None:
+            super().__init__()
+            relays.append(self)
+
+    monkeypatch.setattr(entry, "_Relay", Relay)
+    got: dict = {}
+
+    def worker() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            head, fds, _, _ = socket.recv_fds(conn, 8, 8)
+            for fd in fds:
+                os.close(fd)
+            reader = conn.makefile("rb")
+            reader.read(entry.PREFIX.unpack(head)[0])  # the request
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            _wait_for(lambda: relays and relays[0].pending, 10, "the client to keep Ctrl-C")
+            if answer == "refused":
+                conn.sendall(b'{"refused": "test"}\n')
+                return
+            conn.sendall(b'{"pid": 1}\n')
+            got["line"] = reader.readline()
+            conn.sendall(b'{"exit": 130}\n')
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        code = entry.through_worker(["release", "x.yaml"])
+    finally:
+        t.join(20)
+        listener.close()
+    assert code == 130
+    assert signal.getsignal(signal.SIGINT) is not relays[0]  # the handlers are restored
+    if answer == "started":
+        assert json.loads(got["line"]) == {"signal": signal.SIGINT}
+        assert capsys.readouterr().err == ""  # the run says it, through the same stderr
+    else:
+        assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_an_interrupted_command_ends_130_with_one_line(monkeypatch, capsys):
+    """Ctrl-C is noted where it arrives; whatever a library makes of it (typer's argument
+    parsing: a silent exit 130; Prefect/pydantic: another exception) the command ends 130
+    with one "interrupted"."""
+    import typer
+
+    from sdc.cli.common import friendly_errors
+
+    def ctrl_c_then(exc: BaseException):
+        def app() -> None:
+            try:
+                entry._on_sigint(signal.SIGINT, None)
+            except KeyboardInterrupt:
+                raise exc from None
+        return app
+
+    for exc in (SystemExit(130), SystemExit(1), ValueError("Task run is not set")):
+        monkeypatch.setattr(entry, "_interrupt", {"signals": [], "told": False})
+        with pytest.raises(SystemExit) as done:
+            entry.guarded(ctrl_c_then(exc))
+        assert done.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+
+    monkeypatch.setattr(entry, "_interrupt", {"signals": [signal.SIGINT], "told": False})
+    with pytest.raises(typer.Exit) as done, friendly_errors():
+        raise ValueError("Task run is not set")
+    assert done.value.exit_code == 130 and "interrupted" in capsys.readouterr().err
+    monkeypatch.setattr(entry, "_interrupt", {"signals": [], "told": False})
+    with pytest.raises(SystemExit) as done:
+        entry.guarded(lambda: sys.exit(3))  # no Ctrl-C: the code stands
+    assert done.value.code == 3 and capsys.readouterr().err == ""
+
+
 # ---------------------------------------------------------------------------------------------
 # end to end
 # ---------------------------------------------------------------------------------------------
