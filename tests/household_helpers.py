@@ -80,6 +80,11 @@ def testdata_config(tmp_path: Path, path: Path = TESTDATA, weight: str | None = 
     return out
 
 
+# helpers, not tests: a test module that imports them must not collect them (pytest would
+# call them as tests: a warning and a wasted read of the file)
+testdata.__test__ = testdata_config.__test__ = False  # type: ignore[attr-defined]
+
+
 def household_parquet(path: Path, n: int = 2500, seed: int = 8, n_regions: int = 12,
                       row_group_size: int = 450) -> Path:
     """:func:`generate_household_sample`'s file written to ``path`` as Parquet (row groups of
