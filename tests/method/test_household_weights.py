@@ -180,22 +180,32 @@ def _transition_rows(plan, n: int):
     return p
 
 
-def test_weighted_person_stage_keeps_person_cells_exact_inside_household_classes():
-    """The person stage's weighted design on the kept cells: E[W*_j] = W_j for every cell of
-    a weight-balanced group; W_j from the batches equal the pandas sums bit for bit; the
-    certificate is the weighted design's, <= xi."""
+@pytest.fixture(scope="module")
+def calibrated_person_stage():
+    """The person stage of GEN (``small_blocks: calibrate``) planned once for the two tests
+    that check it (its weighted design's calibration is the costly part: ~7 CPU s):
+    (config, frame, cell codes, person cell table, W_j from 9 shuffled batches, the
+    stage)."""
     cfg = sdc.parse_config(GEN)
     f = _frame()
     pcfg = person_config(cfg)
-    counter = _count(f, cfg, 9, 2)
     cc = CellCounter()
     cc.add(cell_codes(f, pcfg))
     codes, counts = cc.result()
-    w = counter.person_weights(codes)
     cells = cell_table(codes, counts, pcfg)
+    w = _count(f, cfg, 9, 2).person_weights(codes)
+    return cfg, f, codes, cells, w, person_stage(cells, cfg, w)
+
+
+def test_weighted_person_stage_keeps_person_cells_exact_inside_household_classes(
+        calibrated_person_stage):
+    """The person stage's weighted design on the kept cells: E[W*_j] = W_j for every cell of
+    a weight-balanced group; W_j from the batches equal the pandas sums bit for bit; the
+    certificate is the weighted design's, <= xi."""
+    cfg, f, codes, cells, w, ps = calibrated_person_stage
+    pcfg = person_config(cfg)
     assert w.tobytes() == cell_weights_of(f["pw"], np.searchsorted(codes, cell_codes(f, pcfg)),
                                           codes.size).tobytes()
-    ps = person_stage(cells, cfg, w)
     plan = ps.plan
     assert plan.weighted is not None and plan.certificate <= cfg.risk.xi
     design = plan.cell_design()
@@ -208,21 +218,21 @@ def test_weighted_person_stage_keeps_person_cells_exact_inside_household_classes
 
 
 @pytest.mark.parametrize("policy", ["calibrate", "merge"])
-def test_person_draw_plan_carries_the_weighted_design(policy):
+def test_person_draw_plan_carries_the_weighted_design(policy, calibrated_person_stage):
     """The person stage's draw plan over the full cell table holds the kept cells' weighted
-    move probabilities and groups (the left-out small classes none)."""
+    move probabilities and groups (the left-out small classes none). ``calibrate`` reuses the
+    stage planned by the fixture: W_j counted in 3 other batches is checked bit-equal to the
+    one it was planned with, so it is the stage this test would plan."""
     from sdc.method.household_batches import person_draw_plan
 
     cfg = sdc.parse_config({**GEN, "risk": {**GEN["risk"], "small_blocks": policy}})
-    f = _frame()
-    pcfg = person_config(cfg)
-    cc = CellCounter()
-    cc.add(cell_codes(f, pcfg))
-    codes, counts = cc.result()
-    cells = cell_table(codes, counts, pcfg)
-    ps = person_stage(cells, cfg, _count(f, cfg, 3, 1).person_weights(codes))
+    _, f, codes, cells, w, ps = calibrated_person_stage
+    w3 = _count(f, cfg, 3, 1).person_weights(codes)
+    assert w3.tobytes() == w.tobytes()
+    if policy != "calibrate":
+        ps = person_stage(cells, cfg, w3)
     full = person_draw_plan(ps, cells, cfg)
-    sub = draw_plan(ps.plan, pcfg)
+    sub = draw_plan(ps.plan, person_config(cfg))
     np.testing.assert_array_equal(full.cell_move[ps.kept], sub.cell_move)
     np.testing.assert_array_equal(full.cell_group[ps.kept], sub.cell_group)
     out = np.setdiff1d(np.arange(cells.n_cells), ps.kept)
