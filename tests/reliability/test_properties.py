@@ -262,22 +262,47 @@ def test_same_seed_same_release_and_row_order_does_not_matter(case: Case, rnd: A
     """The same file and seed released twice (the second from a copy) give the same release;
     a shuffled copy gives every record the same released values (matched by id), or, with
     no id column, the same multiset of released rows. (One test: each property needs the
-    first release of the case; they were two tests releasing it each, on as many cases.)"""
+    first release of the case; they were two tests releasing it each, on as many cases.)
+
+    Cost (issue 30) without losing power:
+
+    - Cases the small-block policy refuses are skipped *before* any release, by
+      :func:`expected_small_block_error` (one partition of the frame, ~3 ms): about two in
+      three drawn cases are refused, and a refused release cost ~20 ms. The cases tested are
+      the same ones as when the refusal was caught (that prediction is exact:
+      test_release_or_clear_refusal asserts it on every one of its 200 cases; the
+      ``SmallBlockError`` is still caught, should the two ever disagree).
+    - The second release of the same frame runs only without an id column. With one, the
+      shuffled release is compared with the first record by record (matched by id: every
+      key and non-key value, dtype included) and so is ``released_cell`` (matched through
+      the permutation): a release that differed between two runs of the same input would
+      fail that comparison as it failed the identical-copy one. Without an id column the
+      shuffled comparison is of multisets (records with equal non-key values may trade
+      their draws' tiebreaks with the row order), so there the copy's release still checks
+      row by row that the same input gives the same release.
+    """
+    assume(not expected_small_block_error(case))
     try:
         first = sdc.release_frame(case.frame, case.config, seed=case.seed)
     except sdc.SmallBlockError:
         assume(False)
         return
-    again = sdc.release_frame(case.frame.copy(), case.config, seed=case.seed)
-    pd.testing.assert_frame_equal(first.frame, again.frame, check_exact=True)
-    np.testing.assert_array_equal(first.released_cell, again.released_cell)
+    with_id = case.config.input.id_column is not None
+    if not with_id:
+        again = sdc.release_frame(case.frame.copy(), case.config, seed=case.seed)
+        pd.testing.assert_frame_equal(first.frame, again.frame, check_exact=True)
+        np.testing.assert_array_equal(first.released_cell, again.released_cell)
     perm = list(range(len(case.frame)))
     rnd.shuffle(perm)
     shuffled = case.frame.iloc[perm].reset_index(drop=True)
     second = sdc.release_frame(shuffled, case.config, seed=case.seed)
     check_release(shuffled, case.config, second)
     a, b = first.frame, second.frame
-    if case.config.input.id_column:
+    if with_id:
+        # record j of the shuffled file is record perm[j] of the original
+        np.testing.assert_array_equal(second.released_cell,
+                                      np.asarray(first.released_cell)[perm])
+        np.testing.assert_array_equal(second.changed, np.asarray(first.changed)[perm])
         a = a.sort_values("rid").reset_index(drop=True)
         b = b.sort_values("rid").reset_index(drop=True)
     else:
