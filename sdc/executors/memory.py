@@ -110,12 +110,12 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
 
     runner = InMemory(config, frame.reset_index(drop=True))
     if out_dir is not None:
-        res = release(runner, config, seed, Path(out_dir), keep=True,
+        res = release(runner, config, seed, Path(out_dir), keep=True, intruder=False,
                       records_path=Path(out_dir) / "records.parquet")
         _keep_public(res)
     else:
         with tempfile.TemporaryDirectory(prefix="sdc-frame-") as tmp:
-            res = release(runner, config, seed, Path(tmp), keep=True)
+            res = release(runner, config, seed, Path(tmp), keep=True, intruder=False)
             _keep_public(res)
     kept = res.released
     res.cells = dataclasses.replace(res.cells, record_cell=kept.record_cell)

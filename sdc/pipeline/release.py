@@ -412,12 +412,13 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                     tmp_dir: Path | str | None = None,
                     progress: Callable[[str], None] | None = None,
                     records_path: Path | None = None, where: str = "",
-                    keep: bool = False) -> ReleaseOutcome:
+                    keep: bool = False, intruder: bool = True) -> ReleaseOutcome:
     """Release the person file of ``config`` with ``runner``: the public files into
     ``out_dir`` (``microdata.parquet`` / ``.csv`` per ``output.formats``), the internal
     ``records.parquet`` to ``records_path`` when given; ``keep``: the outcome also holds the
     released records in input order (:attr:`ReleaseOutcome.released`, the library's
-    ``release_frame``).
+    ``release_frame``). ``intruder``: a release (``records_path`` given) starts risk.json's
+    intruder simulation in a thread; False when no report will take it (``release_frame``).
 
     Raises :class:`InputError` (every input problem with global rows), ``SmallBlockError``
     and ``DependenceError`` as the plan says."""
@@ -432,7 +433,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     plan = plan_cells(count, config)
     cells = count.cells
     dplan = draw_plan(plan, config)
-    if records_path is not None:  # a release (not a plan): its risk.json's intruder, from
+    if records_path is not None and intruder:  # a release (not a plan): risk.json's intruder, from
         # the plan alone, runs in a thread while the records are released and written
         start_intruder(plan.partitioned.cells.frequency, plan.cell_prb, plan.blocks, seed=seed,
                        xi=float(plan.partitioned.xi))
