@@ -35,8 +35,16 @@ def _census_draft(tmp_path: Path, **kw):
                        weight="weight", value_labels=vl, variable_labels=varl, **kw)
 
 
-def test_census_draft_domains_partition_and_check(tmp_path):
-    d = _census_draft(tmp_path)
+@pytest.fixture(scope="module")
+def census_draft(tmp_path_factory) -> tuple:
+    """The census sample's draft (~4 CPU s: its partition is checked by planning) made once
+    for the two tests that read it: (draft, the folder of its config)."""
+    folder = tmp_path_factory.mktemp("census-draft")
+    return _census_draft(folder), folder
+
+
+def test_census_draft_domains_partition_and_check(census_draft):
+    d, _ = census_draft
     assert d.keys["sex"].categories == [1, 2]
     assert d.keys["age"].range == (0, 91)             # 92 distinct integers: a range
     assert d.keys["race"].categories == list(range(1, 10))
@@ -49,8 +57,8 @@ def test_census_draft_domains_partition_and_check(tmp_path):
     assert c["records"] == 59033
 
 
-def test_yaml_parses_to_the_draft_and_warns_about_observed_domains(tmp_path):
-    d = _census_draft(tmp_path)
+def test_yaml_parses_to_the_draft_and_warns_about_observed_domains(census_draft):
+    d, tmp_path = census_draft
     text = draft_yaml(d)
     assert yaml.safe_load(text) == d.as_dict()
     assert "OBSERVED DOMAINS" in text and "PUBLIC domain" in text and "rare" in text
