@@ -1,7 +1,8 @@
 """Crash safety and reruns through the CLI.
 
-``sdc release`` runs in a subprocess (its own session, using the test session's Prefect API so
-that it starts no server of its own) with the crash-test hook of ``sdc.publish.folder.checkpoint``:
+``sdc release`` runs in a process of its own (forked from one process that imported the CLI
+once, :class:`ForkedSdc`; its own session, using the test session's Prefect API so that it
+starts no server of its own) with the crash-test hook of ``sdc.publish.folder.checkpoint``:
 ``SDC_CHECKPOINT_DIR`` makes it touch ``<dir>/<name>`` at each checkpoint and
 ``SDC_PAUSE_AT=<name>`` makes it sleep there, so the test SIGKILLs it at exactly that point:
 
@@ -20,13 +21,17 @@ file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +39,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from .conftest import CENSUS_CSV, SDC_BIN, CensusRelease, public_bytes, sdc_env
+from .conftest import CENSUS_CSV, REPO, CensusRelease, public_bytes, sdc_env
 
 POINTS = ["loaded", "writing:microdata.parquet", "writing:microdata.csv", "before_rename"]
 
@@ -58,31 +63,88 @@ def hashes_match_audit(out_dir: Path) -> bool:
     return files == on_disk
 
 
-def kill_at(prefect_api: str, point: str, config: Path, *extra: str,
+class ForkedSdc:
+    """``sdc`` runs forked from one process that imported the CLI once
+    (:mod:`tests.reliability._fork_sdc`): each killed run used to be a new ``sdc`` process
+    paying ~3 CPU s of imports before its work. The child runs the console script's entry
+    point in a session of its own, so the kill below is the same SIGKILL of its process group
+    at the same checkpoint of the same code."""
+
+    def __init__(self, prefect_api: str, log: Path) -> None:
+        self.log = log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability._fork_sdc"], env=sdc_env(prefect_api),
+            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            text=True)
+        assert "ready" in self._answer(300), "the forking sdc did not start"
+
+    def _answer(self, timeout: float) -> dict:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            pytest.fail(f"the forking sdc did not answer in {timeout} s "
+                        f"(exit {self.proc.poll()})")
+        return json.loads(line)
+
+    def start(self, argv: list[str], env: dict[str, str], log: Path) -> int:
+        """Start ``sdc ARGV`` with ``env``; its pid (also its process group)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": os.getcwd(),
+                                          "log": str(log)}) + "\n")
+        self.proc.stdin.flush()
+        return int(self._answer(60)["pid"])
+
+    def exited(self, timeout: float = 0) -> int | None:
+        """The exit code of the run started last (None: still running after ``timeout``)."""
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        return int(self._answer(1)["exit"]) if ready else None
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def forked_sdc(prefect_api: str, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[ForkedSdc]:
+    forks = ForkedSdc(prefect_api, tmp_path_factory.mktemp("forks") / "server.log")
+    yield forks
+    forks.close()
+
+
+def kill_at(forks: ForkedSdc, prefect_api: str, point: str, config: Path, *extra: str,
             workdir: Path) -> None:
     """Run ``sdc release CONFIG [extra]`` and SIGKILL its process group at ``point``."""
     marks = workdir / f"checkpoints-{point.replace(':', '_')}"
     env = sdc_env(prefect_api, SDC_CHECKPOINT_DIR=str(marks), SDC_PAUSE_AT=point)
-    proc = subprocess.Popen([str(SDC_BIN), "release", str(config), *extra], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    log = workdir / f"sdc-{point.replace(':', '_')}.log"
+    pid = forks.start(["release", str(config), *extra], env, log)
     target = marks / point.replace("/", "_")
     deadline = time.monotonic() + 120
+    code = None
     try:
         while not target.exists():
-            if proc.poll() is not None:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-                pytest.fail(f"sdc exited ({proc.returncode}) before checkpoint {point}:\n{out}")
+            code = forks.exited()
+            if code is not None:
+                pytest.fail(f"sdc exited ({code}) before checkpoint {point}:\n"
+                            f"{log.read_text(errors='replace')}")
             if time.monotonic() > deadline:
                 pytest.fail(f"checkpoint {point} not reached in 120 s")
             time.sleep(0.02)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        if proc.stdout:
-            proc.stdout.close()
-    assert proc.returncode == -signal.SIGKILL or proc.returncode is not None
+        if code is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            code = forks.exited(timeout=30)
+    assert code == -signal.SIGKILL, f"sdc was not killed at {point} (exit {code})"
 
 
 @pytest.fixture(scope="module")
@@ -113,11 +175,12 @@ def put_back(out: Path) -> None:
 @pytest.mark.e2e
 @pytest.mark.parametrize("point", POINTS)
 def test_kill_without_earlier_release(point: str, census_release: CensusRelease,
-                                      prefect_api: str, tmp_path: Path, cli) -> None:
+                                      prefect_api: str, tmp_path: Path, cli,
+                                      forked_sdc: ForkedSdc) -> None:
     name = f"fresh-{point.replace(':', '-').replace('.', '-')}"
     cfg = census_release.config(name)
     out = census_release.root / "releases" / name
-    kill_at(prefect_api, point, cfg, workdir=tmp_path)
+    kill_at(forked_sdc, prefect_api, point, cfg, workdir=tmp_path)
     if out.exists():  # only acceptable if complete and consistent
         assert point != "before_rename" and hashes_match_audit(out), snapshot(out).keys()
     assert not out.exists(), f"a killed run at {point} left a release folder"
@@ -135,7 +198,8 @@ def test_kill_without_earlier_release(point: str, census_release: CensusRelease,
 @pytest.mark.parametrize("point", POINTS)
 def test_kill_with_force_keeps_earlier_release(point: str, census_release: CensusRelease,
                                                earlier, prefect_api: str,
-                                               tmp_path: Path, cli) -> None:
+                                               tmp_path: Path, cli, forked_sdc: ForkedSdc
+                                               ) -> None:
     """The --force run replaces an earlier release (seed 777) with the reference one (the
     session's seed file); killed anywhere, the earlier release is intact."""
     _, before = earlier
@@ -147,7 +211,7 @@ def test_kill_with_force_keeps_earlier_release(point: str, census_release: Censu
     cfg.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
     # another seed for the same output folder: a new release series, so --new-series
-    kill_at(prefect_api, point, cfg, "--force", "--new-series", workdir=tmp_path)
+    kill_at(forked_sdc, prefect_api, point, cfg, "--force", "--new-series", workdir=tmp_path)
     assert snapshot(out) == before, f"the earlier release changed after a kill at {point}"
     res = cli("release", cfg, "--force", "--new-series")
     assert res.exit_code == 0, res.output
