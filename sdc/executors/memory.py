@@ -37,6 +37,7 @@ class InMemory:
 
         self.config = config
         self.frame = read_input(config) if frame is None else frame
+        self._public_schema: pa.Schema | None = None
 
     def map(self, fn: Callable[..., Any], shared: tuple,
             per_piece: Callable[[int], tuple] | None = None,
@@ -55,9 +56,14 @@ class InMemory:
         return len(self.frame)
 
     def public_schema(self) -> pa.Schema:
-        from sdc.io.batches import public_schema_for
+        """The public schema (:func:`~sdc.io.public_files.public_schema_for`), made once: a
+        release asks for it in the count and the apply pass, and for a CSV input it infers the
+        types from the file's first 16 MB block (~0.1 s for the 2.7 MB census sample)."""
+        if self._public_schema is None:
+            from sdc.io.batches import public_schema_for
 
-        return public_schema_for(self.config, self.frame)
+            self._public_schema = public_schema_for(self.config, self.frame)
+        return self._public_schema
 
     def numeric_columns(self) -> list[str]:
         from sdc.reports.utility import numeric_columns
