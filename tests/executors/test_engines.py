@@ -440,8 +440,21 @@ def test_streaming_reports_equal_pandas(tmp_path, monkeypatch, fmt):
         assert files[name] == data, name
 
 
+@pytest.fixture(scope="module")
+def statistics_input(tmp_path_factory) -> tuple[sdc.ReleaseConfig, dict[str, bytes]]:
+    """The Parquet input of the statistics cases (written once, read only) and the pandas
+    engine's reports of it, made once for the five cases that compare with them."""
+    folder = tmp_path_factory.mktemp("statistics")
+    path = folder / "in.parquet"
+    pq.write_table(pa.Table.from_pandas(report_frame(3_000), preserve_index=False), path,
+                   row_group_size=800)
+    cfg = report_config(path, folder / "rel", "parquet")
+    return cfg, pandas_reports(cfg, 11)
+
+
 @pytest.mark.parametrize("stats", ["parquet", "loose", "narrow", "shifted", "none"])
-def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch, stats):
+def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch, stats,
+                                                           statistics_input):
     """The Parquet statistics only steer the quartile select: exact ones let the apply pass
     sum the values and resolve the integer column; ranges wider than the data (the sums'
     parameters would differ), narrower (values outside) or shifted are detected and those
@@ -450,11 +463,7 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
     from sdc.executors import file_facts
     from sdc.pipeline import report_parts as br
 
-    frame = report_frame(3_000)
-    path = tmp_path / "in.parquet"
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=800)
-    cfg = report_config(path, tmp_path / "rel", "parquet")
-    expected = pandas_reports(cfg, 11)
+    cfg, expected = statistics_input
     real = br.input_value_ranges
 
     def ranges(config, columns):

@@ -193,7 +193,7 @@ def test_weighted_totals_unbiased_monte_carlo():
     record's identity as the release computed it): the draws of seed 1000 are checked equal,
     record by record, to the release's released cells, so every replicate is the released
     cells a release with that seed writes (40 full releases planned the same design 40 times:
-    ~26 CPU s; now ~5)."""
+    ~18-26 CPU s; now ~1)."""
     frame = _survey()
     cfg = _config(True)
     runs = 40
