@@ -392,7 +392,7 @@ def test_series_second_release_is_the_same_on_every_executor(prefect_harness, tm
 
 
 def _household_columns(frame: pd.DataFrame, cfg: dict[str, Any]) -> pd.DataFrame:
-    """The ``perturb-derived`` variant: a household-level derived column (``region_name``, a
+    """The ``weights-perturb-derived`` variant: a household-level derived column (``region_name``, a
     household column), a person-level one (``age_band``), DP-PRAM of a household column
     (``water``, once per household) and of a person column (``lang``)."""
     rng = np.random.default_rng(3)
@@ -417,34 +417,36 @@ def _protect(cfg: dict[str, Any]) -> None:
     cfg["risk"] = {"xi": 0.5, "composition": "protect", "households": "fail"}
 
 
-@pytest.mark.parametrize("variant", ["plain", "weights", "weighted", "perturb-derived",
+# "weights-perturb-derived": the survey weights (input.weight, unweighted design) and the
+# derived and perturbed columns of both levels in one release (they were two variants,
+# "weights" and "perturb-derived": three releases fewer, every feature still on every executor)
+@pytest.mark.parametrize("variant", ["plain", "weighted", "weights-perturb-derived",
                                      "protect", "protect-weighted"])
 def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_path, variant):
     """A household file (docs/HOUSEHOLDS.md): the streaming and Dask executors' releases equal
     the in-memory one file for file (households split over batches and Parquet pieces, changed
     households, left-out small classes, the households sections of risk, utility and audit,
-    ``derived:`` and ``perturb:`` columns of both levels, ``risk.weighted``, SPSS/Stata files
-    of a household file); ``sdc audit``
-    passes on the in-memory one (the same audit on every executor's household release:
+    ``derived:`` and ``perturb:`` columns of both levels, survey weights, ``risk.weighted``,
+    SPSS/Stata files of a household file); ``sdc audit`` passes on the in-memory one (the same audit on every executor's household release:
     tests/audit/test_household_audit.py)."""
     from engine_configs import household_config
 
     from sdc.samples import generate_household_sample
 
     frame = generate_household_sample(2500, seed=8, n_regions=12)
-    if variant == "perturb-derived":
+    if variant == "weights-perturb-derived":
         frame = _household_columns(frame, household_config())
     inp = tmp_path / "households.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=450)
     files = {}
     for executor in ("pandas", "streaming", "dask"):
-        weights = variant in ("weights", "weighted", "protect-weighted")
+        weights = variant in ("weighted", "weights-perturb-derived", "protect-weighted")
         cfg = household_config(**({"weight": "hh_weight"} if weights else {}))
         if variant.startswith("protect"):
             _protect(cfg)
         if variant.endswith("weighted"):  # balanced on the weights (docs/HOUSEHOLDS.md)
             cfg["risk"]["weighted"] = True
-        if variant == "perturb-derived":
+        if variant == "weights-perturb-derived":
             _household_columns(frame, cfg)
         cfg["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
         # the plain variant writes SPSS/Stata too: a household file's .sav/.dta (records in
@@ -475,7 +477,7 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
         assert risk["small_classes"] > 0
     if variant == "plain":
         assert {"public/microdata.sav", "public/microdata.dta"} <= set(files["pandas"])
-    if variant == "perturb-derived":  # the columns follow the released keys on every engine
+    if variant == "weights-perturb-derived":  # the columns follow the released keys on every engine
         public = pd.read_parquet(tmp_path / "pandas" / "release" / "public" / "microdata.parquet")
         assert (public["region_name"] == "R" + public["region"].astype(str)).all()
         assert (public["age_band"] == public["age"] // 10).all()
