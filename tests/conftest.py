@@ -443,7 +443,7 @@ def _shared_dask_cluster(request: pytest.FixtureRequest,
 # ---------------------------------------------------------------------------------------------
 #: session fixtures every worker has anyway (cheap per worker, or needed by most tests)
 _PER_WORKER_FIXTURES = {"prefect_harness", "prefect_api", "cli", "dask_cluster",
-                        "_session_prefect_home", "tmp_path_factory", "worker_id",
+                        "forked_sdc", "_session_prefect_home", "tmp_path_factory", "worker_id",
                         "testrun_uid"}
 
 

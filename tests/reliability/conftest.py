@@ -128,6 +128,17 @@ def sdc_env(prefect_api: str, **extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="session")
+def forked_sdc(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``sdc`` runs forked from one process of this worker that imported the CLI once
+    (:class:`tests.reliability._fork_sdc.ForkedSdc`), using the session's Prefect API."""
+    from ._fork_sdc import ForkedSdc
+
+    forks = ForkedSdc(sdc_env(prefect_api), tmp_path_factory.mktemp("forks") / "server.log")
+    yield forks
+    forks.close()
+
+
 def run_sdc(prefect_api: str, *args: str | Path, timeout: float = 300,
             **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(SDC_BIN), *map(str, args)], env=sdc_env(prefect_api, **env),

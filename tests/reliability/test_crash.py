@@ -1,8 +1,9 @@
 """Crash safety and reruns through the CLI.
 
 ``sdc release`` runs in a process of its own (forked from one process that imported the CLI
-once, :class:`ForkedSdc`; its own session, using the test session's Prefect API so that it
-starts no server of its own) with the crash-test hook of ``sdc.publish.folder.checkpoint``:
+once, the ``forked_sdc`` fixture; its own session, using the test session's Prefect API so
+that it starts no server of its own) with the crash-test hook of
+``sdc.publish.folder.checkpoint``:
 ``SDC_CHECKPOINT_DIR`` makes it touch ``<dir>/<name>`` at each checkpoint and
 ``SDC_PAUSE_AT=<name>`` makes it sleep there, so the test SIGKILLs it at exactly that point:
 
@@ -25,13 +26,9 @@ import contextlib
 import hashlib
 import json
 import os
-import select
 import shutil
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +36,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from .conftest import CENSUS_CSV, REPO, CensusRelease, public_bytes, sdc_env
+from ._fork_sdc import ForkedSdc
+from .conftest import CENSUS_CSV, CensusRelease, public_bytes, sdc_env
 
 POINTS = ["loaded", "writing:microdata.parquet", "writing:microdata.csv", "before_rename"]
 
@@ -61,63 +59,6 @@ def hashes_match_audit(out_dir: Path) -> bool:
     on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
                for p in (out_dir / "public").iterdir()}
     return files == on_disk
-
-
-class ForkedSdc:
-    """``sdc`` runs forked from one process that imported the CLI once
-    (:mod:`tests.reliability._fork_sdc`): each killed run used to be a new ``sdc`` process
-    paying ~3 CPU s of imports before its work. The child runs the console script's entry
-    point in a session of its own, so the kill below is the same SIGKILL of its process group
-    at the same checkpoint of the same code."""
-
-    def __init__(self, prefect_api: str, log: Path) -> None:
-        self.log = log.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.reliability._fork_sdc"], env=sdc_env(prefect_api),
-            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            text=True)
-        assert "ready" in self._answer(300), "the forking sdc did not start"
-
-    def _answer(self, timeout: float) -> dict:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            pytest.fail(f"the forking sdc did not answer in {timeout} s "
-                        f"(exit {self.proc.poll()})")
-        return json.loads(line)
-
-    def start(self, argv: list[str], env: dict[str, str], log: Path) -> int:
-        """Start ``sdc ARGV`` with ``env``; its pid (also its process group)."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": os.getcwd(),
-                                          "log": str(log)}) + "\n")
-        self.proc.stdin.flush()
-        return int(self._answer(60)["pid"])
-
-    def exited(self, timeout: float = 0) -> int | None:
-        """The exit code of the run started last (None: still running after ``timeout``)."""
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        return int(self._answer(1)["exit"]) if ready else None
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
-@pytest.fixture(scope="module")
-def forked_sdc(prefect_api: str, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[ForkedSdc]:
-    forks = ForkedSdc(prefect_api, tmp_path_factory.mktemp("forks") / "server.log")
-    yield forks
-    forks.close()
 
 
 def kill_at(forks: ForkedSdc, prefect_api: str, point: str, config: Path, *extra: str,
