@@ -40,11 +40,22 @@ def release(config_path: Path, out: Path, seed: int = 7) -> Path:
     return write_release(out, public, internal)
 
 
+def _census_head(path: Path, n: int = 15_000) -> Path:
+    """The census sample's header and first ``n`` records, written to ``path``."""
+    with open(REPO / "data_samples" / "census_sample.csv", encoding="utf-8") as src:
+        head = [line for _, line in zip(range(n + 1), src, strict=False)]
+    path.write_text("".join(head), encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="module")
 def good(tmp_path_factory) -> Path:
-    """A census-demo release on a private copy of the input (so tests may alter it)."""
+    """A census-demo release on a private copy of the input (so tests may alter it): the
+    sample's first 15,000 records (the same 42 partition sets as the whole 59,033; every
+    test here audits the release again, and an audit re-derives it: ~0.45 instead of ~1.1
+    CPU s each)."""
     base = tmp_path_factory.mktemp("census")
-    shutil.copy(REPO / "data_samples" / "census_sample.csv", base / "census.csv")
+    _census_head(base / "census.csv")
     data = yaml.safe_load((REPO / "configs" / "census_demo.yaml").read_text())
     data["input"]["path"] = "census.csv"
     data["seed"] = 7
@@ -202,7 +213,7 @@ def test_dropped_record_and_leaked_identifier(copy: Path) -> None:
 def test_csv_only_release(tmp_path: Path) -> None:
     data = yaml.safe_load((REPO / "configs" / "census_demo.yaml").read_text())
     data["output"]["formats"] = ["csv"]
-    data["input"]["path"] = str(REPO / "data_samples" / "census_sample.csv")
+    data["input"]["path"] = str(_census_head(tmp_path / "census.csv"))
     data["seed"] = 3
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
     out = release(tmp_path / "job.yaml", tmp_path / "r", seed=3)
