@@ -11,8 +11,10 @@ missing entry makes the run slower, never different. To refresh it after a full 
 
 It is also a pytest plugin that records the CPU a test costs on a shared machine, where wall
 time says little: ``SDC_TEST_CPU=cpu.jsonl pytest -p tests.durations ...`` writes one line per
-test: its wall seconds, the CPU seconds of the test process and of its descendants (the Prefect
-server, Dask workers, subprocesses), and the test process's main thread split into on CPU /
+test: its wall seconds, the CPU seconds of the test process and of its live descendants (the
+Prefect server, Dask workers, subprocesses), apart the CPU of children that ended during the
+test (``cpu_reaped``: their whole life's, so a server started tests earlier is charged to the
+test during which it stops), and the test process's main thread split into on CPU /
 waiting for a CPU (``runq``: the machine is busy) / sleeping (waiting on a server, a
 subprocess, a timeout). ``python tests/durations.py --cpu cpu.jsonl`` sums it per folder.
 """
@@ -56,14 +58,16 @@ def from_junit(path: Path, root: Path) -> dict[str, float]:
     return out
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of ``pid`` and of its reaped children (/proc/PID/stat)."""
+def _cpu_seconds(pid: int, reaped: bool = False) -> float | None:
+    """utime + stime of ``pid`` (/proc/PID/stat); ``reaped``: cutime + cstime instead, the CPU
+    of its children that have ended and been waited for."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    part = fields[13:15] if reaped else fields[11:13]
+    return sum(int(f) for f in part) / os.sysconf("SC_CLK_TCK")
 
 
 def _process_tree(pid: int) -> dict[int, float]:
@@ -105,12 +109,17 @@ if pytest is not None:
             return
         me = os.getpid()
         t0, tree0, (on0, rq0) = time.monotonic(), _process_tree(me), _main_thread()
+        reaped0 = _cpu_seconds(me, reaped=True) or 0.0
         yield
         t1, tree1, (on1, rq1) = time.monotonic(), _process_tree(me), _main_thread()
+        # children that ended during the test: their whole lifetime's CPU (a server started
+        # tests ago included), so kept apart from the test's own figures
+        reaped = (_cpu_seconds(me, reaped=True) or 0.0) - reaped0
         record = {"id": item.nodeid, "wall": t1 - t0,
                   "cpu": tree1.get(me, 0.0) - tree0.get(me, 0.0),
                   "cpu_children": sum(v - tree0.get(p, 0.0) for p, v in tree1.items()
                                       if p != me),
+                  "cpu_reaped": reaped,
                   "on_cpu": on1 - on0, "runq": rq1 - rq0,
                   "sleep": (t1 - t0) - (on1 - on0) - (rq1 - rq0)}
         with open(out, "a", encoding="utf-8") as fh:
@@ -126,11 +135,12 @@ def cpu_summary(path: Path) -> str:
         folder = "/".join(rec["id"].split("::")[0].split("/")[:2])
         row = sums.setdefault(folder, {"tests": 0})
         row["tests"] += 1
-        for k in ("wall", "cpu", "cpu_children", "on_cpu", "runq", "sleep"):
-            row[k] = row.get(k, 0.0) + rec[k]
-    head = f"{'folder':28} {'tests':>5} {'wall':>7} {'cpu':>7} {'children':>8} {'runq':>7} {'sleep':>7}"
+        for k in ("wall", "cpu", "cpu_children", "cpu_reaped", "on_cpu", "runq", "sleep"):
+            row[k] = row.get(k, 0.0) + rec.get(k, 0.0)
+    head = (f"{'folder':28} {'tests':>5} {'wall':>7} {'cpu':>7} {'children':>8} {'reaped':>7} "
+            f"{'runq':>7} {'sleep':>7}")
     rows = [f"{f:28} {r['tests']:5d} {r['wall']:7.0f} {r['cpu']:7.0f} {r['cpu_children']:8.0f} "
-            f"{r['runq']:7.0f} {r['sleep']:7.0f}"
+            f"{r['cpu_reaped']:7.0f} {r['runq']:7.0f} {r['sleep']:7.0f}"
             for f, r in sorted(sums.items(), key=lambda kv: -kv[1]["cpu"] - kv[1]["cpu_children"])]
     return "\n".join([head, *rows])
 
