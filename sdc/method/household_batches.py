@@ -228,6 +228,8 @@ class HouseholdStageResult:
     #: then its plan, ``cell`` / ``released_cell`` index its cells (-1: singular households)
     composition: Any = None
     composition_table: Any = None
+    #: its (composition plan, draw plan): the report's replays of the stage reuse them
+    composition_planned: Any = None
 
     @property
     def changed(self) -> np.ndarray:
@@ -275,10 +277,16 @@ def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
                        seed: int) -> HouseholdStageResult:
     """The household stage of ``risk.composition: protect`` on the aggregate
     (:func:`sdc.method.household_composition.composition_stage`)."""
-    from sdc.method.household_composition import composition_stage, table_of_counts
+    from sdc.method.household_composition import (
+        composition_stage,
+        plan_composition_stage,
+        table_of_counts,
+    )
 
     table = table_of_counts(agg.classes)
-    cs = composition_stage(agg.identity, agg.key_codes, table, config, seed, agg.weight)
+    planned = plan_composition_stage(agg.key_codes, table, config, agg.weight)
+    cs = composition_stage(agg.identity, agg.key_codes, table, config, seed, agg.weight,
+                           planned=planned)
     cell = np.full(agg.n_households, -1, dtype=np.int64)
     released = cell.copy()
     if cs.plan is not None:
@@ -288,7 +296,7 @@ def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
         cell[rows] = row_index(pc.key_codes, cs.key_codes[rows], sizes)
         released[rows] = row_index(pc.key_codes, cs.released_codes[rows], sizes)
     return HouseholdStageResult(cs.plan, cell, released, cs.released_codes[:, :-1],
-                                cs.identity, cs, table)
+                                cs.identity, cs, table, planned)
 
 
 def lookup_households(identity: np.ndarray, person_identity: np.ndarray) -> np.ndarray:

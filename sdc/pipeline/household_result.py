@@ -182,7 +182,7 @@ def _composition_risk(config: ReleaseConfig, seed: int, agg: Any, hs: Any, ps: A
     if hs.composition is not None:  # risk.composition: protect
         return protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
                                           config, seed, certificate=(cert, cert_at),
-                                          weight=agg.weight)
+                                          weight=agg.weight, planned=hs.composition_planned)
     return composition_risk_of(
         StageDraws(draw_plan(hs.plan, household_config(config)),
                    hs.plan.partitioned.cells.key_codes, hs.cell, hs.identity),

@@ -253,7 +253,8 @@ def _person_summary(person: np.ndarray, t_cell: np.ndarray, xi: float) -> dict[s
 def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table: Any,
                                config: ReleaseConfig, seed: int, n_sim: int = 20, *,
                                certificate: tuple[float, dict[str, Any]],
-                               weight: np.ndarray | None = None) -> dict[str, Any]:
+                               weight: np.ndarray | None = None,
+                               planned: Any = None) -> dict[str, Any]:
     """The composition intruder of a ``risk.composition: protect`` release: certified (the
     composition stage's certificate), and measured by Monte Carlo as a check: ``n_sim``
     replays of :func:`~sdc.method.household_composition.composition_stage` (seeds from
@@ -265,12 +266,14 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     picks among the released persons with them), per person cell (a, c) the mean over the
     replays of sum_h min(n_hc, n'_hc) 1{a' = a} / N'_(a,c) / t_(a,c); its largest cell mean is
     compared with xi too (``exceeds_xi``). ``weight`` (``risk.weighted``): every household's
-    x_h, so the replays draw with the weighted design the release used."""
+    x_h, so the replays draw with the weighted design the release used. ``planned``: the
+    release's (composition plan, draw plan) of these arguments, not planned again."""
     from sdc.method.household_composition import composition_stage, plan_composition_stage
 
     ident = np.asarray(identity, np.uint64)
     hk = np.asarray(hk_codes, np.int64).reshape(ident.size, -1)
-    planned = plan_composition_stage(hk, table, config, weight)  # the same for every replay
+    if planned is None:  # the same for every replay
+        planned = plan_composition_stage(hk, table, config, weight)
     n_h = ident.size
     n_cls = table.counts.shape[1]
     hk_u, hk_id = np.unique(hk, axis=0, return_inverse=True)
