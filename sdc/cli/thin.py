@@ -213,9 +213,14 @@ def _through_worker(argv: list[str], relay: _Relay) -> int | None:
 
 
 def _wait(reader: object) -> int:
-    """The run's exit code, once the worker sends it (signals go on through the relay)."""
+    """The run's exit code, once the worker sends it (signals go on through the relay). A lost
+    connection is the run's end without a code (1), never None: the caller would then run the
+    release a second time in its own process."""
     while True:
-        line = reader.readline()  # type: ignore[attr-defined]
+        try:
+            line = reader.readline()  # type: ignore[attr-defined]
+        except OSError:  # the worker died (connection reset)
+            line = b""
         if not line:
             print("sdc: error: the release worker ended without an exit code; rerun the "
                   "command (SDC_WORKER=0 runs it in this process)", file=sys.stderr)

@@ -264,6 +264,22 @@ def test_ctrl_c_before_the_run_has_started_is_kept(tmp_path, monkeypatch, capsys
         assert capsys.readouterr().err == "interrupted\n"
 
 
+def test_a_lost_worker_ends_the_command_with_1_not_a_second_run(capsys):
+    """Once the run has started, a connection the worker drops (EOF) or resets (OSError) ends
+    the command with 1 and a message; None would make the client run the release again."""
+    class Reset:
+        def readline(self) -> bytes:
+            raise ConnectionResetError(104, "Connection reset by peer")
+
+    class Eof:
+        def readline(self) -> bytes:
+            return b""
+
+    for reader in (Reset(), Eof()):
+        assert entry._wait(reader) == 1
+        assert "ended without an exit code" in capsys.readouterr().err
+
+
 def test_an_interrupted_command_ends_130_with_one_line(monkeypatch, capsys):
     """Ctrl-C is noted where it arrives; whatever a library makes of it (typer's argument
     parsing: a silent exit 130; Prefect/pydantic: another exception) the command ends 130
