@@ -472,6 +472,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.xdist_group(f"session:{name}"))
                 break
     longest_first(items)
+    for item in items:
+        _group_suffix(item)
+
+
+def _group_suffix(item: pytest.Item) -> None:
+    """Give ``item``'s node id the ``@GROUP`` suffix xdist's loadgroup scheduler groups by.
+    xdist (3.8) appends it by setting ``item._nodeid``, which pytest >= 9.2 no longer reads
+    (``Node.nodeid`` is ``str(item._id)``): without this, every test was its own unit, and the
+    tests of a module fixture went to different workers, each making the fixture again (the
+    calibrated person stage of tests/method/test_household_weights.py made 3 times). Where xdist's
+    own suffix works (older pytest), the id is left to it."""
+    group = item.get_closest_marker("xdist_group")
+    ident = getattr(item, "_id", None)
+    if group is None or ident is None or "@" in item.nodeid:
+        return
+    name = group.args[0] if group.args else group.kwargs.get("name", "default")
+    item._id = type(ident).parse(f"{item.nodeid}@{name}")
 
 
 def longest_first(items: list[pytest.Item]) -> None:

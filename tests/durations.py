@@ -115,7 +115,7 @@ if pytest is not None:
         # children that ended during the test: their whole lifetime's CPU (a server started
         # tests ago included), so kept apart from the test's own figures
         reaped = (_cpu_seconds(me, reaped=True) or 0.0) - reaped0
-        record = {"id": item.nodeid, "wall": t1 - t0,
+        record = {"id": item.nodeid.split("@")[0], "wall": t1 - t0,
                   "cpu": tree1.get(me, 0.0) - tree0.get(me, 0.0),
                   "cpu_children": sum(v - tree0.get(p, 0.0) for p, v in tree1.items()
                                       if p != me),
