@@ -118,6 +118,46 @@ def test_accumulator_group_summaries_equal_pandas() -> None:
         np.testing.assert_array_equal(g_after.q3, g.q3)  # nothing moved
 
 
+@pytest.mark.parametrize("n", [300, 20_000])
+def test_a_small_file_counts_in_few_counters_with_the_same_passes_and_quartiles(
+        n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first round's histogram is sized to the values (``ReleaseAccumulator._bins``),
+    not 2^23 counters for every release: the same quartiles and the same number of passes
+    as with all counters, for a float column (two rounds) and an integer column of known
+    range 0..1000 (resolved in the first round)."""
+    from sdc.reports.accumulate import ReleaseAccumulator
+    from sdc.reports.quantiles import HIST_BINS
+
+    rng = np.random.default_rng(11)
+    x = rng.gamma(2.0, 1000.0, n).round(1)
+    age = rng.integers(0, 1001, n).astype(float)
+    codes = [rng.integers(0, 30, n), rng.integers(0, 5, n)]
+    key_codes, cell = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+    cell = cell.ravel()
+
+    def run() -> tuple[dict[str, int], int, list[np.ndarray]]:
+        acc = ReleaseAccumulator(key_codes, np.bincount(cell), [30, 5], None, ["x", "age"],
+                                 ranges={"age": (0.0, 1000.0, True)})
+        bins = {c: s.hist.size for c, s in acc.select.items()}
+        acc.add_apply_batch(None, cell, cell, None, {"x": x, "age": age})
+        passes, more = 0, acc.start_refinement()
+        while more:
+            acc.add_refine_batch(None, cell, {"x": x, "age": age}, released_cell=cell)
+            more, passes = acc.end_refine_pass(), passes + 1
+        summaries = acc.group_summaries()
+        return bins, passes, [getattr(g, q) for c in ("x", "age") for g in summaries[c][0]
+                              for q in ("q1", "median", "q3")]
+
+    bins, passes, quartiles = run()
+    monkeypatch.setattr(ReleaseAccumulator, "_bins", lambda self, c: self.hist_bins)
+    all_bins, all_passes, all_quartiles = run()
+    assert all_bins["x"] > HIST_BINS // 8 and bins["x"] <= all_bins["x"] // 16
+    assert bins["age"] == all_bins["age"]  # 10 unknown bits: resolved in the first round
+    assert passes == all_passes
+    for a, b in zip(quartiles, all_quartiles, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 # --------------------------------------------------------------------------------------------
 # whole reports against the oracle
 # --------------------------------------------------------------------------------------------
