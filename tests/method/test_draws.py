@@ -11,6 +11,7 @@ false-alarm probability ~6e-5 per comparison); each test says how its variance i
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -273,20 +274,29 @@ def test_rendezvous_is_stable_when_a_candidate_joins_or_leaves():
 
 
 # -- the NZY destination: hierarchical (trie) rendezvous -------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _trie_leaves(seed: int, purpose: str, cand_ids: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The candidates' (cell hash, id) in hash order: the trie's leaves (one record's
+    reference below works from them; the same for every record of a test, so made once)."""
+    hashes = keyed_hash(seed, purpose + ":cell", np.array(cand_ids, dtype=np.uint64))
+    return sorted((int(h), c) for h, c in zip(hashes, cand_ids, strict=True))
+
+
 def _trie_reference(seed: int, purpose: str, ident: int, own_id: int | None,
                     cand_ids: list[int]) -> int:
     """Plain-Python hierarchical rendezvous for ONE record (the docstring's algorithm, written
     independently of the vectorized code): returns the chosen candidate id."""
-    hashes = keyed_hash(seed, purpose + ":cell", np.array(cand_ids, dtype=np.uint64))
-    leaves = sorted((int(h), c) for h, c in zip(hashes, cand_ids, strict=True))
-    cands = [(h, c) for h, c in leaves if c != own_id]
+    cands = [(h, c) for h, c in _trie_leaves(seed, purpose, tuple(cand_ids)) if c != own_id]
     depth, prefix = 0, 0
     while len(cands) > 1:
         node = int(keyed_hash(seed, f"{purpose}:trie:{depth}", np.array([ident], np.uint64),
                               np.array([prefix], np.uint64))[0])
         best = None
+        children: dict[int, list[tuple[int, int]]] = {}   # the node's children by digit
+        for x in cands:
+            children.setdefault((x[0] >> (60 - 4 * depth)) & 15, []).append(x)
         for c in range(16):
-            sub = [x for x in cands if (x[0] >> (60 - 4 * depth)) & 15 == c]
+            sub = children.get(c)
             if not sub:
                 continue
             v = _fmix_int((node + (c + 1) * 0x9E3779B97F4A7C15) & M64)   # SplitMix64 output c+1
