@@ -29,6 +29,7 @@ __all__ = [
     "collect_schedules",
     "prefect_api",
     "require_server",
+    "serve_deployments",
     "watch_server",
 ]
 
@@ -206,3 +207,38 @@ def watch_server(url: str, say: Any, *, interval: float = 10.0) -> Any:
     threading.Thread(target=loop, name="sdc-server-watch", daemon=True).start()
     return stop
 
+
+
+#: attempts to start Prefect's runner, and the seconds before each retry
+SERVE_ATTEMPTS = 4
+SERVE_RETRY_SECONDS = (2.0, 4.0, 8.0)
+
+
+def serve_deployments(deployments: Sequence[Any], url: str, say: Any) -> None:
+    """:func:`prefect.serve` the deployments until stopped. A runner that fails to start
+    (``RuntimeError: Runner failed to start: event_emitter - Unable to authenticate to the
+    event stream``: a busy server closed its websocket during the handshake) is started
+    again after 2, 4 and 8 s, each time said with ``say(text)``; after the last attempt a
+    :class:`ScheduleError` names the server and the fix (it was an unexpected error, exit 1)."""
+    import time
+
+    from prefect import serve
+
+    for attempt in range(SERVE_ATTEMPTS):
+        try:
+            serve(*deployments, print_starting_message=attempt == 0)
+            return
+        except RuntimeError as e:
+            if not str(e).startswith("Runner failed to start"):
+                raise
+            reason = str(e).removeprefix("Runner failed to start: ")
+            if attempt + 1 == SERVE_ATTEMPTS:
+                raise ScheduleError(
+                    f"the Prefect server at {url} did not let the schedule runner connect "
+                    f"({SERVE_ATTEMPTS} attempts; {reason}). Check that the server answers "
+                    "(`sdc server status`, or its log) and that PREFECT_API_URL and "
+                    "PREFECT_API_AUTH_STRING match it, then rerun `sdc schedule`") from e
+            wait = SERVE_RETRY_SECONDS[attempt]
+            say(f"the schedule runner could not connect to the Prefect server at {url} "
+                f"({reason}); trying again in {wait:g} s")
+            time.sleep(wait)

@@ -38,17 +38,16 @@ def schedule(
         deployments = build_deployments(jobs, force=force)
         import logging
 
-        from prefect import serve
+        from flows.schedule import serve_deployments, watch_server
 
-        from flows.schedule import watch_server
+        def warn(text: str) -> None:
+            err_console.print(f"warning: {text}", style="yellow", markup=False)
 
         # a server that goes away: one clear line (and one when it is back) instead of
         # Prefect's websocket traceback followed by silence
         logging.getLogger("prefect.FlowRunCancellingObserver").setLevel(logging.ERROR)
-        watch_server(url, lambda text: err_console.print(f"warning: {text}", style="yellow",
-                                                         markup=False),
-                     interval=float(os.environ.get("SDC_SERVER_WATCH_SECONDS", "10")))
-        serve(*deployments)
+        watch_server(url, warn, interval=float(os.environ.get("SDC_SERVER_WATCH_SECONDS", "10")))
+        serve_deployments(deployments, url, warn)
 
 
 server_app = typer.Typer(help="The local Prefect server that `sdc release` reuses (start-up in "

@@ -119,6 +119,44 @@ def test_sdc_schedule_without_server_exits_plainly(make_small_job, tmp_path):
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
+@pytest.mark.parametrize("failures", [2, 4])
+def test_a_runner_that_fails_to_start_is_retried_then_refused(
+        failures: int, prefect_harness, make_small_job, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen under load (CI-like): Prefect's runner failed to start because the server closed
+    the event stream's websocket during the handshake, and `sdc schedule` ended with exit 1
+    and "This was not expected". Now it tries again (2, 4, 8 s) with a warning each time;
+    after the 4th failure, exit 2 naming the server and what to check."""
+    import prefect
+    from typer.testing import CliRunner
+
+    import flows.schedule
+    from sdc.cli.main import app
+
+    calls = []
+
+    def serve(*deployments, **kw):
+        calls.append(kw.get("print_starting_message", True))
+        if len(calls) <= failures:
+            raise RuntimeError("Runner failed to start: event_emitter \u2014 Unable to "
+                               "authenticate to the event stream.")
+
+    monkeypatch.setattr(prefect, "serve", serve)
+    monkeypatch.setattr(flows.schedule, "SERVE_RETRY_SECONDS", (0.0, 0.0, 0.0))
+    cfg = make_small_job("monthly", schedule={"cron": "0 6 1 * *"})
+    res = CliRunner().invoke(app, ["schedule", str(cfg)], env={"COLUMNS": "1000"})
+    text = " ".join((res.stdout + res.stderr).split())
+    assert text.count("trying again in 0 s") == min(failures, 3), text
+    assert calls[0] is True and not any(calls[1:])  # Prefect's banner printed once
+    if failures < 4:
+        assert res.exit_code == 0, text
+        assert len(calls) == failures + 1
+    else:
+        assert res.exit_code == 2, text
+        assert len(calls) == 4
+        assert "did not let the schedule runner connect (4 attempts; event_emitter" in text
+        assert "This was not expected" not in text
+
+
 # ---------------------------------------------------------------------------------------------
 # for real: server + sdc schedule + prefect deployment run
 # ---------------------------------------------------------------------------------------------
