@@ -195,6 +195,20 @@ def _gen(n=6000, seed=4):
     return generate_household_sample(n, seed=seed, n_regions=12)
 
 
+@pytest.fixture(scope="module")
+def gen_release():
+    """``gen_release(n_seed, seed)``: GEN's release of ``_gen(seed=n_seed)`` with ``seed``,
+    made once for the tests that check the same release (read only)."""
+    made: dict[tuple[int, int], object] = {}
+
+    def release(n_seed: int, seed: int):
+        if (n_seed, seed) not in made:
+            made[n_seed, seed] = sdc.release_frame(_gen(seed=n_seed), sdc.parse_config(GEN), seed)
+        return made[n_seed, seed]
+
+    return release
+
+
 def _consistent(frame, config):
     """Every household has one value of each household-level key and household column."""
     hid = config.input.household_id
@@ -203,10 +217,10 @@ def _consistent(frame, config):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_household_is_consistent_and_the_household_stage_moves(seed):
+def test_every_household_is_consistent_and_the_household_stage_moves(seed, gen_release):
     cfg = sdc.parse_config(GEN)
     f = _gen(seed=seed)
-    r = sdc.release_frame(f, cfg, seed)
+    r = gen_release(seed, seed)
     st = r.households
     assert st.n_households == f["hh_id"].nunique()
     assert st.changed.any(), "the household stage should move some households here"
@@ -225,10 +239,9 @@ def test_every_household_is_consistent_and_the_household_stage_moves(seed):
     assert int(st.result.cells.frequency.sum()) == st.n_households
 
 
-def test_released_cells_index_the_extended_cell_table():
+def test_released_cells_index_the_extended_cell_table(gen_release):
     cfg = sdc.parse_config(GEN)
-    f = _gen()
-    r = sdc.release_frame(f, cfg, 7)
+    r = gen_release(4, 7)
     names = cfg.key_names
     codes = r.cells.key_codes[r.released_cell]
     back = np.column_stack([
@@ -240,10 +253,10 @@ def test_released_cells_index_the_extended_cell_table():
     assert r.cell_partition_set.max() < len(r.partition_sets)
 
 
-def test_household_draws_follow_the_household_id_not_the_row_order():
+def test_household_draws_follow_the_household_id_not_the_row_order(gen_release):
     cfg = sdc.parse_config(GEN)
     f = _gen()
-    a = sdc.release_frame(f, cfg, 5).frame
+    a = gen_release(4, 5).frame
     perm = np.random.default_rng(0).permutation(len(f))
     b = sdc.release_frame(f.iloc[perm].reset_index(drop=True), cfg, 5).frame
     a = a.sort_values("person_id").reset_index(drop=True)
@@ -251,12 +264,12 @@ def test_household_draws_follow_the_household_id_not_the_row_order():
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_household_outcome_is_stable_when_other_households_join():
+def test_household_outcome_is_stable_when_other_households_join(gen_release):
     """Record-keyed household draws: a household whose t_j, theta and PRB did not change
     keeps its released values when households of other (non-sensitive) cells are added."""
     cfg = sdc.parse_config(GEN)
     f = _gen()
-    r1 = sdc.release_frame(f, cfg, 5)
+    r1 = gen_release(4, 5)
     # households of a large household cell (>= 10 households with its household keys)
     hk = list(cfg.household_keys)
     table = f.groupby("hh_id", sort=False)[hk].first()
@@ -318,10 +331,9 @@ def test_rare_household_cell_alone_is_refused_with_the_fix():
         sdc.release_frame(f, cfg, 1)
 
 
-def test_small_household_classes_are_left_to_the_household_stage():
-    cfg = sdc.parse_config(GEN)
+def test_small_household_classes_are_left_to_the_household_stage(gen_release):
     f = _gen()
-    r = sdc.release_frame(f, cfg, 3)
+    r = gen_release(4, 3)
     st = r.households
     assert st.small_classes > 0 and st.small_class_persons > 0
     fail = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": 0.5, "small_blocks": "fail"}})
@@ -330,7 +342,7 @@ def test_small_household_classes_are_left_to_the_household_stage():
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_household_releases_satisfy_the_release_invariants(seed):
+def test_household_releases_satisfy_the_release_invariants(seed, gen_release):
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
@@ -338,7 +350,7 @@ def test_household_releases_satisfy_the_release_invariants(seed):
 
     cfg = sdc.parse_config(GEN)
     f = _gen(seed=seed)
-    check_release(f, cfg, sdc.release_frame(f, cfg, seed))
+    check_release(f, cfg, gen_release(seed, seed))
     # a file whose household classes are all large enough for person PRBs
     big = sdc.parse_config({**GEN, "key_variables": {**GEN["key_variables"],
                                                      "dwelling": {"range": [1, 6]}}})
@@ -390,12 +402,11 @@ def test_sdcmicro_testdata_households():
     assert r.certificate <= 0.5
 
 
-def test_codebook_describes_households():
+def test_codebook_describes_households(gen_release):
     from sdc.release.public import codebook_markdown
 
     cfg = sdc.parse_config(GEN)
-    f = _gen()
-    r = sdc.release_frame(f, cfg, 3)
+    r = gen_release(4, 3)
     md = codebook_markdown(cfg, r)
     assert "### Households" in md and "keyed pseudonym" in md
     assert "household pseudonym 1..H" in md
