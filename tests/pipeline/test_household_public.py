@@ -8,6 +8,7 @@ records file too."""
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,39 @@ from sdc.pipeline.household_public import (
 from sdc.pipeline.order import order_salt
 from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
 from sdc.samples import generate_household_sample
+
+
+def _stream_config(path, xi, policy, weight, out_dir):
+    """GEN read from the Parquet file ``path`` (``weight``: the weight column or None), the
+    public files in Parquet and CSV into ``out_dir``."""
+    inp = {**GEN["input"], "path": str(path), "format": "parquet"}
+    if weight:
+        inp["weight"] = weight
+    return sdc.parse_config({**GEN, "input": inp,
+                             "risk": {"households": "warn", "xi": xi, "small_blocks": policy},
+                             "output": {"dir": str(out_dir), "formats": ["parquet", "csv"]}})
+
+
+@pytest.fixture(scope="module")
+def gen6000(tmp_path_factory):
+    """The 6,000-person file (seed 4, 40 regions) as a frame and as Parquet, and
+    ``release(xi, policy, weight)``: its in-memory release with seed 21 (the pandas engine's
+    reference the batch tests below compare with; files kept), made once per configuration
+    for the tests that compare with the same one (read only)."""
+    folder = tmp_path_factory.mktemp("gen6000")
+    f = generate_household_sample(6000, seed=4, n_regions=40)
+    path = folder / "hh.parquet"
+    f.to_parquet(path, index=False)
+    made: dict = {}
+
+    def release(xi, policy, weight=None):
+        if (xi, policy, weight) not in made:
+            cfg = _stream_config(path, xi, policy, weight, folder / "rel")
+            made[xi, policy, weight] = sdc.release_frame(
+                f, cfg, 21, out_dir=folder / f"want{len(made)}")
+        return made[xi, policy, weight]
+
+    return SimpleNamespace(frame=f, path=path, release=release)
 
 
 def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
@@ -171,7 +205,7 @@ def test_bucket_keys_keep_households_whole_and_in_pseudonym_order():
 
 @pytest.mark.parametrize("xi,policy,weight", [(0.5, "merge", None), (0.34, "calibrate", "hh_weight")])
 def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_path, xi, policy,
-                                                                           weight):
+                                                                           weight, gen6000):
     """risk.json's ``households`` (hierarchical risk before and after, the composition intruder
     replayed from both stages' draws) from what the batches keep: every person's cell,
     household row, released cell and weight, the drawing identities: the pandas engine's."""
@@ -184,9 +218,9 @@ def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_p
     if weight:
         raw["input"] = {**GEN["input"], "weight": weight}
     cfg = sdc.parse_config(raw)
-    f = generate_household_sample(6000, seed=4, n_regions=40)
+    f = gen6000.frame
     seed = 21
-    want = sdc.release_frame(f, cfg, seed).household_report["risk"]
+    want = gen6000.release(xi, policy, weight).household_report["risk"]
     *_, p = _batch_public_bytes(f, cfg, seed, 4, 2, tmp_path, 3)
     hs, ps, agg, cells = p["hs"], p["ps"], p["agg"], p["cells"]
     households = StageDraws(draw_plan(hs.plan, household_config(cfg)),
@@ -206,7 +240,8 @@ def test_household_risk_section_from_the_batches_equals_the_pandas_engines(tmp_p
 
 
 @pytest.mark.parametrize("xi,policy", [(0.5, "merge"), (0.34, "calibrate")])
-def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi, policy):
+def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi, policy,
+                                                                    gen6000):
     """audit.json's ``households`` (household PRBs with their changed households, partition
     sets, the household columns' dependence figures, both certificates, the composition
     intruder) from the batch parts: the pandas engine's."""
@@ -223,9 +258,9 @@ def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi
     from sdc.reports.households import StageDraws, composition_risk_of
 
     cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
-    f = generate_household_sample(6000, seed=4, n_regions=40)
+    f = gen6000.frame
     seed = 21
-    want = household_audit(sdc.release_frame(f, cfg, seed))
+    want = household_audit(gen6000.release(xi, policy))
     *_, p = _batch_public_bytes(f, cfg, seed, 4, 2, tmp_path, 3)
     hs, ps, agg, cells = p["hs"], p["ps"], p["agg"], p["cells"]
     hs.plan = dataclasses.replace(hs.plan, dependence=household_dependence(agg, hs, cfg))
@@ -247,7 +282,7 @@ def test_household_audit_from_the_batches_equals_the_pandas_engines(tmp_path, xi
     assert got == want
 
 
-def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_path):
+def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_path, gen6000):
     """The batch report accumulator fed with every person's counted and released row of the
     extended cell table (and the refinement passes) gives the pandas engine's risk.json and
     utility.json, the households sections aside (built from parts, tested above)."""
@@ -258,15 +293,13 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
     from sdc.pipeline.report_parts import add_apply_batch, batch_reports, new_accumulator
     from sdc.reports.build import reports_from_aggregates
 
-    path = tmp_path / "hh.parquet"
-    f = generate_household_sample(6000, seed=4, n_regions=40)
-    f.to_parquet(path, index=False)
-    raw = {**GEN, "input": {**GEN["input"], "path": str(path), "format": "parquet",
+    f = gen6000.frame
+    raw = {**GEN, "input": {**GEN["input"], "path": str(gen6000.path), "format": "parquet",
                             "weight": "hh_weight"},
            "risk": {"households": "warn", "xi": 0.34, "small_blocks": "calibrate"}}
     cfg = sdc.parse_config(raw)
     seed = 21
-    r = sdc.release_frame(f, cfg, seed)
+    r = gen6000.release(0.34, "calibrate", "hh_weight")
     want = batch_reports(r, cfg, seed=seed)
     *_, p = _batch_public_bytes(f, cfg, seed, 1, 1, tmp_path, None)
     cells, ps, table, orig = p["cells"], p["ps"], p["table"], p["orig"]
@@ -316,7 +349,7 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
 @pytest.mark.parametrize("xi,policy,weight,batch_rows", [
     (0.5, "merge", None, 1000), (0.34, "calibrate", "hh_weight", 777)])
 def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy, weight,
-                                                           batch_rows):
+                                                           batch_rows, gen6000):
     """The batch household release read from a Parquet file (not registered as an executor
     yet): its public files, records file, reports and audit sections are the pandas
     engine's."""
@@ -325,17 +358,9 @@ def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy,
     from sdc.pipeline.report_parts import batch_reports
     from sdc.release.record import household_audit
 
-    path = tmp_path / "hh.parquet"
-    f = generate_household_sample(6000, seed=4, n_regions=40)
-    f.to_parquet(path, index=False)
-    inp = {**GEN["input"], "path": str(path), "format": "parquet"}
-    if weight:
-        inp["weight"] = weight
-    cfg = sdc.parse_config({**GEN, "input": inp, "risk": {"households": "warn", "xi": xi, "small_blocks": policy},
-                            "output": {"dir": str(tmp_path / "rel"),
-                                       "formats": ["parquet", "csv"]}})
+    cfg = _stream_config(gen6000.path, xi, policy, weight, tmp_path / "rel")
     seed = 21
-    r = sdc.release_frame(f, cfg, seed, out_dir=tmp_path / "want")  # one batch, in memory
+    r = gen6000.release(xi, policy, weight)  # one batch, in memory
     want_files = {name: path.read_bytes() for name, path in r.files.items()}
     assert set(want_files) == {"microdata.parquet", "microdata.csv"}
     want = batch_reports(r, cfg, seed=seed)
