@@ -311,7 +311,9 @@ def utility(original: pd.DataFrame, result: Any, config: sdc.ReleaseConfig) -> d
 def expected_totals(original: pd.DataFrame, result: Any, config: sdc.ReleaseConfig) -> dict:
     """utility.json's ``expected_totals``, record by record: every record's law over the cells
     (stay with 1 - m_j, else uniform over the other cells of its group), its weight and its
-    count added to every cell with that probability."""
+    count added to every cell with that probability. A record's law is its cell's, so the
+    records of a cell are added together (their summed weight and their number times the
+    law): the same sums as one record at a time, to the float order."""
     keys, kvs = config.key_names, config.key_variables
     cells = result.cells
     t = cells.frequency.astype(float)
@@ -326,8 +328,9 @@ def expected_totals(original: pd.DataFrame, result: Any, config: sdc.ReleaseConf
         m = np.where(g >= 0, theta[np.maximum(g, 0)] / t, 0.0)
     w = original[config.input.weight].to_numpy(float)
     W = np.bincount(cells.record_cell, weights=w, minlength=n_c)
+    count = np.bincount(cells.record_cell, minlength=n_c).astype(float)
     ew, et = np.zeros(n_c), np.zeros(n_c)
-    for i, j in enumerate(cells.record_cell.tolist()):
+    for j in np.unique(cells.record_cell).tolist():
         law = np.zeros(n_c)
         law[j] = 1.0
         if g[j] >= 0:
@@ -336,8 +339,8 @@ def expected_totals(original: pd.DataFrame, result: Any, config: sdc.ReleaseConf
             if others.size:
                 law[j] = 1.0 - m[j]
                 law[others] = m[j] / others.size
-        ew += w[i] * law
-        et += law
+        ew += W[j] * law
+        et += count[j] * law
 
     def figures(x, ex, total):
         d = np.abs(ex - x)
