@@ -16,7 +16,10 @@ Prefect server, Dask workers, subprocesses), apart the CPU of children that ende
 test (``cpu_reaped``: their whole life's, so a server started tests earlier is charged to the
 test during which it stops), and the test process's main thread split into on CPU /
 waiting for a CPU (``runq``: the machine is busy) / sleeping (waiting on a server, a
-subprocess, a timeout). ``python tests/durations.py --cpu cpu.jsonl`` sums it per folder.
+subprocess, a timeout). ``python tests/durations.py --cpu cpu.jsonl`` sums it per folder;
+``--timeline cpu.jsonl`` shows per minute how many cores the machine kept busy, and when each
+xdist worker ran out of work (each line also holds the worker, its end time and the machine's
+busy CPU seconds).
 """
 
 from __future__ import annotations
@@ -88,6 +91,15 @@ def _process_tree(pid: int) -> dict[int, float]:
     return seen
 
 
+def _machine_busy() -> float:
+    """CPU seconds the whole machine has been busy since boot (/proc/stat: all but idle and
+    iowait), over every core: its growth between two tests' ends over their distance in
+    time is how many cores the run kept busy."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def _main_thread() -> tuple[float, float]:
     """Seconds the main thread ran and waited for a CPU (/proc/self/task/PID/schedstat)."""
     on, runq = Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()[:2]
@@ -115,7 +127,9 @@ if pytest is not None:
         # children that ended during the test: their whole lifetime's CPU (a server started
         # tests ago included), so kept apart from the test's own figures
         reaped = (_cpu_seconds(me, reaped=True) or 0.0) - reaped0
-        record = {"id": item.nodeid.split("@")[0], "wall": t1 - t0,
+        record = {"id": item.nodeid.split("@")[0],
+                  "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                  "end": time.time(), "machine_busy": _machine_busy(), "wall": t1 - t0,
                   "cpu": tree1.get(me, 0.0) - tree0.get(me, 0.0),
                   "cpu_children": sum(v - tree0.get(p, 0.0) for p, v in tree1.items()
                                       if p != me),
@@ -125,6 +139,34 @@ if pytest is not None:
         with open(out, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({k: round(v, 2) if isinstance(v, float) else v
                                  for k, v in record.items()}) + "\n")
+
+
+def timeline(path: Path, step: float = 60.0) -> str:
+    """Per minute of a run recorded with ``SDC_TEST_CPU`` (the lines' ``end`` and
+    ``machine_busy``): the cores the machine kept busy, and per xdist worker its last test's
+    end (the run's tail: workers that finished early left their core idle)."""
+    recs = sorted((json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()),
+                  key=lambda r: r.get("end", 0.0))
+    recs = [r for r in recs if "end" in r]
+    if not recs:
+        return "no timeline (lines without 'end': recorded before it was added)"
+    t0 = recs[0]["end"] - recs[0]["wall"]
+    lines = ["minute  cores busy  tests ended"]
+    mark, busy0, n = t0, None, 0
+    for r in recs:
+        if busy0 is None:
+            busy0, mark = r["machine_busy"], r["end"]
+        n += 1
+        if r["end"] - mark >= step:
+            lines.append(f"{(r['end'] - t0) / 60:6.1f}  {(r['machine_busy'] - busy0) / (r['end'] - mark):10.2f}"
+                         f"  {n:11d}")
+            mark, busy0, n = r["end"], r["machine_busy"], 0
+    ends: dict[str, float] = {}
+    for r in recs:
+        ends[r.get("worker", "main")] = r["end"]
+    lines.append("last test ended (minutes after the first began): " + ", ".join(
+        f"{w} {(e - t0) / 60:.1f}" for w, e in sorted(ends.items())))
+    return "\n".join(lines)
 
 
 def cpu_summary(path: Path) -> str:
@@ -148,6 +190,9 @@ def cpu_summary(path: Path) -> str:
 if __name__ == "__main__":
     if sys.argv[1] == "--cpu":
         print(cpu_summary(Path(sys.argv[2])))
+        sys.exit(0)
+    if sys.argv[1] == "--timeline":
+        print(timeline(Path(sys.argv[2])))
         sys.exit(0)
     table = {k: v for k, v in sorted(from_junit(Path(sys.argv[1]), TABLE.parents[1]).items())
              if v >= MIN_SECONDS}
