@@ -171,19 +171,25 @@ def released_column(values: pd.Series, rows: np.ndarray, new_codes: np.ndarray,
     integer or boolean column receives a missing value (a batch without missing values of a
     file that has them).
     """
-    dom = kv.domain + ([None] if kv.missing == "category" else [])
+    missing = kv.missing == "category"
+    ints = kv.range_values()  # a range's integers: the loops below, vectorized
+    dom = kv.domain + ([None] if missing else []) if ints is None else None
     col = values.to_numpy(copy=True)
-    gets_missing = kv.missing == "category" and bool((new_codes == len(dom) - 1).any())
-    number = all(x is None or (isinstance(x, int | float) and not isinstance(x, bool))
-                 for x in dom)
+    gets_missing = missing and bool((new_codes == kv.size - 1).any())
+    number = ints is not None or all(
+        x is None or (isinstance(x, int | float) and not isinstance(x, bool)) for x in dom)
     if number and col.dtype.kind == "f":  # stays float (missing category = NaN)
-        col[rows] = np.array([np.nan if x is None else float(x) for x in dom])[new_codes]
-    elif number and col.dtype.kind in "iu" and not gets_missing and all(
-            float(x).is_integer() for x in dom if x is not None):
-        col[rows] = np.array([0 if x is None else x for x in dom], dtype=np.int64)[new_codes]
+        col[rows] = (np.array([np.nan if x is None else float(x) for x in dom]) if dom is not None
+                     else np.append(ints.astype(float), [np.nan] * missing))[new_codes]
+    elif number and col.dtype.kind in "iu" and not gets_missing and (ints is not None or all(
+            float(x).is_integer() for x in dom if x is not None)):
+        col[rows] = (np.array([0 if x is None else x for x in dom], dtype=np.int64)
+                     if dom is not None else np.append(ints, [0] * missing))[new_codes]
     else:
         if col.dtype != object:
             col = col.astype(object)
+        if dom is None:
+            dom = kv.domain + ([None] if missing else [])
         col[rows] = np.asarray(dom, dtype=object)[new_codes]
     out = pd.Series(col, index=values.index, name=values.name)
     plain = not isinstance(values.dtype, pd.api.extensions.ExtensionDtype)

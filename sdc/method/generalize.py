@@ -58,14 +58,15 @@ def generalize_domain(variable: str, kv: KeyVariable, rule: object) -> Generaliz
     The ``missing`` category (when declared) always forms its own generalized value.
     Raises :class:`~sdc.config.ConfigError` when a declared value has no generalized value.
     """
-    domain = kv.domain
-    n = len(domain)
+    ints = kv.range_values()  # a range's integers: bands need no list of them
+    domain = kv.domain if ints is None or not isinstance(rule, Bands) else None
+    n = kv.size - (kv.missing == "category")
     where = f"partition.{variable}"
     if rule == "as_is" or isinstance(rule, AsIs):
         code_map = np.arange(n, dtype=np.int64)
         labels = [kv.labels.get(c, str(c)) for c in domain]
     elif isinstance(rule, Bands):
-        vals = np.asarray(domain, dtype=float)
+        vals = np.asarray(domain, dtype=float) if ints is None else ints.astype(float)
         edges = np.asarray(rule.bands, dtype=float)
         code_map = np.searchsorted(edges, vals, side="right").astype(np.int64) - 1
         below = vals[code_map < 0]

@@ -44,10 +44,13 @@ def uncertainty_figures(config: ReleaseConfig, result: ReleaseOutcome) -> dict[s
     for k, c in zip(names, counts, strict=True):
         kv = config.key_variables[k]
         dom = kv.domain + ([None] if kv.missing == "category" else [])
-        pub = np.array([publishable_count(x) for x in c], dtype=np.int64)  # loop over categories
+        pub = np.zeros(len(c), dtype=np.int64)  # publishable_count(0) == 0
+        nz = np.flatnonzero(np.asarray(c) > 0)
+        pub[nz] = [publishable_count(x) for x in np.asarray(c)[nz]]  # loop over categories
         rest = pub.sum() - pub
         bound = variance_bound(pub, tb, rest)
-        out["variables"][k] = [(dom[i], int(pub[i]), float(bound[i])) for i in range(len(dom))]
+        out["variables"][k] = list(zip(dom, pub.tolist(), np.asarray(bound, dtype=float).tolist(),
+                                       strict=True))
     return out
 
 

@@ -71,6 +71,8 @@ def shift_digits(x: float | None, *, least: int = 1, most: int = 8) -> int:
 
 
 def _numeric_domain(kv: KeyVariable) -> bool:
+    if kv.range is not None:  # integers: no loop over a range's (maybe millions of) values
+        return True
     return all(isinstance(c, int | float) and not isinstance(c, bool) for c in kv.domain)
 
 
@@ -157,8 +159,9 @@ def _group_stats(n: np.ndarray, s: np.ndarray, q: np.ndarray
 
 
 def _labels(kv: KeyVariable) -> tuple[list[Any], list[str]]:
-    values: list[Any] = list(kv.domain)
-    labels = [str(kv.labels.get(v, v)) for v in values]
+    values: list[Any] = kv.domain
+    labels = ([str(kv.labels.get(v, v)) for v in values] if kv.labels
+              else list(map(str, values)))
     if kv.missing == "category":
         values.append(None)
         labels.append("(missing)")

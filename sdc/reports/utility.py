@@ -72,8 +72,9 @@ def _shares(x: np.ndarray) -> np.ndarray:
 
 
 def _domain_labels(kv: KeyVariable) -> tuple[list[Any], list[str]]:
-    values: list[Any] = list(kv.domain)
-    labels = [str(kv.labels.get(v, v)) for v in values]
+    values: list[Any] = kv.domain
+    labels = ([str(kv.labels.get(v, v)) for v in values] if kv.labels
+              else list(map(str, values)))
     if kv.missing == "category":
         values.append(None)
         labels.append("(missing)")

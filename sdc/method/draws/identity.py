@@ -142,8 +142,14 @@ def cell_identity(key_codes: np.ndarray, config: Any) -> np.ndarray:
     acc = np.zeros(key_codes.shape[0], dtype=_U64)
     for j in sorted(range(len(names)), key=lambda i: names[i]):
         kv = kvs[names[j]]
-        dom = list(kv.domain) + ([None] if kv.missing == "category" else [])
-        lut = _domain_hashes(dom) ^ name_hash(names[j])
+        ints = kv.range_values()
+        if ints is not None:  # a range: hashed as one array (the loop below, vectorized)
+            lut = hash_ints(ints)
+            if kv.missing == "category":
+                lut = np.append(lut, MISSING_HASH)
+        else:
+            lut = _domain_hashes(kv.domain + ([None] if kv.missing == "category" else []))
+        lut = lut ^ name_hash(names[j])
         v = lut[key_codes[:, j]]
         fmix_inplace(v)
         acc ^= v
