@@ -23,11 +23,7 @@ import pytest
 import yaml
 
 import sdc
-from tests.contract import test_executors as contract
 from tests.contract.test_executors import _base, _cases, _differences, _files, _input
-
-#: the contract's fixture: the in-memory executor's release of each case, once per worker
-reference = contract.reference
 
 _RUN = {"created", "created_at", "engine", "timings", "started", "finished"}
 
