@@ -33,18 +33,32 @@ def _setup(name: str):
     return cfg, plan, dplan, rec[rows], ident
 
 
+@pytest.fixture(scope="module")
+def near_setup():
+    """``near_setup(name)``: :func:`_setup` made once per config for the tests of the module
+    (the demo's near plan is read by two of them; read only)."""
+    made: dict[str, tuple] = {}
+
+    def setup(name: str) -> tuple:
+        if name not in made:
+            made[name] = _setup(name)
+        return made[name]
+
+    return setup
+
+
 def _releases(dplan, cell, ident, seeds):
     for s in seeds:
         yield released_cells(dplan, cell, ident, int(s))
 
 
-def test_every_cell_count_is_unbiased_under_near():
+def test_every_cell_count_is_unbiased_under_near(near_setup):
     """R = 60 releases of the demo's sensitive records. For every cell l, the mean released
     count minus t_l, divided by its standard error sqrt(Var S_l / R) with Var S_l the exact
     variance of a sum of independent Bernoullis (sum over records of p (1 - p), p = P(record
     -> l) from the transition designs), is a z-score: their mean square is 1 within
     4 sqrt(2 / n_cells) (chi-square), and no |z| exceeds 5.5 (Bonferroni over ~18,000 cells)."""
-    cfg, plan, dplan, cell, ident = _setup("census_demo")
+    cfg, plan, dplan, cell, ident = near_setup("census_demo")
     n_cells = plan.partitioned.cells.n_cells
     t = plan.partitioned.cells.frequency
     R = 60
@@ -65,7 +79,7 @@ def test_every_cell_count_is_unbiased_under_near():
 
 
 @pytest.mark.parametrize("name", ["census_demo", "adult"])
-def test_monte_carlo_intruders_stay_below_xi(name):
+def test_monte_carlo_intruders_stay_below_xi(name, near_setup):
     """R = 24 releases. For every target record of a sensitive cell j the intruder picks one
     record uniformly among those released in (a) j, (b) the cell z != j with the largest w_jz
     (W's most likely destination), (c) N(j) = j and its W-neighbours; his success is
@@ -74,7 +88,7 @@ def test_monte_carlo_intruders_stay_below_xi(name):
     binomial-type variance estimated from the releases)."""
     if name == "adult" and not ADULT.is_file():
         pytest.skip(f"{ADULT} is absent (the shared data folder is not beside the repository)")
-    cfg, plan, dplan, cell, ident = _setup(name)
+    cfg, plan, dplan, cell, ident = near_setup(name)
     xi = cfg.risk.xi
     n_cells = plan.partitioned.cells.n_cells
     t = plan.partitioned.cells.frequency
