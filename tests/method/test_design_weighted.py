@@ -110,7 +110,7 @@ def test_balance_figures_agree_with_a_monte_carlo_of_releases(tmp_path):
     from sdc.method.partition import partition_frame
     from sdc.method.plan import plan_release
     from sdc.method.weighted import WeightSums, weight_plan
-    from tests.method.test_weighted_near import _released_cell
+    from tests.method.test_weighted_near import _released_cells
 
     cfg = sdc.load_config(_weighted_job(tmp_path))
     frame = sdc.read_input(cfg)
@@ -124,8 +124,8 @@ def test_balance_figures_agree_with_a_monte_carlo_of_releases(tmp_path):
     design = plan.cell_design()
     e, var = expected_totals(wt, design), variance_totals(q, design)
     R = 400
-    tot = np.stack([np.bincount(_released_cell(frame, plan, cfg, 100 + r),
-                                weights=w, minlength=cells.size) for r in range(R)])
+    tot = np.stack([np.bincount(rel, weights=w, minlength=cells.size)
+                    for rel in _released_cells(frame, plan, cfg, 100 + np.arange(R))])
     on = var > 0
     z = (tot.mean(0) - e)[on] / np.sqrt(var[on] / R)
     assert on.sum() > 200 and np.sum(np.abs(z) > 4.5) <= 2

@@ -146,17 +146,19 @@ def _config(destinations: str) -> ReleaseConfig:
     })
 
 
-def _released_cell(frame, plan, cfg, seed):
-    """Every record's released cell under ``plan``: the per-record step every executor runs
-    (record-keyed draws of the PRB records, :func:`released_cells`)."""
+def _released_cells(frame, plan, cfg, seeds):
+    """Every record's released cell under ``plan`` for each of ``seeds`` in turn: the
+    per-record step every executor runs (record-keyed draws of the PRB records,
+    :func:`released_cells`); the draw plan and the drawing identities, which do not depend
+    on the seed, made once."""
     dplan = draw_plan(plan, cfg)
     rec = plan.partitioned.cells.record_cell
     rows = np.flatnonzero(plan.cell_prb[rec] >= 0)
-    out = rec.copy()
-    out[rows] = released_cells(dplan, rec[rows],
-                               unique_identities(*drawing_identities(frame, rec, dplan, cfg)),
-                               seed)
-    return out
+    ident = unique_identities(*drawing_identities(frame, rec, dplan, cfg))
+    for seed in seeds:
+        out = rec.copy()
+        out[rows] = released_cells(dplan, rec[rows], ident, int(seed))
+        yield out
 
 
 def _planned(frame, cfg):
@@ -198,8 +200,7 @@ def test_weighted_near_totals_unbiased_monte_carlo():
     tot_w, tot_t = np.zeros((runs, n_c)), np.zeros((runs, n_c))
     keys_changed = []
     codes = part.cells.key_codes
-    for r in range(runs):
-        released = _released_cell(frame, plan, cfg, 2000 + r)
+    for r, released in enumerate(_released_cells(frame, plan, cfg, 2000 + np.arange(runs))):
         tot_w[r] = np.bincount(released, weights=w, minlength=n_c)
         tot_t[r] = np.bincount(released, minlength=n_c)
         moved = released != rec
@@ -219,8 +220,7 @@ def test_weighted_near_totals_unbiased_monte_carlo():
     ucfg = _config("uniform")
     _, _, uplan = _planned(frame, ucfg)
     uni = []
-    for r in range(runs):
-        released = _released_cell(frame, uplan, ucfg, 2000 + r)
+    for released in _released_cells(frame, uplan, ucfg, 2000 + np.arange(runs)):
         moved = released != rec
         uni.append((codes[rec[moved]] != codes[released[moved]]).sum(axis=1))
     uni_keys = np.concatenate(uni).mean()
