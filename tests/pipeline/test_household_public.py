@@ -79,6 +79,27 @@ def gen6000(tmp_path_factory):
     return SimpleNamespace(frame=f, path=path, release=release)
 
 
+@pytest.fixture(scope="module")
+def gen8000(tmp_path_factory):
+    """The 8,000-person file (seed 9, 40 regions) and ``release(xi, policy)``: its in-memory
+    release with seed 13 (public files in Parquet and CSV kept), made once per configuration
+    for the public-file and partition-set tests that compare with the same one (read only)."""
+    folder = tmp_path_factory.mktemp("gen8000")
+    f = generate_household_sample(8000, seed=9, n_regions=40)
+    made: dict = {}
+
+    def release(xi, policy):
+        if (xi, policy) not in made:
+            cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi,
+                                                    "small_blocks": policy},
+                                    "output": {"dir": str(folder / "rel"),
+                                               "formats": ["parquet", "csv"]}})
+            made[xi, policy] = sdc.release_frame(f, cfg, 13, out_dir=folder / f"want{len(made)}")
+        return made[xi, policy]
+
+    return SimpleNamespace(frame=f, release=release)
+
+
 def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
     """The chain a batch executor runs, on ``f`` cut into batches: count, both stages,
     identity pass (keeping the changed households' persons), salt, apply + spill, write."""
@@ -151,13 +172,13 @@ def _batch_public_bytes(f, cfg, seed, n_batches, bits, tmp_path, shuffle):
 @pytest.mark.parametrize("xi,policy,n_batches,bits,shuffle", [
     (0.5, "merge", 5, 3, 1), (0.34, "calibrate", 7, 0, 2), (0.5, "merge", 1, 6, None)])
 def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_batches, bits,
-                                                     shuffle):
+                                                     shuffle, gen8000):
     cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy},
                             "output": {"dir": str(tmp_path / "rel"),
                                        "formats": ["parquet", "csv"]}})
-    f = generate_household_sample(8000, seed=9, n_regions=40)
+    f = gen8000.frame
     seed = 13
-    r = sdc.release_frame(f, cfg, seed, out_dir=tmp_path / "want")
+    r = gen8000.release(xi, policy)
     assert r.households.changed.any() and r.n_changed > r.households.changed.sum()
     schema, got_pq, got_csv, got_rec, _ = _batch_public_bytes(f, cfg, seed, n_batches, bits,
                                                            tmp_path, shuffle)
@@ -170,7 +191,8 @@ def test_batch_public_files_equal_the_pandas_engines(tmp_path, xi, policy, n_bat
 
 @pytest.mark.parametrize("xi,policy,coarse", [(0.5, "merge", False), (0.34, "calibrate", False),
                                                (0.5, "merge", True)])
-def test_partition_sets_from_the_batches_equal_the_pandas_engines(tmp_path, xi, policy, coarse):
+def test_partition_sets_from_the_batches_equal_the_pandas_engines(tmp_path, xi, policy, coarse,
+                                                                  gen8000):
     """internal/partition_sets.parquet's table and every cell's partition set (the extended
     cell table: released combinations of changed households included; ``coarse``: one
     household key, no small class)."""
@@ -182,8 +204,8 @@ def test_partition_sets_from_the_batches_equal_the_pandas_engines(tmp_path, xi, 
                                 if k not in ("region", "dwelling")}
         raw["input"] = {**GEN["input"], "drop": ["income", "region", "dwelling"]}
     cfg = sdc.parse_config(raw)
-    f = generate_household_sample(8000, seed=9, n_regions=40)
-    r = sdc.release_frame(f, cfg, 13)
+    f = gen8000.frame
+    r = sdc.release_frame(f, cfg, 13) if coarse else gen8000.release(xi, policy)
     *_, p = _batch_public_bytes(f, cfg, 13, 3, 1, tmp_path, 5)
     table = p["table"]
     assert (table.n_cells > p["cells"].n_cells) == (p["ps"].small_classes > 0) == (not coarse)
