@@ -52,7 +52,8 @@ def _keyed(value: Any) -> Any:
 
 
 def memoized(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with the memo: an identical call returns a copy of the first call's result."""
+    """``fn`` with the memo: an identical call returns a copy of the first call's result (the
+    first call a copy too)."""
 
     @functools.wraps(fn)
     def planner(*args: Any, **kwargs: Any) -> Any:
@@ -69,14 +70,17 @@ def memoized(fn: Callable[..., Any]) -> Callable[..., Any]:
             return pickle.loads(_MEMO[key])
         out = fn(*args, **kwargs)  # raises as before: a refusal is not memoized
         try:
-            _MEMO[key] = pickle.dumps(out, protocol=5)
+            blob = pickle.dumps(out, protocol=5)
         except Exception:  # noqa: BLE001
             STATS["unkeyed"] += 1
             return out
         STATS["miss"] += 1
+        _MEMO[key] = blob
         while len(_MEMO) > LIMIT:
             _MEMO.popitem(last=False)
-        return out
+        # the first caller gets a copy too: a plan pickles to other bytes than its unpickled
+        # copy, so a later call that takes the plan (weight_plan) would miss after a hit
+        return pickle.loads(blob)
 
     planner.__wrapped_planner__ = fn  # type: ignore[attr-defined]
     return planner
