@@ -129,8 +129,26 @@ def test_person_stage_on_the_cell_table_equals_the_pandas_engine(xi, policy):
     assert ps.small_classes > 0  # the left-out classes are exercised
 
 
+@pytest.fixture(scope="module")
+def gen9_release():
+    """``gen9_release(xi, policy)``: GEN's release of the 8,000-person file of seed 9 with
+    seed 13, made once per configuration (the released-persons and extended-cells tests
+    compare with the same one; read only)."""
+    made: dict = {}
+
+    def release(xi, policy):
+        if (xi, policy) not in made:
+            cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi,
+                                                    "small_blocks": policy}})
+            made[xi, policy] = sdc.release_frame(
+                generate_household_sample(8000, seed=9, n_regions=40), cfg, 13)
+        return made[xi, policy]
+
+    return release
+
+
 @pytest.mark.parametrize("xi,policy", [(0.5, "merge"), (0.34, "calibrate")])
-def test_released_persons_from_the_kernels_equal_the_pandas_engine(xi, policy):
+def test_released_persons_from_the_kernels_equal_the_pandas_engine(xi, policy, gen9_release):
     """count (batches) -> both stages on aggregates -> per batch: household lookup, person
     identities (made distinct over the file), released codes: every person's released key
     values equal the pandas engine's."""
@@ -146,7 +164,7 @@ def test_released_persons_from_the_kernels_equal_the_pandas_engine(xi, policy):
 
     cfg = sdc.parse_config({**GEN, "risk": {"households": "warn", "xi": xi, "small_blocks": policy}})
     f = generate_household_sample(8000, seed=9, n_regions=40)
-    r = sdc.release_frame(f, cfg, 13)
+    r = gen9_release(xi, policy)
     assert r.n_changed > 0 and r.households.changed.any()
     pcfg = person_config(cfg)
     batches = [f.iloc[p] for p in np.array_split(np.random.default_rng(1).permutation(len(f)), 5)]
@@ -175,7 +193,7 @@ def test_released_persons_from_the_kernels_equal_the_pandas_engine(xi, policy):
             np.testing.assert_array_equal(np.asarray(kvs[k].domain)[out[:, j]], expect)
 
 
-def test_extended_cells_salt_and_pseudonyms_equal_the_pandas_engine():
+def test_extended_cells_salt_and_pseudonyms_equal_the_pandas_engine(gen9_release):
     """The release's cell table from the batches (released combinations of changed
     households added), its digest (the public order's salt) and every person's household
     pseudonym equal the pandas engine's public file's."""
@@ -190,9 +208,9 @@ def test_extended_cells_salt_and_pseudonyms_equal_the_pandas_engine():
     from sdc.method.households import household_config, person_config, pseudonyms
     from sdc.pipeline.order import order_salt
 
-    cfg = sdc.parse_config(GEN)
+    cfg = sdc.parse_config(GEN)  # small_blocks: merge by default
     f = generate_household_sample(8000, seed=9, n_regions=40)
-    r = sdc.release_frame(f, cfg, 13)
+    r = gen9_release(0.5, "merge")
     pcfg = person_config(cfg)
     batches = [f.iloc[p] for p in np.array_split(np.arange(len(f)), 4)]
     counter, households = CellCounter(), HouseholdCounter(cfg)
