@@ -87,13 +87,14 @@ def uncertainty_markdown(config: ReleaseConfig, result: ReleaseOutcome) -> list[
         lines += ["", f"### {md_code(k)}", "", "| value | label | c (rare combinations, rounded up) "
                   "| added variance of the count at most | added SD at most |",
                   "|---|---|---|---|---|"]
-        shown = [r for r in rows if r[1] > 0][:_MAX_ROWS]
+        positive = [r for r in rows if r[1] > 0]  # one pass (a range may have millions)
+        shown = positive[:_MAX_ROWS]
         for v, c, b in shown:
             label = kv.labels.get(v, "") if v is not None else "(missing)"
             lines.append(f"| {md_text('' if v is None else v)} | {md_text(label)} | {c:,} | {b:,.1f} | "
                          f"{math.sqrt(b):,.1f} |")
-        hidden = sum(1 for r in rows if r[1] > 0) - len(shown)
-        zero = sum(1 for r in rows if r[1] == 0)
+        hidden = len(positive) - len(shown)
+        zero = len(rows) - len(positive)  # counts are >= 0
         if hidden:
             lines.append(f"| ... | | {hidden} more values | | |")
         if zero:
