@@ -32,8 +32,10 @@ import pytest
 PLANNERS = (("sdc.method.plan", "plan_release"), ("sdc.method.weighted", "weight_plan"))
 #: the config fields that name the run, not the method (left out of the key)
 RUN_FIELDS = ("executor", "output", "schedule", "review")
-#: at most this many plans kept (a contract case's plans are a few hundred kB)
+#: at most this many plans, and this many bytes of pickled plans, kept (least recently used
+#: dropped first; a contract case's plans are a few hundred kB)
 LIMIT = 64
+LIMIT_BYTES = 256 << 20
 
 _MEMO: OrderedDict[bytes, bytes] = OrderedDict()
 #: hits, misses and calls whose arguments or result could not be pickled (never memoized)
@@ -76,7 +78,7 @@ def memoized(fn: Callable[..., Any]) -> Callable[..., Any]:
             return out
         STATS["miss"] += 1
         _MEMO[key] = blob
-        while len(_MEMO) > LIMIT:
+        while len(_MEMO) > LIMIT or sum(map(len, _MEMO.values())) > LIMIT_BYTES:
             _MEMO.popitem(last=False)
         # the first caller gets a copy too: a plan pickles to other bytes than its unpickled
         # copy, so a later call that takes the plan (weight_plan) would miss after a hit
