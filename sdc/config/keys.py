@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
+import weakref
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -215,13 +215,28 @@ RecodeRule = Annotated[
 ]
 
 
-@lru_cache(maxsize=4)
-def _range_values(lo: int, hi: int) -> tuple[int, ...]:
-    """The integers lo..hi, made once per range (a 5-million range took 0.1 s per
-    :attr:`KeyVariable.domain` and the reports read it ~60 times; copying the cached tuple into
-    a list costs a fifth of that). Keyed by the bounds, not the model: a ``model_copy`` with
-    another range gets its own values, and no pickled config carries the values."""
-    return tuple(range(lo, hi + 1))
+#: a large range's values per KeyVariable (by id; dropped when the model is collected)
+_RANGE_VALUES: dict[int, tuple[tuple[int, int], tuple[int, ...]]] = {}
+#: ranges this short are listed on every access (the cache would cost more than it saves)
+_CACHE_FROM = 4096
+
+
+def _range_values(kv: KeyVariable, lo: int, hi: int) -> tuple[int, ...] | range:
+    """The integers lo..hi of ``kv``'s range, made once per model for a large range (a
+    5-million range took 0.1 s per :attr:`KeyVariable.domain`, which a release reads ~60
+    times; copying the kept tuple into a list costs a fifth of that). Kept while the model
+    lives and keyed by the bounds too: a model whose range is reassigned gets its values
+    anew; a ``model_copy`` is another model; nothing is added to a pickled config."""
+    if hi - lo < _CACHE_FROM:
+        return range(lo, hi + 1)
+    hit = _RANGE_VALUES.get(id(kv))
+    if hit is not None and hit[0] == (lo, hi):
+        return hit[1]
+    values = tuple(range(lo, hi + 1))
+    if hit is None:
+        weakref.finalize(kv, _RANGE_VALUES.pop, id(kv), None)
+    _RANGE_VALUES[id(kv)] = ((lo, hi), values)
+    return values
 
 
 class KeyVariable(StrictModel):
@@ -400,7 +415,7 @@ class KeyVariable(StrictModel):
         if self.categories is not None:
             return list(self.categories)
         lo, hi = self.range  # type: ignore[misc]
-        return list(_range_values(lo, hi))
+        return list(_range_values(self, lo, hi))
 
     def range_values(self) -> np.ndarray | None:
         """A ``range:`` key's integers lo..hi in code order as int64 (without the missing
