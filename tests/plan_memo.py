@@ -1,6 +1,8 @@
 """A memo of the release's planning, for tests that plan the same case several times in one
 process (tests/contract: the in-memory reference, each executor's release, the audit's
-re-derivation, the library's release; tests/e2e: a release and its audit).
+re-derivation, the library's release). Not used by tests/e2e: a release and its audit plan
+twice there, and since the key-range and quartile work of Nov 27 the memo's pickling cost
+as much as the census plans it saved.
 
 Planning (:func:`sdc.method.plan.plan_release`, :func:`sdc.method.weighted.weight_plan`) is a
 pure function of the counted cells and the method's part of the config, and it dominates the

@@ -1,4 +1,4 @@
-"""The planning memo of the contract and e2e tests (tests/plan_memo.py) cannot hide a
+"""The planning memo of the contract tests (tests/plan_memo.py) cannot hide a
 difference between executors: its key leaves out only config fields that name the run, and
 the method layer reads none of them; an identical call gets an equal copy, another call its
 own plan."""
