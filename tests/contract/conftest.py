@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.contract.test_executors import _files, _input, _release
 from tests.plan_memo import plan_memo  # noqa: F401 - an autouse fixture
+
+from .test_executors import _files, _input, _release
 
 #: the in-memory executor's release of each case, made once per test process (per xdist worker)
 _REFERENCE: dict[str, tuple[Path, dict[str, Any]]] = {}

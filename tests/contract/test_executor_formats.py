@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.contract.test_executors import (
+from .test_executors import (
     EXECUTORS,
     _base,
     _differences,

@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 import sdc
-from tests.contract.test_executors import _base, _cases, _differences, _files, _input
+
+from .test_executors import _base, _cases, _differences, _files, _input
 
 _RUN = {"created", "created_at", "engine", "timings", "started", "finished"}
 
