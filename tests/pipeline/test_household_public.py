@@ -372,9 +372,9 @@ def test_report_aggregates_over_the_extended_cells_equal_the_pandas_reports(tmp_
     (0.5, "merge", None, 1000), (0.34, "calibrate", "hh_weight", 777)])
 def test_stream_household_release_equals_the_pandas_engine(tmp_path, xi, policy, weight,
                                                            batch_rows, gen6000):
-    """The batch household release read from a Parquet file (not registered as an executor
-    yet): its public files, records file, reports and audit sections are the pandas
-    engine's."""
+    """The household release in batches from a Parquet file (the streaming executor's reader,
+    ``LocalBatches``, driven directly): its public files, records file, reports and audit
+    sections are the pandas engine's."""
     from sdc.executors.streaming import LocalBatches
     from sdc.pipeline.households import stream_household_release
     from sdc.pipeline.report_parts import batch_reports
