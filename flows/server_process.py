@@ -155,6 +155,23 @@ def _remove_state(home: Path) -> None:
             state.unlink()
 
 
+def ui_settings_env(host: str, port: int) -> None:
+    """Point the UI of this server at its own API (``/ui-settings``' ``api_url``).
+
+    Prefect's UI asks ``/ui-settings`` where the API is; without ``PREFECT_UI_API_URL`` the
+    answer is built from ``PREFECT_SERVER_API_HOST`` / ``PREFECT_SERVER_API_PORT`` (default
+    4200), not from the port this process bound: on any other port (a free port for the reused
+    server, ``sdc server start --port P``) every page of the UI, and every "View at" link of
+    a flow's log, opened an error. Set before Prefect is imported (it reads its settings
+    then); a value the user's environment carried for some other server is replaced."""
+    url = f"http://{host}:{port}/api"
+    for name in ("PREFECT_UI_API_URL", "PREFECT_SERVER_UI_API_URL"):
+        os.environ.pop(name, None)
+    os.environ["PREFECT_SERVER_UI_API_URL"] = url
+    os.environ["PREFECT_SERVER_API_HOST"] = host
+    os.environ["PREFECT_SERVER_API_PORT"] = str(port)
+
+
 def _daemonize(log: Path, sock: socket.socket) -> None:
     """Fork: the parent prints "PID PORT" and exits; the child continues as the server."""
     pid = os.fork()
@@ -192,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: cannot bind {args.host}:{args.port}: {e.strerror or e}", flush=True)
         sys.exit(3)
     sock.set_inheritable(True)
+    ui_settings_env(args.host, sock.getsockname()[1])
     _daemonize(args.log, sock)
     print(f"sdc: server pid {os.getpid()} on {args.host}:{sock.getsockname()[1]}, "
           f"idle stop {args.idle_minutes} min, started {time.ctime()}", flush=True)

@@ -235,3 +235,36 @@ def test_watchdog_stops_a_server_whose_home_was_removed(tmp_path):
     watched.touch()
     assert not _idle_check(busy, watched, home, 10.0, threading.Event())  # not idle 10 min
     assert not busy.should_exit
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_ui_settings_name_the_servers_own_port(server_home, monkeypatch):
+    """Issue 47: the UI of sdc's server asked its API at 127.0.0.1:4200 whatever port the
+    server listened on (``/ui-settings`` answered ``api_url: http://127.0.0.1:4200/api``), so
+    the UI and every "View at ..." link of a flow log opened an error page. A server started on
+    another port (`sdc server start --port P`; the reused server takes a free port the same
+    way) now names its own. A value the environment carried for some other server is
+    replaced."""
+    import socket
+    import urllib.request
+
+    from sdc.cli.main import app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert port != 4200
+    monkeypatch.setenv("PREFECT_UI_ENABLED", "true")
+    monkeypatch.setenv("PREFECT_UI_API_URL", "http://127.0.0.1:4200/api")
+    try:
+        r = CliRunner().invoke(app, ["server", "start", "--port", str(port)])
+        assert r.exit_code == 0, r.output
+        root = f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(f"{root}/ui-settings", timeout=30) as resp:
+            settings = json.loads(resp.read())
+        assert settings["api_url"] == f"{root}/api", settings
+        with urllib.request.urlopen(f"{settings['api_url']}/health", timeout=30) as resp:
+            assert resp.status == 200
+    finally:
+        CliRunner().invoke(app, ["server", "stop"])
