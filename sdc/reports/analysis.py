@@ -148,6 +148,66 @@ def displacement(config: ReleaseConfig, key_codes: np.ndarray, moved_from: np.nd
     return {"n_moved": n_moved, "mean_keys_changed": mean_keys, "keys": out}
 
 
+#: the normal quantile of a 95% confidence interval (Karr et al. 2006 use 95% intervals)
+Z95 = 1.959963984540054
+
+
+def ci_overlap(before: float | None, se_before: float | None, after: float | None,
+               se_after: float | None, z: float = Z95) -> float | None:
+    """Karr, Kohnen, Oganian, Reiter & Sanil (2006, The American Statistician 60(3)) interval
+    overlap of an estimate on the original file, [L_o, U_o] = before -/+ z se_before, and on
+    the released file, [L_p, U_p] = after -/+ z se_after:
+
+        J = ((min(U_o, U_p) - max(L_o, L_p)) / (U_o - L_o)
+             + (min(U_o, U_p) - max(L_o, L_p)) / (U_p - L_p)) / 2
+
+    1 for identical intervals, 0 when they only touch; negative when they are apart (how far
+    apart, in half-widths: the form synthpop reports; Karr et al. report 0 there). None when
+    an estimate or an SE is missing or an interval has no width."""
+    if None in (before, se_before, after, se_after) or not se_before > 0 or not se_after > 0:
+        return None
+    lo_o, hi_o = before - z * se_before, before + z * se_before
+    lo_p, hi_p = after - z * se_after, after + z * se_after
+    inner = min(hi_o, hi_p) - max(lo_o, lo_p)
+    return 0.5 * (inner / (hi_o - lo_o) + inner / (hi_p - lo_p))
+
+
+def propensity_pmse(t_before: np.ndarray, t_after: np.ndarray) -> dict[str, Any]:
+    """The propensity-score mean squared error (Woo, Reiter, Oganian & Karr 2009; Snoke, Raab,
+    Nowok, Dibben & Slavkovic 2018, JRSS A 181(3)) of the original vs the released file over
+    the key variables, from the two cell tables.
+
+    Stack the two files (N = n_o + n_p records, c = n_p / N), indicator 1 for a released
+    record, and model the indicator on the keys with the saturated model (one parameter per
+    non-empty cell of either file, K cells): the fitted propensity of cell l is
+    p_l = S_l / (t_l + S_l), so
+
+        pMSE = sum_l (t_l + S_l) (p_l - c)^2 / N.
+
+    Snoke et al.'s null (section 3.1: the released file a draw from a correct model of the
+    original, here a multinomial sample of the original's cell shares) gives a model with K
+    parameters E[pMSE] = (K - 1)(1 - c)^2 c / N and SD sqrt(2 (K - 1)) (1 - c)^2 c / N;
+    ``ratio`` = pMSE / E[pMSE] (about 1: no more distinguishable from the original than a
+    resample of it; much above 1: distinguishable), ``standardized`` = (pMSE - E) / SD."""
+    t = np.asarray(t_before, dtype=np.float64)
+    s = np.asarray(t_after, dtype=np.float64)
+    m = (t + s) > 0
+    t, s = t[m], s[m]
+    big_n = float(t.sum() + s.sum())
+    k = int(m.sum())
+    if big_n <= 0 or k == 0:
+        return {"pmse": None, "null_expected": None, "ratio": None, "standardized": None,
+                "n_cells": k, "model": "saturated on the key cells"}
+    c = float(s.sum()) / big_n
+    p = s / (t + s)
+    pmse = float(((t + s) * (p - c) ** 2).sum() / big_n)
+    e0 = (k - 1) * (1 - c) ** 2 * c / big_n
+    sd0 = math.sqrt(2 * (k - 1)) * (1 - c) ** 2 * c / big_n
+    return {"pmse": pmse, "null_expected": e0, "ratio": pmse / e0 if e0 > 0 else None,
+            "standardized": (pmse - e0) / sd0 if sd0 > 0 else None, "n_cells": k,
+            "model": "saturated on the key cells"}
+
+
 def _group_stats(n: np.ndarray, s: np.ndarray, q: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and SE of the mean per group from count, sum, sum of squares."""
@@ -201,6 +261,9 @@ def mean_shifts(config: ReleaseConfig, key_codes: np.ndarray,
                        "mean_before": None if small else float(mb[c]),
                        "mean_after": None if small else float(ma[c]),
                        "se_before": None if small else float(seb[c]),
+                       "se_after": None if small else _f(sea[c]),
+                       "ci_overlap": None if small else ci_overlap(
+                           _f(mb[c]), _f(seb[c]), _f(ma[c]), _f(sea[c])),
                        "shift": shift,
                        "shift_points": (None if shift is None or not m.binary
                                         else 100.0 * shift),
@@ -325,8 +388,10 @@ def key_regressions(config: ReleaseConfig, key_codes: np.ndarray, t_before: np.n
         for i, term in enumerate(terms):
             cb, ca, sb = _f(b["coef"][i]), _f(a["coef"][i]), _f(b["se"][i])
             shift = None if cb is None or ca is None or not sb else (ca - cb) / sb
+            sa = _f(a["se"][i])
             rows.append({**term, "before": cb, "after": ca, "se_before": sb,
-                         "se_after": _f(a["se"][i]), "shift_se": shift})
+                         "se_after": sa, "shift_se": shift,
+                         "ci_overlap": ci_overlap(cb, sb, ca, sa)})
         shifts = [abs(r["shift_se"]) for r in rows[1:] if r["shift_se"] is not None]
         r2b, r2a = _f(b["r2"]), _f(a["r2"])
         out.append({"variable": col, "skipped": None, "binary": bool(m.binary),
@@ -339,7 +404,8 @@ def key_regressions(config: ReleaseConfig, key_codes: np.ndarray, t_before: np.n
 
 def analysis_section(config: ReleaseConfig, key_codes: np.ndarray, t_before: np.ndarray,
                      moved: tuple[np.ndarray, np.ndarray, np.ndarray],
-                     moments: dict[str, CellMoments]) -> dict[str, Any]:
+                     moments: dict[str, CellMoments], t_after: np.ndarray
+                     ) -> dict[str, Any]:
     """utility.json's ``analysis``: displacement, mean shifts, regressions on the keys."""
     return {
         "method": ("OLS with classical (homoskedastic) standard errors, computed exactly "
@@ -348,4 +414,5 @@ def analysis_section(config: ReleaseConfig, key_codes: np.ndarray, t_before: np.
         "displacement": displacement(config, key_codes, *moved),
         "mean_shifts": mean_shifts(config, key_codes, moments),
         "regressions": key_regressions(config, key_codes, t_before, moments),
+        "pmse": propensity_pmse(t_before, t_after),
     }

@@ -193,7 +193,7 @@ class FormulaSums:
 
     def result(self) -> dict[str, Any]:
         """utility.json's entry of this analysis."""
-        from sdc.reports.analysis import ols_from_gram, shift_digits
+        from sdc.reports.analysis import ci_overlap, ols_from_gram, shift_digits
 
         a = self.analysis
         out: dict[str, Any] = {"name": a.label, "formula": a.formula, "error": self.error,
@@ -218,8 +218,10 @@ class FormulaSums:
         for i, name in enumerate(self.columns):
             cb, ca, sb = (_f(b["coef"][i]), _f(af["coef"][i]), _f(b["se"][i]))
             shift = None if cb is None or ca is None or not sb else (ca - cb) / sb
+            sa = _f(af["se"][i])
             terms.append({"term": name, "before": cb, "after": ca, "se_before": sb,
-                          "se_after": _f(af["se"][i]), "shift_se": shift,
+                          "se_after": sa, "shift_se": shift,
+                          "ci_overlap": ci_overlap(cb, sb, ca, sa),
                           "digits": min(shift_digits(sb, least=2) + 1, 10) if sb else 4})
         shifts = [abs(t["shift_se"]) for t in terms if t["shift_se"] is not None
                   and t["term"] != "Intercept"]

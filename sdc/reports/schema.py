@@ -169,6 +169,11 @@ RISK_SCHEMA: dict[str, Any] = {
                          "kmin": _d(_INT, "ceil(1/(1 - theta))."),
                          "theta_mode": {"enum": ["theorem", "calibrated"]},
                          "small_blocks": {"enum": ["merge", "calibrate", "fail"]},
+                         "design": _d(_obj({"name": {"type": "string"},
+                                            "description": {"type": "string"}}),
+                                      "The design in its own words: uniform NZY, near-cell, "
+                                      "weighted (near-cell), household protect/measure "
+                                      "(absent in documents of older releases)."),
                          "perturb": _arr(_obj({
                              "variable": _d({"type": "string"}, "A perturb: variable."),
                              "epsilon": _d(_NUM, "Its eps."),
@@ -298,6 +303,9 @@ UTILITY_SCHEMA["properties"]["recoding"] = _d(_obj({
 }), "Recoding loss (key_variables.X.recode); present only when a key is recoded.")
 
 
+_CI_OVERLAP = _d(_NNUM, "Karr et al. (2006) overlap of the 95% confidence intervals of the "
+                "original and the released estimate: 1 identical, 0 touching, negative apart "
+                "(in half-widths); null without both SEs.")
 _SHIFT_ROW = _obj({
     "value": {"type": ["integer", "number", "string", "null"]}, "label": {"type": "string"},
     "n_before": _INT, "n_after": _INT,
@@ -305,6 +313,8 @@ _SHIFT_ROW = _obj({
                      "means and shifts withheld."),
     "mean_before": _NNUM, "mean_after": _NNUM,
     "se_before": _d(_NNUM, "Standard error of the original mean, s / sqrt(n)."),
+    "se_after": _d(_NNUM, "Standard error of the released mean, s / sqrt(n), released groups."),
+    "ci_overlap": _CI_OVERLAP,
     "shift": _d(_NNUM, "Released mean - original mean (the variable's unit)."),
     "shift_points": _d(_NNUM, "The shift in percentage points (0/1 variables; else null)."),
     "shift_se": _d(_NNUM, "shift / se_before."),
@@ -316,6 +326,7 @@ _TERM = _obj({
     "value": {"type": ["integer", "number", "string", "null"]},
     "before": _NNUM, "after": _NNUM, "se_before": _NNUM, "se_after": _NNUM,
     "shift_se": _d(_NNUM, "(after - before) / se_before."),
+    "ci_overlap": _CI_OVERLAP,
 })
 _DISPLACEMENT_KEY = _obj({
     "name": {"type": "string"},
@@ -357,9 +368,21 @@ UTILITY_SCHEMA["properties"]["analysis"] = _d(_obj({
         "r2_change": _NNUM, "max_abs_shift_se": _NNUM,
         "terms": _arr(_obj({"term": {"type": "string"}, "before": _NNUM, "after": _NNUM,
                             "se_before": _NNUM, "se_after": _NNUM, "shift_se": _NNUM,
+                            "ci_overlap": _CI_OVERLAP,
                             "digits": _d(_INT, "Decimals that show the SE with two "
                                                "significant digits, plus one.")}))}),
         "utility.analyses: the agency's formulas, OLS on the original and the public file."),
+    "pmse": _d(_obj({
+        "pmse": _d(_NNUM, "sum_l (t_l + S_l)(p_l - c)^2 / N, p_l = S_l / (t_l + S_l), "
+                          "c = n_released / N, N = both files' records."),
+        "null_expected": _d(_NNUM, "(K - 1)(1 - c)^2 c / N: its expectation when both files "
+                                   "are samples of one distribution."),
+        "ratio": _d(_NNUM, "pmse / null_expected (about 1: indistinguishable)."),
+        "standardized": _d(_NNUM, "(pmse - null_expected) / (sqrt(2(K - 1))(1 - c)^2 c / N)."),
+        "n_cells": _d(_INT, "K: key cells non-empty in either file (the model's parameters)."),
+        "model": {"type": "string"}}),
+        "Propensity-score pMSE of original vs released over the keys (Snoke et al. 2018), "
+        "saturated model on the key cells, from the two cell tables."),
 }, required=["method", "displacement", "mean_shifts", "regressions"], extra=False),
     "Utility measured on what analysts compute (docs/REPORTS.md).")
 

@@ -304,7 +304,8 @@ def compute_utility(original: pd.DataFrame | None, result: Any, config: ReleaseC
         "pairs": pairs,
         "numeric": numeric,
         "analysis": analysis_section(config, kc, agg.t_before,
-                                     (agg.moved_from, agg.moved_to, agg.moved_count), moments),
+                                     (agg.moved_from, agg.moved_to, agg.moved_count), moments,
+                                     agg.t_after),
         "changed": {
             "overall": {"n_changed": n_ch, "share": n_ch / n if n else 0.0},
             "by_key_variable": [{"name": e["name"], "n_changed": e["n_changed"],
