@@ -129,7 +129,13 @@ def _stage_checks(rep: AuditReport, cfg: ReleaseConfig, stage_cfg: ReleaseConfig
     h_prb = {str(k): int(v) for k, v in (hh.get("partition_sets") or {}).items()}
     group, note = merge_groups(h_prb)
     count_checks(rep, ho, hp, group, xi, stage_cfg, note, what=what, unit=" (in households)")
-    h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi, what=what)
+    near = None
+    if stage_cfg.risk.destinations == "near":  # the composition stage's W, re-derived
+        from sdc.method.destinations import NearCertifier
+
+        near = (NearCertifier(ho, stage_cfg), (hh.get("near") or {}).get("prbs") or [])
+    h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi, what=what,
+                                 near=near)
     if cfg.risk.weighted:
         h_cert, h_where = weighted_checks(rep, ho, None, stage_cfg, xi, what=what, plan=plan)
     return h_cert, h_where

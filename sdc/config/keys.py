@@ -264,6 +264,17 @@ class KeyVariable(StrictModel):
     level: Literal["household", "person"] = "person"
     """``household``: the variable belongs to the household (constant within it; needs
     ``input.household_id``) and is post-randomized once per household."""
+    _composition_counts: Any = PrivateAttr(default=None)
+    """The composition stage's own key only (sdc.method.household_composition): (C, P) members
+    per person class of every composition code, for the near design's distance."""
+
+    @property
+    def composition_counts(self) -> Any:
+        return self._composition_counts
+
+    def with_composition_counts(self, counts: Any) -> KeyVariable:
+        self._composition_counts = counts
+        return self
     breaks: list[float] | None = None
     """Cut points with meaning for ``sdc design`` (a numeric key): a value at or above a break
     starts a new class, so no recoding it proposes puts values on both sides of a break in one

@@ -297,11 +297,12 @@ def _check_households(cfg: ReleaseConfig) -> None:
             raise ValueError("input.household_columns needs input.household_id (the column "
                              "naming each person's household)")
         return
-    if cfg.risk.destinations == "near":
+    if cfg.risk.destinations == "near" and cfg.risk.composition != "protect":
         raise ValueError(
-            "risk.destinations: near is not available for household files yet (input."
-            "household_id is set): the household and person stages draw their destinations "
-            "uniformly. Remove risk.destinations (or set it to uniform)")
+            "risk.destinations: near is available for household files with risk.composition: "
+            "protect only (its household stage moves a household to a near composition: "
+            "docs/HOUSEHOLDS.md); the two-stage release draws its destinations uniformly. "
+            "Set risk.composition: protect, or remove risk.destinations (or set it to uniform)")
     keys = set(cfg.key_variables)
     if hid in keys:
         raise ValueError(f"input.household_id: {hid!r} is also a key variable; it cannot be both")

@@ -116,7 +116,7 @@ def composition_config(hcfg: ReleaseConfig, table: CompositionTable) -> ReleaseC
         along = [v for v in default_merge_order(hcfg) if v in hk]
     kvs = dict(hcfg.key_variables)
     kvs[COMPOSITION] = KeyVariable(categories=list(range(table.n_compositions)),
-                                   level="household")
+                                   level="household").with_composition_counts(table.counts)
     groups = {f"size {int(s)}": [int(c) for c in np.flatnonzero(table.size == s)]
               for s in np.unique(table.size)}
     part = dict(hcfg.partition)

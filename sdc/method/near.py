@@ -48,21 +48,44 @@ _TOUR_MAX = 20000          # cells: above, the band follows the lexicographic or
 
 @dataclass(frozen=True)
 class KeyMetric:
-    """How one key's values are apart: ``kind`` ``ordered`` / ``nominal`` / ``tree``;
-    ``levels`` (tree only): (L, size) ancestor codes of every value code at levels 0..L-1;
-    ``missing``: the code of the missing category, or -1."""
+    """How one key's values are apart: ``kind`` ``ordered`` / ``nominal`` / ``tree`` /
+    ``composition``; ``levels`` (tree only): (L, size) ancestor codes of every value code at
+    levels 0..L-1; ``missing``: the code of the missing category, or -1; ``counts``
+    (composition only): (C, P) members per person class of every composition; ``scale``: the
+    key's steps are multiplied by it (the household keys of a composition stage: a household
+    that changes them changes every member's record, so they cost more than any change of
+    the composition of a household of the same size)."""
 
     name: str
     kind: str
     levels: np.ndarray | None = None
     missing: int = -1
+    counts: np.ndarray | None = None
+    scale: float = 1.0
 
 
 def key_metrics(config: ReleaseConfig) -> list[KeyMetric]:
-    """The metric of every key (``config.key_names`` order), as the module docstring says."""
+    """The metric of every key (``config.key_names`` order), as the module docstring says.
+    The composition stage of a household file (its composition key carries the compositions'
+    member counts) measures compositions by the members that change, size - sum_c
+    min(n_c, n'_c), and its household keys' steps at (largest size + 1) each."""
+    out = _key_metrics(config)
+    comp = [m for m in out if m.kind == "composition"]
+    if comp:
+        scale = float(comp[0].counts.sum(axis=1).max()) + 1.0
+        out = [m if m.kind == "composition" else
+               KeyMetric(m.name, m.kind, m.levels, m.missing, m.counts, scale) for m in out]
+    return out
+
+
+def _key_metrics(config: ReleaseConfig) -> list[KeyMetric]:
     out = []
     for name in config.key_names:
         kv = config.key_variables[name]
+        if kv.composition_counts is not None:
+            out.append(KeyMetric(name, "composition",
+                                 counts=np.asarray(kv.composition_counts, dtype=np.int64)))
+            continue
         miss = kv.size - 1 if kv.missing == "category" else -1
         src = config.input_key_variables.get(name, kv)
         recode = getattr(src, "recode", None)
@@ -91,7 +114,10 @@ def _distances(codes: np.ndarray, rows: np.ndarray, metrics: list[KeyMetric]) ->
     d = np.zeros((rows.size, codes.shape[0]))
     for v, met in enumerate(metrics):
         a, b = codes[rows, v][:, None], codes[:, v][None, :]
-        if met.kind == "ordered":
+        if met.kind == "composition":
+            n = met.counts
+            step = np.abs(n[a] - n[b]).sum(axis=-1).astype(np.float64) / 2.0
+        elif met.kind == "ordered":
             step = np.abs(a - b).astype(np.float64)
         elif met.kind == "tree":
             lev = met.levels
@@ -103,7 +129,7 @@ def _distances(codes: np.ndarray, rows: np.ndarray, metrics: list[KeyMetric]) ->
         if met.missing >= 0:
             one = (a == met.missing) != (b == met.missing)
             step = np.where(one, 1.0, np.where((a == met.missing) & (b == met.missing), 0.0, step))
-        d += step
+        d += step * met.scale
     return d
 
 

@@ -143,7 +143,7 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
         certificate=h_cert, certificate_at=h_cert_at,
         merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
         partition_sets=hs.plan.partition_sets, cells=hs.plan.partitioned.cells,
-        cell_prb=hs.plan.cell_prb)
+        cell_prb=hs.plan.cell_prb, near=getattr(hs.plan, "near", None))
     stage = SimpleNamespace(
         config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
         certificate=h_cert, person_certificate=p_cert,

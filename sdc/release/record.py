@@ -261,7 +261,8 @@ def household_audit(result: ReleaseOutcome) -> dict[str, Any]:
         person_certificate_at=st.person_certificate_at, small_classes=int(st.small_classes),
         small_class_persons=int(st.small_class_persons), merges=list(hr.merges),
         dependence=list(getattr(hr, "dependence", [])), blocks=hr.blocks,
-        partition_sets=hr.partition_sets, composition=getattr(st, "composition", None))
+        partition_sets=hr.partition_sets, composition=getattr(st, "composition", None),
+        near=getattr(hr, "near", None))
 
 
 def household_audit_of(household_id: str | None, household_keys: list[str], *,
@@ -270,11 +271,13 @@ def household_audit_of(household_id: str | None, household_keys: list[str], *,
                        person_certificate_at: Any, small_classes: int,
                        small_class_persons: int, merges: list[str], dependence: list,
                        blocks: pd.DataFrame, partition_sets: pd.DataFrame,
-                       composition: dict[str, Any] | None) -> dict[str, Any]:
+                       composition: dict[str, Any] | None,
+                       near: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`household_audit` from its parts (any engine): the household stage's figures,
     its PRB table (with ``changed``: households per PRB whose keys changed) and partition
     sets, the dependence figures of the household columns, the person stage's certificate,
-    the small classes and the composition intruder's figures (None: not measured)."""
+    the small classes and the composition intruder's figures (None: not measured); ``near``
+    the composition stage's near-design record under ``risk.destinations: near``."""
     return _plain({
         "household_id": household_id,
         "household_keys": list(household_keys),
@@ -294,6 +297,8 @@ def household_audit_of(household_id: str | None, household_keys: list[str], *,
         "partition_sets": {str(k): int(v) for k, v in zip(
             partition_sets["partition_key"], partition_sets["prb"], strict=True)},
         **({"composition": composition} if composition else {}),
+        # risk.destinations: near (the composition stage): what defines its W, never W
+        **({"near": near} if near else {}),
     })
 
 

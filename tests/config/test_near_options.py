@@ -1,5 +1,5 @@
 """``risk.destinations`` and ``risk.near`` (docs/METHOD.md 7.11): defaults, ranges, and the
-refusal for household files."""
+refusal for two-stage household files."""
 
 from __future__ import annotations
 
@@ -34,9 +34,11 @@ def test_bad_near_options_are_refused(near, needle):
         parse_config(_data(destinations="near", near=near))
 
 
-def test_near_is_refused_for_household_files():
+def test_near_is_refused_for_two_stage_household_files_and_taken_under_protect():
     d = _data(destinations="near")
     d["input"]["household_id"] = "hid"
     d["key_variables"]["region"] = {"categories": [1, 2], "level": "household"}
-    with pytest.raises(ConfigError, match="not available for household files"):
+    with pytest.raises(ConfigError, match="composition: protect only"):
         parse_config(d)
+    d["risk"]["composition"] = "protect"
+    assert parse_config(d).risk.destinations == "near"
