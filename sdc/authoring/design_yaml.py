@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-__all__ = ["ConfigPatch", "as_plain", "body_end", "dump_lines", "entry_end", "flow_style",
+__all__ = ["ConfigPatch", "as_plain", "quote_ambiguous", "body_end", "dump_lines", "entry_end", "flow_style",
            "flow_text", "flow_valued", "indent_of", "replace_value", "set_entry", "wrap_flow"]
 
 
@@ -23,6 +23,40 @@ def flow_style(o: Any) -> Any:
         seq = CommentedSeq(flow_style(v) for v in o)
         seq.fa.set_flow_style()
         return seq
+    return o
+
+
+def _reads_otherwise(s: str) -> bool:
+    """True when ``s`` written plain would not be read back as this string by the config
+    loader (PyYAML's YAML 1.1 resolver: yes/no/on/off are booleans, 2026-01-05 a date,
+    1_000 and 1:20 numbers, ~ null) or by a YAML 1.2 reader."""
+    import yaml
+
+    try:
+        return yaml.safe_load(s) != s
+    except yaml.YAMLError:
+        return True
+
+
+def quote_ambiguous(o: Any) -> Any:
+    """``o`` with every string value that YAML would read as another type (a boolean, a
+    date, a number, null) made a single-quoted scalar, so that the config loader reads back
+    the category ``'no'``, not ``False`` (issue 44). Mappings and lists are changed in place
+    (ruamel round-trip nodes keep their comments and flow style) and returned; a string
+    returns its quoted form. Mapping keys are left alone (config keys are names)."""
+    from ruamel.yaml.scalarstring import SingleQuotedScalarString
+
+    if isinstance(o, dict):
+        for k in list(o.keys()):
+            o[k] = quote_ambiguous(o[k])
+        return o
+    if isinstance(o, list):
+        for i, v in enumerate(o):
+            o[i] = quote_ambiguous(v)
+        return o
+    if isinstance(o, str) and not isinstance(o, SingleQuotedScalarString) \
+            and _reads_otherwise(o):
+        return SingleQuotedScalarString(o)
     return o
 
 
@@ -46,6 +80,7 @@ def dump_lines(o: dict[str, Any], indent: int = 0) -> list[str]:
     from ruamel.yaml import YAML
 
     y = YAML(typ="rt")
+    o = quote_ambiguous(o)
     y.width = 4096
     y.indent(mapping=2, sequence=4, offset=2)
     buf = io.StringIO()

@@ -34,6 +34,7 @@ What the draft contains (:func:`build_draft`, :func:`draft_yaml`):
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -339,12 +340,16 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                 if f.column in draft.released_unchanged:
                     draft.released_unchanged.remove(f.column)
                 hcols = draft.input.get("household_columns") or []
-                if f.column in hcols:  # a household column is checked, not released unchanged
+                was_household = f.column in hcols
+                if was_household:  # a household column is checked, not released unchanged
                     hcols.remove(f.column)
                     if not hcols:
                         del draft.input["household_columns"]
-                if _is_function_of(rframe, f.column, keys):
+                level = _derived_level(rframe, f.column, cfg, was_household)
+                if level is not None:
                     draft.derived[f.column] = why
+                    if level == "household":  # recomputed from the household keys
+                        draft.input.setdefault("household_columns", []).append(f.column)
                 else:
                     draft.dependent[f.column] = why
                     draft.input["drop"].append(f.column)
@@ -377,6 +382,28 @@ def _weight_fix(frame: pd.DataFrame, data: dict[str, Any], draft: Draft, weight:
     draft.dependent[weight] = f"(the survey weight) {why}"
     draft.input["drop"].append(weight)
     data["input"]["drop"] = list(draft.input["drop"])
+
+
+def _derived_level(frame: pd.DataFrame, column: str, cfg: Any,
+                   household_column: bool) -> str | None:
+    """Whether a column the dependence check flagged can be ``derived:`` (recomputed from the
+    released keys), and at which level: a person file's column that is a function of the
+    keys -> "person". A household file's (docs/HOUSEHOLDS.md, ``derived:``): "household" when
+    it has one value per household and is a function of the household keys (it goes to
+    ``input.household_columns``; not under ``risk.composition: protect``, which does not
+    recompute them), "person" when it is a function of the person keys alone,
+    else None (dropped). Before (issue 44) a household file's column was tested against all
+    the keys together, and a second weight column equal to the weight (eusilc's rb050) was
+    drafted ``derived:``, which the release then refused."""
+    if cfg.input.household_id is None:
+        return "person" if _is_function_of(frame, column, list(cfg.key_names)) else None
+    hk, pk = list(cfg.household_keys), list(cfg.person_keys)
+    if household_column:  # protect does not recompute household-level derived: columns
+        ok = hk and cfg.risk.composition != "protect" and _is_function_of(frame, column, hk)
+        return "household" if ok else None
+    if pk and _is_function_of(frame, column, pk):
+        return "person"
+    return None
 
 
 def _is_function_of(frame: pd.DataFrame, column: str, keys: list[str]) -> bool:
@@ -475,6 +502,22 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
     return True
 
 
+def _drop_household_derived(draft: Draft, *, always: bool = False) -> None:
+    """``risk.composition: protect`` does not recompute household-level ``derived:`` columns
+    (the release refuses them, exit 2): the draft drops them instead, saying why."""
+    if draft.risk.get("composition") != "protect" and not always:
+        return
+    hcols = draft.input.get("household_columns") or []
+    for col in [c for c in draft.derived if c in hcols]:
+        why = draft.derived.pop(col)
+        draft.dependent[col] = (f"{why}; risk.composition: protect does not recompute "
+                                "household-level derived: columns")
+        hcols.remove(col)
+        draft.input["drop"].append(col)
+    if not hcols:
+        draft.input.pop("household_columns", None)
+
+
 def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, *,
                           when: float, data_display: str | None = None) -> bool:
     """Judge the household draft as ``sdc release`` would and apply the household design when
@@ -491,12 +534,18 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
     fd, name = tempfile.mkstemp(prefix=f".{config_path.stem}.", suffix=".judge.yaml",
                                 dir=config_path.parent)
     trial = Path(name)
+    # household-level derived: columns are judged dropped (the protect candidates cannot
+    # recompute them, and they do not change the plan); kept unless protect is written
+    saved = copy.deepcopy((draft.derived, draft.dependent, draft.input))
+    _drop_household_derived(draft, always=True)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(draft_yaml(draft, data_display=data_display))
         designed = apply_household_design(draft, trial, when=when)
     finally:
         trial.unlink(missing_ok=True)  # the private file this step wrote
+    if draft.risk.get("composition") != "protect":
+        draft.derived, draft.dependent, draft.input = saved
     if designed:
         data = draft.as_dict()
         data["seed"] = 0

@@ -292,6 +292,7 @@ class HouseholdDesign:
 
         from ruamel.yaml import YAML
 
+        from sdc.authoring.design_yaml import quote_ambiguous
         from sdc.io.guard import write_atomic
 
         c = self.candidates[i]
@@ -314,6 +315,7 @@ class HouseholdDesign:
         yaml.width = 100
         doc = yaml.load(_without_design_head(self.config_path.read_text(encoding="utf-8")))
         _patch_mapping(doc, new)
+        quote_ambiguous(doc)  # categories yes/no, dates, numbers-as-strings stay strings
         buf = io.StringIO()
         yaml.dump(doc, buf)
         changed = [f"{k}: {r.get('name', r.get('rule'))}" for k, r in c.recoding.items()]

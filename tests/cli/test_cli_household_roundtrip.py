@@ -1,0 +1,101 @@
+"""A household file through init -> design -o -> release as a new user would (issue 44's small
+bugs): categories YAML would read as another type (yes/no, on/off, dates, numbers written as
+text) stay strings in what `sdc design -o` writes, so `sdc release` accepts its own design; and
+`sdc init` does not draft a second weight column equal to the weight as a person-level
+``derived:`` column (it is a function of no key set the release can recompute it from)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from household_helpers import testdata
+
+from sdc.authoring.design_yaml import dump_lines, quote_ambiguous
+from tests.cli.test_cli import run
+
+#: R laeken's synthetic EU-SILC exported to CSV (docs/HOUSEHOLDS.md says how)
+EUSILC = Path("/tmp/eusilc.csv")
+
+
+@pytest.mark.parametrize("text", ["no", "yes", "on", "off", "Off", "true", "2026-01-05", "12",
+                                  "1_000", "1:20", "~", "null", "0x1F", "1e3", ".5"])
+def test_strings_yaml_would_read_otherwise_are_quoted(text):
+    """Every string the config loader (PyYAML, YAML 1.1) would read as a bool, date, number or
+    null comes back as the same string; plain words stay unquoted."""
+    lines = dump_lines({"categories": [text, "plain"]})
+    back = yaml.safe_load("".join(lines))
+    assert back == {"categories": [text, "plain"]}, lines
+    assert "plain" in "".join(lines) and "'plain'" not in "".join(lines)
+    assert quote_ambiguous("word") == "word"
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_design_output_with_yes_no_categories_is_released(prefect_harness, tmp_path):
+    """sdcMicro's testdata with electcon written as no/yes (a household key): init drafts it,
+    `sdc design -o` writes the config, `sdc release` of that config exits 0 (before: exit 2,
+    "a category must be an integer or a string, not a bool")."""
+    d = testdata()
+    d["electcon"] = d["electcon"].map({0: "no", 1: "yes"}).fillna("no")
+    data = tmp_path / "td.csv"
+    d.to_csv(data, index=False)
+    cfg = tmp_path / "td.yaml"
+    r = run("init", data, "--keys", "urbrur,water,electcon,sex,age", "--household-id",
+            "ori_hid", "-o", cfg)
+    assert r.exit_code == 0, r.text
+    designed = tmp_path / "designed.yaml"
+    r = run("design", cfg, "-o", designed)
+    assert r.exit_code == 0, r.text
+    written = yaml.safe_load(designed.read_text())
+    assert written["key_variables"]["electcon"]["categories"] == ["no", "yes"]
+    r = run("release", designed)
+    assert r.exit_code == 0, r.text
+    out = Path(written["output"]["dir"])
+    if not out.is_absolute():
+        out = designed.parent / out
+    pub = pd.read_parquet(out / "public" / "microdata.parquet")
+    assert set(pub["electcon"]) <= {"no", "yes"}
+
+
+def test_a_second_weight_equal_to_the_weight_is_not_drafted_derived(tmp_path):
+    """A household file with a second weight column equal to the weight (eusilc's rb050 and
+    db090; here sdcMicro's household_weights copied): `sdc init --weight` exits 0 and the
+    draft does not list the copy under ``derived:`` at person level (before: exit 2 on its own
+    draft, "derived column ... is not a function of the key values")."""
+    d = testdata()
+    d["w2"] = d["household_weights"]
+    data = tmp_path / "td.csv"
+    d.to_csv(data, index=False)
+    cfg = tmp_path / "td.yaml"
+    r = run("init", data, "--keys", "urbrur,water,sex,age", "--household-id", "ori_hid",
+            "--weight", "household_weights", "-o", cfg)
+    assert r.exit_code == 0, r.text
+    draft = yaml.safe_load(cfg.read_text())
+    hcols = draft["input"].get("household_columns") or []
+    derived = draft.get("derived") or []
+    # the copy is either released as a household column, derived from the household keys
+    # (then listed among them) or dropped: never a person-level derived column
+    assert "w2" not in derived or "w2" in hcols
+    r = run("plan", cfg)
+    assert r.exit_code == 0, r.text
+
+
+@pytest.mark.slow
+def test_eusilc_init_accepts_its_own_draft(tmp_path):
+    """The issue's case: R laeken's synthetic EU-SILC (14,827 persons, 6,000 households), rb050
+    equal to the weight db090: `sdc init` exits 0 and `sdc plan` accepts the draft."""
+    if not EUSILC.is_file():
+        pytest.skip(f"{EUSILC} absent: export it with Rscript -e 'data(eusilc, package="
+                    "\"laeken\"); write.csv(eusilc, \"/tmp/eusilc.csv\", row.names=FALSE)' "
+                    "(Debian package r-cran-laeken)")
+    cfg = tmp_path / "eu.yaml"
+    r = run("init", EUSILC, "--keys", "db040,hsize,age,rb090,pb220a", "--household-id",
+            "db030", "--weight", "db090", "-o", cfg)
+    assert r.exit_code == 0, r.text
+    draft = yaml.safe_load(cfg.read_text())
+    assert "rb050" not in (draft.get("derived") or [])
+    r = run("plan", cfg)
+    assert r.exit_code == 0, r.text
