@@ -80,7 +80,8 @@ _FILE_MODES = {"public": 0o644, "internal": 0o600}
 
 def mode_checks(rep: AuditReport, release_dir: Path) -> None:
     """The folder and file modes ``write_release`` sets: release and ``public/`` 0755 with
-    0644 files, ``internal/`` 0700 with 0600 files; only regular files, no symlinks."""
+    0644 files, ``internal/`` 0700 with 0600 files; only regular files, no symlinks, each with
+    one link (a hard link elsewhere could change a published file)."""
     bad = []
     for sub, want in _MODES.items():
         p = release_dir / sub if sub != "." else release_dir
@@ -101,6 +102,9 @@ def mode_checks(rep: AuditReport, release_dir: Path) -> None:
             elif stat.S_IMODE(st.st_mode) != _FILE_MODES[sub]:
                 bad.append(f"{sub}/{f.name} is {stat.S_IMODE(st.st_mode):04o} "
                            f"(expected {_FILE_MODES[sub]:04o})")
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                bad.append(f"{sub}/{f.name} has {st.st_nlink} hard links (writing to another "
+                           "name changes it; replace it by a copy: cp -p F F.new && mv F.new F)")
     rep.add("permissions", not bad,
             "release and public/ 0755 with 0644 files, internal/ 0700 with 0600 files" if not bad
             else "; ".join(bad[:4]) + (f" (and {len(bad) - 4} more)" if len(bad) > 4 else "")

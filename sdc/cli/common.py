@@ -1,8 +1,8 @@
 """What every ``sdc`` command shares: the consoles, the exit codes, errors as one readable
 paragraph (or a JSON error document under ``--json``), table helpers and the common arguments.
 
-Exit codes: 0 success; 2 bad config, bad input, refused overwrite or a missing file (something
-the user fixes); 1 failed audit or any other failure.
+Exit codes: 0 success; 2 bad config, bad input, refused overwrite, a missing file, a full disk
+or a file-size limit (something the user fixes); 1 failed audit or any other failure.
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ def error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExcep
 def describe(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-paragraph message) for an exception."""
     user, known = error_types()
+    if isinstance(exc, OSError) and not isinstance(exc, user):
+        from sdc.io.guard import DISK_FULL, disk_full_error
+
+        if exc.errno in DISK_FULL:  # a writer that did not name it itself: still exit 2
+            return EXIT_USAGE, str(disk_full_error(exc, done="the command stopped there"))
     if isinstance(exc, user):
         if isinstance(exc, OSError) and exc.filename and exc.strerror:
             return EXIT_USAGE, f"{exc.strerror}: {exc.filename}"

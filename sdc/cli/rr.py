@@ -91,6 +91,16 @@ def _run(fn):  # type: ignore[no-untyped-def]
     except (_UserError, ValueError, FileNotFoundError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise _fail(msg) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:  # a full disk, a permission, a bug: one paragraph, never a traceback
+        from sdc.cli.common import describe, state
+
+        if state["debug"]:
+            raise
+        code, msg = describe(exc)
+        typer.echo(f"Error: {msg}", err=True)
+        raise typer.Exit(code=code) from None
 
 
 #: the valid ranges (larger designs overflow the binomial counts or the float exponent)

@@ -13,11 +13,18 @@ first:
 The refusal is an :class:`OverwriteError` (an ``InputError``: the CLI exits 2) naming the path
 and the fix. :func:`write_atomic` then writes by temp file + rename in the same folder, so a
 crash leaves the old file or the new one, never half of one.
+
+A full disk (``ENOSPC``, a quota: ``EDQUOT``) or a file-size limit (``EFBIG``: ``ulimit -f``,
+``RLIMIT_FSIZE``) is not a bug but something the user fixes: every writer turns it into a
+:class:`DiskFullError` (exit 2, :func:`disk_full_error`) naming the file, what is free and the
+fix, after removing its own temp file, so nothing half-written stays behind.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,11 +32,48 @@ from typing import Any
 
 from sdc.errors import InputError
 
-__all__ = ["OverwriteError", "job_files", "refuse_overwrite", "same_file", "write_atomic"]
+__all__ = ["DISK_FULL", "DiskFullError", "OverwriteError", "disk_full_error", "job_files",
+           "refuse_overwrite", "same_file", "write_atomic"]
+
+#: the errors of a write that lacks room: a full disk, a full quota, a file-size limit
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class OverwriteError(InputError):
     """A command would overwrite a file it did not write: CLI exit 2."""
+
+
+class DiskFullError(InputError):
+    """A write failed for lack of room (full disk, quota, file-size limit): CLI exit 2."""
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.1f} MB" if n >= 2**20 else f"{n / 2**10:,.1f} KB"
+
+
+def disk_full_error(e: OSError, path: str | Path | None = None, *,
+                    done: str = "nothing was written (the partial file was removed)",
+                    fix: str = "choose another path") -> DiskFullError:
+    """The message of a write of ``path`` that failed with ``e`` (an errno of
+    :data:`DISK_FULL`): which file, why, what is free or the limit, what was left, the fix."""
+    where = Path(path if path is not None else (e.filename or "?"))
+    if e.errno == errno.EFBIG:
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        limit = ("" if soft == resource.RLIM_INFINITY
+                 else f" of {_size(soft)} ({soft:,} bytes)")
+        return DiskFullError(
+            f"writing {str(where)!r} failed: the file would exceed the file-size limit{limit} "
+            f"of this process (ulimit -f, RLIMIT_FSIZE; {e.strerror}); {done}. Raise the limit "
+            f"(ulimit -f unlimited) or {fix}")
+    folder = where.parent
+    try:
+        st = os.statvfs(folder)
+        free = f"; {_size(st.f_bavail * st.f_frsize)} are free there now"
+    except OSError:
+        free = ""
+    return DiskFullError(
+        f"the disk holding {str(folder)!r} is full: writing {str(where)!r} failed "
+        f"({e.strerror or os.strerror(e.errno or 0)}){free}; {done}. Free space there or {fix}")
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
@@ -82,7 +126,8 @@ def refuse_overwrite(path: str | Path, *, force: bool, option: str,
 
 def write_atomic(path: str | Path, data: bytes | str, mode: int = 0o644) -> Path:
     """Write ``data`` to ``path`` by temp file + rename in the same folder (created if needed);
-    a symlink at ``path`` is replaced, its target untouched. Returns the path."""
+    a symlink at ``path`` is replaced, its target untouched. Returns the path. A full disk or
+    a file-size limit: :class:`DiskFullError`, the temp file removed, ``path`` untouched."""
     p = Path(path).expanduser()
     p.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
@@ -94,8 +139,11 @@ def write_atomic(path: str | Path, data: bytes | str, mode: int = 0o644) -> Path
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            raise disk_full_error(e, p, done="nothing was written (the partial file was "
+                                  "removed; an earlier file there is unchanged)") from None
         raise
     return p
 

@@ -57,6 +57,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sdc.io.guard import DISK_FULL, disk_full_error
+
 __all__ = ["PARENT_MODE", "ReleaseExistsError", "ReleaseFolderError", "check_output_path",
            "checkpoint", "extra_files", "first_ten", "make_parents", "pid_alive", "prepare_parent",
            "real_target",
@@ -343,7 +345,7 @@ def staging_path(out_dir: Path, kind: str = "tmp") -> Path:
     return out.parent / f".{_stage_key(out.name)}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_DISK_FULL = DISK_FULL   # ENOSPC, EDQUOT and EFBIG (a file-size limit: ulimit -f)
 
 
 def free_bytes(folder: Path) -> int:
@@ -465,8 +467,13 @@ def _check_space(public: dict, internal: dict, out_dir: Path, exists: bool) -> i
 
 
 def _disk_full(e: OSError, out_dir: Path, current: str, need: int) -> ReleaseFolderError:
-    """The error for a disk that filled up while ``current`` was written."""
+    """The error for a disk that filled up (or a file-size limit reached) while ``current``
+    was written."""
     parent = out_dir.parent
+    if e.errno == errno.EFBIG:
+        return ReleaseFolderError(str(disk_full_error(
+            e, current, done=f"nothing of release {out_dir.name!r} was published (the partial "
+            "files were removed)", fix="choose a smaller release (e.g. fewer output.formats)")))
     return ReleaseFolderError(
         f"the disk holding {str(parent)!r} is full: writing {current!r} failed "
         f"({e.strerror}). Release {out_dir.name!r} needs {_size(need)} ({need:,} bytes), "

@@ -28,6 +28,8 @@ and to every byte):
   ``internal/``, the files ``audit.json`` lists (same SHA-256), ``audit.json`` (its SHA-256
   recorded in ``review.json``) and ``review.json``; a file or folder added, removed, changed
   or a symlink anywhere is refused, naming the path;
+- re-copies a staged file with another hard link or owner into a fresh file (its bytes hashed
+  on the way) and sets the documented modes (:mod:`sdc.publish.seal`);
 - records the approval in ``internal/audit.json`` (``review``: who, when, comment,
   ``approved_manifest_sha256``), and publishes the folder with one atomic rename (an exchange
   with the existing release under ``--force``).
@@ -55,7 +57,7 @@ import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -104,14 +106,55 @@ def manifest_sha256(audit: dict[str, Any]) -> str:
     return hashlib.sha256("".join(line + "\n" for line in lines).encode("utf-8")).hexdigest()
 
 
+_TMP = ".tmp-"
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    """``data`` in ``.<name>.tmp-<pid>`` beside ``path`` (0600, fsynced); the temp file is
+    removed when the write fails (a full disk: :class:`~sdc.io.guard.DiskFullError`)."""
+    from sdc.io.guard import DISK_FULL, disk_full_error
+
+    tmp = path.with_name(f".{path.name}{_TMP}{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            raise disk_full_error(e, path, done="nothing was published or recorded (the temp "
+                                  "file was removed; the staged release is unchanged)",
+                                  fix="write elsewhere") from None
+        raise
+    return tmp
+
+
 def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    os.replace(_write_temp(path, data), path)
+
+
+def _remove_stale_temps(staged: Path) -> None:
+    """Remove the temp files an approval killed or failed before this code cleaned up left in
+    ``internal/`` and ``public/`` (``.<name>.tmp-<pid>``, ``.<name>.seal-<pid>`` of a process
+    that no longer runs): they are the gate's own, never part of the release."""
+    from sdc.publish.folder import pid_alive
+    from sdc.publish.seal import SEAL_TMP
+
+    for folder in ("internal", "public"):
+        try:
+            names = os.listdir(staged / folder)
+        except OSError:
+            continue
+        for name in names:
+            for mark in (_TMP, SEAL_TMP):
+                head, sep, pid = name.rpartition(mark)
+                if sep and head.startswith(".") and pid.isdigit() and not pid_alive(int(pid)):
+                    p = staged / folder / name
+                    if p.is_file() and not p.is_symlink():
+                        p.unlink()
 
 
 def _json_bytes(obj: Any) -> bytes:
@@ -359,6 +402,9 @@ class Decision:
     name: str
     at: str
     manifest_sha256: str
+    #: what the approval changed to publish the approved bytes with the documented modes
+    #: (:func:`sdc.publish.seal.seal_staged`): re-copied files, modes set
+    sealed: list[str] = field(default_factory=list)
 
 
 def approve(path: Path, name: str, comment: str | None = None, *,
@@ -385,8 +431,10 @@ def _approve_locked(out: Path, staged: Path, record: dict[str, Any], name: str,
         publish_new,
         swap_in,
     )
+    from sdc.publish.seal import SealError, seal_staged
 
     audit_path = staged / "internal" / "audit.json"
+    _remove_stale_temps(staged)
     audit = _read_audit(staged)
     _check_approver(config_approvers(audit), name)
     _check_files(staged, audit, record)
@@ -406,14 +454,27 @@ def _approve_locked(out: Path, staged: Path, record: dict[str, Any], name: str,
             "out of the release first (e.g. keep approvals and signatures beside it) and "
             "approve again, or approve with --discard-extra-files to delete them with the old "
             "release")
+    try:                                  # fresh files, documented modes: see sdc.publish.seal
+        sealed = seal_staged(staged, audit)
+    except SealError as e:
+        raise ReviewError(str(e)) from None
     at = datetime.now(UTC).isoformat(timespec="seconds")
     audit["review"] = {"approved_by": name, "approved_at": at, "comment": comment or "",
                        "approved_manifest_sha256": record["manifest_sha256"],
                        "staged_at": record.get("staged_at"),
                        "flow_run_id": record.get("flow_run_id")}
-    _write_private(audit_path, _json_bytes(audit))
     record.update(status="approved", approved_by=name, approved_at=at, comment=comment or "")
-    _write_private(staged / "internal" / REVIEW_FILE, _json_bytes(record))
+    # both written before either replaces its file (a full disk fails here, changing nothing);
+    # review.json first: an approval that stops between the two renames leaves audit.json as
+    # staged, so the next approval is not refused as "changed"
+    review_tmp = _write_temp(staged / "internal" / REVIEW_FILE, _json_bytes(record))
+    try:
+        audit_tmp = _write_temp(audit_path, _json_bytes(audit))
+    except BaseException:
+        review_tmp.unlink(missing_ok=True)
+        raise
+    os.replace(review_tmp, staged / "internal" / REVIEW_FILE)
+    os.replace(audit_tmp, audit_path)
     _check_files(staged, audit, {**record, "audit_sha256": None}, hashes=False)  # last look
     os.chmod(staged, 0o755)
     fsync_dir(staged)
@@ -423,7 +484,7 @@ def _approve_locked(out: Path, staged: Path, record: dict[str, Any], name: str,
     else:
         publish_new(staged, out)
     fsync_dir(out.parent)
-    return Decision(out, staged, name, at, record["manifest_sha256"])
+    return Decision(out, staged, name, at, record["manifest_sha256"], sealed)
 
 
 def reject(path: Path, name: str, comment: str | None = None) -> Decision:
