@@ -390,17 +390,46 @@ def stat_bytes(layout: StatLayout, fmt: StatFormat, *, file_label: str = "",
         path = Path(tmp) / f"microdata.{fmt}"
         common = dict(column_labels=layout.variable_labels or None,
                       variable_value_labels=layout.value_labels or None)
-        if fmt == "sav":
-            ranges = {layout.names[c]: [r["lo"] if r["lo"] == r["hi"] else r for r in rs]
-                      for c, rs in (missing_ranges or {}).items() if c in layout.names}
-            pyreadstat.write_sav(layout.frame, str(path), file_label=file_label[:64],
-                                 missing_ranges=ranges or None,
-                                 variable_measure=layout.measure or None,
-                                 variable_format=layout.formats or None,
-                                 variable_display_width=layout.widths or None, **common)
-        elif fmt == "dta":
-            pyreadstat.write_dta(layout.frame, str(path), file_label=file_label[:80],
-                                 version=15, variable_format=layout.formats or None, **common)
-        else:
-            raise ValueError(f"format must be 'sav' or 'dta', got {fmt!r}")
+        try:
+            if fmt == "sav":
+                ranges = {layout.names[c]: [r["lo"] if r["lo"] == r["hi"] else r for r in rs]
+                          for c, rs in (missing_ranges or {}).items() if c in layout.names}
+                pyreadstat.write_sav(layout.frame, str(path), file_label=file_label[:64],
+                                     missing_ranges=ranges or None,
+                                     variable_measure=layout.measure or None,
+                                     variable_format=layout.formats or None,
+                                     variable_display_width=layout.widths or None, **common)
+            elif fmt == "dta":
+                pyreadstat.write_dta(layout.frame, str(path), file_label=file_label[:80],
+                                     version=15, variable_format=layout.formats or None,
+                                     **common)
+            else:
+                raise ValueError(f"format must be 'sav' or 'dta', got {fmt!r}")
+        except pyreadstat.ReadstatError as e:
+            raise _no_room(e, path) from None
         return _fix_timestamp(path.read_bytes(), fmt)
+
+
+def _no_room(e: Exception, path: Path) -> Exception:
+    """pyreadstat's "Unable to write data" drops the errno: a file-size limit (``ulimit -f``)
+    or a full temp folder is told as :func:`sdc.io.guard.disk_full_error` (exit 2); anything
+    else stays what it was (a bug)."""
+    import errno
+    import os
+    import resource
+
+    from sdc.io.guard import disk_full_error
+
+    if "write" not in str(e).lower():
+        return e
+    if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+        code = errno.EFBIG
+    else:
+        st = os.statvfs(path.parent)
+        if st.f_bavail * st.f_frsize > 64 * 2**20:   # room: not a full disk
+            return e
+        code = errno.ENOSPC
+    return disk_full_error(OSError(code, os.strerror(code), str(path)), path,
+                           done=f"the {path.suffix[1:]} file was not written and nothing was "
+                           f"published (pyreadstat: {e}; its temp folder was removed)",
+                           fix="set TMPDIR to a folder with room")
