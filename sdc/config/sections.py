@@ -82,9 +82,11 @@ class InputSpec(StrictModel):
 class NearSpec(StrictModel):
     """The near-cell destination design W of ``risk.destinations: near`` (docs/METHOD.md 7.12).
 
-    W = sum_{i<=s} a_i (P^i + P^-i)/2 with P one step along a nearest-neighbour tour of the
-    PRB's cells under the key distance (steps: 1 per other value of a nominal key, per
-    adjacent value of an ordered key, per level up a hierarchy): exactly doubly stochastic.
+    W = sum_{i<=s} a_i (P^i + P^-i)/2 with P one step along the tour of the PRB's cells in
+    the order of the reflected (boustrophedon) path of the key domain, which keeps the key
+    distance between tour neighbours small (steps: 1 per other value of a nominal key, per
+    adjacent value of an ordered key, per level up a hierarchy) and does not depend on which
+    other cells are occupied: exactly doubly stochastic.
 
     - ``neighbours`` = 2s: destinations of every cell (s on each side along the tour);
     - ``bandwidth`` h > 0: a_i proportional to exp(-(i-1)/h) (tour steps);

@@ -101,8 +101,11 @@ def near_record(config: ReleaseConfig, certifier: NearCertifier,
     SHA-256 of W."""
     o = config.risk.near_options
     return {
-        "kernel": "band kernel W = sum_{i=1..s} a_i (P^i + P^-i) / 2, P one step along a "
-                  "nearest-neighbour tour of the PRB's cells under the key distance, s = "
+        "kernel": "band kernel W = sum_{i=1..s} a_i (P^i + P^-i) / 2, P one step along the "
+                  "tour of the PRB's cells in the order of the reflected (boustrophedon) path "
+                  "of the key domain (ordered keys outermost, then hierarchy levels top first, "
+                  "then nominal keys by their number of values, the most innermost; an inner "
+                  "key runs descending where the outer codes sum to an odd number), s = "
                   "max(ceil(neighbours / 2), the spread floor from min_destinations and "
                   "max_weight), a_i proportional to exp(-(i - 1) / h) (h = bandwidth in tour "
                   "steps) flattened so that no entry exceeds max_weight: exactly doubly "
