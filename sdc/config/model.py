@@ -289,6 +289,11 @@ def _check_households(cfg: ReleaseConfig) -> None:
     """Cross checks of ``input.household_id``, ``input.household_columns`` and ``level:``."""
     hid, hcols = cfg.input.household_id, cfg.input.household_columns
     hkeys = cfg.household_keys
+    if cfg.input.weight_release == "recalibrated" and (hid is None or cfg.input.weight is None):
+        raise ValueError(
+            "input.weight_release: recalibrated needs input.weight and input.household_id (the "
+            "weight is post-stratified to the released household keys); for a person file "
+            "release the weight as_is, or drop it")
     if hid is None:
         if hkeys:
             raise ValueError(f"key_variables: {hkeys} have level: household, which needs "

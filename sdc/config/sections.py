@@ -41,6 +41,13 @@ class InputSpec(StrictModel):
     id_column: str | None = None
     drop: list[str] = Field(default_factory=list)
     weight: str | None = None
+    weight_release: Literal["as_is", "recalibrated"] = "as_is"
+    """How the weight column is released. ``as_is`` (default): unchanged (the dependence
+    check measures it like any column). ``recalibrated`` (household files, a weight constant
+    within households): post-stratified to the released household keys, w* = the original
+    person-weighted total of the released household-key combination / its released persons,
+    so the weighted totals of every released household-key class equal the original ones
+    and the weight is a function of the released keys (docs/METHOD.md 7.13)."""
     na_values: list[str] = Field(default_factory=list)
     """CSV only: texts that mean missing in the columns that are not key variables, besides
     the empty field (``[NA, "n/a"]``). None by default: ``NA`` or ``null`` is kept as text."""

@@ -139,6 +139,9 @@ class HouseholdCounter:
         hashes = (np.column_stack([value_hash(frame[c]) for c in self.columns])
                   if self.columns else np.zeros((len(frame), 0), np.uint64))
         cols = [c for c in self.config.input.household_columns if c in frame.columns]
+        w = self.config.input.weight
+        if self.config.input.weight_release == "recalibrated" and w not in cols:
+            cols.append(w)  # its value per household: recalibrated in household_values
         if self.config.risk.composition == "protect":
             from sdc.method.household_composition import person_classes
 
@@ -380,7 +383,7 @@ def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
     members = [] if agg.members is None else list(agg.members.columns)
     if members:
         values = pd.concat([values.reset_index(drop=True), agg.members], axis=1)
-    cols = checked_columns(list(values.columns), hcfg)
+    cols = [c for c in checked_columns(list(values.columns), hcfg) if c != _recalibrated_weight(config)]
     counter = DependenceCounter(cols, len(hcfg.key_names), small_limit(hcfg),
                                 sizes=key_sizes(hcfg), pairs=_household_pairs(cols, kinds, config))
     if hs.composition is not None:  # the composition stage's cells (singular households out)
@@ -412,7 +415,8 @@ def household_pair_plans(names: list[str], kinds: dict[str, str],
     hcfg = household_config(config)
     present = set(names)
     table = [c for c in config.input.household_columns if c in present]
-    hcols = checked_columns(table + member_columns(names, config), hcfg)
+    hcols = [c for c in checked_columns(table + member_columns(names, config), hcfg)
+             if c != _recalibrated_weight(config)]
     return {"person": person_dependence_counter({c: kinds.get(c) for c in names},
                                                 config).pairs,
             "household": _household_pairs(hcols, kinds, config)}
@@ -508,8 +512,9 @@ def household_values(agg: HouseholdAggregate, hs: HouseholdStageResult, config: 
 
     hcfg = household_config(config)
     cols = [*hcfg.derived, *hcfg.perturb]
+    recal = _recalibrated(agg, hs, config)
     if not cols:
-        return None, []
+        return recal, []
     if hs.composition is not None:
         raise InputError(
             f"risk.composition: protect does not release household-level derived: or perturb: "
@@ -519,9 +524,33 @@ def household_values(agg: HouseholdAggregate, hs: HouseholdStageResult, config: 
     derived = derived_values(values, hs.cell, cells.n_cells, hcfg,
                              cell_describer(cells.key_codes, hcfg))
     out = apply_derived(values.copy(), hs.cell, hs.released_cell, derived)
+    if recal is not None:
+        out[config.input.weight] = recal[config.input.weight].to_numpy()
     if not hcfg.perturb:
         return out, []
     counts = {v: values[v].value_counts(sort=False) for v in hcfg.perturb}
     designs = perturb_designs(hcfg, counts, agg.n_households)
     out, changed = perturb_batch(values, out, designs, np.asarray(agg.identity, np.uint64), seed)
     return out, [d.perturbation(int(c)) for d, c in zip(designs, changed, strict=True)]
+
+
+def _recalibrated_weight(config: ReleaseConfig) -> str | None:
+    """The weight column when it is released recalibrated (not measured: a function of the
+    released household keys), else None."""
+    return config.input.weight if config.input.weight_release == "recalibrated" else None
+
+
+def _recalibrated(agg: HouseholdAggregate, hs: HouseholdStageResult,
+                  config: ReleaseConfig) -> pd.DataFrame | None:
+    """``input.weight_release: recalibrated``: every household's released weight
+    (:func:`sdc.method.recalibrate.recalibrated_weights` on its original and released
+    household keys), as a one-column frame; else None."""
+    if config.input.weight_release != "recalibrated":
+        return None
+    from sdc.method.recalibrate import recalibrated_weights
+
+    w = config.input.weight
+    raw = pd.to_numeric(agg.columns[w], errors="raise").to_numpy(np.float64)
+    new = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, raw)
+    return pd.DataFrame({w: new})
+

@@ -127,8 +127,11 @@ def check_households(frame: pd.DataFrame, config: ReleaseConfig) -> None:
 
 def weight_per_household(config: ReleaseConfig) -> str | None:
     """``input.weight`` when it must be constant within households (``risk.composition:
-    protect`` with ``risk.weighted``: docs/HOUSEHOLDS.md, "Survey weights"), else None."""
+    protect`` with ``risk.weighted``: docs/HOUSEHOLDS.md, "Survey weights"; ``input.
+    weight_release: recalibrated``), else None."""
     if config.risk.weighted and config.risk.composition == "protect":
+        return config.input.weight
+    if config.input.weight_release == "recalibrated":  # a household weight, post-stratified
         return config.input.weight
     return None
 

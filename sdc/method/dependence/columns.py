@@ -11,11 +11,15 @@ __all__ = ["checked_columns", "key_sizes", "small_limit"]
 def checked_columns(columns: list[str], config: Any) -> list[str]:
     """The released non-key columns the check measures: every input column except the keys,
     ``input.drop``, ``input.id_column``, ``perturb:`` columns (released randomized) and
-    ``derived:`` columns (recomputed from the released keys), in input order."""
+    ``derived:`` columns (recomputed from the released keys) and a recalibrated weight
+    (``input.weight_release: recalibrated``: a function of the released household keys), in
+    input order."""
     skip = {*config.key_names, *config.input.drop, *(config.perturb or {}),
             *getattr(config, "derived", [])}
     if config.input.id_column:
         skip.add(config.input.id_column)
+    if getattr(config.input, "weight_release", "as_is") == "recalibrated":
+        skip.add(config.input.weight)  # released as a function of the released keys
     return [c for c in columns if c not in skip]
 
 
