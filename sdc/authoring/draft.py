@@ -366,7 +366,18 @@ def _weight_fix(frame: pd.DataFrame, data: dict[str, Any], draft: Draft, weight:
     """The survey weight gives keys away (weights constant within strata of a key): the key it
     is a function of is kept as is (partition ``as_is``: its records never change it, so the
     weight says nothing about a moved record); if there is none, or that did not suffice, the
-    weight is dropped (a weight cannot be ``derived:``: it would no longer weight the record)."""
+    weight is dropped (a weight cannot be ``derived:``: it would no longer weight the record).
+    A household file's weight constant within households is released recalibrated instead
+    (``input.weight_release: recalibrated``, docs/METHOD.md 7.13: post-stratified to the
+    released household keys, a function of them)."""
+    hid = data["input"].get("household_id")
+    if hid and data["input"].get("weight_release") != "recalibrated" and bool(
+            (frame.groupby(hid, sort=False)[weight].nunique(dropna=False) <= 1).all()):
+        data["input"]["weight_release"] = draft.input["weight_release"] = "recalibrated"
+        draft.history.append(
+            f"the weight {weight} {why}; it is one value per household: released "
+            "recalibrated to the released household keys (input.weight_release)")
+        return
     part = data.setdefault("partition", {})
     for k in keys:
         if part.get(k) != "as_is" and _is_function_of(frame, weight, [k]):
@@ -547,7 +558,35 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
     if draft.risk.get("composition") != "protect":
         draft.derived, draft.dependent, draft.input = saved
     if designed:
+        if draft.risk.get("composition") == "protect":
+            _retry_dependent(frame, draft)
         data = draft.as_dict()
         data["seed"] = 0
         checked_plan(typed_keys(frame, draft.keys), data, config_path.resolve().parent, draft)
     return designed
+
+
+def _retry_dependent(frame: pd.DataFrame, draft: Draft) -> None:
+    """The columns the draft as written dropped because they gave keys away are tried again
+    under the household design (``risk.composition: protect``: a column is then measured
+    against the household keys x composition, and an income that gave the exact age away
+    may not give an age band away); the final plan drops again only those that still fail.
+    A column giving a key away is a reason to change the design, not to drop the column."""
+    from sdc.authoring.draft_households import household_levels
+
+    cols = [c for c, why in draft.dependent.items()
+            if not why.startswith("(the survey weight)") and c in frame.columns]
+    if not cols:
+        return
+    hid = draft.input["household_id"]
+    level = household_levels(frame, hid, cols)
+    for c in cols:
+        del draft.dependent[c]
+        draft.input["drop"] = [d for d in draft.input["drop"] if d != c]
+        if level[c]:
+            draft.input.setdefault("household_columns", []).append(c)
+        else:
+            draft.released_unchanged.append(c)
+    draft.history.append(
+        "tried again under the household design (dropped as drafted: they gave keys away "
+        f"before the composition was protected): {', '.join(cols)}")

@@ -163,6 +163,11 @@ def _input_lines(d: Draft) -> list[str]:
                 L.append(f"  # dropped by sdc init: {col} {why}; it is not a function of the")
                 L.append("  # keys (derived: would be refused): to release it, make it a key "
                          "variable")
+        elif k == "weight_release":
+            L.append(f"  weight_release: {_flow(v)}   # the weight gave household keys away: "
+                     "post-stratified to the")
+            L.append("  # released household keys (totals per released region x size = the "
+                     "original ones; docs/METHOD.md 7.13)")
         elif k == "household_id":
             L.append(f"  household_id: {_flow(v)}   # groups persons into households "
                      "(released as pseudonyms)")
