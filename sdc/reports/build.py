@@ -31,6 +31,7 @@ from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows
 from sdc.reports.disclosure import risk_summary_cells
 from sdc.reports.html import render_html
 from sdc.reports.intruder import intruder as intruder_result
+from sdc.reports.overview import design_of
 from sdc.reports.utility import compute_utility
 
 __all__ = ["Reports", "build_risk", "dumps", "headline",
@@ -134,6 +135,7 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseOutcome, config: Re
             "partition_variables": config.partition_variables, "weight": weight,
             "xi": xi, "theta": float(result.theta), "kmin": int(result.kmin),
             "theta_mode": config.risk.theta, "small_blocks": config.risk.small_blocks,
+            "design": design_of(config, getattr(result, "plan", None)),
             **({"perturb": perturb_section(config)} if config.perturb else {}),
         },
         "verdict": {

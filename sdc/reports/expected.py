@@ -19,7 +19,7 @@ import numpy as np
 from sdc.config.model import ReleaseConfig
 from sdc.method.transition import CellDesign, expected_totals
 
-__all__ = ["expected_totals_section"]
+__all__ = ["expected_totals_section", "weighted_totals_words"]
 
 #: PRBs listed as the worst.
 WORST = 10
@@ -114,3 +114,33 @@ def expected_totals_section(result: Any, config: ReleaseConfig, w_before: np.nda
          "count_sum_abs_difference": float(bias_t[b])}
         for b in worst.tolist() if key[b] > 0]
     return out
+
+
+def weighted_totals_words(expected: dict[str, Any] | None, weight: str | None) -> str | None:
+    """What the design keeps of a weighted file's totals, in words, with utility.json's exact
+    figures (``expected_totals``): the same sentence on the page, in the codebook and in the
+    terminal. None for a file without a weight or without the exact figures."""
+    if not expected or not weight or not expected.get("weighted"):
+        return None
+    w, c = expected["weighted"], expected.get("counts") or {}
+    if expected.get("mode") == "weighted":
+        kept = ("every survey-weighted total of the key variables is unbiased" if not
+                w.get("cells_changed_in_expectation") else
+                f"survey-weighted totals of the key variables are unbiased except in the "
+                f"post-randomization blocks whose weights no group could balance (they keep "
+                f"the unweighted design): there the expected weighted totals differ from the "
+                f"original by {100 * w['share']:.2f}% of the total weight, summed over "
+                f"{w['cells_changed_in_expectation']:,} key combinations")
+        drift = (f"; unweighted counts drift in expectation by {100 * c['share']:.2f}% of the "
+                 f"records, summed over {c['cells_changed_in_expectation']:,} key "
+                 f"combinations" if c.get("cells_changed_in_expectation") else "")
+        return f"Released in weighted mode (weight {weight}): {kept}{drift} (exact, from " \
+               "the design's transition probabilities)."
+    return (f"This file carries a survey weight ({weight}) but was released with the "
+            f"unweighted design, which keeps unweighted counts unbiased, not weighted totals: "
+            f"the expected weighted totals of the key combinations differ from the original "
+            f"by {100 * w['share']:.2f}% of the total weight, summed over "
+            f"{w['cells_changed_in_expectation']:,} combinations (exact, from the design's "
+            f"transition probabilities); weighted estimates over the keys carry a bias of "
+            f"that order. A new release series can opt in to weighted totals kept unbiased "
+            f"with risk.weighted: true.")

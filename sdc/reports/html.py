@@ -215,6 +215,8 @@ def _analysis(u: dict[str, Any] | None) -> dict[str, Any] | None:
     analyses = u.get("analyses", [])
     worst_reg = max(regs, key=lambda r: r["max_abs_shift_se"] or 0.0, default=None)
     worst_shift = max(shifts, key=lambda b: b["max_abs_shift_se"], default=None)
+    regs = sorted(regs, key=lambda r: -(r["max_abs_shift_se"] or 0.0))
+    shifts = sorted(shifts, key=lambda b: -b["max_abs_shift_se"])
     return {"u": u, "regressions": regs, "skipped": [r for r in u.get("regressions", [])
                                                       if r.get("skipped")],
             "shifts": shifts, "analyses": analyses, "worst_reg": worst_reg,
@@ -222,7 +224,11 @@ def _analysis(u: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
-    """Everything ``report.html.j2`` prints, from the two JSON documents only."""
+    """Everything ``report.html.j2`` prints, from the two JSON documents only. Long lists come
+    in the order that matters: riskiest PRBs and partition sets first, largest shifts first."""
+    from sdc.reports import overview
+    from sdc.reports.expected import weighted_totals_words
+
     rel = risk["release"]
     v = risk["verdict"]
     xi = v["xi"]
@@ -233,16 +239,34 @@ def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
     pairs = utility.get("pairs", [])
     ch = utility.get("changed", {})
     chg = {x["partition_key"]: x for x in ch.get("by_partition_set", [])}
+    analysis = _analysis(utility.get("analysis"))
+    losses = overview.analyst_losses(utility.get("analysis"))
+    hh = risk.get("households")
+    hhu = utility.get("households")
+    if hhu:
+        hhu = {**hhu, "keys": [{**k, "values": overview.numeric_first(k["values"])}
+                               for k in hhu.get("keys", [])]}
+    riskiest = sorted(prbs, key=lambda p: (-p["max_risk"], p["prb"]))
+    psets = sorted(risk.get("partition_sets", []),
+                   key=lambda p: (-p.get("sensitive_records_before", 0), p["partition_key"]))
+    b = risk["before"]
     return {
         "title": f"Disclosure review: {rel['name']}",
         "rel": rel, "v": v, "xi": xi, "at": v.get("at") or {}, "weighted": weighted,
+        "design": rel.get("design"),
         "expected": utility.get("expected_totals"),
-        "b": risk["before"], "a": risk["after"], "intr": intr, "ov": intr.get("overall", {}),
-        "kv": [_key_variable(e) for e in kv],
+        "b": b, "a": risk["after"], "intr": intr, "ov": intr.get("overall", {}),
+        "unique_before": b["k_anonymity"][0]["records_violating"] if b.get("k_anonymity")
+        else None,
+        "max_before": (1.0 / min(int(c["min"]) for c in b["frequency_classes"] if c["cells"])
+                       if any(c["cells"] for c in b.get("frequency_classes", [])) else None),
+        "kv": [_key_variable(e) for e in sorted(kv, key=lambda e: -e["share_changed"])],
         "worst": max(kv, key=lambda e: e["tvd"]) if kv else None,
         "prbs": [{"p": p, "profile": ", ".join(
             f"{t}:{m}" for t, m in sorted(p["profile"].items(), key=lambda x: int(x[0])))}
-            for p in prbs],
+            for p in riskiest],
+        "n_fail": sum(1 for p in prbs if not p["pass"]),
+        "merge_counts": overview.merge_counts(v, prbs),
         "prb_chart": charts.prb_risk_chart(prbs, xi),
         "size_chart": charts.histogram_chart(
             [p["k"] for p in prbs], "PRB size histogram", "cells per PRB (k)", rel["kmin"],
@@ -251,15 +275,21 @@ def page_data(risk: dict[str, Any], utility: dict[str, Any]) -> dict[str, Any]:
             [c for c in intr.get("classes", []) if c.get("pick", "own") == "own"], xi),
         "pairs": _pair_matrix(pairs, rel["key_variables"], weighted) if pairs else None,
         "numeric": [_numeric_block(blk) for blk in utility.get("numeric", [])],
-        "analysis": _analysis(utility.get("analysis")),
+        "analysis": analysis, "losses": losses, "top_losses": losses[:3],
+        "n_flagged": sum(1 for x in losses if x["flagged"]), "noise_se": overview.NOISE_SE,
+        "pmse": (utility.get("analysis") or {}).get("pmse"),
+        "changes_chart": overview.changes_chart(ch.get("by_key_variable", []),
+                                                rel["n_records"]),
+        "shift_chart": overview.shift_chart(losses) if losses else None,
         "dependence": risk.get("dependence"),
         "numeric_min_group": utility["release"].get("numeric_min_group"),
         "changed": ch, "changed_overall": ch.get("overall", {}),
-        "partition_sets": [{"p": p, "c": chg.get(p["partition_key"], {})}
-                           for p in risk.get("partition_sets", [])],
+        "partition_sets": [{"p": p, "c": chg.get(p["partition_key"], {})} for p in psets],
         "series": risk.get("series"),  # None: first release of its series (section omitted)
         "utility_box": _utility_box(v, ch, kv, utility.get("recoding")),
-        "hh": risk.get("households"), "hhu": utility.get("households"),
+        "weighted_words": weighted_totals_words(utility.get("expected_totals"),
+                                                rel.get("weight")),
+        "hh": hh, "hhu": hhu,
     }
 
 

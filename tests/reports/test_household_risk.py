@@ -116,7 +116,7 @@ def test_report_sections_and_policy(tmp_path):
     u = rep.utility["households"]
     assert u["size_distribution_unchanged"] is True
     assert sum(x["households"] for x in u["size_distribution"]) == hh["n_households"]
-    assert "10. Households" in rep.html and "Composition intruder" in rep.html
+    assert "Households: the household and composition certificates" in rep.html and "Composition intruder" in rep.html
     # exact comp numbers with the policy fail: refused with the fixes (exit 2 class)
     if not hh["pass"]:
         strict = sdc.parse_config({**GEN, "risk": {"xi": 0.5, "households": "fail"}})
