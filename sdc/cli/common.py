@@ -8,6 +8,7 @@ or a file-size limit (something the user fixes); 1 failed audit or any other fai
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,8 +60,47 @@ def error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExcep
     return tuple(user), tuple(known)
 
 
+#: a message's value longer than this is shown by its start, its end and its length
+LONG_VALUE = 1000
+#: a message longer than this keeps its start and its end (where the fix is said)
+LONG_MESSAGE = 8000
+_LONG_QUOTED = re.compile(  # a quote opens after no letter ("variable's" opens nothing)
+    rf"""(?<!\w)'([^'\n]{{{LONG_VALUE},}})'(?!\w)|(?<!\w)"([^"\n]{{{LONG_VALUE},}})"(?!\w)|"""
+    rf"""([^\s'"]{{{LONG_VALUE + 100},}})""")
+
+
+def _cut(text: str) -> str:
+    return (f"{text[:LONG_VALUE // 2]}…{text[-20:]} [{len(text):,} characters]")
+
+
+def shorten(message: str) -> str:
+    """``message`` with every long value cut (a 1 MB label aliased 50,000 times once made a
+    100 KB error): a quoted value over :data:`LONG_VALUE` characters or an unbroken run over
+    ``LONG_VALUE + 100`` shows its start, end and length; a message still over
+    :data:`LONG_MESSAGE` characters keeps its start and end."""
+    def cut(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            return f"'{_cut(m.group(1))}'"
+        if m.group(2) is not None:
+            return f'"{_cut(m.group(2))}"'
+        return _cut(m.group(3))
+
+    if len(message) <= LONG_VALUE:
+        return message
+    out = _LONG_QUOTED.sub(cut, message)
+    if len(out) > LONG_MESSAGE:
+        half = LONG_MESSAGE // 2
+        out = f"{out[:half]} … [{len(out) - LONG_MESSAGE:,} characters cut] … {out[-half:]}"
+    return out
+
+
 def describe(exc: BaseException) -> tuple[int, str]:
-    """(exit code, one-paragraph message) for an exception."""
+    """(exit code, one-paragraph message) for an exception; long values cut (:func:`shorten`)."""
+    code, msg = _describe(exc)
+    return code, shorten(msg)
+
+
+def _describe(exc: BaseException) -> tuple[int, str]:
     user, known = error_types()
     if isinstance(exc, OSError) and not isinstance(exc, user):
         from sdc.io.guard import DISK_FULL, disk_full_error
