@@ -22,7 +22,6 @@ release).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -34,14 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import (
-    create_link_artifact,
-    create_markdown_artifact,
-    create_table_artifact,
-)
 from prefect.cache_policies import NO_CACHE
 
 import sdc
+from flows.artifacts import (
+    AWAITING_REVIEW,
+    current_run_id,
+    name_run,
+    publish_artifacts,
+    run_name,
+)
 from flows.summary import (
     artifact_key,
     blocks_table,
@@ -58,7 +59,14 @@ from sdc.release.job import (
     resolve_engine,
     unchanged_check,
 )
-from sdc.release.preflight import check_release_target
+from sdc.release.preflight import (
+    ConfigFile,
+    Preflight,
+    check_release_target,
+    preflight,
+    seed_and_series,
+    staged_problem,
+)
 
 if TYPE_CHECKING:
     from sdc.pipeline.kernels import ReleaseOutcome
@@ -131,33 +139,41 @@ def step_seconds(marks: list[tuple[str, float]], end: float, prefix: str = "") -
 
 
 class Prefetch:
-    """:func:`load_job` started in a thread by :func:`prefetch_job`; the flow's load task
-    takes its result (``release(..., prefetched=...)``). Slotted and opaque: Prefect stores a
-    placeholder for it among the flow run's parameters, never the frame."""
+    """What ``sdc release`` hands its flow: the pre-flight it ran (the config as it read it,
+    the engine, the options it checked) and, for an executor that reads the input whole,
+    :func:`load_job` started in a thread by :func:`prefetch_job`. The load task takes both
+    instead of reading and checking again. Slotted and opaque: Prefect stores a placeholder
+    for it among the flow run's parameters, never the frame."""
 
-    __slots__ = ("_future", "path")
+    __slots__ = ("_future", "checked", "path")
 
-    def __init__(self, path: Path, future: Future[Job]) -> None:
-        self.path, self._future = path, future
+    def __init__(self, checked: Preflight, future: Future[Job] | None = None) -> None:
+        assert checked.file is not None
+        self.checked, self.path, self._future = checked, checked.file.path, future
 
-    def job(self) -> Job:
-        """The loaded job (the prefetch's error, if it failed)."""
-        return self._future.result()
+    def job(self) -> Job | None:
+        """The loaded job (the prefetch's error, if it failed); None without a prefetch."""
+        return None if self._future is None else self._future.result()
 
 
-def prefetch_job(config_path: str | Path) -> Prefetch:
-    """Start :func:`load_job` (parse the config, read and hash the input) in a background
-    thread; hand the result to the flow (``prefetched=``), whose load task takes it instead
-    of reading the input again.
+def prefetch_job(checked: Preflight | str | Path, read_input: bool = True) -> Prefetch:
+    """Hand the pre-flight ``checked`` (or run it now on a config path) to the flow, and with
+    ``read_input`` start :func:`load_job` (read and hash the input) in a background thread;
+    the flow's load task (``prefetched=``) takes the result instead of reading the input
+    again.
 
-    ``sdc release`` calls this while Prefect's temporary API server boots (a fixed wait of
-    several seconds), so that reading the input overlaps it. Any error (bad config, unreadable
-    input) is raised by the load task, exactly as without the prefetch.
+    ``sdc release`` calls this while Prefect's server boots (a fixed wait of several
+    seconds), so that reading the input overlaps it. Any error (unreadable input) is raised by
+    the load task, exactly as without the prefetch.
     """
+    if not isinstance(checked, Preflight):
+        checked = preflight(checked, prefect_home=False)
+    if not read_input:
+        return Prefetch(checked)
     ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdc-prefetch")
-    future = ex.submit(load_job, config_path)
+    future = ex.submit(load_job, checked.file)
     ex.shutdown(wait=False)
-    return Prefetch(Path(config_path).expanduser().resolve(), future)
+    return Prefetch(checked, future)
 
 
 def warm_imports() -> None:
@@ -186,13 +202,10 @@ def warm_imports() -> None:
 # tasks
 # ---------------------------------------------------------------------------------------------
 def _seed_and_series(config: ReleaseConfig, new_series: bool) -> Any:
-    """Load (or create) the seed and place the run in its release series, with the warnings
-    of a new series and a new seed file (every executor)."""
-    from sdc.series.membership import series_for
-    from sdc.series.seeds import load_seed
-
-    seed_info = load_seed(config, create=True)
-    info = series_for(config, seed_info, new_series=new_series)
+    """Load (or create) the seed and place the run in its release series
+    (:func:`sdc.release.preflight.seed_and_series`, the pre-flight's check with
+    ``create=True``), with the warnings of a new series and a new seed file."""
+    seed_info, info = seed_and_series(config, new_series, create=True)
     if info.new_series:
         get_run_logger().warning(
             "starting a NEW release series for %s although %d release(s) exist under another "
@@ -206,14 +219,20 @@ def _seed_and_series(config: ReleaseConfig, new_series: bool) -> Any:
 
 def _publish(config: ReleaseConfig, public: dict[str, Any], internal: dict[str, bytes],
              force: bool, review: Any = None, discard_extra_files: bool = False,
-             before_publish: Callable[[], None] | None = None) -> Path:
+             before_publish: Callable[[], None] | None = None,
+             scheduled: bool = False) -> Path:
     """Publish the release folder, or with a review (``review`` a ReviewSpec) stage it into
     ``<release>.staged`` (owner-only) for ``sdc approve`` / ``sdc reject``. ``before_publish``
     runs right before the rename (input and config unchanged); ``discard_extra_files``: see
-    :func:`sdc.publish.folder.write_release`."""
+    :func:`sdc.publish.folder.write_release`. A release staged meanwhile by another run (the
+    pre-flight found none) is replaced only as the pre-flight allows (``force``, never by a
+    ``scheduled`` run)."""
     if review is not None and review.required:
         if before_publish is not None:
             before_publish()
+        pending = staged_problem(config, force, scheduled)
+        if pending is not None:
+            raise pending
         from sdc.publish.review import stage_release
 
         run_id = None
@@ -252,37 +271,6 @@ def _review_summary(summary: dict[str, Any], rspec: Any, config: ReleaseConfig) 
                          "approvers": list(rspec.approvers)}
 
 
-def _publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
-    name = summary["name"]
-    rev = summary.get("review")
-    if rev is not None:  # what the reviewers look at: the summary above, the report, the hash
-        staged = Path(rev["staged_dir"])
-        review = json.loads((staged / "internal" / "review.json").read_text(encoding="utf-8"))
-        report = staged / "internal" / "report.html"
-        who = ", ".join(rev["approvers"]) or "any named reviewer"
-        create_markdown_artifact(
-            f"# Release `{name}` awaits review\n\nStaged (owner-only) in `{staged}`; publishes "
-            f"to `{rev['release_dir']}` when approved by {who}.\n\n"
-            f"- report: `{report}`\n- manifest SHA-256 of every file: "
-            f"`{review['manifest_sha256']}`\n\nApprove: `sdc approve {staged} --as NAME "
-            f"[--comment TEXT]`; reject: `sdc reject {staged} --as NAME`.\n",
-            key=artifact_key("release-review", name),
-            description=f"Release {name}: review and approval")
-        if report.is_file():
-            create_link_artifact(report.resolve().as_uri(), link_text=str(report),
-                                 key=artifact_key("release-report", name),
-                                 description=f"Risk and utility report of {name} (internal)")
-    create_markdown_artifact(summary_markdown(summary), key=artifact_key("release-summary", name),
-                             description=f"Release {name}: certificate vs xi")
-    create_table_artifact(blocks_table(blocks), key=artifact_key("release-prbs", name),
-                          description=f"Post-randomization blocks of {name} (no record data)")
-    if summary["release_dir"]:
-        url = Path(summary["release_dir"]).resolve().as_uri()
-        create_link_artifact(url, link_text=summary["release_dir"],
-                             key=artifact_key("release-folder", name),
-                             description=f"Release folder of {name}")
-
-
 # ---------------------------------------------------------------------------------------------
 # tasks: the same on every executor (the registry, sdc.executors, says which runs the records)
 # ---------------------------------------------------------------------------------------------
@@ -305,39 +293,42 @@ class ReleaseJob:
 
 
 @task(name="load", cache_policy=NO_CACHE, retries=0, persist_result=False)
-def load_task(config_path: str, force: bool, engine: str, new_series: bool = False,
-              discard_extra_files: bool = False,
-              prefetched: Prefetch | None = None) -> ReleaseJob:
-    """Parse the config, refuse an existing release without ``force`` and what the executor
-    cannot read or write, hash the input (or take what :func:`prefetch_job` read and hashed
+def load_task(config_path: str, force: bool, engine: str | None, new_series: bool = False,
+              discard_extra_files: bool = False, prefetched: Prefetch | None = None,
+              scheduled: bool = False) -> ReleaseJob:
+    """The pre-flight (:func:`sdc.release.preflight.preflight`: the config read once, the
+    release folder, a release awaiting review, the executor, the seed and the series, without
+    writing), unless ``sdc release`` ran it already for this config and these options
+    (``prefetched``); then hash the input (or take what :func:`prefetch_job` read and hashed
     while Prefect started), load (or create) the seed and place the run in its release
-    series (refused when the output pattern has releases under another seed, unless
-    ``new_series``)."""
+    series."""
     from sdc.io.batches import input_sha256
     from sdc.io.pin import Pin
     from sdc.publish.folder import checkpoint
 
-    if prefetched is not None and prefetched.path != Path(config_path).expanduser().resolve():
-        prefetched = None  # read for another config
+    if prefetched is not None and not prefetched.checked.covers(
+            config_path, force=force, new_series=new_series,
+            discard_extra_files=discard_extra_files, scheduled=scheduled):
+        prefetched = None  # checked for another config or other options
     _step("loading config and input" if prefetched is not None else "loading config")
-    path = Path(config_path).expanduser()
-    config_pin = Pin.take(path, "config file")
-    config = sdc.load_config(path)
-    config_text = path.read_text(encoding="utf-8")
-    config_pin.check("while it was read")
-    check_release_target(config, force, discard_extra_files)
-    get_executor(engine).check(config)  # what the executor cannot read
+    if prefetched is None:
+        checked = preflight(config_path, force=force, new_series=new_series, engine=engine,
+                            discard_extra_files=discard_extra_files, scheduled=scheduled,
+                            prefect_home=False)
+    else:
+        checked = prefetched.checked
+    file: ConfigFile = checked.file  # type: ignore[assignment]
+    config, config_text, config_pin = file.config, file.text, file.pin
+    loaded = prefetched.job() if prefetched is not None else None
     frame = None
-    if prefetched is not None:  # read, hashed and pinned while Prefect started
-        job = prefetched.job()
-        config, config_text, frame = job.config, job.config_text, job.frame
-        digest, input_pin, config_pin = job.input_sha256, job.input_pin, job.config_pin
+    if loaded is not None:  # read, hashed and pinned while Prefect started
+        frame, digest, input_pin = loaded.frame, loaded.input_sha256, loaded.input_pin
     else:  # the executor reads the records later: the pin is checked again before publishing
         input_pin = Pin.take(config.input_path, "input file", input_sha256)
         digest = input_pin.sha256
     checkpoint("loaded")  # crash-test hook
     seed_info = _seed_and_series(config, new_series)
-    return ReleaseJob(path.resolve(), config, config_text, digest, seed_info, input_pin,
+    return ReleaseJob(file.path, config, config_text, digest, seed_info, input_pin,
                       config_pin, frame)
 
 
@@ -383,7 +374,7 @@ def report_task(job: ReleaseJob,
 @task(name="write", cache_policy=NO_CACHE, retries=0, persist_result=False)
 def write_task(job: ReleaseJob, result: ReleaseOutcome, force: bool, engine: str,
                reports: dict[str, bytes] | None = None, review: Any = None,
-               discard_extra_files: bool = False) -> Path:
+               discard_extra_files: bool = False, scheduled: bool = False) -> Path:
     """Codebook, internal tables and audit record from aggregates; atomic publish (the public
     files are moved in from the stage folder)."""
     from sdc.release.assemble import assemble_batch_release
@@ -397,7 +388,7 @@ def write_task(job: ReleaseJob, result: ReleaseOutcome, force: bool, engine: str
         config_text=job.config_text,
         engine=engine if get_executor(engine).in_audit_record else None, reports=reports)
     out = _publish(job.config, public, internal, force, review, discard_extra_files,
-                   unchanged_check(job.input_pin, job.config_pin))
+                   unchanged_check(job.input_pin, job.config_pin), scheduled)
     get_run_logger().info("release written to %s", out)
     return out
 
@@ -420,7 +411,7 @@ def _finish(summary: dict[str, Any], rspec: Any, config: ReleaseConfig, blocks: 
     """The end of every run: the review state, the Prefect artifacts, the timings."""
     t = time.perf_counter()
     _review_summary(summary, rspec, config)
-    _publish_artifacts(summary, blocks)
+    publish_artifacts(summary, blocks)
     timings["artifacts"] = round(time.perf_counter() - t, 3)
     summary["timings"] = timings
     summary["seconds"] = round(time.perf_counter() - t0, 3)
@@ -445,17 +436,19 @@ def _stage_folder(config: ReleaseConfig) -> Path:
     return stage
 
 
-def _release(config_path: str, force: bool, spec: EngineSpec, t0: float,
+def _release(config_path: str, force: bool, engine: str | None, t0: float,
              new_series: bool = False,
              review: bool = False, discard_extra_files: bool = False,
-             prefetched: Prefetch | None = None) -> dict[str, Any]:
+             prefetched: Prefetch | None = None, scheduled: bool = False) -> dict[str, Any]:
     import shutil
 
     timings: dict[str, float] = {}
     timed = _timer(timings)
 
-    job = timed("load", load_task, str(config_path), force, spec.kind, new_series,
-                discard_extra_files, prefetched)
+    job = timed("load", load_task, str(config_path), force, engine, new_series,
+                discard_extra_files, prefetched, scheduled)
+    spec = resolve_engine(job.config, engine)
+    name_run(job.config, job.config_path)
     stage = _stage_folder(job.config)
     try:
         _engine_marks.clear()
@@ -472,7 +465,7 @@ def _release(config_path: str, force: bool, spec: EngineSpec, t0: float,
         reports, head = timed("reports", report_task, job, result)
         rspec = review_spec(job.config, review)
         out = timed("write", write_task, job, result, force, spec.kind, reports, rspec,
-                    discard_extra_files)
+                    discard_extra_files, scheduled)
     except OSError as e:
         import errno
 
@@ -500,7 +493,7 @@ def _release(config_path: str, force: bool, spec: EngineSpec, t0: float,
 # ---------------------------------------------------------------------------------------------
 # the flow
 # ---------------------------------------------------------------------------------------------
-@flow(name="release", retries=0, log_prints=False)
+@flow(name="release", retries=0, log_prints=False, flow_run_name=run_name)
 def release(config_path: str, force: bool = False, new_series: bool = False,
             engine: str | None = None, review: bool = False,
             wait_for_review: bool = False,
@@ -524,21 +517,37 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
     engine : {"pandas", "streaming", "dask"}, optional
         Overrides the config's ``engine:``. The Dask computation runs inside this flow's task
         (see :mod:`sdc.executors.dask` for why not prefect-dask's task runner).
+    wait_for_review : bool
+        A run that stages its release for review pauses until the reviewers decide
+        (:mod:`flows.review`); ``sdc schedule``'s deployments set it. Such a run never
+        replaces a release awaiting review (not even with ``force``): its pre-flight fails
+        the run and the staged release stays as it was.
     prefetched : Prefetch, optional
-        The job :func:`prefetch_job` started reading while Prefect started (for an executor
-        that reads the input whole): the load task takes it instead of reading again.
+        What ``sdc release`` checked and read (:func:`prefetch_job`: its pre-flight, and the
+        input it started reading while Prefect started): the load task takes it instead of
+        reading and checking again. Without it, the load task runs the pre-flight itself.
 
     Returns
     -------
     dict
         :func:`summarize`'s summary, with ``release_dir`` set, ``seconds`` = wall time of the
         job inside the flow (from the first task to the artifacts) and ``timings`` = wall
-        seconds per task (each including Prefect's own bookkeeping of that task run).
+        seconds per task (each including Prefect's own bookkeeping of that task run). A run
+        that staged its release and does not wait ends in a Completed state named
+        "Awaiting review" (the Prefect UI does not show it as done).
     """
     t0 = time.perf_counter()
-    spec = resolve_engine(sdc.load_config(config_path), engine)
-    return _after_review(_release(config_path, force, spec, t0, new_series, review,
-                                  discard_extra_files, prefetched), wait_for_review)
+    summary = _after_review(_release(config_path, force, engine, t0, new_series, review,
+                                     discard_extra_files, prefetched,
+                                     scheduled=wait_for_review), wait_for_review)
+    rev = summary.get("review")
+    if rev is not None and rev.get("status") == "pending":
+        from prefect.states import Completed
+
+        who = ", ".join(rev["approvers"]) or "any named reviewer"
+        return Completed(data=summary, name=AWAITING_REVIEW,  # type: ignore[return-value]
+                         message=f"staged in {rev['staged_dir']}; awaiting approval by {who}")
+    return summary
 
 
 def _after_review(summary: dict[str, Any], wait: bool) -> dict[str, Any]:
@@ -549,9 +558,15 @@ def _after_review(summary: dict[str, Any], wait: bool) -> dict[str, Any]:
     from flows.review import wait_for_decision
 
     _step("waiting for the review decision")
+    who = ", ".join(rev["approvers"]) or "any named reviewer"
     description = (f"Release `{summary['name']}` is staged for review in `{rev['staged_dir']}` "
-                   f"(approvers: {', '.join(rev['approvers']) or 'any named reviewer'}). See the "
-                   "release-review artifact. Choose approve or reject and give your name.")
+                   f"(approvers: {who}). See the release-review artifact. Choose approve or "
+                   "reject and give your name.")
+    get_run_logger().warning(
+        "release %s is staged for review in %s; this run waits for the decision of %s: `sdc "
+        "approve %s --as NAME [--comment TEXT]` (or `sdc reject ... --as NAME`), or the Resume "
+        "form of this run in the Prefect UI. Scheduled runs of this job fail until it is "
+        "decided", summary["name"], rev["staged_dir"], who, current_run_id() or rev["staged_dir"])
     outcome = wait_for_decision(Path(rev["staged_dir"]), description)
     summary["review"] = {**rev, **outcome}
     if outcome["status"] == "approved":

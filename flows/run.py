@@ -155,13 +155,14 @@ def _run_settings(url: str | None) -> Iterator[None]:
         yield
 
 
-def run_release(config_path: Path, config: Any, *, force: bool = False,
+def run_release(config_path: Path, checked: Any, *, force: bool = False,
                 new_series: bool = False, engine: str | None = None, review: bool = False,
                 discard_extra_files: bool = False, reuse: bool = True,
                 progress: Callable[[str], None] | None = None,
                 t0: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run :func:`flows.release.release` for ``config_path`` (``config``: its pre-flighted
-    :class:`~sdc.config.model.ReleaseConfig`) and return ``(summary, startup)``.
+    """Run :func:`flows.release.release` for ``config_path`` (``checked``: its
+    :class:`~sdc.release.preflight.Preflight`, whose config the run uses: the config is read
+    once) and return ``(summary, startup)``.
 
     The API: a configured PREFECT_API_URL (checked to answer), else the local server sdc
     started (``sdc server start``, or the reused one: started now when none runs, unless
@@ -176,7 +177,7 @@ def run_release(config_path: Path, config: Any, *, force: bool = False,
     lease, temp_api = _api_for_run(reuse)
     failed = True
     try:
-        summary, startup = _run_with(lease, temp_api, config_path, config, say, t0,
+        summary, startup = _run_with(lease, temp_api, config_path, checked, say, t0,
                                      {"config_path": str(config_path), "force": force,
                                       "new_series": new_series, "engine": engine,
                                       "review": review,
@@ -188,13 +189,15 @@ def run_release(config_path: Path, config: Any, *, force: bool = False,
             lease.close(failed=failed)
 
 
-def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
+def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
               say: Callable[[str], None], t0: float,
               kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from flows.release import progress_callback
+    from flows.release import prefetch_job, progress_callback
     from flows.release import release as release_flow
     from sdc.executors import get_executor
     from sdc.release.job import resolve_engine
+
+    config = checked.config
 
     api = check_prefect_api()
     if api and temp_api is not None:  # a profile names a server: use it
@@ -204,13 +207,14 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
         lease.close(failed=True)
         lease = None
     booting = temp_api is not None or (lease is not None and lease.launch is not None)
-    # an executor that reads the input whole: read it in a thread while Prefect starts
-    if get_executor(resolve_engine(config, kwargs["engine"]).kind).reads_whole_input:
-        from flows.release import prefetch_job, warm_imports
+    # the flow takes the pre-flight's config and checks; an executor that reads the input
+    # whole: read it in a thread while Prefect starts
+    whole = get_executor(resolve_engine(config, kwargs["engine"]).kind).reads_whole_input
+    kwargs = {**kwargs, "prefetched": prefetch_job(checked, read_input=whole)}
+    if whole and booting:  # the server's boot time: import what the tasks import
+        from flows.release import warm_imports
 
-        kwargs = {**kwargs, "prefetched": prefetch_job(config_path)}
-        if booting:  # the server's boot time: import what the tasks import
-            warm_imports()
+        warm_imports()
     startup: dict[str, Any] = {"prefect_api": "temporary" if temp_api is not None else
                                lease.how if lease is not None else "configured"}
     if lease is not None:
@@ -219,7 +223,10 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, config: Any,
     else:
         say(f"connecting to {api}" if api else "starting Prefect (embedded)")
     url = api or (temp_api.url if temp_api is not None else None)
-    with lost_server(url, config.output_dir.absolute()), progress_callback(say):
+    from prefect import tags
+
+    with lost_server(url, config.output_dir.absolute()), progress_callback(say), \
+            tags(f"release:{config.name}"):
         if temp_api is None and lease is None:
             with _run_settings(None):
                 return release_flow(**kwargs), startup

@@ -164,7 +164,7 @@ def build_deployments(jobs: Sequence[ScheduledJob], *, force: bool = False) -> l
             parameters={"config_path": str(j.config_path), "force": force,
                         "wait_for_review": True},
             description=f"Release job {j.name} ({j.config_path}), cron {j.cron!r} {j.timezone}",
-            tags=["sdc", "release"],
+            tags=["sdc", "release", f"release:{j.name}"],
             entrypoint_type=EntrypointType.MODULE_PATH,
         )
         for j in jobs

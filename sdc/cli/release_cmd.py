@@ -69,11 +69,12 @@ def release(
     started = datetime.now(UTC).isoformat(timespec="seconds")   # --wait-for-review
     with friendly_errors("release" if as_json else None):
         # everything that can be refused is refused here, at once and in one message, before
-        # Prefect is imported or its server started (the flow checks them again)
+        # Prefect is imported or its server started; the flow takes these checks and this
+        # config (read once), and runs them itself only when started otherwise (a schedule)
         from sdc.release.preflight import preflight
 
-        loaded = preflight(config, force=force, new_series=new_series, engine=executor,
-                           discard_extra_files=discard_extra_files).config
+        checked = preflight(config, force=force, new_series=new_series, engine=executor,
+                            discard_extra_files=discard_extra_files)
         preflight_seconds = time.perf_counter() - t0
         from flows.run import run_release
 
@@ -83,7 +84,7 @@ def release(
                 status.update(f"release {escape(str(config))}: {step}")
 
             summary, startup = run_release(
-                config, loaded, force=force, new_series=new_series, engine=executor,
+                config, checked, force=force, new_series=new_series, engine=executor,
                 review=review or wait_for_review, discard_extra_files=discard_extra_files,
                 reuse=not no_reuse, progress=None if as_json else show, t0=t0)
         if wait_for_review:  # the run is over: wait on the staged folder (any server or none)

@@ -64,8 +64,8 @@ from typing import Any
 
 from sdc.errors import InputError
 
-__all__ = ["REVIEW_FILE", "ReviewError", "approve", "config_approvers", "is_staged",
-           "manifest_sha256", "reject", "review_checks", "stage_release", "staged_path",
+__all__ = ["REVIEW_FILE", "ReviewError", "approve", "check_reviewer", "config_approvers",
+           "is_staged", "manifest_sha256", "reject", "review_checks", "stage_release", "staged_path",
            "staged_problems", "target_of"]
 
 REVIEW_FILE = "review.json"
@@ -581,3 +581,18 @@ def await_decision(out_dir: Path, *, since: str | None = None, poll_seconds: flo
                 "comment": rev.get("comment") or "", "at": rev.get("approved_at"),
                 "release_dir": str(out)}
     return {"status": "rejected", "name": None, "comment": "", "at": None, "release_dir": None}
+
+
+def check_reviewer(path: Path, name: str, decision: str = "approve") -> Path:
+    """Refuse (:class:`ReviewError`) a decision before it is sent to a paused flow run: a
+    release awaits review at ``path`` and ``name`` is among its config file's approvers (as
+    :func:`approve` / :func:`reject` check them). Returns the staged folder."""
+    _, staged, _ = _load_pending(path)
+    try:
+        approvers = config_approvers(_read_audit(staged), strict=decision == "approve")
+    except ReviewError:
+        if decision == "approve":
+            raise
+        approvers = []
+    _check_approver(approvers, name)
+    return staged

@@ -21,6 +21,7 @@ from sdc.config.model import ReleaseConfig, SeedFile
 from sdc.config.sections import ExecutorSpec, executor_name
 from sdc.executors.registry import get_executor
 from sdc.method.plan import expected_changed
+from sdc.release.preflight import ConfigFile, read_config
 
 __all__ = ["Job", "PlanSummary", "ValidationSummary", "load_job", "plan_job",
            "resolve_engine", "unchanged_check", "validate_release_input"]
@@ -42,8 +43,9 @@ class Job:
     config_pin: Any = None
 
 
-def load_job(config_path: str | Path) -> Job:
-    """Parse the config, read its input and hash both (the hashes go into ``audit.json``).
+def load_job(config_path: str | Path | ConfigFile) -> Job:
+    """Parse the config (or take the :class:`~sdc.release.preflight.ConfigFile` the run read
+    already), read its input and hash both (the hashes go into ``audit.json``).
 
     The hashes belong to the bytes parsed: each file's identity and change time are taken
     before it is read and checked after it was hashed (:class:`sdc.io.pin.Pin`); a file
@@ -56,17 +58,13 @@ def load_job(config_path: str | Path) -> Job:
     from sdc.io.read import read_input
     from sdc.io.write import sha256_file
 
-    path = Path(config_path).expanduser()
-    config_pin = Pin.take(path, "config file")
-    config = sdc.load_config(path)
-    config_text = path.read_text(encoding="utf-8")
-    config_pin.check("while it was read")
+    file = config_path if isinstance(config_path, ConfigFile) else read_config(config_path)
+    config = file.config
     input_pin = Pin.take(config.input_path, "input file")
     frame = read_input(config)
     input_pin.sha256 = sha256_file(config.input_path)
     input_pin.check("while it was read")
-    return Job(path.resolve(), config, config_text, frame, input_pin.sha256, input_pin,
-               config_pin)
+    return Job(file.path, config, file.text, frame, input_pin.sha256, input_pin, file.pin)
 
 
 def unchanged_check(*pins: Any) -> Callable[[], None]:

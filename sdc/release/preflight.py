@@ -1,30 +1,34 @@
-"""Pre-flight of ``sdc release``: everything that can be refused, refused at once.
+"""The pre-flight of a release run: the job's own checks, run without writing anything.
 
-``sdc release`` runs :func:`preflight` before Prefect is imported or its temporary API server is
-started, so a release that cannot succeed is refused in well under a second instead of after
-Prefect's start-up (5-20 s on a busy 2-core machine), and with every problem in one message
-instead of one per attempt. The flow's tasks check the same things again when they run (a
-scheduled run has no pre-flight of its own); this only saves the user's time.
+One function, :func:`preflight`, used by every way a release runs: ``sdc release`` calls it
+before Prefect is imported or its server started (a release that cannot succeed is refused in
+well under a second, with every problem in one message), and the release flow's load task
+calls it when the run was not started by ``sdc release`` (a scheduled deployment, a
+``prefect deployment run``, the flow called from Python). The config is read once per run
+(:func:`read_config`: parsed, its text and its pin together); the load task takes what the
+pre-flight read.
 
 Checked, without reading a record:
 
 - the config parses (a config error is reported alone: nothing else can be checked without it);
-- ``--executor`` (old name ``--engine``) names an executor;
-- the input exists, and its format is one the engine reads (streaming: CSV, Parquet; Dask:
-  Parquet);
-- the output formats are ones the engine writes (the batch engines: Parquet, CSV);
+- ``--executor`` (old name ``--engine``) names an executor, and the executor reads the input's
+  format (and the file is what ``input.format`` says);
+- the input exists;
 - the release folder: not inside another release, not an existing folder that is not a
   release, not an existing release without ``--force``, not holding the job's own config, seed
   or hierarchy files (even with ``--force``);
+- no release awaits review in ``<release>.staged`` (unless the run may replace it: ``--force``
+  of ``sdc release``; a scheduled run never replaces a staged release, whose paused run waits
+  for its reviewers);
 - the seed: declared, and a seed file that exists is private, readable and holds an integer;
 - the release series: no releases under another seed for the output pattern without
   ``--new-series`` (with no seed file yet, the run would create a new seed, so every release
-  of the pattern made under a seed is of another series).
-- Prefect's home folder (``PREFECT_HOME``, default ``~/.prefect``), when no
-  ``PREFECT_API_URL`` is set and ``sdc release`` starts a temporary Prefect server whose SQLite
-  database lives there: it can be created or written, and its disk has room
-  (:func:`prefect_home_problem`; a full home used to end after the server's 60 s start-up
-  wait with exit 1).
+  of the pattern made under a seed is of another series) (:func:`seed_and_series`, which the
+  load task calls again to load or create the seed);
+- Prefect's home folder (``PREFECT_HOME``, default ``~/.prefect``), for ``sdc release`` only,
+  when no ``PREFECT_API_URL`` is set and it starts a Prefect server whose SQLite database lives
+  there: it can be created or written, and its disk has room (:func:`prefect_home_problem`; a
+  full home used to end after the server's 60 s start-up wait with exit 1).
 
 Importing this module imports neither Prefect nor pandas.
 """
@@ -35,13 +39,15 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sdc.config.model import ConfigError, ReleaseConfig, SeedFile
 from sdc.errors import InputError
 from sdc.executors.registry import executor_names, get_executor
 
-__all__ = ["ENGINES", "PREFECT_HOME_MIN_FREE", "PreflightError", "check_release_target",
-           "preflight", "prefect_home_problem"]
+__all__ = ["ENGINES", "PREFECT_HOME_MIN_FREE", "ConfigFile", "Preflight", "PreflightError",
+           "check_release_target", "preflight", "prefect_home_problem", "read_config",
+           "seed_and_series", "staged_problem"]
 
 ENGINES = executor_names()
 
@@ -115,11 +121,48 @@ def _refuse_job_files_inside(config: ReleaseConfig, out: Path) -> None:
 
 
 @dataclass
+class ConfigFile:
+    """A job's config read once: the parsed config, the text it was parsed from (hashed into
+    the audit record) and the file's pin (:class:`sdc.io.pin.Pin`, checked again before the
+    release is published)."""
+
+    path: Path
+    config: ReleaseConfig
+    text: str
+    pin: Any
+
+
+def read_config(config_path: str | Path) -> ConfigFile:
+    """Parse the config file and keep its text; the file's identity and change time are taken
+    before it is read and checked after (a config that changed meanwhile: ``InputError``).
+    Raises ``ConfigError`` for a config that does not load."""
+    from sdc.config.load import load_config
+    from sdc.io.pin import Pin
+
+    path = Path(config_path).expanduser()
+    pin = Pin.take(path, "config file")
+    config = load_config(path)
+    text = path.read_text(encoding="utf-8")
+    pin.check("while it was read")
+    return ConfigFile(path.resolve(), config, text, pin)
+
+
+@dataclass
 class Preflight:
-    """What the pre-flight found: the loaded config and the engine the run will use."""
+    """What the pre-flight found: the config as read, the engine the run will use, and the
+    options it was checked with (a run with other options checks again)."""
 
     config: ReleaseConfig
     engine: str
+    file: ConfigFile | None = None
+    options: tuple[bool, bool, bool, bool] = (False, False, False, False)
+
+    def covers(self, path: str | Path, *, force: bool, new_series: bool,
+               discard_extra_files: bool, scheduled: bool) -> bool:
+        """These checks are those of a run of ``path`` with these options."""
+        return (self.file is not None
+                and self.file.path == Path(path).expanduser().resolve()
+                and self.options == (force, new_series, discard_extra_files, scheduled))
 
 
 def _pattern_has_folders(pattern: Path) -> bool:
@@ -135,27 +178,39 @@ def _pattern_has_folders(pattern: Path) -> bool:
     return any(q.is_dir() for q in anchor.glob(str(rel)))
 
 
-def _seed_and_series(config: ReleaseConfig, new_series: bool) -> None:
-    """Raise what the plan/load task would raise about the seed and the release series."""
+def seed_and_series(config: ReleaseConfig, new_series: bool, *,
+                    create: bool = False) -> tuple[Any, Any]:
+    """The seed of a run and its place in the release series: ``(seed info, series info)``.
+
+    ``create=False`` (the pre-flight) writes nothing: a seed file that exists is read (private,
+    an integer) and the run placed in its series; a missing seed file stands for the new seed
+    the run would create, so releases of the output pattern made under a seed are of another
+    series (``SeriesError`` without ``new_series``); ``(None, None)`` or ``(seed, None)`` when
+    the output pattern has no folder yet (no series to check; pandas is not imported).
+    ``create=True`` (the flow's load task) loads or creates the seed and places the run in its
+    series (``seed_info.series`` is what the audit record keeps). Raises what the seed and the
+    series refuse (``ConfigError``, ``InputError``, ``SeriesError``)."""
     from sdc.series.seeds import load_seed
 
     seed = config.seed
     path = config.resolve(seed.file) if isinstance(seed, SeedFile) else None
-    if path is not None and not (path.exists() or path.is_symlink()):
-        if config.output is None or not _pattern_has_folders(config.resolve(config.output.dir)):
-            return
+    has_releases = config.output is not None and _pattern_has_folders(
+        config.resolve(config.output.dir))
+    if not create and path is not None and not (path.exists() or path.is_symlink()):
+        if not has_releases:
+            return None, None
         from sdc.series.membership import find_series
 
         # no seed file: the run creates a new seed, whose series id no release has yet
-        find_series(config.resolve(config.output.dir), config.output_dir,
-                    series_id="(a new seed)", seed_file_sha256=None, config_name=config.name,
-                    new_series=new_series)
-        return
-    info = load_seed(config, create=False)
-    if config.output is not None and _pattern_has_folders(config.resolve(config.output.dir)):
-        from sdc.series.membership import series_for
+        return None, find_series(config.resolve(config.output.dir), config.output_dir,
+                                 series_id="(a new seed)", seed_file_sha256=None,
+                                 config_name=config.name, new_series=new_series)
+    info = load_seed(config, create=create)
+    if not create and not has_releases:
+        return info, None
+    from sdc.series.membership import series_for
 
-        series_for(config, info, new_series=new_series)
+    return info, series_for(config, info, new_series=new_series)
 
 
 #: Free space the temporary Prefect server needs in ``PREFECT_HOME`` (its SQLite database and
@@ -221,25 +276,39 @@ def prefect_home_problem() -> str | None:
     return None
 
 
-def preflight(config_path: str | Path, *, force: bool = False, new_series: bool = False,
-              engine: str | None = None, discard_extra_files: bool = False) -> Preflight:
-    """Check everything ``sdc release`` can refuse without reading a record (module docstring).
+def preflight(config_path: str | Path | ConfigFile, *, force: bool = False,
+              new_series: bool = False, engine: str | None = None,
+              discard_extra_files: bool = False, scheduled: bool = False,
+              prefect_home: bool = True) -> Preflight:
+    """Check everything a release run can refuse without reading a record (module docstring).
 
-    Returns the loaded config and engine. Raises the config's ``ConfigError`` alone when the
-    config does not load; otherwise the one problem's own exception
-    (``ReleaseExistsError``, ``InputError``, ``SeriesError``, ...) when there is one, and
-    :class:`PreflightError` listing them all when there are several.
+    ``config_path``: the config file, or the :class:`ConfigFile` already read. A release
+    awaiting review is replaced only with ``force`` and never by a ``scheduled`` run (one that
+    pauses for its own review: its predecessor's paused run waits on the staged release).
+    ``prefect_home``: also check Prefect's home folder (``sdc release``,
+    which may start a server there; the flow runs on a server already).
+
+    Returns the config as read, the engine and the options checked. Raises the config's
+    ``ConfigError`` alone when the config does not load; otherwise the one problem's own
+    exception (``ReleaseExistsError``, ``InputError``, ``SeriesError``, ...) when there is
+    one, and :class:`PreflightError` listing them all when there are several.
     """
-    from sdc.config.load import load_config
     from sdc.config.sections import executor_name
 
-    config = load_config(config_path)
+    file = config_path if isinstance(config_path, ConfigFile) else read_config(config_path)
+    config = file.config
     errors: list[Exception] = []
     kind = executor_name(engine) if engine is not None else config.executor.kind
     if kind not in ENGINES:
         errors.append(ConfigError(f"unknown engine {kind!r}; use one of {', '.join(ENGINES)}"))
     else:
-        errors += [InputError(p) for p in get_executor(kind).problems(config)]
+        problems = get_executor(kind).problems(config)
+        errors += [InputError(p) for p in problems]
+        if not problems:
+            try:
+                get_executor(kind).check(config)  # the file is what input.format says
+            except (OSError, ValueError) as e:
+                errors.append(e)
     inp = config.input_path
     if not (inp.exists()):
         errors.append(InputError(f"input {str(inp)!r} does not exist. Fix input.path in the "
@@ -248,27 +317,42 @@ def preflight(config_path: str | Path, *, force: bool = False, new_series: bool 
         check_release_target(config, force, discard_extra_files)
     except (OSError, ValueError) as e:
         errors.append(e)
-    from sdc.publish.review import staged_path
-
-    staged = staged_path(config.output_dir.absolute())
+    pending = staged_problem(config, force, scheduled)
+    if pending is not None:
+        errors.append(pending)
     try:
-        pending = staged.exists()
-    except OSError:  # e.g. a 250-character release name: its .staged name is too long
-        pending = False
-    if pending and not force:
-        errors.append(InputError(
-            f"a release awaits review in {str(staged)!r}: approve it (`sdc approve {staged} "
-            "--as NAME`) or reject it (`sdc reject ...`) first, or rerun with --force to replace "
-            "the staged release"))
-    try:
-        _seed_and_series(config, new_series)
+        seed_and_series(config, new_series)
     except (OSError, ValueError) as e:
         errors.append(e)
-    home = prefect_home_problem()
+    home = prefect_home_problem() if prefect_home else None
     if home is not None:
         errors.append(InputError(home))
     if len(errors) == 1:
         raise errors[0]
     if errors:
         raise PreflightError([str(e) for e in errors])
-    return Preflight(config, kind)
+    return Preflight(config, kind, file,
+                     (force, new_series, discard_extra_files, scheduled))
+
+
+def staged_problem(config: ReleaseConfig, force: bool,
+                   scheduled: bool = False) -> InputError | None:
+    """The refusal of a run while a release awaits review in ``<release>.staged`` (None: none
+    awaits, or the run may replace it: ``force`` and not ``scheduled``). Checked by the
+    pre-flight and again right before a release is staged (a run that started before another
+    staged its release)."""
+    from sdc.publish.review import staged_path
+
+    staged = staged_path(config.output_dir.absolute())
+    try:
+        pending = staged.exists() or staged.is_symlink()
+    except OSError:  # e.g. a 250-character release name: its .staged name is too long
+        pending = False
+    if not pending or (force and not scheduled):
+        return None
+    how = ("a scheduled run never replaces a release awaiting review, not even with --force"
+           if scheduled else "or rerun with --force to replace the staged release")
+    return InputError(
+        f"a release awaits review in {str(staged)!r}: approve it (`sdc approve {staged} "
+        f"--as NAME`) or reject it (`sdc reject {staged} --as NAME`) first, {how}; nothing "
+        "was written")

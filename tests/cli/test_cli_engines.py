@@ -207,11 +207,12 @@ def test_streaming_reports_every_input_problem_with_global_rows(tmp_path):
 @pytest.mark.e2e
 def test_streaming_release_through_the_cli_does_not_prefetch_the_input(tmp_path, monkeypatch):
     """The CLI reads a pandas job's input while Prefect boots; a batch-engine release must not
-    (the prefetch would hold the whole file in memory for nothing)."""
+    (the prefetch would hold the whole file in memory for nothing): the flow is handed the
+    pre-flight's config and checks, never a job read whole."""
     import flows.release as fr
 
     calls = []
-    monkeypatch.setattr(fr, "prefetch_job", lambda p: calls.append(p))
+    monkeypatch.setattr(fr, "load_job", lambda p: calls.append(p))
     inp = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pandas(_frame(500), preserve_index=False), inp)
     r = run("release", _job(tmp_path, "st", inp), "--engine", "streaming")

@@ -136,13 +136,18 @@ def test_flow_pauses_for_the_decision_on_a_server(make_small_job, tmp_path, pref
 
     run_id = paused_run()
     assert not out.exists()
-    r = run("approve", run_id, "--as", "mallory")  # sent; the run refuses it and pauses again
-    assert r.exit_code == 0, r.text
-    time.sleep(1)
-    run_id = paused_run()
+    # not an approver: refused before anything is sent (issue 47: it used to exit 0 "sent")
+    from flows.review import paused_run as paused_state
+
+    before = paused_state(run_id)
+    r = run("approve", run_id, "--as", "mallory")
+    assert r.exit_code == 2, r.text
+    assert "'mallory' is not among the approvers" in " ".join(r.text.split())
+    assert paused_state(run_id).state_id == before.state_id  # still the same pause
     assert not out.exists()
     r = run("approve", run_id, "--as", "alice", "--comment", "fine")
     assert r.exit_code == 0, r.text
+    assert "which approved and published it" in " ".join(r.text.split())
     th.join(timeout=300)
     summary = result["summary"]
     assert summary["review"]["status"] == "approved"
