@@ -23,6 +23,7 @@ Whole columns only: the constancy test is one group-by over the household codes.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,9 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
         draft.keys[k].recode_note = f"{r['name']} for households"
         draft.partition.pop(k, None)
     draft.risk["composition"] = "protect"
+    for k in ("destinations", "near"):  # near compositions: fewer members change
+        if k in (cand.data.get("risk") or {}):
+            draft.risk[k] = copy.deepcopy(cand.data["risk"][k])
     draft.risk.pop("households", None)
     draft.check.update(_figures(cand))
     before = ("refused: " + cur.note) if cur.status != "certified" else (

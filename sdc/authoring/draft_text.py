@@ -112,6 +112,11 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
     if d.risk.get("composition"):
         L.append(f"  composition: {d.risk['composition']}       # the household stage keyed on "
                  "household keys x composition (docs/HOUSEHOLDS.md)")
+    if d.risk.get("destinations"):
+        L.append(f"  destinations: {d.risk['destinations']}       # a moved household takes a "
+                 "near composition (fewer members change)")
+    if d.risk.get("near"):
+        L.append(f"  near: {_flow(d.risk['near'])}")
     if c.get("households"):
         L += _household_check_lines(c)
     elif c:

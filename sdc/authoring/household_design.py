@@ -10,14 +10,18 @@ models neither, so a household config is searched here:
   and the composition intruder measured (refused above xi);
 - **candidates** release with ``risk.composition: protect`` (the household stage keyed on
   HK x composition, :mod:`sdc.method.household_composition`), the person keys recoded for
-  households: every numeric person key cut into 2 to 4 bands at quantiles of its marginal
-  (rounded to integers), categorical person keys as declared, at most
+  households (:mod:`sdc.authoring.household_options`: 2 to 4 quantile bands and the standard
+  age bands of a numeric key, a categorical key as declared or with its rare categories
+  grouped), with near compositions (``risk.destinations: near``) and ``theta: calibrated``,
+  at most
   :data:`~sdc.method.household_composition.MAX_CLASSES` person classes. Each is planned
   (:func:`~sdc.method.household_composition.composition_plan`: rare household cells go through
   PRBs of their size, merged along the household keys, or the certified singular draw), drawn
   once (records and households changed) and measured (the composition intruder certified, the
   person-level intruder by Monte Carlo); only candidates with both <= xi are certified.
-- **recommended**: the certified candidate that changes the fewest records.
+- **recommended**: among the certified candidates changing at most :data:`TARGET` of the
+  records, the one with the most age (banded person key) classes, then the fewest records
+  changed; when none changes so few, the one changing the fewest records.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.authoring.household_options import band_candidates, person_key_options
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 
@@ -39,6 +44,16 @@ __all__ = ["HouseholdCandidate", "HouseholdDesign", "band_candidates", "evaluate
 
 N_SIM = 10
 """Monte Carlo replays of the person-level intruder per candidate."""
+
+NEAR = {"neighbours": 4}
+"""The near design of every candidate (METHOD 7.12 under protect: 4 destinations, the spread
+floor): a moved household takes a composition one or two members away in its own household
+keys (docs/HOUSEHOLDS.md "Near compositions")."""
+
+TARGET = 0.15
+"""Recommended: the certified candidate with the most classes of its banded person keys (age)
+among those changing at most this share of the records, then the fewest records changed;
+when none changes so few, the one changing the fewest."""
 
 
 @dataclass
@@ -60,20 +75,6 @@ class HouseholdCandidate:
     @property
     def share_changed(self) -> float:
         return self.changed / self.n_records if self.n_records else 0.0
-
-
-def band_candidates(values: np.ndarray, lo: int) -> list[list[int]]:
-    """Band breaks of a numeric person key for household files: 2 to 4 bands at quantiles of
-    its values (integers, distinct, the first = the declared lower bound ``lo``)."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    out: list[list[int]] = []
-    for n in (2, 3, 4):
-        q = np.quantile(v, np.linspace(0, 1, n + 1)[1:-1]) if v.size else []
-        breaks = sorted({int(lo), *(int(round(x)) for x in q if round(x) > lo)})
-        if len(breaks) == n and breaks not in out:
-            out.append(breaks)
-    return out
 
 
 def _entropy(rows: np.ndarray) -> float:
@@ -153,16 +154,7 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
     declared_entropy = _entropy(declared)
     current = HouseholdCandidate(copy.deepcopy(base), {}, n_records=len(frame))
     _evaluate_current(frame, config, current)
-    options: list[list[tuple[str, dict[str, Any] | None, int]]] = []
-    for k in config.person_keys:
-        kv = kvs[k]
-        if kv.range is not None:
-            vals = pd.to_numeric(frame[k], errors="coerce").to_numpy(float)
-            opts = [(f"{len(b)} bands", {"bands": b}, len(b)) for b in band_candidates(
-                vals, kv.range[0])]
-            options.append(opts or [("as declared", None, kv.size)])
-        else:
-            options.append([("as declared", None, kv.size)])
+    options = person_key_options(frame, config)
     from sdc.method.household_composition import MAX_CLASSES
 
     cands = []
@@ -179,6 +171,9 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
             recoding[k] = {"name": name, "recode": rule, "released_values": n}
         risk = dict(data.get("risk") or {})
         risk.update({"composition": "protect"})
+        if risk.get("destinations") != "near":  # a moved household to a near composition
+            risk.update({"destinations": "near", "near": dict(NEAR)})
+        risk["theta"] = "calibrated"  # the smallest certified theta: fewer households move
         risk.pop("households", None)  # the default: fail
         data["risk"] = risk
         cand = HouseholdCandidate(data, recoding)
@@ -418,5 +413,22 @@ def run_household_design(path: Path, config: ReleaseConfig,
     raw = config.declared_view()
     frame = read_input(raw)
     current, cands = evaluate_household_designs(frame, config, base, path.resolve().parent)
-    rec = next((i for i, c in enumerate(cands) if c.status == "certified"), None)
+    rec = recommend(cands)
     return HouseholdDesign(path.resolve(), config, base, current, cands, _Result(rec))
+
+
+def recommend(cands: list[HouseholdCandidate]) -> int | None:
+    """Index of the recommended candidate (:data:`TARGET`), None when none is certified."""
+    cert = [i for i, c in enumerate(cands) if c.status == "certified"]
+    within = [i for i in cert if cands[i].share_changed <= TARGET]
+    if within:
+        return max(within, key=lambda i: (_numeric_classes(cands[i]), -cands[i].changed))
+    return cert[0] if cert else None
+
+
+def _numeric_classes(c: HouseholdCandidate) -> int:
+    """Released classes of the banded person keys (age classes): what the recommendation
+    keeps first."""
+    return sum(int(r["released_values"]) for r in c.recoding.values()
+               if "bands" in (r.get("recode") or {}))
+
