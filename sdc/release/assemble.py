@@ -26,11 +26,19 @@ __all__ = ["assemble_batch_release"]
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def _expected_totals(reports: dict[str, bytes] | None) -> dict[str, Any] | None:
+    """utility.json's ``expected_totals`` (None without it): the exact figures the codebook
+    states for a file with a survey weight."""
+    data = (reports or {}).get("utility.json")
+    return json.loads(data).get("expected_totals") if data else None
+
+
 def _codebook(config: ReleaseConfig, result: Any, schema: Any, stat_lines: list[str],
-              n_records: int | None = None) -> bytes:
+              n_records: int | None = None, expected: dict[str, Any] | None = None) -> bytes:
     """``codebook.md``: the codebook, the SPSS/Stata lines and the uncertainty section."""
     extra = stat_lines + uncertainty_markdown(config, result)
-    codebook = codebook_markdown(config, result, schema=schema, n_records=n_records).rstrip()
+    codebook = codebook_markdown(config, result, schema=schema, n_records=n_records,
+                                 expected=expected).rstrip()
     return (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")
 
 
@@ -95,7 +103,7 @@ def assemble_batch_release(config: ReleaseConfig, result: ReleaseOutcome, seed_i
     public["codebook.md"] = _codebook(
         config, result, result.schema,
         stat_codebook_lines(config, layout, meta, columns=list(result.schema.names)),
-        n_records=result.n_records)
+        n_records=result.n_records, expected=_expected_totals(reports))
     internal: dict[str, Path | bytes] = _tables(result)
     series = _batch_series(result, seed_info, internal)
     _add_reports_and_audit(config, result, seed_info, public, internal, reports,

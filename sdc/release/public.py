@@ -118,8 +118,11 @@ def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) 
         return "new sequential number 1..n in random order; no link to the original file"
     if var == config.input.weight and config.risk.weighted:
         return ("unchanged (survey weight; weighted mode: the key variables were "
-                "post-randomized so that the weighted total of every key combination and of "
-                "every set of them is unbiased, and unweighted counts may drift slightly)")
+                "post-randomized so that weighted totals of key combinations are unbiased, "
+                "as stated under Disclosure control)")
+    if var == config.input.weight:
+        return ("unchanged (survey weight; what the design keeps of weighted totals: see "
+                "Disclosure control)")
     return "unchanged"
 
 
@@ -149,7 +152,30 @@ def _columns(config: ReleaseConfig, result: Any, schema: pa.Schema | None,
     return cols, types, len(result.frame)
 
 
-def _disclosure_lines(config: ReleaseConfig, n: int, n_cols: int) -> list[str]:
+def _kept_line(config: ReleaseConfig, expected: dict[str, Any] | None) -> str:
+    """What the design keeps in expectation, one statement for the whole codebook: counts
+    (the unweighted designs), or weighted totals (weighted mode), with utility.json's exact
+    figures (``expected``, its ``expected_totals``) for a file with a survey weight."""
+    from sdc.reports.expected import weighted_totals_words
+
+    weight = config.input.weight
+    words = weighted_totals_words(expected, weight, public=True)
+    words = md_text(words) if words else None   # the weight column is user text
+    if config.risk.weighted:
+        return ("Combinations absent from the original never appear. " + (words or (
+            "Released in weighted mode: the expected survey-weighted total of every "
+            "combination of key values equals its weighted total in the original file, "
+            "except in blocks whose weights no group could balance (they keep the unweighted "
+            "design); unweighted counts may drift slightly.")))
+    return ("The expected count of every combination of key values equals its count in the "
+            "original file, and combinations absent from the original never appear."
+            + (f" {words}" if words else
+               f" This file carries a survey weight ({md_code(weight)}): the design keeps "
+               "unweighted counts unbiased, not weighted totals." if weight else ""))
+
+
+def _disclosure_lines(config: ReleaseConfig, n: int, n_cols: int,
+                      expected: dict[str, Any] | None = None) -> list[str]:
     """The title, the file and the "Disclosure control" section: the bound xi and what
     post-randomization keeps (a combination shared by at least ceil(1/xi) is unchanged)."""
     xi = config.risk.xi
@@ -171,8 +197,7 @@ def _disclosure_lines(config: ReleaseConfig, n: int, n_cols: int) -> list[str]:
         f"- Records in combinations of key values shared by at least {math.ceil(1 / xi)} "
         "respondents are unchanged. Records in rarer combinations may have had their key "
         "values replaced, all together, by those of another rare combination of the same "
-        "partition set (below). The expected count of every combination of key values equals "
-        "its count in the original file, and combinations absent from the original never appear.",
+        "partition set (below). " + _kept_line(config, expected).rstrip(),
         *(["- A changed record took the key values of a rare combination **near** its own "
            "(risk.destinations: near): few keys changed, ordered ones by small steps, drawn from "
            "a fixed design whose every combination receives on average as many records as it "
@@ -314,7 +339,8 @@ def _key_categories(config: ReleaseConfig, k: str) -> list[str]:
 
 
 def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | None = None,
-                      n_records: int | None = None) -> str:
+                      n_records: int | None = None,
+                      expected: dict[str, Any] | None = None) -> str:
     """The public codebook (Markdown).
 
     Lists every public variable with its type and whether it may have been perturbed, the
@@ -325,10 +351,12 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
 
     With ``schema`` (the public Arrow schema, as every engine writes it) the variables and their
     types come from it and ``result`` only needs ``partition_sets``; ``n_records`` then gives n.
+    ``expected``: utility.json's ``expected_totals`` (a file with a survey weight), whose
+    summed shares the codebook states (:func:`sdc.reports.expected.weighted_totals_words`).
     """
     cols, types, n = _columns(config, result, schema, n_records)
     n_merged, merged_vars = _merged_variables(result, config)
-    lines = _disclosure_lines(config, n, len(cols))
+    lines = _disclosure_lines(config, n, len(cols), expected)
     lines += _partition_lines(config, n_merged, merged_vars)
     lines += _household_lines(config, result)
     lines += _dp_pram_lines(config)

@@ -6,7 +6,8 @@ change, c_x(v) = the number of sensitive cells with x = v rounded up
 (:func:`sdc.method.variance.publishable_count`), with the resulting bound on the standard
 deviation the perturbation adds to the released count of x = v:
 sqrt(2 theta_bar min(c_x(v), sum_{w != v} c_x(w))). Nothing per PRB, no theta per block.
-Why this is safe is argued in docs/DATA_USERS.md section 3.
+Why this is safe is argued in docs/DATA_USERS.md section 4. The codebook carries the recipe
+itself (a data user has the public folder, not the project's docs).
 """
 
 from __future__ import annotations
@@ -58,13 +59,26 @@ def uncertainty_markdown(config: ReleaseConfig, result: ReleaseOutcome) -> list[
     """Codebook lines of the section (see the module docstring)."""
     fig = uncertainty_figures(config, result)
     tb = fig["theta_bar"]
+    if config.risk.weighted:
+        kept = ("Survey-weighted totals and shares of key-variable combinations are unbiased, "
+                "as stated under Disclosure control (with the exception given there); "
+                "unweighted counts may drift slightly.")
+    else:
+        kept = ("Counts and proportions of key-variable combinations are unbiased: the "
+                "expected released count of every combination equals its original count."
+                + (" Survey-weighted totals are not kept unbiased by this design (see "
+                   "Disclosure control for by how much)." if config.input.weight else ""))
     lines = [
         "## Uncertainty added by post-randomization",
         "",
-        "Counts and proportions of key-variable combinations are unbiased: the expected "
-        "released count of every combination equals its original count. The perturbation adds "
-        "variance; survey-weighted estimates can be biased. How to use the figures below: "
-        "`docs/DATA_USERS.md` of the `sdc` project (section 3).",
+        kept + " Relationships between the key variables and other variables (a mean by a "
+        "key's categories, a regression coefficient on a key) are attenuated: a moved record "
+        "keeps its other values under new key values.",
+        "",
+        "**How to use the figures below.** The variance of an estimate from this file is its "
+        "sampling variance, computed as you would on the original file (e.g. p(1 - p)/n for "
+        "a proportion under simple random sampling, or with the survey's design), plus the "
+        "variance the perturbation adds, bounded as follows:",
         "",
         f"- theta_bar = {tb:.2f}: every post-randomization block used theta <= theta_bar"
         + (" (the theorem's theta for xi, a function of xi alone, rounded up)." if tb < 1 else
@@ -72,10 +86,18 @@ def uncertainty_markdown(config: ReleaseConfig, result: ReleaseOutcome) -> list[
         f"- One full combination of all key values: added variance at most 2 theta_bar = "
         f"{2 * tb:.2f}.",
         "- Category v of key variable x: added variance of its count at most "
-        "2 theta_bar min(c(v), sum of c over the other categories); a two-way combination "
-        "x = v and y = w: at most 2 theta_bar min(c_x(v), c_y(w)). Divide by n^2 for a "
-        "proportion. c is the number of rare combinations with that value, rounded up (to 10, "
-        "or two significant digits).",
+        "2 theta_bar min(c(v), sum of c over the other categories); x in a set V of "
+        "categories: 2 theta_bar min(sum of c over V, sum of c outside V); a two-way "
+        "combination x = v and y = w (or any set inside it): at most "
+        "2 theta_bar min(c_x(v), c_y(w)). c is the number of rare combinations with that "
+        "value, rounded up (to 10, or two significant digits), listed below.",
+        "- A generalized value of a partition variable kept as is: no added variance "
+        "(outside merged partition sets).",
+        "- A proportion of the n records: divide the bound by n^2."
+        + (" A weighted total: multiply the bound by the square of the file's largest "
+           "weight." if config.input.weight else ""),
+        "- Add the bound to the sampling variance; its square root is a conservative added "
+        "standard error (the bound is at least the exact added variance).",
     ]
     for k, rows in fig["variables"].items():
         rule = config.partition.get(k)

@@ -116,31 +116,38 @@ def expected_totals_section(result: Any, config: ReleaseConfig, w_before: np.nda
     return out
 
 
-def weighted_totals_words(expected: dict[str, Any] | None, weight: str | None) -> str | None:
+def weighted_totals_words(expected: dict[str, Any] | None, weight: str | None, *,
+                          public: bool = False) -> str | None:
     """What the design keeps of a weighted file's totals, in words, with utility.json's exact
     figures (``expected_totals``): the same sentence on the page, in the codebook and in the
-    terminal. None for a file without a weight or without the exact figures."""
+    terminal. ``public``: the codebook's variant, the shares only (two decimals of a sum over
+    every key combination), without the number of combinations. None for a file without a
+    weight or without the exact figures."""
     if not expected or not weight or not expected.get("weighted"):
         return None
     w, c = expected["weighted"], expected.get("counts") or {}
+
+    def over(n: int) -> str:
+        return "" if public else f", summed over {n:,} key combinations"
+
     if expected.get("mode") == "weighted":
         kept = ("every survey-weighted total of the key variables is unbiased" if not
                 w.get("cells_changed_in_expectation") else
                 f"survey-weighted totals of the key variables are unbiased except in the "
                 f"post-randomization blocks whose weights no group could balance (they keep "
                 f"the unweighted design): there the expected weighted totals differ from the "
-                f"original by {100 * w['share']:.2f}% of the total weight, summed over "
-                f"{w['cells_changed_in_expectation']:,} key combinations")
+                f"original by {100 * w['share']:.2f}% of the total weight"
+                f"{over(w['cells_changed_in_expectation'])}")
         drift = (f"; unweighted counts drift in expectation by {100 * c['share']:.2f}% of the "
-                 f"records, summed over {c['cells_changed_in_expectation']:,} key "
-                 f"combinations" if c.get("cells_changed_in_expectation") else "")
-        return f"Released in weighted mode (weight {weight}): {kept}{drift} (exact, from " \
-               "the design's transition probabilities)."
-    return (f"This file carries a survey weight ({weight}) but was released with the "
+                 f"records{over(c['cells_changed_in_expectation'])}"
+                 if c.get("cells_changed_in_expectation") else "")
+        return f"Released in weighted mode (survey weight \"{weight}\"): {kept}{drift} " \
+               "(exact, from the design's transition probabilities)."
+    return (f"This file carries a survey weight (\"{weight}\") but was released with the "
             f"unweighted design, which keeps unweighted counts unbiased, not weighted totals: "
             f"the expected weighted totals of the key combinations differ from the original "
-            f"by {100 * w['share']:.2f}% of the total weight, summed over "
-            f"{w['cells_changed_in_expectation']:,} combinations (exact, from the design's "
+            f"by {100 * w['share']:.2f}% of the total weight"
+            f"{over(w['cells_changed_in_expectation'])} (exact, from the design's "
             f"transition probabilities); weighted estimates over the keys carry a bias of "
             f"that order. A new release series can opt in to weighted totals kept unbiased "
             f"with risk.weighted: true.")
