@@ -14,6 +14,7 @@ only as long as one process and has no scheduler, so :func:`require_server` refu
 
 from __future__ import annotations
 
+import signal
 import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -214,16 +215,61 @@ SERVE_ATTEMPTS = 4
 SERVE_RETRY_SECONDS = (2.0, 4.0, 8.0)
 
 
+class _NoShutdownCancellations:
+    """A logging filter for the ``asyncio`` logger while ``sdc schedule`` serves: Ctrl-C
+    cancels the runner's pending tasks (its control channel's connection handler), and
+    asyncio's default exception handler logged each cancelled callback as an ERROR with two
+    chained tracebacks ("Exception in callback StreamReaderProtocol.connection_made"). A
+    task cancelled at shutdown is no error; every other record passes."""
+
+    def filter(self, record: Any) -> bool:
+        import asyncio
+
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
+
+
 def serve_deployments(deployments: Sequence[Any], url: str, say: Any) -> None:
     """:func:`prefect.serve` the deployments until stopped. A runner that fails to start
     (``RuntimeError: Runner failed to start: event_emitter - Unable to authenticate to the
     event stream``: a busy server closed its websocket during the handshake) is started
     again after 2, 4 and 8 s, each time said with ``say(text)``; after the last attempt a
     :class:`ScheduleError` names the server and the fix (it was an unexpected error, exit 1)."""
+    import logging
+    import threading
     import time
 
     from prefect import serve
 
+    logging.getLogger("asyncio").addFilter(_NoShutdownCancellations())
+    if threading.current_thread() is not threading.main_thread():
+        _serve(deployments, url, say, serve, time.sleep)
+        return
+    previous = signal.signal(signal.SIGINT, _stop_like_sigterm())
+    try:
+        _serve(deployments, url, say, serve, time.sleep)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_like_sigterm() -> Any:
+    """The SIGINT handler while serving: Ctrl-C runs the runner's own graceful stop, as
+    SIGTERM does (it cancels the runs in flight, pauses the schedules, and serve returns);
+    Ctrl-C used to leave the runs "Running" and print tracebacks. Before the runner handles
+    SIGTERM, or at a second Ctrl-C: KeyboardInterrupt."""
+    asked: list[int] = []
+
+    def handle(sig: int, frame: Any) -> None:
+        handler = signal.getsignal(signal.SIGTERM)
+        if asked or not callable(handler):
+            raise KeyboardInterrupt
+        asked.append(sig)
+        handler(signal.SIGTERM, frame)
+
+    return handle
+
+
+def _serve(deployments: Sequence[Any], url: str, say: Any, serve: Any, sleep: Any) -> None:
     for attempt in range(SERVE_ATTEMPTS):
         try:
             serve(*deployments, print_starting_message=attempt == 0)
@@ -241,4 +287,4 @@ def serve_deployments(deployments: Sequence[Any], url: str, say: Any) -> None:
             wait = SERVE_RETRY_SECONDS[attempt]
             say(f"the schedule runner could not connect to the Prefect server at {url} "
                 f"({reason}); trying again in {wait:g} s")
-            time.sleep(wait)
+            sleep(wait)

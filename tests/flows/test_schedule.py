@@ -262,3 +262,73 @@ def test_schedule_serves_and_runs_for_real(prefect_harness, make_small_job, tmp_
               "the deployment to be paused after SIGTERM", logs, step=0.5)
     finally:
         _stop(serve)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_ctrl_c_stops_the_schedule_cleanly(prefect_harness, make_small_job, tmp_path):
+    """Issue 47: Ctrl-C on `sdc schedule` printed four tracebacks (asyncio's report of the
+    runner's cancelled tasks) and left the run it was executing "Running" for ever. Now
+    Ctrl-C (SIGINT to the terminal's process group: the service and its runs' processes) is
+    the runner's graceful stop: exit 0, no traceback, the run paused for review is cancelled
+    (not left Paused/Running; its staged release stays for `sdc approve DIR`), the schedules
+    are paused."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    cfg = make_small_job("ctrl-c", n=500, schedule={"cron": "0 6 1 1 *"},
+                         review={"required": True, "approvers": ["alice"]})
+    staged = tmp_path / "releases" / "ctrl-c.staged"
+    api = str(PREFECT_API_URL.value())
+    env = dict(_clean_env(tmp_path / "prefect-home"), PREFECT_API_URL=api,
+               PREFECT_RUNNER_POLL_FREQUENCY="1")
+    log = tmp_path / "serve.log"
+
+    def interruptible() -> None:  # as a terminal starts it: SIGINT not ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    def client():
+        return get_client(sync_client=True)
+
+    serve = None
+    try:
+        with open(log, "w") as out:
+            serve = subprocess.Popen([str(SDC), "schedule", str(cfg)], env=env, cwd=tmp_path,
+                                     stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True, preexec_fn=interruptible)
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            def deployment():
+                with client() as c:
+                    return c.read_deployment_by_name("release/ctrl-c")
+
+            def served() -> bool:
+                assert serve.poll() is None, log.read_text()
+                try:
+                    deployment()
+                except Exception:
+                    return False
+                return True
+
+            _wait(served, 120, "the deployment", [log], step=0.5)
+            with client() as c:
+                run_id = c.create_flow_run_from_deployment(deployment().id).id
+
+            def paused() -> bool:
+                with client() as c:
+                    state = c.read_flow_run(UUID(str(run_id))).state
+                return state is not None and state.is_paused()
+
+            _wait(paused, 180, "the run to pause for review", [log], step=0.5)
+            os.killpg(serve.pid, signal.SIGINT)  # Ctrl-C in the terminal
+            assert serve.wait(timeout=60) == 0, log.read_text()[-4000:]
+            text = log.read_text(errors="replace")
+            assert "Traceback" not in text, text[-4000:]
+            with client() as c:
+                state = c.read_flow_run(UUID(str(run_id))).state
+            assert state.is_cancelled(), state
+            assert staged.is_dir()
+            _wait(lambda: bool(deployment().paused), 30, "the schedules to pause", [log])
+    finally:
+        _stop(serve)
