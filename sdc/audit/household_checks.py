@@ -184,11 +184,31 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     rep.add("person stage: none", not (audit.get("blocks") or []),
             "risk.composition: protect: no person PRB; person keys move with their "
             "household's composition only")
+    _exact_level_checks(rep, cfg, hs, tab, hh, xi)
     cert = (h_cert, f"composition stage: {h_where}")
     if cs.singular.size:
         cert = larger_certificate(cert, (1.0 / cs.n_hk, "composition stage: singular "
                                          f"households (1/{cs.n_hk})"))
     return cert
+
+
+def _exact_level_checks(rep: AuditReport, cfg: ReleaseConfig, hs: Any, tab: Any,
+                        hh: dict[str, Any], xi: float) -> None:
+    """The person-level and household-level (HK) certificates of a protect release
+    recomputed exactly from the composition stage's plan re-derived from the source
+    (:func:`sdc.method.household_person_risk.composition_level_risks`): each <= xi and equal
+    to the figure audit.json records (issue 44)."""
+    from sdc.method.household_person_risk import composition_level_risks
+
+    levels = composition_level_risks(hs.composition_planned[0], tab)
+    rec = hh.get("composition") or {}
+    for name, key, lv in (("person level", "person", levels["person"]),
+                          ("household level", "household_level", levels["household"])):
+        want = (rec.get(key) or {}).get("certificate")
+        same = want is not None and abs(float(want) - lv.max_risk) <= 1e-9
+        rep.add(f"{name}: exact certificate <= xi", same and lv.max_risk <= xi + 1e-9,
+                f"recomputed {lv.max_risk:.6f} (audit.json: "
+                f"{'absent' if want is None else f'{float(want):.6f}'}), xi {xi}")
 
 
 def person_group_counts(rep: AuditReport, po: Partitioned, rel: Partitioned,

@@ -129,14 +129,19 @@ def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
     cand.composition = {"certificate": comp["certificate"],
                         "max_class_estimate": comp["max_class_estimate"],
                         "person_max_cell_estimate": comp["person"]["max_cell_estimate"],
+                        "person_certificate": comp["person"]["certificate"],
+                        "household_level_certificate": comp["household_level"]["certificate"],
                         "singular_sizes": cp.singular_sizes}
     cand.certificate = float(cp.certificate)
     keys = np.column_stack([encode_key(f[k], k, cfg.key_variables[k]) for k in cfg.key_names])
     cand.entropy_kept = _entropy(keys) / declared_entropy if declared_entropy else 1.0
     if comp["exceeds_xi"]:
         cand.status = "refused"
-        cand.note = (f"person-level intruder {comp['person']['max_cell_estimate']:.4f} > xi "
-                     "(measured)")
+        cand.note = "; ".join(
+            f"{n} certificate {v:.4f} > xi (exact)" for n, v in (
+                ("person-level", comp["person"]["certificate"]),
+                ("household-level", comp["household_level"]["certificate"]),
+                ("composition", comp["certificate"])) if v > cfg.risk.xi + 1e-9)
     else:
         cand.status = "certified"
 
@@ -317,8 +322,9 @@ class HouseholdDesign:
         head = [
             f"Written by `sdc design {self.config_path.name}` (household file): "
             f"risk.composition: protect, certified at xi = {self.config.risk.xi}.",
-            f"Composition intruder certificate {c.certificate:.6f}; person-level intruder "
-            f"measured {c.composition.get('person_max_cell_estimate', 0):.4f}.",
+            f"Composition intruder certificate {c.certificate:.6f}; person-level certificate "
+            f"{c.composition.get('person_certificate', 0):.4f}, household-level "
+            f"{c.composition.get('household_level_certificate', 0):.4f} (exact).",
             f"Records changed in one draw: {c.changed:,} ({c.share_changed:.1%}); households "
             f"changed: {c.households_changed:,}.",
             "What changed: person keys recoded for households (" + "; ".join(changed) + "); "

@@ -108,7 +108,7 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
     ], title="Design search (household file: both stages, the composition intruder)"))
     t = Table(title="Certified household designs (* recommended)", title_justify="left")
     for col in ("", "records changed", "households changed", "composition cert.",
-                "person intruder", "recoding"):
+                "person cert.", "household cert.", "recoding"):
         t.add_column(col, justify="left" if col in ("", "recoding") else "right",
                      overflow="fold")
     rec = doc["recommended"]["node"] if doc["recommended"] else None
@@ -116,7 +116,8 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
         recoding = "; ".join(f"{k}: {v['recode']}" for k, v in p["recoding"].items()) or "none"
         t.add_row("*" if p["node"] == rec else "", _pct(p["share_changed"]),
                   fmt_int(p["households_changed"]), f"{p['certificate']:.4f}",
-                  f"{p['composition'].get('person_max_cell_estimate', 0):.4f}", Text(recoding))
+                  f"{p['composition'].get('person_certificate', 0):.4f}",
+                  f"{p['composition'].get('household_level_certificate', 0):.4f}", Text(recoding))
     console.print(t)
     if rec is None:
         console.print("no household design is certified at this xi: coarser household keys "

@@ -251,13 +251,18 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
         section = parts["risk"]
         risk["households"] = _clean(section)
         utility["households"] = parts["utility"]
-        if not section["pass"] and config.risk.households == "fail":
+        protect = config.risk.composition == "protect"
+        if not section["pass"] and (config.risk.households == "fail" or protect):
             from sdc.errors import HouseholdRiskError
 
+            # under protect every level is certified exactly: nothing above xi is published,
+            # whatever risk.households says (issue 44)
             raise HouseholdRiskError(
-                f"household file: {section['message']} (risk.households: fail); nothing was "
-                f"written. Fixes: {'; '.join(section['fixes'])}; or set risk.households: warn "
-                "to publish with the measured risk in the report")
+                f"household file: {section['message']}"
+                + ("" if protect else " (risk.households: fail)") + "; nothing was "
+                f"written. Fixes: {'; '.join(section['fixes'])}"
+                + ("" if protect else "; or set risk.households: warn to publish with the "
+                   "measured risk in the report"))
     utility = _clean(utility)
     # not validated against the schema here (0.07-0.25 CPU s per release, pure-Python
     # jsonschema): the tests validate every release path's documents (tests/contract), and

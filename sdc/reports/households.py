@@ -302,6 +302,14 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     person_out = _person_summary(person, t_cell, xi)
     max_est = max((c["estimate"] for c in classes), default=0.0)
     cert, cert_at = certificate
+    levels = exact_levels(planned[0], table, hk_u, config)
+    person_out = {**levels["person"], "monte_carlo": person_out,
+                  # the Monte Carlo figures, as before (a check of the exact ones)
+                  "max_cell_estimate": person_out["max_cell_estimate"],
+                  "max_cell_se": person_out["max_cell_se"]}
+    above = [name for name, lv in (("person", person_out),
+                                   ("household keys", levels["household"]))
+             if lv["certificate"] > xi + 1e-9]
     return {
         "mode": "protect", "certificate": float(cert), "certificate_at": cert_at,
         "n_sim": int(n_sim), "stream": "household-composition", "n_households": int(n_h),
@@ -310,9 +318,64 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
         "before": _before(big_f, n_h),
         "mean": float(overall.mean()), "mean_se": _se(overall),
         "classes": classes, "max_class_estimate": float(max_est), "xi": xi,
-        "person": person_out,
-        "exceeds_xi": bool(cert > xi + 1e-9 or person_out["cells_above_xi"] > 0),
+        "person": person_out, "household_level": levels["household"],
+        "levels_above_xi": above,
+        "exceeds_xi": bool(cert > xi + 1e-9 or above),
     }
+
+
+def exact_levels(cp: Any, table: Any, hk_table: np.ndarray,
+                 config: ReleaseConfig) -> dict[str, dict[str, Any]]:
+    """The exact person-level and household-level (HK) certificates of a protect release's
+    composition plan ``cp`` (:func:`sdc.method.household_person_risk.composition_level_risks`),
+    with the cells where they are attained decoded into key values."""
+    from sdc.method.household_person_risk import composition_level_risks
+
+    out = {}
+    for name, lv in composition_level_risks(cp, table).items():
+        at = {k: _decoded(v, hk_table, config, name) for k, v in lv.at.items()}
+        out[name] = {
+            "certificate": float(lv.max_risk), "exact": True,
+            "certificate_at": at.get("own_cell", {}),
+            "any_cell": float(lv.any_cell), "any_cell_at": at.get("any_cell", {}),
+            "other_class_bound": float(lv.other), "unconditional": float(lv.unconditional),
+            "rule": ("exact: the intruder knows the target's household keys"
+                     + (" and person keys" if name == "person" else "")
+                     + ", the mechanism, and picks one released unit of the target's own "
+                     "cell after seeing its count (NZY's R_j(a)); any_cell: he may pick in "
+                     "any cell (docs/METHOD.md 7.7)"),
+        }
+    return out
+
+
+def _decoded(at: dict[str, Any], hk_table: np.ndarray, config: ReleaseConfig,
+             level: str) -> dict[str, Any]:
+    """``at`` (:class:`~sdc.method.household_person_risk.LevelRisk`) with its household-key
+    and class codes as the keys' values (released domains)."""
+    kvs = config.key_variables
+    hk = config.household_keys
+    pk = config.person_keys
+    sizes = [int(kvs[k].size) for k in pk]
+
+    def hk_values(i: int) -> dict[str, Any]:
+        return {k: _plain(kvs[k].domain[int(hk_table[i, j])]) for j, k in enumerate(hk)}
+
+    def cls_values(c: int) -> dict[str, Any]:
+        if level != "person" or c < 0:
+            return {}
+        codes = np.unravel_index(int(c), sizes) if sizes else ()
+        return {k: _plain(kvs[k].domain[int(x)]) for k, x in zip(pk, codes, strict=True)}
+
+    return {"pick": at["pick"], "target": {**hk_values(at["target_household_keys"]),
+                                          **cls_values(at["target_class"])},
+            "target_household_size": int(sum(at["target_composition"])),
+            "picked": {**hk_values(at["picked_household_keys"]),
+                       **cls_values(at["picked_class"])},
+            "released_count": at["released_count"]}
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
 
 
 def row_lookup(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -388,7 +451,12 @@ def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
     comp = composition
     xi = float(config.risk.xi)
     fixes = []
-    if comp["exceeds_xi"]:
+    message = (f"the composition intruder's risk ({comp['max_class_estimate']:.4f} in the "
+               f"riskiest class of households, {_riskiest(comp)}) exceeds xi = {xi}"
+               if comp["exceeds_xi"] else f"the composition intruder's risk is within xi = {xi}")
+    if comp.get("mode") == "protect":
+        message, fixes = _protect_verdict(comp, xi)
+    elif comp["exceeds_xi"]:
         fixes = [
             "risk.composition: protect with person keys recoded for households (e.g. age: "
             "{recode: {bands: [0, 15, 65]}}): the household stage then post-randomizes rare "
@@ -417,9 +485,36 @@ def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
         "composition": comp,
         "policy": config.risk.households,
         "pass": not comp["exceeds_xi"],
-        "message": (f"the composition intruder's risk ({comp['max_class_estimate']:.4f} in the "
-                    f"riskiest class of households, {_riskiest(comp)}) exceeds xi = {xi}"
-                    if comp["exceeds_xi"]
-                    else f"the composition intruder's risk is within xi = {xi}"),
+        "message": message,
         "fixes": fixes,
     }
+
+
+def _protect_verdict(comp: dict[str, Any], xi: float) -> tuple[str, list[str]]:
+    """The message and fixes of a ``risk.composition: protect`` release: its three exact
+    certificates (composition, person level, household keys) against xi."""
+    levels = [("composition", comp["certificate"], comp.get("certificate_at") or {}),
+              ("person-level", comp["person"]["certificate"],
+               comp["person"].get("certificate_at") or {}),
+              ("household-level (household keys)", comp["household_level"]["certificate"],
+               comp["household_level"].get("certificate_at") or {})]
+    above = [(n, v, at) for n, v, at in levels if v > xi + 1e-9]
+    if not above:
+        return (f"the composition, person-level and household-level certificates (exact: "
+                f"{levels[0][1]:.4f}, {levels[1][1]:.4f}, {levels[2][1]:.4f}) are within "
+                f"xi = {xi}"), []
+    parts = []
+    for n, v, at in above:
+        where = ""
+        if at.get("target"):
+            size = (f" in a household of {at['target_household_size']}"
+                    if n == "person-level" else "")
+            where = f" (a target {at['target']}{size}, released count {at.get('released_count')})"
+        parts.append(f"the {n} certificate {v:.4f}{where}")
+    return ("under risk.composition: protect " + "; ".join(parts) + f" exceeds xi = {xi} "
+            "(exact, docs/METHOD.md 7.7)"), [
+        "coarser person keys (fewer person classes: a person whose class no other household "
+        "of its household keys has is found when its household stays)",
+        "fewer or coarser household-level keys (recode a rare value into a larger category)",
+        "`sdc design` on this config lists the certified household designs",
+    ]
