@@ -135,10 +135,13 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
     part = ps.plan.partitioned
     hblocks = household_blocks(hs, config)
     h_cert, h_cert_at = float(hs.plan.certificate), hs.plan.certificate_at
-    p_cert = float(ps.plan.certificate)
-    if hs.composition is not None:  # risk.composition: protect
-        h_cert, h_cert_at, p_cert = cert, cert_at, cert
+    p_cert, p_cert_at = float(ps.plan.certificate), ps.plan.certificate_at
     comp = _composition_risk(config, seed, agg, hs, ps, cells, cell, ident, row, cert, cert_at)
+    if hs.composition is not None:  # risk.composition: protect: no person PRB; the person
+        # level is certified exactly from the composition stage (issue 44)
+        h_cert, h_cert_at = cert, cert_at
+        p_cert = float(comp["person"]["certificate"])
+        p_cert_at = comp["person"]["certificate_at"]
     stage_result = SimpleNamespace(
         certificate=h_cert, certificate_at=h_cert_at,
         merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
@@ -147,7 +150,7 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
     stage = SimpleNamespace(
         config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
         certificate=h_cert, person_certificate=p_cert,
-        person_certificate_at=ps.plan.certificate_at, small_classes=ps.small_classes,
+        person_certificate_at=p_cert_at, small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons, composition=comp)
     section = household_section_of(
         config, orig[cell], rel, row, agg.n_households, weights, comp,
