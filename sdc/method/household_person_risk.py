@@ -54,7 +54,10 @@ class SourceCells:
     household-key combination 0..n_hk-1, ``counts`` (C, P) members per class, ``t`` (C,)
     households in the cell, ``move`` (C,) the probability a household of the cell moves and
     ``group`` (C,) its destination group (uniform over the group's other cells; -1: the cell
-    never changes). Cells with t = 0 are destinations only."""
+    never changes). Cells with t = 0 are destinations only. ``indptr``, ``dest``, ``weight``:
+    the near design's rows (CSR over the cells, :class:`~sdc.method.transition.CellDesign`): a
+    cell with a row moves to ``dest`` with probabilities ``weight``; None or an empty row: the
+    uniform design of its group."""
 
     hk: np.ndarray
     counts: np.ndarray
@@ -62,6 +65,17 @@ class SourceCells:
     move: np.ndarray
     group: np.ndarray
     n_hk: int
+    indptr: np.ndarray | None = None
+    dest: np.ndarray | None = None
+    weight: np.ndarray | None = None
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indptr, dest, weight), empty rows when there is no near design."""
+        if self.indptr is None:
+            return (np.zeros(np.asarray(self.hk).size + 1, np.int64), np.zeros(0, np.int64),
+                    np.zeros(0))
+        return (np.asarray(self.indptr, np.int64), np.asarray(self.dest, np.int64),
+                np.asarray(self.weight, np.float64))
 
 
 @dataclass
@@ -158,18 +172,62 @@ class _Sources:
         m = np.asarray(cells.move, np.float64)
         self.random = np.flatnonzero((t > 0) & (grp >= 0) & (m > 0)
                                      & (self.k_g[np.maximum(grp, 0)] >= 2))
+        self._near()
+        # a source moves when m > 0 and it has somewhere to go (a near row or a group of 2+)
+        self.random = np.flatnonzero((t > 0) & (grp >= 0) & (m > 0)
+                                     & ((self.k_g[np.maximum(grp, 0)] >= 2)
+                                        | (self.row_len > 0)))
         self.det = np.setdiff1d(np.flatnonzero(t > 0), self.random)
         self.shift = np.zeros(self.n_z)
         det = self.det
         zz = (hk[det][:, None] * self.P + np.arange(self.P)).reshape(-1)
         np.add.at(self.shift, zz, (t[det][:, None] * counts[det]).reshape(-1).astype(np.float64))
 
+    def _near(self) -> None:
+        """The near rows: per row entry its source cell, destination and weight."""
+        indptr, dest, weight = self.c.rows()
+        self.row_len = np.diff(indptr)
+        self.r_src = np.repeat(np.arange(self.row_len.size), self.row_len)
+        self.r_dest, self.r_w = dest, weight
+        self.r_hk = np.asarray(self.c.hk, np.int64)[dest] if dest.size else np.zeros(0, np.int64)
+
     def reaching(self, a: int) -> np.ndarray:
         """The random sources whose households can be released with HK ``a``."""
         grp = np.asarray(self.c.group, np.int64)[self.random]
         hk = np.asarray(self.c.hk, np.int64)[self.random]
         groups = np.unique(self.e_g[self.e_a == a])
-        return self.random[np.isin(grp, groups) | (hk == a)]
+        near = self.row_len[self.random] > 0
+        to_a = np.isin(self.random, self.r_src[self.r_hk == a])
+        return self.random[np.where(near, to_a, np.isin(grp, groups)) | (hk == a)]
+
+    def _near_pmf(self, out: np.ndarray, idx: np.ndarray, a: int) -> None:
+        """Rows of ``out`` of the sources with a near row: stay 1 - m, move to each row
+        destination L with m w_L (its members counted where a_L = a)."""
+        rows = np.flatnonzero(self.row_len[idx] > 0)
+        if not rows.size:
+            return
+        c = self.c
+        counts = np.asarray(c.counts, np.int64)
+        out[rows] = 0.0
+        out[rows, :, 0] = 1.0
+        pos_of = np.full(self.row_len.size, -1, np.int64)
+        pos_of[idx[rows]] = rows
+        e = np.flatnonzero((pos_of[self.r_src] >= 0) & (self.r_hk == a))
+        r_i = pos_of[self.r_src[e]]
+        pr = np.asarray(c.move, np.float64)[self.r_src[e]] * self.r_w[e]
+        n = counts[self.r_dest[e]]
+        r2 = np.repeat(r_i, self.P)
+        c2 = np.tile(np.arange(self.P), r_i.size)
+        np.add.at(out, (r2, c2, n.reshape(-1)), np.repeat(pr, self.P))
+        np.add.at(out, (r2, c2, np.zeros_like(c2)), -np.repeat(pr, self.P))
+        home = rows[np.asarray(c.hk, np.int64)[idx[rows]] == a]
+        if home.size:
+            stay = 1.0 - np.asarray(c.move, np.float64)[idx[home]]
+            n = counts[idx[home]]
+            r2 = np.repeat(home, self.P)
+            c2 = np.tile(np.arange(self.P), home.size)
+            np.add.at(out, (r2, c2, n.reshape(-1)), np.repeat(stay, self.P))
+            np.add.at(out, (r2, c2, np.zeros_like(c2)), -np.repeat(stay, self.P))
 
     def pmf(self, idx: np.ndarray, a: int) -> np.ndarray:
         """(B, P, V+1): the generating polynomial of one household of each source ``idx`` in
@@ -196,6 +254,7 @@ class _Sources:
             c2 = np.tile(np.arange(self.P), home.size)
             np.add.at(out, (r2, c2, counts.reshape(-1)), np.repeat(alpha[home], self.P))
             np.add.at(out, (r2, c2, np.zeros_like(c2)), -np.repeat(alpha[home], self.P))
+        self._near_pmf(out, idx, a)
         return np.maximum(out, 0.0)
 
     def power(self, pmf: np.ndarray, t: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -405,11 +464,13 @@ def composition_sources(cp: Any, table: Any) -> SourceCells | None:
     sizes = [int(x) + 1 for x in hk_table.max(axis=0)] if hk_table.size else []
     parts: list[tuple[np.ndarray, ...]] = []
     n_groups = 0
+    rows = None
     if cp.plan is not None:
         cells = cp.plan.partitioned.cells
         design = cp.plan.cell_design()
-        if design.has_rows:
-            raise NotImplementedError("near destinations are not used by household stages")
+        if design.has_rows:  # risk.destinations: near (the household design's candidates)
+            rows = (np.asarray(design.indptr, np.int64), np.asarray(design.dest, np.int64),
+                    np.asarray(design.weight, np.float64))
         kc = np.asarray(cells.key_codes, np.int64)
         hk = row_index(hk_table, kc[:, :-1], sizes)
         grp = np.asarray(design.group, np.int64)
@@ -428,4 +489,7 @@ def composition_sources(cp: Any, table: Any) -> SourceCells | None:
     if not parts:
         return None
     hk, counts, t, move, grp = (np.concatenate(x) for x in zip(*parts, strict=True))
-    return SourceCells(hk, counts, t, move, grp, n_hk)
+    if rows is None:
+        return SourceCells(hk, counts, t, move, grp, n_hk)
+    indptr = np.r_[rows[0], np.full(hk.size + 1 - rows[0].size, rows[0][-1])]
+    return SourceCells(hk, counts, t, move, grp, n_hk, indptr, rows[1], rows[2])

@@ -16,13 +16,19 @@ from sdc.method.household_person_risk import SourceCells, level_risk
 
 
 def _rows(c: SourceCells) -> list[list[tuple[int, float]]]:
-    """Every household's transition row (destination cell, probability), one per household."""
+    """Every household's transition row (destination cell, probability), one per household:
+    its near row when it has one, else uniform over its group's other cells."""
     grp = np.asarray(c.group)
+    indptr, dest, weight = c.rows()
     out = []
     for j in range(grp.size):
         members = np.flatnonzero(grp == grp[j]) if grp[j] >= 0 else np.array([j])
-        m = float(c.move[j]) if members.size >= 2 else 0.0
-        row = [(j, 1.0 - m)] + [(int(d), m / (members.size - 1)) for d in members if d != j]
+        near = range(int(indptr[j]), int(indptr[j + 1]))
+        m = float(c.move[j]) if (members.size >= 2 or len(near)) and grp[j] >= 0 else 0.0
+        if len(near):
+            row = [(j, 1.0 - m)] + [(int(dest[e]), m * float(weight[e])) for e in near]
+        else:
+            row = [(j, 1.0 - m)] + [(int(d), m / (members.size - 1)) for d in members if d != j]
         out += [[(d, p) for d, p in row if p > 0]] * int(c.t[j])
     return out
 
@@ -124,6 +130,38 @@ def test_person_level_equals_the_enumeration(seed):
     assert r.unconditional == pytest.approx(bf["unconditional"], abs=1e-12)
     assert r.other >= bf["other"] - 1e-12
     assert r.any_cell == max(r.own_class, r.other)
+
+
+def _with_near_rows(c: SourceCells, rng: np.random.Generator) -> SourceCells:
+    """``c`` with a near row (a random subset of its group's other cells, random weights)
+    for every cell of group 0."""
+    grp = np.asarray(c.group)
+    k = grp.size
+    rows: list[list[tuple[int, float]]] = [[] for _ in range(k)]
+    g0 = np.flatnonzero(grp == 0)
+    for j in g0:
+        others = g0[g0 != j]
+        pick = others[rng.random(others.size) < 0.7]
+        pick = pick if pick.size else others[:1]
+        w = rng.uniform(0.2, 1.0, size=pick.size)
+        rows[j] = list(zip(pick.tolist(), (w / w.sum()).tolist(), strict=True))
+    indptr = np.r_[0, np.cumsum([len(r) for r in rows])]
+    dest = np.array([d for r in rows for d, _ in r], np.int64)
+    weight = np.array([w for r in rows for _, w in r])
+    return SourceCells(c.hk, c.counts, c.t, c.move, c.group, c.n_hk, indptr, dest, weight)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_near_rows_equal_the_enumeration(seed):
+    """Near destinations (risk.destinations: near, the household design's candidates)."""
+    rng = np.random.default_rng(500 + seed)
+    c = _with_near_rows(_random_cells(rng, 2), rng)
+    bf = brute_force(c)
+    r = level_risk(c)
+    assert r.max_risk == pytest.approx(bf["own_cell"], abs=1e-12)
+    assert r.own_class == pytest.approx(bf["own_class"], abs=1e-12)
+    assert r.unconditional == pytest.approx(bf["unconditional"], abs=1e-12)
+    assert r.other >= bf["other"] - 1e-12
 
 
 @pytest.mark.parametrize("seed", range(8))
