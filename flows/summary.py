@@ -105,8 +105,17 @@ def pair_warnings(result: Any, config: ReleaseConfig) -> list[str]:
     if config.input.household_id is not None:  # each stage's pairs
         plans = household_pair_plans(names, schema_kinds(schema), config)
         return [f"{stage} stage: {w}" for stage, p in plans.items() if (w := p.warning())]
-    w = pair_plan(checked_columns(names, config), schema_kinds(schema), config).warning()
-    return [w] if w else []
+    plan = pair_plan(checked_columns(names, config), schema_kinds(schema), config)
+    w = plan.warning()
+    out = [w] if w else []
+    from sdc.method.dependence.relations import SORTED_RECORDS
+
+    if plan.sorted and int(getattr(result, "n_records", 0) or 0) > SORTED_RECORDS:
+        out.append(f"dependence check: the relations between rows of {', '.join(plan.sorted)} "
+                   f"(the file sorted by each: differences, ranks) were not checked: the file "
+                   f"has more than {SORTED_RECORDS:,} records (docs/METHOD.md, 'Relations an "
+                   "intruder computes')")
+    return out
 
 
 _BLOCK_COLUMNS = ["prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",

@@ -162,6 +162,12 @@ class RiskSpec(StrictModel):
     steps (docs/METHOD.md 7.12; options under ``near``)."""
     near: NearSpec | None = None
     """Options of ``destinations: near`` (defaults when absent)."""
+    dependence: Literal["report", "strict"] = "report"
+    """Released non-key columns that show which records moved (a copy or a finer grain of a
+    recoded key: a moved record's value points to another key value than its released one,
+    although the identification risk stays <= xi): ``report`` (the default) names them in
+    the codebook and the report as "shows moved records"; ``strict`` refuses the release
+    (exit 2) naming them and the fixes (docs/METHOD.md, "Columns that show moved records")."""
 
     @property
     def near_options(self) -> NearSpec:

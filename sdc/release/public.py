@@ -291,9 +291,28 @@ def _dp_pram_lines(config: ReleaseConfig) -> list[str]:
     return lines
 
 
+def _shows_moved(result: Any) -> dict[str, list[str]]:
+    """``{column: keys}`` of the released columns that show which records moved (the
+    dependence check's ``visible``: a copy or a finer grain of a recoded key)."""
+    figures = list(getattr(result, "dependence", None) or [])
+    return {f.column: sorted(f.visible) for f in figures
+            if getattr(f, "visible", None) and not f.flagged}
+
+
+def _moved_note(keys: list[str]) -> str:
+    names = ", ".join(md_code(k) for k in keys)
+    return (f"unchanged; **shows moved records**: its value fixes the original {names}, so a "
+            f"record whose released {names} disagrees with it was post-randomized (the "
+            "identification risk stays <= xi; `risk.dependence: strict` refuses such a "
+            "column)")
+
+
 def _variable_table(config: ReleaseConfig, cols: list[str], types: dict[str, str],
-                    merged_vars: list[str]) -> list[str]:
-    """The "Variables" table: number, name, type, role and perturbation of every column."""
+                    merged_vars: list[str], shown: dict[str, list[str]] | None = None
+                    ) -> list[str]:
+    """The "Variables" table: number, name, type, role and perturbation of every column
+    (``shown``: the columns that show moved records, and the keys they fix)."""
+    shown = shown or {}
     lines = ["", "## Variables", "", "| # | variable | type | role | perturbation |",
              "|---|---|---|---|---|"]
     for i, c in enumerate(cols, start=1):
@@ -301,6 +320,8 @@ def _variable_table(config: ReleaseConfig, cols: list[str], types: dict[str, str
         role = ("record id" if c == PUBLIC_ID else "key" if c in config.key_variables
                 else "weight" if c == config.input.weight else "")
         what = _perturbation(c, config, merged_vars)  # Markdown, user text escaped
+        if c in shown and what == "unchanged":
+            what = _moved_note(shown[c])
         lines.append(f"| {i} | {md_code(c)} | {typ} | {role} | {what} |")
     return lines
 
@@ -360,7 +381,7 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
     lines += _partition_lines(config, n_merged, merged_vars)
     lines += _household_lines(config, result)
     lines += _dp_pram_lines(config)
-    lines += _variable_table(config, cols, types, merged_vars)
+    lines += _variable_table(config, cols, types, merged_vars, _shows_moved(result))
     lines += ["", "## Categories of the key variables", ""]
     for k in config.key_names:
         lines += _key_categories(config, k)

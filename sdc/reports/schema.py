@@ -396,15 +396,22 @@ _DEPENDENCE_COLUMN = {
         "revealed": _d({"type": "object", "additionalProperties": _NUM},
                        "Per key: share of sensitive records whose value informs on it."),
         "flagged": {"type": "boolean"},
-        "via": _d({"enum": ["values", "order"]},
-                  "How the figure was found: the column's values one by one, or runs of its "
-                  "values in order (docs/METHOD.md, 'The check in order').")}
+        "via": _d({"enum": ["values", "order", "relation"]},
+                  "How the figure was found: the column's values one by one, runs of its "
+                  "values in order (docs/METHOD.md, 'The check in order'), or a relation an "
+                  "intruder computes from it ('Relations an intruder computes')."),
+        "relation": _d({"type": "string"}, "The relation (via: relation)."),
+        "visible": _d({"type": "object", "additionalProperties": _NUM},
+                      "Per key: share of sensitive records, in PRBs where the key moves, "
+                      "whose value pins it to one value: the column shows moved records "
+                      "(docs/METHOD.md, 'Columns that show moved records').")}
+_DEPENDENCE_REQUIRED = sorted(set(_DEPENDENCE_COLUMN) - {"relation", "visible"})
 RISK_SCHEMA["properties"]["dependence"] = _d(_obj({
-    "columns": _arr(_obj(_DEPENDENCE_COLUMN)),
+    "columns": _arr(_obj(_DEPENDENCE_COLUMN, required=_DEPENDENCE_REQUIRED)),
     "derived": _arr({"type": "string"}, "Columns released as functions of the released keys."),
     "households": _d(_arr(_obj({**_DEPENDENCE_COLUMN, "level": _d(
         {"enum": ["person"]}, "A person column, measured one member per household.")},
-        required=sorted(_DEPENDENCE_COLUMN))),
+        required=_DEPENDENCE_REQUIRED)),
         "Household files: the household stage's check (audit.json households.dependence): "
         "household columns and the person columns of one member per household against the "
         "household keys, one unit per household (docs/METHOD.md, 'Person columns against "

@@ -11,7 +11,9 @@ than ``MARGIN``. docs/METHOD.md section 7.5, "Dependence of non-key columns".
 
 Modules, one job each: :mod:`.columns` (what is measured), :mod:`.tables` (mergeable tables),
 :mod:`.order` (the ordered table), :mod:`.counting` (the count pass's counter),
-:mod:`.pairs` (synthetic columns of pairs of columns), :mod:`.members` (a household
+:mod:`.pairs` (synthetic columns: relations an intruder computes from pairs of columns
+and from one column), :mod:`.dates` (text read as dates), :mod:`.relations` (relations between
+rows: a numeric column sorted), :mod:`.members` (a household
 file's person columns against its household keys), :mod:`.measure` (the filter
 intruder's figure), :mod:`.verdict` (the refusal),
 :mod:`.check` (a whole frame at once).
@@ -45,7 +47,13 @@ from sdc.method.dependence.pairs import (
     schema_kinds,
 )
 from sdc.method.dependence.tables import HASH_BITS
-from sdc.method.dependence.verdict import DependenceError, dependence_error, raise_if_dependent
+from sdc.method.dependence.verdict import (
+    DependenceError,
+    dependence_error,
+    raise_if_dependent,
+    visible_error,
+    visibly_moved,
+)
 
 __all__ = ["ALPHA", "HASH_BITS", "MARGIN", "PAIR_COLUMNS", "PAIR_VALUES", "PERSON_LEVEL",
            "ColumnDependence", "DependenceCounter", "DependenceError", "HouseholdMembers",
@@ -53,4 +61,4 @@ __all__ = ["ALPHA", "HASH_BITS", "MARGIN", "PAIR_COLUMNS", "PAIR_VALUES", "PERSO
            "person_level",
            "checked_columns", "dependence_error", "frame_dependence", "frame_kinds", "key_sizes",
            "measure_dependence", "order_image", "order_inform", "pair_plan", "raise_if_dependent",
-           "schema_kinds", "small_limit"]
+           "schema_kinds", "small_limit", "visible_error", "visibly_moved"]

@@ -12,34 +12,23 @@ import pandas as pd
 
 from sdc.method.dependence.order import OrderPart, image_part, merge_order, order_part
 from sdc.method.dependence.pairs import PairPlan, pair_image
+from sdc.method.dependence.relations import SortedValues, sorted_parts
 from sdc.method.dependence.tables import (
     HASH_BITS,
     counted,
     extreme_table,
+    factorize_sorted,
     reduce_pairs,
     reduce_values,
 )
 from sdc.method.draws import value_hash
 
-__all__ = ["DENSE_VALUES", "PAIR_VALUES", "DependenceCounter"]
+__all__ = ["DENSE_VALUES", "PAIR_VALUES", "DependenceCounter", "factorize_sorted"]
 
 _MASK = np.uint64((1 << HASH_BITS) - 1)
 PAIR_VALUES = 4096  # columns with more distinct values are checked per key only
 DENSE_VALUES = 1 << 16  # a value table with more buckets is kept dense (2**HASH_BITS rows)
 _PAIR_SPAN = 1 << 44  # key pairs with more combinations are not counted
-
-
-def _factorize_sorted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(x, sort=True)`` of int64 codes (codes as int64): through one bincount
-    when the codes span at most max(n, 2**16) values (up to 2**24), else by hashing."""
-    if x.size:
-        lo, hi = int(x.min()), int(x.max())
-        if hi - lo < min(max(x.size, 1 << 16), 1 << 24):
-            present = np.bincount(x - lo if lo else x, minlength=hi - lo + 1) > 0
-            rank = np.cumsum(present, dtype=np.int64) - 1
-            return rank[x - lo if lo else x], np.flatnonzero(present).astype(np.int64) + lo
-    fcode, fcell = pd.factorize(x, sort=True)
-    return fcode.astype(np.int64, copy=False), np.asarray(fcell, dtype=np.int64)
 
 
 @dataclass
@@ -71,10 +60,14 @@ class DependenceCounter:
     _order: dict[str, list[OrderPart | None]] = field(default_factory=dict)
     #: synthetic columns of pairs of columns (:mod:`.pairs`), counted in order only
     pairs: PairPlan = field(default_factory=PairPlan)
+    #: the sorted relations' values (:mod:`.relations`), turned into ordered tables once
+    _sorted: SortedValues | None = None
+    _sorted_tables: dict[str, OrderPart | None] | None = None
 
     def __post_init__(self) -> None:
         for s in self.pairs.columns:
             self._order.setdefault(s.key, [])
+        self._sorted = SortedValues(tuple(c for c in self.pairs.sorted if c in self.columns))
         for c in self.columns:
             self._order.setdefault(c, [])
             self._values.setdefault(c, [])
@@ -107,7 +100,7 @@ class DependenceCounter:
         ones = None  # every record counts once
         # the batch's cells: a cell with small_limit records here (or before) is never sensitive
         # sorted: the (cell, value) and (cell, bin) pairs below come out sorted by cell
-        fcode, fcell = _factorize_sorted(cell_id)
+        fcode, fcell = factorize_sorted(cell_id)
         fcount = np.bincount(fcode, minlength=fcell.size)
         big = fcount >= self.small_limit
         if self._big.size:
@@ -149,8 +142,11 @@ class DependenceCounter:
         for s in self.pairs.columns:
             self._order[s.key].append(image_part(*pair_image(frame, s, hashes), fcode, fcell,
                                                  keep, key_codes))
+        if self._sorted is not None and self._sorted.columns:
+            self._sorted.add(frame, cell_id, key_codes)
         self._pending += 1
         self._settled = False
+        self._sorted_tables = None
         if self._pending >= self.merge_every:
             self._merge()
 
@@ -172,8 +168,11 @@ class DependenceCounter:
             self._order[c].extend(other._order.get(c, []))
         self._wide |= other._wide
         self._big = np.union1d(self._big, other._big)
+        if self._sorted is not None and other._sorted is not None:
+            self._sorted.merge(other._sorted)
         self._pending += 1
         self._settled = False
+        self._sorted_tables = None
         if self._pending >= self.merge_every:
             self._merge()
 
@@ -281,10 +280,32 @@ class DependenceCounter:
         return {q: (p[0] if p else (z, z)) for q, p in self._combos[column].items()}
 
     def order_table(self, column: str) -> OrderPart | None:
-        """``column``'s ordered table, fully merged (None: not an ordered column)."""
+        """``column``'s ordered table, fully merged (None: not an ordered column); also a
+        synthetic column's (its ``key``)."""
         self._settle()
-        parts = self._order[column]
-        return parts[0] if parts else None
+        if column in self._order:
+            parts = self._order[column]
+            return parts[0] if parts else None
+        return self._sorted_table(column)
+
+    def _sorted_table(self, key: str) -> OrderPart | None:
+        """The ordered table of a sorted relation (:mod:`.relations`), built once."""
+        if self._sorted_tables is None:
+            self._sorted_tables = {}
+            for c in self._sorted.columns if self._sorted is not None else ():
+                got = self._sorted.values(c)
+                if got is None:
+                    continue
+                for op, part in sorted_parts(*got, self.small_limit).items():
+                    self._sorted_tables[f"\x00{op}\x00{c}\x00"] = part
+        return self._sorted_tables.get(key)
+
+    @property
+    def unsorted(self) -> tuple[str, ...]:
+        """The numeric columns whose sorted relations were not checked (over
+        ``SORTED_RECORDS`` records)."""
+        s = self._sorted
+        return tuple(c for c in s.columns if c in s.over) if s is not None else ()
 
     def tables(self, column: str) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
         """((bucket, n, lo, hi), (cell, bucket, n)) of ``column``, fully merged."""

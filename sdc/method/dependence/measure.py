@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,22 @@ class ColumnDependence:
     #: "person": a household file's person column measured against the household keys, one
     #: member per household (:mod:`.members`); "" otherwise
     level: str = ""
+    #: key -> share of the sensitive records, in PRBs where the key moves, whose value pins
+    #: the key to one value: the column shows which records moved (a copy or a finer grain
+    #: of a recoded key), even when the figure stays under xi
+    visible: dict[str, float] = field(default_factory=dict)
+    #: ``via: relation``: the relation the intruder computes (a :mod:`.pairs` synthetic
+    #: column of this one: read as dates, sorted differences, ranks)
+    relation: str = ""
+    #: recoded keys this column holds at a finer grain than released (several of its values
+    #: pin one released value: a copy of age next to age in bands): an intruder who knows the
+    #: key as collected matches on the column and the recoding no longer protects (flagged)
+    finer: tuple[str, ...] = ()
+
+    @property
+    def visibly_moved(self) -> bool:
+        """Records that moved are visible through this column (see ``visible``)."""
+        return bool(self.visible)
 
     def as_dict(self) -> dict[str, Any]:
         d = {"column": self.column, "figure": round(self.figure, 6),
@@ -58,6 +74,12 @@ class ColumnDependence:
             d["of"] = list(self.of)
         if self.level:
             d["level"] = self.level
+        if self.visible:
+            d["visible"] = {k: round(v, 6) for k, v in self.visible.items()}
+        if self.relation:
+            d["relation"] = self.relation
+        if self.finer:
+            d["finer"] = list(self.finer)
         return d
 
 
@@ -75,19 +97,54 @@ def measure_dependence(counter: DependenceCounter, plan: Any, config: Any,
         (vb, vn, vlo, vhi), (pc, pb, pn) = counter.tables(col)
         inform = ctx.value_inform(vn, vlo, vhi)
         combo = ctx.pair_combos(counter, col, vb, vn, vlo, vhi)
+        pin = ctx.value_pins(vn, vlo, vhi, inform)
         by_value = ctx.figure(col, vb, vlo, vhi, inform, combo, pc, pb, pn, cell_index,
-                              "values")
+                              "values", pin)
+        finer = ctx.finer_grain(vlo, pin)
+        if finer:
+            by_value = dataclasses.replace(by_value, finer=finer, flagged=True)
         part = counter.order_table(col)
         best = by_value
+        visible = dict(by_value.visible)
         if part is not None and part.bins.size:
             olo, ohi, oinf = order_inform(part, ctx)
             if oinf.any():
                 by_order = ctx.figure(col, part.bins, olo, ohi, oinf, {}, part.pcell,
                                       part.pbin, part.pcount, cell_index, "order")
+                _widest(visible, by_order.visible)
                 if (by_order.flagged, by_order.figure) > (by_value.flagged, by_value.figure):
                     best = by_order
-        out.append(best)
+        for s in counter.pairs.relations:
+            if not (s.unary and s.a == col):
+                continue
+            f = _ordered_figure(counter, ctx, cell_index, s)
+            if f is None:
+                continue
+            _widest(visible, f.visible)
+            if f.flagged and not best.flagged and f.figure > best.figure:
+                best = dataclasses.replace(f, column=col, relation=s.name)
+        out.append(dataclasses.replace(best, visible=visible))
     return out + pair_figures(counter, ctx, cell_index, {f.column for f in out if f.flagged})
+
+
+def _widest(into: dict[str, float], other: dict[str, float]) -> None:
+    for k, v in other.items():
+        into[k] = max(into.get(k, 0.0), v)
+
+
+def _ordered_figure(counter: DependenceCounter, ctx: MeasureContext,
+                    cell_index: Callable[[np.ndarray], np.ndarray],
+                    s: Any) -> ColumnDependence | None:
+    """The filter intruder's figure of a synthetic column ``s`` checked in order (None: it
+    has no table, or no run of its bins informs)."""
+    part = counter.order_table(s.key)
+    if part is None or not part.bins.size:
+        return None
+    olo, ohi, oinf = order_inform(part, ctx)
+    if not oinf.any():
+        return None
+    return ctx.figure(s.name, part.bins, olo, ohi, oinf, {}, part.pcell, part.pbin,
+                      part.pcount, cell_index, "pair" if not s.unary else "relation")
 
 
 def pair_figures(counter: DependenceCounter, ctx: MeasureContext,
@@ -99,16 +156,11 @@ def pair_figures(counter: DependenceCounter, ctx: MeasureContext,
     (audit.json lists the input's columns)."""
     worst: dict[tuple[str, str], ColumnDependence] = {}
     for s in counter.pairs.columns:
-        if s.a in flagged or s.b in flagged:
+        if s.unary or s.a in flagged or s.b in flagged:
             continue
-        part = counter.order_table(s.key)
-        if part is None or not part.bins.size:
+        f = _ordered_figure(counter, ctx, cell_index, s)
+        if f is None:
             continue
-        olo, ohi, oinf = order_inform(part, ctx)
-        if not oinf.any():
-            continue
-        f = ctx.figure(s.name, part.bins, olo, ohi, oinf, {}, part.pcell, part.pbin,
-                       part.pcount, cell_index, "pair")
         q = (s.a, s.b)
         if f.flagged and (q not in worst or f.figure > worst[q].figure):
             worst[q] = dataclasses.replace(f, of=q)
@@ -169,6 +221,43 @@ class MeasureContext:
         self.k_prb = (np.diff(np.r_[plan.prb_start, plan.prb_cells.size]) if self.n_prb
                       else np.zeros(0, int))
         self.cell_prb = plan.cell_prb
+        recoded = set(getattr(config, "recoded_keys", ()) or ())
+        self.recoded = [k for k, v in enumerate(self.keys) if v in recoded]
+        # per PRB and key: whether the key's value differs among the PRB's cells (it moves)
+        self.key_moves = np.zeros((self.n_prb, len(self.keys)), dtype=bool)
+        if self.n_prb and plan.prb_cells.size:
+            codes = self.kc[plan.prb_cells]
+            starts = np.asarray(plan.prb_start, dtype=np.int64)
+            self.key_moves = (np.minimum.reduceat(codes, starts, axis=0)
+                              != np.maximum.reduceat(codes, starts, axis=0))
+
+    def value_pins(self, vn: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
+                   inform: np.ndarray) -> np.ndarray:
+        """(values, keys): the value pins key k to one value x (lo == hi = x), beyond chance
+        over every value of the column: n(v) log P_k(x) < log(ALPHA / V), V the values seen
+        at least twice (a Bonferroni bound: columns independent of the keys pin nothing with
+        probability >= 1 - ALPHA per key; a noisy copy's chance coincidences do not count)."""
+        pin = inform & (vlo == vhi)
+        if not pin.any():
+            return pin
+        limit = math.log(ALPHA) - math.log(max(int((vn >= 2).sum()), 1))
+        for k in range(len(self.keys)):
+            x = np.clip(vlo[:, k], 0, self.sizes[k] - 1)
+            px = (self.cums[k][x + 1] - self.cums[k][x]) / self.n_total
+            with np.errstate(divide="ignore"):
+                pin[:, k] &= vn * np.log(np.maximum(px, 1e-300)) < limit
+        return pin
+
+    def finer_grain(self, vlo: np.ndarray, pin: np.ndarray) -> tuple[str, ...]:
+        """The recoded keys the column holds at a finer grain: some released value of the key
+        is pinned (:meth:`value_pins`) by two or more of the column's values (a copy of the
+        key as collected, a finer band, a date next to an age band)."""
+        out = []
+        for k in self.recoded:
+            pins = pin[:, k]
+            if pins.sum() >= 2 and np.unique(vlo[pins, k]).size < int(pins.sum()):
+                out.append(self.keys[k])
+        return tuple(out)
 
     def value_inform(self, vn: np.ndarray, vlo: np.ndarray, vhi: np.ndarray) -> np.ndarray:
         """A value confines key k to [lo, hi] when n(v) >= 2 and P_k([lo, hi])^n(v) < ALPHA."""
@@ -209,7 +298,7 @@ class MeasureContext:
     def figure(self, col: str, vb: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
                inform: np.ndarray, combo: dict, pc: np.ndarray, pb: np.ndarray,
                pn: np.ndarray, cell_index: Callable[[np.ndarray], np.ndarray],
-               via: str) -> ColumnDependence:
+               via: str, pin: np.ndarray | None = None) -> ColumnDependence:
         """The filter intruder's figure of a column whose values (or bins) ``vb`` confine the
         keys as ``inform`` / ``[vlo, vhi]`` say, from the (cell, value) pairs of the small
         cells."""
@@ -225,15 +314,30 @@ class MeasureContext:
         revealed = {v: float((pn * inf_pair[:, k]).sum() / n_sens) if n_sens else 0.0
                     for k, v in enumerate(self.keys)}
         revealed = {k: s for k, s in revealed.items() if s > 0}
+        visible = {}
+        if revealed and n_sens:
+            # the value pins the key to one value (lo == hi): a copy or a finer grain
+            if pin is None:  # bins of runs: pinned beyond chance by order_inform's bound
+                pin = inform & (vlo == vhi)
+            moves = self.key_moves[self.cell_prb[idx]] & pin[vi]
+            visible = {v: float((pn * moves[:, k]).sum() / n_sens)
+                       for k, v in enumerate(self.keys)}
+            visible = {k: s for k, s in visible.items() if s > 0}
+        # records without a value in the table (missing, or a relation undefined for them:
+        # a / 0, text that is no date) tell nothing: compatible with every cell of their PRB
+        # (counted exactly: 0 for a column every record has)
+        sc = self.plan.prb_cells
+        absent = np.clip(self.t[sc] - np.bincount(idx, weights=pn, minlength=self.cells.n_cells)[sc],
+                         0.0, None) / self.t[sc]
         a = self._compatible(idx, vi, pn / self.t[idx], inf_pair.any(axis=1), inform, vlo,
-                             vhi, combo)
+                             vhi, combo, absent)
         figure, baseline, at, mean_f, mean_b, flagged = self._filter_risk(a)
         return ColumnDependence(col, figure, baseline, at, mean_f, mean_b, revealed, flagged,
-                                via)
+                                via, visible=visible)
 
     def _compatible(self, idx: np.ndarray, vi: np.ndarray, w: np.ndarray,
                     any_inf: np.ndarray, inform: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
-                    combo: dict) -> np.ndarray:
+                    combo: dict, absent: np.ndarray | None = None) -> np.ndarray:
         """A(j) = sum over the PRB's pairs (j', v) of n(j', v) / t_j' [v compatible with j],
         for every cell j (0 outside the PRBs); ``w`` = n(j', v) / t_j' of the pairs (cells
         ``idx``, values ``vi``); a pair whose value informs on no key (``any_inf`` False) is
@@ -243,6 +347,8 @@ class MeasureContext:
         a = np.zeros(self.cells.n_cells)
         u = np.bincount(prb_of[~any_inf], weights=w[~any_inf], minlength=n_prb)
         sens_cells = plan.prb_cells
+        if absent is not None and absent.any():
+            u = u + np.bincount(cell_prb[sens_cells], weights=absent, minlength=n_prb)
         a[sens_cells] = u[cell_prb[sens_cells]]
         inf_rows = np.flatnonzero(any_inf)
         if inf_rows.size:

@@ -1,13 +1,18 @@
-"""Pairs of released non-key columns (docs/METHOD.md, "Pairs of columns"): synthetic columns
-fed to the same counter as the real ones, so every executor counts the same tables.
+"""Relations an intruder computes from the public file (docs/METHOD.md, "Relations an intruder
+computes"): synthetic columns fed to the same counter as the real ones, so every executor counts
+the same tables.
 
-For two integer columns a, b: ``a + b`` and ``a - b`` (card's age = exper + educ + 6; a code
-q - p = region); for any two discrete columns (integers, booleans, text, categories): their
-joint value ``(a, b)`` hashed (a combined code of two columns). Each is checked in order
-(:func:`sdc.method.dependence.measure.order_inform`: runs of bins whose records share one key
-value), which needs no per-value table. Which columns pair is decided from the schema (the
-column types, never the values of a batch): at most ``PAIR_COLUMNS`` columns, in input order;
-the pairs of the columns beyond are not checked and the release says so (:meth:`PairPlan.warning`).
+Pairs: for two numeric columns a, b (integers or floats): ``a + b``, ``a - b`` (card's age =
+exper + educ + 6; a code q - p = region), ``a * b`` and ``a / b`` (y = x * age); for any two
+discrete columns (integers, booleans, text, categories): their joint value ``(a, b)`` hashed (a
+combined code of two columns). One column: a text column read as dates, day first and month
+first (:mod:`.dates`: ``31.12.1985``, ``Mar 14 1987``); a numeric column sorted, its
+differences to the previous and the next value and its rank (:mod:`.relations`: a running
+total). Each is checked in order (:func:`sdc.method.dependence.measure.order_inform`: runs of
+bins whose records share one key value), which needs no per-value table. Which columns take part
+is decided from the schema (the column types, never the values of a batch): at most
+``PAIR_COLUMNS`` columns of each kind, in input order; the pairs of the columns beyond are not
+checked and the release says so (:meth:`PairPlan.warning`).
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.method.dependence.dates import date_image
 from sdc.method.draws import fmix64
 
-__all__ = ["PAIR_COLUMNS", "PairPlan", "SyntheticColumn", "frame_kinds", "pair_image",
+__all__ = ["DATE_OPS", "PAIR_COLUMNS", "SORTED_OPS", "PairPlan", "SyntheticColumn", "frame_kinds", "pair_image",
            "pair_plan", "schema_kinds"]
 
 #: at most this many columns are paired (66 pairs; two integer columns give 3 synthetic
@@ -32,16 +38,34 @@ _K1 = np.uint64(0x9E3779B97F4A7C15)
 _K2 = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
+#: ops of one column (``b`` empty): read as dates, or sorted (:mod:`.relations`)
+DATE_OPS = ("date:day", "date:month")
+SORTED_OPS = ("diff:previous", "diff:next", "rank")
+_UNARY_NAMES = {"date:day": "{a} read as a day-first date",
+                "date:month": "{a} read as a month-first date",
+                "diff:previous": "{a} sorted, minus the previous value",
+                "diff:next": "{a} sorted, the next value minus it",
+                "rank": "the rank of {a}"}
+
+
 @dataclass(frozen=True)
 class SyntheticColumn:
-    """``a op b``: op ``+`` or ``-`` (integer columns) or ``&`` (the joint value)."""
+    """``a op b``: op ``+``, ``-``, ``*``, ``/`` (numeric columns) or ``&`` (the joint value);
+    or a relation of one column ``a`` (``b`` empty): ``DATE_OPS``, ``SORTED_OPS``."""
 
     op: str
     a: str
-    b: str
+    b: str = ""
+
+    @property
+    def unary(self) -> bool:
+        """A relation of one column (reported under that column)."""
+        return not self.b
 
     @property
     def name(self) -> str:
+        if self.unary:
+            return _UNARY_NAMES[self.op].format(a=self.a)
         return f"({self.a}, {self.b})" if self.op == "&" else f"{self.a} {self.op} {self.b}"
 
     @property
@@ -52,11 +76,19 @@ class SyntheticColumn:
 
 @dataclass(frozen=True)
 class PairPlan:
-    """The synthetic columns the count pass feeds, and the discrete columns left unpaired."""
+    """The synthetic columns the count pass feeds per batch (``columns``), the numeric columns
+    whose sorted relations it collects (``sorted``), and the columns left unpaired."""
 
     columns: tuple[SyntheticColumn, ...] = ()
     paired: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
+    sorted: tuple[str, ...] = ()
+
+    @property
+    def relations(self) -> tuple[SyntheticColumn, ...]:
+        """Every synthetic column: the per-batch ones and the sorted relations."""
+        return self.columns + tuple(SyntheticColumn(op, c) for c in self.sorted
+                                    for op in SORTED_OPS)
 
     def warning(self) -> str | None:
         """The release's warning when some pairs are not checked (None: every pair is)."""
@@ -66,7 +98,8 @@ class PairPlan:
         unchecked = n * (n - 1) // 2 - len(self.paired) * (len(self.paired) - 1) // 2
         return (f"dependence check: {unchecked} pair(s) of released columns not checked: the "
                 f"pairs of {', '.join(self.left_out)} (the check pairs the first "
-                f"{PAIR_COLUMNS} integer or discrete non-key columns, in input order; "
+                f"{PAIR_COLUMNS} numeric and the first {PAIR_COLUMNS} discrete non-key columns, "
+                "in input order; "
                 "see docs/METHOD.md, 'Pairs of columns'). Drop or key the columns that "
                 "do not matter, or move the ones to check to the front")
 
@@ -78,52 +111,81 @@ def _kind(t: Any) -> str | None:
         return "discrete"
     if pa.types.is_integer(t):
         return "integer"
-    if pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "float"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "text"
+    if pa.types.is_boolean(t):
         return "discrete"
     return None
 
 
 def schema_kinds(schema: Any) -> dict[str, str]:
-    """``{column: "integer" | "discrete"}`` of an Arrow schema (the columns that may pair)."""
+    """``{column: "integer" | "float" | "text" | "discrete"}`` of an Arrow schema (the columns
+    that take part in relations)."""
     return {f.name: k for f in schema if (k := _kind(f.type)) is not None}
 
 
 def frame_kinds(frame: pd.DataFrame) -> dict[str, str]:
-    """:func:`schema_kinds` of a frame (``sdc.release_frame``, ``sdc audit``): integer dtypes,
-    booleans, text and categories."""
+    """:func:`schema_kinds` of a frame (``sdc.release_frame``, ``sdc audit``): integer and float
+    dtypes, text (object and string dtypes), booleans and categories."""
     out = {}
     for c in frame.columns:
         d = frame[c].dtype
-        if isinstance(d, pd.CategoricalDtype) or d.kind in "bOSU" or pd.api.types.is_string_dtype(d):
+        if isinstance(d, pd.CategoricalDtype) or d.kind == "b":
             out[str(c)] = "discrete"
+        elif d.kind in "OSU" or pd.api.types.is_string_dtype(d):
+            out[str(c)] = "text"
         elif d.kind in "iu":
             out[str(c)] = "integer"
+        elif d.kind == "f":
+            out[str(c)] = "float"
     return out
 
 
 def pair_plan(checked: list[str], kinds: Mapping[str, str], config: Any) -> PairPlan:
-    """The synthetic columns of ``checked`` (the checked non-key columns, in input order):
-    the first ``PAIR_COLUMNS`` of the integer or discrete ones (not the weight) pair."""
+    """The synthetic columns of ``checked`` (the checked non-key columns, in input order), never
+    of the weight: the first ``PAIR_COLUMNS`` integer, text or discrete columns pair by their
+    joint value; the first ``PAIR_COLUMNS`` numeric ones (integers, floats) by ``+ - * /``; the
+    first ``PAIR_COLUMNS`` text columns are read as dates; the numeric ones sorted."""
     weight = getattr(config.input, "weight", None)
-    cand = [c for c in checked if kinds.get(c) is not None and c != weight]
+    cols = [c for c in checked if c != weight]
+    cand = [c for c in cols if kinds.get(c) in ("integer", "discrete", "text")]
+    num = [c for c in cols if kinds.get(c) in ("integer", "float")]
+    text = [c for c in cols if kinds.get(c) == "text"][:PAIR_COLUMNS]
     use, rest = cand[:PAIR_COLUMNS], cand[PAIR_COLUMNS:]
+    nuse = num[:PAIR_COLUMNS]
+    joint = set(use)
     out = []
-    for i, a in enumerate(use):
-        for b in use[i + 1:]:
-            if kinds[a] == "integer" and kinds[b] == "integer":
-                out += [SyntheticColumn("+", a, b), SyntheticColumn("-", a, b)]
-            out.append(SyntheticColumn("&", a, b))
-    return PairPlan(tuple(out), tuple(use), tuple(rest))
+    for i, a in enumerate(cols):
+        for b in cols[i + 1:]:
+            if a in nuse and b in nuse:
+                out += [SyntheticColumn(op, a, b) for op in ("+", "-", "*", "/")]
+            if a in joint and b in joint:
+                out.append(SyntheticColumn("&", a, b))
+    out += [SyntheticColumn(op, c) for c in text for op in DATE_OPS]
+    # left out: the columns beyond the joint bound, and numeric ones beyond the arithmetic
+    # bound that do not pair by their joint value either (floats), in input order
+    out_set = {*rest, *(c for c in num[PAIR_COLUMNS:] if c not in joint)}
+    left = tuple(c for c in cols if c in out_set)
+    return PairPlan(tuple(out), tuple(dict.fromkeys([*use, *nuse])), left, tuple(nuse))
 
 
 def pair_image(frame: pd.DataFrame, col: SyntheticColumn,
                hashes: Mapping[str, np.ndarray]) -> tuple[str, np.ndarray, np.ndarray]:
-    """The order image of a synthetic column on a batch: ``("num", a +- b, valid)`` or
-    ``("str", 56-bit hash of (a, b), valid)`` (``hashes``: the batch's value hashes)."""
+    """The order image of a synthetic column on a batch: ``("num", a op b, valid)``,
+    ``("str", 56-bit hash of (a, b), valid)`` (``hashes``: the batch's value hashes), or a text
+    column's day numbers (``DATE_OPS``; no text: nothing valid)."""
+    if col.op in DATE_OPS:
+        img = date_image(frame[col.a], col.op.split(":")[1])
+        if img is None:
+            return "num", np.zeros(len(frame)), np.zeros(len(frame), dtype=bool)
+        return img
     if col.op == "&":
         h = fmix64(hashes[col.a] * _K1 ^ hashes[col.b] * _K2)
         return "str", (h >> np.uint64(8)).astype(np.int64), np.ones(h.size, dtype=bool)
     a = pd.to_numeric(frame[col.a], errors="coerce").to_numpy(np.float64, na_value=np.nan)
     b = pd.to_numeric(frame[col.b], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    x = a + b if col.op == "+" else a - b
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[col.op](a, b)
     return "num", x, np.isfinite(x)

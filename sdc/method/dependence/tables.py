@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["HASH_BITS", "counted", "extreme_table", "reduce_cell_bins", "reduce_pairs",
+__all__ = ["HASH_BITS", "counted", "extreme_table", "factorize_sorted", "reduce_cell_bins", "reduce_pairs",
            "reduce_sorted", "reduce_values"]
 
 HASH_BITS = 18
@@ -94,3 +94,14 @@ def reduce_cell_bins(cell: np.ndarray, bins: np.ndarray,
     return c[starts], b[starts], np.add.reduceat(count[order], starts)
 
 
+def factorize_sorted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(x, sort=True)`` of int64 codes (codes as int64): through one bincount
+    when the codes span at most max(n, 2**16) values (up to 2**24), else by hashing."""
+    if x.size:
+        lo, hi = int(x.min()), int(x.max())
+        if hi - lo < min(max(x.size, 1 << 16), 1 << 24):
+            present = np.bincount(x - lo if lo else x, minlength=hi - lo + 1) > 0
+            rank = np.cumsum(present, dtype=np.int64) - 1
+            return rank[x - lo if lo else x], np.flatnonzero(present).astype(np.int64) + lo
+    fcode, fcell = pd.factorize(x, sort=True)
+    return fcode.astype(np.int64, copy=False), np.asarray(fcell, dtype=np.int64)

@@ -9,7 +9,8 @@ from sdc.errors import InputError
 from sdc.method.dependence.measure import ColumnDependence
 from sdc.method.dependence.members import PERSON_LEVEL
 
-__all__ = ["DependenceError", "dependence_error", "raise_if_dependent"]
+__all__ = ["DependenceError", "dependence_error", "raise_if_dependent", "visible_error",
+           "visibly_moved"]
 
 
 class DependenceError(InputError):
@@ -21,11 +22,38 @@ class DependenceError(InputError):
 
 
 
+def visibly_moved(figures: list[ColumnDependence]) -> list[ColumnDependence]:
+    """The passing columns that show which records moved (``ColumnDependence.visible``)."""
+    return [f for f in figures if f.visibly_moved and not f.flagged]
+
+
+def visible_error(figures: list[ColumnDependence], config: Any) -> str | None:
+    """``risk.dependence: strict``: the refusal message when a column shows moved records."""
+    shown = visibly_moved(figures)
+    if getattr(config.risk, "dependence", "report") != "strict" or not shown:
+        return None
+    lines = [
+        f"- {f.column!r} pins the original value of {', '.join(sorted(f.visible))} for "
+        f"{', '.join(f'{f.visible[k]:.2%}' for k in sorted(f.visible))} of the records that "
+        "may move (a copy or a finer grain of the key): a moved record's value points to "
+        "another key value than the one released with it (its identification risk stays "
+        f"<= xi: figure {f.figure:.3f})" for f in shown]
+    names = ", ".join(f.column for f in shown)
+    return (f"{len(shown)} released non-key column(s) show which records moved, and "
+            "`risk.dependence: strict` refuses that; nothing was released:\n" + "\n".join(lines)
+            + f"\nFix each column in one of these ways: list it under `derived: [{names}]` "
+            "(recomputed from the released key values, when it is a function of them), drop it "
+            f"(`input.drop: [{names}]`), recode it in the input to the key's released grain, "
+            "make it a key variable, or accept it with `risk.dependence: report` (the "
+            "codebook then says so). See docs/METHOD.md, 'Columns that show moved records'.")
+
+
 def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) -> str | None:
-    """The refusal message when some column fails, else None."""
+    """The refusal message when some column fails (or, under ``risk.dependence: strict``,
+    shows moved records), else None."""
     bad = [f for f in figures if f.flagged]
     if not bad:
-        return None
+        return visible_error(figures, config)
     xi = plan.partitioned.xi
     lines = []
     for f in bad:
@@ -33,7 +61,8 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
         shown = [k for k in keys if f.revealed[k] >= 0.05] or keys[:1]
         where = (str(plan.blocks["partition_key"].iat[f.prb])
                  if 0 <= f.prb < len(plan.blocks) else "")
-        how = ("its value narrows" if f.via == "values" else
+        how = (f"an intruder computes {f.relation}, which narrows" if f.relation else
+               "its value narrows" if f.via == "values" else
                f"together, {f.of[0]} and {f.of[1]} (neither alone) narrow" if f.of else
                "taken in order, its values fall into runs that each hold one value of the key "
                "(a finer grain, a prefix code), which narrows")
@@ -47,6 +76,17 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
                 f"with them picks the target with probability {f.figure:.3f} against xi = {xi} "
                 f"({f.baseline:.3f} without the column; household PRB {f.prb}: {where}; "
                 f"{f.mean_figure:.3f} on average over every household that may move)")
+            continue
+        if f.finer and not f.level:
+            keys = ", ".join(f.finer)
+            lines.append(
+                f"- {f.column!r} holds {keys} at a finer grain than released (several of its "
+                f"values within one released value of {keys}: a copy of the key as collected, "
+                "a finer band, a date): an intruder who knows a target's "
+                f"{keys} as collected matches on {f.column} and the recoding of {keys} no "
+                "longer protects anyone; moved records also show their original value "
+                f"(filter intruder at the released grain: {f.figure:.3f} against xi = {xi}). "
+                f"Also fixed by recoding {f.column} in the input to the released grain of {keys}")
             continue
         lines.append(
             f"- {f.column!r} reveals the original value(s) of {', '.join(shown) or 'the keys'} "

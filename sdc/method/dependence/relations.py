@@ -1,0 +1,119 @@
+"""Relations between rows (docs/METHOD.md, "Relations an intruder computes"): what an intruder
+computes from a numeric column after sorting the public file by it. The public file is in keyed
+hash order, but sorting by a running total of age (in file order or in any other order) puts
+its records back in that order, and the difference to the previous value is the record's age.
+
+:class:`SortedValues` collects, per numeric column, every record's value, cell and key codes
+(mergeable over batches and Dask pieces, up to ``SORTED_RECORDS`` records per column: the same
+collection whatever the batches); :func:`sorted_parts` sorts them once (by value, then cell) and
+turns three relations into ordered tables (:class:`~.order.OrderPart`) for the check in order:
+
+- ``diff:previous``: v - (the previous distinct value), on the records of a value held by one
+  record only (a tie has no single predecessor: its records are not given one);
+- ``diff:next``: (the next distinct value) - v, likewise (a running total summed backwards);
+- ``rank``: the number of records with a smaller value (any monotone transform of a key, at one
+  bin per record up to 2**16 records whatever the column's range).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sdc.method.dependence.order import OrderPart, image_part, order_image
+from sdc.method.dependence.tables import factorize_sorted
+
+__all__ = ["SORTED_RECORDS", "SortedValues", "sorted_parts"]
+
+#: a column's sorted relations are checked on files of at most this many records (memory:
+#: about 8 + 8 + 4 p bytes per record and column, p keys); beyond, the release warns
+SORTED_RECORDS = 1 << 20
+
+
+@dataclass
+class SortedValues:
+    """Count-pass partial: per column, its valid numeric values with each record's cell id and
+    key codes; ``add`` per batch, ``merge`` partials. A column with more than
+    ``SORTED_RECORDS`` records in all is dropped (``over``) wherever the limit is crossed."""
+
+    columns: tuple[str, ...]
+    _parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = field(
+        default_factory=dict)
+    _count: dict[str, int] = field(default_factory=dict)
+    over: set[str] = field(default_factory=set)
+    #: columns that are not numeric in some batch (no sorted relations: nothing to warn)
+    skipped: set[str] = field(default_factory=set)
+
+    def add(self, frame: pd.DataFrame, cell_id: np.ndarray, key_codes: np.ndarray) -> None:
+        """A batch: every record's value of each column (when numeric), cell and key codes."""
+        for c in self.columns:
+            if c in self.over or c in self.skipped:
+                continue
+            img = order_image(frame[c])
+            if img is None or img[0] != "num":
+                self.skipped.add(c)  # not numeric (text of numbers: a value-level mix)
+                self._parts.pop(c, None)
+                continue
+            _, x, valid = img
+            self._append(c, (x[valid], cell_id[valid], key_codes[valid].astype(np.int32)))
+
+    def _append(self, c: str, part: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self._count[c] = self._count.get(c, 0) + int(part[0].size)
+        if self._count[c] > SORTED_RECORDS:
+            self.over.add(c)
+            self._parts.pop(c, None)
+            return
+        self._parts.setdefault(c, []).append(part)
+
+    def merge(self, other: SortedValues) -> None:
+        """Add another partial's records (a Dask piece's)."""
+        self.over |= other.over
+        self.skipped |= other.skipped
+        for c in self.columns:
+            if c in self.over or c in self.skipped:
+                self._parts.pop(c, None)
+                continue
+            for part in other._parts.get(c, []):
+                self._append(c, part)
+
+    def values(self, c: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(values, cell ids, key codes) of every record of ``c`` (None: over the limit or
+        not numeric)."""
+        if c in self.over or c in self.skipped or c not in self.columns:
+            return None
+        parts = self._parts.get(c, [])
+        if not parts:
+            return None
+        x, cell, keys = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        self._parts[c] = [(x, cell, keys)]
+        return x, cell, keys
+
+
+def sorted_parts(x: np.ndarray, cell: np.ndarray, key_codes: np.ndarray,
+                 small_limit: int) -> dict[str, OrderPart]:
+    """The ordered tables of the three sorted relations (module docstring) of one column: its
+    values ``x``, each record's ``cell`` id and ``key_codes`` (any order: sorted here by value,
+    then cell, so the tables do not depend on the batches)."""
+    order = np.lexsort((cell, x))
+    xs, cs, ks = x[order], cell[order], np.asfortranarray(key_codes[order], dtype=np.int64)
+    n = xs.size
+    fcode, fcell = factorize_sorted(cs)
+    keep = np.bincount(fcode, minlength=fcell.size)[fcode] < small_limit
+    new = np.r_[True, xs[1:] != xs[:-1]] if n else np.zeros(0, bool)
+    group = np.cumsum(new) - 1  # distinct values, in order
+    first = np.flatnonzero(new)
+    gval = xs[first]
+    gsize = np.diff(np.r_[first, n])
+    single = gsize[group] == 1
+    with np.errstate(invalid="ignore", over="ignore"):
+        prev = np.r_[np.nan, np.diff(gval)][group]
+        nxt = np.r_[np.diff(gval), np.nan][group]
+    rank = first[group].astype(np.float64)
+    out = {}
+    for op, img, valid in (("diff:previous", prev, single & np.isfinite(prev)),
+                           ("diff:next", nxt, single & np.isfinite(nxt)),
+                           ("rank", rank, np.ones(n, dtype=bool))):
+        out[op] = image_part("num", np.where(valid, img, 0.0), valid, fcode, fcell, keep, ks)
+    return out
