@@ -145,7 +145,7 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
         draft.keys[k].recode_note = f"{r['name']} for households"
         draft.partition.pop(k, None)
     draft.risk["composition"] = "protect"
-    for k in ("destinations", "near"):  # near compositions: fewer members change
+    for k in ("destinations", "near", "theta"):  # near compositions, fewest households moved
         if k in (cand.data.get("risk") or {}):
             draft.risk[k] = copy.deepcopy(cand.data["risk"][k])
     draft.risk.pop("households", None)
