@@ -26,8 +26,13 @@ class PrefectUnreachableError(RuntimeError):
 
 
 class PrefectServerLostError(RuntimeError):
-    """The Prefect API stopped answering during the run (exit 2; says whether the release
-    was published before)."""
+    """The Prefect API stopped answering during the run: exit 2 when nothing was published;
+    ``published`` is the release folder (or the folder staged for review) when the run had
+    written it before the server went away (``sdc release`` then exits 0 with a warning)."""
+
+    def __init__(self, message: str, published: Path | None = None) -> None:
+        super().__init__(message)
+        self.published = published
 
 
 def prefect_api_configured() -> bool:
@@ -74,9 +79,12 @@ def check_prefect_api() -> str | None:
 
 
 def server_lost(exc: BaseException, url: str | None, out_dir: Path,
-                started: float) -> PrefectServerLostError | None:
+                started: float, where: str | None = None) -> PrefectServerLostError | None:
     """A :class:`PrefectServerLostError` when ``exc`` (or an exception it was raised from)
-    is a lost connection to the Prefect API (``httpx.TransportError``), else None."""
+    is a lost connection to the Prefect API (``httpx.TransportError``), else None. ``where``
+    names the server (default: ``at URL``, or the temporary one without a URL); whether the
+    run published is read from the folders: the release's (or its staged folder's)
+    ``internal/audit.json`` written since ``started``."""
     try:
         import httpx
     except ImportError:  # pragma: no cover - Prefect depends on it
@@ -88,31 +96,42 @@ def server_lost(exc: BaseException, url: str | None, out_dir: Path,
         e = e.__cause__ or e.__context__
     if e is None or id(e) in seen:
         return None
-    try:
-        published = (out_dir / "internal" / "audit.json").stat().st_mtime >= started
-    except OSError:
-        published = False
-    where = f" at {url}" if url else " (the temporary one this command started)"
-    state = (f"The release was published to {str(out_dir)!r} before the server went away: "
-             f"check it with `sdc audit {out_dir}`; only Prefect's record of the run is "
-             "incomplete" if published else
-             "Nothing was published (an earlier release, if any, is unchanged)")
+    from sdc.publish.review import staged_path
+
+    published = None
+    for folder in (out_dir, staged_path(out_dir)):
+        try:
+            if (folder / "internal" / "audit.json").stat().st_mtime >= started:
+                published = folder
+        except OSError:
+            pass
+    where = where or (f"at {url}" if url else "(the temporary one this command started)")
+    if published is not None:
+        what = ("staged for review in" if published != out_dir else "published to")
+        return PrefectServerLostError(
+            f"the Prefect server {where} stopped answering during the run ({type(e).__name__}: "
+            f"{e}), after the release was {what} {str(published)!r}: the release is complete "
+            f"(check it with `sdc audit {published}`); only Prefect's record of the run is "
+            "incomplete. Restart the server (`sdc server start` or `prefect server start`) "
+            "before the next run", published)
     return PrefectServerLostError(
-        f"the Prefect server{where} stopped answering during the run "
-        f"({type(e).__name__}: {e}). {state}. Restart the server (`sdc server start` or "
-        "`prefect server start`) and rerun (with --force to replace a published release), or "
-        "unset PREFECT_API_URL to run with Prefect's embedded API")
+        f"the Prefect server {where} stopped answering during the run "
+        f"({type(e).__name__}: {e}). Nothing was published (an earlier release, if any, is "
+        "unchanged). Restart the server (`sdc server start` or `prefect server start`) and "
+        "rerun, or unset PREFECT_API_URL to run with Prefect's embedded API")
 
 
 @contextmanager
-def lost_server(url: str | None, out_dir: Path) -> Iterator[None]:
+def lost_server(url: str | None, out_dir: Path,
+                where: Callable[[], str | None] = lambda: None) -> Iterator[None]:
     """Turn a lost connection to the Prefect API during the run into
-    :class:`PrefectServerLostError` (see :func:`server_lost`)."""
+    :class:`PrefectServerLostError` (see :func:`server_lost`); ``where()`` names the server
+    once the run knows which it used."""
     started = time.time() - 1.0
     try:
         yield
     except Exception as exc:
-        lost = server_lost(exc, url, out_dir, started)
+        lost = server_lost(exc, url, out_dir, started, where())
         if lost is None:
             raise
         raise lost from exc
@@ -225,7 +244,14 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
     url = api or (temp_api.url if temp_api is not None else None)
     from prefect import tags
 
-    with lost_server(url, config.output_dir.absolute()), progress_callback(say), \
+    def where() -> str | None:  # the reused server is not the temporary API of this command
+        if lease is not None:
+            srv = lease.server
+            return (f"at {srv.url} (the local server sdc started, pid {srv.pid})"
+                    if srv is not None else "(the local server sdc was starting)")
+        return None
+
+    with lost_server(url, config.output_dir.absolute(), where), progress_callback(say), \
             tags(f"release:{config.name}"):
         if temp_api is None and lease is None:
             with _run_settings(None):

@@ -76,17 +76,23 @@ def release(
         checked = preflight(config, force=force, new_series=new_series, engine=executor,
                             discard_extra_files=discard_extra_files)
         preflight_seconds = time.perf_counter() - t0
-        from flows.run import run_release
+        from flows.run import PrefectServerLostError, run_release
 
         quiet = nullcontext() if as_json else None  # stdout holds the JSON document only
-        with quiet or console.status(f"release {escape(str(config))}: starting") as status:
-            def show(step: str) -> None:
-                status.update(f"release {escape(str(config))}: {step}")
+        try:
+            with quiet or console.status(f"release {escape(str(config))}: starting") as status:
+                def show(step: str) -> None:
+                    status.update(f"release {escape(str(config))}: {step}")
 
-            summary, startup = run_release(
-                config, checked, force=force, new_series=new_series, engine=executor,
-                review=review or wait_for_review, discard_extra_files=discard_extra_files,
-                reuse=not no_reuse, progress=None if as_json else show, t0=t0)
+                summary, startup = run_release(
+                    config, checked, force=force, new_series=new_series, engine=executor,
+                    review=review or wait_for_review, discard_extra_files=discard_extra_files,
+                    reuse=not no_reuse, progress=None if as_json else show, t0=t0)
+        except PrefectServerLostError as e:
+            if e.published is None or as_json:
+                raise
+            _published_without_server(e)
+            return
         if wait_for_review:  # the run is over: wait on the staged folder (any server or none)
             _await_review(summary, as_json, started)
         total = time.perf_counter() - t0
@@ -101,6 +107,24 @@ def release(
         _print_release_summary({**summary, "config_path": str(config)}, verbose=verbose)
         if timings:
             _print_timings(total, preflight_seconds, summary, startup)
+
+
+def _published_without_server(e: Any) -> None:
+    """The server went away after the release was written (issue 47: exit 2 "the temporary
+    one this command started" for a published release): a warning, where the release is,
+    exit 0. Prefect's services would retry sending the run's logs to the dead server for
+    minutes at exit; nothing they hold matters, so the command leaves at once (not inside a
+    test's CliRunner, whose streams are swapped)."""
+    import sys
+
+    err_console.print(f"warning: {e}", style="yellow", markup=False, soft_wrap=True)
+    staged = Path(str(e.published)).name.endswith(".staged")
+    console.print(f"Release {'staged for review in' if staged else 'written to'} "
+                  f"{e.published}", markup=False)
+    if sys.stderr is sys.__stderr__:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _print_timings(total: float, preflight_seconds: float, summary: dict[str, Any],

@@ -268,3 +268,46 @@ def test_ui_settings_name_the_servers_own_port(server_home, monkeypatch):
             assert resp.status == 200
     finally:
         CliRunner().invoke(app, ["server", "stop"])
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_persistent_server_killed_after_the_release_was_published(server_home,
+                                                                        make_small_job,
+                                                                        tmp_path):
+    """Issue 47: `sdc server stop` (or a crash) of the persistent server while a release was
+    publishing made `sdc release` exit 2 and call it "the temporary one this command
+    started". The release is published: exit 0 with a warning naming the local server."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sdc = str(BIN / "sdc")
+    marks = tmp_path / "marks"
+    env = _env(SDC_WORKER="0", SDC_CHECKPOINT_DIR=str(marks), SDC_PAUSE_AT="before_rename",
+               SDC_PAUSE_SECONDS="8", PREFECT_CLIENT_MAX_RETRIES="1")
+    r = subprocess.run([sdc, "server", "start", "--port", str(port)], env=_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cfg = make_small_job("lost", n=600)
+    out_dir = tmp_path / "releases" / "lost"
+    run = subprocess.Popen([sdc, "release", str(cfg)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (marks / "before_rename").exists():
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[0]
+            time.sleep(0.2)
+        stop_server()  # within the run's 8 s pause before the publishing rename
+        text, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    text = " ".join(text.split())
+    assert run.returncode == 0, text
+    assert f"the Prefect server at http://127.0.0.1:{port}/api (the local server sdc " \
+           "started" in text, text
+    assert "temporary" not in text and f"Release written to {out_dir}" in text, text
+    assert (out_dir / "internal" / "audit.json").is_file()
