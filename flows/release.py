@@ -201,7 +201,7 @@ def warm_imports() -> None:
 # ---------------------------------------------------------------------------------------------
 # tasks
 # ---------------------------------------------------------------------------------------------
-def _seed_and_series(config: ReleaseConfig, new_series: bool) -> Any:
+def _seed_with_warnings(config: ReleaseConfig, new_series: bool) -> Any:
     """Load (or create) the seed and place the run in its release series
     (:func:`sdc.release.preflight.seed_and_series`, the pre-flight's check with
     ``create=True``), with the warnings of a new series and a new seed file."""
@@ -327,7 +327,7 @@ def load_task(config_path: str, force: bool, engine: str | None, new_series: boo
         input_pin = Pin.take(config.input_path, "input file", input_sha256)
         digest = input_pin.sha256
     checkpoint("loaded")  # crash-test hook
-    seed_info = _seed_and_series(config, new_series)
+    seed_info = _seed_with_warnings(config, new_series)
     return ReleaseJob(file.path, config, config_text, digest, seed_info, input_pin,
                       config_pin, frame)
 

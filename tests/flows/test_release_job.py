@@ -198,7 +198,32 @@ def test_a_job_scheduled_every_minute_with_a_review_gate(prefect_harness, make_s
     assert not [r for r in runs if r.state.is_running() or r.state.is_paused()]
     failed = [r for r in runs if r.state.is_failed()]
     assert all(r.name == "minutely.yaml" for r in failed)  # which config: in the run list
+    assert all("a scheduled run never replaces a release awaiting review" in
+               (r.state.message or "") for r in failed), [r.state.message for r in failed]
     assert {r.name for r in runs if r.state.is_completed()} == {"minutely (minutely.yaml)"}
+    # the paused run's log says who must approve and the command
+    want = f"waits for the decision of alice: `sdc approve {approved[1]} --as NAME"
+    assert want in _run_log(approved[1], want)
+
+
+def _run_log(run_id: str, want: str, timeout: float = 30.0) -> str:
+    """The flow run's log lines on the server (sent in batches: wait for ``want``)."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        with get_client(sync_client=True) as client:
+            logs = client.read_logs(log_filter=LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[UUID(run_id)])))
+        text = "\n".join(line.message for line in logs)
+        if want in text:
+            break
+        time.sleep(0.5)
+    return text
 
 
 @pytest.mark.e2e
