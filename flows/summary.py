@@ -133,7 +133,7 @@ def household_warnings(result: Any) -> list[str]:
             f"keys and its members' person-level keys) picks the right household with "
             f"probability {comp['max_class_estimate']:.4f} in the riskiest class (Monte Carlo), "
             f"above xi = {comp['xi']}: household composition not protected "
-            "(risk.households: warn); see the report's section 8 for the fixes, or remove "
+            "(risk.households: warn); see the report's household section for the fixes, or remove "
             "risk.households: warn to refuse such releases (the default)"]
 
 
@@ -180,7 +180,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         shift = head.get("utility_max_regression_shift_se")
         if shift is not None:
             rows[-1:-1] = [("largest coefficient shift of a regression on the keys",
-                            f"{shift:.1f} SE (report section 4)")]
+                            f"{shift:.1f} SE (report: What analysts compute)")]
     lines = [f"# Release `{summary['name']}`", "", "| | |", "|---|---|"]
     lines += [f"| {a} | {_md_cell(b)} |" for a, b in rows]
     if summary["warnings"]:

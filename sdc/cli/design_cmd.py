@@ -48,6 +48,9 @@ def design(
                                        f"({range_text(0, MAX_LIMIT, integer=True)}).",
                                        callback=in_range(0, MAX_LIMIT, integer=True))] = 25,
     as_json: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Every column of the frontier "
+                                          "(on a narrow terminal the displacement, TVD bound "
+                                          "and partition columns are left out).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing -o file (never "
                                         "the job's own config, input, seed or hierarchy "
                                         "files).")] = False,
@@ -86,7 +89,7 @@ def design(
 
             print_document({"command": "design", "ok": True, **doc})
             return
-        _print_design(doc, limit)
+        _print_design(doc, limit, verbose)
         if out is not None and written is None:
             err_console.print("no design keeps the requested entropy: nothing written",
                               style="yellow")
@@ -131,13 +134,15 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
         console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
 
 
-def _print_design(doc: dict[str, Any], limit: int) -> None:
-    """Print a design search: summary, Pareto frontier, the config as it is, the recommendation."""
+def _print_design(doc: dict[str, Any], limit: int, verbose: bool = False) -> None:
+    """Print a design search: summary, Pareto frontier, the config as it is, the recommendation
+    (last: the verdict stays on screen). Text wraps at word boundaries (rich), never inside a
+    number."""
     if doc.get("household_file"):
         _print_household_design(doc, limit)
         return
     _print_search_summary(doc)
-    _print_frontier(doc, limit)
+    _print_frontier(doc, limit, verbose)
     rec = doc["recommended"]["node"] if doc["recommended"] else None
     c = doc["current"]
     if c is not None:
@@ -149,7 +154,7 @@ def _print_design(doc: dict[str, Any], limit: int) -> None:
         return
     _print_recommended(doc)
     for g in doc.get("given_up") or []:
-        console.print(f"not reached: {g}", style="yellow", markup=False, soft_wrap=True)
+        console.print(f"not reached: {g}", style="yellow", markup=False)
     if doc.get("written"):
         console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
 
@@ -173,17 +178,26 @@ def _print_search_summary(doc: dict[str, Any]) -> None:
     ], title="Design search"))
 
 
-def _print_frontier(doc: dict[str, Any], limit: int) -> None:
-    """The Pareto frontier table (at most ``limit`` points) and its notes."""
+#: below this terminal width the frontier leaves out its widest columns (unless --verbose)
+NARROW = 120
+
+
+def _print_frontier(doc: dict[str, Any], limit: int, verbose: bool = False) -> None:
+    """The Pareto frontier table (at most ``limit`` points) and its notes. Numbers never wrap;
+    on a terminal narrower than :data:`NARROW` columns the displacement, TVD bound and
+    partition columns are left out unless ``verbose``."""
     t = Table(title=f"Pareto frontier ({len(doc['frontier'])} points; * recommended, "
                     "= the config as it is)", title_justify="left")
     weighted = doc.get("weighted", False)
     cols = ["", "changed", "entropy kept", "lowest key", "keys moved", "displacement",
             "TVD bound", *(("weighted bias", "beyond 3 SE") if weighted else ()), "recoding",
             "partition"]
+    narrow = not verbose and console.width < NARROW
+    left_out = {"displacement", "TVD bound", "partition"} if narrow else set()
     for col in cols:
+        text = col in ("", "recoding", "partition", "displacement")
         t.add_column(col, justify="left" if col in ("", "recoding", "partition") else "right",
-                     overflow="fold")
+                     overflow="fold" if text else "ellipsis", no_wrap=not text)
     rec = doc["recommended"]["node"] if doc["recommended"] else None
     cur = doc["current"]["node"] if doc["current"] else None
     for p in doc["frontier"][:limit]:
@@ -194,21 +208,26 @@ def _print_frontier(doc: dict[str, Any], limit: int) -> None:
                   "-" if p["keys_changed_when_moved"] is None
                   else f"{p['keys_changed_when_moved']:.2f}", _disp(p), f"{p['tvd_bound']:.4f}",
                   *(_balance(p) if weighted else ()), Text(recoding), p["partition_variant"])
+    for i in sorted((cols.index(c) for c in left_out), reverse=True):
+        t.columns.pop(i)
     console.print(t)
+    if left_out:
+        console.print(f"(narrow terminal: {', '.join(sorted(left_out))} left out; --verbose "
+                      "shows them)", markup=False)
     if weighted:
         console.print("weighted bias: sum |E[weighted total] - original| over the key cells, "
                       "share of the total weight; beyond 3 SE: expected share of perturbed "
                       "cells whose mean over 30 releases is beyond 3 standard errors (0.3% "
                       "when unbiased); both exact, from the configured design (- not planned)",
-                      markup=False, soft_wrap=True)
+                      markup=False)
     if len(doc["frontier"]) > limit:
         console.print(f"... and {len(doc['frontier']) - limit} more (--limit)")
     for k, cols in (doc.get("held_by_derived") or {}).items():
         console.print(f"{k}: not recoded (the derived column(s) {', '.join(cols)} are computed "
                       "from it; a recoding would make them no function of the released keys)",
-                      markup=False, soft_wrap=True)
+                      markup=False)
     for line in doc.get("refused_by_release_checks") or []:
-        console.print(line, markup=False, soft_wrap=True, style="yellow")
+        console.print(line, markup=False, style="yellow")
 
 
 def _print_recommended(doc: dict[str, Any]) -> None:
@@ -219,7 +238,7 @@ def _print_recommended(doc: dict[str, Any]) -> None:
     console.print(f"recommended ({doc['verdict']}): {_pct(r['share_changed'])} changed, "
                   f"{_pct(r['entropy_kept'])} of the key table's entropy kept, TVD bound "
                   f"{r['tvd_bound']:.4f}, certificate {r['certificate']:.4f} <= xi",
-                  markup=False, soft_wrap=True)
+                  markup=False)
     _print_configured(doc.get("recommended_configured"))
     for k, v in r["key_entropy_kept"].items():
         rc = r["recoding"].get(k)
@@ -231,14 +250,14 @@ def _print_recommended(doc: dict[str, Any]) -> None:
             what += f"; TVD of its distribution spread uniformly within classes {tvd:.3f}"
         console.print(f"  {k}: keeps {_pct(v)} of its own entropy; {what}"
                       + (f"; a moved record's {k} moves by {d:.2f} on average"
-                         if d is not None else ""), markup=False, soft_wrap=True)
+                         if d is not None else ""), markup=False)
         if rc and rc.get("values"):  # the recode's own shift of the key's mean and sd
             from sdc.authoring.design_values import value_lines
 
             for line in value_lines(k, rc["values"]):
-                console.print(f"    {line}", markup=False, soft_wrap=True)
+                console.print(f"    {line}", markup=False)
     console.print(f"  partition ({r['partition_variant']}): {r['partition'] or 'none'}",
-                  markup=False, soft_wrap=True)
+                  markup=False)
     if r.get("keys_changed_when_moved") is not None:
         console.print(f"  a moved record changes {r['keys_changed_when_moved']:.2f} keys on "
                       "average", markup=False)
@@ -265,7 +284,7 @@ def _print_configured(cf: dict[str, Any] | None) -> None:
             if "weight_groups" in cf else ""))
         if cf.get("certificate") is not None else
         f"with this config's {cf['design']} design: not certified ({cf['note']})",
-        markup=False, soft_wrap=True)
+        markup=False)
 
 
 def _balance(p: dict[str, Any]) -> tuple[str, str]:

@@ -35,8 +35,12 @@ def plan(
     as_json: JsonOpt = False,
     executor: Annotated[str | None, executor_option("how the records are read and counted")]
     = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also list every small-block "
+                                          "merge step.")] = False,
 ) -> None:
-    """Show what a release would do (partition sets, PRBs, theta, certificate); write nothing."""
+    """Show what a release would do (partition sets, PRBs, theta, certificate); write nothing.
+
+    The summary comes last, the certificate its last line, so the verdict stays on screen."""
     with friendly_errors("plan" if as_json else None):
         from sdc.release.job import plan_job
 
@@ -49,7 +53,7 @@ def plan(
         with console.status(f"planning {escape(str(config))}"):
             p = plan_job(config, engine=executor)
         _print_plan_tables(p, limit)
-        _print_plan_summary(p, str(config))
+        _print_plan_summary(p, str(config), verbose)
 
 
 def _print_plan_tables(p: PlanSummary, limit: int) -> None:
@@ -85,20 +89,27 @@ def _print_plan_tables(p: PlanSummary, limit: int) -> None:
         for col in ("PRB", "k", "theta", "max risk", "action", "partition set(s)"):
             st.add_column(col, overflow="fold",
                           justify="left" if col in ("action", "partition set(s)") else "right")
-        for r in small.itertuples(index=False):
+        for r in small.head(limit).itertuples(index=False):
             st.add_row(str(r.prb), fmt_int(r.k), f"{r.theta:.4f}", f"{r.max_risk:.4f}",
                        str(r.action), Text(str(r.partition_key)))
         console.print(st)
+        if len(small) > limit:
+            console.print(f"... and {len(small) - limit} more (--limit)")
 
 
-def _print_plan_summary(p: PlanSummary, config: str) -> None:
-    """The summary table, notes and warnings of ``sdc plan``."""
+def _print_plan_summary(p: PlanSummary, config: str, verbose: bool = False) -> None:
+    """The merge steps (``verbose``), notes and warnings, then the summary table of ``sdc plan``
+    with the certificate last: the verdict is what stays on screen."""
     small = p.small_block_actions
     actions = (", ".join(f"{a}: {n}" for a, n in small["action"].value_counts().items())
                if len(small) else "none (every PRB has k >= kmin and uses the theorem's "
                "theta)")
     from sdc.config.model import certificate_text
 
+    if verbose and p.merges:
+        console.print(f"Merge steps ({len(p.merges)}):", style="bold")
+        for i, m in enumerate(p.merges, 1):
+            console.print(Text(f"{i:>5}. {m}"))
     rows = [
         ("config", str(p.config_path)),
         ("records", fmt_int(p.n_records)),
@@ -110,21 +121,28 @@ def _print_plan_summary(p: PlanSummary, config: str) -> None:
         ("kmin", str(p.kmin)),
         (f"small blocks ({p.small_blocks})", actions),
         ("expected changed records", f"{p.expected_changed:,.1f} ({p.expected_how})"),
-        ("certificate", f"{certificate_text(p.certificate, p.xi)} xi"),
-        ("release folder", f"{p.output_dir}" + (" (exists: `sdc release` needs --force)"
-                                                if p.release_exists else "")),
     ]
     if p.changed is not None:
-        rows.insert(9, ("changed records with the seed", fmt_int(p.changed)))
-    for m in p.merges:
-        rows.append(("merge", m))
-    console.print(kv_table(rows, title=f"Plan for {p.name} (nothing written)"))
+        rows.append(("changed records with the seed", fmt_int(p.changed)))
+    if p.merges:
+        nps = (p.blocks["n_partition_sets"] if "n_partition_sets" in p.blocks
+               else p.blocks["prb"] * 0 + 1)
+        merged = nps[nps > 1]
+        rows.append(("merges", f"{len(p.merges)} merge steps made {len(merged)} merged PRBs of "
+                               f"{int(merged.sum())} partition sets"
+                     + ("" if verbose else " (the steps: --verbose)")))
+    rows += [
+        ("release folder", f"{p.output_dir}" + (" (exists: `sdc release` needs --force)"
+                                                if p.release_exists else "")),
+        ("certificate", f"{certificate_text(p.certificate, p.xi)} xi"),
+    ]
     for n in p.notes:
         console.print(f"note: {n}", style="yellow", markup=False)
     from sdc.cli.json_output import plan_warnings
 
     for w in plan_warnings(p, config):  # = --json's list
         console.print(f"warning: {w}", style="yellow", markup=False)
+    console.print(kv_table(rows, title=f"Plan for {p.name} (nothing written)"))
 
 
 def validate(

@@ -211,8 +211,9 @@ def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
                    f"; largest: {big['partition_sets']} partition sets"
                    + (f" ({big['stage']} stage)" if big.get("stage") else "")
                    + f": {_clip(big['partition_key'], 100)}")
-        rows.append(("merges", f"{len(s['merges'])}{largest} (the full list: --verbose, "
-                               "and the report's section 2)"))
+        rows.append(("merges", f"{len(s['merges'])} merge steps{largest} (the steps: "
+                               "--verbose, and the report's \"Small blocks\" line under its "
+                               "first screen)"))
     if s.get("seconds") is not None:
         total = s.get("total_seconds")
         rows.append(("time", f"{s['seconds']:.1f} s job" if total is None else

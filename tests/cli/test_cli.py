@@ -249,8 +249,13 @@ def test_plan_shows_small_block_actions_and_merges_verbatim(make_small_job):
     r = run("plan", cfg)
     assert r.exit_code == 0, r.text
     assert "Small-block actions" in r.text and "merged+theorem" in r.text
+    assert f"{len(merges)} merge steps made" in r.text and "(the steps: --verbose)" in r.text
+    # the verdict is the last line on screen (issue 49)
+    assert r.stdout.rstrip().splitlines()[-1].split()[0] == "certificate"
+    r = run("plan", cfg, "--verbose")
+    assert r.exit_code == 0, r.text
     for m in merges:
-        assert " ".join(m.split()) in r.text, m
+        assert " ".join(m.split()) in " ".join(r.text.split()), m
 
 
 def test_release_timings(prefect_harness, make_small_job):
@@ -291,3 +296,26 @@ def test_tables_are_not_wrapped_when_stdout_is_not_a_terminal(make_census_job):
     rows = [line for line in r.stdout.splitlines() if "theorem" in line]
     assert rows and all("sex=Male | age=0-17 | race=" in line for line in rows[:3]), rows
     assert max(len(line.rstrip()) for line in r.stdout.splitlines()) > 80
+
+
+def test_design_and_plan_fit_80_columns_and_wrap_at_words(make_census_job):
+    """On an 80-column terminal (COLUMNS=80) `sdc design` and `sdc plan` print no line over 80
+    characters, break no number ("-1" / "3.2 SE" on two lines was the terminal hard-wrapping
+    unwrapped text) and end with their verdict (issue 49)."""
+    import re
+
+    cfg = make_census_job()
+    r = CliRunner().invoke(app, ["design", str(cfg), "--budget", "5"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    assert "(narrow terminal:" in r.stdout and "TVD bound" in r.stdout
+    # a wrapped line never ends inside a number: no line ends with a digit or sign that the
+    # next line continues with a digit, a point or "SE"
+    for a, b in zip(lines, lines[1:], strict=False):
+        assert not (re.search(r"[-+−\d.]$", a) and re.match(r"[\d.]", b)), (a, b)
+    assert any(x.startswith("recommended (") for x in lines)
+    r = CliRunner().invoke(app, ["plan", str(cfg), "--limit", "3"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert max(len(x) for x in r.stdout.splitlines()) <= 80
+    assert r.stdout.rstrip().splitlines()[-1].split()[0] == "certificate"

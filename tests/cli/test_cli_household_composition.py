@@ -38,12 +38,12 @@ def test_warn_publishes_and_says_composition_is_not_protected(prefect_harness, t
     assert "Household composition not protected" in html
     # the terminal summary: merges counted, the largest named, not listed (issue 32 item 4);
     # the households line; --verbose lists every merge
-    assert "the full list: --verbose" in r.text and "largest:" in r.text
+    assert "(the steps: --verbose" in r.text and "largest:" in r.text
     assert " joined " not in r.text
     assert "households 1,000" in r.text and "composition intruder measured" in r.text
     v = run("release", cfg, "--force", "--verbose")
     assert v.exit_code == 0, v.text
-    assert " joined " in v.text and "the full list: --verbose" not in v.text
+    assert " joined " in v.text and "(the steps: --verbose" not in v.text
 
 
 def _galton(tmp_path: Path) -> tuple[Path, Any]:
