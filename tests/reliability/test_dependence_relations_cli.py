@@ -43,3 +43,31 @@ def test_release_refuses_relations_on_every_executor(cli, job, engine: str) -> N
     job.config["input"]["drop"] = ["cum_age", "dob", "y"]
     res = cli("release", job.write(), "--engine", engine)
     assert res.exit_code == 0, res.output
+
+
+def test_a_column_that_shows_moved_records_is_named_and_refused_when_strict(cli, tmp_path) -> None:
+    """The demo file with age in 10-year bands and a copy of the band (issue 47): released
+    (exit 0) with the codebook saying the column shows moved records and ``sdc audit`` passing;
+    refused (exit 2, nothing written) under ``risk.dependence: strict``."""
+    from tests.method.test_dependence_relations import _band_copy, _ten_year_bands, write_case
+
+    path = write_case(tmp_path, _band_copy(), _ten_year_bands)
+    res = cli("release", path)
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "release"
+    row = next(line for line in (out / "public" / "codebook.md").read_text().splitlines()
+               if "`age_band`" in line)
+    assert "shows moved records" in row, row
+    res = cli("audit", out)
+    assert res.exit_code == 0, res.output
+
+    def strict(raw: dict) -> None:
+        _ten_year_bands(raw)
+        raw["risk"]["dependence"] = "strict"
+        raw["output"]["dir"] = str(tmp_path / "strict")
+
+    res = cli("release", write_case(tmp_path, _band_copy(), strict))
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.text.split())
+    assert "'age_band'" in text and "risk.dependence: strict" in text, text
+    assert not (tmp_path / "strict").exists()
