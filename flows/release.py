@@ -363,7 +363,7 @@ def report_task(job: ReleaseJob,
     (kept in ``seed_info.series`` for the audit record) becomes the "Release series" section."""
     from sdc.pipeline.report_parts import batch_reports
     from sdc.reports.build import headline
-    from sdc.series.risk import series_risk_vs_previous
+    from sdc.series.guard import series_risk_vs_previous
 
     _step("building risk and utility reports")
     series = series_risk_vs_previous(job.seed_info, result)

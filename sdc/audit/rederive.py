@@ -94,12 +94,15 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) 
     from sdc.executors.registry import get_executor
     from sdc.pipeline.report_parts import batch_reports
     from sdc.release.assemble import assemble_batch_release
-    from sdc.series.risk import series_risk_vs_previous
+    from sdc.series.guard import series_risk_vs_previous
 
     series = dict(recorded.get("series") or {})
     prev = (series.get("previous") or {}).get("dir")
     if prev and Path(prev).is_dir():
         series.pop("risk_vs_previous", None)     # recomputed from the previous release
+    if all(Path(d).is_dir() for d in series.get("members") or []):
+        series.pop("certificate", None)          # recomputed from the members
+    series.pop("lineage", None)                  # the lineage releases are compared again
     seed_info.series = series or None
     wanted = set(recorded.get("internal_files") or {}) & _REPORTS   # reports the release has
     text = recorded["config"]["text"]

@@ -93,12 +93,13 @@ def _audit_series(release_dirs: list[Path], as_json: bool) -> None:
                 raise FileNotFoundError(f"release folder {str(d)!r} does not exist")
         risk = series_risk_of_dirs(release_dirs)
         rate = risk.rate_a1("series_rate")
-        ok = rate <= risk.xi
+        cert = risk.certificate()
+        ok = cert.passed
         if as_json:
             import json
 
             doc = {"command": "audit-series", "releases": [str(d) for d in release_dirs],
-                   "passed": ok, **risk.to_dict()}
+                   "passed": ok, **risk.to_dict(), "certificate": cert.to_dict()}
             print(json.dumps(doc, indent=2, default=float))
             if not ok:
                 raise typer.Exit(EXIT_FAILURE)
@@ -118,10 +119,15 @@ def _audit_series(release_dirs: list[Path], as_json: bool) -> None:
             t.add_row(str(r.t), str(r.a), f"{r.n_series:,}", f"{r.series_rate:.4f}",
                       f"{r.n_single:,}", f"{r.single_rate:.4f}")
         console.print(t)
-        msg = (f"correct-match rate with one matching record: series {rate:.4f}, last release "
-               f"alone {risk.rate_a1('single_rate'):.4f}, xi {risk.xi} (measured, not certified:"
-               " see docs/SERIES.md)")
+        at = cert.at
+        msg = (f"series certificate {cert.max_rate:.4f}"
+               + (f" (class t_j = {at['t']}, a = {at['a']}, {at['n']:,} targets)" if at else "")
+               + f", xi {risk.xi}; with one matching record, pooled: series {rate:.4f}, last "
+               f"release alone {risk.rate_a1('single_rate'):.4f} (measured per class, a class "
+               f"exceeds xi above xi + {cert.z:g} standard errors: docs/SERIES.md)")
         if not ok:
+            for r in cert.exceeding.to_dict(orient="records"):
+                err_console.print("series risk ABOVE xi in " + cert.describe(r), style="bold red")
             err_console.print("series risk ABOVE xi: " + msg, style="bold red")
             raise typer.Exit(EXIT_FAILURE)
         console.print("[green]series risk within xi[/green]: " + msg)

@@ -18,7 +18,8 @@ from sdc.release.stat_files import (
     stat_public_files,
 )
 from sdc.release.uncertainty import uncertainty_markdown
-from sdc.series.risk import RECORDS_FILE, series_risk_vs_previous
+from sdc.series.guard import series_risk_vs_previous
+from sdc.series.risk import RECORDS_FILE
 from sdc.series.seeds import SeedInfo
 
 __all__ = ["assemble_batch_release"]

@@ -21,10 +21,11 @@ Checked, without reading a record:
   of ``sdc release``; a scheduled run never replaces a staged release, whose paused run waits
   for its reviewers);
 - the seed: declared, and a seed file that exists is private, readable and holds an integer;
-- the release series: no releases under another seed for the output pattern without
-  ``--new-series`` (with no seed file yet, the run would create a new seed, so every release
-  of the pattern made under a seed is of another series) (:func:`seed_and_series`, which the
-  load task calls again to load or create the seed);
+- the release series: no releases of the job under another seed (under the output pattern, or
+  beside the output folder made by a config of the same name) without ``--new-series`` (with
+  no seed file yet, the run would create a new seed, so every such release made under a seed
+  is of another series) (:func:`seed_and_series`, which the load task calls again to load or
+  create the seed);
 - Prefect's home folder (``PREFECT_HOME``, default ``~/.prefect``), for ``sdc release`` only,
   when no ``PREFECT_API_URL`` is set and it starts a Prefect server whose SQLite database lives
   there: it can be created or written, and its disk has room (:func:`prefect_home_problem`; a
@@ -165,6 +166,15 @@ class Preflight:
                 and self.options == (force, new_series, discard_extra_files, scheduled))
 
 
+def _series_folders(config: ReleaseConfig) -> bool:
+    """Any folder where a release of the job's series may be: one matching the output pattern,
+    or one beside the output folder (the series follows the job: docs/SERIES.md)."""
+    if _pattern_has_folders(config.resolve(config.output.dir)):
+        return True
+    parent = Path(config.output_dir).parent
+    return parent.is_dir() and any(q.is_dir() for q in parent.iterdir())
+
+
 def _pattern_has_folders(pattern: Path) -> bool:
     """Any folder matches the output pattern (its placeholders as ``*``)? Without one there is
     no release series to check (and the series module, which imports pandas, is not needed)."""
@@ -184,9 +194,10 @@ def seed_and_series(config: ReleaseConfig, new_series: bool, *,
 
     ``create=False`` (the pre-flight) writes nothing: a seed file that exists is read (private,
     an integer) and the run placed in its series; a missing seed file stands for the new seed
-    the run would create, so releases of the output pattern made under a seed are of another
-    series (``SeriesError`` without ``new_series``); ``(None, None)`` or ``(seed, None)`` when
-    the output pattern has no folder yet (no series to check; pandas is not imported).
+    the run would create, so the job's releases made under a seed are of another series
+    (``SeriesError`` without ``new_series``); ``(None, None)`` or ``(seed, None)`` when neither
+    the output pattern nor the output folder's parent has a folder yet (no series to check;
+    pandas is not imported).
     ``create=True`` (the flow's load task) loads or creates the seed and places the run in its
     series (``seed_info.series`` is what the audit record keeps). Raises what the seed and the
     series refuse (``ConfigError``, ``InputError``, ``SeriesError``)."""
@@ -194,8 +205,7 @@ def seed_and_series(config: ReleaseConfig, new_series: bool, *,
 
     seed = config.seed
     path = config.resolve(seed.file) if isinstance(seed, SeedFile) else None
-    has_releases = config.output is not None and _pattern_has_folders(
-        config.resolve(config.output.dir))
+    has_releases = config.output is not None and _series_folders(config)
     if not create and path is not None and not (path.exists() or path.is_symlink()):
         if not has_releases:
             return None, None

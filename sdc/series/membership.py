@@ -75,7 +75,12 @@ def _same_series(audit: dict[str, Any], series_id: str, seed_file_sha256: str | 
 
 @dataclass
 class SeriesInfo:
-    """Where this run stands in its series (goes to ``internal/audit.json`` as ``series``)."""
+    """Where this run stands in its series (goes to ``internal/audit.json`` as ``series``).
+
+    ``members``: the earlier releases of the series (same seed) in order, the folders the
+    series certificate is computed over with this release; ``lineage``: releases beside the
+    output folder under another seed and another config name, whose records are compared with
+    this release's (:func:`sdc.series.guard.check_series`)."""
 
     id: str
     seed_file_sha256: str | None
@@ -84,17 +89,37 @@ class SeriesInfo:
     new_series: bool
     previous: dict[str, Any] | None = None
     other_series: list[str] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)
+    lineage: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "seed_file_sha256": self.seed_file_sha256,
                 "config_name": self.config_name, "output_pattern": self.output_pattern,
                 "new_series": self.new_series, "previous": self.previous,
-                "releases_under_other_seeds": self.other_series}
+                "releases_under_other_seeds": self.other_series, "members": self.members,
+                "lineage_candidates": self.lineage}
+
+
+def _config_name(audit: dict[str, Any]) -> str | None:
+    s = audit.get("series") or {}
+    name = s.get("config_name") or (audit.get("config") or {}).get("name")
+    return None if name is None else str(name)
 
 
 def find_series(pattern: Path, target: Path, *, series_id: str, seed_file_sha256: str | None,
                 config_name: str, new_series: bool = False) -> SeriesInfo:
-    """Check the release folders of ``pattern`` and find this run's previous release.
+    """Check the release folders of this job and find this run's series.
+
+    The series follows the job, not a folder pattern (docs/SERIES.md, "Which releases are one
+    series"): the releases looked at are those of the output ``pattern`` **and** every release
+    folder beside the output folder (its parent's children: per-month folders such as
+    ``releases/lfs-2026-01``, ``releases/lfs-2026-02`` written by a config edited each month).
+    A release of the pattern, or one beside it made by a config of the same name, is of this
+    job: under the same seed a member of the series, under another seed another randomization
+    of the same records, refused unless ``new_series``. A release beside it under another seed
+    and another config name is a *lineage candidate*: the release compares its records'
+    identities with it (:func:`sdc.series.guard.check_series`); one under the same seed and
+    another config name is left alone.
 
     Parameters
     ----------
@@ -111,41 +136,49 @@ def find_series(pattern: Path, target: Path, *, series_id: str, seed_file_sha256
 
     Returns
     -------
-    SeriesInfo; ``previous`` is the latest release of the same series under the pattern other
-    than ``target`` whose name sorts before ``target`` (or the latest one if none does).
+    SeriesInfo; ``members`` are the releases of the same series other than ``target`` whose
+    names sort before ``target``'s (all of them if none does), in name order; ``previous`` is
+    the last of them.
 
     Raises
     ------
     SeriesError
-        Releases of the pattern were made under another seed and ``new_series`` is False.
+        Releases of the job were made under another seed and ``new_series`` is False.
     """
     target = Path(target).absolute()
-    same, other = [], []
-    for d in sorted(Path(p).absolute() for p in _glob(pattern)):
+    of_pattern = {Path(p).absolute() for p in _glob(pattern)}
+    beside = ({q.absolute() for q in target.parent.iterdir() if q.is_dir()}
+              if target.parent.is_dir() else set())
+    same, other, lineage = [], [], []
+    for d in sorted(of_pattern | beside):
         audit = audit_of(d)
         verdict = None if audit is None else _same_series(audit, series_id, seed_file_sha256)
-        if verdict is True and d != target:
+        job = d in of_pattern or _config_name(audit or {}) == str(config_name)
+        if verdict is True and d != target and job:
             same.append(d)
         elif verdict is False:
-            other.append(d)
+            (other if job else lineage).append(d)
     if other and not new_series:
         names = ", ".join(str(d) for d in other[:3])
         raise SeriesError(
-            f"output pattern {str(pattern)!r} already has {len(other)} release(s) made under "
-            f"another seed ({names}); this run's seed differs. A new seed starts an independent "
-            "randomization: every record released before would be released again with fresh "
-            "draws, and linking the releases by their non-key values reveals its true key "
-            "values (the modal released cell). To continue the series, restore the seed file "
-            "the earlier releases used (their internal/audit.json names it and its SHA-256). To "
-            "start a new series deliberately, rerun with --new-series"
+            f"the release job {config_name!r} (output {str(pattern)!r}) already has "
+            f"{len(other)} release(s) made under another seed ({names}); this run's seed "
+            "differs. A new seed starts an independent randomization: every record released "
+            "before would be released again with fresh draws, and linking the releases by their "
+            "non-key values reveals its true key values (the modal released cell). To continue "
+            "the series, restore the seed file the earlier releases used (their "
+            "internal/audit.json names it and its SHA-256) and keep one seed file for every "
+            "month. To start a new series deliberately, rerun with --new-series"
         )
+    members = [x for x in same if x.name < target.name] or same
     previous = None
-    if same:
-        d = ([x for x in same if x.name < target.name] or same)[-1]
+    if members:
+        d = members[-1]
         previous = {"dir": str(d), "audit_sha256": hashlib.sha256(
             (d / "internal" / "audit.json").read_bytes()).hexdigest()}
     return SeriesInfo(series_id, seed_file_sha256, config_name, str(pattern),
-                      bool(new_series and other), previous, [str(d) for d in other])
+                      bool(new_series and other), previous, [str(d) for d in other],
+                      [str(d) for d in members], [str(d) for d in lineage])
 
 
 def series_id(seed: int) -> str:
@@ -166,7 +199,7 @@ def series_for(config: ReleaseConfig, seed_info: Any, *, new_series: bool = Fals
                        series_id=series_id(seed_info.value),
                        seed_file_sha256=seed_info.sha256, config_name=config.name,
                        new_series=new_series)
-    seed_info.series = info.to_dict()
+    seed_info.series = {**info.to_dict(), "allow_new_series": bool(new_series)}
     return info
 
 

@@ -47,10 +47,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sdc.io.spill import BucketSpill, bucket_bits
+from sdc.series.certificate import SeriesCertificate, series_certificate
 from sdc.series.membership import SeriesError, audit_of
 
 __all__ = ["PAIR_ROWS", "RECORDS_FILE", "SeriesRisk", "records_path", "risk_vs_previous", "series_risk_of_dirs",
-           "series_risk_of_files", "series_risk_vs_previous"]
+           "series_risk_of_files"]
 
 #: A records file: its path, or its bytes (an in-memory release's, before it is written).
 Records = Path | bytes
@@ -103,6 +104,11 @@ class SeriesRisk:
         one = self.intruder[(self.intruder["a"] == 1) & self.intruder[which].notna()]
         w = one["n_" + which.removesuffix("_rate")]
         return float((one[which] * w).sum() / w.sum()) if w.sum() else 0.0
+
+    def certificate(self) -> SeriesCertificate:
+        """The series certificate: the max over (t, a) classes and the classes above xi
+        (:mod:`sdc.series.certificate`)."""
+        return series_certificate(self.intruder, self.xi, self.n_releases)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n_releases": self.n_releases, "xi": self.xi,
@@ -404,25 +410,3 @@ def risk_vs_previous(previous: Path, records: Records, xi: float) -> dict[str, A
             "rate_one_match_series": d["rate_one_match_series"],
             "rate_one_match_single": d["rate_one_match_single"], "xi": float(xi),
             "intruder": d["intruder"]}
-
-
-def series_risk_vs_previous(seed_info: Any, result: Any,
-                            records: Records | None = None) -> dict[str, Any] | None:
-    """:func:`risk_vs_previous` for the run placed by :func:`series_for`, computed once and kept
-    in ``seed_info.series["risk_vs_previous"]``: the audit record and the report both use it.
-
-    ``result`` is the run's release (any executor's :class:`~sdc.method.outcome.
-    ReleaseOutcome`); ``records`` its records file (a path or bytes; default: the file the
-    pipeline wrote, ``result.records_file``). None when the series has no previous release
-    or the release wrote no records file.
-    """
-    series = getattr(seed_info, "series", None) or {}
-    if "risk_vs_previous" in series:
-        return series["risk_vs_previous"]
-    prev = (series.get("previous") or {}).get("dir")
-    if records is None and getattr(result, "records_file", None) is not None:
-        records = Path(result.records_file)
-    if not prev or records is None:
-        return None
-    series["risk_vs_previous"] = risk_vs_previous(Path(prev), records, float(result.xi))
-    return series["risk_vs_previous"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 from conftest import run_cli
@@ -121,3 +122,64 @@ def test_pandas_release_then_streaming_release_in_one_series(prefect_harness, ma
     again = json.loads((this / "internal" / "audit.json").read_text())["series"]
     assert again["risk_vs_previous"] == s["risk_vs_previous"]
     assert again["risk_vs_previous"]["intruder"]
+
+
+def test_per_month_folders_with_a_new_seed_file_each_month_are_one_series(
+        prefect_harness, make_small_job, tmp_path):
+    """The seed guard follows the job, not a folder pattern (issue 46): a config edited each
+    month to write ``releases/small-2026-0N`` with a new seed file ``secrets/2026-0N.seed`` is
+    refused in month 2 (exit 2, nothing written, no seed file left behind); renamed each month
+    too, the records give it away (a release beside it under another seed holds its records).
+    With one seed file the months are one series: month 2 names month 1 as its previous
+    release and as a member of its series certificate."""
+    releases = tmp_path / "releases"
+
+    def month(m: int, seed_name: str, name: str = "small") -> tuple[Path, Path]:
+        out = releases / f"small-2026-0{m}"
+        return make_small_job(name=name, seed={"file": str(tmp_path / "secrets" / seed_name)},
+                              output={"dir": str(out)}), out
+
+    cfg1, out1 = month(1, "2026-01.seed")
+    assert run("release", cfg1).exit_code == 0
+    cfg2, out2 = month(2, "2026-02.seed")
+    r = run("release", cfg2)
+    assert r.exit_code == 2, r.text
+    assert "another seed" in r.text and str(out1) in r.text and not out2.exists()
+    assert not (tmp_path / "secrets" / "2026-02.seed").exists()
+    cfg2, out2 = month(2, "2026-02.seed", name="small-feb")
+    r = run("release", cfg2)
+    assert r.exit_code == 2, r.text
+    assert "same records" in r.text and "100.0%" in r.text and not out2.exists()
+    cfg2, out2 = month(2, "2026-01.seed")
+    r = run("release", cfg2)
+    assert r.exit_code == 0, r.text
+    s = json.loads((out2 / "internal" / "audit.json").read_text())["series"]
+    assert s["previous"]["dir"] == str(out1) and s["members"] == [str(out1)]
+    assert s["certificate"]["passed"] and s["certificate"]["n_releases"] == 2
+
+
+def test_the_next_member_is_refused_when_its_series_would_exceed_xi(prefect_harness,
+                                                                    make_small_job, tmp_path):
+    """Two earlier members of the series in which every record was released in its true cell
+    (records files written by hand: what a series whose draws kept changing could come to):
+    with this release, every record's modal cell is its true cell and the linking intruder
+    picks right in class t_j = 1, a = 1 far above xi. The release is refused with exit 2,
+    naming the class, and writes nothing."""
+    from sdc.series.membership import series_id
+
+    cfg = make_small_job(output={"dir": str(tmp_path / "releases" / "small-03")})
+    assert run("release", cfg, "--force").exit_code == 0
+    rel = tmp_path / "releases" / "small-03"
+    rec = pd.read_parquet(rel / "internal" / "records.parquet")
+    for m in ("small-01", "small-02"):
+        d = tmp_path / "releases" / m / "internal"
+        d.mkdir(parents=True)
+        rec.assign(released=rec["cell"]).to_parquet(d / "records.parquet", index=False)
+        (d / "audit.json").write_text(json.dumps({
+            "risk": {"xi": 0.395},
+            "series": {"id": series_id(20260101), "config_name": "small"}}))
+    before = (rel / "internal" / "audit.json").read_bytes()
+    r = run("release", cfg, "--force")
+    assert r.exit_code == 2, r.text
+    assert "class t_j = 1, a = 1" in r.text and "over xi" in r.text and "Nothing was written" in r.text
+    assert (rel / "internal" / "audit.json").read_bytes() == before

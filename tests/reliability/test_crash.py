@@ -93,10 +93,12 @@ def earlier(census_release: CensusRelease, cli) -> tuple[Path, dict[str, tuple[b
     """An earlier release made with another (integer) seed, snapshotted and copied aside
     (``earlier-copy`` next to ``releases/``: bytes and modes): the --force runs below replace it, and
     :func:`put_back` restores it from the copy for the next point."""
-    cfg = census_release.config("earlier", seed=777)
+    out = census_release.root / "earlier-releases" / "earlier"
+    # a folder of its own: the releases of the demo job beside it use the session's seed
+    # file, and the seed guard refuses a job's release beside releases under another seed
+    cfg = census_release.config("earlier", seed=777, output__dir=str(out))
     res = cli("release", cfg)
     assert res.exit_code == 0, res.output
-    out = census_release.root / "releases" / "earlier"
     shutil.copytree(out, census_release.root / "earlier-copy")
     return cfg, snapshot(out)
 
@@ -144,7 +146,7 @@ def test_kill_with_force_keeps_earlier_release(point: str, census_release: Censu
     """The --force run replaces an earlier release (seed 777) with the reference one (the
     session's seed file); killed anywhere, the earlier release is intact."""
     _, before = earlier
-    out = census_release.root / "releases" / "earlier"
+    out = census_release.root / "earlier-releases" / "earlier"
     cfg = census_release.config(f"force-{point.replace(':', '-').replace('.', '-')}")
     # same output folder as the earlier release, the reference seed file
     data = yaml.safe_load(cfg.read_text(encoding="utf-8"))
