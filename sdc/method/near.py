@@ -45,7 +45,8 @@ from sdc.config.model import Bands, Hierarchy, NearSpec, ReleaseConfig, TopBotto
 from sdc.method.generalize import generalize_domain
 from sdc.method.transition import Transition, nzy_move
 
-__all__ = ["KeyMetric", "key_distance", "key_metrics", "near_half", "near_transition", "offset_weights"]
+__all__ = ["KeyMetric", "key_distance", "key_metrics", "near_half", "near_transition", "offset_weights",
+           "tour_of"]
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,12 @@ def _tour(codes: np.ndarray, cell_id: np.ndarray, metrics: list[KeyMetric]) -> n
         cols.append(np.where(parity == 1, -d, d))
         parity ^= d & 1
     return np.lexsort(cols[::-1]).astype(np.int64)
+
+
+def tour_of(codes: np.ndarray, metrics: list[KeyMetric]) -> np.ndarray:
+    """The tour of cells with key codes ``codes`` (rows): their row indices in tour order
+    (audit.json's ``designs`` records it for every near group)."""
+    return _tour(np.asarray(codes, dtype=np.int64), np.zeros(len(codes), np.uint64), metrics)
 
 
 def offset_weights(s: int, bandwidth: float, cap: float) -> np.ndarray:

@@ -79,6 +79,9 @@ class WeightedDesign:
     design: CellDesign
     groups: pd.DataFrame
     certificate: float
+    #: W_j of every cell (the weighted totals the design was made for; audit.json's
+    #: ``designs`` records them for the weighted groups)
+    weight_total: np.ndarray | None = None
 
     @property
     def n_groups(self) -> int:
@@ -552,5 +555,6 @@ def weight_plan(plan, weight_total: np.ndarray, config) -> object:
                                    "(k_g - 1) // 2) but never below the spread floor; a group "
                                    "too small for the floor moves uniformly inside the group",
                      "weighted_w_sha256": [tr.digest() for tr in design.transitions]}
+    design = dataclasses.replace(design, weight_total=np.asarray(weight_total, np.float64))
     return dataclasses.replace(plan, weighted=design, transitions=list(design.transitions),
                                certificate=cert, certificate_at=at, near=near_info)

@@ -146,7 +146,10 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
         certificate=h_cert, certificate_at=h_cert_at,
         merges=list(hs.plan.merges), dependence=list(hs.plan.dependence), blocks=hblocks,
         partition_sets=hs.plan.partition_sets, cells=hs.plan.partitioned.cells,
-        cell_prb=hs.plan.cell_prb, near=getattr(hs.plan, "near", None))
+        cell_prb=hs.plan.cell_prb, near=getattr(hs.plan, "near", None),
+        # the stage whose m_j and W audit.json records (the composition stage under protect)
+        plan=hs.plan if hs.composition is None else hs.composition.plan,
+        design_config=hcfg if hs.composition is None else hs.composition.config)
     stage = SimpleNamespace(
         config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
         certificate=h_cert, person_certificate=p_cert,

@@ -153,6 +153,11 @@ def build_audit(config: ReleaseConfig, result: ReleaseOutcome, *, input_path: Pa
     if near is not None:  # risk.destinations: near: what defines W (never W itself)
         out["risk"]["destinations"] = "near"
         out["near"] = _plain(near)
+    from sdc.release.design_record import design_record
+
+    designs = design_record(getattr(result, "plan", None), config)
+    if designs is not None:  # every PRB's m_j and W as data (docs/METHOD.md 7.10)
+        out["designs"] = _plain(designs)
     return out
 
 
@@ -262,7 +267,16 @@ def household_audit(result: ReleaseOutcome) -> dict[str, Any]:
         small_class_persons=int(st.small_class_persons), merges=list(hr.merges),
         dependence=list(getattr(hr, "dependence", [])), blocks=hr.blocks,
         partition_sets=hr.partition_sets, composition=getattr(st, "composition", None),
-        near=getattr(hr, "near", None))
+        near=getattr(hr, "near", None), designs=_stage_designs(hr, st.config))
+
+
+def _stage_designs(stage_result: Any, config: ReleaseConfig) -> dict[str, Any] | None:
+    """The household stage's ``designs`` (:func:`sdc.release.design_record.design_record`)
+    when it has per-PRB designs (weighted; near under ``composition: protect``)."""
+    from sdc.release.design_record import design_record
+
+    plan = getattr(stage_result, "plan", None)
+    return design_record(plan, getattr(stage_result, "design_config", None) or config)
 
 
 def household_audit_of(household_id: str | None, household_keys: list[str], *,
@@ -272,12 +286,14 @@ def household_audit_of(household_id: str | None, household_keys: list[str], *,
                        small_class_persons: int, merges: list[str], dependence: list,
                        blocks: pd.DataFrame, partition_sets: pd.DataFrame,
                        composition: dict[str, Any] | None,
-                       near: dict[str, Any] | None = None) -> dict[str, Any]:
+                       near: dict[str, Any] | None = None,
+                       designs: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`household_audit` from its parts (any engine): the household stage's figures,
     its PRB table (with ``changed``: households per PRB whose keys changed) and partition
     sets, the dependence figures of the household columns, the person stage's certificate,
     the small classes and the composition intruder's figures (None: not measured); ``near``
-    the composition stage's near-design record under ``risk.destinations: near``."""
+    the composition stage's near-design record under ``risk.destinations: near``; ``designs``
+    the household stage's designs as data (weighted, or near under protect)."""
     return _plain({
         "household_id": household_id,
         "household_keys": list(household_keys),
@@ -299,6 +315,8 @@ def household_audit_of(household_id: str | None, household_keys: list[str], *,
         **({"composition": composition} if composition else {}),
         # risk.destinations: near (the composition stage): what defines its W, never W
         **({"near": near} if near else {}),
+        # the household stage's m_j and W as data (docs/METHOD.md 7.10)
+        **({"designs": designs} if designs else {}),
     })
 
 
