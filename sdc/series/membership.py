@@ -10,9 +10,11 @@ their (public, unchanged) non-key values shows the intruder nothing new about it
 again under the new one are then two independent draws of the same NZY law: an intruder who
 links the two releases by the non-key values sees two outcomes, and the modal released cell
 over several independent releases converges to the true one. That is a leak for every record
-released before. ``sdc release`` therefore refuses to start a new seed for an output pattern
-(e.g. ``releases/lfs-{month}``) that already has releases under another seed, unless told to
-(``--new-series``).
+released before. ``sdc release`` therefore refuses to start a new seed for a job that already
+has releases under another seed, unless told to (``--new-series``): those of its output pattern
+(e.g. ``releases/lfs-{month}``) and those beside its output folder made by a config of the same
+name; a release beside it under another name is compared by its records
+(:mod:`sdc.series.guard`). The series follows the job, not a folder pattern (docs/SERIES.md).
 
 What the audit records (``internal/audit.json``, key ``series``): the series id (a keyed
 64-bit fingerprint of the seed: ``keyed_hash(seed, "series-id", 0)``, which reveals nothing
