@@ -134,11 +134,12 @@ def test_household_stages_from_audit_json_alone(tmp_path, risk, weight):
                        "id_column": "person_id", "household_id": "hh_id",
                        "household_columns": ["water", "hh_weight"],
                        **({"weight": weight} if weight else {})}}
-    if risk.get("composition") == "protect":     # at most 64 person classes: age in bands
-        from engine_configs import HOUSEHOLD_KEYS
-
-        extra["key_variables"] = {**HOUSEHOLD_KEYS, "age": {
-            "range": [0, 95], "recode": {"bands": [0, 15, 30, 45, 65]}}}
+    if risk.get("composition") == "protect":     # few person classes and household keys: a
+        extra["key_variables"] = {                # design whose both certificates hold
+            "urbrur": {"categories": [1, 2], "level": "household"},
+            "sex": {"categories": [1, 2]},
+            "age": {"range": [0, 95], "recode": {"bands": [0, 15, 30, 45, 65]}}}
+        extra["input"]["drop"] = ["income", "region", "dwelling", "relation"]
         extra["partition"] = {"sex": "as_is"}
     folder = release_folder(household_job(tmp_path, inp, risk={**base, **risk}, **extra))
     audit = json.loads((folder / "internal" / "audit.json").read_text())
