@@ -435,11 +435,11 @@ def certificate_text(certificate: float, xi: float, digits: int = 6, tol: float 
     """``"0.394025 <="`` (or ``">"``): the certificate with at least ``digits`` decimals and as
     many more as it takes for the comparison with xi to read true (at xi = 0.9999999 a
     certificate of 0.99999983 printed as "1.000000 <= xi"). Within ``tol`` above xi counts as
-    <= xi (the checks' tolerance) and is shown as xi; so does a certificate within 1e-9 below
-    xi (a design calibrated to xi attains it up to floating-point rounding: "0.395000 <=",
-    not "0.394999999999 <=")."""
+    <= xi (the checks' tolerance) and is shown as xi; so does a certificate within 1e-8 below
+    xi (a design calibrated to xi attains it up to the solver's tolerance: "0.395000 <=",
+    not "0.394999999999 <=" or "0.39499999 <=")."""
     ok = certificate <= xi + tol
-    c = (xi if xi - certificate < 1e-9 else certificate) if ok else certificate
+    c = (xi if xi - certificate < 1e-8 else certificate) if ok else certificate
     for d in range(digits, 18):
         shown = f"{c:.{d}f}"
         v = float(shown)

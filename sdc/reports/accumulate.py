@@ -72,14 +72,15 @@ def finite_values(s: pd.Series) -> np.ndarray:
 
 
 def numeric_columns(frame: pd.DataFrame, config: ReleaseConfig) -> list[str]:
-    """Numeric columns that are not keys, ids, dropped identifiers or the weight, nor columns
-    the release recomputes (``derived:``: a function of the keys, whose change is the keys'
+    """Numeric columns that are not keys, ids (the household id too), dropped identifiers or
+    the weight, nor columns the release recomputes (``derived:``: a function of the keys, whose change is the keys'
     change in the key tables) or randomizes (``perturb:``: reported in its own section).
     Every engine summarizes the same columns: the batch engines' accumulators assume a
     column's values are the input's, before and after."""
     skip = set(config.key_names) | set(config.input.drop)
     skip |= set(getattr(config, "derived", None) or []) | set(config.perturb or {})
-    skip |= {c for c in (config.input.id_column, config.input.weight) if c}
+    skip |= {c for c in (config.input.id_column, config.input.weight,
+                         config.input.household_id) if c}   # ids are no quantity
     return [c for c in frame.columns
             if c not in skip and pd.api.types.is_numeric_dtype(frame[c])
             and not pd.api.types.is_bool_dtype(frame[c])]
