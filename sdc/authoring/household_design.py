@@ -187,6 +187,19 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
         except (InputError, SmallBlockError) as e:
             cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
         cands.append(cand)
+        if cand.status != "certified" and risk.get("destinations") == "near":
+            # near compositions can leave a person alone with its class where only its own
+            # household can bring it (exact person-level certificate 1, issue 44): the same
+            # recoding with NZY's uniform destinations
+            uni = copy.deepcopy(data)
+            uni["risk"].pop("destinations", None)
+            uni["risk"].pop("near", None)
+            alt = HouseholdCandidate(uni, recoding)
+            try:
+                _evaluate(frame, alt, base_dir, declared_entropy)
+            except (InputError, SmallBlockError) as e:
+                alt.status, alt.note = "refused", str(e).splitlines()[0][:200]
+            cands.append(alt)
     cands.sort(key=lambda c: (c.status != "certified", c.changed))
     return current, cands
 
