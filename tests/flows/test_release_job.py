@@ -282,3 +282,90 @@ def test_a_staged_release_is_awaiting_review_not_completed(prefect_harness, make
     assert state.name == AWAITING_REVIEW and "awaiting approval by alice" in state.message
     summary = state.result()
     assert summary["review"]["status"] == "pending"
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_real_one_minute_cron_with_a_review_gate(server_home, make_small_job, tmp_path,
+                                                   monkeypatch):
+    """The same done-when with the real thing for a few minutes: `sdc schedule` serving a cron
+    of one minute (with --force) on sdc's own server (`sdc server start`: Prefect's scheduler
+    service runs there; the test harness's API has none). The first tick stages and
+    pauses; a later tick is refused and fails without touching the staged folder; alice
+    approves by the run id (exit 0 once the run published); Ctrl-C stops the service. No run
+    of the job is left Running or Paused."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.server import start_server, stop_server
+
+    cfg = make_small_job("cron1", n=500, review=REVIEW, schedule={"cron": "* * * * *"})
+    staged = tmp_path / "releases" / "cron1.staged"
+    out = tmp_path / "releases" / "cron1"
+    monkeypatch.setenv("PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS", "5")
+    srv, _ = start_server(port=_free_port())
+    api = srv.url
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_API_URL=api,
+               PREFECT_RUNNER_POLL_FREQUENCY="2", PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PYTHONUNBUFFERED="1")
+    log = tmp_path / "serve.log"
+
+    def runs() -> list:
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            with get_client(sync_client=True) as client:
+                return client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                    tags=FlowRunFilterTags(all_=["release:cron1"])))
+
+    def wait(predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert serve.poll() is None, log.read_text(errors="replace")[-4000:]
+            if predicate():
+                return
+            time.sleep(1.0)
+        raise AssertionError(f"timed out waiting for {what}\n"
+                             f"{log.read_text(errors='replace')[-4000:]}")
+
+    with open(log, "w") as f:
+        serve = subprocess.Popen(
+            [str(Path(sys.executable).parent / "sdc"), "schedule", "--force", str(cfg)],
+            env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        wait(lambda: (staged / "internal" / "review.json").is_file(), 200, "the first tick")
+        first = _paused_run(staged)
+        before = _snapshot(staged)
+        wait(lambda: any(r.state.is_failed() for r in runs()), 150, "a refused tick")
+        assert _snapshot(staged) == before
+        failed = [r for r in runs() if r.state.is_failed()]
+        assert all("never replaces a release awaiting review" in (r.state.message or "")
+                   for r in failed), [r.state.message for r in failed]
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            r = run_cli("approve", first, "--as", "alice")
+            assert r.exit_code == 0, r.text
+            assert _state(first).is_completed()
+        assert json.loads((out / "internal" / "audit.json").read_text())["review"][
+            "flow_run_id"] == first
+        os.killpg(serve.pid, signal.SIGINT)
+        assert serve.wait(timeout=60) == 0
+        left = [(r.name, r.state.name) for r in runs()
+                if r.state.is_running() or r.state.is_paused() or r.state.is_pending()]
+        assert not left, left
+        assert UUID(first)
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+        stop_server()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -144,6 +144,9 @@ def test_flow_pauses_for_the_decision_on_a_server(make_small_job, tmp_path, pref
     assert r.exit_code == 2, r.text
     assert "'mallory' is not among the approvers" in " ".join(r.text.split())
     assert paused_state(run_id).state_id == before.state_id  # still the same pause
+    r = run("approve", str(out), "--as", "mallory")  # by the folder: the same check first
+    assert r.exit_code == 2, r.text
+    assert paused_state(run_id).state_id == before.state_id
     assert not out.exists()
     r = run("approve", run_id, "--as", "alice", "--comment", "fine")
     assert r.exit_code == 0, r.text
