@@ -333,10 +333,29 @@ def _write_private(path: Path, data: bytes) -> None:
         raise
 
 
+def _changed_since_release(internal: Path, name: str) -> str:
+    """Why ``internal/name`` is not the file the release wrote (its SHA-256 differs from the
+    one ``audit.json`` records), or nothing (the same, or no record to compare with)."""
+    import hashlib
+
+    try:
+        audit = json.loads((internal / "audit.json").read_text(encoding="utf-8"))
+        recorded = (audit.get("internal_files") or {}).get(name)
+        now = hashlib.sha256((internal / name).read_bytes()).hexdigest()
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if recorded and now != recorded:
+        return (f"its SHA-256 differs from the one internal/audit.json records for {name}: it "
+                "was edited after the release")
+    return ""
+
+
 def render_release_report(release_dir: Path) -> Path:
     """Re-render ``RELEASE_DIR/internal/report.html`` from ``risk.json`` and ``utility.json``.
 
-    The JSON files are validated against the documented schema first; the page is written
+    Only the files the release wrote are rendered: one whose SHA-256 differs from the one
+    ``audit.json`` records is refused (``InputError``: exit 2), as is one that does not follow
+    the documented schema (``ReportSchemaError``, an ``InputError``); the page is written
     atomically with mode 0600. Returns the path of the page.
     """
     internal = Path(release_dir) / "internal"
@@ -348,13 +367,25 @@ def render_release_report(release_dir: Path) -> Path:
                 f"{p} does not exist; RELEASE_DIR must be a release folder written by "
                 "'sdc release' (it holds internal/risk.json and internal/utility.json)"
             )
+        changed = _changed_since_release(internal, name)
+        if changed:  # an auditor's page shows what the release recorded, nothing edited later
+            from sdc.errors import InputError
+
+            raise InputError(
+                f"{p} is not the file the release wrote ({changed}); the page is rendered only "
+                "from the reports the release wrote, not even with --force (which only lets "
+                "it replace a page the release did not write). Restore the file (`sdc audit` "
+                "names every changed file) or re-run the release")
         try:
             docs[name] = json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p} is not valid JSON ({e}); re-run the release to rewrite it") from e
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            from sdc.errors import InputError
+
+            raise InputError(f"{p} is not valid JSON ({e}); re-run the release to rewrite "
+                             "it") from None
     from sdc.reports.schema import validate
 
-    validate(docs[RISK_FILE], docs[UTILITY_FILE], where=str(internal))
+    validate(docs[RISK_FILE], docs[UTILITY_FILE], where=str(internal))  # exit 2 naming the field
     out = internal / HTML_FILE
     _write_private(out, render_html(docs[RISK_FILE], docs[UTILITY_FILE]).encode("utf-8"))
     return out

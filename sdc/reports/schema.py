@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sdc.errors import InputError
+
 __all__ = ["RISK_SCHEMA", "UTILITY_SCHEMA", "ReportSchemaError", "validate", "write_schemas"]
 
 _NUM = {"type": "number"}
@@ -485,8 +487,9 @@ UTILITY_SCHEMA["properties"]["households"] = _d(_obj({
 UTILITY_SCHEMA["properties"]["households"]["required"].remove("expected_totals")
 
 
-class ReportSchemaError(ValueError):
-    """A report document does not match its schema; the message names the file and field."""
+class ReportSchemaError(InputError):
+    """A report document does not match its schema; the message names the file and field
+    (an ``InputError``: the CLI exits 2, the user restores the file or re-runs the release)."""
 
 
 def validate(risk: dict[str, Any], utility: dict[str, Any], where: str | None = None) -> None:
