@@ -47,6 +47,7 @@ import pandas as pd
 
 import sdc
 from sdc.authoring.design import run_design
+from sdc.authoring.draft_checks import SUGGESTION_STEP, prb_sizes, rare_cells_hint
 from sdc.authoring.draft_text import draft_yaml
 from sdc.authoring.observe import (
     AS_IS_MAX,
@@ -102,14 +103,6 @@ def _bands(lo: int, hi: int, width: int) -> list[int]:
     return list(range(start, hi + 1, width))
 
 
-def _prb_sizes(frame: pd.DataFrame, data: dict[str, Any], base_dir: Path) -> np.ndarray:
-    """k of every partition set's PRB (0 when it has no sensitive cell)."""
-    cfg = parse_config(data, base_dir, source="the draft", load_hierarchies=False)
-    part = sdc.partition_frame(frame, cfg)
-    return np.bincount(part.cell_partition_set[part.sensitive],
-                       minlength=len(part.partition_keys))
-
-
 def suggest_partition(frame: pd.DataFrame, data: dict[str, Any], keys: dict[str, KeyDraft],
                       base_dir: Path, *, xi: float = DEFAULT_XI
                       ) -> tuple[dict[str, Any], list[str], dict[str, int]]:
@@ -145,7 +138,7 @@ def suggest_partition(frame: pd.DataFrame, data: dict[str, Any], keys: dict[str,
         return out
 
     def evaluate(widths: dict[str, int], as_is: list[str]) -> dict[str, int]:
-        k = _prb_sizes(frame, {**data, "partition": rules(widths, as_is)}, base_dir)
+        k = prb_sizes(frame, {**data, "partition": rules(widths, as_is)}, base_dir)
         prbs = int((k > 0).sum())
         small = int(((k > 0) & (k < km)).sum())
         return {"partition_sets": int(k.size), "prbs": prbs, "small_prbs": small, "kmin": km}
@@ -173,7 +166,7 @@ def suggest_partition(frame: pd.DataFrame, data: dict[str, Any], keys: dict[str,
         else:
             best = max(results, key=lambda r: (r[0]["prbs"] - r[0]["small_prbs"],
                                                -r[0]["small_prbs"]))
-        history.append(f"{stats['small_prbs']} of {stats['prbs']} PRBs had k < kmin = {km}: "
+        history.append(f"{stats['small_prbs']} of {stats['prbs']} {SUGGESTION_STEP} = {km}: "
                        f"{best[1]}")
         stats, widths, as_is = best[0], best[2], best[3]
     return rules(widths, as_is), history, stats
@@ -275,7 +268,9 @@ def _check_draft(frame: pd.DataFrame, draft: Draft, data: dict[str, Any],
             if n < len(attempts) - 1:
                 continue
             if not household_id:
-                raise sdc.SmallBlockError(f"the drafted partition cannot be certified: {e}") from None
+                hint = rare_cells_hint(frame, list(kds), xi)
+                raise sdc.SmallBlockError(hint or f"the drafted partition cannot be certified: "
+                                          f"{e}") from None
             from sdc.authoring.draft_households import refused_check
 
             draft.check = {**stats, **refused_check(e, len(frame), xi)}  # the design decides
@@ -490,9 +485,16 @@ def apply_design(draft: Draft, config_path: Path, *, budget: float = 30.0) -> bo
             # the number each class is released as: sdc.authoring.design_values
             draft.keys[k].recode = with_value(cand.rule, d.values(k, cand.rule))
             draft.keys[k].recode_note = cand.name
-    if rec.partition:
+    if rec.partition and rec.partition != draft.partition:
+        # the suggestion's steps ("age no longer partitions the file") and figures describe a
+        # partition the draft no longer has: the design's replaces them (checked again after)
+        draft.history = [h for h in draft.history if SUGGESTION_STEP not in h]
+        draft.history.append("sdc design replaced the suggested partition (its recodings "
+                             "make the released keys coarse enough to partition by them)")
         draft.partition = {v: rule for v, rule in rec.partition.items()}
-    if r.importance:   # the partition variant's merge order (least important first)
+        for stale in ("partition_sets", "small_prbs"):
+            draft.check.pop(stale, None)
+    if r.importance:   # the partition variant's merge order
         draft.risk.pop("merge_along", None)
         if rec.merge_along:
             draft.risk["merge_along"] = list(rec.merge_along)

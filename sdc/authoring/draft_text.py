@@ -57,6 +57,18 @@ def _wrap_list(prefix: str, items: list[Any], width: int = 96) -> list[str]:
     return lines
 
 
+def _merge_note(d: Any) -> str:
+    """What ``merge_along`` says, true of the draft: small PRBs are merged across partition
+    sets that differ in these keys, in this order (the design's order: nominal keys first,
+    then ordered ones; importance is what the recodings weigh, not this order)."""
+    high = [k for k in d.risk["merge_along"]
+            if getattr(d.keys.get(k), "importance", None) == "high"]
+    note = "small PRBs merged across these keys' partition sets, in this order"
+    if high:
+        note += f" (also {', '.join(high)}: importance high holds their recoding, not merges)"
+    return note
+
+
 def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
     """The draft as commented YAML; ``yaml.safe_load`` of it equals :meth:`Draft.as_dict`."""
     d = draft
@@ -107,8 +119,7 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
         L.append("  weighted: true              # weighted cell totals unbiased too (the weight "
                  "decides who moves; false: NZY, counts only)")
     if d.risk.get("merge_along"):
-        L.append(f"  merge_along: {_flow(d.risk['merge_along'])}   # small PRBs merged along "
-                 "the least important keys first")
+        L.append(f"  merge_along: {_flow(d.risk['merge_along'])}   # {_merge_note(d)}")
     if d.risk.get("composition"):
         L.append(f"  composition: {d.risk['composition']}       # the household stage keyed on "
                  "household keys x composition (docs/HOUSEHOLDS.md)")

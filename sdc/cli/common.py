@@ -22,8 +22,19 @@ from rich.text import Text
 
 from sdc.cli.thin import interrupted, tell_interrupted
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+
+class _Console(Console):
+    """rich's console; on a file or a pipe (not a terminal) lines lose the spaces rich pads
+    them with to the table's or console's width (a log file had lines of 210 characters)."""
+
+    def _render_buffer(self, buffer: Any) -> str:
+        text = super()._render_buffer(buffer)
+        return text if self.is_terminal else _TRAILING.sub("", text)
+
+
+_TRAILING = re.compile(r"[ \t]+(?=\n|$)")
+console = _Console(highlight=False)
+err_console = _Console(stderr=True, highlight=False)
 #: the CLI's run-wide switches (``sdc --debug``)
 state: dict[str, Any] = {"debug": False}
 
@@ -204,9 +215,18 @@ ConfigArg = Annotated[Path, typer.Argument(help="The release job's YAML config."
                                            show_default=False)]
 ReleaseDirArg = Annotated[Path, typer.Argument(help="A release folder (the config's output.dir).",
                                                show_default=False)]
+def _json_mode(value: bool) -> bool:
+    """``--json`` given: Python warnings (numpy's RuntimeWarnings) go into the document's
+    ``warnings`` instead of stderr (:mod:`sdc.cli.caught`)."""
+    from sdc.cli import caught
+
+    caught.state["json"] = bool(value)
+    return value
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout "
                                        "(errors too; schemas in docs/cli_json/).",
-                                       is_eager=True)]  # known to the range checks
+                                       is_eager=True, callback=_json_mode)]  # known to the range checks
 
 
 def executor_value(value: str | None) -> str | None:

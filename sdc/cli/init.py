@@ -154,14 +154,19 @@ def _finish_person_draft(console: Console, frame: Any, draft: Any, data: Path, o
         with console.status(f"the draft changes {share:.0%} of the records: searching "
                             "recodings and partitions (sdc design)"):
             designed = apply_design(draft, out)
-        if designed and imp:
+        if designed:
             # the design's partition lets other keys move: planned once more (the
-            # dependence check: a column giving a free key away is derived or dropped)
+            # dependence check: a column giving a free key away is derived or dropped), and
+            # the draft's comment gets the figures of the partition it now has
             from sdc.authoring.draft import checked_plan, typed_keys
+            from sdc.authoring.draft_checks import plan_figures
 
             plan_data = draft.as_dict()
             plan_data["seed"] = 0
-            checked_plan(typed_keys(frame, draft.keys), plan_data, out.resolve().parent, draft)
+            plan = checked_plan(typed_keys(frame, draft.keys), plan_data, out.resolve().parent,
+                                draft)
+            if hasattr(plan, "partitioned"):   # a person file's plan
+                draft.check.update(plan_figures(plan, int(c.get("kmin") or 0)))
         if designed:
             _write_new(out, draft_yaml(draft, data_display=str(data)), True, data)
             for note in draft.design_notes:

@@ -367,7 +367,14 @@ def validate(document: dict[str, Any]) -> None:
 
 
 def print_document(document: dict[str, Any]) -> None:
-    """Write the document to stdout as one JSON text (UTF-8, newline-terminated)."""
+    """Write the document to stdout as one JSON text (UTF-8, newline-terminated). A document
+    with ``warnings`` also lists the command's Python warnings (numpy's RuntimeWarnings:
+    :func:`sdc.cli.caught.caught_warnings`), which ``--json`` keeps off stderr."""
+    if isinstance(document.get("warnings"), list):
+        from sdc.cli.caught import caught_warnings
+
+        document = {**document, "warnings": list(dict.fromkeys(
+            [*document["warnings"], *caught_warnings()]))}
     sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
     sys.stdout.flush()
 

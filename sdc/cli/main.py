@@ -33,17 +33,59 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from sdc.cli import audit_cmd, design_cmd, plan_cmd, release_cmd, review_cmd, server_cmd
-from sdc.cli.common import console, friendly_errors, plain_when_piped, quiet_prefect, state
+from sdc.cli.caught import catch_warnings
+from sdc.cli.common import (
+    console,
+    err_console,
+    friendly_errors,
+    plain_when_piped,
+    quiet_prefect,
+    state,
+)
 from sdc.cli.init import make_init_command
 from sdc.cli.rr import rr_app
 
+
+class _Commands(TyperGroup):
+    """The command table; under ``--json`` a usage error (a missing argument, an unknown
+    option) is a JSON error document on stdout too, exit 2, like every other error of a
+    ``--json`` command (it used to print nothing on stdout, only click's box on stderr)."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        if not standalone_mode or "--json" not in argv:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.Exit as e:
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        except typer.TyperException as e:  # click's usage errors (typer vendors click)
+            from sdc.cli.json_output import SCHEMAS, error_document, print_document
+
+            command = next((a for a in argv if not a.startswith("-")), "")
+            if command not in SCHEMAS["error"]["properties"]["for"]["enum"]:
+                e.show()                  # a command without --json: click's own message
+                sys.exit(int(getattr(e, "exit_code", 2)))
+            code = int(getattr(e, "exit_code", 2))
+            print_document(error_document(command, code, e, e.format_message()))
+            sys.exit(code)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="sdc",
     help="Publish public-use microdata with identification risk <= xi (NZY unbiased PRAM).",
     no_args_is_help=True,
@@ -62,6 +104,8 @@ def _root(
     """Publish public-use microdata with identification risk <= xi (NZY unbiased PRAM)."""
     state["debug"] = debug
     plain_when_piped()
+    if not debug:          # numpy's RuntimeWarnings: one line, or in the --json document
+        catch_warnings(err_console)
     if "prefect" in sys.modules:
         return  # Prefect read its settings at import (e.g. under tests): env changes are moot
     # no telemetry calls from an agency machine (they also fail noisily without internet):

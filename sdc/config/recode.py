@@ -329,25 +329,10 @@ def apply_recodings(cfg: ReleaseConfig) -> ReleaseConfig:
             cfg._user_partition[var] = cfg.partition[var]
             cfg.partition[var] = _translate_partition(var, kv, cfg.partition[var],
                                                       code_map[:len(kv.domain)], labels)
-        _check_stata(cfg, var, released)
         cfg._source_keys[var] = kv
         cfg._recode_maps[var] = (code_map, released.size)
         cfg.key_variables[var] = released
     return cfg
-
-
-def _check_stata(cfg: ReleaseConfig, var: str, released: KeyVariable) -> None:
-    """Stata attaches value labels to integers only: a key released at fractional class
-    midpoints (12.5 "12-13") cannot carry its classes' names in a ``.dta``."""
-    frac = [v for v in released.domain if isinstance(v, float)]
-    if frac and cfg.output is not None and "dta" in cfg.output.formats:
-        raise ConfigError(
-            f"key_variables.{var}.recode: value: midpoint releases {var} at "
-            f"{', '.join(_fmt(v) for v in frac[:3])}, which are not whole numbers, and Stata "
-            f"(output.formats: dta) attaches value labels (the classes' names) to integers "
-            f"only; release the classes at their edges (value: lower), or drop dta from "
-            f"output.formats (SPSS .sav, CSV and Parquet hold the midpoints and the codebook "
-            f"names the classes)")
 
 
 def user_data(cfg: ReleaseConfig) -> dict[str, Any]:

@@ -117,9 +117,9 @@ def _fit_label(text: str, fmt: StatFormat, limits: Mapping[str, int]) -> str:
     limit = limits[fmt]
     if _label_len(text, fmt) <= limit:
         return text
-    while text and _label_len(text + "…", fmt) > limit:
-        text = text[:-1]
-    return text + "…"
+    if fmt == "sav":   # one cut of the bytes (a 1 MB label once took a cut per character)
+        return text.encode("utf-8")[:limit - 3].decode("utf-8", "ignore") + "…"
+    return text[:limit - 1] + "…"
 
 
 _INT32_MIN, _INT32_MAX = -2_147_483_647, 2_147_483_620   # Stata long (larger = missing codes)

@@ -91,6 +91,30 @@ def _released_labels(config: ReleaseConfig, meta: StatMetadata) -> dict[str, dic
     return out
 
 
+def fractional_keys(config: ReleaseConfig, meta: StatMetadata) -> dict[str, str]:
+    """Keys released at numbers that are not whole (``value: midpoint`` 12.5, a ``top_value``
+    of 84.5) -> the Stata variable label that names their classes (``age: 2.5 = 0-4; 7.5 =
+    5-9; ...``, cut to Stata's 80 characters): a ``.dta`` holds them as floats, and Stata
+    attaches value labels to whole numbers only. The codebook lists every class in full."""
+    out: dict[str, str] = {}
+    released = _released_labels(config, meta)
+    for k, kv in config.key_variables.items():
+        frac = [v for v in kv.domain if isinstance(v, float) and not float(v).is_integer()]
+        if not frac:
+            continue
+        head = kv.label or meta.variable_labels.get(k) or k
+        names = released.get(k, {})
+        classes = "; ".join(f"{plain_value(v)} = {_class_name(names.get(v, v))}"
+                            for v in kv.domain)
+        out[k] = f"{head}: {classes}"
+    return out
+
+
+def _class_name(label: Any) -> str:
+    """``"20-29 = 20, 21, ..."`` -> ``"20-29"``: the class's name, without its members."""
+    return str(label).split(" = ", 1)[0]
+
+
 def _group_codes(config: ReleaseConfig) -> dict[str, dict[Any, int]]:
     """Recoded keys with integer declared values: each released class -> its smallest member
     (so that a group such as ``Basic = 1, 2`` is written as 1 in SPSS/Stata, next to 3, 4, 5
@@ -155,10 +179,15 @@ def stat_public_files(pub: pd.DataFrame, config: ReleaseConfig,
         if fmt not in formats:
             continue
         same = meta.fmt == fmt
+        var_labels, in_labels = variable_labels(config), dict(meta.variable_labels)
+        if fmt == "dta":   # Stata labels whole numbers only: midpoints say their classes here
+            for k, text in fractional_keys(config, meta).items():
+                in_labels[k] = text
+                var_labels.pop(k, None)
         layout = stat_layout(
             pub, fmt, categories=cats, value_labels=vlabels,
-            variable_labels=variable_labels(config), input_value_labels=from_file,
-            input_variable_labels=meta.variable_labels, integer_columns=integer,
+            variable_labels=var_labels, input_value_labels=from_file,
+            input_variable_labels=in_labels, integer_columns=integer,
             measure=_measures(config, meta),
             formats={c: f for c, f in meta.formats.items() if c not in keys} if same else None,
             widths={c: w for c, w in meta.widths.items() if c not in keys} if same else None,
@@ -242,6 +271,13 @@ def stat_codebook_lines(config: ReleaseConfig, layout: StatLayout | None,
         lines += ["", "Renamed (SPSS and Stata accept letters, digits and `_`, 32 characters):",
                   ""]
         lines += [f"- {md_code(a)} -> {md_code(b)}" for a, b in layout.renamed.items()]
+    if "dta" in (config.output.formats if config.output is not None else []):
+        for k in fractional_keys(config, meta):
+            lines += ["", f"{md_code(k)} is released at numbers that are not whole (class "
+                      "midpoints or a top/bottom value): `microdata.dta` holds them as "
+                      "floating-point numbers without value labels (Stata attaches value labels "
+                      "to whole numbers only); its variable label names the classes, and "
+                      "this codebook lists each class in full."]
     for col, codes in layout.codes.items():
         lines += ["", f"{md_code(col)} has text categories; in these two files it holds integer "
                   "codes (Stata attaches value labels to integers only):", "",

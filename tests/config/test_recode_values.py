@@ -87,10 +87,12 @@ def test_a_partition_rule_takes_no_value(tmp_path):
         parse_config(raw, tmp_path)
 
 
-def test_stata_output_of_fractional_midpoints_is_refused_with_the_fix(tmp_path):
+def test_stata_output_of_fractional_midpoints_is_accepted(tmp_path):
+    """Issue 47: every config `sdc init` drafts (value: midpoint) releases in every format;
+    the .dta holds fractional midpoints as floats (test_cli_releases_stata_midpoints...)."""
     rc = {"bands": [15, 20, 30, 65], "value": "midpoint"}
-    with pytest.raises(ConfigError, match=r"age.*24\.5.*Stata.*value: lower.*drop dta"):
-        parse_config(_raw(tmp_path / "d.parquet", rc, ["parquet", "dta"]), tmp_path)
+    cfg = parse_config(_raw(tmp_path / "d.parquet", rc, ["parquet", "dta"]), tmp_path)
+    assert cfg.key_variables["age"].domain == [18, 24.5, 47, 65]
     # whole midpoints (odd class widths) are integers: Stata labels them
     ok = parse_config(_raw(tmp_path / "d.parquet", {"bands": [17, 20, 31, 66],
                                                     "value": "midpoint"}, ["parquet", "dta"]),
@@ -152,13 +154,33 @@ def test_spss_input_format_without_decimals_does_not_round_the_midpoints(tmp_pat
     assert meta.original_variable_types["sex"] == "F8.0"      # whole numbers keep theirs
 
 
-def test_cli_refuses_stata_midpoints_with_exit_2_and_the_fix(tmp_path):
+@pytest.mark.parametrize("recode", [{"bands": [15, 20, 30, 65], "value": "midpoint"},
+                                    {"bands": [15, 20, 30, 65], "top_value": 72.5}])
+def test_cli_releases_stata_midpoints_as_floats_named_in_the_variable_label(tmp_path, recode):
+    """Issue 47: a Stata release of a config `sdc init` drafted with value: midpoint was refused
+    ("Stata attaches value labels to integers only"), and a fractional top_value was blamed on
+    value: midpoint. Now the .dta holds the numbers as floats (no value labels: Stata labels
+    whole numbers only), its variable label names the classes, the codebook says so."""
+    import pyreadstat
+
     data = tmp_path / "d.parquet"
-    _frame(200).to_parquet(data)
-    raw = _raw(data, {"bands": [15, 20, 30, 65], "value": "midpoint"}, ["parquet", "dta"])
+    _frame().to_parquet(data)
+    raw = _raw(data, recode, ["parquet", "dta", "sav"])
+    raw["key_variables"]["age"]["label"] = "Age"
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(raw))
     r = run_cli("release", path)
-    assert r.exit_code == 2, r.text
-    assert "value: lower" in r.text and "dta" in r.text
-    assert not (tmp_path / "rel").exists()                     # nothing written
+    assert r.exit_code == 0, r.text
+    pub = tmp_path / "rel" / "public"
+    dta, meta = pyreadstat.read_dta(str(pub / "microdata.dta"))
+    parquet = pd.read_parquet(pub / "microdata.parquet")
+    assert dta["age"].tolist() == parquet["age"].astype(float).tolist()   # the same numbers
+    frac = [v for v in set(parquet["age"]) if not float(v).is_integer()]
+    assert frac and all(v not in (meta.variable_value_labels.get("age") or {}) for v in frac)
+    label = meta.column_names_to_labels["age"]
+    assert label.startswith("Age: ") and len(label) <= 80
+    assert ("24.5 = 20-29" in label) if "value" in recode else ("72.5 = 65+" in label)
+    sav, smeta = pyreadstat.read_sav(str(pub / "microdata.sav"))
+    assert smeta.column_names_to_labels["age"] == "Age"                   # SPSS: unchanged
+    book = (pub / "codebook.md").read_text()
+    assert "`microdata.dta` holds them as floating-point numbers without value labels" in book
