@@ -32,7 +32,7 @@ class _Console(Console):
         return text if self.is_terminal else _TRAILING.sub("", text)
 
 
-_TRAILING = re.compile(r"[ \t]+(?=\n|$)")
+_TRAILING = re.compile(r"[ \t]+(?=\n)")  # a print with end="" keeps its spaces
 console = _Console(highlight=False)
 err_console = _Console(stderr=True, highlight=False)
 #: the CLI's run-wide switches (``sdc --debug``)
