@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sdc.io.guard import DiskFullError
 from sdc.io.write import sha256_bytes
@@ -237,3 +239,37 @@ def test_temp_files_of_an_approval_that_died_do_not_block_the_next(tmp_path):
     (staged2 / "internal" / f".audit.json.tmp-{os.getpid()}x").write_text("{")  # not ours
     with pytest.raises(ReviewError, match="added: internal/.audit.json.tmp-"):
         approve(staged2, "alice")
+
+
+# -- the property: whatever was done to the staged modes and links, what is published is the
+# -- approved bytes in fresh files with the documented modes ----------------------------------
+_FILES = ["public/microdata.csv", "public/codebook.md", "internal/blocks.parquet",
+          "internal/risk.json", "internal/audit.json", "internal/review.json"]
+_MODES = st.sampled_from([0o600, 0o644, 0o666, 0o640, 0o400, 0o777, 0o604])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(modes=st.dictionaries(st.sampled_from(_FILES), _MODES, max_size=4),
+       links=st.sets(st.sampled_from(_FILES[:4]), max_size=3),
+       folders=st.dictionaries(st.sampled_from(["public", "internal"]),
+                               st.sampled_from([0o700, 0o750, 0o755, 0o777, 0o711]), max_size=2))
+def test_any_staged_modes_and_links_publish_the_approved_bytes_with_the_documented_modes(
+        tmp_path_factory, modes, links, folders) -> None:
+    root = tmp_path_factory.mktemp("seal")
+    out, staged = _stage(root)
+    before = {rel: (staged / rel).read_bytes() for rel in _FILES[:4]}
+    outside = {}
+    for i, rel in enumerate(sorted(links)):
+        outside[rel] = root / f"link{i}"
+        os.link(staged / rel, outside[rel])
+    for rel, mode in modes.items():
+        os.chmod(staged / rel, mode)
+    for rel, mode in folders.items():
+        os.chmod(staged / rel, mode)
+    approve(staged, "alice")
+    _assert_documented(out)
+    for other in outside.values():                 # the other names are written to later
+        with other.open("ab") as f:
+            f.write(b"tampered\n")
+    assert {rel: (out / rel).read_bytes() for rel in _FILES[:4]} == before
