@@ -377,3 +377,15 @@ def test_the_report_page_names_a_column_that_shows_moved_records():
     col["visible"] = {"age": 0.02}
     assert f"Shows moved records: {col['column']} (fixes the original age)" in render_html(
         risk, utility)
+
+
+def test_the_gain_counts_beyond_three_standard_errors_or_the_margin():
+    """The finite-sample rule: above xi, a gain of 0.04 fails in a PRB of 2,000 sensitive
+    records (3 SE = 0.033) but not in one of 20 (3 SE = 0.33: the 0.05 margin applies); under xi
+    nothing fails."""
+    from sdc.method.dependence.measure import failing
+
+    fig = np.array([0.42, 0.42, 0.42, 0.39])
+    base = np.array([0.38, 0.38, 0.30, 0.20])
+    n = np.array([2000.0, 20.0, 20.0, 2000.0])
+    assert failing(fig, base, n, XI).tolist() == [True, False, True, False]

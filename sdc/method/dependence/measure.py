@@ -18,7 +18,7 @@ from sdc.method.dependence.counting import DependenceCounter
 from sdc.method.dependence.order import OrderPart
 
 __all__ = ["ALPHA", "CONFINE", "MARGIN", "ColumnDependence", "MeasureContext",
-           "expected_distinct", "measure_dependence", "order_inform", "pair_figures"]
+           "expected_distinct", "failing", "measure_dependence", "order_inform", "pair_figures"]
 
 ALPHA = 1e-6
 MARGIN = 0.05
@@ -425,12 +425,22 @@ class MeasureContext:
         mean_f = float((tj * rc).sum() / tj.sum())
         mean_b = float((tj * r0).sum() / tj.sum())
         xi = self.part.xi
-        bad = (fb > xi + 1e-12) & (fb > bb + MARGIN)
+        bad = failing(fb, bb, wsum, xi)
         flagged = bool(bad.any())
         if flagged:
             at = int(np.flatnonzero(bad)[np.argmax(fb[bad])])
             figure, baseline = float(fb[at]), float(bb[at])
         return figure, baseline, at, mean_f, mean_b, flagged
+
+
+def failing(figure: np.ndarray, baseline: np.ndarray, n: np.ndarray, xi: float) -> np.ndarray:
+    """Per PRB, whether the column fails: its figure exceeds xi and its gain over the baseline
+    exceeds MARGIN or, in a PRB of n sensitive records, three standard errors of a success rate
+    measured on them, sqrt(f (1 - f) / n) (the finite-sample rule: a gain larger than a release
+    of this size shows by chance counts even when the baseline is near xi, as under calibrated
+    theta; a smaller one in a small PRB needs MARGIN)."""
+    se = np.sqrt(np.clip(figure * (1.0 - figure), 0.0, None) / np.maximum(n, 1.0))
+    return (figure > xi + 1e-12) & (figure > baseline + np.minimum(MARGIN, 3.0 * se))
 
 
 def expected_distinct(p: np.ndarray, n: np.ndarray, bins: int = 256) -> np.ndarray:
