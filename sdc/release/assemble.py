@@ -17,7 +17,7 @@ from sdc.release.stat_files import (
     stat_codebook_lines,
     stat_public_files,
 )
-from sdc.release.uncertainty import uncertainty_markdown
+from sdc.release.uncertainty import misclassification_markdown, uncertainty_markdown
 from sdc.series.guard import series_risk_vs_previous
 from sdc.series.risk import RECORDS_FILE
 from sdc.series.seeds import SeedInfo
@@ -37,7 +37,8 @@ def _expected_totals(reports: dict[str, bytes] | None) -> dict[str, Any] | None:
 def _codebook(config: ReleaseConfig, result: Any, schema: Any, stat_lines: list[str],
               n_records: int | None = None, expected: dict[str, Any] | None = None) -> bytes:
     """``codebook.md``: the codebook, the SPSS/Stata lines and the uncertainty section."""
-    extra = stat_lines + uncertainty_markdown(config, result)
+    extra = (stat_lines + uncertainty_markdown(config, result)
+             + misclassification_markdown(config, result))
     codebook = codebook_markdown(config, result, schema=schema, n_records=n_records,
                                  expected=expected).rstrip()
     return (codebook + "\n\n" + "\n".join(extra).rstrip() + "\n").encode("utf-8")

@@ -27,7 +27,7 @@ from sdc.method.variance import (
 )
 from sdc.release.markdown import md_code, md_text
 
-__all__ = ["uncertainty_figures", "uncertainty_markdown"]
+__all__ = ["misclassification_markdown", "uncertainty_figures", "uncertainty_markdown"]
 
 _MAX_ROWS = 60  # categories listed per key variable
 
@@ -123,3 +123,87 @@ def uncertainty_markdown(config: ReleaseConfig, result: ReleaseOutcome) -> list[
             lines += ["", f"{zero} value(s) have no rare combination: their counts carry no "
                       "added variance."]
     return lines
+
+
+#: a key with at most this many categories gets its full matrix in the codebook
+FULL_MATRIX = 12
+
+
+def _p(x: float) -> str:
+    """A probability to 3 decimals; a positive one below 0.0005 as "<0.001"."""
+    return "<0.001" if 0 < x < 0.0005 else f"{x:.3f}"
+
+
+def misclassification_markdown(config: ReleaseConfig, result: ReleaseOutcome,
+                               min_group: int = 10) -> list[str]:
+    """The codebook section *Misclassification by key*: per key that PRAM can change,
+    P(released w | original v) from the design's exact expectation given the original
+    frequencies (:func:`sdc.method.misclassification.key_misclassification`), rounded to
+    3 decimals, for original categories of at least ``min_group`` records; the full matrix for
+    keys of at most :data:`FULL_MATRIX` categories, else each category's probability of being
+    kept and its three likeliest other values. Why this is safe: docs/METHOD.md,
+    "Publishing the per-key misclassification"."""
+    from sdc.method.misclassification import key_misclassification
+    from sdc.reports.expected import transition_design
+
+    if config.input.household_id is not None:
+        return []   # the household keys move in the household stage: not this design
+    try:
+        _, design = transition_design(result)
+    except (AttributeError, KeyError, ValueError):   # an outcome without a design
+        return []
+    t = np.asarray(result.cells.frequency, dtype=np.float64)
+    kc = np.asarray(result.cells.key_codes)
+    names = list(result.cells.names)
+    out: list[str] = []
+    for j, k in enumerate(names):
+        kv = config.key_variables[k]
+        if kv.size > 10_000:   # a key of 10^4+ values: no table a reader could use
+            continue
+        m = key_misclassification(t, kc[:, j], kv.size, design)
+        n_v = m.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.where(n_v[:, None] > 0, m / np.maximum(n_v, 1)[:, None], 0.0)
+        rows = np.flatnonzero((n_v >= min_group) & (np.diag(p) < 1 - 5e-4))
+        if not rows.size:
+            continue
+        dom = kv.domain + ([None] if kv.missing == "category" else [])
+
+        def name(c: int, dom: list = dom, kv: Any = kv) -> str:
+            v = dom[c]
+            lab = kv.labels.get(v, "") if v is not None else "(missing)"
+            return md_text("" if v is None else v) + (f" ({md_text(lab)})" if lab else "")
+
+        out += ["", f"### {md_code(k)}", ""]
+        if kv.size <= FULL_MATRIX:
+            seen = np.flatnonzero(n_v >= min_group)
+            out += ["| original \\ released | " + " | ".join(name(c) for c in seen) + " |",
+                    "|---|" + "---|" * len(seen)]
+            out += [f"| {name(r)} | " + " | ".join(_p(p[r, c]) for c in seen) + " |"
+                    for r in seen]
+        else:
+            out += ["| original value | kept | likeliest other released values |",
+                    "|---|---|---|"]
+            for r in rows:
+                other = [c for c in np.argsort(-p[r], kind="stable") if c != r and p[r, c] > 0]
+                out.append(f"| {name(r)} | {_p(p[r, r])} | "
+                           + ", ".join(f"{name(c)}: {_p(p[r, c])}" for c in other[:3]) + " |")
+        kept = len(np.flatnonzero(n_v >= min_group)) - rows.size
+        if kept and kv.size > FULL_MATRIX:
+            out.append(f"\n{kept} other value(s) of at least {min_group} records: kept with "
+                       "probability above 0.9995.")
+    if not out:
+        return []
+    return ["", "## Misclassification by key", "",
+            "P(released value w | original value v) for every key that post-randomization can "
+            "change: the design's exact expectation given the original file's frequencies "
+            f"(not a simulation), rounded to 3 decimals; values of fewer than {min_group} "
+            "records are not listed. A record that moves takes a whole other combination of "
+            "key values, so the keys' misclassifications are not independent of each other. "
+            "Uses: the released shares q of a key are, in expectation, P' p (P this matrix, p "
+            "the original shares), so p = (P')^-1 q corrects a table of one key (the matrix "
+            "method; it adds variance where P is close to singular); for a regression on a key, "
+            "MC-SIMEX (Kuchenhoff, Mwalili & Lesaffre 2006, Biometrics 62) adds further "
+            "misclassification P^lambda for lambda = 0.5 ... 2 and extrapolates the "
+            "coefficients back to lambda = -1 (R package simex, function mcsimex, with this "
+            "matrix as mc.matrix)."] + out

@@ -19,7 +19,7 @@ import numpy as np
 from sdc.config.model import ReleaseConfig
 from sdc.method.transition import CellDesign, expected_totals
 
-__all__ = ["expected_totals_section", "weighted_totals_words"]
+__all__ = ["expected_totals_section", "transition_design", "weighted_totals_words"]
 
 #: PRBs listed as the worst.
 WORST = 10
@@ -151,3 +151,10 @@ def weighted_totals_words(expected: dict[str, Any] | None, weight: str | None, *
             f"transition probabilities); weighted estimates over the keys carry a bias of "
             f"that order. A new release series can opt in to weighted totals kept unbiased "
             f"with risk.weighted: true.")
+
+
+def transition_design(result: Any) -> tuple[str, CellDesign]:
+    """``(mode, design)``: the transition design a release used over its cell table (``nzy``
+    or ``weighted``), as the expected totals read it; the codebook's misclassification
+    section reads the same."""
+    return _design(result)
