@@ -557,7 +557,7 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
         designed = apply_household_design(draft, trial, when=when)
     finally:
         trial.unlink(missing_ok=True)  # the private file this step wrote
-    if draft.risk.get("composition") != "protect":
+    if draft.risk.get("composition") != "protect" and "household_id" in draft.input:
         draft.derived, draft.dependent, draft.input = saved
     if designed:
         if draft.risk.get("composition") == "protect":

@@ -140,6 +140,9 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
             "a rare value into a larger category), a household-level key such as household "
             "size, fewer person keys, or a larger xi; then `sdc design` on the draft")
     cand = design.candidates[rec]
+    if cand.without_group_id:
+        _as_person_file(draft, cand, cur)
+        return True
     for k, r in cand.recoding.items():
         draft.keys[k].recode = dict(r["recode"])
         draft.keys[k].recode_note = f"{r['name']} for households"
@@ -166,4 +169,29 @@ def _figures(c: Any) -> dict[str, Any]:
     return {"certificate": float(c.certificate), "changed": int(c.changed),
             "households_changed": int(c.households_changed),
             "expected_changed": float(c.changed)}
+
+
+def _as_person_file(draft: Draft, cand: Any, cur: Any) -> None:
+    """Write the release without the group id into ``draft`` (the household design's
+    recommendation when no household design changes few enough records: large groups)."""
+    hid = draft.input.pop("household_id")
+    cols = draft.input.pop("household_columns", None) or []
+    draft.input.pop("weight_release", None)
+    draft.input["drop"].append(hid)
+    draft.released_unchanged.extend(c for c in cols if c not in draft.released_unchanged)
+    for kd in draft.keys.values():
+        kd.level = "person"
+    for k in ("composition", "households", "destinations", "near"):
+        draft.risk.pop(k, None)
+    draft.check.update(_figures(cand))
+    before = ("refused: " + cur.note) if cur.status != "certified" else (
+        f"about {cur.changed:,} records ({cur.share_changed:.1%}) would change")
+    draft.design_notes = [
+        f"sdc design (grouped file): as drafted, {before}; no household design changes at "
+        f"most 15% of the records (every large group's composition is unique), so the file is "
+        f"written WITHOUT the group id {hid} (a person file: no group can be reassembled; the "
+        f"person-level certificate is the release's): about {cand.changed:,} records "
+        f"({cand.share_changed:.1%}) change. Run `sdc design` on the household config for "
+        "the household designs and their cost.",
+    ]
 

@@ -21,7 +21,9 @@ models neither, so a household config is searched here:
   person-level intruder by Monte Carlo); only candidates with both <= xi are certified.
 - **recommended**: among the certified candidates changing at most :data:`TARGET` of the
   records, the one with the most age (banded person key) classes, then the fewest records
-  changed; when none changes so few, the one changing the fewest records.
+  changed; when none changes so few, the one changing the fewest records, the release
+  **without the group id** among them (a person file: the household id dropped, every key a
+  person key; large groups such as enterprises, where every group's composition is unique).
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sdc.authoring.household_options import band_candidates, person_key_options
+from sdc.authoring.household_options import (
+    band_candidates,
+    person_key_options,
+    without_group_id,
+)
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 
@@ -71,6 +77,8 @@ class HouseholdCandidate:
     n_records: int = 0
     entropy_kept: float = float("nan")
     composition: dict[str, Any] = field(default_factory=dict)
+    #: the release without the household (group) id: a person file
+    without_group_id: bool = False
 
     @property
     def share_changed(self) -> float:
@@ -201,7 +209,32 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
                 alt.status, alt.note = "refused", str(e).splitlines()[0][:200]
             cands.append(alt)
     cands.sort(key=lambda c: (c.status != "certified", c.changed))
+    cands.append(_without_group_id(frame, config, base, base_dir))
     return current, cands
+
+
+def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str, Any],
+                      base_dir: Path) -> HouseholdCandidate:
+    """The release without the group id (:func:`~sdc.authoring.household_options.
+    without_group_id`), released once in memory as a person file."""
+    from sdc.config.load import parse_config
+    from sdc.io.recode import recode_frame
+
+    cand = HouseholdCandidate(without_group_id(base), {}, n_records=len(frame),
+                              without_group_id=True)
+    try:
+        cfg = parse_config(copy.deepcopy(cand.data), base_dir, source="household design")
+        res = _released_in_memory(recode_frame(frame, cfg), cfg)
+    except (InputError, SmallBlockError, ValueError) as e:
+        cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
+        return cand
+    cand.certificate = float(res.certificate)
+    cand.changed = int(res.n_changed)
+    cand.entropy_kept = 1.0
+    cand.status = "certified"
+    cand.note = (f"without the group id {config.input.household_id}: a person file (no "
+                 "household can be reassembled)")
+    return cand
 
 
 def _evaluate_current(frame: pd.DataFrame, config: ReleaseConfig,
@@ -276,7 +309,8 @@ class HouseholdDesign:
                 "households_changed": c.households_changed,
                 "entropy_kept": c.entropy_kept, "tvd": float("nan"),
                 "certificate": c.certificate, "composition": c.composition, "note": c.note,
-                "risk": {k: v for k, v in (c.data.get("risk") or {}).items()}}
+                "risk": {k: v for k, v in (c.data.get("risk") or {}).items()},
+                "without_group_id": c.without_group_id}
 
     def document(self) -> dict[str, Any]:
         cert = [i for i, c in enumerate(self.candidates) if c.status == "certified"]
@@ -439,10 +473,13 @@ def run_household_design(path: Path, config: ReleaseConfig,
 def recommend(cands: list[HouseholdCandidate]) -> int | None:
     """Index of the recommended candidate (:data:`TARGET`), None when none is certified."""
     cert = [i for i, c in enumerate(cands) if c.status == "certified"]
-    within = [i for i in cert if cands[i].share_changed <= TARGET]
+    groups = [i for i in cert if not cands[i].without_group_id]
+    within = [i for i in groups if cands[i].share_changed <= TARGET]
     if within:
         return max(within, key=lambda i: (_numeric_classes(cands[i]), -cands[i].changed))
-    return cert[0] if cert else None
+    # no household design changes so few: the fewest records, the group id given up when
+    # that costs less (large groups: enterprises)
+    return min(cert, key=lambda i: cands[i].changed) if cert else None
 
 
 def _numeric_classes(c: HouseholdCandidate) -> int:

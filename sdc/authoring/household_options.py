@@ -87,3 +87,26 @@ def person_key_options(frame: pd.DataFrame, config: ReleaseConfig) -> list[list[
                              len(cats) - len(rare) + 1))
         options.append(opts)
     return options
+
+
+def without_group_id(base: dict[str, Any]) -> dict[str, Any]:
+    """The config mapping ``base`` as a person file (docs/HOUSEHOLDS.md "Large groups"): the
+    household (group) id dropped, every key a person key, the household columns released as
+    ordinary columns (the dependence check measures them per person), no composition stage.
+    No group can be reassembled from the public file, so neither a household nor a
+    composition intruder has a target; the person-level certificate is the release's."""
+    import copy
+
+    data = copy.deepcopy(base)
+    inp = data["input"]
+    hid = inp.pop("household_id")
+    inp.pop("household_columns", None)
+    inp.pop("weight_release", None)
+    inp["drop"] = [*(inp.get("drop") or []), hid]
+    for kv in data["key_variables"].values():
+        kv.pop("level", None)
+    risk = dict(data.get("risk") or {})
+    for k in ("composition", "households", "destinations", "near"):
+        risk.pop(k, None)
+    data["risk"] = risk
+    return data

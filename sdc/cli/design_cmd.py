@@ -117,6 +117,8 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
     rec = doc["recommended"]["node"] if doc["recommended"] else None
     for p in doc["frontier"][:limit]:
         recoding = "; ".join(f"{k}: {v['recode']}" for k, v in p["recoding"].items()) or "none"
+        if p.get("without_group_id"):
+            recoding = "without the group id: a person file (no household reassembled)"
         t.add_row("*" if p["node"] == rec else "", _pct(p["share_changed"]),
                   fmt_int(p["households_changed"]), f"{p['certificate']:.4f}",
                   f"{p['composition'].get('person_certificate', 0):.4f}",
@@ -127,6 +129,15 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
                       "or a larger xi", style="yellow")
         return
     r = doc["recommended"]
+    if r.get("without_group_id"):
+        console.print(f"recommended: the release without the group id ({r['note']}): "
+                      f"{_pct(r['share_changed'])} of records changed, certificate "
+                      f"{r['certificate']:.4f} <= xi; no household design changes at most 15% "
+                      "of the records", markup=False)
+        if doc.get("written"):
+            console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`",
+                          markup=False)
+        return
     console.print(f"recommended: risk.composition: protect, {_pct(r['share_changed'])} of "
                   f"records changed, composition certificate {r['certificate']:.4f} <= xi",
                   markup=False)

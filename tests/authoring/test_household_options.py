@@ -1,0 +1,60 @@
+"""The household design search's options and recommendation (issue 44,
+docs/HOUSEHOLDS.md "Design" and "Large groups")."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+import sdc
+from sdc.authoring.household_design import HouseholdCandidate, recommend
+from sdc.authoring.household_options import (
+    person_key_options,
+    standard_bands,
+    without_group_id,
+)
+
+BASE = {"name": "t", "input": {"path": "x.csv", "household_id": "hid",
+                               "household_columns": ["roof"], "weight": "w",
+                               "weight_release": "recalibrated", "drop": ["name"]},
+        "key_variables": {"region": {"categories": [1, 2], "level": "household"},
+                          "cit": {"categories": ["AT", "EU", "Other", "X"]},
+                          "age": {"range": [0, 97]}},
+        "risk": {"xi": 0.395, "composition": "protect", "destinations": "near"}, "seed": 1}
+
+
+def test_standard_bands_cut_to_the_range():
+    assert standard_bands(0, 97) == [0, 16, 25, 50, 65]
+    assert standard_bands(-1, 97) == [-1, 16, 25, 50, 65]
+    assert standard_bands(18, 60) == [18, 25, 50]
+    assert standard_bands(1, 9) is None
+
+
+def test_person_key_options_offer_standard_bands_and_rare_groups():
+    frame = pd.DataFrame({"cit": ["AT"] * 80 + ["EU"] * 5 + ["Other"] * 5 + ["X"] * 10,
+                          "age": list(range(100)), "region": 1, "hid": range(100)})
+    cfg = sdc.parse_config(BASE)
+    cit, age = person_key_options(frame, cfg)
+    assert ("rare grouped (EU+Other)", {"groups": {"EU+Other": ["EU", "Other"]}}, 3) in cit
+    assert any(o[1] == {"bands": [0, 16, 25, 50, 65]} for o in age)
+
+
+def test_without_group_id_is_a_person_file():
+    data = without_group_id(BASE)
+    cfg = sdc.parse_config(data)
+    assert cfg.input.household_id is None and "hid" in cfg.input.drop
+    assert cfg.household_keys == [] and cfg.risk.composition != "protect"
+    assert cfg.input.weight_release == "as_is" and cfg.risk.destinations == "uniform"
+
+
+def _cand(changed, bands=None, group=False):
+    rec = {"age": {"recode": {"bands": bands}, "released_values": len(bands)}} if bands else {}
+    return HouseholdCandidate({}, rec, status="certified", changed=changed, n_records=1000,
+                              without_group_id=group)
+
+
+def test_recommend_keeps_age_classes_within_the_target_else_the_fewest_changes():
+    c = [_cand(90, [0, 40]), _cand(120, [0, 16, 25, 50, 65]), _cand(200, [0, 16, 25, 50, 65, 80]),
+         _cand(60, group=True)]
+    assert recommend(c) == 1  # 5 classes at 12%; 6 classes at 20% is beyond 15%
+    big = [_cand(800, [0, 40]), _cand(900, [0, 16, 25, 50, 65]), _cand(60, group=True)]
+    assert recommend(big) == 2  # no household design within 15%: without the group id
