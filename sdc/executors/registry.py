@@ -153,7 +153,20 @@ class Executor:
             with self.open(config, spec, frame=frame, progress=progress) as runner:
                 return fn(runner)
 
-        return self.guard(step, run, spec, progress)
+        try:
+            return self.guard(step, run, spec, progress)
+        except OSError as e:   # its working files (spills, batches) on a full disk or over a limit
+            from sdc.io.guard import DISK_FULL, disk_full_error
+
+            if e.errno not in DISK_FULL:
+                raise
+            import tempfile
+
+            raise disk_full_error(
+                e, folder=getattr(spec, "scratch", None) or tempfile.gettempdir(),
+                done=f"the {self.name} executor's {step} pass stopped and nothing was "
+                "published", fix="set executor.scratch (or TMPDIR) to a folder with room"
+            ) from None
 
     def count(self, config: ReleaseConfig, spec: EngineSpec | None = None) -> Counted:
         """The count pass (validated per batch, :func:`sdc.pipeline.run.count`): the cell

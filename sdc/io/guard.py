@@ -53,27 +53,32 @@ def _size(n: int) -> str:
 
 def disk_full_error(e: OSError, path: str | Path | None = None, *,
                     done: str = "nothing was written (the partial file was removed)",
-                    fix: str = "choose another path") -> DiskFullError:
+                    fix: str = "choose another path",
+                    folder: str | Path | None = None) -> DiskFullError:
     """The message of a write of ``path`` that failed with ``e`` (an errno of
-    :data:`DISK_FULL`): which file, why, what is free or the limit, what was left, the fix."""
-    where = Path(path if path is not None else (e.filename or "?"))
+    :data:`DISK_FULL`): which file, why, what is free or the limit, what was left, the fix.
+    Without a path (``e`` names none either: a library's write), ``folder`` says where."""
+    known = path if path is not None else e.filename
+    where = Path(known) if known else None
+    what = f"writing {str(where)!r}" if where is not None else "a write"
     if e.errno == errno.EFBIG:
         soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         limit = ("" if soft == resource.RLIM_INFINITY
                  else f" of {_size(soft)} ({soft:,} bytes)")
         return DiskFullError(
-            f"writing {str(where)!r} failed: the file would exceed the file-size limit{limit} "
-            f"of this process (ulimit -f, RLIMIT_FSIZE; {e.strerror}); {done}. Raise the limit "
+            f"{what} failed: the file would exceed the file-size limit{limit} of this "
+            f"process (ulimit -f, RLIMIT_FSIZE; {e.strerror}); {done}. Raise the limit "
             f"(ulimit -f unlimited) or {fix}")
-    folder = where.parent
+    base = where.parent if where is not None else Path(folder) if folder else None
     try:
-        st = os.statvfs(folder)
-        free = f"; {_size(st.f_bavail * st.f_frsize)} are free there now"
+        st = os.statvfs(base) if base is not None else None
+        free = f"; {_size(st.f_bavail * st.f_frsize)} are free there now" if st else ""
     except OSError:
         free = ""
+    disk = f"the disk holding {str(base)!r}" if base is not None else "a disk"
     return DiskFullError(
-        f"the disk holding {str(folder)!r} is full: writing {str(where)!r} failed "
-        f"({e.strerror or os.strerror(e.errno or 0)}){free}; {done}. Free space there or {fix}")
+        f"{disk} is full: {what} failed ({e.strerror or os.strerror(e.errno or 0)}){free}; "
+        f"{done}. Free space there or {fix}")
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
