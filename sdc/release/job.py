@@ -309,12 +309,13 @@ def validate_release_input(config_path: str | Path,
     from sdc.method.plan import plan_release as plan_cells
     from sdc.release.public import public_schema_for
 
-    config = sdc.load_config(config_path)
+    file = read_config(config_path)  # read once: the count pass or load_job takes it
+    config = file.config
     spec = resolve_engine(config, engine)
     if not get_executor(spec.kind).reads_whole_input or config.input.household_id is not None:
         # the pipeline's count pass (a household file: both stages, as its release checks it)
-        return _validate_counted(config_path, spec)
-    job = load_job(config_path)
+        return _validate_counted(file, spec)
+    job = load_job(file)
     frame = validate_input(job.frame, job.config)
     part = sdc.partition_frame(frame, job.config)
     # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
@@ -338,7 +339,7 @@ def validate_release_input(config_path: str | Path,
     )
 
 
-def _validate_counted(config_path: str | Path, spec: Any) -> ValidationSummary:
+def _validate_counted(file: ConfigFile, spec: Any) -> ValidationSummary:
     """``sdc validate`` by the pipeline's count pass with the executor's runner (every input
     problem of the whole file, with global rows; a household file's households and both
     stages' plans and dependence checks), the plan and its dependence check, the public
@@ -348,8 +349,7 @@ def _validate_counted(config_path: str | Path, spec: Any) -> ValidationSummary:
     from sdc.pipeline.kernels import plan_cells
     from sdc.pipeline.run import count
 
-    path = Path(config_path).expanduser()
-    config = sdc.load_config(path)
+    path, config = file.path, file.config
 
     def counted(runner: Any) -> tuple[int, int, int, int, int]:
         counts = count(runner, config)
