@@ -1,0 +1,100 @@
+"""A data user's correction for the perturbation, from the public folder alone: MC-SIMEX
+(Küchenhoff, Mwalili & Lesaffre 2006, Biometrics 62, 85-96) for a least-squares regression of
+an outcome on the dummies of one key, with the key's misclassification matrix P that the
+codebook publishes (section *Misclassification by key*, docs/METHOD.md 7.14).
+
+The released key is the original one misclassified by P. MC-SIMEX adds further
+misclassification P^lambda (lambda = 0.5, 1, 1.5, 2; P^lambda = V D^lambda V^-1 from P's
+eigendecomposition, negative entries clipped and rows renormalized), refits B times per
+lambda, fits a quadratic in lambda to the mean coefficients (lambda = 0: the naive fit) and
+extrapolates to lambda = -1, where the added misclassification would cancel the release's.
+
+Limits (say them to the user): one key at a time (a moved record changes several keys
+together; the others' attenuation stays); the quadratic extrapolant is an approximation
+(the original coefficients are recovered in expectation only when it is right); P must have
+positive eigenvalues (true for a P close to the identity, as NZY's are: most records keep
+their values); the published P is rounded to 3 decimals and misses values of fewer than 10
+records (their rows are taken as "kept"). Measured: docs/DATA_USERS.md section 3.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["codebook_matrix", "matrix_power", "mc_simex"]
+
+LAMBDAS = (0.5, 1.0, 1.5, 2.0)
+
+
+def codebook_matrix(codebook: str, key: str) -> tuple[list[str], np.ndarray]:
+    """``(values, P)`` of ``key`` from the codebook's *Misclassification by key* section (the
+    full matrix, published for keys of at most 12 values). Raises ``ValueError`` when the
+    codebook has no full matrix for the key."""
+    at = codebook.find("## Misclassification by key")
+    head = f"### `{key}`"
+    start = codebook.find(head, at) if at >= 0 else -1
+    if start < 0:
+        raise ValueError(f"the codebook has no misclassification table of {key!r} (a key "
+                         "the release never changes, or not a person file)")
+    block = codebook[start + len(head):].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    lines = [x for x in block.splitlines() if x.startswith("|")]
+    if not lines or not lines[0].startswith("| original \\ released"):
+        raise ValueError(f"the codebook publishes no full matrix of {key!r} (only keys of at "
+                         "most 12 values get one)")
+
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    values = [re.sub(r"\\(.)", r"\1", c) for c in cells(lines[0])[1:]]
+    rows = [cells(x)[1:] for x in lines[2:]]
+    p = np.array([[0.0 if c == "<0.001" else float(c) for c in r] for r in rows])
+    return values, p / p.sum(axis=1, keepdims=True)
+
+
+def matrix_power(p: np.ndarray, lam: float) -> np.ndarray:
+    """P^lambda from P's eigendecomposition, negative entries clipped, rows renormalized."""
+    w, v = np.linalg.eig(np.asarray(p, dtype=np.float64))
+    if np.any(np.real(w) <= 0):
+        raise ValueError("the misclassification matrix has an eigenvalue <= 0: MC-SIMEX needs "
+                         "a matrix close to the identity")
+    out = np.real(v @ np.diag(w.astype(complex) ** lam) @ np.linalg.inv(v))
+    out = np.clip(out, 0.0, None)
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def _ols(codes: np.ndarray, y: np.ndarray, k: int, ref: int) -> np.ndarray:
+    x = np.column_stack([np.ones(y.size)] + [(codes == i).astype(np.float64)
+                                             for i in range(k) if i != ref])
+    return np.linalg.lstsq(x, y, rcond=None)[0]
+
+
+def mc_simex(y: np.ndarray, codes: np.ndarray, p: np.ndarray, *, reference: int = 0,
+             b: int = 50, seed: int = 0, lambdas: Sequence[float] = LAMBDAS
+             ) -> dict[str, np.ndarray]:
+    """MC-SIMEX coefficients of ``y ~ dummies(codes)`` (intercept first, then every code but
+    ``reference``) with misclassification matrix ``p`` (rows: original code, columns:
+    released code). Returns ``naive`` (the fit on the public file), ``corrected`` (the
+    extrapolation to lambda = -1), ``lambdas`` and ``means`` (the mean coefficients per
+    lambda, 0 first). ``seed`` makes the added misclassification reproducible."""
+    y = np.asarray(y, dtype=np.float64)
+    codes = np.asarray(codes, dtype=np.int64)
+    k = p.shape[0]
+    rng = np.random.default_rng(seed)
+    naive = _ols(codes, y, k, reference)
+    means = [naive]
+    for lam in lambdas:
+        cum = np.cumsum(matrix_power(p, lam), axis=1)
+        fits = []
+        for _ in range(b):
+            u = rng.random(codes.size)
+            new = np.minimum((u[:, None] > cum[codes]).sum(axis=1), k - 1)
+            fits.append(_ols(new, y, k, reference))
+        means.append(np.mean(fits, axis=0))
+    lam_all = np.array([0.0, *lambdas])
+    m = np.array(means)
+    corrected = np.array([np.polyval(np.polyfit(lam_all, m[:, i], 2), -1.0)
+                          for i in range(m.shape[1])])
+    return {"naive": naive, "corrected": corrected, "lambdas": lam_all, "means": m}
