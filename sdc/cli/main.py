@@ -39,7 +39,15 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from sdc.cli import audit_cmd, design_cmd, plan_cmd, release_cmd, review_cmd, server_cmd
+from sdc.cli import (
+    audit_cmd,
+    correct_cmd,
+    design_cmd,
+    plan_cmd,
+    release_cmd,
+    review_cmd,
+    server_cmd,
+)
 from sdc.cli.caught import catch_warnings
 from sdc.cli.common import (
     console,
@@ -144,6 +152,7 @@ app.command()(review_cmd.reject)
 app.add_typer(server_cmd.server_app, name="server")
 app.command()(sample)
 app.command("init")(make_init_command(friendly_errors, console))
+app.command()(correct_cmd.correct)
 app.add_typer(rr_app, name="rr", help="Randomized-response survey designs.")
 
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-__all__ = ["codebook_matrix", "matrix_power", "mc_simex"]
+__all__ = ["codebook_matrix", "correct_public", "matrix_power", "mc_simex"]
 
 LAMBDAS = (0.5, 1.0, 1.5, 2.0)
 
@@ -98,3 +100,58 @@ def mc_simex(y: np.ndarray, codes: np.ndarray, p: np.ndarray, *, reference: int 
     corrected = np.array([np.polyval(np.polyfit(lam_all, m[:, i], 2), -1.0)
                           for i in range(m.shape[1])])
     return {"naive": naive, "corrected": corrected, "lambdas": lam_all, "means": m}
+
+
+def correct_public(folder: Path | str, key: str, outcome: str, *,
+                   outcome_value: str | None = None, reference: str | None = None,
+                   b: int = 50, seed: int = 0) -> dict[str, Any]:
+    """MC-SIMEX of ``outcome ~ key`` from a release's public folder alone (its
+    ``codebook.md`` and ``microdata.parquet`` or ``.csv``). ``outcome_value``: regress the
+    indicator outcome == that value (a text outcome). ``reference``: the key's reference
+    value (default: its most frequent). Returns ``terms``, ``naive``, ``corrected``, ``n``.
+    Raises :class:`sdc.errors.InputError` naming what is missing."""
+    import pandas as pd
+
+    from sdc.errors import InputError
+
+    folder = Path(folder).expanduser()
+    book = folder / "codebook.md"
+    if not book.is_file():
+        raise InputError(f"{book} not found: give a release's public folder (it holds "
+                         "codebook.md and microdata.parquet or microdata.csv)")
+    try:
+        values, p = codebook_matrix(book.read_text(encoding="utf-8"), key)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    data = folder / "microdata.parquet"
+    if data.is_file():
+        frame = pd.read_parquet(data, columns=[key, outcome])
+    elif (folder / "microdata.csv").is_file():
+        frame = pd.read_csv(folder / "microdata.csv", usecols=[key, outcome], dtype=str)
+    else:
+        raise InputError(f"no microdata.parquet or microdata.csv in {folder}")
+    col = frame[outcome]
+    if outcome_value is not None:
+        y = (col.astype(str) == outcome_value).to_numpy(np.float64)
+    else:
+        y = pd.to_numeric(col, errors="coerce").to_numpy(np.float64)
+        if np.isnan(y).all():
+            raise InputError(f"{outcome!r} is not numeric: give --outcome-value VALUE to "
+                             "regress the indicator outcome == VALUE")
+    released = frame[key].astype(str).to_numpy()
+    code = np.full(released.size, -1, dtype=np.int64)
+    for i, v in enumerate(values):   # the codebook names a value "v" or "v (label)"
+        name = v.split(" (", 1)[0]
+        code[released == name] = i
+    keep = (code >= 0) & np.isfinite(y)
+    if not keep.any():
+        raise InputError(f"no record's {key!r} matches the codebook's values {values[:5]}")
+    counts = np.bincount(code[keep], minlength=len(values))
+    ref = int(np.argmax(counts)) if reference is None else next(
+        (i for i, v in enumerate(values) if v.split(" (", 1)[0] == reference), -1)
+    if ref < 0:
+        raise InputError(f"reference {reference!r} is not a value of {key!r}: {values}")
+    got = mc_simex(y[keep], code[keep], p, reference=ref, b=b, seed=seed)
+    terms = ["(intercept)"] + [v for i, v in enumerate(values) if i != ref]
+    return {"terms": terms, "naive": got["naive"], "corrected": got["corrected"],
+            "n": int(keep.sum()), "reference": values[ref]}

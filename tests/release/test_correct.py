@@ -94,3 +94,31 @@ def test_mc_simex_brings_attenuated_coefficients_back_on_adult() -> None:
         naive_in += abs(got["naive"][term] - b0[term]) <= 2 * se0[term]
         fixed_in += abs(got["corrected"][term] - b0[term]) <= 2 * se0[term]
     assert naive_in <= 3 and fixed_in >= 4, (naive_in, fixed_in)
+
+
+def test_sdc_correct_runs_on_a_public_folder(tmp_path: Path) -> None:
+    """`sdc correct PUBLIC_DIR --key sex --outcome income`: the public folder alone (codebook and
+    microdata), the public file's and the corrected coefficients; a key without a full matrix
+    is exit 2 saying so."""
+    from typer.testing import CliRunner
+
+    from sdc.cli.main import app
+
+    c = yaml.safe_load((ROOT / "configs" / "census_demo_design.yaml").read_text())
+    c["input"]["path"] = str(ROOT / "data_samples" / "census_sample.csv")
+    c.pop("seed", None)
+    cfg = sdc.parse_config(copy.deepcopy(c), base_dir=ROOT)
+    with tempfile.TemporaryDirectory() as d:
+        res = sdc.release_frame(sdc.read_input(cfg).iloc[:12000], cfg, seed=7, out_dir=Path(d))
+        public, _ = release_files(cfg, res, SeedInfo(7, None, None, False),
+                                  input_sha256="0" * 64, config_text="",
+                                  reports=reports_of(res, cfg, seed=7, n_sim=20).files())
+    for name, data in public.items():
+        (tmp_path / name).write_bytes(data)
+    r = CliRunner().invoke(app, ["correct", str(tmp_path), "--key", "sex", "--outcome",
+                                 "income", "--b", "5"])
+    assert r.exit_code == 0, r.output
+    assert "income ~ sex" in r.stdout and "corrected" in r.stdout and "(intercept)" in r.stdout
+    r = CliRunner().invoke(app, ["correct", str(tmp_path), "--key", "puma", "--outcome",
+                                 "income"])
+    assert r.exit_code == 2 and "no full matrix" in r.output
