@@ -289,6 +289,10 @@ def _check_households(cfg: ReleaseConfig) -> None:
     """Cross checks of ``input.household_id``, ``input.household_columns`` and ``level:``."""
     hid, hcols = cfg.input.household_id, cfg.input.household_columns
     hkeys = cfg.household_keys
+    inc = cfg.utility.household_income
+    if inc is not None and inc not in hcols:
+        raise ValueError(f"utility.household_income: {inc!r} must be one of input."
+                         "household_columns (an equivalised income has one value per household)")
     if cfg.input.weight_release == "recalibrated" and (hid is None or cfg.input.weight is None):
         raise ValueError(
             "input.weight_release: recalibrated needs input.weight and input.household_id (the "

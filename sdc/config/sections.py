@@ -369,6 +369,11 @@ class UtilitySpec(StrictModel):
     """``utility:``: what the report measures besides the built-in figures."""
 
     analyses: list[Analysis] = Field(default_factory=list)
+    household_income: StrictStr | None = None
+    """A household file's equivalised income (one of ``input.household_columns``): utility.json
+    ``households.survey`` gives the weighted at-risk-of-poverty rate, the mean income (overall
+    and by every household key, in standard errors) and the Gini coefficient, original and
+    released (docs/HOUSEHOLDS.md "Utility")."""
 
 
 class Schedule(StrictModel):

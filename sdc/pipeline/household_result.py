@@ -212,9 +212,40 @@ def _household_utility(config: ReleaseConfig, agg: Any, hs: Any, ps: Any, cells:
     utility = household_utility_of({k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
                                    {k: values(hs.released_codes, k, j)
                                     for j, k in enumerate(keys)}, agg.size, hs.changed)
+    if config.utility.household_income is not None:  # issue 44: the survey's analyses
+        utility["survey"] = _survey(config, agg, hs,
+                                    {k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
+                                    {k: values(hs.released_codes, k, j)
+                                     for j, k in enumerate(keys)})
     if weights is not None:  # exact expected totals of both stages' designs
         from sdc.method.household_weights import household_expected_totals
 
         utility["expected_totals"] = household_expected_totals(config, agg, hs, ps, cells, cell,
                                                                row, weights)
     return utility
+
+
+def _survey(config: ReleaseConfig, agg: Any, hs: Any, before: dict[str, pd.Series],
+            after: dict[str, pd.Series]) -> dict[str, Any]:
+    """utility.json ``households.survey`` (:mod:`sdc.reports.survey`) on the household table:
+    the household weight before and after (recalibrated: its released value), else the
+    members' mean weight (``risk.weighted``), else 1."""
+    from sdc.reports.survey import household_survey_figures
+
+    w = config.input.weight
+    size = np.asarray(agg.size, float)
+    if w is not None and agg.columns is not None and w in agg.columns:
+        wb = pd.to_numeric(agg.columns[w], errors="coerce").to_numpy(float)
+        wa = wb
+        if config.input.weight_release == "recalibrated":
+            from sdc.method.recalibrate import recalibrated_weights
+
+            wa = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, wb)
+    elif agg.weight is not None:
+        wb = wa = np.asarray(agg.weight, float) / size
+    else:
+        wb = wa = np.ones(size.size)
+    inc = config.utility.household_income
+    return household_survey_figures(agg.columns[inc].to_numpy(), size, wb, wa, before, after,
+                                    inc)
+

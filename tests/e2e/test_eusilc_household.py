@@ -69,6 +69,13 @@ def _share(text: str) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "since the exact person- and household-level certificates under protect (issue 44 item 1) "
+    "no household design of this file is certified: household-key cells of 1-2 households "
+    "(sizes 7-9 in small regions: household-level 0.5) and persons alone in their class within "
+    "region x size (person-level 1.0); the design search does not yet top-code household "
+    "keys (household size 5+), and the file without the household id fails the dependence "
+    "check (household values shared by members, the weight). `sdc init` exits 2 here"))
 def test_eusilc_init_design_release(eusilc_csv, tmp_path):
     job, d = tmp_path / "job.yaml", tmp_path / "d.yaml"
     shutil.copy(eusilc_csv, tmp_path / "eusilc.csv")
