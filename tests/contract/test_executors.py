@@ -260,6 +260,11 @@ def _files(release: Path) -> dict[str, Any]:
     if isinstance(audit.get("series"), dict):
         audit["series"].pop("previous", None)  # the folder and audit hash of the previous run
         audit["series"].pop("output_pattern", None)
+        # the earlier members' and lineage candidates' folders: compared by name (the paths
+        # differ per executor, like previous's)
+        for key in ("members", "lineage_candidates"):
+            if isinstance(audit["series"].get(key), list):
+                audit["series"][key] = [Path(p).name for p in audit["series"][key]]
         if isinstance(audit["series"].get("risk_vs_previous"), dict):
             audit["series"]["risk_vs_previous"].pop("previous", None)
     if isinstance(audit.get("seed"), dict):
