@@ -14,9 +14,10 @@ import pyarrow.dataset as pads
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.columns import normalize_schema, value_columns
-from sdc.io.values import lossless_type, missing_markers, to_lossless
+from sdc.io.values import WHOLE_AS_INT, lossless_kind, missing_markers, to_lossless
 
-__all__ = ["NA_STRINGS", "csv_missing", "csv_options", "csv_value_types", "input_arrow_schema",
+__all__ = ["NA_STRINGS", "csv_missing", "csv_options", "csv_value_types", "csv_whole_as_int",
+           "input_arrow_schema",
            "normalize_schema", "parquet_dataset", "value_columns"]
 
 NA_STRINGS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
@@ -73,17 +74,24 @@ def csv_value_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
     if key not in _VALUE_TYPES:
         _VALUE_TYPES.clear()  # one input at a time
         _VALUE_TYPES[key] = _first_block_types(config)
-    return dict(_VALUE_TYPES[key])
+    return dict(_VALUE_TYPES[key][0])
 
 
-_VALUE_TYPES: dict[tuple, dict[str, pa.DataType]] = {}
+def csv_whole_as_int(config: ReleaseConfig) -> set[str]:
+    """The text-read float64 columns whose whole values are written as integers
+    (:data:`sdc.io.values.WHOLE_AS_INT`), decided with :func:`csv_value_types`."""
+    csv_value_types(config)
+    return set(next(iter(_VALUE_TYPES.values()))[1]) if _VALUE_TYPES else set()
 
 
-def _first_block_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
+_VALUE_TYPES: dict[tuple, tuple[dict[str, pa.DataType], set[str]]] = {}
+
+
+def _first_block_types(config: ReleaseConfig) -> tuple[dict[str, pa.DataType], set[str]]:
     names = _csv_header(config)
     cols = value_columns(config, names)
     if not cols:
-        return {}
+        return {}, set()
     read, parse, convert = csv_options(config, names=names)
     convert.include_columns = cols
     with pacsv.open_csv(str(config.input_path), read_options=read, parse_options=parse,
@@ -91,9 +99,10 @@ def _first_block_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
         try:
             first = reader.read_next_batch()
         except StopIteration:
-            return {c: pa.string() for c in cols}
+            return {c: pa.string() for c in cols}, set()
     table = csv_missing(pa.Table.from_batches([first]), config, {})
-    return {c: lossless_type(table.column(c)) for c in cols}
+    kinds = {c: lossless_kind(table.column(c)) for c in cols}
+    return {c: k[0] for c, k in kinds.items()}, {c for c, k in kinds.items() if k[1]}
 
 
 def parquet_dataset(path: Path) -> pads.Dataset:
@@ -122,7 +131,10 @@ def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
                             convert_options=convert) as reader:
             schema = normalize_schema(reader.schema)
         types = csv_value_types(config)
-        return pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in schema])
+        whole = csv_whole_as_int(config)
+        return pa.schema([pa.field(f.name, types.get(f.name, f.type),
+                                   metadata=WHOLE_AS_INT if f.name in whole else None)
+                          for f in schema])
     if fmt in ("sav", "dta"):
         from sdc.io.stat_input import stat_schema
 
@@ -138,6 +150,7 @@ def csv_missing(table: pa.Table, config: ReleaseConfig,
     converted to its type in ``types`` (None: left as text) without loss, or refused."""
     text = set(_text_keys(config))
     values = set(value_columns(config, table.column_names))
+    whole = csv_whole_as_int(config) if types else set()
     value_markers = missing_markers(config.input.na_values)
     cols = []
     for name, col in zip(table.column_names, table.columns, strict=True):
@@ -147,6 +160,7 @@ def csv_missing(table: pa.Table, config: ReleaseConfig,
             markers = pa.array(found, type=col.type)
             col = pc.if_else(pc.is_in(col, value_set=markers), pa.scalar(None, col.type), col)
             if types and name in types:
-                col = to_lossless(col, types[name], name=name, first_row=offset)
+                col = to_lossless(col, types[name], name=name, first_row=offset,
+                                  whole_as_int=name in whole)
         cols.append(col)
     return pa.table(cols, names=table.column_names)

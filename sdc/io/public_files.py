@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.arrow_input import input_arrow_schema, normalize_schema
+from sdc.io.values import WHOLE_AS_INT, csv_cell_text, whole_as_int_field
 
 __all__ = ["PUBLIC_ID", "ROW_GROUP_ROWS", "PublicWriter", "buffered_files", "check_public_types",
            "frame_to_table", "public_bytes", "public_schema", "public_schema_for"]
@@ -43,6 +44,7 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
             f"column {PUBLIC_ID!r} in the input clashes with the public record id the release "
             f"adds; rename it, declare it as input.id_column, or list it in input.drop")
     fields = [pa.field(PUBLIC_ID, pa.int64())]
+    whole = {f.name for f in input_schema if whole_as_int_field(f)}
     for f in normalize_schema(input_schema):
         if f.name in skip:
             continue
@@ -57,7 +59,10 @@ def public_schema(config: ReleaseConfig, input_schema: pa.Schema) -> pa.Schema:
                 t = pa.string()
         elif pa.types.is_integer(t) and t != pa.uint64():
             t = pa.int64()
-        fields.append(pa.field(f.name, t))
+        # a float column whose whole values were written as integers keeps that text in the
+        # CSV (WHOLE_AS_INT: the writer's, never written to a file)
+        md = WHOLE_AS_INT if f.name in whole and kv is None and pa.types.is_floating(t) else None
+        fields.append(pa.field(f.name, t, metadata=md))
     schema = pa.schema(fields)
     check_public_types(config, schema)
     return schema
@@ -88,7 +93,9 @@ def public_schema_for(config: ReleaseConfig, frame: pd.DataFrame) -> pa.Schema:
             if pa.types.is_integer(f.type) and s.dtype.kind == "f":
                 v = s.to_numpy()
                 if not np.all(np.isnan(v) | (v == np.floor(v))):
-                    f = pa.field(f.name, pa.float64())
+                    # integers in the first block, decimals later: the whole values were
+                    # written as integers (the whole column was typed without loss)
+                    f = pa.field(f.name, pa.float64(), metadata=WHOLE_AS_INT)
             elif (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)) and \
                     s.dtype.kind not in "iufb":
                 f = pa.field(f.name, pa.string())
@@ -159,12 +166,22 @@ def frame_to_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _csv_frame(table: pa.Table) -> pd.DataFrame:
+def _csv_frame(table: pa.Table, schema: pa.Schema | None = None) -> pd.DataFrame:
     mapping = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
                pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
                pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
                pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
-    return table.to_pandas(types_mapper=mapping.get)
+    frame = table.to_pandas(types_mapper=mapping.get)
+    for f in schema if schema is not None else []:
+        if whole_as_int_field(f):  # whole values as integers, as the input wrote them
+            frame[f.name] = csv_cell_text(frame[f.name].to_numpy(dtype=np.float64))
+    return frame
+
+
+def _without_field_metadata(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without field metadata (the Parquet file's: the CSV text flags are the
+    writer's only)."""
+    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
 
 
 class PublicWriter:
@@ -184,7 +201,8 @@ class PublicWriter:
                  csv: BinaryIO | None = None, row_group_rows: int = ROW_GROUP_ROWS) -> None:
         self.schema = schema
         self.row_group_rows = int(row_group_rows)
-        self._pq = pq.ParquetWriter(parquet, schema, compression="snappy") if parquet else None
+        self._pq = (pq.ParquetWriter(parquet, _without_field_metadata(schema),
+                                     compression="snappy") if parquet else None)
         self._csv = csv
         self._csv_header = True
         self._pending: list[pa.Table] = []
@@ -197,10 +215,10 @@ class PublicWriter:
 
     def write_table(self, table: pa.Table) -> None:
         """Append records given as an Arrow table with the public schema's columns."""
-        table = table.select(self.schema.names).cast(self.schema)
+        table = table.select(self.schema.names).cast(_without_field_metadata(self.schema))
         self.n_rows += table.num_rows
         if self._csv is not None and table.num_rows:
-            text = _csv_frame(table).to_csv(index=False, header=self._csv_header,
+            text = _csv_frame(table, self.schema).to_csv(index=False, header=self._csv_header,
                                             lineterminator="\n")
             self._csv.write(text.encode("utf-8"))
             self._csv_header = False

@@ -25,7 +25,7 @@ from sdc.io.batches import value_columns
 from sdc.io.recode import recode_frame
 from sdc.io.sniff import check_file_kind, duplicate_names_error
 from sdc.io.stat_input import read_stat
-from sdc.io.values import lossless_type, missing_markers, to_lossless
+from sdc.io.values import lossless_kind, missing_markers, to_lossless
 
 __all__ = ["read_input"]
 
@@ -170,10 +170,10 @@ def _type_values(frame: pd.DataFrame, columns: list[str]) -> None:
         if c not in frame.columns:
             continue
         arr = pa.array(frame[c].to_numpy(dtype=object, na_value=None), type=pa.string())
-        typ = lossless_type(arr)
+        typ, whole = lossless_kind(arr)
         if not pa.types.is_string(typ):
-            frame[c] = pd.Series(to_lossless(arr, typ, name=c).to_pandas(), index=frame.index,
-                                 name=c)
+            frame[c] = pd.Series(to_lossless(arr, typ, name=c, whole_as_int=whole).to_pandas(),
+                                 index=frame.index, name=c)
 
 
 def _integral_domain(kv) -> bool:

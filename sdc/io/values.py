@@ -17,7 +17,33 @@ import pyarrow.compute as pc
 
 from sdc.errors import InputError
 
-__all__ = ["csv_float_text", "lossless_type", "missing_markers", "to_lossless"]
+__all__ = ["WHOLE_AS_INT", "csv_cell_text", "csv_float_text", "lossless_kind", "lossless_type",
+           "missing_markers", "to_lossless", "whole_as_int_field"]
+
+WHOLE_AS_INT = {b"sdc.csv_text": b"whole-as-int"}
+"""Arrow field metadata of a float64 column whose whole values were written as integers
+(``0`` and ``12075.15`` in one column): numeric in every output format, and the public CSV
+writes its whole values without ``.0`` (issue 44), so the text comes back as it was read."""
+
+_EXACT_INT = 2.0 ** 53
+
+
+def whole_as_int_field(field: pa.Field) -> bool:
+    """Whether ``field`` carries :data:`WHOLE_AS_INT`."""
+    md = field.metadata or {}
+    return md.get(b"sdc.csv_text") == WHOLE_AS_INT[b"sdc.csv_text"]
+
+
+def csv_cell_text(values: np.ndarray) -> np.ndarray:
+    """The CSV text of a :data:`WHOLE_AS_INT` column's float64 values: whole values below
+    2^53 as integers, the others as the public CSV writer writes floats, missing empty."""
+    v = np.asarray(values, dtype=np.float64)
+    out = np.asarray(csv_float_text(v), dtype=object) if v.size else np.zeros(0, object)
+    whole = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < _EXACT_INT)
+    if whole.any():
+        out[whole] = pd.Series(v[whole].astype(np.int64)).astype(str).to_numpy(dtype=object)
+    out[np.isnan(v)] = ""
+    return out
 
 _INT_TEXT = r"^(0|-?[1-9][0-9]{0,18})$"
 
@@ -53,7 +79,7 @@ def _int_or_none(col: pa.Array) -> pa.Array | None:
         return None
 
 
-def _float_or_none(col: pa.Array) -> pa.Array | None:
+def _float_or_none(col: pa.Array, whole_as_int: bool = False) -> pa.Array | None:
     try:
         num = pc.cast(col, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -61,25 +87,38 @@ def _float_or_none(col: pa.Array) -> pa.Array | None:
     valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     text = np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)[valid]
     vals = np.asarray(num.to_numpy(zero_copy_only=False), dtype=np.float64)[valid]
-    if not np.array_equal(csv_float_text(vals), text):
+    written = csv_cell_text(vals) if whole_as_int else csv_float_text(vals)
+    if not np.array_equal(written, text):
         return None
     return num
 
 
 def lossless_type(col: pa.Array | pa.ChunkedArray) -> pa.DataType:
-    """int64, float64 or string: the narrowest type that gives every present text back."""
+    """int64, float64 or string: the narrowest type that gives every present text back
+    (float64 also when whole values are written as integers: :func:`lossless_kind`)."""
+    return lossless_kind(col)[0]
+
+
+def lossless_kind(col: pa.Array | pa.ChunkedArray) -> tuple[pa.DataType, bool]:
+    """(type, whole values written as integers): int64 when every present text is a
+    canonical integer; float64 when every one is the public CSV writer's text of its float,
+    or (issue 44) when the whole values are written as integers and the others so (``0``
+    among ``12075.15``: ``True``, the CSV writes them back as read, :data:`WHOLE_AS_INT`);
+    text otherwise."""
     col = _as_array(col)
     if col.null_count == len(col):
-        return pa.string()
+        return pa.string(), False
     if _int_or_none(col) is not None:
-        return pa.int64()
+        return pa.int64(), False
     if _float_or_none(col) is not None:
-        return pa.float64()
-    return pa.string()
+        return pa.float64(), False
+    if _float_or_none(col, whole_as_int=True) is not None:
+        return pa.float64(), True
+    return pa.string(), False
 
 
 def to_lossless(col: pa.Array | pa.ChunkedArray, typ: pa.DataType, *, name: str,
-                first_row: int = 0) -> pa.Array:
+                first_row: int = 0, whole_as_int: bool = False) -> pa.Array:
     """``col`` (text, missing = null) as ``typ``; refuses a value ``typ`` would change.
 
     Raises
@@ -90,7 +129,8 @@ def to_lossless(col: pa.Array | pa.ChunkedArray, typ: pa.DataType, *, name: str,
     col = _as_array(col)
     if pa.types.is_string(typ):
         return col
-    conv = _int_or_none(col) if pa.types.is_integer(typ) else _float_or_none(col)
+    conv = (_int_or_none(col) if pa.types.is_integer(typ)
+            else _float_or_none(col, whole_as_int=whole_as_int))
     if conv is not None:
         return conv
     # which values break the type (the path of a refusal only)
@@ -103,7 +143,8 @@ def to_lossless(col: pa.Array | pa.ChunkedArray, typ: pa.DataType, *, name: str,
             num.abs().to_numpy(dtype=float, na_value=np.inf) < 9.2e18)
     else:
         vals = num.to_numpy(dtype=float, na_value=np.nan)
-        ok = ~np.isnan(vals) & (csv_float_text(vals) == present.to_numpy(dtype=object))
+        written = csv_cell_text(vals) if whole_as_int else csv_float_text(vals)
+        ok = ~np.isnan(vals) & (written == present.to_numpy(dtype=object))
     bad = np.zeros(len(col), dtype=bool)
     bad[np.flatnonzero(valid)[~ok]] = True
     rows = np.flatnonzero(bad)

@@ -105,3 +105,45 @@ def test_eusilc_init_accepts_its_own_draft(tmp_path):
     assert "rb050" not in (draft.get("derived") or [])
     r = run("plan", cfg)
     assert r.exit_code == 0, r.text
+
+
+@pytest.mark.e2e
+def test_household_income_columns_stay_numeric_in_every_format(prefect_harness, tmp_path):
+    """Household and person income columns whose whole values are written as integers
+    among decimals ("0" and "12075.15", as eusilc's): float64 in the Parquet, SPSS and Stata
+    files and their text as read in the CSV file (before: text in the Parquet file)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    import pyreadstat
+
+    d = testdata()
+    hh = d["ori_hid"].to_numpy()
+    d["hinc"] = np.where(hh % 3 == 0, "0", np.char.add(hh.astype(str), ".25"))
+    d["pinc"] = np.where(np.arange(len(d)) % 4 == 0, "0", "12075.15")
+    data = tmp_path / "td.csv"
+    d.to_csv(data, index=False)
+    cfg = tmp_path / "td.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "name": "td", "input": {"path": str(data), "household_id": "ori_hid",
+                                "household_columns": ["hinc"],
+                                "drop": ["relat", "hhcivil", "expend", "income", "savings",
+                                         "roof", "walls", "electcon", "sampling_weight",
+                                         "household_weights", "age", "water"]},
+        "key_variables": {"urbrur": {"categories": [1, 2], "level": "household"},
+                          "sex": {"categories": [1, 2]}},
+        "risk": {"xi": 0.5, "households": "warn"}, "seed": 5,
+        "output": {"dir": str(tmp_path / "out"), "formats": ["parquet", "csv", "sav", "dta"]}},
+        sort_keys=False))
+    r = run("release", cfg)
+    assert r.exit_code == 0, r.text
+    pub = tmp_path / "out" / "public"
+    schema = pq.read_schema(pub / "microdata.parquet")
+    assert str(schema.field("hinc").type) == "double" and str(schema.field("pinc").type) == "double"
+    csv = pd.read_csv(pub / "microdata.csv", dtype=str)
+    src = pd.read_csv(data, dtype=str)
+    for c in ("hinc", "pinc"):
+        assert sorted(csv[c]) == sorted(src[c]), c  # the CSV text as read
+    for reader, name in ((pyreadstat.read_sav, "microdata.sav"),
+                         (pyreadstat.read_dta, "microdata.dta")):
+        f, _ = reader(str(pub / name))
+        assert f["hinc"].dtype == np.float64 and f["pinc"].dtype == np.float64, name
