@@ -200,10 +200,19 @@ def _say_household_draft(draft: Any, out: Path, keys: list[str], console: Consol
     c = draft.check
     hk = [k for k, kd in draft.keys.items() if kd.level == "household"]
     console.print(f"[green]Config draft written to[/green] {escape(str(out))}")
+    hid = draft.input.get("household_id")  # None: the design withheld it (a person file)
+    cert = f"certificate {certificate_text(c['certificate'], c['xi'], 4)} xi = {c['xi']}"
+    if hid is None:
+        console.print(
+            f"{c['records']:,} records, released without the household id (a person file: the "
+            f"design's recommendation); keys {', '.join(keys)}; {cert}; about "
+            f"{c['changed']:,} records changed", markup=False, soft_wrap=True)
+        _say_review(out, console)
+        return
     console.print(
-        f"{c['records']:,} records, household file ({draft.input['household_id']}); household "
+        f"{c['records']:,} records, household file ({hid}); household "
         f"keys {', '.join(hk)}; person keys {', '.join(k for k in keys if k not in hk)}; "
-        f"certificate {certificate_text(c['certificate'], c['xi'], 4)} xi = {c['xi']}; about "
+        f"{cert}; about "
         f"{c['changed']:,} records and {c['households_changed']:,} households changed"
         + ("; risk.composition: protect" if draft.risk.get("composition") else ""),
         markup=False, soft_wrap=True)
