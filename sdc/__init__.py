@@ -19,8 +19,9 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 __getatt
     from sdc.config.model import ConfigError, ReleaseConfig
     from sdc.executors.memory import release_frame
     from sdc.io.read import read_input
+    from sdc.method.designs import plan_release
     from sdc.method.partition import Partitioned, partition_frame
-    from sdc.method.plan import ReleasePlan, plan_release
+    from sdc.method.plan import ReleasePlan
     from sdc.method.risk import calibrate_theta, correct_match_risk, max_risk
     from sdc.method.theta import h, kmin, solve_theta
 
@@ -33,7 +34,7 @@ _LAZY = {
     "read_input": "sdc.io.read",
     "release_frame": "sdc.executors.memory",
     "Partitioned": "sdc.method.partition", "partition_frame": "sdc.method.partition",
-    "ReleasePlan": "sdc.method.plan", "plan_release": "sdc.method.plan",
+    "ReleasePlan": "sdc.method.plan", "plan_release": "sdc.method.designs",
     "calibrate_theta": "sdc.method.risk", "correct_match_risk": "sdc.method.risk",
     "max_risk": "sdc.method.risk",
     "h": "sdc.method.theta", "kmin": "sdc.method.theta", "solve_theta": "sdc.method.theta",

@@ -4,7 +4,7 @@ re-derivation, the library's release). Not used by tests/e2e: a release and its 
 twice there, and since the key-range and quartile work of Nov 27 the memo's pickling cost
 as much as the census plans it saved.
 
-Planning (:func:`sdc.method.plan.plan_release`, :func:`sdc.method.weighted.weight_plan`) is a
+Planning (:func:`sdc.method.designs.plan_release`, the one planning call of every design) is a
 pure function of the counted cells and the method's part of the config, and it dominates the
 CPU of the near-destination, calibrated and weighted cases (0.2-0.3 s per PRB; docs/TESTING.md).
 The memo returns, for inputs identical to an earlier call's, an unpickled copy of that call's
@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 #: the planning functions memoized: (module, name)
-PLANNERS = (("sdc.method.plan", "plan_release"), ("sdc.method.weighted", "weight_plan"))
+PLANNERS = (("sdc.method.designs.registry", "plan_release"),)
 #: the config fields that name the run, not the method (left out of the key)
 RUN_FIELDS = ("executor", "output", "schedule", "review")
 #: at most this many plans, and this many bytes of pickled plans, kept (least recently used
@@ -83,7 +83,7 @@ def memoized(fn: Callable[..., Any]) -> Callable[..., Any]:
         while len(_MEMO) > LIMIT or sum(map(len, _MEMO.values())) > LIMIT_BYTES:
             _MEMO.popitem(last=False)
         # the first caller gets a copy too: a plan pickles to other bytes than its unpickled
-        # copy, so a later call that takes the plan (weight_plan) would miss after a hit
+        # copy, so a later call that takes the plan would miss after a hit
         return pickle.loads(blob)
 
     planner.__wrapped_planner__ = fn  # type: ignore[attr-defined]

@@ -15,13 +15,13 @@ import pandas as pd
 from sdc.audit.report import REL, TOL, AuditReport
 from sdc.config.model import ReleaseConfig
 from sdc.method.blocks import Block
+from sdc.method.designs import plan_release
 from sdc.method.destinations import NearCertifier, design_risk
 from sdc.method.partition import Partitioned
-from sdc.method.plan import ReleasePlan, certificate, plan_release
+from sdc.method.plan import ReleasePlan, certificate
 from sdc.method.risk import BlockRisk, max_risk
 from sdc.method.theta import kmin as kmin_of
 from sdc.method.theta import solve_theta
-from sdc.method.weighted import weight_plan
 
 #: the near-cell check's inputs: the certifier on the source's cells and audit.json's
 #: ``near.prbs`` records
@@ -63,7 +63,7 @@ def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: np.ndarray 
     """The weighted mode (docs/METHOD.md 7.11): its design re-derived from the source's cell
     table and weight totals (or ``plan``: the weighted plan the pipeline's count pass made of
     the source's counts), every weight group's exact certificate recomputed; the
-    certificate is the design's. Under ``destinations: near`` every PRB's W (block-diagonal
+    certificate is the design's. Under the near W (``plan.design.near``) every PRB's W (block-diagonal
     over its weight groups) is compared with the digest audit.json records. ``what`` prefixes
     the check names (a household file's stages)."""
     if plan is None:
@@ -71,13 +71,13 @@ def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: np.ndarray 
             rep.add(what + "weighted design", False,
                     "the source's weight totals were not counted")
             return math.inf, "weighted design"
-        plan = weight_plan(plan_release(po, cfg), weight_total, cfg)
+        plan = plan_release(po, cfg, weight_total)
     g = plan.weighted.groups
     n_w = int((g["design"] == "weighted").sum()) if len(g) else 0
     rep.add(what + "weighted design <= xi", plan.certificate <= xi + TOL,
             f"{len(g)} weight groups ({n_w} weight-balanced, {len(g) - n_w} NZY), max risk "
             f"{plan.certificate:.6f}")
-    if cfg.risk.destinations == "near":
+    if plan.design.near:
         got = [tr.digest() for tr in plan.weighted.transitions]
         rep.add("weighted near W re-derived = recorded", got == list(recorded_w or []),
                 f"{len(got)} PRBs' W (near inside the weight groups) re-derived from the source")

@@ -23,10 +23,11 @@ from sdc.io.schemas import validate_output
 from sdc.method.cell_passes import cell_table
 from sdc.method.dependence import measure_dependence
 from sdc.method.derived import DerivedError
+from sdc.method.designs import design_of, plan_release
 from sdc.method.draws import value_hash
 from sdc.method.households import check_households, person_config
 from sdc.method.partition import Partitioned, partition_cells
-from sdc.method.plan import ReleasePlan, plan_release
+from sdc.method.plan import ReleasePlan
 from sdc.pipeline.release import count_cells
 from sdc.reports.recoding import fine_counts, recoding_section
 
@@ -208,7 +209,8 @@ def counted_partitions(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig,
     else:
         try:
             codes = orig.cell_codes
-            rep.dependence = measure_dependence(orig.dependence, plan_release(po, cfg), cfg,
+            unweighted = plan_release(po, cfg, design=design_of(cfg, weighted=False))
+            rep.dependence = measure_dependence(orig.dependence, unweighted, cfg,
                                                 lambda x: np.searchsorted(codes, x))
         except (InputError, ConfigError, SmallBlockError) as e:
             rep.add("dependence check: recomputed", False, f"cannot recompute: {e}")

@@ -70,6 +70,7 @@ from sdc.audit.source_checks import (
 from sdc.config.model import ReleaseConfig
 from sdc.executors.registry import get_executor
 from sdc.io.batches import input_sha256
+from sdc.method.designs import design_of
 from sdc.method.destinations import NearCertifier
 from sdc.release.record import AUDIT_FORMAT, build_audit, config_text_of
 
@@ -150,12 +151,14 @@ def _checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, audit: dict
         if cfg.recoded_keys:
             recoding_check(rep, release_dir, cfg, po)
         # -- PRBs and the certificate ------------------------------------------------------------
+        # the plan's design (the release made again), else the one its config copy picks
+        design = plan.design if plan is not None else design_of(cfg)
         near = None
-        if cfg.risk.destinations == "near":
+        if design.near:
             near = (NearCertifier(po, cfg), (audit.get("near") or {}).get("prbs") or [])
         cert, where = prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi,
                                  near=near)
-        if cfg.risk.weighted:
+        if design.weighted:
             cert, where = weighted_checks(rep, po, weight_total, cfg, xi,
                                           (audit.get("near") or {}).get("weighted_w_sha256"),
                                           plan=plan)

@@ -52,6 +52,7 @@ from sdc.method.design import (
     search,
 )
 from sdc.method.design.importance import IMPORTANT_VARIANTS
+from sdc.method.designs import design_of
 from sdc.reports.recoding import DESIGN_MARK
 
 __all__ = ["Design", "configured_figures", "count_declared", "design_document", "run_design",
@@ -133,7 +134,7 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
                            minlength=src[k].size).astype(np.int64)
             for i, k in enumerate(config.key_names)}
     cands = candidates(config, marg, derived=derived)
-    weights = declared_weights(config, fine) if config.risk.weighted else None
+    weights = declared_weights(config, fine) if design_of(config).weighted else None
     held = keys_held_by_derived(config) if release_checks else {}
     for k in held:  # the declared values only (the first candidate is the key as declared)
         cands[k] = [c for c in cands[k] if c.rule is None] or cands[k][:1]

@@ -88,10 +88,11 @@ def _batched_weights(raw: ReleaseConfig, fine: CellTable,
 
 
 def transition_design_name(config: ReleaseConfig) -> str:
-    """``uniform``, ``near``, ``weighted`` or ``weighted x near``."""
-    if config.risk.weighted:
-        return "weighted x near" if config.risk.destinations == "near" else "weighted"
-    return config.risk.destinations
+    """``uniform``, ``near``, ``weighted`` or ``weighted x near``: the config's transition
+    design (:func:`sdc.method.designs.design_of`)."""
+    from sdc.method.designs import design_of
+
+    return design_of(config).name
 
 
 def configured_figures(config: ReleaseConfig, i: int,
@@ -110,9 +111,9 @@ def configured_figures(config: ReleaseConfig, i: int,
     from sdc.errors import CertificationError, SmallBlockError
     from sdc.io.read import read_input
     from sdc.method.design.balance import balance_figures
+    from sdc.method.designs import design_of, plan_release
     from sdc.method.partition import partition_frame
-    from sdc.method.plan import plan_release
-    from sdc.method.weighted import WeightSums, weight_plan
+    from sdc.method.weighted import WeightSums
 
     cfg = config
     name = transition_design_name(cfg)
@@ -125,14 +126,15 @@ def configured_figures(config: ReleaseConfig, i: int,
     balance = None
     try:
         part = partition_frame(frame, node_cfg)
-        plan = plan_release(part, node_cfg)
-        if node_cfg.risk.weighted:
+        if design_of(node_cfg).needs_weights:
             w = frame[node_cfg.input.weight].to_numpy(np.float64)
             cells = np.arange(part.cells.n_cells)
             wt = WeightSums.of(part.cells.record_cell, w).result(cells)
-            plan = weight_plan(plan, wt, node_cfg)
+            plan = plan_release(part, node_cfg, wt)
             balance = balance_figures(plan, wt, np.bincount(
                 part.cells.record_cell, weights=w * w, minlength=cells.size))
+        else:
+            plan = plan_release(part, node_cfg)
     except (SmallBlockError, CertificationError) as e:
         return {"design": name, "node": i, "certified": False, "note": str(e)[:300]}
     out: dict[str, Any] = {

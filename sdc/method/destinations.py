@@ -1,4 +1,4 @@
-"""The destination design of every PRB of a release under ``risk.destinations: near``.
+"""The destination design of every PRB of a release under ``destinations: near``.
 
 :class:`NearCertifier` gives :func:`sdc.method.blocks.plan_blocks` the exact certificate of a
 block's near design (W built once per block from its cells, :mod:`sdc.method.near`; the

@@ -29,6 +29,7 @@ from sdc.method.dependence import (
     person_level,
     small_limit,
 )
+from sdc.method.designs import design_of, plan_release
 from sdc.method.draws import (
     draw_tiebreak,
     record_identity,
@@ -55,9 +56,8 @@ from sdc.method.households import (
     weight_per_household,
 )
 from sdc.method.partition import partition_cells
-from sdc.method.plan import ReleasePlan, draw_plan, partition_sets_with_prbs, plan_release
+from sdc.method.plan import ReleasePlan, draw_plan, partition_sets_with_prbs
 from sdc.method.postrandomize import released_cells
-from sdc.method.weighted import weight_plan
 
 __all__ = ["HouseholdAggregate", "HouseholdCounter", "HouseholdStageResult", "PersonStagePlan",
            "drawing_persons", "household_identity", "household_stage", "lookup_households",
@@ -121,7 +121,7 @@ class HouseholdCounter:
         self.merge_every = merge_every
         self._parts: list[tuple[np.ndarray, ...]] = []
         self.members = HouseholdMembers(merge_every=merge_every)
-        self.weights = HouseholdWeights() if config.risk.weighted else None
+        self.weights = HouseholdWeights() if design_of(config).weighted else None
 
     def add(self, frame: pd.DataFrame, cell_code: np.ndarray | None = None) -> None:
         """Add one batch of persons (any rows, any order; a household may span batches);
@@ -262,9 +262,10 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
     cell = cell.reshape(-1).astype(np.int64)
     cells = cell_table(u, t.astype(np.int64), hcfg)
-    plan = plan_release(partition_cells(cells, hcfg), hcfg)
-    if config.risk.weighted:  # balanced on x_h: persons-weighted household-key cells exact
-        plan = weight_plan(plan, household_weight_totals(agg.weight, cell, cells.n_cells), hcfg)
+    # weighted designs: balanced on x_h, persons-weighted household-key cells exact
+    x_h = (None if agg.weight is None
+           else household_weight_totals(agg.weight, cell, cells.n_cells))
+    plan = plan_release(partition_cells(cells, hcfg), hcfg, x_h)
     dplan = draw_plan(plan, hcfg)
     released = cell.copy()
     rows = np.flatnonzero(dplan.cell_prb[cell] >= 0)

@@ -251,9 +251,9 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
     from sdc.errors import SmallBlockError
     from sdc.method.cell_passes import cell_table
     from sdc.method.cells import radix_sizes
+    from sdc.method.designs import plan_release
     from sdc.method.households import household_config, larger_certificate
     from sdc.method.partition import partition_cells
-    from sdc.method.plan import plan_release
 
     hk_codes = np.asarray(hk_codes, np.int64).reshape(table.household.size, -1)
     n_h = table.household.size
@@ -281,13 +281,12 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
             break
         cells, cell = cells_of(rows)
         try:
-            plan = plan_release(partition_cells(cells, ccfg), ccfg)
+            x_h = None
             if weight is not None:
                 from sdc.method.household_weights import household_weight_totals
-                from sdc.method.weighted import weight_plan
 
-                plan = weight_plan(plan, household_weight_totals(
-                    np.asarray(weight)[rows], cell, cells.n_cells), ccfg)
+                x_h = household_weight_totals(np.asarray(weight)[rows], cell, cells.n_cells)
+            plan = plan_release(partition_cells(cells, ccfg), ccfg, x_h)
             break
         except SmallBlockError:
             if attempt == 1 or part.kmin <= limit:

@@ -14,12 +14,12 @@ import pandas as pd
 from sdc.config.model import ReleaseConfig
 from sdc.errors import SmallBlockError
 from sdc.method.cells import CellTable
+from sdc.method.designs import design_of, plan_release
 from sdc.method.draws import DrawPlan, cell_identity, draw_tiebreak, record_identity
 from sdc.method.household_weights import person_draw_extras
 from sdc.method.households import household_classes, person_config
-from sdc.method.partition import partition_cells
-from sdc.method.plan import ReleasePlan, draw_plan, plan_release
-from sdc.method.weighted import weight_plan
+from sdc.method.partition import Partitioned, partition_cells
+from sdc.method.plan import ReleasePlan, draw_plan
 
 __all__ = ["PersonStagePlan", "drawing_persons", "person_draw_identities", "person_draw_plan",
            "person_stage", "sub_cell"]
@@ -53,15 +53,15 @@ def person_stage(cells: CellTable, config: ReleaseConfig,
     pcfg = person_config(config)
     part = partition_cells(cells, pcfg)
 
-    def weighted(plan: ReleasePlan, kept: np.ndarray) -> ReleasePlan:
-        if config.risk.weighted:
-            plan = weight_plan(plan, np.asarray(weight_total, np.float64)[kept], pcfg)
-        return plan
+    def planned(part: Partitioned, kept: np.ndarray) -> ReleasePlan:
+        w = None if weight_total is None else np.asarray(weight_total, np.float64)[kept]
+        return plan_release(part, pcfg, w)
 
     if config.risk.composition == "protect":
         # person keys move only with their household's composition (the household stage)
         none = np.zeros(cells.n_cells, dtype=bool)
-        plan = plan_release(dataclasses.replace(part, sensitive=none), pcfg)
+        plan = plan_release(dataclasses.replace(part, sensitive=none), pcfg,
+                            design=design_of(pcfg, weighted=False))
         return PersonStagePlan(plan, np.arange(cells.n_cells, dtype=np.int64), none, 0, 0)
     cell_class, n_cls = household_classes(cells.key_codes, list(pcfg.key_names), config)
     k_class = np.bincount(cell_class[part.sensitive], minlength=n_cls)
@@ -70,7 +70,7 @@ def person_stage(cells: CellTable, config: ReleaseConfig,
     n_small = int(small.sum())
     if n_small == 0 or config.risk.small_blocks == "fail":
         kept = np.arange(cells.n_cells, dtype=np.int64)
-        return PersonStagePlan(weighted(plan_release(part, pcfg), kept), kept, cell_small, 0, 0,
+        return PersonStagePlan(planned(part, kept), kept, cell_small, 0, 0,
                                weight_total)
     kept = np.flatnonzero(~cell_small)
     if kept.size == 0:
@@ -78,7 +78,7 @@ def person_stage(cells: CellTable, config: ReleaseConfig,
                               "cells: no person PRB can be certified")
     sub = CellTable(np.zeros(0, dtype=np.int64), cells.key_codes[kept], cells.frequency[kept],
                     list(cells.names))
-    plan = weighted(plan_release(partition_cells(sub, pcfg), pcfg), kept)
+    plan = planned(partition_cells(sub, pcfg), kept)
     return PersonStagePlan(plan, kept, cell_small, n_small,
                            int(cells.frequency[cell_small].sum()), weight_total)
 

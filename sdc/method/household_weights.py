@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from sdc.method.cells import split_codes
+from sdc.method.designs import design_of
 from sdc.method.weighted import WeightSums
 
 __all__ = ["HouseholdWeights", "cell_weights_of", "household_expected_totals",
@@ -192,7 +193,7 @@ def household_expected_totals(config: Any, agg: Any, hs: Any, ps: Any, cells: An
     hk_rows, (xs_h, hh, pp) = _hk_expected(
         hs, [x if weighted else size, np.ones(n_h), size], config)
     pk_idx = [config.key_names.index(k) for k in config.person_keys]
-    pk_weighted = weighted and (hs.composition is None or bool(config.risk.weighted))
+    pk_weighted = weighted and (hs.composition is None or design_of(config).weighted)
     t = cells.frequency.astype(np.float64)
     w = (ps.weight_total if ps.weight_total is not None else
          np.bincount(person_cell, weights=person_weight, minlength=cells.n_cells)
@@ -214,7 +215,7 @@ def household_expected_totals(config: Any, agg: Any, hs: Any, ps: Any, cells: An
         pk_codes = split_codes(np.arange(n_cls, dtype=np.int64),  # the classes' key codes
                                [int(config.key_variables[k].size) for k in config.person_keys])
     out: dict[str, Any] = {
-        "mode": "weighted" if config.risk.weighted else "nzy",
+        "mode": "weighted" if design_of(config).weighted else "nzy",
         "household_keys": {"persons_weighted": _figures(*xs_h) if weighted else None,
                            "households": _figures(*hh), "persons": _figures(*pp)},
         "person_keys": {"persons_weighted": _figures(*_margin(pk_codes, w, ew))

@@ -1,4 +1,4 @@
-"""The near-cell destination design W of a PRB (``risk.destinations: near``).
+"""The near-cell destination design W of a PRB (``destinations: near``).
 
 Built deterministically from the PRB's cells (their key codes) and the config, never from
 records or the seed (docs/METHOD.md section 7.12):

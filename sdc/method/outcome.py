@@ -155,13 +155,13 @@ class ReleaseOutcome:
 
     @property
     def weighted(self) -> Any:
-        """``risk.weighted``: the weighted design (:class:`sdc.method.weighted.WeightedDesign`),
+        """The weighted design (:class:`sdc.method.weighted.WeightedDesign`) of a weighted plan,
         else None."""
         return self.plan.weighted if self.plan is not None else None
 
     @property
     def near(self) -> dict | None:
-        """``risk.destinations: near``: what defines every PRB's W (audit.json)."""
+        """``destinations: near``: what defines every PRB's W (audit.json)."""
         return self.plan.near if self.plan is not None else None
 
     @classmethod

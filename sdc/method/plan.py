@@ -20,13 +20,12 @@ import pandas as pd
 from sdc.config.model import AsIs, Bands, Groups, Hierarchy, ReleaseConfig
 from sdc.errors import SmallBlockError
 from sdc.method.blocks import Block, BlockPlan, plan_blocks
-from sdc.method.destinations import NearCertifier, near_record, prb_transitions
 from sdc.method.draws import DrawPlan, cell_identity
 from sdc.method.partition import Partitioned
 from sdc.method.transition import CellDesign, cell_design
 
 __all__ = ["ReleasePlan", "certificate", "default_merge_order", "draw_plan",
-           "expected_changed", "plan_release", "sensitive_profiles"]
+           "expected_changed", "plan_prbs", "sensitive_profiles"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +80,10 @@ class ReleasePlan:
     #: materialised). ``near``: what defines the near W (audit.json)
     transitions: list | None = None
     near: dict | None = None
+    #: the transition design that built this plan (:class:`sdc.method.designs.TransitionDesign`,
+    #: picked once from the config by :func:`sdc.method.designs.design_of`): what every step
+    #: after planning reads (draws, audit, codebook, reports), never ``config.risk``
+    design: Any = None
 
     @property
     def merges(self) -> list[str]:
@@ -156,8 +159,14 @@ def certificate(prb_risk: Any, frequency: np.ndarray, sensitive: np.ndarray
     return cert, at, None
 
 
-def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
+def plan_prbs(part: Partitioned, config: ReleaseConfig, certifier: Any = None) -> ReleasePlan:
     """Form the PRBs of ``part``, choose theta per PRB under the small-block policy, certify.
+
+    The PRB step of every transition design (:mod:`sdc.method.designs`, whose
+    :func:`~sdc.method.designs.plan_release` is the one planning call): ``certifier`` None
+    certifies NZY's uniform design by its profile; a design's certifier (the near design's
+    :class:`~sdc.method.destinations.NearCertifier`) certifies each block's own W, and the
+    PRB table then has the ``neighbourhood_risk`` column.
 
     Raises
     ------
@@ -176,7 +185,7 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
         return "partition set " + names[0] if len(names) == 1 else "merged block [" + " + ".join(names) + "]"
 
     order = [pvars.index(v) for v in default_merge_order(config)]
-    near = NearCertifier(part, config) if config.risk.destinations == "near" else None
+    near = certifier
     try:
         bplan: BlockPlan = plan_blocks(ps_codes, profiles, xi=xi, theta=theta, kmin=km,
                                        theta_mode=config.risk.theta,
@@ -214,12 +223,8 @@ def plan_release(part: Partitioned, config: ReleaseConfig) -> ReleasePlan:
 
     ps_frame = partition_sets_frame(ps_labels, pvars, gens, ps_codes, cell_ps, t, sensitive,
                                      bplan.block_of_partition_set)
-    transitions = near_info = None
-    if near is not None:
-        transitions = prb_transitions(near, bplan.blocks)
-        near_info = near_record(config, near, bplan.blocks)
     return ReleasePlan(part, bplan, cell_prb, sens_cells, starts, cell_local, blocks_df, ps_frame,
-                       cert, cert_at, transitions=transitions, near=near_info)
+                       cert, cert_at)
 
 
 def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
@@ -232,7 +237,7 @@ def draw_plan(plan: ReleasePlan, config: ReleaseConfig) -> DrawPlan:
     if plan.transitions is not None:
         d = plan.cell_design()
         extra = {"dest_indptr": d.indptr, "dest_cell": d.dest, "dest_weight": d.weight}
-        if plan.weighted is not None:   # NZY's m = theta_b / t_j is computed by the draws
+        if not getattr(plan.design, "nzy_moves", True):  # else m = theta_b / t_j, drawn
             extra.update(cell_move=d.move, cell_group=d.group)
     return DrawPlan(cell_prb=np.asarray(plan.cell_prb, dtype=np.int64),
                     cell_frequency=np.asarray(cells.frequency, dtype=np.int64),

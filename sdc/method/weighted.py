@@ -47,7 +47,7 @@ from sdc.method.risk import BlockRisk
 from sdc.method.transition import CellDesign, Transition, cell_design
 from sdc.method.transition_risk import certify, own_pick_at_one, surely_above
 
-__all__ = ["WeightSums", "WeightedDesign", "group_size", "weight_plan", "weighted_design"]
+__all__ = ["WeightSums", "WeightedDesign", "group_near_w", "group_size", "weighted_design"]
 
 #: Points of the scan of c when the starting c is not certified.
 _SCAN_POINTS = 32
@@ -481,7 +481,7 @@ def group_size(kmin: int) -> int:
     return max(int(kmin), 5)
 
 
-def _near_w(part, config) -> NearW:
+def group_near_w(part, config) -> NearW:
     """The near W of a group's cells under the config's ``risk.near`` options, with s (2s
     destinations) lowered to the group: s_g = min(s, (k_g - 1) // 2), never below the spread
     floor (>= ``min_destinations``, none above ``max_weight``); a group too small for the
@@ -504,57 +504,3 @@ def _near_w(part, config) -> NearW:
         return None if tr.uniform else tr
 
     return near_w
-
-
-def weight_plan(plan, weight_total: np.ndarray, config) -> object:
-    """``plan`` (a :class:`sdc.method.plan.ReleasePlan`) with the weighted design of its PRBs
-    (``plan.weighted``; ``plan.transitions`` its per-PRB :class:`Transition`) and the
-    certificate recomputed for it: max over weight groups of their exact certificate and over
-    non-sensitive cells of 1/t_j. ``weight_total``: W_j of every cell (:class:`WeightSums`).
-    """
-    import dataclasses
-
-    part = plan.partitioned
-    t = part.cells.frequency
-    blocks = plan.block_plan.blocks
-    theta = np.array([b.theta for b in blocks], dtype=np.float64)
-    near = config.risk.destinations == "near"
-    fallback = None
-    if near and plan.transitions is not None:
-        fallback = [(tr, b.risk) for tr, b in zip(plan.transitions, blocks, strict=True)]
-    design = weighted_design(plan.cell_prb, plan.prb_cells, plan.prb_start, t, weight_total,
-                             theta, part.xi,
-                             size=group_size(part.kmin),
-                             near_w=_near_w(part, config) if near else None,
-                             prb_fallback=fallback)
-    cert, at = 0.0, {}
-    if design.n_groups:
-        g = design.groups
-        i = int(np.argmax(g["max_risk"].to_numpy()))
-        b = int(g["prb"].iat[i])
-        cert = float(g["max_risk"].iat[i])
-        at = {"source": "prb", "prb": b, "group": i,
-              "partition_key": plan.blocks["partition_key"].iat[b],
-              "t": int(g["max_risk_t"].iat[i]), "a": int(g["max_risk_a"].iat[i]),
-              "pick": str(g["max_risk_pick"].iat[i]), "t_z": int(g["max_risk_t_z"].iat[i])}
-    sens = plan.cell_prb >= 0
-    if (~sens).any():
-        t_ns = int(t[~sens].min())
-        if 1.0 / t_ns > cert:
-            cert, at = 1.0 / t_ns, {"source": "non_sensitive", "t": t_ns, "a": t_ns,
-                                    "pick": "own", "t_z": t_ns}
-    if cert > part.xi:
-        from sdc.errors import CertificationError
-
-        raise CertificationError(f"weighted design's max risk {cert} exceeds xi = {part.xi}")
-    near_info = plan.near
-    if near and near_info is not None:  # the W actually used: digests for ``sdc audit``
-        near_info = {**near_info,
-                     "weighted_w": "the kernel built on every weight group's cells (W "
-                                   "block-diagonal over the groups), s lowered to s_g = min(s, "
-                                   "(k_g - 1) // 2) but never below the spread floor; a group "
-                                   "too small for the floor moves uniformly inside the group",
-                     "weighted_w_sha256": [tr.digest() for tr in design.transitions]}
-    design = dataclasses.replace(design, weight_total=np.asarray(weight_total, np.float64))
-    return dataclasses.replace(plan, weighted=design, transitions=list(design.transitions),
-                               certificate=cert, certificate_at=at, near=near_info)

@@ -39,13 +39,13 @@ from sdc.method.cell_passes import decode_released, derived_cells
 from sdc.method.cells import CellTable
 from sdc.method.dependence import DependenceCounter, measure_dependence, raise_if_dependent
 from sdc.method.derived import DerivedCollector
+from sdc.method.designs import plan_release
 from sdc.method.draws import DrawPlan, record_identity
 from sdc.method.outcome import ReleasedRecords, ReleaseOutcome
 from sdc.method.partition import partition_cells
 from sdc.method.perturb import PerturbValues, perturb_batch, perturb_designs
-from sdc.method.plan import ReleasePlan, plan_release
+from sdc.method.plan import ReleasePlan
 from sdc.method.postrandomize import released_cells
-from sdc.method.weighted import weight_plan
 from sdc.pipeline.order import ORDER_COLUMNS, order_keys, sort_positions
 
 __all__ = ["BatchPerturb", "CellCount", "Problems", "ReleaseOutcome", "ReleasedRecords",
@@ -249,11 +249,7 @@ def plan_cells(count: CellCount, config: ReleaseConfig) -> ReleasePlan:
     released non-key columns when the count pass counted it (raises
     :class:`~sdc.method.dependence.DependenceError`)."""
     count.cells = derived_cells(count.cells, count.cell_codes, count.derived, config)
-    plan = plan_release(partition_cells(count.cells, config), config)
-    if config.risk.weighted:
-        if count.weight_total is None:
-            raise ValueError("risk.weighted: the count pass did not sum the weights")
-        plan = weight_plan(plan, count.weight_total, config)
+    plan = plan_release(partition_cells(count.cells, config), config, count.weight_total)
     if count.dependence is None:
         return plan
     codes = count.cell_codes

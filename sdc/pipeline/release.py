@@ -46,6 +46,7 @@ from sdc.method.cells import CellTable, cell_codes, cell_key_codes, code_counts,
 from sdc.method.dependence import checked_columns as dependence_columns
 from sdc.method.dependence import schema_kinds
 from sdc.method.derived import DerivedCollector
+from sdc.method.designs import design_of
 from sdc.method.draws import (
     DrawPlan,
     all_identities,
@@ -164,7 +165,7 @@ def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig, columns:
     part.perturb = {v: PerturbValues(v, config) for v in (config.perturb or {})}
     add_perturb_counts(part.perturb, frame)
     part.measure(frame, measure, weight)
-    if config.risk.weighted and weight is not None:
+    if design_of(config).weighted and weight is not None:
         part.weight_sums = WeightSums.of(codes, frame[weight].to_numpy(np.float64))
     return part
 
@@ -187,7 +188,7 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     # every executor (never from a batch's types)
     kinds = schema_kinds(runner.public_schema()) if dependence else None
     dep = new_dependence_counter(columns, config, kinds) if dependence else None
-    wsums = WeightSums() if config.risk.weighted and weight is not None else None
+    wsums = WeightSums() if design_of(config).weighted and weight is not None else None
     read = read_columns(config, columns, dependence, measure)
     for part in runner.map(count_batch, (config, columns, measure, dependence, validate, kinds),
                            columns=read):

@@ -306,7 +306,7 @@ def validate_release_input(config_path: str | Path,
     """
     from sdc.io.schemas import validate_input
     from sdc.method.dependence import frame_dependence, raise_if_dependent, schema_kinds
-    from sdc.method.plan import plan_release as plan_cells
+    from sdc.method.designs import design_of, plan_release
     from sdc.release.public import public_schema_for
 
     file = read_config(config_path)  # read once: the count pass or load_job takes it
@@ -318,8 +318,9 @@ def validate_release_input(config_path: str | Path,
     job = load_job(file)
     frame = validate_input(job.frame, job.config)
     part = sdc.partition_frame(frame, job.config)
-    # the dependence check of the released non-key columns needs the PRBs (a plan: no seed)
-    plan = plan_cells(part, job.config)
+    # the dependence check of the released non-key columns needs the PRBs (a plan: no seed;
+    # the weighted mode's groups do not change them)
+    plan = plan_release(part, job.config, design=design_of(job.config, weighted=False))
     kinds = schema_kinds(public_schema_for(job.config, frame))  # as the release's count
     raise_if_dependent(frame_dependence(frame, plan, job.config, kinds), plan, job.config)
     n_cells, n_sets = int(part.cells.n_cells), int(len(part.partition_keys))

@@ -22,6 +22,7 @@ from sdc.io.batches import (
     public_schema_for,
 )
 from sdc.io.schemas import PUBLIC_ID
+from sdc.method.designs import design_of
 from sdc.method.generalize import generalize_domain
 from sdc.method.outcome import ReleaseOutcome
 from sdc.method.perturb import NOT_DP
@@ -79,7 +80,8 @@ def _merged_variables(result: ReleaseOutcome, config: ReleaseConfig) -> tuple[in
     return int((sizes > 1).sum()), [v for v in pvars if (nunique[v] > 1).any()]
 
 
-def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) -> str:
+def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = (),
+                  design: Any = None) -> str:
     if var == config.input.household_id:
         return ("household pseudonym 1..H (keyed): the members of a household share it and are "
                 "contiguous; no link to the original household ids")
@@ -116,7 +118,7 @@ def _perturbation(var: str, config: ReleaseConfig, merged_vars: list[str] = ()) 
                 f"eps = {spec.epsilon:g})")
     if var == PUBLIC_ID:
         return "new sequential number 1..n in random order; no link to the original file"
-    if var == config.input.weight and config.risk.weighted:
+    if var == config.input.weight and design is not None and design.weighted:
         return ("unchanged (survey weight; weighted mode: the key variables were "
                 "post-randomized so that weighted totals of key combinations are unbiased, "
                 "as stated under Disclosure control)")
@@ -152,7 +154,8 @@ def _columns(config: ReleaseConfig, result: Any, schema: pa.Schema | None,
     return cols, types, len(result.frame)
 
 
-def _kept_line(config: ReleaseConfig, expected: dict[str, Any] | None) -> str:
+def _kept_line(config: ReleaseConfig, expected: dict[str, Any] | None,
+               design: Any = None) -> str:
     """What the design keeps in expectation, one statement for the whole codebook: counts
     (the unweighted designs), or weighted totals (weighted mode), with utility.json's exact
     figures (``expected``, its ``expected_totals``) for a file with a survey weight."""
@@ -161,7 +164,7 @@ def _kept_line(config: ReleaseConfig, expected: dict[str, Any] | None) -> str:
     weight = config.input.weight
     words = weighted_totals_words(expected, weight, public=True)
     words = md_text(words) if words else None   # the weight column is user text
-    if config.risk.weighted:
+    if design is not None and design.weighted:
         return ("Combinations absent from the original never appear. " + (words or (
             "Released in weighted mode: the expected survey-weighted total of every "
             "combination of key values equals its weighted total in the original file, "
@@ -175,7 +178,7 @@ def _kept_line(config: ReleaseConfig, expected: dict[str, Any] | None) -> str:
 
 
 def _disclosure_lines(config: ReleaseConfig, n: int, n_cols: int,
-                      expected: dict[str, Any] | None = None) -> list[str]:
+                      expected: dict[str, Any] | None = None, design: Any = None) -> list[str]:
     """The title, the file and the "Disclosure control" section: the bound xi and what
     post-randomization keeps (a combination shared by at least ceil(1/xi) is unchanged)."""
     xi = config.risk.xi
@@ -197,12 +200,8 @@ def _disclosure_lines(config: ReleaseConfig, n: int, n_cols: int,
         f"- Records in combinations of key values shared by at least {math.ceil(1 / xi)} "
         "respondents are unchanged. Records in rarer combinations may have had their key "
         "values replaced, all together, by those of another rare combination of the same "
-        "partition set (below). " + _kept_line(config, expected).rstrip(),
-        *(["- A changed record took the key values of a rare combination **near** its own "
-           "(risk.destinations: near): few keys changed, ordered ones by small steps, drawn from "
-           "a fixed design whose every combination receives on average as many records as it "
-           "gives, so the expected counts stay as above (docs/METHOD.md 7.12)."]
-          if config.risk.destinations == "near" else []),
+        "partition set (below). " + _kept_line(config, expected, design).rstrip(),
+        *(design.codebook if design is not None else ()),
         "- Variables that are not key variables are released as collected"
         + (" (except the DP-PRAM variables below)." if config.perturb else "."),
         "- Direct identifiers and the original record identifier are removed; the records are in "
@@ -308,8 +307,8 @@ def _moved_note(keys: list[str]) -> str:
 
 
 def _variable_table(config: ReleaseConfig, cols: list[str], types: dict[str, str],
-                    merged_vars: list[str], shown: dict[str, list[str]] | None = None
-                    ) -> list[str]:
+                    merged_vars: list[str], shown: dict[str, list[str]] | None = None,
+                    design: Any = None) -> list[str]:
     """The "Variables" table: number, name, type, role and perturbation of every column
     (``shown``: the columns that show moved records, and the keys they fix)."""
     shown = shown or {}
@@ -319,7 +318,7 @@ def _variable_table(config: ReleaseConfig, cols: list[str], types: dict[str, str
         typ = "integer" if c == PUBLIC_ID else types[c]
         role = ("record id" if c == PUBLIC_ID else "key" if c in config.key_variables
                 else "weight" if c == config.input.weight else "")
-        what = _perturbation(c, config, merged_vars)  # Markdown, user text escaped
+        what = _perturbation(c, config, merged_vars, design)  # Markdown, user text escaped
         if c in shown and what == "unchanged":
             what = _moved_note(shown[c])
         lines.append(f"| {i} | {md_code(c)} | {typ} | {role} | {what} |")
@@ -377,11 +376,16 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
     """
     cols, types, n = _columns(config, result, schema, n_records)
     n_merged, merged_vars = _merged_variables(result, config)
-    lines = _disclosure_lines(config, n, len(cols), expected)
+    # the plan's transition design; a household file's (both stages, whose person stage under
+    # composition: protect keeps its weights unbalanced) is the one its config picks
+    design = getattr(getattr(result, "plan", None), "design", None)
+    if design is None or config.input.household_id is not None:
+        design = design_of(config)
+    lines = _disclosure_lines(config, n, len(cols), expected, design)
     lines += _partition_lines(config, n_merged, merged_vars)
     lines += _household_lines(config, result)
     lines += _dp_pram_lines(config)
-    lines += _variable_table(config, cols, types, merged_vars, _shows_moved(result))
+    lines += _variable_table(config, cols, types, merged_vars, _shows_moved(result), design)
     lines += ["", "## Categories of the key variables", ""]
     for k in config.key_names:
         lines += _key_categories(config, k)

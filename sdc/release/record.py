@@ -150,7 +150,7 @@ def build_audit(config: ReleaseConfig, result: ReleaseOutcome, *, input_path: Pa
     if getattr(result, "households", None) is not None:
         out["households"] = household_audit(result)
     near = getattr(result, "near", None)
-    if near is not None:  # risk.destinations: near: what defines W (never W itself)
+    if near is not None:  # destinations: near: what defines W (never W itself)
         out["risk"]["destinations"] = "near"
         out["near"] = _plain(near)
     from sdc.release.design_record import design_record

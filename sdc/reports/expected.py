@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from sdc.config.model import ReleaseConfig
+from sdc.method.designs import design_of
 from sdc.method.transition import CellDesign, expected_totals
 
 __all__ = ["expected_totals_section", "transition_design", "weighted_totals_words"]
@@ -69,7 +70,9 @@ def expected_totals_section(result: Any, config: ReleaseConfig, w_before: np.nda
     et = expected_totals(t, design)
     out: dict[str, Any] = {"mode": mode, "counts": _figures(t, et, float(t.sum())),
                            "weighted": None}
-    if config.risk.destinations == "near":
+    # the plan's design (a result without a plan: the one its config picks)
+    chosen = getattr(getattr(result, "plan", None), "design", None) or design_of(config)
+    if chosen.near:
         out["destinations"] = "near"
     weighted = w_before is not None
     if weighted:

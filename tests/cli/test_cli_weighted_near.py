@@ -18,9 +18,9 @@ from conftest import run_cli
 
 from sdc.config.load import load_config
 from sdc.io.read import read_input
+from sdc.method.designs import design_of, plan_release
 from sdc.method.partition import partition_frame
-from sdc.method.plan import plan_release
-from sdc.method.weighted import WeightSums, weight_plan
+from sdc.method.weighted import WeightSums
 
 pytestmark = pytest.mark.e2e
 
@@ -55,10 +55,10 @@ def test_plan_prints_the_configured_designs_expected_changes(tmp_path, engine):
     cfg = load_config(path)
     frame = read_input(cfg)
     part = partition_frame(frame, cfg)
-    nzy = plan_release(part, cfg)
+    nzy = plan_release(part, cfg, design=design_of(cfg, weighted=False))
     w = frame["w"].to_numpy(np.float64)
-    plan = weight_plan(nzy, WeightSums.of(part.cells.record_cell, w).result(
-        np.arange(part.cells.n_cells)), cfg)
+    plan = plan_release(part, cfg, WeightSums.of(part.cells.record_cell, w).result(
+        np.arange(part.cells.n_cells)))
     want = float(plan.weighted.groups["expected_changed"].sum())
     assert abs(want - float(nzy.blocks["expected_changed"].sum())) > 1.0  # the two differ
     r = run_cli("plan", path, "--json", "--engine", engine)

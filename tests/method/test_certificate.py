@@ -13,9 +13,10 @@ import yaml
 
 import sdc
 from sdc.method.design.evaluate import certify
+from sdc.method.designs import plan_release
 from sdc.method.households import larger_certificate
 from sdc.method.partition import partition_frame
-from sdc.method.plan import certificate, plan_release
+from sdc.method.plan import certificate
 from sdc.method.risk import max_risk
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ import sdc
 from sdc.config.load import parse_config
 from sdc.executors.streaming import count_cells
 from sdc.method.dependence import DependenceCounter, DependenceError, frame_dependence, key_sizes
+from sdc.method.designs import plan_release
 from sdc.method.partition import partition_frame
-from sdc.method.plan import plan_release
 from sdc.pipeline.kernels import plan_cells
 
 REGIONS = [f"R{i:02d}" for i in range(30)]

@@ -15,8 +15,8 @@ import pytest
 
 from sdc.config.load import parse_config
 from sdc.method import dependence as D
+from sdc.method.designs import plan_release
 from sdc.method.partition import partition_frame
-from sdc.method.plan import plan_release
 
 XI = 0.395
 FLAGGED = ["months", "bdate", "yyyymmdd", "regcode", "ageplus"]

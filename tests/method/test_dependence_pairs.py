@@ -13,8 +13,8 @@ import pytest
 
 from sdc.config.load import parse_config
 from sdc.method import dependence as D
+from sdc.method.designs import plan_release
 from sdc.method.partition import partition_frame
-from sdc.method.plan import plan_release
 from tests.method.test_dependence_grain import XI, grain_config, grain_frame
 
 

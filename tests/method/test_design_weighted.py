@@ -107,9 +107,9 @@ def test_balance_figures_agree_with_a_monte_carlo_of_releases(tmp_path):
     sum over cells of the sample variances over the exact sum; each sample variance has
     relative SD sqrt(2 / (R - 1)) = 0.071 for normal totals, and a sum of such estimates
     at most that (whatever their correlation): 4 SD = 0.28 never fails by chance."""
+    from sdc.method.designs import plan_release
     from sdc.method.partition import partition_frame
-    from sdc.method.plan import plan_release
-    from sdc.method.weighted import WeightSums, weight_plan
+    from sdc.method.weighted import WeightSums
     from tests.method.test_weighted_near import _released_cells
 
     cfg = sdc.load_config(_weighted_job(tmp_path))
@@ -120,7 +120,7 @@ def test_balance_figures_agree_with_a_monte_carlo_of_releases(tmp_path):
     cells = np.arange(part.cells.n_cells)
     wt = WeightSums.of(rc, w).result(cells)
     q = np.bincount(rc, weights=w * w, minlength=cells.size)
-    plan = weight_plan(plan_release(part, cfg), wt, cfg)
+    plan = plan_release(part, cfg, wt)
     design = plan.cell_design()
     e, var = expected_totals(wt, design), variance_totals(q, design)
     R = 400

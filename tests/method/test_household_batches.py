@@ -324,10 +324,10 @@ def _whole_household_figures(f, cfg):
         member_rows,
         person_level,
     )
+    from sdc.method.designs import plan_release
     from sdc.method.household_batches import household_identity
     from sdc.method.households import household_codes, household_config, household_table
     from sdc.method.partition import partition_frame
-    from sdc.method.plan import plan_release
 
     hcfg = household_config(cfg)
     code, first = household_codes(f, cfg)

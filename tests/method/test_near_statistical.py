@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from sdc.config.load import load_config
+from sdc.method.designs import plan_release
 from sdc.method.draws import drawing_identities, unique_identities
 from sdc.method.partition import partition_frame
-from sdc.method.plan import draw_plan, plan_release
+from sdc.method.plan import draw_plan
 from sdc.method.postrandomize import released_cells
 
 ROOT = Path(__file__).resolve().parents[2]

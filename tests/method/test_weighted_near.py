@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from sdc.config.model import ReleaseConfig
+from sdc.method.designs import plan_release
 from sdc.method.draws import drawing_identities, unique_identities
 from sdc.method.partition import partition_frame
-from sdc.method.plan import draw_plan, plan_release
+from sdc.method.plan import draw_plan
 from sdc.method.postrandomize import released_cells
 from sdc.method.transition import Transition, cell_design, expected_totals
 from sdc.method.transition_risk import certify, group_risk, neighbourhood_risk, transition_max_risk
-from sdc.method.weighted import weight_plan
 from tests.method.test_weighted import _survey
 
 
@@ -165,7 +165,7 @@ def _planned(frame, cfg):
     part = partition_frame(frame, cfg)
     W = np.bincount(part.cells.record_cell, weights=frame["w"].to_numpy(),
                     minlength=part.cells.n_cells)
-    return part, W, weight_plan(plan_release(part, cfg), W, cfg)
+    return part, W, plan_release(part, cfg, W)
 
 
 def test_weighted_near_totals_unbiased_monte_carlo():

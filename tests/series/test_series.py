@@ -254,10 +254,11 @@ def test_without_id_column_duplicates_and_row_order(cfg):
 def test_streaming_batches_get_the_same_draw_identities_as_the_in_memory_engine(cfg):
     """Duplicated identities (no id column, identical non-key values) are made distinct in the
     same way by the batch engines and by release_frame (same tiebreak: draw_tiebreak)."""
+    from sdc.method.designs import plan_release
     from sdc.method.draws import drawing_identities as batch_identities
     from sdc.method.draws import unique_identities
     from sdc.method.partition import partition_frame
-    from sdc.method.plan import draw_plan, plan_release
+    from sdc.method.plan import draw_plan
 
     frame = generate_census_sample(20_000, seed=21).drop(columns=["person_id", "full_name"])
     frame[["hours_worked", "income"]] = 0

@@ -1,7 +1,7 @@
 """The weighted balance of a design node (``risk.weighted``; docs/DESIGN.md, "Weighted jobs").
 
 A weighted job's node is planned as ``sdc release`` plans it (:func:`plan_release`, then the
-weighted design of :func:`sdc.method.weighted.weight_plan` on the node's cell totals W_j) and
+weighted design of :mod:`sdc.method.designs` on the node's cell totals W_j) and
 judged by what a user of weighted totals sees, exactly from the transition probabilities:
 
 - **bias**: sum_l |E[W*_l] - W_l| / sum_l W_l (:func:`sdc.method.transition.expected_totals`);
@@ -112,13 +112,11 @@ def balance_figures(plan: Any, weight_total: np.ndarray, weight_sq: np.ndarray
 
 def weighted_node(part: Any, config: Any, weight_total: np.ndarray,
                   weight_sq: np.ndarray) -> dict[str, Any]:
-    """Plan a node's partitioned cell table as ``sdc release`` would (``plan_release``, then
-    the weighted design when ``risk.weighted``) and its :func:`balance_figures`. Raises what
+    """Plan a node's partitioned cell table as ``sdc release`` would (the one planning call,
+    :func:`sdc.method.designs.plan_release`: the config's transition design, weighted groups
+    on ``weight_total`` for a weighted design) and its :func:`balance_figures`. Raises what
     planning raises (SmallBlockError, CertificationError)."""
-    from sdc.method.plan import plan_release
-    from sdc.method.weighted import weight_plan
+    from sdc.method.designs import plan_release
 
-    plan = plan_release(part, config)
-    if config.risk.weighted:
-        plan = weight_plan(plan, weight_total, config)
+    plan = plan_release(part, config, weight_total)
     return balance_figures(plan, weight_total, weight_sq)

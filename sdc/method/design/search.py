@@ -28,6 +28,7 @@ from sdc.method.design.rule import (
     recommend,
     rule_order,
 )
+from sdc.method.designs import design_of
 
 __all__ = ["search"]
 
@@ -112,7 +113,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     keys = list(config.key_names)
     lattice = _Lattice.of(cands, keys)
     nodes = lattice.nodes
-    weighted = weights is not None and bool(config.risk.weighted)
+    weighted = weights is not None and design_of(config).weighted
     ctx = Context(fine, config, base, cands, keys, _hierarchy_tables(config), min_entropy,
                   weights if weighted else None)
     imp = ctx.importance if len(set(ctx.importance.values())) > 1 else {}

@@ -367,7 +367,7 @@ class DrawPlan:
         The weighted mode's destination group of each cell, -1 for non-sensitive cells
         (None: the PRB); a moving record goes to one of the other cells of its group.
     dest_indptr, dest_cell, dest_weight : CSR over all cells, or None
-        ``risk.destinations: near``: cell j's destinations ``dest_cell[dest_indptr[j]:
+        ``destinations: near``: cell j's destinations ``dest_cell[dest_indptr[j]:
         dest_indptr[j+1]]`` (global cell indices) and their w_jl; cells with an empty row (a
         PRB that got the uniform W) draw by trie rendezvous as under ``uniform``.
     """

@@ -1,0 +1,23 @@
+"""Transition designs as registered strategies (:mod:`sdc.method.designs.registry`): the
+built-in ones (:mod:`sdc.method.designs.builtin`) are registered here. Not to be confused with
+:mod:`sdc.method.design`, the recoding-lattice search of ``sdc design``."""
+
+from sdc.method.designs.builtin import NEAR, UNIFORM, WEIGHTED, WEIGHTED_NEAR, BuiltinDesign
+from sdc.method.designs.registry import (
+    TransitionDesign,
+    design_names,
+    design_of,
+    expected_cell_totals,
+    get_design,
+    plan_release,
+    prb_transitions_of,
+    register_design,
+    with_transitions,
+)
+
+for _design in (UNIFORM, NEAR, WEIGHTED, WEIGHTED_NEAR):
+    register_design(_design)
+
+__all__ = ["BuiltinDesign", "TransitionDesign", "design_names", "design_of",
+           "expected_cell_totals", "get_design", "plan_release", "prb_transitions_of",
+           "register_design", "with_transitions"]
