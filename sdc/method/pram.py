@@ -1,4 +1,9 @@
-"""The NZY unbiased PRAM inside one post-randomization block (docs/METHOD.md section 5, eq. 5.3).
+"""The post-randomization kernel of a replay (docs/METHOD.md section 5, eq. 5.3; 7.11-7.12).
+
+NZY's design inside one post-randomization block (eq. 5.3), and (:func:`post_randomize_design`)
+any transition design (m, W) of :mod:`sdc.method.designs`: what the report's Monte Carlo
+intruder replays (:mod:`sdc.reports.intruder`). The release itself draws with record-keyed
+draws (:mod:`sdc.method.postrandomize`), the same law.
 
 For a record in cell c_j of a PRB with k cells and original frequencies t:
 
@@ -12,9 +17,12 @@ moves with probability theta, a doubleton record with theta / 2.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["nzy_matrix", "post_randomize", "post_randomize_prepared", "post_randomize_records",
+__all__ = ["DesignKernel", "nzy_matrix", "post_randomize", "post_randomize_design",
+           "post_randomize_prepared", "post_randomize_records", "prepare_design",
            "prepare_records"]
 
 
@@ -121,3 +129,86 @@ def post_randomize_prepared(local_cell: np.ndarray,
     np.minimum(r, r_max, out=r)
     r += r >= local_cell
     return np.where(move, r, local_cell)
+
+
+# -- any transition design (m, W): the one kernel of every design's replay ---------------------
+class DesignKernel(NamedTuple):
+    """The per-record constants of :func:`post_randomize_design` (from :func:`prepare_design`).
+
+    threshold : (m,) float
+        m_j of the record's cell where it can move, -1 where it cannot.
+    row_lo, row_hi : (m,) int
+        The record's CSR row of W (``row_lo == row_hi``: no row, uniform inside its group).
+    base, span : (m,) float
+        The cumulated weights before the row, and the row's total.
+    group_at, k_minus_1, r_max, pos : (m,) arrays
+        Uniform rows: the first member of the record's group in ``members``, k_g - 1 (float),
+        max(k_g - 2, 0) and the cell's position inside its group.
+    """
+
+    threshold: np.ndarray
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    base: np.ndarray
+    span: np.ndarray
+    group_at: np.ndarray
+    k_minus_1: np.ndarray
+    r_max: np.ndarray
+    pos: np.ndarray
+    cum: np.ndarray
+    dest: np.ndarray
+    members: np.ndarray
+
+
+def prepare_design(cell: np.ndarray, move: np.ndarray, group: np.ndarray, indptr: np.ndarray,
+                   dest: np.ndarray, weight: np.ndarray) -> DesignKernel:
+    """The constants of :func:`post_randomize_design` for records of cells ``cell`` under the
+    design laid out over the cells (:class:`sdc.method.transition.CellDesign`'s arrays: m_j,
+    the group of every cell (-1: never moves), W's CSR rows; an empty row moves uniformly to
+    another cell of the group)."""
+    cell = np.asarray(cell, dtype=np.int64)
+    group = np.asarray(group, dtype=np.int64)
+    n = group.size
+    inside = np.flatnonzero(group >= 0)
+    members = inside[np.argsort(group[inside], kind="stable")]
+    n_g = int(group[inside].max()) + 1 if inside.size else 0
+    k_g = np.bincount(group[inside], minlength=n_g)
+    start = np.zeros(n_g + 1, dtype=np.int64)
+    np.cumsum(k_g, out=start[1:])
+    pos_of = np.zeros(n, dtype=np.int64)
+    pos_of[members] = np.arange(members.size) - start[group[members]]
+    g = group[cell]
+    k = np.where(g >= 0, k_g[np.maximum(g, 0)] if n_g else 0, 0)
+    m = np.asarray(move, dtype=np.float64)[cell]
+    threshold = np.where((g >= 0) & (k >= 2) & (m > 0), m, -1.0)
+    cum = np.cumsum(np.asarray(weight, dtype=np.float64))
+    lo, hi = np.asarray(indptr)[cell], np.asarray(indptr)[cell + 1]
+    base = np.where(lo > 0, cum[np.maximum(lo - 1, 0)] if cum.size else 0.0, 0.0)
+    span = np.where(hi > lo, cum[np.maximum(hi - 1, 0)] - base if cum.size else 0.0, 0.0)
+    return DesignKernel(threshold, lo, hi, base, span,
+                        start[np.maximum(g, 0)] if n_g else np.zeros(cell.size, np.int64),
+                        (k - 1).astype(float), np.maximum(k - 2, 0), pos_of[cell], cum,
+                        np.asarray(dest, dtype=np.int64), members)
+
+
+def post_randomize_design(cell: np.ndarray, kernel: DesignKernel, u: np.ndarray) -> np.ndarray:
+    """Released cell of every record of ``cell`` under any design (m, W): record i moves iff
+    ``u[i, 0] < m_j``, then goes to the destination of its W row where the cumulated weights
+    pass ``u[i, 1]`` of the row's total, or (no row) to the other cell ``r + (r >= pos)`` of
+    its group, r = floor(u[i, 1] (k_g - 1)): the uniform draw of :func:`post_randomize_records`."""
+    cell = np.asarray(cell, dtype=np.int64)
+    out = cell.copy()
+    move = u[:, 0] < kernel.threshold
+    rows = move & (kernel.row_hi > kernel.row_lo)
+    if rows.any():
+        target = kernel.base[rows] + u[rows, 1] * kernel.span[rows]
+        at = np.searchsorted(kernel.cum, target, side="right")
+        at = np.clip(at, kernel.row_lo[rows], kernel.row_hi[rows] - 1)
+        out[rows] = kernel.dest[at]
+    uni = move & ~rows
+    if uni.any():
+        r = (u[uni, 1] * kernel.k_minus_1[uni]).astype(np.int64)
+        np.minimum(r, kernel.r_max[uni], out=r)
+        r += r >= kernel.pos[uni]
+        out[uni] = kernel.members[kernel.group_at[uni] + r]
+    return out

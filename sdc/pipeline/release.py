@@ -79,7 +79,7 @@ from sdc.pipeline.kernels import (
 from sdc.pipeline.order import ORDER_COLUMNS, order_salt
 from sdc.pipeline.records_file import RecordsSpill, write_records, write_records_from_buckets
 from sdc.pipeline.report_parts import add_apply_batch, add_refine_batch, new_accumulator
-from sdc.reports.intruder import start_intruder
+from sdc.reports.intruder import plan_design, start_intruder
 
 __all__ = ["CountPart", "Runner", "apply_batch", "count_batch", "count_cells",
            "identity_batch", "read_columns", "refine_batch", "release_persons"]
@@ -437,7 +437,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     if records_path is not None and intruder:  # a release (not a plan): risk.json's intruder, from
         # the plan alone, runs in a thread while the records are released and written
         start_intruder(plan.partitioned.cells.frequency, plan.cell_prb, plan.blocks, seed=seed,
-                       xi=float(plan.partitioned.xi))
+                       xi=float(plan.partitioned.xi), **plan_design(plan, plan.cell_prb))
     schema = runner.public_schema()
     salt = order_salt(cells)
     locate = CellLocator(count.cell_codes, config)

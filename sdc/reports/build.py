@@ -31,6 +31,7 @@ from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows
 from sdc.reports.disclosure import risk_summary_cells
 from sdc.reports.html import render_html
 from sdc.reports.intruder import intruder as intruder_result
+from sdc.reports.intruder import plan_design
 from sdc.reports.overview import design_of
 from sdc.reports.utility import compute_utility
 
@@ -125,7 +126,8 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseOutcome, config: Re
         })
 
     intruder = intruder_result(result.cells.frequency, result.cell_prb, result.blocks,
-                               seed=seed, n_sim=n_sim, xi=xi)
+                               seed=seed, n_sim=n_sim, xi=xi,
+                               **plan_design(getattr(result, "plan", None), result.cell_prb))
     n_changed = agg.n_changed
     at = {k: v for k, v in result.certificate_at.items()}
     return {

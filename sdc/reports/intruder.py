@@ -1,7 +1,10 @@
-"""Monte Carlo intruder: replay the NZY perturbation many times and attack every replica.
+"""Monte Carlo intruder: replay the release's perturbation many times and attack every replica.
 
 Replica i draws from its own stream ``stream(seed, "intruder:<i>")`` (never the release's) and
-post-randomizes every PRB with the engine's own kernel (:mod:`sdc.method.pram`). The intruder
+post-randomizes every PRB with the plan's own transition design (``plan.design``: NZY's uniform
+design, or the near, weighted or any registered design's (m, W) per PRB, ``transitions``)
+through the one replay kernel (:mod:`sdc.method.pram`); the exact pooled values of a design
+other than NZY's are :mod:`sdc.reports.intruder_exact`'s. The intruder
 of docs/METHOD.md section 6 picks one of the S_j = a released records of the target's cell (and,
 knowing the mechanism, of another cell z of its PRB); the pick is integrated out
 (Rao-Blackwellized: Y = 1{B kept its cell} / a), pooled per class (t, t_z, a) and compared with
@@ -18,13 +21,34 @@ import numpy as np
 import pandas as pd
 
 from sdc.method.draws import stream
-from sdc.method.pram import post_randomize_prepared, prepare_records
+from sdc.method.pram import (
+    DesignKernel,
+    post_randomize_design,
+    post_randomize_prepared,
+    prepare_design,
+    prepare_records,
+)
 from sdc.method.risk import correct_match_risk, pick_distribution
+from sdc.method.transition import Transition, cell_design
+from sdc.reports.intruder_exact import design_exact
 
-__all__ = ["A_MAX", "exact_s_distribution", "intruder", "simulate_intruder", "start_intruder"]
+__all__ = ["A_MAX", "exact_s_distribution", "intruder", "plan_design", "simulate_intruder",
+           "start_intruder"]
 
 #: Largest S_j = a reported per class (larger a are pooled in the overall figures only).
 A_MAX = 4
+
+
+def plan_design(plan: Any, cell_prb: np.ndarray) -> dict[str, Any]:
+    """The intruder's ``transitions`` and ``design`` of a plan (``transitions=None``: NZY's
+    uniform design at the blocks' theta): the plan's own design when it materialises one
+    (near, weighted, any registered design) over exactly the sensitive cells of ``cell_prb``."""
+    trs = getattr(plan, "transitions", None)
+    prb = np.asarray(cell_prb)
+    if trs is None or len(trs) != int(prb.max(initial=-1)) + 1 \
+            or sum(tr.k for tr in trs) != int((prb >= 0).sum()):
+        return {"transitions": None, "design": None}
+    return {"transitions": list(trs), "design": getattr(plan.design, "name", None)}
 
 
 def _scipy_binom_pmf() -> Callable[[np.ndarray, float, float], np.ndarray]:
@@ -150,9 +174,11 @@ class _Exact(NamedTuple):
     r_max: np.ndarray
 
 
-def _target_slots(t_cell: np.ndarray, prb: np.ndarray, blocks: pd.DataFrame) -> _Slots:
+def _target_slots(t_cell: np.ndarray, prb: np.ndarray, blocks: pd.DataFrame,
+                  transitions: list[Transition] | None = None) -> _Slots:
     """The target slots of the sensitive cells (``prb >= 0``, at least one) and, per sensitive
-    cell z and frequency t, the number of targets of frequency t in z's PRB outside z."""
+    cell z and frequency t, the number of targets of frequency t in z's PRB outside z.
+    ``transitions``: every PRB's (m, W) (cells ascending), None for NZY's uniform design."""
     n_blocks = len(blocks)
     sens = np.flatnonzero(prb >= 0)
     sens = sens[np.argsort(prb[sens], kind="stable")]
@@ -171,8 +197,12 @@ def _target_slots(t_cell: np.ndarray, prb: np.ndarray, blocks: pd.DataFrame) -> 
     # Every PRB draws its records' uniform pairs in PRB order from the replica's stream, so
     # one draw of all pairs is the same sequence as one post_randomize call per PRB.
     slot_prb = sprb[slot_sc]
-    kernel = prepare_records(slot_t, blocks["k"].to_numpy(dtype=np.int64)[slot_prb],
-                             blocks["theta"].to_numpy(dtype=float)[slot_prb])
+    if transitions is None:
+        kernel = prepare_records(slot_t, blocks["k"].to_numpy(dtype=np.int64)[slot_prb],
+                                 blocks["theta"].to_numpy(dtype=float)[slot_prb])
+    else:   # the design laid out over the sensitive cells (PRB order, cells ascending)
+        d = cell_design(transitions, np.arange(sens.size), starts[:-1], sens.size)
+        kernel = prepare_design(slot_sc, d.move, d.group, d.indptr, d.dest, d.weight)
     return _Slots(n_sc=int(sens.size), t_sc=t_sc, t_max=t_max, slot_sc=slot_sc, slot_t=slot_t,
                   slot_local=local[slot_sc], slot_base=starts[slot_prb], kernel=kernel,
                   pairs_t=np.ascontiguousarray(np.maximum(pairs_zt, 0.0).T))
@@ -202,9 +232,13 @@ def _replay(s: _Slots, *, seed: int, n_sim: int, a_max: int) -> _Tally:
 
     for i in range(n_sim):
         u = stream(seed, f"intruder:{i}").random((s.slot_sc.size, 2))
-        dest = post_randomize_prepared(s.slot_local, s.kernel, u)
-        move = dest != s.slot_local
-        dest += s.slot_base
+        if isinstance(s.kernel, DesignKernel):
+            dest = post_randomize_design(s.slot_sc, s.kernel, u)
+            move = dest != s.slot_sc
+        else:   # NZY's uniform design
+            dest = post_randomize_prepared(s.slot_local, s.kernel, u)
+            move = dest != s.slot_local
+            dest += s.slot_base
         del u
         s_count = np.bincount(dest, minlength=s.n_sc)
         kept_cnt = (s.t_sc - np.bincount(s.slot_sc[move], minlength=s.n_sc)).astype(float)
@@ -284,6 +318,40 @@ def _exact_other(blocks: pd.DataFrame, t_max: int,
     return ex, pairs_total
 
 
+def _nzy_theta(tr: Transition) -> float | None:
+    """theta when the PRB moves by NZY's uniform design (uniform W over one group, m_j t_j the
+    same theta for every cell: its profile formula applies), else None."""
+    if not tr.uniform or (tr.group is not None and np.unique(tr.group).size > 1):
+        return None
+    theta = tr.move * tr.frequency
+    if tr.k and np.allclose(theta, theta[0], rtol=1e-12, atol=0.0):
+        return float(tr.theta if tr.theta is not None else theta[0])
+    return None
+
+
+def _exact_of_design(transitions: list[Transition], blocks: pd.DataFrame, t_max: int,
+                     a_max: int) -> tuple[_Exact, float, _Exact, dict[tuple[int, int], float]]:
+    """The exact class sums under the plan's design: NZY's profile formula on its uniform PRBs
+    (:func:`_exact_own`, :func:`_exact_other` at the transition's theta), the (m, W) formula
+    of :func:`sdc.reports.intruder_exact.design_exact` on the others; summed."""
+    thetas = [_nzy_theta(tr) for tr in transitions]
+    uni = np.array([th is not None for th in thetas], dtype=bool)
+    sub = blocks.iloc[np.flatnonzero(uni)].copy()
+    sub["theta"] = [th for th in thetas if th is not None]
+    own, correct = _exact_own(sub, t_max, a_max)
+    other, pairs = _exact_other(sub, t_max, a_max)
+    g_own, g_correct, g_other, g_pairs = design_exact(
+        [tr for tr, u in zip(transitions, uni, strict=True) if not u], t_max, a_max)
+
+    def add(x: _Exact, y: tuple[np.ndarray, ...]) -> _Exact:
+        return _Exact(x.num + y[0], x.den + y[1], np.minimum(x.r_min, y[2]),
+                      np.maximum(x.r_max, y[3]))
+
+    for key, v in g_pairs.items():
+        pairs[key] = pairs.get(key, 0.0) + v
+    return add(own, g_own), correct + g_correct, add(other, g_other), pairs
+
+
 def _class_entry(pick: str, t: int, t_z: int, a: int, c: int, num: np.ndarray, cnt: np.ndarray,
                  ex: _Exact, n_sim: int, n_targets: float) -> dict[str, Any]:
     """One class: the simulated ratio (column c of num / cnt) beside the exact pooled value
@@ -298,8 +366,9 @@ def _class_entry(pick: str, t: int, t_z: int, a: int, c: int, num: np.ndarray, c
 
 def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame,
                       *, seed: int, n_sim: int = 200, xi: float | None = None,
-                      a_max: int = A_MAX) -> dict[str, Any]:
-    """Play the METHOD.md section 6 intruder on ``n_sim`` fresh replays of the NZY perturbation.
+                      a_max: int = A_MAX, transitions: list[Transition] | None = None,
+                      design: str | None = None) -> dict[str, Any]:
+    """Play the METHOD.md section 6 intruder on ``n_sim`` fresh replays of the perturbation.
 
     Parameters
     ----------
@@ -313,6 +382,11 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
         The release seed; replication i uses ``stream(seed, f"intruder:{i}")``.
     n_sim : int
         Number of replications (>= 2 for a standard error).
+    transitions : list of Transition, optional
+        Every PRB's (m, W) of the plan's design (``plan.transitions``, cells ascending); None:
+        NZY's uniform design at the blocks' theta.
+    design : str, optional
+        The design's name, reported (``design``) when it is not NZY's uniform one.
 
     Returns
     -------
@@ -329,15 +403,19 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     base = {"n_sim": int(n_sim), "a_max": int(a_max), "stream": "intruder:{i}",
             "estimator": "rao-blackwellized: 1{B in z} / S_z per (target, picked cell) and "
                          "replica; z = the target's own cell or another cell of its PRB",
-            "xi": xi}
+            "xi": xi, **({"design": design} if transitions is not None and design else {})}
     if len(blocks) == 0 or not (prb >= 0).any():
         return {**base, "classes": [], "n_targets": 0,
                 "overall": {"expected_correct_exact": 0.0, "expected_correct_estimate": 0.0,
                             "se": 0.0}}
-    s = _target_slots(t_cell, prb, blocks)
+    s = _target_slots(t_cell, prb, blocks, transitions)
     tally = _replay(s, seed=seed, n_sim=n_sim, a_max=a_max)
-    own, expected_correct = _exact_own(blocks, s.t_max, a_max)
-    other, pairs_total = _exact_other(blocks, s.t_max, a_max)
+    if transitions is None:
+        own, expected_correct = _exact_own(blocks, s.t_max, a_max)
+        other, pairs_total = _exact_other(blocks, s.t_max, a_max)
+    else:
+        own, expected_correct, other, pairs_total = _exact_of_design(
+            transitions, blocks, s.t_max, a_max)
     n_targets = int(s.slot_sc.size)
     classes = [_class_entry("own", t, t, a, t * (a_max + 1) + a, tally.num, tally.cnt, own,
                             n_sim, n_targets)
@@ -390,10 +468,15 @@ _pending: dict[str, _Pending] = {}
 
 
 def _intruder_key(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame,
-                  seed: int, n_sim: int, xi: float | None, a_max: int) -> str:
+                  seed: int, n_sim: int, xi: float | None, a_max: int,
+                  transitions: list[Transition] | None = None, design: str | None = None) -> str:
     import hashlib
 
-    h = hashlib.sha256(repr((int(seed), int(n_sim), xi, int(a_max), len(blocks))).encode())
+    h = hashlib.sha256(repr((int(seed), int(n_sim), xi, int(a_max), len(blocks), design,
+                             transitions is None)).encode())
+    for tr in transitions or []:
+        h.update(tr.digest().encode())
+        h.update(np.ascontiguousarray(tr.move, np.float64).tobytes())
     for a in (np.asarray(cell_frequency, np.int64), np.asarray(cell_prb, np.int64),
               blocks["k"].to_numpy(np.int64), blocks["theta"].to_numpy(np.float64)):
         h.update(np.ascontiguousarray(a).tobytes())
@@ -403,27 +486,29 @@ def _intruder_key(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.D
 
 def start_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame,
                    *, seed: int, n_sim: int = 200, xi: float | None = None,
-                   a_max: int = A_MAX) -> None:
+                   a_max: int = A_MAX, transitions: list[Transition] | None = None,
+                   design: str | None = None) -> None:
     """Start :func:`simulate_intruder` of these inputs in a background thread (the one
     started before is dropped); :func:`intruder` with the same inputs takes its result."""
     kwargs = {"cell_frequency": np.array(cell_frequency, np.int64),
               "cell_prb": np.array(cell_prb, np.int64),
               "blocks": blocks[["k", "theta", "profile"]].copy(), "seed": seed, "n_sim": n_sim,
-              "xi": xi, "a_max": a_max}
+              "xi": xi, "a_max": a_max, "transitions": transitions, "design": design}
     key = _intruder_key(kwargs["cell_frequency"], kwargs["cell_prb"], kwargs["blocks"], seed,
-                        n_sim, xi, a_max)
+                        n_sim, xi, a_max, transitions, design)
     _pending.clear()
     _pending[key] = _Pending(kwargs)
 
 
 def intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: pd.DataFrame, *,
              seed: int, n_sim: int = 200, xi: float | None = None,
-             a_max: int = A_MAX) -> dict[str, Any]:
+             a_max: int = A_MAX, transitions: list[Transition] | None = None,
+             design: str | None = None) -> dict[str, Any]:
     """:func:`simulate_intruder`: the result :func:`start_intruder` computed for exactly these
     inputs if there is one (waiting for it), else computed now."""
     pending = _pending.pop(_intruder_key(cell_frequency, cell_prb, blocks, seed, n_sim, xi,
-                                         a_max), None) if _pending else None
+                                         a_max, transitions, design), None) if _pending else None
     if pending is not None:
         return pending.result()
     return simulate_intruder(cell_frequency, cell_prb, blocks, seed=seed, n_sim=n_sim, xi=xi,
-                             a_max=a_max)
+                             a_max=a_max, transitions=transitions, design=design)

@@ -208,6 +208,8 @@ RISK_SCHEMA: dict[str, Any] = {
             "n_sim": _d(_INT, "Replications."), "a_max": _INT,
             "stream": _d({"type": "string"}, "Stream key template of replication i."),
             "estimator": {"type": "string"}, "xi": _NNUM,
+            "design": _d({"type": "string"}, "The transition design replayed (plan.design), "
+                         "present when it is not NZY's uniform one: near, weighted, ..."),
             "n_targets": _d(_INT, "Sensitive records attacked per replication."),
             "max_estimate": _NNUM,
             "classes": _arr(_INTRUDER_CLASS),
@@ -426,7 +428,7 @@ _EXP = _obj({"total": _NUM, "sum_abs_difference": _NUM, "share": _NUM,
              "max_abs_difference": _NUM, "cells_changed_in_expectation": _INT})
 UTILITY_SCHEMA["properties"]["expected_totals"] = _d(_obj({
     "mode": {"enum": ["nzy", "weighted"]},
-    "destinations": _d({"enum": ["near"]}, "Present under risk.destinations: near: the "
+    "destinations": _d({"enum": ["near"]}, "Present under destinations: near: the "
                        "expectations are those of the near design W (docs/METHOD.md 7.12)."),
     "counts": _d(_EXP, "Exact expected released counts E[S_l] = sum_j t_j p_jl against t_l, "
                        "summed over cells (share of n)."),
