@@ -77,10 +77,12 @@ DEFAULT_BATCH_ROWS = 1 << 20
 READ_AHEAD = 1  # frames read by a background thread ahead of the consumer
 
 
-def check_streamable(config: ReleaseConfig, engine: str,
-                     others: tuple[str, ...] = ("pandas",)) -> None:
-    """Refuse an input the batch reader cannot read in record batches (``engine`` and
-    ``others``, the executors that read it whole, name the refusal's way out).
+def check_streamable(config: ReleaseConfig, engine: str | None = None,
+                     others: tuple[str, ...] = ()) -> None:
+    """Refuse an input the batch reader cannot read in record batches (``engine``, the
+    executor asking, None: the reader itself; ``others``, the executors that read it whole,
+    name the refusal's way out). Which executor reads what is the registry's business
+    (:mod:`sdc.executors.registry`), never the reader's.
 
     Raises
     ------
@@ -90,7 +92,7 @@ def check_streamable(config: ReleaseConfig, engine: str,
     """
     if config.input_path.is_file():
         check_file_kind(config.input_path, config.input.resolved_format)
-    problems = engine_problems(config, engine, BATCH_INPUT_FORMATS, others)
+    problems = engine_problems(config, engine or "batch", BATCH_INPUT_FORMATS, others)
     if len(problems) == 1:
         raise InputError(problems[0])
     if problems:
@@ -202,7 +204,7 @@ def input_tables(config: ReleaseConfig, *, batch_rows: int = DEFAULT_BATCH_ROWS,
     value columns typed without loss, a value that does not fit refused naming the file and
     its row); ``offset`` is the batch's first global 0-based row. The dask executor's client
     copies a CSV input to Parquet from these (:func:`copy_to_parquet`)."""
-    check_streamable(config, "streaming")
+    check_streamable(config)
     path = config.input_path
     if not path.exists():
         raise InputError(
