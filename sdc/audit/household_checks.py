@@ -27,6 +27,7 @@ from sdc.audit.report import AuditReport
 from sdc.config.model import ReleaseConfig
 from sdc.method.cell_passes import cell_table
 from sdc.method.cells import CellTable, combine_codes, radix_sizes
+from sdc.method.designs import design_of
 from sdc.method.household_batches import HouseholdAggregate
 from sdc.method.households import (
     household_config,
@@ -130,7 +131,7 @@ def _stage_checks(rep: AuditReport, cfg: ReleaseConfig, stage_cfg: ReleaseConfig
     group, note = merge_groups(h_prb)
     count_checks(rep, ho, hp, group, xi, stage_cfg, note, what=what, unit=" (in households)")
     near = None
-    if stage_cfg.risk.destinations == "near":  # the composition stage's W, re-derived
+    if (plan.design or design_of(stage_cfg)).near:  # the composition stage's W, re-derived
         from sdc.method.destinations import NearCertifier
 
         near = (NearCertifier(ho, stage_cfg), (hh.get("near") or {}).get("prbs") or [])

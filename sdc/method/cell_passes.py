@@ -5,7 +5,7 @@ non-empty cell) and to apply each record's released cell, which is a pure per-re
 the plan is known (record-keyed draws, :mod:`sdc.method.draws`). This module holds the
 per-batch pieces every executor shares (pandas = one batch, streaming = batches in a loop,
 Dask = one batch per partition); what happens between the passes is
-:func:`sdc.method.plan.plan_release` on the cell table, identical for every engine.
+:func:`sdc.method.designs.plan_release` on the cell table, identical for every engine.
 
 Cells are identified across batches by their mixed-radix code
 (:func:`sdc.method.cells.cell_codes`): sorting the codes sorts the cells lexicographically by

@@ -250,7 +250,7 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
                     seed: int) -> HouseholdStageResult:
     """NZY on the household table held as an aggregate: cells of the household-level keys
     (t_j = households), :func:`~sdc.method.partition.partition_cells` and
-    :func:`~sdc.method.plan.plan_release` under
+    :func:`~sdc.method.designs.plan_release` under
     :func:`~sdc.method.households.household_config`, then every household's released cell
     drawn with its identity (made distinct among the drawing households as the pandas engine
     does). Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's household

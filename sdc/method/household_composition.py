@@ -241,7 +241,7 @@ class CompositionPlan:
 def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
                      config: ReleaseConfig, weight: np.ndarray | None = None) -> CompositionPlan:
     """The composition stage's plan: cells (HK, composition) counted in households,
-    partitioned by the HK partition x household size, :func:`~sdc.method.plan.plan_release`;
+    partitioned by the HK partition x household size, :func:`~sdc.method.designs.plan_release`;
     a size whose sensitive cells cannot form a PRB (fewer than 2 with ``small_blocks:
     calibrate``, else fewer than kmin) is *singular*: its households are left out of the plan
     and released by :func:`singular_draw` (risk 1 / #HK combinations, which must be <= xi).

@@ -292,7 +292,7 @@ def household_audit_of(household_id: str | None, household_keys: list[str], *,
     its PRB table (with ``changed``: households per PRB whose keys changed) and partition
     sets, the dependence figures of the household columns, the person stage's certificate,
     the small classes and the composition intruder's figures (None: not measured); ``near``
-    the composition stage's near-design record under ``risk.destinations: near``; ``designs``
+    the composition stage's near-design record under ``destinations: near``; ``designs``
     the household stage's designs as data (weighted, or near under protect)."""
     return _plain({
         "household_id": household_id,
@@ -313,7 +313,7 @@ def household_audit_of(household_id: str | None, household_keys: list[str], *,
         "partition_sets": {str(k): int(v) for k, v in zip(
             partition_sets["partition_key"], partition_sets["prb"], strict=True)},
         **({"composition": composition} if composition else {}),
-        # risk.destinations: near (the composition stage): what defines its W, never W
+        # destinations: near (the composition stage): what defines its W, never W
         **({"near": near} if near else {}),
         # the household stage's m_j and W as data (docs/METHOD.md 7.10)
         **({"designs": designs} if designs else {}),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sdc.config.model import ReleaseConfig
+from sdc.method.designs import design_of as configured_design
 
 __all__ = ["NOISE_SE", "analyst_losses", "changes_chart", "design_of", "merge_counts",
            "numeric_first", "shift_chart"]
@@ -16,39 +17,18 @@ __all__ = ["NOISE_SE", "analyst_losses", "changes_chart", "design_of", "merge_co
 #: a shift within +-2 SE of the original estimate is within its own sampling noise
 NOISE_SE = 2.0
 
-_WORDS = {
-    "uniform": ("uniform NZY",
-                "a record of a rare key combination keeps its keys with probability 1 - θ/t, "
-                "else moves to any other rare combination of its block, uniformly (Nayak, "
-                "Zhang & You 2018); every count of the keys stays unbiased"),
-    "near": ("near-cell",
-             "a record of a rare key combination moves with the NZY probability θ/t, to the "
-             "combinations of its block nearest in the keys (a doubly stochastic destination "
-             "design); counts stay unbiased and moved records jump less far"),
-    "weighted": ("weighted",
-                 "each block's rare combinations are cut into groups of similar mean weight; a "
-                 "record moves with probability c/W (W its combination's weighted total) to "
-                 "another combination of its group, so every survey-weighted total of the keys "
-                 "stays unbiased (unweighted counts drift slightly)"),
-    "weighted near": ("weighted near-cell",
-                      "as weighted, the destination inside the group nearest in the keys: "
-                      "weighted totals unbiased, moved records jump less far"),
-}
-
 
 def design_of(config: ReleaseConfig, plan: Any = None) -> dict[str, str]:
-    """``{"name", "description"}`` of the release's design: the plan's own (``plan.design``)
-    when it has one, else from ``risk``: uniform NZY, near-cell, weighted (x near), and for a
-    household file the household stage (composition protected or only measured)."""
+    """``{"name", "description"}`` of the release's design: the plan's own (``plan.design``,
+    :mod:`sdc.method.designs`: uniform NZY, near-cell, weighted (x near), any registered one),
+    else the one its config picks; for a household file the config's, with the household
+    stage (composition protected or only measured)."""
     own = getattr(plan, "design", None)
-    if own is not None and getattr(own, "name", None):
-        return {"name": str(own.name), "description": str(getattr(own, "description", ""))}
-    r = config.risk
-    kind = ("weighted near" if r.weighted and r.destinations == "near" else
-            "weighted" if r.weighted else r.destinations)
-    name, words = _WORDS[kind]
+    if own is None or config.input.household_id is not None:
+        own = configured_design(config)
+    name, words = str(own.title), str(own.description)
     if config.input.household_id is not None:
-        protect = r.composition == "protect"
+        protect = config.risk.composition == "protect"
         name = f"household {'protect' if protect else 'measure'}, {name}"
         words = ("household keys post-randomized once per household (every member carries "
                  "its household's values), person keys inside them; "

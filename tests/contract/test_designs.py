@@ -70,7 +70,9 @@ class NextCell:
     exact certificate is <= xi."""
 
     name: str = "next cell"
-    words: str = "a moving record takes the key values of the next rare combination of its block"
+    title: str = "next cell"
+    description: str = ("a moving record takes the key values of the next rare combination of "
+                        "its block (cyclically)")
     needs_weights: bool = False
     doubly_stochastic: bool = True
     nzy_moves: bool = False          # theta is calibrated here: the transitions carry m_j
@@ -92,8 +94,8 @@ class NextCell:
             ring = np.roll(np.arange(b.k, dtype=np.int64), -1)   # j -> j + 1, the last -> 0
 
             def at(theta: float, tb=tb, ring=ring) -> Transition:
-                return Transition(tb, nzy_move(tb, theta), np.arange(b.k + 1, dtype=np.int64),
-                                  ring, np.ones(b.k), float(theta), "next cell")
+                return Transition(tb, nzy_move(tb, theta), np.arange(tb.size + 1, dtype=np.int64),
+                                  ring, np.ones(tb.size), float(theta), "next cell")
 
             theta = calibrate_with(lambda th, at=at: certify(at(th)).max_risk <= part.xi,
                                    float(min(1.0, tb.min())))

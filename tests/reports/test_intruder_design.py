@@ -39,8 +39,8 @@ def test_design_formula_is_nzys_profile_formula_on_the_uniform_w(seed):
     t_max, a_max = 3, 4
     own, correct = _exact_own(blocks, t_max, a_max)
     other, pairs = _exact_other(blocks, t_max, a_max)
-    explicit = [Transition(t, tr.move, *tr.csr(), kind="near")
-                for t, tr in ((t, uniform_transition(t, th)) for t, th in zip(ts, thetas))]
+    uniform = [uniform_transition(t, th) for t, th in zip(ts, thetas, strict=True)]
+    explicit = [Transition(tr.frequency, tr.move, *tr.csr(), kind="near") for tr in uniform]
     g_own, g_correct, g_other, g_pairs = design_exact(explicit, t_max, a_max)
     assert g_correct == pytest.approx(correct, rel=1e-12)
     assert g_pairs == pairs

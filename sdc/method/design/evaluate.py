@@ -33,7 +33,7 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 def certify(part: Any, config: ReleaseConfig) -> tuple[Any, float]:
     """The block plan and the certificate of a partitioned cell table: the first half of
-    :func:`sdc.method.plan.plan_release` (profiles, :func:`sdc.method.blocks.plan_blocks` in the
+    :func:`sdc.method.plan.plan_prbs` (profiles, :func:`sdc.method.blocks.plan_blocks` in the
     config's merge order, max over PRBs of their exact risk and over non-sensitive cells of
     1/t), without its report tables. Raises what ``plan_blocks`` raises."""
     pvars = config.partition_variables

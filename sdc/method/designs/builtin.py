@@ -28,7 +28,8 @@ class BuiltinDesign:
     (:class:`~sdc.method.designs.TransitionDesign`)."""
 
     name: str
-    words: str
+    title: str
+    description: str
     near: bool = False
     weighted: bool = False
     codebook: tuple[str, ...] = ()
@@ -119,18 +120,23 @@ _NEAR_CODEBOOK = (
     "gives, so the expected counts stay as above (docs/METHOD.md 7.12).",)
 
 UNIFORM = BuiltinDesign(
-    "uniform", "NZY's design (eq. 5.3): a record of cell j moves with probability theta / t_j, "
-    "to any other cell of its PRB with equal probability; every cell count unbiased")
+    "uniform", "uniform NZY",
+    "a record of a rare key combination keeps its keys with probability 1 - θ/t, else moves "
+    "to any other rare combination of its block, uniformly (Nayak, Zhang & You 2018); every "
+    "count of the keys stays unbiased")
 NEAR = BuiltinDesign(
-    "near", "NZY's move probabilities theta / t_j with near-cell destinations: a moving record "
-    "goes to a cell with few keys changed (ordered keys by small steps), by a doubly "
-    "stochastic W with a zero diagonal; every cell count unbiased", near=True,
-    codebook=_NEAR_CODEBOOK)
+    "near", "near-cell",
+    "a record of a rare key combination moves with the NZY probability θ/t, to the "
+    "combinations of its block nearest in the keys (a doubly stochastic destination design); "
+    "counts stay unbiased and moved records jump less far", near=True, codebook=_NEAR_CODEBOOK)
 WEIGHTED = BuiltinDesign(
-    "weighted", "the weighted mode: the PRB's cells in weight groups of similar mean weight, "
-    "a record of cell j moves with probability c_g / W_j to any other cell of its group; "
-    "every cell's weighted total unbiased", weighted=True)
+    "weighted", "weighted",
+    "each block's rare combinations are cut into groups of similar mean weight; a record "
+    "moves with probability c/W (W its combination's weighted total) to another combination "
+    "of its group, so every survey-weighted total of the keys stays unbiased (unweighted "
+    "counts drift slightly)", weighted=True)
 WEIGHTED_NEAR = BuiltinDesign(
-    "weighted x near", "the weighted mode on near-cell destinations: move probability "
-    "c_g / W_j, destinations by the near W built on every weight group's cells; every cell's "
-    "weighted total unbiased", near=True, weighted=True, codebook=_NEAR_CODEBOOK)
+    "weighted x near", "weighted near-cell",
+    "as weighted, the destination inside the group nearest in the keys: weighted totals "
+    "unbiased, moved records jump less far", near=True, weighted=True,
+    codebook=_NEAR_CODEBOOK)

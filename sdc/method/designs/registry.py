@@ -42,9 +42,10 @@ class TransitionDesign(Protocol):
     Attributes
     ----------
     name : str
-        Its registered name (``nzy``, ``near``, ``weighted``, ``weighted x near``).
-    words : str
-        One sentence for the audit record, the codebook and the report.
+        Its registered name (``uniform``, ``near``, ``weighted``, ``weighted x near``).
+    title, description : str
+        Its name and what it does in words, for the report (risk.json's ``release.design``)
+        and the reviewer's page.
     needs_weights : bool
         :meth:`plan` takes W_j, the survey weights' sum of every cell.
     doubly_stochastic : bool
@@ -64,7 +65,8 @@ class TransitionDesign(Protocol):
     """
 
     name: str
-    words: str
+    title: str
+    description: str
     needs_weights: bool
     doubly_stochastic: bool
     nzy_moves: bool
