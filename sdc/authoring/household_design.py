@@ -12,7 +12,7 @@ models neither, so a household config is searched here:
   HK x composition, :mod:`sdc.method.household_composition`), the person keys recoded for
   households (:mod:`sdc.authoring.household_options`: 2 to 4 quantile bands and the standard
   age bands of a numeric key, a categorical key as declared or with its rare categories
-  grouped), with near compositions (``risk.destinations: near``) and ``theta: calibrated``,
+  grouped), with near compositions (``destinations: near``) and ``theta: calibrated``,
   at most
   :data:`~sdc.method.household_composition.MAX_CLASSES` person classes. Each is planned
   (:func:`~sdc.method.household_composition.composition_plan`: rare household cells go through

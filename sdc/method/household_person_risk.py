@@ -468,7 +468,7 @@ def composition_sources(cp: Any, table: Any) -> SourceCells | None:
     if cp.plan is not None:
         cells = cp.plan.partitioned.cells
         design = cp.plan.cell_design()
-        if design.has_rows:  # risk.destinations: near (the household design's candidates)
+        if design.has_rows:  # destinations: near (the household design's candidates)
             rows = (np.asarray(design.indptr, np.int64), np.asarray(design.dest, np.int64),
                     np.asarray(design.weight, np.float64))
         kc = np.asarray(cells.key_codes, np.int64)

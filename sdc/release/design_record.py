@@ -2,7 +2,7 @@
 independent program to rebuild every m_j and W and re-derive the certificate from the release
 folder alone (docs/METHOD.md 7.10 "Verifiability", 7.11, 7.12; docs/RELEASE_FOLDER.md).
 
-Written when a plan has per-PRB designs (``risk.destinations: near`` and/or
+Written when a plan has per-PRB designs (``destinations: near`` and/or
 ``risk.weighted: true``); NZY's uniform design needs only ``prb_structure``'s profiles.
 Per PRB (``prb``, ``theta`` its theta_b, ``t``: t_j of its cells in the PRB's local order, the
 cells ascending by cell index, ``max_risk``) its **groups** (one group, the whole PRB, without
@@ -57,7 +57,7 @@ def design_record(plan: Any, config: Any) -> dict[str, Any] | None:
     part = plan.partitioned
     t_all = np.asarray(part.cells.frequency, dtype=np.int64)
     codes = np.asarray(part.cells.key_codes, dtype=np.int64)
-    near = config.risk.destinations == "near"
+    near = bool(plan.design.near) if plan.design is not None else False
     metrics = key_metrics(config) if near else []
     wd = getattr(plan, "weighted", None)
     w_all = None if wd is None else getattr(wd, "weight_total", None)
@@ -96,7 +96,7 @@ def design_record(plan: Any, config: Any) -> dict[str, Any] | None:
                      max(g["max_risk"] for g in groups), "groups": groups})
     o = config.risk.near_options
     return {"format": DESIGNS_FORMAT,
-            "weighted": wd is not None, "destinations": config.risk.destinations,
+            "weighted": wd is not None, "destinations": "near" if near else "uniform",
             "near": {"bandwidth": float(o.bandwidth), "max_weight": float(o.max_weight)}
             if near else None,
             "prbs": prbs}

@@ -22,7 +22,7 @@ from sdc.io.batches import (
     public_schema_for,
 )
 from sdc.io.schemas import PUBLIC_ID
-from sdc.method.designs import design_of
+from sdc.method.designs import release_design
 from sdc.method.generalize import generalize_domain
 from sdc.method.outcome import ReleaseOutcome
 from sdc.method.perturb import NOT_DP
@@ -376,11 +376,7 @@ def codebook_markdown(config: ReleaseConfig, result: Any, schema: pa.Schema | No
     """
     cols, types, n = _columns(config, result, schema, n_records)
     n_merged, merged_vars = _merged_variables(result, config)
-    # the plan's transition design; a household file's (both stages, whose person stage under
-    # composition: protect keeps its weights unbalanced) is the one its config picks
-    design = getattr(getattr(result, "plan", None), "design", None)
-    if design is None or config.input.household_id is not None:
-        design = design_of(config)
+    design = release_design(config, result)
     lines = _disclosure_lines(config, n, len(cols), expected, design)
     lines += _partition_lines(config, n_merged, merged_vars)
     lines += _household_lines(config, result)

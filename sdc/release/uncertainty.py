@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from sdc.config import AsIs, ReleaseConfig
+from sdc.method.designs import release_design
 from sdc.method.outcome import ReleaseOutcome
 from sdc.method.variance import (
     publishable_count,
@@ -59,7 +60,7 @@ def uncertainty_markdown(config: ReleaseConfig, result: ReleaseOutcome) -> list[
     """Codebook lines of the section (see the module docstring)."""
     fig = uncertainty_figures(config, result)
     tb = fig["theta_bar"]
-    if config.risk.weighted:
+    if release_design(config, result).weighted:
         kept = ("Survey-weighted totals and shares of key-variable combinations are unbiased, "
                 "as stated under Disclosure control (with the exception given there); "
                 "unweighted counts may drift slightly.")

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 import sdc
 from sdc.config.load import parse_config
 from sdc.method import dependence as D
+from sdc.method.designs import plan_release
 from sdc.method.partition import partition_frame
-from sdc.method.plan import plan_release
 
 XI = 0.395
 N = 2000

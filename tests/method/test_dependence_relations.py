@@ -26,7 +26,7 @@ import yaml
 import sdc
 from sdc.io.schemas import validate_input
 from sdc.method import dependence as D
-from sdc.method.plan import plan_release
+from sdc.method.designs import plan_release
 from sdc.release.job import load_job
 
 ROOT = Path(__file__).resolve().parents[2]

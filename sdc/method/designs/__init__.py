@@ -12,6 +12,7 @@ from sdc.method.designs.registry import (
     plan_release,
     prb_transitions_of,
     register_design,
+    release_design,
     with_transitions,
 )
 
@@ -20,4 +21,4 @@ for _design in (UNIFORM, NEAR, WEIGHTED, WEIGHTED_NEAR):
 
 __all__ = ["BuiltinDesign", "TransitionDesign", "design_names", "design_of",
            "expected_cell_totals", "get_design", "plan_release", "prb_transitions_of",
-           "register_design", "with_transitions"]
+           "register_design", "release_design", "with_transitions"]

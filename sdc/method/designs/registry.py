@@ -32,7 +32,7 @@ from sdc.method.transition_risk import certify
 
 __all__ = ["TransitionDesign", "design_names", "design_of", "expected_cell_totals", "get_design",
            "plan_release",
-           "prb_transitions_of", "register_design", "with_transitions"]
+           "prb_transitions_of", "register_design", "release_design", "with_transitions"]
 
 
 @runtime_checkable
@@ -135,6 +135,16 @@ def plan_release(part: Partitioned, config: ReleaseConfig,
                          "(the count pass did not sum the weights)")
     plan = design.plan(part, config, weight_total)
     return plan if plan.design is design else dataclasses.replace(plan, design=design)
+
+
+def release_design(config: ReleaseConfig, result: Any = None) -> TransitionDesign:
+    """The design of a release's outcome (``result.plan.design``); a household file's, whose
+    person stage under ``composition: protect`` keeps its weights unbalanced, and a result
+    without a plan: the one its config picks (:func:`design_of`)."""
+    design = getattr(getattr(result, "plan", None), "design", None)
+    if design is None or config.input.household_id is not None:
+        design = design_of(config)
+    return design
 
 
 def prb_transitions_of(plan: ReleasePlan) -> list[Transition]:
