@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from sdc.authoring.design_checks import keys_held_by_derived, verify_recommended
+from sdc.authoring.design_shifts import importance_notes, key_moves
 from sdc.authoring.design_values import value_figures, value_lines, with_value
 from sdc.authoring.design_weighted import (
     configured_figures,
@@ -175,6 +176,7 @@ def _node_doc(design: Design, i: int) -> dict[str, Any]:
             "key_tvd_uniform_spread": n.key_tvd,
             "displacement": n.displacement, "move_distortion": n.displacement_sd,
             "key_change_when_moved": n.key_change, "keys_changed_when_moved": n.keys_changed,
+            "key_moves": key_moves(n, design.result.keys),
             "recoding_loss": n.loss, "tvd_bound": n.tvd,
             "tvd_recoding": n.tvd_recode, "certificate": n.certificate, "cells": n.n_cells,
             "sensitive_cells": n.n_sensitive, "prbs": n.n_prbs, "note": n.note,
@@ -216,6 +218,7 @@ def design_document(design: Design) -> dict[str, Any]:
         "frontier": [_node_doc(design, i) for i in frontier],
         "weighted": r.weighted,
         "importance": r.importance or None,
+        "importance_notes": importance_notes(r),
     })
 
 
@@ -281,6 +284,14 @@ def _head(design: Design, i: int, changes: list[str], seed_note: str) -> str:
     if n.key_change:
         ch = ", ".join(f"{k} {v:.0%}" for k, v in n.key_change.items())
         lines.append(f"# A moved record changes {n.keys_changed:.2f} keys on average ({ch}).")
+    moves = key_moves(n, r.keys)
+    if any(m["records_changed"] for m in moves.values()):
+        each = ", ".join(f"{k} {m['records_changed']:.1%} ({m['partition']})"
+                         for k, m in moves.items() if m["records_changed"] is not None)
+        lines.append(f"# Records whose key PRAM changes (their relations with other columns "
+                     f"are diluted by about as much): {each}.")
+    if i == r.recommended:
+        lines += [f"# {note}." for note in importance_notes(r)]
     lines.append(f"# Key-table TVD bound (recoding + PRAM): {n.tvd:.4f}; certificate "
                  f"{n.certificate:.6f}.")
     if changes:

@@ -9,8 +9,10 @@ and ``value: midpoint`` (mean shift in standard errors of the mean, sd/sqrt(n); 
 standard errors of the sd, sd/sqrt(2(n-1))), picks the one whose mean moves less (the written
 config's ``value:``; a fractional midpoint only when no Stata file is written) and, for each
 open class (top code, last band, bottom code) holding several values, the class's mean in the
-file: a ``top_value`` / ``bottom_value`` the user may declare (suggested, never written: it is
-one more figure computed from the file).
+file (one decimal): the ``top_value`` / ``bottom_value`` the written config declares (issue 49:
+printed and written, visibly, in the config's text and comment; the figures then describe the
+release with it; not written when a Stata file is written and the mean is fractional, nor
+when the config declares its own).
 """
 
 from __future__ import annotations
@@ -54,7 +56,27 @@ def value_figures(key: str, kv: KeyVariable, rule: dict[str, Any] | None,
                   ) -> dict[str, Any] | None:
     """The released-value figures of one recoded key (module docstring), or None when the key
     is not an ordered numeric key recoded by bands or top/bottom codes. ``counts``: records
-    per declared value (domain order)."""
+    per declared value (domain order). When open classes get their file mean
+    (``open_classes``), the figures are those of the rule with them declared, and
+    ``write_declared`` holds what :func:`with_value` writes (``top_value: 52.5``)."""
+    fig = _value_figures(key, kv, rule, counts, formats)
+    oc = fig.get("open_classes") if fig else None
+    if not oc or rule is None:
+        return fig
+    dta = "dta" in formats
+    declared = {d["field"]: d["class_mean"] for d in oc["declare"]
+                if not (dta and not float(d["class_mean"]).is_integer())}
+    if not declared:
+        return fig
+    out = _value_figures(key, kv, {**rule, **declared}, counts, formats)
+    assert out is not None
+    out["open_classes"], out["write_declared"] = oc, declared
+    return out
+
+
+def _value_figures(key: str, kv: KeyVariable, rule: dict[str, Any] | None,
+                   counts: np.ndarray, formats: list[str] | tuple[str, ...] = ()
+                   ) -> dict[str, Any] | None:
     from sdc.method.design import key_kind
 
     if rule is None or not ("bands" in rule or "top" in rule or "bottom" in rule):
@@ -161,10 +183,14 @@ def _open_class_means(key: str, kv: KeyVariable, rule: dict[str, Any], chosen: s
 
 
 def with_value(rule: dict[str, Any] | None, fig: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``rule`` with the chosen ``value:`` added (when the figures chose one to write)."""
-    if rule is None or fig is None or fig.get("write_value") is None:
+    """``rule`` with the chosen ``value:`` and the open classes' file means (``top_value`` /
+    ``bottom_value``) added (when the figures chose them to write)."""
+    if rule is None or fig is None:
         return rule
-    return {**rule, "value": fig["write_value"]}
+    out = {**rule, **(fig.get("write_declared") or {})}
+    if fig.get("write_value") is not None:
+        out["value"] = fig["write_value"]
+    return out
 
 
 def _num(x: float) -> str:
@@ -197,8 +223,12 @@ def value_lines(key: str, fig: dict[str, Any]) -> list[str]:
         what = "; ".join(f"the class at {_num(d['edge'])} ({d['records']:,} records) has mean "
                          f"{d['class_mean']:g}" for d in oc["declare"])
         decl = ", ".join(f"{d['field']}: {d['class_mean']:g}" for d in oc["declare"])
-        lines.append(f"{key}: open classes are released at their edge; in this file {what}: "
-                     f"declaring `{decl}` (a figure of the file you would publish) would "
-                     f"leave the mean {oc['mean_shift_se']:+.1f} SE and the sd "
-                     f"{oc['sd_shift_se']:+.1f} SE off.")
+        if fig.get("write_declared"):
+            lines.append(f"{key}: in this file {what}: written `{decl}` (a figure of the "
+                         "file you publish; remove it to release the class at its edge).")
+        else:
+            lines.append(f"{key}: open classes are released at their edge; in this file "
+                         f"{what}: declaring `{decl}` (a figure of the file you would "
+                         f"publish) would leave the mean {oc['mean_shift_se']:+.1f} SE and "
+                         f"the sd {oc['sd_shift_se']:+.1f} SE off.")
     return lines

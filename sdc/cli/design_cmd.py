@@ -164,6 +164,8 @@ def _print_design(doc: dict[str, Any], limit: int, verbose: bool = False) -> Non
                       style="yellow")
         return
     _print_recommended(doc)
+    for note in doc.get("importance_notes") or []:
+        console.print(note, style="yellow", markup=False)
     for g in doc.get("given_up") or []:
         console.print(f"not reached: {g}", style="yellow", markup=False)
     if doc.get("written"):
@@ -231,6 +233,10 @@ def _print_frontier(doc: dict[str, Any], limit: int, verbose: bool = False) -> N
                       "cells whose mean over 30 releases is beyond 3 standard errors (0.3% "
                       "when unbiased); both exact, from the configured design (- not planned)",
                       markup=False)
+    if verbose:  # every point: the share of records whose key PRAM changes, by key
+        for p in doc["frontier"][:limit]:
+            console.print(f"  node {p['node']} ({_pct(p['share_changed'])} changed): "
+                          + _moves_list(p), markup=False)
     if len(doc["frontier"]) > limit:
         console.print(f"... and {len(doc['frontier']) - limit} more (--limit)")
     for k, cols in (doc.get("held_by_derived") or {}).items():
@@ -261,7 +267,7 @@ def _print_recommended(doc: dict[str, Any]) -> None:
             what += f"; TVD of its distribution spread uniformly within classes {tvd:.3f}"
         console.print(f"  {k}: keeps {_pct(v)} of its own entropy; {what}"
                       + (f"; a moved record's {k} moves by {d:.2f} on average"
-                         if d is not None else ""), markup=False)
+                         if d is not None else "") + _moves_text(r, k), markup=False)
         if rc and rc.get("values"):  # the recode's own shift of the key's mean and sd
             from sdc.authoring.design_values import value_lines
 
@@ -269,6 +275,11 @@ def _print_recommended(doc: dict[str, Any]) -> None:
                 console.print(f"    {line}", markup=False)
     console.print(f"  partition ({r['partition_variant']}): {r['partition'] or 'none'}",
                   markup=False)
+    if any((m.get("records_changed") or 0) > 0 for m in (r.get("key_moves") or {}).values()):
+        console.print("  (a key's relations with the other columns, its group means and "
+                      "coefficients, are diluted by about the share of records whose key "
+                      "changes: the keys a design lets move pay for those it holds)",
+                      markup=False)
     if r.get("keys_changed_when_moved") is not None:
         console.print(f"  a moved record changes {r['keys_changed_when_moved']:.2f} keys on "
                       "average", markup=False)
@@ -309,3 +320,20 @@ def _balance(p: dict[str, Any]) -> tuple[str, str]:
 def _disp(p: dict[str, Any]) -> str:
     d = p.get("displacement") or {}
     return ", ".join(f"{k} {v:.1f}" for k, v in d.items()) or "-"
+
+
+def _moves_text(r: dict[str, Any], k: str) -> str:
+    """``; PRAM changes it for 4.1% of records (free)`` for key ``k`` of a node."""
+    m = (r.get("key_moves") or {}).get(k)
+    if not m or m.get("records_changed") is None:
+        return ""
+    return f"; PRAM changes it for {_pct(m['records_changed'])} of records ({m['partition']})"
+
+
+def _moves_list(p: dict[str, Any]) -> str:
+    """A frontier point's keys with the share of records whose key changes, largest first."""
+    moves = [(k, m) for k, m in (p.get("key_moves") or {}).items()
+             if m.get("records_changed") is not None]
+    moves.sort(key=lambda km: -km[1]["records_changed"])
+    return ", ".join(f"{k} {_pct(m['records_changed'])} ({m['partition']})"
+                     for k, m in moves) or "not planned"

@@ -71,7 +71,7 @@ def test_the_choice_follows_the_smaller_shift_stata_and_the_config():
     assert value_figures("k", kv, None, flat) is None
 
 
-def test_open_classes_get_their_file_mean_suggested_not_written():
+def test_open_classes_get_their_file_mean_written():
     kv = KeyVariable(range=(-4, 63))
     vals = np.arange(-4, 64)
     rng = np.random.default_rng(2)
@@ -94,6 +94,21 @@ def test_open_classes_get_their_file_mean_suggested_not_written():
     assert np.isclose(oc["mean_shift_se"], (y.mean() - x.mean()) / (x.std(ddof=1)
                                                                      / np.sqrt(x.size)))
     assert "top_value" in " ".join(value_lines("exper", fig))
+    # written (issue 49): the rule carries the file means, and the figures are those of the
+    # release with them (the mean moves as little as the suggestion said)
+    declared = {d["field"]: d["class_mean"] for d in oc["declare"]}
+    assert fig["write_declared"] == declared
+    rule = with_value({"top": 50, "bottom": -1}, fig)
+    assert rule["top_value"] == top[0]["class_mean"] and rule["top"] == 50
+    assert np.isclose(fig["values"][fig["value"]]["mean_shift_se"], oc["mean_shift_se"])
+    assert "written `top_value" in " ".join(value_lines("exper", fig))
+    # a Stata file labels whole numbers only: a fractional class mean is not written
+    dta = value_figures("exper", kv, {"top": 50, "bottom": -1}, counts, ("dta",))
+    kept = {d["field"] for d in oc["declare"] if float(d["class_mean"]).is_integer()}
+    assert set(with_value({"top": 50, "bottom": -1}, dta)) - {"top", "bottom", "value"} == kept
+    # the config's own declaration is kept, never replaced
+    own = value_figures("exper", kv, {"top": 50, "bottom": -1, "top_value": 55}, counts)
+    assert with_value({"top": 50, "bottom": -1, "top_value": 55}, own)["top_value"] == 55
 
 
 def test_design_writes_the_choice_and_the_release_holds_midpoints(tmp_path: Path):
@@ -126,5 +141,6 @@ def test_design_writes_the_choice_and_the_release_holds_midpoints(tmp_path: Path
     edges = np.asarray(rec["bands"], dtype=float)
     lo = np.maximum(edges, 16)
     hi = np.append(edges[1:] - 1, 95)
-    allowed = set(((lo + hi) / 2)[:-1]) | {lo[-1]}
+    # the open top class at its edge, or at its mean in the file when the design wrote it
+    allowed = set(((lo + hi) / 2)[:-1]) | {float(rec.get("top_value", lo[-1]))}
     assert pub["age"].dtype == np.float64 and set(pub["age"]) <= allowed
