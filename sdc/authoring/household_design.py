@@ -40,6 +40,7 @@ import pandas as pd
 from sdc.authoring.household_options import (
     band_candidates,
     person_key_options,
+    reassembling_columns,
     without_group_id,
 )
 from sdc.config.model import ReleaseConfig
@@ -222,6 +223,18 @@ def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str
 
     cand = HouseholdCandidate(without_group_id(base), {}, n_records=len(frame),
                               without_group_id=True)
+    hid = config.input.household_id
+    gone = {hid, config.input.id_column, *(cand.data["input"].get("drop") or [])}
+    released = [c for c in frame.columns if c not in gone]
+    const, singled, groups = reassembling_columns(frame, hid, released)
+    if singled:
+        shown = ", ".join(const[:6]) + (f" (+{len(const) - 6} more)" if len(const) > 6 else "")
+        cand.status = "refused"
+        cand.note = (f"without the group id {hid}: {shown} have one value per household and "
+                     f"single out {singled:,} of {groups:,} households of 2+ members, so the "
+                     "households can be put back together; list them under input.drop to "
+                     "release without the group id")
+        return cand
     try:
         cfg = parse_config(copy.deepcopy(cand.data), base_dir, source="household design")
         res = _released_in_memory(recode_frame(frame, cfg), cfg)
@@ -232,8 +245,8 @@ def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str
     cand.changed = int(res.n_changed)
     cand.entropy_kept = 1.0
     cand.status = "certified"
-    cand.note = (f"without the group id {config.input.household_id}: a person file (no "
-                 "household can be reassembled)")
+    cand.note = (f"without the group id {hid}: a person file (no released column has one "
+                 "value per household that singles a household out)")
     return cand
 
 

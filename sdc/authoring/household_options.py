@@ -26,7 +26,7 @@ import pandas as pd
 from sdc.config.model import ReleaseConfig
 
 __all__ = ["RARE_SHARE", "STANDARD_BANDS", "Option", "band_candidates", "person_key_options",
-           "standard_bands"]
+           "reassembling_columns", "standard_bands", "without_group_id"]
 
 STANDARD_BANDS = (16, 25, 50, 65)
 """Left edges of the standard age classes after the first: 0-15, 16-24, 25-49, 50-64, 65+."""
@@ -93,8 +93,9 @@ def without_group_id(base: dict[str, Any]) -> dict[str, Any]:
     """The config mapping ``base`` as a person file (docs/HOUSEHOLDS.md "Large groups"): the
     household (group) id dropped, every key a person key, the household columns released as
     ordinary columns (the dependence check measures them per person), no composition stage.
-    No group can be reassembled from the public file, so neither a household nor a
-    composition intruder has a target; the person-level certificate is the release's."""
+    When no released column singles a group out (:func:`reassembling_columns`), no group can
+    be reassembled from the public file, so neither a household nor a composition intruder
+    has a target; the person-level certificate is the release's."""
     import copy
 
     data = copy.deepcopy(base)
@@ -110,3 +111,27 @@ def without_group_id(base: dict[str, Any]) -> dict[str, Any]:
         risk.pop(k, None)
     data["risk"] = risk
     return data
+
+
+def reassembling_columns(frame: pd.DataFrame, group_id: str,
+                         released: list[str]) -> tuple[list[str], int, int]:
+    """Whether a release without the group id still lets the groups be put back together.
+
+    A released column with one value in every group (a household weight, the dwelling's
+    roof, the household keys) is the same for all members; the combination of such columns
+    that only one group of 2+ members has links its members as surely as the id would, and
+    the composition intruder is back. Returns ``(columns, singled_out, groups)``: the
+    released columns constant within every group, the groups of 2+ members whose
+    combination of them no other group has, and the number of groups of 2+ members."""
+    g = frame.groupby(group_id, sort=False)
+    size = g.size()
+    multi = size[size >= 2].index
+    if not len(multi) or not released:
+        return [], 0, len(multi)
+    nunique = g[released].nunique(dropna=False)
+    const = [c for c in released if bool((nunique[c] <= 1).all())]
+    if not const:
+        return [], 0, len(multi)
+    per_group = g[const].first().loc[multi]
+    singled = int((~per_group.duplicated(keep=False)).sum())
+    return const, singled, len(multi)

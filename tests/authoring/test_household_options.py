@@ -9,6 +9,7 @@ import sdc
 from sdc.authoring.household_design import HouseholdCandidate, recommend
 from sdc.authoring.household_options import (
     person_key_options,
+    reassembling_columns,
     standard_bands,
     without_group_id,
 )
@@ -58,3 +59,21 @@ def test_recommend_keeps_age_classes_within_the_target_else_the_fewest_changes()
     assert recommend(c) == 1  # 5 classes at 12%; 6 classes at 20% is beyond 15%
     big = [_cand(800, [0, 40]), _cand(900, [0, 16, 25, 50, 65]), _cand(60, group=True)]
     assert recommend(big) == 2  # no household design within 15%: without the group id
+
+
+def test_columns_with_one_value_per_household_reassemble_the_households():
+    """A household weight (one value per household, nearly unique) links the members of a
+    household as surely as its id: the release without the id is not a person file then.
+    Columns that vary within households, or whose per-household values are shared by other
+    households, single nobody out."""
+    f = pd.DataFrame({"hid": [1, 1, 2, 2, 3, 3, 4],
+                      "w": [10.5, 10.5, 11.0, 11.0, 12.5, 12.5, 9.0],   # unique per household
+                      "roof": [1, 1, 1, 1, 2, 2, 2],                    # shared by households
+                      "age": [30, 5, 40, 38, 70, 66, 20]})              # varies within
+    cols, singled, groups = reassembling_columns(f, "hid", ["w", "roof", "age"])
+    assert (cols, singled, groups) == (["w", "roof"], 3, 3)
+    cols, singled, groups = reassembling_columns(f, "hid", ["roof", "age"])
+    assert cols == ["roof"] and singled == 1 and groups == 3   # roof=2 only in household 3
+    f.loc[f["hid"] == 3, "roof"] = 1                           # every household shares it
+    assert reassembling_columns(f, "hid", ["roof", "age"])[1:] == (0, 3)
+    assert reassembling_columns(f, "hid", ["age"]) == ([], 0, 3)
