@@ -134,6 +134,8 @@ def test_design_writes_the_choice_and_the_release_holds_midpoints(tmp_path: Path
     written = yaml.safe_load(out.read_text())
     rec = written["key_variables"]["age"].get("recode")
     assert rec is not None and "bands" in rec and rec.get("value") == "midpoint", rec
+    # ages 90-95 uniform: the open class's mean (about 92.5) is written, and released
+    assert 90 < rec.get("top_value", 0) < 95, rec
     assert "SE of the mean" in out.read_text() and "SE of the mean" in r.text
     rel = run_cli("release", out)
     assert rel.exit_code == 0, rel.text
@@ -144,3 +146,4 @@ def test_design_writes_the_choice_and_the_release_holds_midpoints(tmp_path: Path
     # the open top class at its edge, or at its mean in the file when the design wrote it
     allowed = set(((lo + hi) / 2)[:-1]) | {float(rec.get("top_value", lo[-1]))}
     assert pub["age"].dtype == np.float64 and set(pub["age"]) <= allowed
+    assert rec["top_value"] in set(pub["age"])
