@@ -5,6 +5,7 @@ per flow collection (``sdc design`` writes a node's config with them)."""
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 __all__ = ["ConfigPatch", "as_plain", "quote_ambiguous", "body_end", "dump_lines", "entry_end", "flow_style",
@@ -177,11 +178,15 @@ def body_end(patch: ConfigPatch, i: int) -> int:
 
 
 def replace_value(patch: ConfigPatch, start: int, end: int, old: str, new: str) -> None:
-    """Replace the scalar text ``old`` by ``new`` in lines start..end (first occurrence)."""
+    """Replace the scalar text ``old`` by ``new`` in lines start..end (its first occurrence as
+    a whole value: after ``:``, a quote, a bracket, a comma or a space and before the value's
+    end; never inside a key or another word: ``dir: out`` below ``output:``)."""
+    token = re.compile(r"(?<=[\s:'\"\[{,])" + re.escape(old) + r"(?=[\s'\",}\]#]|$)")
     for i in range(start, end):
         line = patch.lines[i]
-        if old in line:
-            patch.replace(i, i + 1, [line.replace(old, new, 1)])
+        m = token.search(line)
+        if m:
+            patch.replace(i, i + 1, [line[:m.start()] + new + line[m.end():]])
             return
 
 
