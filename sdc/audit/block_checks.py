@@ -79,7 +79,7 @@ def weighted_checks(rep: AuditReport, po: Partitioned, weight_total: np.ndarray 
             f"{plan.certificate:.6f}")
     if plan.design.near:
         got = [tr.digest() for tr in plan.weighted.transitions]
-        rep.add("weighted near W re-derived = recorded", got == list(recorded_w or []),
+        rep.add(what + "weighted near W re-derived = recorded", got == list(recorded_w or []),
                 f"{len(got)} PRBs' W (near inside the weight groups) re-derived from the source")
     return plan.certificate, f"weighted design, {plan.certificate_at.get('source')}"
 

@@ -137,8 +137,10 @@ def _stage_checks(rep: AuditReport, cfg: ReleaseConfig, stage_cfg: ReleaseConfig
         near = (NearCertifier(ho, stage_cfg), (hh.get("near") or {}).get("prbs") or [])
     h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi, what=what,
                                  near=near)
-    if cfg.risk.weighted:
-        h_cert, h_where = weighted_checks(rep, ho, None, stage_cfg, xi, what=what, plan=plan)
+    if cfg.risk.weighted:  # the near W inside the weight groups: the digests audit.json records
+        h_cert, h_where = weighted_checks(rep, ho, None, stage_cfg, xi,
+                                          (hh.get("near") or {}).get("weighted_w_sha256"),
+                                          what=what, plan=plan)
     return h_cert, h_where
 
 
