@@ -140,7 +140,7 @@ def test_dense_counts_and_key_codes_equal_the_sorting_ones(n, sizes) -> None:
     (the key codes kept from the encoding) and the dependence counter's factorize by bincount
     give exactly what np.unique, split_codes and pd.factorize(sort=True) give."""
     from sdc.method.cells import cell_key_codes, code_counts, radix_sizes
-    from sdc.method.dependence.counting import _factorize_sorted
+    from sdc.method.dependence.tables import factorize_sorted
 
     rng = np.random.default_rng(n)
     rows = np.column_stack([rng.integers(0, s, n) for s in sizes]).astype(np.int64)
@@ -150,7 +150,7 @@ def test_dense_counts_and_key_codes_equal_the_sorting_ones(n, sizes) -> None:
     np.testing.assert_array_equal(u, eu)
     np.testing.assert_array_equal(c, ec)
     assert u.dtype == np.int64 and c.dtype == np.int64
-    f, cells = _factorize_sorted(code + 5)
+    f, cells = factorize_sorted(code + 5)
     ef, ecells = pd.factorize(code + 5, sort=True)
     np.testing.assert_array_equal(f, ef)
     np.testing.assert_array_equal(cells, ecells)
