@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.errors import InputError
+from sdc.errors import InputError, SmallBlockError
 from sdc.method.cell_passes import cell_table
 from sdc.method.cells import CellTable, combine_codes, encode_key, radix_sizes
 from sdc.method.dependence import (
@@ -44,6 +44,7 @@ from sdc.method.household_persons import (
     person_stage,
     sub_cell,
 )
+from sdc.method.household_size import refuse_moved_size_keys, size_key_small_block, size_keys
 from sdc.method.household_weights import (
     HouseholdWeights,
     household_weight_totals,
@@ -265,7 +266,12 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     # weighted designs: balanced on x_h, persons-weighted household-key cells exact
     x_h = (None if agg.weight is None
            else household_weight_totals(agg.weight, cell, cells.n_cells))
-    plan = plan_release(partition_cells(cells, hcfg), hcfg, x_h)
+    found = size_keys(agg.key_codes, agg.size, hcfg.key_names, hcfg)  # (issue 44)
+    try:
+        plan = plan_release(partition_cells(cells, hcfg), hcfg, x_h)
+    except SmallBlockError as e:
+        raise size_key_small_block(e, agg.key_codes, hcfg.key_names, found) from None
+    refuse_moved_size_keys(plan, cells.frequency, hcfg.key_names, found)
     dplan = draw_plan(plan, hcfg)
     released = cell.copy()
     rows = np.flatnonzero(dplan.cell_prb[cell] >= 0)

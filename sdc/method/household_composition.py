@@ -296,7 +296,14 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
                                                     dict(plan.certificate_at))
     hk_table = np.unique(hk_codes, axis=0)
     sing = np.flatnonzero(is_singular)
-    if sing.size:
+    if sing.size:  # the uniform HK draw must not move the member count (issue 44)
+        from sdc.method.household_size import refuse_singular_size_keys, size_keys
+
+        hk_names = list(config.household_keys)
+        refuse_singular_size_keys(singular_sizes, hk_codes[sing], hk_names,
+                                  int(hk_table.shape[0]),
+                                  size_keys(hk_codes, table.size[table.household], hk_names,
+                                            config), config.risk.small_blocks)
         q = 1.0 / hk_table.shape[0]
         if q > xi:
             raise SmallBlockError(

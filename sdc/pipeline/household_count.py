@@ -30,6 +30,7 @@ from sdc.method.household_batches import (
     inconsistent_rows,
     person_stage,
 )
+from sdc.method.household_size import SizeKeyError
 from sdc.method.households import (
     check_households,
     household_config,
@@ -55,6 +56,8 @@ __all__ = ["HouseholdCount", "HouseholdCountPart", "HouseholdCounted", "Househol
 def stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
     """A stage's :class:`SmallBlockError` with what it means and the ways out."""
     hk = config.household_keys
+    if isinstance(e, SizeKeyError):  # names its own fix (issue 44)
+        return SmallBlockError(f"{stage} stage (keys {hk}): {e}")
     if stage == "household":
         return SmallBlockError(
             f"household stage (one unit per household, keys {hk}, t_j counted in households): "
