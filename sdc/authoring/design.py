@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from sdc.authoring.design_checks import keys_held_by_derived, verify_recommended
-from sdc.authoring.design_shifts import importance_notes, key_moves
+from sdc.authoring.design_outcome import NO_OUTCOME, outcome_of, outcome_sums
+from sdc.authoring.design_shifts import importance_notes, key_moves, shift_list
 from sdc.authoring.design_values import value_figures, value_lines, with_value
 from sdc.authoring.design_weighted import (
     configured_figures,
@@ -102,6 +103,8 @@ class Design:
     held: dict[str, list[str]] | None = None
     refused: list[str] | None = None
     marginals: dict[str, np.ndarray] | None = None   # records per declared value, per key
+    #: the outcome whose group means each key's shift (SE) follows (None: no utility.analyses)
+    outcome: str | None = None
 
     def values(self, key: str, rule: dict[str, Any] | None) -> dict[str, Any] | None:
         """The released-value figures of ``key`` under ``rule`` (:mod:`.design_values`)."""
@@ -137,12 +140,15 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
     cands = candidates(config, marg, derived=derived)
     weights = declared_weights(config, fine) if design_of(config).weighted else None
     held = keys_held_by_derived(config) if release_checks else {}
+    y = outcome_of(config)
+    moments = outcome_sums(config, fine, y) if y is not None else None
     for k in held:  # the declared values only (the first candidate is the key as declared)
         cands[k] = [c for c in cands[k] if c.rule is None] or cands[k][:1]
     result = search(fine, config, base, cands, budget=budget, keep=keep,
                     min_entropy=min_entropy, partitions=partitions, target=target,
-                    progress=progress, weights=weights)
-    design = Design(path.resolve(), config, base, result, held=held or None, marginals=marg)
+                    progress=progress, weights=weights, outcome=moments)
+    design = Design(path.resolve(), config, base, result, held=held or None, marginals=marg,
+                    outcome=y)
     if release_checks:
         design.refused = verify_recommended(design, write_node_config)
     if result.recommended is not None:
@@ -219,6 +225,8 @@ def design_document(design: Design) -> dict[str, Any]:
         "weighted": r.weighted,
         "importance": r.importance or None,
         "importance_notes": importance_notes(r),
+        "outcome": design.outcome,
+        "outcome_note": None if design.outcome is not None else NO_OUTCOME,
     })
 
 
@@ -290,6 +298,9 @@ def _head(design: Design, i: int, changes: list[str], seed_note: str) -> str:
                          for k, m in moves.items() if m["records_changed"] is not None)
         lines.append(f"# Records whose key PRAM changes (their relations with other columns "
                      f"are diluted by about as much): {each}.")
+    if shift_list(moves):
+        lines.append(f"# Expected shift of mean {design.outcome} by each key's category, "
+                     f"largest, in SE: {shift_list(moves)}.")
     if i == r.recommended:
         lines += [f"# {note}." for note in importance_notes(r)]
     lines.append(f"# Key-table TVD bound (recoding + PRAM): {n.tvd:.4f}; certificate "

@@ -18,7 +18,7 @@ from typing import Any
 
 from sdc.method.design.importance import CLOSE_ABS, CLOSE_REL, IMPORTANT_VARIANTS
 
-__all__ = ["MOVED_AT_LEAST", "importance_notes", "key_moves"]
+__all__ = ["MOVED_AT_LEAST", "importance_notes", "key_moves", "shift_list"]
 
 #: an important key "still changes" when at least this share of the records changes it
 MOVED_AT_LEAST = 0.001
@@ -29,7 +29,9 @@ def key_moves(node: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
     the expected share of records whose key PRAM changes (None when not planned);
     ``partition``: ``held`` (``as_is``: it changes only where small partition sets are
     merged), ``confined`` (bands or groups: it moves within them) or ``free``; and
-    ``displacement``, a moved record's mean |change| of an ordered key (declared units)."""
+    ``displacement``, a moved record's mean |change| of an ordered key (declared units);
+    ``mean_shift_se``: the largest expected shift of the outcome's mean over the key's
+    categories, in SE (``Node.key_shift``; None without an outcome or a category to show)."""
     part = node.partition or {}
     share = node.changed_share
     planned = share == share and node.key_change is not None and node.status == "certified"
@@ -40,8 +42,21 @@ def key_moves(node: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
                   if planned else None,
                   "partition": "held" if rule == "as_is" else "free" if rule is None
                   else "confined",
-                  "displacement": (node.displacement or {}).get(k)}
+                  "displacement": (node.displacement or {}).get(k),
+                  "mean_shift_se": (getattr(node, "key_shift", None) or {}).get(k)
+                  if planned else None}
     return out
+
+
+def shift_list(moves: dict[str, dict[str, Any]]) -> str:
+    """``ethnicity +2.1 (free), smsa -1.2 (free), education +0.39 (held)``: every key's
+    largest group-mean shift in SE, largest first (two significant digits); empty: none."""
+    from sdc.reports.analysis import shift_digits
+
+    items = [(k, m) for k, m in moves.items() if m.get("mean_shift_se") is not None]
+    items.sort(key=lambda km: -abs(km[1]["mean_shift_se"]))
+    return ", ".join(f"{k} {m['mean_shift_se']:+.{min(shift_digits(m['mean_shift_se']), 2)}f} "
+                     f"({m['partition']})" for k, m in items)
 
 
 def importance_notes(result: Any) -> list[str]:

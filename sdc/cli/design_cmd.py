@@ -237,6 +237,7 @@ def _print_frontier(doc: dict[str, Any], limit: int, verbose: bool = False) -> N
         for p in doc["frontier"][:limit]:
             console.print(f"  node {p['node']} ({_pct(p['share_changed'])} changed): "
                           + _moves_list(p), markup=False)
+    _print_shifts(doc, limit, verbose)
     if len(doc["frontier"]) > limit:
         console.print(f"... and {len(doc['frontier']) - limit} more (--limit)")
     for k, cols in (doc.get("held_by_derived") or {}).items():
@@ -280,6 +281,11 @@ def _print_recommended(doc: dict[str, Any]) -> None:
                       "coefficients, are diluted by about the share of records whose key "
                       "changes: the keys a design lets move pay for those it holds)",
                       markup=False)
+    from sdc.authoring.design_shifts import shift_list
+
+    if shift_list(r.get("key_moves") or {}):
+        console.print(f"  mean {doc['outcome']} by each key's category, largest expected "
+                      f"shift in SE: {shift_list(r['key_moves'])}", markup=False)
     if r.get("keys_changed_when_moved") is not None:
         console.print(f"  a moved record changes {r['keys_changed_when_moved']:.2f} keys on "
                       "average", markup=False)
@@ -328,6 +334,29 @@ def _moves_text(r: dict[str, Any], k: str) -> str:
     if not m or m.get("records_changed") is None:
         return ""
     return f"; PRAM changes it for {_pct(m['records_changed'])} of records ({m['partition']})"
+
+
+def _print_shifts(doc: dict[str, Any], limit: int, verbose: bool) -> None:
+    """Every frontier point's keys by the largest expected shift of the outcome's mean over
+    their categories, in SE (the three largest; all with ``verbose``), or why none is shown."""
+    from sdc.authoring.design_shifts import shift_list
+
+    if doc.get("outcome") is None:
+        if doc.get("outcome_note"):
+            console.print(doc["outcome_note"], markup=False)
+        return
+    lines = []
+    for p in doc["frontier"][:limit]:
+        items = shift_list(p.get("key_moves") or {}).split(", ")
+        if items != [""]:
+            more = "" if verbose or len(items) <= 3 else f", +{len(items) - 3} (--verbose)"
+            lines.append(f"  node {p['node']}: "
+                         + ", ".join(items if verbose else items[:3]) + more)
+    if lines:
+        console.print(f"mean {doc['outcome']} by each key's category, largest expected shift "
+                      "in SE (the keys a point holds, confines or leaves free):", markup=False)
+        for line in lines:
+            console.print(line, markup=False)
 
 
 def _moves_list(p: dict[str, Any]) -> str:

@@ -194,11 +194,14 @@ class Context:
     def __init__(self, fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
                  cands: dict[str, list[Candidate]], keys: list[str],
                  tables: dict[str, list[list[str]]], min_entropy: float,
-                 weights: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 weights: tuple[np.ndarray, np.ndarray] | None = None,
+                 outcome: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         self.fine, self.config, self.base, self.cands, self.keys = fine, config, base, cands, keys
         self.tables, self.min_entropy = tables, min_entropy
         #: (W_j, Q_j) per declared cell: sum of the weights and of the squared weights
         self.weights = weights
+        #: (n_j, S_j, Q_j) per declared cell: an outcome's non-missing values, sum, squares
+        self.outcome = outcome
         self.n = int(fine.frequency.sum())
         #: each key's analytic importance (weight over the mean; all 1.0 when none differs)
         self.importance = importance_weights(config)
@@ -351,6 +354,14 @@ class Context:
             disp[k] = total / moved
             # an ordered key: E|delta| in standard deviations (times its importance weight)
             score += self.importance[k] * (disp[k] / self.sd[k])
+        if self.outcome is not None and thetas.size:
+            from sdc.method.design.shifts import key_mean_shifts
+
+            mom = tuple(np.bincount(fine_to_node, weights=m, minlength=cells.n_cells)
+                        for m in self.outcome)
+            se = key_mean_shifts(cells.key_codes, cells.frequency, mom, sens[inb],
+                                 cell_block[inb], thetas, ks)
+            out["key_shift"] = {k: v for k, v in zip(keys, se, strict=True) if v is not None}
         if self.weights is not None:
             # the weight in PRBs too small to be cut into weight groups (k_b < 2 s): where
             # a weighted design falls back to NZY most (phase 3 plans such nodes last)

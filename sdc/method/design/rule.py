@@ -53,6 +53,9 @@ class Node:
     displacement_sd: float = math.nan
     key_change: dict[str, float] = field(default_factory=dict)  # P(key changes | moved)
     keys_changed: float = math.nan      # expected keys changed per moved record
+    #: per key, the largest expected shift of the outcome's mean over its categories, in SE
+    #: (:mod:`sdc.method.design.shifts`; empty without an outcome)
+    key_shift: dict[str, float] = field(default_factory=dict)
     meaningful: bool = True             # every recoding respects declared breaks and orders
     status: str = "not evaluated"       # certified | refused | pruned | not evaluated
     note: str = ""

@@ -88,7 +88,8 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
            workers: int | None = None, partitions: bool = True,
            target: float = TARGET_CHANGED,
            progress: Callable[[int, int], None] | None = None,
-           weights: tuple[np.ndarray, np.ndarray] | None = None) -> DesignResult:
+           weights: tuple[np.ndarray, np.ndarray] | None = None,
+           outcome: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> DesignResult:
     """Evaluate the lattice spanned by ``cands`` on the declared-value cell table ``fine``.
 
     ``config``: the loaded config (its ``input_key_variables`` are the declared domains);
@@ -103,7 +104,9 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     weights of every declared cell, for a weighted job (``risk.weighted``): the lattice is
     walked under NZY's design in the first 45% of the budget, finer partitions until 70%,
     then nodes are planned with the weighted design in the rule's order until the best
-    balanced one is found (:func:`_balance`; docs/DESIGN.md, "Weighted jobs").
+    balanced one is found (:func:`_balance`; docs/DESIGN.md, "Weighted jobs"); ``outcome``:
+    (n_j, S_j, Q_j) of an outcome per declared cell: every node gets each key's expected
+    group-mean shift in SE (``Node.key_shift``, :mod:`sdc.method.design.shifts`).
     """
     t0 = time.perf_counter()
 
@@ -115,7 +118,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
     nodes = lattice.nodes
     weighted = weights is not None and design_of(config).weighted
     ctx = Context(fine, config, base, cands, keys, _hierarchy_tables(config), min_entropy,
-                  weights if weighted else None)
+                  weights if weighted else None, outcome)
     imp = ctx.importance if len(set(ctx.importance.values())) > 1 else {}
     order, current = _walk_order(lattice, cands, keep, max_nodes)
     phase1, phase2 = _phase_ends(budget, partitions, weighted)
