@@ -349,7 +349,8 @@ def _print_shifts(doc: dict[str, Any], limit: int, verbose: bool) -> None:
     for p in doc["frontier"][:limit]:
         items = shift_list(p.get("key_moves") or {}).split(", ")
         if items != [""]:
-            more = "" if verbose or len(items) <= 3 else f", +{len(items) - 3} (--verbose)"
+            more = ("" if verbose or len(items) <= 3
+                    else f"; {len(items) - 3} more keys with --verbose")
             lines.append(f"  node {p['node']}: "
                          + ", ".join(items if verbose else items[:3]) + more)
     if lines:
