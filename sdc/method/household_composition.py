@@ -44,7 +44,7 @@ __all__ = ["COMPOSITION", "MAX_CLASSES", "CompositionStage", "CompositionTable",
            "CompositionPlan", "class_codes", "composition_config", "composition_plan", "composition_stage", "plan_composition_stage",
            "singular_draw",
            "table_of_counts",
-           "composition_table", "person_classes", "realize_compositions"]
+           "composition_table", "expected_persons_changed", "person_classes", "realize_compositions"]
 
 COMPOSITION = "household_composition"
 """Name of the composition key of the household stage (never in the public file)."""
@@ -366,3 +366,57 @@ def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: Composi
     return CompositionStage(plan, cp.config, codes, released, changed, cp.singular,
                             cp.singular_sizes, int(cp.hk_table.shape[0]), cp.certificate,
                             cp.certificate_at, drawing_ident)
+
+
+def expected_persons_changed(cp: CompositionPlan | CompositionStage, table: CompositionTable,
+                             chunk: int = 1 << 18) -> tuple[float, float]:
+    """(E, Var) of the persons whose released keys differ from their own under the composition
+    stage's plan ``cp`` (or a drawn stage: its plan; the release's "records changed"), exact
+    and seed-free.
+
+    A household of cell j = (a, n) (size s) is released in cell j' = (a', n') with probability
+    P_jj' = m_j w_jj' (the plan's design: NZY's uniform W, the near W or the weighted design,
+    per PRB). It then changes c(j, j') persons: all s when a' != a (every member takes the
+    released HK), else s - sum_c min(n_c, n'_c) (:func:`realize_compositions` keeps
+    min(n_c, n'_c) members of class c). So E = sum_j t_j sum_j' P_jj' c(j, j'); the draws of
+    the households are independent, so Var = sum_j t_j (sum_j' P_jj' c^2 - (sum_j' P_jj' c)^2).
+    A singular household changes all s members unless its uniform HK draw returns its own HK
+    (probability 1 / #HK): E = s p, Var = s^2 p (1 - p), p = 1 - 1 / #HK. Non-sensitive cells
+    do not move. Loops over PRBs (and chunks of W's entries), not over households."""
+    from sdc.method.transition import uniform_transition
+
+    mean = var = 0.0
+    if cp.singular.size:
+        s = table.size[table.household[cp.singular]].astype(np.float64)
+        n_hk = cp.n_hk if isinstance(cp, CompositionStage) else cp.hk_table.shape[0]
+        p = 1.0 - 1.0 / n_hk
+        mean += float(s.sum() * p)
+        var += float((s * s).sum() * p * (1.0 - p))
+    plan = cp.plan
+    if plan is None:
+        return mean, var
+    codes = np.asarray(plan.partitioned.cells.key_codes, np.int64)
+    t_all = np.asarray(plan.partitioned.cells.frequency, np.float64)
+    hk, comp = codes[:, :-1], codes[:, -1]
+    for b, blk in enumerate(plan.block_plan.blocks):
+        start = int(plan.prb_start[b])
+        tr = (plan.transitions[b] if plan.transitions is not None else None)
+        k = tr.k if tr is not None else int(blk.k)
+        cells = np.asarray(plan.prb_cells[start:start + k], np.int64)
+        if tr is None:
+            tr = uniform_transition(t_all[cells].astype(np.int64), float(blk.theta))
+        indptr, indices, weights = tr.csr()
+        rows = np.repeat(np.arange(k), np.diff(indptr))
+        e1, e2 = np.zeros(k), np.zeros(k)
+        for lo in range(0, rows.size, chunk):
+            r, d = cells[rows[lo:lo + chunk]], cells[indices[lo:lo + chunk]]
+            p = tr.move[rows[lo:lo + chunk]] * weights[lo:lo + chunk]
+            kept = np.minimum(table.counts[comp[r]], table.counts[comp[d]]).sum(axis=1)
+            s = table.size[comp[r]]
+            c = np.where((hk[r] == hk[d]).all(axis=1), s - kept, s).astype(np.float64)
+            e1 += np.bincount(rows[lo:lo + chunk], weights=p * c, minlength=k)
+            e2 += np.bincount(rows[lo:lo + chunk], weights=p * c * c, minlength=k)
+        t = t_all[cells]
+        mean += float((t * e1).sum())
+        var += float((t * (e2 - e1 * e1)).sum())
+    return mean, var

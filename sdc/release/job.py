@@ -20,6 +20,7 @@ import sdc
 from sdc.config.model import ReleaseConfig, SeedFile
 from sdc.config.sections import ExecutorSpec, executor_name
 from sdc.executors.registry import get_executor
+from sdc.method.household_composition import expected_persons_changed
 from sdc.method.plan import expected_changed
 from sdc.release.preflight import ConfigFile, read_config
 
@@ -206,7 +207,12 @@ def _household_plan_summary(config: ReleaseConfig, path: Path, spec: Any,
     note = _household_note(float(ps.plan.certificate), int(hp.agg.n_households),
                            hp.household_blocks, float(hp.hs.plan.certificate),
                            int(ps.small_classes), int(ps.small_class_persons))
+    expected = float(blocks["expected_changed"].sum()) if len(blocks) else 0.0
+    how = "sum of theta * k"
     if hp.hs.composition is not None:  # risk.composition: protect: no person PRB
+        expected = expected_persons_changed(hp.hs.composition, hp.hs.composition_table)[0]
+        how = ("composition stage: persons of the moved households whose keys change, "
+               "expected under the plan")
         note = ("household file, risk.composition: protect: the household stage is keyed on the "
                 f"household keys x the composition ({len(hp.household_blocks)} household "
                 "PRBs); no person PRB (person keys move with their household's composition); "
@@ -220,7 +226,7 @@ def _household_plan_summary(config: ReleaseConfig, path: Path, spec: Any,
         kmin=int(part.kmin), small_blocks=config.risk.small_blocks,
         partition_sets=hp.partition_sets, blocks=blocks, merges=hp.merges,
         certificate=cert, certificate_at=cert_at,
-        expected_changed=float(blocks["expected_changed"].sum()) if len(blocks) else 0.0,
+        expected_changed=expected, expected_how=how,
         changed=None, seed_known=False, release_exists=out.exists(),
         notes=[note, f"engine {spec.kind}: the count and identity passes; the number of "
                "changed records is known after the release pass"],
