@@ -100,7 +100,7 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
     po = ps.plan.partitioned  # the cells outside the left-out classes
     p_cert, p_where = prb_checks(rep, po, audit.get("blocks") or [], prb_of_label, xi,
                                  what="person stage: ")
-    if cfg.risk.weighted:  # the person weights inside the household-key classes
+    if (ps.plan.design or design_of(pcfg)).needs_weights:  # the person weights in the classes
         p_cert, p_where = weighted_checks(rep, po, None, pcfg, xi, what="person stage: ",
                                           plan=ps.plan)
     # the dependence check of each stage, as the count pass measured it: household columns
@@ -137,7 +137,8 @@ def _stage_checks(rep: AuditReport, cfg: ReleaseConfig, stage_cfg: ReleaseConfig
         near = (NearCertifier(ho, stage_cfg), (hh.get("near") or {}).get("prbs") or [])
     h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi, what=what,
                                  near=near)
-    if cfg.risk.weighted:  # the near W inside the weight groups: the digests audit.json records
+    if (plan.design or design_of(stage_cfg)).needs_weights:  # the near W of the weight groups
+        # (the digests audit.json records)
         h_cert, h_where = weighted_checks(rep, ho, None, stage_cfg, xi,
                                           (hh.get("near") or {}).get("weighted_w_sha256"),
                                           what=what, plan=plan)

@@ -45,6 +45,7 @@ from sdc.authoring.household_options import (
 )
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
+from sdc.method.designs import design_of
 
 __all__ = ["HouseholdCandidate", "HouseholdDesign", "band_candidates", "evaluate_household_designs",
            "run_household_design"]
@@ -117,7 +118,7 @@ def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
     hk = np.column_stack([encode_key(f[k].iloc[first], k, cfg.key_variables[k])
                           for k in cfg.household_keys])
     x_h = None  # risk.weighted: the composition stage balanced on the members' summed weights
-    if cfg.risk.weighted:
+    if design_of(cfg).needs_weights:
         from sdc.method.household_weights import household_weights_of
 
         x_h = household_weights_of(f[cfg.input.weight], code, first.size)
