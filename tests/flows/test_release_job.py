@@ -337,7 +337,8 @@ def test_a_real_one_minute_cron_with_a_review_gate(server_home, make_small_job, 
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait(lambda: (staged / "internal" / "review.json").is_file(), 200, "the first tick")
-        first = _paused_run(staged)
+        with temporary_settings(updates={PREFECT_API_URL: api}):  # this test's server, not the
+            first = _paused_run(staged, timeout=120)               # session's (xdist workers)
         before = _snapshot(staged)
         wait(lambda: any(r.state.is_failed() for r in runs()), 150, "a refused tick")
         assert _snapshot(staged) == before
