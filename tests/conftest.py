@@ -23,6 +23,7 @@ run on one worker (a module-scoped release reused by several tests) carry
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -552,3 +553,26 @@ def _reopen_closed_handler_streams() -> None:
                 console = getattr(h, "console", None)  # Prefect's handler prints with rich
                 if console is not None and hasattr(console, "file"):
                     console.file = sys.__stderr__
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """``mount_tmpfs("64k")``: a tmpfs of that size under ``tmp_path`` (a real full disk for the
+    ENOSPC tests; root only: skips where it cannot be mounted), unmounted after the test."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        mnt = tmp_path / f"tiny{len(mounted)}"
+        mnt.mkdir()
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                             capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()})")
+        mounted.append(mnt)
+        return mnt
+
+    try:
+        yield mount
+    finally:
+        for mnt in mounted:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -157,18 +157,9 @@ def test_the_cli_approval_publishes_the_documented_modes(tmp_path):
 # an approval without room
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture
-def tiny_disk(tmp_path: Path):
+def tiny_disk(mount_tmpfs):
     """A 256 KiB tmpfs (root only)."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
-                         capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()})")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    return mount_tmpfs("256k")
 
 
 def _fill(folder: Path) -> Path:

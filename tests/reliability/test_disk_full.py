@@ -11,7 +11,6 @@ tmpfs cases need root (``mount -t tmpfs``) and are skipped elsewhere.
 from __future__ import annotations
 
 import errno
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,18 +22,9 @@ from .conftest import JobBuilder, contains
 
 
 @pytest.fixture
-def tiny_disk(tmp_path: Path):
+def tiny_disk(mount_tmpfs):
     """A 64 KiB tmpfs (root only)."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                         capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()})")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    return mount_tmpfs("64k")
 
 
 @pytest.mark.parametrize("engine", ["pandas", "streaming"])

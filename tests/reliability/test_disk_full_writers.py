@@ -41,18 +41,9 @@ def hidden(folder: Path) -> list[str]:
 
 
 @pytest.fixture
-def tiny_disk(tmp_path: Path):
+def tiny_disk(mount_tmpfs):
     """A 128 KiB tmpfs (root only)."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mnt)],
-                         capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()})")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    return mount_tmpfs("128k")
 
 
 def fill(folder: Path, leave: int = 0) -> Path:
