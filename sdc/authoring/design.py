@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from sdc.authoring.design_checks import keys_held_by_derived, verify_recommended
+from sdc.authoring.design_node import configured_figures, node_config, plain_rule
 from sdc.authoring.design_outcome import NO_OUTCOME, outcome_of, outcome_sums
 from sdc.authoring.design_shifts import importance_notes, key_moves, shift_list
 from sdc.authoring.design_values import value_figures, value_lines, with_value
 from sdc.authoring.design_weighted import (
-    configured_figures,
+    DeclaredWeights,
     declared_weights,
     transition_design_name,
 )
@@ -57,8 +58,8 @@ from sdc.method.design.importance import IMPORTANT_VARIANTS
 from sdc.method.designs import design_of
 from sdc.reports.recoding import DESIGN_MARK
 
-__all__ = ["Design", "configured_figures", "count_declared", "design_document", "run_design",
-           "transition_design_name", "write_node_config"]
+__all__ = ["Design", "configured_figures", "count_declared", "design_document", "node_config",
+           "plain_rule", "run_design", "transition_design_name", "write_node_config"]
 
 
 def count_declared(config: ReleaseConfig) -> CellTable:
@@ -93,7 +94,8 @@ def count_declared(config: ReleaseConfig) -> CellTable:
 class Design:
     """A finished search: the loaded config, its YAML data as written, the result, and the
     recommendation re-certified with the config's own transition design (``configured``:
-    :func:`configured_figures`; None under NZY's uniform design, which the search uses)."""
+    :func:`configured_figures`; None under NZY's uniform design, which the search uses);
+    ``weights``: a weighted job's weights of every declared cell."""
 
     config_path: Path
     config: ReleaseConfig
@@ -105,6 +107,7 @@ class Design:
     marginals: dict[str, np.ndarray] | None = None   # records per declared value, per key
     #: the outcome whose group means each key's shift (SE) follows (None: no utility.analyses)
     outcome: str | None = None
+    weights: DeclaredWeights | None = None
 
     def values(self, key: str, rule: dict[str, Any] | None) -> dict[str, Any] | None:
         """The released-value figures of ``key`` under ``rule`` (:mod:`.design_values`)."""
@@ -146,15 +149,17 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
         cands[k] = [c for c in cands[k] if c.rule is None] or cands[k][:1]
     result = search(fine, config, base, cands, budget=budget, keep=keep,
                     min_entropy=min_entropy, partitions=partitions, target=target,
-                    progress=progress, weights=weights, outcome=moments)
+                    progress=progress, weights=None if weights is None else weights.pair,
+                    outcome=moments)
     design = Design(path.resolve(), config, base, result, held=held or None, marginals=marg,
-                    outcome=y)
+                    outcome=y, weights=weights)
+    plan = None
     if release_checks:
-        design.refused = verify_recommended(design, write_node_config)
+        checked = verify_recommended(design, node_config)
+        design.refused = checked.refused
+        plan = checked.plan if checked.node == result.recommended else None
     if result.recommended is not None:
-        rec = result.recommended
-        design.configured = configured_figures(
-            config, rec, lambda p: write_node_config(design, rec, p))
+        design.configured = configured_figures(design, result.recommended, plan=plan)
     return design
 
 
@@ -248,17 +253,6 @@ def _rel(p: str, old_dir: Path, new_dir: Path) -> str:
     if q.is_absolute():
         return str(q)
     return os.path.relpath(os.path.normpath(old_dir / q), new_dir)
-
-
-def plain_rule(o: Any) -> Any:
-    """A rule as YAML should show it: whole floats as ints (band edges 15, not 15.0)."""
-    if isinstance(o, dict):
-        return {k: plain_rule(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [plain_rule(v) for v in o]
-    if isinstance(o, float) and o.is_integer():
-        return int(o)
-    return o
 
 
 def _seed_path(seed_file: str, name: str) -> str:

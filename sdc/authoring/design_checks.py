@@ -9,20 +9,24 @@
 - The recommended node planned by the pipeline (:func:`verify_recommended`): the dependence
   check of the non-key columns depends on the partition (census2000: ``puma`` narrows
   ``state`` once the finest partition moves records only across states, 0.631 > xi); a node
-  the release would refuse is marked refused and the rule picks again.
+  the release would refuse is marked refused and the rule picks again. The node's config is
+  built in memory (:func:`sdc.authoring.design_node.node_config`) and counted through the
+  executor registry by the executor ``sdc audit`` re-counts the config's releases with (the
+  config's own; a cluster's: record batches); an executor that holds the file gets the
+  declared records read once for every node tried (each node's recoding applied to them,
+  :func:`sdc.io.recode.recode_frame`), the others read the file in batches per node.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from sdc.config.model import ReleaseConfig
 from sdc.method.design import recommend
 
-__all__ = ["keys_held_by_derived", "verify_recommended"]
+__all__ = ["Verified", "keys_held_by_derived", "verify_recommended"]
 
 #: nodes the pipeline plans before the search gives up looking for one the release accepts
 MAX_VERIFIED = 6
@@ -60,32 +64,55 @@ def keys_held_by_derived(config: ReleaseConfig) -> dict[str, list[str]]:
     return held
 
 
-def verify_recommended(design: Any, write_node: Callable[[Any, int, Path], Path],
-                       max_nodes: int = MAX_VERIFIED) -> list[str]:
-    """Plan the recommended node as ``sdc plan --executor streaming`` does (the count pass, the
-    plan, the dependence check of the non-key columns and the ``derived:`` check, nothing
-    written); a node refused there is marked ``refused`` with the reason and the rule
-    (:func:`sdc.method.design.recommend`) picks again, at most ``max_nodes`` times. Returns
-    what was refused (one line per node); the result's recommendation, verdict and given-up
-    list are updated in place (None when every tried node was refused)."""
+@dataclass
+class Verified:
+    """What :func:`verify_recommended` found."""
+
+    #: one line per node the release's checks refused
+    refused: list[str] = field(default_factory=list)
+    #: the node planned from the records and accepted (the recommendation), and its plan:
+    #: the release's own (its count pass, the config's transition design)
+    node: int | None = None
+    plan: Any = None
+
+
+def verify_recommended(design: Any, node_config: Callable[[Any, int], ReleaseConfig],
+                       max_nodes: int = MAX_VERIFIED) -> Verified:
+    """Plan the recommended node as ``sdc plan`` does (the count pass of the config's executor,
+    the plan of the config's transition design, the dependence check of the non-key columns
+    and the ``derived:`` check, nothing written; module docstring); a node refused there is
+    marked ``refused`` with the reason and the rule (:func:`sdc.method.design.recommend`)
+    picks again, at most ``max_nodes`` times. ``node_config(design, i)``: node ``i``'s
+    release config. Returns what was refused and the accepted node's plan
+    (:class:`Verified`); the result's recommendation, verdict and given-up list are updated
+    in place (None when every tried node was refused)."""
     from sdc.errors import CertificationError, InputError, SmallBlockError
-    from sdc.release.job import plan_job
+    from sdc.executors import get_executor
+    from sdc.io.read import read_input
+    from sdc.io.recode import recode_frame
+    from sdc.pipeline.kernels import plan_cells
 
     r = design.result
+    spec = design.config.engine
+    executor = get_executor(spec.kind).auditor  # a cluster's job: in record batches, no cluster
+    declared = None   # the records in their declared values, for an executor holding the file
     refused: list[str] = []
     for _ in range(max_nodes):
         i = r.recommended
         if i is None:
-            return refused
-        with tempfile.TemporaryDirectory(prefix="sdc-design-") as tmp:
-            node_path = write_node(design, i, Path(tmp) / "node.yaml")
-            try:
-                plan_job(node_path, engine="streaming")
-                return refused
-            except (InputError, SmallBlockError, CertificationError) as e:
-                # the dependence and derived checks (InputError's kinds), a block the
-                # configured transition design cannot certify
-                reason = " ".join(str(e).split())
+            return Verified(refused)
+        try:
+            cfg = node_config(design, i)
+            frame = None
+            if executor.reads_whole_input:
+                if declared is None:
+                    declared = read_input(design.config.declared_view())
+                frame = recode_frame(declared, cfg)
+            return Verified(refused, i, plan_cells(executor.count(cfg, spec, frame=frame), cfg))
+        except (InputError, SmallBlockError, CertificationError) as e:
+            # the dependence and derived checks (InputError's kinds), a block the
+            # configured transition design cannot certify
+            reason = " ".join(str(e).split())
         node = r.nodes[i]
         node.status = "refused"
         node.note = reason[:400]
@@ -98,4 +125,4 @@ def verify_recommended(design: Any, write_node: Callable[[Any, int, Path], Path]
     if r.recommended is not None:
         refused.append(f"gave up after {max_nodes} refused nodes: the recommendation was not "
                        "planned by the pipeline; run `sdc plan` on the written config")
-    return refused
+    return Verified(refused)

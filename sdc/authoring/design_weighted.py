@@ -1,19 +1,38 @@
-"""``sdc design`` with the config's own transition design: the survey weights of every declared
-cell (a weighted job's search ranks by weighted balance, :mod:`sdc.method.design.balance`) and
-the recommendation re-planned from the records as ``sdc release`` plans it."""
+"""``sdc design`` of a weighted job (``risk.weighted``): the survey weights of every declared
+cell, read once with the cell table's keys (the search ranks by weighted balance,
+:mod:`sdc.method.design.balance`; the recommendation's weighted figures re-aggregate them
+exactly, :func:`sdc.authoring.design_node.configured_figures`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from sdc.config.model import ReleaseConfig
 from sdc.method.cells import CellTable
+from sdc.method.weighted import WeightSums
 
-__all__ = ["configured_figures", "declared_weights", "transition_design_name"]
+__all__ = ["DeclaredWeights", "declared_weights", "transition_design_name"]
+
+
+@dataclass(frozen=True)
+class DeclaredWeights:
+    """The weights of every declared cell (the rows of ``sdc design``'s cell table)."""
+
+    #: W_j, the sum of the cell's weights (:class:`WeightSums`' exact sums)
+    total: np.ndarray
+    #: Q_j, the sum of their squares
+    squares: np.ndarray
+    #: the exact sums keyed by declared cell index: a node's W_j, regrouped, has the bits
+    #: the release's count pass gives it (:meth:`WeightSums.regroup`)
+    sums: WeightSums
+
+    @property
+    def pair(self) -> tuple[np.ndarray, np.ndarray]:
+        """(W_j, Q_j): what the search plans weighted nodes on."""
+        return self.total, self.squares
 
 
 def _checked_weights(w: np.ndarray, column: str, first_row: int) -> np.ndarray:
@@ -32,13 +51,12 @@ def _checked_weights(w: np.ndarray, column: str, first_row: int) -> np.ndarray:
     return w
 
 
-def declared_weights(config: ReleaseConfig, fine: CellTable) -> tuple[np.ndarray, np.ndarray]:
-    """(W_j, Q_j) for every cell of ``fine`` (:func:`sdc.authoring.design.count_declared`,
+def declared_weights(config: ReleaseConfig, fine: CellTable) -> DeclaredWeights:
+    """W_j and Q_j for every cell of ``fine`` (:func:`sdc.authoring.design.count_declared`,
     the keys' declared values): the sums of the records' weights and of their squares, read
     in record batches for CSV/Parquet (whole for SPSS/Stata). W_j are the exact sums of
     :class:`sdc.method.weighted.WeightSums`."""
     from sdc.errors import InputError
-    from sdc.method.weighted import WeightSums
 
     raw = config.declared_view()
     col = str(raw.input.weight)
@@ -53,15 +71,14 @@ def declared_weights(config: ReleaseConfig, fine: CellTable) -> tuple[np.ndarray
     frame = read_input(raw)   # cells too many for one code: the whole file's cell table
     rc = partition_frame(frame, raw).cells.record_cell
     w = _checked_weights(frame[col].to_numpy(np.float64, na_value=np.nan), col, 0)
-    return (WeightSums.of(rc, w).result(np.arange(fine.n_cells)),
-            np.bincount(rc, weights=w * w, minlength=fine.n_cells))
+    sums = WeightSums.of(rc, w)
+    return DeclaredWeights(sums.result(np.arange(fine.n_cells)),
+                           np.bincount(rc, weights=w * w, minlength=fine.n_cells), sums)
 
 
-def _batched_weights(raw: ReleaseConfig, fine: CellTable,
-                     col: str) -> tuple[np.ndarray, np.ndarray]:
+def _batched_weights(raw: ReleaseConfig, fine: CellTable, col: str) -> DeclaredWeights:
     from sdc.method.cell_passes import CellLocator
     from sdc.method.cells import cell_codes, radix_sizes
-    from sdc.method.weighted import WeightSums
 
     sizes = radix_sizes(raw)
     mult = np.cumprod([1, *sizes[::-1]])[:-1][::-1].astype(np.int64)
@@ -84,7 +101,8 @@ def _batched_weights(raw: ReleaseConfig, fine: CellTable,
                              int(frame.index[0]) if len(frame) else 0)
         sums.merge(WeightSums.of(codes, w))
         q += np.bincount(locate(codes), weights=w * w, minlength=fine.n_cells)
-    return sums.result(keys), q
+    cells = np.arange(fine.n_cells)
+    return DeclaredWeights(sums.result(keys), q, sums.regroup(keys, cells))
 
 
 def transition_design_name(config: ReleaseConfig) -> str:
@@ -93,55 +111,3 @@ def transition_design_name(config: ReleaseConfig) -> str:
     from sdc.method.designs import design_of
 
     return design_of(config).name
-
-
-def configured_figures(config: ReleaseConfig, i: int,
-                       write: Callable[[Path], Path]) -> dict[str, Any] | None:
-    """Node ``i`` planned and certified from the records as ``sdc release`` would with the
-    config's own transition design (near W, weighted groups with the file's weights): its
-    certificate, expected records changed (sum of t_j m_j of that design) and, for the
-    weighted mode, its weight groups and weighted balance (exact bias share, weight in
-    groups that keep NZY, expected share of cells beyond 3 SE over 30 releases:
-    :func:`sdc.method.design.balance.balance_figures`). None when the config uses NZY's
-    uniform design (the search's figures are then the release's). ``write(path)`` writes
-    node ``i``'s config there (:func:`sdc.authoring.design.write_node_config`)."""
-    import tempfile
-
-    from sdc.config.load import load_config
-    from sdc.errors import CertificationError, SmallBlockError
-    from sdc.io.read import read_input
-    from sdc.method.design.balance import balance_figures
-    from sdc.method.designs import design_of, plan_release
-    from sdc.method.partition import partition_frame
-    from sdc.method.weighted import WeightSums
-
-    cfg = config
-    name = transition_design_name(cfg)
-    if name == "uniform":
-        return None
-    with tempfile.TemporaryDirectory(prefix="sdc-design-") as tmp:
-        node_cfg = load_config(write(Path(tmp) / "node.yaml"))
-        frame = read_input(node_cfg)
-    n = len(frame)
-    balance = None
-    try:
-        part = partition_frame(frame, node_cfg)
-        if design_of(node_cfg).needs_weights:
-            w = frame[node_cfg.input.weight].to_numpy(np.float64)
-            cells = np.arange(part.cells.n_cells)
-            wt = WeightSums.of(part.cells.record_cell, w).result(cells)
-            plan = plan_release(part, node_cfg, wt)
-            balance = balance_figures(plan, wt, np.bincount(
-                part.cells.record_cell, weights=w * w, minlength=cells.size))
-        else:
-            plan = plan_release(part, node_cfg)
-    except (SmallBlockError, CertificationError) as e:
-        return {"design": name, "node": i, "certified": False, "note": str(e)[:300]}
-    out: dict[str, Any] = {
-        "design": name, "node": i, "certified": plan.certificate <= cfg.risk.xi + 1e-12,
-        "certificate": float(plan.certificate), "changed": plan.expected_changed,
-        "share_changed": plan.expected_changed / n if n else 0.0, "note": None}
-    if balance is not None:
-        out.update({k: balance[k] for k in ("weight_groups", "nzy_groups", "weighted_bias",
-                                            "weighted_fallback", "weighted_beyond")})
-    return out

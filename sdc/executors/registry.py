@@ -168,12 +168,14 @@ class Executor:
                 "published", fix="set executor.scratch (or TMPDIR) to a folder with room"
             ) from None
 
-    def count(self, config: ReleaseConfig, spec: EngineSpec | None = None) -> Counted:
+    def count(self, config: ReleaseConfig, spec: EngineSpec | None = None, *,
+              frame: pd.DataFrame | None = None) -> Counted:
         """The count pass (validated per batch, :func:`sdc.pipeline.run.count`): the cell
-        table; for a household file both stages planned (``HouseholdPlan``)."""
+        table; for a household file both stages planned (``HouseholdPlan``). ``frame``: the
+        input already read (only for an executor that ``reads_whole_input``)."""
         from sdc.pipeline.run import count
 
-        return self.run(config, spec, lambda runner: count(runner, config))
+        return self.run(config, spec, lambda runner: count(runner, config), frame=frame)
 
     def release(self, config: ReleaseConfig, seed: int, stage: Path,
                 spec: EngineSpec | None = None, *, progress: Progress | None = None,

@@ -446,6 +446,18 @@ class WeightSums:
         cat = [np.concatenate([p[i] for p in self._parts]) for i in range(5)]
         return _reduce(cat[0], cat[1], tuple(cat[2:]))
 
+    def regroup(self, cell_keys: np.ndarray, group: np.ndarray) -> WeightSums:
+        """The sums of groups of cells: every cell key ``cell_keys[i]`` (sorted, holding every
+        key summed) replaced by ``group[i]``. The integer sums are those of
+        :meth:`of` on the records with their group's key, so :meth:`result` gives the same
+        bits (the design search's node cells from the declared ones, no second read)."""
+        codes, e, l0, l1, l2 = self._merged()
+        out = WeightSums()
+        if codes.size:
+            g = np.asarray(group, dtype=np.int64)[np.searchsorted(cell_keys, codes)]
+            out._parts.append(_reduce(g, e, (l0, l1, l2)))
+        return out
+
     def result(self, cell_keys: np.ndarray) -> np.ndarray:
         """W_j for every key of ``cell_keys`` (0 for a key without records)."""
         codes, e, l0, l1, l2 = self._merged()

@@ -117,6 +117,9 @@ class DesignResult:
     #: each key's importance weight over the mean when the config's importances differ
     #: (move distortion weighted, the rule's preference; empty: none declared)
     importance: dict[str, float] = field(default_factory=dict)
+    #: the search's :class:`~sdc.method.design.evaluate.Context` (the declared cell table,
+    #: every candidate's codes): a node's cell table again without the records
+    context: Any = field(default=None, repr=False, compare=False)
 
 
 def move_abs(theta: np.ndarray) -> np.ndarray:

@@ -144,7 +144,7 @@ def search(fine: CellTable, config: ReleaseConfig, base: dict[str, Any],
         rec, verdict, given = _recommend_nzy(nodes, frontier, ok, keep, target, bool(imp))
     return DesignResult(keys, cands, nodes, frontier, rec, current, entropy(fine.frequency),
                         int(fine.frequency.sum()), elapsed(), keep, complete, target,
-                        WARN_CHANGED, verdict, given, weighted, imp)
+                        WARN_CHANGED, verdict, given, weighted, imp, context=ctx)
 
 
 def _hierarchy_tables(config: ReleaseConfig) -> dict[str, list[list[str]]]:
