@@ -29,9 +29,19 @@ def summarize(config: ReleaseConfig, result: ReleaseOutcome, *, n_records: int,
     ``expected_changed`` is sum over PRBs of theta_b * k_b (NZY: a record of a cell with
     frequency t moves with probability theta/t, and the t records of the cell give theta in
     expectation, so each PRB changes theta * k records on average); in the weighted mode the
-    sum of t_j m_j of its design (:func:`sdc.method.plan.expected_changed`).
+    sum of t_j m_j of its design (:func:`sdc.method.plan.expected_changed`). A household
+    file's is the persons both stages (or the composition stage) change, with its SD
+    (``expected_changed_sd``; :func:`sdc.pipeline.household_result.expected_changes`).
     """
     blocks = result.blocks
+    expected = expected_changed(
+        blocks, getattr(result, "weighted", None)
+        or getattr(getattr(result, "plan", None), "weighted", None))[0]
+    sd = None
+    st = getattr(result, "households", None)
+    if st is not None and getattr(st, "expected_changed", None) is not None:
+        # a household file: both stages (or the composition stage), exact (issue 44)
+        expected, sd = float(st.expected_changed), float(np.sqrt(st.expected_changed_var))
     return {
         "name": config.name,
         "release_dir": str(release_dir) if release_dir is not None else None,
@@ -47,9 +57,8 @@ def summarize(config: ReleaseConfig, result: ReleaseOutcome, *, n_records: int,
         "certificate": float(result.certificate),
         "certified": bool(result.certificate <= result.xi + 1e-12),
         "records_changed": int(result.n_changed),
-        "expected_changed": expected_changed(
-            blocks, getattr(result, "weighted", None)
-            or getattr(getattr(result, "plan", None), "weighted", None))[0],
+        "expected_changed": expected,
+        "expected_changed_sd": sd,
         "actions": {str(k): int(v) for k, v in blocks["action"].value_counts().items()},
         "merges": list(result.merges),
         "largest_merge": _largest_merge(result),
@@ -165,7 +174,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         ("xi", f"{summary['xi']}"),
         ("certificate <= xi", ok),
         ("records changed", f"{summary['records_changed']:,} "
-                            f"(expected {summary['expected_changed']:,.1f})"),
+                            f"(expected {summary['expected_changed']:,.1f}"
+                            + (f", SD {summary['expected_changed_sd']:,.1f})"
+                               if summary.get("expected_changed_sd") is not None else ")")),
         ("block actions", actions),
         ("merges", merges),
         ("release folder", f"`{summary['release_dir']}`"),

@@ -129,7 +129,8 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
     rec = design.result.recommended
     draft.check.pop("refused", None)
     if cur.status == "certified" and (cur.share_changed <= when or rec is None
-                                      or design.candidates[rec].changed >= cur.changed):
+                                      or design.candidates[rec].share_changed
+                                      >= cur.share_changed):
         draft.check.update(_figures(cur))
         return False
     if rec is None:
@@ -153,22 +154,36 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
             draft.risk[k] = copy.deepcopy(cand.data["risk"][k])
     draft.risk.pop("households", None)
     draft.check.update(_figures(cand))
-    before = ("refused: " + cur.note) if cur.status != "certified" else (
-        f"about {cur.changed:,} records ({cur.share_changed:.1%}) would change")
     draft.design_notes = [
-        f"sdc design (household file): as drafted, {before}; written: risk.composition: "
-        f"protect{' and the person keys recoded' if cand.recoding else ''}: about "
-        f"{cand.changed:,} records ({cand.share_changed:.1%}) and {cand.households_changed:,} "
-        f"households change, composition certificate {cand.certificate:.4f}. Run `sdc design` "
-        "on this file for the alternatives.",
+        f"sdc design (household file): as drafted, {_before(cur)}; written: risk.composition: "
+        f"protect{' and the person keys recoded' if cand.recoding else ''}: {_changes(cand)} "
+        f"({cand.households_changed:,} households changed in one draw), composition "
+        f"certificate {cand.certificate:.4f}. Run `sdc design` on this file for the "
+        "alternatives.",
     ]
     return True
 
 
+def _changes(c: Any) -> str:
+    """The candidate's records changed in expectation under its plan, with the SD of one
+    release (what ``sdc design`` and ``sdc release`` print too; issue 44)."""
+    from sdc.method.expected_changes import changes_text
+
+    return changes_text(c.share_changed * c.n_records, c.changed_var, c.n_records)
+
+
+def _before(cur: Any) -> str:
+    return ("refused: " + cur.note) if cur.status != "certified" else (
+        _changes(cur))
+
+
 def _figures(c: Any) -> dict[str, Any]:
+    """The draft's check figures of the written candidate: records changed in expectation
+    (``expected_changed``, ``sd_changed``: seed-free, the plan's), one draw's (``changed``)."""
     return {"certificate": float(c.certificate), "changed": int(c.changed),
             "households_changed": int(c.households_changed),
-            "expected_changed": float(c.changed)}
+            "expected_changed": float(c.share_changed * c.n_records),
+            "sd_changed": float(c.sd_changed)}
 
 
 def _as_person_file(draft: Draft, cand: Any, cur: Any) -> None:
@@ -184,14 +199,11 @@ def _as_person_file(draft: Draft, cand: Any, cur: Any) -> None:
     for k in ("composition", "households", "destinations", "near"):
         draft.risk.pop(k, None)
     draft.check.update(_figures(cand))
-    before = ("refused: " + cur.note) if cur.status != "certified" else (
-        f"about {cur.changed:,} records ({cur.share_changed:.1%}) would change")
     draft.design_notes = [
-        f"sdc design (grouped file): as drafted, {before}; no household design changes at "
+        f"sdc design (grouped file): as drafted, {_before(cur)}; no household design changes at "
         f"most 15% of the records (every large group's composition is unique), so the file is "
         f"written WITHOUT the group id {hid} (a person file: no group can be reassembled; the "
-        f"person-level certificate is the release's): about {cand.changed:,} records "
-        f"({cand.share_changed:.1%}) change. Run `sdc design` on the household config for "
+        f"person-level certificate is the release's): {_changes(cand)}. Run `sdc design` on the household config for "
         "the household designs and their cost.",
     ]
 

@@ -150,10 +150,14 @@ def _household_check_lines(c: dict[str, Any]) -> list[str]:
     if c.get("refused"):
         return [f"  # checked: refused as drafted: {c['refused']}"]
     if "changed" in c:
+        from sdc.method.expected_changes import changes_text
+
+        e, sd = c.get("expected_changed", float("nan")), c.get("sd_changed", float("nan"))
+        changed = (f"about {c['changed']} records" if e != e else
+                   changes_text(e, sd * sd, int(c["records"])) + f", {c['changed']} in one draw")
         return [f"  # checked (released once in memory, as sdc release judges it): certificate "
                 f"{certificate_text(c['certificate'], c['xi'], 4)} xi on {c['records']} "
-                f"records; about {c['changed']} records and {c['households_changed']} "
-                "households changed"]
+                f"records; {changed}; {c['households_changed']} households changed"]
     return [f"  # checked: certificate {certificate_text(c['certificate'], c['xi'], 4)} xi on "
             f"{c['records']} records, {c['prbs']} PRBs in both stages, {c['merges']} merge(s)"]
 

@@ -81,10 +81,22 @@ class HouseholdCandidate:
     composition: dict[str, Any] = field(default_factory=dict)
     #: the release without the household (group) id: a person file
     without_group_id: bool = False
+    #: records changed in expectation under the candidate's plan, and the variance of one
+    #: release's count (seed-free: :mod:`sdc.method.expected_changes`); ``changed`` is one
+    #: draw's (seed 0)
+    expected_changed: float = float("nan")
+    changed_var: float = float("nan")
 
     @property
     def share_changed(self) -> float:
-        return self.changed / self.n_records if self.n_records else 0.0
+        """The expected share of records changed (one draw's when no expectation is known)."""
+        e = self.expected_changed if self.expected_changed == self.expected_changed \
+            else self.changed
+        return e / self.n_records if self.n_records else 0.0
+
+    @property
+    def sd_changed(self) -> float:
+        return float(np.sqrt(self.changed_var)) if self.changed_var >= 0 else float("nan")
 
 
 def _entropy(rows: np.ndarray) -> float:
@@ -104,6 +116,7 @@ def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
         composition_plan,
         composition_stage,
         composition_table,
+        expected_persons_changed,
         person_classes,
         realize_compositions,
     )
@@ -123,6 +136,7 @@ def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
 
         x_h = household_weights_of(f[cfg.input.weight], code, first.size)
     cp = composition_plan(hk, tab, cfg, x_h)
+    cand.expected_changed, cand.changed_var = expected_persons_changed(cp, tab)
     ident = household_identity(f.iloc[first], cfg)
     st = composition_stage(ident, hk, tab, cfg, 0, x_h)
     from sdc.method.draws import record_identity
@@ -210,7 +224,7 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
             except (InputError, SmallBlockError) as e:
                 alt.status, alt.note = "refused", str(e).splitlines()[0][:200]
             cands.append(alt)
-    cands.sort(key=lambda c: (c.status != "certified", c.changed))
+    cands.sort(key=lambda c: (c.status != "certified", c.share_changed))
     cands.append(_without_group_id(frame, config, base, base_dir))
     return current, cands
 
@@ -244,6 +258,10 @@ def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str
         return cand
     cand.certificate = float(res.certificate)
     cand.changed = int(res.n_changed)
+    from sdc.method.expected_changes import person_changes
+    from sdc.method.plan import draw_plan
+
+    cand.expected_changed, cand.changed_var = person_changes(draw_plan(res.plan, cfg))
     cand.entropy_kept = 1.0
     cand.status = "certified"
     cand.note = (f"without the group id {hid}: a person file (no released column has one "
@@ -275,6 +293,8 @@ def _evaluate_current(frame: pd.DataFrame, config: ReleaseConfig,
         return
     cur.certificate = float(res.certificate)
     cur.changed = int(res.n_changed)
+    cur.expected_changed = float(res.households.expected_changed)
+    cur.changed_var = float(res.households.expected_changed_var)
     cur.households_changed = int(res.households.changed.sum())
     comp = res.households.composition
     cur.composition = {"max_class_estimate": comp["max_class_estimate"]}
@@ -320,6 +340,7 @@ class HouseholdDesign:
     def _doc(self, i: int, c: HouseholdCandidate) -> dict[str, Any]:
         return {"node": i, "status": c.status, "recoding": c.recoding,
                 "changed": c.changed, "share_changed": c.share_changed,
+                "expected_changed": c.expected_changed, "sd_changed": c.sd_changed,
                 "households_changed": c.households_changed,
                 "entropy_kept": c.entropy_kept, "tvd": float("nan"),
                 "certificate": c.certificate, "composition": c.composition, "note": c.note,
@@ -355,6 +376,7 @@ class HouseholdDesign:
 
         from sdc.authoring.design_yaml import quote_ambiguous
         from sdc.io.guard import write_atomic
+        from sdc.method.expected_changes import changes_text
 
         c = self.candidates[i]
         new = copy.deepcopy(c.data)
@@ -386,8 +408,9 @@ class HouseholdDesign:
             f"Composition intruder certificate {c.certificate:.6f}; person-level certificate "
             f"{c.composition.get('person_certificate', 0):.4f}, household-level "
             f"{c.composition.get('household_level_certificate', 0):.4f} (exact).",
-            f"Records changed in one draw: {c.changed:,} ({c.share_changed:.1%}); households "
-            f"changed: {c.households_changed:,}.",
+            f"Records changed: {changes_text(c.expected_changed, c.changed_var, c.n_records)}"
+            f" (one draw: {c.changed:,}); households changed in one draw: "
+            f"{c.households_changed:,}.",
             "What changed: person keys recoded for households (" + "; ".join(changed) + "); "
             "the household stage post-randomizes rare compositions (docs/HOUSEHOLDS.md).",
             (f"Seed: a new seed file ({seed['file']}): a new seed starts a new release series "
@@ -490,10 +513,10 @@ def recommend(cands: list[HouseholdCandidate]) -> int | None:
     groups = [i for i in cert if not cands[i].without_group_id]
     within = [i for i in groups if cands[i].share_changed <= TARGET]
     if within:
-        return max(within, key=lambda i: (_numeric_classes(cands[i]), -cands[i].changed))
+        return max(within, key=lambda i: (_numeric_classes(cands[i]), -cands[i].share_changed))
     # no household design changes so few: the fewest records, the group id given up when
     # that costs less (large groups: enterprises)
-    return min(cert, key=lambda i: cands[i].changed) if cert else None
+    return min(cert, key=lambda i: cands[i].share_changed) if cert else None
 
 
 def _numeric_classes(c: HouseholdCandidate) -> int:

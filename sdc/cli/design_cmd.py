@@ -100,6 +100,24 @@ def _pct(x: float | None) -> str:
     return "-" if x is None or x != x else f"{100 * x:.1f}%"
 
 
+def _expected(p: dict[str, Any], n: int) -> str:
+    """A household candidate's expected share of records changed and its SD (one release)."""
+    sd = p.get("sd_changed")
+    if sd is None or sd != sd or not n:
+        return _pct(p["share_changed"])
+    return f"{_pct(p['share_changed'])} ± {_pct(sd / n)}"
+
+
+def _changes(p: dict[str, Any], n: int) -> str:
+    """``1,205 records (8.1%) expected to change (SD 41)``: init's and release's wording."""
+    from sdc.method.expected_changes import changes_text
+
+    sd = p.get("sd_changed")
+    if sd is None or sd != sd:
+        return f"{_pct(p['share_changed'])} of records changed"
+    return changes_text(p["share_changed"] * n, sd * sd, n)
+
+
 def _print_household_design(doc: dict[str, Any], limit: int) -> None:
     """``sdc design`` of a household file (sdc.authoring.household_design)."""
     c = doc["current"]
@@ -110,7 +128,7 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
                        f"recoded; {doc['nodes']['certified']} certified)"),
     ], title="Design search (household file: both stages, the composition intruder)"))
     t = Table(title="Certified household designs (* recommended)", title_justify="left")
-    for col in ("", "records changed", "households changed", "composition cert.",
+    for col in ("", "records changed (expected)", "households changed", "composition cert.",
                 "person cert.", "household cert.", "recoding"):
         t.add_column(col, justify="left" if col in ("", "recoding") else "right",
                      overflow="fold")
@@ -119,7 +137,7 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
         recoding = "; ".join(f"{k}: {v['recode']}" for k, v in p["recoding"].items()) or "none"
         if p.get("without_group_id"):
             recoding = "without the group id: a person file (no household reassembled)"
-        t.add_row("*" if p["node"] == rec else "", _pct(p["share_changed"]),
+        t.add_row("*" if p["node"] == rec else "", _expected(p, doc["records"]),
                   fmt_int(p["households_changed"]), f"{p['certificate']:.4f}",
                   f"{p['composition'].get('person_certificate', 0):.4f}",
                   f"{p['composition'].get('household_level_certificate', 0):.4f}", Text(recoding))
@@ -131,16 +149,15 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
     r = doc["recommended"]
     if r.get("without_group_id"):
         console.print(f"recommended: the release without the group id ({r['note']}): "
-                      f"{_pct(r['share_changed'])} of records changed, certificate "
+                      f"{_expected(r, doc['records'])} of records changed, certificate "
                       f"{r['certificate']:.4f} <= xi; no household design changes at most 15% "
                       "of the records", markup=False)
         if doc.get("written"):
             console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`",
                           markup=False)
         return
-    console.print(f"recommended: risk.composition: protect, {_pct(r['share_changed'])} of "
-                  f"records changed, composition certificate {r['certificate']:.4f} <= xi",
-                  markup=False)
+    console.print(f"recommended: risk.composition: protect, {_changes(r, doc['records'])}, "
+                  f"composition certificate {r['certificate']:.4f} <= xi", markup=False)
     if doc.get("written"):
         console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
 

@@ -205,18 +205,31 @@ def _say_household_draft(draft: Any, out: Path, keys: list[str], console: Consol
     if hid is None:
         console.print(
             f"{c['records']:,} records, released without the household id (a person file: the "
-            f"design's recommendation); keys {', '.join(keys)}; {cert}; about "
-            f"{c['changed']:,} records changed", markup=False, soft_wrap=True)
+            f"design's recommendation); keys {', '.join(keys)}; {cert}; {_changes(c)}",
+            markup=False, soft_wrap=True)
         _say_review(out, console)
         return
     console.print(
         f"{c['records']:,} records, household file ({hid}); household "
         f"keys {', '.join(hk)}; person keys {', '.join(k for k in keys if k not in hk)}; "
-        f"{cert}; about "
-        f"{c['changed']:,} records and {c['households_changed']:,} households changed"
+        f"{cert}; {_changes(c)}"
         + ("; risk.composition: protect" if draft.risk.get("composition") else ""),
         markup=False, soft_wrap=True)
     _say_review(out, console)
+
+
+def _changes(c: dict[str, Any]) -> str:
+    """Records changed in expectation (the plan's, with the SD of one release: what `sdc
+    design` and `sdc release` print too), else one draw's (issue 44)."""
+    from sdc.method.expected_changes import changes_text
+
+    e = c.get("expected_changed", float("nan"))
+    if e != e:
+        return f"about {c['changed']:,} records and {c['households_changed']:,} households changed"
+    sd = c.get("sd_changed", float("nan"))
+    return (changes_text(e, sd * sd, int(c["records"]))
+            + (f"; {c['households_changed']:,} households changed in one draw"
+               if "households_changed" in c else ""))
 
 
 def _say_review(out: Path, console: Console) -> None:

@@ -178,7 +178,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "certified": _d(_B, "certificate <= xi."),
         "records_changed": _d(_I, "Records whose key values changed."),
         "expected_changed": _d(_N, "Expected records changed of the configured design: sum over "
-                                   "PRBs of theta * k (NZY), of t_j m_j (weighted)."),
+                                   "PRBs of theta * k (NZY), of t_j m_j (weighted); a "
+                                   "household file: the persons both stages (or the "
+                                   "composition stage) change."),
+        "expected_changed_sd": _d({"type": ["number", "null"]}, "Its standard deviation over "
+                                  "releases (household files; null for person files)."),
         "actions": _d({"type": "object", "additionalProperties": _I}, "PRB action -> count."),
         "merges": _d({"type": "array", "items": _S}, "Merges."),
         "seed_created": _d(_B, "This run created the seed file."),
@@ -312,7 +316,8 @@ def release_document(summary: dict[str, Any]) -> dict[str, Any]:
     public = sorted(p.name for p in (out_dir / "public").iterdir()) if (out_dir / "public").is_dir() else []
     keys = ["name", "release_dir", "n_partition_sets", "n_prbs", "n_cells",
             "n_sensitive_cells", "xi", "theta", "theta_mode", "kmin", "certificate",
-            "certified", "records_changed", "expected_changed", "actions", "merges",
+            "certified", "records_changed", "expected_changed", "expected_changed_sd",
+            "actions", "merges",
             "seed_created", "seed_file", "warnings", "seconds"]
     doc = {"command": "release", "format": FORMAT, "n_records": summary["n"],
            **{k: summary.get(k) for k in keys}, "public_files": public,

@@ -173,16 +173,11 @@ def _clip(text: str, n: int) -> str:
 
 
 def _changed_text(s: dict[str, Any]) -> str:
-    """Records changed and what was expected: a household file's expectation is the person
-    stage's only (the household stage's changes are counted on the households row); under
-    ``risk.composition: protect`` there is no person stage, so no expectation is printed."""
-    hh = s.get("households")
-    if not hh:
-        return f"{fmt_int(s['records_changed'])} (expected {s['expected_changed']:,.1f})"
-    if hh.get("composition_mode") == "protect":
-        return f"{fmt_int(s['records_changed'])} (in households whose keys or composition changed)"
-    return (f"{fmt_int(s['records_changed'])} (person stage: expected "
-            f"{s['expected_changed']:,.1f}; the household stage's changes below)")
+    """Records changed and what was expected (a household file: the persons both stages, or
+    the composition stage, change in expectation, with the SD of one release: issue 44)."""
+    sd = s.get("expected_changed_sd")
+    spread = f", SD {sd:,.1f}" if sd is not None else ""
+    return f"{fmt_int(s['records_changed'])} (expected {s['expected_changed']:,.1f}{spread})"
 
 
 def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:

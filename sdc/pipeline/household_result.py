@@ -24,7 +24,7 @@ from sdc.method.households import household_config, larger_certificate
 from sdc.method.plan import draw_plan
 from sdc.pipeline.kernels import ReleaseOutcome
 
-__all__ = ["HouseholdPlan", "household_certificate", "household_merges",
+__all__ = ["HouseholdPlan", "expected_changes", "household_certificate", "household_merges",
            "household_release_result", "realized_compositions"]
 
 
@@ -150,8 +150,10 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
         # the stage whose m_j and W audit.json records (the composition stage under protect)
         plan=hs.plan if hs.composition is None else hs.composition.plan,
         design_config=hcfg if hs.composition is None else hs.composition.config)
+    e_changed, var_changed = expected_changes(config, hs, ps, cells, cell, row)
     stage = SimpleNamespace(
         config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
+        expected_changed=e_changed, expected_changed_var=var_changed,
         certificate=h_cert, person_certificate=p_cert,
         person_certificate_at=p_cert_at, small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons, composition=comp)
@@ -172,6 +174,22 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
         n_changed=int((rel != orig[cell]).sum()), schema=schema, households=stage,
         household_report={"risk": section, "utility": utility}, files=files,
         accumulator=acc, records_file=records_file, plan=ps.plan, config=config)
+
+
+def expected_changes(config: ReleaseConfig, hs: Any, ps: Any, cells: CellTable,
+                     cell: np.ndarray, row: np.ndarray) -> tuple[float, float]:
+    """(E, Var) of the persons a household release changes, seed-free
+    (:mod:`sdc.method.expected_changes`): under ``risk.composition: protect`` the composition
+    stage's exact figure, else both stages' independent moves (``cell``: each person's cell
+    in ``cells``, ``row``: its household row)."""
+    from sdc.method.expected_changes import cell_move_probability, two_stage_changes
+    from sdc.method.household_composition import expected_persons_changed
+
+    if hs.composition is not None:
+        return expected_persons_changed(hs.composition, hs.composition_table)
+    m_h = cell_move_probability(draw_plan(hs.plan, household_config(config)))[hs.cell]
+    m_p = cell_move_probability(person_draw_plan(ps, cells, config))[cell]
+    return two_stage_changes(m_h, m_p, row)
 
 
 def _composition_risk(config: ReleaseConfig, seed: int, agg: Any, hs: Any, ps: Any,

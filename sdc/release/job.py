@@ -210,9 +210,9 @@ def _household_plan_summary(config: ReleaseConfig, path: Path, spec: Any,
     expected = float(blocks["expected_changed"].sum()) if len(blocks) else 0.0
     how = "sum of theta * k"
     if hp.hs.composition is not None:  # risk.composition: protect: no person PRB
-        expected = expected_persons_changed(hp.hs.composition, hp.hs.composition_table)[0]
+        expected, var = expected_persons_changed(hp.hs.composition, hp.hs.composition_table)
         how = ("composition stage: persons of the moved households whose keys change, "
-               "expected under the plan")
+               f"expected under the plan; SD {var ** 0.5:,.1f} over releases")
         note = ("household file, risk.composition: protect: the household stage is keyed on the "
                 f"household keys x the composition ({len(hp.household_blocks)} household "
                 "PRBs); no person PRB (person keys move with their household's composition); "

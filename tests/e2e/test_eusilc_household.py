@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -24,23 +23,14 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import run_cli
+from eusilc_helpers import export_eusilc
 
 INCOMES = ["py010n", "py050n", "py090n", "py100n", "py110n", "py120n", "py130n", "py140n"]
 
 
 @pytest.fixture(scope="module")
 def eusilc_csv(tmp_path_factory) -> Path:
-    if shutil.which("Rscript") is None:
-        pytest.skip("Rscript not found: install r-cran-laeken (R's laeken ships the synthetic "
-                    "EU-SILC) to run this test")
-    out = tmp_path_factory.mktemp("eusilc") / "eusilc.csv"
-    r = subprocess.run(["Rscript", "-e", "suppressMessages(library(laeken)); data(eusilc); "
-                        f"write.csv(eusilc, '{out}', row.names=FALSE)"],
-                       capture_output=True, text=True, timeout=300)
-    if r.returncode != 0 or not out.is_file():
-        pytest.skip(f"R's laeken is not installed (Rscript: {r.stderr.strip()[:200]}); "
-                    "apt-get install r-cran-laeken to run this test")
-    return out
+    return export_eusilc(tmp_path_factory)
 
 
 def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
