@@ -23,7 +23,9 @@ run on one worker (a module-scoped release reused by several tests) carry
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -458,6 +460,43 @@ def _shared_dask_cluster(request: pytest.FixtureRequest,
 _PER_WORKER_FIXTURES = {"prefect_harness", "prefect_api", "cli", "dask_cluster",
                         "forked_sdc", "_session_prefect_home", "tmp_path_factory", "worker_id",
                         "testrun_uid"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _compile_before_the_workers(config)
+
+
+def _compile_before_the_workers(config: pytest.Config) -> None:
+    """Under xdist, in the controller before it starts the workers (``make test``, bytecode
+    writing on): compile sdc/, flows/ and the tests' helpers, and cache pytest's assertion
+    rewriting of every test module and conftest. In a fresh clone the workers start together,
+    find no cache and each did all of it again (~6.5 CPU s of rewriting and ~2 s of compiling
+    per worker); now they read what the controller wrote once. The same code objects either
+    way (pytest checks its cache against the source's hash, Python against the mtime)."""
+    if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+            or sys.dont_write_bytecode):
+        return
+    import compileall
+
+    from _pytest.assertion import rewrite
+
+    state = config.stash.get(rewrite.assertstate_key, None)
+    if state is None:  # --assert=plain: nothing is rewritten
+        return
+    tests = REPO / "tests"
+    for folder in (REPO / "sdc", REPO / "flows", tests):
+        compileall.compile_dir(folder, quiet=2, rx=re.compile(r"(^|/)(test_[^/]*|conftest)\.py$"))
+    for fn in sorted(tests.rglob("*.py")):
+        if not (fn.name == "conftest.py" or fn.name.startswith("test_")):
+            continue
+        cache_dir = rewrite.get_cache_dir(fn)
+        pyc = cache_dir / (fn.name[:-3] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(fn, pyc) is not None:
+            continue
+        if not rewrite.try_makedirs(cache_dir):
+            return
+        source_hash, co = rewrite._rewrite_test(fn, config)
+        rewrite._write_pyc(state, co, source_hash, pyc)
 
 
 @pytest.hookimpl(tryfirst=True)
