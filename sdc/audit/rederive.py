@@ -91,7 +91,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) 
     The comparison with the previous release of a series is recomputed when the previous
     release still exists (its records file is read), else taken over as recorded.
     """
-    from sdc.executors.registry import get_executor
+    from sdc.executors.registry import recorded_executor
     from sdc.pipeline.report_parts import batch_reports
     from sdc.release.assemble import assemble_batch_release
     from sdc.series.guard import series_risk_vs_previous
@@ -108,7 +108,7 @@ def rederive(cfg: ReleaseConfig, recorded: dict[str, Any], seed_info: SeedInfo) 
     text = recorded["config"]["text"]
     digest = recorded["input"]["sha256"]
     engine = recorded.get("engine")  # not recorded: the in-memory executor made it
-    executor = get_executor(engine or "pandas").auditor  # a cluster's release: in batches
+    executor = recorded_executor(engine).auditor  # a cluster's release: in batches
     tmp = Path(tempfile.mkdtemp(prefix="sdc-audit-"))       # 0700
     try:
         (tmp / "internal").mkdir(mode=0o700)

@@ -68,7 +68,7 @@ from sdc.audit.source_checks import (
     source_found,
 )
 from sdc.config.model import ReleaseConfig
-from sdc.executors.registry import get_executor
+from sdc.executors.registry import recorded_executor
 from sdc.io.batches import input_sha256
 from sdc.method.designs import design_of
 from sdc.method.destinations import NearCertifier
@@ -117,7 +117,7 @@ def _checks(rep: AuditReport, release_dir: Path, cfg: ReleaseConfig, audit: dict
             again: Rederived | str, inp: dict[str, Any], moved: bool) -> AuditReport:
     """The checks after the re-derivation (``again``: the release made again, or why not)."""
     counted = None if isinstance(again, str) else again.counted
-    auditor = get_executor(audit.get("engine") or "pandas").auditor
+    auditor = recorded_executor(audit.get("engine")).auditor
     households = None
     if cfg.input.household_id is not None:
         households = counted_households(rep, release_dir, cfg, inp, auditor, counted)

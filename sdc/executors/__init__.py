@@ -12,7 +12,13 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from sdc.config.model import EngineSpec, ReleaseConfig
-from sdc.executors.registry import Executor, executor_names, get_executor, register_executor
+from sdc.executors.registry import (
+    Executor,
+    executor_names,
+    get_executor,
+    recorded_executor,
+    register_executor,
+)
 from sdc.io.engine_formats import BATCH_INPUT_FORMATS
 
 if TYPE_CHECKING:
@@ -20,7 +26,7 @@ if TYPE_CHECKING:
 
     from sdc.pipeline.release import Runner
 
-__all__ = ["Executor", "executor_names", "get_executor", "register_executor"]
+__all__ = ["Executor", "executor_names", "get_executor", "recorded_executor", "register_executor"]
 
 Progress = Callable[[str], None]
 

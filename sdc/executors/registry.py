@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from sdc.pipeline.run import Counted
 
 __all__ = ["Executor", "OpenRunner", "StepGuard", "executor_names", "get_executor",
-           "register_executor"]
+           "recorded_executor", "register_executor"]
 
 Progress = Callable[[str], None]
 T = TypeVar("T")
@@ -209,6 +209,14 @@ def get_executor(name: str) -> Executor:
     except KeyError:
         names = ", ".join("memory" if n == "pandas" else n for n in _REGISTRY)
         raise ConfigError(f"unknown executor {name!r}; use one of {names}") from None
+
+
+def recorded_executor(engine: str | None) -> Executor:
+    """The executor that made a release whose audit record says ``engine`` (None: a record
+    that names none, the executor whose records do not name it, ``in_audit_record``)."""
+    if engine is not None:
+        return get_executor(engine)
+    return next(e for e in _REGISTRY.values() if not e.in_audit_record)
 
 
 def executor_names() -> tuple[str, ...]:

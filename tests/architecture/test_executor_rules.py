@@ -25,16 +25,37 @@ def _is_name(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value in NAMES
 
 
+def _picks_by_name(call: ast.Call) -> bool:
+    """``get_executor("pandas")``, ``get_executor(engine or "pandas")``, ``engine="streaming"``:
+    an executor chosen by a name written in the code (the registry's declarations say which
+    one: ``recorded_executor``, ``Executor.auditor``)."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+    parts = list(call.args) if name == "get_executor" else []
+    parts += [k.value for k in call.keywords if k.arg in ("engine", "executor")]
+    return any(_is_name(x) for part in parts for x in ast.walk(part))
+
+
+def test_picking_an_executor_by_name_is_found() -> None:
+    """The rule can fail: each form is found, a name in a message is not."""
+    src = ("get_executor('pandas')\nreg.get_executor(e or 'pandas')\n"
+           "plan_job(p, engine='streaming')\nsay('the dask executor')\n")
+    calls = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call)]
+    assert [_picks_by_name(c) for c in calls] == [True, True, True, False]
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=_rel)
 def test_no_executor_name_branch_outside_the_registry(path: Path) -> None:
-    """No ``.batched`` and no comparison with an executor's name (``engine == "dask"``)
-    outside the registry and the config's own validation; no ``check_streamable`` (the batch
+    """No ``.batched``, no comparison with an executor's name (``engine == "dask"``) and no
+    executor picked by a name written in the code (``get_executor("pandas")``; outside
+    sdc/executors) outside the registry and the config's own validation; no ``check_streamable`` (the batch
     reader's refusal) outside the reader: an executor's refusals are ``Executor.check``."""
     if path in REGISTRY:
         return
     bad = []
     config = _rel(path).startswith("sdc/config/")
     reader = _rel(path).startswith("sdc/io/")
+    own = _rel(path).startswith("sdc/executors/")   # an executor's module names itself
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Attribute) and node.attr == "batched":
             bad.append(f"line {node.lineno}: .batched")
@@ -44,6 +65,8 @@ def test_no_executor_name_branch_outside_the_registry(path: Path) -> None:
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id == "check_streamable" and not reader):
             bad.append(f"line {node.lineno}: check_streamable (use Executor.check)")
+        elif isinstance(node, ast.Call) and not (config or own) and _picks_by_name(node):
+            bad.append(f"line {node.lineno}: picks an executor by its name")
     assert not bad, f"{_rel(path)} asks which executor runs:\n" + "\n".join(bad)
 
 

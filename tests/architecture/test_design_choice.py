@@ -1,0 +1,70 @@
+"""The transition design is chosen once (docs/ARCHITECTURE.md, issue 45 item 1): only the design
+registry (``sdc/method/designs``: :func:`design_of`) and the config layer (``sdc/config``) read
+``risk.weighted`` and ``risk.destinations``; every step after planning reads ``plan.design``.
+``weight_plan`` (the weighted mode applied by each caller after planning) is gone. Checked on
+the source with ``ast``, so a docstring or an error message naming the option is not a read."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCES = sorted(p for d in ("sdc", "flows") for p in (REPO / d).rglob("*.py"))
+ALLOWED = ("sdc/method/designs/", "sdc/config/")
+CHOICE = {"weighted", "destinations"}
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def _is_risk(node: ast.AST) -> bool:
+    """``<anything>.risk`` (``config.risk``, ``cfg.risk``, ``self.config.risk``)."""
+    return isinstance(node, ast.Attribute) and node.attr == "risk"
+
+
+def design_reads(source: str) -> list[str]:
+    """Where ``source`` reads the config's choice of design: ``X.risk.weighted``,
+    ``X.risk.destinations``, ``getattr(X.risk, "weighted")``, or names ``weight_plan``."""
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in CHOICE and _is_risk(node.value):
+            bad.append(f"line {node.lineno}: .risk.{node.attr}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+              and _is_risk(node.args[0]) and isinstance(node.args[1], ast.Constant)
+              and node.args[1].value in CHOICE):
+            bad.append(f"line {node.lineno}: {node.func.id}(.risk, {node.args[1].value!r})")
+        elif isinstance(node, ast.Name) and node.id == "weight_plan":
+            bad.append(f"line {node.lineno}: weight_plan")
+        elif isinstance(node, ast.Attribute) and node.attr == "weight_plan":
+            bad.append(f"line {node.lineno}: .weight_plan")
+        elif isinstance(node, ast.alias) and node.name == "weight_plan":
+            bad.append("import of weight_plan")
+        elif isinstance(node, ast.FunctionDef) and node.name == "weight_plan":
+            bad.append(f"line {node.lineno}: def weight_plan")
+    return bad
+
+
+def test_the_check_finds_every_way_of_reading_the_choice() -> None:
+    """The checker itself can fail: each form is found, a message naming the option is not."""
+    src = ("a = config.risk.weighted\nb = self.cfg.risk.destinations == 'near'\n"
+           "c = getattr(cfg.risk, 'weighted', False)\nfrom x import weight_plan\n"
+           "d = m.weight_plan(p)\n"
+           "e = 'set risk.weighted: false'\nf = config.risk.xi\n")
+    assert len(design_reads(src)) == 5
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_only_the_design_registry_reads_the_choice_of_design(path: Path) -> None:
+    """No read of ``risk.weighted`` / ``risk.destinations`` and no ``weight_plan`` outside
+    ``sdc/method/designs`` and ``sdc/config``: ``design_of(config)`` picks the design, the
+    plan carries it (``plan.design``)."""
+    if _rel(path).startswith(ALLOWED):
+        return
+    bad = design_reads(path.read_text(encoding="utf-8"))
+    assert not bad, (f"{_rel(path)} reads the config's choice of design ({'; '.join(bad)}): "
+                     "ask sdc.method.designs.design_of(config) or read plan.design")
