@@ -5,7 +5,7 @@ The audit record's SHA-256 must belong to the bytes the release parsed and publi
 mtime and ctime in ns) *before* it is hashed; :meth:`Pin.check` compares them after parsing
 (pandas engine) and just before the release folder is renamed into place (every engine): any
 change refuses the release (exit 2). Limit (a same-size rewrite within one clock tick):
-docs/RELIABILITY.md, "Publish, paths and audit".
+docs/RELIABILITY.md, "Publishing, paths and the audit".
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Each case drives ``sdc`` through the CLI (``cli`` fixture: typer's CliRunner) on the small job
 of ``conftest.JobBuilder`` and checks the exit code, the message and that nothing was written.
-The cases are listed in docs/RELIABILITY.md, section "Red-team run (issue 20)", subsection
-"config and text".
+The cases are listed in docs/RELIABILITY.md, section "Config and text".
 """
 
 from __future__ import annotations

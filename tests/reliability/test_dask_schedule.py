@@ -4,7 +4,7 @@ A bad ``engine.scheduler`` address, a scheduler without workers, a worker killed
 middle of the apply pass, and a ``PREFECT_API_URL`` naming a server that is not there (or
 that goes away during a scheduled run). Each ends in exit 0 with the right files or in exit 2
 with a clear message; never a traceback, exit 1 or a hang. Listed in docs/RELIABILITY.md,
-section "Red-team run (issue 20)", subsection "Second round". The ``sdc release`` runs that
+section "Identifiers, labels, missing codes, Prefect homes and Dask". The ``sdc release`` runs that
 must not hang run in a process of their own with a time limit, forked from one pre-imported
 ``sdc`` (the ``forked_sdc`` fixture: the same entry point without ~3 CPU s of imports each).
 """

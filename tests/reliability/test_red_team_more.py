@@ -1,6 +1,6 @@
 """Red-team run, the cases left open by the first round: each a test that fails on
-the code before its fix. Listed in docs/RELIABILITY.md, section "Red-team run (issue 20)",
-subsection "Second round".
+the code before its fix. Listed in docs/RELIABILITY.md, section "Identifiers, labels,
+missing codes, Prefect homes and Dask".
 
 The releases run through the CLI (``cli`` fixture: typer's CliRunner, in-process) on the small
 job of ``conftest.JobBuilder`` unless a case needs a subprocess.

@@ -1,6 +1,6 @@
 """Second red team (issue 34), the crashes the first round's fixes did not generalize to and the
 control characters in labels: each a test that fails on the code before its fix. Listed in
-docs/RELIABILITY.md, section "Second red team (issue 34)".
+docs/RELIABILITY.md, section "Unusual bytes, delimiters, categories and control characters".
 
 The releases run through the CLI (``cli`` fixture: typer's CliRunner, in-process) on the small
 job of ``conftest.JobBuilder``.
