@@ -85,6 +85,7 @@ LATER_IMPORTS = (
     "flows.server", "sdc.io.guard", "sdc.io.pin", "sdc.reports.expected",
     "sdc.reports.recoding", "sdc.reports.schema", "sdc.publish.review",
     "sdc.pipeline.households", "sdc.pipeline.household_count", "sdc.pipeline.household_public",
+    "sdc.pipeline.household_stage",
     "jsonschema",
     "encodings.idna", "encodings.utf_8_sig")
 

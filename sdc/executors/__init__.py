@@ -24,7 +24,7 @@ from sdc.io.engine_formats import BATCH_INPUT_FORMATS
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sdc.pipeline.release import Runner
+    from sdc.pipeline.passes import Runner
 
 __all__ = ["Executor", "executor_names", "get_executor", "recorded_executor", "register_executor"]
 

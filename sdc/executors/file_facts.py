@@ -13,7 +13,7 @@ __all__ = ["FileFacts"]
 
 
 class FileFacts:
-    """The :class:`sdc.pipeline.release.Runner` methods answered from the input's metadata."""
+    """The :class:`sdc.pipeline.passes.Runner` methods answered from the input's metadata."""
 
     config: ReleaseConfig
 

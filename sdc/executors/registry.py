@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from sdc.pipeline.kernels import ReleaseOutcome
-    from sdc.pipeline.release import Runner
+    from sdc.pipeline.passes import Runner
     from sdc.pipeline.run import Counted
 
 __all__ = ["Executor", "OpenRunner", "StepGuard", "executor_names", "get_executor",

@@ -75,6 +75,7 @@ class CountMerge:
     def __init__(self, perturb: dict[str, PerturbValues], derived: DerivedCollector | None,
                  n_known: int | None = None) -> None:
         self.n = 0
+        self.offsets = [0]  #: the batches' first global rows (the same batches in every pass)
         self.counted = False  #: some batch was counted (not only checked)
         self.counter = CellCounter()
         self.problems = Problems()
@@ -90,6 +91,7 @@ class CountMerge:
         """Merge ``part``; True when its counts were merged (False: it has problems, or an
         earlier batch had: only its rows, identities and problems are merged)."""
         self.n += part.n
+        self.offsets.append(self.n)
         if part.ident is not None:
             if self._filled is not None:
                 self.idents[0][self._filled:self._filled + part.ident.size] = part.ident

@@ -1,7 +1,8 @@
-"""Pass 1 of a household file (docs/HOUSEHOLDS.md "Engines"): the count pass as a per-batch
-function any runner maps (:func:`count_batch`), its parts merged in input order
+"""Pass 1 of a household file (docs/HOUSEHOLDS.md "Engines"): the one count pass
+(:func:`sdc.pipeline.passes.count_pass`) with the household stage
+(:class:`sdc.pipeline.household_stage.HouseholdFileStage`), its parts merged in input order
 (:func:`count_households`: the person cells, the household table as an aggregate, the person
-ids), and both stages planned on those aggregates (:func:`count_pass`). The release
+ids), and both stages planned on those aggregates (:func:`count_and_plan`). The release
 (:mod:`sdc.pipeline.households`) and ``sdc audit`` (the public file counted as the source is)
 both count through here."""
 
@@ -9,16 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.errors import InputError, SmallBlockError
+from sdc.errors import SmallBlockError
 from sdc.method.cell_passes import cell_table
-from sdc.method.cells import CellTable, cell_codes, radix_sizes, split_codes
+from sdc.method.cells import CellTable
 from sdc.method.dependence import raise_if_dependent, schema_kinds
 from sdc.method.derived import DerivedCollector
 from sdc.method.household_batches import (
@@ -36,21 +37,15 @@ from sdc.method.households import (
     household_config,
     person_config,
     person_derived,
-    person_key_code,
 )
 from sdc.method.perturb import PerturbValues
-from sdc.pipeline.count_parts import CountMerge, CountPart, raise_problems
-from sdc.pipeline.kernels import (
-    duplicate_identities,
-    duplicate_ids_table,
-    id_rows_with_identity,
-    raise_duplicate_ids,
-    repeated_ids,
-)
-from sdc.pipeline.release import Runner
+from sdc.pipeline.count_parts import CountMerge
+from sdc.pipeline.household_stage import HouseholdCountPart, HouseholdFileStage
+from sdc.pipeline.kernels import raise_duplicate_ids
+from sdc.pipeline.passes import Runner, count_pass, duplicated_ids, refuse_empty
 
 __all__ = ["HouseholdCount", "HouseholdCountPart", "HouseholdCounted", "HouseholdMeasures",
-           "count_batch", "count_households", "count_pass", "refuse_inconsistent", "stage_error"]
+           "count_and_plan", "count_households", "refuse_inconsistent", "stage_error"]
 
 
 def stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockError:
@@ -69,40 +64,6 @@ def stage_error(e: Exception, stage: str, config: ReleaseConfig) -> SmallBlockEr
         f"person stage (person PRBs inside the values of the household keys {hk}, so that "
         f"members stay consistent): {e}. Coarsen the person keys' partition (wider bands), "
         "add person partition variables to merge along, or use fewer household-level keys")
-
-
-@dataclass
-class HouseholdCountPart(CountPart):
-    """One batch's part of the household count pass: the shared part
-    (:class:`sdc.pipeline.count_parts.CountPart`), the household table's part and the
-    household keys' dtypes."""
-
-    households: HouseholdCounter | None = None
-    dtypes: dict[str, Any] = field(default_factory=dict)
-
-
-def count_batch(frame: pd.DataFrame, index: int, config: ReleaseConfig,
-                measure: list[str], validate: bool = True) -> HouseholdCountPart:
-    """Pass 1 on one batch: its pandera problems (``validate``), or its person cells,
-    household table part, value ranges of ``measure`` and largest weight; with an id column
-    its identities."""
-    part = HouseholdCountPart.start(frame, config, validate)
-    if part.problems is not None:
-        return part
-    codes = cell_codes(frame, person_config(config))
-    part.codes, part.counts = np.unique(codes, return_counts=True)
-    for v in config.perturb:  # every person's value (global rows for the messages)
-        part.perturb[v] = PerturbValues(v, config)
-        part.perturb[v].add(frame, frame.index.to_numpy())
-    if person_derived(config):
-        key_codes = split_codes(codes, radix_sizes(person_config(config)))
-        part.derived = DerivedCollector(person_derived(config))
-        part.derived.add(frame, person_key_code(key_codes, config))
-    part.households = HouseholdCounter(config)
-    part.households.add(frame, codes)
-    part.measure(frame, measure, config.input.weight)
-    part.dtypes = {k: frame[k].dtype for k in config.household_keys}
-    return part
 
 
 @dataclass
@@ -131,48 +92,32 @@ class HouseholdCount(HouseholdMeasures):
 
 def count_households(runner: Runner, config: ReleaseConfig, measure: list[str], *,
                      validate: bool = True) -> HouseholdCount:
-    """:func:`count_batch` over every batch, merged in input order. Raises
-    :class:`InputError` with every problem of the whole file (``validate``), for duplicated
-    ids or an empty file; memory: the cell table and the household table."""
-    id_col = config.input.id_column
+    """The count pass (:func:`sdc.pipeline.passes.count_pass` with the household stage),
+    merged in input order. Raises :class:`InputError` with every problem of the whole file
+    (``validate``), for duplicated ids or an empty file; memory: the cell table and the
+    household table."""
     households = HouseholdCounter(config)
     dtypes: dict[str, Any] = {}
     merged = CountMerge({v: PerturbValues(v, config) for v in config.perturb},
                         DerivedCollector(person_derived(config)) if person_derived(config)
                         else None)
-    offsets = [0]  # the batches' first global rows (the same batches in every pass)
-    for part in runner.map(count_batch, (config, measure, validate)):
-        if merged.add(part):
-            households.merge(part.households)
-            if not dtypes:
-                dtypes.update(part.dtypes)
-        offsets.append(merged.n)
 
-    def duplicates() -> tuple[np.ndarray, pd.Series] | None:
-        if id_col is None or not merged.idents:
-            return None
-        dups = duplicate_identities(merged.idents)
-        if dups is None:
-            return None
-        hits = (id_rows_with_identity(frame, dups, config)
-                for frame in runner.frames(columns=[id_col]))
-        return repeated_ids(hits)
+    def merge(part: HouseholdCountPart) -> None:
+        households.merge(part.households)
+        if not dtypes:
+            dtypes.update(part.dtypes)
 
-    if merged.problems.rows:  # every problem of the whole file, as streaming validation words it
-        found = duplicates()
-        if found is not None:
-            merged.problems.add(duplicate_ids_table(*found, config), 0)
-        raise_problems(merged.problems, config, "in batches")
-    if merged.n == 0:
-        raise InputError(f"input file {str(config.input_path)!r} has no records; nothing to "
-                         "release")
-    found = duplicates()
-    if found is not None:
+    # every problem of the whole file, as streaming validation words it
+    count_pass(runner, HouseholdFileStage(config), merged, merge, measure, validate=validate,
+               checked="in batches")
+    refuse_empty(merged, config)
+    found = duplicated_ids(runner, config, merged.idents)
+    if found is not None and found is not True:
         raise_duplicate_ids(*found, config)
     merged.idents.clear()
     codes, counts = merged.counter.result()
-    return HouseholdCount(merged.n, offsets, merged.perturb, merged.derived, merged.ranges(),
-                          merged.weight_max, dtypes, codes, counts, households)
+    return HouseholdCount(merged.n, merged.offsets, merged.perturb, merged.derived,
+                          merged.ranges(), merged.weight_max, dtypes, codes, counts, households)
 
 
 def refuse_inconsistent(runner: Runner, config: ReleaseConfig, agg: HouseholdAggregate) -> None:
@@ -199,8 +144,8 @@ class HouseholdCounted(HouseholdMeasures):
     dp_done: list
 
 
-def count_pass(config: ReleaseConfig, seed: int, runner: Runner, measure: list[str],
-               say: Callable[[str], None]) -> HouseholdCounted:
+def count_and_plan(config: ReleaseConfig, seed: int, runner: Runner, measure: list[str],
+                   say: Callable[[str], None]) -> HouseholdCounted:
     """Pass 1 (:func:`count_households`), the refusals in the in-memory executor's order, and
     the two stages planned on the aggregates."""
     say("counting cells and households (pass 1 of 3)")

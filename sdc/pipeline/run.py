@@ -1,12 +1,12 @@
 """The one entry of the release pipeline: what every executor, ``sdc plan``, ``sdc validate``
 and the audit run with a runner (docs/ARCHITECTURE.md).
 
-A runner (:class:`sdc.pipeline.release.Runner`) maps the pipeline's per-batch functions over
-the input; this module chooses the pipeline's stages from the config, never from the runner:
-a person file is the person stage (:mod:`sdc.pipeline.release`); a household file
-(``input.household_id``) adds the household table and the household stage before it
-(:mod:`sdc.pipeline.households`, docs/HOUSEHOLDS.md). An executor therefore never asks what
-kind of file it runs.
+A runner (:class:`sdc.pipeline.passes.Runner`) maps the pipeline's per-batch functions (the
+one set of passes, :mod:`sdc.pipeline.passes`) over the input; this module chooses the
+pipeline's stages from the config, never from the runner: a person file is the person stage
+(:mod:`sdc.pipeline.release`); a household file (``input.household_id``) adds the household
+stage before it (:mod:`sdc.pipeline.households`, docs/HOUSEHOLDS.md). An executor therefore
+never asks what kind of file it runs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 from sdc.config.model import ReleaseConfig
 from sdc.pipeline.households import HouseholdPlan, plan_households, stream_household_release
 from sdc.pipeline.kernels import CellCount, ReleaseOutcome
-from sdc.pipeline.release import Runner, count_cells, release_persons
+from sdc.pipeline.passes import Runner
+from sdc.pipeline.release import count_cells, release_persons
 
 __all__ = ["Counted", "Progress", "count", "release"]
 

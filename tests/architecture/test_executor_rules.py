@@ -71,7 +71,8 @@ def test_no_executor_name_branch_outside_the_registry(path: Path) -> None:
 
 
 #: the pipeline's household passes (the release's and the count's, split by job)
-HOUSEHOLD_PASSES = ("sdc.pipeline.households", "sdc.pipeline.household_count")
+HOUSEHOLD_PASSES = ("sdc.pipeline.households", "sdc.pipeline.household_count",
+                    "sdc.pipeline.household_stage")
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "sdc" / "executors").glob("*.py")), ids=_rel)

@@ -100,7 +100,7 @@ def test_streaming_household_audit_reads_in_batches(tmp_path, monkeypatch):
     """With ``batch_rows: 64`` the audit's count passes see the source and the public file
     in batches of at most 64 persons (never a whole file): memory is bounded by the batch,
     the cell tables and the household tables."""
-    import sdc.pipeline.household_count as hc
+    import sdc.pipeline.passes as hc
 
     inp = household_parquet(tmp_path / "households.parquet", n=1500, row_group_size=200)
     rel = release_folder(household_job(tmp_path, inp, {"kind": "streaming", "batch_rows": 64}))

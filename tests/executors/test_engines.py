@@ -497,7 +497,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
     left reading the input)."""
     import threading
 
-    from sdc.pipeline import kernels
+    from sdc.pipeline import kernels, passes
     from sdc.pipeline import release as pipeline
     from sdc.pipeline import report_parts as br
 
@@ -514,7 +514,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
         raise RuntimeError("refinement failed")
 
     with monkeypatch.context() as m:
-        m.setattr(pipeline, "add_refine_batch", broken_pass)
+        m.setattr(passes, "add_refine_batch", broken_pass)
         with pytest.raises(RuntimeError, match="refinement failed"):
             stream_release(cfg, 11, tmp_path / "a", batch_rows=400)
 
@@ -529,7 +529,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
         assert started.wait(30)  # the passes are running
         raise OSError("disk full")
 
-    monkeypatch.setattr(pipeline, "add_refine_batch", slow_pass)
+    monkeypatch.setattr(passes, "add_refine_batch", slow_pass)
     monkeypatch.setattr(kernels, "write_buckets_in_order", broken_write)
     with pytest.raises(OSError, match="disk full"):
         stream_release(cfg, 11, tmp_path / "b", batch_rows=400)
