@@ -1,9 +1,9 @@
-"""The Dask executor: the passes of the release pipelines as tasks on a dask.distributed cluster.
+"""The Dask executor: the passes of the release pipeline as tasks on a dask.distributed cluster.
 
 :class:`DaskPieces` is the runner: a batch is one *piece* of the Parquet input (a row group of
 the file, or of a part in a folder of parts, in path order; a CSV input is first copied to
 Parquet by the client with the streaming reader, :func:`parquet_input`); each per-batch
-function of :mod:`sdc.pipeline.release` / :mod:`sdc.pipeline.households` runs as one task on
+function of :mod:`sdc.pipeline.passes` (with the file's stage object) runs as one task on
 a worker (spilling into the scratch folder), and the client merges the parts in piece order
 and writes the files: the bytes of every executor.
 
@@ -216,10 +216,10 @@ class _Refusal:
 
 
 def _piece_task(fn, piece, offset, index, config, columns, shared, extra):
-    """One piece of a pass: ``fn(frame, index, *shared, *extra)`` (a pipeline's per-batch
-    function, :mod:`sdc.pipeline.release`, :mod:`sdc.pipeline.households`)."""
-    _kill_hook("household" if fn.__module__.endswith(".households")
-               else fn.__name__.removesuffix("_batch"))
+    """One piece of a pass: ``fn(frame, index, *shared, *extra)`` (a per-batch function of
+    :mod:`sdc.pipeline.passes`, ``shared[0]`` the file's stage object)."""
+    stage = getattr(shared[0], "kind", None) if shared else None
+    _kill_hook("household" if stage == "household" else fn.__name__.removesuffix("_batch"))
     try:
         return fn(_read_piece(piece, offset, config, columns), index, *shared, *extra)
     except (InputError, SmallBlockError, ConfigError) as e:

@@ -1,7 +1,7 @@
 """The in-memory executor: the whole file read once (the pandas reader,
 :func:`sdc.io.read.read_input`: CSV, Parquet, SPSS, Stata) and released as one batch by the
-same pipelines as the other executors (:mod:`sdc.pipeline.release`,
-:mod:`sdc.pipeline.households`); :meth:`InMemory.frames` gives the kept frame again,
+same pipeline as the other executors (:mod:`sdc.pipeline.passes`, with the person or
+household file's stage); :meth:`InMemory.frames` gives the kept frame again,
 nothing is read twice.
 """
 

@@ -1,7 +1,7 @@
 """The streaming executor: a release of a file larger than memory, on one machine.
 
-The runner :class:`LocalBatches` runs the passes of the release pipelines
-(:mod:`sdc.pipeline.release`, :mod:`sdc.pipeline.households`) over the input's
+The runner :class:`LocalBatches` runs the passes of the release pipeline
+(:mod:`sdc.pipeline.passes`, with the person or household file's stage) over the input's
 record batches (:func:`sdc.io.batches.input_batches`), two batches at a time in threads
 (pyarrow and numpy release the GIL), the parts in input order; memory is bounded by a few
 batches plus the cell table, never by the file. The public files are byte-identical to the

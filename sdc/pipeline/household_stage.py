@@ -129,6 +129,7 @@ class HouseholdFileStage:
     salt: Any = None
     columns: ReleasedColumns | None = None
     realized: Any = None  #: the composition stage's (rows, classes), or None
+    kind: ClassVar[str] = "household"  #: the stage's name (the Dask crash-test hook's)
     part_type: ClassVar[type[CountPart]] = HouseholdCountPart
 
     def count(self, frame: pd.DataFrame, part: HouseholdCountPart) -> None:

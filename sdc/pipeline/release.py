@@ -132,6 +132,7 @@ class PersonStage:
     schema: pa.Schema | None = None
     salt: int = 0
     perturb: BatchPerturb | None = None
+    kind: ClassVar[str] = "person"  #: the stage's name (the Dask crash-test hook's)
     part_type: ClassVar[type[CountPart]] = CountPart
 
     def count(self, frame: pd.DataFrame, part: CountPart) -> None:
