@@ -89,25 +89,28 @@ def test_alias_bomb_refused_in_bounded_time(job: JobBuilder, cli) -> None:
     text = _config_text(job).replace("input:\n", "input:\n  labels:\n    x: *i\n", 1)
     job.config_text = "bomb:\n" + "".join("  " + ln + "\n" for ln in BOMB.splitlines()) + text
     # the anchors must be defined before use, so the bomb comes first (an unknown key)
-    t0 = time.perf_counter()
+    # bounds on this process's / thread's CPU time, not the wall clock: under make test the
+    # machine is busy and a test waits for a core most of its wall time (docs/TESTING.md),
+    # which a wall bound turned into a failure that depended on the load, not on the code
+    t0 = time.process_time()
     res = cli("validate", job.write())
-    elapsed = time.perf_counter() - t0
+    elapsed = time.process_time() - t0
     _refused(job, res, "alias bomb", "expand to")
     assert elapsed < 20, elapsed  # the CLI with Prefect; the YAML check itself takes ~10 ms
     assert len(res.text) < 600, res.text
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     with pytest.raises(ConfigYAMLError, match="alias bomb"):
         load_yaml(BOMB)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
 
 
 def test_alias_cycle_and_deep_nesting_refused() -> None:
     with pytest.raises(ConfigYAMLError, match="inside"):
         load_yaml("a: &a [*a]\n")
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU, not wall (see test_alias_bomb_refused_in_bounded_time)
     with pytest.raises(ConfigYAMLError, match="nested more than 100 levels"):
         load_yaml("a: " + "[" * 5000 + "]" * 5000)
-    assert time.perf_counter() - t0 < 10
+    assert time.thread_time() - t0 < 10
     # a few reuses of an anchor are fine
     assert load_yaml("a: &a [1, 2]\nb: *a\nc: *a\n") == {"a": [1, 2], "b": [1, 2], "c": [1, 2]}
 

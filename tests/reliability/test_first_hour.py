@@ -151,7 +151,7 @@ def test_fit_label_cuts_a_1mb_label_at_once() -> None:
     import time
 
     for text in ("é" * 1_000_000, "x" * 1_000_000, "ab€" * 100):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()  # CPU time: a wall bound failed whenever the machine was busy
         for fmt in ("sav", "dta"):
             got = _fit_label(text, fmt, VAR_LABEL_LIMIT)
             size = len(got.encode()) if fmt == "sav" else len(got)
@@ -161,4 +161,4 @@ def test_fit_label_cuts_a_1mb_label_at_once() -> None:
                     > VAR_LABEL_LIMIT[fmt]:
                 slow = slow[:-1]
             assert got == slow + "…"
-        assert time.perf_counter() - t0 < 1.0
+        assert time.thread_time() - t0 < 1.0

@@ -121,10 +121,10 @@ def test_a_1mb_label_aliased_many_times_is_checked_once() -> None:
     big = "x" * 1_000_000
     labels = "0: &big " + big + ", " + ", ".join(f"{i}: *big" for i in range(1, 20_000))
     text = f"key_variables:\n  age: {{range: [0, 20000], labels: {{{labels}}}}}\n"
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time, not wall: under make test a test mostly waits for a core
     data = load_yaml(text)
     assert control_characters(data) == []
-    assert time.perf_counter() - t0 < 60
+    assert time.thread_time() - t0 < 60
 
 
 def test_a_control_character_in_an_aliased_label_is_named_at_every_use() -> None:
