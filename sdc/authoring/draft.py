@@ -197,6 +197,7 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
     value_labels = value_labels or {}
     variable_labels = variable_labels or {}
     drop = list(drop or [])
+    na = frame.attrs.get("na_values")  # read_for_draft: numbers but for a missing token
     base = config_path.resolve().parent
     rel = Path(_relpath(data_path.resolve(), base))
     name = _safe_name(name or data_path.stem)
@@ -204,6 +205,8 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
            for k in keys}
     frame = typed_keys(frame, kds)
     inp = _draft_input(rel, fmt, delimiter, encoding, id_column, drop, weight)
+    if na:
+        inp["na_values"] = list(na["tokens"])
     special = set(keys) | set(drop) | {c for c in (id_column, weight, household_id) if c}
     others = [c for c in frame.columns if c not in special]
     input_labels = {c: t for c, t in variable_labels.items()
@@ -216,6 +219,8 @@ def build_draft(frame: pd.DataFrame, *, data_path: Path, config_path: Path, keys
                   seed_file=f"secrets/{name}.seed",
                   output={"dir": f"releases/{name}", "formats": formats},
                   input_labels=input_labels, released_unchanged=others, history=[], check={})
+    if na:
+        draft.na_columns = list(na["columns"])
     if household_id:
         from sdc.authoring.draft_households import set_household_levels
 

@@ -188,6 +188,12 @@ def _input_lines(d: Draft) -> list[str]:
                      "post-stratified to the")
             L.append("  # released household keys (totals per released region x size = the "
                      "original ones; docs/METHOD.md 7.13)")
+        elif k == "na_values":
+            cols = d.na_columns
+            shown = ", ".join(cols[:6]) + (f" (+{len(cols) - 6} more)" if len(cols) > 6 else "")
+            L.append(f"  na_values: {_flow(v)}   # read as missing (an empty field in the public "
+                     "CSV): without it")
+            L.append(f"  # {shown} would be text; with it they are numbers")
         elif k == "household_id":
             L.append(f"  household_id: {_flow(v)}   # groups persons into households "
                      "(released as pseudonyms)")

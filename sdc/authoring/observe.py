@@ -18,7 +18,8 @@ from sdc.errors import InputError
 from sdc.io.read import read_input
 
 __all__ = ["AS_IS_MAX", "DEFAULT_XI", "MAX_SMALL_SHARE", "RANGE_DENSITY", "RANGE_THRESHOLD", "Draft",
-           "KeyDraft", "is_ordered_quantity", "observe_key", "read_for_draft"]
+           "KeyDraft", "MISSING_TOKENS", "is_ordered_quantity", "missing_tokens", "observe_key",
+           "read_for_draft"]
 
 RANGE_THRESHOLD = 20       # integer keys with more distinct values get range: [lo, hi] + bands
 RANGE_DENSITY = 0.5        # ... when they fill at least this share of their span (else: codes)
@@ -104,6 +105,8 @@ class Draft:
     dependent: dict[str, str] = field(default_factory=dict)
     #: such columns that are functions of the keys: released recomputed (``derived:``) -> why
     derived: dict[str, str] = field(default_factory=dict)
+    #: the columns numeric once ``input.na_values`` is read as missing (:func:`missing_tokens`)
+    na_columns: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The config as a dict (what :func:`draft_yaml` writes, without the comments)."""
@@ -125,7 +128,7 @@ class Draft:
 # -- reading --------------------------------------------------------------------------------
 def _provisional(data_path: Path, keys: list[str], *, fmt: str | None, delimiter: str,
                  encoding: str, id_column: str | None, drop: list[str],
-                 weight: str | None) -> ReleaseConfig:
+                 weight: str | None, na_values: list[str] | None = None) -> ReleaseConfig:
     """A config used only to read the file: every key declared with text categories, so a
     CSV's key columns are read as text (``"01"`` stays ``"01"``; :func:`observe_key` decides
     whether they are integers)."""
@@ -135,7 +138,8 @@ def _provisional(data_path: Path, keys: list[str], *, fmt: str | None, delimiter
                   "drop": list(drop),
                   **({"format": fmt} if fmt else {}),
                   **({"id_column": id_column} if id_column else {}),
-                  **({"weight": weight} if weight else {})},
+                  **({"weight": weight} if weight else {}),
+                  **({"na_values": list(na_values)} if na_values else {})},
         "key_variables": {k: {"categories": ["?"]} for k in keys},
         "risk": {"xi": DEFAULT_XI},
     }
@@ -151,7 +155,11 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
     """Read a data file for drafting: (frame, value labels, variable labels, format).
 
     Uses the release's own reader (``sdc.io.read_input``: same errors, same types), plus the
-    SPSS/Stata metadata (pyreadstat, metadata only) for value and variable labels.
+    SPSS/Stata metadata (pyreadstat, metadata only) for value and variable labels. A CSV whose
+    non-key columns are numbers but for a missing-value token (R's ``NA``: eusilc's incomes) is
+    read again with that token missing (:func:`missing_tokens`); the frame's
+    ``attrs["na_values"]`` then holds ``{"tokens": [...], "columns": [...]}`` for the draft's
+    ``input.na_values``.
 
     Raises
     ------
@@ -166,6 +174,16 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
     cfg = _provisional(path, keys, fmt=fmt, delimiter=delimiter, encoding=encoding,
                        id_column=id_column, drop=drop, weight=weight)
     frame = read_input(cfg)
+    if cfg.input.resolved_format == "csv":
+        tokens, columns = missing_tokens(frame, cfg)
+        if tokens:
+            cfg2 = _provisional(path, keys, fmt=fmt, delimiter=delimiter, encoding=encoding,
+                                id_column=id_column, drop=drop, weight=weight,
+                                na_values=tokens)
+            again = read_input(cfg2)
+            if all(pd.api.types.is_numeric_dtype(again[c]) for c in columns):
+                cfg, frame = cfg2, again
+                frame.attrs["na_values"] = {"tokens": tokens, "columns": columns}
     wanted = {"--keys": keys, "--id": [id_column] if id_column else [], "--drop": drop,
               "--weight": [weight] if weight else [],
               "--household-id": [household_id] if household_id else []}
@@ -200,6 +218,39 @@ def read_for_draft(data_path: str | Path, keys: list[str], *, fmt: str | None = 
         variable_labels = {c: _plain_label(t)
                            for c, t in (meta.column_names_to_labels or {}).items() if t}
     return frame, value_labels, variable_labels, fmt
+
+
+MISSING_TOKENS = ("NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "#N/A", ".", "-",
+                  "?", "..")
+"""Texts that files use for a missing number (R writes ``NA``, SAS ``.``, spreadsheets
+``#N/A``): candidates for ``input.na_values`` (:func:`missing_tokens`)."""
+
+
+def missing_tokens(frame: pd.DataFrame, config: ReleaseConfig) -> tuple[list[str], list[str]]:
+    """(tokens, columns): the :data:`MISSING_TOKENS` that make value columns of ``frame`` (a
+    CSV read with only the empty field missing) text although every other value is a number,
+    and those columns. A token some other text column holds as a value (``NA`` for Namibia) is
+    not proposed: declaring it missing would change that column's values. One pass over each
+    text column's distinct values."""
+    from sdc.io.columns import value_columns
+
+    found: dict[str, set[str]] = {}
+    held: set[str] = set()
+    for c in value_columns(config, list(frame.columns)):
+        s = frame[c]
+        if pd.api.types.is_numeric_dtype(s) or not len(s):
+            continue
+        u = pd.Series(pd.unique(s.dropna().astype(str)))
+        num = pd.to_numeric(u, errors="coerce")
+        other = set(u[num.isna()])
+        if other and other <= set(MISSING_TOKENS):
+            if num.notna().any():  # (a column of tokens only holds no value either way)
+                found[c] = other
+        else:
+            held |= other & set(MISSING_TOKENS)
+    columns = [c for c, t in found.items() if not t & held]
+    tokens = sorted(set().union(*(found[c] for c in columns)), key=MISSING_TOKENS.index)
+    return tokens, columns
 
 
 def _check_unique_id(s: pd.Series, name: str, path: Path) -> None:

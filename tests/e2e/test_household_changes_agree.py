@@ -17,13 +17,18 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pandas as pd
+import pyreadstat
 import pytest
 import yaml
 from conftest import SHARED_DATA, run_cli
 from eusilc_helpers import export_eusilc
 
 TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
+INCOMES = ["py010n", "py050n", "py090n", "py100n", "py110n", "py120n", "py130n", "py140n"]
 
 INIT = re.compile(r"([\d,]+) records \([\d.]+%\) expected to change \(SD ([\d,]+)\)")
 RELEASE = re.compile(r"records changed ([\d,]+) \(expected ([\d,.]+), SD ([\d,.]+)\)")
@@ -38,7 +43,8 @@ def _num(s: str) -> float:
     return float(s.replace(",", ""))
 
 
-def _agree(tmp_path: Path, data: Path, *init_args: str) -> dict[str, float]:
+def _agree(tmp_path: Path, data: Path, *init_args: str,
+           formats: list[str] | None = None) -> dict[str, Any]:
     job, d = tmp_path / "job.yaml", tmp_path / "d.yaml"
     r = run_cli("init", data, *init_args, "-o", job)
     assert r.exit_code == 0, r.text
@@ -52,6 +58,10 @@ def _agree(tmp_path: Path, data: Path, *init_args: str) -> dict[str, float]:
     design_e, design_sd = float(rec["expected_changed"]), float(rec["sd_changed"])
     assert abs(init_e - design_e) <= 0.5 and abs(init_sd - design_sd) <= 0.5
     assert rec["changed"] != design_e  # the expectation, not the search's one draw
+    if formats:
+        cfg = yaml.safe_load(d.read_text())
+        cfg["output"]["formats"] = formats
+        d.write_text(yaml.safe_dump(cfg, sort_keys=False))
     r = run_cli("release", d)
     assert r.exit_code == 0, r.text
     m = RELEASE.search(r.text)
@@ -59,7 +69,9 @@ def _agree(tmp_path: Path, data: Path, *init_args: str) -> dict[str, float]:
     changed, rel_e, rel_sd = (_num(g) for g in m.groups())
     assert abs(rel_e - design_e) <= 0.05 and abs(rel_sd - design_sd) <= 0.05
     assert abs(changed - design_e) <= 4 * design_sd, (changed, design_e, design_sd)
-    return {"init": init_e, "design": design_e, "release": changed, "sd": design_sd}
+    public = tmp_path / yaml.safe_load(d.read_text())["output"]["dir"] / "public"
+    return {"init": init_e, "design": design_e, "release": changed, "sd": design_sd,
+            "public": public}
 
 
 @pytest.mark.skipif(not TESTDATA.is_file(), reason="sdcMicro testdata absent (../shared/data)")
@@ -71,7 +83,21 @@ def test_testdata_init_design_release_print_the_same_expectation(tmp_path):
 @pytest.mark.slow
 def test_eusilc_init_design_release_print_the_same_expectation(eusilc_csv, tmp_path):
     """eusilc with region the only household key (household size is refused as a key by the
-    exact certificates: docs/HOUSEHOLDS.md)."""
+    exact certificates: docs/HOUSEHOLDS.md). Its person incomes hold R's ``NA`` (persons under
+    16): init drafts ``input.na_values: [NA]`` and they are released as numbers in every
+    format, equal to the original's (as multisets)."""
     got = _agree(tmp_path, eusilc_csv, "--household-id", "db030", "--weight", "rb050",
-                 "--keys", "db040,age,rb090,pb220a", "--id", "rb030", "--drop", "db090")
+                 "--keys", "db040,age,rb090,pb220a", "--id", "rb030", "--drop", "db090",
+                 formats=["parquet", "csv", "sav", "dta"])
     assert got["design"] < 0.15 * 14827
+    orig = pd.read_csv(eusilc_csv)
+    pub = got["public"]
+    files = {"parquet": pd.read_parquet(pub / "microdata.parquet"),
+             "sav": pyreadstat.read_sav(str(pub / "microdata.sav"))[0],
+             "dta": pyreadstat.read_dta(str(pub / "microdata.dta"))[0],
+             "csv": pd.read_csv(pub / "microdata.csv")}
+    for name, f in files.items():
+        for c in INCOMES:
+            assert f[c].dtype == np.float64, (name, c, f[c].dtype)
+            assert np.array_equal(np.sort(f[c].to_numpy(float)),
+                                  np.sort(orig[c].to_numpy(float)), equal_nan=True), (name, c)
