@@ -164,7 +164,8 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
         household_certificate_at=h_cert_at, household_prbs=len(hblocks),
         person_certificate=p_cert, small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons)
-    utility = _household_utility(config, agg, hs, ps, cells, cell, row, weights, dtypes)
+    utility = _household_utility(config, agg, hs, ps, cells, cell, row, weights, dtypes,
+                                 table, rel)
     return ReleaseOutcome(
         blocks=blocks, cells=table, cell_prb=cell_prb, cell_partition_set=cell_ps,
         partition_sets=ps_frame, certificate=float(cert), certificate_at=cert_at, xi=part.xi,
@@ -216,7 +217,8 @@ def _composition_risk(config: ReleaseConfig, seed: int, agg: Any, hs: Any, ps: A
 
 def _household_utility(config: ReleaseConfig, agg: Any, hs: Any, ps: Any, cells: CellTable,
                        cell: np.ndarray, row: np.ndarray, weights: np.ndarray | None,
-                       dtypes: dict[str, Any]) -> dict[str, Any]:
+                       dtypes: dict[str, Any], table: CellTable | None = None,
+                       rel: np.ndarray | None = None) -> dict[str, Any]:
     """The households utility section: the household keys' values before and after, by
     household size; with weights the exact expected totals of both stages' designs."""
     from sdc.reports.households import household_utility_of
@@ -231,10 +233,13 @@ def _household_utility(config: ReleaseConfig, agg: Any, hs: Any, ps: Any, cells:
                                    {k: values(hs.released_codes, k, j)
                                     for j, k in enumerate(keys)}, agg.size, hs.changed)
     if config.utility.household_income is not None:  # issue 44: the survey's analyses
+        persons = None
+        if table is not None and rel is not None:  # by person key: the persons' cells
+            persons = _persons(config, agg, cells, cell, row, table, rel, weights)
         utility["survey"] = _survey(config, agg, hs,
                                     {k: values(agg.key_codes, k, j) for j, k in enumerate(keys)},
                                     {k: values(hs.released_codes, k, j)
-                                     for j, k in enumerate(keys)})
+                                     for j, k in enumerate(keys)}, persons)
     if weights is not None:  # exact expected totals of both stages' designs
         from sdc.method.household_weights import household_expected_totals
 
@@ -243,8 +248,31 @@ def _household_utility(config: ReleaseConfig, agg: Any, hs: Any, ps: Any, cells:
     return utility
 
 
+def _persons(config: ReleaseConfig, agg: Any, cells: CellTable, cell: np.ndarray,
+             row: np.ndarray, table: CellTable, rel: np.ndarray,
+             weights: np.ndarray | None) -> Any:
+    """The survey's persons (:class:`sdc.reports.survey.Persons`): household rows, person-key
+    values before (``cell`` in ``cells``) and after (``rel`` in ``table``), and their own
+    weights when the weight is not one per household (else the household's, by row)."""
+    from sdc.reports.survey import Persons
+
+    kvs = config.key_variables
+    before, after = {}, {}
+    for k in config.person_keys:
+        j = config.key_names.index(k)
+        dom = np.asarray(kvs[k].domain, dtype=object)
+        before[k] = dom[cells.key_codes[cell, j]]
+        after[k] = dom[table.key_codes[rel, j]]
+    w = config.input.weight
+    own = None
+    if weights is not None and not (w is not None and agg.columns is not None
+                                    and w in agg.columns):
+        own = np.asarray(weights, float)
+    return Persons(np.asarray(row, np.int64), before, after, own, own)
+
+
 def _survey(config: ReleaseConfig, agg: Any, hs: Any, before: dict[str, pd.Series],
-            after: dict[str, pd.Series]) -> dict[str, Any]:
+            after: dict[str, pd.Series], persons: Any = None) -> dict[str, Any]:
     """utility.json ``households.survey`` (:mod:`sdc.reports.survey`) on the household table:
     the household weight before and after (recalibrated: its released value), else the
     members' mean weight (``risk.weighted``), else 1."""
@@ -265,5 +293,5 @@ def _survey(config: ReleaseConfig, agg: Any, hs: Any, before: dict[str, pd.Serie
         wb = wa = np.ones(size.size)
     inc = config.utility.household_income
     return household_survey_figures(agg.columns[inc].to_numpy(), size, wb, wa, before, after,
-                                    inc)
+                                    inc, persons)
 

@@ -446,6 +446,7 @@ UTILITY_SCHEMA["properties"]["expected_totals"] = _d(_obj({
 UTILITY_SCHEMA["properties"]["expected_totals"]["required"].remove("destinations")
 
 
+_CMP = _obj({"original": _NNUM, "released": _NNUM, "se": _NNUM, "z": _NNUM})
 _HIER = _obj({"hier_risk_ER": _NUM, "hier_risk": _NUM, "hier_risk_pct": _NUM,
               "max_household_risk": _NUM, "person_risk_ER": _NUM})
 RISK_SCHEMA["properties"]["households"] = _d(_obj({
@@ -485,8 +486,26 @@ UTILITY_SCHEMA["properties"]["households"] = _d(_obj({
     }), "Household files with input.weight: exact expected totals of the released "
         "household-key and person-key combinations (persons weighted, households, persons) "
         "under both stages' designs (docs/HOUSEHOLDS.md, 'Survey weights')."),
+    "survey": _d(_obj({
+        "income": {"type": "string"}, "method": {"type": "string"},
+        "poverty_threshold": _obj({"original": _NNUM, "released": _NNUM}),
+        "overall": _obj({"poverty_rate": _CMP, "mean_income": _CMP}),
+        "by_household_key": _arr(_obj({"key": {"type": "string"}, "values": _arr(_obj({
+            "value": {}, "poverty_rate": _CMP, "mean_income": _CMP}))})),
+        "by_person_key": _arr(_obj({
+            "key": {"type": "string"}, "bands": {"type": ["array", "null"]},
+            "values": _arr(_obj({"value": {}, "persons_original": _INT,
+                                 "persons_released": _INT, "poverty_rate": _CMP,
+                                 "mean_income": _CMP}))})),
+        "size_distribution": _arr(_obj({"size": {"type": "string"}, "households": _INT,
+                                        "share": _CMP})),
+        "gini": _obj({"original": _NNUM, "released": _NNUM}),
+        "max_abs_z": _NNUM,
+    }), "utility.household_income: the income survey's analyses, original and released, "
+        "in standard errors (docs/HOUSEHOLDS.md, 'Utility')."),
 }), "Household files only: households by household-level key and by size, before and after.")
 UTILITY_SCHEMA["properties"]["households"]["required"].remove("expected_totals")
+UTILITY_SCHEMA["properties"]["households"]["required"].remove("survey")
 
 
 class ReportSchemaError(InputError):
