@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.authoring.household_options import AS_COLUMN
 from sdc.authoring.observe import Draft
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.draws import value_hash
@@ -137,14 +138,24 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
         why = cur.note or "refused"
         raise SmallBlockError(
             f"the drafted household config is refused ({why}) and no household design is "
-            f"certified at xi = {design.config.risk.xi}. Fixes: coarser household keys (recode "
-            "a rare value into a larger category), a household-level key such as household "
-            "size, fewer person keys, or a larger xi; then `sdc design` on the draft")
+            f"certified at xi = {design.config.risk.xi}{_why_none(design.candidates)}. Fixes: "
+            "coarser household keys (recode a rare value into a larger category), a "
+            "household-level key such as household size, fewer person keys, or a larger xi; "
+            "then `sdc design` on the draft")
     cand = design.candidates[rec]
     if cand.without_group_id:
         _as_person_file(draft, cand, cur)
         return True
     for k, r in cand.recoding.items():
+        if r["recode"] == AS_COLUMN:  # household size: a household column under protect
+            draft.keys.pop(k)
+            draft.partition.pop(k, None)
+            cols = draft.input.setdefault("household_columns", [])
+            if k not in cols:
+                cols.append(k)
+            if draft.risk.get("merge_along"):
+                draft.risk["merge_along"] = [m for m in draft.risk["merge_along"] if m != k]
+            continue
         draft.keys[k].recode = dict(r["recode"])
         draft.keys[k].recode_note = f"{r['name']} for households"
         draft.partition.pop(k, None)
@@ -177,6 +188,17 @@ def _before(cur: Any) -> str:
         _changes(cur))
 
 
+def _why_none(cands: list[Any]) -> str:
+    """Why the household design search certified nothing: the first protect candidate's
+    reason and the release without the group id's (what reassembles the groups, its fix and
+    cost), for the refusal."""
+    protect = next((c.note for c in cands if not c.without_group_id and c.note), "")
+    group = next((c.note for c in cands if c.without_group_id and c.note), "")
+    parts = [f"under protect: {protect}" if protect else "",
+             f"the release {group[len('without '):]}" if group.startswith("without ") else group]
+    return "".join(f"; {p}" for p in parts if p)
+
+
 def _figures(c: Any) -> dict[str, Any]:
     """The draft's check figures of the written candidate: records changed in expectation
     (``expected_changed``, ``sd_changed``: seed-free, the plan's), one draw's (``changed``)."""
@@ -194,6 +216,11 @@ def _as_person_file(draft: Draft, cand: Any, cur: Any) -> None:
     draft.input.pop("weight_release", None)
     draft.input["drop"].append(hid)
     draft.released_unchanged.extend(c for c in cols if c not in draft.released_unchanged)
+    for c in getattr(cand, "dropped", None) or []:  # one value per group: would reassemble
+        if c not in draft.input["drop"]:
+            draft.input["drop"].append(c)
+        if c in draft.released_unchanged:
+            draft.released_unchanged.remove(c)
     for kd in draft.keys.values():
         kd.level = "person"
     for k in ("composition", "households", "destinations", "near"):

@@ -37,10 +37,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.authoring.household_design_yaml import (
+    patch_mapping,
+    rebase_paths,
+    without_design_head,
+)
 from sdc.authoring.household_options import (
+    AS_COLUMN,
     band_candidates,
+    household_key_options,
     person_key_options,
     reassembling_columns,
+    reassembly_note,
     without_group_id,
 )
 from sdc.config.model import ReleaseConfig
@@ -50,8 +58,10 @@ from sdc.method.designs import design_of
 __all__ = ["HouseholdCandidate", "HouseholdDesign", "band_candidates", "evaluate_household_designs",
            "run_household_design"]
 
-N_SIM = 10
-"""Monte Carlo replays of the person-level intruder per candidate."""
+MAX_EXACT_SIZE = 40
+"""Largest household (group) whose candidates get the exact person-level certificate under
+protect (its cost grows with the square of the largest household: enterprises of 200 took
+hours); larger groups are released without the group id (docs/HOUSEHOLDS.md)."""
 
 NEAR = {"neighbours": 4}
 """The near design of every candidate (METHOD 7.12 under protect: 4 destinations, the spread
@@ -86,6 +96,10 @@ class HouseholdCandidate:
     #: draw's (seed 0)
     expected_changed: float = float("nan")
     changed_var: float = float("nan")
+    #: columns the release without the group id does not release (one value per group)
+    dropped: list[str] = field(default_factory=list)
+    #: (config, composition plan, compositions, HK rows): what the exact levels need
+    levels: Any = None
 
     @property
     def share_changed(self) -> float:
@@ -107,21 +121,32 @@ def _entropy(rows: np.ndarray) -> float:
 
 def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
               declared_entropy: float) -> None:
-    """Plan, draw once and measure ``cand`` on the declared-value ``frame``."""
+    """Plan ``cand`` on the declared-value ``frame`` and certify it (:func:`_plan`, then
+    :func:`_certify`)."""
+    _plan(frame, cand, base_dir, declared_entropy)
+    _certify(cand)
+
+
+def _plan(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
+          declared_entropy: float) -> None:
+    """The cheap part of a candidate, on the household aggregate: its composition table, the
+    composition stage's plan (once: the draw and the expectation reuse it), the composition
+    certificate, the expected records changed and its variance (exact, seed-free: the figure
+    ``sdc plan`` and ``sdc release`` print) and one draw's records and households changed. Status ``planned``; the exact
+    person- and household-level certificates are :func:`_certify`'s."""
     from sdc.config.load import parse_config
     from sdc.io.recode import recode_frame
     from sdc.method.cells import encode_key
     from sdc.method.household_batches import household_identity
     from sdc.method.household_composition import (
-        composition_plan,
         composition_stage,
         composition_table,
         expected_persons_changed,
         person_classes,
+        plan_composition_stage,
         realize_compositions,
     )
     from sdc.method.households import household_codes, person_config
-    from sdc.reports.households import protected_composition_risk
 
     cfg = parse_config(copy.deepcopy(cand.data), base_dir, source="household design")
     f = recode_frame(frame, cfg)
@@ -135,10 +160,11 @@ def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
         from sdc.method.household_weights import household_weights_of
 
         x_h = household_weights_of(f[cfg.input.weight], code, first.size)
-    cp = composition_plan(hk, tab, cfg, x_h)
+    planned = plan_composition_stage(hk, tab, cfg, x_h)
+    cp = planned[0]
     cand.expected_changed, cand.changed_var = expected_persons_changed(cp, tab)
     ident = household_identity(f.iloc[first], cfg)
-    st = composition_stage(ident, hk, tab, cfg, 0, x_h)
+    st = composition_stage(ident, hk, tab, cfg, 0, x_h, planned=planned)
     from sdc.method.draws import record_identity
 
     new = realize_compositions(code, pc, record_identity(f, person_config(cfg)),
@@ -147,86 +173,143 @@ def _evaluate(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
     cand.changed = int((hk_moved | (new != pc)).sum())
     cand.households_changed = int(st.changed.sum())
     cand.n_records = int(len(f))
-    comp = protected_composition_risk(ident, hk, tab, cfg, 1, n_sim=N_SIM,
-                                      certificate=(cp.certificate, cp.certificate_at),
-                                      weight=x_h)
-    cand.composition = {"certificate": comp["certificate"],
-                        "max_class_estimate": comp["max_class_estimate"],
-                        "person_max_cell_estimate": comp["person"]["max_cell_estimate"],
-                        "person_certificate": comp["person"]["certificate"],
-                        "household_level_certificate": comp["household_level"]["certificate"],
-                        "singular_sizes": cp.singular_sizes}
     cand.certificate = float(cp.certificate)
+    cand.composition = {"certificate": float(cp.certificate),
+                        "singular_sizes": cp.singular_sizes,
+                        "largest_household": int(tab.size.max(initial=0))}
     keys = np.column_stack([encode_key(f[k], k, cfg.key_variables[k]) for k in cfg.key_names])
     cand.entropy_kept = _entropy(keys) / declared_entropy if declared_entropy else 1.0
-    if comp["exceeds_xi"]:
+    cand.levels = (cfg, cp, tab, np.unique(hk, axis=0))
+    cand.status = "planned"
+    if cp.certificate > cfg.risk.xi + 1e-9:
         cand.status = "refused"
-        cand.note = "; ".join(
-            f"{n} certificate {v:.4f} > xi (exact)" for n, v in (
-                ("person-level", comp["person"]["certificate"]),
-                ("household-level", comp["household_level"]["certificate"]),
-                ("composition", comp["certificate"])) if v > cfg.risk.xi + 1e-9)
-    else:
-        cand.status = "certified"
+        cand.note = f"composition certificate {cp.certificate:.4f} > xi (exact)"
+
+
+def _certify(cand: HouseholdCandidate) -> None:
+    """The exact person- and household-level certificates of a planned candidate
+    (:func:`~sdc.reports.households.exact_levels`, docs/METHOD.md 7.7): certified when both
+    and the composition certificate are <= xi. Their cost grows with the square of the
+    largest household: above :data:`MAX_EXACT_SIZE` members (enterprises) they are not
+    computed and the candidate is not certified (docs/HOUSEHOLDS.md "Large groups")."""
+    from sdc.reports.households import exact_levels
+
+    if cand.status != "planned" or cand.levels is None:
+        return
+    cfg, cp, tab, hk_u = cand.levels
+    largest = int(tab.size.max(initial=0))
+    if largest > MAX_EXACT_SIZE:
+        cand.status = "refused"
+        cand.note = (f"groups of up to {largest:,} members: the exact person-level "
+                     f"certificate under protect is not computed above {MAX_EXACT_SIZE} members "
+                     "(large groups: release without the group id, docs/HOUSEHOLDS.md)")
+        return
+    levels = exact_levels(cp, tab, hk_u, cfg)
+    cand.composition.update({
+        "person_certificate": levels["person"]["certificate"],
+        "household_level_certificate": levels["household"]["certificate"]})
+    xi = float(cfg.risk.xi)
+    above = [f"{n} certificate {v:.4f} > xi (exact)" for n, v in (
+        ("person-level", levels["person"]["certificate"]),
+        ("household-level", levels["household"]["certificate"]),
+        ("composition", cand.certificate)) if v > xi + 1e-9]
+    cand.status = "refused" if above else "certified"
+    cand.note = "; ".join(above)
+
+
+def _protect_data(base: dict[str, Any], recoding: dict[str, dict[str, Any]],
+                  near: bool) -> dict[str, Any]:
+    """``base`` with ``risk.composition: protect``, the keys' ``recoding``, near compositions
+    (or NZY's uniform destinations) and ``theta: calibrated``."""
+    data = copy.deepcopy(base)
+    risk = dict(data.get("risk") or {})
+    for k, r in recoding.items():
+        (data.get("partition") or {}).pop(k, None)
+        if r["recode"] == AS_COLUMN:  # a household-size key released as a household column
+            data["key_variables"].pop(k)
+            inp = data["input"]
+            inp["household_columns"] = [*(inp.get("household_columns") or []), k]
+            if risk.get("merge_along"):
+                risk["merge_along"] = [m for m in risk["merge_along"] if m != k]
+            continue
+        data["key_variables"][k] = {**data["key_variables"][k], "recode": r["recode"]}
+    risk["composition"] = "protect"
+    risk.pop("destinations", None)
+    risk.pop("near", None)
+    if near:  # a moved household to a near composition
+        risk.update({"destinations": "near", "near": dict(NEAR)})
+    risk["theta"] = "calibrated"  # the smallest certified theta: fewer households move
+    risk.pop("households", None)  # the default: fail
+    data["risk"] = risk
+    return data
 
 
 def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
                                base: dict[str, Any], base_dir: Path
                                ) -> tuple[HouseholdCandidate, list[HouseholdCandidate]]:
-    """The config as written and the ``risk.composition: protect`` candidates, evaluated
-    (see the module docstring) on ``frame`` (the input in its declared values). Returns
-    (as written, candidates in order of records changed, certified first)."""
+    """The config as written and the ``risk.composition: protect`` candidates (see the
+    module docstring) on ``frame`` (the input in its declared values). Returns (as written,
+    candidates in order of records changed, certified first).
+
+    Aggregates first: every candidate is planned on the household table (composition plan,
+    exact expected records changed, composition certificate: :func:`_plan`); the costly exact
+    person- and household-level certificates (:func:`_certify`) are computed in the order
+    the recommendation prefers (:func:`recommend`) until one is certified. The others keep
+    their planned figures and the status ``not evaluated``."""
     from sdc.method.cells import encode_key
+    from sdc.method.household_composition import MAX_CLASSES
 
     kvs = config.input_key_variables
     declared = np.column_stack([encode_key(frame[k], k, kvs[k]) for k in config.key_names])
     declared_entropy = _entropy(declared)
     current = HouseholdCandidate(copy.deepcopy(base), {}, n_records=len(frame))
     _evaluate_current(frame, config, current)
-    options = person_key_options(frame, config)
-    from sdc.method.household_composition import MAX_CLASSES
-
+    coarser = household_key_options(frame, config)
+    options = [*person_key_options(frame, config), *(o for _, o in coarser)]
+    names = [*config.person_keys, *(k for k, _ in coarser)]
     cands = []
     for combo in itertools.product(*options):
-        if int(np.prod([c[2] for c in combo])) > MAX_CLASSES:
+        n_person = len(config.person_keys)
+        if int(np.prod([c[2] for c in combo[:n_person]])) > MAX_CLASSES:
             continue
-        data = copy.deepcopy(base)
-        recoding = {}
-        for k, (name, rule, n) in zip(config.person_keys, combo, strict=True):
-            if rule is None:
-                continue
-            data["key_variables"][k] = {**data["key_variables"][k], "recode": rule}
-            (data.get("partition") or {}).pop(k, None)
-            recoding[k] = {"name": name, "recode": rule, "released_values": n}
-        risk = dict(data.get("risk") or {})
-        risk.update({"composition": "protect"})
-        if risk.get("destinations") != "near":  # a moved household to a near composition
-            risk.update({"destinations": "near", "near": dict(NEAR)})
-        risk["theta"] = "calibrated"  # the smallest certified theta: fewer households move
-        risk.pop("households", None)  # the default: fail
-        data["risk"] = risk
-        cand = HouseholdCandidate(data, recoding)
-        try:
-            _evaluate(frame, cand, base_dir, declared_entropy)
-        except (InputError, SmallBlockError) as e:
-            cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
-        cands.append(cand)
-        if cand.status != "certified" and risk.get("destinations") == "near":
-            # near compositions can leave a person alone with its class where only its own
-            # household can bring it (exact person-level certificate 1, issue 44): the same
-            # recoding with NZY's uniform destinations
-            uni = copy.deepcopy(data)
-            uni["risk"].pop("destinations", None)
-            uni["risk"].pop("near", None)
-            alt = HouseholdCandidate(uni, recoding)
+        recoding = {k: {"name": name, "recode": rule, "released_values": n}
+                    for k, (name, rule, n) in zip(names, combo, strict=True) if rule is not None}
+        for near in (True, False):  # near compositions, and NZY's uniform destinations
+            cand = HouseholdCandidate(_protect_data(base, recoding, near), recoding)
             try:
-                _evaluate(frame, alt, base_dir, declared_entropy)
+                _plan(frame, cand, base_dir, declared_entropy)
             except (InputError, SmallBlockError) as e:
-                alt.status, alt.note = "refused", str(e).splitlines()[0][:200]
-            cands.append(alt)
-    cands.sort(key=lambda c: (c.status != "certified", c.share_changed))
+                cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
+            cands.append(cand)
     cands.append(_without_group_id(frame, config, base, base_dir))
+    _certify_preferred(cands)
+    for c in cands:
+        if c.status == "planned":
+            c.status = "not evaluated"
+            c.note = ("exact person- and household-level certificates not computed: a design "
+                      "the recommendation prefers is certified")
+    cands.sort(key=lambda c: (c.status != "certified", c.share_changed))
     return current, cands
+
+
+def _certify_preferred(cands: list[HouseholdCandidate]) -> None:
+    """Certify the planned candidates in the order :func:`recommend` prefers them, until
+    one is certified: first those changing at most :data:`TARGET` of the records (most
+    classes of the banded person keys, then fewest records), then all by records changed
+    (the release without the group id among them)."""
+    within = sorted((c for c in cands if c.status == "planned"
+                     and c.share_changed <= TARGET),
+                    key=lambda c: (-_numeric_classes(c), c.share_changed))
+    for c in within:
+        _certify(c)
+        if c.status == "certified":
+            return
+    for c in sorted(cands, key=lambda c: c.share_changed):
+        if c.status == "certified":
+            return
+        _certify(c)
+        if c.status == "certified":
+            return
 
 
 def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str, Any],
@@ -242,13 +325,17 @@ def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str
     gone = {hid, config.input.id_column, *(cand.data["input"].get("drop") or [])}
     released = [c for c in frame.columns if c not in gone]
     const, singled, groups = reassembling_columns(frame, hid, released)
+    if singled:  # the fix applied: the group-level columns that are neither key nor weight
+        weight = config.input.weight
+        fixed = [c for c in const if c not in config.key_names and c != weight]
+        if fixed:
+            cand.data["input"]["drop"] = [*cand.data["input"]["drop"], *fixed]
+            cand.dropped = fixed
+            released = [c for c in released if c not in fixed]
+            const, singled, groups = reassembling_columns(frame, hid, released)
     if singled:
-        shown = ", ".join(const[:6]) + (f" (+{len(const) - 6} more)" if len(const) > 6 else "")
         cand.status = "refused"
-        cand.note = (f"without the group id {hid}: {shown} have one value per household and "
-                     f"single out {singled:,} of {groups:,} households of 2+ members, so the "
-                     "households can be put back together; list them under input.drop to "
-                     "release without the group id")
+        cand.note = reassembly_note(frame, config, const, singled, groups, cand.dropped)
         return cand
     try:
         cfg = parse_config(copy.deepcopy(cand.data), base_dir, source="household design")
@@ -266,6 +353,9 @@ def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str
     cand.status = "certified"
     cand.note = (f"without the group id {hid}: a person file (no released column has one "
                  "value per household that singles a household out)")
+    if cand.dropped:
+        cand.note += (f"; not released (one value per household, they would put households "
+                      f"back together): {', '.join(cand.dropped)}")
     return cand
 
 
@@ -345,7 +435,8 @@ class HouseholdDesign:
                 "entropy_kept": c.entropy_kept, "tvd": float("nan"),
                 "certificate": c.certificate, "composition": c.composition, "note": c.note,
                 "risk": {k: v for k, v in (c.data.get("risk") or {}).items()},
-                "without_group_id": c.without_group_id}
+                "without_group_id": c.without_group_id,
+                "dropped": list(c.dropped)}
 
     def document(self) -> dict[str, Any]:
         cert = [i for i, c in enumerate(self.candidates) if c.status == "certified"]
@@ -393,11 +484,11 @@ class HouseholdDesign:
         if outdir:
             new["output"]["dir"] = str(outdir).rstrip("/") + "-design"
         if old_dir != new_dir:
-            _rebase_paths(new, old_dir, new_dir)
+            rebase_paths(new, old_dir, new_dir)
         yaml = YAML(typ="rt")
         yaml.width = 100
-        doc = yaml.load(_without_design_head(self.config_path.read_text(encoding="utf-8")))
-        _patch_mapping(doc, new)
+        doc = yaml.load(without_design_head(self.config_path.read_text(encoding="utf-8")))
+        patch_mapping(doc, new)
         quote_ambiguous(doc)  # categories yes/no, dates, numbers-as-strings stay strings
         buf = io.StringIO()
         yaml.dump(doc, buf)
@@ -423,76 +514,6 @@ class HouseholdDesign:
         lines = [w for h in head for w in textwrap.wrap(h, 96)]
         text = "".join(f"# {ln}\n" for ln in lines) + buf.getvalue()
         return write_atomic(out, text)
-
-
-def _without_design_head(text: str) -> str:
-    """A config written by ``sdc design`` and designed again loses its old comment block (the
-    new one replaces it); every other comment stays."""
-    from sdc.reports.recoding import DESIGN_MARK
-
-    lines = text.splitlines(keepends=True)
-    j = 0
-    if lines and lines[0].startswith(("# Written by `sdc design", DESIGN_MARK)):
-        while j < len(lines) and lines[j].startswith("#"):
-            j += 1
-    return "".join(lines[j:])
-
-
-def _rebase_paths(data: dict[str, Any], old_dir: Path, new_dir: Path) -> None:
-    """Relative paths of a config mapping (input, seed, output, hierarchy files) rewritten so
-    that they name the same files from ``new_dir``."""
-    import os
-
-    def rel(p: str) -> str:
-        q = Path(p).expanduser()
-        if q.is_absolute():
-            return p
-        return os.path.relpath((old_dir / q).resolve(), new_dir.resolve())
-
-    data["input"]["path"] = rel(str(data["input"]["path"]))
-    if isinstance(data.get("seed"), dict) and "file" in data["seed"]:
-        data["seed"]["file"] = rel(str(data["seed"]["file"]))
-    if (data.get("output") or {}).get("dir"):
-        data["output"]["dir"] = rel(str(data["output"]["dir"]))
-    for rule in [*(data.get("partition") or {}).values(),
-                 *((kv or {}).get("recode") for kv in (data.get("key_variables") or {}).values())]:
-        if isinstance(rule, dict) and "hierarchy" in rule:
-            rule["hierarchy"] = rel(str(rule["hierarchy"]))
-
-
-def _flow_node(value: Any) -> Any:
-    """A new value for the round-trip document: mappings and lists in flow style."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-    if isinstance(value, dict):
-        m = CommentedMap((k, _flow_node(v)) for k, v in value.items())
-        m.fa.set_flow_style()
-        return m
-    if isinstance(value, list):
-        q = CommentedSeq(_flow_node(v) for v in value)
-        q.fa.set_flow_style()
-        return q
-    return value
-
-
-def _patch_mapping(doc: Any, new: dict[str, Any]) -> None:
-    """Make the round-trip mapping ``doc`` equal to ``new`` touching only what differs (keys
-    added, removed or changed; nested mappings patched in place so their comments stay)."""
-    for k in [k for k in doc if k not in new]:
-        del doc[k]
-    for k, v in new.items():
-        if k in doc and isinstance(doc[k], dict) and isinstance(v, dict):
-            _patch_mapping(doc[k], v)
-        elif k not in doc or _plain(doc[k]) != v:
-            doc[k] = _flow_node(v)
-
-
-def _plain(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    return node
 
 
 def run_household_design(path: Path, config: ReleaseConfig,

@@ -14,6 +14,13 @@ search tries, per person key:
   its members: citizenship "EU+Other" next to "AT"), text categories only.
 
 At most :data:`~sdc.method.household_composition.MAX_CLASSES` person classes a candidate.
+
+Coarser household keys (:func:`household_key_options`): a household key equal to every
+household's member count (household size, detected from the data) **top-coded** at
+:data:`SIZE_TOPS` (a size key is never moved, so its rare large values are what leaves a
+household alone in its cell) or made a household column (the composition, a key under
+``protect``, holds the size: the fix the size-key refusal names), and a household key partitioned or recoded by a generalization
+**hierarchy** at each of the hierarchy's coarser levels (region -> larger region).
 """
 
 from __future__ import annotations
@@ -25,14 +32,24 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 
-__all__ = ["RARE_SHARE", "STANDARD_BANDS", "Option", "band_candidates", "person_key_options",
-           "reassembling_columns", "standard_bands", "without_group_id"]
+__all__ = ["AS_COLUMN", "RARE_SHARE", "SIZE_TOPS", "STANDARD_BANDS", "Option", "band_candidates",
+           "household_key_options", "person_key_options", "reassembling_columns",
+           "reassembly_note",
+           "standard_bands", "without_group_id"]
 
 STANDARD_BANDS = (16, 25, 50, 65)
 """Left edges of the standard age classes after the first: 0-15, 16-24, 25-49, 50-64, 65+."""
 
 RARE_SHARE = 0.10
 """A categorical person key's categories below this share of the persons are grouped."""
+
+SIZE_TOPS = (6, 5, 4)
+"""Top codes tried for a household-size key (the top class "5+" stands for 5 and more)."""
+
+AS_COLUMN: dict[str, Any] = {"as_household_column": True}
+"""The option that makes a household-size key a household column (released unchanged: under
+``risk.composition: protect`` every household keeps its members, so it is always right, and
+the composition, a key of the composition stage, holds the size; docs/HOUSEHOLDS.md)."""
 
 Option = tuple[str, dict[str, Any] | None, int]
 """(name, recode rule or None for as declared, number of released values)."""
@@ -89,6 +106,58 @@ def person_key_options(frame: pd.DataFrame, config: ReleaseConfig) -> list[list[
     return options
 
 
+def _size_key(frame: pd.DataFrame, config: ReleaseConfig, k: str) -> np.ndarray | None:
+    """The numeric values of household key ``k`` when it is every household's member count
+    (possibly top-coded already), else None."""
+    hid = config.input.household_id
+    v = pd.to_numeric(frame[k], errors="coerce")
+    if v.isna().any():
+        return None
+    size = frame.groupby(hid, sort=False)[hid].transform("size").to_numpy(float)
+    x = v.to_numpy(float)
+    top = float(x.max(initial=0.0))
+    ok = (x == size) | ((x == top) & (size >= top))
+    return x if bool(ok.all()) and np.unique(x).size > 1 else None
+
+
+def _hierarchy_levels(config: ReleaseConfig, k: str) -> tuple[dict[str, Any], int] | None:
+    """(the hierarchy rule's YAML mapping, its number of levels) of a household key that a
+    generalization hierarchy partitions or recodes, else None."""
+    from sdc.config.keys import Hierarchy
+
+    for rule in (config.key_variables[k].recode, (config.partition or {}).get(k)):
+        if isinstance(rule, Hierarchy) and rule.table:
+            return ({"hierarchy": str(rule.hierarchy), "delimiter": rule.delimiter},
+                    len(rule.table[0]))
+    return None
+
+
+def household_key_options(frame: pd.DataFrame,
+                          config: ReleaseConfig) -> list[tuple[str, list[Option]]]:
+    """Per household key with coarser classes to try (module docstring): ``(key, options)``,
+    the first option the key as written."""
+    out: list[tuple[str, list[Option]]] = []
+    kvs = config.key_variables
+    for k in config.household_keys:
+        opts: list[Option] = [("as written", None, kvs[k].size)]
+        x = _size_key(frame, config, k)
+        if x is not None:  # under protect the composition gives the size: a column suffices
+            opts.append(("a household column (the composition gives the size)", AS_COLUMN, 0))
+            for t in SIZE_TOPS:
+                if t < x.max():
+                    opts.append((f"top-coded {t}+", {"top": t},
+                                 int(np.unique(np.minimum(x, t)).size)))
+        h = _hierarchy_levels(config, k)
+        if h is not None:
+            rule, n_levels = h
+            for level in range(1, n_levels - 1):
+                opts.append((f"hierarchy level {level}", {**rule, "level": level},
+                             kvs[k].size))
+        if len(opts) > 1:
+            out.append((k, opts))
+    return out
+
+
 def without_group_id(base: dict[str, Any]) -> dict[str, Any]:
     """The config mapping ``base`` as a person file (docs/HOUSEHOLDS.md "Large groups"): the
     household (group) id dropped, every key a person key, the household columns released as
@@ -135,3 +204,35 @@ def reassembling_columns(frame: pd.DataFrame, group_id: str,
     per_group = g[const].first().loc[multi]
     singled = int((~per_group.duplicated(keep=False)).sum())
     return const, singled, len(multi)
+
+
+def reassembly_note(frame: pd.DataFrame, config: ReleaseConfig, const: list[str],
+                     singled: int, groups: int, dropped: list[str]) -> str:
+    """Why the release without the group id is refused after the automatic fix (the group
+    level columns that are neither key nor weight dropped), and what each remaining column
+    singles out alone: the weight (the fix would cost the weighted estimates) or the group
+    level keys (coarsen them)."""
+    hid = config.input.household_id
+    alone = []
+    for c in const:
+        n = reassembling_columns(frame, hid, [c])[1]
+        if n:
+            what = "the weight" if c == config.input.weight else (
+                "key" if c in config.key_names else "column")
+            alone.append(f"{what} {c} {n:,}")
+    keys = [c for c in const if c in config.key_names]
+    by_keys = reassembling_columns(frame, hid, keys)[1] if keys else 0
+    note = (f"without the group id {hid}: {', '.join(const)} have one value per household and "
+            f"single out {singled:,} of {groups:,} households of 2+ members, so the households "
+            "can be put back together")
+    if dropped:
+        note += f" (even with {', '.join(dropped)} dropped)"
+    if alone:
+        note += "; alone: " + ", ".join(alone)
+    if by_keys:
+        note += (f"; the household keys {' x '.join(keys)} single out {by_keys:,}: coarsen "
+                 "them")
+    if config.input.weight in const:
+        note += (f"; the weight {config.input.weight} has one value per household: released "
+                 "without the group id it would have to be dropped (no weighted estimates)")
+    return note

@@ -134,7 +134,8 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
                      overflow="fold")
     rec = doc["recommended"]["node"] if doc["recommended"] else None
     for p in doc["frontier"][:limit]:
-        recoding = "; ".join(f"{k}: {v['recode']}" for k, v in p["recoding"].items()) or "none"
+        recoding = "; ".join(f"{k}: {v['name'] if 'as_household_column' in v['recode'] else v['recode']}"
+                             for k, v in p["recoding"].items()) or "none"
         if p.get("without_group_id"):
             recoding = "without the group id: a person file (no household reassembled)"
         t.add_row("*" if p["node"] == rec else "", _expected(p, doc["records"]),
