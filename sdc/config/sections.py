@@ -98,10 +98,20 @@ class NearSpec(StrictModel):
     - ``neighbours`` = 2s: destinations of every cell (s on each side along the tour);
     - ``bandwidth`` h > 0: a_i proportional to exp(-(i-1)/h) (tour steps);
     - the **spread floor**: at least ``min_destinations`` destinations and none above
-      ``max_weight``. A PRB with fewer than 2s other cells gets the uniform W.
+      ``max_weight``. A PRB with fewer than 2s other cells gets the uniform W;
+    - ``kernel``: ``band`` (the tour above) or ``matching``: W = (1/2s) sum of 2s permutations
+      without fixed points, each the least-cost perfect matching of the PRB's cells not using
+      the pairs of the earlier ones, the cost the records a move changes (a composition stage:
+      the household's size when its household keys change, else the members its composition
+      changes; else the key distance). Fewer records change; a cell joining or leaving a PRB
+      can change every row (no series locality). ``matched``: how many of the 2s
+      destinations come from matchings (default all); the others are the tour's +1, -1, +2,
+      ... steps of the band kernel (the matchings then avoid those pairs).
     """
 
     bandwidth: float = 1.0
+    kernel: Literal["band", "matching"] = "band"
+    matched: int | None = None
     neighbours: int = 8
     min_destinations: int = 4
     max_weight: float = 0.25
@@ -115,6 +125,8 @@ class NearSpec(StrictModel):
                              f"{self.min_destinations}")
         if not 0.0 < self.max_weight < 1.0:
             raise ValueError(f"near.max_weight must lie in (0, 1), got {self.max_weight}")
+        if self.matched is not None and self.matched < 0:
+            raise ValueError(f"near.matched must be 0 or more, got {self.matched}")
         need = max(self.min_destinations, math.ceil(1.0 / self.max_weight - 1e-12))
         if self.neighbours < need:
             raise ValueError(

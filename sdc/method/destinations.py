@@ -17,7 +17,7 @@ import numpy as np
 from sdc.config.model import ReleaseConfig
 from sdc.method.blocks import Block
 from sdc.method.draws import cell_identity
-from sdc.method.near import key_metrics, near_transition
+from sdc.method.near import fragile_classes, key_metrics, near_transition
 from sdc.method.partition import Partitioned
 from sdc.method.risk import BlockRisk, calibrate_with
 from sdc.method.transition import Transition
@@ -45,6 +45,9 @@ class NearCertifier:
         self.metrics = key_metrics(config)
         self.cell_id = cell_identity(part.cells.key_codes, config)
         self._by_ps = _cells_by_partition_set(part)
+        self.fragile = (fragile_classes(part.cells.key_codes, part.cells.frequency,
+                                        part.sensitive, self.metrics, part.xi)
+                        if self.options.kernel == "matching" else None)
         self._designs: dict[tuple[int, ...], tuple[Transition, dict]] = {}
         self._risks: dict[tuple[tuple[int, ...], float], BlockRisk] = {}
 
@@ -63,7 +66,9 @@ class NearCertifier:
             c = self.part.cells
             self._designs[key] = near_transition(c.key_codes[idx], self.cell_id[idx],
                                                  c.frequency[idx], 1.0, self.metrics,
-                                                 self.options)
+                                                 self.options,
+                                                 None if self.fragile is None
+                                                 else self.fragile[idx])
         return self._designs[key]
 
     def transition(self, b: Block, theta: float) -> Transition:
@@ -100,8 +105,15 @@ def near_record(config: ReleaseConfig, certifier: NearCertifier,
     written): the kernel, its parameters, the key metrics, and per PRB which W it got and the
     SHA-256 of W."""
     o = config.risk.near_options
+    kernel = ("matching kernel W = (1/2s) sum_{i=1..2s} Q_i, Q_i the least-cost perfect "
+              "matching of the PRB's cells with themselves using no diagonal pair and no pair "
+              "of Q_1..Q_{i-1} (scipy linear_sum_assignment in the PRB's local cell order), "
+              "the cost the records a move changes (composition stage: the household's size "
+              "when a household key changes, else the members whose class changes; else the "
+              "key distance); s as for the band kernel; a PRB with fewer than 2s + 1 cells "
+              "gets the uniform W") if o.kernel == "matching" else None
     return {
-        "kernel": "band kernel W = sum_{i=1..s} a_i (P^i + P^-i) / 2, P one step along the "
+        "kernel": kernel or "band kernel W = sum_{i=1..s} a_i (P^i + P^-i) / 2, P one step along the "
                   "tour of the PRB's cells in the order of the reflected (boustrophedon) path "
                   "of the key domain (ordered keys outermost, then hierarchy levels top first, "
                   "then nominal keys by their number of values, the most innermost; an inner "

@@ -448,7 +448,8 @@ def composition_level_risks(cp: Any, table: Any) -> dict[str, LevelRisk]:
         return {"person": z, "household": z}
     person = level_risk(cells)
     household = level_risk(SourceCells(cells.hk, np.ones((cells.hk.size, 1), np.int64),
-                                       cells.t, cells.move, cells.group, cells.n_hk))
+                                       cells.t, cells.move, cells.group, cells.n_hk,
+                                       cells.indptr, cells.dest, cells.weight))
     return {"person": person, "household": household}
 
 

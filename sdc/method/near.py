@@ -32,6 +32,16 @@ records or the seed (docs/METHOD.md section 7.12):
 4. **Spread floor**: every row has 2s >= ``min_destinations`` destinations and no entry
    above ``max_weight``: a_1/2 <= max_weight, the a_i flattened towards 1/s just enough. A PRB
    with k - 1 < 2s other cells gets the uniform W (the flattest).
+5. **Matching kernel** (``near: {kernel: matching}``): W = (1/2s) sum_{i=1..2s} Q_i, Q_i the
+   permutation matrix of the least-cost perfect matching of the PRB's cells with themselves
+   that uses no diagonal pair and no pair of Q_1..Q_{i-1} (:func:`matching_destinations`;
+   the cost of j -> l the records the move changes, :func:`record_cost`). Each Q_i exists
+   (after i - 1 rounds the allowed pairs form a (k - i)-regular bipartite graph, which holds a
+   perfect matching by Hall's theorem), so W is exactly doubly stochastic with a zero
+   diagonal and 2s destinations of weight 1/(2s) per row (the spread floor holds). Not
+   symmetric in general, and not local under churn: a cell joining or leaving a PRB can change
+   every row. O(2s k^3) per PRB (scipy's shortest augmenting path; integer costs, the PRB's
+   local cell order, so the same W on every executor and in ``sdc audit``).
 """
 
 from __future__ import annotations
@@ -45,8 +55,9 @@ from sdc.config.model import Bands, Hierarchy, NearSpec, ReleaseConfig, TopBotto
 from sdc.method.generalize import generalize_domain
 from sdc.method.transition import Transition, nzy_move
 
-__all__ = ["KeyMetric", "key_distance", "key_metrics", "near_half", "near_transition", "offset_weights",
-           "tour_of"]
+__all__ = ["KeyMetric", "fragile_classes", "key_distance", "key_metrics",
+           "matching_destinations", "near_half",
+           "near_transition", "offset_weights", "record_cost", "tour_of"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +150,92 @@ def key_distance(codes: np.ndarray, rows: np.ndarray, metrics: list[KeyMetric]) 
     return d
 
 
+def record_cost(codes: np.ndarray, metrics: list[KeyMetric]) -> np.ndarray:
+    """(k, k) cost of moving a unit of cell j to cell l, for the matching kernel: on a
+    composition stage (one household size per PRB) the persons whose released keys change,
+    the household's size when a household key differs (every member takes the released
+    household keys), else the members realization gives another class (size - sum_c
+    min(n_c, n'_c)); on any other PRB the key distance :func:`key_distance`."""
+    codes = np.asarray(codes, dtype=np.int64)
+    rows = np.arange(codes.shape[0])
+    comp = [v for v, m in enumerate(metrics) if m.kind == "composition"]
+    if not comp:
+        return key_distance(codes, rows, metrics)
+    v = comp[0]
+    n = np.asarray(metrics[v].counts, dtype=np.int64)[codes[:, v]]
+    moved = np.abs(n[:, None, :] - n[None, :, :]).sum(axis=-1) // 2
+    hk = [u for u in range(codes.shape[1]) if u != v]
+    other = (codes[:, None, hk] != codes[None, :, hk]).any(axis=-1)
+    return np.where(other, n.sum(axis=1)[:, None], moved).astype(np.float64)
+
+
+def fragile_classes(codes: np.ndarray, frequency: np.ndarray, sensitive: np.ndarray,
+                    metrics: list[KeyMetric], xi: float) -> np.ndarray | None:
+    """(cells, P) bool: on a composition stage, class c of cell j is **fragile** when fewer
+    than 1/xi - 1 persons of class c live in non-sensitive households (which never move) with
+    j's household keys: a member of class c whose household keeps c (the worst rank: kept
+    whenever its class survives) can then be one of at most 2 released persons of its person
+    cell, and only a destination that takes the class away (or the household keys) lets it
+    leave. None on any other stage."""
+    comp = [v for v, m in enumerate(metrics) if m.kind == "composition"]
+    if not comp:
+        return None
+    v = comp[0]
+    codes = np.asarray(codes, dtype=np.int64)
+    n = np.asarray(metrics[v].counts, dtype=np.int64)[codes[:, v]]
+    hk = np.delete(codes, v, axis=1)
+    _, hk_row = np.unique(hk, axis=0, return_inverse=True)
+    hk_row = hk_row.reshape(-1)
+    fixed = np.zeros((int(hk_row.max()) + 1 if hk_row.size else 0, n.shape[1]))
+    still = ~np.asarray(sensitive, dtype=bool)
+    np.add.at(fixed, hk_row[still], n[still] * np.asarray(frequency)[still, None])
+    return (n > 0) & ((fixed[hk_row] + 1.0) * xi < 1.0)
+
+
+def _keeps(codes: np.ndarray, metrics: list[KeyMetric], fragile: np.ndarray) -> np.ndarray:
+    """(k, k, P) bool: destination l keeps fragile class c of cell j (same household keys and
+    n_{l,c} >= 1)."""
+    v = [u for u, m in enumerate(metrics) if m.kind == "composition"][0]
+    codes = np.asarray(codes, dtype=np.int64)
+    n = np.asarray(metrics[v].counts, dtype=np.int64)[codes[:, v]]
+    hk = np.delete(codes, v, axis=1)
+    same = (hk[:, None, :] == hk[None, :, :]).all(axis=-1)
+    return np.asarray(fragile, bool)[:, None, :] & same[:, :, None] & (n[None, :, :] > 0)
+
+
+def matching_destinations(cost: np.ndarray, n: int,
+                          keeps: np.ndarray | None = None) -> np.ndarray:
+    """(k, n) destinations of every cell under the matching kernel (module docstring, 5):
+    column i is the least-cost perfect matching (scipy's ``linear_sum_assignment``) that uses
+    no diagonal pair and no pair of the columns before it. Needs n <= k - 1. ``keeps`` (k,
+    k, P): destination l keeps fragile class c of cell j (:func:`fragile_classes`): the
+    matchings add (largest cost + 1) for every fragile class of j that l keeps and no earlier
+    destination of j took away, so every cell with a fragile class gets a destination that
+    lets its members leave wherever the PRB holds one (then the plain cost)."""
+    from scipy.optimize import linear_sum_assignment
+
+    c = np.array(cost, dtype=np.float64)
+    open_ = None if keeps is None else keeps.any(axis=1)  # (k, P) fragile classes still kept
+    unit = float(np.nanmax(np.where(np.isfinite(c), c, 0.0))) + 1.0
+    k = c.shape[0]
+    if n == 0:
+        return np.zeros((k, 0), dtype=np.int64)
+    if not 0 < n <= k - 1:
+        raise ValueError(f"a matching kernel of {n} destinations needs at least {n + 1} cells")
+    np.fill_diagonal(c, np.inf)
+    out = np.empty((k, n), dtype=np.int64)
+    for i in range(n):
+        m = c
+        if open_ is not None and open_.any():
+            m = c + unit * (keeps & open_[:, None, :]).sum(axis=-1)
+        r, col = linear_sum_assignment(m)
+        out[r, i] = col
+        c[r, col] = np.inf
+        if open_ is not None:
+            open_ &= keeps[r, col]
+    return out
+
+
 def _digits(codes: np.ndarray, metrics: list[KeyMetric]) -> list[np.ndarray]:
     """The tour's digits of every cell, outermost first: ordered keys (config order), then
     hierarchy keys (one digit per level, the top level first), then nominal keys by their
@@ -215,7 +312,8 @@ def near_half(options: NearSpec) -> int:
 
 def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarray,
                     theta: float, metrics: list[KeyMetric],
-                    options: NearSpec) -> tuple[Transition, dict]:
+                    options: NearSpec, fragile: np.ndarray | None = None
+                    ) -> tuple[Transition, dict]:
     """The near design of one PRB: ``(Transition, info)``.
 
     Parameters
@@ -230,6 +328,8 @@ def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarra
         m_j = theta / t_j.
     metrics : from :func:`key_metrics`.
     options : the ``risk.near`` options.
+    fragile : (k, P) bool, optional
+        The matching kernel's fragile classes of the cells (:func:`fragile_classes`).
 
     Returns
     -------
@@ -245,9 +345,22 @@ def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarra
                 {"w": "uniform", "why": f"k - 1 = {k - 1} other cells < {2 * half} "
                                         "destinations of the near design"})
     tour = _tour(np.asarray(codes, dtype=np.int64), cell_id, metrics)
-    a = offset_weights(half, options.bandwidth, options.max_weight)
     pos = np.empty(k, dtype=np.int64)
     pos[tour] = np.arange(k)
+    if options.kernel == "matching":
+        matched = 2 * half if options.matched is None else min(options.matched, 2 * half)
+        steps = np.arange(1, 2 * half - matched + 1)   # the tour's own: +1, -1, +2, ...
+        offs = np.where(steps % 2 == 1, (steps + 1) // 2, -(steps // 2))
+        band = tour[(pos[:, None] + offs[None, :]) % k]
+        cost = record_cost(codes, metrics)
+        cost[np.arange(k)[:, None], band] = np.inf     # pairs the tour already gives
+        keeps = None if fragile is None else _keeps(codes, metrics, fragile)
+        dest = np.sort(np.column_stack([band, matching_destinations(cost, matched, keeps)]),
+                       axis=1)
+        return (Transition(t, move, np.arange(k + 1, dtype=np.int64) * (2 * half), dest.ravel(),
+                           np.full(dest.size, 1.0 / (2 * half)), theta=float(theta),
+                           kind="near"), {"w": "near", "kernel": "matching"})
+    a = offset_weights(half, options.bandwidth, options.max_weight)
     offs = np.r_[np.arange(1, half + 1), -np.arange(1, half + 1)]
     dest = tour[(pos[:, None] + offs[None, :]) % k]            # (k, 2 half), row j = cell j
     w = np.r_[a, a] / 2.0

@@ -499,7 +499,7 @@ def group_near_w(part, config) -> NearW:
     floor (>= ``min_destinations``, none above ``max_weight``); a group too small for the
     floor keeps the uniform W."""
     from sdc.method.draws import cell_identity
-    from sdc.method.near import key_metrics, near_half, near_transition
+    from sdc.method.near import fragile_classes, key_metrics, near_half, near_transition
 
     codes = part.cells.key_codes
     ids = cell_identity(codes, config)
@@ -508,11 +508,14 @@ def group_near_w(part, config) -> NearW:
     floor = near_half(options.model_copy(update={"neighbours": 0}))
     half = near_half(options)
     t = part.cells.frequency
+    fragile = (fragile_classes(codes, t, part.sensitive, metrics, part.xi)
+               if options.kernel == "matching" else None)
 
     def near_w(cells: np.ndarray) -> Transition | None:
         s = max(floor, min(half, (cells.size - 1) // 2))
         tr, _ = near_transition(codes[cells], ids[cells], t[cells], 1.0, metrics,
-                                options.model_copy(update={"neighbours": 2 * s}))
+                                options.model_copy(update={"neighbours": 2 * s}),
+                                None if fragile is None else fragile[cells])
         return None if tr.uniform else tr
 
     return near_w

@@ -15,7 +15,8 @@ cells ascending by cell index, ``max_risk``) its **groups** (one group, the whol
 - ``w``: ``uniform`` (1/(k_g - 1) to every other cell of the group) or ``near``, with ``s`` (2s
   destinations per row) and ``tour`` (the group's local cells in tour order: W = sum_i a_i
   (P^i + P^-i) / 2 along it, a_i from ``near.bandwidth`` and ``near.max_weight``, METHOD.md
-  7.12);
+  7.12); ``matching`` (the matching kernel, ``near: {kernel: matching}``), with ``s`` and
+  ``destinations`` (every row's 2s local destination cells, each of weight 1/(2s));
 - ``max_risk``: the group's exact certificate as the release computed it (a weighted group's;
   for ``prb`` the PRB's, with the neighbourhood intruder under ``near``).
 
@@ -33,9 +34,11 @@ __all__ = ["DESIGNS_FORMAT", "design_record"]
 DESIGNS_FORMAT = "sdc-designs/1"
 
 
-def _near_group(tr: Any, members: np.ndarray, codes: np.ndarray, metrics: list) -> dict[str, Any]:
+def _near_group(tr: Any, members: np.ndarray, codes: np.ndarray, metrics: list,
+                matching: bool = False) -> dict[str, Any]:
     """``w``, ``s`` and ``tour`` of a group (``members``: PRB-local cells ascending) from the
-    PRB's transition ``tr`` (rows of a near group hold 2s entries)."""
+    PRB's transition ``tr`` (rows of a near group hold 2s entries); under the matching kernel
+    ``w`` ``matching`` and every row's ``destinations`` instead of the tour."""
     from sdc.method.near import tour_of
 
     if tr.indptr is None:
@@ -43,6 +46,10 @@ def _near_group(tr: Any, members: np.ndarray, codes: np.ndarray, metrics: list) 
     length = int(tr.indptr[members[0] + 1] - tr.indptr[members[0]])
     if length == 0:
         return {"w": "uniform"}
+    if matching:  # W = (1/2s) sum of permutations: every row's destinations (local cells)
+        return {"w": "matching", "s": length // 2,
+                "destinations": [tr.indices[tr.indptr[j]:tr.indptr[j + 1]].tolist()
+                                 for j in members]}
     return {"w": "near", "s": length // 2,
             "tour": members[tour_of(codes, metrics)].tolist()}
 
@@ -59,6 +66,7 @@ def design_record(plan: Any, config: Any) -> dict[str, Any] | None:
     codes = np.asarray(part.cells.key_codes, dtype=np.int64)
     near = bool(plan.design.near) if plan.design is not None else False
     metrics = key_metrics(config) if near else []
+    matching = near and config.risk.near_options.kernel == "matching"
     wd = getattr(plan, "weighted", None)
     w_all = None if wd is None else getattr(wd, "weight_total", None)
     prbs = []
@@ -72,7 +80,7 @@ def design_record(plan: Any, config: Any) -> dict[str, Any] | None:
             members = np.arange(cells.size)
             g = {"group": None, "cells": members.tolist(), "design": "prb",
                  "max_risk": float(plan.blocks["max_risk"].iat[b])}
-            g.update(_near_group(tr, members, codes[cells], metrics) if near
+            g.update(_near_group(tr, members, codes[cells], metrics, matching) if near
                      else {"w": "uniform"})
             groups.append(g)
         else:
@@ -88,7 +96,7 @@ def design_record(plan: Any, config: Any) -> dict[str, Any] | None:
                     g["weight_total"] = [float(x) for x in np.asarray(w_all)[cells[members]]]
                 else:
                     g["theta"] = float(r["theta"])
-                g.update(_near_group(tr, members, codes[cells[members]], metrics)
+                g.update(_near_group(tr, members, codes[cells[members]], metrics, matching)
                          if near and r["w"] == "near" else {"w": "uniform"})
                 groups.append(g)
         prbs.append({"prb": b, "theta": float(blk.theta), "t": t_all[cells].tolist(),

@@ -128,6 +128,13 @@ def group_risk(g: dict, t_prb: list[int], theta_b: float, near_opts: dict | None
         th = theta_b if g["design"] == "prb" else g["theta"]
         m = th / t
     k = t.size
+    if g["w"] == "matching":   # near: {kernel: matching}: every row's 2s destinations
+        local = {c: i for i, c in enumerate(g["cells"])}
+        w = np.zeros((k, k))
+        for j, dests in zip(g["cells"], g["destinations"], strict=True):
+            for d in dests:
+                w[local[j], local[d]] += 1.0 / len(dests)
+        return design_risk(t, m, w, True)
     if g["w"] == "near":
         local = {c: i for i, c in enumerate(g["cells"])}
         w = band_w([local[c] for c in g["tour"]], g["s"], near_opts["bandwidth"],

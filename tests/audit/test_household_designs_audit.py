@@ -26,6 +26,8 @@ DESIGNS = [
     ("near", False, "protect", "as_is"),
     ("near", True, "protect", "as_is"),
     ("near", True, "protect", "recalibrated"),
+    ("matching", False, "protect", "recalibrated"),   # near: {kernel: matching} (issue 44)
+    ("matching", True, "protect", "as_is"),
 ]
 
 
@@ -44,7 +46,9 @@ def _config(tmp: Path, src: Path, destinations: str, weighted: bool, composition
     risk: dict = {"households": "warn", "xi": 0.5, "weighted": weighted}
     if composition:
         risk["composition"] = composition
-    if destinations != "uniform":
+    if destinations == "matching":
+        risk.update({"destinations": "near", "near": {"neighbours": 4, "kernel": "matching"}})
+    elif destinations != "uniform":
         risk["destinations"] = destinations
     cfg = {"name": "hh",
            "input": {"path": str(src), "household_id": "hh_id", "id_column": "person_id",
@@ -69,5 +73,5 @@ def test_household_release_passes_its_audit(tmp_path, households, destinations, 
                                  weight_release))
     r = CliRunner().invoke(app, ["audit", str(rel)], terminal_width=400)
     assert r.exit_code == 0, r.output[-3000:]
-    if weighted and destinations == "near":  # the stage's W compared with its record
+    if weighted and destinations != "uniform":  # the stage's W compared with its record
         assert "composition stage: weighted near W re-derived = recorded" in r.output

@@ -420,7 +420,7 @@ def _protect(cfg: dict[str, Any]) -> None:
 # derived and perturbed columns of both levels in one release (they were two variants,
 # "weights" and "perturb-derived": three releases fewer, every feature still on every executor)
 @pytest.mark.parametrize("variant", ["plain", "weighted", "weights-perturb-derived",
-                                     "protect", "protect-weighted"])
+                                     "protect", "protect-weighted", "protect-matching"])
 def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_path, variant):
     """A household file (docs/HOUSEHOLDS.md): the streaming and Dask executors' releases equal
     the in-memory one file for file (households split over batches and Parquet pieces, changed
@@ -445,6 +445,9 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
             _protect(cfg)
         if variant.endswith("weighted"):  # balanced on the weights (docs/HOUSEHOLDS.md)
             cfg["risk"]["weighted"] = True
+        if variant == "protect-matching":  # near compositions by matchings (issue 44)
+            cfg["risk"].update({"destinations": "near", "theta": "calibrated",
+                                "near": {"neighbours": 4, "kernel": "matching"}})
         if variant == "weights-perturb-derived":
             _household_columns(frame, cfg)
         cfg["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})

@@ -49,8 +49,10 @@ def _config(tmp: Path, src: Path, **risk) -> Path:
     return path
 
 
-@pytest.mark.parametrize("risk", [{}, {"destinations": "near", "weighted": True}],
-                         ids=["uniform", "weighted-near"])
+@pytest.mark.parametrize("risk", [{}, {"destinations": "near", "weighted": True},
+                                  {"destinations": "near",
+                                   "near": {"neighbours": 4, "kernel": "matching"}}],
+                         ids=["uniform", "weighted-near", "near-matching"])
 def test_plan_expected_changed_is_the_composition_stages(tmp_path, households, risk):
     path = _config(tmp_path, households, **risk)
     summary = plan_job(path)
