@@ -299,9 +299,14 @@ def census_release(tmp_path_factory: pytest.TempPathFactory, cli) -> CensusRelea
     The seed file does not exist beforehand: this run creates it (mode 0600), and every
     variant written by ``config()`` reuses it.
     """
-    root = tmp_path_factory.mktemp("census")
+    return release_census(tmp_path_factory.mktemp("census"), CENSUS_CSV, cli)
+
+
+def release_census(root: Path, csv: Path, cli: Any) -> CensusRelease:
+    """``sdc release`` of the demo config on ``csv`` (the census sample or a part of it) under
+    ``root``, creating its seed file: the :class:`CensusRelease` of :func:`census_release`."""
     data = yaml.safe_load(CENSUS_YAML.read_text(encoding="utf-8"))
-    data["input"]["path"] = str(CENSUS_CSV)
+    data["input"]["path"] = str(csv)
     data["seed"] = {"file": str(root / "secrets" / "census.seed")}
     data["output"]["dir"] = str(root / "releases" / "reference")
     config_path = root / "reference.yaml"
