@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.io.spill import BucketSpill, bucket_bits
+from sdc.io.spill import bucket_bits
 from sdc.method.cell_passes import CellLocator
 from sdc.method.cells import CellTable
 from sdc.method.dependence import raise_if_dependent, schema_kinds
@@ -67,11 +67,16 @@ from sdc.pipeline.household_stage import HouseholdFileStage, ReleasedColumns, pe
 from sdc.pipeline.kernels import (
     ReleasedRecords,
     ReleaseOutcome,
-    write_public_files,
 )
 from sdc.pipeline.order import order_salt
-from sdc.pipeline.passes import ApplyTarget, Refinement, Runner, apply_pass, identity_pass
-from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
+from sdc.pipeline.passes import (
+    ApplyTarget,
+    Refinement,
+    Runner,
+    apply_pass,
+    identity_pass,
+    write_spilled,
+)
 from sdc.pipeline.report_parts import new_accumulator
 
 __all__ = ["HouseholdPlan", "plan_households", "stream_household_release"]
@@ -190,17 +195,12 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             acc, applied.add)
         # the report refinement passes run while the files below are written
         refinement = Refinement(runner, acc, stage, offsets)
-        records_file = None
-        if records_path is not None:
-            say("writing the internal records file")
-            records_file = write_records_from_buckets(
-                RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
-                cell_identity(table.key_codes, config), cell_prb)
-        say("writing the public file in household order")
         hid = config.input.household_id
-        files, public_table = write_public_files(
-            config, stage.schema, BucketSpill(tmp / "public", bits, piece=0).buckets(),
-            out_dir, lambda buckets, writer: write_household_buckets(buckets, writer, hid))
+        files, public_table, records_file = write_spilled(
+            target, config, stage.schema, out_dir, records_path,
+            cell_identity(table.key_codes, config), cell_prb, say,
+            lambda buckets, writer: write_household_buckets(buckets, writer, hid),
+            "in household order")
     except BaseException:
         if refinement is not None:
             refinement.cancel()

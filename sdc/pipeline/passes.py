@@ -38,14 +38,16 @@ from sdc.pipeline.kernels import (
     duplicate_ids_table,
     id_rows_with_identity,
     repeated_ids,
+    write_public_files,
 )
 from sdc.pipeline.order import ORDER_COLUMNS
-from sdc.pipeline.records_file import RecordsSpill
+from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
 from sdc.pipeline.report_parts import add_apply_batch, add_refine_batch, refine_columns
 
 __all__ = ["ApplyPart", "ApplyTarget", "Identities", "IdentityPart", "Refinement", "Released",
            "Runner", "Stage", "apply_batch", "apply_pass", "count_batch", "count_pass",
-           "duplicated_ids", "identity_batch", "identity_pass", "refine_batch", "refuse_empty"]
+           "duplicated_ids", "identity_batch", "identity_pass", "refine_batch", "refuse_empty",
+           "write_spilled"]
 
 
 class Runner(Protocol):
@@ -301,6 +303,28 @@ def apply_pass(runner: Runner, stage: Stage, target: ApplyTarget,
         whole_kept = part.whole_kept
         del part
     return offsets, kept, [whole_kept]
+
+
+def write_spilled(target: ApplyTarget, config: ReleaseConfig, schema: pa.Schema, out_dir: Path,
+                  records_path: Path | None, cell_id: np.ndarray, cell_prb: np.ndarray,
+                  say: Callable[[str], None],
+                  write: Callable[[list[Path], Any], Any] | None = None,
+                  order: str = "in order") -> tuple[dict[str, Path], Any, Path | None]:
+    """The records file (when asked: the cells' identities ``cell_id`` and PRBs ``cell_prb``)
+    and the public files (``write(buckets, writer)``: the file's public order, default the
+    keyed order) from the buckets the apply pass spilled into ``target.scratch``."""
+    tmp = Path(target.scratch)
+    records_file = None
+    if records_path is not None:
+        say("writing the internal records file")
+        records_file = write_records_from_buckets(
+            RecordsSpill(tmp / "records", target.bits, piece=0).buckets(), records_path,
+            cell_id, cell_prb)
+    say(f"writing the public file {order}")
+    files, public_table = write_public_files(
+        config, schema, BucketSpill(tmp / "public", target.bits, piece=0).buckets(), out_dir,
+        write)
+    return files, public_table, records_file
 
 
 # -- refinement passes ---------------------------------------------------------------------------

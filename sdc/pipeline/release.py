@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
-from sdc.io.spill import BucketSpill, bucket_bits
+from sdc.io.spill import bucket_bits
 from sdc.method.cell_passes import (
     CellLocator,
     add_dependence,
@@ -81,8 +81,9 @@ from sdc.pipeline.passes import (
     duplicated_ids,
     identity_pass,
     refuse_empty,
+    write_spilled,
 )
-from sdc.pipeline.records_file import RecordsSpill, write_records, write_records_from_buckets
+from sdc.pipeline.records_file import write_records
 from sdc.pipeline.report_parts import new_accumulator
 from sdc.reports.intruder import plan_design, start_intruder
 
@@ -356,8 +357,9 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
             files, public_table, records_file = _write_kept(box, config, schema, dplan,
                                                             out_dir, records_path, say)
         else:
-            files, public_table, records_file = _write_spilled(tmp, bits, config, schema,
-                                                               dplan, out_dir, records_path, say)
+            files, public_table, records_file = write_spilled(
+                target, config, schema, out_dir, records_path, dplan.cell_id, dplan.cell_prb,
+                say)
     except BaseException:
         if refinement is not None:
             refinement.cancel()
@@ -394,20 +396,3 @@ def _identities(runner: Runner, stage: PersonStage,
         return (identities.of(k), raw)
 
     return identity_of
-
-
-def _write_spilled(tmp: Path, bits: int, config: ReleaseConfig, schema: pa.Schema,
-                   dplan: DrawPlan, out_dir: Path, records_path: Path | None,
-                   say: Callable[[str], None]) -> tuple[dict[str, Path], Any, Path | None]:
-    """The records file (when asked) and the public files from the buckets the apply pass
-    spilled into ``tmp``."""
-    records_file = None
-    if records_path is not None:
-        say("writing the internal records file")
-        records_file = write_records_from_buckets(
-            RecordsSpill(tmp / "records", bits, piece=0).buckets(), records_path,
-            dplan.cell_id, dplan.cell_prb)
-    say("writing the public file in order")
-    files, public_table = write_public_files(
-        config, schema, BucketSpill(tmp / "public", bits, piece=0).buckets(), out_dir)
-    return files, public_table, records_file
