@@ -19,7 +19,9 @@ waiting for a CPU (``runq``: the machine is busy) / sleeping (waiting on a serve
 subprocess, a timeout). ``python tests/durations.py --cpu cpu.jsonl`` sums it per folder;
 ``--timeline cpu.jsonl`` shows per minute how many cores the machine kept busy, and when each
 xdist worker ran out of work (each line also holds the worker, its end time and the machine's
-busy CPU seconds).
+busy CPU seconds). ``python tests/durations.py --reap CMD ...`` runs CMD and prints the CPU
+of it and of every descendant, the daemonized Prefect servers included (``/usr/bin/time``
+misses them).
 """
 
 from __future__ import annotations
@@ -187,7 +189,35 @@ def cpu_summary(path: Path) -> str:
     return "\n".join([head, *rows])
 
 
+def reap(argv: list[str]) -> int:
+    """Run ``argv`` as a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``) and print the CPU
+    of it and of every descendant, those that daemonize included: the Prefect servers a run
+    starts (flows.server_process forks away from its parent), which ``/usr/bin/time`` and the
+    shell never count, are reparented here and reaped when they stop. Returns argv's exit
+    code."""
+    import ctypes
+    import resource
+    import subprocess
+
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    code = subprocess.call(argv)
+    deadline = time.monotonic() + 120  # a server still stopping after the run
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.2)
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"CPU of the run and every descendant: user {ru.ru_utime:.1f} s + sys "
+          f"{ru.ru_stime:.1f} s = {ru.ru_utime + ru.ru_stime:.1f} s", file=sys.stderr)
+    return code
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--reap":
+        sys.exit(reap(sys.argv[2:]))
     if sys.argv[1] == "--cpu":
         print(cpu_summary(Path(sys.argv[2])))
         sys.exit(0)
