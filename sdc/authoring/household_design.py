@@ -267,7 +267,8 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
     coarser = household_key_options(frame, config)
     options = [*person_key_options(frame, config), *(o for _, o in coarser)]
     names = [*config.person_keys, *(k for k, _ in coarser)]
-    cands = []
+    cands: list[HouseholdCandidate] = []
+    seen: set[str] = set()
     for combo in itertools.product(*options):
         n_person = len(config.person_keys)
         if int(np.prod([c[2] for c in combo[:n_person]])) > MAX_CLASSES:
@@ -275,7 +276,11 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
         recoding = {k: {"name": name, "recode": rule, "released_values": n}
                     for k, (name, rule, n) in zip(names, combo, strict=True) if rule is not None}
         for near in (True, False):  # near compositions, and NZY's uniform destinations
-            cand = HouseholdCandidate(_protect_data(base, recoding, near), recoding)
+            data = _protect_data(base, recoding, near)
+            if (sig := repr(data)) in seen:  # an option equal to the config's own recoding
+                continue
+            seen.add(sig)
+            cand = HouseholdCandidate(data, recoding)
             try:
                 _plan(frame, cand, base_dir, declared_entropy)
             except (InputError, SmallBlockError) as e:

@@ -211,8 +211,11 @@ def _say_household_draft(draft: Any, out: Path, keys: list[str], console: Consol
         return
     console.print(
         f"{c['records']:,} records, household file ({hid}); household "
-        f"keys {', '.join(hk)}; person keys {', '.join(k for k in keys if k not in hk)}; "
-        f"{cert}; {_changes(c)}"
+        f"keys {', '.join(hk)}; person keys "
+        f"{', '.join(k for k in keys if k not in hk and k in draft.keys)}; "
+        + "".join(f"{k}: a household column (the design's); " for k in keys
+                  if k not in draft.keys)
+        + f"{cert}; {_changes(c)}"
         + ("; risk.composition: protect" if draft.risk.get("composition") else ""),
         markup=False, soft_wrap=True)
     _say_review(out, console)

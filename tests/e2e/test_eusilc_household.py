@@ -53,19 +53,18 @@ def _arpr_by_region(d: pd.DataFrame) -> pd.DataFrame:
 
 
 def _share(text: str) -> float:
-    m = re.search(r"about ([\d,]+) records", text)
+    m = re.search(r"([\d,]+) records \([\d.]+%\) expected to change", " ".join(text.split()))
     assert m, text[-600:]
     return int(m.group(1).replace(",", ""))
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    "since the exact person- and household-level certificates under protect (issue 44 item 1) "
-    "no household design of this file is certified: household-key cells of 1-2 households "
-    "(sizes 7-9 in small regions: household-level 0.5) and persons alone in their class within "
-    "region x size (person-level 1.0); the design search does not yet top-code household "
-    "keys (household size 5+), and the file without the household id fails the dependence "
-    "check (household values shared by members, the weight). `sdc init` exits 2 here"))
+    "the done-when's 10% is not reached: the design search's recommendation (household size a "
+    "household column, age in the 5 standard bands, near compositions) is certified at all "
+    "three levels but changes 11.9% of the records in expectation (1,760, SD 44); with household "
+    "size as a key no protect design is certified (the two 9-person households are a singular "
+    "size whose household-key draw would move it) (issue 44)"))
 def test_eusilc_init_design_release(eusilc_csv, tmp_path):
     job, d = tmp_path / "job.yaml", tmp_path / "d.yaml"
     shutil.copy(eusilc_csv, tmp_path / "eusilc.csv")
@@ -107,3 +106,4 @@ def test_eusilc_init_design_release(eusilc_csv, tmp_path):
     a, b = _arpr_by_region(orig), _arpr_by_region(pub)
     z = (b["rate"] - a["rate"]) / a["se"]
     assert (z.abs() <= 2).all(), z
+    assert changed <= 0.10 * n, changed  # the done-when (issue 44), last: the rest holds
