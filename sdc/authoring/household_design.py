@@ -458,6 +458,13 @@ class HouseholdDesign:
             "current": cur,
             "recommended": None if rec is None else self._doc(rec, self.candidates[rec]),
             "frontier": [self._doc(i, self.candidates[i]) for i in cert],
+            # why the best refused household design and the release without the group id
+            # were refused (what `sdc design` prints when nothing is certified)
+            "refused": {
+                "protect": next((c.note for c in self.candidates
+                                 if not c.without_group_id and c.status == "refused"), ""),
+                "without_group_id": next((c.note for c in self.candidates
+                                          if c.without_group_id and c.status == "refused"), "")},
         }
 
     def write(self, i: int, out: str | Path) -> Path:

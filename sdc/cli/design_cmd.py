@@ -146,6 +146,11 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
     if rec is None:
         console.print("no household design is certified at this xi: coarser household keys "
                       "or a larger xi", style="yellow")
+        for what, note in (doc.get("refused") or {}).items():
+            if note:
+                label = ("protect, the fewest records changed" if what == "protect"
+                         else "the release without the group id")
+                console.print(f"{label}: {note}", markup=False)
         return
     r = doc["recommended"]
     if r.get("without_group_id"):
