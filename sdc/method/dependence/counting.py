@@ -118,11 +118,11 @@ class DependenceCounter:
             if c in paired:
                 hashes[c] = h
             b = (h & _MASK).astype(np.int64)
-            if c not in self._dense and np.count_nonzero(
-                    np.bincount(b, minlength=1 << HASH_BITS)) > DENSE_VALUES:
+            here = np.bincount(b, minlength=1 << HASH_BITS)  # records per value bucket
+            if c not in self._dense and np.count_nonzero(here) > DENSE_VALUES:
                 self._to_dense(c)
             if c in self._dense:
-                self._scatter(c, b, ones, key_codes, key_codes)
+                self._scatter(c, b, ones, key_codes, key_codes, here)
             else:
                 vals = reduce_values(b, ones, key_codes, key_codes)
                 self._values[c].append(vals)
@@ -132,12 +132,18 @@ class DependenceCounter:
             if c not in self._wide:
                 u, n = counted(both)
                 ucell, ub = u >> HASH_BITS, u & int(_MASK)
+                ukeys = {}  # each key's codes of the combinations' cells, gathered once
                 for (k1, k2) in self.key_pairs:
                     s1, s2 = self.sizes[k1], self.sizes[k2]
-                    code = (ub * s1 + cell_keys[ucell, k1]) * s2 + cell_keys[ucell, k2]
+                    for k in (k1, k2):
+                        if k not in ukeys:
+                            ukeys[k] = cell_keys[ucell, k]
+                    code = (ub * s1 + ukeys[k1]) * s2 + ukeys[k2]
                     self._combos[c][(k1, k2)].append(counted(code, n))
             u, n = counted(both[keep])
-            self._pairs[c].append(reduce_pairs(fcell[u >> HASH_BITS], u & int(_MASK), n))
+            # sorted distinct (cell, value) codes: (cell, bucket) pairs already sorted and
+            # distinct (the cells are factorized in order), as reduce_pairs would give them
+            self._pairs[c].append((fcell[u >> HASH_BITS], u & int(_MASK), n))
             self._order[c].append(order_part(frame[c], fcode, fcell, keep, key_codes))
         for s in self.pairs.columns:
             self._order[s.key].append(image_part(*pair_image(frame, s, hashes), fcode, fcell,
@@ -251,10 +257,13 @@ class DependenceCounter:
         self._values[c] = []
 
     def _scatter(self, c: str, bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
-                 hi: np.ndarray) -> None:
+                 hi: np.ndarray, here: np.ndarray | None = None) -> None:
+        """Scatter value-bucket parts into ``c``'s dense table (``count`` None: one record
+        per row; ``here``: its per-bucket counts when already made)."""
         n, dlo, dhi = self._dense[c]
         if count is None:  # one per record
-            here = np.bincount(bucket, minlength=n.size)
+            if here is None:
+                here = np.bincount(bucket, minlength=n.size)
             n += here
             if lo.dtype != np.int64 or hi.dtype != np.int64:  # narrow codes: a table each
                 reached = here > 0

@@ -125,6 +125,23 @@ def _order_bins(kind: str, x: np.ndarray, e: int) -> np.ndarray:
     return x >> e
 
 
+def _relative_bins(kind: str, x: np.ndarray, e: int, lo: float) -> tuple[np.ndarray, int]:
+    """(bins - base, base) of :func:`_order_bins`, base the smallest bin (that of ``lo``, the
+    smallest value: the bins are monotone). Numbers in the normal range: scaled, floored and
+    shifted in one float array (exact: a power-of-two scaling, integers below 2**53), one
+    integer conversion."""
+    if kind == "num" and x.dtype == np.float64 and -1022 <= e <= 1022:
+        y = x * (2.0 ** -e)
+        np.floor(y, out=y)
+        base = math.floor(lo * (2.0 ** -e))
+        if base:
+            y -= base
+        return y.astype(np.int64), int(base)
+    bins = _order_bins(kind, x, e)
+    base = int(bins.min())
+    return bins - base, base
+
+
 def _order_width(kind: str, lo: float, hi: float, e: int | None = None) -> int:
     """The smallest e (at least ``e``) whose bins of [lo, hi] number at most 2**ORDER_BITS;
     for numbers never finer than float64's resolution at max(|lo|, |hi|) (bins < 2**53)."""
@@ -213,9 +230,7 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, fcode: np.ndarray,
     lo_i, hi_i = (float(x.min()), float(x.max())) if kind == "num" else (int(x.min()),
                                                                          int(x.max()))
     e = _order_width(kind, lo_i, hi_i)
-    bins = _order_bins(kind, x, e)
-    base = int(bins.min())
-    rel = bins - base
+    rel, base = _relative_bins(kind, x, e, lo_i)
     size = 1 << ORDER_BITS
     n = np.bincount(rel, minlength=size)
     present = np.flatnonzero(n)
@@ -225,6 +240,8 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, fcode: np.ndarray,
         lo[:, k] = extreme_table(np.minimum, rel, key_codes[:, k], size)[present]
         hi[:, k] = extreme_table(np.maximum, rel, key_codes[:, k], size)[present]
     u, cnt = counted((fcode[keep].astype(np.int64) << ORDER_BITS) | rel[keep])
-    pc, pb, pn = reduce_cell_bins(fcell[u >> ORDER_BITS], (u & (size - 1)) + base, cnt)
+    # sorted distinct (cell, bin) codes: the pairs are sorted and distinct already (the cells
+    # are factorized in order), as reduce_cell_bins would give them
+    pc, pb, pn = fcell[u >> ORDER_BITS], (u & (size - 1)) + base, cnt
     return OrderPart(kind, e, lo_i, hi_i, present.astype(np.int64) + base,
                      n[present].astype(np.int64), lo, hi, pc, pb, pn)

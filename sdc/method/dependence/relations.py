@@ -39,7 +39,7 @@ class SortedValues:
     ``SORTED_RECORDS`` records in all is dropped (``over``) wherever the limit is crossed."""
 
     columns: tuple[str, ...]
-    _parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = field(
+    _parts: dict[str, list[tuple]] = field(
         default_factory=dict)
     _count: dict[str, int] = field(default_factory=dict)
     over: set[str] = field(default_factory=set)
@@ -47,7 +47,10 @@ class SortedValues:
     skipped: set[str] = field(default_factory=set)
 
     def add(self, frame: pd.DataFrame, cell_id: np.ndarray, key_codes: np.ndarray) -> None:
-        """A batch: every record's value of each column (when numeric), cell and key codes."""
+        """A batch: every record's value of each column (when numeric), cell and key codes.
+        Counted now, gathered only when read (:meth:`values`): a file of more than
+        ``SORTED_RECORDS`` records drops every batch's part when they merge, so a batch of
+        such a file gathers nothing."""
         for c in self.columns:
             if c in self.over or c in self.skipped:
                 continue
@@ -57,10 +60,14 @@ class SortedValues:
                 self._parts.pop(c, None)
                 continue
             _, x, valid = img
-            self._append(c, (x[valid], cell_id[valid], key_codes[valid].astype(np.int32)))
+            k = int(np.count_nonzero(valid))
+            self._append(c, (x, None if k == valid.size else valid, cell_id, key_codes, k))
 
-    def _append(self, c: str, part: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        self._count[c] = self._count.get(c, 0) + int(part[0].size)
+    def _append(self, c: str, part: tuple) -> None:
+        """Add a part: (values, cell ids, key codes) as read, or a batch's ungathered
+        (values, valid or None, cell ids, key codes, number valid)."""
+        self._count[c] = self._count.get(c, 0) + (int(part[0].size) if len(part) == 3
+                                                  else part[4])
         if self._count[c] > SORTED_RECORDS:
             self.over.add(c)
             self._parts.pop(c, None)
@@ -86,9 +93,20 @@ class SortedValues:
         parts = self._parts.get(c, [])
         if not parts:
             return None
+        parts = [_gathered(p) for p in parts]
         x, cell, keys = (np.concatenate([p[i] for p in parts]) for i in range(3))
         self._parts[c] = [(x, cell, keys)]
         return x, cell, keys
+
+
+def _gathered(part: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(valid values, their cell ids, their key codes as int32) of a part."""
+    if len(part) == 3:
+        return part
+    x, valid, cell_id, key_codes, _ = part
+    if valid is None:
+        return x, cell_id, np.asarray(key_codes, dtype=np.int32)
+    return x[valid], cell_id[valid], key_codes[valid].astype(np.int32)
 
 
 def sorted_parts(x: np.ndarray, cell: np.ndarray, key_codes: np.ndarray,
