@@ -119,9 +119,12 @@ class DependenceCounter:
                 hashes[c] = h
             b = (h & _MASK).astype(np.int64)
             here = np.bincount(b, minlength=1 << HASH_BITS)  # records per value bucket
-            if c not in self._dense and np.count_nonzero(here) > DENSE_VALUES:
-                self._to_dense(c)
-            if c in self._dense:
+            dense = c not in self._dense and np.count_nonzero(here) > DENSE_VALUES
+            if dense and not self._values[c]:
+                self._new_dense(c, b, key_codes, here)  # a batch's own: no merge into it
+            elif c in self._dense or dense:
+                if dense:
+                    self._to_dense(c)
                 self._scatter(c, b, ones, key_codes, key_codes, here)
             else:
                 vals = reduce_values(b, ones, key_codes, key_codes)
@@ -255,6 +258,24 @@ class DependenceCounter:
         for (b, n, lo, hi) in self._values[c]:
             self._scatter(c, b, n, lo, hi)
         self._values[c] = []
+
+    def _new_dense(self, c: str, bucket: np.ndarray, key_codes: np.ndarray,
+                   here: np.ndarray) -> None:
+        """``c``'s dense value table made from one batch's records (``here``: its per-bucket
+        counts): each key's extremes written once (no table filled with sentinels to be
+        merged into), the buckets no record reached set to the sentinels after. The same
+        table :meth:`_to_dense` and :meth:`_scatter` give."""
+        size = 1 << HASH_BITS
+        miss = np.flatnonzero(here == 0)
+        lo = np.empty((self.n_keys, size), np.int64)
+        hi = np.empty((self.n_keys, size), np.int64)
+        for k in range(self.n_keys):
+            lo[k] = extreme_table(np.minimum, bucket, key_codes[:, k], size)
+            hi[k] = extreme_table(np.maximum, bucket, key_codes[:, k], size)
+        lo[:, miss] = np.iinfo(np.int64).max
+        hi[:, miss] = np.iinfo(np.int64).min
+        self._dense[c] = (here.astype(np.int64, copy=False), lo, hi)
+        self._wide.add(c)
 
     def _scatter(self, c: str, bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
                  hi: np.ndarray, here: np.ndarray | None = None) -> None:
