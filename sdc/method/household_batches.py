@@ -558,6 +558,6 @@ def _recalibrated(agg: HouseholdAggregate, hs: HouseholdStageResult,
 
     w = config.input.weight
     raw = pd.to_numeric(agg.columns[w], errors="raise").to_numpy(np.float64)
-    new = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, raw)
+    new = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, raw, w)
     return pd.DataFrame({w: new})
 

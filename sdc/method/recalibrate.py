@@ -4,21 +4,26 @@ docs/METHOD.md 7.13).
 A calibrated survey weight is, by construction, close to a function of the calibration
 classes (region x household size in an income survey: eusilc's rb050 is one value per
 combination), so released unchanged it shows a moved household's original household keys.
-Released recalibrated, it is a function of the *released* household keys instead:
+Released recalibrated, it is a function of released values only: one weight per cell
+(l, s) of the released household-key combination l and the household size s (its number of
+members, which every household release shows and keeps: households are released whole),
+raked (iterative proportional fitting) to two margins of the original file:
 
-    w*(l) = T(l) / N*(l),   T(l) = sum over households h originally in l of size_h w_h,
-                            N*(l) = sum over households released in l of size_h,
+- the released household-key combinations: sum over households released in l of
+  size_h w*(l, s_h) = T(l) = sum over households h originally in l of size_h w_h;
+- the household sizes: sum over households of size s of size_h w*(l_h, s) = T_s = sum over
+  households of size s of size_h w_h (households keep their size, so the weighted
+  household size distribution is the original's too).
 
-for every released household-key combination l. The person-weighted total of every released
-household-key combination then equals the original one, T(l) (post-stratification to the
-original totals on the released keys). A combination that no household is released in loses
-its total; the cell weights are then raked (iterative proportional fitting) to the original
-one-key margins of every household key, so those margins still hold (all but a margin value
-no household is released with, whose total is lost: it is left out of the raking). When the
-margins cannot be met by positive cell weights (the raking does not converge in
-:data:`MAX_ROUNDS` rounds) the post-stratified weights are kept: every released combination's
-total exact, the lost ones' missing. Every member of a
-household carries its household's w*.
+The raking starts from the post-stratified w*(l) = T(l) / N*(l), adjusts the size margin then
+the key margin in every round (so the key totals hold to rounding) and stops when every margin
+total is met to :data:`TOLERANCE` (relative). A combination that no household is released in
+loses its total; the key margin is then the original one-key margins of every household key
+instead (all but a margin value no household is released with, whose households' total is
+lost: the size totals are then scaled to the total the key margins carry, keeping the
+original size shares, so the margins stay consistent). Margins that
+positive cell weights cannot meet within :data:`MAX_ROUNDS` rounds are refused
+(:class:`RecalibrationError`, exit 2). Every member of a household carries its cell's w*.
 
 Whole arrays; the loop is over raking rounds (at most :data:`MAX_ROUNDS`), never records.
 """
@@ -27,59 +32,106 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MAX_ROUNDS", "recalibrated_weights"]
+from sdc.errors import InputError
 
-MAX_ROUNDS = 100
-"""Raking rounds at most (when a combination's total was lost)."""
+__all__ = ["MAX_ROUNDS", "TOLERANCE", "RecalibrationError", "recalibrated_weights"]
+
+MAX_ROUNDS = 1000
+"""Raking rounds at most."""
+
+TOLERANCE = 1e-10
+"""Largest relative error of a margin total the raking accepts."""
+
+
+class RecalibrationError(InputError):
+    """The recalibrated weight cannot meet its margins (exit 2)."""
 
 
 def recalibrated_weights(before: np.ndarray, after: np.ndarray, size: np.ndarray,
-                         weight: np.ndarray) -> np.ndarray:
+                         weight: np.ndarray, name: str = "the weight") -> np.ndarray:
     """w* of every household (H,): ``before`` / ``after`` (H, p) its original and released
-    household-key codes, ``size`` (H,) its members, ``weight`` (H,) its weight (constant
-    within the household). See the module docstring."""
+    household-key codes, ``size`` (H,) its members (the same before and after), ``weight``
+    (H,) its weight (constant within the household); ``name`` the weight column (messages).
+    See the module docstring."""
+    size = np.asarray(size, np.float64)
     before = np.asarray(before, np.int64).reshape(len(size), -1)
     after = np.asarray(after, np.int64).reshape(len(size), -1)
-    size = np.asarray(size, np.float64)
     weight = np.asarray(weight, np.float64)
+    x = size * weight
     both = np.vstack([before, after])
     combos, inv = np.unique(both, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     c_before, c_after = inv[:len(size)], inv[len(size):]
-    n = combos.shape[0]
-    total = np.bincount(c_before, weights=size * weight, minlength=n)
-    persons = np.bincount(c_after, weights=size, minlength=n)
-    w = np.divide(total, persons, out=np.zeros(n), where=persons > 0)
-    lost = (persons == 0) & (total > 0)
-    if lost.any():
-        w = _rake(w, persons, combos, c_before, size * weight)
-    return w[c_after]
+    sizes, s_code = np.unique(size.astype(np.int64), return_inverse=True)
+    s_code = s_code.reshape(-1)
+    n, k = combos.shape[0], sizes.size
+    # the cells (combination, size) as flat codes; w starts post-stratified per combination
+    cell_after = c_after * k + s_code
+    persons = np.bincount(cell_after, weights=size, minlength=n * k)
+    total = np.bincount(c_before, weights=x, minlength=n)
+    p_combo = np.bincount(c_after, weights=size, minlength=n)
+    w_combo = np.divide(total, p_combo, out=np.zeros(n), where=p_combo > 0)
+    w = np.where(persons > 0, np.repeat(w_combo, k), 0.0)  # an empty cell carries nothing
+    cell_combo = np.repeat(np.arange(n), k)
+    cell_size = np.tile(np.arange(k), n)
+    size_total = np.bincount(s_code, weights=x, minlength=k)
+    if ((p_combo == 0) & (total > 0)).any():  # a lost combination: the one-key margins
+        kept = np.where(_gone(combos, p_combo > 0)[c_before], 0.0, x)
+        margins = [(combos[cell_combo, j], np.bincount(combos[c_before, j], weights=kept,
+                                                       minlength=int(combos[:, j].max()) + 1))
+                   for j in range(combos.shape[1])]
+        size_total = size_total * (kept.sum() / x.sum() if x.sum() > 0 else 0.0)  # the total the key margins carry
+    else:
+        margins = [(cell_combo, total)]
+    # the key margin last: its totals hold to rounding, the sizes' to TOLERANCE
+    w = _rake(w, persons, [(cell_size, size_total), *margins], name)
+    return w[cell_after]
 
 
-def _rake(w: np.ndarray, persons: np.ndarray, combos: np.ndarray, c_before: np.ndarray,
-          x: np.ndarray) -> np.ndarray:
-    """Cell weights ``w`` raked to the original one-key margins (weighted totals of every
-    value of every household key), the released persons per cell held. A lost combination
-    with a key value no household is released with (a household size nobody has after the
-    release) cannot be carried by any cell: its total is left out of every margin. Not
-    converged: ``w`` unchanged."""
-    released = persons > 0
+def _gone(combos: np.ndarray, released: np.ndarray) -> np.ndarray:
+    """Combinations holding a key value no household is released with (its total cannot be
+    carried by any cell)."""
     gone = np.zeros(combos.shape[0], dtype=bool)
     for j in range(combos.shape[1]):
         v = combos[:, j]
         has = np.bincount(v[released], minlength=int(v.max()) + 1) > 0
         gone |= ~has[v]
-    x = np.where(gone[c_before], 0.0, x)
-    start = w
+    return gone
+
+
+def _rake(w: np.ndarray, persons: np.ndarray, margins: list[tuple[np.ndarray, np.ndarray]],
+          name: str) -> np.ndarray:
+    """Cell weights ``w`` raked to the ``margins`` (cell -> margin class, the class's
+    target total), the released persons per cell held, until every class total is met to
+    :data:`TOLERANCE` (relative); not met in :data:`MAX_ROUNDS` rounds: refused."""
+    for cls, target in margins:
+        empty = (target > 0) & (np.bincount(cls, weights=persons, minlength=target.size) == 0)
+        if empty.any():
+            raise RecalibrationError(
+                f"input.weight_release: recalibrated: {int(empty.sum())} margin class(es) of "
+                f"{name} hold an original weighted total but no released household, so the "
+                "released weight cannot keep its totals; fix: coarser household keys, or "
+                "input.weight_release: as_is, or input.drop the weight")
+    err = np.inf
     for _ in range(MAX_ROUNDS):
-        worst = 0.0
-        for j in range(combos.shape[1]):
-            v = combos[:, j]
-            target = np.bincount(v[c_before], weights=x, minlength=int(v.max()) + 1)
-            got = np.bincount(v, weights=w * persons, minlength=int(v.max()) + 1)
+        for cls, target in margins:
+            got = np.bincount(cls, weights=w * persons, minlength=target.size)
             f = np.divide(target, got, out=np.ones_like(target), where=got > 0)
-            w = w * f[v]
-            worst = max(worst, float(np.abs(f[got > 0] - 1.0).max(initial=0.0)))
-        if worst < 1e-12:
+            w = w * f[cls]
+        err = max(_relative_error(w, persons, cls, target) for cls, target in margins)
+        if err <= TOLERANCE:
             return w
-    return start  # margins no positive cell weights meet: the post-stratified weights
+    raise RecalibrationError(
+        f"input.weight_release: recalibrated: raking {name} to the released household-key "
+        f"totals and the household-size totals did not converge in {MAX_ROUNDS} rounds "
+        f"(largest relative error {err:.3g} > {TOLERANCE:g}): no positive weight per released "
+        "household-key combination x household size meets both (a size whose households are "
+        "released in few combinations); fix: coarser household keys, or "
+        "input.weight_release: as_is, or input.drop the weight")
+
+
+def _relative_error(w: np.ndarray, persons: np.ndarray, cls: np.ndarray,
+                    target: np.ndarray) -> float:
+    got = np.bincount(cls, weights=w * persons, minlength=target.size)
+    scale = np.where(target > 0, target, 1.0)
+    return float((np.abs(got - target) / scale).max(initial=0.0))

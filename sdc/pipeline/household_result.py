@@ -286,7 +286,7 @@ def _survey(config: ReleaseConfig, agg: Any, hs: Any, before: dict[str, pd.Serie
         if config.input.weight_release == "recalibrated":
             from sdc.method.recalibrate import recalibrated_weights
 
-            wa = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, wb)
+            wa = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, wb, w)
     elif agg.weight is not None:
         wb = wa = np.asarray(agg.weight, float) / size
     else:

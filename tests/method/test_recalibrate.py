@@ -1,9 +1,10 @@
 """``input.weight_release: recalibrated`` (issue 44, docs/METHOD.md 7.13): the released weight
-is post-stratified to the released household keys. Exact checks: the weighted totals of every
-released household-key combination equal the original ones, the weight is one value per
-released combination (a function of the released keys), the raking fallback restores the
-one-key margins, and a release of the generated household sample carries it (every executor
-runs the same household_values)."""
+is raked to the released household-key combinations and the household sizes. Checks: the
+weighted totals of every released household-key combination and of every household size
+equal the original ones (to 1e-8 relative: the raking stops at 1e-10), the weight is one value
+per released combination x size (a function of released values), a lost combination is raked
+to the one-key margins, margins no positive weights meet are refused (exit 2), and a release
+of the generated household sample carries it (every executor runs the same household_values)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 import sdc
 from sdc.config.model import ConfigError
-from sdc.method.recalibrate import recalibrated_weights
+from sdc.method.recalibrate import RecalibrationError, recalibrated_weights
 
 
 def test_released_combination_totals_equal_the_original_ones():
@@ -28,21 +29,54 @@ def test_released_combination_totals_equal_the_original_ones():
     new = recalibrated_weights(before, after, size, weight)
     orig = pd.Series(size * weight).groupby([before[:, 0], before[:, 1]]).sum()
     rel = pd.Series(size * new).groupby([after[:, 0], after[:, 1]]).sum()
-    pd.testing.assert_series_equal(orig.sort_index(), rel.sort_index(), rtol=1e-12)
-    # one value per released combination
-    assert (pd.Series(new).groupby([after[:, 0], after[:, 1]]).nunique() == 1).all()
+    pd.testing.assert_series_equal(orig.sort_index(), rel.sort_index(), rtol=1e-8)
+    # and every household size's total
+    pd.testing.assert_series_equal(pd.Series(size * weight).groupby(size).sum(),
+                                   pd.Series(size * new).groupby(size).sum(), rtol=1e-8)
+    # one value per released combination x size
+    assert (pd.Series(new).groupby([after[:, 0], after[:, 1], size]).nunique() == 1).all()
+    # the post-stratified weight alone would not have kept the size totals (the test can fail)
+    post = pd.Series(size * weight).groupby([before[:, 0], before[:, 1]]).sum() / pd.Series(
+        size).groupby([after[:, 0], after[:, 1]]).sum()
+    ps = post.loc[list(zip(after[:, 0], after[:, 1], strict=True))].to_numpy()
+    assert not np.allclose(pd.Series(size * ps).groupby(size).sum(),
+                           pd.Series(size * weight).groupby(size).sum(), rtol=1e-3)
+
+
+def test_an_empty_cell_leaves_the_margins_met():
+    """A combination x size cell every household of which moved away (released empty): the
+    other cells of its combination and of its size carry its total."""
+    rng = np.random.default_rng(8)
+    h = 400
+    before = rng.integers(0, 3, (h, 1))
+    size = rng.integers(1, 4, h)
+    after = before.copy()
+    after[(before[:, 0] == 0) & (size == 3), 0] = 1  # cell (0, 3) released empty
+    weight = 50.0 + 40.0 * before[:, 0] + 10.0 * size + rng.random(h)
+    new = recalibrated_weights(before, after, size, weight)
+    assert not ((after[:, 0] == 0) & (size == 3)).any()
+    np.testing.assert_allclose(np.bincount(after[:, 0], weights=size * new),
+                               np.bincount(before[:, 0], weights=size * weight), rtol=1e-8)
+    np.testing.assert_allclose(np.bincount(size, weights=size * new)[1:],
+                               np.bincount(size, weights=size * weight)[1:], rtol=1e-8)
+    assert (new > 0).all()
 
 
 def test_a_lost_combination_is_raked_into_the_margins():
-    before = np.array([[0, 0], [0, 1], [1, 0], [1, 1], [2, 0], [2, 1]])
-    after = np.array([[0, 0], [0, 1], [1, 0], [1, 0], [2, 0], [2, 1]])  # (1, 1) lost
-    size = np.array([1, 2, 1, 1, 2, 1])  # margins a positive raking can meet
-    weight = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+    rng = np.random.default_rng(5)
+    h = 300
+    before = np.column_stack([rng.integers(0, 3, h), rng.integers(0, 2, h)])
+    size = rng.integers(1, 4, h)
+    after = before.copy()
+    after[(before[:, 0] == 1) & (before[:, 1] == 1), 1] = 0  # (1, 1) lost
+    weight = 10.0 + 5.0 * before[:, 0] + rng.random(h)
     new = recalibrated_weights(before, after, size, weight)
     x, y = size * weight, size * new
-    for j, values in ((0, (0, 1, 2)), (1, (0, 1))):  # every one-key margin holds
-        for v in values:
-            assert np.isclose(y[after[:, j] == v].sum(), x[before[:, j] == v].sum(), rtol=1e-9)
+    for j in (0, 1):  # every one-key margin holds
+        np.testing.assert_allclose(np.bincount(after[:, j], weights=y),
+                                   np.bincount(before[:, j], weights=x), rtol=1e-8)
+    np.testing.assert_allclose(np.bincount(size, weights=y)[1:],
+                               np.bincount(size, weights=x)[1:], rtol=1e-8)
 
 
 def test_recalibrated_needs_a_household_file_and_a_weight():
@@ -78,15 +112,25 @@ def test_release_of_the_generated_sample_carries_the_recalibrated_weight():
     if lost.empty:
         np.testing.assert_allclose(rel[common], orig[common], rtol=1e-9)
     assert np.isclose(out.hh_weight.sum(), frame.hh_weight.sum(), rtol=1e-9)
-    assert (out.groupby(hk).hh_weight.nunique() == 1).all()
+    # the weighted household size totals (persons: size x weight) are the original ones
+    n_o = frame.groupby("hh_id").hh_id.transform("size")
+    n_r = out.groupby("hh_id").hh_id.transform("size")
+    np.testing.assert_allclose(out.hh_weight.groupby(n_r).sum().sort_index(),
+                               frame.hh_weight.groupby(n_o).sum().sort_index(), rtol=1e-8)
+    assert (out.groupby([*hk, n_r]).hh_weight.nunique() == 1).all()
     assert out.groupby("hh_id").hh_weight.nunique().max() == 1
 
 
-def test_margins_no_positive_weights_meet_keep_the_post_stratified_weights():
-    before = np.array([[0, 0], [0, 1], [1, 0], [1, 1], [2, 0], [2, 1]])
-    after = np.array([[0, 0], [0, 1], [1, 0], [1, 0], [2, 0], [2, 1]])
-    size = np.array([1, 2, 1, 3, 2, 1])  # (1, 0) would need more than key 2's margin holds
-    weight = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
-    new = recalibrated_weights(before, after, size, weight)
-    kept = np.array([0, 1, 4, 5])  # their combinations are released as they were
-    np.testing.assert_allclose(new[kept], weight[kept], rtol=1e-12)
+def test_margins_no_positive_weights_meet_are_refused():
+    """Region 0 holds only households of size 1 and size 1 only region 0's: its region total
+    and its size total must agree, and they do not once a size-2 household moves in."""
+    before = np.array([[0], [1], [1], [1]])
+    after = np.array([[0], [0], [1], [1]])
+    size = np.array([1, 2, 2, 3])
+    weight = np.array([10.0, 20.0, 30.0, 40.0])
+    # region 0: 1 x w(0,1) + 2 x w(0,2) = 10; size 1: w(0,1) = 10; size 2: 2 w(0,2) + 2 w(1,2)
+    # = 100; region 1: 2 w(1,2) + 3 w(1,3) = 220 and size 3: 3 w(1,3) = 120: w(0,2) = 0
+    with pytest.raises(RecalibrationError, match="did not converge") as e:
+        recalibrated_weights(before, after, size, weight, "w")
+    assert "raking w" in str(e.value) and "fix:" in str(e.value)
+    assert isinstance(e.value, sdc.InputError)  # exit 2
