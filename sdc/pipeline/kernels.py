@@ -35,7 +35,7 @@ from sdc.io.batches import (
     read_ahead_frames,
 )
 from sdc.io.spill import read_bucket
-from sdc.method.cell_passes import decode_released, derived_cells
+from sdc.method.cell_passes import DependenceThread, decode_released, derived_cells
 from sdc.method.cells import CellTable
 from sdc.method.dependence import DependenceCounter, measure_dependence, raise_if_dependent
 from sdc.method.derived import DerivedCollector
@@ -50,7 +50,7 @@ from sdc.pipeline.order import ORDER_COLUMNS, order_keys, sort_positions
 
 __all__ = ["BatchPerturb", "CellCount", "Problems", "ReleaseOutcome", "ReleasedRecords",
            "add_perturb_counts",
-           "batch_problems", "batch_schema", "duplicate_identities",
+           "batch_problems", "batch_schema", "check_dependence", "duplicate_identities",
            "duplicate_ids_table", "id_rows_with_identity", "plan_cells", "raise_duplicate_ids",
            "release_batch", "repeated_ids", "sorted_buckets", "write_buckets_in_order",
            "write_public_files", "write_table_in_order"]
@@ -75,8 +75,9 @@ class CellCount:
     #: ``{column: (min, max, integer-typed)}`` of the ``value_columns`` the pass was asked to
     #: measure (the reports' numeric variables without Parquet statistics)
     value_ranges: dict[str, tuple[float, float, bool]] = field(default_factory=dict)
-    #: the dependence check's aggregates of the released non-key columns (None: not counted)
-    dependence: DependenceCounter | None = None
+    #: the dependence check's aggregates of the released non-key columns (None: not counted;
+    #: a :class:`~sdc.method.cell_passes.DependenceThread` while still counting)
+    dependence: DependenceCounter | DependenceThread | None = None
     #: the value of every ``derived:`` column per cell, as collected (None: no such column)
     derived: DerivedCollector | None = None
     #: W_j, the weights' sum of every cell (``risk.weighted``; None otherwise)
@@ -247,14 +248,34 @@ def repeated_ids(hits) -> tuple[np.ndarray, pd.Series] | None:
 def plan_cells(count: CellCount, config: ReleaseConfig) -> ReleasePlan:
     """The shared planning step on the counted cell table, then the dependence check of the
     released non-key columns when the count pass counted it (raises
-    :class:`~sdc.method.dependence.DependenceError`)."""
+    :class:`~sdc.method.dependence.DependenceError`); a check still counting on its thread
+    (:class:`~sdc.method.cell_passes.DependenceThread`) measures there too and its verdict is
+    left to :func:`check_dependence`, which the caller runs before any file is written."""
     count.cells = derived_cells(count.cells, count.cell_codes, count.derived, config)
     plan = plan_release(partition_cells(count.cells, config), config, count.weight_total)
+    if isinstance(count.dependence, DependenceThread):
+        count.dependence.measure_later(lambda dep: _measure(dep, plan, count, config))
+        return plan
+    return check_dependence(plan, count, config)
+
+
+def _measure(dep: DependenceCounter, plan: ReleasePlan, count: CellCount,
+             config: ReleaseConfig) -> list:
+    codes = count.cell_codes
+    return measure_dependence(dep, plan, config, lambda x: np.searchsorted(codes, x))
+
+
+def check_dependence(plan: ReleasePlan, count: CellCount, config: ReleaseConfig) -> ReleasePlan:
+    """``plan`` with the dependence check's figures (raises
+    :class:`~sdc.method.dependence.DependenceError`); the count's thread joined first when it
+    counted on one (nothing to do without the check)."""
     if count.dependence is None:
         return plan
-    codes = count.cell_codes
-    figures = measure_dependence(count.dependence, plan, config,
-                                 lambda x: np.searchsorted(codes, x))
+    figures = None
+    if isinstance(count.dependence, DependenceThread):
+        count.dependence, figures = count.dependence.result()
+    if figures is None:
+        figures = _measure(count.dependence, plan, count, config)
     raise_if_dependent(figures, plan, config)
     return dataclasses.replace(plan, dependence=figures)
 
