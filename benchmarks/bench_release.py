@@ -74,7 +74,12 @@ def make_frame(n: int, seed: int = 1) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def write_config(folder: Path, data: Path, out: Path) -> Path:
+#: ``--design``: the risk section's extra entries of each transition design
+DESIGNS = {"uniform": "", "near": ", destinations: near", "weighted": ", weighted: true",
+           "near-weighted": ", destinations: near, weighted: true"}
+
+
+def write_config(folder: Path, data: Path, out: Path, design: str = "uniform") -> Path:
     keys = "\n".join(f"  {k}: {{range: [0, {v - 1}]}}" for k, v in KEYS.items())
     text = textwrap.dedent(f"""\
         name: bench
@@ -85,11 +90,13 @@ def write_config(folder: Path, data: Path, out: Path) -> Path:
           sex: as_is
           age: {{bands: [0, 18, 25, 35, 45, 55, 65]}}
           race: {{groups: {{white: [0], black: [1], other: [2, 3, 4, 5, 6, 7, 8]}}}}
-        risk: {{xi: 0.395, theta: theorem, small_blocks: merge}}
+        risk: {{xi: 0.395, theta: theorem, small_blocks: merge{{design}}}}
         seed: 20261122
         output: {{dir: {out}, formats: [parquet]}}
-        """).replace("{keys}", keys)
-    path = folder / "bench.yaml"
+        """).replace("{keys}", keys).replace("{design}", DESIGNS[design])
+    if design != "uniform":  # its own job: never a member of the uniform release's series
+        text = text.replace("name: bench\n", f"name: bench-{design}\n", 1)
+    path = folder / ("bench.yaml" if design == "uniform" else f"bench-{design}.yaml")
     path.write_text(text)
     return path
 
@@ -340,8 +347,10 @@ def wide_reports(n: int = 1_000_000, n_keys: int = 10, levels: int = 500) -> dic
 
 
 # the release job's stages without Prefect: the flow's four task functions in one process,
-# each step's wall and CPU seconds (process_time: every thread of the process) from the same
-# marks the flow's --timings use; CPU seconds compare on a shared machine where walls do not
+# each step's wall and CPU seconds (process_time: every thread of the process; thread_time: the
+# main thread's, the job's critical path on an idle machine when the other threads keep up)
+# from the same marks the flow's --timings use; CPU seconds compare on a shared machine where
+# walls do not
 _STAGES = textwrap.dedent("""\
     import logging, os, resource, sys, time
     sys.path.insert(0, sys.argv[2])
@@ -352,7 +361,8 @@ _STAGES = textwrap.dedent("""\
     fr.warm_imports()
     marks = []
     def mark(step):
-        marks.append((step.split(" (")[0], time.perf_counter(), time.process_time()))
+        marks.append((step.split(" (")[0], time.perf_counter(), time.process_time(),
+                      time.thread_time()))
     fr._engine_step = mark
     cfg = sys.argv[1]
     mark("load")
@@ -367,19 +377,21 @@ _STAGES = textwrap.dedent("""\
     mark("end")
     import shutil
     shutil.rmtree(stage, ignore_errors=True)
-    for (s, w, c), (_, w2, c2) in zip(marks, marks[1:]):
-        print(f"{s}|{w2 - w:.3f}|{c2 - c:.3f}")
-    print(f"total|{marks[-1][1] - marks[0][1]:.3f}|{marks[-1][2] - marks[0][2]:.3f}")
-    print(f"peak|{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}|0")
+    for (s, w, c, m), (_, w2, c2, m2) in zip(marks, marks[1:]):
+        print(f"{s}|{w2 - w:.3f}|{c2 - c:.3f}|{m2 - m:.3f}")
+    print(f"total|{marks[-1][1] - marks[0][1]:.3f}|{marks[-1][2] - marks[0][2]:.3f}|"
+          f"{marks[-1][3] - marks[0][3]:.3f}")
+    print(f"peak|{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}|0|0")
     os._exit(0)
     """)
 
 
-def stages(config: Path) -> list[tuple[str, float, float]]:
-    """(step, wall s, CPU s) of the release job run without Prefect, in a child process."""
+def stages(config: Path) -> list[tuple[str, float, float, float]]:
+    """(step, wall s, CPU s, main thread's CPU s) of the release job run without Prefect, in
+    a child process."""
     _, _, out = measured([sys.executable, "-c", _STAGES, str(config), str(ROOT)])
-    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 2]
-    return [(a, float(b), float(c)) for a, b, c in rows]
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 3]
+    return [(a, float(b), float(c), float(d)) for a, b, c, d in rows]
 
 
 def main() -> None:
@@ -391,6 +403,9 @@ def main() -> None:
     ap.add_argument("--no-demo", action="store_true", help="skip the demo runs")
     ap.add_argument("--no-loaded", action="store_true", help="skip the one-core-busy runs")
     ap.add_argument("--repeat", type=int, default=3, help="runs per demo figure (median)")
+    ap.add_argument("--design", nargs="+", default=["uniform"], choices=list(DESIGNS),
+                    help="the N-record cases under each of these transition designs (risk."
+                         "destinations / risk.weighted on the same file; default uniform)")
     ap.add_argument("--stages", action="store_true",
                     help="for each N only the job's stages without Prefect: wall and CPU "
                          "seconds per step, min of --repeat runs (compare CPU on a busy machine)")
@@ -407,48 +422,52 @@ def main() -> None:
             data = folder / "input.parquet"
             if not data.exists():
                 make_frame(n).to_parquet(data, index=False)
-            cfg = write_config(folder, data, folder / "release")
-            if args.stages:
-                runs = [stages(cfg) for _ in range(args.repeat)]
-                print(f"\nN = {n:,}: the job's stages without Prefect, min of {len(runs)} "
-                      f"run(s) (wall s / CPU s), load {load():.2f}")
-                for i, (step, _, _) in enumerate(runs[0]):
-                    w = min(r[i][1] for r in runs)
-                    c = min(r[i][2] for r in runs)
-                    print(f"  {step:<40}" + (f"{w:7.0f} MB" if step == "peak" else
-                                               f"{w:7.2f} s wall {c:7.2f} s CPU"))
-                continue
-            home = folder / "prefect-home"
-            f = floor(data, folder)
-            try:
-                r = sdc_release(cfg, home, reuse=False)
-                sdc_release(cfg, home, reuse=True)  # starts the reused server (and the worker)
-                w = sdc_release(cfg, home, reuse=True, worker=False)
-                ww = sdc_release(cfg, home, reuse=True) if wait_for_worker(home) else None
-            finally:
-                stop_server(home)
-            t = r["timings"]
-            print(f"\nN = {n:,}")
-            print(f"  floor (read + groupby.size + write)   {f['seconds']:7.2f} s  "
-                  f"{f['peak_rss_mb']:6.0f} MB  load {f['load']:.2f}   [{f['detail']}]")
-            for label, x in (("cold (temporary API)", r), ("warm, API only", w),
-                             ("warm, release worker", ww)):
-                if x is None:
+            for design in args.design:
+                # another design in its own folder: not a later release of the same series
+                out = folder / ("release" if design == "uniform" else f"{design}/release")
+                cfg = write_config(folder, data, out, design)
+                case = f"N = {n:,}" + ("" if design == "uniform" else f", design {design}")
+                if args.stages:
+                    runs = [stages(cfg) for _ in range(args.repeat)]
+                    print(f"\n{case}: the job's stages without Prefect, min of {len(runs)} "
+                          f"run(s) (wall s / CPU s / main thread's CPU s), load {load():.2f}")
+                    for i, (step, *_) in enumerate(runs[0]):
+                        w, c, m = (min(r[i][j] for r in runs) for j in (1, 2, 3))
+                        print(f"  {step:<40}" + (f"{w:7.0f} MB" if step == "peak" else
+                                                   f"{w:7.2f} s wall {c:7.2f} s CPU "
+                                                   f"{m:7.2f} s main"))
                     continue
-                job = x["timings"].get("job_seconds") or 0.0
-                print(f"  sdc release, {label:<24}{x['seconds']:7.2f} s  "
-                      f"{x['peak_rss_mb']:6.0f} MB  load {x['load']:.2f}   "
-                      f"ratio {x['seconds'] / f['seconds']:.1f}x floor; job {job:.2f} s "
-                      f"({job / f['seconds']:.1f}x floor), CPU s: command {x['cli_cpu']:.2f}, "
-                      f"run {x['run_cpu']:.2f}, server {x['server_cpu']:.2f}")
-            if t:
-                job = t.get("job_seconds", 0) or 0
-                print(f"    cold start-up (all but the job)     {r['seconds'] - job:7.2f} s"
-                      f"  of which pre-flight {t.get('preflight_seconds', 0):.2f} s, Prefect "
-                      f"start-up + shutdown {t.get('prefect_seconds', 0):.2f} s (API server peak "
-                      f"{t.get('api_server_peak_rss_mb', float('nan')):.0f} MB)")
-                for name, sec in t.get("tasks", {}).items():
-                    print(f"      {name:<34}{sec:7.2f} s")
+                home = folder / "prefect-home"
+                f = floor(data, folder)
+                try:
+                    r = sdc_release(cfg, home, reuse=False)
+                    sdc_release(cfg, home, reuse=True)  # starts the reused server (+ the worker)
+                    w = sdc_release(cfg, home, reuse=True, worker=False)
+                    ww = sdc_release(cfg, home, reuse=True) if wait_for_worker(home) else None
+                finally:
+                    stop_server(home)
+                t = r["timings"]
+                print(f"\n{case}")
+                print(f"  floor (read + groupby.size + write)   {f['seconds']:7.2f} s  "
+                      f"{f['peak_rss_mb']:6.0f} MB  load {f['load']:.2f}   [{f['detail']}]")
+                for label, x in (("cold (temporary API)", r), ("warm, API only", w),
+                                 ("warm, release worker", ww)):
+                    if x is None:
+                        continue
+                    job = x["timings"].get("job_seconds") or 0.0
+                    print(f"  sdc release, {label:<24}{x['seconds']:7.2f} s  "
+                          f"{x['peak_rss_mb']:6.0f} MB  load {x['load']:.2f}   "
+                          f"ratio {x['seconds'] / f['seconds']:.1f}x floor; job {job:.2f} s "
+                          f"({job / f['seconds']:.1f}x floor), CPU s: command {x['cli_cpu']:.2f}, "
+                          f"run {x['run_cpu']:.2f}, server {x['server_cpu']:.2f}")
+                if t:
+                    job = t.get("job_seconds", 0) or 0
+                    print(f"    cold start-up (all but the job)     {r['seconds'] - job:7.2f} s"
+                          f"  of which pre-flight {t.get('preflight_seconds', 0):.2f} s, Prefect "
+                          f"start-up + shutdown {t.get('prefect_seconds', 0):.2f} s (API server peak "
+                          f"{t.get('api_server_peak_rss_mb', float('nan')):.0f} MB)")
+                    for name, sec in t.get("tasks", {}).items():
+                        print(f"      {name:<34}{sec:7.2f} s")
         if not args.no_wide:
             w = wide_reports()
             print(f"\nreports with {w['keys']} keys x {w['levels']} levels, N = {w['n']:,}: "
