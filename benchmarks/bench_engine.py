@@ -8,8 +8,9 @@ processes each build the same frame (same seed) and time one operation:
   (b) ``sdc.release_frame(frame, config, seed)`` end to end (encode, cells, partition sets,
       PRBs, theta, PRAM, certificate, released frame)
 
-Each child reports wall seconds of the operation, its peak RSS (ru_maxrss) and the RSS it had
-before the operation, so the memory the operation itself needs is peak - before.
+Each child reports wall seconds of the operation, its CPU seconds (all threads, and the main
+thread's: the figures to compare on a shared machine), its peak RSS (ru_maxrss) and the RSS it
+had before the operation, so the memory the operation itself needs is peak - before.
 
     python benchmarks/bench_engine.py               # N = 1M and 5M
     python benchmarks/bench_engine.py --n 200000    # any sizes
@@ -70,7 +71,7 @@ def _child(which: str, n: int, q: mp.Queue) -> None:
         cfg = make_config()
         sdc.release_frame(frame.head(1000), cfg, seed=1)  # warm imports and caches
     before = _rss_now()
-    t0 = time.perf_counter()
+    t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
     if which == "groupby":
         out = frame.groupby(list(KEYS)).size()
         extra["cells"] = int(out.size)
@@ -79,8 +80,10 @@ def _child(which: str, n: int, q: mp.Queue) -> None:
         extra.update(cells=int(res.cells.n_cells), prbs=int(len(res.blocks)),
                      changed=int(res.n_changed), certificate=round(res.certificate, 4))
     secs = time.perf_counter() - t0
+    cpu, main = time.process_time() - c0, time.thread_time() - m0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    q.put({"op": which, "n": n, "seconds": secs, "peak_rss_mb": peak, "before_mb": before, **extra})
+    q.put({"op": which, "n": n, "seconds": secs, "cpu": cpu, "main": main, "peak_rss_mb": peak,
+           "before_mb": before, **extra})
 
 
 def measure(which: str, n: int) -> dict:
@@ -97,15 +100,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, nargs="+", default=[1_000_000, 5_000_000])
     args = ap.parse_args()
-    print(f"{'N':>10} {'operation':<22} {'seconds':>8} {'peak RSS MB':>12} {'op RSS MB':>10}  notes")
+    print(f"{'N':>10} {'operation':<22} {'seconds':>8} {'CPU s':>7} {'main s':>7} "
+          f"{'peak RSS MB':>12} {'op RSS MB':>10}  notes")
     for n in args.n:
         a = measure("groupby", n)
         b = measure("release", n)
         for r, label in ((a, "groupby(keys).size()"), (b, "release_frame")):
             notes = ", ".join(f"{k}={r[k]}" for k in ("cells", "prbs", "changed", "certificate") if k in r)
-            print(f"{n:>10,} {label:<22} {r['seconds']:>8.3f} {r['peak_rss_mb']:>12.0f} "
+            print(f"{n:>10,} {label:<22} {r['seconds']:>8.3f} {r['cpu']:>7.2f} {r['main']:>7.2f} "
+                  f"{r['peak_rss_mb']:>12.0f} "
                   f"{r['peak_rss_mb'] - r['before_mb']:>10.0f}  {notes}")
-        print(f"{n:>10,} {'ratio release/groupby':<22} {b['seconds'] / a['seconds']:>8.2f}")
+        print(f"{n:>10,} {'ratio release/groupby':<22} {b['seconds'] / a['seconds']:>8.2f} "
+              f"{b['cpu'] / a['cpu']:>7.2f} {b['main'] / a['main']:>7.2f}")
 
 
 if __name__ == "__main__":
