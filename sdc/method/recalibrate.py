@@ -104,14 +104,6 @@ def _rake(w: np.ndarray, persons: np.ndarray, margins: list[tuple[np.ndarray, np
     """Cell weights ``w`` raked to the ``margins`` (cell -> margin class, the class's
     target total), the released persons per cell held, until every class total is met to
     :data:`TOLERANCE` (relative); not met in :data:`MAX_ROUNDS` rounds: refused."""
-    for cls, target in margins:
-        empty = (target > 0) & (np.bincount(cls, weights=persons, minlength=target.size) == 0)
-        if empty.any():
-            raise RecalibrationError(
-                f"input.weight_release: recalibrated: {int(empty.sum())} margin class(es) of "
-                f"{name} hold an original weighted total but no released household, so the "
-                "released weight cannot keep its totals; fix: coarser household keys, or "
-                "input.weight_release: as_is, or input.drop the weight")
     err = np.inf
     for _ in range(MAX_ROUNDS):
         for cls, target in margins:
