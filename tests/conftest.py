@@ -495,7 +495,10 @@ def _compile_before_the_workers(config: pytest.Config) -> None:
             continue
         if not rewrite.try_makedirs(cache_dir):
             return
-        source_hash, co = rewrite._rewrite_test(fn, config)
+        try:
+            source_hash, co = rewrite._rewrite_test(fn, config)
+        except SyntaxError:  # the worker's collection reports it, as without this
+            continue
         rewrite._write_pyc(state, co, source_hash, pyc)
 
 
