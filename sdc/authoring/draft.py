@@ -368,8 +368,7 @@ def _weight_fix(frame: pd.DataFrame, data: dict[str, Any], draft: Draft, weight:
     weight says nothing about a moved record); if there is none, or that did not suffice, the
     weight is dropped (a weight cannot be ``derived:``: it would no longer weight the record).
     A household file's weight constant within households is released recalibrated instead
-    (``input.weight_release: recalibrated``, docs/METHOD.md 7.13: post-stratified to the
-    released household keys, a function of them)."""
+    (docs/METHOD.md 7.13), under protect unweighted (docs/HOUSEHOLDS.md, "Near compositions")."""
     hid = data["input"].get("household_id")
     if hid and data["input"].get("weight_release") != "recalibrated" and bool(
             (frame.groupby(hid, sort=False)[weight].nunique(dropna=False) <= 1).all()):
@@ -377,6 +376,8 @@ def _weight_fix(frame: pd.DataFrame, data: dict[str, Any], draft: Draft, weight:
         draft.history.append(
             f"the weight {weight} {why}; it is one value per household: released "
             "recalibrated to the released household keys (input.weight_release)")
+        if (data.get("risk") or {}).get("composition") == "protect":
+            data["risk"].pop("weighted", None), draft.risk.pop("weighted", None)
         return
     part = data.setdefault("partition", {})
     for k in keys:
@@ -546,8 +547,7 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
     import os
     import tempfile
 
-    from sdc.authoring.draft_households import apply_household_design
-
+    from sdc.authoring.draft_households import apply_household_design, expected_of_plan
     config_path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{config_path.stem}.", suffix=".judge.yaml",
                                 dir=config_path.parent)
@@ -569,7 +569,8 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
             _retry_dependent(frame, draft)
         data = draft.as_dict()
         data["seed"] = 0
-        checked_plan(typed_keys(frame, draft.keys), data, config_path.resolve().parent, draft)
+        expected_of_plan(checked_plan(typed_keys(frame, draft.keys), data,
+                                      config_path.resolve().parent, draft), draft)
     return designed
 
 

@@ -35,7 +35,7 @@ from sdc.authoring.observe import Draft
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.draws import value_hash
 
-__all__ = ["apply_household_design", "household_check", "household_levels", "refused_check",
+__all__ = ["apply_household_design", "expected_of_plan", "household_check", "household_levels", "refused_check",
            "set_household_levels"]
 
 
@@ -163,6 +163,8 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
     for k in ("destinations", "near", "theta"):  # near compositions, fewest households moved
         if k in (cand.data.get("risk") or {}):
             draft.risk[k] = copy.deepcopy(cand.data["risk"][k])
+    if not (cand.data.get("risk") or {}).get("weighted"):  # (weight released recalibrated)
+        draft.risk.pop("weighted", None)
     draft.risk.pop("households", None)
     draft.check.update(_figures(cand))
     draft.design_notes = [
@@ -234,3 +236,23 @@ def _as_person_file(draft: Draft, cand: Any, cur: Any) -> None:
         "the household designs and their cost.",
     ]
 
+
+def expected_of_plan(hp: Any, draft: Draft) -> None:
+    """The draft's expected records changed (and SD) from its final plan under ``protect``
+    (the exact expectation of the composition stage), for a design whose plan the final check
+    changed (the weight released recalibrated: ``risk.weighted`` left out)."""
+    from sdc.method.household_composition import expected_persons_changed
+
+    planned = getattr(getattr(hp, "hs", None), "composition_planned", None)
+    table = getattr(getattr(hp, "hs", None), "composition_table", None)
+    if planned is None or table is None:
+        return
+    from sdc.method.expected_changes import changes_text
+
+    e, var = expected_persons_changed(planned[0], table)
+    c, n = draft.check, int(draft.check.get("records") or 0)
+    if "expected_changed" in c and "sd_changed" in c and n:  # the design note says the same
+        was = changes_text(c["expected_changed"], c["sd_changed"] ** 2, n)
+        draft.design_notes = [x.replace(was, changes_text(e, var, n))
+                              for x in draft.design_notes]
+    c.update({"expected_changed": float(e), "sd_changed": float(var) ** 0.5})

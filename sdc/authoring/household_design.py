@@ -63,10 +63,11 @@ MAX_EXACT_SIZE = 40
 protect (its cost grows with the square of the largest household: enterprises of 200 took
 hours); larger groups are released without the group id (docs/HOUSEHOLDS.md)."""
 
-NEAR = {"neighbours": 4}
+NEAR = {"neighbours": 4, "kernel": "matching"}
 """The near design of every candidate (METHOD 7.12 under protect: 4 destinations, the spread
-floor): a moved household takes a composition one or two members away in its own household
-keys (docs/HOUSEHOLDS.md "Near compositions")."""
+floor, the matching kernel: least-cost matchings in records changed, and a destination that
+takes a fragile class away): a moved household takes a composition one or two members away in
+its own household keys (docs/HOUSEHOLDS.md "Near compositions")."""
 
 TARGET = 0.15
 """Recommended: the certified candidate with the most classes of its banded person keys (age)
@@ -238,6 +239,11 @@ def _protect_data(base: dict[str, Any], recoding: dict[str, dict[str, Any]],
     risk.pop("near", None)
     if near:  # a moved household to a near composition
         risk.update({"destinations": "near", "near": dict(NEAR)})
+    if (data.get("input") or {}).get("weight_release") == "recalibrated":
+        # the released weight is recalibrated to the released household keys: balancing the
+        # original weights (risk.weighted) serves no released estimate, and its weight groups
+        # split the blocks the matchings choose in (docs/HOUSEHOLDS.md, "Near compositions")
+        risk.pop("weighted", None)
     risk["theta"] = "calibrated"  # the smallest certified theta: fewer households move
     risk.pop("households", None)  # the default: fail
     data["risk"] = risk
