@@ -20,30 +20,20 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 from conftest import run_cli
+from eusilc_helpers import export_laeken
 
 KEYS = "location,NACE1,size,sex,age,education"
 
 
 @pytest.fixture(scope="module")
 def ses_csv(tmp_path_factory) -> Path:
-    if shutil.which("Rscript") is None:
-        pytest.skip("Rscript not found: install r-cran-laeken (R's laeken ships ses) to run "
-                    "this test")
-    out = tmp_path_factory.mktemp("ses") / "ses.csv"
-    r = subprocess.run(["Rscript", "-e", "suppressMessages(library(laeken)); data(ses); "
-                        f"write.csv(ses, '{out}', row.names=FALSE)"],
-                       capture_output=True, text=True, timeout=300)
-    if r.returncode != 0 or not out.is_file():
-        pytest.skip(f"R's laeken is not installed (Rscript: {r.stderr.strip()[:200]}); "
-                    "apt-get install r-cran-laeken to run this test")
-    return out
+    return export_laeken(tmp_path_factory, "ses")
 
 
 def _init(ses_csv: Path, tmp_path: Path):
