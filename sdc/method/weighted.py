@@ -120,6 +120,27 @@ def _runs(v: np.ndarray, size: int) -> np.ndarray:
     return np.array(out[::-1])
 
 
+#: Mean weights whose logs differ by at most this are equal (sums of the same weights in
+#: another order differ in the last bits: 100/3 three times is not 100 in floating point).
+EQUAL_LOG_WEIGHT = 1e-9
+
+
+def _join_equal(runs: np.ndarray, v: np.ndarray, tol: float = EQUAL_LOG_WEIGHT) -> np.ndarray:
+    """The boundaries ``runs`` of sorted values ``v`` with adjacent runs joined while the
+    joined run's values are all equal (range <= ``tol``). Cells of one mean weight need no
+    weight group of their own: NZY's design on them (m_j = theta / t_j) already keeps every
+    weighted total (W_j m_j = theta w-bar is the same c for all), so a cut between them only
+    narrows the destinations and raises the theta the smaller groups need (sdcMicro's
+    testdata: a household's summed weight is 100 x its size, equal on every PRB of the
+    composition stage, which never mixes sizes)."""
+    out = [int(runs[0])]
+    for i in range(1, len(runs) - 1):
+        if v[int(runs[i + 1]) - 1] - v[out[-1]] > tol:
+            out.append(int(runs[i]))
+    out.append(int(runs[-1]))
+    return np.array(out)
+
+
 #: The W of a group from its cells (global indices, ascending): a Transition whose ``move``
 #: is ignored, or None for the uniform W.
 NearW = Callable[[np.ndarray], "Transition | None"]
@@ -166,7 +187,8 @@ def weighted_design(cell_prb: np.ndarray, prb_cells: np.ndarray, prb_start: np.n
         prb = np.asarray(prb_cells[int(prb_start[b]):int(prb_start[b]) + int(k[b])], np.int64)
         cells = prb[np.lexsort((prb, wbar[prb]))]
         fit = _RunFit(cells, float(prb_theta[b]), t, w_tot, xi, near_w)
-        runs = _runs(np.log(np.maximum(wbar[cells], 1e-300)), size).tolist()
+        logw = np.log(np.maximum(wbar[cells], 1e-300))
+        runs = _join_equal(_runs(logw, size), logw).tolist()
         nzy, bad = _merge_runs(runs, fit)
         if bad is not None:            # one group, uncertified: NZY's design for the PRB
             fallback = prb_fallback[b] if prb_fallback is not None else None
