@@ -79,7 +79,13 @@ def _household_summary(result: Any) -> dict[str, Any] | None:
     return {"n": int(st.n_households), "changed": int(np.asarray(st.changed).sum()),
             "prbs": int(len(st.result.blocks)), "certificate": float(st.certificate),
             "composition_mode": comp.get("mode", "measure"),
-            "composition": float(comp.get("certificate", comp.get("max_class_estimate", 0.0)))}
+            "composition": float(
+                (comp.get("large_groups") or {}).get("certificate",
+                                                     comp.get("certificate",
+                                                              comp.get("max_class_estimate",
+                                                                       0.0)))),
+            **({"large_groups": int(comp["large_groups"]["threshold"])}
+               if comp.get("mode") == "large_groups" else {})}
 
 
 def _largest_merge(result: Any) -> dict[str, Any] | None:
@@ -138,6 +144,13 @@ def household_warnings(result: Any) -> list[str]:
     comp = getattr(st, "composition", None) if st is not None else None
     if not comp or not comp.get("exceeds_xi"):
         return []
+    if comp.get("mode") == "large_groups":
+        lg = comp["large_groups"]
+        return [f"grouped file: the composition intruder of the groups of at most "
+                f"{lg['threshold']} members (risk.large_groups) picks the right group with "
+                f"probability up to {lg['certificate']:.4f} (exact), above xi = {lg['xi']}: "
+                "small groups' composition not protected (risk.households: warn); see the "
+                "report's household section for the fixes"]
     return [f"household file: the composition intruder (who knows a household's household-level "
             f"keys and its members' person-level keys) picks the right household with "
             f"probability {comp['max_class_estimate']:.4f} in the riskiest class (Monte Carlo), "

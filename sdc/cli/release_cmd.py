@@ -194,7 +194,8 @@ def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
     hh = s.get("households")
     if hh:
         how = ("certified" if hh["composition_mode"] == "protect" else
-               "measured, riskiest class")
+               f"of groups <= {hh['large_groups']} members, exact"
+               if hh["composition_mode"] == "large_groups" else "measured, riskiest class")
         rows.append(("households", f"{fmt_int(hh['n'])} ({fmt_int(hh['changed'])} changed), "
                                    f"{hh['prbs']} household PRBs; composition intruder "
                                    f"{how} {hh['composition']:.4f}"))

@@ -299,6 +299,9 @@ def _check_households(cfg: ReleaseConfig) -> None:
             "weight is post-stratified to the released household keys); for a person file "
             "release the weight as_is, or drop it")
     if hid is None:
+        if cfg.risk.large_groups is not None:
+            raise ValueError("risk.large_groups needs input.household_id (the column naming "
+                             "each person's group)")
         if hkeys:
             raise ValueError(f"key_variables: {hkeys} have level: household, which needs "
                              "input.household_id (the column naming each person's household)")
@@ -312,6 +315,10 @@ def _check_households(cfg: ReleaseConfig) -> None:
             "protect only (its household stage moves a household to a near composition: "
             "docs/HOUSEHOLDS.md); the two-stage release draws its destinations uniformly. "
             "Set risk.composition: protect, or remove risk.destinations (or set it to uniform)")
+    if cfg.risk.large_groups is not None and cfg.risk.composition == "protect":
+        raise ValueError(
+            "risk.large_groups is for the two-stage release (risk.composition: measure): under "
+            "protect the composition intruder of every group is certified. Remove one of them")
     keys = set(cfg.key_variables)
     if hid in keys:
         raise ValueError(f"input.household_id: {hid!r} is also a key variable; it cannot be both")

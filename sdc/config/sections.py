@@ -165,6 +165,14 @@ class RiskSpec(StrictModel):
     household's composition (members per combination of the person keys), so the composition
     intruder is certified exactly (docs/HOUSEHOLDS.md, "Protecting household composition");
     ``measure`` (the default) only measures it."""
+    large_groups: int | None = Field(default=None, ge=1, le=12)
+    """Grouped files (employees in enterprises), two-stage release: groups of more than this
+    many members are outside the composition intruder's threat model (nobody outside an
+    enterprise of 200 knows every employee's keys): for them the group-level intruder
+    (household stage) and the person intruder given the group keys (person stage) are
+    certified; the composition intruder of the groups of at most this many members is
+    certified exactly (docs/HOUSEHOLDS.md "Large groups", docs/METHOD.md 7.14). Unset: the
+    composition intruder of every group is measured."""
     weighted: bool = False
     """``true``: survey-weighted cell totals unbiased (needs ``input.weight``; person files):
     PRBs cut into groups of similar mean weight, m_j = c_g / W_j (docs/METHOD.md 7.11)."""

@@ -554,10 +554,11 @@ def _recalibrated(agg: HouseholdAggregate, hs: HouseholdStageResult,
     household keys), as a one-column frame; else None."""
     if config.input.weight_release != "recalibrated":
         return None
-    from sdc.method.recalibrate import recalibrated_weights
+    from sdc.method.recalibrate import recalibrated_weights, size_top
 
     w = config.input.weight
     raw = pd.to_numeric(agg.columns[w], errors="raise").to_numpy(np.float64)
-    new = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, raw, w)
+    new = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, raw, w,
+                               size_top(config))
     return pd.DataFrame({w: new})
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from sdc.errors import InputError
 
-__all__ = ["MAX_ROUNDS", "TOLERANCE", "RecalibrationError", "recalibrated_weights"]
+__all__ = ["MAX_ROUNDS", "TOLERANCE", "RecalibrationError", "recalibrated_weights", "size_top"]
 
 MAX_ROUNDS = 1000
 """Raking rounds at most."""
@@ -47,12 +47,22 @@ class RecalibrationError(InputError):
     """The recalibrated weight cannot meet its margins (exit 2)."""
 
 
+def size_top(config: object) -> int | None:
+    """The size margin's top class of ``config`` (``risk.large_groups`` + 1), else None."""
+    t = getattr(getattr(config, "risk", None), "large_groups", None)
+    return None if t is None else int(t) + 1
+
+
 def recalibrated_weights(before: np.ndarray, after: np.ndarray, size: np.ndarray,
-                         weight: np.ndarray, name: str = "the weight") -> np.ndarray:
+                         weight: np.ndarray, name: str = "the weight",
+                         top: int | None = None) -> np.ndarray:
     """w* of every household (H,): ``before`` / ``after`` (H, p) its original and released
     household-key codes, ``size`` (H,) its members (the same before and after), ``weight``
-    (H,) its weight (constant within the household); ``name`` the weight column (messages).
-    See the module docstring."""
+    (H,) its weight (constant within the household); ``name`` the weight column (messages);
+    ``top``: the size margin's classes top-coded there (every group of ``top`` or more
+    members in one class: ``risk.large_groups``, where a margin per size of enterprises of up
+    to 210 sampled employees has one group per size and cannot be met). See the module
+    docstring."""
     size = np.asarray(size, np.float64)
     before = np.asarray(before, np.int64).reshape(len(size), -1)
     after = np.asarray(after, np.int64).reshape(len(size), -1)
@@ -62,7 +72,8 @@ def recalibrated_weights(before: np.ndarray, after: np.ndarray, size: np.ndarray
     combos, inv = np.unique(both, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     c_before, c_after = inv[:len(size)], inv[len(size):]
-    sizes, s_code = np.unique(size.astype(np.int64), return_inverse=True)
+    classes = size.astype(np.int64) if top is None else np.minimum(size.astype(np.int64), top)
+    sizes, s_code = np.unique(classes, return_inverse=True)
     s_code = s_code.reshape(-1)
     n, k = combos.shape[0], sizes.size
     # the cells (combination, size) as flat codes; w starts post-stratified per combination

@@ -208,11 +208,15 @@ def _composition_risk(config: ReleaseConfig, seed: int, agg: Any, hs: Any, ps: A
         return protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
                                           config, seed, certificate=(cert, cert_at),
                                           weight=agg.weight, planned=hs.composition_planned)
-    return composition_risk_of(
-        StageDraws(draw_plan(hs.plan, household_config(config)),
-                   hs.plan.partitioned.cells.key_codes, hs.cell, hs.identity),
-        StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident),
-        row, agg.n_households, config, seed)
+    h_draws = StageDraws(draw_plan(hs.plan, household_config(config)),
+                         hs.plan.partitioned.cells.key_codes, hs.cell, hs.identity)
+    p_draws = StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident)
+    comp = composition_risk_of(h_draws, p_draws, row, agg.n_households, config, seed)
+    if config.risk.large_groups is not None:  # the threat model of large groups (METHOD 7.14)
+        from sdc.reports.households import with_large_groups
+
+        comp = with_large_groups(comp, h_draws, p_draws, row, agg.n_households, config)
+    return comp
 
 
 def _household_utility(config: ReleaseConfig, agg: Any, hs: Any, ps: Any, cells: CellTable,
@@ -284,9 +288,10 @@ def _survey(config: ReleaseConfig, agg: Any, hs: Any, before: dict[str, pd.Serie
         wb = pd.to_numeric(agg.columns[w], errors="coerce").to_numpy(float)
         wa = wb
         if config.input.weight_release == "recalibrated":
-            from sdc.method.recalibrate import recalibrated_weights
+            from sdc.method.recalibrate import recalibrated_weights, size_top
 
-            wa = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, wb, w)
+            wa = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, wb, w,
+                                      size_top(config))
     elif agg.weight is not None:
         wb = wa = np.asarray(agg.weight, float) / size
     else:

@@ -263,7 +263,19 @@ def _household_lines(config: ReleaseConfig, result: Any) -> list[str]:
         "the bound: the data producer's report measures that risk.",
     ]
     comp = _household_composition(result)
-    if comp is not None and comp.get("exceeds_xi"):
+    if comp is not None and comp.get("mode") == "large_groups":
+        lg = comp["large_groups"]
+        lines += ["", f"**Large groups** (`risk.large_groups: {lg['threshold']}`): an intruder "
+                  "who knows the keys of every member of a group is covered for the "
+                  f"{lg['small_groups']:,} groups of at most {lg['threshold']} members "
+                  f"(exact certificate {lg['certificate']:.4f}"
+                  + (f", above the bound xi = {lg['xi']}" if lg["exceeds_xi"] else "")
+                  + f"); for the {lg['large_groups']:,} larger groups "
+                  f"({lg['large_persons']:,} persons) nobody outside a group is assumed to "
+                  "know every member's keys: they are covered by the bound for an intruder "
+                  "who knows a group's group-level keys and for one who knows a person's keys "
+                  "and its group's keys (docs/HOUSEHOLDS.md, \"Large groups\")."]
+    elif comp is not None and comp.get("exceeds_xi"):
         lines += ["", "**Household composition not protected** (`risk.households: warn`): "
                   "an intruder who knows a household's household-level keys and its "
                   "members' person-level keys finds it with a probability above the bound "

@@ -213,6 +213,23 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
     }
 
 
+def with_large_groups(comp: dict[str, Any], households: StageDraws, persons: StageDraws,
+                      code: np.ndarray, n_h: int, config: ReleaseConfig) -> dict[str, Any]:
+    """``comp`` (the Monte Carlo figures over every group, kept as information) under
+    ``risk.large_groups``: the composition intruder certified exactly over the groups of at
+    most that many members (:func:`~sdc.method.group_composition.small_group_composition`),
+    which decides ``exceeds_xi``; the larger groups are covered by the household-level and
+    person-level certificates (docs/METHOD.md 7.14)."""
+    from sdc.method.group_composition import small_group_composition
+
+    keys = config.key_names
+    small = small_group_composition(households, persons, code, n_h,
+                                    [keys.index(k) for k in config.person_keys],
+                                    int(config.risk.large_groups), float(config.risk.xi))
+    return {**comp, "mode": "large_groups", "large_groups": small,
+            "measured_exceeds_xi": comp["exceeds_xi"], "exceeds_xi": small["exceeds_xi"]}
+
+
 def _person_cells(a: np.ndarray, n_cls: int) -> np.ndarray:
     """Flat index a * P + c of every household's person cells (a, c), (H * P,)."""
     return (a[:, None] * n_cls + np.arange(n_cls)).reshape(-1)
@@ -456,6 +473,9 @@ def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
                if comp["exceeds_xi"] else f"the composition intruder's risk is within xi = {xi}")
     if comp.get("mode") == "protect":
         message, fixes = _protect_verdict(comp, xi)
+    elif comp.get("mode") == "large_groups":
+        message, fixes = large_groups_verdict(comp, xi, household_certificate,
+                                              person_certificate)
     elif comp["exceeds_xi"]:
         fixes = [
             "risk.composition: protect with person keys recoded for households (e.g. age: "
@@ -488,6 +508,33 @@ def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
         "message": message,
         "fixes": fixes,
     }
+
+
+def large_groups_verdict(comp: dict[str, Any], xi: float, household_certificate: float,
+                         person_certificate: float) -> tuple[str, list[str]]:
+    """The message and fixes of a two-stage release under ``risk.large_groups`` (the threat
+    model of large groups, docs/METHOD.md 7.14): the exact composition certificate of the
+    small groups, and which certificates cover the large ones."""
+    lg = comp["large_groups"]
+    t = lg["threshold"]
+    covered = (f"the {lg['large_groups']:,} groups of more than {t} members "
+               f"({lg['large_persons']:,} persons) are outside the composition intruder's "
+               f"threat model (risk.large_groups: {t}): covered by the group-level certificate "
+               f"{household_certificate:.4f} (household stage, counted in groups) and the "
+               f"person-level certificate given the group keys {person_certificate:.4f} (exact)")
+    small = (f"the composition certificate of the {lg['small_groups']:,} groups of at most {t} "
+             f"members is {lg['certificate']:.4f} (exact)")
+    if not lg["exceeds_xi"]:
+        return f"{small}, within xi = {xi}; {covered}", []
+    sizes = ", ".join(f"{n:,} of size {s}" for s, n in lg["groups_above_xi"].items())
+    return (f"{small} > xi = {xi} ({sizes} above xi: a small group whose composition no "
+            f"other group of its keys can be released with is found); {covered}"), [
+        f"a smaller risk.large_groups (the data producer's statement of which groups an "
+        f"intruder can know every member of; {t} now)",
+        "risk.composition: protect (every group's composition certified; costly for large "
+        "groups)",
+        "coarser person keys or fewer household-level keys",
+    ]
 
 
 def _protect_verdict(comp: dict[str, Any], xi: float) -> tuple[str, list[str]]:

@@ -1,0 +1,81 @@
+"""The exact composition intruder of small groups under the two-stage release
+(``risk.large_groups``, sdc.method.group_composition; docs/METHOD.md 7.14) against the
+release's own draws replayed (the same keyed NZY draws as a release, the composition keys and
+hits of sdc.reports.households: code the exact formula does not use)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sdc
+from sdc.method.draws.rendezvous import DrawPlan
+from sdc.method.group_composition import group_risks, small_group_composition
+from sdc.reports.households import StageDraws, _compositions, _hits
+from sdc.samples import generate_household_sample
+
+
+def _plan(cell_prb, freq, theta) -> DrawPlan:
+    cell_prb = np.asarray(cell_prb, np.int64)
+    return DrawPlan(cell_prb, np.asarray(freq, np.int64),
+                    np.arange(1, cell_prb.size + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15),
+                    np.asarray(theta, float))
+
+
+def _stages():
+    """Groups of sizes 1, 1, 1, 2, 2, 2, 3 (group 6 is "large" at threshold 2) in three
+    household-key cells (one PRB, theta 0.6, t = 2 or 3); persons in cells (HK, class), one
+    person PRB per HK value (theta 0.5) except HK 2's (not sensitive)."""
+    size = np.array([1, 1, 1, 2, 2, 2, 3])
+    code = np.repeat(np.arange(size.size), size)
+    h_cell = np.array([0, 1, 2, 0, 1, 2, 0])
+    hh = StageDraws(_plan([0, 0, 0], [3, 2, 2], [0.6]), np.array([[0], [1], [2]]), h_cell,
+                    np.arange(1, 8, dtype=np.uint64) * np.uint64(7919))
+    cls = np.array([0, 1, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0])
+    hk = h_cell[code]
+    p_cell = hk * 2 + cls
+    key_codes = np.array([[h, c] for h in range(3) for c in range(2)])
+    freq = np.bincount(p_cell, minlength=6)
+    pp = StageDraws(_plan([0, 0, 1, 1, -1, -1], freq, [0.5, 0.5]), key_codes, p_cell,
+                    np.arange(1, code.size + 1, dtype=np.uint64) * np.uint64(104729))
+    return hh, pp, code, size.size
+
+
+def test_exact_risk_equals_the_replayed_draws():
+    hh, pp, code, n_h = _stages()
+    groups, r = group_risks(hh, pp, code, n_h, [1], 2)
+    assert groups.tolist() == [0, 1, 2, 3, 4, 5]  # the 3-member group is above the threshold
+    n = 3000
+    hits = np.zeros((n, n_h))
+    true_key = _compositions(hh.key_codes[hh.cell], pp.key_codes[pp.cell][:, [1]], code, n_h)
+    for s in range(n):
+        key = _compositions(hh.key_codes[hh.replay(s)], pp.key_codes[pp.replay(s)][:, [1]],
+                            code, n_h)
+        hits[s] = _hits(true_key, key)
+    # the replays' 3-member group competes with no small group: its key never matches theirs
+    mean, se = hits.mean(axis=0)[groups], hits.std(axis=0, ddof=1)[groups] / np.sqrt(n)
+    # 4 SE of the mean of 3,000 replays (per group): fails for a wrong formula
+    assert np.all(np.abs(mean - r) <= 4 * se + 1e-12), (mean, r, se)
+    assert r.max() < 1.0 and r.min() > 0.0
+    out = small_group_composition(hh, pp, code, n_h, [1], 2, 0.5)
+    assert out["certificate"] == pytest.approx(r.max())
+    assert out["small_groups"] == 6 and out["large_groups"] == 1 and out["large_persons"] == 3
+
+
+def test_release_states_the_threshold_and_certifies_small_groups():
+    """A two-stage release with risk.large_groups carries the exact small-group figure in
+    risk.json's households.composition (mode large_groups), and it decides the verdict."""
+    f = generate_household_sample(3000, seed=5, n_regions=12)
+    from engine_configs import household_config
+
+    base = household_config(weight="hh_weight", drop=["income"])
+    cfg = sdc.parse_config({**base, "risk": {**base["risk"], "large_groups": 2}})
+    r = sdc.release_frame(f, cfg, 3)
+    comp = r.households.composition
+    assert comp["mode"] == "large_groups"
+    lg = comp["large_groups"]
+    sizes = f.groupby("hh_id").size()
+    assert lg["small_groups"] == int((sizes <= 2).sum())
+    assert lg["large_persons"] == int(sizes[sizes > 2].sum())
+    assert comp["exceeds_xi"] == (lg["certificate"] > 0.5 + 1e-9)
+    assert 0.0 < lg["certificate"] <= 1.0
