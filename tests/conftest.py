@@ -63,6 +63,8 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 CENSUS_CSV = REPO / "data_samples" / "census_sample.csv"
 SHARED_DATA = REPO / ".." / "shared" / "data"
+#: session fixtures of a helper module (tests/eusilc_helpers.py: one eusilc release)
+pytest_plugins = ["eusilc_helpers"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,15 +1,23 @@
 """R laeken's synthetic EU-SILC (Debian r-cran-laeken: 14,827 persons in 6,000 households),
 and laeken's other data sets (``ses``), exported by Rscript into the test's temporary folder
 when laeken is installed (never copied into the project); else the test skips: a test module's
-fixture calls :func:`export_eusilc` or :func:`export_laeken`."""
+fixture calls :func:`export_eusilc` or :func:`export_laeken`.
+
+Also a pytest plugin (tests/conftest.py ``pytest_plugins``): :func:`eusilc_release`, eusilc
+through ``sdc init``, ``sdc design -o`` and ``sdc release`` once per session (once per xdist
+worker, and its tests share one worker: tests/conftest.py groups them), checked by the tests
+that ask what that one user's run gives (tests/e2e)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 
 def export_laeken(tmp_path_factory, name: str) -> Path:
@@ -31,3 +39,41 @@ def export_laeken(tmp_path_factory, name: str) -> Path:
 def export_eusilc(tmp_path_factory) -> Path:
     """The synthetic EU-SILC exported by Rscript (skips the test without R's laeken)."""
     return export_laeken(tmp_path_factory, "eusilc")
+
+
+#: the eusilc run of :func:`eusilc_release`: household id, weight, keys (region and household
+#: size for the household; age, sex, citizenship for the person), id and a dropped column
+EUSILC_INIT = ("--household-id", "db030", "--weight", "rb050", "--keys",
+               "db040,hsize,age,rb090,pb220a", "--id", "rb030", "--drop", "db090")
+
+
+@pytest.fixture(scope="session")
+def eusilc_release(tmp_path_factory) -> dict[str, Any]:
+    """eusilc as a new user releases it: ``sdc init`` (:data:`EUSILC_INIT`), ``sdc design -o
+    --json``, the designed config given the four output formats and the utility's household
+    income (``eqIncome``), ``sdc release``. Made once (~60 CPU s) for every test that checks
+    that run; each test asserts on its own part. Returns the original ``csv``, the three
+    commands' results (``init``, ``design``, ``release``: ``run_cli`` results, ``.text``
+    collapsed), ``job`` (init's draft, as written), ``designed`` (the config released) and
+    ``out`` (the release folder)."""
+    from conftest import run_cli
+
+    csv = export_eusilc(tmp_path_factory)
+    base = tmp_path_factory.mktemp("eusilc-release")
+    data, job, designed = base / "eusilc.csv", base / "job.yaml", base / "d.yaml"
+    shutil.copy(csv, data)
+    init = run_cli("init", data, *EUSILC_INIT, "-o", job)
+    assert init.exit_code == 0, init.text
+    job_text = job.read_text()
+    design = run_cli("design", job, "-o", designed, "--json")
+    assert design.exit_code == 0, design.text
+    cfg = yaml.safe_load(designed.read_text())
+    cfg["output"]["formats"] = ["parquet", "csv", "sav", "dta"]
+    cfg["utility"] = {"household_income": "eqIncome"}
+    designed.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    release = run_cli("release", designed)
+    assert release.exit_code == 0, release.text
+    return {"csv": csv, "init": init, "design": design, "release": release,
+            "job": yaml.safe_load(job_text), "designed": cfg,
+            "recommended": json.loads(design.stdout)["recommended"],
+            "out": base / cfg["output"]["dir"]}

@@ -1,7 +1,8 @@
 """The synthetic EU-SILC of R's laeken (Debian r-cran-laeken: 14,827 persons in 6,000
 households) released as a new user would (issue 44): ``sdc init --household-id --weight``,
-``sdc design -o``, ``sdc release``. The file is exported by Rscript into the test's temporary
-folder when laeken is installed (never copied into the project); else the test skips.
+``sdc design -o``, ``sdc release`` (tests/eusilc_helpers.py ``eusilc_release``: the file is
+exported by Rscript when laeken is installed, never copied into the project; else the test
+skips).
 
 Checked: the survey weight and the eight person incomes are released (the weight recalibrated
 to the released household keys: one value per released region x size, the original totals);
@@ -16,22 +17,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from conftest import run_cli
-from eusilc_helpers import export_eusilc
 
 INCOMES = ["py010n", "py050n", "py090n", "py100n", "py110n", "py120n", "py130n", "py140n"]
-
-
-@pytest.fixture(scope="module")
-def eusilc_csv(tmp_path_factory) -> Path:
-    return export_eusilc(tmp_path_factory)
 
 
 def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
@@ -60,27 +51,21 @@ def _share(text: str) -> float:
 
 
 @pytest.mark.slow
-def test_eusilc_init_design_release(eusilc_csv, tmp_path):
-    job, d = tmp_path / "job.yaml", tmp_path / "d.yaml"
-    shutil.copy(eusilc_csv, tmp_path / "eusilc.csv")
-    r = run_cli("init", tmp_path / "eusilc.csv", "--household-id", "db030", "--weight", "rb050",
-                "--keys", "db040,hsize,age,rb090,pb220a", "--id", "rb030", "--drop", "db090",
-                "-o", job)
-    assert r.exit_code == 0, r.text
-    n_init = _share(r.text)
-    cfg = yaml.safe_load(job.read_text())
+def test_eusilc_init_design_release(eusilc_release):
+    """The one run of ``eusilc_release`` (tests/eusilc_helpers.py: ``EUSILC_INIT``),
+    shared with tests/e2e/test_household_changes_agree.py."""
+    run = eusilc_release
+    n_init = _share(run["init"].text)
+    cfg = run["job"]
     assert cfg["input"]["weight"] == "rb050"
     assert cfg["input"]["weight_release"] == "recalibrated"
     assert not set(INCOMES) & set(cfg["input"]["drop"])
     assert len(cfg["key_variables"]["age"]["recode"]["bands"]) >= 5
-    r = run_cli("design", job, "-o", d, "--json")
-    assert r.exit_code == 0, r.text
-    design_share = float(json.loads(r.stdout)["recommended"]["share_changed"])
-    r = run_cli("release", d)
-    assert r.exit_code == 0, r.text
-    out = yaml.safe_load(d.read_text())["output"]["dir"]
-    pub = pd.read_parquet(tmp_path / out / "public" / "microdata.parquet")
-    orig = pd.read_csv(eusilc_csv)
+    design_share = float(run["recommended"]["share_changed"])
+    r = run["release"]
+    out = run["out"]
+    pub = pd.read_parquet(out / "public" / "microdata.parquet")
+    orig = pd.read_csv(run["csv"])
     assert set(INCOMES) <= set(pub.columns) and "rb050" in pub.columns
     assert pub["age"].nunique() >= 5
     # the released weight: one value per released region x size; totals of each region kept
@@ -103,9 +88,9 @@ def test_eusilc_init_design_release(eusilc_csv, tmp_path):
     assert (z.abs() <= 2).all(), z
     # at most 10% of the records changed; the three exact certificates <= xi
     assert changed <= 0.10 * n, changed
-    risk = json.loads((tmp_path / out / "internal" / "risk.json").read_text())
+    risk = json.loads((out / "internal" / "risk.json").read_text())
     comp = risk["households"]["composition"]
-    xi = float(yaml.safe_load(d.read_text())["risk"]["xi"])
+    xi = float(run["designed"]["risk"]["xi"])
     assert comp["mode"] == "protect"
     for level in (comp, comp["person"], comp["household_level"]):
         assert level["certificate"] <= xi + 1e-12, level

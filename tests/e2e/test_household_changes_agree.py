@@ -30,7 +30,6 @@ import pyreadstat
 import pytest
 import yaml
 from conftest import SHARED_DATA, run_cli
-from eusilc_helpers import export_eusilc
 
 TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
 INCOMES = ["py010n", "py050n", "py090n", "py100n", "py110n", "py120n", "py130n", "py140n"]
@@ -39,46 +38,39 @@ INIT = re.compile(r"([\d,]+) records \([\d.]+%\) expected to change \(SD ([\d,]+
 RELEASE = re.compile(r"records changed ([\d,]+) \(expected ([\d,.]+), SD ([\d,.]+)\)")
 
 
-@pytest.fixture(scope="module")
-def eusilc_csv(tmp_path_factory) -> Path:
-    return export_eusilc(tmp_path_factory)
-
-
 def _num(s: str) -> float:
     return float(s.replace(",", ""))
 
 
-def _agree(tmp_path: Path, data: Path, *init_args: str, formats: list[str] | None = None,
-           utility: dict[str, Any] | None = None) -> dict[str, Any]:
+def _agree(tmp_path: Path, data: Path, *init_args: str) -> dict[str, Any]:
     job, d = tmp_path / "job.yaml", tmp_path / "d.yaml"
-    r = run_cli("init", data, *init_args, "-o", job)
-    assert r.exit_code == 0, r.text
-    m = INIT.search(r.text)
-    assert m, r.text[-800:]
+    init = run_cli("init", data, *init_args, "-o", job)
+    assert init.exit_code == 0, init.text
+    design = run_cli("design", job, "-o", d, "--json")
+    assert design.exit_code == 0, design.text
+    release = run_cli("release", d)
+    assert release.exit_code == 0, release.text
+    return _same_expectation(init, yaml.safe_load(job.read_text()), design, release)
+
+
+def _same_expectation(init: Any, job: dict[str, Any], design: Any,
+                      release: Any) -> dict[str, Any]:
+    """The checks of the module docstring on the three commands' results (``run_cli``) and
+    init's draft ``job``."""
+    m = INIT.search(init.text)
+    assert m, init.text[-800:]
     init_e, init_sd = _num(m.group(1)), _num(m.group(2))
-    assert yaml.safe_load(job.read_text())["risk"]["composition"] == "protect"
-    r = run_cli("design", job, "-o", d, "--json")
-    assert r.exit_code == 0, r.text
-    rec = json.loads(r.stdout)["recommended"]
+    assert job["risk"]["composition"] == "protect"
+    rec = json.loads(design.stdout)["recommended"]
     design_e, design_sd = float(rec["expected_changed"]), float(rec["sd_changed"])
     assert abs(init_e - design_e) <= 0.5 and abs(init_sd - design_sd) <= 0.5
     assert rec["changed"] != design_e  # the expectation, not the search's one draw
-    if formats or utility:
-        cfg = yaml.safe_load(d.read_text())
-        cfg["output"]["formats"] = formats or cfg["output"]["formats"]
-        if utility:
-            cfg["utility"] = utility
-        d.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    r = run_cli("release", d)
-    assert r.exit_code == 0, r.text
-    m = RELEASE.search(r.text)
-    assert m, r.text[-800:]
+    m = RELEASE.search(release.text)
+    assert m, release.text[-800:]
     changed, rel_e, rel_sd = (_num(g) for g in m.groups())
     assert abs(rel_e - design_e) <= 0.05 and abs(rel_sd - design_sd) <= 0.05
     assert abs(changed - design_e) <= 4 * design_sd, (changed, design_e, design_sd)
-    public = tmp_path / yaml.safe_load(d.read_text())["output"]["dir"] / "public"
-    return {"init": init_e, "design": design_e, "release": changed, "sd": design_sd,
-            "public": public}
+    return {"init": init_e, "design": design_e, "release": changed, "sd": design_sd}
 
 
 @pytest.mark.skipif(not TESTDATA.is_file(), reason="sdcMicro testdata absent (../shared/data)")
@@ -88,19 +80,18 @@ def test_testdata_init_design_release_print_the_same_expectation(tmp_path):
 
 
 @pytest.mark.slow
-def test_eusilc_init_design_release_print_the_same_expectation(eusilc_csv, tmp_path):
-    """eusilc with region the only household key (household size is refused as a key by the
-    exact certificates: docs/HOUSEHOLDS.md). Its person incomes hold R's ``NA`` (persons under
-    16): init drafts ``input.na_values: [NA]`` and they are released as numbers in every
-    format, equal to the original's (as multisets)."""
-    got = _agree(tmp_path, eusilc_csv, "--household-id", "db030", "--weight", "rb050",
-                 "--keys", "db040,age,rb090,pb220a", "--id", "rb030", "--drop", "db090",
-                 formats=["parquet", "csv", "sav", "dta"],
-                 utility={"household_income": "eqIncome"})
+def test_eusilc_init_design_release_print_the_same_expectation(eusilc_release):
+    """eusilc through init, design and release (the one run of ``eusilc_release``, shared with
+    tests/e2e/test_eusilc_household.py: region and household size the household keys, the
+    release in the four formats with the household income for the utility). Its person
+    incomes hold R's ``NA`` (persons under 16): init drafts ``input.na_values: [NA]`` and they
+    are released as numbers in every format, equal to the original's (as multisets)."""
+    run = eusilc_release
+    got = _same_expectation(run["init"], run["job"], run["design"], run["release"])
     assert got["design"] < 0.15 * 14827
     # the weighted poverty rate by region within 2 SE of the original (issue 44's done-when;
     # utility.json households.survey, SE over households); by sex and age group too
-    u = json.loads((got["public"].parent / "internal" / "utility.json").read_text())
+    u = json.loads((run["out"] / "internal" / "utility.json").read_text())
     survey = u["households"]["survey"]
     region = next(g for g in survey["by_household_key"] if g["key"] == "db040")
     assert len(region["values"]) == 9
@@ -114,8 +105,8 @@ def test_eusilc_init_design_release_print_the_same_expectation(eusilc_csv, tmp_p
     assert len(sizes) >= 5
     for e in sizes:
         assert abs(e["share"]["z"]) <= 2, e
-    orig = pd.read_csv(eusilc_csv)
-    pub = got["public"]
+    orig = pd.read_csv(run["csv"])
+    pub = run["out"] / "public"
     files = {"parquet": pd.read_parquet(pub / "microdata.parquet"),
              "sav": pyreadstat.read_sav(str(pub / "microdata.sav"))[0],
              "dta": pyreadstat.read_dta(str(pub / "microdata.dta"))[0],

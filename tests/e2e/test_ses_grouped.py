@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -32,14 +31,13 @@ KEYS = "location,NACE1,size,sex,age,education"
 
 
 @pytest.fixture(scope="module")
-def ses_csv(tmp_path_factory) -> Path:
-    return export_laeken(tmp_path_factory, "ses")
-
-
-def _init(ses_csv: Path, tmp_path: Path):
-    shutil.copy(ses_csv, tmp_path / "ses.csv")
-    job = tmp_path / "job.yaml"
-    r = run_cli("init", tmp_path / "ses.csv", "--household-id", "IDunit", "--weight", "weights",
+def ses_init(tmp_path_factory):
+    """``sdc init`` of ses, run once for both tests (what it prints and the draft's path)."""
+    ses_csv = export_laeken(tmp_path_factory, "ses")
+    base = tmp_path_factory.mktemp("ses-init")
+    shutil.copy(ses_csv, base / "ses.csv")
+    job = base / "job.yaml"
+    r = run_cli("init", base / "ses.csv", "--household-id", "IDunit", "--weight", "weights",
                 "--keys", KEYS, "-o", job)
     return r, job
 
@@ -51,8 +49,8 @@ def _init(ses_csv: Path, tmp_path: Path):
     "id the weight (one value per enterprise) singles out 72 of 489 enterprises and the "
     "enterprise keys 41; a weight recalibrated to the released enterprise keys in a person "
     "file does not exist yet (issue 44)"))
-def test_ses_init_design_release(ses_csv, tmp_path):
-    r, job = _init(ses_csv, tmp_path)
+def test_ses_init_design_release(ses_init, tmp_path):
+    r, job = ses_init
     assert r.exit_code == 0, r.text
     cfg = yaml.safe_load(job.read_text())
     grouped = cfg["input"].get("household_id") == "IDunit"
@@ -67,23 +65,23 @@ def test_ses_init_design_release(ses_csv, tmp_path):
     r = run_cli("release", d)
     assert r.exit_code == 0, r.text
     out = yaml.safe_load(d.read_text())["output"]["dir"]
-    pub = pd.read_parquet(tmp_path / out / "public" / "microdata.parquet")
+    pub = pd.read_parquet(d.parent / out / "public" / "microdata.parquet")
     assert {"weights", "earnings", "earningsHour"} <= set(pub.columns)
     changed = int(re.search(r"records changed\s+([\d,]+)", r.text).group(1).replace(",", ""))
     assert rec["without_group_id"] or changed <= 0.10 * len(pub) * 1.2
-    risk = json.loads((tmp_path / out / "public" / "risk.json").read_text())
+    risk = json.loads((d.parent / out / "public" / "risk.json").read_text())
     assert risk["certificate"] <= risk["xi"] + 1e-9
 
 
 @pytest.mark.slow
-def test_ses_refusal_says_why_and_is_quick(ses_csv, tmp_path):
+def test_ses_refusal_says_why_and_is_quick(ses_init):
     """What `sdc init` does on ses today: exit 2 naming, for the release without the group id,
     the columns with one value per enterprise, how many enterprises each singles out (the
     weight alone 72, the enterprise keys 41), and the cost of the fix (the weight dropped:
     no weighted estimates); for protect, the groups too large for the exact person level. The
     design search works on the enterprise table, so this takes seconds (before: stopped after
     40 minutes in the exact person-level certificate of 210-member groups)."""
-    r, _ = _init(ses_csv, tmp_path)
+    r, _ = ses_init
     assert r.exit_code == 2, r.text
     text = " ".join(r.text.split())
     assert "groups of up to 210 members" in text
