@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.special import comb
 
+from sdc.method.power_series import binomial_rows, over_bernoulli, times_bernoulli
 from sdc.method.risk import BlockRisk, max_risk
 from sdc.method.transition import Transition
 
@@ -304,36 +305,6 @@ def _support(tr: Transition) -> tuple[np.ndarray, ...]:
 
 
 # -- exact risk of a group with unequal move probabilities ---------------------------------
-def _times_bernoulli(f: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Rows of ``f`` (power series, truncated) times (1 - p + p x), p one per row."""
-    out = f * (1.0 - p)[:, None]
-    out[:, 1:] += f[:, :-1] * p[:, None]
-    return out
-
-
-def _over_bernoulli(f: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Rows of ``f`` divided by (1 - p + p x) (power-series division, truncated; p <= 1/2, so
-    the error of every step shrinks by p / (1 - p) <= 1)."""
-    out = np.empty_like(f)
-    q = 1.0 - p
-    out[:, 0] = f[:, 0] / q
-    for s in range(1, f.shape[1]):
-        out[:, s] = (f[:, s] - p * out[:, s - 1]) / q
-    np.maximum(out, 0.0, out=out)
-    return out
-
-
-def _binomial_rows(n: np.ndarray, p: np.ndarray, length: int) -> np.ndarray:
-    """Rows Bin(n_i, p_i) probabilities of 0..length-1 (n small: at most 2 at xi > 1/3)."""
-    s = np.arange(length)
-    n = np.asarray(n)[:, None]
-    p = np.asarray(p, dtype=np.float64)[:, None]
-    with np.errstate(invalid="ignore"):
-        out = comb(n, s[None, :]) * p ** s[None, :] * (1.0 - p) ** np.maximum(n - s[None, :], 0)
-    out[s[None, :] > n] = 0.0
-    return np.nan_to_num(out)
-
-
 def _risk_rows(q: np.ndarray, pmf: np.ndarray, n_other: int) -> np.ndarray:
     """R(a) = (1/a) q P(S' = a-1) / (q P(S' = a-1) + (1 - q) P(S' = a)), a = 1..L-1;
     S' <= ``n_other`` (the other records of the group): beyond it P is 0 exactly."""
@@ -383,15 +354,15 @@ def _group_risk_at(t: np.ndarray, m: np.ndarray, length: int) -> BlockRisk:
         total[0, 0] = 1.0
         for i in range(k):  # the inflow law of every record of the group, once
             for _ in range(int(t[i])):
-                total = _times_bernoulli(total, p[i:i + 1])
+                total = times_bernoulli(total, p[i:i + 1])
         pool = np.repeat(total, k, axis=0)
         for r in range(t_max):
             rows = np.flatnonzero(t > r)
-            pool[rows] = _over_bernoulli(pool[rows], p[rows])
+            pool[rows] = over_bernoulli(pool[rows], p[rows])
     elif k == 2:
         p = m.copy()
-        pool = np.stack([_binomial_rows(t[[1]], m[[1]], length)[0],
-                         _binomial_rows(t[[0]], m[[0]], length)[0]])
+        pool = np.stack([binomial_rows(t[[1]], m[[1]], length)[0],
+                         binomial_rows(t[[0]], m[[0]], length)[0]])
     else:
         p = np.zeros(1)
         pool = np.zeros((1, length))
@@ -399,7 +370,7 @@ def _group_risk_at(t: np.ndarray, m: np.ndarray, length: int) -> BlockRisk:
     own = pool.copy()  # pool (the inflow into z) is used again by the other-cell picks
     for r in range(t_max - 1):  # the target's cell-mates that stay: Bin(t_j - 1, 1 - m_j)
         rows = np.flatnonzero(t - 1 > r)
-        own[rows] = _times_bernoulli(own[rows], 1.0 - m[rows])
+        own[rows] = times_bernoulli(own[rows], 1.0 - m[rows])
     r_own = _risk_rows(1.0 - m, own, int(t.sum()) - 1)
     best = (0.0, int(t[0]), 1, "own", int(t[0]))
     i, a = np.unravel_index(int(np.argmax(r_own)), r_own.shape)
@@ -411,10 +382,10 @@ def _group_risk_at(t: np.ndarray, m: np.ndarray, length: int) -> BlockRisk:
         for z in range(k):
             js = np.delete(np.arange(k), z)
             if k >= 3:
-                s = _over_bernoulli(np.repeat(pool[z:z + 1], js.size, axis=0), p[js])
+                s = over_bernoulli(np.repeat(pool[z:z + 1], js.size, axis=0), p[js])
             else:  # k == 2: the target's cell-mates are all that flows into z
-                s = _binomial_rows(t[js] - 1, m[js], length)
-            stay = _binomial_rows(t[[z]], 1.0 - m[[z]], int(t[z]) + 1)[0]
+                s = binomial_rows(t[js] - 1, m[js], length)
+            stay = binomial_rows(t[[z]], 1.0 - m[[z]], int(t[z]) + 1)[0]
             conv = s * stay[0]
             for d in range(1, min(length, int(t[z]) + 1)):
                 conv[:, d:] += s[:, :-d] * stay[d]

@@ -183,12 +183,17 @@ def weighted_design(cell_prb: np.ndarray, prb_cells: np.ndarray, prb_start: np.n
     rows: list[dict] = []
     transitions: list[Transition] = []
     size = max(2, int(size))
+    fits, prbs, cuts = [], [], []
     for b in range(prb_start.size):
         prb = np.asarray(prb_cells[int(prb_start[b]):int(prb_start[b]) + int(k[b])], np.int64)
         cells = prb[np.lexsort((prb, wbar[prb]))]
-        fit = _RunFit(cells, float(prb_theta[b]), t, w_tot, xi, near_w)
+        fits.append(_RunFit(cells, float(prb_theta[b]), t, w_tot, xi, near_w))
+        prbs.append(prb)
         logw = np.log(np.maximum(wbar[cells], 1e-300))
-        runs = _join_equal(_runs(logw, size), logw).tolist()
+        cuts.append(_join_equal(_runs(logw, size), logw).tolist())
+    if near_w is None:
+        _first_certificates(fits, cuts)
+    for b, (prb, fit, runs) in enumerate(zip(prbs, fits, cuts, strict=True)):
         nzy, bad = _merge_runs(runs, fit)
         if bad is not None:            # one group, uncertified: NZY's design for the PRB
             fallback = prb_fallback[b] if prb_fallback is not None else None
@@ -199,6 +204,31 @@ def weighted_design(cell_prb: np.ndarray, prb_cells: np.ndarray, prb_start: np.n
     cert = float(groups["max_risk"].max()) if len(groups) else 0.0
     design = cell_design(transitions, prb_cells, prb_start, t.size)
     return WeightedDesign(transitions, design, groups, cert)
+
+
+def _first_certificates(fits: list[_RunFit], cuts: list[list[int]]) -> None:
+    """The uniform-W certificate of every first run of every PRB at its starting c, all at
+    once (:func:`sdc.method.group_risks.group_risks`, the same figures as one ``certify`` per
+    run): a run certified there is fitted (:meth:`_RunFit.fit` would stop at its first
+    point); the others are left to the calibration."""
+    from sdc.method.group_risks import group_risks
+
+    where, t_parts, m_parts = [], [], []
+    for fit, runs in zip(fits, cuts, strict=True):
+        for lo, hi in zip(runs[:-1], runs[1:], strict=True):
+            if hi - lo >= 2:
+                tg, wg, start = fit.start(lo, hi)
+                where.append((fit, lo, hi, start))
+                t_parts.append(tg)
+                m_parts.append(np.minimum(start / wg, 1.0))
+    if not where:
+        return
+    sizes = np.array([x.size for x in t_parts])
+    risks = group_risks(np.concatenate(t_parts), np.concatenate(m_parts),
+                        np.r_[0, np.cumsum(sizes)[:-1]])
+    for (fit, lo, hi, start), r in zip(where, risks, strict=True):
+        if r.max_risk <= fit.xi:
+            fit.memo[lo, hi] = (start, r)
 
 
 class _RunFit:
@@ -212,6 +242,13 @@ class _RunFit:
         self.near_w = near_w
         self.memo: dict[tuple[int, int], tuple[float, BlockRisk] | None] = {}
         self.wmemo: dict[tuple[int, int], Transition | None] = {}
+
+    def start(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """(t_j, W_j, the starting c = min(theta_b w-bar_g, min W_j)) of uniform-W run
+        [lo, hi), cells in weight order."""
+        tg, wg = self.t[self.cells[lo:hi]], self.w_tot[self.cells[lo:hi]]
+        c0 = self.theta * float(wg.sum()) / float(tg.sum())
+        return tg, wg, min(c0, float(wg.min()))
 
     def group_w(self, lo: int, hi: int) -> Transition | None:
         """The near W of run [lo, hi) (cells ascending), None for the uniform W."""
