@@ -15,12 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import SHARED_DATA, run_cli
+from conftest import run_cli
 
 from sdc.authoring.draft_households import household_levels
 from sdc.samples import generate_household_sample
-
-TESTDATA = SHARED_DATA / "sdcmicro" / "testdata.csv"
 
 
 def test_household_levels_is_the_brute_force_answer():
@@ -73,25 +71,6 @@ def test_a_generated_household_file_is_drafted_as_one_and_plans(household_csv, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.yaml"]  # no judge file left
     plan = run_cli("plan", out)
     assert plan.exit_code == 0, plan.text
-
-
-@pytest.mark.skipif(not TESTDATA.exists(), reason="../shared/data/sdcmicro/testdata.csv absent")
-def test_sdcmicro_testdata_is_drafted_with_protected_composition(tmp_path):
-    """testdata.csv with household keys urbrur, water: as drafted the household stage cannot
-    certify the single household with urbrur=1, water=5 (docs/HOUSEHOLDS.md), so the draft
-    takes the household design's recommendation: ``risk.composition: protect``."""
-    r, out = _draft(tmp_path, TESTDATA, "--keys", "urbrur,water,sex,age", "--household-id",
-                    "ori_hid")
-    assert r.exit_code == 0, r.text
-    cfg = yaml.safe_load(out.read_text())
-    assert cfg["key_variables"]["urbrur"]["level"] == "household"
-    assert cfg["key_variables"]["water"]["level"] == "household"
-    assert {"roof", "walls"} <= set(cfg["input"]["household_columns"])
-    assert cfg["risk"]["composition"] == "protect"
-    assert "as drafted, refused: household stage" in r.text
-    plan = run_cli("plan", out)
-    assert plan.exit_code == 0, plan.text
-    assert "composition certificate 0.3" in plan.text
 
 
 @pytest.mark.parametrize("case", ["missing-id", "id-is-key", "no-household-key"])
