@@ -146,6 +146,9 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
     if cand.without_group_id:
         _as_person_file(draft, cand, cur)
         return True
+    if cand.large_groups is not None:
+        _as_large_groups(draft, cand, cur)
+        return True
     for k, r in cand.recoding.items():
         if r["recode"] == AS_COLUMN:  # household size: a household column under protect
             draft.keys.pop(k)
@@ -194,10 +197,15 @@ def _why_none(cands: list[Any]) -> str:
     """Why the household design search certified nothing: the first protect candidate's
     reason and the release without the group id's (what reassembles the groups, its fix and
     cost), for the refusal."""
-    protect = next((c.note for c in cands if not c.without_group_id and c.note), "")
+    protect = next((c.note for c in cands if not c.without_group_id and c.note
+                    and getattr(c, "large_groups", None) is None), "")
     group = next((c.note for c in cands if c.without_group_id and c.note), "")
+    large = next((c.note for c in cands if getattr(c, "large_groups", None) is not None
+                  and c.status != "certified"), "")
     parts = [f"under protect: {protect}" if protect else "",
-             f"the release {group[len('without '):]}" if group.startswith("without ") else group]
+             f"the release {group[len('without '):]}" if group.startswith("without ") else group,
+             f"the threat model of large groups (two stages, risk.large_groups): {large}"
+             if large else ""]
     return "".join(f"; {p}" for p in parts if p)
 
 
@@ -234,6 +242,31 @@ def _as_person_file(draft: Draft, cand: Any, cur: Any) -> None:
         f"written WITHOUT the group id {hid} (a person file: no group can be reassembled; the "
         f"person-level certificate is the release's): {_changes(cand)}. Run `sdc design` on the household config for "
         "the household designs and their cost.",
+    ]
+
+
+def _as_large_groups(draft: Draft, cand: Any, cur: Any) -> None:
+    """Write the two-stage release under the threat model of large groups into ``draft``
+    (``risk.large_groups``, the weight recalibrated, ``theta: calibrated``; the columns the
+    dependence check refused dropped)."""
+    risk = cand.data["risk"]
+    for k in ("composition", "destinations", "near", "weighted", "households"):
+        draft.risk.pop(k, None)
+    draft.risk["large_groups"] = int(risk["large_groups"])
+    draft.risk["theta"] = risk["theta"]
+    if draft.input.get("weight"):
+        draft.input["weight_release"] = "recalibrated"
+    for c in getattr(cand, "dropped", None) or []:
+        if c not in draft.input["drop"]:
+            draft.input["drop"].append(c)
+        if c in draft.released_unchanged:
+            draft.released_unchanged.remove(c)
+    draft.check.update(_figures(cand))
+    draft.design_notes = [
+        f"sdc design (grouped file): as drafted, {_before(cur)}; written: two stages with "
+        f"risk.large_groups: {risk['large_groups']} (groups of more than "
+        f"{risk['large_groups']} members outside the composition intruder's threat model, "
+        f"docs/HOUSEHOLDS.md \"Large groups\"): {_changes(cand)}; {cand.note}.",
     ]
 
 

@@ -51,6 +51,7 @@ from sdc.authoring.household_options import (
     reassembly_note,
     without_group_id,
 )
+from sdc.authoring.large_groups import LARGE_GROUP, large_groups_candidate
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.designs import design_of
@@ -101,6 +102,8 @@ class HouseholdCandidate:
     dropped: list[str] = field(default_factory=list)
     #: (config, composition plan, compositions, HK rows): what the exact levels need
     levels: Any = None
+    #: the two-stage release under the threat model of large groups: its threshold
+    large_groups: int | None = None
 
     @property
     def share_changed(self) -> float:
@@ -293,6 +296,11 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
                 cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
             cands.append(cand)
     cands.append(_without_group_id(frame, config, base, base_dir))
+    if int(frame.groupby(config.input.household_id, sort=False).size().max()) > LARGE_GROUP:
+        # grouped files (enterprises): the two-stage release under the threat model of
+        # large groups (risk.large_groups), released once in memory
+        cands.append(large_groups_candidate(frame, config, base, base_dir,
+                                            HouseholdCandidate, _released_in_memory))
     _certify_preferred(cands)
     for c in cands:
         if c.status == "planned":
@@ -446,7 +454,7 @@ class HouseholdDesign:
                 "entropy_kept": c.entropy_kept, "tvd": float("nan"),
                 "certificate": c.certificate, "composition": c.composition, "note": c.note,
                 "risk": {k: v for k, v in (c.data.get("risk") or {}).items()},
-                "without_group_id": c.without_group_id,
+                "without_group_id": c.without_group_id, "large_groups": c.large_groups,
                 "dropped": list(c.dropped)}
 
     def document(self) -> dict[str, Any]:
@@ -468,7 +476,11 @@ class HouseholdDesign:
             # were refused (what `sdc design` prints when nothing is certified)
             "refused": {
                 "protect": next((c.note for c in self.candidates
-                                 if not c.without_group_id and c.status == "refused"), ""),
+                                 if not c.without_group_id and c.large_groups is None
+                                 and c.status == "refused"), ""),
+                "large_groups": next((c.note for c in self.candidates
+                                      if c.large_groups is not None
+                                      and c.status == "refused"), ""),
                 "without_group_id": next((c.note for c in self.candidates
                                           if c.without_group_id and c.status == "refused"), "")},
         }
@@ -511,9 +523,12 @@ class HouseholdDesign:
         buf = io.StringIO()
         yaml.dump(doc, buf)
         changed = [f"{k}: {r.get('name', r.get('rule'))}" for k, r in c.recoding.items()]
+        how = ("risk.composition: protect" if c.large_groups is None else
+               f"two stages, risk.large_groups: {c.large_groups} (groups above it outside the "
+               "composition intruder's threat model)")
         head = [
             f"Written by `sdc design {self.config_path.name}` (household file): "
-            f"risk.composition: protect, certified at xi = {self.config.risk.xi}.",
+            f"{how}, certified at xi = {self.config.risk.xi}.",
             f"Composition intruder certificate {c.certificate:.6f}; person-level certificate "
             f"{c.composition.get('person_certificate', 0):.4f}, household-level "
             f"{c.composition.get('household_level_certificate', 0):.4f} (exact).",
@@ -549,6 +564,10 @@ def run_household_design(path: Path, config: ReleaseConfig,
 def recommend(cands: list[HouseholdCandidate]) -> int | None:
     """Index of the recommended candidate (:data:`TARGET`), None when none is certified."""
     cert = [i for i, c in enumerate(cands) if c.status == "certified"]
+    if any(cands[i].large_groups is not None for i in cert):
+        # a grouped file: the cheaper certified release, the threat model of large groups or
+        # the release without the group id (docs/HOUSEHOLDS.md "Large groups")
+        return min(cert, key=lambda i: cands[i].share_changed)
     groups = [i for i in cert if not cands[i].without_group_id]
     within = [i for i in groups if cands[i].share_changed <= TARGET]
     if within:

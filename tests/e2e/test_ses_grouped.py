@@ -7,13 +7,17 @@ into the project); else the test skips.
 Enterprise keys location, NACE1, size (one value per enterprise); employee keys sex, age,
 education. The done-when of issue 44 for a grouped file: at most 10% of the records changed, or
 the recommended release without the group id (said so), every certificate exact and <= xi, the
-weight and the earnings released. Not met (xfail, strict): under ``risk.composition: protect``
-every enterprise's composition is unique (83% of the records would change, and the exact
-person-level certificate is not computed for groups of 210); without the group id the weight
-(one value per enterprise) singles out 72 of the 489 enterprises of 2+ employees by itself, and
-the enterprise keys 41, so the groups could be put back together. What the tool does instead
-is checked by the second test: it refuses quickly (the search works on the enterprise table)
-and says why, naming the columns, their counts and the costs."""
+weight and the earnings released. Not met (xfail, strict). The design search tries three
+releases: ``protect`` (every enterprise's composition is unique: 83% would change, and the exact
+person level is not computed for groups of 210); without the group id (the weight, one value
+per enterprise, singles out 72 of the 489 enterprises of 2+ employees and the enterprise keys
+41, so the groups could be put back together); and the threat model of large groups (two
+stages, ``risk.large_groups: 9``: the group-level and person-given-group certificates exact,
+0.3950 each, the weight recalibrated) whose exact composition certificate of the 143 groups of
+at most 9 members is 1.0 (75 of them above xi: e.g. a one-employee group alone with its
+employee's class in its enterprise keys, which neither stage moves). What the tool does is
+checked by the second test: it refuses quickly and says why, naming the columns, their counts,
+the costs and the small groups' figure."""
 
 from __future__ import annotations
 
@@ -47,8 +51,10 @@ def ses_init(tmp_path_factory):
     "no certified design for ses yet: protect changes 83% (every enterprise's composition is "
     "unique) and its exact person level is not computed for groups of 210; without the group "
     "id the weight (one value per enterprise) singles out 72 of 489 enterprises and the "
-    "enterprise keys 41; a weight recalibrated to the released enterprise keys in a person "
-    "file does not exist yet (issue 44)"))
+    "enterprise keys 41; the threat model of large groups (risk.large_groups: 9) certifies the "
+    "group and person levels but the composition of 75 of the 143 groups of at most 9 members "
+    "is found (exact certificate 1.0): small groups need the composition stage while large "
+    "ones take the two stages (issue 44)"))
 def test_ses_init_design_release(ses_init, tmp_path):
     r, job = ses_init
     assert r.exit_code == 0, r.text
@@ -78,7 +84,9 @@ def test_ses_refusal_says_why_and_is_quick(ses_init):
     """What `sdc init` does on ses today: exit 2 naming, for the release without the group id,
     the columns with one value per enterprise, how many enterprises each singles out (the
     weight alone 72, the enterprise keys 41), and the cost of the fix (the weight dropped:
-    no weighted estimates); for protect, the groups too large for the exact person level. The
+    no weighted estimates); for protect, the groups too large for the exact person level; for
+    the threat model of large groups (one release in memory), its exact certificates and the
+    small groups whose composition is found. The
     design search works on the enterprise table, so this takes seconds (before: stopped after
     40 minutes in the exact person-level certificate of 210-member groups)."""
     r, _ = ses_init
@@ -89,3 +97,7 @@ def test_ses_refusal_says_why_and_is_quick(ses_init):
     assert "location x NACE1 x size single out 41" in text
     assert "no weighted estimates" in text
     assert "economicFinanc" in text  # dropped by the fix, named
+    # the threat model of large groups: its exact figures, and why it is refused
+    assert "the composition certificate of the 143 groups of at most 9 members is 1.0000" in text
+    assert "covered by the group-level certificate 0.3950" in text
+    assert "person-level certificate given the group keys 0.3950" in text
