@@ -1,5 +1,5 @@
 """The large-groups candidate of the household design search (``sdc design`` of a grouped
-file: employees in enterprises; docs/HOUSEHOLDS.md "Large groups", docs/METHOD.md 7.14).
+file: employees in enterprises; docs/HOUSEHOLDS.md "Large groups", docs/METHOD.md 7.15).
 
 Under ``risk.composition: protect`` every composition of a 200-employee enterprise is unique
 (most of the file would change) and its exact person level is not computable; the release

@@ -171,7 +171,7 @@ class RiskSpec(StrictModel):
     enterprise of 200 knows every employee's keys): for them the group-level intruder
     (household stage) and the person intruder given the group keys (person stage) are
     certified; the composition intruder of the groups of at most this many members is
-    certified exactly (docs/HOUSEHOLDS.md "Large groups", docs/METHOD.md 7.14). Unset: the
+    certified exactly (docs/HOUSEHOLDS.md "Large groups", docs/METHOD.md 7.15). Unset: the
     composition intruder of every group is measured."""
     weighted: bool = False
     """``true``: survey-weighted cell totals unbiased (needs ``input.weight``; person files):

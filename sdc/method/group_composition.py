@@ -1,5 +1,5 @@
 """The composition intruder of the small groups of a two-stage release, exactly
-(``risk.large_groups``, docs/METHOD.md 7.14, docs/HOUSEHOLDS.md "Large groups").
+(``risk.large_groups``, docs/METHOD.md 7.15, docs/HOUSEHOLDS.md "Large groups").
 
 The composition intruder knows a group's group-level keys (HK) and the multiset of its
 members' person-key classes (its composition) and picks uniformly among the released groups

@@ -212,7 +212,7 @@ def _composition_risk(config: ReleaseConfig, seed: int, agg: Any, hs: Any, ps: A
                          hs.plan.partitioned.cells.key_codes, hs.cell, hs.identity)
     p_draws = StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident)
     comp = composition_risk_of(h_draws, p_draws, row, agg.n_households, config, seed)
-    if config.risk.large_groups is not None:  # the threat model of large groups (METHOD 7.14)
+    if config.risk.large_groups is not None:  # the threat model of large groups (METHOD 7.15)
         from sdc.reports.households import with_large_groups
 
         comp = with_large_groups(comp, h_draws, p_draws, row, agg.n_households, config)

@@ -219,7 +219,7 @@ def with_large_groups(comp: dict[str, Any], households: StageDraws, persons: Sta
     ``risk.large_groups``: the composition intruder certified exactly over the groups of at
     most that many members (:func:`~sdc.method.group_composition.small_group_composition`),
     which decides ``exceeds_xi``; the larger groups are covered by the household-level and
-    person-level certificates (docs/METHOD.md 7.14)."""
+    person-level certificates (docs/METHOD.md 7.15)."""
     from sdc.method.group_composition import small_group_composition
 
     keys = config.key_names
@@ -513,7 +513,7 @@ def household_section_of(config: ReleaseConfig, record_cell: np.ndarray,
 def large_groups_verdict(comp: dict[str, Any], xi: float, household_certificate: float,
                          person_certificate: float) -> tuple[str, list[str]]:
     """The message and fixes of a two-stage release under ``risk.large_groups`` (the threat
-    model of large groups, docs/METHOD.md 7.14): the exact composition certificate of the
+    model of large groups, docs/METHOD.md 7.15): the exact composition certificate of the
     small groups, and which certificates cover the large ones."""
     lg = comp["large_groups"]
     t = lg["threshold"]

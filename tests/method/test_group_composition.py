@@ -1,5 +1,5 @@
 """The exact composition intruder of small groups under the two-stage release
-(``risk.large_groups``, sdc.method.group_composition; docs/METHOD.md 7.14) against the
+(``risk.large_groups``, sdc.method.group_composition; docs/METHOD.md 7.15) against the
 release's own draws replayed (the same keyed NZY draws as a release, the composition keys and
 hits of sdc.reports.households: code the exact formula does not use)."""
 
