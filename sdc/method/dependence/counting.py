@@ -10,14 +10,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from sdc.method.dependence.order import OrderPart, image_part, merge_order, order_part
+from sdc.method.dependence.order import (
+    OrderPart,
+    image_part,
+    merge_order,
+    order_part,
+)
 from sdc.method.dependence.pairs import PairPlan, pair_image
 from sdc.method.dependence.relations import SortedValues, sorted_parts
 from sdc.method.dependence.tables import (
     HASH_BITS,
+    BatchCells,
+    cell_values,
     counted,
     extreme_table,
     factorize_sorted,
+    key_pair_counts,
+    pair_values,
     reduce_pairs,
     reduce_values,
 )
@@ -29,6 +38,17 @@ _MASK = np.uint64((1 << HASH_BITS) - 1)
 PAIR_VALUES = 4096  # columns with more distinct values are checked per key only
 DENSE_VALUES = 1 << 16  # a value table with more buckets is kept dense (2**HASH_BITS rows)
 _PAIR_SPAN = 1 << 44  # key pairs with more combinations are not counted
+
+
+def _wide_table(n: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A dense value table with its key codes as int64 (the buckets no record reached hold
+    int64's sentinels)."""
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    miss = n == 0
+    lo[:, miss] = np.iinfo(np.int64).max
+    hi[:, miss] = np.iinfo(np.int64).min
+    return n, lo, hi
 
 
 @dataclass
@@ -107,10 +127,8 @@ class DependenceCounter:
             big |= np.isin(fcell, self._big)
         if big.any():
             self._big = np.union1d(self._big, fcell[fcount >= self.small_limit])
-        keep = ~big[fcode]
-        cell_keys = np.empty((fcell.size, self.n_keys), dtype=np.int64)
-        cell_keys[fcode] = key_codes  # every record of a cell has the same key codes
-        key_codes = np.asfortranarray(key_codes)  # contiguous per key
+        cells = BatchCells.of(fcode, fcell, key_codes, ~big)
+        key_codes, cell_keys, kept = cells.key_codes, cells.cell_keys, cells.kept
         paired = set(self.pairs.paired)
         hashes = {}
         for c in self.columns:
@@ -119,38 +137,44 @@ class DependenceCounter:
                 hashes[c] = h
             b = (h & _MASK).astype(np.int64)
             here = np.bincount(b, minlength=1 << HASH_BITS)  # records per value bucket
-            dense = c not in self._dense and np.count_nonzero(here) > DENSE_VALUES
+            n_values = np.count_nonzero(here)
+            dense = c not in self._dense and n_values > DENSE_VALUES
+            few = (not dense and c not in self._dense and c not in self._wide
+                   and n_values <= PAIR_VALUES)
             if dense and not self._values[c]:
                 self._new_dense(c, b, key_codes, here)  # a batch's own: no merge into it
             elif c in self._dense or dense:
                 if dense:
                     self._to_dense(c)
                 self._scatter(c, b, ones, key_codes, key_codes, here)
-            else:
-                vals = reduce_values(b, ones, key_codes, key_codes)
-                self._values[c].append(vals)
-                if vals[0].size > PAIR_VALUES:
+            elif not few:
+                self._values[c].append(reduce_values(b, ones, key_codes, key_codes, here))
+                if n_values > PAIR_VALUES:
                     self._wide.add(c)
-            both = (fcode << HASH_BITS) | b  # the batch's (cell, value) combinations
-            if c not in self._wide:
-                u, n = counted(both)
-                ucell, ub = u >> HASH_BITS, u & int(_MASK)
-                ukeys = {}  # each key's codes of the combinations' cells, gathered once
+            if few:
+                # the batch's (cell, value) combinations: sorted distinct codes
+                # (cell << HASH_BITS) | bucket and their counts; the value table and the
+                # (value, key pair) counts from them (the cells' key codes: no scatter of
+                # every record)
+                u, n, values, vi = cell_values(fcode, fcell.size, b, here)
+                ucell = u >> HASH_BITS
+                ukeys = cell_keys[ucell]
+                self._values[c].append(pair_values(values, vi, n, ukeys))
                 for (k1, k2) in self.key_pairs:
-                    s1, s2 = self.sizes[k1], self.sizes[k2]
-                    for k in (k1, k2):
-                        if k not in ukeys:
-                            ukeys[k] = cell_keys[ucell, k]
-                    code = (ub * s1 + ukeys[k1]) * s2 + ukeys[k2]
-                    self._combos[c][(k1, k2)].append(counted(code, n))
-            u, n = counted(both[keep])
+                    self._combos[c][(k1, k2)].append(key_pair_counts(
+                        values, vi, ukeys[:, k1], ukeys[:, k2], self.sizes[k1],
+                        self.sizes[k2], n))
+                small = ~big[ucell]  # a cell's pairs: all its records' (kept or not)
+                u, n = u[small], n[small]
+            else:
+                u, n = counted((cells.kcode << HASH_BITS) | b[kept])
             # sorted distinct (cell, value) codes: (cell, bucket) pairs already sorted and
             # distinct (the cells are factorized in order), as reduce_pairs would give them
             self._pairs[c].append((fcell[u >> HASH_BITS], u & int(_MASK), n))
-            self._order[c].append(order_part(frame[c], fcode, fcell, keep, key_codes))
+            self._order[c].append(order_part(frame[c], cells))
+        numbers: dict[str, np.ndarray] = {}  # the paired columns as float64, once
         for s in self.pairs.columns:
-            self._order[s.key].append(image_part(*pair_image(frame, s, hashes), fcode, fcell,
-                                                 keep, key_codes))
+            self._order[s.key].append(image_part(*pair_image(frame, s, hashes, numbers), cells))
         if self._sorted is not None and self._sorted.columns:
             self._sorted.add(frame, cell_id, key_codes)
         self._pending += 1
@@ -167,6 +191,9 @@ class DependenceCounter:
                 self._to_dense(c)
                 n, lo, hi = self._dense[c]
                 on, olo, ohi = other._dense[c]
+                if olo.dtype != lo.dtype:  # (another config's counter) both as int64
+                    self._dense[c] = n, lo, hi = _wide_table(n, lo, hi)
+                    on, olo, ohi = _wide_table(on, olo, ohi)
                 n += on
                 np.minimum(lo, olo, out=lo)
                 np.maximum(hi, ohi, out=hi)
@@ -247,13 +274,23 @@ class DependenceCounter:
             self._merge()
             self._settled = True
 
+    def _code_dtype(self) -> np.dtype:
+        """The dtype of the dense tables' key codes: the narrowest that holds every code
+        (``sizes``; int64 without): ``ufunc.at`` into a narrow table is faster, the same
+        values."""
+        top = max(self.sizes, default=1) if self.sizes is not None else None
+        for dt in (np.uint8, np.int16, np.int32):
+            if top is not None and top - 1 <= np.iinfo(dt).max:
+                return np.dtype(dt)
+        return np.dtype(np.int64)
+
     def _to_dense(self, c: str) -> None:
         """Keep ``c``'s value table dense from now on (its sparse parts scattered in)."""
         if c not in self._dense:
-            size = 1 << HASH_BITS
+            size, dt = 1 << HASH_BITS, self._code_dtype()
             self._dense[c] = (np.zeros(size, np.int64),
-                              np.full((self.n_keys, size), np.iinfo(np.int64).max, np.int64),
-                              np.full((self.n_keys, size), np.iinfo(np.int64).min, np.int64))
+                              np.full((self.n_keys, size), np.iinfo(dt).max, dt),
+                              np.full((self.n_keys, size), np.iinfo(dt).min, dt))
             self._wide.add(c)
         for (b, n, lo, hi) in self._values[c]:
             self._scatter(c, b, n, lo, hi)
@@ -263,42 +300,31 @@ class DependenceCounter:
                    here: np.ndarray) -> None:
         """``c``'s dense value table made from one batch's records (``here``: its per-bucket
         counts): each key's extremes written once (no table filled with sentinels to be
-        merged into), the buckets no record reached set to the sentinels after. The same
+        merged into); a bucket no record reached holds the dtype's sentinels. The same
         table :meth:`_to_dense` and :meth:`_scatter` give."""
-        size = 1 << HASH_BITS
-        miss = np.flatnonzero(here == 0)
-        lo = np.empty((self.n_keys, size), np.int64)
-        hi = np.empty((self.n_keys, size), np.int64)
+        size, dt = 1 << HASH_BITS, self._code_dtype()
+        lo = np.empty((self.n_keys, size), dt)
+        hi = np.empty((self.n_keys, size), dt)
         for k in range(self.n_keys):
-            lo[k] = extreme_table(np.minimum, bucket, key_codes[:, k], size)
-            hi[k] = extreme_table(np.maximum, bucket, key_codes[:, k], size)
-        lo[:, miss] = np.iinfo(np.int64).max
-        hi[:, miss] = np.iinfo(np.int64).min
+            x = key_codes[:, k].astype(dt, copy=False)
+            lo[k] = extreme_table(np.minimum, bucket, x, size)
+            hi[k] = extreme_table(np.maximum, bucket, x, size)
         self._dense[c] = (here.astype(np.int64, copy=False), lo, hi)
         self._wide.add(c)
 
     def _scatter(self, c: str, bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
                  hi: np.ndarray, here: np.ndarray | None = None) -> None:
-        """Scatter value-bucket parts into ``c``'s dense table (``count`` None: one record
-        per row; ``here``: its per-bucket counts when already made)."""
+        """Scatter value-bucket parts into ``c``'s dense table in place (``count`` None: one
+        record per row; ``here``: its per-bucket counts when already made). The key codes
+        are cast to the table's dtype (they fit: codes below the key's size)."""
         n, dlo, dhi = self._dense[c]
         if count is None:  # one per record
-            if here is None:
-                here = np.bincount(bucket, minlength=n.size)
-            n += here
-            if lo.dtype != np.int64 or hi.dtype != np.int64:  # narrow codes: a table each
-                reached = here > 0
-                for k in range(self.n_keys):
-                    np.minimum(dlo[k], extreme_table(np.minimum, bucket, lo[:, k], n.size),
-                               out=dlo[k], where=reached)
-                    np.maximum(dhi[k], extreme_table(np.maximum, bucket, hi[:, k], n.size),
-                               out=dhi[k], where=reached)
-                return
+            n += np.bincount(bucket, minlength=n.size) if here is None else here
         else:
             np.add.at(n, bucket, count)
         for k in range(self.n_keys):
-            np.minimum.at(dlo[k], bucket, lo[:, k].astype(np.int64, copy=False))
-            np.maximum.at(dhi[k], bucket, hi[:, k].astype(np.int64, copy=False))
+            np.minimum.at(dlo[k], bucket, lo[:, k].astype(dlo.dtype, copy=False))
+            np.maximum.at(dhi[k], bucket, hi[:, k].astype(dhi.dtype, copy=False))
 
     def combos(self, column: str) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
         """{(k1, k2): (sorted codes (bucket * s1 + x1) * s2 + x2, counts)} of ``column``;
@@ -343,8 +369,8 @@ class DependenceCounter:
         if column in self._dense:
             n, lo, hi = self._dense[column]
             present = np.flatnonzero(n)
-            v = [(present.astype(np.int64), n[present], lo[:, present].T.copy(),
-                  hi[:, present].T.copy())]
+            v = [(present.astype(np.int64), n[present], lo[:, present].T.astype(np.int64),
+                  hi[:, present].T.astype(np.int64))]
         else:
             v = self._values[column]
         p = self._pairs[column]

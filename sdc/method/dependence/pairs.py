@@ -171,11 +171,12 @@ def pair_plan(checked: list[str], kinds: Mapping[str, str], config: Any) -> Pair
     return PairPlan(tuple(out), tuple(dict.fromkeys([*use, *nuse])), left, tuple(nuse))
 
 
-def pair_image(frame: pd.DataFrame, col: SyntheticColumn,
-               hashes: Mapping[str, np.ndarray]) -> tuple[str, np.ndarray, np.ndarray]:
+def pair_image(frame: pd.DataFrame, col: SyntheticColumn, hashes: Mapping[str, np.ndarray],
+               numbers: dict[str, np.ndarray] | None = None) -> tuple[str, np.ndarray, np.ndarray]:
     """The order image of a synthetic column on a batch: ``("num", a op b, valid)``,
     ``("str", 56-bit hash of (a, b), valid)`` (``hashes``: the batch's value hashes), or a text
-    column's day numbers (``DATE_OPS``; no text: nothing valid)."""
+    column's day numbers (``DATE_OPS``; no text: nothing valid). ``numbers``: the batch's
+    columns as float64, filled here (a column's once for its four pairs)."""
     if col.op in DATE_OPS:
         img = date_image(frame[col.a], col.op.split(":")[1])
         if img is None:
@@ -184,8 +185,12 @@ def pair_image(frame: pd.DataFrame, col: SyntheticColumn,
     if col.op == "&":
         h = fmix64(hashes[col.a] * _K1 ^ hashes[col.b] * _K2)
         return "str", (h >> np.uint64(8)).astype(np.int64), np.ones(h.size, dtype=bool)
-    a = pd.to_numeric(frame[col.a], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    b = pd.to_numeric(frame[col.b], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    numbers = {} if numbers is None else numbers
+    for c in (col.a, col.b):
+        if c not in numbers:
+            numbers[c] = pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64,
+                                                                          na_value=np.nan)
+    a, b = numbers[col.a], numbers[col.b]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[col.op](a, b)
     return "num", x, np.isfinite(x)

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.method.dependence.order import OrderPart, image_part, order_image
-from sdc.method.dependence.tables import factorize_sorted
+from sdc.method.dependence.tables import BatchCells, factorize_sorted
 
 __all__ = ["SORTED_RECORDS", "SortedValues", "sorted_parts"]
 
@@ -118,7 +118,8 @@ def sorted_parts(x: np.ndarray, cell: np.ndarray, key_codes: np.ndarray,
     xs, cs, ks = x[order], cell[order], np.asfortranarray(key_codes[order], dtype=np.int64)
     n = xs.size
     fcode, fcell = factorize_sorted(cs)
-    keep = np.bincount(fcode, minlength=fcell.size)[fcode] < small_limit
+    cells = BatchCells.of(fcode, fcell, ks,
+                          np.bincount(fcode, minlength=fcell.size) < small_limit)
     new = np.r_[True, xs[1:] != xs[:-1]] if n else np.zeros(0, bool)
     group = np.cumsum(new) - 1  # distinct values, in order
     first = np.flatnonzero(new)
@@ -133,5 +134,5 @@ def sorted_parts(x: np.ndarray, cell: np.ndarray, key_codes: np.ndarray,
     for op, img, valid in (("diff:previous", prev, single & np.isfinite(prev)),
                            ("diff:next", nxt, single & np.isfinite(nxt)),
                            ("rank", rank, np.ones(n, dtype=bool))):
-        out[op] = image_part("num", np.where(valid, img, 0.0), valid, fcode, fcell, keep, ks)
+        out[op] = image_part("num", np.where(valid, img, 0.0), valid, cells)
     return out

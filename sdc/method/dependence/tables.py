@@ -4,25 +4,63 @@ distinct codes are ever sorted."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["HASH_BITS", "counted", "extreme_table", "factorize_sorted", "reduce_cell_bins", "reduce_pairs",
-           "reduce_sorted", "reduce_values"]
+__all__ = ["HASH_BITS", "BatchCells", "cell_values", "counted", "dense_fits", "extreme_table", "factorize_sorted",
+           "key_pair_counts", "pair_values", "reduce_cell_bins", "reduce_pairs", "reduce_sorted",
+           "reduce_values"]
 
 HASH_BITS = 18
 
+@dataclass
+class BatchCells:
+    """A batch's records by cell, found once for every table of the batch: ``fcode`` each
+    record's index among the batch's sorted distinct cell ids ``fcell``, ``key_codes`` (n, p)
+    (contiguous per key), ``small`` per cell: it may be small (fewer than the limit of
+    records so far), ``kept``: the positions of the records of those cells and ``kcode``
+    their ``fcode`` as int64, ``cell_keys`` (cells, p) the cells' key codes as int64."""
+
+    fcode: np.ndarray
+    fcell: np.ndarray
+    key_codes: np.ndarray
+    small: np.ndarray
+    kept: np.ndarray
+    kcode: np.ndarray
+    cell_keys: np.ndarray
+
+    @classmethod
+    def of(cls, fcode: np.ndarray, fcell: np.ndarray, key_codes: np.ndarray,
+           small: np.ndarray) -> BatchCells:
+        """From the records' cells (:func:`factorize_sorted`), key codes and small cells."""
+        kept = np.flatnonzero(small[fcode])
+        one = np.empty(fcell.size, np.int64)  # one record per cell (any: same key codes)
+        one[fcode] = np.arange(fcode.size)
+        cell_keys = np.asarray(key_codes)[one].astype(np.int64)
+        return cls(fcode, fcell, np.asfortranarray(key_codes), small, kept,
+                   fcode[kept].astype(np.int64), cell_keys)
+
+    @property
+    def keep(self) -> np.ndarray:
+        """Per record: its cell may be small."""
+        return self.small[self.fcode]
+
+
 def reduce_values(bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
-                   hi: np.ndarray) -> tuple[np.ndarray, ...]:
+                   hi: np.ndarray, here: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """(bucket, n, lo, hi) summed/min/max per bucket, sorted by bucket: scattered into dense
-    tables of 2**HASH_BITS rows (no sort; ``ufunc.at`` per key column)."""
+    tables of 2**HASH_BITS rows (no sort; ``ufunc.at`` per key column). ``here``: the
+    records per bucket when ``count`` is None and the caller has them."""
     size = 1 << HASH_BITS
     if count is None:  # one per record
-        n = np.bincount(bucket, minlength=size).astype(np.int64, copy=False)
+        n = (np.bincount(bucket, minlength=size) if here is None else here).astype(
+            np.int64, copy=False)
     else:
         n = np.zeros(size, dtype=np.int64)
         np.add.at(n, bucket, count)
-    present = np.flatnonzero(n)
+    present = np.flatnonzero(n != 0)
     p = lo.shape[1]
     out_lo = np.empty((present.size, p), dtype=np.int64)
     out_hi = np.empty((present.size, p), dtype=np.int64)
@@ -41,6 +79,68 @@ def extreme_table(op: np.ufunc, bucket: np.ndarray, x: np.ndarray, size: int) ->
     t = np.full(size, info.max if op is np.minimum else info.min, dtype=x.dtype)
     op.at(t, bucket, x)
     return t
+
+
+#: (cell, value) and (value, key pair) code spaces up to this size (and 4 per record or
+#: combination counted) are counted by one bincount instead of hashing
+_DENSE_CODES = 1 << 24
+
+
+def dense_fits(space: int, n: int) -> bool:
+    """Whether a code space of ``space`` is counted by one bincount (``n`` codes)."""
+    return space <= min(max(4 * n, 1 << 16), _DENSE_CODES)
+
+
+def cell_values(fcode: np.ndarray, n_cells: int, bucket: np.ndarray,
+                here: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A batch's distinct (cell, value) pairs: (sorted codes ``(cell << HASH_BITS) | bucket``,
+    their records, the batch's sorted distinct buckets, each pair's index among them), as
+    :func:`counted` gives the codes. ``fcode``: each record's cell index (< ``n_cells``),
+    ``here``: records per bucket. One bincount over cells x values when that space is small
+    (a column of few values), else hashed."""
+    values = np.flatnonzero(here)
+    nv = values.size
+    if dense_fits(n_cells * nv, bucket.size):
+        rank = np.cumsum(here > 0) - 1
+        both = fcode.astype(np.int64) * nv
+        both += rank[bucket]
+        cnt = np.bincount(both, minlength=n_cells * nv)
+        at = np.flatnonzero(cnt != 0)  # (a bool array: 4x faster than of the counts)
+        cell, vi = np.divmod(at, nv)
+        return (cell << HASH_BITS) | values[vi], cnt[at].astype(np.int64), values, vi
+    u, n = counted((fcode.astype(np.int64) << HASH_BITS) | bucket)
+    return u, n, values, np.searchsorted(values, u & ((1 << HASH_BITS) - 1))
+
+
+def key_pair_counts(values: np.ndarray, vi: np.ndarray, x1: np.ndarray, x2: np.ndarray,
+                    s1: int, s2: int, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct codes ``(bucket * s1 + x1) * s2 + x2`` (``bucket = values[vi]``, the
+    key codes ``x1 < s1``, ``x2 < s2``) with their summed counts ``n``: :func:`counted`'s
+    result, by one bincount over values x key pairs when that space is small."""
+    span = s1 * s2
+    if dense_fits(values.size * span, vi.size):
+        code = (vi * s1 + x1) * s2 + x2
+        total = np.bincount(code, weights=n, minlength=values.size * span)
+        at = np.flatnonzero(total != 0)
+        v, rest = np.divmod(at, span)
+        return values[v] * span + rest, total[at].astype(np.int64)
+    return counted((values[vi] * s1 + x1) * s2 + x2, n)
+
+
+def pair_values(values: np.ndarray, vi: np.ndarray, n: np.ndarray,
+                keys: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The value table (bucket, n, lo, hi) of :func:`reduce_values` from a batch's distinct
+    (cell, value) pairs (:func:`cell_values`: ``values``, each pair's index ``vi`` among
+    them, its records ``n``, its cell's key codes ``keys`` (m, p)): the same table, scattered
+    over the pairs instead of the records."""
+    nv, p = values.size, keys.shape[1]
+    count = np.bincount(vi, weights=n, minlength=nv).astype(np.int64)
+    lo = np.empty((nv, p), dtype=np.int64)
+    hi = np.empty((nv, p), dtype=np.int64)
+    for k in range(p):
+        lo[:, k] = extreme_table(np.minimum, vi, keys[:, k], nv)
+        hi[:, k] = extreme_table(np.maximum, vi, keys[:, k], nv)
+    return values.astype(np.int64), count, lo, hi
 
 
 def counted(codes: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -63,7 +163,8 @@ def reduce_pairs(cell: np.ndarray, bucket: np.ndarray,
     if not cell.size or _strictly_sorted(cell, bucket):
         return cell, bucket, count
     if cell.min() >= 0 and cell.max() < (1 << (62 - HASH_BITS)):
-        order = np.argsort((cell << HASH_BITS) | bucket)  # one sort key: bucket < 2**HASH_BITS
+        # one sort key (bucket < 2**HASH_BITS); stable: a merge of the parts' sorted runs
+        order = np.argsort((cell << HASH_BITS) | bucket, kind="stable")
     else:
         order = np.lexsort((bucket, cell))
     c, b = cell[order], bucket[order]
@@ -88,10 +189,22 @@ def reduce_cell_bins(cell: np.ndarray, bins: np.ndarray,
     """(cell, bin) pairs summed, sorted by cell then bin (bins of any range)."""
     if not cell.size or _strictly_sorted(cell, bins):
         return cell, bins, count
-    order = np.lexsort((bins, cell))
+    order = _pair_order(cell, bins)
     c, b = cell[order], bins[order]
     starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (b[1:] != b[:-1])])
     return c[starts], b[starts], np.add.reduceat(count[order], starts)
+
+
+def _pair_order(cell: np.ndarray, bins: np.ndarray) -> np.ndarray:
+    """The order of (cell, bin) pairs by cell then bin: one int64 key sorted stably when both
+    spans fit (a merge of the parts' sorted runs), else ``np.lexsort``."""
+    c0, c1, b0, b1 = int(cell.min()), int(cell.max()), int(bins.min()), int(bins.max())
+    span = b1 - b0 + 1
+    if (c1 - c0 + 1) * span < (1 << 62):
+        key = (cell - c0) * span
+        key += bins - b0
+        return np.argsort(key, kind="stable")
+    return np.lexsort((bins, cell))
 
 
 def factorize_sorted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

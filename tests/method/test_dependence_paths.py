@@ -1,0 +1,89 @@
+"""The dependence counter's two ways to every table (issue 48): over the records (scatters of
+every record's key codes), or over a batch's distinct (cell, value) and (cell, bin) pairs when
+the batch has few of them (one bincount over cells x values, the intervals scattered per
+pair). The tables must be the same bytes whichever way a batch took, so the figures and the
+release do not depend on the batch size; each way is forced here on the same batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sdc.method.dependence import DependenceCounter
+from sdc.method.dependence import order as order_mod
+from sdc.method.dependence import tables as tables_mod
+from sdc.method.dependence.pairs import PairPlan, SyntheticColumn
+
+
+def _frame(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, list[int]]:
+    rng = np.random.default_rng(seed)
+    sizes = [2, 7, 30]
+    kc = np.stack([rng.integers(0, s, n) for s in sizes], axis=1).astype(np.uint8)
+    cell = (kc[:, 0].astype(np.int64) * sizes[1] + kc[:, 1]) * sizes[2] + kc[:, 2]
+    three = rng.integers(0, 3, n).astype(float)
+    three[rng.random(n) < 0.1] = np.nan  # records without a value: not in the ordered table
+    frame = pd.DataFrame({
+        "binary": rng.integers(0, 2, n),
+        "three": three,
+        "small": rng.integers(0, 40, n),
+        "dep": kc[:, 2].astype(np.int64) * 3,  # a function of a key: intervals of one value
+        "wide": rng.normal(size=n),
+        "text": rng.choice(list("abcde"), n),
+    })
+    return frame, cell, kc, sizes
+
+
+def _count(frame: pd.DataFrame, cell: np.ndarray, kc: np.ndarray, sizes: list[int],
+           batches: int) -> DependenceCounter:
+    pairs = PairPlan((SyntheticColumn("+", "binary", "small"),
+                      SyntheticColumn("/", "small", "three")), ("binary", "small", "three"),
+                     (), ("binary", "small", "three"))
+    c = DependenceCounter(list(frame.columns), 3, 4, sizes=sizes, merge_every=3, pairs=pairs)
+    for b in np.array_split(np.arange(len(frame)), batches):
+        c.add(frame.iloc[b], cell[b], kc[b])
+    return c
+
+
+def _tables(c: DependenceCounter) -> list[np.ndarray]:
+    out = []
+    for col in c.columns:
+        v, p = c.tables(col)
+        out += [*v, *p]
+        for _q, (u, n) in sorted(c.combos(col).items()):
+            out += [u, n]
+    for key in [*c.columns, *(s.key for s in c.pairs.columns)]:
+        part = c.order_table(key)
+        if part is not None:
+            out += [np.array([part.e, part.img_lo, part.img_hi]), part.bins, part.n, part.lo,
+                    part.hi, part.pcell, part.pbin, part.pcount]
+    return out
+
+
+@pytest.mark.parametrize("batches", [1, 5])
+def test_pairs_and_records_give_the_same_tables(monkeypatch: pytest.MonkeyPatch,
+                                                batches: int) -> None:
+    frame, cell, kc, sizes = _frame(60_000, 3)
+    got = {}
+    for way in ("pairs", "records"):
+        on = way == "pairs"
+        monkeypatch.setattr(tables_mod, "dense_fits", lambda space, n, on=on: on)
+        monkeypatch.setattr(order_mod, "few_bins", lambda cells, bins, n, on=on: on)
+        got[way] = _tables(_count(frame, cell, kc, sizes, batches))
+    assert len(got["pairs"]) == len(got["records"]) > 50
+    for a, b in zip(got["pairs"], got["records"], strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    monkeypatch.undo()  # the thresholds as they are: one of the two ways per table
+    for a, b in zip(_tables(_count(frame, cell, kc, sizes, batches)), got["records"],
+                    strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_the_thresholds_choose_the_pairs_for_few_values() -> None:
+    """With 1M records in 38,000 cells a column of 80 values is counted by one bincount of
+    its (cell, value) pairs, one of 2 values is scattered over its pairs in order; the
+    thresholds themselves (not the tables) are what this pins."""
+    assert tables_mod.dense_fits(38_000 * 80, 1_000_000)
+    assert not tables_mod.dense_fits(38_000 * 4096, 1_000_000)
+    assert order_mod.few_bins(38_000, 2, 1_000_000)
+    assert not order_mod.few_bins(38_000, 80, 1_000_000)
