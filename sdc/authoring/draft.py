@@ -547,7 +547,7 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
     import os
     import tempfile
 
-    from sdc.authoring.draft_households import apply_household_design, expected_of_plan
+    from sdc.authoring.draft_households import apply_household_design, expected_of_plan, restored
     config_path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{config_path.stem}.", suffix=".judge.yaml",
                                 dir=config_path.parent)
@@ -563,7 +563,7 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
     finally:
         trial.unlink(missing_ok=True)  # the private file this step wrote
     if draft.risk.get("composition") != "protect" and "household_id" in draft.input:
-        draft.derived, draft.dependent, draft.input = saved
+        draft.derived, draft.dependent, draft.input = restored(draft, saved)
     if designed:
         if draft.risk.get("composition") == "protect":
             _retry_dependent(frame, draft)

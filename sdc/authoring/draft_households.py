@@ -35,7 +35,7 @@ from sdc.authoring.observe import Draft
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.draws import value_hash
 
-__all__ = ["apply_household_design", "expected_of_plan", "household_check", "household_levels", "refused_check",
+__all__ = ["apply_household_design", "expected_of_plan", "restored", "household_check", "household_levels", "refused_check",
            "set_household_levels"]
 
 
@@ -268,6 +268,20 @@ def _as_large_groups(draft: Draft, cand: Any, cur: Any) -> None:
         f"{risk['large_groups']} members outside the composition intruder's threat model, "
         f"docs/HOUSEHOLDS.md \"Large groups\"): {_changes(cand)}; {cand.note}.",
     ]
+
+
+def restored(draft: Draft, saved: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+    """The draft's (derived, dependent, input) as before the household design judged it
+    (``saved``), for a design without ``protect``; under ``risk.large_groups`` with what the
+    design wrote into the input kept (the weight recalibrated, the columns it dropped)."""
+    new = draft.input
+    derived, dependent, inp = saved
+    if draft.risk.get("large_groups"):  # the two stages: keep what the design wrote
+        if "weight_release" in new:
+            inp["weight_release"] = new["weight_release"]
+        inp["drop"] = [*inp["drop"], *(c for c in new["drop"]
+                                       if c not in inp["drop"] and c not in derived)]
+    return derived, dependent, inp
 
 
 def expected_of_plan(hp: Any, draft: Draft) -> None:

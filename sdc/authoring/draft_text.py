@@ -123,6 +123,9 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
     if d.risk.get("composition"):
         L.append(f"  composition: {d.risk['composition']}       # the household stage keyed on "
                  "household keys x composition (docs/HOUSEHOLDS.md)")
+    if d.risk.get("large_groups"):
+        L.append(f"  large_groups: {d.risk['large_groups']}       # groups of more members: "
+                 "outside the composition intruder's model (docs/HOUSEHOLDS.md \"Large groups\")")
     if d.risk.get("destinations"):
         L.append(f"  destinations: {d.risk['destinations']}       # a moved household takes a "
                  "near composition (fewer members change)")

@@ -238,6 +238,7 @@ def _protect_data(base: dict[str, Any], recoding: dict[str, dict[str, Any]],
             continue
         data["key_variables"][k] = {**data["key_variables"][k], "recode": r["recode"]}
     risk["composition"] = "protect"
+    risk.pop("large_groups", None)  # the two stages' threat model: not with protect
     risk.pop("destinations", None)
     risk.pop("near", None)
     if near:  # a moved household to a near composition
@@ -411,6 +412,8 @@ def _evaluate_current(frame: pd.DataFrame, config: ReleaseConfig,
         cur.status = "refused"
         cur.note = (f"composition intruder {comp['max_class_estimate']:.4f} > xi (measured): "
                     "`sdc release` refuses it (risk.households: fail)")
+        if comp.get("mode") == "large_groups":
+            cur.note = res.household_report["risk"]["message"]
     else:
         cur.status = "certified"
     cur.entropy_kept = 1.0

@@ -176,7 +176,7 @@ def without_group_id(base: dict[str, Any]) -> dict[str, Any]:
     for kv in data["key_variables"].values():
         kv.pop("level", None)
     risk = dict(data.get("risk") or {})
-    for k in ("composition", "households", "destinations", "near"):
+    for k in ("composition", "households", "destinations", "near", "large_groups"):
         risk.pop(k, None)
     data["risk"] = risk
     return data
