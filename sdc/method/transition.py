@@ -92,20 +92,43 @@ class Transition:
             idx = full[~np.eye(k, dtype=bool)].reshape(k, k - 1).ravel()
             return (np.arange(k + 1, dtype=np.int64) * (k - 1), idx,
                     np.full(k * (k - 1), 1.0 / (k - 1)))
-        rows: list[np.ndarray] = []
-        cols: list[np.ndarray] = []
-        vals: list[np.ndarray] = []
-        for members in self.groups():
-            sub = self.restrict(members)
-            ip, ix, wt = sub.csr()
-            rows.append(members[np.repeat(np.arange(sub.k), np.diff(ip))])
-            cols.append(members[ix])
-            vals.append(wt)
-        r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+        r, c, v = self._group_entries()
         order = np.lexsort((c, r))
         indptr = np.zeros(k + 1, dtype=np.int64)
         np.cumsum(np.bincount(r, minlength=k), out=indptr[1:])
         return indptr, c[order].astype(np.int64), v[order]
+
+    def _group_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, column, weight) of every entry of a grouped W, each group's as its
+        :meth:`restrict` gives it (the rows of a near group as stored, every other cell of a
+        uniform group at 1 / (k_g - 1)), for all groups at once."""
+        k, g = self.k, np.asarray(self.group, dtype=np.int64)
+        length = (np.zeros(k, np.int64) if self.uniform
+                  else np.diff(self.indptr).astype(np.int64))
+        size = np.bincount(g, minlength=int(g.max(initial=-1)) + 1)
+        near_rows = np.bincount(g, weights=length > 0, minlength=size.size)
+        if ((near_rows > 0) & (near_rows < size)).any():
+            raise ValueError("restrict: one group mixes near and uniform rows")
+        r_near = np.repeat(np.arange(k, dtype=np.int64), length)
+        c_near = (np.zeros(0, np.int64) if self.uniform
+                  else np.asarray(self.indices[:int(self.indptr[-1])], np.int64))
+        if (g[c_near] != g[r_near]).any():
+            raise ValueError("restrict: W leads out of the cells given")
+        w_near = np.zeros(0) if self.uniform else self.weights[:int(self.indptr[-1])]
+        # uniform groups: row j -> the other cells of its group, ascending
+        order = np.argsort(g, kind="stable")
+        first = np.r_[0, np.cumsum(size)[:-1]]
+        uni = np.flatnonzero((near_rows == 0)[g] & (size[g] >= 2))
+        rank = np.empty(k, np.int64)
+        rank[order] = np.arange(k) - first[g[order]]
+        n_out = size[g[uni]] - 1
+        r_uni = np.repeat(uni, n_out)
+        e = np.arange(r_uni.size) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+        e = e + (e >= rank[r_uni])
+        c_uni = order[first[g[r_uni]] + e]
+        w_uni = 1.0 / (size[g[r_uni]] - 1)
+        return (np.concatenate([r_near, r_uni]), np.concatenate([c_near, c_uni]),
+                np.concatenate([w_near, w_uni]))
 
     def groups(self) -> list[np.ndarray]:
         """The local cells of every group (ascending), in group order."""

@@ -108,12 +108,20 @@ def _runs(v: np.ndarray, size: int) -> np.ndarray:
     best = np.full(k + 1, np.inf)
     prev = np.zeros(k + 1, dtype=np.int64)
     best[0] = 0.0
-    for e in range(size, k + 1):
-        lo, hi = max(0, e - 2 * size + 1), e - size  # run start in [lo, hi]
-        starts = np.arange(lo, hi + 1)
-        cost = best[starts] + (v[e - 1] - v[starts])
-        i = int(np.argmin(cost))
-        best[e], prev[e] = cost[i], starts[i]
+    # run ends e in blocks of ``size``: the starts of a run ending at e are at most e - size,
+    # ends of earlier blocks; every start in [max(0, e - 2 size + 1), e - size], the first
+    # of the least cost (a start before 0 costs inf; where every cost is inf, the first start)
+    offset = np.arange(size)
+    for e0 in range(size, k + 1, size):
+        e = np.arange(e0, min(e0 + size, k + 1))
+        starts = (e - 2 * size + 1)[:, None] + offset[None, :]
+        valid = starts >= 0
+        at = np.maximum(starts, 0)
+        cost = np.where(valid, best[at] + (v[e - 1][:, None] - v[at]), np.inf)
+        i = np.argmin(cost, axis=1)
+        i = np.where(np.isinf(cost[np.arange(e.size), i]), np.argmax(valid, axis=1), i)
+        best[e] = cost[np.arange(e.size), i]
+        prev[e] = starts[np.arange(e.size), i]
     out = [k]
     while out[-1] > 0:
         out.append(int(prev[out[-1]]))

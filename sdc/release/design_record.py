@@ -70,6 +70,14 @@ def design_record(plan: Any, config: Any) -> dict[str, Any] | None:
     wd = getattr(plan, "weighted", None)
     w_all = None if wd is None else getattr(wd, "weight_total", None)
     prbs = []
+    if wd is not None:  # the group table's rows as plain Python values, by group number
+        gt = wd.groups
+        table = [{"design": str(d), "max_risk": float(x), "c": float(c), "theta": float(th),
+                  "w": str(w)} for d, x, c, th, w in zip(
+                      gt["design"].tolist(), gt["max_risk"].to_numpy(np.float64).tolist(),
+                      gt["c"].to_numpy(np.float64).tolist(),
+                      gt["theta"].to_numpy(np.float64).tolist(), gt["w"].tolist(), strict=True)]
+        row_of = {int(g): i for i, g in enumerate(gt["group"].tolist())}
     for b, blk in enumerate(plan.block_plan.blocks):
         start = int(plan.prb_start[b])
         k = int(blk.k) if hasattr(blk, "k") else int(plan.transitions[b].frequency.size)
@@ -85,17 +93,17 @@ def design_record(plan: Any, config: Any) -> dict[str, Any] | None:
             groups.append(g)
         else:
             gcell = np.asarray(wd.design.group, dtype=np.int64)[cells]
-            rows = wd.groups.set_index("group")
-            for gid in np.unique(gcell):
-                members = np.flatnonzero(gcell == gid)
-                r = rows.loc[int(gid)]
-                g = {"group": int(gid), "cells": members.tolist(), "design": str(r["design"]),
-                     "max_risk": float(r["max_risk"])}
+            order = np.argsort(gcell, kind="stable")
+            gids, bounds = np.unique(gcell[order], return_index=True)
+            for gid, members in zip(gids.tolist(), np.split(order, bounds[1:]), strict=True):
+                r = table[row_of[gid]]
+                g = {"group": gid, "cells": members.tolist(), "design": r["design"],
+                     "max_risk": r["max_risk"]}
                 if r["design"] == "weighted":
-                    g["c"] = float(r["c"])
-                    g["weight_total"] = [float(x) for x in np.asarray(w_all)[cells[members]]]
+                    g["c"] = r["c"]
+                    g["weight_total"] = np.asarray(w_all, np.float64)[cells[members]].tolist()
                 else:
-                    g["theta"] = float(r["theta"])
+                    g["theta"] = r["theta"]
                 g.update(_near_group(tr, members, codes[cells[members]], metrics, matching)
                          if near and r["w"] == "near" else {"w": "uniform"})
                 groups.append(g)

@@ -257,3 +257,53 @@ def test_weighted_race_draws_the_row_law():
     w2 = np.r_[w, [0.5, 0.5]]
     again = weighted_race(7, "dest:near", ident, indptr2, np.zeros(n, np.int64), cand2, w2, cid)
     assert np.array_equal(got, again)
+
+
+def _stitched(tr: Transition) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR of a grouped W by its definition: every group's :meth:`restrict` W (its own
+    CSR) put back at the group's cells, rows in order, columns ascending."""
+    r, c, v = [], [], []
+    for members in tr.groups():
+        ip, ix, w = tr.restrict(members).csr()
+        r.append(members[np.repeat(np.arange(members.size), np.diff(ip))])
+        c.append(members[ix])
+        v.append(w)
+    r, c, v = np.concatenate(r), np.concatenate(c), np.concatenate(v)
+    order = np.lexsort((c, r))
+    return (np.r_[0, np.cumsum(np.bincount(r, minlength=tr.k))], c[order], v[order])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grouped_csr_is_the_groups_restricted_ws(seed):
+    """A block-diagonal W over weight groups (uniform groups, near groups with their own
+    rows, one-cell groups), made for all groups at once, equals the groups' own Ws stitched;
+    a group mixing near and uniform rows and a row leading out of its group are refused."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 8, 12)
+    k = int(sizes.sum())
+    group = rng.permutation(np.repeat(np.arange(sizes.size), sizes))
+    near = rng.random(sizes.size) < 0.5
+    rows = []
+    for j in range(k):
+        others = np.flatnonzero((group == group[j]) & (np.arange(k) != j))
+        n = int(rng.integers(1, 4)) if near[group[j]] and others.size else 0
+        rows.append(rng.choice(others, n) if n else np.zeros(0, np.int64))
+    ip = np.r_[0, np.cumsum([x.size for x in rows])].astype(np.int64)
+    ix = np.concatenate(rows).astype(np.int64)
+    t, m = rng.integers(1, 4, k), rng.uniform(0, 1, k)
+    for tr in (Transition(t, m, ip, ix, rng.random(ix.size), kind="near", group=group),
+               Transition(t, m, kind="uniform", group=group)):
+        for got, want in zip(tr.csr(), _stitched(tr), strict=True):
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    mixed = np.flatnonzero(near[group] & (sizes[group] >= 2))
+    if mixed.size:   # a near row emptied: its group mixes near and uniform rows
+        j = int(mixed[0])
+        ip2 = ip.copy()
+        ip2[j + 1:] -= ip[j + 1] - ip[j]
+        ix2 = np.delete(ix, np.arange(ip[j], ip[j + 1]))
+        with pytest.raises(ValueError, match="mixes near and uniform"):
+            Transition(t, m, ip2, ix2, np.ones(ix2.size), kind="near", group=group).csr()
+        out = ix.copy()
+        out[ip[j]] = int(np.flatnonzero(group != group[j])[0])
+        with pytest.raises(ValueError, match="leads out"):
+            Transition(t, m, ip, out, np.ones(ix.size), kind="near", group=group).csr()

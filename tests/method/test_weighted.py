@@ -293,3 +293,34 @@ def test_weighted_mode_needs_a_weight():
     ReleaseConfig.model_validate(hh)  # household files: both stages weighted
     hh["risk"]["composition"] = "protect"
     ReleaseConfig.model_validate(hh)  # the composition stage weighted
+
+
+def _runs_one_end_at_a_time(v: np.ndarray, size: int) -> list[int]:
+    """The runs' dynamic programme one run end at a time (the definition)."""
+    k = v.size
+    if k < 2 * size:
+        return [0, k]
+    best, prev = np.full(k + 1, np.inf), np.zeros(k + 1, dtype=np.int64)
+    best[0] = 0.0
+    for e in range(size, k + 1):
+        starts = np.arange(max(0, e - 2 * size + 1), e - size + 1)
+        cost = best[starts] + (v[e - 1] - v[starts])
+        i = int(np.argmin(cost))
+        best[e], prev[e] = cost[i], starts[i]
+    out = [k]
+    while out[-1] > 0:
+        out.append(int(prev[out[-1]]))
+    return out[::-1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_runs_in_blocks_of_ends_are_the_one_at_a_time_programme(seed):
+    """_runs decides `size` run ends at a time: the same boundaries (ties included: equal
+    and rounded mean weights) as the programme taken one end at a time."""
+    from sdc.method.weighted import _runs
+
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        size, k = int(rng.integers(2, 9)), int(rng.integers(1, 120))
+        v = np.sort([rng.normal(size=k), np.round(rng.normal(size=k), 1), np.zeros(k)][_ % 3])
+        assert _runs(v, size).tolist() == _runs_one_end_at_a_time(v, size)
