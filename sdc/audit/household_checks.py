@@ -172,8 +172,9 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     if (comp_p < 0).any():
         return 1.0, "composition stage: a released composition is not in the source"
     ccfg = cs.config
-    keep_o = ~np.isin(tab.size[tab.household], cs.singular_sizes)
-    keep_p = ~np.isin(tab.size[comp_p], cs.singular_sizes)
+    cset = tab.partition_set()  # sizes (x members per missingness group)
+    keep_o = ~np.isin(cset[tab.household], cs.singular_sets)
+    keep_p = ~np.isin(cset[comp_p], cs.singular_sets)
     rep.add("composition stage: singular households", int((~keep_o).sum()) == int(
         (~keep_p).sum()), f"{int((~keep_o).sum())} household(s) of size(s) "
         f"{cs.singular_sizes} released by the uniform household-key draw (risk 1/"

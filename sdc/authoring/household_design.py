@@ -150,13 +150,15 @@ def _plan(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
         plan_composition_stage,
         realize_compositions,
     )
+    from sdc.method.household_missing import constrain, frame_groups
     from sdc.method.households import household_codes, person_config
 
     cfg = parse_config(copy.deepcopy(cand.data), base_dir, source="household design")
     f = recode_frame(frame, cfg)
     code, first = household_codes(f, cfg)
     pc, n_cls = person_classes(f, cfg)
-    tab = composition_table(code, pc, first.size, n_cls)
+    groups = frame_groups(f, pc, n_cls, cfg)  # missingness groups: a structural constraint
+    tab = constrain(composition_table(code, pc, first.size, n_cls), groups, cfg)
     hk = np.column_stack([encode_key(f[k].iloc[first], k, cfg.key_variables[k])
                           for k in cfg.household_keys])
     x_h = None  # risk.weighted: the composition stage balanced on the members' summed weights
@@ -172,7 +174,8 @@ def _plan(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
     from sdc.method.draws import record_identity
 
     new = realize_compositions(code, pc, record_identity(f, person_config(cfg)),
-                               tab.counts[tab.household], tab.counts[st.released_composition])
+                               tab.counts[tab.household], tab.counts[st.released_composition],
+                               tab.group)
     hk_moved = (st.released_codes[:, :-1] != hk).any(axis=1)[code]
     cand.changed = int((hk_moved | (new != pc)).sum())
     cand.households_changed = int(st.changed.sum())

@@ -272,9 +272,19 @@ class KeyVariable(StrictModel):
     def composition_counts(self) -> Any:
         return self._composition_counts
 
-    def with_composition_counts(self, counts: Any) -> KeyVariable:
+    def with_composition_counts(self, counts: Any, classes: Any = None) -> KeyVariable:
         self._composition_counts = counts
+        self._composition_classes = classes
         return self
+
+    _composition_classes: Any = PrivateAttr(default=None)
+    """The composition stage's own key only: (P, q) codes of every person class in the
+    person keys that are ordered (age bands), None without one: the matching kernel's
+    preference for destinations that move members to adjacent classes."""
+
+    @property
+    def composition_classes(self) -> Any:
+        return self._composition_classes
     breaks: list[float] | None = None
     """Cut points with meaning for ``sdc design`` (a numeric key): a value at or above a break
     starts a new class, so no recoding it proposes puts values on both sides of a break in one

@@ -102,6 +102,9 @@ class HouseholdAggregate:
     #: ``risk.weighted``: (H,) x_h, the sum of the members' person weights (exact sums,
     #: :mod:`sdc.method.household_weights`); else None
     weight: np.ndarray | None = None
+    #: ``risk.composition: protect``: the person classes' missingness groups
+    #: (:class:`sdc.method.household_missing.MissingGroups`), else None
+    missing: Any = None
 
     @property
     def n_households(self) -> int:
@@ -123,6 +126,12 @@ class HouseholdCounter:
         self._parts: list[tuple[np.ndarray, ...]] = []
         self.members = HouseholdMembers(merge_every=merge_every)
         self.weights = HouseholdWeights() if design_of(config).weighted else None
+        self.patterns = None
+        self.n_classes = 0
+        if config.risk.composition == "protect":
+            from sdc.method.household_missing import ClassPatterns
+
+            self.patterns = ClassPatterns()
 
     def add(self, frame: pd.DataFrame, cell_code: np.ndarray | None = None) -> None:
         """Add one batch of persons (any rows, any order; a household may span batches);
@@ -149,6 +158,8 @@ class HouseholdCounter:
             pc, n_cls = person_classes(frame, self.config)
             classes = np.zeros((len(frame), n_cls), dtype=np.int64)
             classes[np.arange(len(frame)), pc] = 1
+            self.n_classes = n_cls
+            self.patterns.add(frame, pc, self.config)
         else:
             classes = np.zeros((len(frame), 0), dtype=np.int64)
         self.members.add(frame, ident, self.config)
@@ -171,6 +182,9 @@ class HouseholdCounter:
         self.members.merge(other.members)
         if self.weights is not None and other.weights is not None:
             self.weights.merge(other.weights)
+        if self.patterns is not None and other.patterns is not None:
+            self.patterns.merge(other.patterns)
+            self.n_classes = max(self.n_classes, other.n_classes)
         self._merge()
 
     def _merge(self) -> None:
@@ -188,11 +202,17 @@ class HouseholdCounter:
         ident, codes, lo, hi, size, classes, values = self._parts[0]
         bad = lo != hi
         inconsistent = {c: ident[bad[:, j]] for j, c in enumerate(self.columns) if bad[:, j].any()}
+        missing = None
+        if self.patterns is not None and classes.shape[1]:
+            from sdc.method.household_missing import missing_groups
+
+            missing = missing_groups(*self.patterns.table(), classes.shape[1],
+                                     list(self.patterns.columns or []))
         return HouseholdAggregate(ident, codes, size, inconsistent, values,
                                   classes if classes.shape[1] else None,
                                   self.members.values(ident),
                                   None if self.weights is None
-                                  else self.weights.household_totals(ident))
+                                  else self.weights.household_totals(ident), missing)
 
 
 def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -292,8 +312,9 @@ def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
         plan_composition_stage,
         table_of_counts,
     )
+    from sdc.method.household_missing import constrain
 
-    table = table_of_counts(agg.classes)
+    table = constrain(table_of_counts(agg.classes), agg.missing, config)
     planned = plan_composition_stage(agg.key_codes, table, config, agg.weight)
     cs = composition_stage(agg.identity, agg.key_codes, table, config, seed, agg.weight,
                            planned=planned)

@@ -30,7 +30,7 @@ sizes and the fixes (coarser person keys, fewer household keys, a larger xi, or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,16 +77,69 @@ class CompositionTable:
     counts: np.ndarray
     size: np.ndarray
     household: np.ndarray
+    #: (P,) the missingness group of every person class
+    #: (:mod:`sdc.method.household_missing`), None: one group
+    group: np.ndarray | None = None
+    #: the relations behind the groups (``py010n missing <=> age in {0-15}``)
+    relations: tuple[str, ...] = ()
+
+    def constraint_note(self) -> str:
+        """What a refusal says when the missingness groups constrain the stage, else ""."""
+        if self.group is None:
+            return ""
+        return (" The person classes are split into missingness groups, and a member never "
+                "leaves its group (a moved member would keep its missing values and show an "
+                "impossible pattern): " + "; ".join(self.relations or ("a person column is "
+                "missing for some classes only",)) + ". The partition sets are household size x "
+                "members per group, which may leave too few households to protect. Fixes: "
+                "coarser person keys within each group (fewer compositions), `risk."
+                "small_blocks: calibrate`, a larger xi, or drop the column(s) named "
+                "(`input.drop`): the constraint then goes with them.")
 
     @property
     def n_compositions(self) -> int:
         return int(self.size.size)
 
+    def group_counts(self) -> np.ndarray:
+        """(C, G) members per missingness group of every composition (G = 1 without
+        groups)."""
+        if self.group is None:
+            return self.size[:, None]
+        _, g = np.unique(np.asarray(self.group, np.int64), return_inverse=True)
+        onehot = np.zeros((g.size, int(g.max()) + 1 if g.size else 0), np.int64)
+        onehot[np.arange(g.size), g.reshape(-1)] = 1
+        return self.counts @ onehot
+
+    def partition_set(self) -> np.ndarray:
+        """(C,) the composition stage's partition set of every composition: its household
+        size, and with missingness groups its members per group (the set's number: the
+        size when there are no groups, so the released bytes do not change)."""
+        gc = self.group_counts()
+        if gc.shape[1] <= 1:
+            return self.size.astype(np.int64)
+        _, inv = np.unique(np.column_stack([self.size, gc]), axis=0, return_inverse=True)
+        return inv.reshape(-1).astype(np.int64)
+
+    def set_names(self) -> dict[int, str]:
+        """Name of every partition set: ``size 4`` or ``size 4, groups 2+2`` (members of
+        each missingness group, in group order)."""
+        sets = self.partition_set()
+        gc = self.group_counts()
+        out = {}
+        for s in np.unique(sets):
+            c = int(np.flatnonzero(sets == s)[0])
+            name = f"size {int(self.size[c])}"
+            if gc.shape[1] > 1:
+                name += ", groups " + "+".join(str(int(x)) for x in gc[c])
+            out[int(s)] = name
+        return out
+
 
 def composition_table(household: np.ndarray, person_class: np.ndarray, n_households: int,
                       n_classes: int) -> CompositionTable:
     """The compositions of ``n_households`` households from every person's household (0..H-1)
-    and class (0..P-1): a (H, P) bincount, its distinct rows in lexicographic order."""
+    and class (0..P-1): a (H, P) bincount, its distinct rows in lexicographic order (the
+    missingness groups: :func:`sdc.method.household_missing.constrain`)."""
     hh = np.asarray(household, dtype=np.int64)
     counts = np.bincount(hh * n_classes + np.asarray(person_class, dtype=np.int64),
                          minlength=n_households * n_classes).reshape(n_households, n_classes)
@@ -104,10 +157,31 @@ def table_of_counts(counts: np.ndarray) -> CompositionTable:
                             inv.reshape(-1).astype(np.int64))
 
 
-def composition_config(hcfg: ReleaseConfig, table: CompositionTable) -> ReleaseConfig:
+def ordered_class_codes(config: ReleaseConfig) -> np.ndarray | None:
+    """(P, q) codes of every person class in the ordered person keys (a ``range`` key or one
+    recoded into bands / top-bottom classes: age), None without one."""
+    from sdc.config.model import Bands, TopBottom
+
+    pk = list(config.person_keys)
+    ordered = []
+    for v, k in enumerate(pk):
+        kv = config.key_variables[k]
+        recode = getattr(config.input_key_variables.get(k, kv), "recode", None)
+        if kv.range is not None or isinstance(recode, Bands | TopBottom):
+            ordered.append(v)
+    if not ordered:
+        return None
+    sizes = [int(config.key_variables[k].size) for k in pk]
+    return class_codes(np.arange(int(np.prod(sizes)), dtype=np.int64), config)[:, ordered]
+
+
+def composition_config(hcfg: ReleaseConfig, table: CompositionTable,
+                       classes: np.ndarray | None = None) -> ReleaseConfig:
     """The household stage's config (``hcfg``, :func:`sdc.method.households.household_config`)
-    with the composition as one more key: categories 0..C-1, partitioned by household size (a
-    PRB never mixes sizes), merges along the household keys' partition variables only."""
+    with the composition as one more key: categories 0..C-1, partitioned by household size x
+    members per missingness group (:meth:`CompositionTable.partition_set`: a PRB never mixes
+    sizes, a member never leaves its group), merges along the household keys' partition
+    variables only. ``classes``: :func:`ordered_class_codes` (the matching kernel's cost)."""
     from sdc.method.plan import default_merge_order
 
     hk = list(hcfg.key_names)
@@ -116,9 +190,11 @@ def composition_config(hcfg: ReleaseConfig, table: CompositionTable) -> ReleaseC
         along = [v for v in default_merge_order(hcfg) if v in hk]
     kvs = dict(hcfg.key_variables)
     kvs[COMPOSITION] = KeyVariable(categories=list(range(table.n_compositions)),
-                                   level="household").with_composition_counts(table.counts)
-    groups = {f"size {int(s)}": [int(c) for c in np.flatnonzero(table.size == s)]
-              for s in np.unique(table.size)}
+                                   level="household").with_composition_counts(table.counts,
+                                                                               classes)
+    sets = table.partition_set()
+    groups = {name: [int(c) for c in np.flatnonzero(sets == s)]
+              for s, name in table.set_names().items()}
     part = dict(hcfg.partition)
     part[COMPOSITION] = Groups(groups=groups)
     risk = hcfg.risk.model_copy(update={"merge_along": along})
@@ -127,14 +203,18 @@ def composition_config(hcfg: ReleaseConfig, table: CompositionTable) -> ReleaseC
 
 def realize_compositions(household: np.ndarray, person_class: np.ndarray,
                          identity: np.ndarray, counts_before: np.ndarray,
-                         counts_after: np.ndarray) -> np.ndarray:
+                         counts_after: np.ndarray, group: np.ndarray | None = None
+                         ) -> np.ndarray:
     """Released class of every person, given its household's composition before and after
     (``counts_before`` / ``counts_after``: (H, P) members per class).
 
     Per household and class c, the min(n_c, n'_c) members of smallest ``identity`` keep c; the
-    other members (ordered by class, then identity) take the classes n'_c - min(n_c, n'_c)
-    (in class order). A household whose composition did not change keeps every class. Whole
-    arrays: one lexsort of the persons, one repeat of the missing classes."""
+    other members (ordered by missingness group, class, then identity) take the classes
+    n'_c - min(n_c, n'_c) (in group, then class order). ``group`` (P,): the classes'
+    missingness groups (:mod:`sdc.method.household_missing`); the stage keeps every
+    household's members per group, so a moved member takes a class of its own group. A
+    household whose composition did not change keeps every class. Whole arrays: one lexsort
+    of the persons, one repeat of the missing classes."""
     hh = np.asarray(household, dtype=np.int64)
     cls = np.asarray(person_class, dtype=np.int64)
     ident = np.asarray(identity, dtype=np.uint64)
@@ -146,6 +226,8 @@ def realize_compositions(household: np.ndarray, person_class: np.ndarray,
         return out
     is_changed = np.zeros(before.shape[0], dtype=bool)
     is_changed[changed_h] = True
+    n_cls = before.shape[1]
+    grp = (np.zeros(n_cls, np.int64) if group is None else np.asarray(group, np.int64))
     rows = np.flatnonzero(is_changed[hh])
     order = rows[np.lexsort((ident[rows], cls[rows], hh[rows]))]
     h_o, c_o = hh[order], cls[order]
@@ -155,14 +237,21 @@ def realize_compositions(household: np.ndarray, person_class: np.ndarray,
     occ = np.arange(order.size) - np.repeat(grp_start, np.diff(np.r_[grp_start, order.size]))
     keep = occ < after[h_o, c_o]
     movers = order[~keep]  # ordered by household, class, identity
+    movers = movers[np.argsort(grp[cls[movers]], kind="stable")]
+    movers = movers[np.argsort(hh[movers], kind="stable")]  # household, group, class, id
     deficit = np.maximum(after[changed_h] - before[changed_h], 0)  # (m, P)
-    n_cls = before.shape[1]
+    by_group = np.lexsort((np.arange(n_cls), grp))  # the classes in group, class order
+    deficit = deficit[:, by_group]
     h_rep = np.repeat(changed_h, deficit.sum(axis=1))
-    c_rep = np.repeat(np.tile(np.arange(n_cls, dtype=np.int64), changed_h.size),
+    c_rep = np.repeat(np.tile(by_group.astype(np.int64), changed_h.size),
                       deficit.reshape(-1))
-    # both lists are ordered by household; equal lengths per household (sizes are kept)
+    # both lists are ordered by household (and group); equal lengths per household (sizes
+    # are kept) and per group (members per group are kept)
     if not np.array_equal(hh[movers], h_rep):
         raise AssertionError("released compositions must keep every household's size")
+    if group is not None and not np.array_equal(grp[cls[movers]], grp[c_rep]):
+        raise AssertionError("released compositions must keep every household's members "
+                             "per missingness group")
     out[movers] = c_rep
     return out
 
@@ -203,6 +292,7 @@ class CompositionStage:
     certificate: float
     certificate_at: dict[str, Any]
     identity: np.ndarray
+    singular_sets: list[int] = field(default_factory=list)
 
     @property
     def released_composition(self) -> np.ndarray:
@@ -236,6 +326,9 @@ class CompositionPlan:
     hk_table: np.ndarray
     certificate: float
     certificate_at: dict[str, Any]
+    #: the partition sets (:meth:`CompositionTable.partition_set`) of the singular
+    #: households (their sizes when there are no missingness groups)
+    singular_sets: list[int] = field(default_factory=list)
 
 
 def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
@@ -257,7 +350,7 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
 
     hk_codes = np.asarray(hk_codes, np.int64).reshape(table.household.size, -1)
     n_h = table.household.size
-    ccfg = composition_config(household_config(config), table)
+    ccfg = composition_config(household_config(config), table, ordered_class_codes(config))
     codes = np.column_stack([hk_codes, table.household]).astype(np.int64)
     sizes = radix_sizes(ccfg)
     xi = float(config.risk.xi)
@@ -269,13 +362,14 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
 
     cells, _ = cells_of(np.arange(n_h, dtype=np.int64))
     part = partition_cells(cells, ccfg)
-    cell_size = table.size[cells.key_codes[:, -1]]
-    sens = np.bincount(cell_size[part.sensitive], minlength=int(table.size.max()) + 1)
+    cset = table.partition_set()  # the size (and members per missingness group)
+    cell_set = cset[cells.key_codes[:, -1]]
+    sens = np.bincount(cell_set[part.sensitive], minlength=int(cset.max()) + 1)
     limit = 2 if config.risk.small_blocks == "calibrate" else part.kmin
-    singular_sizes = [int(x) for x in np.flatnonzero((sens > 0) & (sens < limit))]
+    singular_sets = [int(x) for x in np.flatnonzero((sens > 0) & (sens < limit))]
     plan, cell = None, np.zeros(0, np.int64)
     for attempt in range(2):
-        is_singular = np.isin(table.size[table.household], singular_sizes)
+        is_singular = np.isin(cset[table.household], singular_sets)
         rows = np.flatnonzero(~is_singular)
         if rows.size == 0:
             break
@@ -288,10 +382,13 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
                 x_h = household_weight_totals(np.asarray(weight)[rows], cell, cells.n_cells)
             plan = plan_release(partition_cells(cells, ccfg), ccfg, x_h)
             break
-        except SmallBlockError:
+        except SmallBlockError as e:
             if attempt == 1 or part.kmin <= limit:
+                if table.group is not None:
+                    raise SmallBlockError(str(e) + table.constraint_note()) from None
                 raise
-            singular_sizes = [int(x) for x in np.flatnonzero((sens > 0) & (sens < part.kmin))]
+            singular_sets = [int(x) for x in np.flatnonzero((sens > 0) & (sens < part.kmin))]
+    singular_sizes = sorted({int(x) for x in table.size[np.isin(cset, singular_sets)]})
     cert, cert_at = (0.0, {}) if plan is None else (float(plan.certificate),
                                                     dict(plan.certificate_at))
     hk_table = np.unique(hk_codes, axis=0)
@@ -311,12 +408,12 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
                 f"PRB of their size, and the file has only {hk_table.shape[0]} combination(s) "
                 f"of the household keys to move them among (risk 1/{hk_table.shape[0]} > xi "
                 f"= {xi}). Coarsen the person keys, add a household key, or withhold the "
-                "household id (a person file)")
+                "household id (a person file)." + table.constraint_note())
         cert, cert_at = larger_certificate((cert, cert_at), (q, {
             "source": "singular households", "singular_household_sizes": singular_sizes,
             "household_key_combinations": int(hk_table.shape[0])}))
     return CompositionPlan(plan, ccfg, codes, rows, cell, sing, singular_sizes, hk_table,
-                           cert, cert_at)
+                           cert, cert_at, singular_sets)
 
 
 def plan_composition_stage(hk_codes: np.ndarray, table: CompositionTable, config: ReleaseConfig,
@@ -365,7 +462,7 @@ def composition_stage(identity: np.ndarray, hk_codes: np.ndarray, table: Composi
     changed = (released != codes).any(axis=1)
     return CompositionStage(plan, cp.config, codes, released, changed, cp.singular,
                             cp.singular_sizes, int(cp.hk_table.shape[0]), cp.certificate,
-                            cp.certificate_at, drawing_ident)
+                            cp.certificate_at, drawing_ident, cp.singular_sets)
 
 
 def expected_persons_changed(cp: CompositionPlan | CompositionStage, table: CompositionTable,

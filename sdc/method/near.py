@@ -35,7 +35,8 @@ records or the seed (docs/METHOD.md section 7.12):
 5. **Matching kernel** (``near: {kernel: matching}``): W = (1/2s) sum_{i=1..2s} Q_i, Q_i the
    permutation matrix of the least-cost perfect matching of the PRB's cells with themselves
    that uses no diagonal pair and no pair of Q_1..Q_{i-1} (:func:`matching_destinations`;
-   the cost of j -> l the records the move changes, :func:`record_cost`). Each Q_i exists
+   the cost of j -> l the records the move changes, :func:`record_cost`, then, below one
+   record, how far the members move along ordered person keys, :func:`class_shift`). Each Q_i exists
    (after i - 1 rounds the allowed pairs form a (k - i)-regular bipartite graph, which holds a
    perfect matching by Hall's theorem), so W is exactly doubly stochastic with a zero
    diagonal and 2s destinations of weight 1/(2s) per row (the spread floor holds). Not
@@ -46,6 +47,7 @@ records or the seed (docs/METHOD.md section 7.12):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -55,7 +57,7 @@ from sdc.config.model import Bands, Hierarchy, NearSpec, ReleaseConfig, TopBotto
 from sdc.method.generalize import generalize_domain
 from sdc.method.transition import Transition, nzy_move
 
-__all__ = ["KeyMetric", "fragile_classes", "key_distance", "key_metrics",
+__all__ = ["KeyMetric", "class_shift", "fragile_classes", "key_distance", "key_metrics",
            "matching_destinations", "near_half",
            "near_transition", "offset_weights", "record_cost", "tour_of"]
 
@@ -78,6 +80,9 @@ class KeyMetric:
     counts: np.ndarray | None = None
     scale: float = 1.0
     size: int = 0
+    #: composition only: (P, q) codes of the person classes in the ordered person keys
+    #: (:func:`class_shift`), None without one
+    classes: np.ndarray | None = None
 
 
 def key_metrics(config: ReleaseConfig) -> list[KeyMetric]:
@@ -89,8 +94,8 @@ def key_metrics(config: ReleaseConfig) -> list[KeyMetric]:
     comp = [m for m in out if m.kind == "composition"]
     if comp:
         scale = float(comp[0].counts.sum(axis=1).max()) + 1.0
-        out = [m if m.kind == "composition" else
-               KeyMetric(m.name, m.kind, m.levels, m.missing, m.counts, scale, m.size) for m in out]
+        out = [m if m.kind == "composition" else dataclasses.replace(m, scale=scale)
+               for m in out]
     return out
 
 
@@ -99,8 +104,10 @@ def _key_metrics(config: ReleaseConfig) -> list[KeyMetric]:
     for name in config.key_names:
         kv = config.key_variables[name]
         if kv.composition_counts is not None:
+            cls = kv.composition_classes
             out.append(KeyMetric(name, "composition",
-                                 counts=np.asarray(kv.composition_counts, dtype=np.int64)))
+                                 counts=np.asarray(kv.composition_counts, dtype=np.int64),
+                                 classes=None if cls is None else np.asarray(cls, np.int64)))
             continue
         miss = kv.size - 1 if kv.missing == "category" else -1
         src = config.input_key_variables.get(name, kv)
@@ -167,6 +174,35 @@ def record_cost(codes: np.ndarray, metrics: list[KeyMetric]) -> np.ndarray:
     hk = [u for u in range(codes.shape[1]) if u != v]
     other = (codes[:, None, hk] != codes[None, :, hk]).any(axis=-1)
     return np.where(other, n.sum(axis=1)[:, None], moved).astype(np.float64)
+
+
+def class_shift(codes: np.ndarray, metrics: list[KeyMetric]) -> np.ndarray | None:
+    """(k, k) on a composition stage with ordered person keys (age bands): how far the
+    members of a household of cell j released in cell l of the same household keys move along
+    those keys, the earth mover's distance between the two compositions' marginals of each
+    ordered key (sum over its values of |cumulative members of j - of l|; the realization
+    gives movers the missing classes in class order, which for the first ordered key is the
+    monotone, least-distance assignment). 0 between cells of other household keys (every
+    member changes anyway); None on any other stage. The matching kernel adds it below one
+    record of cost (:func:`near_transition`), so among destinations that change as few
+    records, the one that moves them to adjacent classes wins (less bias in what is
+    tabulated by class: incomes by age)."""
+    comp = [v for v, m in enumerate(metrics) if m.kind == "composition"]
+    if not comp or metrics[comp[0]].classes is None or metrics[comp[0]].classes.size == 0:
+        return None
+    v = comp[0]
+    codes = np.asarray(codes, dtype=np.int64)
+    n = np.asarray(metrics[v].counts, dtype=np.int64)[codes[:, v]]     # (k, P)
+    cls = np.asarray(metrics[v].classes, dtype=np.int64)                # (P, q)
+    out = np.zeros((n.shape[0], n.shape[0]), dtype=np.int64)
+    for q in range(cls.shape[1]):
+        onehot = np.zeros((cls.shape[0], int(cls[:, q].max()) + 1), np.int64)
+        onehot[np.arange(cls.shape[0]), cls[:, q]] = 1
+        cum = np.cumsum(n @ onehot, axis=1)                              # (k, values)
+        out += np.abs(cum[:, None, :] - cum[None, :, :]).sum(axis=-1)
+    hk = [u for u in range(codes.shape[1]) if u != v]
+    other = (codes[:, None, hk] != codes[None, :, hk]).any(axis=-1)
+    return np.where(other, 0, out)
 
 
 def fragile_classes(codes: np.ndarray, frequency: np.ndarray, sensitive: np.ndarray,
@@ -353,6 +389,9 @@ def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarra
         offs = np.where(steps % 2 == 1, (steps + 1) // 2, -(steps // 2))
         band = tour[(pos[:, None] + offs[None, :]) % k]
         cost = record_cost(codes, metrics)
+        shift = class_shift(codes, metrics)
+        if shift is not None:  # below one record: fewest records changed first
+            cost = cost * float(shift.max() + 1) + shift
         cost[np.arange(k)[:, None], band] = np.inf     # pairs the tour already gives
         keeps = None if fragile is None else _keeps(codes, metrics, fragile)
         dest = np.sort(np.column_stack([band, matching_destinations(cost, matched, keeps)]),

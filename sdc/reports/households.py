@@ -338,6 +338,9 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
         "person": person_out, "household_level": levels["household"],
         "levels_above_xi": above,
         "exceeds_xi": bool(cert > xi + 1e-9 or above),
+        # the structural constraint of the stage (sdc.method.household_missing)
+        **({"missingness_groups": list(table.relations) or ["(groups)"]}
+           if getattr(table, "group", None) is not None else {}),
     }
 
 
@@ -564,4 +567,6 @@ def _protect_verdict(comp: dict[str, Any], xi: float) -> tuple[str, list[str]]:
         "of its household keys has is found when its household stays)",
         "fewer or coarser household-level keys (recode a rare value into a larger category)",
         "`sdc design` on this config lists the certified household designs",
-    ]
+    ] + ([f"members never leave their missingness group ({'; '.join(comp['missingness_groups'])}"
+          "): coarser person keys within each group, or drop the column(s) named"]
+         if comp.get("missingness_groups") else [])

@@ -1,0 +1,217 @@
+"""Missingness patterns of person columns against the person classes (issue 44;
+docs/HOUSEHOLDS.md "Risk", docs/METHOD.md 7.7 "Missingness groups").
+
+A person's non-key values come out exactly as they went in. When a column is missing for the
+persons of some person classes only (eusilc's incomes: missing exactly under 16), a member whose
+class changed while keeping its values shows an impossible pattern (an income at age 0-15, none
+at 25-49) and is recognisable as moved. The count pass therefore treats a **missing value as a
+value**: every person's **missingness pattern** (which of the released person columns are
+missing: :func:`pattern_columns`, :func:`missing_patterns`) is counted per person class
+(:class:`ClassPatterns`, mergeable over batches), and the classes are split into
+**missingness groups**: the connected components of the bipartite graph "class c holds pattern
+q" (:func:`class_groups`). Two classes in different groups share no pattern, and a member
+never leaves its group: the composition stage's partition sets are the household
+sizes x the members per group (:func:`sdc.method.household_composition.composition_config`),
+and the realization gives a moved member a missing class of its own group. The groups are a
+function of the source only (never of the seed), so ``sdc audit`` re-derives them.
+
+What is guaranteed: no released person holds a pattern no original person of its released
+group holds; in particular a column missing exactly for some classes (a deterministic
+relation) is missing exactly for them in the public file. What is not: within one group,
+patterns are not tied to classes (a pattern seen in 25-49 only may be released at 65+ when both
+classes share another pattern).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ClassPatterns", "MissingGroups", "class_groups", "constrain", "frame_groups",
+           "missing_groups",
+           "missing_patterns", "pattern_columns"]
+
+_WORD = 63  # columns per pattern word
+
+
+def pattern_columns(columns: list[str], config: Any) -> list[str]:
+    """The person columns whose missingness makes a person's pattern: the released
+    person-level non-key columns (:func:`~sdc.method.dependence.member_columns`), not a
+    recalibrated weight (a function of the released household keys)."""
+    from sdc.method.dependence import member_columns
+
+    out = member_columns(list(columns), config)
+    if getattr(config.input, "weight_release", "as_is") == "recalibrated":
+        out = [c for c in out if c != config.input.weight]
+    return out
+
+
+def missing_patterns(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """(n, words) int64: bit i of word i // 63 is set when column ``columns[i]`` is missing."""
+    n = len(frame)
+    words = max(1, -(-len(columns) // _WORD))
+    out = np.zeros((n, words), dtype=np.int64)
+    for i, c in enumerate(columns):
+        na = frame[c].isna().to_numpy()
+        out[:, i // _WORD] |= na.astype(np.int64) << np.int64(i % _WORD)
+    return out
+
+
+class ClassPatterns:
+    """Count-pass partial: persons per (class, missingness pattern). ``add`` per batch,
+    ``merge`` partials; the same table whatever the batches (sorted distinct rows)."""
+
+    def __init__(self) -> None:
+        self.columns: list[str] | None = None
+        self._rows = np.zeros((0, 2), dtype=np.int64)   # class, pattern words...
+        self._n = np.zeros(0, dtype=np.int64)
+
+    def add(self, frame: pd.DataFrame, person_class: np.ndarray, config: Any) -> None:
+        if self.columns is None:
+            self.columns = pattern_columns(list(frame.columns), config)
+        if not len(frame):
+            return
+        rows = np.column_stack([np.asarray(person_class, np.int64),
+                                missing_patterns(frame, self.columns)])
+        self._add(rows, np.ones(len(frame), np.int64))
+
+    def _add(self, rows: np.ndarray, n: np.ndarray) -> None:
+        if self._n.size:
+            rows, n = np.vstack([self._rows, rows]), np.r_[self._n, n]
+        u, inv = np.unique(rows, axis=0, return_inverse=True)
+        self._rows = u
+        self._n = np.bincount(inv.reshape(-1), weights=n, minlength=u.shape[0]).astype(np.int64)
+
+    def merge(self, other: ClassPatterns) -> None:
+        if self.columns is None:
+            self.columns = other.columns
+        if other._n.size:
+            self._add(other._rows, other._n)
+
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(class (m,), pattern words (m, w), persons (m,)), sorted."""
+        return self._rows[:, 0], self._rows[:, 1:], self._n
+
+
+def class_groups(person_class: np.ndarray, pattern: np.ndarray, n_classes: int) -> np.ndarray:
+    """(P,) int64 group of every class: the connected components of the bipartite graph
+    class -- pattern (``person_class`` (m,), ``pattern`` (m, w) the distinct pairs), labelled
+    by their smallest class; a class no person holds is a group of its own. Union-find over the
+    pairs (loops over the distinct patterns, not over records)."""
+    parent = np.arange(n_classes, dtype=np.int64)
+
+    def root(c: int) -> int:
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = int(parent[c])
+        return c
+
+    cls = np.asarray(person_class, np.int64)
+    if cls.size:
+        _, pat = np.unique(np.asarray(pattern).reshape(cls.size, -1), axis=0,
+                           return_inverse=True)
+        pat = pat.reshape(-1)
+        order = np.lexsort((cls, pat))
+        for q in np.unique(pat):
+            members = cls[order][pat[order] == q]
+            r0 = root(int(members[0]))
+            for c in members[1:]:
+                r = root(int(c))
+                if r != r0:
+                    lo, hi = min(r, r0), max(r, r0)
+                    parent[hi] = lo
+                    r0 = lo
+    return np.array([root(c) for c in range(n_classes)], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class MissingGroups:
+    """The missingness groups of a file's person classes: ``group`` (P,) (labels:
+    :func:`class_groups`), ``columns`` the pattern columns, ``relations`` the columns whose
+    missingness alone splits the present classes, each with the classes where it is missing
+    (``{column: [classes]}``); ``present`` (P,) bool the classes some person holds."""
+
+    group: np.ndarray
+    columns: tuple[str, ...]
+    relations: dict[str, list[int]]
+    present: np.ndarray
+
+    @property
+    def n_groups(self) -> int:
+        """Groups among the present classes."""
+        return int(np.unique(self.group[self.present]).size)
+
+    @property
+    def constrains(self) -> bool:
+        return self.n_groups > 1
+
+    def describe(self, config: Any) -> list[str]:
+        """One line per relation: ``py010n, py050n missing <=> age in {0}`` (the person-key
+        values of the classes where the columns are missing, the keys that take every
+        present value left out; columns missing for the same classes on one line)."""
+        from sdc.method.household_composition import class_codes
+
+        pk = list(config.person_keys)
+        allc = class_codes(np.flatnonzero(self.present), config)
+        out = []
+        same: dict[tuple[int, ...], list[str]] = {}
+        for col, where in self.relations.items():  # columns missing for the same classes
+            same.setdefault(tuple(where), []).append(col)
+        for where, cols in same.items():
+            col = ", ".join(cols)
+            codes = class_codes(np.asarray(where, np.int64), config)
+            parts = []
+            for v, k in enumerate(pk):
+                vals = np.unique(codes[:, v])
+                if vals.size < np.unique(allc[:, v]).size:
+                    cats = config.key_variables[k].categories
+                    names = [str(cats[i]) if cats is not None and i < len(cats) else str(i)
+                             for i in vals]
+                    parts.append(f"{k} in {{{', '.join(names)}}}")
+            out.append(f"{col} missing <=> " + (" and ".join(parts) or
+                                                 f"{len(where)} person classes"))
+        return out
+
+
+def missing_groups(person_class: np.ndarray, pattern: np.ndarray, counts: np.ndarray,
+                   n_classes: int, columns: list[str]) -> MissingGroups:
+    """:class:`MissingGroups` from the (class, pattern) table (:meth:`ClassPatterns.table`)."""
+    cls = np.asarray(person_class, np.int64)
+    pattern = np.asarray(pattern, np.int64).reshape(cls.size, -1)
+    present = np.zeros(n_classes, dtype=bool)
+    present[cls[np.asarray(counts) > 0]] = True
+    group = class_groups(cls, pattern, n_classes)
+    if present.any():  # a class no person holds is in no composition: any label will do
+        group[~present] = group[present].min()
+    relations = {}
+    for i, c in enumerate(columns):
+        na = ((pattern[:, i // _WORD] >> (i % _WORD)) & 1).astype(bool)
+        miss, have = np.unique(cls[na]), np.unique(cls[~na])
+        if miss.size and have.size and not np.intersect1d(miss, have).size:
+            relations[c] = [int(x) for x in miss]
+    return MissingGroups(group, tuple(columns), relations, present)
+
+
+def frame_groups(frame: pd.DataFrame, person_class: np.ndarray, n_classes: int,
+                 config: Any) -> MissingGroups:
+    """:class:`MissingGroups` of a whole file in memory (``sdc design``, the tests): the
+    count pass's :class:`ClassPatterns` over one batch."""
+    cp = ClassPatterns()
+    cp.add(frame, person_class, config)
+    cls, pat, n = cp.table()
+    return missing_groups(cls, pat, n, n_classes, list(cp.columns or []))
+
+
+def constrain(table: Any, groups: MissingGroups | None, config: Any) -> Any:
+    """The composition table ``table`` with the missingness groups as its constraint
+    (``group``, and ``relations``: :meth:`MissingGroups.describe`) when they split the
+    present classes; else ``table`` as it is (one group: the release does not change)."""
+    import dataclasses
+
+    if groups is None or not groups.constrains:
+        return table
+    return dataclasses.replace(table, group=np.asarray(groups.group, np.int64),
+                               relations=tuple(groups.describe(config)))
