@@ -103,7 +103,8 @@ class HouseholdAggregate:
     #: :mod:`sdc.method.household_weights`); else None
     weight: np.ndarray | None = None
     #: ``risk.composition: protect``: the person classes' missingness groups
-    #: (:class:`sdc.method.household_missing.MissingGroups`), else None
+    #: (:class:`sdc.method.household_missing.MissingGroups`); else the persons per (class,
+    #: missingness pattern) (:class:`~sdc.method.household_missing.ClassPatterns`)
     missing: Any = None
 
     @property
@@ -126,12 +127,10 @@ class HouseholdCounter:
         self._parts: list[tuple[np.ndarray, ...]] = []
         self.members = HouseholdMembers(merge_every=merge_every)
         self.weights = HouseholdWeights() if design_of(config).weighted else None
-        self.patterns = None
-        self.n_classes = 0
-        if config.risk.composition == "protect":
-            from sdc.method.household_missing import ClassPatterns
+        from sdc.method.household_missing import ClassPatterns
 
-            self.patterns = ClassPatterns()
+        self.patterns = ClassPatterns()  # missingness patterns per person class
+        self.n_classes = 0
 
     def add(self, frame: pd.DataFrame, cell_code: np.ndarray | None = None) -> None:
         """Add one batch of persons (any rows, any order; a household may span batches);
@@ -161,7 +160,13 @@ class HouseholdCounter:
             self.n_classes = n_cls
             self.patterns.add(frame, pc, self.config)
         else:
+            from sdc.method.household_missing import person_classes_of
+
             classes = np.zeros((len(frame), 0), dtype=np.int64)
+            pk = self.config.person_keys
+            if pk:
+                self.patterns.add(frame, person_classes_of(np.column_stack(
+                    [encode_key(frame[k], k, kvs[k]) for k in pk]), self.config), self.config)
         self.members.add(frame, ident, self.config)
         self._parts.append(_reduce(ident, codes, hashes, hashes,
                                    np.ones(len(frame), dtype=np.int64), classes,
@@ -182,7 +187,7 @@ class HouseholdCounter:
         self.members.merge(other.members)
         if self.weights is not None and other.weights is not None:
             self.weights.merge(other.weights)
-        if self.patterns is not None and other.patterns is not None:
+        if other.patterns is not None:
             self.patterns.merge(other.patterns)
             self.n_classes = max(self.n_classes, other.n_classes)
         self._merge()
@@ -202,8 +207,8 @@ class HouseholdCounter:
         ident, codes, lo, hi, size, classes, values = self._parts[0]
         bad = lo != hi
         inconsistent = {c: ident[bad[:, j]] for j, c in enumerate(self.columns) if bad[:, j].any()}
-        missing = None
-        if self.patterns is not None and classes.shape[1]:
+        missing = self.patterns  # the two-stage release's check reads the table
+        if classes.shape[1]:
             from sdc.method.household_missing import missing_groups
 
             missing = missing_groups(*self.patterns.table(), classes.shape[1],

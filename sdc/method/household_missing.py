@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["ClassPatterns", "MissingGroups", "class_groups", "constrain", "frame_groups",
-           "missing_groups",
+           "missing_groups", "mixed_person_prbs", "person_classes_of",
            "missing_patterns", "pattern_columns"]
 
 _WORD = 63  # columns per pattern word
@@ -39,11 +39,12 @@ _WORD = 63  # columns per pattern word
 
 def pattern_columns(columns: list[str], config: Any) -> list[str]:
     """The person columns whose missingness makes a person's pattern: the released
-    person-level non-key columns (:func:`~sdc.method.dependence.member_columns`), not a
-    recalibrated weight (a function of the released household keys)."""
+    person-level non-key columns (:func:`~sdc.method.dependence.member_columns`), not the
+    person keys, not a recalibrated weight (a function of the released household keys)."""
     from sdc.method.dependence import member_columns
 
-    out = member_columns(list(columns), config)
+    keys = set(config.person_keys)
+    out = [c for c in member_columns(list(columns), config) if c not in keys]
     if getattr(config.input, "weight_release", "as_is") == "recalibrated":
         out = [c for c in out if c != config.input.weight]
     return out
@@ -215,3 +216,53 @@ def constrain(table: Any, groups: MissingGroups | None, config: Any) -> Any:
         return table
     return dataclasses.replace(table, group=np.asarray(groups.group, np.int64),
                                relations=tuple(groups.describe(config)))
+
+
+def person_classes_of(codes: np.ndarray, config: Any) -> np.ndarray:
+    """(n,) int64 mixed-radix code of the person-key codes ``codes`` (n, q), config order of
+    ``config.person_keys`` (any number of classes: the two-stage release's person stage)."""
+    from sdc.method.cells import combine_codes
+
+    sizes = [int(config.key_variables[k].size) for k in config.person_keys]
+    codes = np.asarray(codes, np.int64).reshape(-1, len(sizes))
+    return combine_codes(codes.T, sizes, codes.shape[0])
+
+
+def mixed_person_prbs(plan: Any, patterns: ClassPatterns, config: Any) -> str | None:
+    """The two-stage release's person stage (no ``protect``): a person PRB that holds person
+    classes of two missingness groups would move a member into a class whose pattern it does
+    not have (a column missing exactly under 16 released for a moved child). The refusal
+    message (exit 2: the column, the relation, the fixes) when a PRB mixes groups, else
+    None."""
+    cls, pat, n = patterns.table()
+    if cls.size == 0 or plan is None or not len(plan.prb_start):
+        return None
+    u, local = np.unique(cls, return_inverse=True)
+    grp = class_groups(local.reshape(-1), pat, u.size)
+    if np.unique(grp).size <= 1:
+        return None
+    table = plan.partitioned.cells
+    names = list(table.names)
+    pk = [names.index(k) for k in config.person_keys]
+    cell_cls = person_classes_of(np.asarray(table.key_codes, np.int64)[:, pk], config)
+    pos = np.clip(np.searchsorted(u, cell_cls), 0, max(u.size - 1, 0))
+    cell_grp = np.where(u[pos] == cell_cls, grp[pos], -1)
+    cells = np.asarray(plan.prb_cells, np.int64)
+    starts = np.r_[np.asarray(plan.prb_start, np.int64), cells.size]
+    bad = [b for b in range(starts.size - 1)
+           if np.unique(cell_grp[cells[starts[b]:starts[b + 1]]]).size > 1]
+    if not bad:
+        return None
+    g = missing_groups(local.reshape(-1), pat, n, u.size, list(patterns.columns or []))
+    cols = list(g.relations) or list(patterns.columns or [])
+    where = [str(plan.blocks["partition_key"].iat[b]) for b in bad[:3]]
+    return (f"{len(bad)} person PRB(s) mix person classes whose members have different "
+            f"missing values ({', '.join(cols[:8])} missing for some classes of "
+            f"{', '.join(config.person_keys)} only; e.g. PRB {where}): a person moved between "
+            "them keeps its missing values and shows a pattern its released class never has, "
+            "which shows it moved; nothing was released. Fixes: `risk.composition: protect` "
+            "(members never leave the classes their missing values allow: docs/HOUSEHOLDS.md, "
+            "'Risk'), a partition of the person key that keeps those classes apart "
+            "(`partition: {KEY: {bands: [...]}}` or `{groups: ...}`, a boundary where the columns "
+            "start or stop being missing, e.g. `{age: {bands: [0, 16]}}`), or drop "
+            f"the columns (`input.drop: [{', '.join(cols[:8])}]`).")

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.errors import SmallBlockError
+from sdc.errors import InputError, SmallBlockError
 from sdc.method.cell_passes import cell_table
 from sdc.method.cells import CellTable
 from sdc.method.dependence import raise_if_dependent, schema_kinds
@@ -167,6 +167,12 @@ def count_and_plan(config: ReleaseConfig, seed: int, runner: Runner, measure: li
         ps = person_stage(cells, config, c.households.person_weights(c.codes))
     except SmallBlockError as e:
         raise stage_error(e, "person", config) from None
+    if config.risk.composition != "protect" and agg.missing is not None:
+        from sdc.method.household_missing import mixed_person_prbs
+
+        mixed = mixed_person_prbs(ps.plan, agg.missing, config)  # (issue 44)
+        if mixed:
+            raise InputError(mixed)
     measures = {f.name: getattr(c, f.name) for f in dataclasses.fields(HouseholdMeasures)}
     return HouseholdCounted(**measures, agg=agg, codes=c.codes, cells=cells, hs=hs, ps=ps,
                             household_columns=household_columns, dp_done=dp_done)

@@ -251,3 +251,33 @@ def test_matching_prefers_adjacent_age_classes():
     best = min(sum(abs(i - p[i]) for i in range(5)) for p in itertools.permutations(range(5))
                if all(p[i] != i for i in range(5)))
     assert sum(abs(i - int(dest[i, 0])) for i in range(5)) == best == 6
+
+
+def test_two_stage_person_prbs_that_mix_groups_are_refused():
+    """Without ``protect`` the person stage moves a person's keys inside its PRB: with exact
+    ages a PRB holds classes 0-15 and 16+, and 45 persons were released with an impossible
+    pattern (an income at 0-15 or none at 16+). Now refused (exit 2) naming the column and
+    the fixes; with the partition the message proposes (age bands [0, 16]) the release holds
+    none."""
+    from sdc.errors import InputError
+    from sdc.executors.memory import release_frame
+    from sdc.samples import generate_household_sample
+
+    frame = generate_household_sample(3000, seed=5, n_regions=6)
+    frame["income"] = frame["income"].astype(float).where(frame["age"] >= 16)
+    raw = yaml.safe_load(CONFIG)
+    raw["key_variables"]["age"] = {"range": [0, 95]}
+    raw["risk"] = {"xi": 0.5, "households": "warn", "small_blocks": "calibrate"}
+    cfg = parse_config(raw, None, source="test")
+    f = recode_frame(frame, cfg)
+    with pytest.raises(InputError) as e:
+        release_frame(f, cfg, 0)
+    assert "income missing for some classes" in str(e.value)
+    assert "risk.composition: protect" in str(e.value)
+    raw["partition"] = {"age": {"bands": [0, 16]}}
+    cfg = parse_config(raw, None, source="test")
+    out = release_frame(f, cfg, 0).released
+    pub = out.table.to_pandas()
+    assert (out.record_cell != out.released_cell).sum() > 50
+    age = pd.to_numeric(pub["age"]).to_numpy()
+    assert ((age < 16) == pub["income"].isna().to_numpy()).all()
