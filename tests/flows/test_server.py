@@ -49,7 +49,7 @@ def _sleeper() -> subprocess.Popen:
     """An unrelated live process of the user (a stale state file will name it), once it runs
     ``sleep`` (not the forked test process any more)."""
     p = subprocess.Popen(["sleep", "300"])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # exec of sleep waits for a CPU under make test
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             if Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(b"sleep"):

@@ -149,11 +149,13 @@ def test_a_kill_during_the_first_write_leaves_no_empty_seed_file(tmp_path):
         seeds._create(pathlib.Path({str(seed_path)!r}))
     """)
     proc = subprocess.Popen([sys.executable, "-c", code])
-    for _ in range(300):
-        if ready.exists():
-            break
+    # the child imports sdc before it reaches fsync: on a loaded machine (make test) that can
+    # take longer than the 15 s this loop allowed; a deadline of minutes fails only if it never
+    # gets there
+    deadline = time.monotonic() + 300
+    while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert ready.exists()
+    assert ready.exists(), f"the child never reached fsync (exit {proc.poll()})"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not seed_path.exists()
