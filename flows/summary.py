@@ -85,7 +85,15 @@ def _household_summary(result: Any) -> dict[str, Any] | None:
                                                               comp.get("max_class_estimate",
                                                                        0.0)))),
             **({"large_groups": int(comp["large_groups"]["threshold"])}
-               if comp.get("mode") == "large_groups" else {})}
+               if comp.get("mode") == "large_groups" else {}),
+            **({"members": "sampled", "threat_model": _sampled_text()}
+               if (comp.get("large_groups") or {}).get("members") == "sampled" else {})}
+
+
+def _sampled_text() -> str:
+    from sdc.method.group_composition import SAMPLED_MEMBERS
+
+    return SAMPLED_MEMBERS
 
 
 def _largest_merge(result: Any) -> dict[str, Any] | None:

@@ -197,8 +197,9 @@ def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
                f"of groups <= {hh['large_groups']} members, exact"
                if hh["composition_mode"] == "large_groups" else "measured, riskiest class")
         rows.append(("households", f"{fmt_int(hh['n'])} ({fmt_int(hh['changed'])} changed), "
-                                   f"{hh['prbs']} household PRBs; composition intruder "
-                                   f"{how} {hh['composition']:.4f}"))
+                                   f"{hh['prbs']} household PRBs; "
+                                   + (hh["threat_model"] if hh.get("members") == "sampled" else
+                                      f"composition intruder {how} {hh['composition']:.4f}")))
     if s["merges"] and verbose:
         rows.append(("merges", "\n".join(s["merges"])))
     elif s["merges"]:

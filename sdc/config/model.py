@@ -285,6 +285,22 @@ class ReleaseConfig(StrictModel):
         return [k for k, kv in self.key_variables.items() if kv.level == "person"]
 
 
+def _members_sampled(cfg: ReleaseConfig, hid: str | None) -> None:
+    """``input.members: sampled``: the composition intruder outside the threat model of every
+    group, carried as ``risk.large_groups: 0`` of the two-stage release (not set under
+    ``protect``, which certifies every composition anyway)."""
+    if hid is None:
+        raise ValueError("input.members: sampled needs input.household_id (the column naming "
+                         "each member's group)")
+    if cfg.risk.large_groups not in (None, 0):
+        raise ValueError(
+            f"input.members: sampled takes every group out of the composition intruder's "
+            f"threat model; risk.large_groups: {cfg.risk.large_groups} says groups of at most "
+            f"{cfg.risk.large_groups} members are in it. Remove one of them")
+    if cfg.risk.composition != "protect":
+        cfg.risk.large_groups = 0
+
+
 def _check_households(cfg: ReleaseConfig) -> None:
     """Cross checks of ``input.household_id``, ``input.household_columns`` and ``level:``."""
     hid, hcols = cfg.input.household_id, cfg.input.household_columns
@@ -298,6 +314,14 @@ def _check_households(cfg: ReleaseConfig) -> None:
             "input.weight_release: recalibrated needs input.weight and input.household_id (the "
             "weight is post-stratified to the released household keys); for a person file "
             "release the weight as_is, or drop it")
+    if cfg.input.members == "sampled":
+        _members_sampled(cfg, hid)
+    elif cfg.risk.large_groups == 0:
+        raise ValueError(
+            "risk.large_groups: 0 takes every group out of the composition intruder's threat "
+            "model: that is the declaration input.members: sampled (members are a sample of "
+            "each group, docs/HOUSEHOLDS.md \"Sampled members\"); set it, or a threshold of "
+            "1 or more")
     if hid is None:
         if cfg.risk.large_groups is not None:
             raise ValueError("risk.large_groups needs input.household_id (the column naming "

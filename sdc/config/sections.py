@@ -61,6 +61,17 @@ class InputSpec(StrictModel):
     household_columns: list[str] = Field(default_factory=list)
     """Non-key columns that belong to the household (dwelling, household weight): checked to
     be constant within every household, like the household-level keys."""
+    members: Literal["all", "sampled"] = "all"
+    """Grouped files: whether each group's members in the file are all of its members
+    (``all``, the default: a household survey interviews the whole household) or a
+    **sample** of them (``sampled``: a structure-of-earnings survey samples employees within
+    enterprises). ``sampled`` is the data producer's declaration that which members were
+    sampled is known only to the group itself and the agency, so the composition intruder
+    (who knows the keys of every member in the file) is outside the threat model for every
+    group: the two-stage release certifies the group-level intruder and the person intruder
+    given the group keys, exactly (carried as ``risk.large_groups: 0``; docs/HOUSEHOLDS.md
+    "Sampled members", docs/METHOD.md 7.15). Never for household surveys that interview the
+    whole household."""
 
     @field_validator("delimiter")
     @classmethod
@@ -165,14 +176,15 @@ class RiskSpec(StrictModel):
     household's composition (members per combination of the person keys), so the composition
     intruder is certified exactly (docs/HOUSEHOLDS.md, "Protecting household composition");
     ``measure`` (the default) only measures it."""
-    large_groups: int | None = Field(default=None, ge=1, le=12)
+    large_groups: int | None = Field(default=None, ge=0, le=12)
     """Grouped files (employees in enterprises), two-stage release: groups of more than this
     many members are outside the composition intruder's threat model (nobody outside an
     enterprise of 200 knows every employee's keys): for them the group-level intruder
     (household stage) and the person intruder given the group keys (person stage) are
     certified; the composition intruder of the groups of at most this many members is
     certified exactly (docs/HOUSEHOLDS.md "Large groups", docs/METHOD.md 7.15). Unset: the
-    composition intruder of every group is measured."""
+    composition intruder of every group is measured. ``0`` (every group outside it) only
+    with ``input.members: sampled``, which sets it."""
     weighted: bool = False
     """``true``: survey-weighted cell totals unbiased (needs ``input.weight``; person files):
     PRBs cut into groups of similar mean weight, m_j = c_g / W_j (docs/METHOD.md 7.11)."""

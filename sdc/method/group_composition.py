@@ -29,7 +29,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_SMALL", "group_risks", "small_group_composition"]
+__all__ = ["MAX_SMALL", "SAMPLED_MEMBERS", "group_risks", "small_group_composition"]
+
+SAMPLED_MEMBERS = ("members are a sample of each group: the composition intruder is outside "
+                   "the threat model, declared by the config (input.members: sampled)")
+"""What every output says of a release under ``input.members: sampled`` (threshold 0: no
+group is in the composition intruder's model; docs/HOUSEHOLDS.md "Sampled members")."""
 
 MAX_SMALL = 12
 """Largest ``risk.large_groups`` threshold (Ryser's permanent is O(2^s s^2) per pair)."""

@@ -263,7 +263,20 @@ def _household_lines(config: ReleaseConfig, result: Any) -> list[str]:
         "the bound: the data producer's report measures that risk.",
     ]
     comp = _household_composition(result)
-    if comp is not None and comp.get("mode") == "large_groups":
+    if comp is not None and (comp.get("large_groups") or {}).get("members") == "sampled":
+        from sdc.method.group_composition import SAMPLED_MEMBERS
+
+        lg = comp["large_groups"]
+        lines += ["", f"**Sampled members** (`input.members: sampled`): {SAMPLED_MEMBERS}. The "
+                  "employees (members) in this file are a sample of each group's members; "
+                  "which of them were sampled is known only to the group itself and the "
+                  "agency, so a group that recognises itself learns nothing it did not know. "
+                  f"All {lg['large_groups']:,} groups ({lg['large_persons']:,} persons) are "
+                  "covered by the bound for an intruder who knows a group's group-level keys "
+                  "and for one who knows a person's keys and its group's keys; an intruder "
+                  "who knows which members were sampled (an insider) is not covered "
+                  "(docs/HOUSEHOLDS.md, \"Sampled members\")."]
+    elif comp is not None and comp.get("mode") == "large_groups":
         lg = comp["large_groups"]
         lines += ["", f"**Large groups** (`risk.large_groups: {lg['threshold']}`): an intruder "
                   "who knows the keys of every member of a group is covered for the "

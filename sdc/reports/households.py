@@ -226,6 +226,9 @@ def with_large_groups(comp: dict[str, Any], households: StageDraws, persons: Sta
     small = small_group_composition(households, persons, code, n_h,
                                     [keys.index(k) for k in config.person_keys],
                                     int(config.risk.large_groups), float(config.risk.xi))
+    if config.input.members == "sampled":  # the declaration, stated wherever the figure is
+        small["members"] = "sampled"
+        small["declared_by"] = "input.members"
     return {**comp, "mode": "large_groups", "large_groups": small,
             "measured_exceeds_xi": comp["exceeds_xi"], "exceeds_xi": small["exceeds_xi"]}
 
@@ -520,6 +523,14 @@ def large_groups_verdict(comp: dict[str, Any], xi: float, household_certificate:
     small groups, and which certificates cover the large ones."""
     lg = comp["large_groups"]
     t = lg["threshold"]
+    if lg.get("members") == "sampled":
+        from sdc.method.group_composition import SAMPLED_MEMBERS
+
+        return (f"{SAMPLED_MEMBERS}: the {lg['large_groups']:,} groups "
+                f"({lg['large_persons']:,} persons) are covered by the group-level certificate "
+                f"{household_certificate:.4f} (household stage, counted in groups) and the "
+                f"person-level certificate given the group keys {person_certificate:.4f} "
+                "(exact)"), []
     covered = (f"the {lg['large_groups']:,} groups of more than {t} members "
                f"({lg['large_persons']:,} persons) are outside the composition intruder's "
                f"threat model (risk.large_groups: {t}): covered by the group-level certificate "

@@ -34,7 +34,10 @@ def design_of(config: ReleaseConfig, plan: Any = None) -> dict[str, str]:
                  "its household's values), person keys inside them; "
                  + ("the household stage keyed on the household's composition, so the "
                     "composition intruder is certified exactly; " if protect else
-                    (f"large groups (more than {config.risk.large_groups} members) outside "
+                    ("members are a sample of each group (input.members: sampled): the "
+                     "composition intruder outside the threat model, declared by the config; "
+                     if config.input.members == "sampled" else
+                     f"large groups (more than {config.risk.large_groups} members) outside "
                      "the composition intruder's threat model, the composition intruder of "
                      "the smaller ones certified exactly; "
                      if config.risk.large_groups is not None else

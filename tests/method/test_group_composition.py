@@ -79,3 +79,37 @@ def test_release_states_the_threshold_and_certifies_small_groups():
     assert lg["large_persons"] == int(sizes[sizes > 2].sum())
     assert comp["exceeds_xi"] == (lg["certificate"] > 0.5 + 1e-9)
     assert 0.0 < lg["certificate"] <= 1.0
+
+
+def test_sampled_members_is_a_declaration_stated_in_the_release():
+    """``input.members: sampled`` (docs/HOUSEHOLDS.md "Sampled members"): the composition
+    intruder out of the model for every group (carried as risk.large_groups: 0), stated in
+    risk.json's households.composition and the codebook; never inferred (risk.large_groups: 0
+    alone is refused), refused without a group id or with a positive threshold."""
+    f = generate_household_sample(3000, seed=5, n_regions=12)
+    from engine_configs import household_config
+
+    from sdc.config.model import ConfigError
+    from sdc.method.group_composition import SAMPLED_MEMBERS
+
+    base = household_config(weight="hh_weight", drop=["income"])
+    cfg = sdc.parse_config({**base, "input": {**base["input"], "members": "sampled"}})
+    assert cfg.risk.large_groups == 0
+    r = sdc.release_frame(f, cfg, 3)
+    comp = r.households.composition
+    lg = comp["large_groups"]
+    assert comp["mode"] == "large_groups" and not comp["exceeds_xi"]
+    assert lg["members"] == "sampled" and lg["declared_by"] == "input.members"
+    assert lg["small_groups"] == 0 and lg["large_persons"] == len(f)
+    assert SAMPLED_MEMBERS in r.household_report["risk"]["message"]
+    with pytest.raises((ConfigError, ValueError), match="input.members: sampled"):
+        sdc.parse_config({**base, "risk": {**base["risk"], "large_groups": 0}})
+    with pytest.raises((ConfigError, ValueError), match="risk.large_groups: 9"):
+        sdc.parse_config({**base, "input": {**base["input"], "members": "sampled"},
+                          "risk": {**base["risk"], "large_groups": 9}})
+    person = {k: v for k, v in base["input"].items() if k not in ("household_id",
+                                                                   "household_columns")}
+    with pytest.raises((ConfigError, ValueError), match="needs input.household_id"):
+        sdc.parse_config({**base, "input": {**person, "members": "sampled"},
+                          "key_variables": {k: {kk: vv for kk, vv in v.items() if kk != "level"}
+                                            for k, v in base["key_variables"].items()}})
