@@ -171,6 +171,15 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
             "does not have")
     if (comp_p < 0).any():
         return 1.0, "composition stage: a released composition is not in the source"
+    if tab.group is not None:  # members never left their missingness group
+        from sdc.method.household_missing import MissingGroups, foreign_patterns
+
+        src, pub = source.agg.missing, agg_p.missing
+        bad = (foreign_patterns(src, pub) if isinstance(src, MissingGroups)
+               and isinstance(pub, MissingGroups) else -1)
+        rep.add("composition stage: missingness groups", bad == 0,
+                f"{'; '.join(tab.relations)}: {bad} public (class, missing columns) "
+                "pattern(s) that no source person of the class's group has")
     ccfg = cs.config
     cset = tab.partition_set()  # sizes (x members per missingness group)
     keep_o = ~np.isin(cset[tab.household], cs.singular_sets)

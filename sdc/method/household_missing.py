@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["ClassPatterns", "MissingGroups", "class_groups", "constrain", "frame_groups",
-           "missing_groups", "mixed_person_prbs", "person_classes_of",
+           "foreign_patterns", "missing_groups", "mixed_person_prbs", "person_classes_of",
            "missing_patterns", "pattern_columns"]
 
 _WORD = 63  # columns per pattern word
@@ -139,6 +139,20 @@ class MissingGroups:
     columns: tuple[str, ...]
     relations: dict[str, list[int]]
     present: np.ndarray
+    #: the distinct (class, pattern words) pairs counted (:meth:`ClassPatterns.table`)
+    pairs: tuple[np.ndarray, np.ndarray] | None = None
+
+    def missing_sets(self) -> list[tuple[int, frozenset[str]]]:
+        """Every counted (class, the names of the columns missing) pair (column order aside:
+        a public file's columns may come in another order than the source's)."""
+        if self.pairs is None:
+            return []
+        cls, pat = self.pairs
+        out = []
+        for c, row in zip(cls.tolist(), np.asarray(pat).reshape(len(cls), -1), strict=True):
+            out.append((int(c), frozenset(name for i, name in enumerate(self.columns)
+                                          if (int(row[i // _WORD]) >> (i % _WORD)) & 1)))
+        return out
 
     @property
     def n_groups(self) -> int:
@@ -193,7 +207,16 @@ def missing_groups(person_class: np.ndarray, pattern: np.ndarray, counts: np.nda
         miss, have = np.unique(cls[na]), np.unique(cls[~na])
         if miss.size and have.size and not np.intersect1d(miss, have).size:
             relations[c] = [int(x) for x in miss]
-    return MissingGroups(group, tuple(columns), relations, present)
+    return MissingGroups(group, tuple(columns), relations, present, (cls, pattern))
+
+
+def foreign_patterns(source: MissingGroups, public: MissingGroups) -> int:
+    """``sdc audit``: the distinct (released class, missing columns) pairs of the public file
+    whose pattern no source person of the class's group has (0 when the groups held)."""
+    allowed = {(int(source.group[c]), m) for c, m in source.missing_sets()}
+    cols = set(source.columns)
+    return sum((int(source.group[c]), m & cols) not in allowed
+               for c, m in public.missing_sets() if c < source.group.size)
 
 
 def frame_groups(frame: pd.DataFrame, person_class: np.ndarray, n_classes: int,

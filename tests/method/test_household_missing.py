@@ -281,3 +281,41 @@ def test_two_stage_person_prbs_that_mix_groups_are_refused():
     assert (out.record_cell != out.released_cell).sum() > 50
     age = pd.to_numeric(pub["age"]).to_numpy()
     assert ((age < 16) == pub["income"].isna().to_numpy()).all()
+
+
+def test_audit_rederives_the_groups_and_finds_no_foreign_pattern(tmp_path):
+    """``sdc audit`` of a protect release of the sample (income missing under 16, pension
+    present from 65; Parquet in row groups, the streaming executor): the groups re-derived
+    from the source, no public (class, missing columns) pattern outside its group's; every
+    check passes. foreign_patterns counts a public pattern its group never has."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from household_helpers import household_job, release_folder
+
+    from sdc.audit.verify import verify_release
+    from sdc.method.household_missing import MissingGroups, foreign_patterns
+    from sdc.samples import generate_household_sample
+
+    frame = generate_household_sample(3000, seed=5, n_regions=6)
+    frame["income"] = frame["income"].astype(float).where(frame["age"] >= 16)
+    frame["pension"] = (frame["income"] * 0.6).where(frame["age"] >= 65)
+    inp = tmp_path / "h.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=700)
+    raw = yaml.safe_load(CONFIG)
+    job = household_job(tmp_path, inp, {"kind": "streaming", "batch_rows": 700},
+                        key_variables=raw["key_variables"], risk=raw["risk"])
+    cfg = yaml.safe_load(job.read_text())
+    cfg["input"]["drop"] = ["relation"]
+    cfg.pop("partition", None)
+    job.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    rel = release_folder(job)
+    rep = verify_release(rel)
+    names = {c.name: c for c in rep.checks}
+    check = names["composition stage: missingness groups"]
+    assert check.ok and "income missing <=> age in {0}" in check.detail, check.detail
+    assert rep.ok, [c for c in rep.checks if not c.ok]
+    g = MissingGroups(np.array([0, 0, 2]), ("income",), {"income": [2]},
+                      np.ones(3, bool), (np.array([0, 1, 2]), np.array([[0], [0], [1]])))
+    moved = MissingGroups(np.array([0, 0, 2]), ("income",), {}, np.ones(3, bool),
+                          (np.array([0, 2]), np.array([[1], [1]])))  # class 0 missing
+    assert foreign_patterns(g, g) == 0 and foreign_patterns(g, moved) == 1
