@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["BUCKET_ROWS", "BucketSpill", "bucket_bits", "bucket_of", "read_bucket",
+__all__ = ["BUCKET_ROWS", "BucketSpill", "IdentitySpill", "bucket_bits", "bucket_of", "read_bucket",
            "split_by_bucket"]
 
 #: records per bucket on average for the public files: one bucket is sorted in memory
@@ -104,3 +104,62 @@ def read_bucket(path: Path) -> pa.Table | None:
         with pa.ipc.open_file(f) as reader:
             tables.append(reader.read_all())
     return pa.concat_tables(tables) if tables else None
+
+
+class IdentitySpill:
+    """The 64-bit record identities of a count pass spilled to ``2**bits`` files by their top
+    bits (raw uint64, appended batch by batch) instead of held: 8 bytes a record on disk,
+    not in memory (100M records: 800 MB). :meth:`duplicates` reads one file at a time
+    (``1 / 2**bits`` of them), sorts it in place and keeps the identities that occur more
+    than once; the files are deleted then, by :meth:`clear`, or when the spill is
+    collected."""
+
+    def __init__(self, folder: Path, bits: int = 4) -> None:
+        import shutil
+        import weakref
+
+        self.folder, self.bits, self.size = Path(folder), int(bits), 0
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._paths = [self.folder / f"identities-{b:03d}.u64" for b in range(1 << self.bits)]
+        self._files: list | None = [open(p, "wb") for p in self._paths]  # noqa: SIM115
+        self._gone = weakref.finalize(self, shutil.rmtree, self.folder, True)
+
+    def append(self, ident: np.ndarray) -> None:
+        """Add a batch's identities."""
+        ident = np.asarray(ident, dtype=np.uint64)
+        if self._files is None:
+            raise RuntimeError("identities added after the spill was read")
+        bucket = bucket_of(ident, self.bits) if self.bits else np.zeros(ident.size, np.uint16)
+        order = np.argsort(bucket, kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange((1 << self.bits) + 1))
+        grouped = ident[order]
+        for b, f in enumerate(self._files):
+            grouped[bounds[b]:bounds[b + 1]].tofile(f)
+        self.size += ident.size
+
+    def _close(self) -> None:
+        for f in self._files or []:
+            f.close()
+        self._files = None
+
+    def duplicates(self) -> np.ndarray | None:
+        """The identities that occur more than once (sorted), or None when all differ; the
+        files are deleted (as :func:`sdc.pipeline.kernels.duplicate_identities` consumes its
+        list)."""
+        self._close()
+        found = []
+        for p in self._paths:
+            a = np.fromfile(p, dtype=np.uint64)
+            p.unlink()
+            a.sort()
+            same = a[1:] == a[:-1]
+            if same.any():
+                found.append(np.unique(a[1:][same]))
+            del a, same
+        self.clear()
+        return np.concatenate(found) if found else None
+
+    def clear(self) -> None:
+        """Delete the files (nothing to read after)."""
+        self._close()
+        self._gone()

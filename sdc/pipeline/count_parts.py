@@ -14,6 +14,7 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
+from sdc.io.spill import IdentitySpill
 from sdc.method.cell_passes import CellCounter
 from sdc.method.derived import DerivedCollector
 from sdc.method.draws import record_identity
@@ -68,20 +69,22 @@ class CountPart:
 
 class CountMerge:
     """The parts of a count pass merged in input order: the rows, the identities (into one
-    preallocated array when the row count ``n_known`` is known, 8 bytes a record), every
+    preallocated array when the row count ``n_known`` is known, 8 bytes a record, or to
+    files, ``spill``), every
     batch's problems and, while no batch has problems, the cell counts, ``perturb:`` and
     ``derived:`` values, value ranges and largest weight."""
 
     def __init__(self, perturb: dict[str, PerturbValues], derived: DerivedCollector | None,
-                 n_known: int | None = None) -> None:
+                 n_known: int | None = None, spill: IdentitySpill | None = None) -> None:
         self.n = 0
         self.offsets = [0]  #: the batches' first global rows (the same batches in every pass)
         self.counted = False  #: some batch was counted (not only checked)
         self.counter = CellCounter()
         self.problems = Problems()
         self.perturb, self.derived = perturb, derived
-        known = n_known is not None
-        self.idents: list[np.ndarray] = [np.empty(n_known, np.uint64)] if known else []
+        known = n_known is not None and spill is None
+        self.idents: list[np.ndarray] | IdentitySpill = (
+            spill if spill is not None else [np.empty(n_known, np.uint64)] if known else [])
         self._filled = 0 if known else None
         self._lo: dict[str, float] = {}
         self._hi: dict[str, float] = {}

@@ -34,7 +34,7 @@ from sdc.io.batches import (
     frame_to_table,
     read_ahead_frames,
 )
-from sdc.io.spill import read_bucket
+from sdc.io.spill import IdentitySpill, read_bucket
 from sdc.method.cell_passes import DependenceThread, decode_released, derived_cells
 from sdc.method.cells import CellTable
 from sdc.method.dependence import DependenceCounter, measure_dependence, raise_if_dependent
@@ -204,9 +204,12 @@ def raise_duplicate_ids(rows: np.ndarray, values: pd.Series, config: ReleaseConf
     )
 
 
-def duplicate_identities(identities: list[np.ndarray]) -> np.ndarray | None:
+def duplicate_identities(identities: list[np.ndarray] | IdentitySpill) -> np.ndarray | None:
     """The 64-bit identities that occur more than once (sorted), or None when all differ.
-    Consumes (clears) ``identities``; one sort of 8 bytes per record."""
+    Consumes (clears) ``identities``; one sort of 8 bytes per record (of a spill: of one of
+    its files at a time)."""
+    if isinstance(identities, IdentitySpill):
+        return identities.duplicates()
     allid = (identities[0] if len(identities) == 1 else
              np.concatenate(identities) if identities else np.zeros(0, np.uint64))
     identities.clear()

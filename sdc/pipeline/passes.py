@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
-from sdc.io.spill import BucketSpill
+from sdc.io.spill import BucketSpill, IdentitySpill
 from sdc.method.cell_passes import CellLocator
 from sdc.method.draws import unique_identities
 from sdc.pipeline.count_parts import CountMerge, CountPart, raise_problems
@@ -172,14 +172,17 @@ def refuse_empty(merged: CountMerge, config: ReleaseConfig) -> None:
                          "release")
 
 
-def duplicated_ids(runner: Runner, config: ReleaseConfig,
-                   idents: list[np.ndarray]) -> tuple[np.ndarray, pd.Series] | None | bool:
+def duplicated_ids(runner: Runner, config: ReleaseConfig, idents: list[np.ndarray] | IdentitySpill
+                   ) -> tuple[np.ndarray, pd.Series] | None | bool:
     """The duplicated ids (rows, values): the ids must be unique over the whole file, so the
     64-bit identities are sorted and equal ones confirmed on the id values (one more read of
     the id column): a hash collision is never reported as a duplicate. True: all identities
     differ (or no id column); None: equal identities of different ids only."""
     id_col = config.input.id_column
-    if id_col is None or not idents or not sum(i.size for i in idents):
+    spilled = isinstance(idents, IdentitySpill)
+    if id_col is None or not (idents.size if spilled else sum(i.size for i in idents)):
+        if spilled:
+            idents.clear()
         return True
     dups = duplicate_identities(idents)
     if dups is None:

@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
-from sdc.io.spill import bucket_bits
+from sdc.io.spill import IdentitySpill, bucket_bits
 from sdc.method.cell_passes import (
     CellLocator,
     DependenceThread,
@@ -226,10 +226,12 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     columns = runner.input_columns()
     measure = [c for c in (value_columns or []) if c in columns]
     id_col, weight = config.input.id_column, config.input.weight
-    # 8 bytes per record for the id check, preallocated when the row count is known
+    # 8 bytes per record for the id check, preallocated when the row count is known, or
+    # spilled to files for a large file of a runner in batches
+    n_known = runner.row_count() if id_col is not None else None
     merged = CountMerge({v: PerturbValues(v, config) for v in (config.perturb or {})},
                         DerivedCollector(list(config.derived)) if config.derived else None,
-                        runner.row_count() if id_col is not None else None)
+                        n_known, _identity_spill(runner, n_known))
     # the columns that pair in the dependence check: from the public schema, the same on
     # every executor (never from a batch's types)
     kinds = schema_kinds(runner.public_schema()) if dependence else None
@@ -265,6 +267,20 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
                      merged.weight_max if weight is not None else None,
                      {v: pv.value_counts() for v, pv in merged.perturb.items()}, ranges, dep,
                      merged.derived, None if wsums is None else wsums.result(codes), raw)
+
+
+#: a runner in batches spills the id check's identities from this many records on
+SPILL_IDENTITIES = 1 << 25
+
+
+def _identity_spill(runner: Runner, n: int | None) -> IdentitySpill | None:
+    """Files for the identities of a count pass of ``n`` records when a runner in batches
+    (not holding the file) reads at least :data:`SPILL_IDENTITIES`: a folder in its scratch
+    folder (or the system's), deleted once the ids are checked."""
+    if n is None or n < SPILL_IDENTITIES or getattr(runner, "whole", False):
+        return None
+    return IdentitySpill(Path(tempfile.mkdtemp(prefix="sdc-identities-",
+                                               dir=getattr(runner, "scratch", None))))
 
 
 def _unique_ids(runner: Runner, config: ReleaseConfig, idents: list[np.ndarray]) -> bool:

@@ -60,7 +60,8 @@ class DependenceCounter:
     columns: list[str]
     n_keys: int
     small_limit: int
-    merge_every: int = 8
+    #: pending batches merged every so many (each holds ~20 MB of tables at 1M records)
+    merge_every: int = 4
     _values: dict[str, list[tuple[np.ndarray, ...]]] = field(default_factory=dict)
     _pairs: dict[str, list[tuple[np.ndarray, ...]]] = field(default_factory=dict)
     #: key-code sizes: with them, (value, key pair) combinations are counted too
@@ -129,7 +130,8 @@ class DependenceCounter:
             self._big = np.union1d(self._big, fcell[fcount >= self.small_limit])
         cells = BatchCells.of(fcode, fcell, key_codes, ~big)
         key_codes, cell_keys, kept = cells.key_codes, cells.cell_keys, cells.kept
-        paired = set(self.pairs.paired)
+        # the value hashes kept for the joint values of discrete pairs only (8 bytes a record)
+        paired = {c for s in self.pairs.columns if s.op == "&" for c in (s.a, s.b)}
         hashes = {}
         for c in self.columns:
             h = value_hash(frame[c])
