@@ -294,6 +294,14 @@ def _household_lines(config: ReleaseConfig, result: Any) -> list[str]:
                   "members' person-level keys finds it with a probability above the bound "
                   f"xi = {comp['xi']} (measured: {comp['max_class_estimate']:.4f} in the "
                   "riskiest class of households)."]
+    if comp is not None and comp.get("missingness_groups"):  # (issue 44)
+        lines += ["", "**Missing values**: person columns are missing for some classes of the "
+                  "person-level keys only (" + "; ".join(comp["missingness_groups"]) + "). "
+                  "A member whose person-level keys changed with its household's composition "
+                  "keeps its other values, and took only a class where its pattern of "
+                  "missing values occurs in the original, so these relations hold in this "
+                  "file exactly; values that depend on the class (an income by age) still "
+                  "move with the members who changed class."]
     return lines
 
 

@@ -314,6 +314,8 @@ def test_audit_rederives_the_groups_and_finds_no_foreign_pattern(tmp_path):
     check = names["composition stage: missingness groups"]
     assert check.ok and "income missing <=> age in {0}" in check.detail, check.detail
     assert rep.ok, [c for c in rep.checks if not c.ok]
+    codebook = (rel / "public" / "codebook.md").read_text()
+    assert "**Missing values**" in codebook and "income missing <=> age in {0}" in codebook
     g = MissingGroups(np.array([0, 0, 2]), ("income",), {"income": [2]},
                       np.ones(3, bool), (np.array([0, 1, 2]), np.array([[0], [0], [1]])))
     moved = MissingGroups(np.array([0, 0, 2]), ("income",), {}, np.ones(3, bool),
