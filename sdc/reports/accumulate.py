@@ -391,12 +391,13 @@ class ReleaseAccumulator:
             if c not in self.x_params:
                 self._start_sums(c, self.max_abs[c])
                 self.sums_pending.add(c)
-        rows = (np.concatenate(self.moved_rows) if self.moved_rows
-                else np.zeros(0, np.int64))
-        cells = (np.concatenate(self.moved_cells) if self.moved_cells
-                 else np.zeros(0, np.int64))
-        order = np.argsort(rows, kind="stable")
-        self.moved_rows, self.moved_cells = [rows[order]], [cells[order]]
+        rows, cells = _joined(self.moved_rows), _joined(self.moved_cells)
+        self.moved_rows, self.moved_cells = [], []  # (16 bytes a moved record: freed now)
+        if rows.size > 1 and not bool((rows[1:] >= rows[:-1]).all()):
+            # (batches in input order, a runner in batches: already sorted, no copy)
+            order = np.argsort(rows, kind="stable")
+            rows, cells = rows[order], cells[order]
+        self.moved_rows, self.moved_cells = [rows], [cells]
         return bool(self.refining)
 
     @property
@@ -554,3 +555,10 @@ def frame_accumulator(original: pd.DataFrame, result: Any, config: ReleaseConfig
         acc.add_refine_batch(None, rc, values, released_cell=rel)
         more = acc.end_refine_pass()
     return acc
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts as one int64 array (one part: itself, no copy)."""
+    if len(parts) == 1:
+        return np.asarray(parts[0], dtype=np.int64)
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
