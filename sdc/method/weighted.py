@@ -545,7 +545,19 @@ class WeightSums:
 
 def _reduce(codes: np.ndarray, e: np.ndarray,
             limbs: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-    """Sum the limbs per distinct (code, e), sorted by code then e (int64, exact)."""
+    """Sum the limbs per distinct (code, e), sorted by code then e (int64, exact): by one
+    count per (code, e) over their range when it is at most a few times the number of values
+    (float64 sums of limbs < 2^18 are exact integers below 2^35 values), else by a sort."""
+    if 0 < codes.size < 2**35:
+        c0, e0 = int(codes.min()), int(e.min())
+        n_e = int(e.max()) - e0 + 1
+        span = (int(codes.max()) - c0 + 1) * n_e
+        if span <= max(4 * codes.size, 2**16):
+            key = (codes - c0) * n_e + (e - e0)
+            present = np.flatnonzero(np.bincount(key, minlength=span))
+            sums = (np.bincount(key, weights=limb, minlength=span)[present].astype(np.int64)
+                    for limb in limbs)
+            return (present // n_e + c0, present % n_e + e0, *sums)
     order = np.lexsort((e, codes))
     c, x = codes[order], e[order]
     start = np.ones(c.size, dtype=bool)

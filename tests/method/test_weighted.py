@@ -324,3 +324,25 @@ def test_runs_in_blocks_of_ends_are_the_one_at_a_time_programme(seed):
         size, k = int(rng.integers(2, 9)), int(rng.integers(1, 120))
         v = np.sort([rng.normal(size=k), np.round(rng.normal(size=k), 1), np.zeros(k)][_ % 3])
         assert _runs(v, size).tolist() == _runs_one_end_at_a_time(v, size)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_weight_sums_by_count_and_by_sort_agree(seed):
+    """The exact limb sums per (cell, exponent) by one count over a compact code range equal
+    those by a sort (the same codes spread 10^12 apart: a range no count covers)."""
+    from sdc.method.weighted import _reduce
+
+    rng = np.random.default_rng(seed)
+    n = 20_000
+    codes = rng.integers(0, 3_000, n)
+    w = [rng.uniform(50, 300, n), rng.lognormal(0, 6, n), np.full(n, 100 / 3)][seed]
+    mant, e = np.frexp(w)
+    big = (mant * 2.0**53).astype(np.int64)
+    limbs = (big & (2**18 - 1), (big >> 18) & (2**18 - 1), big >> 36)
+    dense = _reduce(codes, e.astype(np.int64), limbs)
+    spread = _reduce(codes * 10**12, e.astype(np.int64), limbs)
+    assert np.array_equal(dense[0] * 10**12, spread[0])
+    for a, b in zip(dense[1:], spread[1:], strict=True):
+        assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+    assert np.array_equal(WeightSums.of(codes, w).result(np.unique(codes)),
+                          WeightSums.of(codes * 10**12, w).result(np.unique(codes) * 10**12))
