@@ -105,7 +105,9 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
     ``public_table`` (the public file's records, public order, ``record_id`` first). The outcome
     of a record depends only on the seed, the plan, its own cell and its own identity (id,
     else its non-key values): not on row order or on which other records exist, except
-    through its own t_j, theta and PRB. Raises as ``sdc release`` does
+    through its own t_j, theta and PRB. The report aggregates (``accumulator``, what
+    :func:`sdc.pipeline.report_parts.batch_reports` builds risk.json and utility.json from)
+    are summed when first used, not during the call (a person file). Raises as ``sdc release`` does
     (:class:`~sdc.errors.InputError`, :class:`~sdc.errors.SmallBlockError`,
     :class:`~sdc.method.dependence.DependenceError`).
     """
@@ -117,11 +119,12 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
     runner = InMemory(config, frame.reset_index(drop=True))
     if out_dir is not None:
         res = release(runner, config, seed, Path(out_dir), keep=True, intruder=False,
-                      records_path=Path(out_dir) / "records.parquet")
+                      reports=False, records_path=Path(out_dir) / "records.parquet")
         _keep_public(res)
     else:
         with tempfile.TemporaryDirectory(prefix="sdc-frame-") as tmp:
-            res = release(runner, config, seed, Path(tmp), keep=True, intruder=False)
+            res = release(runner, config, seed, Path(tmp), keep=True, intruder=False,
+                          reports=False)
             _keep_public(res)
     kept = res.released
     res.cells = dataclasses.replace(res.cells, record_cell=kept.record_cell)

@@ -44,10 +44,10 @@ from sdc.pipeline.order import ORDER_COLUMNS
 from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
 from sdc.pipeline.report_parts import add_apply_batch, add_refine_batch, refine_columns
 
-__all__ = ["ApplyPart", "ApplyTarget", "Identities", "IdentityPart", "Refinement", "Released",
-           "Runner", "Stage", "apply_batch", "apply_pass", "count_batch", "count_pass",
-           "duplicated_ids", "identity_batch", "identity_pass", "refine_batch", "refuse_empty",
-           "write_spilled"]
+__all__ = ["ApplyPart", "ApplyTarget", "DeferredReports", "Identities", "IdentityPart",
+           "Refinement", "Released", "Runner", "Stage", "apply_batch", "apply_pass",
+           "count_batch", "count_pass", "duplicated_ids", "identity_batch", "identity_pass",
+           "refine_batch", "refuse_empty", "report_batch", "write_spilled"]
 
 
 class Runner(Protocol):
@@ -282,9 +282,20 @@ def apply_batch(frame: pd.DataFrame, index: int, stage: Stage, target: ApplyTarg
             RecordsSpill(Path(target.scratch) / "records", target.bits, piece=index).add(
                 r.raw, r.cell, r.released)
     r.table = None  # type: ignore[assignment]
-    part = target.template.spawn()
-    add_apply_batch(part, frame, r.cell, r.released, stage.config)
+    part = None
+    if target.template is not None:  # None: the reports deferred (DeferredReports)
+        part = target.template.spawn()
+        add_apply_batch(part, frame, r.cell, r.released, stage.config)
     return ApplyPart(len(frame), part, r.extra, kept, whole_kept)
+
+
+def report_batch(frame: pd.DataFrame, index: int, stage: Stage, template: Any,
+                 record_cell: np.ndarray, released_cell: np.ndarray) -> Any:
+    """The report part :func:`apply_batch` adds, from a batch's kept cells and released
+    cells (:class:`DeferredReports`)."""
+    part = template.spawn()
+    add_apply_batch(part, frame, record_cell, released_cell, stage.config)
+    return part
 
 
 def apply_pass(runner: Runner, stage: Stage, target: ApplyTarget,
@@ -302,7 +313,8 @@ def apply_pass(runner: Runner, stage: Stage, target: ApplyTarget,
             kept.append(part.kept)
         merge(part.extra)
         offsets.append(offsets[-1] + part.n)
-        acc.merge(part.accumulator)
+        if part.accumulator is not None:
+            acc.merge(part.accumulator)
         whole_kept = part.whole_kept
         del part
     return offsets, kept, [whole_kept]
@@ -340,6 +352,34 @@ def refine_batch(frame: pd.DataFrame, index: int, stage: Stage, template: Any,
     add_refine_batch(part, frame, stage.locate, stage.config, stage.report_cells(frame))
     part.moved_rows, part.moved_cells = [], []
     return part
+
+
+class DeferredReports:
+    """The report accumulator of a release that kept its records (``release_frame``) and
+    whose caller may never build the reports: filled on first use, from the kept cells, by
+    the apply pass's report parts (:func:`report_batch`, merged in input order) and the
+    refinement passes, the same sums as a release that fills it while it releases. Holds the
+    runner (the input) until then. Any attribute is the filled accumulator's."""
+
+    def __init__(self, runner: Runner, acc: Any, stage: Stage, offsets: list[int],
+                 kept: list[tuple]) -> None:
+        self._todo: tuple | None = (runner, acc, stage, offsets, kept)
+        self._acc = acc
+
+    def filled(self) -> Any:
+        """The accumulator, filled."""
+        if self._todo is not None:
+            runner, acc, stage, offsets, kept = self._todo
+            template = acc.spawn()
+            for part in runner.map(report_batch, (stage, template),
+                                   lambda k: (kept[k][0], kept[k][1])):
+                acc.merge(part)
+            Refinement(runner, acc, stage, offsets).result()
+            self._todo = None
+        return self._acc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.filled(), name)
 
 
 class Refinement:

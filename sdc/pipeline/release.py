@@ -75,6 +75,7 @@ from sdc.pipeline.kernels import (
 from sdc.pipeline.order import ORDER_COLUMNS, order_salt
 from sdc.pipeline.passes import (
     ApplyTarget,
+    DeferredReports,
     IdentityPart,
     Refinement,
     Released,
@@ -337,13 +338,16 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                     tmp_dir: Path | str | None = None,
                     progress: Callable[[str], None] | None = None,
                     records_path: Path | None = None, where: str = "",
-                    keep: bool = False, intruder: bool = True) -> ReleaseOutcome:
+                    keep: bool = False, intruder: bool = True,
+                    reports: bool = True) -> ReleaseOutcome:
     """Release the person file of ``config`` with ``runner``: the public files into
     ``out_dir`` (``microdata.parquet`` / ``.csv`` per ``output.formats``), the internal
     ``records.parquet`` to ``records_path`` when given; ``keep``: the outcome also holds the
     released records in input order (:attr:`ReleaseOutcome.released`, the library's
     ``release_frame``). ``intruder``: a release (``records_path`` given) starts risk.json's
     intruder simulation in a thread; False when no report will take it (``release_frame``).
+    ``reports`` False with ``keep``: the report aggregates are summed when first used
+    (:class:`~sdc.pipeline.passes.DeferredReports`), not while the records are released.
 
     Raises :class:`InputError` (every input problem with global rows), ``SmallBlockError``
     and ``DependenceError`` as the plan says."""
@@ -383,7 +387,9 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         say(f"releasing records{where} (pass 3 of 3)")
         acc = new_accumulator(cells, config, count.weight_max, {**stats, **count.value_ranges},
                               numeric)
-        target = ApplyTarget(str(tmp), bits, records_path is not None, whole, keep, acc.spawn())
+        defer = keep and not reports
+        target = ApplyTarget(str(tmp), bits, records_path is not None, whole, keep,
+                             None if defer else acc.spawn())
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
 
@@ -398,7 +404,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         if isinstance(count.dependence, DependenceThread):  # joined before any file
             plan = check_dependence(plan, count, config)
         # the report refinement passes run while the files below are written
-        refinement = Refinement(runner, acc, stage, offsets)
+        refinement = None if defer else Refinement(runner, acc, stage, offsets)
         if whole:  # the public file first: its table's memory is free for the records file's
             files, public_table, records_file = _write_kept(box, config, schema, dplan,
                                                             out_dir, records_path, say)
@@ -414,9 +420,13 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if acc.numeric:
-        say("numeric summaries for the reports (finishing the passes run alongside the writing)")
-    refinement.result()
+    if refinement is not None:
+        if acc.numeric:
+            say("numeric summaries for the reports (finishing the passes run alongside the "
+                "writing)")
+        refinement.result()
+    else:
+        acc = DeferredReports(runner, acc, stage, offsets, [(k[0], k[1]) for k in kept])
     return ReleaseOutcome.of_plan(plan, count.n_records, released_frequency, changed, schema,
                                 files=files, accumulator=acc, records_file=records_file,
                                 dp_perturbations=perturb.perturbations() if perturb else [],
