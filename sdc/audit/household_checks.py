@@ -212,9 +212,9 @@ def _exact_level_checks(rep: AuditReport, cfg: ReleaseConfig, hs: Any, tab: Any,
     recomputed exactly from the composition stage's plan re-derived from the source
     (:func:`sdc.method.household_person_risk.composition_level_risks`): each <= xi and equal
     to the figure audit.json records (issue 44)."""
-    from sdc.method.household_person_risk import composition_level_risks
+    from sdc.method.household_person_risk import composition_level_risks, exposed_sizes
 
-    levels = composition_level_risks(hs.composition_planned[0], tab)
+    levels = composition_level_risks(hs.composition_planned[0], tab, xi)
     rec = hh.get("composition") or {}
     for name, key, lv in (("person level", "person", levels["person"]),
                           ("household level", "household_level", levels["household"])):
@@ -223,6 +223,20 @@ def _exact_level_checks(rep: AuditReport, cfg: ReleaseConfig, hs: Any, tab: Any,
         rep.add(f"{name}: exact certificate <= xi", same and lv.max_risk <= xi + 1e-9,
                 f"recomputed {lv.max_risk:.6f} (audit.json: "
                 f"{'absent' if want is None else f'{float(want):.6f}'}), xi {xi}")
+    # the household keys x size intruder (issue 44): the whole figure and the protectable
+    # sizes' as recorded; the one the policy holds to xi <= xi; the exposed sizes recounted
+    got = rec.get("size_level") or {}
+    full, prot = levels["size"].max_risk, levels["size_protectable"].max_risk
+    held = full if cfg.risk.exposed_sizes == "refuse" else prot
+    exposed = [{"size": s, "households": n} for s, n in sorted(exposed_sizes(tab, xi).items())]
+    same = (bool(got) and abs(float(got.get("certificate", -1)) - full) <= 1e-9
+            and abs(float(got.get("protectable_certificate", -1)) - prot) <= 1e-9
+            and got.get("exposed_sizes") == exposed)
+    rep.add("household keys x size: exact certificate <= xi", same and held <= xi + 1e-9,
+            f"recomputed {full:.6f}, protectable sizes {prot:.6f} (audit.json: "
+            f"{got.get('certificate', 'absent')}, {got.get('protectable_certificate', 'absent')})"
+            f", exposed sizes {exposed or 'none'}, risk.exposed_sizes "
+            f"{cfg.risk.exposed_sizes}, xi {xi}")
 
 
 def person_group_counts(rep: AuditReport, po: Partitioned, rel: Partitioned,

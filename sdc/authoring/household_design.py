@@ -211,17 +211,24 @@ def _certify(cand: HouseholdCandidate) -> None:
                      f"certificate under protect is not computed above {MAX_EXACT_SIZE} members "
                      "(large groups: release without the group id, docs/HOUSEHOLDS.md)")
         return
+    from sdc.reports.households import size_exposure
+
     levels = exact_levels(cp, tab, hk_u, cfg)
+    sl = levels["size"]
     cand.composition.update({
         "person_certificate": levels["person"]["certificate"],
-        "household_level_certificate": levels["household"]["certificate"]})
+        "household_level_certificate": levels["household"]["certificate"],
+        "size_level_certificate": sl["certificate"],
+        "size_level_protectable": sl["protectable_certificate"],
+        "exposed_sizes": sl["exposed_sizes"]})
     xi = float(cfg.risk.xi)
     above = [f"{n} certificate {v:.4f} > xi (exact)" for n, v in (
         ("person-level", levels["person"]["certificate"]),
         ("household-level", levels["household"]["certificate"]),
+        ("household keys x size", sl["enforced"]),
         ("composition", cand.certificate)) if v > xi + 1e-9]
     cand.status = "refused" if above else "certified"
-    cand.note = "; ".join(above)
+    cand.note = "; ".join(above + ([size_exposure(sl)] if sl["exposed_sizes"] else []))
 
 
 def _protect_data(base: dict[str, Any], recoding: dict[str, dict[str, Any]],
@@ -541,7 +548,13 @@ class HouseholdDesign:
             f"{how}, certified at xi = {self.config.risk.xi}.",
             f"Composition intruder certificate {c.certificate:.6f}; person-level certificate "
             f"{c.composition.get('person_certificate', 0):.4f}, household-level "
-            f"{c.composition.get('household_level_certificate', 0):.4f} (exact).",
+            f"{c.composition.get('household_level_certificate', 0):.4f}, household keys x "
+            f"size {c.composition.get('size_level_protectable', 0):.4f} (exact)"
+            + ("; exposed household sizes (fewer than 1/xi households, shown by any "
+               "household release): " + ", ".join(
+                   f"{e['size']} ({e['households']})"
+                   for e in c.composition.get("exposed_sizes") or [])
+               if c.composition.get("exposed_sizes") else "") + ".",
             f"Records changed: {changes_text(c.expected_changed, c.changed_var, c.n_records)}"
             f" (one draw: {c.changed:,}); households changed in one draw: "
             f"{c.households_changed:,}.",

@@ -129,7 +129,7 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
     ], title="Design search (household file: both stages, the composition intruder)"))
     t = Table(title="Certified household designs (* recommended)", title_justify="left")
     for col in ("", "records changed (expected)", "households changed", "composition cert.",
-                "person cert.", "household cert.", "recoding"):
+                "person cert.", "household cert.", "keys x size cert.", "recoding"):
         t.add_column(col, justify="left" if col in ("", "recoding") else "right",
                      overflow="fold")
     rec = doc["recommended"]["node"] if doc["recommended"] else None
@@ -141,7 +141,8 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
         t.add_row("*" if p["node"] == rec else "", _expected(p, doc["records"]),
                   fmt_int(p["households_changed"]), f"{p['certificate']:.4f}",
                   f"{p['composition'].get('person_certificate', 0):.4f}",
-                  f"{p['composition'].get('household_level_certificate', 0):.4f}", Text(recoding))
+                  f"{p['composition'].get('household_level_certificate', 0):.4f}",
+                  f"{p['composition'].get('size_level_protectable', 0):.4f}", Text(recoding))
     console.print(t)
     if rec is None:
         console.print("no household design is certified at this xi: coarser household keys "

@@ -171,6 +171,14 @@ class RiskSpec(StrictModel):
     (the default) refuses the release (exit 2, nothing written); ``warn`` publishes it, stated
     in the codebook and the report as "household composition not protected"
     (docs/HOUSEHOLDS.md)."""
+    exposed_sizes: Literal["report", "refuse"] = "report"
+    """Household files under ``composition: protect``: a household size held by fewer than
+    1/xi households of the whole file is shown by every release with household pseudonyms (its
+    members share one), so the household keys x size intruder finds such a household with
+    probability >= 1/n whatever the design. ``report`` (the default) publishes it, naming the
+    sizes and their exact risk in risk.json, the report and the codebook; ``refuse`` stops the
+    release (exit 2) naming them. Every other size is certified <= xi either way
+    (docs/HOUSEHOLDS.md, "Risk")."""
     composition: Literal["measure", "protect"] = "measure"
     """Household files: ``protect`` keys the household stage on the household keys x the
     household's composition (members per combination of the person keys), so the composition

@@ -29,6 +29,14 @@ the result says). Unchanged households (non-sensitive cells) shift every S_Z by 
 a' after seeing their count): the same computation with one class and one member per
 household (Y_h = 1{a'_h = a'}), exact.
 
+**Household keys x size intruder** (knows a household's keys a and its number of members s,
+which every household release shows: the members sharing a pseudonym; picks one released
+household with a and s after seeing their count): the same computation with one class per
+household size and one member per household (Y_h = 1{a'_h = a'} for the households of size s:
+households keep their size under protect), exact. A size held by fewer than 1/xi households of
+the whole file is **exposed**: the intruder who ignores the keys picks among them, so no release
+with household pseudonyms brings it to xi (:func:`exposed_sizes`).
+
 Every product is a truncated power series in s (the scan over s stops when 1/(A+1) is below
 the max found, as in section 7.1), normalised row by row with a log scale (no underflow);
 leave-one-out products come from prefix and suffix products over blocks of households, never
@@ -44,7 +52,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["LevelRisk", "SourceCells", "composition_level_risks", "composition_sources",
-           "level_risk"]
+           "exposed_sizes", "level_risk", "size_sources"]
 
 
 
@@ -438,19 +446,56 @@ def _where(c: SourceCells, j: int, cls: int, a: int, picked_class: int, s: int,
             "picked_class": int(picked_class), "released_count": int(s)}
 
 
-def composition_level_risks(cp: Any, table: Any) -> dict[str, LevelRisk]:
-    """The person-level and household-level (HK) risks of a composition stage's plan ``cp``
-    (:class:`~sdc.method.household_composition.CompositionPlan`) over the compositions
-    ``table``: ``{"person": ..., "household": ...}`` (module docstring)."""
+def composition_level_risks(cp: Any, table: Any, xi: float | None = None
+                            ) -> dict[str, LevelRisk]:
+    """The person-level, household-level (HK) and household keys x size risks of a
+    composition stage's plan ``cp`` (:class:`~sdc.method.household_composition.
+    CompositionPlan`) over the compositions ``table``: ``{"person": ..., "household": ...,
+    "size": ..., "size_protectable": ...}`` (module docstring); ``size_protectable`` leaves
+    out the targets of the sizes :func:`exposed_sizes` names at ``xi`` (default: the plan's
+    config's xi)."""
     cells = composition_sources(cp, table)
     if cells is None:
         z = LevelRisk(0.0, 0.0, 0.0, 0.0)
-        return {"person": z, "household": z}
+        return {"person": z, "household": z, "size": z, "size_protectable": z}
+    if xi is None:
+        xi = float(cp.config.risk.xi)
     person = level_risk(cells)
     household = level_risk(SourceCells(cells.hk, np.ones((cells.hk.size, 1), np.int64),
                                        cells.t, cells.move, cells.group, cells.n_hk,
                                        cells.indptr, cells.dest, cells.weight))
-    return {"person": person, "household": household}
+    by_size = size_sources(cells)
+    size = level_risk(by_size)
+    exposed = exposed_sizes(table, xi)
+    if exposed:
+        keep = ~np.isin(np.asarray(cells.counts).sum(axis=1), list(exposed))
+        protectable = level_risk(SourceCells(
+            by_size.hk, by_size.counts, np.where(keep, by_size.t, 0), by_size.move,
+            by_size.group, by_size.n_hk, by_size.indptr, by_size.dest, by_size.weight))
+    else:
+        protectable = size
+    return {"person": person, "household": household, "size": size,
+            "size_protectable": protectable}
+
+
+def size_sources(cells: SourceCells) -> SourceCells:
+    """``cells`` seen by the household keys x size intruder: one class per household size
+    (0..largest), one member per household in its size's class."""
+    size = np.asarray(cells.counts, np.int64).sum(axis=1)
+    onehot = np.zeros((size.size, int(size.max(initial=0)) + 1), np.int64)
+    onehot[np.arange(size.size), size] = 1
+    return SourceCells(cells.hk, onehot, cells.t, cells.move, cells.group, cells.n_hk,
+                       cells.indptr, cells.dest, cells.weight)
+
+
+def exposed_sizes(table: Any, xi: float) -> dict[int, int]:
+    """{size: households} of the household sizes held by fewer than 1/xi households of the
+    whole file (``table``: a :class:`~sdc.method.household_composition.CompositionTable`):
+    households keep their size and every household release shows it, so an intruder who
+    knows a household's size picks among these n households (risk >= 1/n > xi) whatever the
+    design (module docstring)."""
+    n = np.bincount(np.asarray(table.size)[np.asarray(table.household)])
+    return {int(s): int(c) for s, c in enumerate(n) if c > 0 and c * xi < 1.0 - 1e-12}
 
 
 def composition_sources(cp: Any, table: Any) -> SourceCells | None:

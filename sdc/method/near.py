@@ -207,36 +207,68 @@ def class_shift(codes: np.ndarray, metrics: list[KeyMetric]) -> np.ndarray | Non
 
 def fragile_classes(codes: np.ndarray, frequency: np.ndarray, sensitive: np.ndarray,
                     metrics: list[KeyMetric], xi: float) -> np.ndarray | None:
-    """(cells, P) bool: on a composition stage, class c of cell j is **fragile** when fewer
-    than 1/xi - 1 persons of class c live in non-sensitive households (which never move) with
-    j's household keys: a member of class c whose household keeps c (the worst rank: kept
-    whenever its class survives) can then be one of at most 2 released persons of its person
-    cell, and only a destination that takes the class away (or the household keys) lets it
-    leave. None on any other stage."""
+    """(cells, P + 1) bool: on a composition stage, class c < P of cell j is **fragile** when
+    fewer than 1/xi - 1 persons of class c live in non-sensitive households (which never
+    move) with j's household keys: a member of class c whose household keeps c (the worst
+    rank: kept whenever its class survives) can then be one of at most 2 released persons of
+    its person cell, and only a destination that takes the class away (or the household keys)
+    lets it leave. Column P, the **household size**, is fragile when fewer than 1/xi - 1
+    households of j's size live in non-sensitive cells (which never move) with j's household
+    keys: the household keys x size intruder (every release shows a household's size) sees a
+    count of 1 + those households when every other household of the combination left, and a
+    household that keeps its household keys in every destination is then surely the one
+    (risk 1.0); only a destination with other household keys lets it leave (issue 44). None
+    on any other stage."""
     comp = [v for v, m in enumerate(metrics) if m.kind == "composition"]
     if not comp:
         return None
     v = comp[0]
     codes = np.asarray(codes, dtype=np.int64)
     n = np.asarray(metrics[v].counts, dtype=np.int64)[codes[:, v]]
+    size = n.sum(axis=1)
     hk = np.delete(codes, v, axis=1)
     _, hk_row = np.unique(hk, axis=0, return_inverse=True)
     hk_row = hk_row.reshape(-1)
-    fixed = np.zeros((int(hk_row.max()) + 1 if hk_row.size else 0, n.shape[1]))
+    n_hk = int(hk_row.max()) + 1 if hk_row.size else 0
+    fixed = np.zeros((n_hk, n.shape[1]))
     still = ~np.asarray(sensitive, dtype=bool)
-    np.add.at(fixed, hk_row[still], n[still] * np.asarray(frequency)[still, None])
-    return (n > 0) & ((fixed[hk_row] + 1.0) * xi < 1.0)
+    t = np.asarray(frequency, dtype=np.float64)
+    np.add.at(fixed, hk_row[still], n[still] * t[still, None])
+    by_size = np.zeros((n_hk, int(size.max(initial=0)) + 1))
+    np.add.at(by_size, (hk_row[still], size[still]), t[still])
+    return np.column_stack([(n > 0) & ((fixed[hk_row] + 1.0) * xi < 1.0),
+                            (by_size[hk_row, size] + 1.0) * xi < 1.0])
 
 
 def _keeps(codes: np.ndarray, metrics: list[KeyMetric], fragile: np.ndarray) -> np.ndarray:
-    """(k, k, P) bool: destination l keeps fragile class c of cell j (same household keys and
-    n_{l,c} >= 1)."""
+    """(k, k, P + 1) bool: destination l keeps fragile class c < P of cell j (same household
+    keys and n_{l,c} >= 1), or j's fragile household size (column P: same household keys and
+    size)."""
     v = [u for u, m in enumerate(metrics) if m.kind == "composition"][0]
     codes = np.asarray(codes, dtype=np.int64)
     n = np.asarray(metrics[v].counts, dtype=np.int64)[codes[:, v]]
+    size = n.sum(axis=1)
     hk = np.delete(codes, v, axis=1)
     same = (hk[:, None, :] == hk[None, :, :]).all(axis=-1)
-    return np.asarray(fragile, bool)[:, None, :] & same[:, :, None] & (n[None, :, :] > 0)
+    has = np.concatenate([np.broadcast_to(n[None, :, :] > 0, same.shape + (n.shape[1],)),
+                          (size[:, None] == size[None, :])[:, :, None]], axis=-1)
+    return np.asarray(fragile, bool)[:, None, :] & same[:, :, None] & has
+
+
+def _size_fragile_where_kept(codes: np.ndarray, metrics: list[KeyMetric], fragile: np.ndarray,
+                             n: int) -> np.ndarray:
+    """``fragile`` with the household-size column (the last) cleared where the PRB holds
+    fewer than ``n`` other cells of the cell's household keys and size: then at least one of
+    its n matched destinations has other household keys whatever the matchings choose, and the
+    penalty would only make the first matchings costlier."""
+    v = [u for u, m in enumerate(metrics) if m.kind == "composition"][0]
+    codes = np.asarray(codes, dtype=np.int64)
+    size = np.asarray(metrics[v].counts, dtype=np.int64)[codes[:, v]].sum(axis=1)
+    hk = np.delete(codes, v, axis=1)
+    same = (hk[:, None, :] == hk[None, :, :]).all(axis=-1) & (size[:, None] == size[None, :])
+    out = np.array(fragile, dtype=bool)
+    out[:, -1] &= same.sum(axis=1) - 1 >= n
+    return out
 
 
 def matching_destinations(cost: np.ndarray, n: int,
@@ -393,7 +425,9 @@ def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarra
         if shift is not None:  # below one record: fewest records changed first
             cost = cost * float(shift.max() + 1) + shift
         cost[np.arange(k)[:, None], band] = np.inf     # pairs the tour already gives
-        keeps = None if fragile is None else _keeps(codes, metrics, fragile)
+        keeps = None if fragile is None else _keeps(codes, metrics,
+                                                    _size_fragile_where_kept(
+                                                        codes, metrics, fragile, matched))
         dest = np.sort(np.column_stack([band, matching_destinations(cost, matched, keeps)]),
                        axis=1)
         return (Transition(t, move, np.arange(k + 1, dtype=np.int64) * (2 * half), dest.ravel(),

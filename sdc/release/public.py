@@ -302,6 +302,15 @@ def _household_lines(config: ReleaseConfig, result: Any) -> list[str]:
                   "missing values occurs in the original, so these relations hold in this "
                   "file exactly; values that depend on the class (an income by age) still "
                   "move with the members who changed class."]
+    sl = (comp or {}).get("size_level") or {}
+    if sl.get("exposed_sizes"):
+        sizes = ", ".join(f"{e['size']} ({e['households']})" for e in sl["exposed_sizes"])
+        lines += ["", "**Household sizes not protected**: households of size (households in "
+                  f"the file) {sizes} are fewer than 1/xi; the members sharing a pseudonym "
+                  "show every household's size, so an intruder who knows such a household's "
+                  "size finds it with a probability above xi (at most "
+                  f"{sl['certificate']:.4f}). Every other size is within xi for an intruder "
+                  "who knows a household's household-level keys and size."]
     return lines
 
 

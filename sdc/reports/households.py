@@ -330,6 +330,8 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     above = [name for name, lv in (("person", person_out),
                                    ("household keys", levels["household"]))
              if lv["certificate"] > xi + 1e-9]
+    if levels["size"]["enforced"] > xi + 1e-9:
+        above.append("household keys x size")
     return {
         "mode": "protect", "certificate": float(cert), "certificate_at": cert_at,
         "n_sim": int(n_sim), "stream": "household-composition", "n_households": int(n_h),
@@ -339,6 +341,7 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
         "mean": float(overall.mean()), "mean_se": _se(overall),
         "classes": classes, "max_class_estimate": float(max_est), "xi": xi,
         "person": person_out, "household_level": levels["household"],
+        "size_level": levels["size"],
         "levels_above_xi": above,
         "exceeds_xi": bool(cert > xi + 1e-9 or above),
         # the structural constraint of the stage (sdc.method.household_missing)
@@ -352,10 +355,12 @@ def exact_levels(cp: Any, table: Any, hk_table: np.ndarray,
     """The exact person-level and household-level (HK) certificates of a protect release's
     composition plan ``cp`` (:func:`sdc.method.household_person_risk.composition_level_risks`),
     with the cells where they are attained decoded into key values."""
-    from sdc.method.household_person_risk import composition_level_risks
+    from sdc.method.household_person_risk import composition_level_risks, exposed_sizes
 
     out = {}
-    for name, lv in composition_level_risks(cp, table).items():
+    risks = composition_level_risks(cp, table, float(config.risk.xi))
+    for name in ("person", "household", "size"):
+        lv = risks[name]
         at = {k: _decoded(v, hk_table, config, name) for k, v in lv.at.items()}
         out[name] = {
             "certificate": float(lv.max_risk), "exact": True,
@@ -368,7 +373,32 @@ def exact_levels(cp: Any, table: Any, hk_table: np.ndarray,
                      "cell after seeing its count (NZY's R_j(a)); any_cell: he may pick in "
                      "any cell (docs/METHOD.md 7.7)"),
         }
+    out["size"] = size_level_of(out["size"], risks["size_protectable"], hk_table, config,
+                                exposed_sizes(table, float(config.risk.xi)))
     return out
+
+
+def size_level_of(full: dict[str, Any], protectable: Any, hk_table: np.ndarray,
+                  config: ReleaseConfig, exposed: dict[int, int]) -> dict[str, Any]:
+    """risk.json's ``size_level`` (the household keys x size intruder, exact): ``certificate``
+    over every household, ``protectable_certificate`` over the sizes held by at least 1/xi
+    households, ``exposed_sizes`` the others ({size, households}: shown by any release with
+    household pseudonyms, risk >= 1/households), ``enforced`` the figure held to xi
+    (``risk.exposed_sizes``: ``report`` the protectable one, ``refuse`` the whole)."""
+    refuse = config.risk.exposed_sizes == "refuse"
+    p_at = {k: _decoded(v, hk_table, config, "size") for k, v in protectable.at.items()}
+    return {
+        **full,
+        "rule": ("exact: the intruder knows the target household's household keys and its "
+                 "number of members (every household release shows it: the members sharing a "
+                 "pseudonym), the mechanism, and picks one released household with both "
+                 "after seeing their count (docs/METHOD.md 7.7)"),
+        "protectable_certificate": float(protectable.max_risk),
+        "protectable_certificate_at": p_at.get("own_cell", {}),
+        "exposed_sizes": [{"size": s, "households": n} for s, n in sorted(exposed.items())],
+        "policy": config.risk.exposed_sizes,
+        "enforced": float(full["certificate"] if refuse else protectable.max_risk),
+    }
 
 
 def _decoded(at: dict[str, Any], hk_table: np.ndarray, config: ReleaseConfig,
@@ -389,9 +419,11 @@ def _decoded(at: dict[str, Any], hk_table: np.ndarray, config: ReleaseConfig,
         codes = np.unravel_index(int(c), sizes) if sizes else ()
         return {k: _plain(kvs[k].domain[int(x)]) for k, x in zip(pk, codes, strict=True)}
 
+    size = (int(at["target_class"]) if level == "size"  # one class per household size
+            else int(sum(at["target_composition"])))
     return {"pick": at["pick"], "target": {**hk_values(at["target_household_keys"]),
                                           **cls_values(at["target_class"])},
-            "target_household_size": int(sum(at["target_composition"])),
+            "target_household_size": size,
             "picked": {**hk_values(at["picked_household_keys"]),
                        **cls_values(at["picked_class"])},
             "released_count": at["released_count"]}
@@ -559,21 +591,28 @@ def _protect_verdict(comp: dict[str, Any], xi: float) -> tuple[str, list[str]]:
                comp["person"].get("certificate_at") or {}),
               ("household-level (household keys)", comp["household_level"]["certificate"],
                comp["household_level"].get("certificate_at") or {})]
+    sl = comp.get("size_level")
+    if sl is not None:  # before issue 44's size level, audit.json had none
+        refuse = sl.get("policy") == "refuse"
+        levels.append(("household keys x size", sl["enforced"],
+                       sl.get("certificate_at" if refuse else "protectable_certificate_at")
+                       or {}))
     above = [(n, v, at) for n, v, at in levels if v > xi + 1e-9]
+    exposed = size_exposure(sl)
     if not above:
-        return (f"the composition, person-level and household-level certificates (exact: "
-                f"{levels[0][1]:.4f}, {levels[1][1]:.4f}, {levels[2][1]:.4f}) are within "
-                f"xi = {xi}"), []
+        names = ", ".join(n.split(" (")[0] for n, _, _ in levels)
+        return (f"the {names} certificates (exact: "
+                + ", ".join(f"{v:.4f}" for _, v, _ in levels) + f") are within xi = {xi}"
+                + (f"; {exposed}" if exposed else "")), []
     parts = []
     for n, v, at in above:
         where = ""
         if at.get("target"):
             size = (f" in a household of {at['target_household_size']}"
-                    if n == "person-level" else "")
+                    if n in ("person-level", "household keys x size") else "")
             where = f" (a target {at['target']}{size}, released count {at.get('released_count')})"
         parts.append(f"the {n} certificate {v:.4f}{where}")
-    return ("under risk.composition: protect " + "; ".join(parts) + f" exceeds xi = {xi} "
-            "(exact, docs/METHOD.md 7.7)"), [
+    fixes = [
         "coarser person keys (fewer person classes: a person whose class no other household "
         "of its household keys has is found when its household stays)",
         "fewer or coarser household-level keys (recode a rare value into a larger category)",
@@ -581,3 +620,21 @@ def _protect_verdict(comp: dict[str, Any], xi: float) -> tuple[str, list[str]]:
     ] + ([f"members never leave their missingness group ({'; '.join(comp['missingness_groups'])}"
           "): coarser person keys within each group, or drop the column(s) named"]
          if comp.get("missingness_groups") else [])
+    if exposed and any(n == "household keys x size" for n, _, _ in above):
+        fixes = [f"{exposed}: leave those households out of the input, release without the "
+                 "household id (a person file), a larger xi, or risk.exposed_sizes: report "
+                 "(publishes them, named in the report)", *fixes]
+    return ("under risk.composition: protect " + "; ".join(parts) + f" exceeds xi = {xi} "
+            "(exact, docs/METHOD.md 7.7)"), fixes
+
+
+def size_exposure(sl: dict[str, Any] | None) -> str:
+    """'household size 9 (2 households): shown by any release with household pseudonyms,
+    risk 0.5000' for the exposed sizes of a ``size_level`` section ('' when none)."""
+    if not sl or not sl.get("exposed_sizes"):
+        return ""
+    sizes = ", ".join(f"{e['size']} ({e['households']} household"
+                      f"{'s' if e['households'] != 1 else ''})" for e in sl["exposed_sizes"])
+    return (f"household size {sizes} held by fewer than 1/xi households: shown by any "
+            f"release with household pseudonyms (household keys x size risk "
+            f"{sl['certificate']:.4f}, not bounded by xi)")

@@ -6,9 +6,10 @@ skips).
 
 Checked: the survey weight and the eight person incomes are released (the weight recalibrated
 to the released household keys: one value per released region x size, the original totals);
-age keeps the five standard classes; the composition,
-person-level and household-level certificates are <= xi; the share of records changed that init, design and
-release print agree within sampling error (the release's one draw within 4 binomial standard
+age keeps the five standard classes; the composition, person-level and household-level
+certificates are <= xi, and the household keys x size certificate for every size but the two
+9-person households (exposed: fewer than 1/xi); the share of records changed that init,
+design and release print agree within sampling error (the release's one draw within 4 binomial standard
 errors of the design's, sd = sqrt(n p (1 - p)) per household-size-weighted draw, widened x3
 for the households' clustering); the weighted at-risk-of-poverty rate by region stays within 2
 standard errors (over households) of the original; no released person shows a missingness
@@ -97,6 +98,15 @@ def test_eusilc_init_design_release(eusilc_release):
     assert comp["mode"] == "protect"
     for level in (comp, comp["person"], comp["household_level"]):
         assert level["certificate"] <= xi + 1e-12, level
+    # the household keys x size intruder (the public file shows every household's size):
+    # certified <= xi for every size but 9, of which the file holds 2 households (no release
+    # with household pseudonyms protects them: exposed, named, risk 1/2)
+    size = comp["size_level"]
+    assert size["protectable_certificate"] <= xi + 1e-12, size
+    assert size["exposed_sizes"] == [{"size": 9, "households": 2}]
+    assert size["certificate"] == pytest.approx(0.5)
+    members = pub.groupby("db030").size()
+    assert int((members == 9).sum()) == 2  # what any intruder sees in the public file
 
 
 def _changed(run: dict) -> tuple[int, int]:

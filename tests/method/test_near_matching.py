@@ -116,7 +116,7 @@ def test_a_fragile_class_gets_a_destination_that_takes_it_away():
                KeyMetric("household_composition", "composition", counts=counts)]
     sensitive = np.array([True] * 6 + [False])      # cell 6 (no class 3) never moves
     fragile = fragile_classes(codes, np.array([1, 1, 1, 1, 1, 1, 5]), sensitive, metrics, 0.395)
-    assert fragile[0].tolist() == [False, False, False, True]
+    assert fragile[0].tolist() == [False, False, False, True, False]  # last: the size
     dest = matching_destinations(record_cost(codes[:6], metrics), 2)
     plain = {int(d) for d in dest[0]}
     assert all(counts[d, 3] > 0 for d in plain)      # the plain matchings keep class 3
