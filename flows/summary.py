@@ -87,7 +87,11 @@ def _household_summary(result: Any) -> dict[str, Any] | None:
             **({"large_groups": int(comp["large_groups"]["threshold"])}
                if comp.get("mode") == "large_groups" else {}),
             **({"members": "sampled", "threat_model": _sampled_text()}
-               if (comp.get("large_groups") or {}).get("members") == "sampled" else {})}
+               if (comp.get("large_groups") or {}).get("members") == "sampled" else {}),
+            # protect: the household keys x size level and the sizes no release protects
+            **({"size_level": float(comp["size_level"]["enforced"]),
+                "exposed_sizes": list(comp["size_level"]["exposed_sizes"])}
+               if comp.get("size_level") else {})}
 
 
 def _sampled_text() -> str:

@@ -547,7 +547,20 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
     import os
     import tempfile
 
-    from sdc.authoring.draft_households import apply_household_design, expected_of_plan, restored
+    from sdc.authoring.draft_households import (
+        apply_household_design,
+        expected_of_plan,
+        restored,
+        retry_dependent,
+        search_unweighted,
+    )
+
+    def final_plan() -> None:
+        data = draft.as_dict()
+        data["seed"] = 0
+        expected_of_plan(checked_plan(typed_keys(frame, draft.keys), data,
+                                      config_path.resolve().parent, draft), draft)
+
     config_path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{config_path.stem}.", suffix=".judge.yaml",
                                 dir=config_path.parent)
@@ -565,36 +578,19 @@ def judge_household_draft(frame: pd.DataFrame, draft: Draft, config_path: Path, 
     if draft.risk.get("composition") != "protect" and "household_id" in draft.input:
         draft.derived, draft.dependent, draft.input = restored(draft, saved)
     if designed:
+        searched_weighted = bool(draft.risk.get("weighted"))
         if draft.risk.get("composition") == "protect":
-            _retry_dependent(frame, draft)
-        data = draft.as_dict()
-        data["seed"] = 0
-        expected_of_plan(checked_plan(typed_keys(frame, draft.keys), data,
-                                      config_path.resolve().parent, draft), draft)
+            retry_dependent(frame, draft)
+        final_plan()
+        if (searched_weighted and draft.risk.get("composition") == "protect"
+                and not draft.risk.get("weighted")):
+            # the final check released the weight recalibrated, so the design is unweighted:
+            # the search's weighted candidates are not what is released (their weight groups
+            # split the blocks; eusilc: a weighted candidate refused at the household keys x
+            # size level is certified unweighted), so search once more as `sdc design` would
+            # on the written draft, and keep its design when it changes fewer records
+            search_unweighted(draft, config_path,
+                              lambda d: draft_yaml(d, data_display=data_display), final_plan)
     return designed
 
 
-def _retry_dependent(frame: pd.DataFrame, draft: Draft) -> None:
-    """The columns the draft as written dropped because they gave keys away are tried again
-    under the household design (``risk.composition: protect``: a column is then measured
-    against the household keys x composition, and an income that gave the exact age away
-    may not give an age band away); the final plan drops again only those that still fail.
-    A column giving a key away is a reason to change the design, not to drop the column."""
-    from sdc.authoring.draft_households import household_levels
-
-    cols = [c for c, why in draft.dependent.items()
-            if not why.startswith("(the survey weight)") and c in frame.columns]
-    if not cols:
-        return
-    hid = draft.input["household_id"]
-    level = household_levels(frame, hid, cols)
-    for c in cols:
-        del draft.dependent[c]
-        draft.input["drop"] = [d for d in draft.input["drop"] if d != c]
-        if level[c]:
-            draft.input.setdefault("household_columns", []).append(c)
-        else:
-            draft.released_unchanged.append(c)
-    draft.history.append(
-        "tried again under the household design (dropped as drafted: they gave keys away "
-        f"before the composition was protected): {', '.join(cols)}")

@@ -24,6 +24,7 @@ Whole columns only: the constancy test is one group-by over the household codes.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +304,56 @@ def expected_of_plan(hp: Any, draft: Draft) -> None:
         draft.design_notes = [x.replace(was, changes_text(e, var, n))
                               for x in draft.design_notes]
     c.update({"expected_changed": float(e), "sd_changed": float(var) ** 0.5})
+
+
+def search_unweighted(draft: Draft, config_path: Path, text: Callable[[Draft], str],
+                      replan: Callable[[], None]) -> None:
+    """The design search once more on the written (now unweighted) draft, as `sdc design`
+    would run it, its design kept when it changes fewer records (:func:`apply_household_design`
+    with ``when`` 0), then ``replan`` (the final plan); the draft unchanged when nothing
+    certified changes fewer. ``text``: the draft's YAML."""
+    import os
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix=f".{config_path.stem}.", suffix=".judge.yaml",
+                                dir=config_path.parent)
+    trial = Path(name)
+    saved = copy.deepcopy((draft.keys, draft.partition, draft.risk, draft.input,
+                           draft.check, draft.design_notes))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text(draft))
+        again = apply_household_design(draft, trial, when=0.0)
+    except SmallBlockError:
+        again = False
+    finally:
+        trial.unlink(missing_ok=True)
+    if again:
+        replan()
+    else:
+        (draft.keys, draft.partition, draft.risk, draft.input, draft.check,
+         draft.design_notes) = saved
+
+
+def retry_dependent(frame: pd.DataFrame, draft: Draft) -> None:
+    """The columns the draft as written dropped because they gave keys away are tried again
+    under the household design (``risk.composition: protect``: a column is then measured
+    against the household keys x composition, and an income that gave the exact age away
+    may not give an age band away); the final plan drops again only those that still fail.
+    A column giving a key away is a reason to change the design, not to drop the column."""
+    cols = [c for c, why in draft.dependent.items()
+            if not why.startswith("(the survey weight)") and c in frame.columns]
+    if not cols:
+        return
+    hid = draft.input["household_id"]
+    level = household_levels(frame, hid, cols)
+    for c in cols:
+        del draft.dependent[c]
+        draft.input["drop"] = [d for d in draft.input["drop"] if d != c]
+        if level[c]:
+            draft.input.setdefault("household_columns", []).append(c)
+        else:
+            draft.released_unchanged.append(c)
+    draft.history.append(
+        "tried again under the household design (dropped as drafted: they gave keys away "
+        f"before the composition was protected): {', '.join(cols)}")

@@ -199,7 +199,14 @@ def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
         rows.append(("households", f"{fmt_int(hh['n'])} ({fmt_int(hh['changed'])} changed), "
                                    f"{hh['prbs']} household PRBs; "
                                    + (hh["threat_model"] if hh.get("members") == "sampled" else
-                                      f"composition intruder {how} {hh['composition']:.4f}")))
+                                      f"composition intruder {how} {hh['composition']:.4f}")
+                                   + (f"; household keys x size {hh['size_level']:.4f}"
+                                      if "size_level" in hh else "")))
+        if hh.get("exposed_sizes"):
+            rows.append(("exposed sizes", ", ".join(
+                f"{e['size']} ({e['households']} households)" for e in hh["exposed_sizes"])
+                + ": fewer than 1/xi households, shown by any household release "
+                  "(risk.exposed_sizes: report; docs/HOUSEHOLDS.md \"Risk\")"))
     if s["merges"] and verbose:
         rows.append(("merges", "\n".join(s["merges"])))
     elif s["merges"]:

@@ -48,6 +48,7 @@ def test_refuse_stops_a_release_with_an_exposed_size(tmp_path):
 def test_report_publishes_and_names_the_exposed_size(prefect_harness, tmp_path):
     r = run("release", _config(tmp_path))
     assert r.exit_code == 0, r.text
+    assert "exposed sizes" in r.text and "household keys x size" in r.text  # the run summary
     out = tmp_path / "out"
     size = json.loads((out / "internal" / "risk.json").read_text())[
         "households"]["composition"]["size_level"]
