@@ -199,16 +199,19 @@ def post_randomize_design(cell: np.ndarray, kernel: DesignKernel, u: np.ndarray)
     cell = np.asarray(cell, dtype=np.int64)
     out = cell.copy()
     move = u[:, 0] < kernel.threshold
-    rows = move & (kernel.row_hi > kernel.row_lo)
-    if rows.any():
-        target = kernel.base[rows] + u[rows, 1] * kernel.span[rows]
-        at = np.searchsorted(kernel.cum, target, side="right")
-        at = np.clip(at, kernel.row_lo[rows], kernel.row_hi[rows] - 1)
-        out[rows] = kernel.dest[at]
-    uni = move & ~rows
-    if uni.any():
-        r = (u[uni, 1] * kernel.k_minus_1[uni]).astype(np.int64)
-        np.minimum(r, kernel.r_max[uni], out=r)
-        r += r >= kernel.pos[uni]
-        out[uni] = kernel.members[kernel.group_at[uni] + r]
+    uni = move
+    if kernel.dest.size:       # some W rows (else every mover draws uniformly in its group)
+        rows = move & (kernel.row_hi > kernel.row_lo)
+        if rows.any():
+            target = kernel.base[rows] + u[rows, 1] * kernel.span[rows]
+            at = np.searchsorted(kernel.cum, target, side="right")
+            at = np.clip(at, kernel.row_lo[rows], kernel.row_hi[rows] - 1)
+            out[rows] = kernel.dest[at]
+        uni = move & ~rows
+    i = np.flatnonzero(uni)    # the uniform movers, located once
+    if i.size:
+        r = (u[i, 1] * kernel.k_minus_1[i]).astype(np.int64)
+        np.minimum(r, kernel.r_max[i], out=r)
+        r += r >= kernel.pos[i]
+        out[i] = kernel.members[kernel.group_at[i] + r]
     return out
