@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sdc.config.model import ReleaseConfig
+from sdc.io.json_text import dumps_indented
 from sdc.io.write import parquet_bytes, sha256_bytes
 from sdc.method.outcome import ReleaseOutcome
 from sdc.release.public import codebook_markdown
@@ -77,7 +78,7 @@ def _add_reports_and_audit(config: ReleaseConfig, result: ReleaseOutcome, seed_i
         audit["series"] = series
     if engine is not None:
         audit["engine"] = engine  # `sdc audit` then re-counts source and public file in batches
-    internal["audit.json"] = (json.dumps(audit, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    internal["audit.json"] = (dumps_indented(audit) + "\n").encode("utf-8")
 
 
 def assemble_batch_release(config: ReleaseConfig, result: ReleaseOutcome, seed_info: SeedInfo,
