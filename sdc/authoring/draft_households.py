@@ -130,6 +130,8 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
     cur = design.current
     rec = design.result.recommended
     draft.check.pop("refused", None)
+    if draft.input.get("members") == "sampled":  # declared: the search's coarser group keys,
+        when = 0.0  # the cheapest certified (what `sdc design` recommends), when cheaper
     if cur.status == "certified" and (cur.share_changed <= when or rec is None
                                       or design.candidates[rec].share_changed
                                       >= cur.share_changed):
@@ -251,10 +253,16 @@ def _as_large_groups(draft: Draft, cand: Any, cur: Any) -> None:
     (``risk.large_groups``, the weight recalibrated, ``theta: calibrated``; the columns the
     dependence check refused dropped)."""
     risk = cand.data["risk"]
-    for k in ("composition", "destinations", "near", "weighted", "households"):
+    for k in ("composition", "destinations", "near", "weighted", "households", "large_groups"):
         draft.risk.pop(k, None)
-    draft.risk["large_groups"] = int(risk["large_groups"])
+    if "large_groups" in risk:  # input.members: sampled sets 0 itself
+        draft.risk["large_groups"] = int(risk["large_groups"])
     draft.risk["theta"] = risk["theta"]
+    for k, r in cand.recoding.items():  # coarser group keys (members sampled)
+        draft.keys[k].recode = copy.deepcopy(r["recode"])
+        draft.keys[k].recode_note = f"{r['name']} (the design's: fewer records change)"
+        if draft.partition.get(k) not in (None, "as_is", {"as_is": True}):
+            draft.partition.pop(k)
     if draft.input.get("weight"):
         draft.input["weight_release"] = "recalibrated"
     for c in getattr(cand, "dropped", None) or []:
@@ -263,11 +271,16 @@ def _as_large_groups(draft: Draft, cand: Any, cur: Any) -> None:
         if c in draft.released_unchanged:
             draft.released_unchanged.remove(c)
     draft.check.update(_figures(cand))
+    how = ("input.members: sampled (the composition intruder outside the threat model, "
+           "declared)" + (" and the group keys recoded: " + "; ".join(
+               f"{k} {r['name']}" for k, r in cand.recoding.items()) if cand.recoding else "")
+           if "large_groups" not in risk else
+           f"risk.large_groups: {risk['large_groups']} (groups of more than "
+           f"{risk['large_groups']} members outside the composition intruder's threat model, "
+           "docs/HOUSEHOLDS.md \"Large groups\")")
     draft.design_notes = [
         f"sdc design (grouped file): as drafted, {_before(cur)}; written: two stages with "
-        f"risk.large_groups: {risk['large_groups']} (groups of more than "
-        f"{risk['large_groups']} members outside the composition intruder's threat model, "
-        f"docs/HOUSEHOLDS.md \"Large groups\"): {_changes(cand)}; {cand.note}.",
+        f"{how}: {_changes(cand)}; {cand.note}.",
     ]
 
 
@@ -277,11 +290,20 @@ def restored(draft: Draft, saved: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
     design wrote into the input kept (the weight recalibrated, the columns it dropped)."""
     new = draft.input
     derived, dependent, inp = saved
-    if draft.risk.get("large_groups"):  # the two stages: keep what the design wrote
+    if "large_groups" in draft.risk or new.get("members") == "sampled":  # the two stages
         if "weight_release" in new:
             inp["weight_release"] = new["weight_release"]
-        inp["drop"] = [*inp["drop"], *(c for c in new["drop"]
-                                       if c not in inp["drop"] and c not in derived)]
+        recoded = any(kd.recode is not None for kd in draft.keys.values()
+                      if kd.level == "household")
+        inp["drop"] = [*inp["drop"], *(c for c in new["drop"] if c not in inp["drop"]
+                                       and (recoded or c not in derived))]
+        if recoded:  # group keys recoded by the design: household derived: columns (functions
+            # of the declared keys) cannot be recomputed: dropped, as judged
+            hcols = inp.get("household_columns") or []
+            for c in [c for c in derived if c in new["drop"]]:
+                dependent[c] = (f"{derived.pop(c)}; not a function of the recoded group keys")
+                if c in hcols:
+                    hcols.remove(c)
     return derived, dependent, inp
 
 

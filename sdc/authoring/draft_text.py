@@ -200,6 +200,11 @@ def _input_lines(d: Draft) -> list[str]:
         elif k == "household_id":
             L.append(f"  household_id: {_flow(v)}   # groups persons into households "
                      "(released as pseudonyms)")
+        elif k == "members":
+            L.append(f"  members: {_flow(v)}   # declared (sdc init --members-sampled): members "
+                     "are a sample of each group,")
+            L.append("  # the composition intruder is outside the threat model "
+                     "(docs/HOUSEHOLDS.md \"Sampled members\")")
         elif k == "household_columns":
             L += _wrap_list("  household_columns: ", list(v))
             L.append("  # (non-key columns with one value per household: checked constant, "

@@ -37,7 +37,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.authoring import large_groups as lgs
 from sdc.authoring.household_design_yaml import (
+    design_head,
     patch_mapping,
     rebase_paths,
     without_design_head,
@@ -51,7 +53,6 @@ from sdc.authoring.household_options import (
     reassembly_note,
     without_group_id,
 )
-from sdc.authoring.large_groups import LARGE_GROUP, large_groups_candidate
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.designs import design_of
@@ -311,11 +312,12 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
                 cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
             cands.append(cand)
     cands.append(_without_group_id(frame, config, base, base_dir))
-    if int(frame.groupby(config.input.household_id, sort=False).size().max()) > LARGE_GROUP:
+    if lgs.sampled(base) or int(frame.groupby(config.input.household_id,
+                                          sort=False).size().max()) > lgs.LARGE_GROUP:
         # grouped files (enterprises): the two-stage release under the threat model of
-        # large groups (risk.large_groups), released once in memory
-        cands.append(large_groups_candidate(frame, config, base, base_dir,
-                                            HouseholdCandidate, _released_in_memory))
+        # large groups (risk.large_groups; members sampled: coarser group keys too)
+        cands.extend(lgs.large_groups_candidates(frame, config, base, base_dir,
+                                             HouseholdCandidate, _released_in_memory))
     _certify_preferred(cands)
     for c in cands:
         if c.status == "planned":
@@ -539,27 +541,15 @@ class HouseholdDesign:
         quote_ambiguous(doc)  # categories yes/no, dates, numbers-as-strings stay strings
         buf = io.StringIO()
         yaml.dump(doc, buf)
-        changed = [f"{k}: {r.get('name', r.get('rule'))}" for k, r in c.recoding.items()]
-        how = ("risk.composition: protect" if c.large_groups is None else
-               f"two stages, risk.large_groups: {c.large_groups} (groups above it outside the "
-               "composition intruder's threat model)")
+        how, certs, what = design_head(c)
         head = [
             f"Written by `sdc design {self.config_path.name}` (household file): "
             f"{how}, certified at xi = {self.config.risk.xi}.",
-            f"Composition intruder certificate {c.certificate:.6f}; person-level certificate "
-            f"{c.composition.get('person_certificate', 0):.4f}, household-level "
-            f"{c.composition.get('household_level_certificate', 0):.4f}, household keys x "
-            f"size {c.composition.get('size_level_protectable', 0):.4f} (exact)"
-            + ("; exposed household sizes (fewer than 1/xi households, shown by any "
-               "household release): " + ", ".join(
-                   f"{e['size']} ({e['households']})"
-                   for e in c.composition.get("exposed_sizes") or [])
-               if c.composition.get("exposed_sizes") else "") + ".",
+            certs,
             f"Records changed: {changes_text(c.expected_changed, c.changed_var, c.n_records)}"
             f" (one draw: {c.changed:,}); households changed in one draw: "
             f"{c.households_changed:,}.",
-            "What changed: person keys recoded for households (" + "; ".join(changed) + "); "
-            "the household stage post-randomizes rare compositions (docs/HOUSEHOLDS.md).",
+            "What changed: " + what,
             (f"Seed: a new seed file ({seed['file']}): a new seed starts a new release series "
              "(docs/SERIES.md)." if isinstance(seed, dict) and "file" in seed else
              "Seed: the config's whole-number seed is kept (tests and demos only); a real job "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["flow_node", "patch_mapping", "plain", "rebase_paths", "without_design_head"]
+__all__ = ["design_head", "flow_node", "patch_mapping", "plain", "rebase_paths", "without_design_head"]
 
 
 def without_design_head(text: str) -> str:
@@ -78,3 +78,28 @@ def plain(node: Any) -> Any:
     if isinstance(node, list):
         return [plain(v) for v in node]
     return node
+
+
+def design_head(c: Any) -> tuple[str, str, str]:
+    """(how, certificates, what changed) of candidate ``c`` for the comment block ``sdc design
+    -o`` writes: ``risk.composition: protect`` or the two stages of a grouped file
+    (:mod:`sdc.authoring.large_groups`)."""
+    if c.large_groups is not None:
+        from sdc.authoring import large_groups as lgs
+
+        how, what = lgs.design_head(c)
+        return how, lgs.design_certs(c), what
+    comp = c.composition
+    changed = [f"{k}: {r.get('name', r.get('rule'))}" for k, r in c.recoding.items()]
+    certs = (
+        f"Composition intruder certificate {c.certificate:.6f}; person-level certificate "
+        f"{comp.get('person_certificate', 0):.4f}, household-level "
+        f"{comp.get('household_level_certificate', 0):.4f}, household keys x "
+        f"size {comp.get('size_level_protectable', 0):.4f} (exact)"
+        + ("; exposed household sizes (fewer than 1/xi households, shown by any "
+           "household release): " + ", ".join(
+               f"{e['size']} ({e['households']})" for e in comp.get("exposed_sizes") or [])
+           if comp.get("exposed_sizes") else "") + ".")
+    return ("risk.composition: protect", certs,
+            "person keys recoded for households (" + "; ".join(changed) + "); the household "
+            "stage post-randomizes rare compositions (docs/HOUSEHOLDS.md).")

@@ -25,6 +25,7 @@ household alone in its cell) or made a household column (the composition, a key 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -32,8 +33,8 @@ import pandas as pd
 
 from sdc.config.model import ReleaseConfig
 
-__all__ = ["AS_COLUMN", "RARE_SHARE", "SIZE_TOPS", "STANDARD_BANDS", "Option", "band_candidates",
-           "household_key_options", "person_key_options", "reassembling_columns",
+__all__ = ["AS_COLUMN", "RARE_GROUP_SHARE", "RARE_SHARE", "SIZE_TOPS", "STANDARD_BANDS", "Option",
+           "band_candidates", "group_key_options", "household_key_options", "person_key_options", "reassembling_columns",
            "reassembly_note",
            "standard_bands", "without_group_id"]
 
@@ -50,6 +51,10 @@ AS_COLUMN: dict[str, Any] = {"as_household_column": True}
 """The option that makes a household-size key a household column (released unchanged: under
 ``risk.composition: protect`` every household keeps its members, so it is always right, and
 the composition, a key of the composition stage, holds the size; docs/HOUSEHOLDS.md)."""
+
+RARE_GROUP_SHARE = 0.05
+"""A categorical group key's categories held by less than this share of the groups are grouped
+(:func:`group_key_options`: laeken's ses, NACE1's six smallest sections)."""
 
 Option = tuple[str, dict[str, Any] | None, int]
 """(name, recode rule or None for as declared, number of released values)."""
@@ -156,6 +161,42 @@ def household_key_options(frame: pd.DataFrame,
         if len(opts) > 1:
             out.append((k, opts))
     return out
+
+
+def group_key_options(frame: pd.DataFrame,
+                      config: ReleaseConfig) -> list[tuple[str, list[Option]]]:
+    """Coarser group keys for the two-stage release of a grouped file (the large-groups
+    candidates, :mod:`sdc.authoring.large_groups`): :func:`household_key_options` (size
+    top-coded, hierarchy levels) and, per text categorical group key, its **rare categories
+    grouped** (those of less than :data:`RARE_GROUP_SHARE` of the groups, two or more) and,
+    when every category's label carries a number (size classes E10_49 .. E1000), its
+    **adjacent classes paired** in the order of those numbers (5 size classes -> 3).
+    ``(key, options)``, the first option the key as written."""
+    hid = config.input.household_id
+    opts = dict(household_key_options(frame, config))
+    kvs = config.key_variables
+    first = frame.groupby(hid, sort=False).head(1)
+    for k in config.household_keys:
+        cats = [c for c in (kvs[k].categories or []) if isinstance(c, str)]
+        if kvs[k].recode is not None or len(cats) < 3 or len(cats) != len(kvs[k].categories):
+            continue
+        mine = opts.get(k, [("as written", None, kvs[k].size)])
+        share = first[k].astype("string").value_counts(normalize=True)
+        rare = [c for c in cats if float(share.get(c, 0.0)) < RARE_GROUP_SHARE]
+        if 2 <= len(rare) < len(cats) - 1:
+            name = "+".join(rare)
+            mine.append((f"rare grouped ({name})", {"groups": {name: rare}},
+                         len(cats) - len(rare) + 1))
+        nums = [re.search(r"\d+", c) for c in cats]
+        if len(cats) >= 4 and all(nums):
+            order = sorted(cats, key=lambda c: int(re.search(r"\d+", c).group()))  # type: ignore[union-attr]
+            pairs = [order[i:i + 2] for i in range(0, len(order), 2)]
+            groups = {"+".join(p): p for p in pairs if len(p) == 2}
+            mine.append((f"adjacent classes paired ({', '.join(groups)})", {"groups": groups},
+                         len(pairs)))
+        if len(mine) > 1:
+            opts[k] = mine
+    return [(k, opts[k]) for k in config.household_keys if k in opts]
 
 
 def without_group_id(base: dict[str, Any]) -> dict[str, Any]:

@@ -125,7 +125,8 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
         ("config", doc["config"]), ("records", fmt_int(doc["records"])), ("xi", str(doc["xi"])),
         ("the config as written", f"{c['status']}" + (f": {c['note']}" if c["note"] else "")),
         ("candidates", f"{doc['nodes']['total']} (risk.composition: protect, person keys "
-                       f"recoded; {doc['nodes']['certified']} certified)"),
+                       "recoded; grouped files: the two stages, coarser group keys, without "
+                       f"the group id; {doc['nodes']['certified']} certified)"),
     ], title="Design search (household file: both stages, the composition intruder)"))
     t = Table(title="Certified household designs (* recommended)", title_justify="left")
     for col in ("", "records changed (expected)", "households changed", "composition cert.",
@@ -138,8 +139,14 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
                              for k, v in p["recoding"].items()) or "none"
         if p.get("without_group_id"):
             recoding = "without the group id: a person file (no household reassembled)"
+        comp = f"{p['certificate']:.4f}"
+        if p.get("large_groups") is not None:  # two stages: the small groups' exact figure
+            lg = p["composition"].get("large_groups") or {}
+            comp = ("outside (members sampled)" if lg.get("members") == "sampled" else
+                    f"{lg.get('certificate', float('nan')):.4f} (groups <= {p['large_groups']})")
+            recoding = f"two stages; {recoding}"
         t.add_row("*" if p["node"] == rec else "", _expected(p, doc["records"]),
-                  fmt_int(p["households_changed"]), f"{p['certificate']:.4f}",
+                  fmt_int(p["households_changed"]), comp,
                   f"{p['composition'].get('person_certificate', 0):.4f}",
                   f"{p['composition'].get('household_level_certificate', 0):.4f}",
                   f"{p['composition'].get('size_level_protectable', 0):.4f}", Text(recoding))
@@ -163,8 +170,12 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
             console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`",
                           markup=False)
         return
-    console.print(f"recommended: risk.composition: protect, {_changes(r, doc['records'])}, "
-                  f"composition certificate {r['certificate']:.4f} <= xi", markup=False)
+    if r.get("large_groups") is not None:
+        console.print(f"recommended: two stages, {_changes(r, doc['records'])}: {r['note']}",
+                      markup=False)
+    else:
+        console.print(f"recommended: risk.composition: protect, {_changes(r, doc['records'])}, "
+                      f"composition certificate {r['certificate']:.4f} <= xi", markup=False)
     if doc.get("written"):
         console.print(f"wrote {doc['written']}: run `sdc release {doc['written']}`", markup=False)
 

@@ -52,6 +52,11 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
             "--household-id", help="Household file: the column grouping persons into "
             "households (keys with one value per household become household-level; the "
             "composition is checked and protected when needed).")] = None,
+        members_sampled: Annotated[bool, typer.Option(
+            "--members-sampled", help="Grouped file whose members are a SAMPLE of each group "
+            "(employees sampled within enterprises): declares the composition intruder outside "
+            "the threat model for every group (input.members: sampled; never for household "
+            "surveys that interview the whole household; docs/HOUSEHOLDS.md).")] = False,
         output: Annotated[Path | None, typer.Option("-o", "--output", help="Config file to write "
                                                     "(default: ./<data name>.yaml).")] = None,
         name: Annotated[str | None, typer.Option("--name", help="Release job name (default: the "
@@ -71,6 +76,11 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
         with friendly_errors():
             key_list, drop_list = split_list(keys), split_list(drop)
             important = _analysis_keys(analysis_keys, key_list)
+            if members_sampled and not household_id:
+                from sdc.config.model import ConfigError
+
+                raise ConfigError("--members-sampled needs --household-id (the column naming "
+                                  "each member's group)")
             out = (output or Path(f"{Path(data).stem}.yaml")).expanduser()
             from sdc.io.guard import refuse_overwrite
 
@@ -81,6 +91,8 @@ def make_init_command(friendly_errors: Callable[[], AbstractContextManager[None]
                 console, data, out, key_list, fmt=fmt, delimiter=delimiter, encoding=encoding,
                 id_column=id_column, drop=drop_list, weight=weight, name=name,
                 household_id=household_id)
+            if members_sampled:  # the user's declaration (docs/HOUSEHOLDS.md)
+                draft.input["members"] = "sampled"
             for k in important:   # read by the design step (importance: docs/DESIGN.md)
                 draft.keys[k].importance = "high"
             if household_id:  # judged as sdc release would; the household design if needed
@@ -216,7 +228,9 @@ def _say_household_draft(draft: Any, out: Path, keys: list[str], console: Consol
         + "".join(f"{k}: a household column (the design's); " for k in keys
                   if k not in draft.keys)
         + f"{cert}; {_changes(c)}"
-        + ("; risk.composition: protect" if draft.risk.get("composition") else ""),
+        + ("; risk.composition: protect" if draft.risk.get("composition") else "")
+        + ("; input.members: sampled (declared: the composition intruder is outside the "
+           "threat model)" if draft.input.get("members") == "sampled" else ""),
         markup=False, soft_wrap=True)
     _say_review(out, console)
 
