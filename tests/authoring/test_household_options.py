@@ -77,3 +77,30 @@ def test_columns_with_one_value_per_household_reassemble_the_households():
     f.loc[f["hid"] == 3, "roof"] = 1                           # every household shares it
     assert reassembling_columns(f, "hid", ["roof", "age"])[1:] == (0, 3)
     assert reassembling_columns(f, "hid", ["age"]) == ([], 0, 3)
+
+
+def test_group_key_options_merge_rare_groups_and_pair_numbered_classes():
+    """The coarser group keys of the sampled-members candidates (docs/HOUSEHOLDS.md "Sampled
+    members"): a text group key's categories held by < 5% of the groups grouped (shares of
+    groups, not of members: the 100-member group of "C" does not make C common), and size
+    classes whose labels carry numbers paired in the order of those numbers."""
+    from sdc.authoring.household_options import group_key_options
+
+    sizes = ["E10_49", "E50_249", "E250_499", "E500_999", "E1000"]
+    nace = ["A"] * 50 + ["B"] * 44 + ["C", "D", "E"] * 2  # C, D, E: 2 of 100 groups each
+    groups = pd.DataFrame({"hid": range(100), "nace": nace,
+                           "size": [sizes[i % 5] for i in range(100)]})
+    frame = pd.concat([groups, groups[groups.nace == "C"].iloc[[0] * 99]], ignore_index=True)
+    frame["age"] = 30
+    cfg = sdc.parse_config({
+        "name": "t", "input": {"path": "x.csv", "household_id": "hid", "members": "sampled"},
+        "key_variables": {"nace": {"categories": ["A", "B", "C", "D", "E"], "level": "household"},
+                          "size": {"categories": sizes, "level": "household"},
+                          "age": {"range": [0, 97]}},
+        "risk": {"xi": 0.395}, "seed": 1})
+    opts = dict(group_key_options(frame, cfg))
+    assert opts["nace"][0][1] is None  # as written first
+    assert ("rare grouped (C+D+E)", {"groups": {"C+D+E": ["C", "D", "E"]}}, 3) in opts["nace"]
+    paired = {"E10_49+E50_249": ["E10_49", "E50_249"],
+              "E250_499+E500_999": ["E250_499", "E500_999"]}
+    assert any(o[1] == {"groups": paired} and o[2] == 3 for o in opts["size"])
