@@ -212,7 +212,7 @@ def _certify(cand: HouseholdCandidate) -> None:
                      f"certificate under protect is not computed above {MAX_EXACT_SIZE} members "
                      "(large groups: release without the group id, docs/HOUSEHOLDS.md)")
         return
-    from sdc.reports.households import size_exposure
+    from sdc.reports.household_verdicts import size_exposure
 
     levels = exact_levels(cp, tab, hk_u, cfg)
     sl = levels["size"]

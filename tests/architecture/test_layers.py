@@ -122,3 +122,14 @@ def test_no_import_of_another_modules_private_names(path: Path) -> None:
             bad += [f"line {node.lineno}: {a.name} from {node.module}" for a in node.names
                     if a.name.startswith("_") and not a.name.startswith("__")]
     assert not bad, f"{me} imports private names of other modules:\n" + "\n".join(bad)
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_over_600_lines() -> None:
+    """One room per idea: a module over 600 lines holds two ideas (docs/ARCHITECTURE.md); split
+    it along them (e.g. sdc/reports/household_verdicts.py out of sdc/reports/households.py)."""
+    over = {str(p.relative_to(REPO)): n for p in sorted((REPO / "sdc").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"
