@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import opaque
 
 import sdc
 from flows.artifacts import (
@@ -453,7 +454,8 @@ def _release(config_path: str, force: bool, engine: str | None, t0: float,
     try:
         _engine_marks.clear()
         t = time.perf_counter()
-        result = release_task(job, spec, stage / "public", stage / "internal" / "records.parquet")
+        result = release_task(opaque(job), spec, stage / "public",
+                              stage / "internal" / "records.parquet")
         end = time.perf_counter()
         # the executor's own steps (passes, writing, report passes), then the task's remainder
         # (Prefect's bookkeeping of the task run)
@@ -462,9 +464,10 @@ def _release(config_path: str, force: bool, engine: str | None, t0: float,
         if _engine_marks:
             timings[f"{spec.kind}: task start-up"] = round(_engine_marks[0][1] - t, 3)
         _engine_marks.clear()
-        reports, head = timed("reports", report_task, job, result)
+        reports, head = timed("reports", report_task, opaque(job), opaque(result))
         rspec = review_spec(job.config, review)
-        out = timed("write", write_task, job, result, force, spec.kind, reports, rspec,
+        out = timed("write", write_task, opaque(job), opaque(result), force, spec.kind,
+                    opaque(reports), rspec,
                     discard_extra_files, scheduled)
     except OSError as e:
         import errno

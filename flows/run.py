@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["PrefectServerLostError", "PrefectUnreachableError", "check_prefect_api",
-           "prefect_api_configured", "run_release", "server_lost", "use_local_server"]
+           "early_api", "prefect_api_configured", "run_release", "run_settings", "server_lost",
+           "use_local_server"]
 
 
 class PrefectUnreachableError(RuntimeError):
@@ -137,7 +138,24 @@ def lost_server(url: str | None, out_dir: Path,
         raise lost from exc
 
 
-def _api_for_run(reuse: bool) -> tuple[Any, Any]:
+def early_api(reuse: bool) -> Any:
+    """Prefect's temporary API started now, before the pre-flight, when the run will use one:
+    no configured API, no local server sdc started running, and no reused server to start
+    (``reuse`` False or ``SDC_SERVER_IDLE_MINUTES`` 0). Else None (:func:`run_release`
+    finds or starts the API itself). The server then boots during the whole pre-flight too;
+    a refused pre-flight stops it (``stop()``, or at exit)."""
+    from flows.server import idle_minutes_setting, local_server
+
+    if prefect_api_configured() or (reuse and idle_minutes_setting() > 0):
+        return None
+    if local_server() is not None:
+        return None
+    from flows.ephemeral import TemporaryAPI
+
+    return TemporaryAPI.start()
+
+
+def _api_for_run(reuse: bool, temp_api: Any = None) -> tuple[Any, Any]:
     """(the reused server's lease or None, a temporary API or None) for a run without a
     configured API: the server sdc started if one runs; else, with ``reuse`` and
     ``SDC_SERVER_IDLE_MINUTES`` > 0, a server started now for this and later runs; else
@@ -145,6 +163,8 @@ def _api_for_run(reuse: bool) -> tuple[Any, Any]:
     from flows.ephemeral import TemporaryAPI
     from flows.server import acquire_reused_server, idle_minutes_setting
 
+    if temp_api is not None:  # started before the pre-flight (early_api)
+        return None, temp_api
     if prefect_api_configured():
         return None, None
     idle = idle_minutes_setting()
@@ -161,24 +181,49 @@ def _run_settings(url: str | None) -> Iterator[None]:
     (every 180 s by default) would be sent once at the start of a run that lasts seconds,
     and the flow's end waits up to 1 s (0.5 s on average) for the heartbeat thread's sleep;
     the command itself reports a run that fails (docs/OPERATIONS.md)."""
-    from prefect.settings import (
-        PREFECT_API_URL,
-        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-        temporary_settings,
-    )
+    import prefect.context
 
-    updates: dict[Any, Any] = {} if url is None else {PREFECT_API_URL: url}
-    if not os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
-        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
-    with temporary_settings(updates):
+    context = prefect.context.get_settings_context()
+    with prefect.context.SettingsContext(profile=context.profile,
+                                         settings=run_settings(url, context.settings)):
         yield
+
+
+#: (url, heartbeats off, the settings they update) -> the updated settings (see run_settings)
+_settings_made: dict[tuple[str | None, bool, int], tuple[Any, Any]] = {}
+
+
+def run_settings(url: str | None, base: Any = None) -> Any:
+    """Prefect's settings for a run (:func:`_run_settings`): ``base`` (default: the current
+    settings) updated as ``temporary_settings`` would (``Settings.copy_with_update``, which
+    builds and validates a whole new ``Settings`` from every source: ~0.1-0.3 CPU s). The
+    result is kept per (url, heartbeats, base settings object): the release worker makes its
+    server's once, before it forks a child per run."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+
+    if base is None:
+        import prefect.context
+
+        base = prefect.context.get_settings_context().settings
+    beats_off = not os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
+    key = (url, beats_off, id(base))
+    made = _settings_made.get(key)
+    if made is not None and made[0] is base:
+        return made[1]
+    updates: dict[Any, Any] = {} if url is None else {PREFECT_API_URL: url}
+    if beats_off:
+        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+    settings = base.copy_with_update(updates=updates)
+    _settings_made[key] = (base, settings)
+    return settings
 
 
 def run_release(config_path: Path, checked: Any, *, force: bool = False,
                 new_series: bool = False, engine: str | None = None, review: bool = False,
                 discard_extra_files: bool = False, reuse: bool = True,
                 progress: Callable[[str], None] | None = None,
-                t0: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                t0: float | None = None, temp_api: Any = None,
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run :func:`flows.release.release` for ``config_path`` (``checked``: its
     :class:`~sdc.release.preflight.Preflight`, whose config the run uses: the config is read
     once) and return ``(summary, startup)``.
@@ -189,11 +234,12 @@ def run_release(config_path: Path, checked: Any, *, force: bool = False,
     a server boots, an in-memory executor's input is read in a thread
     (:func:`flows.release.prefetch_job`) and the tasks' imports are paid. ``startup`` holds
     which API was used and its start-up figures for ``--timings``. ``progress(text)`` is told
-    every step.
+    every step. ``temp_api``: the temporary API :func:`early_api` started before the
+    pre-flight, used instead of finding one.
     """
     t0 = time.perf_counter() if t0 is None else t0
     say = progress or (lambda text: None)
-    lease, temp_api = _api_for_run(reuse)
+    lease, temp_api = _api_for_run(reuse, temp_api)
     failed = True
     try:
         summary, startup = _run_with(lease, temp_api, config_path, checked, say, t0,

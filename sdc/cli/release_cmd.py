@@ -71,10 +71,20 @@ def release(
         # everything that can be refused is refused here, at once and in one message, before
         # Prefect is imported or its server started; the flow takes these checks and this
         # config (read once), and runs them itself only when started otherwise (a schedule)
+        # (a temporary API, when the run will use one, is launched first: it boots during
+        # the pre-flight too, and a refusal stops it)
+        from flows.run import early_api
+
+        temp_api = early_api(reuse=not no_reuse)
         from sdc.release.preflight import preflight
 
-        checked = preflight(config, force=force, new_series=new_series, engine=executor,
-                            discard_extra_files=discard_extra_files)
+        try:
+            checked = preflight(config, force=force, new_series=new_series, engine=executor,
+                                discard_extra_files=discard_extra_files)
+        except BaseException:
+            if temp_api is not None:
+                temp_api.stop()
+            raise
         preflight_seconds = time.perf_counter() - t0
         from flows.run import PrefectServerLostError, run_release
 
@@ -87,7 +97,8 @@ def release(
                 summary, startup = run_release(
                     config, checked, force=force, new_series=new_series, engine=executor,
                     review=review or wait_for_review, discard_extra_files=discard_extra_files,
-                    reuse=not no_reuse, progress=None if as_json else show, t0=t0)
+                    reuse=not no_reuse, progress=None if as_json else show, t0=t0,
+                    temp_api=temp_api)
         except PrefectServerLostError as e:
             if e.published is None or as_json:
                 raise

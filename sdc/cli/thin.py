@@ -19,11 +19,11 @@ import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["FORWARDED", "PREFIX", "WORKER_LOCK", "WORKER_LOG", "WORKER_SOCKET", "WORKER_STATE",
-           "cgroup", "guarded", "interrupted", "limits", "mount_ns", "run", "start_worker",
-           "tell_interrupted", "through_worker", "worker_eligible"]
+           "cgroup", "guarded", "interrupted", "limits", "mount_ns", "quick_exit", "run",
+           "start_worker", "tell_interrupted", "through_worker", "worker_eligible"]
 
 WORKER_STATE = "sdc-worker.json"
 WORKER_SOCKET = "sdc-worker.sock"
@@ -283,9 +283,15 @@ def run(app: Callable[[], None]) -> None:
             sys.exit(code)
     try:
         guarded(app)
+        code: Any = 0
+    except SystemExit as done:
+        if not argv or argv[0] != "release":
+            raise
+        code = done.code
     finally:
         with contextlib.suppress(Exception):
             start_worker(argv)
+    quick_exit(code)  # a release: without the interpreter's teardown of its heap (0.3-0.9 s)
 
 
 #: Ctrl-C in this command: the signals received, and whether "interrupted" was printed
@@ -335,3 +341,28 @@ def guarded(app: Callable[[], None]) -> None:
     finally:
         if before is signal.default_int_handler:
             signal.signal(signal.SIGINT, before)
+
+
+def quick_exit(code: Any) -> NoReturn:
+    """End the process as the interpreter would, without its teardown: wait for the
+    non-daemon threads and run the threading and ``atexit`` hooks (Prefect drains its log
+    and event services there, logging flushes its handlers), flush stdout and stderr, then
+    ``os._exit``. What is skipped is freeing every object and module of the ~2,200 a release
+    imports (0.3-0.9 CPU s after a 5M release), which nobody waits for but the caller: the
+    worker's child ends so, and so does an in-process ``sdc release`` (:func:`run`)."""
+    import atexit
+    import threading
+
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"): printed, exit 1
+        print(code, file=sys.stderr)
+        code = 1
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # what Py_Finalize calls first
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code & 0xFF)

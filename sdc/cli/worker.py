@@ -56,6 +56,7 @@ from sdc.cli.thin import (
     cgroup,
     limits,
     mount_ns,
+    quick_exit,
 )
 
 __all__ = ["CLI_ENV_DEFAULTS", "IMPORT_ENV", "compare_request", "main", "relevant_env"]
@@ -441,6 +442,9 @@ def serve(home: Path) -> Job | None:
     server_fd = os.pidfd_open(server.pid)
     t0 = time.perf_counter()
     _preimport()
+    from flows.run import run_settings
+
+    run_settings(server.url)  # Prefect's settings of a run on this server, made once
     files = module_files()
     sock = home / WORKER_SOCKET
     with contextlib.suppress(FileNotFoundError):
@@ -514,31 +518,7 @@ def main() -> None:
         code: Any = 0
     except SystemExit as done:
         code = done.code
-    _quick_exit(code)
-
-
-def _quick_exit(code: Any) -> None:
-    """End a forked child as the interpreter would, without its teardown: wait for the
-    non-daemon threads and run the threading and ``atexit`` hooks (Prefect drains its log
-    and event services there, logging flushes its handlers), flush stdout and stderr, then
-    ``os._exit``. What is skipped is freeing every object and module of the ~2,200 the worker
-    imported (0.3-0.9 CPU s after a 5M release), which nobody waits for but the client."""
-    import atexit
-    import threading
-
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):  # sys.exit("message"): printed, exit 1
-        print(code, file=sys.stderr)
-        code = 1
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]  # what Py_Finalize calls first
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code & 0xFF)
+    quick_exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover - run as a process

@@ -59,3 +59,32 @@ def test_a_server_lost_after_the_release_was_written_is_not_a_failure(tmp_path):
     with pytest.raises(PrefectServerLostError, match="at URL-OF-THE-LEASE"):
         with lost_server(None, out, lambda: "at URL-OF-THE-LEASE"):
             raise RuntimeError("flow failed") from lost
+
+
+def test_a_runs_settings_are_made_once_and_as_temporary_settings_makes_them(monkeypatch) -> None:
+    """run_settings keeps what copy_with_update built (the release worker makes its server's
+    before it forks a child per run): the same object for the same URL, heartbeat choice and
+    base settings, equal to what temporary_settings builds; another URL, another choice or
+    another base settings object is built afresh."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        temporary_settings,
+    )
+
+    from flows.run import run_settings
+
+    monkeypatch.delenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", raising=False)
+    url = "http://127.0.0.1:9/api"
+    made = run_settings(url)
+    assert run_settings(url) is made
+    with temporary_settings({PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}) as t:
+        assert made.model_dump() == t.model_dump()
+    other = run_settings("http://127.0.0.1:10/api")
+    assert other is not made and str(other.api.url) == "http://127.0.0.1:10/api"
+    monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "60")
+    beats = run_settings(url)
+    assert beats is not made and beats.flows.heartbeat_frequency == 60
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:11/api"}) as base:
+        assert run_settings(url, base) is not beats  # another base: built from it
+        assert str(run_settings(url, base).api.url) == url
