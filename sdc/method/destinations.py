@@ -10,15 +10,13 @@ docs/METHOD.md section 7.12.
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from sdc.config.model import ReleaseConfig
 from sdc.method.blocks import Block
+from sdc.method.content_memo import ContentMemo, design_key
 from sdc.method.draws import cell_identity
 from sdc.method.near import fragile_classes, key_metrics, near_transition
 from sdc.method.partition import Partitioned
@@ -37,46 +35,15 @@ def _cells_by_partition_set(part: Partitioned) -> list[np.ndarray]:
     return [sens[order[bounds[s]:bounds[s + 1]]] for s in range(len(part.partition_keys))]
 
 
-#: certificates by the content of the design (:func:`_design_key`): a design search plans many
-#: candidates whose blocks are the same cells, and a calibration asks the same thetas again
-#: (ses's `sdc init`: 31,844 certificates of 259 distinct designs, ~2.4 ms each)
-_RISKS: OrderedDict[bytes, BlockRisk] = OrderedDict()
-#: calibrated thetas by (design at theta 1, xi, upper)
-_THETAS: OrderedDict[tuple[bytes, float, float], float | None] = OrderedDict()
-_RISKS_MAX = 65536
-_RISKS_LOCK = threading.Lock()
-
-
-def _design_key(tr: Transition) -> bytes:
-    """SHA-256 of everything :func:`design_risk` reads: t, m, W (CSR), the groups, theta."""
-    h = hashlib.sha256()
-    for a in (tr.frequency, tr.move, tr.indptr, tr.indices, tr.weights, tr.group):
-        if a is None:
-            h.update(b"-")
-        else:
-            a = np.ascontiguousarray(a)
-            h.update(f"{a.dtype.str}{a.shape}".encode())
-            h.update(a.tobytes())
-    h.update(repr((tr.theta, tr.kind)).encode())
-    return h.digest()
+#: near certificates by the design's content, calibrated thetas by (W at theta 1, xi, upper)
+#: (sdc.method.content_memo: a design search asks the same designs again and again)
+_RISKS = ContentMemo()
+_THETAS = ContentMemo()
 
 
 def _memo_design_risk(tr: Transition) -> BlockRisk:
-    """:func:`design_risk` of ``tr``, computed once per distinct design in the process (the
-    same floats: a pure function of the arrays keyed). The audit's re-derivation
-    (sdc.audit.block_checks) calls :func:`design_risk` itself."""
-    key = _design_key(tr)
-    with _RISKS_LOCK:
-        hit = _RISKS.get(key)
-        if hit is not None:
-            _RISKS.move_to_end(key)
-            return hit
-    risk = design_risk(tr)
-    with _RISKS_LOCK:
-        _RISKS[key] = risk
-        if len(_RISKS) > _RISKS_MAX:
-            _RISKS.popitem(last=False)
-    return risk
+    """:func:`design_risk` of ``tr``, computed once per distinct design in the process."""
+    return _RISKS.get(design_key(tr), lambda: design_risk(tr))
 
 
 class NearCertifier:
@@ -137,17 +104,8 @@ class NearCertifier:
                 return False
             return self.risk(b, th).max_risk <= xi
 
-        key = (_design_key(self.design(b)[0]), float(xi), float(upper))
-        with _RISKS_LOCK:
-            if key in _THETAS:
-                _THETAS.move_to_end(key)
-                return _THETAS[key]
-        theta = calibrate_with(certified, upper)
-        with _RISKS_LOCK:
-            _THETAS[key] = theta
-            if len(_THETAS) > _RISKS_MAX:
-                _THETAS.popitem(last=False)
-        return theta
+        key = (design_key(self.design(b)[0]), float(xi), float(upper))
+        return _THETAS.get(key, lambda: calibrate_with(certified, upper))
 
 
 def prb_transitions(certifier: NearCertifier, blocks: list[Block]) -> list[Transition]:

@@ -29,10 +29,9 @@ c_g). The weighted design (:func:`weighted_design`):
   (``nzy`` in the group table; under ``near`` the PRB's near design of the plan).
 
 Unweighted counts then drift: E[S_l] - t_l = c_g (sum_j w_jl / w-bar_j - 1/w-bar_l), small
-when the group's mean weights are close (reported exactly:
-:func:`sdc.method.transition.expected_totals`). The certificate is computed for the
-probabilities and the W used; every PRB's design is one :class:`Transition` (block-diagonal
-over its groups), which the draws, the expected totals and ``sdc audit`` use.
+when the group's mean weights are close (exactly: :func:`sdc.method.transition.expected_totals`).
+The certificate is for the probabilities and the W used; every PRB's design is one Transition
+(block-diagonal over its groups), which the draws, the expected totals and ``sdc audit`` use.
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sdc.method.content_memo import WEIGHT_FITS, fit_key
 from sdc.method.risk import BlockRisk
 from sdc.method.transition import CellDesign, Transition, cell_design
 from sdc.method.transition_risk import certify, own_pick_at_one, surely_above
@@ -279,9 +279,9 @@ class _RunFit:
                 c0 = self.theta * float(wg.sum()) / float(tg.sum())
                 if base is None:   # the uniform W, cells in weight order
                     base = Transition(tg, np.zeros(tg.size), kind="uniform")
-                self.memo[lo, hi] = _calibrate_c(lambda cc, base=base, wg=wg: _certify_or_skip(
-                    base.with_move(np.minimum(cc / wg, 1.0)), self.xi), float(wg.min()), c0,
-                    self.xi)
+                self.memo[lo, hi] = WEIGHT_FITS.get(fit_key(base, wg, c0, self.xi), lambda: (
+                    _calibrate_c(lambda cc: _certify_or_skip(base.with_move(np.minimum(
+                        cc / wg, 1.0)), self.xi), float(wg.min()), c0, self.xi)))
         return self.memo[lo, hi]
 
     def nzy_fit(self, lo: int, hi: int) -> tuple[float, BlockRisk] | None:

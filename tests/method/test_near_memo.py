@@ -15,6 +15,7 @@ import pytest
 
 import sdc.method.destinations as destinations
 from sdc.config.load import load_config
+from sdc.method.content_memo import ContentMemo, design_key
 from sdc.method.designs import plan_release
 from sdc.method.partition import partition_frame
 from sdc.method.transition_risk import design_risk
@@ -33,8 +34,8 @@ def _near_demo():
 
 def test_a_plan_made_again_is_the_same_plan_from_the_memo(monkeypatch):
     part, cfg = _near_demo()
-    monkeypatch.setattr(destinations, "_RISKS", type(destinations._RISKS)())
-    monkeypatch.setattr(destinations, "_THETAS", type(destinations._THETAS)())
+    monkeypatch.setattr(destinations, "_RISKS", ContentMemo())
+    monkeypatch.setattr(destinations, "_THETAS", ContentMemo())
     calls = []
 
     def counted(tr):
@@ -64,7 +65,7 @@ def test_a_design_differing_in_one_entry_has_its_own_figures():
     b = next(b for b in blocks if not cert.transition(b, 1.0).uniform)
     tr = cert.transition(b, 0.5)
     other = tr.__class__(**{**tr.__dict__, "move": np.minimum(tr.move * 1.5, 1.0)})
-    assert destinations._design_key(tr) != destinations._design_key(other)
+    assert design_key(tr) != design_key(other)
     assert destinations._memo_design_risk(other) == design_risk(other)
     assert destinations._memo_design_risk(tr) == design_risk(tr)
     with pytest.raises(AssertionError):
