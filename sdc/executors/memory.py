@@ -93,8 +93,9 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
     """Post-randomize the risky records of ``frame`` with NZY PRAM and certify the result: the
     library's call of the one pipeline (:func:`sdc.pipeline.run.release`: count, plan,
     apply; a household file's stages too) run by the in-memory runner on ``frame`` as one
-    batch, the public files into ``out_dir`` (with the internal ``records.parquet``; None: a
-    throw-away folder). ``config``'s hierarchy files must be
+    batch, the public files into ``out_dir`` (with the internal ``records.parquet``; None: no
+    public file, the records kept in ``public_table`` only, or a throw-away folder when a
+    column's type would not read back from Parquet unchanged or for a household file). ``config``'s hierarchy files must be
     loaded (``sdc.load_config`` does it) and ``frame`` in released values
     (``sdc.read_input`` recodes).
 
@@ -124,7 +125,7 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
     else:
         with tempfile.TemporaryDirectory(prefix="sdc-frame-") as tmp:
             res = release(runner, config, seed, Path(tmp), keep=True, intruder=False,
-                          reports=False)
+                          reports=False, files=False)
             _keep_public(res)
     kept = res.released
     res.cells = dataclasses.replace(res.cells, record_cell=kept.record_cell)

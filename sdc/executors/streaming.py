@@ -36,6 +36,9 @@ class LocalBatches(FileFacts):
     checked = "in batches"
     where = ""
     scratch: str | None = None
+    #: the batches run in this process: the count pass may keep per-record arrays for the
+    #: later passes (:func:`sdc.pipeline.release.keeps_records`)
+    in_process = True
 
     def __init__(self, config: ReleaseConfig, batch_rows: int = DEFAULT_BATCH_ROWS,
                  workers: int = 2) -> None:

@@ -18,7 +18,7 @@ from sdc.io.arrow_input import input_arrow_schema, normalize_schema
 from sdc.io.values import WHOLE_AS_INT, csv_cell_text, whole_as_int_field
 
 __all__ = ["PUBLIC_ID", "ROW_GROUP_ROWS", "PublicWriter", "buffered_files", "check_public_types",
-           "frame_to_table", "public_bytes", "public_schema", "public_schema_for"]
+           "frame_to_table", "parquet_keeps_types", "public_bytes", "public_schema", "public_schema_for"]
 
 PUBLIC_ID = "record_id"
 ROW_GROUP_ROWS = 1 << 20
@@ -195,11 +195,15 @@ class PublicWriter:
         Where to write each format (``output.formats``).
     row_group_rows : int
         Records per Parquet row group (the last one holds the rest).
+    keep : bool
+        Keep every table as written (cast to the public schema) in ``kept``.
     """
 
     def __init__(self, schema: pa.Schema, *, parquet: BinaryIO | None = None,
-                 csv: BinaryIO | None = None, row_group_rows: int = ROW_GROUP_ROWS) -> None:
+                 csv: BinaryIO | None = None, row_group_rows: int = ROW_GROUP_ROWS,
+                 keep: bool = False) -> None:
         self.schema = schema
+        self.kept: list[pa.Table] | None = [] if keep else None
         self.row_group_rows = int(row_group_rows)
         self._pq = (pq.ParquetWriter(parquet, _without_field_metadata(schema),
                                      compression="snappy") if parquet else None)
@@ -217,6 +221,8 @@ class PublicWriter:
         """Append records given as an Arrow table with the public schema's columns."""
         table = table.select(self.schema.names).cast(_without_field_metadata(self.schema))
         self.n_rows += table.num_rows
+        if self.kept is not None:
+            self.kept.append(table)
         if self._csv is not None and table.num_rows:
             text = _csv_frame(table, self.schema).to_csv(index=False, header=self._csv_header,
                                             lineterminator="\n")
@@ -248,6 +254,17 @@ class PublicWriter:
             self._pending, self._n_pending = [], 0
             self._pq.close()
             self._pq = None
+
+
+def parquet_keeps_types(schema: pa.Schema) -> bool:
+    """Whether a Parquet file of ``schema`` (as :class:`PublicWriter` writes it) reads back
+    with the same types: then the tables the writer keeps are the file's records (one
+    empty table written and read: a few ms)."""
+    plain = _without_field_metadata(schema)
+    buf = io.BytesIO()
+    pq.write_table(plain.empty_table(), buf)
+    back = pq.read_table(io.BytesIO(buf.getvalue())).schema
+    return _without_field_metadata(back).equals(plain)
 
 
 def public_bytes(frame: pd.DataFrame, schema: pa.Schema, formats: list[str]) -> dict[str, bytes]:

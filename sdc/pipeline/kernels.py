@@ -83,8 +83,11 @@ class CellCount:
     #: W_j, the weights' sum of every cell (``risk.weighted``; None otherwise)
     weight_total: np.ndarray | None = None
     #: the records' raw identities (hash of the id column) in input order, kept when the
-    #: runner holds the whole file: its apply pass takes them instead of hashing again
+    #: count pass keeps its records (``keep``): the apply pass takes them instead of hashing
     raw_identity: np.ndarray | None = None
+    #: every record's cell code in input order, kept when the count pass keeps its records
+    #: (``keep``): the identity and apply passes locate them instead of coding the keys again
+    record_codes: np.ndarray | None = None
 
 
 class Problems:
@@ -367,8 +370,8 @@ class _Keeping:
 
 def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[Path],
                        out_dir: Path,
-                       write: Callable[[list[Path], Any], Any] | None = None
-                       ) -> tuple[dict[str, Path], pa.Table | None]:
+                       write: Callable[[list[Path], Any], Any] | None = None,
+                       in_memory: bool = False) -> tuple[dict[str, Path], pa.Table | None]:
     """The public files (``microdata.parquet`` / ``.csv`` per ``output.formats``) written into
     ``out_dir`` from the spilled buckets by ``write(buckets, writer)`` (default: in public
     order, :func:`write_buckets_in_order`; a household release passes its own): public file
@@ -378,7 +381,18 @@ def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[P
     The SPSS/Stata files are written by pyreadstat from one frame
     (:func:`sdc.release.stat_files.stat_public_files`, the in-memory release's function), so
     every executor holds the public table in memory once for them, here: the Arrow tables
-    of the buckets as they are written (then, in the assembler, one pandas frame of them)."""
+    of the buckets as they are written (then, in the assembler, one pandas frame of them).
+
+    ``in_memory``: no file is written; ``({}, the public records)``, the tables the writer
+    would have written (``release_frame`` without an output folder, when the public schema
+    reads back from Parquet unchanged: :func:`sdc.io.public_files.parquet_keeps_types`)."""
+    if in_memory:
+        keeper = PublicWriter(schema, keep=True)
+        (write or write_buckets_in_order)(buckets, keeper)
+        if not keeper.kept:  # no records: the schema as written
+            keeper.write_table(schema.empty_table())
+        keeper.close()
+        return {}, pa.concat_tables(keeper.kept)
     formats = config.output.formats if config.output is not None else ["parquet"]
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}

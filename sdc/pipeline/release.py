@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
+from sdc.io.public_files import parquet_keeps_types
 from sdc.io.spill import IdentitySpill, bucket_bits
 from sdc.method.cell_passes import (
     CellLocator,
@@ -103,6 +104,8 @@ class CountPart(BatchCountPart):
 
     dependence: Any = None
     weight_sums: WeightSums | None = None  #: W_j per cell code (``risk.weighted``)
+    #: every record's cell code, kept by the one batch of a runner holding the whole file
+    record_codes: np.ndarray | None = None
 
 
 def read_columns(config: ReleaseConfig, names: list[str], dependence: bool = False,
@@ -140,6 +143,14 @@ class PersonStage:
     #: count the dependence check on a thread (:class:`DependenceThread`; the one batch of a
     #: runner holding the whole file)
     background: bool = False
+    #: the count pass keeps every record's cell code (:attr:`CountPart.record_codes`)
+    keep_codes: bool = False
+    #: every record's cell in input order, located once from the count pass's codes (a
+    #: runner that keeps them: :func:`keeps_records`; None: each pass locates a batch's)
+    kept_cells: np.ndarray | None = None
+    #: every record's raw identity in input order, kept by the count pass (None: hashed
+    #: again per batch)
+    kept_raw: np.ndarray | None = None
     kind: ClassVar[str] = "person"  #: the stage's name (the Dask crash-test hook's)
     part_type: ClassVar[type[CountPart]] = CountPart
 
@@ -159,6 +170,8 @@ class PersonStage:
             else:
                 add_dependence(part.dependence, frame, codes, config, keys)
             del keys
+        if self.keep_codes:  # kept for the later passes (they locate them, not code again)
+            part.record_codes = codes
         if config.derived:
             part.derived = DerivedCollector(list(config.derived))
             part.derived.add(frame, codes)
@@ -170,7 +183,7 @@ class PersonStage:
     def identities(self, frame: pd.DataFrame) -> IdentityPart:
         """Pass 2 on one batch: the identities (and tiebreaks) of its drawing records, of all
         its records with ``every`` (``perturb:`` draws for every record)."""
-        rc = self.locate(cell_codes(frame, self.config))
+        rc = self.record_cells(frame)
         draw = all_identities if self.every else drawing_identities
         return IdentityPart(*draw(frame, rc, self.dplan, self.config))
 
@@ -182,9 +195,11 @@ class PersonStage:
         ``perturb``, else of the drawing ones); None: the raw ones (checked unique);
         ``raw_identity``: the batch's raw identities when the count pass kept them."""
         config, dplan, cells = self.config, self.dplan, self.cells
-        rc = self.locate(cell_codes(frame, config))
+        rc = self.record_cells(frame)
         drawing = dplan.cell_prb[rc] >= 0
         raw = None
+        if raw_identity is None:
+            raw_identity = _kept_rows(self.kept_raw, frame)
         if records or identity is None:
             raw = np.asarray(record_identity(frame, config) if raw_identity is None
                              else raw_identity, np.uint64)
@@ -210,16 +225,53 @@ class PersonStage:
 
     def report_cells(self, frame: pd.DataFrame) -> np.ndarray:
         """A batch's record cells in the release's cell table (the refinement passes)."""
-        return self.locate(cell_codes(frame, self.config))
+        return self.record_cells(frame)
+
+    def record_cells(self, frame: pd.DataFrame) -> np.ndarray:
+        """A batch's record cells: its rows of :attr:`kept_cells` when kept, else located
+        from the batch's cell codes."""
+        kept = _kept_rows(self.kept_cells, frame)
+        return kept if kept is not None else self.locate(cell_codes(frame, self.config))
+
+
+def _kept_rows(kept: np.ndarray | None, frame: pd.DataFrame) -> np.ndarray | None:
+    """The rows of ``frame`` (a batch: its global row numbers as index, a range) in a
+    whole-file array ``kept`` (None: not kept, or the index is not a range of it)."""
+    if kept is None:
+        return None
+    idx = frame.index
+    if (isinstance(idx, pd.RangeIndex) and idx.step == 1 and 0 <= idx.start
+            and idx.start + len(frame) <= kept.size):
+        return kept[idx.start:idx.start + len(frame)]
+    return None
+
+
+#: a runner whose batches run in this process keeps the count pass's cell codes and raw
+#: identities for the later passes up to this many records (16 bytes a record: 268 MB)
+KEEP_RECORDS = 1 << 24
+
+
+def keeps_records(runner: Runner) -> bool:
+    """Whether the count pass keeps every record's cell code and raw identity for the
+    identity and apply passes: a runner holding the whole file, or one running its batches
+    in this process (``in_process``; not a cluster's tasks) over at most
+    :data:`KEEP_RECORDS` records."""
+    if getattr(runner, "whole", False):
+        return True
+    if not getattr(runner, "in_process", False):
+        return False
+    n = runner.row_count()
+    return n is not None and n <= KEEP_RECORDS
 
 
 def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
                 value_columns: list[str] | None = None, dependence: bool = True,
-                background: bool = False) -> CellCount:
+                background: bool = False, keep: bool = False) -> CellCount:
     """The count pass of a person file (:func:`sdc.pipeline.passes.count_pass` with the
     person stage), merged in input order. ``background`` (a runner of one batch): the count's
     ``dependence`` is a :class:`DependenceThread` (joined by
-    :func:`~sdc.pipeline.kernels.check_dependence`).
+    :func:`~sdc.pipeline.kernels.check_dependence`); ``keep``: every record's cell code and
+    raw identity kept in input order (:attr:`CellCount.record_codes`, ``raw_identity``).
 
     Raises :class:`InputError` with every problem of the whole file (global 1-based rows, the
     duplicated ids among them), for an empty file, or for equal ids; ``value_columns``: numeric
@@ -239,8 +291,12 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     dep = new_dependence_counter(columns, config, kinds) if dependence else None
     wsums = WeightSums() if design_of(config).weighted and weight is not None else None
 
+    kept_codes: list[np.ndarray] = []
+
     def merge(part: CountPart) -> None:
         nonlocal dep
+        if part.record_codes is not None:
+            kept_codes.append(part.record_codes)
         if background and part.dependence is not None:
             dep = part.dependence  # the one batch's, still counting
         elif dep is not None:
@@ -248,7 +304,8 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
         if wsums is not None and part.weight_sums is not None:
             wsums.merge(part.weight_sums)
 
-    stage = PersonStage(config, columns, dependence, kinds, background=background)
+    stage = PersonStage(config, columns, dependence, kinds, background=background,
+                        keep_codes=keep)
     count_pass(runner, stage, merged, merge, measure, validate=validate,
                columns=read_columns(config, columns, dependence, measure))
     if merged.counted:
@@ -256,18 +313,24 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     refuse_empty(merged, config)
     for pv in merged.perturb.values():
         pv.check()
-    unique = _unique_ids(runner, config, merged.idents)
     idents, n = merged.idents, merged.n
-    raw = (idents[0] if getattr(runner, "whole", False) and len(idents) == 1
-           and idents[0].size == n else None)  # one batch: its identities, in input order
+    raw = (idents[0] if keep and isinstance(idents, list) and len(idents) == 1
+           and idents[0].size == n else None)  # every record's, in input order
+    # the id check sorts the identities it is given: a copy when they are kept
+    unique = _unique_ids(runner, config, [raw.copy()] if raw is not None else idents)
     idents.clear()
+    record_codes = None
+    if keep and sum(c.size for c in kept_codes) == n:
+        record_codes = kept_codes[0] if len(kept_codes) == 1 else np.concatenate(kept_codes)
+    kept_codes.clear()
     codes, counts = merged.counter.result()
     ranges = {c: (lo, hi, runner.is_integer(c)) for c, (lo, hi) in merged.ranges().items()}
     return CellCount(cell_table(codes, counts, config), codes, n, columns,
                      id_col is not None and unique,
                      merged.weight_max if weight is not None else None,
                      {v: pv.value_counts() for v, pv in merged.perturb.items()}, ranges, dep,
-                     merged.derived, None if wsums is None else wsums.result(codes), raw)
+                     merged.derived, None if wsums is None else wsums.result(codes), raw,
+                     record_codes)
 
 
 #: a runner in batches spills the id check's identities from this many records on
@@ -307,12 +370,15 @@ def _identity_columns(config: ReleaseConfig, columns: list[str]) -> list[str] | 
 
 def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dplan: DrawPlan,
                 out_dir: Path, records_path: Path | None,
-                say: Callable[[str], None]) -> tuple[dict[str, Path], Any, Path | None]:
+                say: Callable[[str], None],
+                files: bool = True) -> tuple[dict[str, Path], Any, Path | None]:
     """The public files and the records file from the records the apply pass kept in memory
     (:attr:`Runner.whole`; ``box`` holds them and is emptied, so the public table is freed
     once written): the bytes the spilled buckets give, without the spill. The records file
     is sorted and written by a thread while the public file is (no shared data; numpy and
-    Parquet's encoder release the GIL; peak RSS about +75 MB at 5M)."""
+    Parquet's encoder release the GIL; peak RSS about +75 MB at 5M). ``files`` False: no
+    public file, the public records kept in memory when Parquet keeps their types
+    (:func:`~sdc.pipeline.kernels.write_public_files`' ``in_memory``)."""
     table, raw, rc, rel = box.pop()
     tables = [table]
     del table
@@ -327,7 +393,8 @@ def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dpla
             + (" (and the internal records file alongside)" if records is not None else ""))
         files, public_table = write_public_files(
             config, schema, [], out_dir,
-            lambda _, writer: write_table_in_order(tables.pop(), writer))
+            lambda _, writer: write_table_in_order(tables.pop(), writer),
+            in_memory=not files and parquet_keeps_types(schema))
     finally:
         if pool is not None:
             pool.shutdown(wait=True)  # the records file is complete (or failed) either way
@@ -339,7 +406,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                     progress: Callable[[str], None] | None = None,
                     records_path: Path | None = None, where: str = "",
                     keep: bool = False, intruder: bool = True,
-                    reports: bool = True) -> ReleaseOutcome:
+                    reports: bool = True, files: bool = True) -> ReleaseOutcome:
     """Release the person file of ``config`` with ``runner``: the public files into
     ``out_dir`` (``microdata.parquet`` / ``.csv`` per ``output.formats``), the internal
     ``records.parquet`` to ``records_path`` when given; ``keep``: the outcome also holds the
@@ -348,6 +415,9 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     intruder simulation in a thread; False when no report will take it (``release_frame``).
     ``reports`` False with ``keep``: the report aggregates are summed when first used
     (:class:`~sdc.pipeline.passes.DeferredReports`), not while the records are released.
+    ``files`` False (``release_frame`` without an output folder, a runner holding the whole
+    file): no public file is written when the outcome's ``public_table`` can hold the records
+    as the Parquet file would.
 
     Raises :class:`InputError` (every input problem with global rows), ``SmallBlockError``
     and ``DependenceError`` as the plan says."""
@@ -361,7 +431,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     whole = bool(getattr(runner, "whole", False))
     # one batch: the dependence check counts on a thread (its verdict before any file)
     count = count_cells(runner, config, value_columns=[c for c in numeric if c not in stats],
-                        background=whole)
+                        background=whole, keep=keeps_records(runner))
     plan = plan_cells(count, config)
     bits = bucket_bits(count.n_records)
     tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
@@ -376,10 +446,15 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                            **plan_design(plan, plan.cell_prb))
         schema = runner.public_schema()
         perturb = BatchPerturb.of(count, config)
-        stage = PersonStage(config, locate=CellLocator(count.cell_codes, config), dplan=dplan,
+        locate = CellLocator(count.cell_codes, config)
+        stage = PersonStage(config, locate=locate, dplan=dplan,
                             every=perturb is not None,  # perturb: draws for every record
                             seed=seed, cells=cells, schema=schema, salt=order_salt(cells),
-                            perturb=perturb)
+                            perturb=perturb,
+                            kept_cells=(None if count.record_codes is None
+                                        else locate(count.record_codes)),
+                            kept_raw=count.raw_identity)
+        count.record_codes = count.raw_identity = None
 
         say(f"record identities{where}" + ("" if count.identities_unique else " (pass 2 of 3)"))
         identity_of = _identities(runner, stage, count)
@@ -407,7 +482,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         refinement = None if defer else Refinement(runner, acc, stage, offsets)
         if whole:  # the public file first: its table's memory is free for the records file's
             files, public_table, records_file = _write_kept(box, config, schema, dplan,
-                                                            out_dir, records_path, say)
+                                                            out_dir, records_path, say, files)
         else:
             files, public_table, records_file = write_spilled(
                 target, config, schema, out_dir, records_path, dplan.cell_id, dplan.cell_prb,
@@ -448,9 +523,7 @@ def _identities(runner: Runner, stage: PersonStage,
                                    columns=_identity_columns(stage.config, count.columns))
 
     def identity_of(k: int) -> tuple:
-        raw = count.raw_identity  # kept only by a runner of one batch
-        if identities is None:
-            return (None, raw)
-        return (identities.of(k), raw)
+        # the raw identities: the stage's kept ones (kept_raw) or hashed per batch
+        return (None if identities is None else identities.of(k), None)
 
     return identity_of

@@ -40,18 +40,20 @@ def count(runner: Runner, config: ReleaseConfig) -> Counted:
 def release(runner: Runner, config: ReleaseConfig, seed: int, out_dir: Path, *,
             progress: Progress | None = None,
             records_path: Path | None = None, keep: bool = False,
-            intruder: bool = True, reports: bool = True) -> ReleaseOutcome:
+            intruder: bool = True, reports: bool = True, files: bool = True) -> ReleaseOutcome:
     """Count, plan and apply: the public files into ``out_dir``, the internal records file to
     ``records_path`` when given; spills go to the runner's ``scratch`` folder (None: the
     system's temporary folder). ``keep``: the outcome also holds the released records in
     input order (:class:`~sdc.pipeline.kernels.ReleasedRecords`); ``intruder`` False: no
     background intruder simulation for risk.json (nothing will build the reports);
     ``reports`` False (a person file kept in memory): the report aggregates summed only when
-    first used (``release_frame``: most callers never build the reports)."""
+    first used (``release_frame``: most callers never build the reports); ``files`` False
+    (``release_frame`` without an output folder): a person file's public records kept in the
+    outcome, not written when they need not be."""
     if config.input.household_id is not None:
         return stream_household_release(config, seed, out_dir, tmp_dir=runner.scratch,
                                         progress=progress, records_path=records_path,
                                         runner=runner, keep=keep)
     return release_persons(runner, config, seed, out_dir, tmp_dir=runner.scratch,
                            progress=progress, records_path=records_path, where=runner.where,
-                           keep=keep, intruder=intruder, reports=reports)
+                           keep=keep, intruder=intruder, reports=reports, files=files)

@@ -76,3 +76,21 @@ def test_the_public_records_hold_the_output_schema(census) -> None:
     bad.loc[bad.index[3], "sex"] = 7
     with pytest.raises(OutputSchemaError, match="sex"):
         validate_output(bad, cfg)
+
+
+def test_release_frame_without_a_folder_holds_the_file_it_would_have_written(census) -> None:
+    """Without ``out_dir`` no public file is written: ``public_table`` is the records the
+    Parquet file holds (types, nulls, order, ``record_id``), and the released frame the same
+    (issue 48: the throw-away Parquet file and its read back are gone)."""
+    cfg, res = census
+    frame = read_input(cfg)
+    rng = np.random.default_rng(4)  # the fixture's extra columns, again
+    frame["note"] = np.where(rng.random(len(frame)) < 0.1, None,
+                             rng.choice(["a", "bb", "ccc"], len(frame))).astype(object)
+    frame["score"] = np.where(rng.random(len(frame)) < 0.1, np.nan, rng.random(len(frame)))
+    mem = sdc.release_frame(frame, cfg, SEED)
+    assert mem.files == {}
+    written = pq.read_table(res.files["microdata.parquet"]).replace_schema_metadata()
+    assert mem.public_table.schema.equals(written.schema, check_metadata=True)
+    assert mem.public_table.equals(written)
+    assert mem.frame.equals(res.frame) and (mem.frame.dtypes == res.frame.dtypes).all()
