@@ -339,6 +339,18 @@ def _check_households(cfg: ReleaseConfig) -> None:
             "protect only (its household stage moves a household to a near composition: "
             "docs/HOUSEHOLDS.md); the two-stage release draws its destinations uniformly. "
             "Set risk.composition: protect, or remove risk.destinations (or set it to uniform)")
+    if cfg.risk.member_bands:
+        if cfg.risk.composition != "protect":
+            raise ValueError("risk.member_bands is for risk.composition: protect (the bands a "
+                             "moved member keeps); set risk.composition: protect or remove it")
+        for k, cuts in cfg.risk.member_bands.items():
+            kv = cfg.key_variables.get(k)
+            if kv is None or kv.level != "person":
+                raise ValueError(f"risk.member_bands: {k!r} must be a person-level key variable "
+                                 f"(person keys: {cfg.person_keys})")
+            if list(cuts) != sorted(set(cuts)):
+                raise ValueError(f"risk.member_bands.{k}: cut points must be increasing, got "
+                                 f"{list(cuts)}")
     if cfg.risk.large_groups is not None and cfg.risk.composition == "protect":
         raise ValueError(
             "risk.large_groups is for the two-stage release (risk.composition: measure): under "

@@ -184,6 +184,14 @@ class RiskSpec(StrictModel):
     household's composition (members per combination of the person keys), so the composition
     intruder is certified exactly (docs/HOUSEHOLDS.md, "Protecting household composition");
     ``measure`` (the default) only measures it."""
+    member_bands: dict[str, list[float]] | None = None
+    """Household files under ``composition: protect``: cut points of a person key's released
+    values that a moved member never crosses (``{age: [16, 25, 65]}``: a member of 50-64 may
+    take 25-49 but never 16-24 or 65+). The person classes are grouped by band like the
+    missingness groups (partition sets = household size x members per group), so a member's
+    non-key values (an old-age benefit, an employee income) stay with classes of its band
+    (docs/HOUSEHOLDS.md "Member bands", docs/METHOD.md 7.7). Unset: members take any class
+    of their missingness group."""
     large_groups: int | None = Field(default=None, ge=0, le=12)
     """Grouped files (employees in enterprises), two-stage release: groups of more than this
     many members are outside the composition intruder's threat model (nobody outside an

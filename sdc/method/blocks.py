@@ -277,7 +277,7 @@ def _merge_small(blocks: list[Block], ps_codes: np.ndarray, merge_along: list[in
                "no theta in (0, 1] certifying them against an intruder who knows the "
                "mechanism")
         listed = "; ".join(f"{describe(b)}: k={b.k}" for b in left[:20])
-        raise SmallBlockError(
+        err = SmallBlockError(
             f"{len(left)} post-randomization block(s) still have {why} after merging along "
             f"every allowed partition variable: {listed}. Partition more coarsely (or add "
             "variables to risk.merge_along)"
@@ -285,6 +285,8 @@ def _merge_small(blocks: list[Block], ps_codes: np.ndarray, merge_along: list[in
                if policy == "merge" and any(tests.cert.calibrate(b, tests.xi) is not None
                                             for b in left) else "")
         )
+        err.partition_sets = sorted({m for b in left for m in b.members})  # type: ignore[attr-defined]
+        raise err
     return blocks, merges
 
 

@@ -319,7 +319,7 @@ def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     )
     from sdc.method.household_missing import constrain
 
-    table = constrain(table_of_counts(agg.classes), agg.missing, config)
+    table = constrain(table_of_counts(agg.classes), agg.missing, config, agg.key_codes)
     planned = plan_composition_stage(agg.key_codes, table, config, agg.weight)
     cs = composition_stage(agg.identity, agg.key_codes, table, config, seed, agg.weight,
                            planned=planned)

@@ -82,6 +82,12 @@ class CompositionTable:
     group: np.ndarray | None = None
     #: the relations behind the groups (``py010n missing <=> age in {0-15}``)
     relations: tuple[str, ...] = ()
+    #: (P,) the ``risk.member_bands`` band of every person class
+    #: (:func:`sdc.method.household_missing.member_bands`), None without
+    band: np.ndarray | None = None
+    #: (C,) bool: compositions whose partition set ignores the bands (their banded set had
+    #: one sensitive cell, too few for a PRB: :func:`sdc.method.household_missing.constrain`)
+    unbanded: np.ndarray | None = None
 
     def constraint_note(self) -> str:
         """What a refusal says when the missingness groups constrain the stage, else ""."""
@@ -110,14 +116,40 @@ class CompositionTable:
         onehot[np.arange(g.size), g.reshape(-1)] = 1
         return self.counts @ onehot
 
+    def band_counts(self) -> np.ndarray:
+        """(C, B) members per (missingness group, member band) of every composition (B = 0
+        without ``risk.member_bands``); -1 in the rows of the :attr:`unbanded` compositions."""
+        if self.band is None:
+            return np.zeros((self.size.size, 0), np.int64)
+        grp = (np.zeros(self.band.size, np.int64) if self.group is None
+               else np.asarray(self.group, np.int64))
+        _, g = np.unique(grp * (int(self.band.max(initial=0)) + 1) + self.band,
+                         return_inverse=True)
+        onehot = np.zeros((g.size, int(g.max()) + 1 if g.size else 0), np.int64)
+        onehot[np.arange(g.size), g.reshape(-1)] = 1
+        out = self.counts @ onehot
+        if self.unbanded is not None:
+            out[np.asarray(self.unbanded, bool)] = -1
+        return out
+
+    def banded_households(self) -> np.ndarray | None:
+        """(H,) bool: the households whose members keep their band (None without bands)."""
+        if self.band is None:
+            return None
+        if self.unbanded is None:
+            return np.ones(self.household.size, bool)
+        return ~np.asarray(self.unbanded, bool)[self.household]
+
     def partition_set(self) -> np.ndarray:
         """(C,) the composition stage's partition set of every composition: its household
-        size, and with missingness groups its members per group (the set's number: the
-        size when there are no groups, so the released bytes do not change)."""
+        size, and with missingness groups its members per group, with ``risk.member_bands``
+        its members per group and band (the set's number: the size when there are no groups,
+        so the released bytes do not change)."""
         gc = self.group_counts()
-        if gc.shape[1] <= 1:
+        bc = self.band_counts()
+        if gc.shape[1] <= 1 and bc.shape[1] == 0:
             return self.size.astype(np.int64)
-        _, inv = np.unique(np.column_stack([self.size, gc]), axis=0, return_inverse=True)
+        _, inv = np.unique(np.column_stack([self.size, gc, bc]), axis=0, return_inverse=True)
         return inv.reshape(-1).astype(np.int64)
 
     def set_names(self) -> dict[int, str]:
@@ -131,6 +163,9 @@ class CompositionTable:
             name = f"size {int(self.size[c])}"
             if gc.shape[1] > 1:
                 name += ", groups " + "+".join(str(int(x)) for x in gc[c])
+            bc = self.band_counts()
+            if bc.shape[1] and bc[c, 0] >= 0:
+                name += ", bands " + "+".join(str(int(x)) for x in bc[c])
             out[int(s)] = name
         return out
 
@@ -203,7 +238,8 @@ def composition_config(hcfg: ReleaseConfig, table: CompositionTable,
 
 def realize_compositions(household: np.ndarray, person_class: np.ndarray,
                          identity: np.ndarray, counts_before: np.ndarray,
-                         counts_after: np.ndarray, group: np.ndarray | None = None
+                         counts_after: np.ndarray, group: np.ndarray | None = None,
+                         band: np.ndarray | None = None, banded: np.ndarray | None = None
                          ) -> np.ndarray:
     """Released class of every person, given its household's composition before and after
     (``counts_before`` / ``counts_after``: (H, P) members per class).
@@ -213,8 +249,11 @@ def realize_compositions(household: np.ndarray, person_class: np.ndarray,
     n'_c - min(n_c, n'_c) (in group, then class order). ``group`` (P,): the classes'
     missingness groups (:mod:`sdc.method.household_missing`); the stage keeps every
     household's members per group, so a moved member takes a class of its own group. A
-    household whose composition did not change keeps every class. Whole arrays: one lexsort
-    of the persons, one repeat of the missing classes."""
+    household whose composition did not change keeps every class. ``band`` (P,) and
+    ``banded`` (H,) bool (``risk.member_bands``, :meth:`CompositionTable.banded_households`):
+    in a banded household the movers and the missing classes are ordered by group, band, then
+    class, so a mover takes a class of its own band (the stage keeps the members per band).
+    Whole arrays: one lexsort of the persons, one repeat of the missing classes."""
     hh = np.asarray(household, dtype=np.int64)
     cls = np.asarray(person_class, dtype=np.int64)
     ident = np.asarray(identity, dtype=np.uint64)
@@ -237,14 +276,25 @@ def realize_compositions(household: np.ndarray, person_class: np.ndarray,
     occ = np.arange(order.size) - np.repeat(grp_start, np.diff(np.r_[grp_start, order.size]))
     keep = occ < after[h_o, c_o]
     movers = order[~keep]  # ordered by household, class, identity
+    bnd = np.zeros(n_cls, np.int64) if band is None else np.asarray(band, np.int64)
+    in_band = (np.zeros(before.shape[0], bool) if band is None else
+               np.ones(before.shape[0], bool) if banded is None else np.asarray(banded, bool))
+
+    def band_key(h: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return np.where(in_band[h], bnd[c], 0)
+
+    movers = movers[np.argsort(band_key(hh[movers], cls[movers]), kind="stable")]
     movers = movers[np.argsort(grp[cls[movers]], kind="stable")]
-    movers = movers[np.argsort(hh[movers], kind="stable")]  # household, group, class, id
+    movers = movers[np.argsort(hh[movers], kind="stable")]  # household, group, band, class, id
     deficit = np.maximum(after[changed_h] - before[changed_h], 0)  # (m, P)
     by_group = np.lexsort((np.arange(n_cls), grp))  # the classes in group, class order
     deficit = deficit[:, by_group]
     h_rep = np.repeat(changed_h, deficit.sum(axis=1))
     c_rep = np.repeat(np.tile(by_group.astype(np.int64), changed_h.size),
                       deficit.reshape(-1))
+    if band is not None:  # household, group, band, class
+        o = np.lexsort((c_rep, band_key(h_rep, c_rep), grp[c_rep], h_rep))
+        h_rep, c_rep = h_rep[o], c_rep[o]
     # both lists are ordered by household (and group); equal lengths per household (sizes
     # are kept) and per group (members per group are kept)
     if not np.array_equal(hh[movers], h_rep):
@@ -252,6 +302,10 @@ def realize_compositions(household: np.ndarray, person_class: np.ndarray,
     if group is not None and not np.array_equal(grp[cls[movers]], grp[c_rep]):
         raise AssertionError("released compositions must keep every household's members "
                              "per missingness group")
+    if band is not None and not np.array_equal(band_key(hh[movers], cls[movers]),
+                                               band_key(h_rep, c_rep)):
+        raise AssertionError("released compositions must keep every banded household's "
+                             "members per band (risk.member_bands)")
     out[movers] = c_rep
     return out
 
@@ -368,7 +422,8 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
     limit = 2 if config.risk.small_blocks == "calibrate" else part.kmin
     singular_sets = [int(x) for x in np.flatnonzero((sens > 0) & (sens < limit))]
     plan, cell = None, np.zeros(0, np.int64)
-    for attempt in range(2):
+    attempts = 2 + int(sens.size)
+    for attempt in range(attempts):
         is_singular = np.isin(cset[table.household], singular_sets)
         rows = np.flatnonzero(~is_singular)
         if rows.size == 0:
@@ -380,10 +435,22 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
                 from sdc.method.household_weights import household_weight_totals
 
                 x_h = household_weight_totals(np.asarray(weight)[rows], cell, cells.n_cells)
-            plan = plan_release(partition_cells(cells, ccfg), ccfg, x_h)
+            pc = partition_cells(cells, ccfg)
+            plan = plan_release(pc, ccfg, x_h)
             break
         except SmallBlockError as e:
-            if attempt == 1 or part.kmin <= limit:
+            failed = getattr(e, "partition_sets", None)
+            if failed and part.kmin > limit:
+                # the sets of the blocks no theta certifies (a PRB of 2 cells of one
+                # household each) become singular, and only they (issue 44: before, every
+                # set with fewer than kmin sensitive cells did, and all their households
+                # drew their household keys)
+                bad = np.isin(np.asarray(pc.cell_partition_set, np.int64), failed)
+                new = set(int(x) for x in cset[cells.key_codes[bad, -1]]) - set(singular_sets)
+                if new:
+                    singular_sets = sorted(set(singular_sets) | new)
+                    continue
+            if attempt >= 1 or part.kmin <= limit:
                 if table.group is not None:
                     raise SmallBlockError(str(e) + table.constraint_note()) from None
                 raise

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["ClassPatterns", "MissingGroups", "class_groups", "constrain", "frame_groups",
+           "member_bands",
            "foreign_patterns", "missing_groups", "mixed_person_prbs", "person_classes_of",
            "missing_patterns", "pattern_columns"]
 
@@ -229,16 +230,81 @@ def frame_groups(frame: pd.DataFrame, person_class: np.ndarray, n_classes: int,
     return missing_groups(cls, pat, n, n_classes, list(cp.columns or []))
 
 
-def constrain(table: Any, groups: MissingGroups | None, config: Any) -> Any:
+def member_bands(n_classes: int, config: Any) -> tuple[np.ndarray, list[str]] | None:
+    """``risk.member_bands`` (docs/HOUSEHOLDS.md "Member bands"): (P,) int64 the band of every
+    person class (mixed radix over the keys with cut points: the classes a moved member may
+    take are those of its own band) and one line per key naming its bands; None when unset.
+    A key's band is counted on its released values (the recoded bands' lower bounds: age
+    -1/16/25/50/65 with cuts [16, 25, 65] gives -1 | 16 | 25, 50 | 65). Raises
+    :class:`~sdc.errors.InputError` for a key without numeric released values."""
+    from sdc.errors import InputError
+    from sdc.method.household_composition import class_codes
+
+    spec = getattr(config.risk, "member_bands", None)
+    if not spec:
+        return None
+    pk = list(config.person_keys)
+    codes = class_codes(np.arange(n_classes, dtype=np.int64), config)
+    band = np.zeros(n_classes, np.int64)
+    lines = []
+    for k, cuts in spec.items():
+        cats = config.key_variables[k].categories
+        try:
+            values = np.asarray([float(c) for c in cats], np.float64)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"risk.member_bands: {k!r} needs numeric released values (a range key recoded "
+                f"into bands: `recode: {{bands: [...]}}`); its values are {cats}") from None
+        cut = np.asarray(sorted(float(c) for c in cuts), np.float64)
+        b = np.searchsorted(cut, values, side="right")  # band of every released value
+        band = band * (cut.size + 1) + b[codes[:, pk.index(k)]]
+        names = [", ".join(f"{v:g}" for v in values[b == i]) for i in np.unique(b)]
+        lines.append(f"{k} kept within " + " | ".join(names) + " (risk.member_bands)")
+    return band, lines
+
+
+def constrain(table: Any, groups: MissingGroups | None, config: Any,
+              hk_codes: np.ndarray | None = None) -> Any:
     """The composition table ``table`` with the missingness groups as its constraint
     (``group``, and ``relations``: :meth:`MissingGroups.describe`) when they split the
-    present classes; else ``table`` as it is (one group: the release does not change)."""
+    present classes, and ``risk.member_bands`` (:func:`member_bands`: ``band``, the partition
+    sets split by members per band); else ``table`` as it is (one group: the release does not
+    change).
+
+    With bands and ``hk_codes`` (H, p) (the households' household-key codes): a banded set
+    with exactly one sensitive (HK, composition) cell (t < 1/xi) cannot hold a PRB, and its
+    households would all draw their household keys (every member changes); such sets are
+    joined per household size and missingness groups (``unbanded``: their members may cross
+    a band, the fewest that must), which a PRB can then hold. A function of the source only,
+    so ``sdc audit`` re-derives it."""
     import dataclasses
 
-    if groups is None or not groups.constrains:
+    n_cls = int(np.asarray(table.counts).shape[1])
+    bands = member_bands(n_cls, config)
+    split = groups is not None and groups.constrains
+    if bands is None and not split:
         return table
-    return dataclasses.replace(table, group=np.asarray(groups.group, np.int64),
-                               relations=tuple(groups.describe(config)))
+    out = table
+    if split:
+        out = dataclasses.replace(out, group=np.asarray(groups.group, np.int64),
+                                  relations=tuple(groups.describe(config)))
+    if bands is None:
+        return out
+    out = dataclasses.replace(out, band=np.asarray(bands[0], np.int64),
+                              relations=tuple(out.relations) + tuple(bands[1]))
+    if hk_codes is None:
+        return out
+    hk = np.asarray(hk_codes, np.int64).reshape(out.household.size, -1)
+    rows, inv, t = np.unique(np.column_stack([hk, out.household]), axis=0,
+                             return_inverse=True, return_counts=True)
+    sensitive = t * float(config.risk.xi) < 1.0
+    cset = out.partition_set()
+    cell_set = cset[rows[:, -1]]
+    sens = np.bincount(cell_set[sensitive], minlength=int(cset.max(initial=0)) + 1)
+    lone = np.flatnonzero(sens == 1)
+    if lone.size:
+        out = dataclasses.replace(out, unbanded=np.isin(cset, lone))
+    return out
 
 
 def person_classes_of(codes: np.ndarray, config: Any) -> np.ndarray:

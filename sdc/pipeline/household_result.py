@@ -70,7 +70,8 @@ def realized_compositions(config: ReleaseConfig, k: Any, parts: list) -> dict[st
     # identical records gives the same public rows)
     tie = np.empty(rows.size, dtype=np.int64)
     tie[np.lexsort((rows, ident, hrow))] = np.arange(rows.size)
-    new = realize_compositions(hrow, cls, tie.astype(np.uint64), before, after, tab.group)
+    new = realize_compositions(hrow, cls, tie.astype(np.uint64), before, after, tab.group,
+                               tab.band, tab.banded_households())
     codes = released_person_codes(cell, hrow, np.zeros(0, np.uint64), k.cells, k.ps, k.hs,
                                   config, 0, rows, (rows, new))
     return {"rows": rows, "classes": new, "codes": codes}
