@@ -12,16 +12,16 @@ models neither, so a household config is searched here:
   HK x composition, :mod:`sdc.method.household_composition`), the person keys recoded for
   households (:mod:`sdc.authoring.household_options`: 2 to 4 quantile bands and the standard
   age bands of a numeric key, a categorical key as declared or with its rare categories
-  grouped), with near compositions (``destinations: near``) and ``theta: calibrated``,
-  at most
-  :data:`~sdc.method.household_composition.MAX_CLASSES` person classes. Each is planned
+  grouped), with near compositions (``destinations: near``) and ``theta: calibrated``, at
+  most :data:`~sdc.method.household_composition.MAX_CLASSES` person classes, and with members
+  kept in bands (``risk.member_bands``, :mod:`sdc.authoring.member_bands`). Each is planned
   (:func:`~sdc.method.household_composition.composition_plan`: rare household cells go through
   PRBs of their size, merged along the household keys, or the certified singular draw), drawn
   once (records and households changed) and measured (the composition intruder certified, the
   person-level intruder by Monte Carlo); only candidates with both <= xi are certified.
-- **recommended**: among the certified candidates changing at most :data:`TARGET` of the
-  records, the one with the most age (banded person key) classes, then the fewest records
-  changed; when none changes so few, the one changing the fewest records, the release
+- **recommended** (:mod:`sdc.authoring.household_recommend`): among the certified candidates
+  changing at most :data:`TARGET` of the records, the most age classes, then a class shift
+  within 3 SE, then the fewest records changed; else the fewest records changed, the release
   **without the group id** among them (a person file: the household id dropped, every key a
   person key; large groups such as enterprises, where every group's composition is unique).
 """
@@ -53,6 +53,8 @@ from sdc.authoring.household_options import (
     reassembly_note,
     without_group_id,
 )
+from sdc.authoring.household_recommend import TARGET, _preference, recommend
+from sdc.authoring.member_bands import band_variants, class_shift
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.designs import design_of
@@ -70,11 +72,6 @@ NEAR = {"neighbours": 4, "kernel": "matching"}
 floor, the matching kernel: least-cost matchings in records changed, and a destination that
 takes a fragile class away): a moved household takes a composition one or two members away in
 its own household keys (docs/HOUSEHOLDS.md "Near compositions")."""
-
-TARGET = 0.15
-"""Recommended: the certified candidate with the most classes of its banded person keys (age)
-among those changing at most this share of the records, then the fewest records changed;
-when none changes so few, the one changing the fewest."""
 
 
 @dataclass
@@ -105,6 +102,10 @@ class HouseholdCandidate:
     levels: Any = None
     #: the two-stage release under the threat model of large groups: its threshold
     large_groups: int | None = None
+    #: the largest move of a numeric person column's mean in a class of a banded person
+    #: key, in SE, in the one draw, and where (:func:`sdc.authoring.member_bands.class_shift`)
+    class_shift: float = float("nan")
+    class_shift_at: str = ""
 
     @property
     def share_changed(self) -> float:
@@ -159,9 +160,9 @@ def _plan(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
     code, first = household_codes(f, cfg)
     pc, n_cls = person_classes(f, cfg)
     groups = frame_groups(f, pc, n_cls, cfg)  # missingness groups: a structural constraint
-    tab = constrain(composition_table(code, pc, first.size, n_cls), groups, cfg)
     hk = np.column_stack([encode_key(f[k].iloc[first], k, cfg.key_variables[k])
                           for k in cfg.household_keys])
+    tab = constrain(composition_table(code, pc, first.size, n_cls), groups, cfg, hk)
     x_h = None  # risk.weighted: the composition stage balanced on the members' summed weights
     if design_of(cfg).needs_weights:
         from sdc.method.household_weights import household_weights_of
@@ -176,7 +177,8 @@ def _plan(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
 
     new = realize_compositions(code, pc, record_identity(f, person_config(cfg)),
                                tab.counts[tab.household], tab.counts[st.released_composition],
-                               tab.group)
+                               tab.group, tab.band, tab.banded_households())
+    cand.class_shift, cand.class_shift_at = class_shift(f, cfg, code, pc, new)
     hk_moved = (st.released_codes[:, :-1] != hk).any(axis=1)[code]
     cand.changed = int((hk_moved | (new != pc)).sum())
     cand.households_changed = int(st.changed.sum())
@@ -300,8 +302,12 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
             continue
         recoding = {k: {"name": name, "recode": rule, "released_values": n}
                     for k, (name, rule, n) in zip(names, combo, strict=True) if rule is not None}
-        for near in (True, False):  # near compositions, and NZY's uniform destinations
+        for near, bands in [(True, None), (False, None),
+                            *((True, b) for b in band_variants(recoding))]:
+            # near compositions, NZY's uniform destinations, members kept in bands
             data = _protect_data(base, recoding, near)
+            if bands:
+                data["risk"]["member_bands"] = bands
             if (sig := repr(data)) in seen:  # an option equal to the config's own recoding
                 continue
             seen.add(sig)
@@ -318,7 +324,7 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
         # large groups (risk.large_groups; members sampled: coarser group keys too)
         cands.extend(lgs.large_groups_candidates(frame, config, base, base_dir,
                                              HouseholdCandidate, _released_in_memory))
-    _certify_preferred(cands)
+    _certify_preferred(cands, lambda c: _verify_banded(frame, c, base_dir))
     for c in cands:
         if c.status == "planned":
             c.status = "not evaluated"
@@ -328,24 +334,42 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
     return current, cands
 
 
-def _certify_preferred(cands: list[HouseholdCandidate]) -> None:
+def _certify_preferred(cands: list[HouseholdCandidate], verify: Any = None) -> None:
     """Certify the planned candidates in the order :func:`recommend` prefers them, until
-    one is certified: first those changing at most :data:`TARGET` of the records (most
-    classes of the banded person keys, then fewest records), then all by records changed
-    (the release without the group id among them)."""
+    one is certified: first those changing at most :data:`TARGET` of the records (class
+    shift, most classes of the banded person keys, then fewest records), then all by records
+    changed (the release without the group id among them). ``verify(c)`` after a candidate
+    is certified (:func:`_verify_banded`)."""
+    def done(c: HouseholdCandidate) -> bool:
+        _certify(c)
+        if c.status == "certified" and verify is not None:
+            verify(c)
+        return c.status == "certified"
+
     within = sorted((c for c in cands if c.status == "planned"
-                     and c.share_changed <= TARGET),
-                    key=lambda c: (-_numeric_classes(c), c.share_changed))
-    for c in within:
-        _certify(c)
-        if c.status == "certified":
-            return
+                     and c.share_changed <= TARGET), key=_preference)
+    if any(done(c) for c in within):
+        return
     for c in sorted(cands, key=lambda c: c.share_changed):
-        if c.status == "certified":
+        if c.status == "certified" or done(c):
             return
-        _certify(c)
-        if c.status == "certified":
-            return
+
+
+def _verify_banded(frame: pd.DataFrame, c: HouseholdCandidate, base_dir: Path) -> None:
+    """A certified candidate with ``risk.member_bands`` released once in memory, as ``sdc
+    release`` judges it: its smaller composition PRBs can let a released household column
+    tell compositions apart (eusilc's eqSS counts members aged 14 and over), which the
+    release's dependence check refuses; the candidate is then refused with that reason."""
+    from sdc.config.load import parse_config
+    from sdc.io.recode import recode_frame
+
+    if not (c.data.get("risk") or {}).get("member_bands"):
+        return
+    try:
+        cfg = parse_config(copy.deepcopy(c.data), base_dir, source="household design")
+        _released_in_memory(recode_frame(frame, cfg), cfg)
+    except (InputError, SmallBlockError, ValueError) as e:
+        c.status, c.note = "refused", "released in memory: " + str(e).splitlines()[0][:200]
 
 
 def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str, Any],
@@ -474,7 +498,8 @@ class HouseholdDesign:
                 "certificate": c.certificate, "composition": c.composition, "note": c.note,
                 "risk": {k: v for k, v in (c.data.get("risk") or {}).items()},
                 "without_group_id": c.without_group_id, "large_groups": c.large_groups,
-                "dropped": list(c.dropped)}
+                "dropped": list(c.dropped), "class_shift": c.class_shift,
+                "class_shift_at": c.class_shift_at}
 
     def document(self) -> dict[str, Any]:
         cert = [i for i, c in enumerate(self.candidates) if c.status == "certified"]
@@ -572,27 +597,3 @@ def run_household_design(path: Path, config: ReleaseConfig,
     current, cands = evaluate_household_designs(frame, config, base, path.resolve().parent)
     rec = recommend(cands)
     return HouseholdDesign(path.resolve(), config, base, current, cands, _Result(rec))
-
-
-def recommend(cands: list[HouseholdCandidate]) -> int | None:
-    """Index of the recommended candidate (:data:`TARGET`), None when none is certified."""
-    cert = [i for i, c in enumerate(cands) if c.status == "certified"]
-    if any(cands[i].large_groups is not None for i in cert):
-        # a grouped file: the cheaper certified release, the threat model of large groups or
-        # the release without the group id (docs/HOUSEHOLDS.md "Large groups")
-        return min(cert, key=lambda i: cands[i].share_changed)
-    groups = [i for i in cert if not cands[i].without_group_id]
-    within = [i for i in groups if cands[i].share_changed <= TARGET]
-    if within:
-        return max(within, key=lambda i: (_numeric_classes(cands[i]), -cands[i].share_changed))
-    # no household design changes so few: the fewest records, the group id given up when
-    # that costs less (large groups: enterprises)
-    return min(cert, key=lambda i: cands[i].share_changed) if cert else None
-
-
-def _numeric_classes(c: HouseholdCandidate) -> int:
-    """Released classes of the banded person keys (age classes): what the recommendation
-    keeps first."""
-    return sum(int(r["released_values"]) for r in c.recoding.values()
-               if "bands" in (r.get("recode") or {}))
-

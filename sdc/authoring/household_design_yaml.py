@@ -100,6 +100,12 @@ def design_head(c: Any) -> tuple[str, str, str]:
            "household release): " + ", ".join(
                f"{e['size']} ({e['households']})" for e in comp.get("exposed_sizes") or [])
            if comp.get("exposed_sizes") else "") + ".")
+    bands = (c.data.get("risk") or {}).get("member_bands")
+    kept = ("; a moved member keeps its band of " + "; ".join(
+        f"{k} (cut at {', '.join(f'{x:g}' for x in v)})" for k, v in bands.items())
+        + " (risk.member_bands)" if bands else "")
+    shift = (f"; person columns' means by class moved at most {c.class_shift:.1f} SE in one "
+             f"draw ({c.class_shift_at})" if getattr(c, "class_shift_at", "") else "")
     return ("risk.composition: protect", certs,
             "person keys recoded for households (" + "; ".join(changed) + "); the household "
-            "stage post-randomizes rare compositions (docs/HOUSEHOLDS.md).")
+            "stage post-randomizes rare compositions (docs/HOUSEHOLDS.md)" + kept + shift + ".")

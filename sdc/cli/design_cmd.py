@@ -137,6 +137,11 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
     for p in doc["frontier"][:limit]:
         recoding = "; ".join(f"{k}: {v['name'] if 'as_household_column' in v['recode'] else v['recode']}"
                              for k, v in p["recoding"].items()) or "none"
+        if (p.get("risk") or {}).get("member_bands"):
+            recoding += "; members keep bands " + "; ".join(
+                f"{k} cut at {v}" for k, v in p["risk"]["member_bands"].items())
+        if p.get("class_shift") == p.get("class_shift") and p.get("class_shift_at"):
+            recoding += f" (means by class moved <= {p['class_shift']:.1f} SE)"
         if p.get("without_group_id"):
             recoding = "without the group id: a person file (no household reassembled)"
         comp = f"{p['certificate']:.4f}"

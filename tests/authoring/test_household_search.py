@@ -18,12 +18,12 @@ import sdc
 from sdc.authoring.household_design import (
     MAX_EXACT_SIZE,
     TARGET,
-    _numeric_classes,
     _without_group_id,
     evaluate_household_designs,
     recommend,
 )
 from sdc.authoring.household_options import AS_COLUMN, household_key_options
+from sdc.authoring.household_recommend import _numeric_classes
 
 TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sdcmicro" / "testdata.csv"
 
