@@ -53,7 +53,7 @@ from sdc.authoring.household_options import (
     reassembly_note,
     without_group_id,
 )
-from sdc.authoring.household_recommend import TARGET, _preference, recommend
+from sdc.authoring.household_recommend import TARGET, preference, recommend
 from sdc.authoring.member_bands import band_variants, class_shift
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
@@ -347,7 +347,7 @@ def _certify_preferred(cands: list[HouseholdCandidate], verify: Any = None) -> N
         return c.status == "certified"
 
     within = sorted((c for c in cands if c.status == "planned"
-                     and c.share_changed <= TARGET), key=_preference)
+                     and c.share_changed <= TARGET), key=preference)
     if any(done(c) for c in within):
         return
     for c in sorted(cands, key=lambda c: c.share_changed):

@@ -7,7 +7,7 @@ from typing import Any
 
 from sdc.authoring.member_bands import SHIFT_OK
 
-__all__ = ["TARGET", "recommend"]
+__all__ = ["TARGET", "preference", "recommend"]
 
 TARGET = 0.15
 """Recommended: among the certified candidates changing at most this share of the records,
@@ -27,13 +27,13 @@ def recommend(cands: list[Any]) -> int | None:
     groups = [i for i in cert if not cands[i].without_group_id]
     within = [i for i in groups if cands[i].share_changed <= TARGET]
     if within:
-        return min(within, key=lambda i: _preference(cands[i]))
+        return min(within, key=lambda i: preference(cands[i]))
     # no household design changes so few: the fewest records, the group id given up when
     # that costs less (large groups: enterprises)
     return min(cert, key=lambda i: cands[i].share_changed) if cert else None
 
 
-def _preference(c: Any) -> tuple[int, bool, float]:
+def preference(c: Any) -> tuple[int, bool, float]:
     """Order of preference among candidates within :data:`TARGET`: the most classes of the
     banded person keys (age), then a class shift of the person columns within
     :data:`~sdc.authoring.member_bands.SHIFT_OK` standard errors (incomes by age class as in
