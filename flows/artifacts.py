@@ -5,22 +5,45 @@ the state name of a run that staged its release for review. Aggregates only."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from prefect import get_run_logger
-from prefect.artifacts import (
-    create_link_artifact,
-    create_markdown_artifact,
-    create_table_artifact,
-)
+from prefect.artifacts import Artifact, LinkArtifact, MarkdownArtifact, TableArtifact
 
 from flows.summary import artifact_key, blocks_table, summary_markdown
 from sdc.config.model import ReleaseConfig
 
-__all__ = ["AWAITING_REVIEW", "current_run_id", "job_name", "name_run", "publish_artifacts",
-           "run_name"]
+__all__ = ["AWAITING_REVIEW", "current_run_id", "job_name", "job_tag_on_the_run_only", "name_run",
+           "publish_artifacts", "run_name"]
+
+def _create(artifact: Artifact) -> None:
+    """``artifact.create()`` (what ``create_*_artifact`` call) through the flow run's own
+    client: Prefect's synchronous ``create`` opens a new client for every artifact (an SSL
+    context loaded from certifi and a connection, ~30 ms each); the request is the same
+    (:class:`ArtifactCreate` of the artifact's type, key, description, formatted data and the
+    run's id). Outside a flow run, as ``create`` does it."""
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.actions import ArtifactCreate
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    client = None if ctx is None or ctx.flow_run is None else ctx.client
+    if not isinstance(client, SyncPrefectClient):  # an async flow's client, or none
+        artifact.create(_sync=True)  # type: ignore[call-arg]
+        return
+    from prefect.utilities.context import get_task_and_flow_run_ids
+
+    task_run_id, flow_run_id = get_task_and_flow_run_ids()
+    client.create_artifact(artifact=ArtifactCreate(
+        type=artifact.type, key=artifact.key, description=artifact.description,
+        task_run_id=artifact.task_run_id or task_run_id,
+        flow_run_id=artifact.flow_run_id or flow_run_id,
+        data=artifact.format(_sync=True)))  # type: ignore[call-arg]
+
 
 def publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
     name = summary["name"]
@@ -30,27 +53,28 @@ def publish_artifacts(summary: dict[str, Any], blocks: pd.DataFrame) -> None:
         review = json.loads((staged / "internal" / "review.json").read_text(encoding="utf-8"))
         report = staged / "internal" / "report.html"
         who = ", ".join(rev["approvers"]) or "any named reviewer"
-        create_markdown_artifact(
-            f"# Release `{name}` awaits review\n\nStaged (owner-only) in `{staged}`; publishes "
-            f"to `{rev['release_dir']}` when approved by {who}.\n\n"
+        _create(MarkdownArtifact(
+            markdown=f"# Release `{name}` awaits review\n\nStaged (owner-only) in `{staged}`; "
+            f"publishes to `{rev['release_dir']}` when approved by {who}.\n\n"
             f"- report: `{report}`\n- manifest SHA-256 of every file: "
             f"`{review['manifest_sha256']}`\n\nApprove: `sdc approve {staged} --as NAME "
             f"[--comment TEXT]`; reject: `sdc reject {staged} --as NAME`.\n",
             key=artifact_key("release-review", name),
-            description=f"Release {name}: review and approval")
+            description=f"Release {name}: review and approval"))
         if report.is_file():
-            create_link_artifact(report.resolve().as_uri(), link_text=str(report),
+            _create(LinkArtifact(link=report.resolve().as_uri(), link_text=str(report),
                                  key=artifact_key("release-report", name),
-                                 description=f"Risk and utility report of {name} (internal)")
-    create_markdown_artifact(summary_markdown(summary), key=artifact_key("release-summary", name),
-                             description=f"Release {name}: certificate vs xi")
-    create_table_artifact(blocks_table(blocks), key=artifact_key("release-prbs", name),
-                          description=f"Post-randomization blocks of {name} (no record data)")
+                                 description=f"Risk and utility report of {name} (internal)"))
+    _create(MarkdownArtifact(markdown=summary_markdown(summary),
+                             key=artifact_key("release-summary", name),
+                             description=f"Release {name}: certificate vs xi"))
+    _create(TableArtifact(table=blocks_table(blocks), key=artifact_key("release-prbs", name),
+                          description=f"Post-randomization blocks of {name} (no record data)"))
     if summary["release_dir"]:
         url = Path(summary["release_dir"]).resolve().as_uri()
-        create_link_artifact(url, link_text=summary["release_dir"],
+        _create(LinkArtifact(link=url, link_text=summary["release_dir"],
                              key=artifact_key("release-folder", name),
-                             description=f"Release folder of {name}")
+                             description=f"Release folder of {name}"))
 
 
 def run_name() -> str:
@@ -104,3 +128,21 @@ def name_run(config: ReleaseConfig, config_path: Path) -> None:
         ctx.flow_run.name = name
     except Exception as e:  # a name is no reason to fail a release
         get_run_logger().warning("could not name the flow run: %s", e)
+
+
+@contextmanager
+def job_tag_on_the_run_only() -> Iterator[None]:
+    """The job's tag ``release:<name>``, which ``sdc release`` gives the flow run (the run
+    list says which job each run is), is not passed on to the task runs: Prefect makes a
+    tagged task run take and release a concurrency slot of each of its tags through the API
+    before it starts (a request each way per task, and the async client they need, all of it
+    waited for); no limit is set on these tags. Other tags pass on as before."""
+    from prefect.context import TagsContext
+
+    current = set(TagsContext.get().current_tags)
+    keep = {t for t in current if not t.startswith("release:")}
+    if keep == current:
+        yield
+        return
+    with TagsContext(current_tags=keep):
+        yield

@@ -40,6 +40,7 @@ import sdc
 from flows.artifacts import (
     AWAITING_REVIEW,
     current_run_id,
+    job_tag_on_the_run_only,
     name_run,
     publish_artifacts,
     run_name,
@@ -164,17 +165,31 @@ def prefetch_job(checked: Preflight | str | Path, read_input: bool = True) -> Pr
     again.
 
     ``sdc release`` calls this while Prefect's server boots (a fixed wait of several
-    seconds), so that reading the input overlaps it. Any error (unreadable input) is raised by
+    seconds), so that reading the input overlaps it; the input's Arrow schema is made on a
+    second thread (a CSV's first block parsed and typed). Any error (unreadable input) is raised by
     the load task, exactly as without the prefetch.
     """
     if not isinstance(checked, Preflight):
         checked = preflight(checked, prefect_home=False)
     if not read_input:
         return Prefetch(checked)
-    ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdc-prefetch")
+    ex = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sdc-prefetch")
     future = ex.submit(load_job, checked.file)
+    ex.submit(_input_schema, checked.file.config)  # beside the read: a CSV's costs about as much
     ex.shutdown(wait=False)
     return Prefetch(checked, future)
+
+
+def _input_schema(config: ReleaseConfig) -> None:
+    """Make the input's Arrow schema (kept for this config object: the executor and the
+    reports ask for it, :func:`sdc.io.batches.input_arrow_schema`); an error is the
+    executor's to raise, when it asks."""
+    from sdc.io.batches import input_arrow_schema
+
+    try:
+        input_arrow_schema(config)
+    except Exception:  # noqa: BLE001, S110 (raised again where the schema is needed)
+        pass
 
 
 def warm_imports() -> None:
@@ -540,9 +555,10 @@ def release(config_path: str, force: bool = False, new_series: bool = False,
         "Awaiting review" (the Prefect UI does not show it as done).
     """
     t0 = time.perf_counter()
-    summary = _after_review(_release(config_path, force, engine, t0, new_series, review,
-                                     discard_extra_files, prefetched,
-                                     scheduled=wait_for_review), wait_for_review)
+    with job_tag_on_the_run_only():
+        summary = _after_review(_release(config_path, force, engine, t0, new_series, review,
+                                         discard_extra_files, prefetched,
+                                         scheduled=wait_for_review), wait_for_review)
     rev = summary.get("review")
     if rev is not None and rev.get("status") == "pending":
         from prefect.states import Completed

@@ -65,16 +65,23 @@ def csv_options(config: ReleaseConfig, block_size: int = 1 << 24,
 def csv_value_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
     """The type of every text-read column of a CSV input (:func:`value_columns`), decided
     from the file's first block by :func:`sdc.io.values.lossless_type`."""
-    path = config.input_path
-    st = path.stat()
-    inp = config.input
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, inp.delimiter, inp.encoding,
-           tuple(inp.na_values), tuple(sorted(config.key_variables)), tuple(sorted(config.perturb)),
-           inp.weight, inp.id_column, tuple(_text_keys(config)))
+    key = _csv_key(config)
     if key not in _VALUE_TYPES:
         _VALUE_TYPES.clear()  # one input at a time
         _VALUE_TYPES[key] = _first_block_types(config)
     return dict(_VALUE_TYPES[key][0])
+
+
+def _csv_key(config: ReleaseConfig) -> tuple:
+    """What a CSV input's types depend on: the file (its size and mtime) and the config's
+    reading options and column roles."""
+    path = config.input_path
+    st = path.stat()
+    inp = config.input
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, inp.delimiter, inp.encoding,
+            tuple(inp.na_values), tuple(sorted(config.key_variables)),
+            tuple(sorted(config.perturb)), inp.weight, inp.id_column, tuple(inp.drop),
+            tuple(_text_keys(config)))
 
 
 def csv_whole_as_int(config: ReleaseConfig) -> set[str]:
@@ -126,20 +133,38 @@ def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
     if fmt == "parquet":
         return normalize_schema(parquet_dataset(path).schema)
     if fmt == "csv":
-        read, parse, convert = csv_options(config)
-        with pacsv.open_csv(str(path), read_options=read, parse_options=parse,
-                            convert_options=convert) as reader:
-            schema = normalize_schema(reader.schema)
-        types = csv_value_types(config)
-        whole = csv_whole_as_int(config)
-        return pa.schema([pa.field(f.name, types.get(f.name, f.type),
-                                   metadata=WHOLE_AS_INT if f.name in whole else None)
-                          for f in schema])
+        key = _csv_key(config)
+        made = _CSV_SCHEMAS.get(key)
+        if made is not None and made[0] is config:
+            return made[1]
+        schema = _csv_schema(config)
+        _CSV_SCHEMAS.clear()  # one input at a time
+        _CSV_SCHEMAS[key] = (config, schema)
+        return schema
     if fmt in ("sav", "dta"):
         from sdc.io.stat_input import stat_schema
 
         return stat_schema(config)
     return None
+
+
+#: a CSV input's schema for one config object and its reading options (the executor, the
+#: reports and the file facts of one release ask for it; each time a parse of the first block:
+#: ~0.1 CPU s for the demo, which reads in about as much; sdc release makes it while Prefect
+#: starts the run: flows.release.prefetch_job)
+_CSV_SCHEMAS: dict[tuple, tuple[ReleaseConfig, pa.Schema]] = {}
+
+
+def _csv_schema(config: ReleaseConfig) -> pa.Schema:
+    read, parse, convert = csv_options(config)
+    with pacsv.open_csv(str(config.input_path), read_options=read, parse_options=parse,
+                        convert_options=convert) as reader:
+        schema = normalize_schema(reader.schema)
+    types = csv_value_types(config)
+    whole = csv_whole_as_int(config)
+    return pa.schema([pa.field(f.name, types.get(f.name, f.type),
+                               metadata=WHOLE_AS_INT if f.name in whole else None)
+                      for f in schema])
 
 
 def csv_missing(table: pa.Table, config: ReleaseConfig,

@@ -195,17 +195,43 @@ def _artifacts(flow_run_id) -> dict[str, object]:
     return {a.key: a for a in arts}
 
 
+def _check_tags(flow_run_id) -> None:
+    """The job's tag is the flow run's; its task runs keep the caller's other tags only (a
+    tagged task run takes a concurrency slot of each tag through the API before it starts).
+    The server records task runs from their events: wait for the four."""
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        assert {"release:census-demo", "theirs"} <= set(client.read_flow_run(flow_run_id).tags)
+        deadline = time.monotonic() + 30
+        while True:
+            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=[flow_run_id])))
+            if len(runs) >= 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert len(runs) == 4 and all(r.tags == ["theirs"] for r in runs), [
+        (r.name, r.tags) for r in runs]
+
+
 @pytest.mark.e2e
 def test_flow_census_demo_end_to_end(prefect_harness, make_census_job):
     cfg_path = make_census_job()
     config = sdc.load_config(cfg_path)
     out = config.output_dir
 
-    state = release(str(cfg_path), return_state=True)
+    from prefect import tags
+
+    with tags("release:census-demo", "theirs"):  # as sdc release tags it, and a caller's tag
+        state = release(str(cfg_path), return_state=True)
     assert state.is_completed()
     summary = state.result()
     _check_release_folder(out, summary, config)
     assert (summary["n"], summary["n_partition_sets"], summary["n_prbs"]) == (59033, 42, 42)
+    _check_tags(state.state_details.flow_run_id)
     assert summary["seed_created"]
     assert stat.S_IMODE(config.resolve(config.seed.file).stat().st_mode) == 0o600
 
