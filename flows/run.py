@@ -141,14 +141,18 @@ def lost_server(url: str | None, out_dir: Path,
 def early_api(reuse: bool) -> Any:
     """Prefect's temporary API started now, before the pre-flight, when the run will use one:
     no configured API, no local server sdc started running, and no reused server to start
-    (``reuse`` False or ``SDC_SERVER_IDLE_MINUTES`` 0). Else None (:func:`run_release`
-    finds or starts the API itself). The server then boots during the whole pre-flight too;
+    (``reuse`` False or ``SDC_SERVER_IDLE_MINUTES`` 0), and a ``PREFECT_HOME`` the pre-flight
+    accepts. Else None (:func:`run_release` finds or starts the API itself). The server then boots during the whole pre-flight too;
     a refused pre-flight stops it (``stop()``, or at exit)."""
     from flows.server import idle_minutes_setting, local_server
 
     if prefect_api_configured() or (reuse and idle_minutes_setting() > 0):
         return None
     if local_server() is not None:
+        return None
+    from sdc.release.preflight import prefect_home_problem
+
+    if prefect_home_problem() is not None:  # the pre-flight refuses it: no server there
         return None
     from flows.ephemeral import TemporaryAPI
 
