@@ -6,8 +6,9 @@ certificates of 259 distinct designs, eusilc's weighted fits 4,770 calibrations 
 distinct groups. The certificate and the calibrations are pure functions of the arrays keyed
 here, so a remembered figure is the same float. :mod:`sdc.method.destinations` (the near
 certificate, the calibrated theta) and :mod:`sdc.method.weighted` (a weight group's c) use it;
-``sdc audit`` re-derives its figures without it (sdc.audit.block_checks calls
-:func:`sdc.method.transition_risk.design_risk` itself).
+``sdc audit`` in its own process starts from an empty memo, and its near certificate calls
+:func:`sdc.method.transition_risk.design_risk` itself (sdc.audit.block_checks); an audit in
+the releasing process may take a weighted fit or a theta from the memo (the same floats).
 """
 
 from __future__ import annotations
