@@ -54,7 +54,7 @@ from sdc.authoring.household_options import (
     without_group_id,
 )
 from sdc.authoring.household_recommend import TARGET, preference, recommend
-from sdc.authoring.member_bands import band_variants, class_shift
+from sdc.authoring.member_bands import SHIFT_OK, band_variants, class_shift, verify_banded
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.designs import design_of
@@ -302,21 +302,21 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
             continue
         recoding = {k: {"name": name, "recode": rule, "released_values": n}
                     for k, (name, rule, n) in zip(names, combo, strict=True) if rule is not None}
-        for near, bands in [(True, None), (False, None),
-                            *((True, b) for b in band_variants(recoding))]:
-            # near compositions, NZY's uniform destinations, members kept in bands
+        for near in (True, False):  # near compositions, and NZY's uniform destinations
             data = _protect_data(base, recoding, near)
-            if bands:
-                data["risk"]["member_bands"] = bands
             if (sig := repr(data)) in seen:  # an option equal to the config's own recoding
                 continue
             seen.add(sig)
-            cand = HouseholdCandidate(data, recoding)
-            try:
-                _plan(frame, cand, base_dir, declared_entropy)
-            except (InputError, SmallBlockError) as e:
-                cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
-            cands.append(cand)
+            cands.append(_planned(frame, HouseholdCandidate(data, recoding), base_dir,
+                                  declared_entropy))
+    best = min((c for c in cands if c.status == "planned" and c.share_changed <= TARGET),
+               key=preference, default=None)
+    if best is not None and not best.class_shift <= SHIFT_OK:  # members kept in bands
+        for bands in band_variants(best.recoding):
+            data = copy.deepcopy(best.data)
+            data["risk"]["member_bands"] = bands
+            cands.append(_planned(frame, HouseholdCandidate(data, best.recoding), base_dir,
+                                  declared_entropy))
     cands.append(_without_group_id(frame, config, base, base_dir))
     if lgs.sampled(base) or int(frame.groupby(config.input.household_id,
                                           sort=False).size().max()) > lgs.LARGE_GROUP:
@@ -324,7 +324,7 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
         # large groups (risk.large_groups; members sampled: coarser group keys too)
         cands.extend(lgs.large_groups_candidates(frame, config, base, base_dir,
                                              HouseholdCandidate, _released_in_memory))
-    _certify_preferred(cands, lambda c: _verify_banded(frame, c, base_dir))
+    _certify_preferred(cands, lambda c: verify_banded(frame, c, base_dir, _released_in_memory))
     for c in cands:
         if c.status == "planned":
             c.status = "not evaluated"
@@ -334,12 +334,21 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
     return current, cands
 
 
+def _planned(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
+             declared_entropy: float) -> HouseholdCandidate:
+    try:
+        _plan(frame, cand, base_dir, declared_entropy)
+    except (InputError, SmallBlockError) as e:
+        cand.status, cand.note = "refused", str(e).splitlines()[0][:200]
+    return cand
+
+
 def _certify_preferred(cands: list[HouseholdCandidate], verify: Any = None) -> None:
     """Certify the planned candidates in the order :func:`recommend` prefers them, until
     one is certified: first those changing at most :data:`TARGET` of the records (class
     shift, most classes of the banded person keys, then fewest records), then all by records
     changed (the release without the group id among them). ``verify(c)`` after a candidate
-    is certified (:func:`_verify_banded`)."""
+    is certified (:func:`~sdc.authoring.member_bands.verify_banded`)."""
     def done(c: HouseholdCandidate) -> bool:
         _certify(c)
         if c.status == "certified" and verify is not None:
@@ -353,23 +362,6 @@ def _certify_preferred(cands: list[HouseholdCandidate], verify: Any = None) -> N
     for c in sorted(cands, key=lambda c: c.share_changed):
         if c.status == "certified" or done(c):
             return
-
-
-def _verify_banded(frame: pd.DataFrame, c: HouseholdCandidate, base_dir: Path) -> None:
-    """A certified candidate with ``risk.member_bands`` released once in memory, as ``sdc
-    release`` judges it: its smaller composition PRBs can let a released household column
-    tell compositions apart (eusilc's eqSS counts members aged 14 and over), which the
-    release's dependence check refuses; the candidate is then refused with that reason."""
-    from sdc.config.load import parse_config
-    from sdc.io.recode import recode_frame
-
-    if not (c.data.get("risk") or {}).get("member_bands"):
-        return
-    try:
-        cfg = parse_config(copy.deepcopy(c.data), base_dir, source="household design")
-        _released_in_memory(recode_frame(frame, cfg), cfg)
-    except (InputError, SmallBlockError, ValueError) as e:
-        c.status, c.note = "refused", "released in memory: " + str(e).splitlines()[0][:200]
 
 
 def _without_group_id(frame: pd.DataFrame, config: ReleaseConfig, base: dict[str, Any],

@@ -5,8 +5,9 @@ Under ``risk.composition: protect`` a member whose class changes keeps its non-k
 pensioner moved into 16-24 brings an old-age benefit into a class that has almost none. The
 design search therefore also tries, for a person key recoded into at least
 :data:`MIN_CLASSES` bands, candidates whose moved members keep their band
-(:func:`band_variants`: every class its own band, and every band boundary but one), and
-measures for every candidate the **class shift** (:func:`class_shift`): the largest move of a
+(:func:`band_variants`: every class its own band, and every band boundary but one) when the
+preferred candidate's class shift is above :data:`SHIFT_OK`, and measures for every candidate
+the **class shift** (:func:`class_shift`): the largest move of a
 released numeric person column's mean within a class of a banded person key, in standard
 errors of the original mean (weighted by the survey weight, clustered by household), in the
 search's one draw. The recommendation prefers a candidate whose shift is at most
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["MIN_CLASSES", "SHIFT_OK", "band_variants", "class_shift"]
+__all__ = ["MIN_CLASSES", "SHIFT_OK", "band_variants", "class_shift", "verify_banded"]
 
 MIN_CLASSES = 5
 """Band variants are tried for a person key recoded into at least this many bands."""
@@ -103,3 +104,24 @@ def class_shift(frame: pd.DataFrame, cfg: Any, household: np.ndarray, before: np
             if z[i] > best:
                 best, where = float(z[i]), f"{c} at {pk[v]} {values[i]}"
     return best, where
+
+
+def verify_banded(frame: pd.DataFrame, c: Any, base_dir: Any, release: Any) -> None:
+    """A certified candidate ``c`` with ``risk.member_bands`` released once in memory
+    (``release(frame, config)``), as ``sdc release`` judges it: its smaller composition PRBs
+    can let a released household column tell compositions apart (eusilc's eqSS counts the
+    members aged 14 and over), which the release's dependence check refuses; ``c`` is then
+    refused with that reason."""
+    import copy
+
+    from sdc.config.load import parse_config
+    from sdc.errors import InputError, SmallBlockError
+    from sdc.io.recode import recode_frame
+
+    if not (c.data.get("risk") or {}).get("member_bands"):
+        return
+    try:
+        cfg = parse_config(copy.deepcopy(c.data), base_dir, source="household design")
+        release(recode_frame(frame, cfg), cfg)
+    except (InputError, SmallBlockError, ValueError) as e:
+        c.status, c.note = "refused", "released in memory: " + str(e).splitlines()[0][:200]
