@@ -91,7 +91,10 @@ def _household_summary(result: Any) -> dict[str, Any] | None:
             # protect: the household keys x size level and the sizes no release protects
             **({"size_level": float(comp["size_level"]["enforced"]),
                 "exposed_sizes": list(comp["size_level"]["exposed_sizes"])}
-               if comp.get("size_level") else {})}
+               if comp.get("size_level") else {}),
+            **({"left_out": left} if (left := ((getattr(result, "household_report", None)
+                                                  or {}).get("risk") or {}).get("left_out"))
+               else {})}
 
 
 def _sampled_text() -> str:

@@ -78,6 +78,7 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
             f"{agg_o.n_households} households, the same household sizes" if same else
             f"{agg_o.n_households} households in the source, {agg_p.n_households} in the "
             "public file, or their sizes differ")
+    exposed_checks(rep, cfg, audit, agg_o, agg_p, xi)
     if cfg.risk.composition == "protect":
         return composition_checks(rep, cfg, audit, source, agg_p, xi)
     # household stage: the household tables, counted in households
@@ -206,6 +207,34 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     return cert
 
 
+def exposed_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any], agg_o: Any,
+                   agg_p: Any, xi: float) -> None:
+    """``risk.exposed_sizes`` (:mod:`sdc.method.household_exposed`): no public household has
+    a size held by fewer than 1/xi public households, and the households left out
+    (``drop``: re-derived from the source) are the ones audit.json records."""
+    from sdc.method.household_exposed import applies, exposed_of
+
+    if not applies(cfg):
+        return
+    pub = exposed_of(agg_p.size, xi)
+    rep.add("households: no exposed size in the public file", not pub,
+            "every public household size is held by at least 1/xi public households" if not pub
+            else "public household size(s) held by fewer than 1/xi households: " + ", ".join(
+                f"{s} ({n})" for s, n in sorted(pub.items())))
+    left = agg_o.left_out
+    want = (audit.get("households") or {}).get("left_out")
+    got = None if left is None else left.record(
+        agg_o.n_households + left.households, int(np.sum(agg_o.size)) + left.persons)
+    keys = ("sizes", "households", "persons", "of_households", "of_persons")
+    same = (got is None and want is None) or (got is not None and want is not None and all(
+        got[k] == want.get(k) for k in keys))
+    rep.add("households left out: re-derived (risk.exposed_sizes)", same,
+            ("none (no exposed size)" if got is None else
+             f"{got['households']} households, {got['persons']} persons of size "
+             + ", ".join(str(e["size"]) for e in got["sizes"]))
+            + ("" if same else f" (audit.json: {want})"))
+
+
 def _exact_level_checks(rep: AuditReport, cfg: ReleaseConfig, hs: Any, tab: Any,
                         hh: dict[str, Any], xi: float) -> None:
     """The person-level and household-level (HK) certificates of a protect release
@@ -227,7 +256,7 @@ def _exact_level_checks(rep: AuditReport, cfg: ReleaseConfig, hs: Any, tab: Any,
     # sizes' as recorded; the one the policy holds to xi <= xi; the exposed sizes recounted
     got = rec.get("size_level") or {}
     full, prot = levels["size"].max_risk, levels["size_protectable"].max_risk
-    held = full if cfg.risk.exposed_sizes == "refuse" else prot
+    held = full  # refuse stops a release with exposed sizes; drop leaves none
     exposed = [{"size": s, "households": n} for s, n in sorted(exposed_sizes(tab, xi).items())]
     same = (bool(got) and abs(float(got.get("certificate", -1)) - full) <= 1e-9
             and abs(float(got.get("protectable_certificate", -1)) - prot) <= 1e-9

@@ -166,7 +166,8 @@ def apply_household_design(draft: Draft, config_path: Path, *, when: float) -> b
         draft.keys[k].recode_note = f"{r['name']} for households"
         draft.partition.pop(k, None)
     draft.risk["composition"] = "protect"
-    for k in ("destinations", "near", "theta", "small_blocks"):  # fewest households moved
+    for k in ("destinations", "near", "theta", "small_blocks",  # fewest households moved
+              "exposed_sizes"):  # households of exposed sizes left out (the search's frame)
         if k in (cand.data.get("risk") or {}):
             draft.risk[k] = copy.deepcopy(cand.data["risk"][k])
     if not (cand.data.get("risk") or {}).get("weighted"):  # (weight released recalibrated)

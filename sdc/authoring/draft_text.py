@@ -131,6 +131,10 @@ def draft_yaml(draft: Draft, *, data_display: str | None = None) -> str:
                  "near composition (fewer members change)")
     if d.risk.get("near"):
         L.append(f"  near: {_flow(d.risk['near'])}")
+    if d.risk.get("exposed_sizes"):
+        L.append(f"  exposed_sizes: {d.risk['exposed_sizes']}      # households of a size held by "
+                 "fewer than 1/xi households (their size shows) left out of the public file, "
+                 "weight recalibrated (docs/HOUSEHOLDS.md \"Exposed sizes\")")
     if c.get("households"):
         L += _household_check_lines(c)
     elif c:

@@ -58,6 +58,7 @@ from sdc.authoring.member_bands import SHIFT_OK, band_variants, class_shift, ver
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.designs import design_of
+from sdc.method.household_exposed import frame_without_exposed
 
 __all__ = ["HouseholdCandidate", "HouseholdDesign", "band_candidates", "evaluate_household_designs",
            "run_household_design"]
@@ -286,6 +287,7 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
     from sdc.method.cells import encode_key
     from sdc.method.household_composition import MAX_CLASSES
 
+    frame, base = frame_without_exposed(frame, config, base)  # protect: exposed sizes out
     kvs = config.input_key_variables
     declared = np.column_stack([encode_key(frame[k], k, kvs[k]) for k in config.key_names])
     declared_entropy = _entropy(declared)

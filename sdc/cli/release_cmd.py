@@ -213,11 +213,15 @@ def _print_release_summary(s: dict[str, Any], verbose: bool = False) -> None:
                                       f"composition intruder {how} {hh['composition']:.4f}")
                                    + (f"; household keys x size {hh['size_level']:.4f}"
                                       if "size_level" in hh else "")))
-        if hh.get("exposed_sizes"):
-            rows.append(("exposed sizes", ", ".join(
-                f"{e['size']} ({e['households']} households)" for e in hh["exposed_sizes"])
-                + ": fewer than 1/xi households, shown by any household release "
-                  "(risk.exposed_sizes: report; docs/HOUSEHOLDS.md \"Risk\")"))
+        if hh.get("left_out"):
+            lo = hh["left_out"]
+            rows.append(("left out", f"{fmt_int(lo['households'])} households, "
+                         f"{fmt_int(lo['persons'])} persons ({100 * lo['persons'] / max(lo['of_persons'], 1):.2f}%"
+                         + (f", weighted {100 * lo['weighted_share']:.2f}%"
+                            if lo.get("weighted_share") is not None else "")
+                         + ") of size " + ", ".join(str(e["size"]) for e in lo["sizes"])
+                         + ": exposed sizes (fewer than 1/xi households), "
+                           "risk.exposed_sizes: drop; weight recalibrated"))
     if s["merges"] and verbose:
         rows.append(("merges", "\n".join(s["merges"])))
     elif s["merges"]:

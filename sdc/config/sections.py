@@ -171,14 +171,16 @@ class RiskSpec(StrictModel):
     (the default) refuses the release (exit 2, nothing written); ``warn`` publishes it, stated
     in the codebook and the report as "household composition not protected"
     (docs/HOUSEHOLDS.md)."""
-    exposed_sizes: Literal["report", "refuse"] = "report"
+    exposed_sizes: Literal["refuse", "drop"] = "refuse"
     """Household files under ``composition: protect``: a household size held by fewer than
     1/xi households of the whole file is shown by every release with household pseudonyms (its
     members share one), so the household keys x size intruder finds such a household with
-    probability >= 1/n whatever the design. ``report`` (the default) publishes it, naming the
-    sizes and their exact risk in risk.json, the report and the codebook; ``refuse`` stops the
-    release (exit 2) naming them. Every other size is certified <= xi either way
-    (docs/HOUSEHOLDS.md, "Risk")."""
+    probability >= 1/n whatever the design. ``refuse`` (the default) stops the release (exit
+    2) naming the sizes; ``drop`` leaves those households out of the public file (all their
+    members, before anything is counted: every certificate is over the released households),
+    the weight recalibrated to the whole file's totals, stated in risk.json, the report, the
+    codebook and the run summary (docs/HOUSEHOLDS.md, "Exposed sizes"). Publishing them is
+    not an option (``report`` was removed: it published risks above xi)."""
     composition: Literal["measure", "protect"] = "measure"
     """Household files: ``protect`` keys the household stage on the household keys x the
     household's composition (members per combination of the person keys), so the composition
@@ -221,6 +223,17 @@ class RiskSpec(StrictModel):
     def near_options(self) -> NearSpec:
         """``near`` with its defaults."""
         return self.near if self.near is not None else NearSpec()
+
+    @field_validator("exposed_sizes", mode="before")
+    @classmethod
+    def _no_report(cls, v: Any) -> Any:
+        if v == "report":
+            raise ValueError(
+                "risk.exposed_sizes: report published the households of exposed sizes above xi "
+                "and was removed; fix: risk.exposed_sizes: drop (those households left out of "
+                "the public file, the weight recalibrated; docs/HOUSEHOLDS.md, \"Exposed "
+                "sizes\") or refuse (the default)")
+        return v
 
     @field_validator("xi", mode="before")
     @classmethod

@@ -106,6 +106,9 @@ class HouseholdAggregate:
     #: (:class:`sdc.method.household_missing.MissingGroups`); else the persons per (class,
     #: missingness pattern) (:class:`~sdc.method.household_missing.ClassPatterns`)
     missing: Any = None
+    #: ``risk.exposed_sizes: drop``: the households left out before counting
+    #: (:class:`sdc.method.household_exposed.LeftOut`), else None
+    left_out: Any = None
 
     @property
     def n_households(self) -> int:
@@ -580,11 +583,12 @@ def _recalibrated(agg: HouseholdAggregate, hs: HouseholdStageResult,
     household keys), as a one-column frame; else None."""
     if config.input.weight_release != "recalibrated":
         return None
+    from sdc.method.household_exposed import left_margins
     from sdc.method.recalibrate import recalibrated_weights, size_top
 
     w = config.input.weight
     raw = pd.to_numeric(agg.columns[w], errors="raise").to_numpy(np.float64)
     new = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, raw, w,
-                               size_top(config))
+                               size_top(config), left_margins(agg))
     return pd.DataFrame({w: new})
 

@@ -55,32 +55,50 @@ def size_top(config: object) -> int | None:
 
 def recalibrated_weights(before: np.ndarray, after: np.ndarray, size: np.ndarray,
                          weight: np.ndarray, name: str = "the weight",
-                         top: int | None = None) -> np.ndarray:
+                         top: int | None = None,
+                         left: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                         ) -> np.ndarray:
     """w* of every household (H,): ``before`` / ``after`` (H, p) its original and released
     household-key codes, ``size`` (H,) its members (the same before and after), ``weight``
     (H,) its weight (constant within the household); ``name`` the weight column (messages);
     ``top``: the size margin's classes top-coded there (every group of ``top`` or more
     members in one class: ``risk.large_groups``, where a margin per size of enterprises of up
-    to 210 sampled employees has one group per size and cannot be met). See the module
-    docstring."""
+    to 210 sampled employees has one group per size and cannot be met); ``left``: the
+    household keys' codes (L, p), sizes and weights of the households left out of the public
+    file (``risk.exposed_sizes: drop``): their totals stay in the margins (their size's in
+    the nearest released size's, :func:`~sdc.method.household_exposed.
+    nearest_released_size`), so the released weight carries the whole file's totals. See the
+    module docstring."""
+    from sdc.method.household_exposed import nearest_released_size
+
     size = np.asarray(size, np.float64)
-    before = np.asarray(before, np.int64).reshape(len(size), -1)
-    after = np.asarray(after, np.int64).reshape(len(size), -1)
+    h = len(size)
+    before = np.asarray(before, np.int64).reshape(h, -1)
+    after = np.asarray(after, np.int64).reshape(h, -1)
     weight = np.asarray(weight, np.float64)
+    classes = size.astype(np.int64) if top is None else np.minimum(size.astype(np.int64), top)
+    if left is not None and len(left[1]):  # the totals of the left-out households too
+        l_codes, l_size, l_weight = (np.asarray(a) for a in left)
+        l_size = np.asarray(l_size, np.float64)
+        before = np.vstack([before, np.asarray(l_codes, np.int64).reshape(len(l_size), -1)])
+        weight = np.concatenate([weight, np.asarray(l_weight, np.float64)])
+        classes = np.concatenate([classes, nearest_released_size(
+            l_size.astype(np.int64) if top is None else np.minimum(l_size.astype(np.int64), top),
+            np.unique(classes))])
+        size = np.concatenate([size, l_size])
     x = size * weight
     both = np.vstack([before, after])
     combos, inv = np.unique(both, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     c_before, c_after = inv[:len(size)], inv[len(size):]
-    classes = size.astype(np.int64) if top is None else np.minimum(size.astype(np.int64), top)
     sizes, s_code = np.unique(classes, return_inverse=True)
     s_code = s_code.reshape(-1)
     n, k = combos.shape[0], sizes.size
     # the cells (combination, size) as flat codes; w starts post-stratified per combination
-    cell_after = c_after * k + s_code
-    persons = np.bincount(cell_after, weights=size, minlength=n * k)
+    cell_after = c_after * k + s_code[:h]
+    persons = np.bincount(cell_after, weights=size[:h], minlength=n * k)
     total = np.bincount(c_before, weights=x, minlength=n)
-    p_combo = np.bincount(c_after, weights=size, minlength=n)
+    p_combo = np.bincount(c_after, weights=size[:h], minlength=n)
     w_combo = np.divide(total, p_combo, out=np.zeros(n), where=p_combo > 0)
     w = np.where(persons > 0, np.repeat(w_combo, k), 0.0)  # an empty cell carries nothing
     cell_combo = np.repeat(np.arange(n), k)

@@ -40,6 +40,7 @@ from sdc.method.households import (
 )
 from sdc.method.perturb import PerturbValues
 from sdc.pipeline.count_parts import CountMerge
+from sdc.pipeline.household_exposed import refuse_exposed
 from sdc.pipeline.household_stage import HouseholdCountPart, HouseholdFileStage
 from sdc.pipeline.kernels import raise_duplicate_ids
 from sdc.pipeline.passes import Runner, count_pass, duplicated_ids, refuse_empty
@@ -152,6 +153,8 @@ def count_and_plan(config: ReleaseConfig, seed: int, runner: Runner, measure: li
     c = count_households(runner, config, measure)
     agg = c.households.result()
     refuse_inconsistent(runner, config, agg)
+    agg.left_out = getattr(runner, "left_out", None)  # risk.exposed_sizes: drop
+    refuse_exposed(agg.size, config)  # risk.exposed_sizes: refuse (none left after drop)
     for pv in c.perturb_values.values():  # as the in-memory executor: after the households
         pv.check()
     cells = cell_table(c.codes, c.counts, person_config(config))

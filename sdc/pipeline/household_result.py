@@ -165,6 +165,11 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
         household_certificate_at=h_cert_at, household_prbs=len(hblocks),
         person_certificate=p_cert, small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons)
+    if agg.left_out is not None:  # risk.exposed_sizes: drop (docs/HOUSEHOLDS.md)
+        left = agg.left_out
+        section["left_out"] = left.record(agg.n_households + left.households,
+                                          n + left.persons)
+        section["message"] += "; " + left.text(n + left.persons)
     utility = _household_utility(config, agg, hs, ps, cells, cell, row, weights, dtypes,
                                  table, rel)
     return ReleaseOutcome(
@@ -289,10 +294,11 @@ def _survey(config: ReleaseConfig, agg: Any, hs: Any, before: dict[str, pd.Serie
         wb = pd.to_numeric(agg.columns[w], errors="coerce").to_numpy(float)
         wa = wb
         if config.input.weight_release == "recalibrated":
+            from sdc.method.household_exposed import left_margins
             from sdc.method.recalibrate import recalibrated_weights, size_top
 
             wa = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, wb, w,
-                                      size_top(config))
+                                      size_top(config), left_margins(agg))
     elif agg.weight is not None:
         wb = wa = np.asarray(agg.weight, float) / size
     else:

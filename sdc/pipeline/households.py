@@ -52,6 +52,7 @@ from sdc.method.households import (
 )
 from sdc.method.perturb import PerturbValues, perturb_designs
 from sdc.pipeline.household_count import HouseholdCounted, count_and_plan
+from sdc.pipeline.household_exposed import without_exposed
 from sdc.pipeline.household_public import (
     ChangedHouseholdPersons,
     household_cell_prb,
@@ -137,6 +138,7 @@ def plan_households(config: ReleaseConfig, *, runner: Runner,
     households, small blocks, the dependence check, ``perturb:`` and ``derived:`` columns) and
     no file written. The plan does not depend on the seed (0 draws the households here)."""
     say = progress or (lambda s: None)
+    runner = without_exposed(runner, config)  # risk.exposed_sizes: drop
     k = count_and_plan(config, 0, runner, [], say)
     _identities(config, runner, k, say)
     return HouseholdPlan(config, k.n, k.cells, k.hs, k.ps, k.agg)
@@ -157,6 +159,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
     (:mod:`sdc.pipeline.passes`) with the household stage and gives their parts in input
     order; the parts are merged here, so every runner gives the same files."""
     say = progress or (lambda s: None)
+    runner = without_exposed(runner, config)  # risk.exposed_sizes: drop
     weight = config.input.weight
     numeric = runner.numeric_columns()
     stats = runner.value_ranges(numeric)

@@ -302,6 +302,22 @@ def _household_lines(config: ReleaseConfig, result: Any) -> list[str]:
                   "missing values occurs in the original, so these relations hold in this "
                   "file exactly; values that depend on the class (an income by age) still "
                   "move with the members who changed class."]
+    report = getattr(result, "household_report", None)
+    left = ((report or {}).get("risk") or {}).get("left_out")
+    if left:
+        sizes = ", ".join(f"{e['size']} ({e['households']})" for e in left["sizes"])
+        share = (f", {100 * left['weighted_share']:.2f}% of the weighted persons"
+                 if left.get("weighted_share") is not None else "")
+        lines += ["", "**Households left out (exposed sizes)**: the households of size "
+                  f"(households in the file) {sizes}, {left['households']:,} households and "
+                  f"{left['persons']:,} persons ({100 * left['persons'] / max(left['of_persons'], 1):.2f}% "
+                  f"of {left['of_persons']:,}{share}), are not in this file: fewer than 1/xi "
+                  "households of the file had those sizes, and the members sharing a "
+                  "pseudonym show every household's size, so no release could protect them "
+                  "(risk.exposed_sizes: drop). The weight is recalibrated to the whole file's "
+                  "totals (region and household-key totals kept; their size's total is carried "
+                  "by the nearest released size), so weighted totals still estimate the whole "
+                  "population; estimates for households of those sizes cannot be made."]
     sl = (comp or {}).get("size_level") or {}
     if sl.get("exposed_sizes"):
         sizes = ", ".join(f"{e['size']} ({e['households']})" for e in sl["exposed_sizes"])

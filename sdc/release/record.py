@@ -258,7 +258,9 @@ def household_audit(result: ReleaseOutcome) -> dict[str, Any]:
     the larger of the two certificates."""
     st = result.households
     hr = st.result
-    return household_audit_of(
+    left = (((getattr(result, "household_report", None) or {}).get("risk") or {})
+            .get("left_out"))
+    return {**household_audit_of(
         result.config.input.household_id if result.config else None,
         list(st.config.key_names), n_households=st.n_households,
         households_changed=int(st.changed.sum()), certificate=float(hr.certificate),
@@ -267,7 +269,8 @@ def household_audit(result: ReleaseOutcome) -> dict[str, Any]:
         small_class_persons=int(st.small_class_persons), merges=list(hr.merges),
         dependence=list(getattr(hr, "dependence", [])), blocks=hr.blocks,
         partition_sets=hr.partition_sets, composition=getattr(st, "composition", None),
-        near=getattr(hr, "near", None), designs=_stage_designs(hr, st.config))
+        near=getattr(hr, "near", None), designs=_stage_designs(hr, st.config)),
+        **({"left_out": left} if left else {})}  # risk.exposed_sizes: drop
 
 
 def _stage_designs(stage_result: Any, config: ReleaseConfig) -> dict[str, Any] | None:

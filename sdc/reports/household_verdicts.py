@@ -62,10 +62,7 @@ def protect_verdict(comp: dict[str, Any], xi: float) -> tuple[str, list[str]]:
                comp["household_level"].get("certificate_at") or {})]
     sl = comp.get("size_level")
     if sl is not None:  # before issue 44's size level, audit.json had none
-        refuse = sl.get("policy") == "refuse"
-        levels.append(("household keys x size", sl["enforced"],
-                       sl.get("certificate_at" if refuse else "protectable_certificate_at")
-                       or {}))
+        levels.append(("household keys x size", sl["enforced"], sl.get("certificate_at") or {}))
     above = [(n, v, at) for n, v, at in levels if v > xi + 1e-9]
     exposed = size_exposure(sl)
     if not above:
@@ -90,9 +87,9 @@ def protect_verdict(comp: dict[str, Any], xi: float) -> tuple[str, list[str]]:
           "): coarser person keys within each group, or drop the column(s) named"]
          if comp.get("missingness_groups") else [])
     if exposed and any(n == "household keys x size" for n, _, _ in above):
-        fixes = [f"{exposed}: leave those households out of the input, release without the "
-                 "household id (a person file), a larger xi, or risk.exposed_sizes: report "
-                 "(publishes them, named in the report)", *fixes]
+        fixes = [f"{exposed}: risk.exposed_sizes: drop (those households left out of the "
+                 "public file, the weight recalibrated), release without the household id (a "
+                 "person file), or a larger xi", *fixes]
     return ("under risk.composition: protect " + "; ".join(parts) + f" exceeds xi = {xi} "
             "(exact, docs/METHOD.md 7.7)"), fixes
 

@@ -388,9 +388,9 @@ def size_level_of(full: dict[str, Any], protectable: Any, hk_table: np.ndarray,
     """risk.json's ``size_level`` (the household keys x size intruder, exact): ``certificate``
     over every household, ``protectable_certificate`` over the sizes held by at least 1/xi
     households, ``exposed_sizes`` the others ({size, households}: shown by any release with
-    household pseudonyms, risk >= 1/households), ``enforced`` the figure held to xi
-    (``risk.exposed_sizes``: ``report`` the protectable one, ``refuse`` the whole)."""
-    refuse = config.risk.exposed_sizes == "refuse"
+    household pseudonyms, risk >= 1/households), ``enforced`` the figure held to xi: the
+    whole (``risk.exposed_sizes``: ``refuse`` stops a release with exposed sizes, ``drop``
+    leaves their households out before this is computed, so none is left)."""
     p_at = {k: _decoded(v, hk_table, config, "size") for k, v in protectable.at.items()}
     return {
         **full,
@@ -402,7 +402,7 @@ def size_level_of(full: dict[str, Any], protectable: Any, hk_table: np.ndarray,
         "protectable_certificate_at": p_at.get("own_cell", {}),
         "exposed_sizes": [{"size": s, "households": n} for s, n in sorted(exposed.items())],
         "policy": config.risk.exposed_sizes,
-        "enforced": float(full["certificate"] if refuse else protectable.max_risk),
+        "enforced": float(full["certificate"]),
     }
 
 

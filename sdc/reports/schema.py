@@ -464,7 +464,14 @@ RISK_SCHEMA["properties"]["households"] = _d(_obj({
     "composition": _d({"type": "object"}, "The composition intruder (Monte Carlo, SE)."),
     "policy": {"enum": ["fail", "warn"]}, "pass": {"type": "boolean"},
     "message": {"type": "string"}, "fixes": _arr({"type": "string"}),
+    "left_out": _d(_obj({
+        "rule": {"type": "string"},
+        "sizes": _arr(_obj({"size": _INT, "households": _INT})),
+        "households": _INT, "persons": _INT, "of_households": _INT, "of_persons": _INT,
+        "weighted_share": {"type": ["number", "null"]}}),
+        "risk.exposed_sizes: drop: the households of exposed sizes left out of the public file."),
 }), "Household files only (docs/HOUSEHOLDS.md).")
+RISK_SCHEMA["properties"]["households"]["required"].remove("left_out")
 UTILITY_SCHEMA["properties"]["households"] = _d(_obj({
     "n_households": _INT, "households_changed": _INT, "share_changed": _SHARE,
     "keys": _arr(_obj({"name": {"type": "string"}, "tvd": _SHARE,

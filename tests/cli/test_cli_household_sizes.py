@@ -1,15 +1,18 @@
-"""Exposed household sizes through the command line (issue 44, docs/HOUSEHOLDS.md "Risk"): a
-household size held by fewer than 1/xi households of the file is shown by every release with
-household pseudonyms. ``risk.exposed_sizes: refuse`` stops the release (exit 2) naming the
-size, its households and the fixes; ``report`` (the default) publishes it with the household
-keys x size certificate of every other size <= xi, and names the exposed sizes in risk.json,
-the codebook and the report page."""
+"""Exposed household sizes through the command line (issue 44, docs/HOUSEHOLDS.md "Exposed
+sizes"): a household size held by fewer than 1/xi households of the file is shown by every
+release with household pseudonyms. ``risk.exposed_sizes: refuse`` (the default) stops the
+release (exit 2) naming the size, its households and the fix; ``drop`` leaves those households
+out of the public file (every certificate over the released households, the exposed size
+absent), states it in risk.json, audit.json, the codebook and the run summary, gives the same
+files on every executor, and ``sdc audit`` re-derives it; ``report`` (which published them) is
+refused naming the fix."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from sdc.samples import generate_household_sample
@@ -37,28 +40,44 @@ def _config(tmp_path: Path, **risk) -> Path:
     return path
 
 
-def test_refuse_stops_a_release_with_an_exposed_size(tmp_path):
-    r = run("release", _config(tmp_path, exposed_sizes="refuse"))
-    assert_clean_error(r, 2, "household keys x size certificate", "household size 8 (2 households)",
-                       "leave those households out of the input",
-                       "release without the household id")
+def test_refuse_is_the_default_and_names_size_households_and_fix(tmp_path):
+    r = run("release", _config(tmp_path))
+    assert_clean_error(r, 2, "household size 8 (2 households)", "fewer than 1/xi",
+                       "risk.exposed_sizes: drop", "release without input.household_id")
     assert not (tmp_path / "out").exists()
 
 
-def test_report_publishes_and_names_the_exposed_size(prefect_harness, tmp_path):
-    r = run("release", _config(tmp_path))
+def test_report_is_refused_naming_the_fix(tmp_path):
+    r = run("release", _config(tmp_path, exposed_sizes="report"))
+    assert_clean_error(r, 2, "risk.exposed_sizes: report", "risk.exposed_sizes: drop")
+    assert not (tmp_path / "out").exists()
+
+
+def test_drop_leaves_the_exposed_households_out(prefect_harness, tmp_path):
+    """The two 8-person households (16 persons) are not in the public file; no public size
+    is held by fewer than 1/xi households; the household keys x size certificate is over
+    every released household and <= xi; stated everywhere; the audit re-derives it."""
+    src = tmp_path / "hh.csv"
+    r = run("release", _config(tmp_path, exposed_sizes="drop"))
     assert r.exit_code == 0, r.text
-    assert "exposed sizes" in r.text and "household keys x size" in r.text  # the run summary
+    assert "left out" in r.text and "2 households, 16 persons" in r.text  # the run summary
     out = tmp_path / "out"
-    size = json.loads((out / "internal" / "risk.json").read_text())[
-        "households"]["composition"]["size_level"]
-    assert size["exposed_sizes"] == [{"size": 8, "households": 2}]
-    assert size["protectable_certificate"] <= 0.395 + 1e-12 < size["certificate"]
-    assert size["policy"] == "report" and size["enforced"] == size["protectable_certificate"]
-    assert "Household sizes not protected" in (out / "public" / "codebook.md").read_text()
-    html = (out / "internal" / "report.html").read_text()
-    assert "Household keys × size" in html and "Not bounded by ξ: household size 8" in html
+    hh = json.loads((out / "internal" / "risk.json").read_text())["households"]
+    size = hh["composition"]["size_level"]
+    assert size["exposed_sizes"] == [] and size["policy"] == "drop"
+    assert size["enforced"] == size["certificate"] <= 0.395 + 1e-12
+    left = hh["left_out"]
+    assert left["sizes"] == [{"size": 8, "households": 2}]
+    assert (left["households"], left["persons"]) == (2, 16)
+    orig = pd.read_csv(src)
+    assert left["of_persons"] == len(orig) and left["of_households"] == orig.hh_id.nunique()
+    pub = pd.read_parquet(out / "public" / "microdata.parquet")
+    assert len(pub) == len(orig) - 16
+    sizes = pub.groupby("hh_id").size()
+    assert sizes.max() < 8 and (sizes.value_counts() * 0.395 >= 1).all()
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    assert audit["households"]["left_out"] == left
+    assert "Households left out (exposed sizes)" in (out / "public" / "codebook.md").read_text()
     a = run("audit", out)
     assert a.exit_code == 0, a.text
-    assert "household keys x size: exact certificate &lt;= xi" in a.text or \
-        "household keys x size: exact certificate <= xi" in a.text
+    assert "households left out" in a.text and "no exposed size" in a.text
