@@ -314,10 +314,13 @@ def _household_lines(config: ReleaseConfig, result: Any) -> list[str]:
                   f"of {left['of_persons']:,}{share}), are not in this file: fewer than 1/xi "
                   "households of the file had those sizes, and the members sharing a "
                   "pseudonym show every household's size, so no release could protect them "
-                  "(risk.exposed_sizes: drop). The weight is recalibrated to the whole file's "
-                  "totals (region and household-key totals kept; their size's total is carried "
-                  "by the nearest released size), so weighted totals still estimate the whole "
-                  "population; estimates for households of those sizes cannot be made."]
+                  "(risk.exposed_sizes: drop). "
+                  + ("The weight is recalibrated to the whole file's totals (household-key "
+                     "totals kept; their size's total carried by the nearest released size), "
+                     "so weighted totals still estimate the whole population"
+                     if config.input.weight_release == "recalibrated" else
+                     "The weight is released as it is: weighted totals miss their share")
+                  + "; estimates for households of those sizes cannot be made."]
     sl = (comp or {}).get("size_level") or {}
     if sl.get("exposed_sizes"):
         sizes = ", ".join(f"{e['size']} ({e['households']})" for e in sl["exposed_sizes"])

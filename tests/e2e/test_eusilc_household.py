@@ -7,8 +7,9 @@ skips).
 Checked: the survey weight and the eight person incomes are released (the weight recalibrated
 to the released household keys: one value per released region x size, the original totals);
 age keeps the five standard classes; the composition, person-level and household-level
-certificates are <= xi, and the household keys x size certificate for every size but the two
-9-person households (exposed: fewer than 1/xi); the share of records changed that init,
+certificates are <= xi, and the household keys x size certificate over every released
+household (the two 9-person households, exposed: fewer than 1/xi, left out of the public file
+by the drafted ``risk.exposed_sizes: drop``, the weight still carrying the file's total); the share of records changed that init,
 design and release print agree within sampling error (the release's one draw within 4 binomial standard
 errors of the design's, sd = sqrt(n p (1 - p)) per household-size-weighted draw, widened x3
 for the households' clustering); the weighted at-risk-of-poverty rate by region stays within 2
@@ -72,13 +73,13 @@ def test_eusilc_init_design_release(eusilc_release):
     orig = pd.read_csv(run["csv"])
     assert set(INCOMES) <= set(pub.columns) and "rb050" in pub.columns
     assert pub["age"].nunique() >= 5
-    # the released weight: one value per released region x size; totals of each region kept
-    # (up to the size-9 households: a singular size)
+    # the released weight: one value per released region x size; the totals of each region
+    # kept (the left-out 9-person households' weight recalibrated into their region's others)
     pub_w = pd.to_numeric(pub["rb050"])
     assert (pub_w.groupby([pub["db040"], pub["hsize"]]).nunique() == 1).all()
     tot_o = orig.groupby("db040")["rb050"].sum()
     tot_p = pub_w.groupby(pub["db040"]).sum()
-    assert ((tot_p - tot_o).abs() <= orig.loc[orig.hsize >= 9, "rb050"].sum() + 1e-6).all()
+    assert ((tot_p - tot_o).abs() <= 1e-9 * tot_o).all(), tot_p - tot_o
     # records changed: init's and the release's one draw agree within sampling error
     changed = int(re.search(r"records changed\s+([\d,]+)", r.text).group(1).replace(",", ""))
     n = len(orig)
@@ -99,14 +100,17 @@ def test_eusilc_init_design_release(eusilc_release):
     for level in (comp, comp["person"], comp["household_level"]):
         assert level["certificate"] <= xi + 1e-12, level
     # the household keys x size intruder (the public file shows every household's size):
-    # certified <= xi for every size but 9, of which the file holds 2 households (no release
-    # with household pseudonyms protects them: exposed, named, risk 1/2)
+    # certified <= xi over every released household; the two 9-person households (exposed:
+    # fewer than 1/xi, no release with pseudonyms protects them) are left out of the public
+    # file (init drafts risk.exposed_sizes: drop), their weight recalibrated into the others
     size = comp["size_level"]
-    assert size["protectable_certificate"] <= xi + 1e-12, size
-    assert size["exposed_sizes"] == [{"size": 9, "households": 2}]
-    assert size["certificate"] == pytest.approx(0.5)
+    assert size["certificate"] <= xi + 1e-12 and size["exposed_sizes"] == [], size
+    left = risk["households"]["left_out"]
+    assert left["sizes"] == [{"size": 9, "households": 2}]
+    assert (left["households"], left["persons"]) == (2, 18)
     members = pub.groupby("db030").size()
-    assert int((members == 9).sum()) == 2  # what any intruder sees in the public file
+    assert members.max() == 8 and len(pub) == n - 18  # what any intruder sees
+    assert pub_w.sum() == pytest.approx(orig["rb050"].sum(), rel=1e-9)  # the file's total
 
 
 def _changed(run: dict) -> tuple[int, int]:
