@@ -35,7 +35,7 @@ from sdc.config.model import ReleaseConfig
 
 __all__ = ["AS_COLUMN", "RARE_GROUP_SHARE", "RARE_SHARE", "SIZE_TOPS", "STANDARD_BANDS", "Option",
            "band_candidates", "group_key_options", "household_key_options", "person_key_options", "reassembling_columns",
-           "reassembly_note",
+           "rare_grouped", "reassembly_note",
            "standard_bands", "without_group_id"]
 
 STANDARD_BANDS = (16, 25, 50, 65)
@@ -102,13 +102,21 @@ def person_key_options(frame: pd.DataFrame, config: ReleaseConfig) -> list[list[
         cats = list(kv.categories or [])
         if cats and all(isinstance(c, str) for c in cats):
             share = frame[k].astype("string").value_counts(normalize=True)
-            rare = [c for c in cats if float(share.get(c, 0.0)) < RARE_SHARE]
-            if 2 <= len(rare) < len(cats) - 0:
-                name = "+".join(rare)
-                opts.append((f"rare grouped ({name})", {"groups": {name: rare}},
-                             len(cats) - len(rare) + 1))
+            opts += rare_grouped(cats, share, RARE_SHARE, min_kept=1)
         options.append(opts)
     return options
+
+
+def rare_grouped(cats: list[str], share: pd.Series, threshold: float,
+                 min_kept: int) -> list[Option]:
+    """The option grouping the categories ``cats`` whose ``share`` (of persons or of groups)
+    is below ``threshold`` into one, when two or more are that rare and at least
+    ``min_kept`` categories stay apart; else no option."""
+    rare = [c for c in cats if float(share.get(c, 0.0)) < threshold]
+    if not 2 <= len(rare) <= len(cats) - min_kept:
+        return []
+    name = "+".join(rare)
+    return [(f"rare grouped ({name})", {"groups": {name: rare}}, len(cats) - len(rare) + 1)]
 
 
 def _size_key(frame: pd.DataFrame, config: ReleaseConfig, k: str) -> np.ndarray | None:
@@ -182,11 +190,7 @@ def group_key_options(frame: pd.DataFrame,
             continue
         mine = opts.get(k, [("as written", None, kvs[k].size)])
         share = first[k].astype("string").value_counts(normalize=True)
-        rare = [c for c in cats if float(share.get(c, 0.0)) < RARE_GROUP_SHARE]
-        if 2 <= len(rare) < len(cats) - 1:
-            name = "+".join(rare)
-            mine.append((f"rare grouped ({name})", {"groups": {name: rare}},
-                         len(cats) - len(rare) + 1))
+        mine += rare_grouped(cats, share, RARE_GROUP_SHARE, min_kept=2)
         nums = [re.search(r"\d+", c) for c in cats]
         if len(cats) >= 4 and all(nums):
             order = sorted(cats, key=lambda c: int(re.search(r"\d+", c).group()))  # type: ignore[union-attr]
