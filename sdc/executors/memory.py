@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -129,7 +130,9 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
             _keep_public(res)
     kept = res.released
     res.cells = dataclasses.replace(res.cells, record_cell=kept.record_cell)
-    res.frame = _released_frame(frame, kept.table, config)
+    left = getattr(getattr(res.counted, "agg", None), "left_out", None)  # exposed_sizes: drop
+    res.frame = _released_frame(frame if left is None else frame.iloc[np.setdiff1d(
+        np.arange(len(frame)), left.rows)], kept.table, config)
     return res
 
 

@@ -107,6 +107,15 @@ def _joined(orig: pd.DataFrame, public: pd.DataFrame, bands: list[int]) -> pd.Da
     return m
 
 
+def _released_households(orig: pd.DataFrame, hid: str, left: dict[str, Any]) -> pd.DataFrame:
+    """``orig`` without the households of the sizes risk.json's ``households.left_out``
+    names (``risk.exposed_sizes: drop``), checked against its counts."""
+    size = orig.groupby(hid)[hid].transform("size")
+    out = orig[~size.isin([e["size"] for e in left["sizes"]])]
+    assert len(orig) - len(out) == left["persons"] and len(orig) == left["of_persons"]
+    return out
+
+
 def _cell(m: pd.DataFrame, hid: str, cols: list[str], cls: str | None) -> pd.Series:
     """Per household of ``hid``: its household keys ``cols`` and, with ``cls``, its
     composition (members per person class, every class of the file)."""
@@ -219,7 +228,12 @@ def test_testdata_init_design_release_meet_the_done_when(tmp_path):
               comp["household_level"]["certificate"]]
     assert max(levels) <= xi + 1e-9, levels
     bands = cfg["key_variables"]["age"]["recode"]["bands"]
-    orig = pd.read_csv(TESTDATA)
+    # the 12-person household (a size of one household: exposed, no release with household
+    # pseudonyms protects it) is left out of the public file (init drafts exposed_sizes: drop)
+    assert cfg["risk"]["exposed_sizes"] == "drop"
+    left = risk["households"]["left_out"]
+    assert left["sizes"] == [{"size": 12, "households": 1}] and left["persons"] == 12
+    orig = _released_households(pd.read_csv(TESTDATA), "ori_hid", left)
     m = _joined(orig, pd.read_parquet(got["public"] / "microdata.parquet"), bands)
     assert (m["sampling_weight_r"] == m["sampling_weight"]).all()
     # households are released whole: one released household per original household
@@ -272,7 +286,9 @@ def test_eusilc_init_design_release_print_the_same_expectation(eusilc_release):
     assert len(sizes) >= 5
     for e in sizes:
         assert abs(e["share"]["z"]) <= 2, e
-    orig = pd.read_csv(run["csv"])
+    risk = json.loads((run["out"] / "internal" / "risk.json").read_text())
+    orig = _released_households(pd.read_csv(run["csv"]), "db030",
+                                risk["households"]["left_out"])  # the 2 of size 9 left out
     pub = run["out"] / "public"
     files = {"parquet": pd.read_parquet(pub / "microdata.parquet"),
              "sav": pyreadstat.read_sav(str(pub / "microdata.sav"))[0],

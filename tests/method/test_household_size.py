@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from sdc.config.load import load_config
-from sdc.errors import SmallBlockError
+from sdc.errors import InputError, SmallBlockError
 from sdc.executors.memory import release_frame
 from sdc.io.recode import recode_frame
 
@@ -93,10 +93,13 @@ def test_protect_refuses_the_singular_draw_of_household_size(tmp_path, sample):
     all combinations: with hhsize a key, they came out with another size. Refused, naming
     the key, the value and the households; the fix named (hhsize a household column) is
     consistent."""
-    nine = pd.DataFrame({"hh_id": "H9999999", "person_id": [f"P999999{i}" for i in range(9)],
-                         "region": 1, "hhsize": 9, "sex": [1, 2] * 4 + [1],
-                         "age": [40, 38, 70, 68, 12, 10, 8, 5, 2]})
-    sample = pd.concat([sample, nine], ignore_index=True)  # a size too rare for a PRB
+    # three 9-person households: a size too rare for a PRB, not exposed (>= 1/xi households)
+    nine = pd.concat([pd.DataFrame({
+        "hh_id": f"H999999{h}", "person_id": [f"P99999{h}{i}" for i in range(9)],
+        "region": 1, "hhsize": 9, "sex": [1, 2] * 4 + [1],
+        "age": ages}) for h, ages in enumerate(([40, 38, 70, 68, 12, 10, 8, 5, 2], [30] * 9,
+                                                [70] * 9))])  # three compositions
+    sample = pd.concat([sample, nine], ignore_index=True)
     raw = _raw(composition="protect")
     raw["key_variables"]["hhsize"]["range"] = [1, 9]
     with pytest.raises(SmallBlockError) as e:
@@ -149,11 +152,17 @@ def _eusilc(tmp_path: Path, **risk) -> tuple[pd.DataFrame, dict]:
 
 
 def test_eusilc_protect_nine_person_households(tmp_path):
-    """The reported case: two 9-person households of eusilc were released with hsize 5."""
+    """The reported case: two 9-person households of eusilc were released with hsize 5. Their
+    size is exposed (fewer than 1/xi households): refused by default, naming it; left out
+    with ``risk.exposed_sizes: drop``, every released household's hsize is its member count
+    (hsize a key or a household column)."""
     f, raw = _eusilc(tmp_path, composition="protect")
-    with pytest.raises(SmallBlockError) as e:
+    with pytest.raises(InputError) as e:
         _release(tmp_path, f, raw)
-    assert "the 2 household(s) of size [9] (hsize = 9)" in str(e.value)
+    assert "household size 9 (2 households)" in str(e.value)
+    raw["risk"]["exposed_sizes"] = "drop"
+    pub = _release(tmp_path, f, raw)
+    assert _inconsistent(pub, "db030", "hsize") == 0 and len(pub) == len(f) - 18
     del raw["key_variables"]["hsize"]
     raw["input"]["household_columns"] = ["hsize"]
     assert _inconsistent(_release(tmp_path, f, raw), "db030", "hsize") == 0
