@@ -100,12 +100,12 @@ def _kept(frame: pd.DataFrame, rows: np.ndarray, hid: str, columns: list[str] | 
           ) -> pd.DataFrame:
     """``frame`` without the left-out ``rows`` (global row numbers, sorted), renumbered as
     if the file never held them; ``columns``: what the caller asked for (the household id
-    was read to filter)."""
+    was read to filter: dropped again unless the runner gives every column anyway)."""
     idx = frame.index.to_numpy(np.int64)
     keep = ~np.isin(idx, rows)
     out = frame[keep]
-    if columns is not None and hid not in columns:
-        out = out.drop(columns=[hid])
+    if columns is not None and hid not in columns and set(out.columns) <= {*columns, hid}:
+        out = out.drop(columns=[hid])  # a runner that reads the columns asked: as it would
     kept = idx[keep]
     return out.set_axis(pd.Index(kept - np.searchsorted(rows, kept), dtype=np.int64), axis=0)
 
