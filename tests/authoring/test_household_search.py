@@ -33,12 +33,13 @@ def _config(data: dict, base_dir: Path):
 
 
 def _households(n_h: int, seed: int = 3, big: int = 0) -> pd.DataFrame:
-    """n_h households of 1-6 members (one of ``big`` members when big > 0): region,
-    household size, sex, age, a household column 'roof' unique per household."""
+    """n_h households of 1-6 members (three of ``big`` members when big > 0: a size held by
+    at least 1/xi households, not exposed): region, household size, sex, age, a household
+    column 'roof' unique per household."""
     rng = np.random.default_rng(seed)
     size = rng.integers(1, 7, n_h)
     if big:
-        size[0] = big
+        size[:3] = big
     hid = np.repeat(np.arange(n_h), size)
     return pd.DataFrame({
         "hid": hid, "region": np.repeat(rng.integers(1, 4, n_h), size),

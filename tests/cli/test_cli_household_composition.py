@@ -5,6 +5,7 @@ saying "household composition not protected" in the codebook and on the report p
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,11 @@ def test_design_recommends_a_config_that_release_publishes_within_xi(prefect_har
     assert a.exit_code == 0, a.text
     pub = pd.read_parquet(out / "public" / "microdata.parquet")
     assert (pub.groupby(hid)[hk].nunique() == 1).all().all()
+    left = json.loads((out / "internal" / "risk.json").read_text())["households"].get("left_out")
+    if data == "testdata":  # the 12-person household (exposed) left out (risk.exposed_sizes)
+        assert d["risk"]["exposed_sizes"] == "drop" and left["persons"] == 12
+        size = src.groupby(hid)[hid].transform("size")
+        src = src[~size.isin([e["size"] for e in left["sizes"]])]
     assert sorted(pub.groupby(hid).size()) == sorted(src.groupby(hid).size())
     # the independent intruder on the designed config's mechanism, 30 seeds
     dc = load_config(designed)
@@ -128,6 +134,7 @@ def test_plan_and_validate_of_a_protectedtestdata_config(tmp_path):
     cfg = testdata_config(tmp_path, composition="protect")
     d = yaml.safe_load(cfg.read_text())
     d["key_variables"]["age"]["recode"] = {"bands": [0, 15, 65]}
+    d["risk"]["exposed_sizes"] = "drop"  # the 12-person household (issue 44)
     d.pop("partition")
     cfg.write_text(yaml.safe_dump(d, sort_keys=False))
     r = run("plan", cfg)

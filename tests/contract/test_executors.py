@@ -420,7 +420,8 @@ def _protect(cfg: dict[str, Any]) -> None:
 # derived and perturbed columns of both levels in one release (they were two variants,
 # "weights" and "perturb-derived": three releases fewer, every feature still on every executor)
 @pytest.mark.parametrize("variant", ["plain", "weighted", "weights-perturb-derived",
-                                     "protect", "protect-weighted", "protect-matching"])
+                                     "protect", "protect-weighted", "protect-matching",
+                                     "protect-drop"])
 def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_path, variant):
     """A household file (docs/HOUSEHOLDS.md): the streaming and Dask executors' releases equal
     the in-memory one file for file (households split over batches and Parquet pieces, changed
@@ -447,13 +448,17 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
             _protect(cfg)
         if variant.endswith("weighted"):  # balanced on the weights (docs/HOUSEHOLDS.md)
             cfg["risk"]["weighted"] = True
-        if variant == "protect-matching":  # near compositions by matchings (issue 44)
+        if variant in ("protect-matching", "protect-drop"):  # near compositions by matchings
             cfg["risk"].update({"destinations": "near", "theta": "calibrated",
                                 "near": {"neighbours": 4, "kernel": "matching"}})
+        if variant == "protect-drop":  # the two 8-person households exposed at xi 0.395: left
+            # out of every batch (streaming: 700 rows; Dask: Parquet pieces) (issue 44)
+            cfg["risk"].update({"xi": 0.395, "exposed_sizes": "drop",
+                                "small_blocks": "calibrate"})
         if variant == "weights-perturb-derived":
             _household_columns(frame, cfg)
         cfg["input"].update({"path": str(inp), "format": "parquet", "drop": ["income"]})
-        if variant == "protect-matching":  # income kept; with the groups, water (a household
+        if variant in ("protect-matching", "protect-drop"):  # income kept; with the groups, water (a household
             # column) narrows urbrur in the small PRB of 7-person households: dropped
             cfg["input"]["drop"] = ["water"]
             cfg["input"]["household_columns"].remove("water")
@@ -487,6 +492,11 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
                                   "microdata.parquet")
             child = pd.to_numeric(pub["age"]) < 15
             assert (child == pub["income"].isna()).all()
+        if variant == "protect-drop":
+            assert risk["left_out"]["sizes"] == [{"size": 8, "households": 2}]
+            pub = pd.read_parquet(tmp_path / "pandas" / "release" / "public" /
+                                  "microdata.parquet")
+            assert len(pub) == len(frame) - 16 and pub.groupby("hh_id").size().max() == 7
     else:
         assert risk["small_classes"] > 0
     if variant == "plain":
