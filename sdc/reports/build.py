@@ -245,8 +245,10 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
     if config.recoded_keys:
         from sdc.reports.recoding import fine_counts, recoding_section
 
-        utility["recoding"] = recoding_section(config, fine_counts(config),
-                                               result.cells.key_codes, result.cells.frequency)
+        left = getattr(getattr(getattr(result, "counted", None), "agg", None), "left_out", None)
+        utility["recoding"] = recoding_section(
+            config, fine_counts(config, skip=None if left is None else left.rows),
+            result.cells.key_codes, result.cells.frequency)
     # a household release brings its households sections, built from its parts
     parts = getattr(result, "household_report", None)
     if parts is not None:

@@ -70,10 +70,12 @@ def _rule_name(config: ReleaseConfig, key: str) -> str:
     return {"topbottom": "top_bottom", "recodebands": "bands"}.get(name, name)
 
 
-def fine_counts(config: ReleaseConfig, frames=None) -> dict[str, np.ndarray]:
+def fine_counts(config: ReleaseConfig, frames=None,
+                skip: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Counts of every declared value (input codes, ``missing`` last) of each recoded key,
     over ``frames`` (an iterable of raw input frames; default: the input read in batches,
-    key columns only, or whole for SPSS/Stata)."""
+    key columns only, or whole for SPSS/Stata); ``skip``: global row numbers not released
+    (``risk.exposed_sizes: drop``'s left-out households), not counted."""
     keys = config.recoded_keys
     src = config.input_key_variables
     counts = {k: np.zeros(src[k].size, dtype=np.int64) for k in keys}
@@ -90,6 +92,8 @@ def fine_counts(config: ReleaseConfig, frames=None) -> dict[str, np.ndarray]:
 
             frames = [read_input(raw)]
     for frame in frames:
+        if skip is not None and len(skip):
+            frame = frame[~np.isin(frame.index.to_numpy(np.int64), skip)]
         for k in keys:
             counts[k] += np.bincount(encode_key(frame[k], k, src[k]), minlength=src[k].size)
     return counts
