@@ -58,7 +58,6 @@ from sdc.authoring.member_bands import SHIFT_OK, band_variants, class_shift, ver
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
 from sdc.method.designs import design_of
-from sdc.method.household_exposed import frame_without_exposed
 
 __all__ = ["HouseholdCandidate", "HouseholdDesign", "band_candidates", "evaluate_household_designs",
            "run_household_design"]
@@ -287,7 +286,6 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
     from sdc.method.cells import encode_key
     from sdc.method.household_composition import MAX_CLASSES
 
-    frame, base = frame_without_exposed(frame, config, base)  # protect: exposed sizes out
     kvs = config.input_key_variables
     declared = np.column_stack([encode_key(frame[k], k, kvs[k]) for k in config.key_names])
     declared_entropy = _entropy(declared)
@@ -585,9 +583,10 @@ def run_household_design(path: Path, config: ReleaseConfig,
                          base: dict[str, Any]) -> HouseholdDesign:
     """Read the household file in its declared values and evaluate the designs."""
     from sdc.io.read import read_input
+    from sdc.method.household_exposed import frame_without_exposed
 
-    raw = config.declared_view()
-    frame = read_input(raw)
+    # the protect candidates release without the households of exposed sizes (drop)
+    frame, base = frame_without_exposed(read_input(config.declared_view()), config, base)
     current, cands = evaluate_household_designs(frame, config, base, path.resolve().parent)
     rec = recommend(cands)
     return HouseholdDesign(path.resolve(), config, base, current, cands, _Result(rec))
