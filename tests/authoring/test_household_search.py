@@ -24,6 +24,7 @@ from sdc.authoring.household_design import (
 )
 from sdc.authoring.household_options import AS_COLUMN, household_key_options
 from sdc.authoring.household_recommend import _numeric_classes
+from sdc.method.household_exposed import frame_without_exposed
 
 TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sdcmicro" / "testdata.csv"
 
@@ -111,6 +112,9 @@ def test_testdata_search_certifies_in_the_recommendations_order(tmp_path):
                               "sex": {"categories": [1, 2]}, "age": {"range": [0, 110]}},
             "risk": {"xi": 0.395, "small_blocks": "calibrate"}, "seed": 1}
     cfg = _config(data, tmp_path)
+    # as `sdc design` searches it: without the 12-person household (exposed; drop drafted)
+    f, data = frame_without_exposed(f, cfg, data)
+    assert data["risk"]["exposed_sizes"] == "drop" and len(f) == 4580 - 12
     _, cands = evaluate_household_designs(f, cfg, data, tmp_path)
     i = recommend(cands)
     assert i is not None
