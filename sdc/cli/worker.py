@@ -159,6 +159,22 @@ def _preimport() -> None:
             importlib.import_module(name)
 
 
+def _build_cli_once() -> None:
+    """Typer builds the CLI's click command from every command's signature at each call of
+    ``app()`` (~27 ms); the worker builds it once and its children (one run each, forked)
+    use that object. Typer's own ``app()`` still runs (its exception hook and wrapping)."""
+    import typer.main
+
+    from sdc.cli.main import app
+
+    built, make = typer.main.get_command(app), typer.main.get_command
+
+    def get_command(typer_instance: Any) -> Any:
+        return built if typer_instance is app else make(typer_instance)
+
+    typer.main.get_command = get_command
+
+
 def module_files() -> dict[str, tuple[int, int]]:
     """(mtime ns, size) of the source of every imported module."""
     out: dict[str, tuple[int, int]] = {}
@@ -445,6 +461,7 @@ def serve(home: Path) -> Job | None:
     from flows.run import run_settings
 
     run_settings(server.url)  # Prefect's settings of a run on this server, made once
+    _build_cli_once()
     files = module_files()
     sock = home / WORKER_SOCKET
     with contextlib.suppress(FileNotFoundError):
