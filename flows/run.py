@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["PrefectServerLostError", "PrefectUnreachableError", "check_prefect_api",
-           "early_api", "prefect_api_configured", "run_release", "run_settings", "server_lost",
-           "use_local_server"]
+           "early_api", "launch_early", "prefect_api_configured", "run_release", "run_settings",
+           "server_lost", "use_local_server"]
 
 
 class PrefectUnreachableError(RuntimeError):
@@ -138,12 +138,18 @@ def lost_server(url: str | None, out_dir: Path,
         raise lost from exc
 
 
+_early: list[Any] = []  # the temporary API sdc's entry launched (launch_early)
+
+
 def early_api(reuse: bool) -> Any:
     """Prefect's temporary API started now, before the pre-flight, when the run will use one:
     no configured API, no local server sdc started running, and no reused server to start
     (``reuse`` False or ``SDC_SERVER_IDLE_MINUTES`` 0), and a ``PREFECT_HOME`` the pre-flight
-    accepts. Else None (:func:`run_release` finds or starts the API itself). The server then boots during the whole pre-flight too;
-    a refused pre-flight stops it (``stop()``, or at exit)."""
+    accepts. Else None (:func:`run_release` finds or starts the API itself). The server then
+    boots during the whole pre-flight too; a refused pre-flight stops it (``stop()``, or at
+    exit). The one :func:`launch_early` started, if any, is handed over."""
+    if _early:
+        return _early.pop()
     from flows.server import idle_minutes_setting, local_server
 
     if prefect_api_configured() or (reuse and idle_minutes_setting() > 0):
@@ -157,6 +163,20 @@ def early_api(reuse: bool) -> Any:
     from flows.ephemeral import TemporaryAPI
 
     return TemporaryAPI.start()
+
+
+def launch_early(argv: list[str]) -> None:
+    """``sdc release ... --no-reuse``: the temporary API launched by the console script before
+    it imports the CLI (typer, rich, pydantic: ~0.1-0.2 s), for :func:`early_api` to hand
+    over. Whatever fails here is left to the command (it asks again, and refuses)."""
+    if argv[:1] != ["release"] or "--no-reuse" not in argv[1:] or {"--help", "-h"} & {*argv}:
+        return
+    try:
+        api = early_api(reuse=False)
+    except Exception:  # noqa: BLE001 (the command's own early_api raises it where it should)
+        return
+    if api is not None:
+        _early.append(api)
 
 
 def _api_for_run(reuse: bool, temp_api: Any = None) -> tuple[Any, Any]:

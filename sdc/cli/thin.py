@@ -281,6 +281,9 @@ def run(app: Callable[[], None]) -> None:
         code = through_worker(argv)
         if code is not None:
             sys.exit(code)
+    from flows.run import launch_early
+
+    launch_early(argv)  # `release --no-reuse`: its temporary API boots while the CLI imports
     try:
         guarded(app)
         code: Any = 0
