@@ -158,8 +158,9 @@ def test_eusilc_records_changed_at_most_10_percent(eusilc_release):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="members change age class and keep their incomes: "
                    "mean old-age benefit (py100n) at 16-24 +12 to +20 SE (pensioners moved "
-                   "to 16-24); the adjacent-class preference of the matching is a tie-break "
-                   "and does not bring it within 3 SE")
+                   "to 16-24); risk.member_bands keeps them within 3 SE (docs/HOUSEHOLDS.md "
+                   "'Member bands') but its smaller PRBs let eqSS tell compositions apart, so "
+                   "sdc design refuses it on eusilc (dependence check, 0.56 > xi)")
 def test_eusilc_incomes_by_age_within_3_se(eusilc_release):
     """The weighted mean of every person income (persons with a value) per age class, public
     against original, in standard errors of the original estimate clustered by household as
