@@ -141,3 +141,19 @@ def release_folder(config_path: Path) -> Path:
         return write_release(cfg.output_dir, public, internal)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def streaming_release_of(tmp: Path, frame: pd.DataFrame, config_text: str) -> Path:
+    """The release folder of ``frame`` (written as Parquet in row groups of 700) under the key
+    variables and risk section of ``config_text`` (a YAML job), on the streaming executor in
+    batches of 700 rows, ``relation`` dropped."""
+    inp = tmp / "h.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=700)
+    raw = yaml.safe_load(config_text)
+    job = household_job(tmp, inp, {"kind": "streaming", "batch_rows": 700},
+                        key_variables=raw["key_variables"], risk=raw["risk"])
+    cfg = yaml.safe_load(job.read_text())
+    cfg["input"]["drop"] = ["relation"]
+    cfg.pop("partition", None)
+    job.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return release_folder(job)

@@ -221,25 +221,14 @@ def test_banded_certificates_equal_the_enumeration():
 def test_audit_rederives_a_banded_release(tmp_path):
     """``sdc audit`` of a banded protect release of the sample (streaming executor): every
     check passes, the bands are named in the codebook's missingness relations."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from household_helpers import household_job, release_folder
+    from household_helpers import streaming_release_of
 
     from sdc.audit.verify import verify_release
     from sdc.samples import generate_household_sample
 
     frame = generate_household_sample(3000, seed=5, n_regions=6)
     frame["income"] = frame["income"].astype(float).where(frame["age"] >= 16)
-    inp = tmp_path / "h.parquet"
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=700)
-    raw = yaml.safe_load(CONFIG)
-    job = household_job(tmp_path, inp, {"kind": "streaming", "batch_rows": 700},
-                        key_variables=raw["key_variables"], risk=raw["risk"])
-    cfg = yaml.safe_load(job.read_text())
-    cfg["input"]["drop"] = ["relation"]
-    cfg.pop("partition", None)
-    job.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    rel = release_folder(job)
+    rel = streaming_release_of(tmp_path, frame, CONFIG)
     rep = verify_release(rel)
     assert rep.ok, [c for c in rep.checks if not c.ok]
     risk = (rel / "internal" / "risk.json").read_text()

@@ -288,9 +288,7 @@ def test_audit_rederives_the_groups_and_finds_no_foreign_pattern(tmp_path):
     present from 65; Parquet in row groups, the streaming executor): the groups re-derived
     from the source, no public (class, missing columns) pattern outside its group's; every
     check passes. foreign_patterns counts a public pattern its group never has."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from household_helpers import household_job, release_folder
+    from household_helpers import streaming_release_of
 
     from sdc.audit.verify import verify_release
     from sdc.method.household_missing import MissingGroups, foreign_patterns
@@ -299,16 +297,7 @@ def test_audit_rederives_the_groups_and_finds_no_foreign_pattern(tmp_path):
     frame = generate_household_sample(3000, seed=5, n_regions=6)
     frame["income"] = frame["income"].astype(float).where(frame["age"] >= 16)
     frame["pension"] = (frame["income"] * 0.6).where(frame["age"] >= 65)
-    inp = tmp_path / "h.parquet"
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), inp, row_group_size=700)
-    raw = yaml.safe_load(CONFIG)
-    job = household_job(tmp_path, inp, {"kind": "streaming", "batch_rows": 700},
-                        key_variables=raw["key_variables"], risk=raw["risk"])
-    cfg = yaml.safe_load(job.read_text())
-    cfg["input"]["drop"] = ["relation"]
-    cfg.pop("partition", None)
-    job.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    rel = release_folder(job)
+    rel = streaming_release_of(tmp_path, frame, CONFIG)
     rep = verify_release(rel)
     names = {c.name: c for c in rep.checks}
     check = names["composition stage: missingness groups"]
