@@ -26,15 +26,20 @@ from sdc.method.dependence import (
     measure_dependence,
     member_columns,
     pair_plan,
-    person_level,
     small_limit,
 )
+from sdc.method.dependence.rebuild import HouseholdRelations
 from sdc.method.designs import design_of, plan_release
 from sdc.method.draws import (
     draw_tiebreak,
     record_identity,
     unique_identities,
     value_hash,
+)
+from sdc.method.household_dependence import (
+    household_dependence,
+    household_pairs,
+    recalibrated_weight,
 )
 from sdc.method.household_persons import (
     PersonStagePlan,
@@ -109,6 +114,9 @@ class HouseholdAggregate:
     #: ``risk.exposed_sizes: drop``: the households left out before counting
     #: (:class:`sdc.method.household_exposed.LeftOut`), else None
     left_out: Any = None
+    #: the columns not released as they are and what may rebuild them, one row per household
+    #: (:class:`sdc.method.dependence.rebuild.HouseholdRelations`), None without such columns
+    relations: pd.DataFrame | None = None
 
     @property
     def n_households(self) -> int:
@@ -129,6 +137,7 @@ class HouseholdCounter:
         self.merge_every = merge_every
         self._parts: list[tuple[np.ndarray, ...]] = []
         self.members = HouseholdMembers(merge_every=merge_every)
+        self.relations = HouseholdRelations(merge_every=merge_every)
         self.weights = HouseholdWeights() if design_of(config).weighted else None
         from sdc.method.household_missing import ClassPatterns
 
@@ -171,6 +180,7 @@ class HouseholdCounter:
                 self.patterns.add(frame, person_classes_of(np.column_stack(
                     [encode_key(frame[k], k, kvs[k]) for k in pk]), self.config), self.config)
         self.members.add(frame, ident, self.config)
+        self.relations.add(frame, ident, self.config)
         self._parts.append(_reduce(ident, codes, hashes, hashes,
                                    np.ones(len(frame), dtype=np.int64), classes,
                                    frame[cols].reset_index(drop=True)))
@@ -188,6 +198,7 @@ class HouseholdCounter:
         """Add another counter's households (a Dask piece's partial)."""
         self._parts.extend(other._parts)
         self.members.merge(other.members)
+        self.relations.merge(other.relations)
         if self.weights is not None and other.weights is not None:
             self.weights.merge(other.weights)
         if other.patterns is not None:
@@ -220,7 +231,8 @@ class HouseholdCounter:
                                   classes if classes.shape[1] else None,
                                   self.members.values(ident),
                                   None if self.weights is None
-                                  else self.weights.household_totals(ident), missing)
+                                  else self.weights.household_totals(ident), missing,
+                                  relations=self.relations.table(ident))
 
 
 def _reduce(ident: np.ndarray, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -406,43 +418,6 @@ def extended_cells(cells: CellTable, released_codes: list[np.ndarray]) -> tuple[
     return CellTable(np.zeros(0, dtype=np.int64), table, freq, list(cells.names)), orig
 
 
-def household_dependence(agg: HouseholdAggregate, hs: HouseholdStageResult,
-                         config: ReleaseConfig, kinds: dict[str, str] | None = None) -> list:
-    """The household-level dependence check on the aggregate: the ``household_columns`` and
-    the person columns of one member per household (:mod:`sdc.method.dependence.members`;
-    their figures ``level: person``) against the household stage's PRBs, their pairs too
-    (``kinds``: the public schema's, :func:`~sdc.method.dependence.schema_kinds`), as
-    ``sdc audit`` measures them on the household table (the caller raises with
-    :func:`~sdc.method.dependence.raise_if_dependent`)."""
-    hcfg = hs.config or household_config(config)
-    values = agg.columns if agg.columns is not None else pd.DataFrame(index=range(agg.n_households))
-    members = [] if agg.members is None else list(agg.members.columns)
-    if members:
-        values = pd.concat([values.reset_index(drop=True), agg.members], axis=1)
-    cols = [c for c in checked_columns(list(values.columns), hcfg) if c != _recalibrated_weight(config)]
-    counter = DependenceCounter(cols, len(hcfg.key_names), small_limit(hcfg),
-                                sizes=key_sizes(hcfg), pairs=_household_pairs(cols, kinds, config))
-    if hs.composition is not None:  # the composition stage's cells (singular households out)
-        if hs.plan is None:
-            return []
-        rows = np.flatnonzero(hs.cell >= 0)
-        if cols and rows.size:
-            counter.add(values.iloc[rows].reset_index(drop=True), hs.cell[rows],
-                        hs.composition.key_codes[rows])
-        return person_level(measure_dependence(counter, hs.plan, hcfg, lambda x: x), members)
-    if cols and agg.n_households:
-        counter.add(values, hs.cell, agg.key_codes)
-    return person_level(measure_dependence(counter, hs.plan, hcfg, lambda x: x), members)
-
-
-def _household_pairs(cols: list[str], kinds: dict[str, str] | None,
-                     config: ReleaseConfig) -> PairPlan:
-    """The household table's pairs (its household and member columns ``cols``; the person
-    weight does not pair)."""
-    return pair_plan(cols, {c: k for c, k in (kinds or {}).items() if c != config.input.weight},
-                     household_config(config))
-
-
 def household_pair_plans(names: list[str], kinds: dict[str, str],
                          config: ReleaseConfig) -> dict[str, PairPlan]:
     """The pairs each stage of a household file checks, from the public schema's column
@@ -452,10 +427,10 @@ def household_pair_plans(names: list[str], kinds: dict[str, str],
     present = set(names)
     table = [c for c in config.input.household_columns if c in present]
     hcols = [c for c in checked_columns(table + member_columns(names, config), hcfg)
-             if c != _recalibrated_weight(config)]
+             if c != recalibrated_weight(config)]
     return {"person": person_dependence_counter({c: kinds.get(c) for c in names},
                                                 config).pairs,
-            "household": _household_pairs(hcols, kinds, config)}
+            "household": household_pairs(hcols, kinds, config)}
 
 
 def inconsistent_rows(frame: pd.DataFrame, agg: HouseholdAggregate,
@@ -568,12 +543,6 @@ def household_values(agg: HouseholdAggregate, hs: HouseholdStageResult, config: 
     designs = perturb_designs(hcfg, counts, agg.n_households)
     out, changed = perturb_batch(values, out, designs, np.asarray(agg.identity, np.uint64), seed)
     return out, [d.perturbation(int(c)) for d, c in zip(designs, changed, strict=True)]
-
-
-def _recalibrated_weight(config: ReleaseConfig) -> str | None:
-    """The weight column when it is released recalibrated (not measured: a function of the
-    released household keys), else None."""
-    return config.input.weight if config.input.weight_release == "recalibrated" else None
 
 
 def _recalibrated(agg: HouseholdAggregate, hs: HouseholdStageResult,

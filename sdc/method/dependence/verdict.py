@@ -9,6 +9,10 @@ from sdc.errors import InputError
 from sdc.method.dependence.measure import ColumnDependence
 from sdc.method.dependence.members import PERSON_LEVEL
 
+#: ``ColumnDependence.via`` of a column rebuilt from released ones
+#: (:mod:`sdc.method.dependence.rebuild`)
+REBUILT = "rebuilt"
+
 __all__ = ["DependenceError", "dependence_error", "raise_if_dependent", "visible_error",
            "visibly_moved"]
 
@@ -66,6 +70,17 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
                f"together, {f.of[0]} and {f.of[1]} (neither alone) narrow" if f.of else
                "taken in order, its values fall into runs that each hold one value of the key "
                "(a finer grain, a prefix code), which narrows")
+        if f.via == REBUILT:
+            lines.append(
+                f"- {f.column!r} is not released as it is, but released columns rebuild it: "
+                f"{f.relation}. Rebuilt, its value narrows "
+                f"{', '.join(f'{k} for {f.revealed[k]:.0%}' for k in shown) or 'no key'} of the "
+                "households that may move: an intruder who rebuilds it and keeps the released "
+                f"households whose {f.column} agrees with a target's keys picks the target with "
+                f"probability {f.figure:.3f} against xi = {xi} ({f.baseline:.3f} without it; "
+                f"household PRB {f.prb}: {where}; {f.mean_figure:.3f} on average over every "
+                "household that may move)")
+            continue
         if f.level == PERSON_LEVEL:
             how = ("one member per household, " + how if not f.of else how)
             lines.append(
@@ -98,7 +113,8 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
             f"that may move)")
     weight = getattr(config.input, "weight", None)
     names = [f.column for f in bad if f.column != weight and not f.of and not f.level]
-    pairs = [f for f in bad if f.of]
+    rebuilt = [f for f in bad if f.via == REBUILT]
+    pairs = [f for f in bad if f.of and f.via != REBUILT]
     members = [f.column for f in bad if f.level == PERSON_LEVEL and not f.of]
     fixes = []
     if members:
@@ -125,7 +141,15 @@ def dependence_error(figures: list[ColumnDependence], plan: Any, config: Any) ->
             "two columns (e.g. `input.drop: [" + ", ".join(dict.fromkeys(f.of[1] for f in pairs))
             + "]`), making one of them a key variable, or listing one under `derived:` when it "
             "is a function of the keys.")
-    if weight in {f.column for f in bad if not f.level}:
+    if rebuilt:
+        fixes.append(
+            "\nFix each rebuilt column (" + ", ".join(f.column for f in rebuilt) + ") by "
+            "breaking its relation: drop the released column named with it (`input.drop: ["
+            + ", ".join(dict.fromkeys(f.of[1] for f in rebuilt)) + "]`; for a sum, any of its "
+            "terms), or make the rebuilt column a key variable (it is then released "
+            "post-randomized and certified); docs/METHOD.md, 'Columns rebuilt from released "
+            "ones'.")
+    if weight in {f.column for f in bad if not f.level and f.via != REBUILT}:
         fixes.append(
             f"\nThe survey weight {weight!r} (weights constant within strata of a key) cannot be "
             "derived: (it would no longer weight its record). Fix: keep the key(s) it depends on "
