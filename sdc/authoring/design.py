@@ -132,7 +132,7 @@ def run_design(config_path: str | Path, *, budget: float = 60.0, keep: float = K
     config = load_config(path)
     base = load_yaml(path.read_text(encoding="utf-8"))
     if config.input.household_id is not None:  # both stages: sdc.authoring.household_design
-        from sdc.authoring.household_design import run_household_design
+        from sdc.authoring.household_design_run import run_household_design
 
         return run_household_design(path, config, base)  # type: ignore[return-value]
     fine = count_declared(config)

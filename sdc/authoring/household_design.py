@@ -60,7 +60,7 @@ from sdc.errors import InputError, SmallBlockError
 from sdc.method.designs import design_of
 
 __all__ = ["HouseholdCandidate", "HouseholdDesign", "band_candidates", "evaluate_household_designs",
-           "run_household_design"]
+           "DesignResult", "recommend"]
 
 MAX_EXACT_SIZE = 40
 """Largest household (group) whose candidates get the exact person-level certificate under
@@ -468,6 +468,10 @@ class _Result:
     recommended: int | None
 
 
+#: the recommendation of a household design (the index of the recommended candidate)
+DesignResult = _Result
+
+
 @dataclass
 class HouseholdDesign:
     """``sdc design`` of a household file: the config as written (``current``) and the
@@ -480,6 +484,9 @@ class HouseholdDesign:
     current: HouseholdCandidate
     candidates: list[HouseholdCandidate]
     result: _Result
+    #: what ``risk.exposed_sizes: drop`` leaves out of the file the candidates are judged on
+    #: (:func:`sdc.method.household_exposed.exposed_households`), None: nothing
+    left_out: dict[str, Any] | None = None
 
     def _doc(self, i: int, c: HouseholdCandidate) -> dict[str, Any]:
         return {"node": i, "status": c.status, "recoding": c.recoding,
@@ -491,7 +498,16 @@ class HouseholdDesign:
                 "risk": {k: v for k, v in (c.data.get("risk") or {}).items()},
                 "without_group_id": c.without_group_id, "large_groups": c.large_groups,
                 "dropped": list(c.dropped), "class_shift": c.class_shift,
-                "class_shift_at": c.class_shift_at}
+                "class_shift_at": c.class_shift_at, "left_out": self._left(c)}
+
+    def _left(self, c: HouseholdCandidate) -> dict[str, Any] | None:
+        """The households and persons the candidate leaves out (``risk.exposed_sizes:
+        drop``), None: none."""
+        if self.left_out is None or (c.data.get("risk") or {}).get("exposed_sizes") != "drop":
+            return None
+        return {"households": self.left_out["households"],
+                "persons": self.left_out["persons"], "share": self.left_out["share"],
+                "sizes": {str(k): v for k, v in self.left_out["sizes"].items()}}
 
     def document(self) -> dict[str, Any]:
         cert = [i for i, c in enumerate(self.candidates) if c.status == "certified"]
@@ -506,6 +522,8 @@ class HouseholdDesign:
                       "not_evaluated": 0},
             "complete": True, "seconds": 0.0, "candidates": {},
             "current": cur,
+            # what risk.exposed_sizes: drop leaves out of the file the candidates are judged on
+            "left_out": self._left(HouseholdCandidate({"risk": {"exposed_sizes": "drop"}}, {})),
             "recommended": None if rec is None else self._doc(rec, self.candidates[rec]),
             "frontier": [self._doc(i, self.candidates[i]) for i in cert],
             # why the best refused household design and the release without the group id
@@ -577,16 +595,3 @@ class HouseholdDesign:
         lines = [w for h in head for w in textwrap.wrap(h, 96)]
         text = "".join(f"# {ln}\n" for ln in lines) + buf.getvalue()
         return write_atomic(out, text)
-
-
-def run_household_design(path: Path, config: ReleaseConfig,
-                         base: dict[str, Any]) -> HouseholdDesign:
-    """Read the household file in its declared values and evaluate the designs."""
-    from sdc.io.read import read_input
-    from sdc.method.household_exposed import frame_without_exposed
-
-    # the protect candidates release without the households of exposed sizes (drop)
-    frame, base = frame_without_exposed(read_input(config.declared_view()), config, base)
-    current, cands = evaluate_household_designs(frame, config, base, path.resolve().parent)
-    rec = recommend(cands)
-    return HouseholdDesign(path.resolve(), config, base, current, cands, _Result(rec))

@@ -118,6 +118,15 @@ def _changes(p: dict[str, Any], n: int) -> str:
     return changes_text(p["share_changed"] * n, sd * sd, n)
 
 
+def _left_out(left: dict[str, Any]) -> str:
+    """What ``risk.exposed_sizes: drop`` leaves out (the design table's line)."""
+    sizes = ", ".join(f"{s} ({n} households)" for s, n in left["sizes"].items())
+    return (f"sizes {sizes} held by fewer than 1/xi households: the candidates leave "
+            f"{left['households']:,} households, {left['persons']:,} persons "
+            f"({left['share']:.2%}) out of the public file (risk.exposed_sizes: drop; "
+            "docs/HOUSEHOLDS.md 'Exposed sizes')")
+
+
 def _print_household_design(doc: dict[str, Any], limit: int) -> None:
     """``sdc design`` of a household file (sdc.authoring.household_design)."""
     c = doc["current"]
@@ -127,10 +136,12 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
         ("candidates", f"{doc['nodes']['total']} (risk.composition: protect, person keys "
                        "recoded; grouped files: the two stages, coarser group keys, without "
                        f"the group id; {doc['nodes']['certified']} certified)"),
+        *([("exposed household sizes", _left_out(doc["left_out"]))] if doc.get("left_out")
+          else []),
     ], title="Design search (household file: both stages, the composition intruder)"))
     t = Table(title="Certified household designs (* recommended)", title_justify="left")
     for col in ("", "records changed (expected)", "households changed", "composition cert.",
-                "person cert.", "household cert.", "keys x size cert.", "recoding"):
+                "person cert.", "household cert.", "keys x size cert.", "left out", "recoding"):
         t.add_column(col, justify="left" if col in ("", "recoding") else "right",
                      overflow="fold")
     rec = doc["recommended"]["node"] if doc["recommended"] else None
@@ -154,7 +165,9 @@ def _print_household_design(doc: dict[str, Any], limit: int) -> None:
                   fmt_int(p["households_changed"]), comp,
                   f"{p['composition'].get('person_certificate', 0):.4f}",
                   f"{p['composition'].get('household_level_certificate', 0):.4f}",
-                  f"{p['composition'].get('size_level_protectable', 0):.4f}", Text(recoding))
+                  f"{p['composition'].get('size_level_protectable', 0):.4f}",
+                  (f"{p['left_out']['households']:,} hh, {p['left_out']['persons']:,} p"
+                   if p.get("left_out") else "none"), Text(recoding))
     console.print(t)
     if rec is None:
         console.print("no household design is certified at this xi: coarser household keys "

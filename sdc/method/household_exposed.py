@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_DRAFTED_SHARE", "LeftOut", "applies", "frame_without_exposed", "left_margins", "exposed_of", "exposed_refusal", "nearest_released_size"]
+__all__ = ["MAX_DRAFTED_SHARE", "LeftOut", "applies", "exposed_households",
+           "frame_without_exposed", "left_margins", "exposed_of", "exposed_refusal", "nearest_released_size"]
 
 
 MAX_DRAFTED_SHARE = 0.05
@@ -56,6 +57,22 @@ def exposed_of(size: np.ndarray, xi: float) -> dict[int, int]:
     return {int(s): int(c) for s, c in enumerate(n) if c > 0 and c * xi < 1.0 - 1e-12}
 
 
+def exposed_households(frame: Any, config: Any) -> dict[str, Any] | None:
+    """What ``risk.exposed_sizes: drop`` leaves out of a household file in memory
+    (``frame``): ``{"sizes": {size: households}, "households", "persons", "share"}`` (share:
+    of the persons), None when there is none or under ``input.members: sampled``."""
+    hid = config.input.household_id
+    if hid is None or getattr(config.input, "members", "all") == "sampled":
+        return None
+    counts = frame[hid].value_counts(sort=False)
+    exposed = exposed_of(counts.to_numpy(np.int64), float(config.risk.xi))
+    if not exposed:
+        return None
+    persons = int(sum(s * n for s, n in exposed.items()))
+    return {"sizes": exposed, "households": int(sum(exposed.values())), "persons": persons,
+            "share": persons / max(len(frame), 1)}
+
+
 def frame_without_exposed(frame: Any, config: Any, base: dict[str, Any]
                           ) -> tuple[Any, dict[str, Any]]:
     """A household file in memory (``frame``) without the households of its exposed sizes,
@@ -63,14 +80,12 @@ def frame_without_exposed(frame: Any, config: Any, base: dict[str, Any]
     is none, when they hold more than :data:`MAX_DRAFTED_SHARE` of the persons, and under
     ``input.members: sampled``): what ``sdc design`` and ``sdc init`` plan their
     ``risk.composition: protect`` candidates on and write."""
-    hid = config.input.household_id
-    if hid is None or getattr(config.input, "members", "all") == "sampled":
-        return frame, base
-    counts = frame[hid].value_counts(sort=False)
-    exposed = exposed_of(counts.to_numpy(np.int64), float(config.risk.xi))
-    left = counts.index[np.isin(counts.to_numpy(), list(exposed))]
-    if not exposed or counts[left].sum() > MAX_DRAFTED_SHARE * len(frame):
+    ex = exposed_households(frame, config)
+    if ex is None or ex["share"] > MAX_DRAFTED_SHARE:
         return frame, base  # (more to leave out: not drafted; the release refuses, naming it)
+    hid = config.input.household_id
+    counts = frame[hid].value_counts(sort=False)
+    left = counts.index[np.isin(counts.to_numpy(), list(ex["sizes"]))]
     risk = {**(base.get("risk") or {}), "exposed_sizes": "drop"}
     return frame[~frame[hid].isin(left)], {**copy.deepcopy(base), "risk": risk}
 

@@ -81,3 +81,27 @@ def test_drop_leaves_the_exposed_households_out(prefect_harness, tmp_path):
     a = run("audit", out)
     assert a.exit_code == 0, a.text
     assert "households left out" in a.text and "no exposed size" in a.text
+
+
+def test_design_says_the_config_as_written_refuses_and_what_drop_leaves_out(tmp_path):
+    """`sdc design` of a config that refuses exposed sizes (the default) judges its candidates
+    without those households (`drop`), so it must say that the config as written is refused
+    and how many households and persons every candidate leaves out (table and JSON)."""
+    cfg = _config(tmp_path)
+    n = len(pd.read_csv(tmp_path / "hh.csv"))
+    r = run("design", cfg, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    cur = doc["current"]
+    assert cur["status"] == "refused"
+    assert "exposed household sizes 8 (2 households)" in cur["note"]
+    assert "risk.exposed_sizes: refuse" in cur["note"]
+    assert f"2 households, 16 persons ({16 / n:.2%}) left out" in cur["note"]
+    assert doc["left_out"] == {"households": 2, "persons": 16, "share": 16 / n,
+                               "sizes": {"8": 2}}
+    assert doc["frontier"] and all(p["left_out"] == doc["left_out"] for p in doc["frontier"])
+    r = run("design", cfg)
+    text = " ".join(r.output.split())
+    assert "left out" in text and "2 hh, 16 p" in text
+    assert (f"the candidates leave 2 households, 16 persons ({16 / n:.2%}) out of the public "
+            "file") in text
