@@ -23,7 +23,7 @@ from sdc.method.dependence.tables import (
     BatchCells,
     cell_values,
     counted,
-    extreme_table,
+    extreme_tables,
     factorize_sorted,
     key_pair_counts,
     pair_values,
@@ -305,12 +305,7 @@ class DependenceCounter:
         merged into); a bucket no record reached holds the dtype's sentinels. The same
         table :meth:`_to_dense` and :meth:`_scatter` give."""
         size, dt = 1 << HASH_BITS, self._code_dtype()
-        lo = np.empty((self.n_keys, size), dt)
-        hi = np.empty((self.n_keys, size), dt)
-        for k in range(self.n_keys):
-            x = key_codes[:, k].astype(dt, copy=False)
-            lo[k] = extreme_table(np.minimum, bucket, x, size)
-            hi[k] = extreme_table(np.maximum, bucket, x, size)
+        lo, hi = extreme_tables(bucket, key_codes, size, dt)
         self._dense[c] = (here.astype(np.int64, copy=False), lo, hi)
         self._wide.add(c)
 

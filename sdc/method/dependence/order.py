@@ -16,6 +16,7 @@ from sdc.method.dependence.tables import (
     BatchCells,
     counted,
     extreme_table,
+    extreme_tables,
     reduce_cell_bins,
     reduce_sorted,
 )
@@ -131,21 +132,41 @@ def _order_bins(kind: str, x: np.ndarray, e: int) -> np.ndarray:
     return x >> e
 
 
-def _relative_bins(kind: str, x: np.ndarray, e: int, lo: float) -> tuple[np.ndarray, int]:
+_CHUNK = 1 << 16  # records per chunk of :func:`_relative_bins` (a float buffer in cache)
+
+
+def _relative_bins(kind: str, x: np.ndarray, e: int, lo: float,
+                   valid: np.ndarray | None = None, past: int = 0) -> tuple[np.ndarray, int]:
     """(bins - base, base) of :func:`_order_bins`, base the smallest bin (that of ``lo``, the
-    smallest value: the bins are monotone). Numbers in the normal range: scaled, floored and
-    shifted in one float array (exact: a power-of-two scaling, integers below 2**53), one
-    integer conversion."""
+    smallest valid value: the bins are monotone); ``valid`` given: the records not valid get
+    ``past`` (the row past the table). Numbers in the normal range: scaled, floored and
+    shifted chunk by chunk in a float buffer that stays in cache (exact: a power-of-two
+    scaling, integers below 2**53), each chunk converted into the one integer array."""
     if kind == "num" and x.dtype == np.float64 and -1022 <= e <= 1022:
-        y = x * (2.0 ** -e)
-        np.floor(y, out=y)
-        base = math.floor(lo * (2.0 ** -e))
-        if base:
-            y -= base
-        return y.astype(np.int64), int(base)
+        scale = 2.0 ** -e
+        base = math.floor(lo * scale)
+        out = np.empty(x.size, np.int64)
+        buf = np.empty(min(_CHUNK, x.size))
+        for s in range(0, x.size, _CHUNK):
+            y = buf[:min(_CHUNK, x.size - s)]
+            np.multiply(x[s:s + _CHUNK], scale, out=y)
+            if valid is not None:  # as the smallest value: the base stays
+                np.copyto(y, lo * scale, where=~valid[s:s + _CHUNK])
+            np.floor(y, out=y)
+            if base:
+                y -= base
+            out[s:s + y.size] = y
+        if valid is not None:
+            out[~valid] = past
+        return out, int(base)
+    if valid is not None:
+        x = np.where(valid, x, x.dtype.type(lo))
     bins = _order_bins(kind, x, e)
     base = int(bins.min())
-    return bins - base, base
+    bins -= base
+    if valid is not None:
+        bins[~valid] = past
+    return bins, base
 
 
 def _order_width(kind: str, lo: float, hi: float, e: int | None = None) -> int:
@@ -244,19 +265,17 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
         rows = size
     else:  # the records not valid in bin ``size``, one past the table (as the smallest bin
         # they would not change the base)
-        rel, base = _relative_bins(kind, np.where(valid, x, x.dtype.type(lo_i)), e, lo_i)
-        rel[~valid] = size
+        rel, base = _relative_bins(kind, x, e, lo_i, valid, size)
         rows = size + 1
     n = np.bincount(rel, minlength=rows)
     present = np.flatnonzero(n[:size] != 0)
     if few_bins(cells.fcell.size, present.size, rel.size):
         lo, hi, pc, pb, pn = _few_bins(rel, n, present, cells)
     else:
-        lo = np.empty((present.size, p), np.int64)
-        hi = np.empty((present.size, p), np.int64)
-        for k in range(p):  # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here
-            lo[:, k] = extreme_table(np.minimum, rel, cells.key_codes[:, k], rows)[present]
-            hi[:, k] = extreme_table(np.maximum, rel, cells.key_codes[:, k], rows)[present]
+        # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here
+        tlo, thi = extreme_tables(rel, cells.key_codes, rows)
+        lo = tlo[:, present].T.astype(np.int64)
+        hi = thi[:, present].T.astype(np.int64)
         at, kcode = cells.kept, cells.kcode
         if not every:
             ok = valid[at]

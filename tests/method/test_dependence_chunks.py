@@ -1,0 +1,211 @@
+"""The dependence check's record scatters in chunks (issue 48): the key codes' extremes per
+bucket (:func:`extreme_tables`) and the ordered table's bins (``order._relative_bins``) are
+made chunk by chunk so that a chunk stays in the core's cache; the tables must be the ones the
+one-array algorithm gives (per key ``extreme_table`` over all records, the bins of one float
+array), on random and real files, whatever the chunk size."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from eusilc_helpers import export_eusilc
+
+from sdc.method.dependence import order as O
+from sdc.method.dependence import tables as T
+from sdc.method.dependence.counting import DependenceCounter
+from sdc.method.dependence.pairs import frame_kinds, pair_plan
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def _per_key(bucket: np.ndarray, codes: np.ndarray, size: int,
+             dt: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The one-array algorithm: ``extreme_table`` per key over every record."""
+    lo = np.stack([T.extreme_table(np.minimum, bucket, codes[:, k].astype(dt), size)
+                   for k in range(codes.shape[1])])
+    hi = np.stack([T.extreme_table(np.maximum, bucket, codes[:, k].astype(dt), size)
+                   for k in range(codes.shape[1])])
+    return lo, hi
+
+
+def _real(name: str) -> pd.DataFrame:
+    path = {"testdata": SHARED / "sdcmicro" / "testdata.csv",
+            "adult": SHARED / "adult" / "adult.csv"}[name]
+    if not path.is_file():
+        pytest.skip(f"{path} absent (the shared data folder ../shared/data)")
+    return pd.read_csv(path, sep=None, engine="python")
+
+
+def _keyed(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(cell ids, key codes (n, p) uint8, sizes) of ``keys`` (missing as its own code)."""
+    codes, sizes = [], []
+    for k in keys:
+        c, u = pd.factorize(frame[k], sort=True)
+        codes.append(np.where(c < 0, len(u), c))
+        sizes.append(len(u) + 1)
+    cell = np.zeros(len(frame), np.int64)
+    for c, s in zip(codes, sizes, strict=True):
+        cell = cell * s + c
+    return cell, np.stack(codes, 1).astype(np.uint8), sizes
+
+
+REAL_KEYS = {"testdata": ["urbrur", "roof", "walls", "water", "sex"],
+             "adult": ["sex", "age", "race", "marital-status", "native-country"]}
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int16, np.int64])
+def test_extreme_tables_equal_the_per_key_scatters_on_random_records(monkeypatch, dt) -> None:
+    """Random buckets (skewed, with empty rows) and key codes over several chunks (a small
+    ``CHUNK``, and one chunk): the same lo and hi tables as one scatter per key."""
+    rng = np.random.default_rng(48)
+    n, size = 50_000, 3_000
+    bucket = np.minimum(rng.zipf(1.3, n), size - 1).astype(np.int64)
+    codes = np.asfortranarray(np.stack([rng.integers(0, s, n) for s in (2, 92, 9, 5, 44)], 1)
+                              .astype(dt))
+    want = _per_key(bucket, codes, size, np.dtype(dt))
+    for chunk in (997, 1 << 12, 1 << 17):
+        monkeypatch.setattr(T, "CHUNK", chunk)
+        lo, hi = T.extreme_tables(bucket, codes, size)
+        assert lo.dtype == np.dtype(dt)
+        np.testing.assert_array_equal(lo, want[0])
+        np.testing.assert_array_equal(hi, want[1])
+    # a table in a wider dtype than the codes (the counter's dense value tables)
+    lo, hi = T.extreme_tables(bucket, codes.astype(np.uint8), size, np.int16)
+    np.testing.assert_array_equal(lo, _per_key(bucket, codes, size, np.dtype(np.int16))[0])
+
+
+@pytest.mark.parametrize("name", ["testdata", "adult"])
+def test_extreme_tables_equal_the_per_key_scatters_on_real_files(monkeypatch, name) -> None:
+    """sdcMicro's testdata and adult: every non-key column's value buckets (folded hashes)
+    as buckets, chunks of 997 records: the same tables as one scatter per key."""
+    from sdc.method.draws import value_hash
+
+    frame = _real(name)
+    _, codes, _ = _keyed(frame, REAL_KEYS[name])
+    codes = np.asfortranarray(codes)
+    monkeypatch.setattr(T, "CHUNK", 997)
+    for c in frame.columns:
+        if c in REAL_KEYS[name]:
+            continue
+        bucket = (value_hash(frame[c]) & np.uint64((1 << T.HASH_BITS) - 1)).astype(np.int64)
+        lo, hi = T.extreme_tables(bucket, codes, 1 << T.HASH_BITS)
+        want = _per_key(bucket, codes, 1 << T.HASH_BITS, codes.dtype)
+        np.testing.assert_array_equal(lo, want[0])
+        np.testing.assert_array_equal(hi, want[1])
+
+
+def _one_array_bins(x: np.ndarray, e: int, lo: float, valid: np.ndarray | None,
+                    past: int) -> tuple[np.ndarray, int]:
+    """The one-array algorithm of ``_relative_bins`` (before issue 48)."""
+    if valid is not None:
+        x = np.where(valid, x, lo)
+    y = x * (2.0 ** -e)
+    np.floor(y, out=y)
+    base = math.floor(lo * (2.0 ** -e))
+    if base:
+        y -= base
+    out = y.astype(np.int64)
+    if valid is not None:
+        out[~valid] = past
+    return out, int(base)
+
+
+def test_relative_bins_in_chunks_equal_one_array(monkeypatch) -> None:
+    """Lognormal, negative and tiny numbers with NaN and infinite values not valid, over
+    several chunks: the same bins and base as computed in one float array."""
+    rng = np.random.default_rng(7)
+    n = 20_000
+    for x in (rng.lognormal(10, 2, n).round(), rng.normal(-5, 1e6, n),
+              rng.uniform(0, 1e-300, n)):
+        x[rng.random(n) < 0.03] = np.nan
+        x[rng.random(n) < 0.01] = np.inf
+        valid = np.isfinite(x)
+        lo, hi = float(x[valid].min()), float(x[valid].max())
+        e = O._order_width("num", lo, hi)
+        for chunk in (1_001, 1 << 16):
+            monkeypatch.setattr(O, "_CHUNK", chunk)
+            got = O._relative_bins("num", x, e, lo, valid, 1 << O.ORDER_BITS)
+            want = _one_array_bins(x, e, lo, valid, 1 << O.ORDER_BITS)
+            assert got[1] == want[1]
+            np.testing.assert_array_equal(got[0], want[0])
+            xv = np.where(valid, x, lo)
+            np.testing.assert_array_equal(O._relative_bins("num", xv, e, lo)[0],
+                                          _one_array_bins(xv, e, lo, None, 0)[0])
+
+
+def _all_tables(frame: pd.DataFrame, keys: list[str], batches: int) -> dict[str, np.ndarray]:
+    """Every table the counter keeps of ``frame`` (value tables, (cell, value) pairs, key
+    pair combinations, ordered tables of columns and synthetic pairs)."""
+    cell, codes, sizes = _keyed(frame, keys)
+    cols = [c for c in frame.columns if c not in keys]
+
+    class _Input:
+        weight = None
+
+    class _Config:
+        input = _Input()
+
+    plan = pair_plan(cols, frame_kinds(frame[cols]), _Config())
+    counter = None
+    for part in np.array_split(np.arange(len(frame)), batches):
+        c = DependenceCounter(cols, len(keys), 3, sizes=sizes, pairs=plan)
+        c.add(frame.iloc[part].reset_index(drop=True), cell[part], codes[part])
+        if counter is None:
+            counter = c
+        else:
+            counter.merge(c)
+    out: dict[str, np.ndarray] = {}
+    for col in cols:
+        (v, p) = counter.tables(col)
+        out.update({f"{col}/v{i}": a for i, a in enumerate(v)})
+        out.update({f"{col}/p{i}": a for i, a in enumerate(p)})
+        for q, (u, n) in counter.combos(col).items():
+            out[f"{col}/c{q}"] = np.concatenate([u, n])
+    for key in counter._order:
+        t = counter.order_table(key)
+        if t is not None:
+            for f in ("bins", "n", "lo", "hi", "pcell", "pbin", "pcount"):
+                out[f"{key!r}/{f}"] = getattr(t, f)
+            out[f"{key!r}/e"] = np.array([t.e, t.img_lo, t.img_hi])
+    return out
+
+
+def _frames(name: str, tmp_path_factory) -> tuple[pd.DataFrame, list[str]]:
+    if name == "eusilc":  # laeken's synthetic EU-SILC (skips without R's laeken)
+        f = pd.read_csv(export_eusilc(tmp_path_factory))
+        return f, ["db040", "rb090", "pb220a", "hsize"]
+    if name == "random":
+        rng = np.random.default_rng(3)
+        n = 6_000
+        f = pd.DataFrame({"sex": rng.integers(0, 2, n), "age": rng.integers(0, 92, n),
+                          "reg": rng.integers(0, 44, n)})
+        f["income"] = rng.lognormal(10, 1, n).round()
+        f.loc[rng.random(n) < 0.05, "income"] = np.nan
+        f["hours"] = rng.integers(0, 80, n)
+        f["months"] = f["age"] * 12 + rng.integers(0, 12, n)
+        f["w"] = rng.uniform(50, 300, n)
+        return f, ["sex", "age", "reg"]
+    return _real(name), REAL_KEYS[name]
+
+
+@pytest.mark.parametrize("name", ["random", "testdata", "adult", "eusilc"])
+def test_the_counter_tables_do_not_depend_on_the_chunks(monkeypatch, tmp_path_factory,
+                                                        name) -> None:
+    """The whole counter (one batch; three merged on the random file) with chunks of 997 records equals the
+    counter with one chunk (the one-array algorithm: ``CHUNK`` above the records), table by
+    table, bit for bit."""
+    frame, keys = _frames(name, tmp_path_factory)
+    for batches in ((1, 3) if name == "random" else (1,)):
+        monkeypatch.setattr(T, "CHUNK", 1 << 40)
+        monkeypatch.setattr(O, "_CHUNK", 1 << 40)
+        want = _all_tables(frame, keys, batches)
+        monkeypatch.setattr(T, "CHUNK", 997)
+        monkeypatch.setattr(O, "_CHUNK", 997)
+        got = _all_tables(frame, keys, batches)
+        assert got.keys() == want.keys()
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
