@@ -336,6 +336,8 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                     _weight_fix(frame, data, draft, weight, keys, why)
                     continue
                 if f.of:  # a pair of columns gives keys away together: drop the second
+                    if f.of[1] not in frame.columns:  # rebuilt from the member count alone
+                        continue  # (no column to drop: the release refuses, naming the fix)
                     f = replace(f, column=f.of[1])
                 if f.column in draft.released_unchanged:
                     draft.released_unchanged.remove(f.column)

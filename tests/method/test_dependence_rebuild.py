@@ -102,10 +102,25 @@ def test_the_relations_table_is_the_same_whatever_the_batches():
                                              "drop": ["code", "inc_a"]}})
     one, many = _table(f, cfg, 1), _table(f, cfg, 7)
     targets, hcols, sums = one.attrs["relations"]
-    assert (targets, hcols) == (["code", "inc_a"], ["water", "spend", "share"])
+    assert (targets, hcols) == (["code", "inc_a"], ["water", "spend", "share", "members"])
     assert "sum(noise)" in sums and "sum(age)" not in sums  # keys are not released as they are
     pd.testing.assert_frame_equal(one, many, rtol=1e-12)
     assert [r.target for r in find_rebuilt(many)] == ["code"]
+
+
+def test_the_member_count_divides_and_multiplies():
+    """The household's member count is shown by every household release (the pseudonyms): a
+    dropped household mean of a released person column is rebuilt as sum / members."""
+    f = _planted(n=1500)
+    hh, inv, n = np.unique(f["hh_id"], return_inverse=True, return_counts=True)
+    f["mean_a"] = (np.bincount(inv, weights=f["inc_a"]) / n)[inv]
+    cfg = sdc.parse_config({**GEN, "input": {**GEN["input"], "household_columns": ["water"],
+                                             "drop": ["mean_a", "code", "spend", "share",
+                                                      "noise", "scaled", "tot"]}})
+    got = {r.target: r for r in find_rebuilt(_table(f, cfg, 3))}
+    assert set(got) == {"mean_a"}
+    assert (got["mean_a"].form, got["mean_a"].by) == ("ratio", "members")
+    assert got["mean_a"].pair == ("mean_a", "inc_a")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["SAMPLE", "SHARE", "HouseholdRelations", "Rebuilt", "find_rebuilt",
+__all__ = ["MEMBERS", "SAMPLE", "SHARE", "HouseholdRelations", "Rebuilt", "find_rebuilt",
            "relation_columns"]
 
 #: a form rebuilds a column when it holds (within the tolerance) for this share of the
@@ -45,6 +45,8 @@ __all__ = ["SAMPLE", "SHARE", "HouseholdRelations", "Rebuilt", "find_rebuilt",
 SHARE = 0.9
 #: households the forms are fitted on (then verified on every household)
 SAMPLE = 4096
+#: the household's number of members (shown by the pseudonyms): a regressor and a divisor
+MEMBERS = "members"
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,12 @@ class Rebuilt:
     def pair(self) -> tuple[str, str]:
         """(target, the released column whose drop breaks the relation): the divisor or
         factor, else the term of largest weight."""
-        if self.by:
+        if self.by and self.by != MEMBERS:
             return self.target, self.by
-        name = max((t for t in self.terms if t[1] != "1"), key=lambda t: abs(t[0]))[1]
+        terms = [t for t in self.terms if t[1] not in ("1", MEMBERS)]
+        if not terms:  # a function of the member count: only a key stops it
+            return self.target, MEMBERS
+        name = max(terms, key=lambda t: abs(t[0]))[1]
         return self.target, name[4:-1] if name.startswith("sum(") else name
 
     def text(self) -> str:
@@ -160,7 +165,7 @@ class HouseholdRelations:
         t = block(targets)
         lo = np.where(np.isnan(t), np.inf, t)
         hi = np.where(np.isnan(t), np.inf, t)
-        s = np.nan_to_num(block(pcols), nan=0.0)
+        s = np.column_stack([np.ones(len(frame)), np.nan_to_num(block(pcols), nan=0.0)])
         self._parts.append(_reduce(np.asarray(household, np.uint64), lo, hi, block(hcols), s))
         if len(self._parts) >= self.merge_every:
             self._merge()
@@ -179,7 +184,8 @@ class HouseholdRelations:
 
     def table(self, identity: np.ndarray) -> pd.DataFrame | None:
         """One row per household of ``identity`` (sorted): the targets (NaN where not constant
-        or missing), the household columns and ``sum(person column)``; None: no target."""
+        or missing), the household columns, ``members`` and ``sum(person column)``; None: no
+        target."""
         self._merge()
         if self.names is None or not self.names[0] or not self._parts:
             return None
@@ -189,9 +195,11 @@ class HouseholdRelations:
         t = np.where((lo == hi) & np.isfinite(lo), lo, np.nan)[at]
         cols = {c: t[:, i] for i, c in enumerate(targets)}
         cols.update({c: first[at, i] for i, c in enumerate(hcols)})
-        cols.update({f"sum({c})": sums[at, i] for i, c in enumerate(pcols)})
+        cols[MEMBERS] = sums[at, 0]  # shown by every household release (the pseudonyms)
+        cols.update({f"sum({c})": sums[at, i + 1] for i, c in enumerate(pcols)})
         out = pd.DataFrame(cols)
-        out.attrs["relations"] = (list(targets), list(hcols), [f"sum({c})" for c in pcols])
+        out.attrs["relations"] = (list(targets), [*hcols, MEMBERS],
+                                  [f"sum({c})" for c in pcols])
         return out
 
 
@@ -211,11 +219,18 @@ def _share(lin: np.ndarray, c: np.ndarray, d: np.ndarray, form: str, tol: float)
 
 
 def _fit(x: np.ndarray, y: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
+    """Least squares on ``rows`` by the normal equations of the columns scaled to at most 1
+    (a p x p solve: LAPACK on the sample itself lets a multi-threaded BLAS spend 20x the CPU
+    on a busy machine); None when too few rows."""
     ok = rows[np.isfinite(y[rows])]
     if ok.size < x.shape[1] + 2:
         return None
-    b, *_ = np.linalg.lstsq(x[ok], y[ok], rcond=None)
-    return b
+    xs = x[ok]
+    scale = np.abs(xs).max(axis=0)
+    scale[scale == 0] = 1.0
+    xs = xs / scale
+    b, *_ = np.linalg.lstsq(xs.T @ xs, xs.T @ y[ok], rcond=None)
+    return b / scale
 
 
 def find_rebuilt(table: pd.DataFrame | None) -> list[Rebuilt]:
