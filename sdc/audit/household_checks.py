@@ -212,11 +212,11 @@ def exposed_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any], 
     """``risk.exposed_sizes`` (:mod:`sdc.method.household_exposed`): no public household has
     a size held by fewer than 1/xi public households, and the households left out
     (``drop``: re-derived from the source) are the ones audit.json records."""
-    from sdc.method.household_exposed import applies, exposed_of
+    from sdc.method.household_exposed import applies, exposed_of, size_cap
 
     if not applies(cfg):
         return
-    pub = exposed_of(agg_p.size, xi)
+    pub = exposed_of(agg_p.size, xi, size_cap(cfg))
     rep.add("households: no exposed size in the public file", not pub,
             "every public household size is held by at least 1/xi public households" if not pub
             else "public household size(s) held by fewer than 1/xi households: " + ", ".join(

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_DRAFTED_SHARE", "LeftOut", "applies", "exposed_households",
+__all__ = ["MAX_DRAFTED_SHARE", "LeftOut", "applies", "exposed_households", "size_cap",
            "frame_without_exposed", "left_margins", "exposed_of", "exposed_refusal", "nearest_released_size"]
 
 
@@ -43,18 +43,32 @@ x size level."""
 
 def applies(config: Any) -> bool:
     """Whether ``config``'s release is held to the exposed-size rule: a household file under
-    ``risk.composition: protect`` whose members are not declared a sample of each group."""
+    ``risk.composition: protect`` or ``risk.large_groups`` whose members are not declared a
+    sample of each group (under ``large_groups: T`` for the sizes up to T only:
+    :func:`size_cap`)."""
     return (getattr(config.input, "household_id", None) is not None
-            and config.risk.composition == "protect"
+            and (config.risk.composition == "protect"
+                 or getattr(config.risk, "large_groups", None) is not None)
             and getattr(config.input, "members", "all") != "sampled")
 
 
-def exposed_of(size: np.ndarray, xi: float) -> dict[int, int]:
-    """{size: households} of the sizes held by fewer than 1/xi of the households whose
-    member counts are ``size`` (H,). Leaving those households out changes no other size's
-    count: the rule's fixed point is reached in one step."""
+def size_cap(config: Any) -> int | None:
+    """The largest size the rule holds (None: every size): under ``risk.large_groups: T``
+    (not ``protect``) T, the groups of at most T members, whose intruder knows every member
+    (the composition intruder, and so their number); the larger groups are outside that
+    threat model by the data producer's declaration (docs/HOUSEHOLDS.md "Exposed sizes")."""
+    if config.risk.composition == "protect":
+        return None
+    return getattr(config.risk, "large_groups", None)
+
+
+def exposed_of(size: np.ndarray, xi: float, cap: int | None = None) -> dict[int, int]:
+    """{size: households} of the sizes (at most ``cap``, None: any) held by fewer than 1/xi
+    of the households whose member counts are ``size`` (H,). Leaving those households out
+    changes no other size's count: the rule's fixed point is reached in one step."""
     n = np.bincount(np.asarray(size, np.int64))
-    return {int(s): int(c) for s, c in enumerate(n) if c > 0 and c * xi < 1.0 - 1e-12}
+    return {int(s): int(c) for s, c in enumerate(n)
+            if c > 0 and c * xi < 1.0 - 1e-12 and (cap is None or s <= cap)}
 
 
 def exposed_households(frame: Any, config: Any) -> dict[str, Any] | None:
@@ -65,7 +79,7 @@ def exposed_households(frame: Any, config: Any) -> dict[str, Any] | None:
     if hid is None or getattr(config.input, "members", "all") == "sampled":
         return None
     counts = frame[hid].value_counts(sort=False)
-    exposed = exposed_of(counts.to_numpy(np.int64), float(config.risk.xi))
+    exposed = exposed_of(counts.to_numpy(np.int64), float(config.risk.xi), size_cap(config))
     if not exposed:
         return None
     persons = int(sum(s * n for s, n in exposed.items()))

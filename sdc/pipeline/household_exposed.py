@@ -22,7 +22,13 @@ from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.method.cells import encode_key
 from sdc.method.household_batches import household_identity
-from sdc.method.household_exposed import LeftOut, applies, exposed_of, exposed_refusal
+from sdc.method.household_exposed import (
+    LeftOut,
+    applies,
+    exposed_of,
+    exposed_refusal,
+    size_cap,
+)
 
 __all__ = ["LeftOutRunner", "refuse_exposed", "without_exposed"]
 
@@ -34,7 +40,7 @@ def refuse_exposed(size: np.ndarray, config: ReleaseConfig) -> None:
     if not applies(config):
         return
     xi = float(config.risk.xi)
-    exposed = exposed_of(size, xi)
+    exposed = exposed_of(size, xi, size_cap(config))
     if exposed:
         raise InputError(exposed_refusal(exposed, xi, str(config.input.household_id)))
 
@@ -58,7 +64,7 @@ def without_exposed(runner: Any, config: ReleaseConfig) -> Any:
         return runner
     u, inv = np.unique(np.concatenate(ids), return_inverse=True)
     size = np.bincount(inv.reshape(-1), weights=np.concatenate(counts)).astype(np.int64)
-    exposed = exposed_of(size, float(config.risk.xi))
+    exposed = exposed_of(size, float(config.risk.xi), size_cap(config))
     if not exposed:
         return runner
     return LeftOutRunner(runner, config, _left_out(runner, config, u[np.isin(size, list(exposed))],

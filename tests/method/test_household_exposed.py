@@ -97,3 +97,29 @@ def test_the_runner_leaves_the_rows_out_in_batches_of_any_size(tmp_path):
         parts = list(r.map(lambda f, i: (i, f.index.to_numpy(), f["pid"].to_numpy()), ()))
         assert np.concatenate([p[1] for p in parts]).tolist() == list(range(len(want)))
         assert r.row_count() in (None, len(want))  # (a CSV: not known before reading)
+
+
+def test_large_groups_are_held_to_the_rule_up_to_their_threshold():
+    """Under ``risk.large_groups: T`` (two stages, no protect) the groups of at most T
+    members, whose intruder knows every member and so their number, are held to the rule: a
+    small size held by fewer than 1/xi groups is refused naming it; the larger groups are
+    outside that threat model (their sizes are not exposed); members declared a sample: no
+    rule (the count is the sample size)."""
+    from engine_configs import household_config
+
+    import sdc
+    from sdc.errors import InputError
+    from sdc.method.household_exposed import applies, size_cap
+    from sdc.pipeline.household_exposed import refuse_exposed
+
+    base = household_config(weight="hh_weight", drop=["income"])
+    cfg = sdc.parse_config({**base, "risk": {**base["risk"], "large_groups": 9}})
+    assert applies(cfg) and size_cap(cfg) == 9
+    size = np.array([2] * 50 + [3] * 40 + [7] + [30, 41, 55])  # 7: one group; 30+: large
+    assert exposed_of(size, 0.5, size_cap(cfg)) == {7: 1}
+    with pytest.raises(InputError, match=r"household size 7 \(1 household\)"):
+        refuse_exposed(size, cfg)
+    refuse_exposed(size[size != 7], cfg)  # the large groups' unique sizes: outside
+    sampled = sdc.parse_config({**base, "input": {**base["input"], "members": "sampled"}})
+    assert not applies(sampled)
+    refuse_exposed(size, sampled)
