@@ -339,6 +339,8 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                     if f.of[1] not in frame.columns:  # rebuilt from the member count alone
                         continue  # (no column to drop: the release refuses, naming the fix)
                     f = replace(f, column=f.of[1])
+                if f.column in draft.input["drop"] or f.column in draft.derived:
+                    continue  # named by another failing pair or rebuilt column already
                 if f.column in draft.released_unchanged:
                     draft.released_unchanged.remove(f.column)
                 hcols = draft.input.get("household_columns") or []

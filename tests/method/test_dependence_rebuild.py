@@ -144,3 +144,24 @@ def test_correlated_noisy_or_imbalanced_columns_are_not_relations(seed):
     (r,) = find_rebuilt(exact)
     assert (r.target, r.form, r.by) == ("corr", "ratio", "b")
     assert r.text().startswith("corr = (a) / b (for 100.0% of the households")
+
+
+def test_init_drafts_the_fix_of_a_rebuilt_column(tmp_path):
+    """`sdc init --drop code` of a file whose released `tot` and members' `inc_a` give code
+    (and so region) back: the draft drops a column of the relation too, with the reason, once."""
+    import yaml
+
+    from tests.cli.test_cli import run
+
+    f = _planted(n=3000).drop(columns=["noise", "scaled", "spend", "share", "income"])
+    f.to_csv(tmp_path / "pl.csv", index=False)
+    out = tmp_path / "pl.yaml"
+    r = run("init", tmp_path / "pl.csv", "--household-id", "hh_id", "--id", "person_id",
+            "--keys", "region,sex,age", "--drop", "code", "-o", out)
+    assert r.exit_code == 0, r.output
+    drop = yaml.safe_load(out.read_text())["input"]["drop"]
+    assert drop[0] == "code" and len(drop) == len(set(drop)) == 2
+    assert drop[1] in ("tot", "inc_a")
+    assert f"dropped by sdc init: {drop[1]} gives region away" in out.read_text()
+    r = run("plan", out)
+    assert r.exit_code == 0, r.output
