@@ -21,12 +21,12 @@ from sdc.pipeline.households import plan_households
 from sdc.samples import generate_household_sample
 
 
-def _planted(seed: int = 5, n: int = 6000) -> pd.DataFrame:
+def _planted(seed: int = 5, n: int = 6000, n_regions: int = 40) -> pd.DataFrame:
     """The generated household sample with per household: ``code`` (a function of region:
     gives it away), ``spend`` (random), ``share`` = spend / code, ``noise`` (random) and
     ``scaled`` = spend * noise; per person ``inc_a`` (random) and per household ``tot`` = the
     members' summed inc_a + code."""
-    f = generate_household_sample(n, seed=seed, n_regions=40)
+    f = generate_household_sample(n, seed=seed, n_regions=n_regions)
     rng = np.random.default_rng(seed)
     hh, inv = np.unique(f["hh_id"], return_inverse=True)
     code = (f["region"].to_numpy() * 7 + 3).astype(np.float64)
@@ -165,3 +165,49 @@ def test_init_drafts_the_fix_of_a_rebuilt_column(tmp_path):
     assert f"dropped by sdc init: {drop[1]} gives region away" in out.read_text()
     r = run("plan", out)
     assert r.exit_code == 0, r.output
+
+
+def test_audit_rederives_a_rebuilt_column_on_every_executor(tmp_path):
+    """A harmless rebuilt column (noise = scaled / spend, noise dropped) is measured in the
+    release (audit.json households.dependence, via rebuilt) and `sdc audit` re-derives it:
+    the in-memory and streaming releases' audits pass with the same figure."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from household_helpers import household_job, release_folder
+
+    from sdc.audit.verify import verify_release
+
+    f = _planted(n=2500, n_regions=12).drop(columns=["code", "share", "inc_a", "tot"])
+    inp = tmp_path / "hh.parquet"
+    pq.write_table(pa.Table.from_pandas(f, preserve_index=False), inp, row_group_size=450)
+    got = {}
+    for name, spec in {"pandas": "pandas",
+                       "streaming": {"kind": "streaming", "batch_rows": 300}}.items():
+        job = household_job(tmp_path, inp, spec, name=name)
+        data = yaml_load(job)
+        data["input"]["drop"] = ["income", "noise"]
+        data["input"]["household_columns"] = [*data["input"].get("household_columns", []),
+                                              "spend", "scaled"]
+        job.write_text(yaml_dump(data))
+        rel = release_folder(job)
+        rep = verify_release(rel)
+        assert rep.ok, [(c.name, c.detail) for c in rep.failed]
+        audit = json.loads((rel / "internal" / "audit.json").read_text())
+        (fig,) = [d for d in audit["households"]["dependence"] if d["column"] == "noise"]
+        assert fig["via"] == "rebuilt" and not fig["flagged"]
+        got[name] = fig
+    assert got["pandas"] == got["streaming"]
+
+
+def yaml_load(path):
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def yaml_dump(data) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False)
