@@ -211,3 +211,18 @@ def yaml_dump(data) -> str:
     import yaml
 
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def test_every_column_not_released_as_it_is_is_a_target():
+    """Dropped, derived and perturbed numeric columns are targets (their original values must
+    not come back); keys, ids and text are not; a recalibrated weight is no regressor."""
+    from types import SimpleNamespace as N
+
+    from sdc.method.dependence.rebuild import relation_columns
+
+    frame = pd.DataFrame({"hid": [1], "pid": [1], "k": [1], "a": [1.0], "b": [2], "c": [3.0],
+                          "t": ["x"], "w": [1.0], "h": [4.0], "p": [5.0]})
+    cfg = N(input=N(household_id="hid", id_column="pid", drop=["a", "t", "k"],
+                    household_columns=["h", "b"], weight="w", weight_release="recalibrated"),
+            key_names=["k"], derived=["b"], perturb={"c": {}})
+    assert relation_columns(frame, cfg) == (["a", "b", "c"], ["h"], ["p"])
