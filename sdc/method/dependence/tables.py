@@ -176,13 +176,24 @@ def pair_values(values: np.ndarray, vi: np.ndarray, n: np.ndarray,
 
 
 def counted(codes: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct ``codes`` and their counts (summed ``weights``): hashed, then only the
-    distinct codes are sorted."""
-    f, u = pd.factorize(codes)
-    n = (np.bincount(f, minlength=u.size) if weights is None else
-         np.bincount(f, weights=weights, minlength=u.size).astype(np.int64))
-    order = np.argsort(u)
-    return np.asarray(u, dtype=np.int64)[order], n.astype(np.int64)[order]
+    """Sorted distinct ``codes`` and their counts (summed ``weights``: record counts, whole
+    numbers): one sort of the codes (numpy's vectorised sort of int64: 5-10x faster than
+    hashing them and sorting the distinct ones, issue 48), the distinct codes' run lengths
+    (or their weights summed per run)."""
+    c = np.asarray(codes, dtype=np.int64)
+    if weights is None:
+        c = np.sort(c)
+    else:
+        order = np.argsort(c)
+        c = c[order]
+    if not c.size:
+        return c, np.zeros(0, np.int64)
+    start = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    if weights is None:
+        n = np.diff(np.r_[start, c.size])
+    else:  # whole numbers below 2**53: the float sums are exact, as one bincount's
+        n = np.add.reduceat(np.asarray(weights, dtype=np.float64)[order], start)
+    return c[start], n.astype(np.int64)
 
 
 def _strictly_sorted(a: np.ndarray, b: np.ndarray) -> bool:
