@@ -68,6 +68,16 @@ def matrix_power(p: np.ndarray, lam: float) -> np.ndarray:
 
 
 def _ols(codes: np.ndarray, y: np.ndarray, k: int, ref: int) -> np.ndarray:
+    """OLS of ``y`` on an intercept and the dummies of every code but ``ref``. With every code
+    present the fit is closed-form: the intercept is the mean of y over ``ref``'s records and
+    each dummy's coefficient its code's mean minus that (one pass over the records instead of
+    a least-squares solve of an n x k matrix, ~40 ms at 32,561 records: MC-SIMEX fits
+    1 + 4 x b of them; the same coefficients up to rounding). A code with no record (a
+    rank-deficient design): the least-squares solution, as before."""
+    n = np.bincount(codes, minlength=k) if codes.size and codes.min() >= 0 else np.zeros(0)
+    if n.size == k and (n > 0).all():
+        mean = np.bincount(codes, weights=y, minlength=k) / n
+        return np.concatenate([[mean[ref]], np.delete(mean, ref) - mean[ref]])
     x = np.column_stack([np.ones(y.size)] + [(codes == i).astype(np.float64)
                                              for i in range(k) if i != ref])
     return np.linalg.lstsq(x, y, rcond=None)[0]
