@@ -53,7 +53,7 @@ from sdc.authoring.household_options import (
     reassembly_note,
     without_group_id,
 )
-from sdc.authoring.household_recommend import TARGET, preference, recommend
+from sdc.authoring.household_recommend import TARGET, preference, recommend, weighted_near_data
 from sdc.authoring.member_bands import SHIFT_OK, band_variants, class_shift, verify_banded
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
@@ -309,6 +309,8 @@ def evaluate_household_designs(frame: pd.DataFrame, config: ReleaseConfig,
             seen.add(sig)
             cands.append(_planned(frame, HouseholdCandidate(data, recoding), base_dir,
                                   declared_entropy))
+    cands.extend(_planned(frame, HouseholdCandidate(data, rec), base_dir, declared_entropy)
+                 for data, rec in weighted_near_data(cands, NEAR))  # near.weights
     best = min((c for c in cands if c.status == "planned" and c.share_changed <= TARGET),
                key=preference, default=None)
     if best is not None and not best.class_shift <= SHIFT_OK:  # members kept in bands

@@ -3,11 +3,12 @@ file, :mod:`sdc.authoring.household_design`; docs/HOUSEHOLDS.md "Design")."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from sdc.authoring.member_bands import SHIFT_OK
 
-__all__ = ["TARGET", "preference", "recommend"]
+__all__ = ["NEAR_WEIGHTS", "TARGET", "preference", "recommend", "weighted_near_data"]
 
 TARGET = 0.15
 """Recommended: among the certified candidates changing at most this share of the records,
@@ -46,3 +47,34 @@ def _numeric_classes(c: Any) -> int:
     keeps first."""
     return sum(int(r["released_values"]) for r in c.recoding.values()
                if "bands" in (r.get("recode") or {}))
+
+
+NEAR_WEIGHTS = ([0.44, 0.44, 0.12], [0.39, 0.39, 0.22], [0.34, 0.33, 0.33])
+"""``near.weights`` tried on the preferred near candidates (METHOD 7.12): three matchings, more
+weight on the two cheapest. Fewer, unequal destinations let a cell see one arrival more often
+than none, so theta falls as well as the records a move changes (laeken's eusilc: 11.3% of
+records -> 9.8%, 10.1%, 10.3% in this order). Each is certified exactly and then released once
+in memory (:func:`~sdc.authoring.member_bands.verify_banded`): a concentrated W lets a
+household column tell compositions apart in a small PRB (eusilc's eqSS in its PRB of 7-member
+households: 0.405 > xi at the first, 0.394 at the second), and the release's dependence check
+refuses it. A weight too large for a PRB's certificate leaves it no theta (its sets then draw
+their household keys: the candidate changes far more records and is not recommended)."""
+
+
+def weighted_near_data(cands: list[Any], near: dict[str, Any]) -> list[tuple[dict, Any]]:
+    """(config data, recoding) of the near candidates the recommendation looks at first (the
+    preferred one within :data:`TARGET`, the preferred one overall) with the matchings
+    weighted (:data:`NEAR_WEIGHTS`), for the search to plan."""
+    planned = [c for c in cands if c.status == "planned"
+               and (c.data.get("risk") or {}).get("destinations") == "near"]
+    picks = [min((c for c in planned if c.share_changed <= TARGET), key=preference,
+                 default=None), min(planned, key=preference, default=None)]
+    out: list[tuple[dict, Any]] = []
+    for i, c in enumerate(picks):
+        if c is None or any(c is p for p in picks[:i]):
+            continue
+        for w in NEAR_WEIGHTS:
+            data = copy.deepcopy(c.data)
+            data["risk"]["near"] = {**near, "weights": list(w)}
+            out.append((data, c.recoding))
+    return out

@@ -107,7 +107,8 @@ def class_shift(frame: pd.DataFrame, cfg: Any, household: np.ndarray, before: np
 
 
 def verify_banded(frame: pd.DataFrame, c: Any, base_dir: Any, release: Any) -> None:
-    """A certified candidate ``c`` with ``risk.member_bands`` released once in memory
+    """A certified candidate ``c`` with ``risk.member_bands`` or ``risk.near.weights``
+    released once in memory
     (``release(frame, config)``), as ``sdc release`` judges it: its smaller composition PRBs
     can let a released household column tell compositions apart (eusilc's eqSS counts the
     members aged 14 and over), which the release's dependence check refuses; ``c`` is then
@@ -118,8 +119,9 @@ def verify_banded(frame: pd.DataFrame, c: Any, base_dir: Any, release: Any) -> N
     from sdc.errors import InputError, SmallBlockError
     from sdc.io.recode import recode_frame
 
-    if not (c.data.get("risk") or {}).get("member_bands"):
-        return
+    risk = c.data.get("risk") or {}
+    if not (risk.get("member_bands") or (risk.get("near") or {}).get("weights")):
+        return  # (weighted matchings concentrate W as smaller PRBs do: verified the same way)
     try:
         cfg = parse_config(copy.deepcopy(c.data), base_dir, source="household design")
         release(recode_frame(frame, cfg), cfg)

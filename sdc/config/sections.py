@@ -118,6 +118,11 @@ class NearSpec(StrictModel):
       can change every row (no series locality). ``matched``: how many of the 2s
       destinations come from matchings (default all); the others are the tour's +1, -1, +2,
       ... steps of the band kernel (the matchings then avoid those pairs).
+    - ``weights`` (matching kernel only): W = sum_i w_i Q_i, Q_i the i-th matching (the
+      first the least costly); at least 2 positive weights summing to 1, in place of 2s equal
+      ones and of the spread floor (the destinations are len(weights)). Still exactly doubly
+      stochastic; its certificate is computed exactly as for any W (issue 44: more weight on
+      the cheaper matchings changes fewer records).
     """
 
     bandwidth: float = 1.0
@@ -126,6 +131,7 @@ class NearSpec(StrictModel):
     neighbours: int = 8
     min_destinations: int = 4
     max_weight: float = 0.25
+    weights: list[float] | None = None
 
     @model_validator(mode="after")
     def _sane(self) -> NearSpec:
@@ -138,6 +144,18 @@ class NearSpec(StrictModel):
             raise ValueError(f"near.max_weight must lie in (0, 1), got {self.max_weight}")
         if self.matched is not None and self.matched < 0:
             raise ValueError(f"near.matched must be 0 or more, got {self.matched}")
+        if self.weights is not None:
+            w = self.weights
+            if self.kernel != "matching":
+                raise ValueError("near.weights needs kernel: matching (the band kernel's "
+                                 "weights are set by bandwidth and max_weight)")
+            if len(w) < 2 or not all(math.isfinite(x) and x > 0 for x in w) \
+                    or abs(sum(w) - 1.0) > 1e-9:
+                raise ValueError(f"near.weights must be 2 or more positive numbers summing "
+                                 f"to 1, got {w}")
+            if self.matched is not None:
+                raise ValueError("near.weights and near.matched cannot both be given")
+            return self
         need = max(self.min_destinations, math.ceil(1.0 / self.max_weight - 1e-12))
         if self.neighbours < need:
             raise ValueError(

@@ -140,6 +140,10 @@ def near_record(config: ReleaseConfig, certifier: NearCertifier,
         "distance": {m.name: m.kind for m in certifier.metrics},
         "bandwidth": o.bandwidth, "neighbours": o.neighbours,
         "min_destinations": o.min_destinations, "max_weight": o.max_weight,
+        **({"weights": [float(x) for x in o.weights],
+            "weights_rule": "W = sum_i weights[i] Q_i (Q_1 the least-cost matching), "
+                            "len(weights) destinations in place of 2s equal ones"}
+           if o.weights is not None else {}),
         "prbs": [{"prb": i, "w": certifier.design(b)[1]["w"],
                   **({"why": certifier.design(b)[1]["why"]} if "why" in certifier.design(b)[1]
                      else {}),

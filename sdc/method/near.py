@@ -407,6 +407,8 @@ def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarra
     t = np.asarray(frequency, dtype=np.int64)
     k = t.size
     move = nzy_move(t, theta)
+    if options.weights is not None:
+        return _weighted_matching(codes, t, move, theta, metrics, options.weights, fragile)
     half = near_half(options)
     if k - 1 < 2 * half:
         return (Transition(t, move, theta=float(theta), kind="uniform"),
@@ -443,3 +445,35 @@ def near_transition(codes: np.ndarray, cell_id: np.ndarray, frequency: np.ndarra
     indptr = np.arange(k + 1, dtype=np.int64) * (2 * half)
     return (Transition(t, move, indptr, indices, weights.copy(), theta=float(theta), kind="near"),
             {"w": "near"})
+
+
+def _weighted_matching(codes: np.ndarray, t: np.ndarray, move: np.ndarray, theta: float,
+                       metrics: list[KeyMetric], weights: list[float],
+                       fragile: np.ndarray | None) -> tuple[Transition, dict]:
+    """The matching kernel with ``near.weights``: W = sum_i w_i Q_i, Q_i the i-th matching of
+    :func:`matching_destinations` (the fragile penalties as for equal weights). Every Q_i is
+    a permutation without fixed points and no pair is used twice, so W is exactly doubly
+    stochastic with a zero diagonal, row j holding w_i at Q_i(j). A PRB with fewer than
+    len(weights) + 1 cells gets the uniform W."""
+    k = t.size
+    n = len(weights)
+    if k - 1 < n:
+        return (Transition(t, move, theta=float(theta), kind="uniform"),
+                {"w": "uniform", "why": f"k - 1 = {k - 1} other cells < {n} destinations of "
+                                        "the weighted matching kernel"})
+    codes = np.asarray(codes, dtype=np.int64)
+    cost = record_cost(codes, metrics)
+    shift = class_shift(codes, metrics)
+    if shift is not None:  # below one record: fewest records changed first
+        cost = cost * float(shift.max() + 1) + shift
+    keeps = None if fragile is None else _keeps(codes, metrics,
+                                                _size_fragile_where_kept(codes, metrics,
+                                                                         fragile, n))
+    dest = matching_destinations(cost, n, keeps)                 # column i = Q_i
+    order = np.argsort(dest, axis=1, kind="stable")
+    w = np.broadcast_to(np.asarray(weights, dtype=np.float64), dest.shape)
+    return (Transition(t, move, np.arange(k + 1, dtype=np.int64) * n,
+                       np.take_along_axis(dest, order, axis=1).ravel(),
+                       np.take_along_axis(w, order, axis=1).ravel().copy(),
+                       theta=float(theta), kind="near"),
+            {"w": "near", "kernel": "matching", "weights": [float(x) for x in weights]})

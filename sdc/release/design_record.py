@@ -47,9 +47,13 @@ def _near_group(tr: Any, members: np.ndarray, codes: np.ndarray, metrics: list,
     if length == 0:
         return {"w": "uniform"}
     if matching:  # W = (1/2s) sum of permutations: every row's destinations (local cells)
-        return {"w": "matching", "s": length // 2,
-                "destinations": [tr.indices[tr.indptr[j]:tr.indptr[j + 1]].tolist()
-                                 for j in members]}
+        out = {"w": "matching", "s": length // 2,
+               "destinations": [tr.indices[tr.indptr[j]:tr.indptr[j + 1]].tolist()
+                                for j in members]}
+        w = [tr.weights[tr.indptr[j]:tr.indptr[j + 1]].tolist() for j in members]
+        if any(x != 1.0 / len(r) for r in w for x in r):  # near.weights: each row's weights
+            out["weights"] = w
+        return out
     return {"w": "near", "s": length // 2,
             "tour": members[tour_of(codes, metrics)].tolist()}
 

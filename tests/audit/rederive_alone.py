@@ -131,9 +131,10 @@ def group_risk(g: dict, t_prb: list[int], theta_b: float, near_opts: dict | None
     if g["w"] == "matching":   # near: {kernel: matching}: every row's 2s destinations
         local = {c: i for i, c in enumerate(g["cells"])}
         w = np.zeros((k, k))
-        for j, dests in zip(g["cells"], g["destinations"], strict=True):
-            for d in dests:
-                w[local[j], local[d]] += 1.0 / len(dests)
+        rows_w = g.get("weights") or [[1.0 / len(d)] * len(d) for d in g["destinations"]]
+        for j, dests, ws in zip(g["cells"], g["destinations"], rows_w, strict=True):
+            for d, x in zip(dests, ws, strict=True):   # near.weights: recorded per row
+                w[local[j], local[d]] += x
         return design_risk(t, m, w, True)
     if g["w"] == "near":
         local = {c: i for i, c in enumerate(g["cells"])}

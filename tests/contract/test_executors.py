@@ -451,6 +451,8 @@ def test_household_release_is_the_same_on_every_executor(prefect_harness, tmp_pa
         if variant in ("protect-matching", "protect-drop"):  # near compositions by matchings
             cfg["risk"].update({"destinations": "near", "theta": "calibrated",
                                 "near": {"neighbours": 4, "kernel": "matching"}})
+        if variant == "protect-matching":  # weighted (near.weights, METHOD 7.12; issue 44)
+            cfg["risk"]["near"]["weights"] = [0.4, 0.4, 0.2]
         if variant == "protect-drop":  # the two 8-person households exposed at xi 0.395: left
             # out of every batch (streaming: 700 rows; Dask: Parquet pieces) (issue 44)
             cfg["risk"].update({"xi": 0.395, "exposed_sizes": "drop",
