@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.method.unique_rows import unique_rows
+
 __all__ = ["MIN_CLASSES", "SHIFT_OK", "band_variants", "class_shift", "verify_banded"]
 
 MIN_CLASSES = 5
@@ -58,7 +60,7 @@ def _means(x: np.ndarray, w: np.ndarray, cls: np.ndarray, hh: np.ndarray, n_cls:
     sw = np.bincount(cls, weights=w, minlength=n_cls)
     m = np.bincount(cls, weights=w * x, minlength=n_cls) / np.where(sw > 0, sw, 1.0)
     r = w * (x - m[cls])
-    _, cell = np.unique(np.column_stack([cls, hh]), axis=0, return_inverse=True)
+    _, cell = unique_rows(np.column_stack([cls, hh]))
     per = np.bincount(cell.reshape(-1), weights=r)
     cell_cls = np.zeros(per.size, np.int64)
     cell_cls[cell.reshape(-1)] = cls

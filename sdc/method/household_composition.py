@@ -39,6 +39,7 @@ import pandas as pd
 from sdc.config.model import Groups, KeyVariable, ReleaseConfig
 from sdc.errors import InputError
 from sdc.method.cells import combine_codes, encode_key, split_codes
+from sdc.method.unique_rows import unique_rows
 
 __all__ = ["COMPOSITION", "MAX_CLASSES", "CompositionStage", "CompositionTable",
            "CompositionPlan", "class_codes", "composition_config", "composition_plan", "composition_stage", "plan_composition_stage",
@@ -178,7 +179,7 @@ def composition_table(household: np.ndarray, person_class: np.ndarray, n_househo
     hh = np.asarray(household, dtype=np.int64)
     counts = np.bincount(hh * n_classes + np.asarray(person_class, dtype=np.int64),
                          minlength=n_households * n_classes).reshape(n_households, n_classes)
-    rows, inv = np.unique(counts, axis=0, return_inverse=True)
+    rows, inv = unique_rows(counts)
     return CompositionTable(rows.astype(np.int64), rows.sum(axis=1).astype(np.int64),
                             inv.reshape(-1).astype(np.int64))
 
@@ -187,7 +188,7 @@ def table_of_counts(counts: np.ndarray) -> CompositionTable:
     """The :class:`CompositionTable` of households given as (H, P) members per class (the
     batch engines' aggregate, :class:`sdc.method.household_batches.HouseholdAggregate`)."""
     counts = np.asarray(counts, dtype=np.int64)
-    rows, inv = np.unique(counts, axis=0, return_inverse=True)
+    rows, inv = unique_rows(counts)
     return CompositionTable(rows, rows.sum(axis=1).astype(np.int64),
                             inv.reshape(-1).astype(np.int64))
 

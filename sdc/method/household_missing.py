@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sdc.method.unique_rows import unique_rows
+
 __all__ = ["ClassPatterns", "MissingGroups", "class_groups", "constrain", "frame_groups",
            "member_bands",
            "foreign_patterns", "missing_groups", "mixed_person_prbs", "person_classes_of",
@@ -83,7 +85,7 @@ class ClassPatterns:
     def _add(self, rows: np.ndarray, n: np.ndarray) -> None:
         if self._n.size:
             rows, n = np.vstack([self._rows, rows]), np.r_[self._n, n]
-        u, inv = np.unique(rows, axis=0, return_inverse=True)
+        u, inv = unique_rows(rows)
         self._rows = u
         self._n = np.bincount(inv.reshape(-1), weights=n, minlength=u.shape[0]).astype(np.int64)
 
