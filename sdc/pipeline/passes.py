@@ -370,11 +370,7 @@ class DeferredReports:
         """The accumulator, filled."""
         if self._todo is not None:
             runner, acc, stage, offsets, kept = self._todo
-            template = acc.spawn()
-            for part in runner.map(report_batch, (stage, template),
-                                   lambda k: (kept[k][0], kept[k][1])):
-                acc.merge(part)
-            Refinement(runner, acc, stage, offsets).result()
+            Refinement(runner, acc, stage, offsets, kept).result()
             self._todo = None
         return self._acc
 
@@ -385,14 +381,23 @@ class DeferredReports:
 class Refinement:
     """The report refinement passes (:func:`refine_batch`) in a thread, so that they read the
     input (or wait for the cluster) while the records and public files are written; the
-    accumulator belongs to the thread until :meth:`result`."""
+    accumulator belongs to the thread until :meth:`result`. ``kept``: the apply pass's
+    (record cells, released cells) of every batch, whose report parts (:func:`report_batch`)
+    the thread sums first, merged in input order (a runner holding the whole file: the
+    apply pass's report sums leave the main thread and run while the files are written)."""
 
-    def __init__(self, runner: Runner, acc: Any, stage: Stage, offsets: list[int]) -> None:
+    def __init__(self, runner: Runner, acc: Any, stage: Stage, offsets: list[int],
+                 kept: list[tuple] | None = None) -> None:
         self._stop = threading.Event()
         self._error: BaseException | None = None
 
         def run() -> None:
             try:
+                if kept is not None:
+                    template = acc.spawn()
+                    for part in runner.map(report_batch, (stage, template),
+                                           lambda k: kept[k]):
+                        acc.merge(part)
                 more = acc.start_refinement()
                 while more and not self._stop.is_set():
                     template = acc.spawn()

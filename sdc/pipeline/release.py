@@ -463,8 +463,10 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         acc = new_accumulator(cells, config, count.weight_max, {**stats, **count.value_ranges},
                               numeric)
         defer = keep and not reports
+        # a runner holding the whole file: its report part is summed by the refinement's
+        # thread while the files are written (from the kept cells), not in the apply pass
         target = ApplyTarget(str(tmp), bits, records_path is not None, whole, keep,
-                             None if defer else acc.spawn())
+                             None if defer or whole else acc.spawn())
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
 
@@ -479,7 +481,9 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         if isinstance(count.dependence, DependenceThread):  # joined before any file
             plan = check_dependence(plan, count, config)
         # the report refinement passes run while the files below are written
-        refinement = None if defer else Refinement(runner, acc, stage, offsets)
+        refinement = None if defer else Refinement(
+            runner, acc, stage, offsets,
+            [(w[2], w[3]) for w in box if w is not None] if whole else None)
         if whole:  # the public file first: its table's memory is free for the records file's
             files, public_table, records_file = _write_kept(box, config, schema, dplan,
                                                             out_dir, records_path, say, files)
