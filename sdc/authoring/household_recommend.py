@@ -49,16 +49,18 @@ def _numeric_classes(c: Any) -> int:
                if "bands" in (r.get("recode") or {}))
 
 
-NEAR_WEIGHTS = ([0.44, 0.44, 0.12], [0.39, 0.39, 0.22], [0.34, 0.33, 0.33])
+NEAR_WEIGHTS = ([0.39, 0.39, 0.22], [0.34, 0.33, 0.33])
 """``near.weights`` tried on the preferred near candidates (METHOD 7.12): three matchings, more
 weight on the two cheapest. Fewer, unequal destinations let a cell see one arrival more often
 than none, so theta falls as well as the records a move changes (laeken's eusilc: 11.3% of
-records -> 9.8%, 10.1%, 10.3% in this order). Each is certified exactly and then released once
-in memory (:func:`~sdc.authoring.member_bands.verify_banded`): a concentrated W lets a
-household column tell compositions apart in a small PRB (eusilc's eqSS in its PRB of 7-member
-households: 0.405 > xi at the first, 0.394 at the second), and the release's dependence check
-refuses it. A weight too large for a PRB's certificate leaves it no theta (its sets then draw
-their household keys: the candidate changes far more records and is not recommended)."""
+records -> 10.1%, 10.3%). Each is certified exactly and then released once in memory
+(:func:`~sdc.authoring.member_bands.verify_banded`): a concentrated W lets a household column
+tell compositions apart in a small PRB, and the release's dependence check refuses it
+(eusilc's eqSS in its PRB of 7-member households: 0.405 > xi at [0.44, 0.44, 0.12], which
+would change 9.8%; 0.396 at [0.4, 0.4, 0.2]; so the ladder starts below: each refused step
+costs a release in memory, ~10 CPU s on eusilc, per search). A weight too large for a PRB's
+certificate leaves it no theta (its sets then draw their household keys: the candidate changes
+far more records and is not recommended)."""
 
 
 def weighted_near_data(cands: list[Any], near: dict[str, Any]) -> list[tuple[dict, Any]]:

@@ -152,11 +152,11 @@ def test_eusilc_no_impossible_missingness_pattern(eusilc_release):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="the missingness groups keep households' members per "
-                   "group: small sets of (size, children) move across regions (11.3% "
-                   "expected, was 9.1% when moved members kept impossible patterns); "
-                   "households of 5+ members make 47% of the changes; no design with the "
-                   "declared person keys and 5 age classes measured <= 10% "
-                   "(docs/HOUSEHOLDS.md 'Where eusilc's changed records come from')")
+                   "group: small sets of (size, children) move across regions; with the "
+                   "weighted matchings sdc design recommends 10.08% expected (1,494.4, SD "
+                   "41.7; 11.3% with equal ones); the 9.8% design is refused by the "
+                   "dependence check (eqSS, 7-member households) (docs/HOUSEHOLDS.md "
+                   "'Where eusilc's changed records come from')")
 def test_eusilc_records_changed_at_most_10_percent(eusilc_release):
     changed, n = _changed(eusilc_release)
     assert changed <= 0.10 * n, changed
