@@ -117,12 +117,6 @@ def test_eusilc_init_design_release(eusilc_release):
     assert pub_w.sum() == pytest.approx(orig["rb050"].sum(), rel=1e-9)  # the file's total
 
 
-def _changed(run: dict) -> tuple[int, int]:
-    r = run["release"]
-    changed = int(re.search(r"records changed\s+([\d,]+)", r.text).group(1).replace(",", ""))
-    return changed, len(pd.read_csv(run["csv"]))
-
-
 def _bands(age: pd.Series) -> np.ndarray:
     lows = np.array([-1, 16, 25, 50, 65])
     a = pd.to_numeric(age).to_numpy(float)
@@ -158,8 +152,16 @@ def test_eusilc_no_impossible_missingness_pattern(eusilc_release):
                    "dependence check (eqSS, 7-member households) (docs/HOUSEHOLDS.md "
                    "'Where eusilc's changed records come from')")
 def test_eusilc_records_changed_at_most_10_percent(eusilc_release):
-    changed, n = _changed(eusilc_release)
-    assert changed <= 0.10 * n, changed
+    """The release's exact expectation of the records changed (what init, design and release
+    print), not its one draw: the draft's seed is new random bits on every run and one draw
+    varies by its SD (~42 records, 0.3%), so a draw near the line would pass or fail this
+    strict xfail by chance."""
+    r = eusilc_release["release"]
+    m = re.search(r"records changed\s+[\d,]+ \(expected ([\d,.]+), SD", r.text)
+    assert m, r.text[-600:]
+    expected = float(m.group(1).replace(",", ""))
+    n = len(pd.read_csv(eusilc_release["csv"]))
+    assert expected <= 0.10 * n, expected
 
 
 @pytest.mark.slow
