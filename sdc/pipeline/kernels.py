@@ -343,14 +343,22 @@ def write_table_in_order(table: pa.Table, writer: PublicWriter) -> None:
     """The public records of ``table`` (the whole file's, with its order column) in public
     order, ``record_id`` numbered from 1: what :func:`write_buckets_in_order` writes for the
     same records (its buckets are ranges of the same order key), without the spill. One
-    argsort; the rows are gathered one row group at a time (one group's copy in memory)."""
+    argsort; the rows are gathered one row group at a time, the next group by a background
+    thread while this one is encoded (:func:`sdc.io.batches.read_ahead_frames`: one group
+    ahead at most)."""
     positions = sort_positions(table.column(ORDER_COLUMNS[0]).to_numpy())
     body = table.drop_columns(list(ORDER_COLUMNS))
     del table  # the order column is freed (the caller holds no other reference)
-    for start in range(0, positions.size, ROW_GROUP_ROWS):
-        part = body.take(pa.array(positions[start:start + ROW_GROUP_ROWS]))
-        ids = pa.array(np.arange(start + 1, start + 1 + part.num_rows, dtype=np.int64))
-        writer.write_table(part.add_column(0, PUBLIC_ID, ids))
+
+    def groups() -> Iterator[pa.Table]:
+        for start in range(0, positions.size, ROW_GROUP_ROWS):
+            part = body.take(pa.array(positions[start:start + ROW_GROUP_ROWS]))
+            ids = pa.array(np.arange(start + 1, start + 1 + part.num_rows, dtype=np.int64))
+            yield part.add_column(0, PUBLIC_ID, ids)
+            del part
+
+    for part in read_ahead_frames(groups(), 1):
+        writer.write_table(part)
         del part
 
 
