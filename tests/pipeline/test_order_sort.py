@@ -63,3 +63,35 @@ def test_content_hash_is_pandas_hash_array_combined() -> None:
     assert np.array_equal(got, want)
     order, content = order_keys(table, 7, 11)
     assert np.array_equal(content, want) and len(np.unique(order)) == len(np.unique(want))
+
+
+def test_content_hash_of_leading_keys_by_their_combinations() -> None:
+    """Leading small-integer columns (keys, a boolean, a non-zero minimum) are hashed once per
+    value combination and gathered: the same numbers as pandas' hash_array of each column
+    combined one by one (over enough rows for that path; a null key or a wide column ends the
+    leading run)."""
+    import pyarrow as pa
+    from pandas.util import hash_array
+
+    from sdc.pipeline.order import _LUT_RANGE, content_hash
+
+    rng = np.random.default_rng(3)
+    n = 4 * _LUT_RANGE + 1001
+    sex, age = rng.integers(0, 2, n).astype(bool), rng.integers(0, 92, n) + 5
+    region = rng.integers(-3, 40, n).astype(np.int32)
+    x = rng.normal(size=n)
+    for cols in ({"sex": sex, "age": age, "region": region, "x": x},
+                 {"age": age, "gap": pa.array(region, mask=np.arange(n) == 9), "sex": sex},
+                 {"age": age, "region": region, "wide": rng.integers(0, 2**40, n), "s": sex}):
+        table = pa.table(cols)
+        want = np.full(n, np.uint64(0xCBF29CE484222325), dtype=np.uint64)
+        for name in cols:
+            col = table[name]
+            col = (col.fill_null(0) if col.null_count else col).to_numpy(zero_copy_only=False)
+            h = hash_array(col.astype(np.float64 if col.dtype.kind == "f" else np.int64))
+            if table[name].null_count:
+                h[9] = np.uint64(0x5BD1E9955BD1E995)
+            want ^= h
+            want *= np.uint64(0x9E3779B97F4A7C15)
+            want ^= want >> np.uint64(29)
+        assert np.array_equal(content_hash(table), want), list(cols)
