@@ -70,8 +70,9 @@ def _same_expectation(init: Any, job: dict[str, Any], design: Any,
                       release: Any) -> dict[str, Any]:
     """The checks of the module docstring on the three commands' results (``run_cli``) and
     init's draft ``job``."""
-    m = INIT.search(init.text)
-    assert m, init.text[-800:]
+    found = list(INIT.finditer(init.text))  # the last: init's summary (a line before it can
+    assert found, init.text[-800:]          # say what the draft changed as drafted)
+    m = found[-1]
     init_e, init_sd = _num(m.group(1)), _num(m.group(2))
     assert job["risk"]["composition"] == "protect"
     rec = json.loads(design.stdout)["recommended"]
