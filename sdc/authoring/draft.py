@@ -328,17 +328,20 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
             bad = [f for f in e.figures if f.flagged]
             keys = list(cfg.key_names)
             weight = data["input"].get("weight")
+            weight_fixed = False
             for f in bad:
                 shown = ", ".join(sorted(f.revealed, key=lambda k: -f.revealed[k])[:2])
                 why = (f"gives {shown} away (an intruder using it picks a target with "
                        f"probability {f.figure:.2f} > xi = {cfg.risk.xi})")
-                if f.column == weight:
-                    _weight_fix(frame, data, draft, weight, keys, why)
-                    continue
                 if f.of:  # a pair of columns gives keys away together: drop the second
                     if f.of[1] not in frame.columns:  # rebuilt from the member count alone
                         continue  # (no column to drop: the release refuses, naming the fix)
                     f = replace(f, column=f.of[1])
+                if f.column == weight:  # (also: a dropped copy of the weight rebuilt by it)
+                    if not weight_fixed:  # once per check: its own figure and a copy's
+                        _weight_fix(frame, data, draft, weight, keys, why)
+                    weight_fixed = True
+                    continue
                 if f.column in draft.input["drop"] or f.column in draft.derived:
                     continue  # named by another failing pair or rebuilt column already
                 if f.column in draft.released_unchanged:

@@ -109,3 +109,24 @@ def test_levels_cover_every_combination_of_constant_columns():
         frame = pd.DataFrame({"hh": hh, **cols})
         got = household_levels(frame, "hh", list(cols))
         assert got == {f"c{i}": not v for i, v in enumerate(vary)}
+
+
+@pytest.mark.xdist_group("hh-init")
+def test_a_dropped_copy_of_the_weight_keeps_the_weight_recalibrated(tmp_path):
+    """A calibrated household weight (a function of region and household size: it gives the
+    region away) and a dropped copy of it (eusilc's db090 = rb050): the copy is rebuilt from
+    the weight, and that figure names the weight as its pair. Before, init fixed the weight
+    once for its own figure (recalibrated) and again for the copy's, and the second fix
+    dropped the weight (`drop: [db090, pl030, rb050]`: a survey without its weight)."""
+    frame = generate_household_sample(1500, seed=11, n_regions=4)
+    size = frame.groupby("hh_id")["hh_id"].transform("size")
+    frame["hh_weight"] = 100.0 + 10 * pd.factorize(frame["region"])[0] + size
+    frame["w_copy"], frame["hsize"] = frame["hh_weight"], size
+    csv = tmp_path / "hh.csv"
+    frame.to_csv(csv, index=False)
+    r, out = _draft(tmp_path, csv, "--keys", "region,hsize,sex,age", "--id", "person_id",
+                    "--weight", "hh_weight", "--household-id", "hh_id", "--drop", "w_copy")
+    assert r.exit_code == 0, r.text
+    inp = yaml.safe_load(out.read_text())["input"]
+    assert inp["weight"] == "hh_weight" and inp["weight_release"] == "recalibrated"
+    assert "w_copy" in inp["drop"] and "hh_weight" not in inp["drop"], inp["drop"]
