@@ -304,12 +304,10 @@ def _check_draft(frame: pd.DataFrame, draft: Draft, data: dict[str, Any],
 
 def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                   draft: Draft) -> Any:
-    """The plan of the draft by the release pipeline: the count pass on ``frame`` with the
-    in-memory runner (the draft's own frame, not validated again), the plan and the
-    dependence check of the released non-key columns. A column the dependence check fails
-    goes to ``derived:`` when it is a function of the key values, else to ``input.drop`` (the
-    reason is written as a comment), and the check reruns. A household file is planned by the
-    household pipeline (both stages, the dependence check at both levels)."""
+    """The draft's plan by the release pipeline (in memory, ``frame`` not validated again) and
+    the dependence check of the released non-key columns: a failing column goes to
+    ``derived:`` when a function of the keys, else to ``input.drop`` (reason as a comment), and
+    the check reruns. A household file: both stages, the check at both levels."""
     from sdc.executors.memory import InMemory
     from sdc.io.recode import recode_frame
     from sdc.pipeline.households import plan_households
@@ -327,8 +325,7 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
         except DependenceError as e:
             bad = [f for f in e.figures if f.flagged]
             keys = list(cfg.key_names)
-            weight = data["input"].get("weight")
-            weight_fixed = False
+            weight, weight_fixed = data["input"].get("weight"), False
             for f in bad:
                 shown = ", ".join(sorted(f.revealed, key=lambda k: -f.revealed[k])[:2])
                 why = (f"gives {shown} away (an intruder using it picks a target with "
@@ -337,8 +334,8 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                     if f.of[1] not in frame.columns:  # rebuilt from the member count alone
                         continue  # (no column to drop: the release refuses, naming the fix)
                     f = replace(f, column=f.of[1])
-                if f.column == weight:  # (also: a dropped copy of the weight rebuilt by it)
-                    if not weight_fixed:  # once per check: its own figure and a copy's
+                if f.column == weight:  # its own figure or a dropped copy's: fixed once
+                    if not weight_fixed:
                         _weight_fix(frame, data, draft, weight, keys, why)
                     weight_fixed = True
                     continue
@@ -370,12 +367,11 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
 
 def _weight_fix(frame: pd.DataFrame, data: dict[str, Any], draft: Draft, weight: str,
                 keys: list[str], why: str) -> None:
-    """The survey weight gives keys away (weights constant within strata of a key): the key it
-    is a function of is kept as is (partition ``as_is``: its records never change it, so the
-    weight says nothing about a moved record); if there is none, or that did not suffice, the
-    weight is dropped (a weight cannot be ``derived:``: it would no longer weight the record).
-    A household file's weight constant within households is released recalibrated instead
-    (docs/METHOD.md 7.13), under protect unweighted (docs/HOUSEHOLDS.md, "Near compositions")."""
+    """The survey weight gives keys away (constant within strata of a key): that key is kept
+    as is (partition ``as_is``: the weight says nothing about a moved record); if there is none
+    or it did not suffice, the weight is dropped (it cannot be ``derived:``). A household
+    file's weight constant within households is released recalibrated instead (docs/METHOD.md
+    7.13; under protect unweighted: docs/HOUSEHOLDS.md "Near compositions"). Once per check."""
     hid = data["input"].get("household_id")
     if hid and data["input"].get("weight_release") != "recalibrated" and bool(
             (frame.groupby(hid, sort=False)[weight].nunique(dropna=False) <= 1).all()):
