@@ -41,14 +41,16 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 __all__ = ["DEFAULT_IDLE_MINUTES", "Launch", "LocalServer", "Reuse", "ServerError", "Verdict",
            "acquire_reused_server", "boot_id", "idle_minutes_setting", "inspect_server", "local_server",
-           "server_status", "start_server", "state_file", "stop_server"]
+           "pinned_home", "server_status", "start_server", "state_file", "stop_server"]
 
 #: minutes a reused server keeps running after the last run or request
 DEFAULT_IDLE_MINUTES = 15.0
@@ -59,8 +61,26 @@ class ServerError(RuntimeError):
     """The local server cannot be started or stopped (CLI exit 2)."""
 
 
+#: this thread's home when pinned by :func:`pinned_home` (else ``$PREFECT_HOME``)
+_pinned = threading.local()
+
+
 def _home() -> Path:
-    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    home = getattr(_pinned, "home", None)
+    return home if home is not None else \
+        Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+
+
+@contextlib.contextmanager
+def pinned_home(home: Path) -> Iterator[None]:
+    """This thread acts on ``home``'s server, whatever ``$PREFECT_HOME`` says meanwhile (the
+    environment is the process's: a background thread reading it raced a test that set its
+    own home, and took that test's server as the session's)."""
+    _pinned.home = Path(home)
+    try:
+        yield
+    finally:
+        _pinned.home = None
 
 
 def state_file() -> Path:

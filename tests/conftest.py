@@ -336,11 +336,16 @@ def _wait_quietly(launch: Any) -> None:
     its idle stop (10 minutes without a request) waits while a lease is held. Without it the
     server stopped while the first, longest tests ran on other APIs, and every later CLI run
     started a temporary API of its own (5-9 s each)."""
-    from flows.server import acquire_reused_server
+    from flows.server import acquire_reused_server, pinned_home
 
     try:
-        launch.wait(300)
-        _SESSION["lease"] = acquire_reused_server(10.0, start=False)
+        # in the session's home, not $PREFECT_HOME of the moment: a test that set its own home
+        # (server_home) while this thread waited made the session lease that test's server,
+        # and once it stopped every later CLI run of the worker exited 2 ("PREFECT_API_URL
+        # is set to ..., but no Prefect server answers there": 83 failures in one run)
+        with pinned_home(launch.home):
+            launch.wait(300)
+            _SESSION["lease"] = acquire_reused_server(10.0, start=False)
     except Exception:  # the session's runs use a temporary API, as without it
         launch.abandon()
     finally:

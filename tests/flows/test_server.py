@@ -311,3 +311,32 @@ def test_the_persistent_server_killed_after_the_release_was_published(server_hom
            "started" in text, text
     assert "temporary" not in text and f"Release written to {out_dir}" in text, text
     assert (out_dir / "internal" / "audit.json").is_file()
+
+
+def test_a_pinned_home_holds_in_its_thread_whatever_prefect_home_says(tmp_path, monkeypatch):
+    """The test session's server thread waits for its server in the session's home while tests
+    set their own ``PREFECT_HOME``: pinned, the thread reads and leases the session's state
+    file (``flows.server.pinned_home``); the other threads follow ``$PREFECT_HOME``. Before,
+    the thread read the environment of the moment, took a test's server as the session's and
+    every later run of the worker failed once that server stopped."""
+    import threading
+
+    from flows.server import acquire_reused_server, pinned_home, state_file
+
+    session, test_home = tmp_path / "session", tmp_path / "test"
+    monkeypatch.setenv("PREFECT_HOME", str(test_home))
+    seen: dict[str, object] = {}
+
+    def pinned() -> None:
+        with pinned_home(session):
+            seen["state"] = state_file()
+            seen["lease"] = acquire_reused_server(10.0, start=False)  # none runs: None
+        seen["after"] = state_file()
+
+    t = threading.Thread(target=pinned)
+    t.start()
+    t.join()
+    assert seen["state"] == session / "sdc-server.json"
+    assert seen["lease"] is None and (session / "sdc-server.lease").is_file()
+    assert not (test_home / "sdc-server.lease").exists()
+    assert seen["after"] == state_file() == test_home / "sdc-server.json"
