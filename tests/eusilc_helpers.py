@@ -49,6 +49,8 @@ def export_eusilc(tmp_path_factory) -> Path:
 #: own in tests/cli/test_cli_household_roundtrip.py, ~60 CPU s)
 EUSILC_INIT = ("--household-id", "db030", "--weight", "rb050", "--keys",
                "db040,hsize,age,rb090,pb220a", "--id", "rb030")
+#: the release seed of :func:`eusilc_release` (one draw, the same every run)
+EUSILC_SEED = 20261206
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +76,10 @@ def eusilc_release(tmp_path_factory) -> dict[str, Any]:
     cfg = yaml.safe_load(designed.read_text())
     cfg["output"]["formats"] = ["parquet", "csv", "sav", "dta"]
     cfg["utility"] = {"household_income": "eqIncome"}
+    # a fixed release seed (init drafts a seed file the first release fills with new random
+    # bits): the tests judge one draw (poverty by region within 2 SE over 9 regions), so a
+    # random seed made them pass or fail by chance; the same seed, the same figures, every run
+    cfg["seed"] = EUSILC_SEED
     designed.write_text(yaml.safe_dump(cfg, sort_keys=False))
     release = run_cli("release", designed)
     assert release.exit_code == 0, release.text

@@ -153,9 +153,8 @@ def test_eusilc_no_impossible_missingness_pattern(eusilc_release):
                    "'Where eusilc's changed records come from')")
 def test_eusilc_records_changed_at_most_10_percent(eusilc_release):
     """The release's exact expectation of the records changed (what init, design and release
-    print), not its one draw: the draft's seed is new random bits on every run and one draw
-    varies by its SD (~42 records, 0.3%), so a draw near the line would pass or fail this
-    strict xfail by chance."""
+    print), not its one draw: a draw varies by its SD (~42 records, 0.3%) around it, so near
+    the line one seed's luck would decide this strict xfail."""
     r = eusilc_release["release"]
     m = re.search(r"records changed\s+[\d,]+ \(expected ([\d,.]+), SD", r.text)
     assert m, r.text[-600:]
