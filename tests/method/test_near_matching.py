@@ -138,12 +138,17 @@ def test_matching_rows_certify_as_enumerated(seed):
     """A matching W's exact person-level and household-level figures equal the enumeration of
     every household's outcome (5 households of one size, one per cell, 2 household-key
     values)."""
-    rng = np.random.default_rng(300 + seed)
-    k, size, n_cls = 5, int(rng.integers(2, 4)), 2   # >= 6 possible cells
+    assert_matching_certifies_as_enumerated(np.random.default_rng(300 + seed),
+                                            NearSpec(neighbours=4, kernel="matching"))
+
+
+def assert_matching_certifies_as_enumerated(rng: np.random.Generator, spec: NearSpec) -> None:
+    """The matching W of ``spec`` on 5 households of one size (one per cell, >= 6 possible
+    cells): the exact person-level and household-level figures equal the enumeration."""
+    k, size, n_cls = 5, int(rng.integers(2, 4)), 2
     codes, metrics = _stage(rng, k, size, n_cls, 2)
     t = np.ones(k, np.int64)
-    tr, _ = near_transition(codes, np.zeros(k, np.uint64), t, 1.0, metrics,
-                            NearSpec(neighbours=4, kernel="matching"))
+    tr, _ = near_transition(codes, np.zeros(k, np.uint64), t, 1.0, metrics, spec)
     theta = float(rng.uniform(0.3, 0.9))
     indptr, indices, weights = tr.csr()
     counts = metrics[1].counts[codes[:, 1]]

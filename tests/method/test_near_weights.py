@@ -10,10 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from pydantic import ValidationError
-from test_near_matching import _brute_force, _stage
+from test_near_matching import _stage, assert_matching_certifies_as_enumerated
 
 from sdc.config.model import NearSpec
-from sdc.method.household_person_risk import SourceCells, level_risk
 from sdc.method.near import matching_destinations, near_transition, record_cost
 
 WEIGHTS = ([0.44, 0.44, 0.12], [0.5, 0.3, 0.2], [0.4, 0.3, 0.2, 0.1])
@@ -59,26 +58,9 @@ def test_a_prb_too_small_for_the_weights_gets_the_uniform_w():
 def test_weighted_matching_rows_certify_as_enumerated(seed):
     """The exact person-level and household-level figures of a weighted matching W equal the
     enumeration of every household's outcome (5 households of one size, one per cell)."""
-    rng = np.random.default_rng(500 + seed)
-    k, size, n_cls = 5, int(rng.integers(2, 4)), 2
-    codes, metrics = _stage(rng, k, size, n_cls, 2)
-    t = np.ones(k, np.int64)
     weights = [0.5, 0.3, 0.2] if seed % 2 else [0.44, 0.44, 0.12]
-    tr, _ = near_transition(codes, np.zeros(k, np.uint64), t, 1.0, metrics,
-                            NearSpec(kernel="matching", weights=weights))
-    theta = float(rng.uniform(0.3, 0.9))
-    indptr, indices, w = tr.csr()
-    counts = metrics[1].counts[codes[:, 1]]
-    c = SourceCells(codes[:, 0], counts, t, np.full(k, theta), np.zeros(k, np.int64), 2,
-                    indptr, indices, w)
-    bf = _brute_force(c)
-    r = level_risk(c)
-    assert r.max_risk == pytest.approx(bf["own_cell"], abs=1e-12)
-    assert r.own_class == pytest.approx(bf["own_class"], abs=1e-12)
-    assert r.unconditional == pytest.approx(bf["unconditional"], abs=1e-12)
-    one = SourceCells(codes[:, 0], np.ones((k, 1), np.int64), t, np.full(k, theta),
-                      np.zeros(k, np.int64), 2, indptr, indices, w)
-    assert level_risk(one).max_risk == pytest.approx(_brute_force(one)["own_cell"], abs=1e-12)
+    assert_matching_certifies_as_enumerated(np.random.default_rng(500 + seed),
+                                            NearSpec(kernel="matching", weights=weights))
 
 
 @pytest.mark.parametrize("bad", [
