@@ -133,9 +133,13 @@ def _stage_checks(rep: AuditReport, cfg: ReleaseConfig, stage_cfg: ReleaseConfig
     count_checks(rep, ho, hp, group, xi, stage_cfg, note, what=what, unit=" (in households)")
     near = None
     if (plan.design or design_of(stage_cfg)).near:  # the composition stage's W, re-derived
+        from sdc.method.designs import rungs_of
         from sdc.method.destinations import NearCertifier
 
-        near = (NearCertifier(ho, stage_cfg), (hh.get("near") or {}).get("prbs") or [])
+        # each PRB's weights as the source's plan chose them (the dependence check re-run
+        # on the source's aggregate: sdc.method.household_rungs)
+        near = (NearCertifier(ho, stage_cfg, rungs_of(plan.design)),
+                (hh.get("near") or {}).get("prbs") or [])
     h_cert, h_where = prb_checks(rep, ho, hh.get("blocks") or [], h_prb, xi, what=what,
                                  near=near)
     if (plan.design or design_of(stage_cfg)).needs_weights:  # the near W of the weight groups

@@ -332,6 +332,10 @@ def _check_households(cfg: ReleaseConfig) -> None:
         if hcols:
             raise ValueError("input.household_columns needs input.household_id (the column "
                              "naming each person's household)")
+        if cfg.risk.near is not None and cfg.risk.near.fallback_weights is not None:
+            raise ValueError("risk.near.fallback_weights is for the composition stage of a "
+                             "household file (input.household_id, risk.composition: protect), "
+                             "whose dependence check picks each PRB's weights; remove it")
         return
     if cfg.risk.destinations == "near" and cfg.risk.composition != "protect":
         raise ValueError(
@@ -339,6 +343,10 @@ def _check_households(cfg: ReleaseConfig) -> None:
             "protect only (its household stage moves a household to a near composition: "
             "docs/HOUSEHOLDS.md); the two-stage release draws its destinations uniformly. "
             "Set risk.composition: protect, or remove risk.destinations (or set it to uniform)")
+    if cfg.risk.near is not None and cfg.risk.near.fallback_weights is not None \
+            and cfg.risk.weighted:
+        raise ValueError("risk.near.fallback_weights is not available with risk.weighted: "
+                         "true (the weight groups' W are built apart); remove one of them")
     if cfg.risk.member_bands:
         if cfg.risk.composition != "protect":
             raise ValueError("risk.member_bands is for risk.composition: protect (the bands a "

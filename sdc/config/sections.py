@@ -123,6 +123,12 @@ class NearSpec(StrictModel):
       ones and of the spread floor (the destinations are len(weights)). Still exactly doubly
       stochastic; its certificate is computed exactly as for any W (issue 44: more weight on
       the cheaper matchings changes fewer records).
+    - ``fallback_weights`` (with ``weights``; a household file's composition stage): a
+      ladder of lighter weight vectors, each of ``len(weights)`` positive numbers summing to
+      1. A PRB takes ``weights`` unless the release's dependence check (docs/METHOD.md 7.5)
+      flags it: it then takes the next vector of the ladder, and so on (per-PRB weights,
+      internal like theta: docs/METHOD.md 7.12 "Per-PRB weights"). Every PRB's W stays
+      exactly doubly stochastic and certified exactly.
     """
 
     bandwidth: float = 1.0
@@ -132,6 +138,13 @@ class NearSpec(StrictModel):
     min_destinations: int = 4
     max_weight: float = 0.25
     weights: list[float] | None = None
+    fallback_weights: list[list[float]] | None = None
+
+    @property
+    def ladder(self) -> list[list[float]]:
+        """``weights`` then every ``fallback_weights`` vector (empty without weights): the
+        rungs a PRB's weights are taken from (rung 0 unless the dependence check flags it)."""
+        return [] if self.weights is None else [self.weights, *(self.fallback_weights or [])]
 
     @model_validator(mode="after")
     def _sane(self) -> NearSpec:
@@ -155,7 +168,16 @@ class NearSpec(StrictModel):
                                  f"to 1, got {w}")
             if self.matched is not None:
                 raise ValueError("near.weights and near.matched cannot both be given")
+            for f in self.fallback_weights or []:
+                if len(f) != len(w) or not all(math.isfinite(x) and x > 0 for x in f) \
+                        or abs(sum(f) - 1.0) > 1e-9:
+                    raise ValueError(f"near.fallback_weights: every vector must hold "
+                                     f"{len(w)} positive numbers summing to 1 (as many as "
+                                     f"near.weights), got {f}")
             return self
+        if self.fallback_weights is not None:
+            raise ValueError("near.fallback_weights needs near.weights (the vector a PRB "
+                             "takes unless the dependence check flags it)")
         need = max(self.min_destinations, math.ceil(1.0 / self.max_weight - 1e-12))
         if self.neighbours < need:
             raise ValueError(

@@ -10,6 +10,7 @@ docs/METHOD.md section 7.12.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -47,13 +48,21 @@ def _memo_design_risk(tr: Transition) -> BlockRisk:
 
 
 class NearCertifier:
-    """Certificate of a block under the near design (the block's cells, not its profile)."""
+    """Certificate of a block under the near design (the block's cells, not its profile).
+
+    ``rungs``: partition key -> rung of ``near.weights``' ladder (:attr:`NearSpec.ladder`:
+    0 ``weights``, i ``fallback_weights[i - 1]``) for the partition sets whose PRB the
+    dependence check flagged (docs/METHOD.md 7.12 "Per-PRB weights"); a block takes the
+    highest rung of its partition sets, every other block rung 0."""
 
     by_profile = False
 
-    def __init__(self, part: Partitioned, config: ReleaseConfig) -> None:
+    def __init__(self, part: Partitioned, config: ReleaseConfig,
+                 rungs: Mapping[str, int] | None = None) -> None:
         self.part = part
         self.options = config.risk.near_options
+        self.ladder = self.options.ladder
+        self.rungs = {str(k): int(v) for k, v in (rungs or {}).items()}
         self.metrics = key_metrics(config)
         self.cell_id = cell_identity(part.cells.key_codes, config)
         self._by_ps = _cells_by_partition_set(part)
@@ -66,6 +75,14 @@ class NearCertifier:
     def key(self, b: Block) -> Any:
         return tuple(b.members)
 
+    def rung(self, b: Block) -> int:
+        """The rung of the weight ladder block ``b`` takes (0 without a flagged set)."""
+        if not self.rungs:
+            return 0
+        keys = self.part.partition_keys
+        return min(max((self.rungs.get(str(keys[m]), 0) for m in b.members), default=0),
+                   max(len(self.ladder) - 1, 0))
+
     def cells(self, b: Block) -> np.ndarray:
         """The block's sensitive cells, ascending (the PRB's local order)."""
         return np.sort(np.concatenate([self._by_ps[m] for m in b.members]))
@@ -76,9 +93,12 @@ class NearCertifier:
         if key not in self._designs:
             idx = self.cells(b)
             c = self.part.cells
+            r = self.rung(b)
+            options = (self.options if r == 0 else
+                       self.options.model_copy(update={"weights": self.ladder[r]}))
             self._designs[key] = near_transition(c.key_codes[idx], self.cell_id[idx],
                                                  c.frequency[idx], 1.0, self.metrics,
-                                                 self.options,
+                                                 options,
                                                  None if self.fragile is None
                                                  else self.fragile[idx])
         return self._designs[key]
@@ -144,7 +164,15 @@ def near_record(config: ReleaseConfig, certifier: NearCertifier,
             "weights_rule": "W = sum_i weights[i] Q_i (Q_1 the least-cost matching), "
                             "len(weights) destinations in place of 2s equal ones"}
            if o.weights is not None else {}),
+        **({"fallback_weights": [[float(x) for x in f] for f in o.fallback_weights],
+            "fallback_rule": "a PRB takes weights unless the dependence check (METHOD 7.5) "
+                             "flags one of its partition sets; then the next vector of "
+                             "fallback_weights, and so on (prbs[i].weights: the vector a PRB "
+                             "took when not weights)"}
+           if o.fallback_weights else {}),
         "prbs": [{"prb": i, "w": certifier.design(b)[1]["w"],
+                  **({"weights": certifier.design(b)[1]["weights"]}
+                     if certifier.rung(b) > 0 else {}),
                   **({"why": certifier.design(b)[1]["why"]} if "why" in certifier.design(b)[1]
                      else {}),
                   "w_sha256": certifier.design(b)[0].digest()}

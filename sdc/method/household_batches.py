@@ -287,17 +287,18 @@ class HouseholdStageResult:
         return None if self.composition is None else self.composition.config
 
 
-def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
-                    seed: int) -> HouseholdStageResult:
+def household_stage(agg: HouseholdAggregate, config: ReleaseConfig, seed: int,
+                    rungs: dict[str, int] | None = None) -> HouseholdStageResult:
     """NZY on the household table held as an aggregate: cells of the household-level keys
     (t_j = households), :func:`~sdc.method.partition.partition_cells` and
     :func:`~sdc.method.designs.plan_release` under
     :func:`~sdc.method.households.household_config`, then every household's released cell
     drawn with its identity (made distinct among the drawing households as the pandas engine
     does). Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's household
-    stage (without its message prefix)."""
+    stage (without its message prefix). ``rungs``: the composition stage's per-PRB weights
+    (:func:`sdc.method.household_rungs.checked_household_stage`)."""
     if config.risk.composition == "protect":
-        return _composition_stage(agg, config, seed)
+        return _composition_stage(agg, config, seed, rungs)
     hcfg = household_config(config)
     code = combine_codes(agg.key_codes.T, radix_sizes(hcfg), agg.n_households)
     u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
@@ -324,7 +325,7 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig,
 
 
 def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
-                       seed: int) -> HouseholdStageResult:
+                       seed: int, rungs: dict[str, int] | None = None) -> HouseholdStageResult:
     """The household stage of ``risk.composition: protect`` on the aggregate
     (:func:`sdc.method.household_composition.composition_stage`)."""
     from sdc.method.household_composition import (
@@ -335,7 +336,7 @@ def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     from sdc.method.household_missing import constrain
 
     table = constrain(table_of_counts(agg.classes), agg.missing, config, agg.key_codes)
-    planned = plan_composition_stage(agg.key_codes, table, config, agg.weight)
+    planned = plan_composition_stage(agg.key_codes, table, config, agg.weight, rungs)
     cs = composition_stage(agg.identity, agg.key_codes, table, config, seed, agg.weight,
                            planned=planned)
     cell = np.full(agg.n_households, -1, dtype=np.int64)

@@ -387,7 +387,8 @@ class CompositionPlan:
 
 
 def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
-                     config: ReleaseConfig, weight: np.ndarray | None = None) -> CompositionPlan:
+                     config: ReleaseConfig, weight: np.ndarray | None = None,
+                     rungs: dict[str, int] | None = None) -> CompositionPlan:
     """The composition stage's plan: cells (HK, composition) counted in households,
     partitioned by the HK partition x household size, :func:`~sdc.method.designs.plan_release`;
     a size whose sensitive cells cannot form a PRB (fewer than 2 with ``small_blocks:
@@ -395,11 +396,13 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
     and released by :func:`singular_draw` (risk 1 / #HK combinations, which must be <= xi).
     ``weight`` (``risk.weighted``): x_h of every household (its members' summed weights): the
     plan then gets the weighted design (docs/HOUSEHOLDS.md, "Survey weights") and its
-    certificate. Raises :class:`~sdc.errors.SmallBlockError` when neither certifies."""
+    certificate. ``rungs`` (partition key -> rung of ``near.weights``' ladder): the PRBs the
+    dependence check flagged take lighter weights (:func:`sdc.method.designs.with_rungs`).
+    Raises :class:`~sdc.errors.SmallBlockError` when neither certifies."""
     from sdc.errors import SmallBlockError
     from sdc.method.cell_passes import cell_table
     from sdc.method.cells import radix_sizes
-    from sdc.method.designs import plan_release
+    from sdc.method.designs import design_of, plan_release, with_rungs
     from sdc.method.households import household_config, larger_certificate
     from sdc.method.partition import partition_cells
 
@@ -437,7 +440,7 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
 
                 x_h = household_weight_totals(np.asarray(weight)[rows], cell, cells.n_cells)
             pc = partition_cells(cells, ccfg)
-            plan = plan_release(pc, ccfg, x_h)
+            plan = plan_release(pc, ccfg, x_h, design=with_rungs(design_of(ccfg), rungs or {}))
             break
         except SmallBlockError as e:
             failed = getattr(e, "partition_sets", None)
@@ -485,12 +488,13 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
 
 
 def plan_composition_stage(hk_codes: np.ndarray, table: CompositionTable, config: ReleaseConfig,
-                           weight: np.ndarray | None = None) -> tuple[CompositionPlan, Any]:
+                           weight: np.ndarray | None = None,
+                           rungs: dict[str, int] | None = None) -> tuple[CompositionPlan, Any]:
     """(:func:`composition_plan`, its draw plan or None): what every draw of the composition
     stage with the same households shares, whatever the seed."""
     from sdc.method.plan import draw_plan
 
-    cp = composition_plan(hk_codes, table, config, weight)
+    cp = composition_plan(hk_codes, table, config, weight, rungs)
     return cp, (draw_plan(cp.plan, cp.config) if cp.plan is not None else None)
 
 

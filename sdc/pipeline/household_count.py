@@ -25,12 +25,11 @@ from sdc.method.derived import DerivedCollector
 from sdc.method.household_batches import (
     HouseholdAggregate,
     HouseholdCounter,
-    household_dependence,
-    household_stage,
     household_values,
     inconsistent_rows,
     person_stage,
 )
+from sdc.method.household_rungs import checked_household_stage
 from sdc.method.household_size import SizeKeyError
 from sdc.method.households import (
     check_households,
@@ -158,11 +157,11 @@ def count_and_plan(config: ReleaseConfig, seed: int, runner: Runner, measure: li
     for pv in c.perturb_values.values():  # as the in-memory executor: after the households
         pv.check()
     cells = cell_table(c.codes, c.counts, person_config(config))
-    try:
-        hs = household_stage(agg, config, seed)
+    try:  # per-PRB weights of the composition stage where the dependence check needs them
+        hs, figures = checked_household_stage(agg, config, seed,
+                                              schema_kinds(runner.public_schema()))
     except SmallBlockError as e:
         raise stage_error(e, "household", config) from None
-    figures = household_dependence(agg, hs, config, schema_kinds(runner.public_schema()))
     raise_if_dependent(figures, hs.plan, household_config(config))
     hs.plan = dataclasses.replace(hs.plan, dependence=figures)
     household_columns, dp_done = household_values(agg, hs, config, seed)

@@ -57,6 +57,9 @@ class ColumnDependence:
     #: pin one released value: a copy of age next to age in bands): an intruder who knows the
     #: key as collected matches on the column and the recoding no longer protects (flagged)
     finer: tuple[str, ...] = ()
+    #: every PRB where the column fails (the figure's ``prb`` is the worst of them): the PRBs
+    #: whose weights a weighted-matching ladder relaxes (``risk.near.fallback_weights``)
+    failing_prbs: tuple[int, ...] = ()
 
     @property
     def visibly_moved(self) -> bool:
@@ -331,9 +334,9 @@ class MeasureContext:
                          0.0, None) / self.t[sc]
         a = self._compatible(idx, vi, pn / self.t[idx], inf_pair.any(axis=1), inform, vlo,
                              vhi, combo, absent)
-        figure, baseline, at, mean_f, mean_b, flagged = self._filter_risk(a)
+        figure, baseline, at, mean_f, mean_b, flagged, bad = self._filter_risk(a)
         return ColumnDependence(col, figure, baseline, at, mean_f, mean_b, revealed, flagged,
-                                via, visible=visible)
+                                via, visible=visible, failing_prbs=bad)
 
     def _compatible(self, idx: np.ndarray, vi: np.ndarray, w: np.ndarray,
                     any_inf: np.ndarray, inform: np.ndarray, vlo: np.ndarray, vhi: np.ndarray,
@@ -395,17 +398,19 @@ class MeasureContext:
             acc += wv[s:s + step] @ ok
         return acc
 
-    def _filter_risk(self, a: np.ndarray) -> tuple[float, float, int, float, float, bool]:
+    def _filter_risk(self, a: np.ndarray) -> tuple[float, float, int, float, float, bool,
+                                                  tuple[int, ...]]:
         """The filter intruder's risk per PRB from A(j): a cell j of a PRB with k >= 2 cells
         keeps its record with 1 - theta / t_j and the intruder's denominator is
         t_j - theta + theta / (k - 1) max(A(j) - 1, 0); the PRB's figure is the t-weighted
         mean of stay / denominator, its baseline the same with A(j) = k (no information).
-        Returns (figure, baseline, PRB, mean figure, mean baseline, flagged): the worst PRB
-        above xi and the baseline + MARGIN when there is one (flagged), else the worst PRB."""
+        Returns (figure, baseline, PRB, mean figure, mean baseline, flagged, failing PRBs):
+        the worst PRB above xi and the baseline + MARGIN when there is one (flagged), else the
+        worst PRB."""
         figure = baseline = mean_f = mean_b = 0.0
         at, flagged = -1, False
         if not self.n_prb:
-            return figure, baseline, at, mean_f, mean_b, flagged
+            return figure, baseline, at, mean_f, mean_b, flagged, ()
         n_prb, cell_prb, t = self.n_prb, self.cell_prb, self.t
         sc = self.plan.prb_cells
         kk = self.k_prb[cell_prb[sc]].astype(np.float64)
@@ -430,7 +435,8 @@ class MeasureContext:
         if flagged:
             at = int(np.flatnonzero(bad)[np.argmax(fb[bad])])
             figure, baseline = float(fb[at]), float(bb[at])
-        return figure, baseline, at, mean_f, mean_b, flagged
+        return (figure, baseline, at, mean_f, mean_b, flagged,
+                tuple(int(b) for b in np.flatnonzero(bad)))
 
 
 def failing(figure: np.ndarray, baseline: np.ndarray, n: np.ndarray, xi: float) -> np.ndarray:

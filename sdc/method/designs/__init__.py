@@ -8,11 +8,14 @@ from sdc.method.designs.registry import (
     design_names,
     design_of,
     expected_cell_totals,
+    fallback_rungs,
     get_design,
     plan_release,
     prb_transitions_of,
     register_design,
     release_design,
+    rungs_of,
+    with_rungs,
     with_transitions,
 )
 
@@ -20,5 +23,6 @@ for _design in (UNIFORM, NEAR, WEIGHTED, WEIGHTED_NEAR):
     register_design(_design)
 
 __all__ = ["BuiltinDesign", "TransitionDesign", "design_names", "design_of",
-           "expected_cell_totals", "get_design", "plan_release", "prb_transitions_of",
-           "register_design", "release_design", "with_transitions"]
+           "expected_cell_totals", "fallback_rungs", "get_design", "plan_release",
+           "prb_transitions_of", "register_design", "release_design", "rungs_of", "with_rungs",
+           "with_transitions"]

@@ -33,6 +33,10 @@ class BuiltinDesign:
     near: bool = False
     weighted: bool = False
     codebook: tuple[str, ...] = ()
+    #: (partition key, rung) of the partition sets whose PRB takes a lighter rung of
+    #: ``near.weights``' ladder (``near.fallback_weights``): the dependence check flagged it
+    #: (:func:`sdc.method.designs.with_rungs`; docs/METHOD.md 7.12 "Per-PRB weights")
+    rungs: tuple[tuple[str, int], ...] = ()
 
     @property
     def needs_weights(self) -> bool:
@@ -52,7 +56,7 @@ class BuiltinDesign:
 
     def plan(self, part: Partitioned, config: ReleaseConfig,
              weight_total: np.ndarray | None = None) -> ReleasePlan:
-        certifier = NearCertifier(part, config) if self.near else None
+        certifier = NearCertifier(part, config, dict(self.rungs)) if self.near else None
         plan = plan_prbs(part, config, certifier)
         if certifier is not None:
             blocks = plan.block_plan.blocks

@@ -30,8 +30,8 @@ from sdc.method.plan import ReleasePlan
 from sdc.method.transition import Transition, expected_totals, uniform_transition
 from sdc.method.transition_risk import certify
 
-__all__ = ["TransitionDesign", "design_names", "design_of", "expected_cell_totals", "get_design",
-           "plan_release",
+__all__ = ["TransitionDesign", "design_names", "design_of", "expected_cell_totals",
+           "fallback_rungs", "get_design", "plan_release", "rungs_of", "with_rungs",
            "prb_transitions_of", "register_design", "release_design", "with_transitions"]
 
 
@@ -114,6 +114,33 @@ def design_of(config: ReleaseConfig, *, weighted: bool | None = None) -> Transit
     if config.risk.weighted if weighted is None else weighted:
         return get_design("weighted x near" if near else "weighted")
     return get_design("near" if near else "uniform")
+
+
+def fallback_rungs(config: ReleaseConfig) -> int:
+    """How many lighter weight vectors ``config``'s near design may fall back to in a PRB
+    the dependence check flags (``risk.near.fallback_weights``; 0: none). The one reader of
+    that option outside the near certifier."""
+    if config.risk.destinations != "near" or config.risk.near is None:
+        return 0
+    return max(len(config.risk.near_options.ladder) - 1, 0)
+
+
+def with_rungs(design: TransitionDesign, rungs: dict[str, int]) -> TransitionDesign:
+    """``design`` whose PRBs holding the partition sets ``rungs`` names (partition key ->
+    rung of the weight ladder) take that rung's weights (docs/METHOD.md 7.12 "Per-PRB
+    weights"); ``design`` itself when ``rungs`` is empty. Only a near design has rungs."""
+    if not rungs:
+        return design
+    if not getattr(design, "near", False) or not hasattr(design, "rungs"):
+        raise ValueError(f"the {design.name} design has no per-PRB weights")
+    return dataclasses.replace(design, rungs=tuple(sorted((str(k), int(v))  # type: ignore
+                                                          for k, v in rungs.items())))
+
+
+def rungs_of(design: TransitionDesign | None) -> dict[str, int]:
+    """The partition sets whose PRBs take a lighter rung of the weight ladder (see
+    :func:`with_rungs`), empty for every other design."""
+    return dict(getattr(design, "rungs", ()) or ())
 
 
 def plan_release(part: Partitioned, config: ReleaseConfig,
