@@ -124,8 +124,8 @@ class NearSpec(StrictModel):
       stochastic; its certificate is computed exactly as for any W (issue 44: more weight on
       the cheaper matchings changes fewer records).
     - ``fallback_weights`` (with ``weights``; a household file's composition stage): a
-      ladder of lighter weight vectors, each of ``len(weights)`` positive numbers summing to
-      1. A PRB takes ``weights`` unless the release's dependence check (docs/METHOD.md 7.5)
+      ladder of flatter weight vectors, each of 2 or more positive numbers summing to 1
+      (``[0.25, 0.25, 0.25, 0.25]``: four equal matchings). A PRB takes ``weights`` unless the release's dependence check (docs/METHOD.md 7.5)
       flags it: it then takes the next vector of the ladder, and so on (per-PRB weights,
       internal like theta: docs/METHOD.md 7.12 "Per-PRB weights"). Every PRB's W stays
       exactly doubly stochastic and certified exactly.
@@ -169,11 +169,10 @@ class NearSpec(StrictModel):
             if self.matched is not None:
                 raise ValueError("near.weights and near.matched cannot both be given")
             for f in self.fallback_weights or []:
-                if len(f) != len(w) or not all(math.isfinite(x) and x > 0 for x in f) \
+                if len(f) < 2 or not all(math.isfinite(x) and x > 0 for x in f) \
                         or abs(sum(f) - 1.0) > 1e-9:
-                    raise ValueError(f"near.fallback_weights: every vector must hold "
-                                     f"{len(w)} positive numbers summing to 1 (as many as "
-                                     f"near.weights), got {f}")
+                    raise ValueError(f"near.fallback_weights: every vector must hold 2 or "
+                                     f"more positive numbers summing to 1, got {f}")
             return self
         if self.fallback_weights is not None:
             raise ValueError("near.fallback_weights needs near.weights (the vector a PRB "

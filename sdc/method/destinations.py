@@ -171,7 +171,7 @@ def near_record(config: ReleaseConfig, certifier: NearCertifier,
                              "took when not weights)"}
            if o.fallback_weights else {}),
         "prbs": [{"prb": i, "w": certifier.design(b)[1]["w"],
-                  **({"weights": certifier.design(b)[1]["weights"]}
+                  **({"weights": [float(x) for x in certifier.ladder[certifier.rung(b)]]}
                      if certifier.rung(b) > 0 else {}),
                   **({"why": certifier.design(b)[1]["why"]} if "why" in certifier.design(b)[1]
                      else {}),

@@ -114,10 +114,12 @@ def test_a_rung_beyond_the_ladder_takes_its_last_vector():
 
 @pytest.mark.parametrize("near,words", [
     ({"kernel": "matching", "fallback_weights": [FALLBACK]}, "needs near.weights"),
-    ({"kernel": "matching", "weights": WEIGHTS, "fallback_weights": [[0.5, 0.5]]},
-     "3 positive numbers"),
+    ({"kernel": "matching", "weights": WEIGHTS, "fallback_weights": [[1.0]]},
+     "2 or more positive numbers"),
     ({"kernel": "matching", "weights": WEIGHTS, "fallback_weights": [[0.5, 0.6, -0.1]]},
-     "3 positive numbers"),
+     "2 or more positive numbers"),
+    ({"kernel": "matching", "weights": WEIGHTS, "fallback_weights": [[0.5, 0.4]]},
+     "2 or more positive numbers"),
 ])
 def test_the_config_refuses_a_ladder_that_is_not_one(near, words):
     with pytest.raises((ValidationError, ValueError), match=words):
