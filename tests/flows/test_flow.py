@@ -198,7 +198,8 @@ def _artifacts(flow_run_id) -> dict[str, object]:
 def _check_tags(flow_run_id) -> None:
     """The job's tag is the flow run's; its task runs keep the caller's other tags only (a
     tagged task run takes a concurrency slot of each tag through the API before it starts).
-    The server records task runs from their events: wait for the four."""
+    The server records task runs from their events (its task run recorder, which the session's
+    server does not run: ``full_prefect_server``): wait for the four."""
     import time
 
     from prefect.client.orchestration import get_client
@@ -218,7 +219,7 @@ def _check_tags(flow_run_id) -> None:
 
 
 @pytest.mark.e2e
-def test_flow_census_demo_end_to_end(prefect_harness, make_census_job):
+def test_flow_census_demo_end_to_end(full_prefect_server, make_census_job):
     cfg_path = make_census_job()
     config = sdc.load_config(cfg_path)
     out = config.output_dir
