@@ -140,6 +140,7 @@ def _plan(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
     certificate, the expected records changed and its variance (exact, seed-free: the figure
     ``sdc plan`` and ``sdc release`` print) and one draw's records and households changed. Status ``planned``; the exact
     person- and household-level certificates are :func:`_certify`'s."""
+    from sdc.authoring.member_bands import dependence_rungs
     from sdc.config.load import parse_config
     from sdc.io.recode import recode_frame
     from sdc.method.cells import encode_key
@@ -168,13 +169,12 @@ def _plan(frame: pd.DataFrame, cand: HouseholdCandidate, base_dir: Path,
         from sdc.method.household_weights import household_weights_of
 
         x_h = household_weights_of(f[cfg.input.weight], code, first.size)
-    planned = plan_composition_stage(hk, tab, cfg, x_h)
+    planned = plan_composition_stage(hk, tab, cfg, x_h, dependence_rungs(frame, cfg))
     cp = planned[0]
     cand.expected_changed, cand.changed_var = expected_persons_changed(cp, tab)
     ident = household_identity(f.iloc[first], cfg)
     st = composition_stage(ident, hk, tab, cfg, 0, x_h, planned=planned)
     from sdc.method.draws import record_identity
-
     new = realize_compositions(code, pc, record_identity(f, person_config(cfg)),
                                tab.counts[tab.household], tab.counts[st.released_composition],
                                tab.group, tab.band, tab.banded_households())

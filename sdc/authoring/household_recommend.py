@@ -49,24 +49,28 @@ def _numeric_classes(c: Any) -> int:
                if "bands" in (r.get("recode") or {}))
 
 
-NEAR_WEIGHTS = ([0.39, 0.39, 0.22], [0.34, 0.33, 0.33])
-"""``near.weights`` tried on the preferred near candidates (METHOD 7.12): three matchings, more
-weight on the two cheapest. Fewer, unequal destinations let a cell see one arrival more often
-than none, so theta falls as well as the records a move changes (laeken's eusilc: 11.3% of
-records -> 10.1%, 10.3%). Each is certified exactly and then released once in memory
-(:func:`~sdc.authoring.member_bands.verify_banded`): a concentrated W lets a household column
-tell compositions apart in a small PRB, and the release's dependence check refuses it
-(eusilc's eqSS in its PRB of 7-member households: 0.405 > xi at [0.44, 0.44, 0.12], which
-would change 9.8%; 0.396 at [0.4, 0.4, 0.2]; so the ladder starts below: each refused step
-costs a release in memory, ~10 CPU s on eusilc, per search). A weight too large for a PRB's
-certificate leaves it no theta (its sets then draw their household keys: the candidate changes
-far more records and is not recommended)."""
+NEAR_WEIGHTS = (([0.44, 0.44, 0.12], [[0.39, 0.39, 0.22], [0.34, 0.33, 0.33]]),
+                ([0.39, 0.39, 0.22], [[0.34, 0.33, 0.33]]))
+"""(``near.weights``, ``near.fallback_weights``) tried on the preferred near candidates (METHOD
+7.12): three matchings, more weight on the two cheapest. Fewer, unequal destinations let a cell
+see one arrival more often than none, so theta falls as well as the records a move changes
+(laeken's eusilc: 11.3% of records with equal weights, 10.1% at [0.39, 0.39, 0.22], 9.8% at
+[0.44, 0.44, 0.12]). A concentrated W also lets a released household column tell compositions
+apart in a small PRB (a smaller theta): the dependence check flags such a PRB, which then takes
+the next, flatter vector of the ladder, PRB by PRB (per-PRB weights,
+:mod:`sdc.method.household_rungs`; eusilc: its PRB of 7-member households, eqSS 0.405 > xi at
+0.44, passes at 0.39: 1,450.0 records expected, 9.78%). The second ladder starts flatter: a
+largest weight too large for a PRB's certificate leaves it no theta (eusilc: 0.45 and more; its
+sets then draw their household keys and the candidate changes far more records). Each
+candidate's rungs come from the dependence check on the candidate's count
+(:func:`~sdc.authoring.member_bands.dependence_rungs`), and a certified one is released once in
+memory before it is recommended (:func:`~sdc.authoring.member_bands.verify_banded`)."""
 
 
 def weighted_near_data(cands: list[Any], near: dict[str, Any]) -> list[tuple[dict, Any]]:
     """(config data, recoding) of the near candidates the recommendation looks at first (the
     preferred one within :data:`TARGET`, the preferred one overall) with the matchings
-    weighted (:data:`NEAR_WEIGHTS`), for the search to plan."""
+    weighted (:data:`NEAR_WEIGHTS`: each a ladder), for the search to plan."""
     planned = [c for c in cands if c.status == "planned"
                and (c.data.get("risk") or {}).get("destinations") == "near"]
     picks = [min((c for c in planned if c.share_changed <= TARGET), key=preference,
@@ -75,8 +79,10 @@ def weighted_near_data(cands: list[Any], near: dict[str, Any]) -> list[tuple[dic
     for i, c in enumerate(picks):
         if c is None or any(c is p for p in picks[:i]):
             continue
-        for w in NEAR_WEIGHTS:
+        for w, fallback in NEAR_WEIGHTS:
             data = copy.deepcopy(c.data)
             data["risk"]["near"] = {**near, "weights": list(w)}
+            if not data["risk"].get("weighted"):  # (the weight groups' W: one vector)
+                data["risk"]["near"]["fallback_weights"] = [list(f) for f in fallback]
             out.append((data, c.recoding))
     return out

@@ -22,7 +22,8 @@ import pandas as pd
 
 from sdc.method.unique_rows import unique_rows
 
-__all__ = ["MIN_CLASSES", "SHIFT_OK", "band_variants", "class_shift", "verify_banded"]
+__all__ = ["MIN_CLASSES", "SHIFT_OK", "band_variants", "class_shift", "dependence_rungs",
+           "verify_banded"]
 
 MIN_CLASSES = 5
 """Band variants are tried for a person key recoded into at least this many bands."""
@@ -129,3 +130,21 @@ def verify_banded(frame: pd.DataFrame, c: Any, base_dir: Any, release: Any) -> N
         release(recode_frame(frame, cfg), cfg)
     except (InputError, SmallBlockError, ValueError) as e:
         c.status, c.note = "refused", "released in memory: " + str(e).splitlines()[0][:200]
+
+
+def dependence_rungs(frame: pd.DataFrame, cfg: Any) -> dict[str, int] | None:
+    """The per-PRB weights (partition key -> rung of ``near.weights``' ladder) that ``sdc
+    release`` gives the composition stage of ``cfg`` on ``frame`` (declared values), None
+    without a ladder (``near.fallback_weights``): the count pass and both stages planned by
+    the in-memory executor (:func:`sdc.method.household_rungs.checked_household_stage`: the
+    dependence check picks them), so the candidate's figures are the release's. Raises as the
+    release's count refuses (``InputError``: a PRB flagged at every rung)."""
+    from sdc.executors import get_executor
+    from sdc.io.recode import recode_frame
+    from sdc.method.designs import fallback_rungs, rungs_of
+    from sdc.method.households import household_config
+
+    if not fallback_rungs(household_config(cfg)):
+        return None
+    counted = get_executor("memory").count(cfg, frame=recode_frame(frame, cfg))
+    return rungs_of(counted.hs.plan.design) if counted.hs.plan is not None else {}

@@ -14,9 +14,9 @@ design and release print agree within sampling error (the release's one draw wit
 errors of the design's, sd = sqrt(n p (1 - p)) per household-size-weighted draw, widened x3
 for the households' clustering); the weighted at-risk-of-poverty rate by region stays within 2
 standard errors (over households) of the original; no released person shows a missingness
-pattern its age class never has (the incomes are missing exactly under 16). Not met since
-the missingness groups (2026-12-05, xfail strict): at most 10% of the records change
-(11.4% expected), the mean person incomes by age class within 3 SE."""
+pattern its age class never has (the incomes are missing exactly under 16); at most 10% of the
+records change in expectation (9.78% since the per-PRB weights, 2026-12-06). Not met (xfail
+strict): the mean person incomes by age class within 3 SE."""
 
 from __future__ import annotations
 
@@ -145,16 +145,11 @@ def test_eusilc_no_impossible_missingness_pattern(eusilc_release):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the missingness groups keep households' members per "
-                   "group: small sets of (size, children) move across regions; with the "
-                   "weighted matchings sdc design recommends 10.08% expected (1,494.4, SD "
-                   "41.7; 11.3% with equal ones); the 9.8% design is refused by the "
-                   "dependence check (eqSS, 7-member households) (docs/HOUSEHOLDS.md "
-                   "'Where eusilc's changed records come from')")
 def test_eusilc_records_changed_at_most_10_percent(eusilc_release):
     """The release's exact expectation of the records changed (what init, design and release
-    print), not its one draw: a draw varies by its SD (~42 records, 0.3%) around it, so near
-    the line one seed's luck would decide this strict xfail."""
+    print), not its one draw: a draw varies by its SD (~41 records, 0.3%) around it. Met
+    since the per-PRB weights (METHOD 7.12): 1,450.0 expected (9.78%) with [0.44, 0.44, 0.12]
+    and the PRB of 7-member households on [0.39, 0.39, 0.22] (10.08% with one vector)."""
     r = eusilc_release["release"]
     m = re.search(r"records changed\s+[\d,]+ \(expected ([\d,.]+), SD", r.text)
     assert m, r.text[-600:]

@@ -94,5 +94,10 @@ def test_the_design_search_offers_the_weighted_variants_of_the_preferred_near_ca
     assert [r for _, r in out] == [two.recoding] * len(NEAR_WEIGHTS) + \
         [five.recoding] * len(NEAR_WEIGHTS)
     assert [d["risk"]["near"]["weights"] for d, _ in out[:len(NEAR_WEIGHTS)]] == \
-        [list(w) for w in NEAR_WEIGHTS]
+        [list(w) for w, _ in NEAR_WEIGHTS]
+    # each a ladder: the flatter vectors a PRB the dependence check flags falls back to
+    assert [d["risk"]["near"]["fallback_weights"] for d, _ in out[:len(NEAR_WEIGHTS)]] == \
+        [[list(f) for f in fb] for _, fb in NEAR_WEIGHTS]
+    for d, _ in out:  # a config sdc release accepts
+        NearSpec(**d["risk"]["near"])
     assert all(d["risk"]["near"]["kernel"] == "matching" for d, _ in out)
