@@ -189,8 +189,11 @@ def prb_checks(rep: AuditReport, po: Partitioned, blocks: list[dict[str, Any]],
             f"{len(blocks)} PRB profiles recounted" if not bad_profile else "; ".join(bad_profile[:3])
             + (f" (and {len(bad_profile) - 3} more)" if len(bad_profile) > 3 else ""))
     if near is not None:
+        relaxed = sum(1 for x in near[1] if x.get("weights"))
         rep.add(what + "near-cell W re-derived = recorded", not bad_w,
                 f"{len(blocks)} PRBs' W re-derived from their cells, SHA-256 as recorded"
+                + (f" ({relaxed} on a flatter rung of near.fallback_weights, as the dependence "
+                   "check re-run on the source gives it)" if relaxed else "")
                 if not bad_w else "; ".join(bad_w[:3]))
     rep.add(what + "PRB max risk recomputed = recorded", not bad_risk,
             "every PRB's exact max risk matches" if not bad_risk else "; ".join(bad_risk[:3]))
@@ -220,6 +223,11 @@ def near_risk(near: NearDesigns, po: Partitioned, prb_of_label: dict[str, int], 
     if rec is None or rec.get("w_sha256") != got:
         bad_w.append(f"PRB {i}: W re-derived {got[:12]}..., audit.json records "
                      f"{(rec or {}).get('w_sha256', 'nothing')}")
+    rung = certifier.rung(b)  # near.fallback_weights: the rung the source's check gives it
+    want = [float(x) for x in certifier.ladder[rung]] if rung else None
+    if rec is not None and rec.get("weights") != want:
+        bad_w.append(f"PRB {i}: weights re-derived {want or 'near.weights'}, audit.json "
+                     f"records {rec.get('weights') or 'near.weights'}")
     return design_risk(certifier.transition(b, theta))
 
 

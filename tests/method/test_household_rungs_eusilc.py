@@ -29,9 +29,9 @@ def eusilc(tmp_path_factory):
     return export_eusilc(tmp_path_factory)
 
 
-def _plan(path, near: dict):
+def _data(path, near: dict) -> dict:
     """The design `sdc design` recommends on eusilc with ``near``."""
-    cfg = sdc.parse_config({
+    return {
         "name": "eu", "seed": 1, "partition": {"rb090": "as_is"},
         "risk": {"xi": 0.395, "theta": "calibrated", "small_blocks": "calibrate",
                  "composition": "protect", "destinations": "near",
@@ -46,7 +46,11 @@ def _plan(path, near: dict):
             "age": {"range": [-1, 97], "recode": {"bands": [-1, 16, 25, 50, 65]}},
             "rb090": {"categories": ["female", "male"]},
             "pb220a": {"categories": ["AT", "EU", "NA", "Other"],
-                       "recode": {"groups": {"EU+Other": ["EU", "Other"]}}}}})
+                       "recode": {"groups": {"EU+Other": ["EU", "Other"]}}}}}
+
+
+def _plan(path, near: dict):
+    cfg = sdc.parse_config(_data(path, near))
     frame = recode_frame(read_input(cfg.declared_view()), cfg)
     return plan_households(cfg, runner=InMemory(cfg, frame)), len(frame)
 
@@ -80,3 +84,34 @@ def test_the_flagged_prb_alone_takes_the_flatter_weights(eusilc):
     assert not any(f.flagged for f in plan.dependence)
     e, _ = expected_persons_changed(p.hs.composition, p.hs.composition_table)
     assert e <= 0.10 * (n + 18), e   # 18 persons of the two exposed 9-person households out
+
+
+@pytest.mark.slow
+def test_the_audit_re_derives_every_prb_s_weights(eusilc, tmp_path):
+    """``sdc audit`` re-runs the dependence check on the source and re-derives the rung and W
+    of every PRB: the release passes; an audit.json whose relaxed PRB claims ``near.weights``
+    fails the W check, naming the weights."""
+    import json
+
+    import yaml
+    from conftest import run_cli
+
+    data = _data(eusilc, {"weights": HEAVY, "fallback_weights": [FLATTER]})
+    data["output"] = {"dir": str(tmp_path / "rel"), "formats": ["parquet"]}
+    data["seed"] = 7
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(data))
+    r = run_cli("release", job)
+    assert r.exit_code == 0, r.text[-800:]
+    a = run_cli("audit", tmp_path / "rel")
+    assert a.exit_code == 0, a.text[-800:]
+    assert "1 on a flatter rung of near.fallback_weights" in a.text
+    path = tmp_path / "rel" / "internal" / "audit.json"
+    audit = json.loads(path.read_text())
+    prbs = audit["households"]["near"]["prbs"]
+    relaxed = [p for p in prbs if p.get("weights")]
+    assert len(relaxed) == 1 and relaxed[0]["weights"] == FLATTER
+    del relaxed[0]["weights"]
+    path.write_text(json.dumps(audit))
+    a = run_cli("audit", tmp_path / "rel")
+    assert a.exit_code != 0 and "weights re-derived [0.39, 0.39, 0.22]" in a.text, a.text[-800:]
