@@ -5,6 +5,7 @@ value columns read as text, missing markers applied per column, values typed wit
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,11 +66,28 @@ def csv_options(config: ReleaseConfig, block_size: int = 1 << 24,
 def csv_value_types(config: ReleaseConfig) -> dict[str, pa.DataType]:
     """The type of every text-read column of a CSV input (:func:`value_columns`), decided
     from the file's first block by :func:`sdc.io.values.lossless_type`."""
-    key = _csv_key(config)
-    if key not in _VALUE_TYPES:
-        _VALUE_TYPES.clear()  # one input at a time
-        _VALUE_TYPES[key] = _first_block_types(config)
-    return dict(_VALUE_TYPES[key][0])
+    return dict(_value_types(config)[0])
+
+
+def _value_types(config: ReleaseConfig) -> tuple[dict[str, pa.DataType], set[str]]:
+    return _remembered(_VALUE_TYPES, _csv_key(config), lambda: _first_block_types(config))
+
+
+#: how many CSV inputs' types and schemas are kept (a design search plans candidates whose key
+#: variables differ, each a key of its own: ses's `sdc init` asked 13 times for 3 keys)
+_REMEMBERED = 8
+
+
+def _remembered(memo: dict, key: tuple, make: Any) -> Any:
+    """``memo[key]``, made by ``make()`` when missing; the ``_REMEMBERED`` latest kept."""
+    if key in memo:
+        memo[key] = memo.pop(key)  # the latest last
+        return memo[key]
+    value = make()
+    memo[key] = value
+    while len(memo) > _REMEMBERED:
+        del memo[next(iter(memo))]
+    return value
 
 
 def _csv_key(config: ReleaseConfig) -> tuple:
@@ -87,8 +105,7 @@ def _csv_key(config: ReleaseConfig) -> tuple:
 def csv_whole_as_int(config: ReleaseConfig) -> set[str]:
     """The text-read float64 columns whose whole values are written as integers
     (:data:`sdc.io.values.WHOLE_AS_INT`), decided with :func:`csv_value_types`."""
-    csv_value_types(config)
-    return set(next(iter(_VALUE_TYPES.values()))[1]) if _VALUE_TYPES else set()
+    return set(_value_types(config)[1])
 
 
 _VALUE_TYPES: dict[tuple, tuple[dict[str, pa.DataType], set[str]]] = {}
@@ -133,14 +150,7 @@ def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
     if fmt == "parquet":
         return normalize_schema(parquet_dataset(path).schema)
     if fmt == "csv":
-        key = _csv_key(config)
-        made = _CSV_SCHEMAS.get(key)
-        if made is not None and made[0] is config:
-            return made[1]
-        schema = _csv_schema(config)
-        _CSV_SCHEMAS.clear()  # one input at a time
-        _CSV_SCHEMAS[key] = (config, schema)
-        return schema
+        return _remembered(_CSV_SCHEMAS, _csv_key(config), lambda: _csv_schema(config))
     if fmt in ("sav", "dta"):
         from sdc.io.stat_input import stat_schema
 
@@ -148,11 +158,13 @@ def input_arrow_schema(config: ReleaseConfig) -> pa.Schema | None:
     return None
 
 
-#: a CSV input's schema for one config object and its reading options (the executor, the
-#: reports and the file facts of one release ask for it; each time a parse of the first block:
-#: ~0.1 CPU s for the demo, which reads in about as much; sdc release makes it while Prefect
-#: starts the run: flows.release.prefetch_job)
-_CSV_SCHEMAS: dict[tuple, tuple[ReleaseConfig, pa.Schema]] = {}
+#: a CSV input's schema by what it depends on (:func:`_csv_key`: the file's size and mtime, the
+#: config's reading options and column roles); the executor, the reports and the file facts of
+#: one release ask for it, each time a parse of the first block and the lossless typing of its
+#: text columns (~0.1 CPU s for the demo, ~0.3 s for ses: each in-memory candidate of a design
+#: search asked again); sdc release makes it while Prefect starts the run
+#: (flows.release.prefetch_job)
+_CSV_SCHEMAS: dict[tuple, pa.Schema] = {}
 
 
 def _csv_schema(config: ReleaseConfig) -> pa.Schema:
