@@ -518,6 +518,27 @@ _PER_WORKER_FIXTURES = {"prefect_harness", "prefect_api", "cli", "dask_cluster",
 
 def pytest_configure(config: pytest.Config) -> None:
     _compile_before_the_workers(config)
+    _build_each_cli_once()
+
+
+def _build_each_cli_once() -> None:
+    """Typer's ``CliRunner.invoke(app)`` builds the app's click command from every command's
+    signature at each call (~23 ms for sdc's CLI); the tests' ~1,000 CLI runs in-process
+    (``run_cli`` and every ``CliRunner``) now use one command object per app, as the
+    product's worker does for its forked runs (``sdc.cli.worker._build_cli_once``). Click
+    parses each call afresh (a new context); the object only carries the signatures."""
+    import typer.testing
+
+    make = typer.testing._get_command
+    built: dict[int, tuple[Any, Any]] = {}
+
+    def get_command(app: Any) -> Any:
+        made = built.get(id(app))
+        if made is None or made[0] is not app:
+            made = built[id(app)] = (app, make(app))
+        return made[1]
+
+    typer.testing._get_command = get_command
 
 
 def _compile_before_the_workers(config: pytest.Config) -> None:
