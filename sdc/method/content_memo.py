@@ -23,7 +23,8 @@ import numpy as np
 
 from sdc.method.transition import Transition
 
-__all__ = ["WEIGHT_FITS", "ContentMemo", "array_key", "design_key", "fit_key"]
+__all__ = ["COMPOSITION_PLANS", "WEIGHT_FITS", "ContentMemo", "array_key", "design_key",
+           "fit_key", "memo_plan"]
 
 
 def array_key(*arrays: np.ndarray | None) -> bytes:
@@ -83,3 +84,30 @@ def fit_key(base: Transition, weights: np.ndarray, c0: float, xi: float) -> tupl
 
 #: a weight group's (c, certificate) by :func:`fit_key`
 WEIGHT_FITS = ContentMemo()
+
+
+class _PlanMemo(ContentMemo):
+    """A :class:`ContentMemo` of plans of at most :attr:`largest` cells (a plan holds per-cell
+    arrays: a large table's are not kept)."""
+
+    largest = 100_000
+
+
+#: the composition stage's PRB plan by its cells, x_h, config and design
+#: (sdc.method.household_composition ``_memo_plan``)
+COMPOSITION_PLANS = _PlanMemo(maxsize=256)
+
+
+def memo_plan(cells: Any, config: Any, weight_total: np.ndarray | None, design: Any,
+              plan: Callable[[], Any]) -> Any:
+    """``plan()``, the composition stage's PRB plan of ``cells`` (a CellTable) under
+    ``config`` and ``design`` with the cells' weight totals, remembered by content for the
+    process (:data:`COMPOSITION_PLANS`): a design search plans a candidate in its count pass
+    (the dependence check of the per-PRB weights), again for its figures and again when it
+    releases it in memory; households read in another order give the same cells. Callers
+    read the plan and never write it."""
+    if cells.n_cells > COMPOSITION_PLANS.largest:
+        return plan()
+    key = (array_key(cells.key_codes, cells.frequency, weight_total), repr(cells.names),
+           repr(cells.derived), repr(config), repr(design))
+    return COMPOSITION_PLANS.get(key, plan)

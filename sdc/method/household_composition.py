@@ -402,6 +402,7 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
     from sdc.errors import SmallBlockError
     from sdc.method.cell_passes import cell_table
     from sdc.method.cells import radix_sizes
+    from sdc.method.content_memo import memo_plan
     from sdc.method.designs import design_of, plan_release, with_rungs
     from sdc.method.households import household_config, larger_certificate
     from sdc.method.partition import partition_cells
@@ -440,7 +441,9 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
 
                 x_h = household_weight_totals(np.asarray(weight)[rows], cell, cells.n_cells)
             pc = partition_cells(cells, ccfg)
-            plan = plan_release(pc, ccfg, x_h, design=with_rungs(design_of(ccfg), rungs or {}))
+            design = with_rungs(design_of(ccfg), rungs or {})
+            plan = memo_plan(cells, ccfg, x_h, design,  # the same cells: the same plan
+                             lambda: plan_release(pc, ccfg, x_h, design=design))
             break
         except SmallBlockError as e:
             failed = getattr(e, "partition_sets", None)
