@@ -443,7 +443,7 @@ def composition_plan(hk_codes: np.ndarray, table: CompositionTable,
             pc = partition_cells(cells, ccfg)
             design = with_rungs(design_of(ccfg), rungs or {})
             plan = memo_plan(cells, ccfg, x_h, design,  # the same cells: the same plan
-                             lambda: plan_release(pc, ccfg, x_h, design=design))
+                             lambda p=pc, x=x_h, d=design: plan_release(p, ccfg, x, design=d))
             break
         except SmallBlockError as e:
             failed = getattr(e, "partition_sets", None)
