@@ -357,6 +357,10 @@ def full_prefect_server(server_home: Path) -> Iterator[None]:
     launch = Launch(0, None, "full")
     try:
         server = launch.wait(300)
+        # the process's events client is Prefect's singleton, made for the API of this
+        # process's earlier runs (the session's server): drained and stopped, the run's
+        # events go to this server, whose task run recorder makes its task runs of them
+        _drain_prefect_workers()
         yield from _api_of(server.url)
     finally:
         launch.stop()
