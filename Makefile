@@ -38,8 +38,10 @@ chromium:
 # 1.44 of 2 cores were busy (16 min 7 s in a fresh clone), with 3 workers 1.57 (13 min 49 s;
 # docs/TESTING.md). TEST_WORKERS=0: one process, as before.
 # Measured in CPU seconds, not wall (a shared machine): /usr/bin/time of `make test` in a fresh
-# clone (12-05, quiet, 3,268 tests: 13 min 12 s, user 1,155 s + sys 63 s, 1.54 cores busy), and
-# per test with the CPU plugin: SDC_TEST_CPU=f.jsonl ... pytest -p tests.durations, then
+# clone (12-06 08:11, quiet, 3,553 tests: 13 min 53 s, user 1,333 s + sys 68 s; the session's
+# Prefect servers daemonize and are not in it: `python tests/durations.py --reap make test`
+# counts them, 1,444 s for 3,576 tests at 12-06 09:53 under load), and per test with the CPU
+# plugin: SDC_TEST_CPU=f.jsonl ... pytest -p tests.durations, then
 # python tests/durations.py --cpu f.jsonl (docs/TESTING.md "Measuring CPU per test").
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n -gt 4 ] && n=4; echo $$n)
 # --no-loadscope-reorder: the workers take the tests in the order tests/conftest.py sets
