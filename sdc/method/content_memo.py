@@ -9,6 +9,11 @@ certificate, the calibrated theta) and :mod:`sdc.method.weighted` (a weight grou
 ``sdc audit`` in its own process starts from an empty memo, and its near certificate calls
 :func:`sdc.method.transition_risk.design_risk` itself (sdc.audit.block_checks); an audit in
 the releasing process may take a weighted fit or a theta from the memo (the same floats).
+The composition stage's PRB plan (:func:`memo_plan`, by its cells, x_h, config and design) and
+the exact composition-level risks (:data:`LEVEL_RISKS`) are remembered too: a household design
+search plans a candidate in its count pass, for its figures and when it releases it in memory
+(eusilc's ``sdc init``). A test that changes a planning rule by monkeypatch gives these memos
+fresh instances.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 
 from sdc.method.transition import Transition
 
-__all__ = ["COMPOSITION_PLANS", "WEIGHT_FITS", "ContentMemo", "array_key", "design_key",
+__all__ = ["COMPOSITION_PLANS", "LEVEL_RISKS", "WEIGHT_FITS", "ContentMemo", "array_key", "design_key",
            "fit_key", "memo_plan"]
 
 
@@ -86,16 +91,18 @@ def fit_key(base: Transition, weights: np.ndarray, c0: float, xi: float) -> tupl
 WEIGHT_FITS = ContentMemo()
 
 
-class _PlanMemo(ContentMemo):
-    """A :class:`ContentMemo` of plans of at most :attr:`largest` cells (a plan holds per-cell
-    arrays: a large table's are not kept)."""
+PLAN_CELLS = 100_000
+"""Largest cell table whose plan is remembered (a plan holds per-cell arrays: a large
+table's are not kept)."""
 
-    largest = 100_000
 
+#: the exact person-, household- and size-level risks of a composition plan's source cells
+#: (sdc.method.household_person_risk ``_remembered_level_risk``)
+LEVEL_RISKS = ContentMemo(maxsize=256)
 
 #: the composition stage's PRB plan by its cells, x_h, config and design
-#: (sdc.method.household_composition ``_memo_plan``)
-COMPOSITION_PLANS = _PlanMemo(maxsize=256)
+#: (:func:`memo_plan`, sdc.method.household_composition ``composition_plan``)
+COMPOSITION_PLANS = ContentMemo(maxsize=256)
 
 
 def memo_plan(cells: Any, config: Any, weight_total: np.ndarray | None, design: Any,
@@ -106,7 +113,7 @@ def memo_plan(cells: Any, config: Any, weight_total: np.ndarray | None, design: 
     (the dependence check of the per-PRB weights), again for its figures and again when it
     releases it in memory; households read in another order give the same cells. Callers
     read the plan and never write it."""
-    if cells.n_cells > COMPOSITION_PLANS.largest:
+    if cells.n_cells > PLAN_CELLS:
         return plan()
     key = (array_key(cells.key_codes, cells.frequency, weight_total), repr(cells.names),
            repr(cells.derived), repr(config), repr(design))

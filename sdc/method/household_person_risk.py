@@ -466,6 +466,7 @@ def composition_level_risks(cp: Any, table: Any, xi: float | None = None
         return {"person": z, "household": z, "size": z, "size_protectable": z}
     if xi is None:
         xi = float(cp.config.risk.xi)
+    level_risk = _remembered_level_risk
     person = level_risk(cells)
     household = level_risk(SourceCells(cells.hk, np.ones((cells.hk.size, 1), np.int64),
                                        cells.t, cells.move, cells.group, cells.n_hk,
@@ -482,6 +483,17 @@ def composition_level_risks(cp: Any, table: Any, xi: float | None = None
         protectable = size
     return {"person": person, "household": household, "size": size,
             "size_protectable": protectable}
+
+
+def _remembered_level_risk(cells: SourceCells) -> LevelRisk:
+    """:func:`level_risk` of ``cells``, remembered by their content for the process
+    (:data:`~sdc.method.content_memo.LEVEL_RISKS`): a design search certifies a candidate and
+    releases it in memory, whose risk report computes the same exact risks again."""
+    from sdc.method.content_memo import LEVEL_RISKS, array_key
+
+    key = (array_key(cells.hk, cells.counts, cells.t, cells.move, cells.group, cells.indptr,
+                     cells.dest, cells.weight), int(cells.n_hk))
+    return LEVEL_RISKS.get(key, lambda: level_risk(cells))
 
 
 def size_sources(cells: SourceCells) -> SourceCells:

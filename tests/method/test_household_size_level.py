@@ -151,6 +151,7 @@ def test_the_fragile_size_column_keeps_a_household_from_being_surely_kept(tmp_pa
     theta by the theorem, the matching kernel): without the size column a household whose
     four destinations all keep its region and size is surely released there, and a count of
     1 names it (1.0); with it every protectable size is within xi (0.343)."""
+    import sdc.method.content_memo as content_memo
     import sdc.method.destinations as destinations
 
     cfg, f, code, first, tab, hk = _stage(tmp_path, n=1500, regions=12, xi=0.395,
@@ -164,5 +165,8 @@ def test_the_fragile_size_column_keeps_a_household_from_being_surely_kept(tmp_pa
         return out
 
     monkeypatch.setattr(destinations, "fragile_classes", without)
+    # the plan and its risks are remembered by content: the changed rule needs a fresh memo
+    monkeypatch.setattr(content_memo, "COMPOSITION_PLANS", content_memo.ContentMemo())
+    monkeypatch.setattr(content_memo, "LEVEL_RISKS", content_memo.ContentMemo())
     plain = composition_level_risks(plan_composition_stage(hk, tab, cfg)[0], tab)
     assert plain["size_protectable"].max_risk == pytest.approx(1.0)
