@@ -51,13 +51,27 @@ __all__ = ["NeighbourhoodRisk", "certify", "design_risk", "group_risk", "neighbo
 _COLUMN_CHUNK = 2048
 
 
+@functools.lru_cache(maxsize=64)
+def _comb_table(width: int) -> np.ndarray:
+    """(width, width) ``comb(n, s)`` for n, s in 0..width-1: the same floats scipy's ``comb``
+    gives element by element, computed once (a certificate asks ~10^5 factors of a few
+    widths)."""
+    table = comb(np.arange(width)[:, None], np.arange(width)[None, :])
+    table.setflags(write=False)
+    return table
+
+
 def _binomial_factor(n: np.ndarray, p: np.ndarray, width: int) -> np.ndarray:
     """(..., width) Bin(n, p) probabilities of 0..width-1 (n <= width - 1)."""
     s = np.arange(width)
     n = np.asarray(n)[..., None]
     p = np.asarray(p, dtype=np.float64)[..., None]
+    if n.dtype.kind in "iu" and (n.size == 0 or int(n.max()) < width):
+        c = _comb_table(width)[np.maximum(n[..., 0], 0)]  # n < 0: every factor 0 below
+    else:
+        c = comb(n, s)
     with np.errstate(invalid="ignore", divide="ignore"):
-        f = comb(n, s) * np.where(s <= n, p ** s * (1.0 - p) ** np.maximum(n - s, 0), 0.0)
+        f = c * np.where(s <= n, p ** s * (1.0 - p) ** np.maximum(n - s, 0), 0.0)
     return np.where(s <= n, f, 0.0)
 
 
