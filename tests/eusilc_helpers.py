@@ -47,6 +47,41 @@ def export_eusilc(tmp_path_factory) -> Path:
 #: person-level ``derived:`` column (the issue-44 bug: init refused its own draft), which
 #: tests/e2e/test_eusilc_household.py checks on this run (it was a second eusilc init of its
 #: own in tests/cli/test_cli_household_roundtrip.py, ~60 CPU s)
+HOUSEHOLD_COLUMNS = ["hy040n", "hy050n", "hy070n", "hy080n", "hy090n", "hy110n", "hy130n",
+                     "hy145n", "eqIncome", "hsize"]
+REGIONS = ["Burgenland", "Carinthia", "Lower Austria", "Salzburg", "Styria", "Tyrol",
+           "Upper Austria", "Vienna", "Vorarlberg"]
+
+
+def eusilc_draft(path: Path, *, near: dict | None = None, member_bands: dict | None = None,
+                 drop: tuple[str, ...] | list[str] = (),
+                 household_columns: list[str] | None = None) -> dict[str, Any]:
+    """init's eusilc draft as a config dict (protect, the near matching with ``near`` merged
+    into its options, exposed sizes left out, the weight recalibrated, age in the standard
+    bands, citizenship AT / EU+Other / NA), ``drop`` dropped too (and left out of the
+    household columns unless ``household_columns`` names them)."""
+    risk: dict[str, Any] = {
+        "xi": 0.395, "theta": "calibrated", "small_blocks": "calibrate",
+        "composition": "protect", "destinations": "near",
+        "near": {"neighbours": 4, "kernel": "matching", **(near or {})},
+        "exposed_sizes": "drop"}
+    if member_bands:
+        risk["member_bands"] = member_bands
+    if household_columns is None:
+        household_columns = [c for c in HOUSEHOLD_COLUMNS if c not in drop]
+    return {
+        "name": "eu", "seed": 1, "risk": risk, "partition": {"rb090": "as_is"},
+        "input": {"path": str(path), "id_column": "rb030", "drop": ["db090", "pl030", *drop],
+                  "weight": "rb050", "na_values": ["NA"], "household_id": "db030",
+                  "household_columns": household_columns, "weight_release": "recalibrated"},
+        "key_variables": {
+            "db040": {"level": "household", "categories": REGIONS},
+            "age": {"range": [-1, 97], "recode": {"bands": [-1, 16, 25, 50, 65]}},
+            "rb090": {"categories": ["female", "male"]},
+            "pb220a": {"categories": ["AT", "EU", "NA", "Other"],
+                       "recode": {"groups": {"EU+Other": ["EU", "Other"]}}}}}
+
+
 EUSILC_INIT = ("--household-id", "db030", "--weight", "rb050", "--keys",
                "db040,hsize,age,rb090,pb220a", "--id", "rb030")
 #: the release seed of :func:`eusilc_release` (one draw, the same every run)

@@ -34,13 +34,12 @@ whose exact certificate is <= xi), lives in this file only and is added by one r
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pytest
+from enumerated_risk import enumerated_risk
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import CertificationError
@@ -214,37 +213,6 @@ def test_w_has_a_zero_diagonal_and_is_doubly_stochastic_where_claimed(name):
                 assert d.sum(axis=0) == pytest.approx(np.ones(members.size), abs=1e-12)
 
 
-def _brute_force_risk(tr: Transition) -> float:
-    """max over targets B, picked cells z and released counts a of P(B picked | S_z = a) and,
-    over the targets of cells with a CSR row, the neighbourhood intruder's success: every
-    joint outcome of the PRB's records enumerated."""
-    P = tr.matrix()
-    k = tr.k
-    cell = np.repeat(np.arange(k), tr.frequency)
-    n = cell.size
-    rows = np.diff(tr.indptr) > 0 if not tr.uniform else np.zeros(k, dtype=bool)
-    D = tr.dense()
-    nbh = [({j} | set(np.flatnonzero(D[j] > 0).tolist())) for j in range(k)]
-    hit: dict = {}
-    tot: dict = {}
-    nb = np.zeros(n)
-    for out in itertools.product(range(k), repeat=n):
-        p = math.prod(P[cell[i], out[i]] for i in range(n))
-        if p == 0:
-            continue
-        counts = np.bincount(np.array(out), minlength=k)
-        for b in range(n):
-            for z in range(k):
-                key = (b, z, int(counts[z]))
-                tot[key] = tot.get(key, 0.0) + p
-                if out[b] == z:
-                    hit[key] = hit.get(key, 0.0) + p
-            if rows[cell[b]] and out[b] in nbh[cell[b]]:
-                nb[b] += p / sum(counts[z] for z in nbh[cell[b]])
-    mech = max(hit.get(key, 0.0) / p / key[2] for key, p in tot.items() if key[2] > 0)
-    return max(mech, float(nb.max()))
-
-
 @pytest.mark.parametrize("name", DESIGNS)
 def test_exact_certificate_is_the_brute_force_risk_of_small_prbs(name):
     cfg = _tiny_config()
@@ -252,7 +220,9 @@ def test_exact_certificate_is_the_brute_force_risk_of_small_prbs(name):
     transitions = prb_transitions_of(plan)
     assert 3 <= len(transitions) and max(int(tr.frequency.sum()) for tr in transitions) <= 5
     for tr in transitions:
-        assert certify(tr).max_risk == pytest.approx(_brute_force_risk(tr), abs=1e-12)
+        assert certify(tr).max_risk == pytest.approx(enumerated_risk(
+            tr, np.diff(tr.indptr) > 0 if not tr.uniform else np.zeros(tr.k, dtype=bool)),
+            abs=1e-12)
 
 
 def _release(frame, plan, cfg, seeds, order: np.ndarray | None = None,

@@ -7,7 +7,7 @@ rebuilt eqSS is measured, passes and the release goes on."""
 from __future__ import annotations
 
 import pytest
-from eusilc_helpers import export_eusilc
+from eusilc_helpers import eusilc_draft, export_eusilc
 
 import sdc
 from sdc.executors.memory import InMemory
@@ -15,11 +15,6 @@ from sdc.io.read import read_input
 from sdc.io.recode import recode_frame
 from sdc.method.dependence import DependenceError
 from sdc.pipeline.households import plan_households
-
-HOUSEHOLD_COLUMNS = ["hy040n", "hy050n", "hy070n", "hy080n", "hy090n", "hy110n", "hy130n",
-                     "hy145n", "eqIncome", "hsize"]
-REGIONS = ["Burgenland", "Carinthia", "Lower Austria", "Salzburg", "Styria", "Tyrol",
-           "Upper Austria", "Vienna", "Vorarlberg"]
 
 
 @pytest.fixture(scope="module")
@@ -30,23 +25,8 @@ def eusilc(tmp_path_factory):
 def _plan(path, drop: list[str], bands: bool):
     """init's eusilc draft (protect, near matching, exposed sizes left out, the weight
     recalibrated, age in the standard bands), ``drop`` dropped too."""
-    risk = {"xi": 0.395, "theta": "calibrated", "small_blocks": "calibrate",
-            "composition": "protect", "destinations": "near",
-            "near": {"neighbours": 4, "kernel": "matching"}, "exposed_sizes": "drop"}
-    if bands:
-        risk["member_bands"] = {"age": [16, 25, 65]}
-    cfg = sdc.parse_config({
-        "name": "eu", "seed": 1, "risk": risk, "partition": {"rb090": "as_is"},
-        "input": {"path": str(path), "id_column": "rb030", "drop": ["db090", "pl030", *drop],
-                  "weight": "rb050", "na_values": ["NA"], "household_id": "db030",
-                  "household_columns": [c for c in HOUSEHOLD_COLUMNS if c not in drop],
-                  "weight_release": "recalibrated"},
-        "key_variables": {
-            "db040": {"level": "household", "categories": REGIONS},
-            "age": {"range": [-1, 97], "recode": {"bands": [-1, 16, 25, 50, 65]}},
-            "rb090": {"categories": ["female", "male"]},
-            "pb220a": {"categories": ["AT", "EU", "NA", "Other"],
-                       "recode": {"groups": {"EU+Other": ["EU", "Other"]}}}}})
+    cfg = sdc.parse_config(eusilc_draft(
+        path, drop=drop, member_bands={"age": [16, 25, 65]} if bands else None))
     frame = recode_frame(read_input(cfg.declared_view()), cfg)
     try:
         p = plan_households(cfg, runner=InMemory(cfg, frame))

@@ -6,13 +6,12 @@ maximum; the rungs come from the dependence check's failing PRBs."""
 
 from __future__ import annotations
 
-import itertools
-import math
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import yaml
+from enumerated_risk import enumerated_risk
 from pydantic import ValidationError
 
 from sdc.config.load import parse_config
@@ -49,36 +48,6 @@ def _tiny():
     return hk, table_of_counts(counts)
 
 
-def _enumerated_risk(tr) -> float:
-    """Max over targets b, picked cells z and released counts a >= 1 of P(b released in z |
-    S_z = a) / a, and the neighbourhood intruder (b's cell and every cell W lets it reach,
-    one record picked there uniformly), by enumerating every joint outcome of the records."""
-    P = tr.matrix()
-    k = tr.k
-    cell = np.repeat(np.arange(k), tr.frequency)
-    n = cell.size
-    D = tr.dense()
-    hood = [({j} | set(np.flatnonzero(D[j] > 0).tolist())) for j in range(k)]
-    hit: dict = {}
-    tot: dict = {}
-    nb = np.zeros(n)
-    for out in itertools.product(range(k), repeat=n):
-        p = math.prod(P[cell[i], out[i]] for i in range(n))
-        if p == 0:
-            continue
-        counts = np.bincount(np.array(out), minlength=k)
-        for b in range(n):
-            for z in range(k):
-                key = (b, z, int(counts[z]))
-                tot[key] = tot.get(key, 0.0) + p
-                if out[b] == z:
-                    hit[key] = hit.get(key, 0.0) + p
-            if out[b] in hood[cell[b]]:
-                nb[b] += p / sum(counts[z] for z in hood[cell[b]])
-    mech = max(hit.get(key, 0.0) / p / key[2] for key, p in tot.items() if key[2] > 0)
-    return max(mech, float(nb.max()))
-
-
 @pytest.mark.parametrize("rung_of", [None, 0, 1])
 def test_each_prb_takes_its_rung_and_certifies_as_enumerated(rung_of):
     """No rung: both PRBs take ``weights``; a rung on one size's partition set: that PRB
@@ -98,7 +67,7 @@ def test_each_prb_takes_its_rung_and_certifies_as_enumerated(rung_of):
         assert all(sorted(r) == sorted(want) for r in rows.tolist()), (b, rows)
         assert tr.matrix().sum(axis=0) == pytest.approx(np.ones(tr.k), abs=1e-12)  # doubly
         got = float(plan.blocks["max_risk"].iat[b])
-        assert got == pytest.approx(_enumerated_risk(tr), abs=1e-12), b
+        assert got == pytest.approx(enumerated_risk(tr), abs=1e-12), b
         risks.append(got)
     assert cp.certificate == pytest.approx(max(risks), abs=1e-15)
     assert cp.certificate <= 0.6

@@ -9,8 +9,7 @@ change in expectation (9.78%). The file is exported by Rscript when laeken is in
 from __future__ import annotations
 
 import pytest
-from eusilc_helpers import export_eusilc
-from test_dependence_rebuild_eusilc import HOUSEHOLD_COLUMNS, REGIONS
+from eusilc_helpers import HOUSEHOLD_COLUMNS, eusilc_draft, export_eusilc
 
 import sdc
 from sdc.executors.memory import InMemory
@@ -31,22 +30,7 @@ def eusilc(tmp_path_factory):
 
 def _data(path, near: dict) -> dict:
     """The design `sdc design` recommends on eusilc with ``near``."""
-    return {
-        "name": "eu", "seed": 1, "partition": {"rb090": "as_is"},
-        "risk": {"xi": 0.395, "theta": "calibrated", "small_blocks": "calibrate",
-                 "composition": "protect", "destinations": "near",
-                 "near": {"neighbours": 4, "kernel": "matching", **near},
-                 "exposed_sizes": "drop"},
-        "input": {"path": str(path), "id_column": "rb030", "drop": ["db090", "pl030"],
-                  "weight": "rb050", "na_values": ["NA"], "household_id": "db030",
-                  "household_columns": [*HOUSEHOLD_COLUMNS, "eqSS"],
-                  "weight_release": "recalibrated"},
-        "key_variables": {
-            "db040": {"level": "household", "categories": REGIONS},
-            "age": {"range": [-1, 97], "recode": {"bands": [-1, 16, 25, 50, 65]}},
-            "rb090": {"categories": ["female", "male"]},
-            "pb220a": {"categories": ["AT", "EU", "NA", "Other"],
-                       "recode": {"groups": {"EU+Other": ["EU", "Other"]}}}}}
+    return eusilc_draft(path, near=near, household_columns=[*HOUSEHOLD_COLUMNS, "eqSS"])
 
 
 def _plan(path, near: dict):

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pytest
+from enumerated_risk import enumerated_parts
 
 from sdc.config.model import ReleaseConfig
 from sdc.method.designs import plan_release
@@ -106,24 +107,8 @@ def test_certificate_of_a_grouped_prb_is_the_brute_force_risk():
     """certify: max over the groups of the mechanism-aware risk (and, for the near group, the
     neighbourhood intruder) equals the enumeration of every joint outcome."""
     tr, w = _tiny_prb()
-    k = tr.k
-    cell = np.repeat(np.arange(k), tr.frequency)
-    n = cell.size
-    D = tr.dense()
     near_rows = np.diff(tr.indptr) > 0
-    nbh = [({j} | set(np.flatnonzero(D[j] > 0).tolist())) for j in range(k)]
-    hit, tot, nb = {}, {}, np.zeros(n)
-    for p, out in _enumerate(tr, w):
-        counts = np.bincount(out, minlength=k)
-        for b in range(n):
-            for z in range(k):
-                key = (b, z, int(counts[z]))
-                tot[key] = tot.get(key, 0.0) + p
-                if out[b] == z:
-                    hit[key] = hit.get(key, 0.0) + p
-            if out[b] in nbh[cell[b]]:
-                nb[b] += p / sum(counts[z] for z in nbh[cell[b]])
-    mech = max(hit.get(key, 0.0) / p / key[2] for key, p in tot.items() if key[2] > 0)
+    mech, nb, cell = enumerated_parts(tr, _enumerate(tr, w))
     want = max(mech, float(nb[near_rows[cell]].max()))
     got = certify(tr)
     assert got.max_risk == pytest.approx(want, abs=1e-12)
