@@ -15,6 +15,7 @@ from sdc.method.dependence.order import (
     image_part,
     merge_order,
     order_part,
+    value_order_part,
 )
 from sdc.method.dependence.pairs import PairPlan, pair_image
 from sdc.method.dependence.relations import SortedValues, sorted_parts
@@ -161,7 +162,8 @@ class DependenceCounter:
                 u, n, values, vi = cell_values(fcode, fcell.size, b, here)
                 ucell = u >> HASH_BITS
                 ukeys = cell_keys[ucell]
-                self._values[c].append(pair_values(values, vi, n, ukeys))
+                table = pair_values(values, vi, n, ukeys)
+                self._values[c].append(table)
                 for (k1, k2) in self.key_pairs:
                     self._combos[c][(k1, k2)].append(key_pair_counts(
                         values, vi, ukeys[:, k1], ukeys[:, k2], self.sizes[k1],
@@ -172,8 +174,10 @@ class DependenceCounter:
                 u, n = counted((cells.kcode << HASH_BITS) | b[kept])
             # sorted distinct (cell, value) codes: (cell, bucket) pairs already sorted and
             # distinct (the cells are factorized in order), as reduce_pairs would give them
-            self._pairs[c].append((fcell[u >> HASH_BITS], u & int(_MASK), n))
-            self._order[c].append(order_part(frame[c], cells))
+            pairs = (fcell[u >> HASH_BITS], u & int(_MASK), n)
+            self._pairs[c].append(pairs)
+            self._order[c].append(value_order_part(frame[c], b, table, pairs, cells) if few
+                                  else order_part(frame[c], cells))
         numbers: dict[str, np.ndarray] = {}  # the paired columns as float64, once
         for s in self.pairs.columns:
             self._order[s.key].append(image_part(*pair_image(frame, s, hashes, numbers), cells))

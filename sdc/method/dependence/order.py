@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.method.dependence.tables import (
+    HASH_BITS,
     BatchCells,
     counted,
     extreme_table,
@@ -22,7 +23,7 @@ from sdc.method.dependence.tables import (
 )
 
 __all__ = ["ORDER_BITS", "OrderPart", "image_part", "merge_order", "order_image",
-           "order_part"]
+           "order_part", "value_order_part"]
 
 ORDER_BITS = 16  # an ordered table has at most 2**ORDER_BITS bins (adjacent values merge)
 _PREFIX_BYTES = 7  # text and bytes are ordered by their first 7 bytes (56 bits)
@@ -238,6 +239,45 @@ def order_part(values: pd.Series, cells: BatchCells) -> OrderPart | None:
     if img is None:
         return None
     return image_part(*img, cells)
+
+
+def value_order_part(values: pd.Series, bucket: np.ndarray, table: tuple[np.ndarray, ...],
+                     pairs: tuple[np.ndarray, ...], cells: BatchCells) -> OrderPart | None:
+    """:func:`order_part` of a column of few values from its batch's value table: ``bucket``
+    each record's value bucket, ``table`` (sorted buckets, n, lo, hi) of those buckets,
+    ``pairs`` (cell ids, buckets, counts) of the cells that may be small. When every bucket
+    holds one order image in the batch, the bins are reduced from the buckets' rows (a few
+    thousand at most) instead of scattered from every record: the same table. A bucket with
+    two images or validities (a hash collision in the batch): :func:`image_part`."""
+    img = order_image(values)
+    if img is None:
+        return None
+    kind, x, valid = img
+    size = 1 << HASH_BITS
+    image = np.empty(size, x.dtype)  # any record's image and validity per bucket
+    image[bucket] = x
+    is_valid = np.zeros(size, bool)
+    is_valid[bucket] = valid
+    x_at, ok_at = image[bucket], is_valid[bucket]
+    # one image per bucket (of its valid records: an invalid record's image is dropped)
+    if not (np.array_equal(ok_at, valid) and bool((x_at == x)[valid].all())):
+        return image_part(kind, x, valid, cells)
+    vb, vn, vlo, vhi = table
+    ok = is_valid[vb]
+    if not ok.any():
+        return image_part(kind, x, valid, cells)  # nothing valid: the empty table
+    xb = image[vb]
+    xv = xb[ok]
+    lo_i, hi_i = (float(xv.min()), float(xv.max())) if kind == "num" else (int(xv.min()),
+                                                                           int(xv.max()))
+    e = _order_width(kind, lo_i, hi_i)
+    rel, base = _relative_bins(kind, xb, e, lo_i, ok, 1 << ORDER_BITS)
+    bins, n, lo, hi = reduce_sorted(rel[ok] + base, vn[ok], vlo[ok], vhi[ok])
+    pcell, pbucket, pcount = pairs
+    at = np.searchsorted(vb, pbucket)
+    keep = ok[at]
+    pc, pb, pn = reduce_cell_bins(pcell[keep], rel[at[keep]] + base, pcount[keep])
+    return OrderPart(kind, e, lo_i, hi_i, bins, n, lo, hi, pc, pb, pn)
 
 
 def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -> OrderPart:
