@@ -213,11 +213,46 @@ def _leading_keys_hash(columns: list, n: int, h0: np.uint64) -> tuple[np.ndarray
     return grid[code], len(lead)
 
 
-def content_hash(table: pa.Table) -> np.ndarray:
-    """(n,) uint64 hash of every record's values (columns in the table's order)."""
+def _leading_by_cell(table: pa.Table, keys: frozenset[str], cell: np.ndarray,
+                     h0: np.uint64) -> tuple[np.ndarray | None, int]:
+    """The content hash after the table's leading key columns (integer, no nulls), when the
+    records' cells ``cell`` are known: each of those columns' values is a function of the
+    record's cell (an integer key value has one code), so they are hashed for one record of
+    each cell and the hashes gathered by cell: the same numbers as mixing the columns, one
+    scatter and one gather over the records. (None, 0) when no column qualifies."""
+    n = table.num_rows
+    m = 0
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        t = col.type
+        if name not in keys or col.null_count or not (pa.types.is_integer(t)
+                                                       or pa.types.is_boolean(t)):
+            break
+        m += 1
+    if m == 0 or n == 0:
+        return None, 0
+    cell = np.asarray(cell, dtype=np.int64)
+    rep = np.full(int(cell.max()) + 1, -1, dtype=np.int64)
+    rep[cell] = np.arange(n, dtype=np.int64)  # one record of every cell (any one)
+    have = np.flatnonzero(rep >= 0)
+    take = pa.array(rep[have])
+    g = np.full(have.size, h0, dtype=np.uint64)
+    for col in table.columns[:m]:
+        _mix(g, _column_hash(col.take(take)))
+    lut = np.zeros(rep.size, dtype=np.uint64)
+    lut[have] = g
+    return lut[cell], m
+
+
+def content_hash(table: pa.Table, keys: frozenset[str] = frozenset(),
+                 cell: np.ndarray | None = None) -> np.ndarray:
+    """(n,) uint64 hash of every record's values (columns in the table's order); ``keys``
+    and ``cell``: the key columns' names and every record's cell (its key values), when
+    known (:func:`_leading_by_cell`)."""
     h0 = np.uint64(0xCBF29CE484222325)
     columns = list(table.columns)
-    h, done = _leading_keys_hash(columns, table.num_rows, h0)
+    h, done = _leading_by_cell(table, keys, cell, h0) if cell is not None else (None, 0)
+    if h is None:
+        h, done = _leading_keys_hash(columns, table.num_rows, h0)
     if h is None:
         h = np.full(table.num_rows, h0, dtype=np.uint64)
     for col in columns[done:]:
@@ -251,15 +286,17 @@ def _murmur_inplace(x: np.ndarray) -> None:
         y ^= t
 
 
-def order_keys(table: pa.Table, seed: int, salt: int) -> tuple[np.ndarray, np.ndarray]:
-    """(order, content) uint64 keys of the public records in ``table`` (no ``record_id``).
+def order_keys(table: pa.Table, seed: int, salt: int, keys: frozenset[str] = frozenset(),
+               cell: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(order, content) uint64 keys of the public records in ``table`` (no ``record_id``);
+    ``keys`` and ``cell``: :func:`content_hash`'s.
 
     ``order = fmix64(fmix64(content ^ k0) + k1)`` with (k0, k1) the first 128 bits of
     SHA-256("sdc-public-row-order|seed|salt"). The order is a function of public values only,
     so it needs to be well mixed, not cryptographically strong; two murmur3 finalizers per
     record cost a fraction of a SipHash.
     """
-    content = content_hash(table)
+    content = content_hash(table, keys, cell)
     d = hashlib.sha256(f"sdc-public-row-order|{int(seed)}|{int(salt)}".encode()).digest()
     k0 = np.uint64(int.from_bytes(d[:8], "little"))
     k1 = np.uint64(int.from_bytes(d[8:16], "little"))

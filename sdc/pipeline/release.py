@@ -151,6 +151,10 @@ class PersonStage:
     #: every record's raw identity in input order, kept by the count pass (None: hashed
     #: again per batch)
     kept_raw: np.ndarray | None = None
+    #: every record's released cell in input order, filled batch by batch by the apply pass
+    #: when the records file is written from the kept arrays (:func:`release_persons`; None:
+    #: the records file's spill)
+    kept_released: np.ndarray | None = None
     kind: ClassVar[str] = "person"  #: the stage's name (the Dask crash-test hook's)
     part_type: ClassVar[type[CountPart]] = CountPart
 
@@ -214,6 +218,11 @@ class PersonStage:
             ident = raw[drawing] if drawing.any() else np.zeros(0, np.uint64)
         table, rel = release_batch(frame, rc, cells, dplan, ident, config, self.seed,
                                    self.schema, self.salt, perturb, every_ident)
+        if self.kept_released is not None:  # the batch's rows of the whole file's (disjoint)
+            at = _kept_start(self.kept_released, frame)
+            if at is None:
+                raise RuntimeError("a batch without its global row numbers, kept released cells")
+            self.kept_released[at:at + rel.size] = rel
         n_prb = dplan.prb_theta.size
         moved = rel != rc
         changed = (np.bincount(dplan.cell_prb[rc[moved]], minlength=n_prb) if moved.any()
@@ -234,16 +243,21 @@ class PersonStage:
         return kept if kept is not None else self.locate(cell_codes(frame, self.config))
 
 
-def _kept_rows(kept: np.ndarray | None, frame: pd.DataFrame) -> np.ndarray | None:
-    """The rows of ``frame`` (a batch: its global row numbers as index, a range) in a
-    whole-file array ``kept`` (None: not kept, or the index is not a range of it)."""
-    if kept is None:
-        return None
+def _kept_start(kept: np.ndarray, frame: pd.DataFrame) -> int | None:
+    """The first row of ``frame`` (a batch: its global row numbers as index, a range) in a
+    whole-file array ``kept`` (None: the index is not a range of it)."""
     idx = frame.index
     if (isinstance(idx, pd.RangeIndex) and idx.step == 1 and 0 <= idx.start
             and idx.start + len(frame) <= kept.size):
-        return kept[idx.start:idx.start + len(frame)]
+        return int(idx.start)
     return None
+
+
+def _kept_rows(kept: np.ndarray | None, frame: pd.DataFrame) -> np.ndarray | None:
+    """The rows of ``frame`` in a whole-file array ``kept`` (None: not kept, or the index is
+    not a range of it)."""
+    at = None if kept is None else _kept_start(kept, frame)
+    return None if at is None else kept[at:at + len(frame)]
 
 
 #: a runner whose batches run in this process keeps the count pass's cell codes and raw
@@ -455,6 +469,12 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                                         else locate(count.record_codes)),
                             kept_raw=count.raw_identity)
         count.record_codes = count.raw_identity = None
+        # a runner in batches keeping the count's arrays: the records file from them and the
+        # released cells (8 bytes a record), not from a spill of 24 bytes a record
+        kept_records = (records_path is not None and not whole
+                        and stage.kept_cells is not None and stage.kept_raw is not None)
+        if kept_records:
+            stage.kept_released = np.empty(count.n_records, dtype=np.int64)
 
         say(f"record identities{where}" + ("" if count.identities_unique else " (pass 2 of 3)"))
         identity_of = _identities(runner, stage, count)
@@ -465,7 +485,8 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         defer = keep and not reports
         # a runner holding the whole file: its report part is summed by the refinement's
         # thread while the files are written (from the kept cells), not in the apply pass
-        target = ApplyTarget(str(tmp), bits, records_path is not None, whole, keep,
+        target = ApplyTarget(str(tmp), bits, records_path is not None and not kept_records,
+                             whole, keep,
                              None if defer or whole else acc.spawn())
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
@@ -488,9 +509,17 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
             files, public_table, records_file = _write_kept(box, config, schema, dplan,
                                                             out_dir, records_path, say, files)
         else:
-            files, public_table, records_file = write_spilled(
-                target, config, schema, out_dir, records_path, dplan.cell_id, dplan.cell_prb,
-                say)
+            records_file = None
+            if kept_records:
+                say("writing the internal records file")
+                records_file = write_records(stage.kept_raw, stage.kept_cells,
+                                             stage.kept_released, records_path, dplan.cell_id,
+                                             dplan.cell_prb)
+                stage.kept_released = None
+            files, public_table, spilled = write_spilled(
+                target, config, schema, out_dir, None if kept_records else records_path,
+                dplan.cell_id, dplan.cell_prb, say)
+            records_file = records_file or spilled
     except BaseException:
         if refinement is not None:
             refinement.cancel()

@@ -195,3 +195,32 @@ def test_census_demo_input_validates() -> None:
         validate_input(df, config)
     line = row_of(str(e.value), "puma", "in categories")
     assert "999" in line and "| 2 " in line and "6, 18" in line
+
+
+def test_passes_schema_agrees_with_pandera() -> None:
+    """The shortcut that skips pandera says True only where pandera's own ``validate`` passes:
+    on the good frame, and False on a frame with each kind of problem (out of range, not an
+    integer, out of categories, missing where not allowed, bad weight, missing column,
+    forbidden column, duplicated column), each of which pandera rejects."""
+    from sdc.io.schemas import passes_schema
+
+    schema = input_schema(cfg(), unique_id=False)
+    assert passes_schema(good(), schema)
+    schema.validate(good(), lazy=True)
+    bad = [good().assign(age=[0, 45, 91]), good().assign(age=[0, 45.5, 90]),
+           good().assign(sex=[1, 2, 3]), good().assign(pid=[10, None, 12]),
+           good().assign(w=[1.0, 0.0, 2.0]), good().assign(w=[1.0, np.inf, 2.0]),
+           good().assign(race=["a", "c", "b"]), good().drop(columns=["age"]),
+           good().drop(columns=["name"])]
+    for frame in bad:
+        assert not passes_schema(frame, schema)
+        with pytest.raises(pa.errors.SchemaErrors):
+            schema.validate(frame, lazy=True)
+    out = output_schema(cfg()).remove_columns(["record_id"])
+    public = good().drop(columns=["pid", "name"])
+    assert passes_schema(public, out)
+    assert not passes_schema(public.assign(name=["x", "y", "z"]), out)
+    twice = pd.concat([public, public[["age"]]], axis=1)
+    assert not passes_schema(twice, out)
+    with pytest.raises(pa.errors.SchemaErrors):
+        out.validate(public.assign(name=["x", "y", "z"]), lazy=True)

@@ -95,3 +95,31 @@ def test_content_hash_of_leading_keys_by_their_combinations() -> None:
             want *= np.uint64(0x9E3779B97F4A7C15)
             want ^= want >> np.uint64(29)
         assert np.array_equal(content_hash(table), want), list(cols)
+
+
+def test_content_hash_of_leading_keys_by_cell() -> None:
+    """Given every record's cell (its key values), the leading integer key columns are hashed
+    for one record of each cell and gathered: the same numbers as without the cells, whether
+    every leading column is a key, only the first ones are, a null key ends the run, or a
+    non-key comes first (the cell is then not used)."""
+    import pyarrow as pa
+
+    from sdc.pipeline.order import content_hash
+
+    rng = np.random.default_rng(4)
+    n = 50_003
+    sex, age = rng.integers(1, 3, n), rng.integers(0, 92, n) + 5
+    region = rng.integers(-3, 40, n).astype(np.int32)
+    x = rng.normal(size=n)
+    for cols, keys in (({"sex": sex, "age": age, "region": region, "x": x},
+                        {"sex", "age", "region"}),
+                       ({"sex": sex, "age": age, "region": region, "x": x}, {"sex", "age"}),
+                       ({"age": age, "gap": pa.array(region, mask=np.arange(n) == 9),
+                         "sex": sex}, {"age", "gap", "sex"}),
+                       ({"x": x, "sex": sex, "age": age}, {"sex", "age"})):
+        table = pa.table(cols)
+        key_values = np.stack([np.asarray(table[k].fill_null(-99)) for k in cols if k in keys])
+        _, cell = np.unique(key_values, axis=1, return_inverse=True)
+        cell = rng.permutation(cell.max() + 1)[cell.ravel()]  # any numbering of the cells
+        got = content_hash(table, frozenset(keys), cell)
+        assert np.array_equal(got, content_hash(table)), (list(cols), keys)
