@@ -240,8 +240,12 @@ class ReleaseAccumulator:
         """
         rc = np.asarray(record_cell, dtype=np.int64)
         rel = np.asarray(released_cell, dtype=np.int64)
-        self.t_after += np.bincount(rel, minlength=self.n_cells)
+        after = np.bincount(rel, minlength=self.n_cells)
+        self.t_after += after
         moved = np.flatnonzero(rel != rc)
+        # the cells' counts and the moved records of the whole batch, once for every column
+        # without missing values (not once per column)
+        whole: list = [None, after, moved]
         if moved.size:
             pair, cnt = np.unique(rc[moved] * self.n_cells + rel[moved], return_counts=True)
             self.pairs.append((pair, cnt.astype(np.int64)))
@@ -271,14 +275,16 @@ class ReleaseAccumulator:
             rck, relk = (rc, rel) if every else (rc[keep], rel[keep])
             if not m.identity and u.size:
                 self._see(c, int(u.min()), int(u.max()))
-                self._sum_values(c, x, rck, relk)
+                if every and whole[0] is None:
+                    whole[0] = np.bincount(rc, minlength=self.n_cells)
+                self._sum_values(c, x, rck, relk, whole if every else None)
             local = None
             if self.select[c].round == 1 and not self.select[c].done:
                 # the records' key codes, gathered once per batch for all the columns
                 if local_all is None:
                     local_all = [k[rc] for k in self.key_local]
                 local = local_all if every else [k[keep] for k in local_all]
-            self._select_add(c, rck, relk, u, local)
+            self._select_add(c, rck, relk, u, local, moved if every else None)
 
     def add_analysis_batch(self, frame: pd.DataFrame, record_cell: np.ndarray,
                            released_cell: np.ndarray, config: ReleaseConfig) -> None:
@@ -295,16 +301,20 @@ class ReleaseAccumulator:
         old = self.seen.get(c)
         self.seen[c] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
 
-    def _sum_values(self, c: str, x: np.ndarray, rc: np.ndarray, rel: np.ndarray) -> None:
+    def _sum_values(self, c: str, x: np.ndarray, rc: np.ndarray, rel: np.ndarray,
+                    counted: list | None = None) -> None:
         """Exact sums of the values and of their squares per original and released cell,
-        and the number of values per cell."""
+        and the number of values per cell; ``counted``: (values per original cell, per
+        released cell, moved records) of ``rc`` / ``rel`` when already known."""
         s = self.x_sums[c]
-        moved = np.flatnonzero(rel != rc)
+        before, after, moved = counted if counted is not None else (None, None, None)
+        if moved is None:
+            moved = np.flatnonzero(rel != rc)
         self._sums_by_cell(s[0:4], x, self.x_params[c], rc, rel, moved)
         with np.errstate(over="ignore", invalid="ignore"):
             self._sums_by_cell(s[4:8], x * x, self.x2_params[c], rc, rel, moved)
-        s[8] += np.bincount(rc, minlength=self.n_cells)
-        s[9] += np.bincount(rel, minlength=self.n_cells)
+        s[8] += np.bincount(rc, minlength=self.n_cells) if before is None else before
+        s[9] += np.bincount(rel, minlength=self.n_cells) if after is None else after
 
     def _sums_by_cell(self, s: np.ndarray, w: np.ndarray, params: tuple[int, int],
                       rc: np.ndarray, rel: np.ndarray, moved: np.ndarray) -> None:
@@ -324,9 +334,11 @@ class ReleaseAccumulator:
             s[k + 2] += b
 
     def _select_add(self, c: str, rc: np.ndarray, rel: np.ndarray, u: np.ndarray,
-                    local: list[np.ndarray] | None = None) -> None:
+                    local: list[np.ndarray] | None = None,
+                    moved: np.ndarray | None = None) -> None:
         """Feed the values ``u`` (images) of records in cells ``rc`` (released: ``rel``) to
-        column c's select; ``local``: the first round's per-key codes of ``rc`` if known."""
+        column c's select; ``local``: the first round's per-key codes of ``rc`` if known,
+        ``moved``: the positions where ``rel`` differs from ``rc`` if known."""
         sel = self.select[c]
         if sel.done:
             return
@@ -335,7 +347,8 @@ class ReleaseAccumulator:
             # every value once per key variable (before), and for the after groups only the
             # moved records' differences (the select adds the before counts at the round's end)
             digit = sel.first_digits(u)
-            moved = np.flatnonzero(rel != rc)
+            if moved is None:
+                moved = np.flatnonzero(rel != rc)
             for j, (a, b) in enumerate(self.group_ranges):
                 sel.add_first(self.key_local[j][rc] if local is None else local[j], digit,
                               (a, b))
