@@ -154,6 +154,21 @@ def test_blocked_fmix_and_value_hash_equal_the_formula_on_large_arrays():
     assert np.array_equal(np.delete(h, [7, 9]), np.delete(value_hash(pd.Series(ints)), [7, 9]))
 
 
+def test_a_float_column_without_integral_values_hashes_as_in_a_mixed_one():
+    """A column of no integral value (a weight) skips the integer path's hash (issue 48): each
+    value hashes as it does beside integral ones and missing values, fmix64 of its bits."""
+    from sdc.method.draws.hashing import _TAG_FLOAT
+
+    rng = np.random.default_rng(8)
+    frac = np.floor(rng.uniform(-1e6, 1e6, 70_000)) + 0.5
+    alone = value_hash(pd.Series(frac))
+    mixed = value_hash(pd.Series(np.r_[frac, 3.0, np.nan]))
+    assert np.array_equal(alone, mixed[:-2])
+    assert int(alone[5]) == _fmix_int(int(frac[5:6].view(np.uint64)[0] ^ _TAG_FLOAT))
+    assert np.array_equal(value_hash(pd.Series([np.nan, np.inf])),
+                          value_hash(pd.Series([np.nan, np.inf, 1.0]))[:2])
+
+
 def test_value_hash_is_dtype_independent_for_equal_values():
     ints = value_hash(pd.Series([1, 2, 3], dtype="int64"))
     assert np.array_equal(ints, value_hash(pd.Series([1.0, 2.0, 3.0])))

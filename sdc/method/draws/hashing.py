@@ -197,13 +197,15 @@ def value_hash(values: pd.Series | np.ndarray) -> np.ndarray:
             # NaN fails both tests, +-inf the second
             integral = arr == np.floor(arr)
             integral &= np.abs(arr) < 2.0 ** 63
-        out = (arr if integral.all() else np.where(integral, arr, 0)).astype(np.int64)
-        out = out.view(_U64)
-        fmix_inplace(out)  # hash_ints of a fresh array: no second copy
-        if not integral.all():
-            bits = arr.view(_U64).copy() ^ _TAG_FLOAT
+        every, some = bool(integral.all()), bool(integral.any())
+        if some:
+            out = (arr if every else np.where(integral, arr, 0)).astype(np.int64)
+            out = out.view(_U64)
+            fmix_inplace(out)  # hash_ints of a fresh array: no second copy
+        if not every:  # (no integral value, as a weight: its bits' hash only)
+            bits = arr.view(_U64) ^ _TAG_FLOAT
             fmix_inplace(bits)
-            out = np.where(integral, out, bits)
+            out = np.where(integral, out, bits) if some else bits
     elif dtype.kind in "mM":
         # DatetimeArray/TimedeltaArray integers (a tz-aware column's to_numpy() is objects)
         out = hash_ints(np.asarray(s.array.asi8, dtype=np.int64))
