@@ -32,7 +32,8 @@ chromium:
 	else echo "no apt-get: the rendering test will be skipped"; fi
 
 # The suite runs one pytest-xdist worker more than there are cores (at most 4), each worker with
-# its own Prefect server, Dask cluster and temp folder (tests/conftest.py); tests marked
+# its own temp folder, all with one Prefect server and one Dask cluster that xdist's controller
+# starts (tests/shared_services.py); tests marked
 # xdist_group(NAME) share one worker. Many tests wait (a subprocess release killed at a
 # checkpoint, a server started and stopped, a Dask worker killed): with one worker per core
 # 1.44 of 2 cores were busy (16 min 7 s in a fresh clone), with 3 workers 1.57 (13 min 49 s;

@@ -13,9 +13,11 @@ Sections (add new fixtures to the section they belong to, or a new section at th
 5. One Dask cluster for the session (in-process Dask runs; ``own_dask_cluster`` opts out).
 6. Logging: no handler left writing to a closed stream of an earlier ``CliRunner`` call.
 
-Parallel runs (``make test``: pytest-xdist, ``-n 2 --dist loadgroup --no-loadscope-reorder``):
-every session fixture is per worker (its own temp folder, ``PREFECT_HOME``, Prefect API and
-server on free ports, Dask cluster); a test writes only under its ``tmp_path``. Tests that must
+Parallel runs (``make test``: pytest-xdist, ``-n 3 --dist loadgroup --no-loadscope-reorder``):
+every session fixture is per worker (its own temp folder), except the local Prefect server
+(one ``PREFECT_HOME`` and server for the run) and the Dask cluster, which xdist's controller
+starts once for all the workers (tests/shared_services.py); a test writes only under its
+``tmp_path``. Tests that must
 run on one worker (a module-scoped release reused by several tests) carry
 ``pytest.mark.xdist_group(NAME)``; the work goes out longest group first (tests/durations.json).
 """
@@ -276,18 +278,27 @@ def _session_prefect_home(request: pytest.FixtureRequest,
     idle minutes should the session die). ``SDC_SERVER_IDLE_MINUTES=0`` for the session: a
     test run in another ``PREFECT_HOME`` never starts a server that outlives it; tests of
     the reused server set it themselves in their own home (``server_home``).
+    Under xdist the home and server are the run's, shared by all the workers: the
+    controller starts the server before the workers (tests/shared_services.py), each
+    worker holds a lease on it, and the controller stops it at the end.
     ``SDC_TEST_SHARED_SERVER=0`` turns the shared server off."""
     import contextlib
     import os
     import threading
 
-    home = tmp_path_factory.mktemp("prefect-home")
+    import shared_services
+
+    shared = shared_services.prefect_home()  # the run's server, started by xdist's controller
+    home = shared or tmp_path_factory.mktemp("prefect-home")
     home.chmod(0o700)
     saved = {k: os.environ.get(k) for k in ("PREFECT_HOME", "SDC_SERVER_IDLE_MINUTES")}
     os.environ["PREFECT_HOME"] = str(home)
     os.environ["SDC_SERVER_IDLE_MINUTES"] = "0"
     launch = None
-    if (len(request.session.items) >= SHARED_SERVER_MIN_TESTS
+    if shared is not None:
+        _SESSION["ready"] = threading.Event()
+        threading.Thread(target=_lease_shared, args=(shared,), daemon=True).start()
+    elif (len(request.session.items) >= SHARED_SERVER_MIN_TESTS
             and os.environ.get("SDC_TEST_SHARED_SERVER", "1") != "0"
             and not os.environ.get("PREFECT_API_URL")):
         from flows.server import Launch
@@ -307,8 +318,9 @@ def _session_prefect_home(request: pytest.FixtureRequest,
             lease.close()
         if launch is not None:
             launch.stop()
-        with contextlib.suppress(Exception):
-            stop_server()
+        if shared is None:  # the run's shared server: the controller stops it
+            with contextlib.suppress(Exception):
+                stop_server()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -403,6 +415,21 @@ def _wait_quietly(launch: Any) -> None:
         _SESSION["ready"].set()
 
 
+def _lease_shared(home: Path) -> None:
+    """Hold a run's lease on the run's shared server (``shared_services``; the controller
+    started it in ``home``) until the session ends, once it answers."""
+    import shared_services
+
+    from flows.server import acquire_reused_server, pinned_home
+
+    try:
+        if shared_services.wait_prefect():
+            with pinned_home(home):
+                _SESSION["lease"] = acquire_reused_server(10.0, start=False)
+    finally:
+        _SESSION["ready"].set()
+
+
 @pytest.fixture
 def server_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A ``PREFECT_HOME`` of the test's own (also for subprocesses): any server sdc starts
@@ -460,8 +487,16 @@ QUIET_CLUSTER_CONFIG = {"distributed.worker.memory.monitor-interval": "2s",
 @pytest.fixture(scope="session")
 def dask_cluster() -> Iterator[Any]:
     """One ``LocalCluster`` (2 single-threaded worker processes, as ``engine: dask``'s default)
-    for the whole session: started on first use (~4-9 s on this machine), closed at the end;
-    quiet while idle (:data:`QUIET_CLUSTER_CONFIG`)."""
+    for the whole run, quiet while idle (:data:`QUIET_CLUSTER_CONFIG`): under xdist the one
+    its controller started for all the workers (tests/shared_services.py; this worker gets its
+    address, ``.scheduler_address``); under ``-n 0`` started on first use (~4-9 s on this
+    machine) and closed at the end."""
+    import shared_services
+
+    address = shared_services.dask_address()  # the run's cluster, in xdist's controller
+    if address is not None:
+        yield shared_services.SharedCluster(address)
+        return
     import dask
     from distributed import LocalCluster
 
@@ -502,7 +537,7 @@ def _shared_dask_cluster(request: pytest.FixtureRequest,
             return
         from distributed import Client
 
-        client = Client(request.getfixturevalue("dask_cluster"))
+        client = Client(request.getfixturevalue("dask_cluster").scheduler_address)
         try:
             yield client
         finally:
@@ -521,7 +556,11 @@ _PER_WORKER_FIXTURES = {"prefect_harness", "prefect_api", "cli", "dask_cluster",
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    import shared_services
+
     _compile_before_the_workers(config)
+    # xdist's controller: one Prefect server and one Dask cluster for all its workers
+    shared_services.start(config, SESSION_SERVER_SERVICES_OFF, QUIET_CLUSTER_CONFIG)
     _build_each_cli_once()
 
 
