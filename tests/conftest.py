@@ -620,16 +620,26 @@ def _compile_before_the_workers(config: pytest.Config) -> None:
         rewrite._write_pyc(state, co, source_hash, pyc)
 
 
+#: the xdist group of the tests marked ``waits`` (they mostly sleep: a real one-minute cron, a
+#: server killed and awaited, a Dask worker killed, a connection timeout): one worker runs them
+#: one after another while the others keep both cores busy. Ordered by their wall time they
+#: went out first together (the longest units first) and two or three slept at once, leaving
+#: cores idle; one at a time, they fill the third worker's share of the cores' idle time.
+WAITING_GROUP = "waits"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``: a test that uses a module- or session-scoped fixture of its
-    own (a release made once and checked by several tests) joins the group of that fixture
-    (its module, or the session fixture's name), so that the fixture is made on one worker
-    only; a test already marked ``xdist_group`` keeps its group. Runs before xdist reads the
-    marks (tryfirst)."""
+    """Under ``--dist loadgroup``: a test marked ``waits`` joins :data:`WAITING_GROUP`; a test
+    that uses a module- or session-scoped fixture of its own (a release made once and checked
+    by several tests) joins the group of that fixture (its module, or the session fixture's
+    name), so that the fixture is made on one worker only; a test already marked
+    ``xdist_group`` keeps its group. Runs before xdist reads the marks (tryfirst)."""
     if not getattr(config.option, "loadgroup", False):  # set by xdist in its workers
         return
     for item in items:
+        if item.get_closest_marker("waits") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(WAITING_GROUP))
         if item.get_closest_marker("xdist_group"):
             continue
         info = getattr(item, "_fixtureinfo", None)

@@ -357,6 +357,7 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.waits
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_reused_server_and_its_worker_end_to_end(server_home, make_small_job):

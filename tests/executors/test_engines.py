@@ -354,6 +354,7 @@ def test_dask_uses_an_existing_cluster_by_its_scheduler_address(tmp_path, dask_c
     assert got.n_records == 5_000
 
 
+@pytest.mark.waits
 def test_unreachable_scheduler_is_a_clear_error(tmp_path):
     from sdc.executors.dask import DaskSpec, dask_release
 

@@ -218,6 +218,7 @@ def _check_tags(flow_run_id) -> None:
         (r.name, r.tags) for r in runs]
 
 
+@pytest.mark.waits
 @pytest.mark.e2e
 def test_flow_census_demo_end_to_end(full_prefect_server, make_census_job):
     cfg_path = make_census_job()

@@ -129,6 +129,7 @@ def _deployment_parameters(cfg: Path, force: bool) -> dict:
     return dict(dep.parameters)
 
 
+@pytest.mark.waits
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_a_job_scheduled_every_minute_with_a_review_gate(prefect_harness, make_small_job,
@@ -284,6 +285,7 @@ def test_a_staged_release_is_awaiting_review_not_completed(prefect_harness, make
     assert summary["review"]["status"] == "pending"
 
 
+@pytest.mark.waits
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_a_real_one_minute_cron_with_a_review_gate(server_home, make_small_job, tmp_path,

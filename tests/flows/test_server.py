@@ -173,6 +173,7 @@ def _env(**extra: str) -> dict[str, str]:
 # end_to_end; its --no-reuse run: tests/flows/test_ephemeral.py.
 
 
+@pytest.mark.waits
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_server_start_release_stop(server_home, make_small_job):
@@ -210,6 +211,7 @@ def test_server_start_release_stop(server_home, make_small_job):
     assert CliRunner().invoke(app, ["server", "status"]).exit_code == 1
 
 
+@pytest.mark.waits
 def test_watchdog_stops_a_server_whose_home_was_removed(tmp_path):
     """A server whose PREFECT_HOME is gone (a test run's basetemp rotated away, a user's rm -rf)
     has no state file and no lease file: nobody can find or stop it. The watchdog stops it once
@@ -237,6 +239,7 @@ def test_watchdog_stops_a_server_whose_home_was_removed(tmp_path):
     assert not busy.should_exit
 
 
+@pytest.mark.waits
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_ui_settings_name_the_servers_own_port(server_home, monkeypatch):
@@ -270,6 +273,7 @@ def test_ui_settings_name_the_servers_own_port(server_home, monkeypatch):
         CliRunner().invoke(app, ["server", "stop"])
 
 
+@pytest.mark.waits
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_the_persistent_server_killed_after_the_release_was_published(server_home,

@@ -46,6 +46,7 @@ def test_malformed_scheduler_address_is_a_config_error(job: JobBuilder, cli,
     assert not job.leftovers()
 
 
+@pytest.mark.waits
 def test_scheduler_without_workers_is_refused_not_awaited(job: JobBuilder, prefect_api: str,
                                                           tmp_path: Path, forked_sdc) -> None:
     """Old code: with a scheduler that has no worker every task waited forever (the run hung:
@@ -64,6 +65,7 @@ def test_scheduler_without_workers_is_refused_not_awaited(job: JobBuilder, prefe
     assert not job.leftovers()
 
 
+@pytest.mark.waits
 def test_unreachable_scheduler_is_refused(job: JobBuilder, cli) -> None:
     """Nothing listens at the address: exit 2 naming it (control: held before)."""
     path = _dask_job(job, scheduler="tcp://127.0.0.1:9")
@@ -73,6 +75,7 @@ def test_unreachable_scheduler_is_refused(job: JobBuilder, cli) -> None:
     assert not job.leftovers()
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("workers", [1, 2])
 def test_worker_killed_mid_run_is_replaced_and_the_release_is_identical(
         job: JobBuilder, tmp_path: Path, prefect_api: str, cli, workers: int,
@@ -97,6 +100,7 @@ def test_worker_killed_mid_run_is_replaced_and_the_release_is_identical(
     assert public_bytes(job.out_dir) == dask_files
 
 
+@pytest.mark.waits
 def test_worker_dying_every_time_is_exit_2(job: JobBuilder, tmp_path: Path,
                                            prefect_api: str, forked_sdc) -> None:
     """A task that kills its worker every time (``SDC_DASK_KILL_AT=apply:always``, one
@@ -134,6 +138,7 @@ def test_release_with_a_dead_prefect_api_url_is_exit_2(job: JobBuilder, cli) -> 
     assert not job.leftovers()
 
 
+@pytest.mark.waits
 @pytest.mark.slow
 def test_prefect_server_going_away_during_a_run_and_a_schedule(
         job: JobBuilder, tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:

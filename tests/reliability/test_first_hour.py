@@ -89,6 +89,7 @@ def test_init_on_a_file_with_one_rare_cell_says_what_to_do(tmp_path, cli) -> Non
     assert not (tmp_path / "d.yaml").exists()
 
 
+@pytest.mark.waits
 def test_output_to_a_file_has_no_padding(job: JobBuilder, prefect_api, tmp_path) -> None:
     """`sdc plan` and `sdc release` into a file (not a terminal), with and without COLUMNS."""
     cfg = job.write()
