@@ -76,9 +76,10 @@ def _binomial_factor(n: np.ndarray, p: np.ndarray, width: int) -> np.ndarray:
 
 
 def _times(x: np.ndarray, f: np.ndarray) -> np.ndarray:
-    """Row-wise product of pmfs x (m, A) and short factors f (m, T+1), truncated to A."""
+    """Row-wise product of pmfs x (m, A) and short factors f (m, T+1), truncated to A (the
+    terms i >= A fall beyond the truncation: they are not formed, the same sums)."""
     out = x * f[:, :1]
-    for i in range(1, f.shape[1]):
+    for i in range(1, min(f.shape[1], x.shape[1])):
         out[:, i:] += x[:, :-i] * f[:, i:i + 1]
     return out
 
@@ -156,9 +157,9 @@ def _chunk_risk(tr: Transition, t: np.ndarray, src: np.ndarray, prob: np.ndarray
     m = tr.move
     nz = cols.size
     L = src.shape[1]
-    tmax = int(t.max())
+    fw = min(int(t.max()) + 1, width)  # factor columns >= width fall beyond the truncation
     n_in = np.where(src >= 0, t[np.maximum(src, 0)], 0)
-    factors = [_binomial_factor(n_in[:, i], prob[:, i], tmax + 1) for i in range(L)]
+    factors = [_binomial_factor(n_in[:, i], prob[:, i], fw) for i in range(L)]
     delta = np.zeros((nz, width))
     delta[:, 0] = 1.0
     prefix = [delta]
@@ -172,14 +173,14 @@ def _chunk_risk(tr: Transition, t: np.ndarray, src: np.ndarray, prob: np.ndarray
     best = (0.0, int(t[0]), 1, "own", int(t[0]))
     # own cell: q = 1 - m_z, S' = Bin(t_z - 1, 1 - m_z) * everything incoming
     q = 1.0 - m[cols]
-    sp = _times(prefix[L], _binomial_factor(tz - 1, 1.0 - m[cols], tmax + 1))
+    sp = _times(prefix[L], _binomial_factor(tz - 1, 1.0 - m[cols], fw))
     r = _risk_curve(q, sp)
     i, a = np.unravel_index(int(np.argmax(r)), r.shape) if r.size else (0, 0)
     own = float(r.max()) if r.size else 0.0
     if own > best[0]:
         best = (own, int(tz[i]), int(a) + 1, "own", int(tz[i]))
     other = 0.0
-    stay = _binomial_factor(tz, 1.0 - m[cols], tmax + 1)
+    stay = _binomial_factor(tz, 1.0 - m[cols], fw)
     for i in range(L):
         ok = src[:, i] >= 0
         if not ok.any():
@@ -188,7 +189,7 @@ def _chunk_risk(tr: Transition, t: np.ndarray, src: np.ndarray, prob: np.ndarray
         j = src[rows, i]
         p = prob[rows, i]
         loo = _conv(prefix[i][rows], suffix[i + 1][rows])
-        sp = _times(_times(loo, stay[rows]), _binomial_factor(t[j] - 1, p, tmax + 1))
+        sp = _times(_times(loo, stay[rows]), _binomial_factor(t[j] - 1, p, fw))
         r = _risk_curve(p, sp)
         if not r.size:
             continue
