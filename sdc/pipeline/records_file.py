@@ -138,30 +138,34 @@ def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndar
 
 
 def write_records(raw: np.ndarray, record_cell: np.ndarray, released_cell: np.ndarray,
-                  path: Path, cell_id: np.ndarray, cell_prb: np.ndarray) -> Path:
+                  path: Path, cell_id: np.ndarray, cell_prb: np.ndarray,
+                  distinct: bool = False) -> Path:
     """Write ``records.parquet`` (mode 0600) of records held in memory (the whole file: raw
     identities, true and released cell indexes, in input order): the bytes
     :func:`write_records_from_buckets` writes for the same records, without the spill (its
     buckets partition the raw identities, so one group of all of them gives the same
-    identities and the same total order). With distinct raw identities (the usual case) one
-    sort of them is the order and the columns are gathered one row group at a time (the next
-    by a background thread while this one is encoded: 24 bytes a record are never built
-    whole); else :func:`_group_table` of all of them."""
+    identities and the same total order). With distinct raw identities (the usual case;
+    ``distinct``: known so, by the count pass's id check) one sort of them is the order and
+    the columns are gathered one row group at a time (the next by a background thread while
+    this one is encoded: 24 bytes a record are never built whole); else
+    :func:`_group_table` of all of them."""
     raw = np.asarray(raw, np.uint64)
     rc, rel = np.asarray(record_cell, np.int64), np.asarray(released_cell, np.int64)
     cell_id = np.asarray(cell_id, np.uint64)
     order = argsort_u64(raw)
-    srt = raw[order]
-    if srt.size > 1 and bool((srt[1:] == srt[:-1]).any()):
-        del order, srt
-        return _write_file(path, [_group_table(raw, rc, rel, cell_id,
-                                               np.asarray(cell_prb) >= 0)])
+    if not distinct:
+        srt = raw[order]
+        same = srt.size > 1 and bool((srt[1:] == srt[:-1]).any())
+        del srt
+        if same:
+            del order
+            return _write_file(path, [_group_table(raw, rc, rel, cell_id,
+                                                   np.asarray(cell_prb) >= 0)])
 
     def tables():
-        for start in range(0, srt.size, ROW_GROUP_ROWS):
+        for start in range(0, order.size, ROW_GROUP_ROWS):
             o = order[start:start + ROW_GROUP_ROWS]
-            yield pa.table([pa.array(srt[start:start + ROW_GROUP_ROWS], pa.uint64()),
-                            pa.array(cell_id[rc[o]], pa.uint64()),
+            yield pa.table([pa.array(raw[o], pa.uint64()), pa.array(cell_id[rc[o]], pa.uint64()),
                             pa.array(cell_id[rel[o]], pa.uint64())], schema=RECORDS_SCHEMA)
 
     return _write_file(path, read_ahead_frames(tables(), 1))

@@ -514,7 +514,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                 say("writing the internal records file")
                 records_file = write_records(stage.kept_raw, stage.kept_cells,
                                              stage.kept_released, records_path, dplan.cell_id,
-                                             dplan.cell_prb)
+                                             dplan.cell_prb, count.identities_unique)
                 stage.kept_released = None
             files, public_table, spilled = write_spilled(
                 target, config, schema, out_dir, None if kept_records else records_path,
