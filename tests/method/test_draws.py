@@ -169,6 +169,17 @@ def test_a_float_column_without_integral_values_hashes_as_in_a_mixed_one():
                           value_hash(pd.Series([np.nan, np.inf, 1.0]))[:2])
 
 
+def test_an_empty_float_column_hashes_to_no_value():
+    """An empty float column (a batch or table with no row) hashes to an empty array: with
+    no value, ``all()`` holds and ``any()`` does not, which left the hash unset (an
+    UnboundLocalError in every release whose dependence check met an empty float column)."""
+    for values in (pd.Series([], dtype=np.float64), np.array([], dtype=np.float64)):
+        h = value_hash(values)
+        assert h.dtype == np.uint64 and h.size == 0
+    assert np.array_equal(value_hash(pd.Series([2.5, 3.0])),
+                          value_hash(pd.Series([np.nan, 2.5, 3.0]))[1:])
+
+
 def test_value_hash_is_dtype_independent_for_equal_values():
     ints = value_hash(pd.Series([1, 2, 3], dtype="int64"))
     assert np.array_equal(ints, value_hash(pd.Series([1.0, 2.0, 3.0])))

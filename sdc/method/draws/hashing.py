@@ -198,6 +198,8 @@ def value_hash(values: pd.Series | np.ndarray) -> np.ndarray:
             integral = arr == np.floor(arr)
             integral &= np.abs(arr) < 2.0 ** 63
         every, some = bool(integral.all()), bool(integral.any())
+        if every:  # (an empty column too: all() of no value holds, any() does not)
+            some = True
         if some:
             out = (arr if every else np.where(integral, arr, 0)).astype(np.int64)
             out = out.view(_U64)
