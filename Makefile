@@ -31,20 +31,19 @@ chromium:
 	  || echo "chromium could not be installed; the rendering test will be skipped"; \
 	else echo "no apt-get: the rendering test will be skipped"; fi
 
-# The suite runs one pytest-xdist worker more than there are cores (at most 4), each worker with
+# The suite runs two pytest-xdist workers more than there are cores (at most 5), each worker with
 # its own temp folder, all with one Prefect server and one Dask cluster that xdist's controller
-# starts (tests/shared_services.py); tests marked
-# xdist_group(NAME) share one worker. Many tests wait (a subprocess release killed at a
-# checkpoint, a server started and stopped, a Dask worker killed): with one worker per core
-# 1.44 of 2 cores were busy (16 min 7 s in a fresh clone), with 3 workers 1.57 (13 min 49 s;
-# docs/TESTING.md). TEST_WORKERS=0: one process, as before.
-# Measured in CPU seconds, not wall (a shared machine): /usr/bin/time of `make test` in a fresh
-# clone (12-06 08:11, quiet, 3,553 tests: 13 min 53 s, user 1,333 s + sys 68 s; the session's
-# Prefect servers daemonize and are not in it: `python tests/durations.py --reap make test`
-# counts them, 1,444 s for 3,576 tests at 12-06 09:53 under load), and per test with the CPU
+# starts (tests/shared_services.py); tests marked xdist_group(NAME) share one worker. The tests
+# that mostly sleep (group "waits": a real cron minute, servers and Dask workers killed and
+# awaited) hold one worker for ~9 minutes, so the other workers need one per core and one for
+# the tests that wait on a subprocess: a quiet fresh clone on 2 cores (12-06 13:28 / 13:42,
+# 3,584 tests) took 12 min 6 s with 3 workers and 11 min 13 s with 4 (user 1,123 s + sys 57 s;
+# docs/TESTING.md). TEST_WORKERS=0: one process. Measured in CPU seconds on a shared machine:
+# /usr/bin/time of `make test` in a fresh clone (the run's Prefect server daemonizes and is not
+# in it: `python tests/durations.py --reap make test` counts it), and per test with the CPU
 # plugin: SDC_TEST_CPU=f.jsonl ... pytest -p tests.durations, then
 # python tests/durations.py --cpu f.jsonl (docs/TESTING.md "Measuring CPU per test").
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n -gt 4 ] && n=4; echo $$n)
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 2)); [ $$n -gt 5 ] && n=5; echo $$n)
 # --no-loadscope-reorder: the workers take the tests in the order tests/conftest.py sets
 # (the longest group or test first, by tests/durations.json)
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder

@@ -29,7 +29,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -344,19 +343,11 @@ SESSION_SERVER_SERVICES_OFF = {
                  "PAUSE_EXPIRATIONS", "REPOSSESSOR", "CLEANUP_RECONCILER")}
 
 
-@contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    """``values`` set in ``os.environ`` for the block (earlier values back after it)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def _environ(values: dict[str, str]) -> Any:
+    """``values`` set in ``os.environ`` for the block (``shared_services.environ``)."""
+    import shared_services
+
+    return shared_services.environ(values)
 
 
 @pytest.fixture

@@ -112,7 +112,8 @@ def start(config: Any, services_off: dict[str, str], quiet_cluster: dict[str, An
 
 
 @contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
+def environ(values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in ``os.environ`` for the block (earlier values back after it)."""
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
@@ -134,7 +135,7 @@ def _start_prefect(base: Path, services_off: dict[str, str]) -> Any:
     home.mkdir(mode=0o700)
     launch = None
     try:
-        with _environ({**services_off, "PREFECT_HOME": str(home)}), pinned_home(home):
+        with environ({**services_off, "PREFECT_HOME": str(home)}), pinned_home(home):
             launch = Launch(0, 10.0, "full")
     except Exception:  # the workers' runs use a temporary API, as without a server
         _mark(base / PREFECT_FAILED)
