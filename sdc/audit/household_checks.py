@@ -78,8 +78,9 @@ def household_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any]
             f"{agg_o.n_households} households, the same household sizes" if same else
             f"{agg_o.n_households} households in the source, {agg_p.n_households} in the "
             "public file, or their sizes differ")
-    exposed_checks(rep, cfg, audit, agg_o, agg_p, xi)
-    if cfg.risk.composition == "protect":
+    design = source.hs.design  # the household design the plan carries
+    exposed_checks(rep, design, audit, agg_o, agg_p, xi)
+    if design.protect:
         return composition_checks(rep, cfg, audit, source, agg_p, xi)
     # household stage: the household tables, counted in households
     hh = audit.get("households") or {}
@@ -211,16 +212,17 @@ def composition_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, An
     return cert
 
 
-def exposed_checks(rep: AuditReport, cfg: ReleaseConfig, audit: dict[str, Any], agg_o: Any,
+def exposed_checks(rep: AuditReport, design: Any, audit: dict[str, Any], agg_o: Any,
                    agg_p: Any, xi: float) -> None:
-    """``risk.exposed_sizes`` (:mod:`sdc.method.household_exposed`): no public household has
-    a size held by fewer than 1/xi public households, and the households left out
-    (``drop``: re-derived from the source) are the ones audit.json records."""
-    from sdc.method.household_exposed import applies, exposed_of, size_cap
+    """``risk.exposed_sizes`` (:mod:`sdc.method.household_exposed`) of the household
+    ``design``: no public household has a size held by fewer than 1/xi public households, and
+    the households left out (``drop``: re-derived from the source) are the ones audit.json
+    records."""
+    from sdc.method.household_exposed import exposed_of
 
-    if not applies(cfg):
+    if not design.holds_exposed_sizes:
         return
-    pub = exposed_of(agg_p.size, xi, size_cap(cfg))
+    pub = exposed_of(agg_p.size, xi, design.size_cap)
     rep.add("households: no exposed size in the public file", not pub,
             "every public household size is held by at least 1/xi public households" if not pub
             else "public household size(s) held by fewer than 1/xi households: " + ", ".join(
@@ -269,7 +271,7 @@ def _exact_level_checks(rep: AuditReport, cfg: ReleaseConfig, hs: Any, tab: Any,
             f"recomputed {full:.6f}, protectable sizes {prot:.6f} (audit.json: "
             f"{got.get('certificate', 'absent')}, {got.get('protectable_certificate', 'absent')})"
             f", exposed sizes {exposed or 'none'}, risk.exposed_sizes "
-            f"{cfg.risk.exposed_sizes}, xi {xi}")
+            f"{hs.design.exposed_sizes}, xi {xi}")
 
 
 def person_group_counts(rep: AuditReport, po: Partitioned, rel: Partitioned,

@@ -57,7 +57,7 @@ from sdc.authoring.household_recommend import TARGET, preference, recommend, wei
 from sdc.authoring.member_bands import SHIFT_OK, band_variants, class_shift, verify_banded
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError, SmallBlockError
-from sdc.method.designs import design_of
+from sdc.method.designs import design_of, household_design_of
 
 __all__ = ["HouseholdCandidate", "HouseholdDesign", "band_candidates", "evaluate_household_designs",
            "DesignResult", "recommend"]
@@ -216,7 +216,7 @@ def _certify(cand: HouseholdCandidate) -> None:
         return
     from sdc.reports.household_verdicts import size_exposure
 
-    levels = exact_levels(cp, tab, hk_u, cfg)
+    levels = exact_levels(cp, tab, hk_u, cfg, household_design_of(cfg))
     sl = levels["size"]
     cand.composition.update({
         "person_certificate": levels["person"]["certificate"],

@@ -7,6 +7,7 @@ engine's household release. docs/HOUSEHOLDS.md, "Engines".
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from sdc.method.dependence import (
     small_limit,
 )
 from sdc.method.dependence.rebuild import HouseholdRelations
-from sdc.method.designs import design_of, plan_release
+from sdc.method.designs import design_of, household_design_of, plan_release
 from sdc.method.draws import (
     draw_tiebreak,
     record_identity,
@@ -131,6 +132,7 @@ class HouseholdCounter:
         if config.input.household_id is None:
             raise ValueError("not a household file: input.household_id is not set")
         self.config = config
+        self.design = household_design_of(config)
         self.keys = list(config.household_keys)
         self.columns = self.keys + list(config.input.household_columns)
         self.columns += [w for w in [weight_per_household(config)] if w and w not in self.columns]
@@ -163,7 +165,7 @@ class HouseholdCounter:
         w = self.config.input.weight
         if self.config.input.weight_release == "recalibrated" and w not in cols:
             cols.append(w)  # its value per household: recalibrated in household_values
-        if self.config.risk.composition == "protect":
+        if self.design.protect:
             from sdc.method.household_composition import person_classes
 
             pc, n_cls = person_classes(frame, self.config)
@@ -274,6 +276,10 @@ class HouseholdStageResult:
     composition_table: Any = None
     #: its (composition plan, draw plan): the report's replays of the stage reuse them
     composition_planned: Any = None
+    #: the household design (:class:`sdc.method.designs.HouseholdDesign`) chosen once from
+    #: the config (:func:`~sdc.method.designs.household_design_of`): every step after
+    #: planning reads it here
+    design: Any = None
 
     @property
     def changed(self) -> np.ndarray:
@@ -297,8 +303,9 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig, seed: int,
     does). Raises :class:`~sdc.errors.SmallBlockError` as the pandas engine's household
     stage (without its message prefix). ``rungs``: the composition stage's per-PRB weights
     (:func:`sdc.method.household_rungs.checked_household_stage`)."""
-    if config.risk.composition == "protect":
-        return _composition_stage(agg, config, seed, rungs)
+    design = household_design_of(config)
+    if design.protect:
+        return dataclasses.replace(_composition_stage(agg, config, seed, rungs), design=design)
     hcfg = household_config(config)
     code = combine_codes(agg.key_codes.T, radix_sizes(hcfg), agg.n_households)
     u, cell, t = np.unique(code, return_inverse=True, return_counts=True)
@@ -321,7 +328,8 @@ def household_stage(agg: HouseholdAggregate, config: ReleaseConfig, seed: int,
         ident = unique_identities(agg.identity[rows],
                                   draw_tiebreak(dplan.cell_id[cell[rows]], True))
         released[rows] = released_cells(dplan, cell[rows], ident, seed)
-    return HouseholdStageResult(plan, cell, released, cells.key_codes[released], ident)
+    return HouseholdStageResult(plan, cell, released, cells.key_codes[released], ident,
+                                design=design)
 
 
 def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
@@ -559,6 +567,6 @@ def _recalibrated(agg: HouseholdAggregate, hs: HouseholdStageResult,
     w = config.input.weight
     raw = pd.to_numeric(agg.columns[w], errors="raise").to_numpy(np.float64)
     new = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, raw, w,
-                               size_top(config), left_margins(agg))
+                               size_top(hs.design.large_groups), left_margins(agg))
     return pd.DataFrame({w: new})
 

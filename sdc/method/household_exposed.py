@@ -46,10 +46,10 @@ def applies(config: Any) -> bool:
     ``risk.composition: protect`` or ``risk.large_groups`` whose members are not declared a
     sample of each group (under ``large_groups: T`` for the sizes up to T only:
     :func:`size_cap`)."""
+    from sdc.method.designs.households import household_design_of
+
     return (getattr(config.input, "household_id", None) is not None
-            and (config.risk.composition == "protect"
-                 or getattr(config.risk, "large_groups", None) is not None)
-            and getattr(config.input, "members", "all") != "sampled")
+            and household_design_of(config).holds_exposed_sizes)
 
 
 def size_cap(config: Any) -> int | None:
@@ -57,9 +57,9 @@ def size_cap(config: Any) -> int | None:
     (not ``protect``) T, the groups of at most T members, whose intruder knows every member
     (the composition intruder, and so their number); the larger groups are outside that
     threat model by the data producer's declaration (docs/HOUSEHOLDS.md "Exposed sizes")."""
-    if config.risk.composition == "protect":
-        return None
-    return getattr(config.risk, "large_groups", None)
+    from sdc.method.designs.households import household_design_of
+
+    return household_design_of(config).size_cap
 
 
 def exposed_of(size: np.ndarray, xi: float, cap: int | None = None) -> dict[int, int]:

@@ -240,9 +240,10 @@ def member_bands(n_classes: int, config: Any) -> tuple[np.ndarray, list[str]] | 
     -1/16/25/50/65 with cuts [16, 25, 65] gives -1 | 16 | 25, 50 | 65). Raises
     :class:`~sdc.errors.InputError` for a key without numeric released values."""
     from sdc.errors import InputError
+    from sdc.method.designs.households import household_design_of
     from sdc.method.household_composition import class_codes
 
-    spec = getattr(config.risk, "member_bands", None)
+    spec = household_design_of(config).bands
     if not spec:
         return None
     pk = list(config.person_keys)

@@ -14,7 +14,7 @@ import pandas as pd
 from sdc.config.model import ReleaseConfig
 from sdc.errors import SmallBlockError
 from sdc.method.cells import CellTable
-from sdc.method.designs import design_of, plan_release
+from sdc.method.designs import design_of, household_design_of, plan_release
 from sdc.method.draws import DrawPlan, cell_identity, draw_tiebreak, record_identity
 from sdc.method.household_weights import person_draw_extras
 from sdc.method.households import household_classes, person_config
@@ -57,7 +57,7 @@ def person_stage(cells: CellTable, config: ReleaseConfig,
         w = None if weight_total is None else np.asarray(weight_total, np.float64)[kept]
         return plan_release(part, pcfg, w)
 
-    if config.risk.composition == "protect":
+    if household_design_of(config).protect:
         # person keys move only with their household's composition (the household stage)
         none = np.zeros(cells.n_cells, dtype=bool)
         plan = plan_release(dataclasses.replace(part, sensitive=none), pcfg,

@@ -22,7 +22,7 @@ from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.method.cells import combine_codes, fits_one_code
 from sdc.method.derived import DerivedCollector, DerivedError
-from sdc.method.designs import design_of
+from sdc.method.designs import design_of, household_design_of
 from sdc.method.draws import keyed_hash
 from sdc.method.generalize import generalize_domain
 from sdc.method.plan import default_merge_order
@@ -130,7 +130,7 @@ def weight_per_household(config: ReleaseConfig) -> str | None:
     """``input.weight`` when it must be constant within households (``risk.composition:
     protect`` with ``risk.weighted``: docs/HOUSEHOLDS.md, "Survey weights"; ``input.
     weight_release: recalibrated``), else None."""
-    if design_of(config).weighted and config.risk.composition == "protect":
+    if design_of(config).weighted and household_design_of(config).protect:
         return config.input.weight
     if config.input.weight_release == "recalibrated":  # a household weight, post-stratified
         return config.input.weight

@@ -47,10 +47,10 @@ class RecalibrationError(InputError):
     """The recalibrated weight cannot meet its margins (exit 2)."""
 
 
-def size_top(config: object) -> int | None:
-    """The size margin's top class of ``config`` (``risk.large_groups`` + 1), else None."""
-    t = getattr(getattr(config, "risk", None), "large_groups", None)
-    return None if t is None else int(t) + 1
+def size_top(large_groups: int | None) -> int | None:
+    """The size margin's top class under the household design's ``large_groups`` T
+    (``risk.large_groups``: T + 1), else None."""
+    return None if large_groups is None else int(large_groups) + 1
 
 
 def recalibrated_weights(before: np.ndarray, after: np.ndarray, size: np.ndarray,

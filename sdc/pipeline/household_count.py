@@ -169,7 +169,7 @@ def count_and_plan(config: ReleaseConfig, seed: int, runner: Runner, measure: li
         ps = person_stage(cells, config, c.households.person_weights(c.codes))
     except SmallBlockError as e:
         raise stage_error(e, "person", config) from None
-    if config.risk.composition != "protect" and agg.missing is not None:
+    if not hs.design.protect and agg.missing is not None:
         from sdc.method.household_missing import mixed_person_prbs
 
         mixed = mixed_person_prbs(ps.plan, agg.missing, config)  # (issue 44)

@@ -21,6 +21,7 @@ import pandas as pd
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.method.cells import encode_key
+from sdc.method.designs.households import household_design_of
 from sdc.method.household_batches import household_identity
 from sdc.method.household_exposed import (
     LeftOut,
@@ -48,7 +49,7 @@ def refuse_exposed(size: np.ndarray, config: ReleaseConfig) -> None:
 def without_exposed(runner: Any, config: ReleaseConfig) -> Any:
     """``runner`` with the exposed households left out (:class:`LeftOutRunner`) under
     ``risk.exposed_sizes: drop``; else ``runner`` itself."""
-    if (config.risk.exposed_sizes != "drop" or not applies(config)
+    if (household_design_of(config).exposed_sizes != "drop" or not applies(config)
             or isinstance(runner, LeftOutRunner)):
         return runner
     hid, w = str(config.input.household_id), config.input.weight

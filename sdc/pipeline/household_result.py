@@ -154,7 +154,7 @@ def household_release_result(config, seed, agg, hs, ps, cells, table, orig, cell
     e_changed, var_changed = expected_changes(config, hs, ps, cells, cell, row)
     stage = SimpleNamespace(
         config=hcfg, result=stage_result, n_households=agg.n_households, changed=hs.changed,
-        expected_changed=e_changed, expected_changed_var=var_changed,
+        expected_changed=e_changed, expected_changed_var=var_changed, design=hs.design,
         certificate=h_cert, person_certificate=p_cert,
         person_certificate_at=p_cert_at, small_classes=ps.small_classes,
         small_class_persons=ps.small_class_persons, composition=comp)
@@ -213,15 +213,17 @@ def _composition_risk(config: ReleaseConfig, seed: int, agg: Any, hs: Any, ps: A
     if hs.composition is not None:  # risk.composition: protect
         return protected_composition_risk(agg.identity, agg.key_codes, hs.composition_table,
                                           config, seed, certificate=(cert, cert_at),
-                                          weight=agg.weight, planned=hs.composition_planned)
+                                          weight=agg.weight, planned=hs.composition_planned,
+                                          design=hs.design)
     h_draws = StageDraws(draw_plan(hs.plan, household_config(config)),
                          hs.plan.partitioned.cells.key_codes, hs.cell, hs.identity)
     p_draws = StageDraws(person_draw_plan(ps, cells, config), cells.key_codes, cell, ident)
     comp = composition_risk_of(h_draws, p_draws, row, agg.n_households, config, seed)
-    if config.risk.large_groups is not None:  # the threat model of large groups (METHOD 7.15)
+    if hs.design.large_groups is not None:  # the threat model of large groups (METHOD 7.15)
         from sdc.reports.households import with_large_groups
 
-        comp = with_large_groups(comp, h_draws, p_draws, row, agg.n_households, config)
+        comp = with_large_groups(comp, h_draws, p_draws, row, agg.n_households, config,
+                                 hs.design)
     return comp
 
 
@@ -298,7 +300,7 @@ def _survey(config: ReleaseConfig, agg: Any, hs: Any, before: dict[str, pd.Serie
             from sdc.method.recalibrate import recalibrated_weights, size_top
 
             wa = recalibrated_weights(agg.key_codes, hs.released_codes, agg.size, wb, w,
-                                      size_top(config), left_margins(agg))
+                                      size_top(hs.design.large_groups), left_margins(agg))
     elif agg.weight is not None:
         wb = wa = np.asarray(agg.weight, float) / size
     else:

@@ -170,7 +170,7 @@ class HouseholdFileStage:
         every = (None if pp is None else
                  all_identities(frame, c, person_draw_plan(ps, cells, config), pp))
         comp = None
-        if config.risk.composition == "protect":  # the persons of the changed households
+        if self.hs.design.protect:  # the persons of the changed households
             keep = np.asarray(self.hs.changed)[hrow]
             comp = (frame.index.to_numpy()[keep].astype(np.int64), c[keep], hrow[keep],
                     np.asarray(record_identity(frame[keep], person_config(config)), np.uint64))

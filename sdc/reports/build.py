@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
+from sdc.method.designs.households import release_household_design
 from sdc.method.outcome import ReleaseOutcome
 from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows
 from sdc.reports.disclosure import risk_summary_cells
@@ -137,7 +138,8 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseOutcome, config: Re
             "partition_variables": config.partition_variables, "weight": weight,
             "xi": xi, "theta": float(result.theta), "kmin": int(result.kmin),
             "theta_mode": config.risk.theta, "small_blocks": config.risk.small_blocks,
-            "design": design_of(config, getattr(result, "plan", None)),
+            "design": design_of(config, getattr(result, "plan", None),
+                                getattr(getattr(result, "households", None), "design", None)),
             **({"perturb": perturb_section(config)} if config.perturb else {}),
         },
         "verdict": {
@@ -255,7 +257,7 @@ def reports_from_aggregates(original: pd.DataFrame | None, result: Any, config: 
         section = parts["risk"]
         risk["households"] = _clean(section)
         utility["households"] = parts["utility"]
-        protect = config.risk.composition == "protect"
+        protect = release_household_design(config, result).protect
         if not section["pass"] and (config.risk.households == "fail" or protect):
             from sdc.errors import HouseholdRiskError
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
+from sdc.method.designs.households import HouseholdDesign
 from sdc.method.draws import DrawPlan, fmix64, stream
 from sdc.method.postrandomize import released_cells
 from sdc.reports.disclosure import frequencies, individual_risk
@@ -219,19 +220,21 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
 
 
 def with_large_groups(comp: dict[str, Any], households: StageDraws, persons: StageDraws,
-                      code: np.ndarray, n_h: int, config: ReleaseConfig) -> dict[str, Any]:
+                      code: np.ndarray, n_h: int, config: ReleaseConfig,
+                      design: HouseholdDesign) -> dict[str, Any]:
     """``comp`` (the Monte Carlo figures over every group, kept as information) under
-    ``risk.large_groups``: the composition intruder certified exactly over the groups of at
-    most that many members (:func:`~sdc.method.group_composition.small_group_composition`),
-    which decides ``exceeds_xi``; the larger groups are covered by the household-level and
+    ``risk.large_groups`` (the household ``design``'s ``large_groups``): the composition
+    intruder certified exactly over the groups of at most that many members
+    (:func:`~sdc.method.group_composition.small_group_composition`), which decides
+    ``exceeds_xi``; the larger groups are covered by the household-level and
     person-level certificates (docs/METHOD.md 7.15)."""
     from sdc.method.group_composition import small_group_composition
 
     keys = config.key_names
     small = small_group_composition(households, persons, code, n_h,
                                     [keys.index(k) for k in config.person_keys],
-                                    int(config.risk.large_groups), float(config.risk.xi))
-    if config.input.members == "sampled":  # the declaration, stated wherever the figure is
+                                    int(design.large_groups), float(config.risk.xi))
+    if design.members_sampled:  # the declaration, stated wherever the figure is
         small["members"] = "sampled"
         small["declared_by"] = "input.members"
     return {**comp, "mode": "large_groups", "large_groups": small,
@@ -279,6 +282,7 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
                                config: ReleaseConfig, seed: int, n_sim: int = 20, *,
                                certificate: tuple[float, dict[str, Any]],
                                weight: np.ndarray | None = None,
+                               design: HouseholdDesign,
                                planned: Any = None) -> dict[str, Any]:
     """The composition intruder of a ``risk.composition: protect`` release: certified (the
     composition stage's certificate), and measured by Monte Carlo as a check: ``n_sim``
@@ -292,7 +296,8 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     replays of sum_h min(n_hc, n'_hc) 1{a' = a} / N'_(a,c) / t_(a,c); its largest cell mean is
     compared with xi too (``exceeds_xi``). ``weight`` (``risk.weighted``): every household's
     x_h, so the replays draw with the weighted design the release used. ``planned``: the
-    release's (composition plan, draw plan) of these arguments, not planned again."""
+    release's (composition plan, draw plan) of these arguments, not planned again. ``design``:
+    the release's household design (``hs.design``)."""
     from sdc.method.household_composition import composition_stage, plan_composition_stage
 
     ident = np.asarray(identity, np.uint64)
@@ -327,7 +332,7 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     person_out = _person_summary(person, t_cell, xi)
     max_est = max((c["estimate"] for c in classes), default=0.0)
     cert, cert_at = certificate
-    levels = exact_levels(planned[0], table, hk_u, config)
+    levels = exact_levels(planned[0], table, hk_u, config, design)
     person_out = {**levels["person"], "monte_carlo": person_out,
                   # the Monte Carlo figures, as before (a check of the exact ones)
                   "max_cell_estimate": person_out["max_cell_estimate"],
@@ -355,11 +360,12 @@ def protected_composition_risk(identity: np.ndarray, hk_codes: np.ndarray, table
     }
 
 
-def exact_levels(cp: Any, table: Any, hk_table: np.ndarray,
-                 config: ReleaseConfig) -> dict[str, dict[str, Any]]:
+def exact_levels(cp: Any, table: Any, hk_table: np.ndarray, config: ReleaseConfig,
+                 design: HouseholdDesign) -> dict[str, dict[str, Any]]:
     """The exact person-level and household-level (HK) certificates of a protect release's
     composition plan ``cp`` (:func:`sdc.method.household_person_risk.composition_level_risks`),
-    with the cells where they are attained decoded into key values."""
+    with the cells where they are attained decoded into key values. ``design``: the
+    release's household design (``hs.design``; ``sdc design``: its candidate's)."""
     from sdc.method.household_person_risk import composition_level_risks, exposed_sizes
 
     out = {}
@@ -379,17 +385,19 @@ def exact_levels(cp: Any, table: Any, hk_table: np.ndarray,
                      "any cell (docs/METHOD.md 7.7)"),
         }
     out["size"] = size_level_of(out["size"], risks["size_protectable"], hk_table, config,
-                                exposed_sizes(table, float(config.risk.xi)))
+                                exposed_sizes(table, float(config.risk.xi)),
+                                design.exposed_sizes)
     return out
 
 
 def size_level_of(full: dict[str, Any], protectable: Any, hk_table: np.ndarray,
-                  config: ReleaseConfig, exposed: dict[int, int]) -> dict[str, Any]:
+                  config: ReleaseConfig, exposed: dict[int, int],
+                  policy: str) -> dict[str, Any]:
     """risk.json's ``size_level`` (the household keys x size intruder, exact): ``certificate``
     over every household, ``protectable_certificate`` over the sizes held by at least 1/xi
     households, ``exposed_sizes`` the others ({size, households}: shown by any release with
     household pseudonyms, risk >= 1/households), ``enforced`` the figure held to xi: the
-    whole (``risk.exposed_sizes``: ``refuse`` stops a release with exposed sizes, ``drop``
+    whole (``policy``, the design's ``exposed_sizes``: ``refuse`` stops a release with exposed sizes, ``drop``
     leaves their households out before this is computed, so none is left)."""
     p_at = {k: _decoded(v, hk_table, config, "size") for k, v in protectable.at.items()}
     return {
@@ -401,7 +409,7 @@ def size_level_of(full: dict[str, Any], protectable: Any, hk_table: np.ndarray,
         "protectable_certificate": float(protectable.max_risk),
         "protectable_certificate_at": p_at.get("own_cell", {}),
         "exposed_sizes": [{"size": s, "households": n} for s, n in sorted(exposed.items())],
-        "policy": config.risk.exposed_sizes,
+        "policy": policy,
         "enforced": float(full["certificate"]),
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sdc.config.model import ReleaseConfig
+from sdc.method.designs import HouseholdDesign, household_design_of
 from sdc.method.designs import design_of as configured_design
 
 __all__ = ["NOISE_SE", "analyst_losses", "changes_chart", "design_of", "merge_counts",
@@ -18,30 +19,21 @@ __all__ = ["NOISE_SE", "analyst_losses", "changes_chart", "design_of", "merge_co
 NOISE_SE = 2.0
 
 
-def design_of(config: ReleaseConfig, plan: Any = None) -> dict[str, str]:
+def design_of(config: ReleaseConfig, plan: Any = None,
+              household: HouseholdDesign | None = None) -> dict[str, str]:
     """``{"name", "description"}`` of the release's design: the plan's own (``plan.design``,
     :mod:`sdc.method.designs`: uniform NZY, near-cell, weighted (x near), any registered one),
-    else the one its config picks; for a household file the config's, with the household
-    stage (composition protected or only measured)."""
+    else the one its config picks; for a household file the config's, led by the household
+    design's words (``household``, the release's ``households.design``; None: the one the
+    config picks)."""
     own = getattr(plan, "design", None)
     if own is None or config.input.household_id is not None:
         own = configured_design(config)
     name, words = str(own.title), str(own.description)
     if config.input.household_id is not None:
-        protect = config.risk.composition == "protect"
-        name = f"household {'protect' if protect else 'measure'}, {name}"
-        words = ("household keys post-randomized once per household (every member carries "
-                 "its household's values), person keys inside them; "
-                 + ("the household stage keyed on the household's composition, so the "
-                    "composition intruder is certified exactly; " if protect else
-                    ("members are a sample of each group (input.members: sampled): the "
-                     "composition intruder outside the threat model, declared by the config; "
-                     if config.input.members == "sampled" else
-                     f"large groups (more than {config.risk.large_groups} members) outside "
-                     "the composition intruder's threat model, the composition intruder of "
-                     "the smaller ones certified exactly; "
-                     if config.risk.large_groups is not None else
-                     "the composition intruder measured, not certified; ")) + words)
+        hd = household_design_of(config) if household is None else household
+        name = f"{hd.title}, {name}"
+        words = hd.description + words
     return {"name": name, "description": words}
 
 

@@ -44,10 +44,12 @@ def member_columns(columns: list[str], config: Any) -> list[str]:
     members are released with the person keys of its released composition, so its certificate
     covers them (measuring them against that stage's own key found a composition "revealed"
     by the columns that make it: sdcMicro testdata's documented protect config refused)."""
+    from sdc.method.designs.households import household_design_of
+
     inp = config.input
     skip = {*config.household_keys, inp.household_id, *inp.household_columns, *inp.drop,
             *(config.perturb or {}), *getattr(config, "derived", [])}
-    if getattr(config.risk, "composition", None) == "protect":
+    if household_design_of(config).protect:
         skip.update(config.person_keys)
     if inp.id_column:
         skip.add(inp.id_column)
