@@ -1,8 +1,11 @@
-"""The transition design is chosen once (docs/ARCHITECTURE.md, issue 45 item 1): only the design
-registry (``sdc/method/designs``: :func:`design_of`) and the config layer (``sdc/config``) read
-``risk.weighted`` and ``risk.destinations``; every step after planning reads ``plan.design``.
-``weight_plan`` (the weighted mode applied by each caller after planning) is gone. Checked on
-the source with ``ast``, so a docstring or an error message naming the option is not a read."""
+"""The transition design and the household design are chosen once (docs/ARCHITECTURE.md, issue
+45 item 1): only the design registry (``sdc/method/designs``: :func:`design_of`) and the config
+layer (``sdc/config``) read ``risk.weighted`` and ``risk.destinations``; every step after
+planning reads ``plan.design``. ``weight_plan`` (the weighted mode applied by each caller after
+planning) is gone. Likewise the household design's options (``risk.composition``,
+``large_groups``, ``exposed_sizes``, ``member_bands``) are read by ``household_design_of`` and
+the layers that write configs only; after planning the household stage's ``hs.design``. Checked
+on the source with ``ast``, so a docstring or an error message naming the option is not a read."""
 
 from __future__ import annotations
 
@@ -68,3 +71,60 @@ def test_only_the_design_registry_reads_the_choice_of_design(path: Path) -> None
     bad = design_reads(path.read_text(encoding="utf-8"))
     assert not bad, (f"{_rel(path)} reads the config's choice of design ({'; '.join(bad)}): "
                      "ask sdc.method.designs.design_of(config) or read plan.design")
+
+
+# -- the household design (issue 45 item 1) ----------------------------------------------------
+
+#: the household design's options: read only by ``household_design_of`` (sdc/method/designs),
+#: the config layer and the layers that write and edit configs (sdc/authoring, sdc/cli)
+HOUSEHOLD_CHOICE = {"composition", "large_groups", "exposed_sizes", "member_bands"}
+HOUSEHOLD_ALLOWED = ("sdc/method/designs/", "sdc/config/", "sdc/authoring/", "sdc/cli/")
+#: readers not converted yet (file -> why); empty: every reader after planning reads the design
+HOUSEHOLD_NOT_YET: dict[str, str] = {}
+
+
+def household_design_reads(source: str) -> list[str]:
+    """Where ``source`` reads a household design option: ``X.risk.composition`` (and
+    ``large_groups``, ``exposed_sizes``, ``member_bands``) or ``getattr(X.risk, "...")``."""
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Attribute) and node.attr in HOUSEHOLD_CHOICE
+                and _is_risk(node.value)):
+            bad.append(f"line {node.lineno}: .risk.{node.attr}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+              and _is_risk(node.args[0]) and isinstance(node.args[1], ast.Constant)
+              and node.args[1].value in HOUSEHOLD_CHOICE):
+            bad.append(f"line {node.lineno}: {node.func.id}(.risk, {node.args[1].value!r})")
+    return bad
+
+
+def test_the_check_finds_every_way_of_reading_the_household_design() -> None:
+    """The checker itself can fail: each form is found; a message naming the option, the
+    design's own field (``hs.design.composition``) and another risk option are not."""
+    src = ("a = config.risk.composition == 'protect'\nb = self.cfg.risk.large_groups\n"
+           "c = getattr(cfg.risk, 'exposed_sizes', 'refuse')\nd = cfg.risk.member_bands or {}\n"
+           "e = 'set risk.composition: protect'\nf = hs.design.composition\n"
+           "g = config.risk.households\nh = hs.composition\n")
+    assert len(household_design_reads(src)) == 4
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_only_the_household_design_reads_its_options(path: Path) -> None:
+    """No read of ``risk.composition`` / ``large_groups`` / ``exposed_sizes`` /
+    ``member_bands`` outside ``sdc/method/designs`` (``household_design_of``), ``sdc/config``
+    and the config writers (``sdc/authoring``, ``sdc/cli``): the household stage's plan
+    carries the design (``hs.design``, ``result.households.design``)."""
+    rel = _rel(path)
+    if rel.startswith(HOUSEHOLD_ALLOWED) or rel in HOUSEHOLD_NOT_YET:
+        return
+    bad = household_design_reads(path.read_text(encoding="utf-8"))
+    assert not bad, (f"{rel} reads the household design's options ({'; '.join(bad)}): ask "
+                     "sdc.method.designs.household_design_of(config) when planning, else read "
+                     "the design the plan carries (hs.design, result.households.design)")
+
+
+def test_the_not_yet_list_only_names_readers() -> None:
+    """The allow-list shrinks: a file on it that no longer reads an option comes off it."""
+    for rel, _why in HOUSEHOLD_NOT_YET.items():
+        assert household_design_reads((REPO / rel).read_text(encoding="utf-8")), rel
