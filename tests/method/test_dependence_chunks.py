@@ -209,3 +209,34 @@ def test_the_counter_tables_do_not_depend_on_the_chunks(monkeypatch, tmp_path_fa
         assert got.keys() == want.keys()
         for k in want:
             np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+@pytest.mark.parametrize("chunk", [997, 1 << 12])
+def test_skipping_mixed_buckets_keeps_what_the_ordered_table_reads(monkeypatch, chunk) -> None:
+    """``extreme_tables(skip_mixed=True)`` (the ordered tables, issue 48): the records of a
+    bucket already mixed on every key are not scattered; per bucket and key the table still
+    says whether its records have one code, and which: a bucket with one code per key has
+    the exact extremes, every other bucket lo < hi on the same keys as the full scatter;
+    and records were skipped (a skewed bucket of many records, mixed early)."""
+    rng = np.random.default_rng(11)
+    n, size = 60_000, 5_000
+    bucket = np.minimum(rng.zipf(1.2, n), size - 1).astype(np.int64)
+    codes = np.stack([rng.integers(0, s, n) for s in (2, 92, 9)], 1).astype(np.uint8)
+    pure = bucket % 7 == 3  # buckets whose records agree on key 1 (and some on all keys)
+    codes[pure, 1] = (bucket[pure] % 92).astype(np.uint8)
+    codes[bucket % 49 == 3] = 4
+    codes = np.asfortranarray(codes)
+    monkeypatch.setattr(T, "CHUNK", chunk)
+    lo, hi = T.extreme_tables(bucket, codes, size)
+    slo, shi = T.extreme_tables(bucket, codes, size, skip_mixed=True)
+    one = lo == hi
+    assert one.any() and (~one & (lo <= hi)).any()
+    np.testing.assert_array_equal(slo == shi, one)
+    np.testing.assert_array_equal(slo[one], lo[one])
+    np.testing.assert_array_equal(slo < shi, lo < hi)
+    assert (slo != lo).any()  # skipped records: not the full extremes everywhere
+    part = O.OrderPart("num", 0, 0.0, 1.0, np.arange(3), np.ones(3, np.int64),
+                       np.array([[1, 2], [3, 3], [0, 5]]), np.array([[1, 4], [3, 3], [0, 5]]),
+                       *(np.zeros(0, np.int64),) * 3)
+    np.testing.assert_array_equal(part.lo, [[1, 0], [3, 3], [0, 5]])  # [0, MIXED]: mixed
+    np.testing.assert_array_equal(part.hi, [[1, O.MIXED], [3, 3], [0, 5]])

@@ -22,7 +22,7 @@ from sdc.method.dependence.tables import (
     reduce_sorted,
 )
 
-__all__ = ["ORDER_BITS", "OrderPart", "image_part", "merge_order", "order_image",
+__all__ = ["MIXED", "ORDER_BITS", "OrderPart", "image_part", "merge_order", "order_image",
            "order_part", "value_order_part"]
 
 ORDER_BITS = 16  # an ordered table has at most 2**ORDER_BITS bins (adjacent values merge)
@@ -193,11 +193,19 @@ def _order_width(kind: str, lo: float, hi: float, e: int | None = None) -> int:
     return w
 
 
+#: the ordered table's interval of a key whose records in the bin have more than one code:
+#: [0, MIXED] (every code), whichever codes they have (the measure reads only whether a bin
+#: pins a key to one code, :func:`sdc.method.dependence.measure.order_inform`)
+MIXED = np.iinfo(np.int64).max
+
+
 @dataclass
 class OrderPart:
     """One column's ordered table: bins of width 2**e of its order image, sorted, each with
-    its count n and per key the interval [lo, hi] of key codes; (cell, bin, count) of the
-    cells that may be small."""
+    its count n and per key the interval [lo, hi] of key codes: [x, x] when every record of
+    the bin has code x, else [0, ``MIXED``]; (cell, bin, count) of the cells that may be
+    small. Made so on construction: a table of true per-bin extremes (scattered, reduced,
+    merged) becomes the same table whichever records were scattered."""
 
     kind: str
     e: int
@@ -210,6 +218,12 @@ class OrderPart:
     pcell: np.ndarray
     pbin: np.ndarray
     pcount: np.ndarray
+
+    def __post_init__(self) -> None:
+        mixed = self.lo != self.hi
+        if mixed.any():
+            self.lo = np.where(mixed, 0, self.lo)
+            self.hi = np.where(mixed, MIXED, self.hi)
 
 
 def merge_order(parts: list[OrderPart]) -> OrderPart | None:
@@ -312,8 +326,9 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
     if few_bins(cells.fcell.size, present.size, rel.size):
         lo, hi, pc, pb, pn = _few_bins(rel, n, present, cells)
     else:
-        # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here
-        tlo, thi = extreme_tables(rel, cells.key_codes, rows)
+        # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here; the records of bins
+        # already mixed on every key are skipped (their interval is [0, MIXED] anyway)
+        tlo, thi = extreme_tables(rel, cells.key_codes, rows, skip_mixed=True)
         lo = tlo[:, present].T.astype(np.int64)
         hi = thi[:, present].T.astype(np.int64)
         at, kcode = cells.kept, cells.kcode

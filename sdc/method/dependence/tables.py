@@ -93,23 +93,38 @@ CHUNK = 1 << 17
 
 
 def extreme_tables(bucket: np.ndarray, key_codes: np.ndarray, size: int,
-                   dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   dtype: np.dtype | None = None,
+                   skip_mixed: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi), each (p, ``size``): per bucket the smallest and largest code of every key
     column of ``key_codes`` (n, p), in ``dtype`` (the codes' own by default; they must fit),
     a row no record reaches holding the dtype's largest (lo) or smallest (hi) value: the
     tables :func:`extreme_table` gives per key, scattered chunk by chunk of ``CHUNK``
-    records (``ufunc.at`` applies the records in order: the same values)."""
+    records (``ufunc.at`` applies the records in order: the same values).
+
+    ``skip_mixed`` (the ordered tables, which keep only whether a bucket's records have one
+    code per key): from the second chunk on, the records of buckets whose records so far
+    have two codes on every key are not scattered. Such a bucket's lo < hi on every key, the
+    other buckets' extremes are exact."""
     dt = np.dtype(key_codes.dtype if dtype is None else dtype)
     info = np.iinfo(dt)
     p = key_codes.shape[1]
     lo = np.full((p, size), info.max, dtype=dt)
     hi = np.full((p, size), info.min, dtype=dt)
+    mixed = None  # per bucket: lo < hi on every key (after the chunks so far)
     for s in range(0, bucket.size, CHUNK):
         b = bucket[s:s + CHUNK]
+        codes = key_codes[s:s + CHUNK]
+        if mixed is not None:
+            keep = np.flatnonzero(~mixed[b])
+            if keep.size < 0.9 * b.size:  # (a gather of most records costs what it saves)
+                b = b[keep]
+                codes = codes[keep]
         for k in range(p):
-            x = key_codes[s:s + CHUNK, k].astype(dt, copy=False)
+            x = codes[:, k].astype(dt, copy=False)
             np.minimum.at(lo[k], b, x)
             np.maximum.at(hi[k], b, x)
+        if skip_mixed and s + CHUNK < bucket.size:
+            mixed = (lo < hi).all(axis=0)
     return lo, hi
 
 
