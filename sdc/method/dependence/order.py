@@ -326,11 +326,22 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
     if few_bins(cells.fcell.size, present.size, rel.size):
         lo, hi, pc, pb, pn = _few_bins(rel, n, present, cells)
     else:
-        # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here; the records of bins
-        # already mixed on every key are skipped (their interval is [0, MIXED] anyway)
-        tlo, thi = extreme_tables(rel, cells.key_codes, rows, skip_mixed=True)
-        lo = tlo[:, present].T.astype(np.int64)
-        hi = thi[:, present].T.astype(np.int64)
+        if rel.size <= size:
+            # a small batch: one row per present bin (the records not valid in one row past
+            # them), not 2**ORDER_BITS: filling 2 p tables of 2**16 rows cost more than its
+            # scatters. The same extremes per bin (one chunk: nothing skipped)
+            slot = np.empty(rows, np.int64)   # read only at present bins and the row past
+            slot[present] = np.arange(present.size)
+            slot[size:] = present.size
+            tlo, thi = extreme_tables(slot[rel], cells.key_codes, present.size + 1)
+            lo = tlo[:, :present.size].T.astype(np.int64)
+            hi = thi[:, :present.size].T.astype(np.int64)
+        else:
+            # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here; the records of bins
+            # already mixed on every key are skipped (their interval is [0, MIXED] anyway)
+            tlo, thi = extreme_tables(rel, cells.key_codes, rows, skip_mixed=True)
+            lo = tlo[:, present].T.astype(np.int64)
+            hi = thi[:, present].T.astype(np.int64)
         at, kcode = cells.kept, cells.kcode
         if not every:
             ok = valid[at]
