@@ -161,13 +161,16 @@ class DependenceCounter:
                 # every record)
                 u, n, values, vi = cell_values(fcode, fcell.size, b, here)
                 ucell = u >> HASH_BITS
-                ukeys = cell_keys[ucell]
+                ukeys = np.empty((ucell.size, self.n_keys), np.int64, order="F")
+                for k in range(self.n_keys):  # each key's codes contiguous
+                    np.take(cell_keys[:, k], ucell, out=ukeys[:, k])
                 table = pair_values(values, vi, n, ukeys)
                 self._values[c].append(table)
+                nf = n.astype(np.float64)  # bincount's weights (exact: whole counts)
                 for (k1, k2) in self.key_pairs:
                     self._combos[c][(k1, k2)].append(key_pair_counts(
                         values, vi, ukeys[:, k1], ukeys[:, k2], self.sizes[k1],
-                        self.sizes[k2], n))
+                        self.sizes[k2], nf))
                 small = ~big[ucell]  # a cell's pairs: all its records' (kept or not)
                 u, n = u[small], n[small]
             else:

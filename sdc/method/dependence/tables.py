@@ -163,10 +163,13 @@ def key_pair_counts(values: np.ndarray, vi: np.ndarray, x1: np.ndarray, x2: np.n
                     s1: int, s2: int, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct codes ``(bucket * s1 + x1) * s2 + x2`` (``bucket = values[vi]``, the
     key codes ``x1 < s1``, ``x2 < s2``) with their summed counts ``n``: :func:`counted`'s
-    result, by one bincount over values x key pairs when that space is small."""
+    result, by one bincount over values x key pairs when that space is small (``n`` as
+    float64 and the key codes contiguous: no cast or strided read per pair)."""
     span = s1 * s2
     if dense_fits(values.size * span, vi.size):
-        code = (vi * s1 + x1) * s2 + x2
+        code = vi * span  # = (vi * s1 + x1) * s2 + x2
+        code += x1 * s2
+        code += x2
         total = np.bincount(code, weights=n, minlength=values.size * span)
         at = np.flatnonzero(total != 0)
         v, rest = np.divmod(at, span)
