@@ -29,18 +29,25 @@ def _is_risk(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "risk"
 
 
+def _option_read(node: ast.AST, options: set[str]) -> str | None:
+    """``node`` read as ``X.risk.<option>`` or ``getattr(X.risk, "<option>")`` (None: not)."""
+    if isinstance(node, ast.Attribute) and node.attr in options and _is_risk(node.value):
+        return f"line {node.lineno}: .risk.{node.attr}"
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+            and _is_risk(node.args[0]) and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in options):
+        return f"line {node.lineno}: {node.func.id}(.risk, {node.args[1].value!r})"
+    return None
+
+
 def design_reads(source: str) -> list[str]:
     """Where ``source`` reads the config's choice of design: ``X.risk.weighted``,
     ``X.risk.destinations``, ``getattr(X.risk, "weighted")``, or names ``weight_plan``."""
     bad = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Attribute) and node.attr in CHOICE and _is_risk(node.value):
-            bad.append(f"line {node.lineno}: .risk.{node.attr}")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
-              and _is_risk(node.args[0]) and isinstance(node.args[1], ast.Constant)
-              and node.args[1].value in CHOICE):
-            bad.append(f"line {node.lineno}: {node.func.id}(.risk, {node.args[1].value!r})")
+        if (read := _option_read(node, CHOICE)) is not None:
+            bad.append(read)
         elif isinstance(node, ast.Name) and node.id == "weight_plan":
             bad.append(f"line {node.lineno}: weight_plan")
         elif isinstance(node, ast.Attribute) and node.attr == "weight_plan":
@@ -86,17 +93,8 @@ HOUSEHOLD_NOT_YET: dict[str, str] = {}
 def household_design_reads(source: str) -> list[str]:
     """Where ``source`` reads a household design option: ``X.risk.composition`` (and
     ``large_groups``, ``exposed_sizes``, ``member_bands``) or ``getattr(X.risk, "...")``."""
-    bad = []
-    for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Attribute) and node.attr in HOUSEHOLD_CHOICE
-                and _is_risk(node.value)):
-            bad.append(f"line {node.lineno}: .risk.{node.attr}")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
-              and _is_risk(node.args[0]) and isinstance(node.args[1], ast.Constant)
-              and node.args[1].value in HOUSEHOLD_CHOICE):
-            bad.append(f"line {node.lineno}: {node.func.id}(.risk, {node.args[1].value!r})")
-    return bad
+    reads = (_option_read(node, HOUSEHOLD_CHOICE) for node in ast.walk(ast.parse(source)))
+    return [r for r in reads if r is not None]
 
 
 def test_the_check_finds_every_way_of_reading_the_household_design() -> None:
