@@ -68,18 +68,6 @@ def test_the_check_finds_every_way_of_reading_the_choice() -> None:
     assert len(design_reads(src)) == 5
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=_rel)
-def test_only_the_design_registry_reads_the_choice_of_design(path: Path) -> None:
-    """No read of ``risk.weighted`` / ``risk.destinations`` and no ``weight_plan`` outside
-    ``sdc/method/designs`` and ``sdc/config``: ``design_of(config)`` picks the design, the
-    plan carries it (``plan.design``)."""
-    if _rel(path).startswith(ALLOWED):
-        return
-    bad = design_reads(path.read_text(encoding="utf-8"))
-    assert not bad, (f"{_rel(path)} reads the config's choice of design ({'; '.join(bad)}): "
-                     "ask sdc.method.designs.design_of(config) or read plan.design")
-
-
 # -- the household design (issue 45 item 1) ----------------------------------------------------
 
 #: the household design's options: read only by ``household_design_of`` (sdc/method/designs),
@@ -107,19 +95,33 @@ def test_the_check_finds_every_way_of_reading_the_household_design() -> None:
     assert len(household_design_reads(src)) == 4
 
 
+#: (what is read, its reader, where it may be read, what to do instead)
+RULES = {
+    "design": (design_reads, ALLOWED,
+               "the config's choice of design: ask sdc.method.designs.design_of(config) or read "
+               "plan.design"),
+    "household": (household_design_reads, HOUSEHOLD_ALLOWED,
+                  "the household design's options: ask sdc.method.designs.household_design_of"
+                  "(config) when planning, else read the design the plan carries (hs.design, "
+                  "result.households.design)"),
+}
+
+
+@pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("path", SOURCES, ids=_rel)
-def test_only_the_household_design_reads_its_options(path: Path) -> None:
-    """No read of ``risk.composition`` / ``large_groups`` / ``exposed_sizes`` /
-    ``member_bands`` outside ``sdc/method/designs`` (``household_design_of``), ``sdc/config``
-    and the config writers (``sdc/authoring``, ``sdc/cli``): the household stage's plan
-    carries the design (``hs.design``, ``result.households.design``)."""
+def test_only_the_registries_read_the_choice_of_design(path: Path, rule: str) -> None:
+    """No read of ``risk.weighted`` / ``risk.destinations`` and no ``weight_plan`` outside
+    ``sdc/method/designs`` and ``sdc/config`` (``design_of(config)`` picks the design, the plan
+    carries it: ``plan.design``); no read of ``risk.composition`` / ``large_groups`` /
+    ``exposed_sizes`` / ``member_bands`` outside ``sdc/method/designs``
+    (``household_design_of``), ``sdc/config`` and the config writers (``sdc/authoring``,
+    ``sdc/cli``): the household stage's plan carries that design (``hs.design``)."""
+    reads, allowed, what = RULES[rule]
     rel = _rel(path)
-    if rel.startswith(HOUSEHOLD_ALLOWED) or rel in HOUSEHOLD_NOT_YET:
+    if rel.startswith(allowed) or (rule == "household" and rel in HOUSEHOLD_NOT_YET):
         return
-    bad = household_design_reads(path.read_text(encoding="utf-8"))
-    assert not bad, (f"{rel} reads the household design's options ({'; '.join(bad)}): ask "
-                     "sdc.method.designs.household_design_of(config) when planning, else read "
-                     "the design the plan carries (hs.design, result.households.design)")
+    bad = reads(path.read_text(encoding="utf-8"))
+    assert not bad, f"{rel} reads {what} ({'; '.join(bad)})"
 
 
 def test_the_not_yet_list_only_names_readers() -> None:
