@@ -18,6 +18,7 @@ that need no orchestration of their own).
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -173,8 +174,12 @@ def dask_client(spec: DaskSpec):
         # the scheduler's HTTP server moves to a free port when 8787 is taken (a user's
         # notebook cluster): nothing of ours listens there, so the warning is only noise
         warnings.filterwarnings("ignore", message="Port .* is already in use")
+        # silence_logs CRITICAL: a task's error reaches the client and is raised there; what
+        # distributed's processes log at ERROR is their own shutdown (a worker restarted after
+        # a crash still heartbeating while the cluster closes printed a CommClosedError
+        # traceback into the output of a release that had succeeded)
         cluster = LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
+                               dashboard_address=None, silence_logs=logging.CRITICAL)
     client = Client(cluster)
     try:
         yield client
