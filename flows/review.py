@@ -149,9 +149,11 @@ def paused_run(run_id: str | UUID) -> PausedRun:
     from prefect.client.orchestration import get_client
     from prefect.input import read_flow_run_input
 
+    from flows.client import httpx_settings
+
     rid = str(run_id)
     try:
-        with get_client(sync_client=True) as client:
+        with get_client(sync_client=True, httpx_settings=httpx_settings()) as client:
             run = client.read_flow_run(UUID(rid))
     except Exception:
         return PausedRun(rid, False, "", problem="no such flow run on the configured Prefect "
@@ -192,11 +194,13 @@ def await_outcome(run: PausedRun, *, timeout: float = 120.0,
     says why), ``("failed", state name)``, or ``("waiting", ...)`` after ``timeout`` s."""
     from prefect.client.orchestration import get_client
 
+    from flows.client import httpx_settings
+
     deadline = time.monotonic() + timeout
     name = ""
     while time.monotonic() < deadline:
         try:
-            with get_client(sync_client=True) as client:
+            with get_client(sync_client=True, httpx_settings=httpx_settings()) as client:
                 state = client.read_flow_run(UUID(run.run_id)).state
         except Exception:
             state = None
@@ -218,8 +222,10 @@ def end_orphaned_run(run: PausedRun, message: str) -> None:
     from prefect.client.orchestration import get_client
     from prefect.states import Cancelled
 
+    from flows.client import httpx_settings
+
     try:
-        with get_client(sync_client=True) as client:
+        with get_client(sync_client=True, httpx_settings=httpx_settings()) as client:
             client.set_flow_run_state(UUID(run.run_id), Cancelled(message=message), force=True)
     except Exception:  # the decision stands; the run's record stays as it was
         pass

@@ -337,7 +337,9 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
             startup.update({"api_server_url": url,
                             "api_server_ready_seconds": round(temp_api.wait(), 3),
                             "cli_ready_seconds": round(waited_from, 3)})
-        with _run_settings(url):
+        from flows.client import client_context
+
+        with _run_settings(url), client_context():
             summary = release_flow(**kwargs)
     if temp_api is not None:
         startup["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()

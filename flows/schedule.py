@@ -68,7 +68,9 @@ def prefect_api() -> tuple[str | None, Exception | None]:
     url = PREFECT_API_URL.value()
     if not url:
         return None, None
-    with get_client(sync_client=True) as client:
+    from flows.client import httpx_settings
+
+    with get_client(sync_client=True, httpx_settings=httpx_settings()) as client:
         return str(url), client.api_healthcheck()
 
 
