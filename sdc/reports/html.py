@@ -102,12 +102,34 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         return None
 
 
+#: names a plain dict answers as attributes (its methods): looked up as Jinja would
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _Environment(jinja2.Environment):
+    """Jinja's environment, whose ``x.name`` reads a plain dict's item first: the page data
+    are dicts, and Jinja's default tries ``getattr`` first and pays an ``AttributeError`` for
+    every lookup (a quarter of the rendering). Names of dict's own attributes (``items``,
+    ...) go Jinja's way, so every lookup resolves to what Jinja's own order gives."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
+@lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    """The Jinja2 environment: templates from :data:`TEMPLATES`, autoescaping on, undefined
-    names are errors, number formats as filters. Compiled templates are cached by Jinja's
-    ``FileSystemBytecodeCache`` (an owner-only folder of the user in the temp folder, checked by
-    Jinja; keyed by the template source's checksum): 0.1 CPU s of every release."""
-    env = jinja2.Environment(
+    """The Jinja2 environment, one per process (its templates compiled once; Jinja checks a
+    template file's time at each use): templates from :data:`TEMPLATES`, autoescaping on,
+    undefined names are errors, number formats as filters. Compiled templates are cached by
+    Jinja's ``FileSystemBytecodeCache`` (an owner-only folder of the user in the temp folder,
+    checked by Jinja; keyed by the template source's checksum): 0.1 CPU s of a process's first
+    release."""
+    env = _Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         bytecode_cache=_bytecode_cache(),
         autoescape=True,
