@@ -224,6 +224,7 @@ class MeasureContext:
         self.k_prb = (np.diff(np.r_[plan.prb_start, plan.prb_cells.size]) if self.n_prb
                       else np.zeros(0, int))
         self.cell_prb = plan.cell_prb
+        self._pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, Any]] = {}
         recoded = set(getattr(config, "recoded_keys", ()) or ())
         self.recoded = [k for k, v in enumerate(self.keys) if v in recoded]
         # per PRB and key: whether the key's value differs among the PRB's cells (it moves)
@@ -270,11 +271,23 @@ class MeasureContext:
         with np.errstate(divide="ignore"):
             return (vn[:, None] >= 2) & (vn[:, None] * np.log(prob) < math.log(ALPHA))
 
+    def _pair(self, k1: int, k2: int) -> tuple[np.ndarray, np.ndarray, Any]:
+        """The pair (k1, k2)'s distinct combinations, their distribution p_x over the cells
+        and p_x histogrammed for :func:`expected_distinct`: the same for every column (made
+        once per pair)."""
+        got = self._pairs.get((k1, k2))
+        if got is None:
+            jc = self.kc[:, k1] * self.sizes[k2] + self.kc[:, k2]
+            uc, inv = np.unique(jc, return_inverse=True)
+            pjoint = np.bincount(inv, weights=self.t, minlength=uc.size) / self.n_total
+            got = self._pairs[(k1, k2)] = (uc, pjoint, _binned(pjoint))
+        return got
+
     def pair_combos(self, counter: DependenceCounter, col: str, vb: np.ndarray, vn: np.ndarray,
                     vlo: np.ndarray, vhi: np.ndarray) -> dict:
         """Pairs of keys: the value confines (x1, x2) to the combinations it was observed
         with (see docs/METHOD.md)."""
-        sizes, kc, t, n_total = self.sizes, self.kc, self.t, self.n_total
+        sizes, n_total = self.sizes, self.n_total
         prob = np.ones(vlo.shape, dtype=np.float64)
         for k in range(len(self.keys)):
             prob[:, k] = (self.cums[k][vhi[:, k] + 1] - self.cums[k][vlo[:, k]]) / n_total
@@ -282,15 +295,13 @@ class MeasureContext:
         for (k1, k2), (u, _n) in counter.combos(col).items():
             span = sizes[k1] * sizes[k2]
             vic, rest = np.searchsorted(vb, u // span), u % span
-            jc = kc[:, k1] * sizes[k2] + kc[:, k2]
-            uc, inv = np.unique(jc, return_inverse=True)
-            pjoint = np.bincount(inv, weights=t, minlength=uc.size) / n_total
+            uc, pjoint, binned = self._pair(k1, k2)
             ps = np.bincount(vic, weights=pjoint[np.searchsorted(uc, rest)], minlength=vb.size)
             # a value informs on the pair when its records sit on far fewer combinations than
             # records independent of the pair would: D(v) distinct combinations against
             # E[D] = sum_x 1 - (1 - p_x)^n(v) (p_x the pair's distribution, histogrammed)
             dv = np.bincount(vic, minlength=vb.size).astype(np.float64)
-            ed = expected_distinct(pjoint, vn)
+            ed = _distinct_of(binned, vn)
             # ... and confines it beyond what its one-key intervals already do
             inf_q = ((ps <= CONFINE * prob[:, k1] * prob[:, k2]) & (dv <= ed / 2.0)
                      & (ed - dv >= 3.0 * np.sqrt(np.maximum(ed, 1.0))))
@@ -452,9 +463,15 @@ def failing(figure: np.ndarray, baseline: np.ndarray, n: np.ndarray, xi: float) 
 def expected_distinct(p: np.ndarray, n: np.ndarray, bins: int = 256) -> np.ndarray:
     """E[number of distinct categories among n(v) draws] for every n(v), the categories'
     probabilities ``p`` grouped into ``bins`` log-spaced bins (about 1% accuracy)."""
+    return _distinct_of(_binned(p, bins), n)
+
+
+def _binned(p: np.ndarray, bins: int = 256) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`expected_distinct`'s histogram of ``p``: per used bin, its categories and
+    log(1 - mean p) (None: no category of positive probability)."""
     p = p[p > 0]
-    if not p.size or not n.size:
-        return np.zeros(n.size)
+    if not p.size:
+        return None
     lp = np.log(p)
     lo, hi = float(lp.min()), float(lp.max())
     edges = np.linspace(lo, hi + 1e-12, bins + 1)
@@ -462,8 +479,17 @@ def expected_distinct(p: np.ndarray, n: np.ndarray, bins: int = 256) -> np.ndarr
     cnt = np.bincount(which, minlength=bins).astype(np.float64)
     mean_p = np.bincount(which, weights=p, minlength=bins) / np.maximum(cnt, 1.0)
     used = cnt > 0
+    return cnt[used], np.log1p(-np.minimum(mean_p[used], 1 - 1e-15))
+
+
+def _distinct_of(binned: tuple[np.ndarray, np.ndarray] | None, n: np.ndarray) -> np.ndarray:
+    """E[distinct categories among n(v) draws] from :func:`_binned`'s histogram:
+    sum over bins of cnt * (1 - (1 - mean p)^n(v))."""
+    if binned is None or not n.size:
+        return np.zeros(n.size)
+    cnt, log_miss = binned
     un, inv = np.unique(n, return_inverse=True)
-    miss = np.exp(un[:, None].astype(np.float64) * np.log1p(-np.minimum(mean_p[used], 1 - 1e-15))[None, :])
-    return ((1.0 - miss) @ cnt[used])[inv]
+    miss = np.exp(un[:, None].astype(np.float64) * log_miss[None, :])
+    return ((1.0 - miss) @ cnt)[inv]
 
 
