@@ -122,10 +122,11 @@ def post_randomize_prepared(local_cell: np.ndarray,
                             prepared: tuple[np.ndarray, np.ndarray, np.ndarray],
                             u: np.ndarray) -> np.ndarray:
     """:func:`post_randomize_records` with its constants from :func:`prepare_records`: the same
-    numbers (``u * (k - 1)`` is the same product whether k - 1 is an int or its float)."""
+    numbers (``u * (k - 1)`` is the same product whether k - 1 is an int or its float).
+    ``u`` may be (..., m, 2): several replays of the same m records at once, elementwise."""
     threshold, k_minus_1, r_max = prepared
-    move = u[:, 0] < threshold
-    r = (u[:, 1] * k_minus_1).astype(np.int64)
+    move = u[..., 0] < threshold
+    r = (u[..., 1] * k_minus_1).astype(np.int64)
     np.minimum(r, r_max, out=r)
     r += r >= local_cell
     return np.where(move, r, local_cell)

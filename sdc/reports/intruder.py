@@ -208,7 +208,22 @@ def _target_slots(t_cell: np.ndarray, prb: np.ndarray, blocks: pd.DataFrame,
                   pairs_t=np.ascontiguousarray(np.maximum(pairs_zt, 0.0).T))
 
 
-def _replay(s: _Slots, *, seed: int, n_sim: int, a_max: int) -> _Tally:
+#: Replicas are replayed in chunks of at most this many target-replicas (chunk * slots): the
+#: per-call overhead of ~20 numpy calls is paid once per chunk; chunks that stay in the CPU
+#: caches (2^14: ~1.5 MB of temporaries) beat larger ones, and memory stays bounded.
+CHUNK_SLOTS = 1 << 14
+
+
+def _tiled(kernel: DesignKernel, reps: int) -> DesignKernel:
+    """``kernel``'s per-record constants repeated ``reps`` times (records of replica 0, 1, ...);
+    the design's tables (cum, dest, members) shared."""
+    per_record = {f: np.tile(getattr(kernel, f), reps) for f in DesignKernel._fields
+                  if f not in ("cum", "dest", "members")}
+    return kernel._replace(**per_record)
+
+
+def _replay(s: _Slots, *, seed: int, n_sim: int, a_max: int,
+            chunk_slots: int = CHUNK_SLOTS) -> _Tally:
     """Post-randomize every PRB ``n_sim`` times (replica i from ``stream(seed, "intruder:<i>")``)
     and tally the Rao-Blackwellized Y = 1{B in z} / S_z per class and replica.
 
@@ -216,43 +231,84 @@ def _replay(s: _Slots, *, seed: int, n_sim: int, a_max: int) -> _Tally:
     kept their cell (integer counts: exact, no order dependence). Other cell z: (records of
     frequency t_j moved into z) / S_z per class (t_j, t_z, S_z); a record moved into z implies
     a target of frequency t_j outside z, so every arrival falls in a valid pair class.
+
+    Replicas are processed ``c`` at a time (c * slots <= ``chunk_slots``): each draws its own
+    uniforms from its own stream, then one post-randomization and one ``bincount`` per tally
+    for the chunk, replica r's bins shifted by r * bins. Every bin sums integer counts, so the
+    figures are those of one replica at a time; the one non-integer sum (total_y) stays a
+    1-D sum per replica.
     """
     t1, w_a = s.t_max + 1, a_max + 2     # class bins of a cell z by (t_z, S_z): S_z = 0 and
     n_bins = t1 * w_a                    # S_z > a_max go to dump bins
+    n_cls = t1 * (a_max + 1)
+    n_slots, n_sc = int(s.slot_sc.size), s.n_sc
     own_cls = s.t_sc * w_a                                # + min(S_z, a_max + 1)
     div = np.maximum(np.arange(a_max + 1), 1).astype(float)
     pairs_used = [t for t in range(t1) if s.pairs_t[t].any()]
-    slot_t_o = s.slot_t * n_bins
-    tally = _Tally(num=np.zeros((n_sim, t1 * (a_max + 1))), cnt=np.zeros((n_sim, t1 * (a_max + 1))),
-                   num_o=np.zeros((n_sim, t1 * t1 * (a_max + 1))),
-                   cnt_o=np.zeros((n_sim, t1 * t1 * (a_max + 1))), total_y=np.zeros(n_sim))
+    tally = _Tally(num=np.zeros((n_sim, n_cls)), cnt=np.zeros((n_sim, n_cls)),
+                   num_o=np.zeros((n_sim, t1 * n_cls)), cnt_o=np.zeros((n_sim, t1 * n_cls)),
+                   total_y=np.zeros(n_sim))
+    chunk = max(1, min(n_sim, chunk_slots // max(n_slots, 1)))
+    design = isinstance(s.kernel, DesignKernel)
+    kernel = _tiled(s.kernel, chunk) if design else s.kernel
+    cells = np.tile(s.slot_sc, chunk) if design else s.slot_sc
+    # replica r of a chunk: its cells z at r * n_sc + z, its class bins at r * n_bins + bin and
+    # its other-cell bins at r * t1 * n_bins + bin (zc_flat brings r * n_bins of that)
+    rep = np.arange(chunk)[:, None]
+    base_rep = s.slot_base + rep * n_sc
+    sc_rep = s.slot_sc + rep * n_sc
+    t_o_rep = s.slot_t * n_bins + rep * ((t1 - 1) * n_bins)
+    cls_rep = own_cls + rep * n_bins
+    t_rep = np.tile(s.t_sc.astype(float), chunk)
+    pairs_rep = {t: np.tile(s.pairs_t[t], chunk) for t in pairs_used}
+    div_rep = np.tile(div, t1)
 
-    def by_class(zc: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        return np.bincount(zc, weights=weights, minlength=n_bins).reshape(t1, w_a)[:, :a_max + 1]
+    def by_class(zc: np.ndarray, weights: np.ndarray, c: int) -> np.ndarray:
+        """(c, t1 * (a_max + 1)): per replica, the weights summed per class bin of zc."""
+        return (np.bincount(zc, weights=weights, minlength=c * n_bins)
+                .reshape(c, t1, w_a)[:, :, :a_max + 1].reshape(c, n_cls))
 
-    for i in range(n_sim):
-        u = stream(seed, f"intruder:{i}").random((s.slot_sc.size, 2))
-        if isinstance(s.kernel, DesignKernel):
-            dest = post_randomize_design(s.slot_sc, s.kernel, u)
+    for i0 in range(0, n_sim, chunk):
+        c = min(chunk, n_sim - i0)
+        rows = slice(i0, i0 + c)
+        u = np.empty((c, n_slots, 2))
+        for r in range(c):
+            stream(seed, f"intruder:{i0 + r}").random(out=u[r])
+        if design:
+            n_rec = c * n_slots
+            k = kernel if c == chunk else _tiled(s.kernel, c)
+            dest = post_randomize_design(cells[:n_rec], k, u.reshape(n_rec, 2))
+            dest = dest.reshape(c, n_slots)
             move = dest != s.slot_sc
+            if c > 1:
+                dest += rep[:c] * n_sc
         else:   # NZY's uniform design
-            dest = post_randomize_prepared(s.slot_local, s.kernel, u)
+            dest = post_randomize_prepared(s.slot_local, kernel, u)
             move = dest != s.slot_local
-            dest += s.slot_base
+            dest += base_rep[:c]
         del u
-        s_count = np.bincount(dest, minlength=s.n_sc)
-        kept_cnt = (s.t_sc - np.bincount(s.slot_sc[move], minlength=s.n_sc)).astype(float)
-        by_s = np.bincount(s_count, weights=kept_cnt)     # sum of K_j per S_j value
-        tally.total_y[i] = float((by_s[1:] / np.arange(1, by_s.size)).sum())
-        zc = own_cls + np.minimum(s_count, a_max + 1)     # class bin of every cell z
-        tally.num[i] = (by_class(zc, kept_cnt) / div).ravel()
-        tally.cnt[i] = by_class(zc, s.t_sc).ravel()
-        idx_m = slot_t_o[move] + zc[dest[move]]
-        tally.num_o[i] = (np.bincount(idx_m, minlength=t1 * n_bins)
-                          .reshape(-1, w_a)[:, :a_max + 1] / div).ravel()
+        s_count = np.bincount(dest.ravel(), minlength=c * n_sc).reshape(c, n_sc)
+        kept_cnt = (s.t_sc - np.bincount(sc_rep[:c][move], minlength=c * n_sc)
+                    .reshape(c, n_sc)).astype(float)
+        # sum of K_j per S_j value, per replica (width: the largest S_j of the chunk)
+        width = int(s_count.max()) + 1
+        key = s_count if c == 1 else s_count + rep[:c] * width
+        by_s = np.bincount(key.ravel(), weights=kept_cnt.ravel(),
+                           minlength=c * width).reshape(c, width)
+        y = by_s[:, 1:] / np.arange(1, width)
+        top = s_count.max(axis=1) if c > 1 else [width - 1]
+        for r in range(c):       # the replica's own 1-D sum over S_j = 1 .. max S_j
+            tally.total_y[i0 + r] = float(y[r, :top[r]].sum())
+        zc_flat = (cls_rep[:c] + np.minimum(s_count, a_max + 1)).ravel()  # class bin of z
+        tally.num[rows] = by_class(zc_flat, kept_cnt.ravel(), c) / div_rep
+        tally.cnt[rows] = by_class(zc_flat, t_rep[:c * n_sc], c)
+        idx_m = t_o_rep[:c][move] + zc_flat[dest[move]]
+        tally.num_o[rows] = (np.bincount(idx_m, minlength=c * t1 * n_bins)
+                             .reshape(c, t1 * t1, w_a)[:, :, :a_max + 1]
+                             / div).reshape(c, t1 * n_cls)
         for t in pairs_used:     # pairs (target of frequency t_j outside z, z) per class of z
-            tally.cnt_o[i, t * t1 * (a_max + 1):(t + 1) * t1 * (a_max + 1)] = \
-                by_class(zc, s.pairs_t[t]).ravel()
+            tally.cnt_o[rows, t * n_cls:(t + 1) * n_cls] = \
+                by_class(zc_flat, pairs_rep[t][:c * n_sc], c)
     tally.cnt[:, ::a_max + 1] = 0.0    # a = 0 (the S_z = 0 bins): no class
     tally.cnt_o[:, ::a_max + 1] = 0.0
     return tally
