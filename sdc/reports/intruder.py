@@ -320,57 +320,105 @@ def _empty_exact(n_cls: int) -> _Exact:
                   np.full(n_cls, -np.inf))
 
 
+def _distinct_blocks(blocks: pd.DataFrame) -> tuple[list[tuple[dict[int, int], Any, int]],
+                                                     list[int]]:
+    """The distinct (profile, theta, k) of ``blocks`` in order of first appearance, and each
+    block's index into them: blocks alike have the same exact values, computed once."""
+    parsed: dict[str, dict[int, int]] = {}
+    index: dict[tuple[Any, ...], int] = {}
+    distinct: list[tuple[dict[int, int], Any, int]] = []
+    kid: list[int] = []
+    for p, theta, k in zip(blocks["profile"].tolist(), blocks["theta"].to_numpy(dtype=float),
+                           blocks["k"].to_numpy(dtype=np.int64), strict=True):
+        if isinstance(p, str):
+            prof = parsed.get(p)
+            if prof is None:
+                prof = parsed[p] = _parse_profile(p)
+        else:
+            prof = _parse_profile(p)
+        j = index.setdefault((tuple(prof.items()), theta, int(k)), len(distinct))
+        if j == len(distinct):
+            distinct.append((prof, theta, int(k)))
+        kid.append(j)
+    return distinct, kid
+
+
+def _add_in_block_order(ex: _Exact, terms: list[list[tuple[Any, ...]]], kid: list[int]) -> None:
+    """ex.num[cls] += num and ex.den[cls] += den of every block's terms (cls, num, den, ...), one
+    block after the other (``np.add.at`` adds in index order: the sums of a loop over blocks)."""
+    rows = [term for j in kid for term in terms[j]]
+    if rows:
+        cls = np.concatenate([r[0] for r in rows])
+        np.add.at(ex.num, cls, np.concatenate([r[1] for r in rows]))
+        np.add.at(ex.den, cls, np.concatenate([r[2] for r in rows]))
+
+
 def _exact_own(blocks: pd.DataFrame, t_max: int, a_max: int) -> tuple[_Exact, float]:
     """Exact own-cell classes (t, a) over every PRB, and the expected number of correct matches
-    sum over targets of sum_a P(kept, S_j = a) / a."""
+    sum over targets of sum_a P(kept, S_j = a) / a. Each distinct (profile, theta) is computed
+    once; the sums add every block's terms in block order."""
     ex = _empty_exact((t_max + 1) * (a_max + 1))
-    thetas = blocks["theta"].to_numpy(dtype=float)
-    expected_correct = 0.0
-    for b in range(len(blocks)):
-        prof = _parse_profile(blocks["profile"].iat[b])
+    a_s = np.arange(1, a_max + 1)
+    distinct, kid = _distinct_blocks(blocks)
+    terms: list[list[tuple[Any, ...]]] = []
+    for prof, theta, _ in distinct:     # r_min / r_max: first appearances suffice
         n_rec = sum(t * m for t, m in prof.items())
+        per: list[tuple[Any, ...]] = []
         for t, m in prof.items():
             # S_j <= n_rec, but the classes run to a_max: never index past the pmf
-            kept_pmf, s_pmf = exact_s_distribution(prof, t, thetas[b], max(n_rec, a_max) + 1)
+            kept_pmf, s_pmf = exact_s_distribution(prof, t, theta, max(n_rec, a_max) + 1)
             a_all = np.arange(kept_pmf.size)
-            expected_correct += m * t * float((kept_pmf[1:] / a_all[1:]).sum())
-            r = correct_match_risk(prof, t, thetas[b], a_max)
+            correct = float((kept_pmf[1:] / a_all[1:]).sum())
+            per.append((t * (a_max + 1) + a_s, m * t * kept_pmf[1:a_max + 1] / a_s,
+                        m * t * s_pmf[1:a_max + 1], m * t, correct))
+            r = correct_match_risk(prof, t, theta, a_max)
             for a in range(1, a_max + 1):
                 c = t * (a_max + 1) + a
-                ex.num[c] += m * t * kept_pmf[a] / a
-                ex.den[c] += m * t * s_pmf[a]
                 if np.isfinite(r[a - 1]):
                     ex.r_min[c] = min(ex.r_min[c], float(r[a - 1]))
                     ex.r_max[c] = max(ex.r_max[c], float(r[a - 1]))
+        terms.append(per)
+    _add_in_block_order(ex, terms, kid)
+    expected_correct = 0.0
+    for j in kid:
+        for term in terms[j]:
+            expected_correct += term[3] * term[4]
     return ex, expected_correct
 
 
 def _exact_other(blocks: pd.DataFrame, t_max: int,
                  a_max: int) -> tuple[_Exact, dict[tuple[int, int], float]]:
     """Exact other-cell classes (t, t_z, a) over every PRB of k >= 2 cells, and the number of
-    (target of frequency t, other cell of frequency t_z) pairs per (t, t_z)."""
+    (target of frequency t, other cell of frequency t_z) pairs per (t, t_z). Each distinct
+    (profile, theta, k) is computed once; the sums add every block's terms in block order."""
     ex = _empty_exact((t_max + 1) * (t_max + 1) * (a_max + 1))
-    ks = blocks["k"].to_numpy(dtype=np.int64)
-    thetas = blocks["theta"].to_numpy(dtype=float)
-    pairs_total: dict[tuple[int, int], float] = {}
-    for b in range(len(blocks)):
-        prof = _parse_profile(blocks["profile"].iat[b])
+    a_s = np.arange(1, a_max + 1)
+    distinct, kid = _distinct_blocks(blocks)
+    terms: list[list[tuple[Any, ...]]] = []
+    for prof, theta, k in distinct:     # r_min / r_max: first appearances suffice
+        per: list[tuple[Any, ...]] = []
         for t, m in prof.items():
             for t_z, m_z in prof.items():
                 others = m_z - (1 if t_z == t else 0)
-                if others < 1 or int(ks[b]) < 2:
+                if others < 1 or k < 2:
                     continue
                 # only a = 1..a_max is used: the truncated convolution keeps its head exactly
-                hit, tot = pick_distribution(prof, t, thetas[b], a_max + 1, t_z=t_z)
+                hit, tot = pick_distribution(prof, t, theta, a_max + 1, t_z=t_z)
                 pairs = m * t * others
-                pairs_total[t, t_z] = pairs_total.get((t, t_z), 0.0) + pairs
+                per.append(((t * (t_max + 1) + t_z) * (a_max + 1) + a_s,
+                            pairs * hit[1:a_max + 1] / a_s, pairs * tot[1:a_max + 1],
+                            (t, t_z), pairs))
                 for a in range(1, a_max + 1):
                     c = (t * (t_max + 1) + t_z) * (a_max + 1) + a
-                    ex.num[c] += pairs * hit[a] / a
-                    ex.den[c] += pairs * tot[a]
                     if tot[a] > 0:
                         ex.r_min[c] = min(ex.r_min[c], float(hit[a] / a / tot[a]))
                         ex.r_max[c] = max(ex.r_max[c], float(hit[a] / a / tot[a]))
+        terms.append(per)
+    _add_in_block_order(ex, terms, kid)
+    pairs_total: dict[tuple[int, int], float] = {}
+    for j in kid:
+        for term in terms[j]:
+            pairs_total[term[3]] = pairs_total.get(term[3], 0.0) + term[4]
     return ex, pairs_total
 
 
