@@ -287,8 +287,10 @@ def _replay(s: _Slots, *, seed: int, n_sim: int, a_max: int,
             move = dest != s.slot_local
             dest += base_rep[:c]
         del u
-        s_count = np.bincount(dest.ravel(), minlength=c * n_sc).reshape(c, n_sc)
-        kept_cnt = (s.t_sc - np.bincount(sc_rep[:c][move], minlength=c * n_sc)
+        dest = dest.ravel()
+        movers = np.flatnonzero(move.ravel())   # located once (a few of the records)
+        s_count = np.bincount(dest, minlength=c * n_sc).reshape(c, n_sc)
+        kept_cnt = (s.t_sc - np.bincount(sc_rep.ravel()[movers], minlength=c * n_sc)
                     .reshape(c, n_sc)).astype(float)
         # sum of K_j per S_j value, per replica (width: the largest S_j of the chunk)
         width = int(s_count.max()) + 1
@@ -302,7 +304,7 @@ def _replay(s: _Slots, *, seed: int, n_sim: int, a_max: int,
         zc_flat = (cls_rep[:c] + np.minimum(s_count, a_max + 1)).ravel()  # class bin of z
         tally.num[rows] = by_class(zc_flat, kept_cnt.ravel(), c) / div_rep
         tally.cnt[rows] = by_class(zc_flat, t_rep[:c * n_sc], c)
-        idx_m = t_o_rep[:c][move] + zc_flat[dest[move]]
+        idx_m = t_o_rep.ravel()[movers] + zc_flat[dest[movers]]
         tally.num_o[rows] = (np.bincount(idx_m, minlength=c * t1 * n_bins)
                              .reshape(c, t1 * t1, w_a)[:, :, :a_max + 1]
                              / div).reshape(c, t1 * n_cls)
