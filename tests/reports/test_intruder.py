@@ -228,3 +228,27 @@ def test_two_singletons_at_theta_one_swap() -> None:
     assert c["estimate"] == 1.0 and c["exact_pooled"] == 1.0 and c["se"] == 0.0
     own = [c for c in out["classes"] if c["pick"] == "own" and c["estimate"] is not None]
     assert all(c["estimate"] == 0.0 for c in own)
+
+
+@pytest.mark.parametrize("design", [False, True])
+def test_the_replay_in_chunks_is_the_replay_one_replica_at_a_time(design: bool) -> None:
+    """Replicas replayed c at a time (one bincount per tally, bins shifted per replica) give
+    the very bits of one replica at a time, whatever c and however n_sim splits into chunks,
+    under NZY's uniform design and under an explicit (m, W)."""
+    from sdc.method.transition import Transition, uniform_transition
+    from sdc.reports.intruder import _replay, _target_slots
+
+    profiles = [{1: 6, 2: 3}, {1: 2}, {1: 9, 2: 1, 3: 2}, {1: 6, 2: 3}]
+    t_cell, prb, blocks = _blocks(profiles, THETA)
+    transitions = None
+    if design:
+        ts = [np.repeat(sorted(p), [p[t] for t in sorted(p)]) for p in profiles]
+        transitions = [Transition(tr.frequency, tr.move, *tr.csr(), kind="near")
+                       for tr in (uniform_transition(t, THETA) for t in ts)]
+    s = _target_slots(t_cell, prb, blocks, transitions)
+    for n_sim in (2, 13):
+        one = _replay(s, seed=5, n_sim=n_sim, a_max=4, chunk_slots=1)
+        for chunk_slots in (3 * s.slot_sc.size, 5 * s.slot_sc.size, 1 << 20):
+            many = _replay(s, seed=5, n_sim=n_sim, a_max=4, chunk_slots=chunk_slots)
+            for a, b in zip(one, many, strict=True):
+                assert a.tobytes() == b.tobytes()
