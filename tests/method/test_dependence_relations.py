@@ -310,8 +310,12 @@ def test_dates_are_read_in_every_common_form():
 def test_every_engine_gives_the_same_verdict_and_figures(tmp_path):
     """The relations are counted per batch (pairs, dates) or collected and sorted once (the
     sorted relations: the same records whatever the batches), so the in-memory release, the
-    streaming count pass in batches of 5,000 and Dask-like partial counters merged in reverse
-    order give the same figures, and each refuses."""
+    streaming count pass in batches of 2,500 and Dask-like partial counters of 4,000 records
+    merged in reverse order give the same figures, and each refuses.
+
+    On the demo file's first 20,000 records (8 streaming batches, 5 partial counters): the
+    question is the batching, not the file's size (the whole file, 59,033 records in batches
+    of 5,000: 12.9 -> 7 CPU s; the same columns flagged, with the same verdict)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -322,9 +326,10 @@ def test_every_engine_gives_the_same_verdict_and_figures(tmp_path):
     for case in ("cum_age", "ratio", "float_ratio", "dob_day_first"):
         for c, v in _cases()[case].items():
             f[c] = v
+    f = f.iloc[:20_000]
     path = write_case(tmp_path, f)
     parquet = tmp_path / "input.parquet"
-    pq.write_table(pa.Table.from_pandas(f, preserve_index=False), parquet, row_group_size=5000)
+    pq.write_table(pa.Table.from_pandas(f, preserve_index=False), parquet, row_group_size=2500)
     raw = yaml.safe_load(path.read_text())
     raw["input"].update(path=str(parquet), format="parquet")
     raw["input"].pop("delimiter", None)
@@ -333,7 +338,7 @@ def test_every_engine_gives_the_same_verdict_and_figures(tmp_path):
     with pytest.raises(D.DependenceError) as whole:
         sdc.release_frame(sdc.read_input(cfg), cfg, seed=1)
     with pytest.raises(D.DependenceError) as streamed:
-        plan_cells(count_cells(cfg, batch_rows=5000), cfg)
+        plan_cells(count_cells(cfg, batch_rows=2500), cfg)
     want = [g.as_dict() for g in whole.value.figures]
     assert [g.as_dict() for g in streamed.value.figures] == want
     assert {g["column"] for g in want if g["flagged"]} >= {"cum_age", "dob"}, want
@@ -350,10 +355,10 @@ def test_every_engine_gives_the_same_verdict_and_figures(tmp_path):
                                    sizes=D.key_sizes(cfg), pairs=pairs, merge_every=3)
 
     parts = []
-    for lo in range(0, len(frame), 9000):
+    for lo in range(0, len(frame), 4000):
         c = counter()
-        rc = cells.record_cell[lo:lo + 9000]
-        c.add(frame.iloc[lo:lo + 9000].reset_index(drop=True), rc, cells.key_codes[rc])
+        rc = cells.record_cell[lo:lo + 4000]
+        c.add(frame.iloc[lo:lo + 4000].reset_index(drop=True), rc, cells.key_codes[rc])
         parts.append(c)
     total = counter()
     for p in reversed(parts):
