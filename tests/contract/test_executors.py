@@ -145,19 +145,23 @@ def _near(c):  # near-cell destinations (docs/METHOD.md 7.12)
 
 CASES = {
     "plain": [],
-    "weights": [_weights],
     "weighted": [_weighted],
     "missing": [_missing],
     "merges": [_fine_partition],
     "calibrate": [_calibrate, _fine_partition],
     "perturb": [_perturb],
     "perturb-data": [_perturb_from_data],  # was tests/cli/test_cli_engines.py's perturb test
+    # survey weights (input.weight, unweighted design) without an id column: the "weights" case
+    # (the same weights with the id column, read with an id in "weighted") was a release on
+    # every executor more for no feature of its own
     "no-id": [_no_id, _weights],
     "recode": [_recode],
     "recode-midpoint": [_midpoint],  # float key columns (18.5), .sav value labels on fractions
-    "derived": [_derived],
+    # a derived column and utility.analyses (a 0/1 outcome and a numeric one with missing
+    # values) in one release: they were two cases, "derived" and "analysis" (one release on
+    # every executor fewer; each feature still on every executor)
+    "derived-analysis": [_derived, _analyses],
     "missing-fixed": [_missing_fixed],
-    "analysis": [_analyses],  # a 0/1 outcome and a numeric one with missing values (utility analysis)
     "near": [_near],
     # near W with calibrated theta and merges (43 PRBs, 11 of them merged, 18 merges); on the
     # 5-year bands of "calibrate" the same checks took 4x longer (82 PRBs to calibrate)
@@ -168,9 +172,8 @@ CASES = {
 
 def _input(tmp_path: Path, case: str) -> Path:
     frame = _frame()
-    if case == "derived":
+    if case == "derived-analysis":
         frame["age_band"] = frame["age"] // 10
-    if case == "analysis":
         rng = np.random.default_rng(8)
         frame["employed"] = (rng.uniform(size=len(frame)) < 0.3 + 0.005 * frame["age"]
                              ).astype(np.int64)
