@@ -429,6 +429,11 @@ def test_streaming_reports_equal_pandas(tmp_path, monkeypatch, fmt):
     acc = got.accumulator
     assert not acc.sums_pending and not any(m.identity for m in acc.maps.values())
     assert acc.select["kids"].done
+    # exact ranges: no refinement pass, the integer column resolved as integers (was the
+    # "parquet" case of test_streaming_reports_do_not_depend_on_the_statistics, the same
+    # question on the same kind of file: a release and a pandas reference more)
+    assert acc.select["kids"].round == 2
+    assert acc.maps["kids"].kind == "int" and not acc.maps["income"].identity
     files = batch_reports(got, cfg, seed=11, n_sim=20).files()
     assert set(files) == {"risk.json", "utility.json", "report.html"}
     for name, data in expected.items():
@@ -455,14 +460,15 @@ def statistics_input(tmp_path_factory) -> tuple[sdc.ReleaseConfig, dict[str, byt
     return cfg, pandas_reports(cfg, 11)
 
 
-@pytest.mark.parametrize("stats", ["parquet", "loose", "narrow", "shifted", "none"])
+@pytest.mark.parametrize("stats", ["loose", "narrow", "shifted", "none"])
 def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch, stats,
                                                            statistics_input):
     """The Parquet statistics only steer the quartile select: exact ones let the apply pass
-    sum the values and resolve the integer column; ranges wider than the data (the sums'
-    parameters would differ), narrower (values outside) or shifted are detected and those
-    columns start over with the plain image; without statistics the count pass measures the
-    ranges. The reports are the pandas engine's, byte for byte, in every case."""
+    sum the values and resolve the integer column (test_streaming_reports_equal_pandas
+    [parquet]); ranges wider than the data (the sums' parameters would differ), narrower
+    (values outside) or shifted are detected and those columns start over with the plain
+    image; without statistics the count pass measures the ranges. The reports are the pandas
+    engine's, byte for byte, in every case."""
     from sdc.executors import file_facts
     from sdc.pipeline import report_parts as br
 
@@ -472,7 +478,7 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
     def ranges(config, columns):
         r = real(config, columns)
         assert set(r) == set(columns)  # pyarrow writes statistics for every numeric column
-        change = {"parquet": lambda lo, hi: (lo, hi), "loose": lambda lo, hi: (lo - 1, hi),
+        change = {"loose": lambda lo, hi: (lo - 1, hi),
                   "narrow": lambda lo, hi: (lo, (lo + hi) / 2),
                   "shifted": lambda lo, hi: (lo + 0.5, hi + 0.5)}
         if stats == "none":
@@ -482,7 +488,7 @@ def test_streaming_reports_do_not_depend_on_the_statistics(tmp_path, monkeypatch
     monkeypatch.setattr(file_facts, "input_value_ranges", ranges)
     got = stream_release(cfg, 11, tmp_path / "s", batch_rows=500)
     acc = got.accumulator
-    if stats in ("parquet", "none"):  # "none": measured by the count pass
+    if stats == "none":  # measured by the count pass
         assert not acc.sums_pending and acc.select["kids"].round == 2  # no refinement
         assert acc.maps["kids"].kind == "int" and not acc.maps["income"].identity
     else:  # every column started over (or started) with the plain image
@@ -557,19 +563,20 @@ def test_streaming_reports_equal_pandas_with_perturb(tmp_path):
 
 
 @pytest.mark.slow
-def test_dask_reports_equal_pandas(tmp_path):
+def test_dask_reports_equal_pandas(tmp_path, statistics_input):
+    """The Dask executor's reports of the statistics cases' file cut into three Parquet
+    pieces are the pandas engine's of the whole file (the module's one pandas reference of
+    it), byte for byte."""
     from sdc.executors.dask import DaskSpec, dask_release
     from sdc.pipeline.report_parts import batch_reports
 
-    frame = report_frame(5_000)
+    whole, expected = statistics_input
+    frame = pd.read_parquet(whole.input_path)
     folder = tmp_path / "parts"
     folder.mkdir()
     for i, idx in enumerate(np.array_split(np.arange(len(frame)), 3)):
         pq.write_table(pa.Table.from_pandas(frame.iloc[idx], preserve_index=False),
                        folder / f"part-{i}.parquet", row_group_size=700)
-    whole = tmp_path / "whole.parquet"
-    frame.to_parquet(whole, index=False)
-    expected = pandas_reports(report_config(whole, tmp_path / "r0", "parquet"), 11)
     cfg = report_config(folder, tmp_path / "r1", "parquet")
     got = dask_release(cfg, 11, tmp_path / "dask", DaskSpec(workers=2))
     files = batch_reports(got, cfg, seed=11, n_sim=20).files()
