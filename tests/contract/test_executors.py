@@ -146,16 +146,19 @@ def _near(c):  # near-cell destinations (docs/METHOD.md 7.12)
 CASES = {
     "plain": [],
     "weighted": [_weighted],
-    "missing": [_missing],
-    "merges": [_fine_partition],
+    # missing key values that move, on many small partition sets merged along the partition
+    # variables (cells missing different keys are never merged: docs/METHOD.md 7.9); they were
+    # two cases, "missing" and "merges" (one release on every executor fewer)
+    "missing-merges": [_missing, _fine_partition],
     "calibrate": [_calibrate, _fine_partition],
-    "perturb": [_perturb],
     "perturb-data": [_perturb_from_data],  # was tests/cli/test_cli_engines.py's perturb test
     # survey weights (input.weight, unweighted design) without an id column: the "weights" case
     # (the same weights with the id column, read with an id in "weighted") was a release on
     # every executor more for no feature of its own
     "no-id": [_no_id, _weights],
-    "recode": [_recode],
+    # recoded keys and a DP perturb: column (categories given, with the id column) in one
+    # release: they were two cases, "recode" and "perturb" (one release on every executor fewer)
+    "recode-perturb": [_recode, _perturb],
     "recode-midpoint": [_midpoint],  # float key columns (18.5), .sav value labels on fractions
     # a derived column and utility.analyses (a 0/1 outcome and a numeric one with missing
     # values) in one release: they were two cases, "derived" and "analysis" (one release on
@@ -183,7 +186,7 @@ def _input(tmp_path: Path, case: str) -> Path:
         rng = np.random.default_rng(9)
         frame["tenure"] = rng.choice(["own", "rent", "other"], size=len(frame))
         frame["hours"] = rng.integers(0, 80, len(frame))
-    if case in ("missing", "missing-fixed"):
+    if case in ("missing-merges", "missing-fixed"):
         frame["marital"] = frame["marital"].astype("Int64")
         frame.loc[frame.index[::37], "marital"] = pd.NA
     inp = tmp_path / f"{case}.parquet"
