@@ -154,8 +154,9 @@ CASES = {
     "perturb-data": [_perturb_from_data],  # was tests/cli/test_cli_engines.py's perturb test
     # survey weights (input.weight, unweighted design) without an id column: the "weights" case
     # (the same weights with the id column, read with an id in "weighted") was a release on
-    # every executor more for no feature of its own
-    "no-id": [_no_id, _weights],
+    # every executor more for no feature of its own; with missing key values that never move
+    # (they were the case "missing-fixed": one release on every executor fewer)
+    "no-id-missing-fixed": [_no_id, _weights, _missing_fixed],
     # recoded keys and a DP perturb: column (categories given, with the id column) in one
     # release: they were two cases, "recode" and "perturb" (one release on every executor fewer)
     "recode-perturb": [_recode, _perturb],
@@ -164,7 +165,6 @@ CASES = {
     # values) in one release: they were two cases, "derived" and "analysis" (one release on
     # every executor fewer; each feature still on every executor)
     "derived-analysis": [_derived, _analyses],
-    "missing-fixed": [_missing_fixed],
     "near": [_near],
     # near W with calibrated theta and merges (43 PRBs, 11 of them merged, 18 merges); on the
     # 5-year bands of "calibrate" the same checks took 4x longer (82 PRBs to calibrate)
@@ -186,7 +186,7 @@ def _input(tmp_path: Path, case: str) -> Path:
         rng = np.random.default_rng(9)
         frame["tenure"] = rng.choice(["own", "rent", "other"], size=len(frame))
         frame["hours"] = rng.integers(0, 80, len(frame))
-    if case in ("missing-merges", "missing-fixed"):
+    if case in ("missing-merges", "no-id-missing-fixed"):
         frame["marital"] = frame["marital"].astype("Int64")
         frame.loc[frame.index[::37], "marital"] = pd.NA
     inp = tmp_path / f"{case}.parquet"
