@@ -281,6 +281,9 @@ def run_release(config_path: Path, checked: Any, *, force: bool = False,
 def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
               say: Callable[[str], None], t0: float,
               kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    import contextlib
+
+    from flows.client import client_context
     from flows.release import prefetch_job, progress_callback
     from flows.release import release as release_flow
     from sdc.executors import get_executor
@@ -323,8 +326,8 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
 
     with lost_server(url, config.output_dir.absolute(), where), progress_callback(say), \
             tags(f"release:{config.name}"):
-        if temp_api is None and lease is None:
-            with _run_settings(None):
+        if temp_api is None and lease is None:  # a configured API, else Prefect's embedded
+            with _run_settings(None), client_context() if api else contextlib.nullcontext():
                 return release_flow(**kwargs), startup
         waited_from = time.perf_counter() - t0
         if lease is not None:
@@ -337,8 +340,6 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
             startup.update({"api_server_url": url,
                             "api_server_ready_seconds": round(temp_api.wait(), 3),
                             "cli_ready_seconds": round(waited_from, 3)})
-        from flows.client import client_context
-
         with _run_settings(url), client_context():
             summary = release_flow(**kwargs)
     if temp_api is not None:
