@@ -4,7 +4,7 @@ Replica i draws from its own stream ``stream(seed, "intruder:<i>")`` (never the 
 post-randomizes every PRB with the plan's own transition design (``plan.design``: NZY's uniform
 design, or the near, weighted or any registered design's (m, W) per PRB, ``transitions``)
 through the one replay kernel (:mod:`sdc.method.pram`); the exact pooled values of a design
-other than NZY's are :mod:`sdc.reports.intruder_exact`'s. The intruder
+are :mod:`sdc.reports.intruder_exact`'s. The intruder
 of docs/METHOD.md section 6 picks one of the S_j = a released records of the target's cell (and,
 knowing the mechanism, of another cell z of its PRB); the pick is integrated out
 (Rao-Blackwellized: Y = 1{B kept its cell} / a), pooled per class (t, t_z, a) and compared with
@@ -14,7 +14,6 @@ counts per cell, so no figure depends on summation order. docs/REPORTS.md, "intr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,9 +27,14 @@ from sdc.method.pram import (
     prepare_design,
     prepare_records,
 )
-from sdc.method.risk import correct_match_risk, pick_distribution
 from sdc.method.transition import Transition, cell_design
-from sdc.reports.intruder_exact import design_exact
+from sdc.reports.intruder_exact import (
+    Exact,
+    exact_of_design,
+    exact_other,
+    exact_own,
+    exact_s_distribution,
+)
 
 __all__ = ["A_MAX", "exact_s_distribution", "intruder", "plan_design", "simulate_intruder",
            "start_intruder"]
@@ -49,81 +53,6 @@ def plan_design(plan: Any, cell_prb: np.ndarray) -> dict[str, Any]:
             or sum(tr.k for tr in trs) != int((prb >= 0).sum()):
         return {"transitions": None, "design": None}
     return {"transitions": list(trs), "design": getattr(plan.design, "name", None)}
-
-
-def _scipy_binom_pmf() -> Callable[[np.ndarray, float, float], np.ndarray]:
-    """``scipy.stats.binom.pmf`` on its support (k = 0..n, 0 <= q <= 1): the same ufunc it
-    calls, without importing scipy.stats (0.9 CPU s, a fifth of a warm ``sdc release``)."""
-    try:
-        from scipy.special._ufuncs import _binom_pmf as pmf
-    except ImportError:  # pragma: no cover - another scipy: the public route
-        from scipy.stats import binom
-
-        def pmf(k: np.ndarray, n: float, q: float) -> np.ndarray:
-            return binom.pmf(k, n, q)
-    return pmf
-
-
-_binom_pmf = _scipy_binom_pmf()
-
-
-def _bin_pmf(n: int, q: float, size: int | None = None) -> np.ndarray:
-    """Binomial(n, q) pmf at 0 .. min(n, size - 1) (the whole pmf when ``size`` is None)."""
-    if n <= 0:
-        return np.ones(1)
-    top = n if size is None else min(n, size - 1)
-    return _binom_pmf(np.arange(top + 1, dtype=np.float64), float(n), float(q))
-
-
-def exact_s_distribution(profile: Mapping[int, int], t_j: int, theta: float,
-                         length: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(P(kept, S_j = a), P(S_j = a))`` for a = 0..length-1 in a PRB with ``profile``.
-
-    S_j = 1{kept} + S', S' = Bin(t_j - 1, 1 - theta/t_j) + sum over the other cells l of
-    Bin(t_l, theta / ((k - 1) t_l)) (cells with equal t merged into one binomial). Written
-    independently of :mod:`sdc.method.risk` (plain binomial pmfs and convolutions), so it also
-    cross-checks the engine.
-
-    Only the head of S' that is not 0 in double precision is convolved. S' is a sum of
-    independent Bernoullis with mean mu = (t_j - 1)(1 - theta/t_j) + theta (the k - 1 other
-    cells bring theta/(k - 1) each) and variance <= mu, so by Bernstein's inequality
-    P(S' >= mu + x) <= exp(-x^2 / (2 (mu + x/3))). With x = max(60 sqrt(mu), 2300) the exponent
-    is below -1350 (x >= mu: >= 3x/8 >= 862 ... and 1350 for mu > 3600), i.e. the tail is below
-    the smallest positive double (4.9e-324): P(S' = a) is exactly 0.0 in floating point for
-    a >= mu + x, and every pmf is cut there. Without the cut a PRB of k cells cost O(k^2)
-    (full convolutions of length ~ records of the PRB); with it O(k) for the pmfs and
-    O(cut^2) per convolution, cut ~ t_j + 2300.
-    """
-    k = int(sum(profile.values()))
-    th = float(theta) if k > 1 else 0.0
-    mu = (t_j - 1) * (1.0 - th / t_j) + th
-    cut = min(length + 1, int(np.ceil(mu + max(60.0 * np.sqrt(mu), 2300.0))) + 1)
-    pmf = _bin_pmf(t_j - 1, 1.0 - th / t_j, cut)
-    if k > 1:
-        for t, m in sorted(profile.items()):
-            others = int(m) - (1 if int(t) == t_j else 0)
-            if others > 0:
-                pmf = np.convolve(pmf, _bin_pmf(others * int(t), th / ((k - 1) * int(t)),
-                                                cut))[:cut]
-    p = 1.0 - th / t_j
-    s_other = np.zeros(length + 1)
-    m = min(pmf.size, length + 1)
-    s_other[:m] = pmf[:m]
-    kept = np.zeros(length)
-    kept[1:] = p * s_other[: length - 1]
-    total = kept + (1.0 - p) * s_other[:length]
-    return kept, total
-
-
-def _parse_profile(profile: Any) -> dict[int, int]:
-    if isinstance(profile, Mapping):
-        return {int(t): int(m) for t, m in profile.items() if int(m) > 0}
-    out: dict[int, int] = {}
-    for part in str(profile).split(","):
-        if part.strip():
-            t, m = part.split(":")
-            out[int(t)] = int(m)
-    return out
 
 
 def _ratio(col_n: np.ndarray, col_c: np.ndarray, n_sim: int) -> dict[str, Any]:
@@ -162,16 +91,6 @@ class _Tally(NamedTuple):
     num_o: np.ndarray
     cnt_o: np.ndarray
     total_y: np.ndarray
-
-
-class _Exact(NamedTuple):
-    """Exact pooled class values: sum of m t P(kept, S = a) / a (num), of m t P(S = a) (den),
-    and the smallest / largest per-cell risk of the class (r_min, r_max)."""
-
-    num: np.ndarray
-    den: np.ndarray
-    r_min: np.ndarray
-    r_max: np.ndarray
 
 
 def _target_slots(t_cell: np.ndarray, prb: np.ndarray, blocks: pd.DataFrame,
@@ -316,150 +235,8 @@ def _replay(s: _Slots, *, seed: int, n_sim: int, a_max: int,
     return tally
 
 
-def _empty_exact(n_cls: int) -> _Exact:
-    """Zero sums and an empty range (+inf, -inf) for ``n_cls`` classes."""
-    return _Exact(np.zeros(n_cls), np.zeros(n_cls), np.full(n_cls, np.inf),
-                  np.full(n_cls, -np.inf))
-
-
-def _distinct_blocks(blocks: pd.DataFrame) -> tuple[list[tuple[dict[int, int], Any, int]],
-                                                     list[int]]:
-    """The distinct (profile, theta, k) of ``blocks`` in order of first appearance, and each
-    block's index into them: blocks alike have the same exact values, computed once."""
-    parsed: dict[str, dict[int, int]] = {}
-    index: dict[tuple[Any, ...], int] = {}
-    distinct: list[tuple[dict[int, int], Any, int]] = []
-    kid: list[int] = []
-    for p, theta, k in zip(blocks["profile"].tolist(), blocks["theta"].to_numpy(dtype=float),
-                           blocks["k"].to_numpy(dtype=np.int64), strict=True):
-        if isinstance(p, str):
-            prof = parsed.get(p)
-            if prof is None:
-                prof = parsed[p] = _parse_profile(p)
-        else:
-            prof = _parse_profile(p)
-        j = index.setdefault((tuple(prof.items()), theta, int(k)), len(distinct))
-        if j == len(distinct):
-            distinct.append((prof, theta, int(k)))
-        kid.append(j)
-    return distinct, kid
-
-
-def _add_in_block_order(ex: _Exact, terms: list[list[tuple[Any, ...]]], kid: list[int]) -> None:
-    """ex.num[cls] += num and ex.den[cls] += den of every block's terms (cls, num, den, ...), one
-    block after the other (``np.add.at`` adds in index order: the sums of a loop over blocks)."""
-    rows = [term for j in kid for term in terms[j]]
-    if rows:
-        cls = np.concatenate([r[0] for r in rows])
-        np.add.at(ex.num, cls, np.concatenate([r[1] for r in rows]))
-        np.add.at(ex.den, cls, np.concatenate([r[2] for r in rows]))
-
-
-def _exact_own(blocks: pd.DataFrame, t_max: int, a_max: int) -> tuple[_Exact, float]:
-    """Exact own-cell classes (t, a) over every PRB, and the expected number of correct matches
-    sum over targets of sum_a P(kept, S_j = a) / a. Each distinct (profile, theta) is computed
-    once; the sums add every block's terms in block order."""
-    ex = _empty_exact((t_max + 1) * (a_max + 1))
-    a_s = np.arange(1, a_max + 1)
-    distinct, kid = _distinct_blocks(blocks)
-    terms: list[list[tuple[Any, ...]]] = []
-    for prof, theta, _ in distinct:     # r_min / r_max: first appearances suffice
-        n_rec = sum(t * m for t, m in prof.items())
-        per: list[tuple[Any, ...]] = []
-        for t, m in prof.items():
-            # S_j <= n_rec, but the classes run to a_max: never index past the pmf
-            kept_pmf, s_pmf = exact_s_distribution(prof, t, theta, max(n_rec, a_max) + 1)
-            a_all = np.arange(kept_pmf.size)
-            correct = float((kept_pmf[1:] / a_all[1:]).sum())
-            per.append((t * (a_max + 1) + a_s, m * t * kept_pmf[1:a_max + 1] / a_s,
-                        m * t * s_pmf[1:a_max + 1], m * t, correct))
-            r = correct_match_risk(prof, t, theta, a_max)
-            for a in range(1, a_max + 1):
-                c = t * (a_max + 1) + a
-                if np.isfinite(r[a - 1]):
-                    ex.r_min[c] = min(ex.r_min[c], float(r[a - 1]))
-                    ex.r_max[c] = max(ex.r_max[c], float(r[a - 1]))
-        terms.append(per)
-    _add_in_block_order(ex, terms, kid)
-    expected_correct = 0.0
-    for j in kid:
-        for term in terms[j]:
-            expected_correct += term[3] * term[4]
-    return ex, expected_correct
-
-
-def _exact_other(blocks: pd.DataFrame, t_max: int,
-                 a_max: int) -> tuple[_Exact, dict[tuple[int, int], float]]:
-    """Exact other-cell classes (t, t_z, a) over every PRB of k >= 2 cells, and the number of
-    (target of frequency t, other cell of frequency t_z) pairs per (t, t_z). Each distinct
-    (profile, theta, k) is computed once; the sums add every block's terms in block order."""
-    ex = _empty_exact((t_max + 1) * (t_max + 1) * (a_max + 1))
-    a_s = np.arange(1, a_max + 1)
-    distinct, kid = _distinct_blocks(blocks)
-    terms: list[list[tuple[Any, ...]]] = []
-    for prof, theta, k in distinct:     # r_min / r_max: first appearances suffice
-        per: list[tuple[Any, ...]] = []
-        for t, m in prof.items():
-            for t_z, m_z in prof.items():
-                others = m_z - (1 if t_z == t else 0)
-                if others < 1 or k < 2:
-                    continue
-                # only a = 1..a_max is used: the truncated convolution keeps its head exactly
-                hit, tot = pick_distribution(prof, t, theta, a_max + 1, t_z=t_z)
-                pairs = m * t * others
-                per.append(((t * (t_max + 1) + t_z) * (a_max + 1) + a_s,
-                            pairs * hit[1:a_max + 1] / a_s, pairs * tot[1:a_max + 1],
-                            (t, t_z), pairs))
-                for a in range(1, a_max + 1):
-                    c = (t * (t_max + 1) + t_z) * (a_max + 1) + a
-                    if tot[a] > 0:
-                        ex.r_min[c] = min(ex.r_min[c], float(hit[a] / a / tot[a]))
-                        ex.r_max[c] = max(ex.r_max[c], float(hit[a] / a / tot[a]))
-        terms.append(per)
-    _add_in_block_order(ex, terms, kid)
-    pairs_total: dict[tuple[int, int], float] = {}
-    for j in kid:
-        for term in terms[j]:
-            pairs_total[term[3]] = pairs_total.get(term[3], 0.0) + term[4]
-    return ex, pairs_total
-
-
-def _nzy_theta(tr: Transition) -> float | None:
-    """theta when the PRB moves by NZY's uniform design (uniform W over one group, m_j t_j the
-    same theta for every cell: its profile formula applies), else None."""
-    if not tr.uniform or (tr.group is not None and np.unique(tr.group).size > 1):
-        return None
-    theta = tr.move * tr.frequency
-    if tr.k and np.allclose(theta, theta[0], rtol=1e-12, atol=0.0):
-        return float(tr.theta if tr.theta is not None else theta[0])
-    return None
-
-
-def _exact_of_design(transitions: list[Transition], blocks: pd.DataFrame, t_max: int,
-                     a_max: int) -> tuple[_Exact, float, _Exact, dict[tuple[int, int], float]]:
-    """The exact class sums under the plan's design: NZY's profile formula on its uniform PRBs
-    (:func:`_exact_own`, :func:`_exact_other` at the transition's theta), the (m, W) formula
-    of :func:`sdc.reports.intruder_exact.design_exact` on the others; summed."""
-    thetas = [_nzy_theta(tr) for tr in transitions]
-    uni = np.array([th is not None for th in thetas], dtype=bool)
-    sub = blocks.iloc[np.flatnonzero(uni)].copy()
-    sub["theta"] = [th for th in thetas if th is not None]
-    own, correct = _exact_own(sub, t_max, a_max)
-    other, pairs = _exact_other(sub, t_max, a_max)
-    g_own, g_correct, g_other, g_pairs = design_exact(
-        [tr for tr, u in zip(transitions, uni, strict=True) if not u], t_max, a_max)
-
-    def add(x: _Exact, y: tuple[np.ndarray, ...]) -> _Exact:
-        return _Exact(x.num + y[0], x.den + y[1], np.minimum(x.r_min, y[2]),
-                      np.maximum(x.r_max, y[3]))
-
-    for key, v in g_pairs.items():
-        pairs[key] = pairs.get(key, 0.0) + v
-    return add(own, g_own), correct + g_correct, add(other, g_other), pairs
-
-
 def _class_entry(pick: str, t: int, t_z: int, a: int, c: int, num: np.ndarray, cnt: np.ndarray,
-                 ex: _Exact, n_sim: int, n_targets: float) -> dict[str, Any]:
+                 ex: Exact, n_sim: int, n_targets: float) -> dict[str, Any]:
     """One class: the simulated ratio (column c of num / cnt) beside the exact pooled value
     ex.num / ex.den, the exact range and P(S = a) = ex.den / n_targets."""
     return {"pick": pick, "t": int(t), "t_z": int(t_z), "a": int(a),
@@ -517,10 +294,10 @@ def simulate_intruder(cell_frequency: np.ndarray, cell_prb: np.ndarray, blocks: 
     s = _target_slots(t_cell, prb, blocks, transitions)
     tally = _replay(s, seed=seed, n_sim=n_sim, a_max=a_max)
     if transitions is None:
-        own, expected_correct = _exact_own(blocks, s.t_max, a_max)
-        other, pairs_total = _exact_other(blocks, s.t_max, a_max)
+        own, expected_correct = exact_own(blocks, s.t_max, a_max)
+        other, pairs_total = exact_other(blocks, s.t_max, a_max)
     else:
-        own, expected_correct, other, pairs_total = _exact_of_design(
+        own, expected_correct, other, pairs_total = exact_of_design(
             transitions, blocks, s.t_max, a_max)
     n_targets = int(s.slot_sc.size)
     classes = [_class_entry("own", t, t, a, t * (a_max + 1) + a, tally.num, tally.cnt, own,

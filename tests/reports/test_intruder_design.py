@@ -2,7 +2,7 @@
 (sdc/reports/intruder.py, sdc/reports/intruder_exact.py; docs/REPORTS.md, "intruder").
 
 Exact: the (m, W) formula of :func:`design_exact` on NZY's uniform W, materialised, equals NZY's
-profile formula (:func:`_exact_own`, :func:`_exact_other`) to rounding. Monte Carlo: under the
+profile formula (:func:`exact_own`, :func:`exact_other`) to rounding. Monte Carlo: under the
 near, weighted and weighted x near designs of a generated survey, the replay's estimates agree
 with the exact pooled values within 4.5 of their standard errors (the ratio estimator's SE over
 400 replays, fixed stream ``intruder:<i>`` of seed 9, every class of at least 2,000
@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from sdc.method.transition import Transition, uniform_transition
-from sdc.reports.intruder import _exact_other, _exact_own, plan_design, simulate_intruder
-from sdc.reports.intruder_exact import design_exact
+from sdc.reports.intruder import plan_design, simulate_intruder
+from sdc.reports.intruder_exact import design_exact, exact_other, exact_own
 from tests.contract.test_designs import _config, _planned, _survey
 
 
@@ -37,8 +37,8 @@ def test_design_formula_is_nzys_profile_formula_on_the_uniform_w(seed):
     blocks = pd.DataFrame({"k": [t.size for t in ts], "theta": thetas,
                            "profile": [_profile(t) for t in ts]})
     t_max, a_max = 3, 4
-    own, correct = _exact_own(blocks, t_max, a_max)
-    other, pairs = _exact_other(blocks, t_max, a_max)
+    own, correct = exact_own(blocks, t_max, a_max)
+    other, pairs = exact_other(blocks, t_max, a_max)
     uniform = [uniform_transition(t, th) for t, th in zip(ts, thetas, strict=True)]
     explicit = [Transition(tr.frequency, tr.move, *tr.csr(), kind="near") for tr in uniform]
     g_own, g_correct, g_other, g_pairs = design_exact(explicit, t_max, a_max)
