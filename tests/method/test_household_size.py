@@ -17,13 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from eusilc_helpers import export_eusilc
 
 from sdc.config.load import load_config
 from sdc.errors import InputError, SmallBlockError
 from sdc.executors.memory import release_frame
 from sdc.io.recode import recode_frame
-
-EUSILC = Path("/tmp/eusilc.csv")
 
 
 def _release(tmp_path: Path, frame: pd.DataFrame, raw: dict, seed: int = 1) -> pd.DataFrame:
@@ -135,12 +134,15 @@ def test_a_key_that_is_not_the_member_count_is_left_alone():
     assert size_keys(codes, size, ["region", "hhsize", "band"], _Cfg()) == {}
 
 
-def _eusilc(tmp_path: Path, **risk) -> tuple[pd.DataFrame, dict]:
-    if not EUSILC.is_file():
-        pytest.skip(f"{EUSILC} not found (laeken's synthetic EU-SILC: Rscript -e "
-                    "'library(laeken); data(eusilc); write.csv(eusilc, ...)')")
-    f = pd.read_csv(EUSILC)[["db030", "hsize", "db040", "rb030", "age", "rb090"]]
-    raw = {"name": "e", "input": {"path": str(EUSILC), "household_id": "db030",
+@pytest.fixture(scope="module")
+def eusilc_csv(tmp_path_factory) -> Path:
+    """R laeken's synthetic EU-SILC, exported once for the module (skips without R's laeken)."""
+    return export_eusilc(tmp_path_factory)
+
+
+def _eusilc(path: Path, **risk) -> tuple[pd.DataFrame, dict]:
+    f = pd.read_csv(path)[["db030", "hsize", "db040", "rb030", "age", "rb090"]]
+    raw = {"name": "e", "input": {"path": str(path), "household_id": "db030",
                                   "id_column": "rb030"},
            "key_variables": {
                "db040": {"categories": sorted(f.db040.unique()), "level": "household"},
@@ -151,12 +153,12 @@ def _eusilc(tmp_path: Path, **risk) -> tuple[pd.DataFrame, dict]:
     return f, raw
 
 
-def test_eusilc_protect_nine_person_households(tmp_path):
+def test_eusilc_protect_nine_person_households(tmp_path, eusilc_csv):
     """The reported case: two 9-person households of eusilc were released with hsize 5. Their
     size is exposed (fewer than 1/xi households): refused by default, naming it; left out
     with ``risk.exposed_sizes: drop``, every released household's hsize is its member count
     (hsize a key or a household column)."""
-    f, raw = _eusilc(tmp_path, composition="protect")
+    f, raw = _eusilc(eusilc_csv, composition="protect")
     with pytest.raises(InputError) as e:
         _release(tmp_path, f, raw)
     assert "household size 9 (2 households)" in str(e.value)
@@ -168,8 +170,8 @@ def test_eusilc_protect_nine_person_households(tmp_path):
     assert _inconsistent(_release(tmp_path, f, raw), "db030", "hsize") == 0
 
 
-def test_eusilc_household_stage(tmp_path):
-    f, raw = _eusilc(tmp_path, households="warn")
+def test_eusilc_household_stage(tmp_path, eusilc_csv):
+    f, raw = _eusilc(eusilc_csv, households="warn")
     with pytest.raises(SmallBlockError) as e:
         _release(tmp_path, f, raw)
     assert "mixes its values 7, 8, 9" in str(e.value)
