@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from sdc.method.sorting import sort_inplace
+
 __all__ = ["BUCKET_ROWS", "BucketSpill", "IdentitySpill", "bucket_bits", "bucket_of", "read_bucket",
            "split_by_bucket"]
 
@@ -151,7 +153,7 @@ class IdentitySpill:
         for p in self._paths:
             a = np.fromfile(p, dtype=np.uint64)
             p.unlink()
-            a.sort()
+            sort_inplace(a)
             same = a[1:] == a[:-1]
             if same.any():
                 found.append(np.unique(a[1:][same]))

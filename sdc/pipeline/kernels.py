@@ -46,6 +46,7 @@ from sdc.method.partition import partition_cells
 from sdc.method.perturb import PerturbValues, perturb_batch, perturb_designs
 from sdc.method.plan import ReleasePlan
 from sdc.method.postrandomize import released_cells
+from sdc.method.sorting import sort_inplace
 from sdc.pipeline.order import ORDER_COLUMNS, order_keys, sort_positions
 
 __all__ = ["BatchPerturb", "CellCount", "Problems", "ReleaseOutcome", "ReleasedRecords",
@@ -218,7 +219,7 @@ def duplicate_identities(identities: list[np.ndarray] | IdentitySpill) -> np.nda
     allid = (identities[0] if len(identities) == 1 else
              np.concatenate(identities) if identities else np.zeros(0, np.uint64))
     identities.clear()
-    allid.sort()
+    sort_inplace(allid)
     dup_mask = allid[1:] == allid[:-1]
     if not dup_mask.any():
         return None

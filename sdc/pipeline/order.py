@@ -31,6 +31,7 @@ from pandas.util import hash_array
 
 from sdc.method.cells import CellTable
 from sdc.method.draws.hashing import fmix_inplace
+from sdc.method.sorting import sort_inplace
 
 __all__ = ["ORDER_COLUMNS", "argsort_u64", "content_hash", "order_keys", "order_salt",
            "sort_positions"]
@@ -323,7 +324,7 @@ def argsort_u64(keys: np.ndarray) -> np.ndarray:
     packed = keys >> shift
     packed <<= shift
     packed |= np.arange(n, dtype=np.uint64)
-    packed.sort()
+    sort_inplace(packed)
     pos = (packed & np.uint64((1 << b) - 1)).astype(np.int64)
     packed >>= shift  # the top bits, in sorted order
     eq = packed[1:] == packed[:-1]

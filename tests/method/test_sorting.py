@@ -1,0 +1,53 @@
+"""sort_inplace (the id check's and the order's sorts on every core) gives ``np.sort``'s array:
+the parts' sorted runs merged by one stable sort, whatever the parts, duplicates and dtype."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sdc.method.sorting import PARALLEL_SORT_FROM, sort_inplace
+from sdc.pipeline.order import argsort_u64
+
+N = PARALLEL_SORT_FROM + 7  # the smallest arrays sorted in parts, and a remainder
+
+
+ARRAYS = {
+    "uint64 hashes": lambda r: r.integers(0, 2**63, N, dtype=np.int64).view(np.uint64)
+    * np.uint64(2) + np.uint64(1),
+    "uint64 top bits set": lambda r: np.uint64(2**64 - 1) - r.integers(0, 1000, N).astype(
+        np.uint64),
+    "int64 with negatives and ties": lambda r: r.integers(-50, 50, N).astype(np.int64),
+    "int32": lambda r: r.integers(-2**31, 2**31 - 1, N).astype(np.int32),
+    "reversed": lambda r: np.arange(N, 0, -1, dtype=np.uint64),
+}
+
+
+@pytest.mark.parametrize(("name", "parts"), [(name, parts) for name in ARRAYS
+                                             for parts in ((None, 3) if "hashes" in name
+                                                           else (2,))])
+def test_sort_inplace_is_np_sort(name: str, parts: int | None) -> None:
+    a = ARRAYS[name](np.random.default_rng(48))
+    want = np.sort(a)
+    sort_inplace(a, parts)
+    np.testing.assert_array_equal(a, want)
+    assert a.dtype == want.dtype
+
+
+def test_small_and_other_arrays_are_sorted_in_one_call() -> None:
+    """Below the size, floats and 2-D arrays: ``ndarray.sort`` itself (NaN last)."""
+    for a in (np.array([3, 1, 2], np.uint64), np.array([2.0, np.nan, -1.0]),
+              np.array([[3, 1], [2, 0]])):
+        want = np.sort(a)
+        sort_inplace(a, 4)
+        np.testing.assert_array_equal(a, want)
+
+
+def test_argsort_u64_in_parts_is_the_stable_argsort() -> None:
+    """argsort_u64 sorts its packed keys with sort_inplace: at the parallel size with equal
+    top bits (keys that differ only in their low bits) the positions are still numpy's
+    stable argsort."""
+    rng = np.random.default_rng(7)
+    keys = (rng.integers(0, 2**20, N).astype(np.uint64) << np.uint64(40)) | rng.integers(
+        0, 4, N).astype(np.uint64)
+    np.testing.assert_array_equal(argsort_u64(keys), np.argsort(keys, kind="stable"))
