@@ -29,9 +29,11 @@ __all__ = ["LocalBatches", "count_cells", "open_batches", "stream_release"]
 
 class LocalBatches(FileFacts):
     """The runner of the record batches on one machine: :meth:`map` runs a pipeline's
-    per-batch function on every batch of ``batch_rows`` records, the first in the caller's
-    thread (its first-use imports done once), then ``workers`` batches at a time in threads
-    (the next batch is read meanwhile), and gives the parts in input order."""
+    per-batch function on every batch of ``batch_rows`` records, ``workers`` batches at a
+    time in threads (the next batch is read meanwhile), and gives the parts in input order.
+    The passes make their lazy imports in the caller's thread before they map
+    (:func:`sdc.pipeline.passes.count_pass`): two threads importing one package at once
+    raised _DeadlockError in a fresh process."""
 
     checked = "in batches"
     where = ""
@@ -60,13 +62,6 @@ class LocalBatches(FileFacts):
         try:
             for i, frame in enumerate(frames):
                 extra = per_piece(i) if per_piece is not None else ()
-                if i == 0:
-                    # the first batch runs here, alone: the function's lazy imports (pandera's
-                    # schema on the count pass, ...) happen once, in one thread; two threads
-                    # importing one package at once raised _DeadlockError in a fresh process
-                    yield fn(frame, i, *shared, *extra)
-                    del frame
-                    continue
                 pending.append(pool.submit(fn, frame, i, *shared, *extra))
                 del frame
                 if len(pending) >= self.workers:

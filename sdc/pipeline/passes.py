@@ -152,6 +152,9 @@ def count_pass(runner: Runner, stage: Stage, merged: CountMerge, merge: Callable
     :class:`InputError` with every problem of the whole file (global 1-based rows, the
     duplicated ids among them; ``checked``: how the message says the input was checked,
     default the runner's)."""
+    # the passes' one lazy import (pandera, ~0.4 s cold), made here in the caller's thread:
+    # a runner then runs every batch on its threads, the first one too
+    import sdc.io.schemas  # noqa: F401
     for part in runner.map(count_batch, (stage, measure, validate), columns=columns):
         if merged.add(part):
             merge(part)

@@ -753,12 +753,10 @@ def test_the_registry_says_what_each_executor_cannot_do():
     assert any("CSV" in limit for limit in get_executor("dask").limits)
 
 
-def test_local_batches_run_the_first_batch_in_the_callers_thread(tmp_path):
-    """LocalBatches.map runs the first batch in the caller's thread, then the others in its
-    worker threads, parts in input order. In a fresh ``sdc release`` process (pandera not yet
-    imported) two batch threads importing pandera at once raised _DeadlockError: exit 1 on
-    every streaming release from the command line (the test process imports pandera first,
-    so no end-to-end test here saw it)."""
+def test_local_batches_run_every_batch_on_their_threads_in_input_order(tmp_path):
+    """LocalBatches.map runs every batch in its worker threads, the first one too (the passes
+    made their lazy imports before, in the caller's thread), and gives the parts in input
+    order."""
     import threading
 
     from sdc.executors.streaming import LocalBatches
@@ -768,7 +766,6 @@ def test_local_batches_run_the_first_batch_in_the_callers_thread(tmp_path):
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
     cfg = parse_config({"name": "t", "input": {"path": str(path), "format": "parquet"},
                         "key_variables": {"a": {"range": [0, 3]}}, "risk": {"xi": 0.395}})
-    caller = threading.current_thread().name
 
     def where(batch: pd.DataFrame, i: int) -> tuple[int, int, str]:
         return i, int(batch.index[0]), threading.current_thread().name
@@ -776,5 +773,52 @@ def test_local_batches_run_the_first_batch_in_the_callers_thread(tmp_path):
     parts = list(LocalBatches(cfg, 300).map(where, ()))
     assert [p[0] for p in parts] == list(range(7))
     assert [p[1] for p in parts] == list(range(0, 2000, 300))
-    assert parts[0][2] == caller
-    assert all(p[2].startswith("sdc-batch") for p in parts[1:])
+    assert all(p[2].startswith("sdc-batch") for p in parts)
+
+
+_FIRST_IMPORTS = """
+import json, sys, threading
+from pathlib import Path
+
+class Record:  # every module imported for the first time on a batch thread
+    seen = []
+    def find_spec(self, fullname, path=None, target=None):
+        if threading.current_thread().name.startswith("sdc-batch"):
+            self.seen.append(fullname)
+        return None
+
+sys.meta_path.insert(0, Record())
+import sdc
+from sdc.executors.streaming import stream_release
+from sdc.samples import generate_census_sample, generate_household_sample
+from tests.household_helpers import GEN
+
+out = Path(sys.argv[1])
+generate_household_sample(2000, seed=3).to_csv(out / "hh.csv", index=False)
+cfg = sdc.parse_config({**GEN, "input": {**GEN["input"], "path": str(out / "hh.csv")}})
+stream_release(cfg, 1, out / "h", batch_rows=1500, tmp_dir=out, records_path=out / "h.parquet")
+generate_census_sample(6000, seed=4).to_csv(out / "p.csv", index=False)
+cfg = sdc.load_config("configs/census_demo.yaml").model_copy(deep=True)
+cfg.input.path = out / "p.csv"
+stream_release(cfg, 1, out / "p", batch_rows=1000, tmp_dir=out, records_path=out / "p.parquet")
+print(json.dumps(Record.seen))
+"""
+
+
+def test_no_module_is_first_imported_on_a_batch_thread(tmp_path):
+    """In a fresh process (nothing imported beyond sdc's modules) a streaming release of a
+    household and then of a person file imports no module for the first time on the batch
+    threads: the passes import pandera (the one lazy import) before they map. Two batch
+    threads importing pandera at once raised _DeadlockError in a fresh ``sdc release``
+    process (exit 1 on every streaming release from the command line); LocalBatches then ran
+    the first batch alone, one core idle for ~0.5 s of every pass (issue 48)."""
+    import json
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", _FIRST_IMPORTS, str(tmp_path)], cwd=repo,
+                         capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == []
