@@ -44,8 +44,8 @@ from sdc.method.cell_passes import (
     new_dependence_counter,
 )
 from sdc.method.cells import CellTable, cell_codes, cell_key_codes, code_counts, radix_sizes
+from sdc.method.dependence import DependenceCounter, schema_kinds
 from sdc.method.dependence import checked_columns as dependence_columns
-from sdc.method.dependence import schema_kinds
 from sdc.method.derived import DerivedCollector
 from sdc.method.designs import design_of
 from sdc.method.draws import (
@@ -446,6 +446,10 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     # one batch: the dependence check counts on a thread (its verdict before any file)
     count = count_cells(runner, config, value_columns=[c for c in numeric if c not in stats],
                         background=whole, keep=keeps_records(runner))
+    if isinstance(count.dependence, DependenceCounter):
+        # counted over the batches: measured on a thread beside the next passes, its verdict
+        # before any file, as the one batch's (check_dependence below)
+        count.dependence = DependenceThread.counted(count.dependence)
     plan = plan_cells(count, config)
     bits = bucket_bits(count.n_records)
     tmp = Path(tempfile.mkdtemp(prefix="sdc-buckets-", dir=tmp_dir))
