@@ -320,16 +320,29 @@ def argsort_u64(keys: np.ndarray) -> np.ndarray:
     b = max(1, (n - 1).bit_length())
     if n < 2 or b > 40:
         return np.argsort(keys, kind="stable").astype(np.int64, copy=False)
-    shift = np.uint64(b)
+    shift, low = np.uint64(b), np.uint64((1 << b) - 1)
+    # two arrays of 8 bytes a record (the packed keys, the positions), each filled chunk by
+    # chunk: the temporaries of whole-array expressions were fresh pages, each faulted in
+    # (~0.4 s of 0.9 at 10M keys)
     packed = keys >> shift
-    packed <<= shift
-    packed |= np.arange(n, dtype=np.uint64)
+    for s in range(0, n, _BLOCK):
+        part = packed[s:s + _BLOCK]
+        part <<= shift
+        part |= np.arange(s, s + part.size, dtype=np.uint64)
     sort_inplace(packed)
-    pos = (packed & np.uint64((1 << b) - 1)).astype(np.int64)
-    packed >>= shift  # the top bits, in sorted order
-    eq = packed[1:] == packed[:-1]
+    pos = np.empty(n, np.int64)
+    upos = pos.view(np.uint64)
+    ties, prev = False, None  # some records share their top bits with another
+    for s in range(0, n, _BLOCK):
+        part = packed[s:s + _BLOCK]
+        np.bitwise_and(part, low, out=upos[s:s + part.size])
+        part >>= shift  # the top bits, in sorted order
+        ties = ties or bool((part[1:] == part[:-1]).any()) or (prev is not None
+                                                               and part[0] == prev)
+        prev = part[-1]
+    eq = (packed[1:] == packed[:-1]) if ties else None
     del packed
-    if eq.any():
+    if eq is not None:
         # the runs of equal top bits keep their slots; inside them (positions ascending),
         # one stable sort by the whole key gives (key, position) order
         in_run = np.zeros(n, dtype=bool)

@@ -123,3 +123,17 @@ def test_content_hash_of_leading_keys_by_cell() -> None:
         cell = rng.permutation(cell.max() + 1)[cell.ravel()]  # any numbering of the cells
         got = content_hash(table, frozenset(keys), cell)
         assert np.array_equal(got, content_hash(table)), (list(cols), keys)
+
+
+def test_argsort_u64_finds_equal_top_bits_across_its_blocks() -> None:
+    """The only two keys sharing their top bits land in sorted slots 2**15 - 1 and 2**15, on
+    both sides of a block of argsort_u64's chunked pass: their order still comes from the
+    whole key (the later record, with the smaller low bits, first)."""
+    n = 1 << 16
+    top = np.arange(n, dtype=np.uint64)
+    top[-1] = 32767  # shares its top bits with record 32767
+    keys = (top << np.uint64(16)) | np.uint64(9)
+    keys[-1] = (np.uint64(32767) << np.uint64(16)) | np.uint64(3)
+    got = argsort_u64(keys)
+    np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
+    assert got[32767] == n - 1 and got[32768] == 32767
