@@ -89,6 +89,9 @@ class CellCount:
     #: every record's cell code in input order, kept when the count pass keeps its records
     #: (``keep``): the identity and apply passes locate them instead of coding the keys again
     record_codes: np.ndarray | None = None
+    #: the positions that sort ``raw_identity`` (:func:`sdc.pipeline.order.argsort_u64`), made
+    #: by the id check when a records file will be written: that file's order
+    raw_order: np.ndarray | None = None
 
 
 class Problems:
@@ -210,16 +213,18 @@ def raise_duplicate_ids(rows: np.ndarray, values: pd.Series, config: ReleaseConf
     )
 
 
-def duplicate_identities(identities: list[np.ndarray] | IdentitySpill) -> np.ndarray | None:
+def duplicate_identities(identities: list[np.ndarray] | IdentitySpill,
+                         presorted: bool = False) -> np.ndarray | None:
     """The 64-bit identities that occur more than once (sorted), or None when all differ.
     Consumes (clears) ``identities``; one sort of 8 bytes per record (of a spill: of one of
-    its files at a time)."""
+    its files at a time; none when ``presorted``: one sorted array)."""
     if isinstance(identities, IdentitySpill):
         return identities.duplicates()
     allid = (identities[0] if len(identities) == 1 else
              np.concatenate(identities) if identities else np.zeros(0, np.uint64))
     identities.clear()
-    sort_inplace(allid)
+    if not presorted:
+        sort_inplace(allid)
     dup_mask = allid[1:] == allid[:-1]
     if not dup_mask.any():
         return None

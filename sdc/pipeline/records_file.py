@@ -139,7 +139,7 @@ def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndar
 
 def write_records(raw: np.ndarray, record_cell: np.ndarray, released_cell: np.ndarray,
                   path: Path, cell_id: np.ndarray, cell_prb: np.ndarray,
-                  distinct: bool = False) -> Path:
+                  distinct: bool = False, order: np.ndarray | None = None) -> Path:
     """Write ``records.parquet`` (mode 0600) of records held in memory (the whole file: raw
     identities, true and released cell indexes, in input order): the bytes
     :func:`write_records_from_buckets` writes for the same records, without the spill (its
@@ -148,11 +148,12 @@ def write_records(raw: np.ndarray, record_cell: np.ndarray, released_cell: np.nd
     ``distinct``: known so, by the count pass's id check) one sort of them is the order and
     the columns are gathered one row group at a time (the next by a background thread while
     this one is encoded: 24 bytes a record are never built whole); else
-    :func:`_group_table` of all of them."""
+    :func:`_group_table` of all of them. ``order``: ``argsort_u64(raw)`` when the caller has
+    it (the count pass's id check made it)."""
     raw = np.asarray(raw, np.uint64)
     rc, rel = np.asarray(record_cell, np.int64), np.asarray(released_cell, np.int64)
     cell_id = np.asarray(cell_id, np.uint64)
-    order = argsort_u64(raw)
+    order = argsort_u64(raw) if order is None else order
     if not distinct:
         srt = raw[order]
         same = srt.size > 1 and bool((srt[1:] == srt[:-1]).any())

@@ -73,7 +73,7 @@ from sdc.pipeline.kernels import (
     write_public_files,
     write_table_in_order,
 )
-from sdc.pipeline.order import ORDER_COLUMNS, order_salt
+from sdc.pipeline.order import ORDER_COLUMNS, argsort_u64, order_salt
 from sdc.pipeline.passes import (
     ApplyTarget,
     DeferredReports,
@@ -151,6 +151,9 @@ class PersonStage:
     #: every record's raw identity in input order, kept by the count pass (None: hashed
     #: again per batch)
     kept_raw: np.ndarray | None = None
+    #: the positions that sort ``kept_raw`` (the count pass's id check made them; None: not
+    #: made), the records file's order
+    kept_order: np.ndarray | None = None
     #: every record's released cell in input order, filled batch by batch by the apply pass
     #: when the records file is written from the kept arrays (:func:`release_persons`; None:
     #: the records file's spill)
@@ -280,12 +283,15 @@ def keeps_records(runner: Runner) -> bool:
 
 def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
                 value_columns: list[str] | None = None, dependence: bool = True,
-                background: bool = False, keep: bool = False) -> CellCount:
+                background: bool = False, keep: bool = False,
+                order: bool = False) -> CellCount:
     """The count pass of a person file (:func:`sdc.pipeline.passes.count_pass` with the
     person stage), merged in input order. ``background`` (a runner of one batch): the count's
     ``dependence`` is a :class:`DependenceThread` (joined by
     :func:`~sdc.pipeline.kernels.check_dependence`); ``keep``: every record's cell code and
-    raw identity kept in input order (:attr:`CellCount.record_codes`, ``raw_identity``).
+    raw identity kept in input order (:attr:`CellCount.record_codes`, ``raw_identity``);
+    ``order`` (a records file will be written) with ``keep``: also the positions that sort
+    the raw identities (:attr:`CellCount.raw_order`, the id check's sort).
 
     Raises :class:`InputError` with every problem of the whole file (global 1-based rows, the
     duplicated ids among them), for an empty file, or for equal ids; ``value_columns``: numeric
@@ -330,8 +336,12 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     idents, n = merged.idents, merged.n
     raw = (idents[0] if keep and isinstance(idents, list) and len(idents) == 1
            and idents[0].size == n else None)  # every record's, in input order
-    # the id check sorts the identities it is given: a copy when they are kept
-    unique = _unique_ids(runner, config, [raw.copy()] if raw is not None else idents)
+    # the id check sorts the identities it is given: a copy when they are kept, or (``order``)
+    # their argsort, which is also the records file's order (write_records: one sort, not two)
+    raw_order = argsort_u64(raw) if order and raw is not None and id_col is not None else None
+    unique = _unique_ids(runner, config, [raw[raw_order]] if raw_order is not None
+                         else [raw.copy()] if raw is not None else idents,
+                         presorted=raw_order is not None)
     idents.clear()
     record_codes = None
     if keep and sum(c.size for c in kept_codes) == n:
@@ -344,7 +354,7 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
                      merged.weight_max if weight is not None else None,
                      {v: pv.value_counts() for v, pv in merged.perturb.items()}, ranges, dep,
                      merged.derived, None if wsums is None else wsums.result(codes), raw,
-                     record_codes)
+                     record_codes, raw_order)
 
 
 #: a runner in batches spills the id check's identities from this many records on
@@ -361,12 +371,13 @@ def _identity_spill(runner: Runner, n: int | None) -> IdentitySpill | None:
                                                dir=getattr(runner, "scratch", None))))
 
 
-def _unique_ids(runner: Runner, config: ReleaseConfig, idents: list[np.ndarray]) -> bool:
+def _unique_ids(runner: Runner, config: ReleaseConfig, idents: list[np.ndarray],
+                presorted: bool = False) -> bool:
     """Raise for duplicated ids; True when every record's identity is distinct (False: 64-bit
     collisions only, the draws need the global identity step, or no id column)."""
     if config.input.id_column is None:
         return True
-    found = duplicated_ids(runner, config, idents)
+    found = duplicated_ids(runner, config, idents, presorted)
     if found is None:
         return False
     if found is not True:
@@ -385,14 +396,16 @@ def _identity_columns(config: ReleaseConfig, columns: list[str]) -> list[str] | 
 def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dplan: DrawPlan,
                 out_dir: Path, records_path: Path | None,
                 say: Callable[[str], None],
-                files: bool = True) -> tuple[dict[str, Path], Any, Path | None]:
+                files: bool = True,
+                order: np.ndarray | None = None) -> tuple[dict[str, Path], Any, Path | None]:
     """The public files and the records file from the records the apply pass kept in memory
     (:attr:`Runner.whole`; ``box`` holds them and is emptied, so the public table is freed
     once written): the bytes the spilled buckets give, without the spill. The records file
     is sorted and written by a thread while the public file is (no shared data; numpy and
     Parquet's encoder release the GIL; peak RSS about +75 MB at 5M). ``files`` False: no
     public file, the public records kept in memory when Parquet keeps their types
-    (:func:`~sdc.pipeline.kernels.write_public_files`' ``in_memory``)."""
+    (:func:`~sdc.pipeline.kernels.write_public_files`' ``in_memory``). ``order``: the
+    positions that sort the kept raw identities, when the count pass made them."""
     table, raw, rc, rel = box.pop()
     tables = [table]
     del table
@@ -400,7 +413,8 @@ def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dpla
     if records_path is not None:
         pool = ThreadPoolExecutor(1, thread_name_prefix="sdc-records-file")
         records = pool.submit(write_records, raw, rc, rel, records_path, dplan.cell_id,
-                              dplan.cell_prb)
+                              dplan.cell_prb, False,
+                              order if order is not None and order.size == raw.size else None)
     del raw, rc, rel
     try:
         say("writing the public file in order"
@@ -445,7 +459,8 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
     whole = bool(getattr(runner, "whole", False))
     # one batch: the dependence check counts on a thread (its verdict before any file)
     count = count_cells(runner, config, value_columns=[c for c in numeric if c not in stats],
-                        background=whole, keep=keeps_records(runner))
+                        background=whole, keep=keeps_records(runner),
+                        order=records_path is not None)
     if isinstance(count.dependence, DependenceCounter):
         # counted over the batches: measured on a thread beside the next passes, its verdict
         # before any file, as the one batch's (check_dependence below)
@@ -471,8 +486,8 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                             perturb=perturb,
                             kept_cells=(None if count.record_codes is None
                                         else locate(count.record_codes)),
-                            kept_raw=count.raw_identity)
-        count.record_codes = count.raw_identity = None
+                            kept_raw=count.raw_identity, kept_order=count.raw_order)
+        count.record_codes = count.raw_identity = count.raw_order = None
         # a runner in batches keeping the count's arrays: the records file from them and the
         # released cells (8 bytes a record), not from a spill of 24 bytes a record
         kept_records = (records_path is not None and not whole
@@ -511,15 +526,18 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
             [(w[2], w[3]) for w in box if w is not None] if whole else None)
         if whole:  # the public file first: its table's memory is free for the records file's
             files, public_table, records_file = _write_kept(box, config, schema, dplan,
-                                                            out_dir, records_path, say, files)
+                                                            out_dir, records_path, say, files,
+                                                            stage.kept_order)
+            stage.kept_order = None
         else:
             records_file = None
             if kept_records:
                 say("writing the internal records file")
                 records_file = write_records(stage.kept_raw, stage.kept_cells,
                                              stage.kept_released, records_path, dplan.cell_id,
-                                             dplan.cell_prb, count.identities_unique)
-                stage.kept_released = None
+                                             dplan.cell_prb, count.identities_unique,
+                                             stage.kept_order)
+                stage.kept_released = stage.kept_order = None
             files, public_table, spilled = write_spilled(
                 target, config, schema, out_dir, None if kept_records else records_path,
                 dplan.cell_id, dplan.cell_prb, say)

@@ -279,16 +279,21 @@ def test_dask_equals_pandas_on_a_two_worker_local_cluster(tmp_path):
     # (tests/contract/test_executors.py: every file, the records file and the reports)
 
 
-def test_duplicate_ids_across_batches_are_reported_with_global_rows(tmp_path):
+@pytest.mark.parametrize("records", [False, True])
+def test_duplicate_ids_across_batches_are_reported_with_global_rows(tmp_path, records):
+    """Also with a records file: the count pass then finds the duplicates in the argsort of
+    the kept identities (the records file's order) instead of a sorted copy."""
     frame = make_frame(1_000, with_missing=False)
     frame.loc[900, "pid"] = frame.loc[5, "pid"]  # rows 6 and 901: different batches of 300
     path = tmp_path / "dup.parquet"
     frame.to_parquet(path, index=False)
     cfg = config_for(path, tmp_path / "rel", "parquet")
     with pytest.raises(sdc.InputError) as e:
-        stream_release(cfg, 1, tmp_path / "o", batch_rows=300)
+        stream_release(cfg, 1, tmp_path / "o", batch_rows=300,
+                       records_path=tmp_path / "records.parquet" if records else None)
     assert "'pid'" in str(e.value) and "rows 6, 901" in str(e.value)
     assert not (tmp_path / "o").exists()
+    assert not (tmp_path / "records.parquet").exists()
 
 
 @pytest.mark.slow
