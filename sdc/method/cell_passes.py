@@ -54,12 +54,15 @@ def new_dependence_counter(columns: list[str], config: ReleaseConfig,
 
 
 def add_dependence(counter: DependenceCounter, frame: pd.DataFrame, codes: np.ndarray,
-                   config: ReleaseConfig, key_codes: np.ndarray | None = None) -> None:
+                   config: ReleaseConfig, key_codes: np.ndarray | None = None,
+                   split: bool = False) -> None:
     """Add one batch (its mixed-radix cell codes; ``key_codes``: the (n, p) key codes they
-    combine, when known) to the dependence counter."""
+    combine, when known) to the dependence counter (``split``: the pairs' arithmetic images
+    on a second thread, :meth:`DependenceCounter.add`)."""
     if counter.columns and len(codes):
         counter.add(frame, codes,
-                    record_key_codes(codes, config) if key_codes is None else key_codes)
+                    record_key_codes(codes, config) if key_codes is None else key_codes,
+                    split=split)
 
 
 class DependenceThread:
@@ -76,7 +79,7 @@ class DependenceThread:
         self._error: BaseException | None = None
         self._figures: list | None = None
         self._thread = self._start(lambda: add_dependence(counter, frame, codes, config,
-                                                          key_codes))
+                                                          key_codes, split=True))
 
     @classmethod
     def counted(cls, counter: DependenceCounter) -> DependenceThread:

@@ -143,7 +143,8 @@ def test_iso_dates_as_text_are_checked_as_dates() -> None:
 def test_pair_tables_do_not_depend_on_the_batches() -> None:
     """The synthetic columns' ordered tables from one batch, from 7 uneven batches and from
     partial counters merged in another order are the same (every executor: the same
-    verdict)."""
+    verdict); so are those of one batch whose arithmetic images were made on a second thread
+    (``split``: the in-memory runner's check)."""
     f = pair_frame()
     cfg = parse_config({**grain_config(), "seed": 1})
     plan = plan_release(partition_frame(f, cfg), cfg)
@@ -152,12 +153,13 @@ def test_pair_tables_do_not_depend_on_the_batches() -> None:
     cols = D.checked_columns(list(f.columns), cfg)
     pairs = D.pair_plan(cols, D.frame_kinds(f), cfg)
 
-    def counter(pieces):
+    def counter(pieces, split=False):
         out = []
         for rows in pieces:
             c = D.DependenceCounter(cols, 3, D.small_limit(cfg), sizes=D.key_sizes(cfg),
                                     pairs=pairs)
-            c.add(f.iloc[rows].reset_index(drop=True), rc[rows], cells.key_codes[rc[rows]])
+            c.add(f.iloc[rows].reset_index(drop=True), rc[rows], cells.key_codes[rc[rows]],
+                  split=split)
             out.append(c)
         for c in out[1:]:
             out[0].merge(c)
@@ -168,11 +170,14 @@ def test_pair_tables_do_not_depend_on_the_batches() -> None:
     cuts = np.sort(rng.choice(np.arange(1, n), 6, replace=False))
     whole = counter([np.arange(n)])
     shuffled = counter(np.split(rng.permutation(n), cuts)[::-1])
-    for s in pairs.columns:
-        a, b = whole.order_table(s.key), shuffled.order_table(s.key)
-        assert (a.kind, a.e, a.img_lo, a.img_hi) == (b.kind, b.e, b.img_lo, b.img_hi), s
-        for fld in ("bins", "n", "lo", "hi", "pcell", "pbin", "pcount"):
-            assert np.array_equal(getattr(a, fld), getattr(b, fld)), (s, fld)
+    split = counter([np.arange(n)], split=True)
+    assert any(s.op == "+" for s in pairs.columns)
+    for other in (shuffled, split):
+        for s in pairs.columns:
+            a, b = whole.order_table(s.key), other.order_table(s.key)
+            assert (a.kind, a.e, a.img_lo, a.img_hi) == (b.kind, b.e, b.img_lo, b.img_hi), s
+            for fld in ("bins", "n", "lo", "hi", "pcell", "pbin", "pcount"):
+                assert np.array_equal(getattr(a, fld), getattr(b, fld)), (s, fld)
     fw = D.measure_dependence(whole, plan, cfg, lambda x: x)
     fs = D.measure_dependence(shuffled, plan, cfg, lambda x: x)
     assert [x.as_dict() for x in fw] == [x.as_dict() for x in fs]
