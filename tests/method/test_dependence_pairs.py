@@ -140,7 +140,7 @@ def test_iso_dates_as_text_are_checked_as_dates() -> None:
     assert kind == "str" and x[1] == x[0] + 1 and x[2] > x[1] and not valid[3]
 
 
-def test_pair_tables_do_not_depend_on_the_batches() -> None:
+def test_pair_tables_do_not_depend_on_the_batches(monkeypatch) -> None:
     """The synthetic columns' ordered tables from one batch, from 7 uneven batches and from
     partial counters merged in another order are the same (every executor: the same
     verdict); so are those of one batch whose arithmetic images were made on a second thread
@@ -170,6 +170,9 @@ def test_pair_tables_do_not_depend_on_the_batches() -> None:
     cuts = np.sort(rng.choice(np.arange(1, n), 6, replace=False))
     whole = counter([np.arange(n)])
     shuffled = counter(np.split(rng.permutation(n), cuts)[::-1])
+    from sdc.method.dependence import counting
+
+    monkeypatch.setattr(counting, "SPLIT_FROM", 0)  # (a batch of 2,000 records: split too)
     split = counter([np.arange(n)], split=True)
     assert any(s.op == "+" for s in pairs.columns)
     for other in (shuffled, split):

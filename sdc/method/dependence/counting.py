@@ -33,12 +33,15 @@ from sdc.method.dependence.tables import (
 )
 from sdc.method.draws import value_hash
 
-__all__ = ["DENSE_VALUES", "PAIR_VALUES", "DependenceCounter", "factorize_sorted"]
+__all__ = ["DENSE_VALUES", "PAIR_VALUES", "SPLIT_FROM", "DependenceCounter", "factorize_sorted"]
 
 _MASK = np.uint64((1 << HASH_BITS) - 1)
 PAIR_VALUES = 4096  # columns with more distinct values are checked per key only
 DENSE_VALUES = 1 << 16  # a value table with more buckets is kept dense (2**HASH_BITS rows)
 _PAIR_SPAN = 1 << 44  # key pairs with more combinations are not counted
+#: ``add(split=True)`` makes the arithmetic pair images on a second thread from this many
+#: records of a batch on (a smaller batch's images cost less than the threads trading the GIL)
+SPLIT_FROM = 1 << 18
 
 
 def _wide_table(n: np.ndarray, lo: np.ndarray,
@@ -114,7 +117,8 @@ class DependenceCounter:
         (``pd.factorize``), value tables scattered into 2**HASH_BITS rows; only distinct
         combinations are ever sorted. ``split``: the pairs' arithmetic images (+ - * /) are
         made on a second thread while this one counts the columns (a whole file in memory,
-        whose check is the release's longest step: ~0.3 s less at 5M); the same tables."""
+        whose check is the release's longest step: ~0.3 s less at 5M; from ``SPLIT_FROM``
+        records on); the same tables."""
         cell_id = np.asarray(cell_id, dtype=np.int64)
         # integer codes kept in their (narrow) dtype: ufunc.at into tables of that dtype takes
         # its fast path (no cast) and is faster the narrower the table
@@ -134,7 +138,8 @@ class DependenceCounter:
             self._big = np.union1d(self._big, fcell[fcount >= self.small_limit])
         cells = BatchCells.of(fcode, fcell, key_codes, ~big)
         key_codes, cell_keys, kept = cells.key_codes, cells.cell_keys, cells.kept
-        arith = [s for s in self.pairs.columns if s.op in ("+", "-", "*", "/")] if split else []
+        arith = ([s for s in self.pairs.columns if s.op in ("+", "-", "*", "/")]
+                 if split and cell_id.size >= SPLIT_FROM else [])
         images: dict[str, OrderPart] = {}
         failed: list[BaseException] = []
         worker = None
