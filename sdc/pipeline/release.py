@@ -396,8 +396,8 @@ def _identity_columns(config: ReleaseConfig, columns: list[str]) -> list[str] | 
 def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dplan: DrawPlan,
                 out_dir: Path, records_path: Path | None,
                 say: Callable[[str], None],
-                files: bool = True,
-                order: np.ndarray | None = None) -> tuple[dict[str, Path], Any, Path | None]:
+                files: bool = True, order: np.ndarray | None = None,
+                distinct: bool = False) -> tuple[dict[str, Path], Any, Path | None]:
     """The public files and the records file from the records the apply pass kept in memory
     (:attr:`Runner.whole`; ``box`` holds them and is emptied, so the public table is freed
     once written): the bytes the spilled buckets give, without the spill. The records file
@@ -405,16 +405,17 @@ def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dpla
     Parquet's encoder release the GIL; peak RSS about +75 MB at 5M). ``files`` False: no
     public file, the public records kept in memory when Parquet keeps their types
     (:func:`~sdc.pipeline.kernels.write_public_files`' ``in_memory``). ``order``: the
-    positions that sort the kept raw identities, when the count pass made them."""
+    positions that sort the kept raw identities, when the count pass made them; ``distinct``:
+    the count pass found them all distinct (no second look for equal ones)."""
     table, raw, rc, rel = box.pop()
     tables = [table]
     del table
     pool = records = None
     if records_path is not None:
         pool = ThreadPoolExecutor(1, thread_name_prefix="sdc-records-file")
+        kept = order if order is not None and order.size == raw.size else None
         records = pool.submit(write_records, raw, rc, rel, records_path, dplan.cell_id,
-                              dplan.cell_prb, False,
-                              order if order is not None and order.size == raw.size else None)
+                              dplan.cell_prb, distinct and kept is not None, kept)
     del raw, rc, rel
     try:
         say("writing the public file in order"
@@ -527,7 +528,8 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         if whole:  # the public file first: its table's memory is free for the records file's
             files, public_table, records_file = _write_kept(box, config, schema, dplan,
                                                             out_dir, records_path, say, files,
-                                                            stage.kept_order)
+                                                            stage.kept_order,
+                                                            count.identities_unique)
             stage.kept_order = None
         else:
             records_file = None
