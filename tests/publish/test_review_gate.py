@@ -119,6 +119,32 @@ def test_a_staged_folder_of_another_user_is_refused(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("decided_by", ["reject", "approve"])
+def test_a_decision_that_reads_a_folder_decided_meanwhile_is_told_so(tmp_path, monkeypatch,
+                                                                     decided_by):
+    """A decision that finds review.json, then has the folder rejected (deleted) or approved
+    (moved) by another before it reads the file, is told that the release was decided, not
+    that review.json is unreadable (the race test_concurrent_decisions_one_wins met once in
+    a fresh-clone make test: bob's rmtree between alice's is_file() and read_text())."""
+    from pathlib import Path
+
+    out, staged, _ = _stage(tmp_path)
+    review = staged / "internal" / "review.json"
+    real = Path.read_text
+
+    def decided_meanwhile(self, *args, **kwargs):
+        if self == review:
+            monkeypatch.setattr(Path, "read_text", real)  # the other decision, once
+            (reject if decided_by == "reject" else approve)(staged, "bob")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", decided_meanwhile)
+    with pytest.raises(ReviewError) as e:
+        approve(staged, "alice")
+    want = "no release awaits review" if decided_by == "reject" else "already approved by bob"
+    assert want in str(e.value)
+
+
 @pytest.mark.parametrize("second", ["approve", "reject"])
 def test_concurrent_decisions_one_wins(tmp_path, second):
     """Two decisions at once (threads: each opens its own descriptor, so flock decides as
