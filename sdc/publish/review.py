@@ -232,9 +232,7 @@ def _load_pending(path: Path) -> tuple[Path, Path, dict[str, Any]]:
         raise _decided(out, staged)
     try:
         record = json.loads(review.read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError):
-        # gone since is_file(): a concurrent decision (a rejection deletes the folder, an
-        # approval moves it) holds the lock this call has not taken yet
+    except (FileNotFoundError, NotADirectoryError):  # rejected or published meanwhile
         raise _decided(out, staged) from None
     except (OSError, ValueError) as e:
         raise ReviewError(f"{str(review)!r} is not readable JSON ({e}); reject the release and "
