@@ -59,7 +59,7 @@ def sorted_records(raw: np.ndarray, identity: np.ndarray, cell: np.ndarray,
 
 
 def _write(sink, tables) -> None:
-    writer = PublicWriter(RECORDS_SCHEMA, parquet=sink)
+    writer = PublicWriter(RECORDS_SCHEMA, parquet=sink, plain=("identity",))
     for t in tables:
         writer.write_table(t)
     writer.close()

@@ -65,6 +65,43 @@ def test_public_writer_bytes_do_not_depend_on_batching(tmp_path):
     assert text.splitlines()[0] == "record_id,sex,region,hours,note"
 
 
+
+def test_public_writer_keeps_dictionaries_for_codes_and_text_only(tmp_path):
+    """Dictionary pages for the keys and the text columns; the record id and the floating-point
+    columns plain (a dictionary tried on a column of distinct values is hashing for nothing);
+    the values read back the same either way."""
+    frame = _frame().rename(columns={"pid": "record_id"})
+    schema = public_schema(_config(tmp_path / "x.parquet"),
+                           pa.Schema.from_pandas(frame.drop(columns="record_id"),
+                                                 preserve_index=False))
+    data = _write(schema, frame, [1000], row_group_rows=1000)[0]
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings)
+                 for i in range(meta.num_columns)}
+    for name in ("sex", "region", "note"):
+        assert "RLE_DICTIONARY" in encodings[name], (name, encodings[name])
+    for name in ("record_id", "hours"):
+        assert "RLE_DICTIONARY" not in encodings[name], (name, encodings[name])
+    back = pq.read_table(io.BytesIO(data)).to_pandas()
+    pd.testing.assert_series_equal(back["hours"], frame["hours"], check_names=False)
+    assert back["record_id"].tolist() == frame["record_id"].tolist()
+
+
+def test_records_file_keeps_the_identity_plain():
+    """records.parquet: the identity hash (one value a record) without a dictionary, the cells
+    with one."""
+    from sdc.pipeline.records_file import records_parquet_bytes
+
+    rng = np.random.default_rng(1)
+    raw = rng.integers(0, 2**63, 5000, dtype=np.int64).astype(np.uint64)
+    cell = rng.integers(0, 40, 5000)
+    data = records_parquet_bytes(raw, raw, cell, cell[::-1].copy())
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings)
+                 for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" not in encodings["identity"]
+    assert "RLE_DICTIONARY" in encodings["cell"] and "RLE_DICTIONARY" in encodings["released"]
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_input_batches_global_index_and_content(tmp_path, fmt):
     frame = _frame()
