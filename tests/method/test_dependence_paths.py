@@ -133,3 +133,25 @@ def test_a_bucket_of_two_images_takes_the_records_way() -> None:
         got = order_mod.value_order_part(x, bucket, table, (z, z, z), cells)
         for f in ("e", "img_lo", "img_hi", "bins", "n", "lo", "hi", "pcell", "pbin", "pcount"):
             assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
+@pytest.mark.parametrize("sizes", [(3, 7), (5000, 4000)])  # a dense count / np.unique
+def test_a_key_pairs_distribution_is_the_same_either_way(sizes: tuple[int, int]) -> None:
+    """MeasureContext._pair: the pair's distinct combinations and their share of the records
+    are np.unique's and a bincount over them (the same float sums, bit for bit), whether the
+    pair's codes are counted densely or by a sort."""
+    from sdc.method.dependence.measure import MeasureContext
+
+    rng = np.random.default_rng(3)
+    n_cells = 2000
+    ctx = object.__new__(MeasureContext)
+    ctx.kc = np.column_stack([rng.integers(0, s, n_cells) for s in sizes])
+    ctx.sizes = list(sizes)
+    ctx.t = rng.integers(1, 50, n_cells).astype(np.float64) * 0.1
+    ctx.n_total = float(ctx.t.sum())
+    ctx._pairs = {}
+    uc, pjoint, _ = ctx._pair(0, 1)
+    jc = ctx.kc[:, 0] * sizes[1] + ctx.kc[:, 1]
+    want, inv = np.unique(jc, return_inverse=True)
+    assert np.array_equal(uc, want)
+    assert np.array_equal(pjoint, np.bincount(inv, weights=ctx.t) / ctx.n_total)

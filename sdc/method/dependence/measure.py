@@ -277,9 +277,14 @@ class MeasureContext:
         once per pair)."""
         got = self._pairs.get((k1, k2))
         if got is None:
-            jc = self.kc[:, k1] * self.sizes[k2] + self.kc[:, k2]
-            uc, inv = np.unique(jc, return_inverse=True)
-            pjoint = np.bincount(inv, weights=self.t, minlength=uc.size) / self.n_total
+            jc = self.kc[:, k1].astype(np.int64) * self.sizes[k2] + self.kc[:, k2]
+            span = self.sizes[k1] * self.sizes[k2]
+            if span <= 8 * jc.size + (1 << 16):  # a dense count over the pair's codes
+                uc = np.flatnonzero(np.bincount(jc, minlength=span))
+                pjoint = np.bincount(jc, weights=self.t, minlength=span)[uc] / self.n_total
+            else:  # the same sums (each bin adds its cells in cell order)
+                uc, inv = np.unique(jc, return_inverse=True)
+                pjoint = np.bincount(inv, weights=self.t, minlength=uc.size) / self.n_total
             got = self._pairs[(k1, k2)] = (uc, pjoint, _binned(pjoint))
         return got
 
