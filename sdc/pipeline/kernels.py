@@ -47,6 +47,7 @@ from sdc.method.perturb import PerturbValues, perturb_batch, perturb_designs
 from sdc.method.plan import ReleasePlan
 from sdc.method.postrandomize import released_cells
 from sdc.method.sorting import sort_inplace
+from sdc.pipeline.key_spill import KeySpill
 from sdc.pipeline.order import ORDER_COLUMNS, order_keys, sort_positions
 
 __all__ = ["BatchPerturb", "CellCount", "Problems", "ReleaseOutcome", "ReleasedRecords",
@@ -322,9 +323,10 @@ def release_batch(frame: pd.DataFrame, record_cell: np.ndarray, cells: CellTable
     return table, released
 
 
-def sorted_buckets(bucket_files: list[Path]) -> Iterator[pa.Table]:
+def sorted_buckets(bucket_files: list[Path], keys: KeySpill | None = None) -> Iterator[pa.Table]:
     """Each non-empty bucket sorted by its order key, order column dropped, ``record_id``
-    numbered from 1 on across the buckets: the public records in their public order."""
+    numbered from 1 on across the buckets: the public records in their public order (``keys``:
+    the key columns spilled as the released cell, rebuilt)."""
     next_id = 1
     for path in bucket_files:
         table = read_bucket(path)
@@ -335,15 +337,17 @@ def sorted_buckets(bucket_files: list[Path]) -> Iterator[pa.Table]:
         table = table.drop_columns(list(ORDER_COLUMNS)).take(positions)
         ids = pa.array(np.arange(next_id, next_id + table.num_rows, dtype=np.int64))
         next_id += table.num_rows
-        yield table.add_column(0, PUBLIC_ID, ids)
+        table = table.add_column(0, PUBLIC_ID, ids)
+        yield table if keys is None else keys.rebuild(table)
         del table
 
 
-def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter) -> None:
+def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter,
+                           keys: KeySpill | None = None) -> None:
     """Sort each bucket by its order key in memory and append it; number ``record_id``.
     The next bucket is read and sorted by a background thread while this one is encoded
     (:func:`sdc.io.batches.read_ahead_frames`: one sorted bucket ahead at most)."""
-    for table in read_ahead_frames(sorted_buckets(bucket_files), 1):
+    for table in read_ahead_frames(sorted_buckets(bucket_files, keys), 1):
         writer.write_table(table)
         del table
 
@@ -388,7 +392,8 @@ class _Keeping:
 def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[Path],
                        out_dir: Path,
                        write: Callable[[list[Path], Any], Any] | None = None,
-                       in_memory: bool = False) -> tuple[dict[str, Path], pa.Table | None]:
+                       in_memory: bool = False, keys: KeySpill | None = None,
+                       ) -> tuple[dict[str, Path], pa.Table | None]:
     """The public files (``microdata.parquet`` / ``.csv`` per ``output.formats``) written into
     ``out_dir`` from the spilled buckets by ``write(buckets, writer)`` (default: in public
     order, :func:`write_buckets_in_order`; a household release passes its own): public file
@@ -402,10 +407,15 @@ def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[P
 
     ``in_memory``: no file is written; ``({}, the public records)``, the tables the writer
     would have written (``release_frame`` without an output folder, when the public schema
-    reads back from Parquet unchanged: :func:`sdc.io.public_files.parquet_keeps_types`)."""
+    reads back from Parquet unchanged: :func:`sdc.io.public_files.parquet_keeps_types`);
+    ``keys``: the key columns the buckets hold as the released cell (the default writer
+    rebuilds them)."""
+    if write is None:
+        def write(bucket_files: list[Path], writer: Any) -> None:
+            write_buckets_in_order(bucket_files, writer, keys)
     if in_memory:
         keeper = PublicWriter(schema, keep=True)
-        (write or write_buckets_in_order)(buckets, keeper)
+        write(buckets, keeper)
         if not keeper.kept:  # no records: the schema as written
             keeper.write_table(schema.empty_table())
         keeper.close()
@@ -422,7 +432,7 @@ def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[P
         writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
         keeping = _Keeping(writer) if {"sav", "dta"} & set(formats) else None
         try:
-            (write or write_buckets_in_order)(buckets, keeping or writer)
+            write(buckets, keeping or writer)
         finally:  # also after a failure: the writer must not outlive its file handles
             writer.close()
     finally:

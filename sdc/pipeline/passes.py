@@ -40,6 +40,7 @@ from sdc.pipeline.kernels import (
     repeated_ids,
     write_public_files,
 )
+from sdc.pipeline.key_spill import KeySpill
 from sdc.pipeline.order import ORDER_COLUMNS
 from sdc.pipeline.records_file import RecordsSpill, write_records_from_buckets
 from sdc.pipeline.report_parts import add_apply_batch, add_refine_batch, refine_columns
@@ -245,7 +246,8 @@ class ApplyTarget:
     """Where the apply pass puts a batch's released records: spilled into ``scratch/public``
     (and ``scratch/records`` with ``records``) by the top ``bits`` of their spill keys, or with
     ``whole`` (a runner holding the whole file) returned in the part; ``keep``: the part also
-    holds the batch's cells and public table; ``template``: the report accumulator to spawn."""
+    holds the batch's cells and public table; ``template``: the report accumulator to spawn;
+    ``keys``: the key columns spilled as the released cell (:mod:`sdc.pipeline.key_spill`)."""
 
     scratch: str
     bits: int
@@ -253,6 +255,7 @@ class ApplyTarget:
     whole: bool
     keep: bool
     template: Any
+    keys: KeySpill | None = None
 
 
 @dataclass
@@ -280,8 +283,10 @@ def apply_batch(frame: pd.DataFrame, index: int, stage: Stage, target: ApplyTarg
     if target.whole:
         whole_kept = (r.table, r.raw, r.cell, r.released)
     else:
+        table = r.table if target.keys is None else target.keys.slim(r.table, r.released)
         BucketSpill(Path(target.scratch) / "public", target.bits, piece=index).add(
-            r.table, r.spill_key)
+            table, r.spill_key)
+        del table
         if target.records:
             RecordsSpill(Path(target.scratch) / "records", target.bits, piece=index).add(
                 r.raw, r.cell, r.released)
@@ -342,7 +347,7 @@ def write_spilled(target: ApplyTarget, config: ReleaseConfig, schema: pa.Schema,
     say(f"writing the public file {order}")
     files, public_table = write_public_files(
         config, schema, BucketSpill(tmp / "public", target.bits, piece=0).buckets(), out_dir,
-        write)
+        write, keys=target.keys)
     return files, public_table, records_file
 
 

@@ -73,6 +73,7 @@ from sdc.pipeline.kernels import (
     write_public_files,
     write_table_in_order,
 )
+from sdc.pipeline.key_spill import key_spill
 from sdc.pipeline.order import ORDER_COLUMNS, argsort_u64, order_salt
 from sdc.pipeline.passes import (
     ApplyTarget,
@@ -506,8 +507,8 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         # a runner holding the whole file: its report part is summed by the refinement's
         # thread while the files are written (from the kept cells), not in the apply pass
         target = ApplyTarget(str(tmp), bits, records_path is not None and not kept_records,
-                             whole, keep,
-                             None if defer or whole else acc.spawn())
+                             whole, keep, None if defer or whole else acc.spawn(),
+                             None if whole else key_spill(cells, config, schema))
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
 

@@ -539,7 +539,7 @@ def test_background_refinement_errors_reach_the_caller_and_a_failed_write_stops_
         started.set()
         real(*args, **kwargs)
 
-    def broken_write(bucket_files, writer):
+    def broken_write(bucket_files, writer, keys=None):
         assert started.wait(30)  # the passes are running
         raise OSError("disk full")
 
