@@ -155,3 +155,57 @@ def test_a_key_pairs_distribution_is_the_same_either_way(sizes: tuple[int, int])
     want, inv = np.unique(jc, return_inverse=True)
     assert np.array_equal(uc, want)
     assert np.array_equal(pjoint, np.bincount(inv, weights=ctx.t) / ctx.n_total)
+
+
+def _sorted_reference(x: np.ndarray, cell: np.ndarray, kc: np.ndarray,
+                      small_limit: int) -> dict[str, order_mod.OrderPart]:
+    """The sorted relations as an intruder makes them: the records sorted by value (then
+    cell), each record's distinct-value neighbours read off the sorted column."""
+    from sdc.method.dependence.tables import BatchCells, factorize_sorted
+
+    order = np.lexsort((cell, x))
+    xs, cs, ks = x[order], cell[order], np.asfortranarray(kc[order], dtype=np.int64)
+    fcode, fcell = factorize_sorted(cs)
+    cells = BatchCells.of(fcode, fcell, ks,
+                          np.bincount(fcode, minlength=fcell.size) < small_limit)
+    out = {}
+    n = xs.size
+    prev, nxt, rank = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
+    distinct = sorted(set(xs.tolist()))
+    for i, v in enumerate(xs):  # brute force: a test of a few hundred records
+        g = distinct.index(v)
+        alone = int((xs == v).sum()) == 1
+        if alone and g > 0:
+            prev[i] = v - distinct[g - 1]
+        if alone and g + 1 < len(distinct):
+            nxt[i] = distinct[g + 1] - v
+        rank[i] = int((xs < v).sum())
+    for op, img in (("diff:previous", prev), ("diff:next", nxt), ("rank", rank)):
+        valid = np.isfinite(img)
+        out[op] = order_mod.image_part("num", np.where(valid, img, 0.0), valid, cells)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_sorted_relations_need_no_sorted_records(seed: int) -> None:
+    """sorted_parts reads each record's distinct value group from np.unique, never putting the
+    records in order: the same ordered tables as the records sorted by value (brute force),
+    with ties, -0.0 beside 0.0, negative values, and in any order of the records."""
+    from sdc.method.dependence.relations import sorted_parts
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    x = rng.integers(-20, 60, n).astype(float) * 0.5
+    x[rng.random(n) < 0.05] = -0.0
+    x[:3] = [1e6, -1e6, 0.0]
+    kc = np.stack([rng.integers(0, 2, n), rng.integers(0, 9, n)], axis=1).astype(np.uint8)
+    cell = kc[:, 0].astype(np.int64) * 9 + kc[:, 1]
+    ref = _sorted_reference(x, cell, kc, 5)
+    perm = rng.permutation(n)
+    for got in (sorted_parts(x, cell, kc, 5), sorted_parts(x[perm], cell[perm], kc[perm], 5)):
+        assert got.keys() == ref.keys()
+        for op, part in got.items():
+            want = ref[op]
+            assert (part.e, part.img_lo, part.img_hi) == (want.e, want.img_lo, want.img_hi)
+            for f in ("bins", "n", "lo", "hi", "pcell", "pbin", "pcount"):
+                np.testing.assert_array_equal(getattr(part, f), getattr(want, f), err_msg=op)
