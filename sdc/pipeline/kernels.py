@@ -214,18 +214,16 @@ def raise_duplicate_ids(rows: np.ndarray, values: pd.Series, config: ReleaseConf
     )
 
 
-def duplicate_identities(identities: list[np.ndarray] | IdentitySpill,
-                         presorted: bool = False) -> np.ndarray | None:
+def duplicate_identities(identities: list[np.ndarray] | IdentitySpill) -> np.ndarray | None:
     """The 64-bit identities that occur more than once (sorted), or None when all differ.
     Consumes (clears) ``identities``; one sort of 8 bytes per record (of a spill: of one of
-    its files at a time; none when ``presorted``: one sorted array)."""
+    its files at a time)."""
     if isinstance(identities, IdentitySpill):
         return identities.duplicates()
     allid = (identities[0] if len(identities) == 1 else
              np.concatenate(identities) if identities else np.zeros(0, np.uint64))
     identities.clear()
-    if not presorted:
-        sort_inplace(allid)
+    sort_inplace(allid)
     dup_mask = allid[1:] == allid[:-1]
     if not dup_mask.any():
         return None

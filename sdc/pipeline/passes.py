@@ -177,19 +177,22 @@ def refuse_empty(merged: CountMerge, config: ReleaseConfig) -> None:
 
 
 def duplicated_ids(runner: Runner, config: ReleaseConfig, idents: list[np.ndarray] | IdentitySpill,
-                   presorted: bool = False) -> tuple[np.ndarray, pd.Series] | None | bool:
+                   duplicates: np.ndarray | None = None) -> tuple[np.ndarray, pd.Series] | None | bool:
     """The duplicated ids (rows, values): the ids must be unique over the whole file, so the
-    64-bit identities are sorted (``presorted``: one array, sorted already) and equal ones
-    confirmed on the id values (one more read of the id column): a hash collision is never
-    reported as a duplicate. True: all identities differ (or no id column); None: equal
-    identities of different ids only."""
+    64-bit identities are sorted (``duplicates``: the repeated identities, found by the
+    caller's sort; ``idents`` is then not read) and equal ones confirmed on the id values (one
+    more read of the id column): a hash collision is never reported as a duplicate. True: all
+    identities differ (or no id column); None: equal identities of different ids only."""
     id_col = config.input.id_column
-    spilled = isinstance(idents, IdentitySpill)
-    if id_col is None or not (idents.size if spilled else sum(i.size for i in idents)):
-        if spilled:
-            idents.clear()
-        return True
-    dups = duplicate_identities(idents, presorted)
+    if duplicates is not None:
+        dups = duplicates if id_col is not None and duplicates.size else None
+    else:
+        spilled = isinstance(idents, IdentitySpill)
+        if id_col is None or not (idents.size if spilled else sum(i.size for i in idents)):
+            if spilled:
+                idents.clear()
+            return True
+        dups = duplicate_identities(idents)
     if dups is None:
         return True
     return repeated_ids(id_rows_with_identity(f, dups, config)

@@ -339,10 +339,13 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
            and idents[0].size == n else None)  # every record's, in input order
     # the id check sorts the identities it is given: a copy when they are kept, or (``order``)
     # their argsort, which is also the records file's order (write_records: one sort, not two)
-    raw_order = argsort_u64(raw) if order and raw is not None and id_col is not None else None
-    unique = _unique_ids(runner, config, [raw[raw_order]] if raw_order is not None
-                         else [raw.copy()] if raw is not None else idents,
-                         presorted=raw_order is not None)
+    # and finds the repeated identities on the way
+    raw_order = None
+    if order and raw is not None and id_col is not None:
+        raw_order, repeated = argsort_u64(raw, duplicates=True)
+        unique = _unique_ids(runner, config, [], duplicates=repeated)
+    else:
+        unique = _unique_ids(runner, config, [raw.copy()] if raw is not None else idents)
     idents.clear()
     record_codes = None
     if keep and sum(c.size for c in kept_codes) == n:
@@ -373,12 +376,13 @@ def _identity_spill(runner: Runner, n: int | None) -> IdentitySpill | None:
 
 
 def _unique_ids(runner: Runner, config: ReleaseConfig, idents: list[np.ndarray],
-                presorted: bool = False) -> bool:
+                duplicates: np.ndarray | None = None) -> bool:
     """Raise for duplicated ids; True when every record's identity is distinct (False: 64-bit
-    collisions only, the draws need the global identity step, or no id column)."""
+    collisions only, the draws need the global identity step, or no id column);
+    ``duplicates``: the repeated identities when the caller found them."""
     if config.input.id_column is None:
         return True
-    found = duplicated_ids(runner, config, idents, presorted)
+    found = duplicated_ids(runner, config, idents, duplicates)
     if found is None:
         return False
     if found is not True:

@@ -624,6 +624,36 @@ def test_duplicate_ids_are_reported_with_the_other_problems(tmp_path):
         count_cells(config_for(path, tmp_path / "rel", "parquet"), batch_rows=300)
 
 
+def test_the_records_files_sort_finds_the_duplicate_ids(tmp_path, monkeypatch):
+    """With a records file the count pass sorts the identities once (argsort_u64, the records
+    file's order) and takes the repeated ones from that sort: a duplicated id is refused with
+    its rows, and two different ids whose 64-bit identities collide are released."""
+    frame = make_frame(600, with_missing=False)
+    frame.loc[8, "pid"] = frame.loc[7, "pid"]
+    path = tmp_path / "in.parquet"
+    frame.to_parquet(path, index=False)
+    cfg = config_for(path, tmp_path / "rel", "parquet")
+    with pytest.raises(sdc.InputError, match=r"2 rows share an id .*rows 8, 9"):
+        stream_release(cfg, 1, tmp_path / "o", batch_rows=300,
+                       records_path=tmp_path / "records.parquet")
+    frame = make_frame(600, with_missing=False)
+    frame.to_parquet(path, index=False)
+    from sdc.pipeline import count_parts
+
+    real = count_parts.record_identity
+
+    def colliding(batch, config):
+        h = np.asarray(real(batch, config), np.uint64).copy()
+        ids = batch["pid"].to_numpy()
+        h[(ids == frame.loc[3, "pid"]) | (ids == frame.loc[400, "pid"])] = np.uint64(42)
+        return h
+
+    monkeypatch.setattr(count_parts, "record_identity", colliding)
+    res = stream_release(cfg, 1, tmp_path / "o2", batch_rows=300,
+                         records_path=tmp_path / "records2.parquet")
+    assert res.n_records == 600
+
+
 @pytest.mark.slow
 def test_dask_reports_duplicate_ids_with_the_other_problems(tmp_path):
     from sdc.executors.dask import DaskSpec, dask_release

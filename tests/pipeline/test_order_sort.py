@@ -31,6 +31,30 @@ def test_argsort_u64_is_the_stable_argsort(name) -> None:
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
     np.testing.assert_array_equal(sort_positions(keys), got)
+    # the repeated keys found on the way (the id check's): every key held twice or more
+    pos, repeated = argsort_u64(keys, duplicates=True)
+    np.testing.assert_array_equal(pos, got)
+    values, counts = np.unique(keys, return_counts=True)
+    np.testing.assert_array_equal(repeated, values[counts > 1])
+    assert repeated.dtype == np.uint64
+
+
+def test_the_repeated_keys_hide_among_many_equal_top_bits() -> None:
+    """Two equal keys among 2**17 keys whose top bits all tie in runs of ~50 (most pairs in a
+    run differ only in their low bits): argsort_u64 reports exactly the equal pair, and none
+    when the pair is made to differ in the last bit."""
+    rng = np.random.default_rng(11)
+    n = 1 << 17
+    # argsort_u64 keeps the top 64 - 17 bits: the records of one run differ below them only
+    keys = (rng.integers(0, n // 50, n).astype(np.uint64) << np.uint64(17)) | np.arange(
+        n, dtype=np.uint64)
+    keys[77_000] = keys[5]
+    _, repeated = argsort_u64(keys, duplicates=True)
+    np.testing.assert_array_equal(repeated, keys[[5]])
+    keys[77_000] ^= np.uint64(1)
+    pos, repeated = argsort_u64(keys, duplicates=True)
+    assert repeated.size == 0
+    np.testing.assert_array_equal(pos, np.argsort(keys, kind="stable"))
 
 
 def test_content_hash_is_pandas_hash_array_combined() -> None:
