@@ -42,6 +42,8 @@ class CountPart:
     weight_max: float = 0.0
     perturb: dict[str, PerturbValues] = field(default_factory=dict)
     derived: DerivedCollector | None = None
+    #: its identities' sorted run of the id check's sort (:func:`sdc.pipeline.order.packed_run`)
+    run: np.ndarray | None = None
 
     @classmethod
     def start(cls, frame: pd.DataFrame, config: ReleaseConfig, validate: bool) -> CountPart:
@@ -86,6 +88,7 @@ class CountMerge:
         self.idents: list[np.ndarray] | IdentitySpill = (
             spill if spill is not None else [np.empty(n_known, np.uint64)] if known else [])
         self._filled = 0 if known else None
+        self.runs: list[np.ndarray] = []  #: the parts' sorted identity runs, in input order
         self._lo: dict[str, float] = {}
         self._hi: dict[str, float] = {}
         self.weight_max = 0.0
@@ -101,6 +104,8 @@ class CountMerge:
                 self._filled += part.ident.size
             else:
                 self.idents.append(part.ident)
+        if part.run is not None:
+            self.runs.append(part.run)
         if part.problems is not None:
             self.problems.add(part.problems, part.offset)
             return False

@@ -74,7 +74,7 @@ from sdc.pipeline.kernels import (
     write_table_in_order,
 )
 from sdc.pipeline.key_spill import key_spill
-from sdc.pipeline.order import ORDER_COLUMNS, argsort_u64, order_salt
+from sdc.pipeline.order import ORDER_COLUMNS, argsort_u64, order_salt, packed_run
 from sdc.pipeline.passes import (
     ApplyTarget,
     DeferredReports,
@@ -146,6 +146,8 @@ class PersonStage:
     background: bool = False
     #: the count pass keeps every record's cell code (:attr:`CountPart.record_codes`)
     keep_codes: bool = False
+    #: the file's records when the count pass sorts the identities: each batch sorts its run
+    presort: int | None = None
     #: every record's cell in input order, located once from the count pass's codes (a
     #: runner that keeps them: :func:`keeps_records`; None: each pass locates a batch's)
     kept_cells: np.ndarray | None = None
@@ -171,6 +173,8 @@ class PersonStage:
         codes, keys = (cell_key_codes(frame, config) if dependence
                        else (cell_codes(frame, config), None))
         part.codes, part.counts = code_counts(codes, radix_sizes(config))
+        if self.presort is not None and part.ident is not None:
+            part.run = packed_run(part.ident, part.offset, self.presort)
         if dependence:
             part.dependence = new_dependence_counter(self.columns, config, self.kinds)
             if self.background:
@@ -326,7 +330,7 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
             wsums.merge(part.weight_sums)
 
     stage = PersonStage(config, columns, dependence, kinds, background=background,
-                        keep_codes=keep)
+                        keep_codes=keep, presort=n_known if keep and order else None)
     count_pass(runner, stage, merged, merge, measure, validate=validate,
                columns=read_columns(config, columns, dependence, measure))
     if merged.counted:
@@ -342,7 +346,7 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     # and finds the repeated identities on the way
     raw_order = None
     if order and raw is not None and id_col is not None:
-        raw_order, repeated = argsort_u64(raw, duplicates=True)
+        raw_order, repeated = argsort_u64(raw, duplicates=True, runs=merged.runs)
         unique = _unique_ids(runner, config, [], duplicates=repeated)
     else:
         unique = _unique_ids(runner, config, [raw.copy()] if raw is not None else idents)

@@ -161,3 +161,28 @@ def test_argsort_u64_finds_equal_top_bits_across_its_blocks() -> None:
     got = argsort_u64(keys)
     np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
     assert got[32767] == n - 1 and got[32768] == 32767
+
+
+@pytest.mark.parametrize("name", ["hashes", "few values (every key in a run)", "runs",
+                                  "two equal", "one"])
+def test_argsort_u64_merges_the_batches_sorted_runs(name) -> None:
+    """The count pass's batches each sort their packed identities (packed_run, positions from
+    the batch's offset); argsort_u64(runs=...) merges them: the same positions and repeated
+    keys as from the keys alone, whatever the cuts. Runs that miss keys are ignored."""
+    from sdc.pipeline.order import packed_run
+
+    keys = _cases()[name]
+    n = keys.size
+    want, want_rep = argsort_u64(keys, duplicates=True)
+    rng = np.random.default_rng(n)
+    cuts = np.unique(np.r_[0, rng.integers(0, n + 1, 4), n])
+    runs = [packed_run(keys[a:b], int(a), n) for a, b in zip(cuts[:-1], cuts[1:])]
+    if n < 2:
+        assert all(r is None for r in runs)
+    got, rep = argsort_u64(keys, duplicates=True, runs=runs)
+    assert runs == []  # consumed
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(rep, want_rep)
+    if n > 2:
+        partial = [packed_run(keys[1:], 1, n)]
+        np.testing.assert_array_equal(argsort_u64(keys, runs=partial), want)
