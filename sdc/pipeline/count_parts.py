@@ -77,7 +77,8 @@ class CountMerge:
     ``derived:`` values, value ranges and largest weight."""
 
     def __init__(self, perturb: dict[str, PerturbValues], derived: DerivedCollector | None,
-                 n_known: int | None = None, spill: IdentitySpill | None = None) -> None:
+                 n_known: int | None = None, spill: IdentitySpill | None = None,
+                 runs: bool = False) -> None:
         self.n = 0
         self.offsets = [0]  #: the batches' first global rows (the same batches in every pass)
         self.counted = False  #: some batch was counted (not only checked)
@@ -88,7 +89,11 @@ class CountMerge:
         self.idents: list[np.ndarray] | IdentitySpill = (
             spill if spill is not None else [np.empty(n_known, np.uint64)] if known else [])
         self._filled = 0 if known else None
-        self.runs: list[np.ndarray] = []  #: the parts' sorted identity runs, in input order
+        #: the parts' sorted identity runs (:attr:`CountPart.run`) at their rows, when
+        #: ``runs`` and the row count is known (None: some part had none)
+        self.runs: np.ndarray | None = None
+        self._runs_n = n_known if runs and known else None
+        self._run_filled = 0
         self._lo: dict[str, float] = {}
         self._hi: dict[str, float] = {}
         self.weight_max = 0.0
@@ -104,8 +109,17 @@ class CountMerge:
                 self._filled += part.ident.size
             else:
                 self.idents.append(part.ident)
-        if part.run is not None:
-            self.runs.append(part.run)
+        if self._runs_n is not None:
+            run, at = part.run, part.offset
+            if run is None or at + run.size > self._runs_n:
+                self._runs_n = self.runs = None
+            elif at == 0 and run.size == self._runs_n:  # the whole file's part: no copy
+                self.runs, self._run_filled = run, run.size
+            else:
+                if self.runs is None:
+                    self.runs = np.empty(self._runs_n, np.uint64)
+                self.runs[at:at + run.size] = run
+                self._run_filled += run.size
         if part.problems is not None:
             self.problems.add(part.problems, part.offset)
             return False
@@ -126,6 +140,8 @@ class CountMerge:
         """After the last part: the preallocated identities cut to those filled."""
         if self._filled is not None:
             self.idents[0] = self.idents[0][:self._filled]
+        if self._runs_n is None or self._run_filled != self._runs_n:
+            self.runs = None
 
     def ranges(self) -> dict[str, tuple[float, float]]:
         """``{column: (smallest, largest)}`` over the merged parts."""

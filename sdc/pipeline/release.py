@@ -309,7 +309,7 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     n_known = runner.row_count() if id_col is not None else None
     merged = CountMerge({v: PerturbValues(v, config) for v in (config.perturb or {})},
                         DerivedCollector(list(config.derived)) if config.derived else None,
-                        n_known, _identity_spill(runner, n_known))
+                        n_known, _identity_spill(runner, n_known), runs=keep and order)
     # the columns that pair in the dependence check: from the public schema, the same on
     # every executor (never from a batch's types)
     kinds = schema_kinds(runner.public_schema()) if dependence else None

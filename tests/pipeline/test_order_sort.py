@@ -167,8 +167,9 @@ def test_argsort_u64_finds_equal_top_bits_across_its_blocks() -> None:
                                   "two equal", "one"])
 def test_argsort_u64_merges_the_batches_sorted_runs(name) -> None:
     """The count pass's batches each sort their packed identities (packed_run, positions from
-    the batch's offset); argsort_u64(runs=...) merges them: the same positions and repeated
-    keys as from the keys alone, whatever the cuts. Runs that miss keys are ignored."""
+    the batch's offset), one after the other; argsort_u64(runs=...) merges them: the same
+    positions and repeated keys as from the keys alone, whatever the cuts. Runs that miss
+    keys are ignored."""
     from sdc.pipeline.order import packed_run
 
     keys = _cases()[name]
@@ -176,13 +177,42 @@ def test_argsort_u64_merges_the_batches_sorted_runs(name) -> None:
     want, want_rep = argsort_u64(keys, duplicates=True)
     rng = np.random.default_rng(n)
     cuts = np.unique(np.r_[0, rng.integers(0, n + 1, 4), n])
-    runs = [packed_run(keys[a:b], int(a), n) for a, b in zip(cuts[:-1], cuts[1:])]
+    runs = [packed_run(keys[a:b], int(a), n) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
     if n < 2:
         assert all(r is None for r in runs)
-    got, rep = argsort_u64(keys, duplicates=True, runs=runs)
-    assert runs == []  # consumed
+        return
+    got, rep = argsort_u64(keys, duplicates=True, runs=np.concatenate(runs))
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(rep, want_rep)
-    if n > 2:
-        partial = [packed_run(keys[1:], 1, n)]
-        np.testing.assert_array_equal(argsort_u64(keys, runs=partial), want)
+    partial = packed_run(keys[1:], 1, n)  # runs that miss a key: sorted from the keys
+    np.testing.assert_array_equal(argsort_u64(keys, runs=partial), want)
+
+
+def test_the_count_merge_places_each_batchs_run_at_its_rows() -> None:
+    """CountMerge keeps the batches' sorted runs at their rows (one array for argsort_u64);
+    the whole file's one part is kept without a copy; a part without a run, or parts that
+    do not fill the rows, leave none."""
+    from sdc.pipeline.count_parts import CountMerge, CountPart
+    from sdc.pipeline.order import packed_run
+
+    keys = np.random.default_rng(2).integers(0, 2**63, 1000, dtype=np.int64).view(np.uint64)
+
+    made = []
+
+    def merged(cuts, drop=None):
+        m = CountMerge({}, None, n_known=keys.size, runs=True)
+        for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+            part = CountPart(b - a, a, keys[a:b], codes=np.zeros(0, np.int64),
+                             counts=np.zeros(0, np.int64))
+            part.run = None if i == drop else packed_run(keys[a:b], a, keys.size)
+            made.append(part.run)
+            m.add(part)
+        m.end()
+        return m
+
+    m = merged([0, 300, 301, 1000])
+    np.testing.assert_array_equal(argsort_u64(keys, runs=m.runs), np.argsort(keys, kind="stable"))
+    whole = merged([0, 1000])
+    assert whole.runs is made[-1]  # the part's own array
+    assert merged([0, 300, 1000], drop=1).runs is None
+    assert merged([0, 300]).runs is None
