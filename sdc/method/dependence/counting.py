@@ -163,7 +163,10 @@ class DependenceCounter:
             h = value_hash(frame[c])
             if c in paired:
                 hashes[c] = h
-            b = (h & _MASK).astype(np.int64)
+                h = h & _MASK
+            else:
+                h &= _MASK  # (a fresh array: the batch's own hashes)
+            b = h.view(np.int64)  # the value buckets (< 2**HASH_BITS: the same as int64)
             here = np.bincount(b, minlength=1 << HASH_BITS)  # records per value bucket
             n_values = np.count_nonzero(here)
             dense = c not in self._dense and n_values > DENSE_VALUES
