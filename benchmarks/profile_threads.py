@@ -14,6 +14,7 @@ some steps on this code by 10x (docs/PERFORMANCE.md); ``perf record -g`` shows t
 
     python benchmarks/profile_threads.py --n 10000000 --top 40
     python benchmarks/profile_threads.py --input big.parquet --save prof.out
+    python benchmarks/profile_threads.py --n 10000000 --spill   # 100M's path at 10M
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=40, help="functions listed")
     ap.add_argument("--save", default=None, help="write the merged pstats here")
     ap.add_argument("--dir", default=None, help="work folder")
+    ap.add_argument("--spill", action="store_true",
+                    help="the path of files over KEEP_RECORDS (16.7M): nothing kept per record "
+                         "between the passes, the records file from its spilled buckets")
     args = ap.parse_args()
+    if args.spill:
+        import sdc.pipeline.release as release
+
+        release.KEEP_RECORDS = 0
     work = Path(tempfile.mkdtemp(prefix="sdc-profile-", dir=args.dir))
     try:
         path = Path(args.input) if args.input else work / "input.parquet"

@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -49,12 +51,16 @@ from sdc.io.recode import recode_frame
 from sdc.io.sniff import check_file_kind
 from sdc.io.write import sha256_file
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 __all__ = [
     "DEFAULT_BATCH_ROWS",
     "PUBLIC_ID",
     "ROW_GROUP_ROWS",
     "PublicWriter",
     "buffered_files",
+    "map_ahead",
     "check_public_types",
     "check_streamable",
     "csv_value_types",
@@ -189,6 +195,32 @@ def read_ahead_frames(frames: Iterator[pd.DataFrame], depth: int = 1) -> Iterato
         close = getattr(frames, "close", None)
         if close is not None:
             close()
+
+
+def map_ahead(fn: Callable[[T], R], items: Iterable[T], workers: int = 2) -> Iterator[R]:
+    """``fn(item)`` of every item, in order, computed by ``workers`` threads (at most
+    ``workers`` + 1 items submitted ahead of the one consumed, each result held until
+    yielded). For work that
+    releases the GIL (numpy sorts and gathers) while the consumer writes: the records file of
+    a spilled release, whose buckets' sorts were its step's bottleneck on one thread. A
+    failure is raised in the consumer at its item; closing the generator early cancels the
+    rest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="sdc-read-ahead")
+    pending: deque = deque()
+    it = iter(items)
+    try:
+        for item in it:
+            pending.append(pool.submit(fn, item))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=True)
 
 
 def _input_frames(config: ReleaseConfig, batch_rows: int,

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from sdc.io.batches import ROW_GROUP_ROWS, PublicWriter, read_ahead_frames
+from sdc.io.batches import ROW_GROUP_ROWS, PublicWriter, map_ahead, read_ahead_frames
 from sdc.io.spill import BucketSpill, read_bucket
 from sdc.method.draws import draw_tiebreak, unique_identities
 from sdc.pipeline.order import argsort_u64
@@ -122,19 +122,20 @@ def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndar
     cell_id = np.asarray(cell_id, np.uint64)
     in_prb_cell = np.asarray(cell_prb) >= 0
 
-    def tables():
-        for b in buckets:
-            t = read_bucket(b)
-            if t is None or t.num_rows == 0:
-                continue
-            raw = t.column("raw").to_numpy()
-            rc = t.column("cell").to_numpy()
-            rel = t.column("released").to_numpy()
-            del t
-            yield _group_table(raw, rc, rel, cell_id, in_prb_cell)
+    def table(b: Path) -> pa.Table | None:
+        t = read_bucket(b)
+        if t is None or t.num_rows == 0:
+            return None
+        raw = t.column("raw").to_numpy()
+        rc = t.column("cell").to_numpy()
+        rel = t.column("released").to_numpy()
+        del t
+        return _group_table(raw, rc, rel, cell_id, in_prb_cell)
 
-    # the next bucket is read and sorted by a background thread while this one is encoded
-    return _write_file(path, read_ahead_frames(tables(), 1))
+    # the next buckets are read and sorted by two background threads while this one is
+    # encoded: one thread sorting was this step's bottleneck (100M records: 13.7 CPU s of
+    # sorts and gathers against the writer's ~0.6 core)
+    return _write_file(path, (t for t in map_ahead(table, buckets) if t is not None))
 
 
 def write_records(raw: np.ndarray, record_cell: np.ndarray, released_cell: np.ndarray,

@@ -306,3 +306,35 @@ def test_an_input_column_named_record_id_is_refused_unless_it_is_the_id_or_dropp
             public_schema(cfg, schema)
     else:
         assert public_schema(cfg, schema).names == ["record_id", "sex", "x"]
+
+
+def test_map_ahead_keeps_the_order_and_raises_at_the_failing_item() -> None:
+    """map_ahead gives fn(item) in the items' order whatever thread finishes first; a failure
+    is raised when its item is reached (the earlier results came out first), and closing the
+    generator early leaves no thread running."""
+    import threading
+    import time
+
+    from sdc.io.batches import map_ahead
+
+    def slow_first(i: int) -> int:
+        time.sleep(0.05 if i % 3 == 0 else 0.0)
+        return i * i
+
+    assert list(map_ahead(slow_first, range(10))) == [i * i for i in range(10)]
+
+    def fails_at_4(i: int) -> int:
+        if i == 4:
+            raise ValueError("item 4")
+        return i
+
+    got = []
+    with pytest.raises(ValueError, match="item 4"):
+        for x in map_ahead(fails_at_4, range(8)):
+            got.append(x)
+    assert got == [0, 1, 2, 3]
+    before = threading.active_count()
+    gen = map_ahead(slow_first, range(100))
+    assert next(gen) == 0
+    gen.close()
+    assert threading.active_count() <= before
