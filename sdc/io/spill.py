@@ -17,8 +17,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from sdc.method.sorting import sort_inplace
-
 __all__ = ["BUCKET_ROWS", "BucketSpill", "IdentitySpill", "bucket_bits", "bucket_of", "read_bucket",
            "split_by_bucket"]
 
@@ -148,16 +146,22 @@ class IdentitySpill:
         """The identities that occur more than once (sorted), or None when all differ; the
         files are deleted (as :func:`sdc.pipeline.kernels.duplicate_identities` consumes its
         list)."""
+        from concurrent.futures import ThreadPoolExecutor
+
         self._close()
-        found = []
-        for p in self._paths:
+
+        def repeated(p: Path) -> np.ndarray | None:
             a = np.fromfile(p, dtype=np.uint64)
             p.unlink()
-            sort_inplace(a)
+            a.sort()
             same = a[1:] == a[:-1]
-            if same.any():
-                found.append(np.unique(a[1:][same]))
-            del a, same
+            return np.unique(a[1:][same]) if same.any() else None
+
+        # two files at a time, each sorted by one thread (numpy's sort releases the GIL): 10%
+        # less than one file at a time in two parts merged (sort_inplace), and the files are
+        # in key order, so the found identities come out sorted
+        with ThreadPoolExecutor(2, thread_name_prefix="sdc-sort") as pool:
+            found = [f for f in pool.map(repeated, self._paths) if f is not None]
         self.clear()
         return np.concatenate(found) if found else None
 
