@@ -195,7 +195,8 @@ def test_the_sorted_relations_need_no_sorted_records(seed: int) -> None:
 
     rng = np.random.default_rng(seed)
     n = 400
-    x = rng.integers(-20, 60, n).astype(float) * 0.5
+    # seed 2: mostly distinct values (np.unique); else few (hashed, then sorted)
+    x = (rng.normal(size=n) if seed == 2 else rng.integers(-20, 60, n).astype(float) * 0.5)
     x[rng.random(n) < 0.05] = -0.0
     x[:3] = [1e6, -1e6, 0.0]
     kc = np.stack([rng.integers(0, 2, n), rng.integers(0, 9, n)], axis=1).astype(np.uint8)
@@ -209,3 +210,30 @@ def test_the_sorted_relations_need_no_sorted_records(seed: int) -> None:
             assert (part.e, part.img_lo, part.img_hi) == (want.e, want.img_lo, want.img_hi)
             for f in ("bins", "n", "lo", "hi", "pcell", "pbin", "pcount"):
                 np.testing.assert_array_equal(getattr(part, f), getattr(want, f), err_msg=op)
+
+
+@pytest.mark.parametrize(("kind", "hashed"), [("few values", True), ("mostly distinct", False),
+                                              ("one value", True)])
+def test_distinct_groups_is_np_unique(kind: str, hashed: bool,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sorted relations' groups: hashed then sorted for few distinct values, sorted whole
+    for mostly distinct ones; either way np.unique's values, inverse and counts (-0.0 and
+    0.0 one value, as np.unique has them)."""
+    from sdc.method.dependence import relations
+
+    factorized = []
+    real = relations.pd.factorize
+    monkeypatch.setattr(relations.pd, "factorize",
+                        lambda *a, **k: (factorized.append(1), real(*a, **k))[1])
+    rng = np.random.default_rng(3)
+    n = 20_000
+    x = {"few values": rng.integers(-8, 8, n) * 0.25,
+         "mostly distinct": rng.normal(size=n),
+         "one value": np.full(n, 7.5)}[kind]
+    x[rng.random(n) < 0.01] = -0.0
+    x[rng.random(n) < 0.01] = 0.0
+    want = np.unique(x, return_inverse=True, return_counts=True)
+    got = relations._distinct_groups(x)
+    assert bool(factorized) is hashed
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b.reshape(-1))
