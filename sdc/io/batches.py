@@ -200,11 +200,10 @@ def read_ahead_frames(frames: Iterator[pd.DataFrame], depth: int = 1) -> Iterato
 def map_ahead(fn: Callable[[T], R], items: Iterable[T], workers: int = 2) -> Iterator[R]:
     """``fn(item)`` of every item, in order, computed by ``workers`` threads (at most
     ``workers`` + 1 items submitted ahead of the one consumed, each result held until
-    yielded). For work that
-    releases the GIL (numpy sorts and gathers) while the consumer writes: the records file of
-    a spilled release, whose buckets' sorts were its step's bottleneck on one thread. A
-    failure is raised in the consumer at its item; closing the generator early cancels the
-    rest."""
+    yielded). For work that releases the GIL (numpy sorts and gathers) while the consumer
+    writes: the records file of a spilled release, whose buckets' sorts were its step's
+    bottleneck on one thread. A failure is raised in the consumer at its item; closing the
+    generator early cancels the rest."""
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="sdc-read-ahead")

@@ -117,10 +117,10 @@ def sorted_parts(x: np.ndarray, cell: np.ndarray, key_codes: np.ndarray,
 
     Each relation is a function of the record's distinct value only (its group g among the
     sorted distinct values u_0 < u_1 < ...: previous u_g - u_{g-1}, next u_{g+1} - u_g, rank
-    = the records below u_g), so the records are never put in sorted order: one
-    ``np.unique`` of the values gives every record's g, and an ordered table is the same
-    whatever the order of its records (counts, per-bin extremes, sorted (cell, bin) pairs).
-    At 1M records this is a fifth of a lexsort by (value, cell) and its gathers."""
+    = the records below u_g), so the records are never put in sorted order: the values'
+    distinct groups (:func:`_distinct_groups`) give every record's g, and an ordered table is
+    the same whatever the order of its records (counts, per-bin extremes, sorted (cell, bin)
+    pairs). At 1M records this is a fifth of a lexsort by (value, cell) and its gathers."""
     n = x.size
     fcode, fcell = factorize_sorted(np.asarray(cell, dtype=np.int64))
     cells = BatchCells.of(fcode, fcell, key_codes,
