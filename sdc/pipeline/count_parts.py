@@ -22,7 +22,7 @@ from sdc.method.perturb import PerturbValues
 from sdc.pipeline.kernels import Problems, batch_problems
 from sdc.reports.utility import finite_values
 
-__all__ = ["CountMerge", "CountPart", "raise_problems"]
+__all__ = ["CountMerge", "CountPart", "PlacedParts", "raise_problems"]
 
 
 @dataclass
@@ -69,6 +69,35 @@ class CountPart:
             self.weight_max = float(np.abs(frame[weight].to_numpy(float)).max())
 
 
+class PlacedParts:
+    """A per-record array of every part, each placed at its rows in one array of ``n`` as the
+    parts arrive (the parallel phase of a pass), instead of concatenated after it (a fresh
+    array of 8 bytes a record, page-faulted on the pass's serial tail); the one part of a
+    whole file is kept as is. :meth:`result` is None when ``n`` was None, a part had no array,
+    or the parts do not fill the ``n`` rows."""
+
+    def __init__(self, n: int | None) -> None:
+        self.n, self.array, self.filled = n, None, 0
+
+    def add(self, at: int, values: np.ndarray | None) -> None:
+        """Place a part's ``values`` at rows ``at``..."""
+        if self.n is None:
+            return
+        if values is None or at + values.size > self.n:
+            self.n = self.array = None
+        elif at == 0 and values.size == self.n:  # the whole file's part: no copy
+            self.array, self.filled = values, values.size
+        else:
+            if self.array is None:
+                self.array = np.empty(self.n, values.dtype)
+            self.array[at:at + values.size] = values
+            self.filled += values.size
+
+    def result(self) -> np.ndarray | None:
+        """The array of every row (None: see the class)."""
+        return self.array if self.n is not None and self.filled == self.n else None
+
+
 class CountMerge:
     """The parts of a count pass merged in input order: the rows, the identities (into one
     preallocated array when the row count ``n_known`` is known, 8 bytes a record, or to
@@ -90,10 +119,9 @@ class CountMerge:
             spill if spill is not None else [np.empty(n_known, np.uint64)] if known else [])
         self._filled = 0 if known else None
         #: the parts' sorted identity runs (:attr:`CountPart.run`) at their rows, when
-        #: ``runs`` and the row count is known (None: some part had none)
+        #: ``runs`` and the row count is known (None: some part had none), set by :meth:`end`
         self.runs: np.ndarray | None = None
-        self._runs_n = n_known if runs and known else None
-        self._run_filled = 0
+        self._runs = PlacedParts(n_known if runs and known else None)
         self._lo: dict[str, float] = {}
         self._hi: dict[str, float] = {}
         self.weight_max = 0.0
@@ -109,17 +137,7 @@ class CountMerge:
                 self._filled += part.ident.size
             else:
                 self.idents.append(part.ident)
-        if self._runs_n is not None:
-            run, at = part.run, part.offset
-            if run is None or at + run.size > self._runs_n:
-                self._runs_n = self.runs = None
-            elif at == 0 and run.size == self._runs_n:  # the whole file's part: no copy
-                self.runs, self._run_filled = run, run.size
-            else:
-                if self.runs is None:
-                    self.runs = np.empty(self._runs_n, np.uint64)
-                self.runs[at:at + run.size] = run
-                self._run_filled += run.size
+        self._runs.add(part.offset, part.run)
         if part.problems is not None:
             self.problems.add(part.problems, part.offset)
             return False
@@ -140,8 +158,7 @@ class CountMerge:
         """After the last part: the preallocated identities cut to those filled."""
         if self._filled is not None:
             self.idents[0] = self.idents[0][:self._filled]
-        if self._runs_n is None or self._run_filled != self._runs_n:
-            self.runs = None
+        self.runs = self._runs.result()
 
     def ranges(self) -> dict[str, tuple[float, float]]:
         """``{column: (smallest, largest)}`` over the merged parts."""

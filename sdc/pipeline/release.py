@@ -58,7 +58,7 @@ from sdc.method.partition import check_columns
 from sdc.method.perturb import PerturbValues
 from sdc.method.plan import draw_plan
 from sdc.method.weighted import WeightSums
-from sdc.pipeline.count_parts import CountMerge
+from sdc.pipeline.count_parts import CountMerge, PlacedParts
 from sdc.pipeline.count_parts import CountPart as BatchCountPart
 from sdc.pipeline.kernels import (
     BatchPerturb,
@@ -316,12 +316,12 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     dep = new_dependence_counter(columns, config, kinds) if dependence else None
     wsums = WeightSums() if design_of(config).weighted and weight is not None else None
 
-    kept_codes: list[np.ndarray] = []
+    # every record's cell code, placed at its rows as the parts arrive
+    kept_codes = PlacedParts(runner.row_count() if keep else None)
 
     def merge(part: CountPart) -> None:
         nonlocal dep
-        if part.record_codes is not None:
-            kept_codes.append(part.record_codes)
+        kept_codes.add(part.offset, part.record_codes)
         if background and part.dependence is not None:
             dep = part.dependence  # the one batch's, still counting
         elif dep is not None:
@@ -351,10 +351,7 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     else:
         unique = _unique_ids(runner, config, [raw.copy()] if raw is not None else idents)
     idents.clear()
-    record_codes = None
-    if keep and sum(c.size for c in kept_codes) == n:
-        record_codes = kept_codes[0] if len(kept_codes) == 1 else np.concatenate(kept_codes)
-    kept_codes.clear()
+    record_codes = kept_codes.result() if keep else None
     codes, counts = merged.counter.result()
     ranges = {c: (lo, hi, runner.is_integer(c)) for c, (lo, hi) in merged.ranges().items()}
     return CellCount(cell_table(codes, counts, config), codes, n, columns,

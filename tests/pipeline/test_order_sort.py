@@ -216,3 +216,32 @@ def test_the_count_merge_places_each_batchs_run_at_its_rows() -> None:
     assert whole.runs is made[-1]  # the part's own array
     assert merged([0, 300, 1000], drop=1).runs is None
     assert merged([0, 300]).runs is None
+
+
+def test_placed_parts_fill_their_rows_in_any_arrival_order() -> None:
+    """PlacedParts (the count pass's kept cell codes and identity runs): parts placed at their
+    rows in any order give the concatenation in row order; a missing array, a part past the
+    end or rows left empty give None; the whole file's one part is kept without a copy."""
+    from sdc.pipeline.count_parts import PlacedParts
+
+    values = np.arange(100, dtype=np.int64) * 7
+    cuts = [(40, 70), (0, 40), (70, 100)]
+    placed = PlacedParts(100)
+    for a, b in cuts:
+        placed.add(a, values[a:b])
+    np.testing.assert_array_equal(placed.result(), values)
+    whole = PlacedParts(100)
+    whole.add(0, values)
+    assert whole.result() is values
+    gap = PlacedParts(100)
+    gap.add(0, values[:40])
+    assert gap.result() is None
+    missing = PlacedParts(100)
+    missing.add(0, values[:40])
+    missing.add(40, None)
+    missing.add(40, values[40:])
+    assert missing.result() is None
+    past = PlacedParts(100)
+    past.add(90, values[:20])
+    assert past.result() is None
+    assert PlacedParts(None).result() is None
