@@ -296,6 +296,22 @@ def test_duplicate_ids_across_batches_are_reported_with_global_rows(tmp_path, re
     assert not (tmp_path / "records.parquet").exists()
 
 
+def _collide_two_ids(frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count pass's identities of ``frame``'s records 3 and 400 (different ids) made
+    equal: a 64-bit collision, which the id check must confirm on the values."""
+    from sdc.pipeline import count_parts
+
+    real = count_parts.record_identity
+
+    def colliding(batch, config):
+        h = np.asarray(real(batch, config), np.uint64).copy()
+        ids = batch["pid"].to_numpy()
+        h[(ids == frame.loc[3, "pid"]) | (ids == frame.loc[400, "pid"])] = np.uint64(42)
+        return h
+
+    monkeypatch.setattr(count_parts, "record_identity", colliding)
+
+
 @pytest.mark.slow
 def test_dask_reports_duplicate_ids_in_different_partitions_with_global_rows(tmp_path):
     from sdc.executors.dask import DaskSpec, dask_release
@@ -321,17 +337,7 @@ def test_a_64_bit_identity_collision_is_not_reported_as_a_duplicate_id(tmp_path,
     path = tmp_path / "in.parquet"
     frame.to_parquet(path, index=False)
     cfg = config_for(path, tmp_path / "rel", "parquet")
-    from sdc.pipeline import count_parts  # the count pass's identities
-
-    real = count_parts.record_identity
-
-    def colliding(batch, config):
-        h = np.asarray(real(batch, config), np.uint64).copy()
-        ids = batch["pid"].to_numpy()
-        h[(ids == frame.loc[3, "pid"]) | (ids == frame.loc[400, "pid"])] = np.uint64(42)
-        return h
-
-    monkeypatch.setattr(count_parts, "record_identity", colliding)
+    _collide_two_ids(frame, monkeypatch)
     count = count_cells(cfg, batch_rows=200)
     assert count.identities_unique is False and count.n_records == 600
 
@@ -638,17 +644,7 @@ def test_the_records_files_sort_finds_the_duplicate_ids(tmp_path, monkeypatch):
                        records_path=tmp_path / "records.parquet")
     frame = make_frame(600, with_missing=False)
     frame.to_parquet(path, index=False)
-    from sdc.pipeline import count_parts
-
-    real = count_parts.record_identity
-
-    def colliding(batch, config):
-        h = np.asarray(real(batch, config), np.uint64).copy()
-        ids = batch["pid"].to_numpy()
-        h[(ids == frame.loc[3, "pid"]) | (ids == frame.loc[400, "pid"])] = np.uint64(42)
-        return h
-
-    monkeypatch.setattr(count_parts, "record_identity", colliding)
+    _collide_two_ids(frame, monkeypatch)
     res = stream_release(cfg, 1, tmp_path / "o2", batch_rows=300,
                          records_path=tmp_path / "records2.parquet")
     assert res.n_records == 600
