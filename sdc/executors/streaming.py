@@ -10,9 +10,7 @@ other executors'.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import pandas as pd
 
 from sdc.config.model import EngineSpec, ReleaseConfig
 from sdc.executors.file_facts import FileFacts
-from sdc.io.batches import DEFAULT_BATCH_ROWS, input_batches, input_row_count
+from sdc.io.batches import DEFAULT_BATCH_ROWS, input_batches, input_row_count, map_ahead
 from sdc.pipeline.kernels import CellCount, ReleaseOutcome
 
 __all__ = ["LocalBatches", "count_cells", "open_batches", "stream_release"]
@@ -54,24 +52,23 @@ class LocalBatches(FileFacts):
             columns: list[str] | None = None) -> Iterator[Any]:
         """``fn(frame, index, *shared, *per_piece(index))`` for every batch, in input order
         (``per_piece`` is called here, in the caller's thread, never concurrently)."""
-        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sdc-batch")
-        pending: deque[Future] = deque()
-        # read here, while the workers run: no read-ahead thread (one batch fewer in memory)
+        # read here, in the consumer's thread, while the workers run: no read-ahead
+        # thread (one batch fewer in memory); at most ``workers`` batches in flight
         frames = input_batches(self._plain, batch_rows=self.batch_rows, columns=columns,
                                read_ahead=0)
-        try:
+
+        def items() -> Iterator[tuple]:
             for i, frame in enumerate(frames):
-                extra = per_piece(i) if per_piece is not None else ()
-                pending.append(pool.submit(fn, frame, i, *shared, *extra))
-                del frame
-                if len(pending) >= self.workers:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
+                yield frame, i, (per_piece(i) if per_piece is not None else ())
+
+        def run(item: tuple) -> Any:
+            frame, i, extra = item
+            return fn(frame, i, *shared, *extra)
+
+        try:
+            yield from map_ahead(run, items(), self.workers, ahead=self.workers,
+                                 name="sdc-batch")
         finally:
-            for f in pending:
-                f.cancel()
-            pool.shutdown(wait=True)
             frames.close()
 
     def frames(self, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:

@@ -197,22 +197,26 @@ def read_ahead_frames(frames: Iterator[pd.DataFrame], depth: int = 1) -> Iterato
             close()
 
 
-def map_ahead(fn: Callable[[T], R], items: Iterable[T], workers: int = 2) -> Iterator[R]:
-    """``fn(item)`` of every item, in order, computed by ``workers`` threads (at most
-    ``workers`` + 1 items submitted ahead of the one consumed, each result held until
-    yielded). For work that releases the GIL (numpy sorts and gathers) while the consumer
-    writes: the records file of a spilled release, whose buckets' sorts were its step's
-    bottleneck on one thread. A failure is raised in the consumer at its item; closing the
-    generator early cancels the rest."""
+def map_ahead(fn: Callable[[T], R], items: Iterable[T], workers: int = 2, *,
+              ahead: int | None = None, name: str = "sdc-read-ahead") -> Iterator[R]:
+    """``fn(item)`` of every item, in order, computed by ``workers`` threads named ``name``
+    (at most ``ahead`` items submitted and not yet consumed, ``workers`` + 1 by default; each
+    result held until yielded). For work that releases the GIL (numpy sorts and gathers)
+    while the consumer writes: the records file of a spilled release, whose buckets' sorts
+    were its step's bottleneck on one thread, and the streaming runner's batches
+    (:meth:`sdc.executors.streaming.LocalBatches.map`). A failure is raised in the consumer
+    at its item; closing the generator early cancels the rest. An item is dropped here once
+    submitted: its task holds the only reference this function keeps."""
     from concurrent.futures import ThreadPoolExecutor
 
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="sdc-read-ahead")
+    limit = workers + 1 if ahead is None else max(1, ahead)
+    pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
     pending: deque = deque()
-    it = iter(items)
     try:
-        for item in it:
+        for item in items:
             pending.append(pool.submit(fn, item))
-            if len(pending) > workers:
+            del item
+            if len(pending) >= limit:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()

@@ -340,3 +340,31 @@ def test_map_ahead_keeps_the_order_and_raises_at_the_failing_item() -> None:
     left = [t for t in threading.enumerate() if t not in before and t.is_alive()
             and t.name.startswith("sdc-read-ahead")]
     assert left == []
+
+
+@pytest.mark.parametrize(("ahead", "drawn"), [(None, 3), (2, 2), (1, 1)])
+def test_map_ahead_draws_at_most_ahead_items_before_the_first_result(ahead, drawn) -> None:
+    """``ahead`` bounds the items submitted and not yet consumed (the streaming runner keeps
+    ``workers`` batches in memory, the records file ``workers`` + 1 buckets); the threads
+    carry ``name``."""
+    import threading
+
+    from sdc.io.batches import map_ahead
+
+    taken: list[int] = []
+    names: set[str] = set()
+
+    def items():
+        for i in range(6):
+            taken.append(i)
+            yield i
+
+    def fn(i: int) -> int:
+        names.add(threading.current_thread().name)
+        return -i
+
+    gen = map_ahead(fn, items(), 2, ahead=ahead, name="sdc-test-pool")
+    assert next(gen) == 0
+    assert len(taken) == drawn
+    assert list(gen) == [-1, -2, -3, -4, -5]
+    assert names and all(n.startswith("sdc-test-pool") for n in names)
