@@ -147,7 +147,7 @@ def sorted_household_buckets(bucket_files: list[Path], household_id: str) -> Ite
     (``np.lexsort((order, pseudonym))``; records equal in both are identical records)."""
     next_id = 1
     for path in bucket_files:
-        table = read_bucket(path)
+        table = read_bucket(path, consume=True)
         if table is None or table.num_rows == 0:
             continue
         order = table.column(ORDER_COLUMNS[0]).to_numpy()

@@ -23,7 +23,6 @@ person:
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
-from sdc.io.spill import bucket_bits
+from sdc.io.spill import bucket_bits, remove_spills
 from sdc.method.cell_passes import CellLocator
 from sdc.method.cells import CellTable
 from sdc.method.dependence import raise_if_dependent, schema_kinds
@@ -209,7 +208,7 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
             refinement.cancel()
         raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_spills(tmp)  # the consumed buckets deleted while the files were written
     refinement.result()
     cell_all, row_all, rel_all, w_all = applied.persons()
     dp_done = _dp_perturbations(config, k.dp_done, p2.released_columns, applied.person_changed)

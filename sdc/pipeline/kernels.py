@@ -327,7 +327,7 @@ def sorted_buckets(bucket_files: list[Path], keys: KeySpill | None = None) -> It
     the key columns spilled as the released cell, rebuilt)."""
     next_id = 1
     for path in bucket_files:
-        table = read_bucket(path)
+        table = read_bucket(path, consume=True)
         if table is None or table.num_rows == 0:
             continue
         positions = pa.array(sort_positions(table.column(ORDER_COLUMNS[0]).to_numpy()))

@@ -123,7 +123,7 @@ def write_records_from_buckets(buckets: list[Path], path: Path, cell_id: np.ndar
     in_prb_cell = np.asarray(cell_prb) >= 0
 
     def table(b: Path) -> pa.Table | None:
-        t = read_bucket(b)
+        t = read_bucket(b, consume=True)
         if t is None or t.num_rows == 0:
             return None
         raw = t.column("raw").to_numpy()

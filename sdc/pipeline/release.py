@@ -20,7 +20,6 @@ file as one batch), local record batches (streaming) and Dask tasks on Parquet p
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +34,7 @@ import pyarrow as pa
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
 from sdc.io.public_files import parquet_keeps_types
-from sdc.io.spill import IdentitySpill, bucket_bits
+from sdc.io.spill import IdentitySpill, bucket_bits, remove_spills
 from sdc.method.cell_passes import (
     CellLocator,
     DependenceThread,
@@ -557,7 +556,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
             check_dependence(plan, count, config)  # it did before the identities and apply
         raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_spills(tmp)  # the consumed buckets deleted while the files were written
     if refinement is not None:
         if acc.numeric:
             say("numeric summaries for the reports (finishing the passes run alongside the "

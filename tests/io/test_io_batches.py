@@ -368,3 +368,29 @@ def test_map_ahead_draws_at_most_ahead_items_before_the_first_result(ahead, draw
     assert len(taken) == drawn
     assert list(gen) == [-1, -2, -3, -4, -5]
     assert names and all(n.startswith("sdc-test-pool") for n in names)
+
+
+def test_read_bucket_consume_deletes_what_it_read(tmp_path) -> None:
+    """``read_bucket(consume=True)`` gives the same table and deletes the bucket's files (a
+    file, or a Dask folder's pieces) once read; without it they stay."""
+    import numpy as np
+    import pyarrow as pa
+
+    from sdc.io.spill import BucketSpill, discarded, read_bucket, remove_spills
+
+    table = pa.table({"k": np.arange(64, dtype=np.uint64) << np.uint64(58),
+                      "v": np.arange(64, dtype=np.int64)})
+    for piece in (None, 3):
+        spill = BucketSpill(tmp_path / f"spill{piece}", 2, piece=piece)
+        spill.add(table, table.column("k").to_numpy())
+        spill.close()
+        for path in spill.buckets():
+            kept = read_bucket(path)
+            assert path.exists()
+            got = read_bucket(path, consume=True)
+            assert got is not None and got.equals(kept)
+            discarded()  # deleted on the discard thread
+            assert not list(path.glob("*.arrow")) if path.is_dir() else not path.exists()
+            assert read_bucket(path) is None
+        remove_spills(spill.folder)
+        assert not spill.folder.exists()
