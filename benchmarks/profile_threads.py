@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scale import generate, make_config  # noqa: E402
 
-_profiles: list[tuple[str, cProfile.Profile]] = []
+_profiles: list[tuple[str, cProfile.Profile, threading.Thread]] = []
 _run = threading.Thread.run
 
 
 def _profiled_run(self: threading.Thread) -> None:
     prof = cProfile.Profile(time.thread_time)
-    _profiles.append((self.name, prof))
+    _profiles.append((self.name, prof, self))
     prof.enable()
     try:
         _run(self)
@@ -74,7 +74,7 @@ def main() -> None:
         threading.Thread.run = _profiled_run  # type: ignore[method-assign]
         marks: list[tuple[str, float, float]] = []
         main_prof = cProfile.Profile(time.thread_time)
-        _profiles.append(("MainThread", main_prof))
+        _profiles.append(("MainThread", main_prof, threading.main_thread()))
         t0, c0 = time.perf_counter(), time.process_time()
         main_prof.enable()
         res = stream_release(cfg, 7, work / "public", tmp_dir=work,
@@ -91,7 +91,13 @@ def main() -> None:
             print(f"  {step.split(' (')[0]:<42} {t_end - t:6.2f} s wall {c_end - c:6.2f} CPU s")
         merged: pstats.Stats | None = None
         by_thread: dict[str, float] = {}
-        for name, prof in _profiles:
+        live = [name for name, _, th in _profiles
+                if th is not threading.main_thread() and th.is_alive()]
+        for name, prof, th in _profiles:
+            if th is not threading.main_thread() and th.is_alive():
+                # a pool that outlives the run (sdc-discard): its pending call would be
+                # timed with this thread's clock (seconds of another thread), so left out
+                continue
             stats = pstats.Stats(prof)
             key = name.rstrip("0123456789_")
             by_thread[key] = by_thread.get(key, 0.0) + sum(v[2] for v in stats.stats.values())
@@ -99,7 +105,9 @@ def main() -> None:
                 merged = stats
             else:
                 merged.add(stats)
-        print("CPU seconds by thread (own time of its functions):")
+        print("CPU seconds by thread (own time of its functions)"
+              + (f"; still running, not counted: {', '.join(sorted(set(live)))}" if live else "")
+              + ":")
         for name, sec in sorted(by_thread.items(), key=lambda kv: -kv[1]):
             print(f"  {name:<30} {sec:6.2f}")
         if merged is not None:
