@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,7 +32,6 @@ import pyarrow as pa
 
 from sdc.config.model import ReleaseConfig
 from sdc.errors import InputError
-from sdc.io.public_files import parquet_keeps_types
 from sdc.io.spill import IdentitySpill, bucket_bits, remove_spills
 from sdc.method.cell_passes import (
     CellLocator,
@@ -59,6 +57,7 @@ from sdc.method.plan import draw_plan
 from sdc.method.weighted import WeightSums
 from sdc.pipeline.count_parts import CountMerge, PlacedParts
 from sdc.pipeline.count_parts import CountPart as BatchCountPart
+from sdc.pipeline.kept_files import write_kept_files
 from sdc.pipeline.kernels import (
     BatchPerturb,
     CellCount,
@@ -69,8 +68,6 @@ from sdc.pipeline.kernels import (
     plan_cells,
     raise_duplicate_ids,
     release_batch,
-    write_public_files,
-    write_table_in_order,
 )
 from sdc.pipeline.key_spill import key_spill
 from sdc.pipeline.order import ORDER_COLUMNS, argsort_u64, order_salt, packed_run
@@ -398,43 +395,6 @@ def _identity_columns(config: ReleaseConfig, columns: list[str]) -> list[str] | 
     return [c for c in columns if c in need]
 
 
-def _write_kept(box: list[tuple], config: ReleaseConfig, schema: pa.Schema, dplan: DrawPlan,
-                out_dir: Path, records_path: Path | None,
-                say: Callable[[str], None],
-                files: bool = True, order: np.ndarray | None = None,
-                distinct: bool = False) -> tuple[dict[str, Path], Any, Path | None]:
-    """The public files and the records file from the records the apply pass kept in memory
-    (:attr:`Runner.whole`; ``box`` holds them and is emptied, so the public table is freed
-    once written): the bytes the spilled buckets give, without the spill. The records file
-    is sorted and written by a thread while the public file is (no shared data; numpy and
-    Parquet's encoder release the GIL; peak RSS about +75 MB at 5M). ``files`` False: no
-    public file, the public records kept in memory when Parquet keeps their types
-    (:func:`~sdc.pipeline.kernels.write_public_files`' ``in_memory``). ``order``: the
-    positions that sort the kept raw identities, when the count pass made them; ``distinct``:
-    the count pass found them all distinct (no second look for equal ones)."""
-    table, raw, rc, rel = box.pop()
-    tables = [table]
-    del table
-    pool = records = None
-    if records_path is not None:
-        pool = ThreadPoolExecutor(1, thread_name_prefix="sdc-records-file")
-        kept = order if order is not None and order.size == raw.size else None
-        records = pool.submit(write_records, raw, rc, rel, records_path, dplan.cell_id,
-                              dplan.cell_prb, distinct and kept is not None, kept)
-    del raw, rc, rel
-    try:
-        say("writing the public file in order"
-            + (" (and the internal records file alongside)" if records is not None else ""))
-        files, public_table = write_public_files(
-            config, schema, [], out_dir,
-            lambda _, writer: write_table_in_order(tables.pop(), writer),
-            in_memory=not files and parquet_keeps_types(schema))
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)  # the records file is complete (or failed) either way
-    return files, public_table, records.result() if records is not None else None
-
-
 def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: Path, *,
                     tmp_dir: Path | str | None = None,
                     progress: Callable[[str], None] | None = None,
@@ -531,10 +491,9 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
             runner, acc, stage, offsets,
             [(w[2], w[3]) for w in box if w is not None] if whole else None)
         if whole:  # the public file first: its table's memory is free for the records file's
-            files, public_table, records_file = _write_kept(box, config, schema, dplan,
-                                                            out_dir, records_path, say, files,
-                                                            stage.kept_order,
-                                                            count.identities_unique)
+            files, public_table, records_file = write_kept_files(
+                box, config, schema, dplan, out_dir, records_path, say, files,
+                stage.kept_order, count.identities_unique)
             stage.kept_order = None
         else:
             records_file = None
