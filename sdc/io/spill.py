@@ -12,6 +12,7 @@ bucket (``bucket-XXXXX.arrow``, one writer), or a folder a bucket holding one pi
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -116,6 +117,7 @@ def read_bucket(path: Path, consume: bool = False) -> pa.Table | None:
 _discarding: list[Future] = []
 _discard_lock = threading.Lock()
 _discard_pool: ThreadPoolExecutor | None = None
+_discard_pid = 0  # the process that made the pool: a forked child makes its own
 
 
 def _unlink(path: Path) -> None:
@@ -130,10 +132,13 @@ def discard(path: Path) -> None:
     written waits for the file system (its pages under writeback), which at 100M records
     (~6 GB of spills) held one core idle for 3.6 s after the last public row group, and
     stalled the reading thread when done there. :func:`remove_spills` waits for them."""
-    global _discard_pool
+    global _discard_pool, _discard_pid
     with _discard_lock:
-        if _discard_pool is None:
+        if _discard_pool is None or _discard_pid != os.getpid():
+            # (a pool inherited by a fork has no thread: its work would never run)
             _discard_pool = ThreadPoolExecutor(1, thread_name_prefix="sdc-discard")
+            _discard_pid = os.getpid()
+            _discarding.clear()
         _discarding[:] = [f for f in _discarding if not f.done()]
         _discarding.append(_discard_pool.submit(_unlink, Path(path)))
 

@@ -394,3 +394,41 @@ def test_read_bucket_consume_deletes_what_it_read(tmp_path) -> None:
             assert read_bucket(path) is None
         remove_spills(spill.folder)
         assert not spill.folder.exists()
+
+
+def test_discard_works_in_a_forked_child(tmp_path) -> None:
+    """A process forked after the discard pool started (``sdc design``'s workers) makes its
+    own pool: the parent's has no thread in the child, and its work would never run
+    (``discarded`` would wait for ever)."""
+    import multiprocessing as mp
+    import sys
+
+    if sys.platform != "linux":
+        pytest.skip("fork start method: Linux only")
+    from sdc.io.spill import discard, discarded
+
+    first = tmp_path / "parent.bin"
+    first.write_bytes(b"x")
+    discard(first)
+    discarded()  # the parent's pool exists from here on
+    assert not first.exists()
+    child_file = tmp_path / "child.bin"
+    child_file.write_bytes(b"y")
+
+    proc = mp.get_context("fork").Process(target=_discard_in_child, args=(str(child_file),))
+    proc.start()
+    proc.join(30)
+    alive = proc.is_alive()
+    if alive:
+        proc.kill()
+    assert not alive and proc.exitcode == 0
+    assert not child_file.exists()
+
+
+def _discard_in_child(path: str) -> None:
+    from pathlib import Path
+
+    from sdc.io.spill import discard, discarded
+
+    discard(Path(path))
+    discarded()
