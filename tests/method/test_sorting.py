@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sdc.method.sorting import PARALLEL_SORT_FROM, sort_inplace
+from sdc.method.sorting import PARALLEL_SORT_FROM, distinct, sort_inplace
 from sdc.pipeline.order import argsort_u64
 
 N = PARALLEL_SORT_FROM + 7  # the smallest arrays sorted in parts, and a remainder
@@ -51,3 +51,23 @@ def test_argsort_u64_in_parts_is_the_stable_argsort() -> None:
     keys = (rng.integers(0, 2**20, N).astype(np.uint64) << np.uint64(40)) | rng.integers(
         0, 4, N).astype(np.uint64)
     np.testing.assert_array_equal(argsort_u64(keys), np.argsort(keys, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", [np.uint64, np.int64, np.int32, np.uint16, np.int8, bool])
+def test_distinct_is_np_unique(dtype) -> None:
+    """``distinct`` gives np.unique's array (values, order, dtype) for integer and boolean
+    arrays of every size, with and without repeats and negatives; other arrays are
+    np.unique's own."""
+    rng = np.random.default_rng(5)
+    info = np.iinfo(np.uint8 if dtype is bool else dtype)
+    lo = 0 if dtype is bool else int(info.min)
+    hi = 1 if dtype is bool else int(info.max)
+    for n in (0, 1, 2, 3, 1000, 100_000):
+        for span in (2, 50, None):  # a few values repeated, or most values distinct
+            top = hi if span is None else min(hi, lo + span)
+            a = rng.integers(lo, top, n, endpoint=True, dtype=np.int64 if hi < 2**63 else np.uint64)
+            a = a.astype(dtype)
+            got, want = distinct(a), np.unique(a)
+            assert got.dtype == want.dtype and np.array_equal(got, want), (n, span)
+    f = np.array([2.5, np.nan, 1.0, 2.5, np.nan])
+    assert np.array_equal(distinct(f), np.unique(f), equal_nan=True)
