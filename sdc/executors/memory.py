@@ -131,8 +131,11 @@ def release_frame(frame: pd.DataFrame, config: ReleaseConfig, seed: int, *,
     kept = res.released
     res.cells = dataclasses.replace(res.cells, record_cell=kept.record_cell)
     left = getattr(getattr(res.counted, "agg", None), "left_out", None)  # exposed_sizes: drop
-    res.frame = _released_frame(frame if left is None else frame.iloc[np.setdiff1d(
-        np.arange(len(frame)), left.rows)], kept.table, config)
+    if left is not None:  # the rows released (a mask: np.setdiff1d sorts by a hash table)
+        rest = np.ones(len(frame), dtype=bool)
+        rest[np.asarray(left.rows, dtype=np.int64)] = False
+        frame = frame.iloc[np.flatnonzero(rest)]
+    res.frame = _released_frame(frame, kept.table, config)
     return res
 
 

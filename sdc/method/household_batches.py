@@ -352,7 +352,10 @@ def _composition_stage(agg: HouseholdAggregate, config: ReleaseConfig,
     if cs.plan is not None:
         pc = cs.plan.partitioned.cells
         sizes = [int(x) for x in radix_sizes(cs.config)]
-        rows = np.setdiff1d(np.arange(agg.n_households), cs.singular)
+        # (a mask, not np.setdiff1d: numpy 2.4's unique of the arange is ~1 us a household)
+        keep = np.ones(agg.n_households, dtype=bool)
+        keep[np.asarray(cs.singular, dtype=np.int64)] = False
+        rows = np.flatnonzero(keep)
         cell[rows] = row_index(pc.key_codes, cs.key_codes[rows], sizes)
         released[rows] = row_index(pc.key_codes, cs.released_codes[rows], sizes)
     return HouseholdStageResult(cs.plan, cell, released, cs.released_codes[:, :-1],

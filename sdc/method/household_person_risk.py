@@ -191,7 +191,7 @@ class _Sources:
         self.random = np.flatnonzero((t > 0) & (grp >= 0) & (m > 0)
                                      & ((self.k_g[np.maximum(grp, 0)] >= 2)
                                         | (self.row_len > 0)))
-        self.det = np.setdiff1d(np.flatnonzero(t > 0), self.random)
+        self.det = np.setdiff1d(np.flatnonzero(t > 0), self.random, assume_unique=True)
         self.shift = np.zeros(self.n_z)
         det = self.det
         zz = (hk[det][:, None] * self.P + np.arange(self.P)).reshape(-1)
