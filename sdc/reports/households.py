@@ -88,18 +88,32 @@ def _mix_codes(codes: np.ndarray, salt: int) -> np.ndarray:
     return acc
 
 
-def _compositions(hh_codes: np.ndarray, person_codes: np.ndarray, code: np.ndarray,
-                  n_h: int) -> np.ndarray:
-    """(H,) uint64 key of every household: its household-key codes and the multiset of its
-    members' person-key codes (a wrapping sum over members: order-free)."""
-    pm = _mix_codes(person_codes, 0x5BD1E995)
-    order = np.argsort(code, kind="stable")
-    starts = np.flatnonzero(np.r_[True, code[order][1:] != code[order][:-1]])
-    with np.errstate(over="ignore"):
-        sums = np.add.reduceat(pm[order], starts) if order.size else np.zeros(0, np.uint64)
-        key = np.empty(n_h, dtype=np.uint64)
-        key[code[order][starts]] = sums
-        return fmix64(key ^ _mix_codes(hh_codes, 0x27D4EB2F))
+class _CompositionKeys:
+    """The (H,) uint64 key of every household: its household-key codes and the multiset of its
+    members' person-key codes (a wrapping sum over members: order-free). Both mixes are
+    functions of a unit's cell, so they are computed once per cell of the two cell tables
+    (``hh_key_codes``, ``person_key_codes``: the person keys' columns), and the members'
+    grouping by household (``code``) once: a replay gathers and sums only."""
+
+    def __init__(self, hh_key_codes: np.ndarray, person_key_codes: np.ndarray,
+                 code: np.ndarray, n_h: int) -> None:
+        self.hm = _mix_codes(hh_key_codes, 0x27D4EB2F)
+        self.pm = _mix_codes(person_key_codes, 0x5BD1E995)
+        self.order = np.argsort(code, kind="stable")
+        c = code[self.order]
+        self.starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+        self.at = c[self.starts]
+        self.n_h = n_h
+
+    def __call__(self, hh_cell: np.ndarray, person_cell: np.ndarray) -> np.ndarray:
+        """The keys of the households in cells ``hh_cell`` (H,) with members in cells
+        ``person_cell`` (persons, in ``code``'s order)."""
+        with np.errstate(over="ignore"):
+            sums = (np.add.reduceat(self.pm[person_cell[self.order]], self.starts)
+                    if self.order.size else np.zeros(0, np.uint64))
+            key = np.empty(self.n_h, dtype=np.uint64)
+            key[self.at] = sums
+            return fmix64(key ^ self.hm[hh_cell])
 
 
 def _hits(true_key: np.ndarray, released_key: np.ndarray) -> np.ndarray:
@@ -188,10 +202,9 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
     keys = config.key_names
     hk = config.household_keys
     pk_idx = [keys.index(k) for k in config.person_keys]
-    pcodes = persons.key_codes
-    true_person = pcodes[np.asarray(persons.cell, dtype=np.int64)][:, pk_idx]
-    true_hh = households.key_codes[np.asarray(households.cell, dtype=np.int64)]
-    true_key = _compositions(true_hh, true_person, code, n_h)
+    keys_of = _CompositionKeys(households.key_codes, persons.key_codes[:, pk_idx], code, n_h)
+    true_key = keys_of(np.asarray(households.cell, dtype=np.int64),
+                       np.asarray(persons.cell, dtype=np.int64))
     big_f, cls_of, n_cls = _f_classes(true_key, n_h)
     rng = stream(seed, "household-composition")
     seeds = rng.integers(0, 2**62, size=n_sim)
@@ -200,7 +213,7 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
     for i, s in enumerate(seeds):
         h_rel = households.replay(int(s))
         p_rel = persons.replay(int(s))
-        key = _compositions(households.key_codes[h_rel], pcodes[p_rel][:, pk_idx], code, n_h)
+        key = keys_of(h_rel, p_rel)
         hit = _hits(true_key, key)
         # sums in a canonical order (ascending within each class): the figures do not
         # depend on the order of the households in the file

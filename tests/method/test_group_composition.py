@@ -11,7 +11,7 @@ import pytest
 import sdc
 from sdc.method.draws.rendezvous import DrawPlan
 from sdc.method.group_composition import group_risks, small_group_composition
-from sdc.reports.households import StageDraws, _compositions, _hits
+from sdc.reports.households import StageDraws, _CompositionKeys, _hits, _mix_codes
 from sdc.samples import generate_household_sample
 
 
@@ -47,10 +47,10 @@ def test_exact_risk_equals_the_replayed_draws():
     assert groups.tolist() == [0, 1, 2, 3, 4, 5]  # the 3-member group is above the threshold
     n = 3000
     hits = np.zeros((n, n_h))
-    true_key = _compositions(hh.key_codes[hh.cell], pp.key_codes[pp.cell][:, [1]], code, n_h)
+    keys_of = _CompositionKeys(hh.key_codes, pp.key_codes[:, [1]], code, n_h)
+    true_key = keys_of(np.asarray(hh.cell), np.asarray(pp.cell))
     for s in range(n):
-        key = _compositions(hh.key_codes[hh.replay(s)], pp.key_codes[pp.replay(s)][:, [1]],
-                            code, n_h)
+        key = keys_of(hh.replay(s), pp.replay(s))
         hits[s] = _hits(true_key, key)
     # the replays' 3-member group competes with no small group: its key never matches theirs
     mean, se = hits.mean(axis=0)[groups], hits.std(axis=0, ddof=1)[groups] / np.sqrt(n)
@@ -113,3 +113,26 @@ def test_sampled_members_is_a_declaration_stated_in_the_release():
         sdc.parse_config({**base, "input": {**person, "members": "sampled"},
                           "key_variables": {k: {kk: vv for kk, vv in v.items() if kk != "level"}
                                             for k, v in base["key_variables"].items()}})
+
+
+def test_composition_keys_are_the_per_unit_formula() -> None:
+    """_CompositionKeys (the mixes per cell, the grouping by household once) gives the keys of
+    the formula applied unit by unit: each household's key-code mix XOR the wrapping sum of its
+    members' person-key mixes, through fmix64; in any person order."""
+    from sdc.method.draws.hashing import fmix64
+
+    rng = np.random.default_rng(3)
+    n_h, n_p = 500, 1800
+    hh_table = rng.integers(0, 7, (40, 2))
+    p_table = rng.integers(0, 9, (120, 3))
+    code = np.r_[np.arange(n_h), rng.integers(0, n_h, n_p - n_h)]
+    rng.shuffle(code)
+    h_cell, p_cell = rng.integers(0, 40, n_h), rng.integers(0, 120, n_p)
+    got = _CompositionKeys(hh_table, p_table[:, [0, 2]], code, n_h)(h_cell, p_cell)
+    pm = _mix_codes(p_table[p_cell][:, [0, 2]], 0x5BD1E995)
+    sums = np.zeros(n_h, np.uint64)
+    with np.errstate(over="ignore"):
+        np.add.at(sums, code, pm)
+        want = fmix64(sums ^ _mix_codes(hh_table[h_cell], 0x27D4EB2F))
+    assert np.array_equal(got, want)
+
