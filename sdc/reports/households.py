@@ -116,10 +116,20 @@ class _CompositionKeys:
             return fmix64(key ^ self.hm[hh_cell])
 
 
-def _hits(true_key: np.ndarray, released_key: np.ndarray) -> np.ndarray:
-    """Per household: 1{released with its own composition} / (released households with it)."""
+def _hits(true_key: np.ndarray, released_key: np.ndarray,
+          true_sorted: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Per household: 1{released with its own composition} / (released households with it).
+    ``true_sorted``: (the order sorting ``true_key``, the sorted keys), made once for every
+    replay: binary searches of sorted keys run ~10x faster than of keys in household order
+    (400K households: 7 against 70 ms), and the positions are the same."""
     vals, counts = np.unique(released_key, return_counts=True)
-    pos = np.minimum(np.searchsorted(vals, true_key), max(vals.size - 1, 0))
+    if true_sorted is None:
+        found = np.searchsorted(vals, true_key)
+    else:
+        order, keys = true_sorted
+        found = np.empty(true_key.size, dtype=np.int64)
+        found[order] = np.searchsorted(vals, keys)
+    pos = np.minimum(found, max(vals.size - 1, 0))
     s = np.where(vals[pos] == true_key, counts[pos], 0)
     own = released_key == true_key
     return np.where(own & (s > 0), 1.0 / np.maximum(s, 1), 0.0)
@@ -206,6 +216,8 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
     true_key = keys_of(np.asarray(households.cell, dtype=np.int64),
                        np.asarray(persons.cell, dtype=np.int64))
     big_f, cls_of, n_cls = _f_classes(true_key, n_h)
+    true_order = np.argsort(true_key, kind="stable")
+    true_sorted = (true_order, true_key[true_order])
     rng = stream(seed, "household-composition")
     seeds = rng.integers(0, 2**62, size=n_sim)
     per_class = np.zeros((n_sim, len(_F_CLASSES)))
@@ -214,7 +226,7 @@ def composition_risk_of(households: StageDraws, persons: StageDraws, code: np.nd
         h_rel = households.replay(int(s))
         p_rel = persons.replay(int(s))
         key = keys_of(h_rel, p_rel)
-        hit = _hits(true_key, key)
+        hit = _hits(true_key, key, true_sorted)
         # sums in a canonical order (ascending within each class): the figures do not
         # depend on the order of the households in the file
         overall[i] = float(np.sort(hit).sum()) / n_h if n_h else 0.0

@@ -136,3 +136,17 @@ def test_composition_keys_are_the_per_unit_formula() -> None:
         want = fmix64(sums ^ _mix_codes(hh_table[h_cell], 0x27D4EB2F))
     assert np.array_equal(got, want)
 
+
+
+def test_hits_with_the_sorted_true_keys_are_the_same() -> None:
+    """_hits with the true keys' sort made once (the replays' fast path) gives the same hits
+    as the plain binary search, with shared and unique compositions and moved households."""
+    rng = np.random.default_rng(8)
+    true_key = rng.integers(0, 50, 2000).astype(np.uint64) * np.uint64(2**40 + 7)
+    released = true_key.copy()
+    moved = rng.integers(0, 2000, 300)
+    released[moved] = rng.integers(0, 60, 300).astype(np.uint64) * np.uint64(2**40 + 7)
+    order = np.argsort(true_key, kind="stable")
+    plain = _hits(true_key, released)
+    assert np.array_equal(_hits(true_key, released, (order, true_key[order])), plain)
+    assert 0 < plain.sum() < (released == true_key).sum()
