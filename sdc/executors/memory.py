@@ -151,17 +151,44 @@ def _keep_public(res: ReleaseOutcome) -> None:
 def _released_frame(frame: pd.DataFrame, table: pa.Table, config: ReleaseConfig) -> pd.DataFrame:
     """The kept public columns as a frame shaped like the input: its index, its columns
     minus ``input.drop`` in input order, the id and household id columns as they were, every
-    column in the input's dtype where its values allow."""
-    out = table.to_pandas()
-    out.index = frame.index
+    column in the input's dtype where its values allow. A column whose released values are
+    the input's (a non-key column: numbers compared without a copy) is the input's column,
+    not a conversion of the table's (at 5M records the conversion's fresh pages cost more
+    than the comparison)."""
     ids = {c for c in (config.input.id_column, config.input.household_id) if c}
     cols = [c for c in frame.columns if c not in set(config.input.drop)]
+    dropped = [c for c in frame.columns if c not in cols]
+    # the input's columns as they are (no copy: a new frame's constructor would consolidate
+    # them into 2-D blocks); a released column replaces the input's
+    data = frame.drop(columns=dropped) if dropped else frame.copy(deep=False)
     for c in cols:
-        if c in ids or c not in out.columns:
-            out[c] = frame[c]
-        elif out[c].dtype != frame[c].dtype:
+        if c in ids or c not in table.column_names:
+            continue
+        got = _numbers(table.column(c), frame[c].dtype)
+        if got is not None:  # a view of the table's numbers (read only)
+            same = np.array_equal(got, frame[c].to_numpy(), equal_nan=got.dtype.kind == "f")
+            if not same:
+                data[c] = pd.Series(got, index=frame.index, name=c, copy=False)
+            continue
+        out = table.column(c).to_pandas()
+        out.index = frame.index
+        if out.dtype != frame[c].dtype:
             try:
-                out[c] = out[c].astype(frame[c].dtype)
+                out = out.astype(frame[c].dtype)
             except (TypeError, ValueError):
                 pass
-    return out[cols]
+        data[c] = out
+    return data
+
+
+def _numbers(column: pa.ChunkedArray, dtype: Any) -> np.ndarray | None:
+    """A released column's numbers as a view of the table (no copy) when they have the input's
+    numpy ``dtype`` and no missing value, else None (the caller converts the table's)."""
+    if (not isinstance(dtype, np.dtype) or dtype.kind not in "iuf" or column.null_count
+            or column.num_chunks != 1):
+        return None
+    try:
+        got = column.chunk(0).to_numpy(zero_copy_only=True)
+    except (pa.ArrowInvalid, NotImplementedError):
+        return None
+    return got if got.dtype == dtype else None

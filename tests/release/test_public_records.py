@@ -94,3 +94,23 @@ def test_release_frame_without_a_folder_holds_the_file_it_would_have_written(cen
     assert mem.public_table.schema.equals(written.schema, check_metadata=True)
     assert mem.public_table.equals(written)
     assert mem.frame.equals(res.frame) and (mem.frame.dtypes == res.frame.dtypes).all()
+
+
+def test_released_frame_keeps_the_input_columns_it_did_not_change(census) -> None:
+    """A non-key column of the released frame is the input's own column (its values are the
+    input's: no conversion of the table's, no copy); a key column that moved records holds
+    the released values (those of the public file, checked above), the input untouched."""
+    cfg, _ = census
+    frame = read_input(cfg)
+    frame["hours"] = np.arange(len(frame), dtype=np.int64) % 61
+    frame["share"] = np.linspace(0.0, 1.0, len(frame))
+    before = frame.copy(deep=True)
+    res = sdc.release_frame(frame, cfg, SEED)
+    assert res.n_changed > 0
+    for c in ("hours", "share"):
+        assert np.shares_memory(res.frame[c].to_numpy(), frame[c].to_numpy())
+    moved = [k for k in cfg.key_names if not res.frame[k].equals(frame[k])]
+    assert moved  # some key column released other values
+    pd.testing.assert_frame_equal(frame, before)  # the input as it was
+    released = res.public_table.to_pandas().sort_values(PUBLIC_ID)
+    assert sorted(res.frame["share"]) == sorted(released["share"])
