@@ -423,7 +423,7 @@ def _derived_level(frame: pd.DataFrame, column: str, cfg: Any,
 
 def _is_function_of(frame: pd.DataFrame, column: str, keys: list[str]) -> bool:
     """Whether ``column`` has one value per combination of ``keys`` (by value hash)."""
-    h = pd.Series(value_hash(frame[column]).view(np.int64), index=frame.index)
+    h = pd.Series(value_hash(frame[column]).view(np.int64), index=frame.index, copy=False)
     grouped = h.groupby([frame[k] for k in keys], dropna=False, sort=False)
     return bool((grouped.nunique() <= 1).all())
 

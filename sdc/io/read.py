@@ -200,7 +200,7 @@ def _numbers_in_text_keys(frame: pd.DataFrame, config: ReleaseConfig) -> pd.Data
             continue
         out = s.astype(object).to_numpy(copy=True)
         out[whole] = num.to_numpy()[whole].astype(np.int64)
-        frame[name] = pd.Series(out, index=frame.index, dtype=object, name=name)
+        frame[name] = pd.Series(out, index=frame.index, dtype=object, name=name, copy=False)
     return frame
 
 

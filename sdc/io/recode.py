@@ -59,7 +59,7 @@ def recode_frame(frame: pd.DataFrame, config: ReleaseConfig) -> pd.DataFrame:
         dom = np.asarray([*released.domain, *([None] if released.missing == "category" else [])],
                          dtype=object)
         codes = code_map[encode_key(frame[k], k, src)]
-        out[k] = _typed(pd.Series(dom[codes], index=frame.index, name=k, dtype=object),
+        out[k] = _typed(pd.Series(dom[codes], index=frame.index, name=k, dtype=object, copy=False),
                         frame[k].dtype, released.domain)
     frame = frame.copy(deep=False)
     for k, col in out.items():

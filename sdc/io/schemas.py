@@ -41,7 +41,7 @@ def _result(ok: pd.Series | np.ndarray, s: pd.Series) -> bool | pd.Series:
     arr = np.asarray(ok, dtype=bool)
     if arr.all():
         return True
-    return ok if isinstance(ok, pd.Series) else pd.Series(arr, index=s.index)
+    return ok if isinstance(ok, pd.Series) else pd.Series(arr, index=s.index, copy=False)
 
 
 def _is_int_dtype(s: pd.Series) -> bool:

@@ -136,10 +136,10 @@ def _as_int32(arr: np.ndarray) -> pd.Series | None:
                       or vals.max() > _INT32_MAX):
         return None
     if ok.all():
-        return pd.Series(arr.astype(np.int32))
+        return pd.Series(arr.astype(np.int32), copy=False)
     out = pd.array(np.where(ok, arr, 0).astype(np.int32), dtype="Int32")
     out[~ok] = pd.NA
-    return pd.Series(out)
+    return pd.Series(out, copy=False)
 
 
 def _label_key(v: Any, numeric: bool, fmt: StatFormat) -> Any:
@@ -235,7 +235,7 @@ def _stored_column(s: pd.Series, col: str, integer_like: set[str]) -> tuple[Any,
         return s, "date"
     # text (pandas string dtype or objects): plain Python strings, missing -> None
     return pd.Series(s.astype("string").to_numpy(dtype=object, na_value=None),
-                     index=s.index, dtype=object), "text"
+                     index=s.index, dtype=object, copy=False), "text"
 
 
 def _column_value_labels(col: str, stored: Any, numeric: bool, labels: Mapping[Any, str],

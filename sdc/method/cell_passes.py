@@ -252,7 +252,7 @@ def released_column(values: pd.Series, rows: np.ndarray, new_codes: np.ndarray,
         if dom is None:
             dom = kv.domain + ([None] if missing else [])
         col[rows] = np.asarray(dom, dtype=object)[new_codes]
-    out = pd.Series(col, index=values.index, name=values.name)
+    out = pd.Series(col, index=values.index, name=values.name, copy=False)  # (owned: no copy)
     plain = not isinstance(values.dtype, pd.api.extensions.ExtensionDtype)
     if out.dtype != values.dtype and not (gets_missing and plain and values.dtype.kind in "iub"):
         out = out.astype(values.dtype)

@@ -226,7 +226,7 @@ def perturb_batch(original: pd.DataFrame, released: pd.DataFrame,
         codes = pd.Index(d.categories).get_indexer(col)
         new_codes = keyed_dp_pram(codes, d.design, identity, d.category_id, seed, d.variable)
         values = np.asarray(d.categories, dtype=object)[new_codes]
-        out[d.variable] = pd.Series(values, index=out.index,
-                                    name=d.variable).astype(original[d.variable].dtype)
+        out[d.variable] = pd.Series(values, index=out.index, name=d.variable,
+                                    copy=False).astype(original[d.variable].dtype)
         changed[i] = int((new_codes != codes).sum())
     return out, changed

@@ -93,7 +93,7 @@ class ReleasedColumns:
             for v in self.households.columns:
                 col = self.households[v]
                 out[v] = pd.Series(col.to_numpy()[household_row], index=out.index,
-                                   name=v).astype(col.dtype)
+                                   name=v, copy=False).astype(col.dtype)
         changed = np.zeros(len(self.designs), dtype=np.int64)
         if self.designs:
             out, changed = perturb_batch(frame, out, self.designs, identity, seed)

@@ -249,7 +249,7 @@ def repeated_ids(hits) -> tuple[np.ndarray, pd.Series] | None:
             values.append(np.asarray(v))
     if not rows:
         return None
-    rows_a, vals = np.concatenate(rows), pd.Series(np.concatenate(values))
+    rows_a, vals = np.concatenate(rows), pd.Series(np.concatenate(values), copy=False)
     order = np.argsort(rows_a, kind="stable")  # pieces may arrive in any order
     rows_a, vals = rows_a[order], vals.iloc[order].reset_index(drop=True)
     repeated = (vals.duplicated(keep=False) & vals.notna()).to_numpy()

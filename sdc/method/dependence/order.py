@@ -44,7 +44,9 @@ def order_image(values: pd.Series) -> tuple[str, np.ndarray, np.ndarray] | None:
     if kind == "b":
         return None
     if kind in "iuf":
-        x = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        # a float64 column as it is (NaN is its missing value; read only): no copy
+        x = (s.to_numpy() if s.dtype == np.float64
+             else s.to_numpy(dtype=np.float64, na_value=np.nan))
         return "num", x, np.isfinite(x)
     try:
         arr = pa.array(s, from_pandas=True)

@@ -188,8 +188,14 @@ def pair_image(frame: pd.DataFrame, col: SyntheticColumn, hashes: Mapping[str, n
     numbers = {} if numbers is None else numbers
     for c in (col.a, col.b):
         if c not in numbers:
-            numbers[c] = pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64,
-                                                                          na_value=np.nan)
+            v = frame[c]
+            if v.dtype == np.float64:  # as it is (read only): no copy
+                numbers[c] = v.to_numpy()
+            elif isinstance(v.dtype, np.dtype) and v.dtype.kind in "iu":
+                numbers[c] = v.to_numpy(np.float64)
+            else:
+                numbers[c] = pd.to_numeric(v, errors="coerce").to_numpy(np.float64,
+                                                                       na_value=np.nan)
     a, b = numbers[col.a], numbers[col.b]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[col.op](a, b)

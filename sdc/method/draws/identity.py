@@ -92,7 +92,7 @@ def unique_identities(identity: np.ndarray,
     del srt
     if callable(tiebreak):
         tiebreak = tiebreak()
-    dup = pd.Series(identity).duplicated(keep=False).to_numpy()
+    dup = pd.Series(identity, copy=False).duplicated(keep=False).to_numpy()
     out = identity.copy()
     rows = np.flatnonzero(dup)
     order = rows[np.lexsort((np.asarray(tiebreak, dtype=_U64)[rows], identity[rows]))]
