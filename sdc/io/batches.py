@@ -121,8 +121,11 @@ def input_sha256(path: Path) -> str:
 
 
 def table_to_frame(table: pa.Table | pa.RecordBatch, offset: int) -> pd.DataFrame:
-    """One batch as pandas, indexed by global 0-based row numbers ``offset..offset+n-1``."""
-    frame = table.to_pandas()
+    """One batch as pandas, indexed by global 0-based row numbers ``offset..offset+n-1``.
+    One block per column (``split_blocks``): a number column without missing values is a
+    read-only view of the batch's Arrow buffer, not a copy into a consolidated 2-D block (at
+    10M records the copies' fresh pages were ~0.4 CPU s of the count pass)."""
+    frame = table.to_pandas(split_blocks=True)
     frame.index = pd.RangeIndex(offset, offset + len(frame))
     return frame
 
