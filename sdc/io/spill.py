@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from sdc.method.sorting import split_sort
+
 __all__ = ["BUCKET_ROWS", "BucketSpill", "IdentitySpill", "bucket_bits", "bucket_of", "discard",
            "discarded", "read_bucket", "remove_spills", "split_by_bucket"]
 
@@ -205,7 +207,7 @@ class IdentitySpill:
         def repeated(p: Path) -> np.ndarray | None:
             a = np.fromfile(p, dtype=np.uint64)
             p.unlink()
-            a.sort()
+            split_sort(a)
             same = a[1:] == a[:-1]
             return np.unique(a[1:][same]) if same.any() else None
 

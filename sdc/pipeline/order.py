@@ -331,7 +331,7 @@ def packed_run(keys: np.ndarray, offset: int, n: int) -> np.ndarray | None:
         part = packed[s:s + _BLOCK]
         part <<= shift
         part |= np.arange(offset + s, offset + s + part.size, dtype=np.uint64)
-    packed.sort()
+    sort_inplace(packed)
     return packed
 
 

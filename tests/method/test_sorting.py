@@ -1,12 +1,20 @@
 """sort_inplace (the id check's and the order's sorts on every core) gives ``np.sort``'s array:
-the parts' sorted runs merged by one stable sort, whatever the parts, duplicates and dtype."""
+the parts' sorted runs merged by one stable sort, whatever the parts, duplicates and dtype;
+split_sort (grouped by the top digit, each group sorted in cache) too, whatever the values'
+spread."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sdc.method.sorting import PARALLEL_SORT_FROM, distinct, sort_inplace
+from sdc.method.sorting import (
+    PARALLEL_SORT_FROM,
+    SPLIT_SORT_FROM,
+    distinct,
+    sort_inplace,
+    split_sort,
+)
 from sdc.pipeline.order import argsort_u64
 
 N = PARALLEL_SORT_FROM + 7  # the smallest arrays sorted in parts, and a remainder
@@ -40,6 +48,51 @@ def test_small_and_other_arrays_are_sorted_in_one_call() -> None:
               np.array([[3, 1], [2, 0]])):
         want = np.sort(a)
         sort_inplace(a, 4)
+        np.testing.assert_array_equal(a, want)
+
+
+
+SPREADS = {
+    "uniform hashes": lambda r, n: r.integers(0, 2**63, n, dtype=np.int64).view(np.uint64)
+    * np.uint64(2) + np.uint64(1),
+    "int64 across zero": lambda r, n: r.integers(-2**62, 2**62, n, dtype=np.int64),
+    "int64 extremes": lambda r, n: r.choice(np.array([-2**63, -1, 0, 2**63 - 1], np.int64), n),
+    "uint64 extremes": lambda r, n: r.choice(np.array([0, 1, 2**63, 2**64 - 1], np.uint64), n),
+    "all equal": lambda r, n: np.full(n, 12345, np.uint64),
+    "two values": lambda r, n: r.integers(0, 2, n).astype(np.uint64) * np.uint64(2**40),
+    "skewed: most in one group": lambda r, n: np.where(
+        r.random(n) < 0.98, r.integers(0, 1000, n), r.integers(0, 2**62, n)).astype(np.int64),
+    "sorted runs (packed keys)": lambda r, n: np.sort(r.integers(0, 2**62, n)).astype(
+        np.uint64)[::-1].copy(),
+}
+
+
+@pytest.mark.parametrize("name", list(SPREADS))
+@pytest.mark.parametrize("n", [0, 1, 2, 511, SPLIT_SORT_FROM + 3, 300_001])
+def test_split_sort_is_np_sort(name: str, n: int) -> None:
+    """Every spread of values (the digit's range from the minimum and maximum, groups empty or
+    holding nearly everything) and sizes around a group and the split size: ``np.sort``."""
+    a = SPREADS[name](np.random.default_rng(n), n)
+    want = np.sort(a)
+    split_sort(a)
+    np.testing.assert_array_equal(a, want)
+    assert a.dtype == want.dtype
+
+
+def test_split_sort_of_a_view_and_of_other_dtypes() -> None:
+    """A strided view is sorted where it lies (the array around it untouched); 32-bit and
+    float arrays go to ``ndarray.sort``."""
+    base = np.random.default_rng(3).integers(0, 2**62, 2 * (SPLIT_SORT_FROM + 9)).astype(
+        np.int64)
+    odd = base[1::2].copy()
+    view = base[::2]
+    want = np.sort(view)
+    split_sort(view)
+    np.testing.assert_array_equal(base[::2], want)
+    np.testing.assert_array_equal(base[1::2], odd)
+    for a in (np.array([3, -1, 2], np.int32), np.array([2.0, np.nan, -1.0])):
+        want = np.sort(a)
+        split_sort(a)
         np.testing.assert_array_equal(a, want)
 
 
