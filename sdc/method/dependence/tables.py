@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sdc.method.sorting import sort_inplace
+
 __all__ = ["HASH_BITS", "BatchCells", "cell_values", "counted", "dense_fits", "extreme_table", "extreme_tables",
            "factorize_sorted",
            "key_pair_counts", "pair_values", "reduce_cell_bins", "reduce_pairs", "reduce_sorted",
@@ -198,10 +200,11 @@ def counted(codes: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.nd
     numbers): one sort of the codes (numpy's vectorised sort of int64: 5-10x faster than
     hashing them and sorting the distinct ones, issue 48), the distinct codes' run lengths
     (or their weights summed per run)."""
-    c = np.asarray(codes, dtype=np.int64)
     if weights is None:
-        c = np.sort(c)
+        c = np.array(codes, dtype=np.int64)  # (a copy: sorted in place)
+        sort_inplace(c)
     else:
+        c = np.asarray(codes, dtype=np.int64)
         order = np.argsort(c)
         c = c[order]
     if not c.size:
