@@ -360,14 +360,21 @@ def _parquet_batches(path: Path, columns: list[str] | None, batch_rows: int):
 
 
 def _rebatch(source, batch_rows: int, fix) -> Iterator[tuple[pa.Table, int]]:
-    """Tables of exactly ``batch_rows`` records (the last one holds the rest), whatever the
-    sizes of the source's record batches (Parquet row groups, CSV blocks), with the global
-    row of their first record."""
+    """Tables of ``batch_rows`` records (the last one holds the rest), whatever the sizes of the
+    source's record batches (Parquet row groups, CSV blocks), with the global row of their
+    first record. A source batch of between half and all of ``batch_rows`` records that starts
+    a table (a Parquet row group of 1,000,000 records against batches of 2^20) is a table as it
+    is: one chunk per column, which pandas then views instead of copying a concatenation of
+    two row groups (the passes take batches of any size: their offsets are summed)."""
     offset = 0
     pending: list[pa.RecordBatch] = []
     n_pending = 0
     for batch in source:
         if batch.num_rows == 0:
+            continue
+        if not pending and batch_rows // 2 <= batch.num_rows <= batch_rows:
+            yield fix(pa.Table.from_batches([batch]), offset), offset
+            offset += batch.num_rows
             continue
         pending.append(batch)
         n_pending += batch.num_rows
