@@ -15,6 +15,7 @@ from sdc.method.dependence.order import (
     image_part,
     merge_order,
     order_part,
+    scratch,
     value_order_part,
 )
 from sdc.method.dependence.pairs import PairPlan, pair_image
@@ -150,7 +151,8 @@ class DependenceCounter:
                 try:
                     own: dict[str, np.ndarray] = {}
                     for s in arith:
-                        images[s.key] = image_part(*pair_image(frame, s, {}, own), cells)
+                        images[s.key] = image_part(*pair_image(
+                            frame, s, {}, own, scratch("image", len(frame), np.float64)), cells)
                 except BaseException as exc:  # re-raised below, in the caller's thread
                     failed.append(exc)
 
@@ -213,8 +215,8 @@ class DependenceCounter:
         on_thread = {a.key for a in arith}
         for s in self.pairs.columns:
             if s.key not in on_thread:
-                self._order[s.key].append(image_part(*pair_image(frame, s, hashes, numbers),
-                                                     cells))
+                self._order[s.key].append(image_part(*pair_image(
+                    frame, s, hashes, numbers, scratch("image", len(frame), np.float64)), cells))
         if worker is not None:
             worker.join()
             if failed:

@@ -6,6 +6,7 @@ every executor gets the same table."""
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from sdc.method.dependence.tables import (
 )
 
 __all__ = ["MIXED", "ORDER_BITS", "OrderPart", "image_part", "merge_order", "order_image",
-           "order_part", "value_order_part"]
+           "order_part", "scratch", "value_order_part"]
 
 ORDER_BITS = 16  # an ordered table has at most 2**ORDER_BITS bins (adjacent values merge)
 _PREFIX_BYTES = 7  # text and bytes are ordered by their first 7 bytes (56 bits)
@@ -138,8 +139,25 @@ def _order_bins(kind: str, x: np.ndarray, e: int) -> np.ndarray:
 _CHUNK = 1 << 16  # records per chunk of :func:`_relative_bins` (a float buffer in cache)
 
 
+_SCRATCH = threading.local()
+
+
+def scratch(name: str, n: int, dtype: Any) -> np.ndarray:
+    """``n`` values of ``dtype`` owned by this thread under ``name``, the same memory at its
+    next call (the caller's until then): a batch's per-record temporaries of the check (the
+    pair images, their bins) without fresh pages at every image and batch (the kernel zeroes
+    fresh pages: ~1.4% of a 10M release's CPU for the images alone)."""
+    dtype = np.dtype(dtype)
+    buf = getattr(_SCRATCH, name, None)
+    if buf is None or buf.dtype != dtype or buf.size < n:
+        buf = np.empty(n, dtype)
+        setattr(_SCRATCH, name, buf)
+    return buf[:n]
+
+
 def _relative_bins(kind: str, x: np.ndarray, e: int, lo: float,
-                   valid: np.ndarray | None = None, past: int = 0) -> tuple[np.ndarray, int]:
+                   valid: np.ndarray | None = None, past: int = 0,
+                   out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """(bins - base, base) of :func:`_order_bins`, base the smallest bin (that of ``lo``, the
     smallest valid value: the bins are monotone); ``valid`` given: the records not valid get
     ``past`` (the row past the table). Numbers in the normal range: scaled, floored and
@@ -148,7 +166,7 @@ def _relative_bins(kind: str, x: np.ndarray, e: int, lo: float,
     if kind == "num" and x.dtype == np.float64 and -1022 <= e <= 1022:
         scale = 2.0 ** -e
         base = math.floor(lo * scale)
-        out = np.empty(x.size, np.int64)
+        out = np.empty(x.size, np.int64) if out is None else out[:x.size]
         buf = np.empty(min(_CHUNK, x.size))
         for s in range(0, x.size, _CHUNK):
             y = buf[:min(_CHUNK, x.size - s)]
@@ -317,11 +335,12 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
     e = _order_width(kind, lo_i, hi_i)
     size = 1 << ORDER_BITS
     if every:
-        rel, base = _relative_bins(kind, x, e, lo_i)
+        rel, base = _relative_bins(kind, x, e, lo_i, out=scratch("bins", x.size, np.int64))
         rows = size
     else:  # the records not valid in bin ``size``, one past the table (as the smallest bin
         # they would not change the base)
-        rel, base = _relative_bins(kind, x, e, lo_i, valid, size)
+        rel, base = _relative_bins(kind, x, e, lo_i, valid, size,
+                                   out=scratch("bins", x.size, np.int64))
         rows = size + 1
     n = np.bincount(rel, minlength=rows)
     present = np.flatnonzero(n[:size] != 0)

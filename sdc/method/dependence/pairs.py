@@ -172,11 +172,13 @@ def pair_plan(checked: list[str], kinds: Mapping[str, str], config: Any) -> Pair
 
 
 def pair_image(frame: pd.DataFrame, col: SyntheticColumn, hashes: Mapping[str, np.ndarray],
-               numbers: dict[str, np.ndarray] | None = None) -> tuple[str, np.ndarray, np.ndarray]:
+               numbers: dict[str, np.ndarray] | None = None,
+               out: np.ndarray | None = None) -> tuple[str, np.ndarray, np.ndarray]:
     """The order image of a synthetic column on a batch: ``("num", a op b, valid)``,
     ``("str", 56-bit hash of (a, b), valid)`` (``hashes``: the batch's value hashes), or a text
     column's day numbers (``DATE_OPS``; no text: nothing valid). ``numbers``: the batch's
-    columns as float64, filled here (a column's once for its four pairs)."""
+    columns as float64, filled here (a column's once for its four pairs); ``out``: where
+    ``a op b`` goes (the caller's scratch of ``len(frame)`` floats), else a new array."""
     if col.op in DATE_OPS:
         img = date_image(frame[col.a], col.op.split(":")[1])
         if img is None:
@@ -198,5 +200,6 @@ def pair_image(frame: pd.DataFrame, col: SyntheticColumn, hashes: Mapping[str, n
                                                                        na_value=np.nan)
     a, b = numbers[col.a], numbers[col.b]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        x = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[col.op](a, b)
+        x = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[col.op](a, b,
+                                                                                 out=out)
     return "num", x, np.isfinite(x)
