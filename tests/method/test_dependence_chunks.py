@@ -240,3 +240,44 @@ def test_skipping_mixed_buckets_keeps_what_the_ordered_table_reads(monkeypatch, 
                        *(np.zeros(0, np.int64),) * 3)
     np.testing.assert_array_equal(part.lo, [[1, 0], [3, 3], [0, 5]])  # [0, MIXED]: mixed
     np.testing.assert_array_equal(part.hi, [[1, O.MIXED], [3, 3], [0, 5]])
+
+
+def test_scratch_is_one_buffer_per_thread_and_name_up_to_a_batch() -> None:
+    """The images' scratch: the same memory at a thread's next call with the same name (no
+    fresh pages per image and batch), another buffer for another name or thread, and above
+    ``SCRATCH_KEEP`` values a new array each call that the thread does not keep."""
+    import threading
+
+    a = O.scratch("t-image", 1000, np.float64)
+    b = O.scratch("t-image", 500, np.float64)
+    assert np.shares_memory(a, b) and b.size == 500
+    assert not np.shares_memory(a, O.scratch("t-bins", 1000, np.int64))
+    other = []
+    t = threading.Thread(target=lambda: other.append(O.scratch("t-image", 1000, np.float64)))
+    t.start()
+    t.join()
+    assert not np.shares_memory(a, other[0])
+    big = O.SCRATCH_KEEP + 1
+    x, y = O.scratch("t-image", big, np.float64), O.scratch("t-image", big, np.float64)
+    assert x.size == big and not np.shares_memory(x, y)
+    assert np.shares_memory(a, O.scratch("t-image", 1000, np.float64))  # the kept one
+
+
+
+@pytest.mark.parametrize("name", ["random", "testdata"])
+def test_the_counter_tables_do_not_depend_on_the_scratch(monkeypatch, tmp_path_factory,
+                                                         name) -> None:
+    """Three batches counted one after the other on this thread (each image and batch reusing
+    the scratch of the one before, shorter or longer) give, table by table, the tables of
+    fresh arrays at every call (``SCRATCH_KEEP`` 0)."""
+    frame, keys = _frames(name, tmp_path_factory)
+    monkeypatch.setattr(O, "SCRATCH_KEEP", 0)
+    want = _all_tables(frame, keys, 3)
+    monkeypatch.setattr(O, "SCRATCH_KEEP", 1 << 21)
+    O.scratch("image", 7, np.float64)[:] = np.nan  # a stale buffer of another size first
+    O.scratch("bins", 7, np.int64)[:] = -1
+    got = _all_tables(frame, keys, 3)
+    assert got.keys() == want.keys()
+    assert any(k.startswith("SyntheticColumn") or "+" in k for k in got)  # images were made
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)

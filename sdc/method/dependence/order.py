@@ -140,14 +140,21 @@ _CHUNK = 1 << 16  # records per chunk of :func:`_relative_bins` (a float buffer 
 
 
 _SCRATCH = threading.local()
+#: scratch kept per thread and name up to this many values (a batch of the batch engines:
+#: 16 MB a thread for two names); a larger request (a whole file in memory) gets a new array
+#: that is not kept, so a long-lived thread holds no file-sized buffer
+SCRATCH_KEEP = 1 << 21
 
 
 def scratch(name: str, n: int, dtype: Any) -> np.ndarray:
     """``n`` values of ``dtype`` owned by this thread under ``name``, the same memory at its
     next call (the caller's until then): a batch's per-record temporaries of the check (the
     pair images, their bins) without fresh pages at every image and batch (the kernel zeroes
-    fresh pages: ~1.4% of a 10M release's CPU for the images alone)."""
+    fresh pages: ~1.4% of a 10M release's CPU for the images alone). Over
+    :data:`SCRATCH_KEEP` values: a new array."""
     dtype = np.dtype(dtype)
+    if n > SCRATCH_KEEP:
+        return np.empty(n, dtype)
     buf = getattr(_SCRATCH, name, None)
     if buf is None or buf.dtype != dtype or buf.size < n:
         buf = np.empty(n, dtype)
