@@ -12,6 +12,8 @@ Sections (add new fixtures to the section they belong to, or a new section at th
    server in it for every CLI run of the session; ``server_home`` for tests of the server.
 5. One Dask cluster for the session (in-process Dask runs; ``own_dask_cluster`` opts out).
 6. Logging: no handler left writing to a closed stream of an earlier ``CliRunner`` call.
+7. Hypothesis tests: the already imported ``websockets`` / ``prefect`` modules draw from a
+   private ``random.Random``, not the global state a strategy's draw is checked against.
 
 Parallel runs (``make test``: pytest-xdist, ``-n 3 --dist loadgroup --no-loadscope-reorder``):
 every session fixture is per worker (its own temp folder), except the local Prefect server
@@ -714,6 +716,31 @@ def _reopen_closed_handler_streams() -> None:
                 console = getattr(h, "console", None)  # Prefect's handler prints with rich
                 if console is not None and hasattr(console, "file"):
                     console.file = sys.__stderr__
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Hypothesis: library threads off the global random state
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def _library_threads_off_the_global_random(request: pytest.FixtureRequest,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hypothesis test warns (HypothesisDeprecationWarning, an error in a later major
+    version) when the global ``random`` state changes while a strategy draws. sdc never uses
+    it, but threads left in the worker by earlier tests do: the websockets keepalive of
+    Prefect's events client pings every 20 s with ``random.getrandbits(32)`` on its event-loop
+    thread, and Prefect's ephemeral server picks its port with ``random.choice`` (found by
+    wrapping the ``random`` functions and logging calls from other threads). For a Hypothesis
+    test, the already imported ``websockets`` and ``prefect`` modules that use the global
+    ``random`` get a private ``random.Random`` instead (the same functions, their own state)."""
+    if not getattr(getattr(request, "function", None), "is_hypothesis_test", False):
+        return
+    import random
+
+    own = random.Random()
+    for name, module in list(sys.modules.items()):
+        if (name.split(".")[0] in ("websockets", "prefect")
+                and getattr(module, "random", None) is random):
+            monkeypatch.setattr(module, "random", own)
 
 
 @pytest.fixture
