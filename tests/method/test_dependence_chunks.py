@@ -212,34 +212,46 @@ def test_the_counter_tables_do_not_depend_on_the_chunks(monkeypatch, tmp_path_fa
 
 
 @pytest.mark.parametrize("chunk", [997, 1 << 12])
-def test_skipping_mixed_buckets_keeps_what_the_ordered_table_reads(monkeypatch, chunk) -> None:
-    """``extreme_tables(skip_mixed=True)`` (the ordered tables, issue 48): the records of a
-    bucket already mixed on every key are not scattered; per bucket and key the table still
-    says whether its records have one code, and which: a bucket with one code per key has
-    the exact extremes, every other bucket lo < hi on the same keys as the full scatter;
-    and records were skipped (a skewed bucket of many records, mixed early)."""
+@pytest.mark.parametrize("per_key", [False, True])
+def test_skipping_mixed_buckets_keeps_what_the_ordered_table_reads(monkeypatch, chunk,
+                                                                  per_key) -> None:
+    """``extreme_tables(skip_mixed=w)`` (the ordered tables, issue 48): the records of a
+    bucket already wider than w on every key are not scattered; per bucket and key the table
+    still holds the exact interval when it spans at most w + 1 codes, every other bucket
+    hi - lo > w on the same keys as the full scatter; and records were skipped (a skewed
+    bucket of many records, mixed early). w one for all keys or per key (``key_spreads``:
+    a key of 2 codes keeps one code only). ``OrderPart`` keeps intervals up to ``SPREAD``."""
+    np.testing.assert_array_equal(O.key_spreads([2, 5, 9, 70], 4), [0, 3, 7, 7])
+    np.testing.assert_array_equal(O.key_spreads(None, 2), [O.SPREAD] * 2)
+    w = O.key_spreads([40, 92, 3], 3)[:, None] if per_key else O.SPREAD
     rng = np.random.default_rng(11)
     n, size = 60_000, 5_000
     bucket = np.minimum(rng.zipf(1.2, n), size - 1).astype(np.int64)
-    codes = np.stack([rng.integers(0, s, n) for s in (2, 92, 9)], 1).astype(np.uint8)
+    codes = np.stack([rng.integers(0, s, n) for s in (40, 92, 30)], 1).astype(np.uint8)
     pure = bucket % 7 == 3  # buckets whose records agree on key 1 (and some on all keys)
     codes[pure, 1] = (bucket[pure] % 92).astype(np.uint8)
+    band = bucket % 11 == 5  # buckets whose records lie in a band of 4 codes of key 2
+    codes[band, 2] = (bucket[band] % 20 + rng.integers(0, 4, int(band.sum()))).astype(np.uint8)
     codes[bucket % 49 == 3] = 4
     codes = np.asfortranarray(codes)
     monkeypatch.setattr(T, "CHUNK", chunk)
     lo, hi = T.extreme_tables(bucket, codes, size)
-    slo, shi = T.extreme_tables(bucket, codes, size, skip_mixed=True)
-    one = lo == hi
-    assert one.any() and (~one & (lo <= hi)).any()
-    np.testing.assert_array_equal(slo == shi, one)
-    np.testing.assert_array_equal(slo[one], lo[one])
-    np.testing.assert_array_equal(slo < shi, lo < hi)
+    slo, shi = T.extreme_tables(bucket, codes, size,
+                                skip_mixed=w.ravel() if per_key else w)
+    reached = lo <= hi
+    width = hi.astype(np.int64) - lo
+    kept = reached & (width <= w)
+    assert (kept & (width > 0)).any() and (reached & ~kept).any()
+    np.testing.assert_array_equal(slo[kept], lo[kept])
+    np.testing.assert_array_equal(shi[kept], hi[kept])
+    np.testing.assert_array_equal(shi.astype(np.int64) - slo > w, reached & ~kept)
     assert (slo != lo).any()  # skipped records: not the full extremes everywhere
+    w = O.SPREAD
     part = O.OrderPart("num", 0, 0.0, 1.0, np.arange(3), np.ones(3, np.int64),
-                       np.array([[1, 2], [3, 3], [0, 5]]), np.array([[1, 4], [3, 3], [0, 5]]),
+                       np.array([[1, 2], [3, 3], [0, 5]]), np.array([[1, 4], [3, 3], [0, 6 + w]]),
                        *(np.zeros(0, np.int64),) * 3)
-    np.testing.assert_array_equal(part.lo, [[1, 0], [3, 3], [0, 5]])  # [0, MIXED]: mixed
-    np.testing.assert_array_equal(part.hi, [[1, O.MIXED], [3, 3], [0, 5]])
+    np.testing.assert_array_equal(part.lo, [[1, 2], [3, 3], [0, 0]])  # [0, MIXED]: too wide
+    np.testing.assert_array_equal(part.hi, [[1, 4], [3, 3], [0, O.MIXED]])
 
 
 def test_scratch_is_one_buffer_per_thread_and_name_up_to_a_batch() -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 from sdc.method.dependence.order import (
     OrderPart,
     image_part,
+    key_spreads,
     merge_order,
     order_part,
     scratch,
@@ -89,8 +90,11 @@ class DependenceCounter:
     #: the sorted relations' values (:mod:`.relations`), turned into ordered tables once
     _sorted: SortedValues | None = None
     _sorted_tables: dict[str, OrderPart | None] | None = None
+    #: per key the intervals its ordered tables keep (:func:`~.order.key_spreads`)
+    spread: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        self.spread = key_spreads(self.sizes, self.n_keys)
         for s in self.pairs.columns:
             self._order.setdefault(s.key, [])
         self._sorted = SortedValues(tuple(c for c in self.pairs.sorted if c in self.columns))
@@ -137,7 +141,7 @@ class DependenceCounter:
             big |= np.isin(fcell, self._big)
         if big.any():
             self._big = np.union1d(self._big, fcell[fcount >= self.small_limit])
-        cells = BatchCells.of(fcode, fcell, key_codes, ~big)
+        cells = BatchCells.of(fcode, fcell, key_codes, ~big, self.spread)
         key_codes, cell_keys, kept = cells.key_codes, cells.cell_keys, cells.kept
         arith = ([s for s in self.pairs.columns if s.op in ("+", "-", "*", "/")]
                  if split and cell_id.size >= SPLIT_FROM else [])
@@ -395,7 +399,7 @@ class DependenceCounter:
                 got = self._sorted.values(c)
                 if got is None:
                     continue
-                for op, part in sorted_parts(*got, self.small_limit).items():
+                for op, part in sorted_parts(*got, self.small_limit, self.spread).items():
                     self._sorted_tables[f"\x00{op}\x00{c}\x00"] = part
         return self._sorted_tables.get(key)
 

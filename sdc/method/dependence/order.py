@@ -23,8 +23,8 @@ from sdc.method.dependence.tables import (
     reduce_sorted,
 )
 
-__all__ = ["MIXED", "ORDER_BITS", "OrderPart", "image_part", "merge_order", "order_image",
-           "order_part", "scratch", "value_order_part"]
+__all__ = ["BANDS", "MIXED", "ORDER_BITS", "SPREAD", "OrderPart", "image_part", "key_spreads",
+           "merge_order", "order_image", "order_part", "scratch", "value_order_part"]
 
 ORDER_BITS = 16  # an ordered table has at most 2**ORDER_BITS bins (adjacent values merge)
 _PREFIX_BYTES = 7  # text and bytes are ordered by their first 7 bytes (56 bits)
@@ -220,19 +220,38 @@ def _order_width(kind: str, lo: float, hi: float, e: int | None = None) -> int:
     return w
 
 
-#: the ordered table's interval of a key whose records in the bin have more than one code:
-#: [0, MIXED] (every code), whichever codes they have (the measure reads only whether a bin
-#: pins a key to one code, :func:`sdc.method.dependence.measure.order_inform`)
+#: the ordered table's interval of a key whose records in the bin span more than ``SPREAD``
+#: + 1 codes: [0, MIXED] (every code), whichever codes they have (the measure reads whether a
+#: bin pins a key to one code or to a band of at most ``SPREAD`` + 1 codes,
+#: :func:`sdc.method.dependence.measure.order_inform`)
 MIXED = np.iinfo(np.int64).max
+#: the bands of key codes the check in order tries (:func:`~.measure.order_inform`): a key
+#: is tried on the bands narrower than its codes
+BANDS = (2, 4, 8)
+#: the widest interval (hi - lo) of key codes an ordered table keeps for a bin
+SPREAD = BANDS[-1] - 1
+
+
+def key_spreads(sizes: list[int] | None, n_keys: int) -> np.ndarray:
+    """Per key the widest interval hi - lo of its codes an ordered table keeps: one less than
+    the widest of ``BANDS`` narrower than the key's codes (0: one code only, a key of 2
+    codes; ``SPREAD`` for every key when the sizes are not known)."""
+    if sizes is None:
+        return np.full(n_keys, SPREAD, np.int64)
+    return np.array([max((b for b in BANDS if b < s), default=1) - 1 for s in sizes],
+                    np.int64)
 
 
 @dataclass
 class OrderPart:
     """One column's ordered table: bins of width 2**e of its order image, sorted, each with
-    its count n and per key the interval [lo, hi] of key codes: [x, x] when every record of
-    the bin has code x, else [0, ``MIXED``]; (cell, bin, count) of the cells that may be
-    small. Made so on construction: a table of true per-bin extremes (scattered, reduced,
-    merged) becomes the same table whichever records were scattered."""
+    its count n and per key the interval [lo, hi] of its records' key codes when
+    hi - lo <= ``spread`` (per key, :func:`key_spreads`), else [0, ``MIXED``]; (cell, bin,
+    count) of the cells that may be small; ``hist`` per key the count of the table's records
+    per code (the key's distribution among the records the column has a value for: the
+    chance runs are measured against, :func:`~.measure.order_inform`; None: the file's).
+    Made so on construction: a table of true per-bin extremes (scattered, reduced, merged)
+    becomes the same table whichever records were scattered."""
 
     kind: str
     e: int
@@ -245,9 +264,13 @@ class OrderPart:
     pcell: np.ndarray
     pbin: np.ndarray
     pcount: np.ndarray
+    spread: np.ndarray | None = None
+    hist: tuple[np.ndarray, ...] | None = None
 
     def __post_init__(self) -> None:
-        mixed = self.lo != self.hi
+        if self.spread is None:
+            self.spread = np.full(self.lo.shape[1] if self.lo.ndim == 2 else 0, SPREAD, np.int64)
+        mixed = self.hi - self.lo > self.spread
         if mixed.any():
             self.lo = np.where(mixed, 0, self.lo)
             self.hi = np.where(mixed, MIXED, self.hi)
@@ -271,7 +294,18 @@ def merge_order(parts: list[OrderPart]) -> OrderPart | None:
     pc, pb, pn = reduce_cell_bins(np.concatenate([p.pcell for p in parts]),
                                   np.concatenate([p.pbin >> (e - p.e) for p in parts]),
                                   np.concatenate([p.pcount for p in parts]))
-    return OrderPart(kind, e, lo_i, hi_i, b, n, lo, hi, pc, pb, pn)
+    hist = None
+    if all(p.hist is not None for p in parts):
+        hist = tuple(_summed([p.hist[k] for p in parts]) for k in range(len(parts[0].hist)))
+    return OrderPart(kind, e, lo_i, hi_i, b, n, lo, hi, pc, pb, pn, parts[0].spread, hist)
+
+
+def _summed(arrays: list[np.ndarray]) -> np.ndarray:
+    """Counts per code of several parts, summed (each as long as its largest code + 1)."""
+    out = np.zeros(max(a.size for a in arrays), np.int64)
+    for a in arrays:
+        out[:a.size] += a
+    return out
 
 
 def order_part(values: pd.Series, cells: BatchCells) -> OrderPart | None:
@@ -318,7 +352,8 @@ def value_order_part(values: pd.Series, bucket: np.ndarray, table: tuple[np.ndar
     at = np.searchsorted(vb, pbucket)
     keep = ok[at]
     pc, pb, pn = reduce_cell_bins(pcell[keep], rel[at[keep]] + base, pcount[keep])
-    return OrderPart(kind, e, lo_i, hi_i, bins, n, lo, hi, pc, pb, pn)
+    return OrderPart(kind, e, lo_i, hi_i, bins, n, lo, hi, pc, pb, pn, cells.spread,
+                     cells.key_hist(valid if not valid.all() else None))
 
 
 def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -> OrderPart:
@@ -335,7 +370,7 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
         zk = np.zeros((0, p), np.int64)
         lo_i, hi_i = (0.0, 0.0) if kind == "num" else (0, 0)
         return OrderPart(kind, _order_width(kind, lo_i, hi_i), lo_i, hi_i, z, z, zk, zk,
-                         z, z, z)
+                         z, z, z, cells.spread, tuple(z for _ in range(p)))
     lo_i, hi_i = (float(xv.min()), float(xv.max())) if kind == "num" else (int(xv.min()),
                                                                            int(xv.max()))
     del xv
@@ -366,8 +401,8 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
             hi = thi[:, :present.size].T.astype(np.int64)
         else:
             # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here; the records of bins
-            # already mixed on every key are skipped (their interval is [0, MIXED] anyway)
-            tlo, thi = extreme_tables(rel, cells.key_codes, rows, skip_mixed=True)
+            # already wider than kept on every key are skipped ([0, MIXED] anyway)
+            tlo, thi = extreme_tables(rel, cells.key_codes, rows, skip_mixed=cells.spread)
             lo = tlo[:, present].T.astype(np.int64)
             hi = thi[:, present].T.astype(np.int64)
         at, kcode = cells.kept, cells.kcode
@@ -379,7 +414,8 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
         # cells are factorized in order), as reduce_cell_bins would give them
         pc, pb = u >> ORDER_BITS, u & (size - 1)
     return OrderPart(kind, e, lo_i, hi_i, present.astype(np.int64) + base,
-                     n[present].astype(np.int64), lo, hi, cells.fcell[pc], pb + base, pn)
+                     n[present].astype(np.int64), lo, hi, cells.fcell[pc], pb + base, pn,
+                     cells.spread, cells.key_hist(None if every else valid))
 
 
 def few_bins(n_cells: int, n_bins: int, n: int) -> bool:

@@ -111,7 +111,7 @@ def _gathered(part: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def sorted_parts(x: np.ndarray, cell: np.ndarray, key_codes: np.ndarray,
-                 small_limit: int) -> dict[str, OrderPart]:
+                 small_limit: int, spread: np.ndarray | None = None) -> dict[str, OrderPart]:
     """The ordered tables of the three sorted relations (module docstring) of one column: its
     values ``x``, each record's ``cell`` id and ``key_codes``, in any order.
 
@@ -120,11 +120,12 @@ def sorted_parts(x: np.ndarray, cell: np.ndarray, key_codes: np.ndarray,
     = the records below u_g), so the records are never put in sorted order: the values'
     distinct groups (:func:`_distinct_groups`) give every record's g, and an ordered table is
     the same whatever the order of its records (counts, per-bin extremes, sorted (cell, bin)
-    pairs). At 1M records this is a fifth of a lexsort by (value, cell) and its gathers."""
+    pairs). At 1M records this is a fifth of a lexsort by (value, cell) and its gathers.
+    ``spread``: the intervals the tables keep (:func:`~.order.key_spreads`)."""
     n = x.size
     fcode, fcell = factorize_sorted(np.asarray(cell, dtype=np.int64))
     cells = BatchCells.of(fcode, fcell, key_codes,
-                          np.bincount(fcode, minlength=fcell.size) < small_limit)
+                          np.bincount(fcode, minlength=fcell.size) < small_limit, spread)
     gval, group, gsize = _distinct_groups(x)
     first = np.cumsum(gsize) - gsize  # the records below each distinct value
     single = gsize[group] == 1

@@ -33,22 +33,39 @@ class BatchCells:
     kept: np.ndarray
     kcode: np.ndarray
     cell_keys: np.ndarray
+    #: per key the widest interval hi - lo of codes its ordered tables keep
+    #: (:func:`~.order.key_spreads`; None: every key 7)
+    spread: np.ndarray | None = None
+    _counts: np.ndarray | None = None
 
     @classmethod
     def of(cls, fcode: np.ndarray, fcell: np.ndarray, key_codes: np.ndarray,
-           small: np.ndarray) -> BatchCells:
+           small: np.ndarray, spread: np.ndarray | None = None) -> BatchCells:
         """From the records' cells (:func:`factorize_sorted`), key codes and small cells."""
         kept = np.flatnonzero(small[fcode])
         one = np.empty(fcell.size, np.int64)  # one record per cell (any: same key codes)
         one[fcode] = np.arange(fcode.size)
         cell_keys = np.asarray(key_codes)[one].astype(np.int64)
         return cls(fcode, fcell, np.asfortranarray(key_codes), small, kept,
-                   fcode[kept].astype(np.int64), cell_keys)
+                   fcode[kept].astype(np.int64), cell_keys, spread)
 
     @property
     def keep(self) -> np.ndarray:
         """Per record: its cell may be small."""
         return self.small[self.fcode]
+
+    def key_hist(self, valid: np.ndarray | None) -> tuple[np.ndarray, ...]:
+        """Per key the records' count per code (int64; as long as the largest code seen + 1),
+        of the records ``valid`` (None: every record): from the counts per cell, so O(n)
+        only for a mask (the counts of every record are found once per batch)."""
+        if valid is None:
+            if self._counts is None:
+                self._counts = np.bincount(self.fcode, minlength=self.fcell.size)
+            cnt = self._counts
+        else:
+            cnt = np.bincount(self.fcode[valid], minlength=self.fcell.size)
+        return tuple(np.bincount(self.cell_keys[:, k], weights=cnt).astype(np.int64)
+                     for k in range(self.cell_keys.shape[1]))
 
 
 def reduce_values(bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
@@ -96,23 +113,23 @@ CHUNK = 1 << 17
 
 def extreme_tables(bucket: np.ndarray, key_codes: np.ndarray, size: int,
                    dtype: np.dtype | None = None,
-                   skip_mixed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                   skip_mixed: np.ndarray | int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi), each (p, ``size``): per bucket the smallest and largest code of every key
     column of ``key_codes`` (n, p), in ``dtype`` (the codes' own by default; they must fit),
     a row no record reaches holding the dtype's largest (lo) or smallest (hi) value: the
     tables :func:`extreme_table` gives per key, scattered chunk by chunk of ``CHUNK``
     records (``ufunc.at`` applies the records in order: the same values).
 
-    ``skip_mixed`` (the ordered tables, which keep only whether a bucket's records have one
-    code per key): from the second chunk on, the records of buckets whose records so far
-    have two codes on every key are not scattered. Such a bucket's lo < hi on every key, the
-    other buckets' extremes are exact."""
+    ``skip_mixed`` = w, per key or one for all (the ordered tables, which keep a bucket's
+    interval of key k only when hi - lo <= w_k): from the second chunk on, the records of
+    buckets whose records so far have hi - lo > w_k on every key k are not scattered. Such a
+    bucket's hi - lo > w_k on every key, the other buckets' extremes are exact."""
     dt = np.dtype(key_codes.dtype if dtype is None else dtype)
     info = np.iinfo(dt)
     p = key_codes.shape[1]
     lo = np.full((p, size), info.max, dtype=dt)
     hi = np.full((p, size), info.min, dtype=dt)
-    mixed = None  # per bucket: lo < hi on every key (after the chunks so far)
+    mixed = None  # per bucket: hi - lo > skip_mixed on every key (after the chunks so far)
     for s in range(0, bucket.size, CHUNK):
         b = bucket[s:s + CHUNK]
         codes = key_codes[s:s + CHUNK]
@@ -125,8 +142,10 @@ def extreme_tables(bucket: np.ndarray, key_codes: np.ndarray, size: int,
             x = codes[:, k].astype(dt, copy=False)
             np.minimum.at(lo[k], b, x)
             np.maximum.at(hi[k], b, x)
-        if skip_mixed and s + CHUNK < bucket.size:
-            mixed = (lo < hi).all(axis=0)
+        if skip_mixed is not None and s + CHUNK < bucket.size:
+            # (in int64: an unreached bucket's hi - lo would wrap in the codes' dtype)
+            w = np.broadcast_to(np.asarray(skip_mixed, np.int64), (p,))[:, None]
+            mixed = (hi.astype(np.int64) - lo > w).all(axis=0)
     return lo, hi
 
 
