@@ -331,8 +331,9 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                 why = (f"gives {shown} away (an intruder using it picks a target with "
                        f"probability {f.figure:.2f} > xi = {cfg.risk.xi})")
                 if f.of:  # a pair of columns gives keys away together: drop the second
-                    if f.of[1] not in frame.columns:  # rebuilt from the member count alone
-                        continue  # (no column to drop: the release refuses, naming the fix)
+                    if f.of[1] not in frame.columns or (f.via == "pair" and any(
+                            c in draft.input["drop"] for c in f.of)):
+                        continue  # rebuilt from the member count (refused) or pair dropped
                     f = replace(f, column=f.of[1])
                 if f.column == weight:  # its own figure or a dropped copy's: fixed once
                     if not weight_fixed:

@@ -126,7 +126,7 @@ def large_groups_candidate(frame: pd.DataFrame, config: ReleaseConfig, base: dic
             res = release(recode_frame(frame, cfg), cfg)
             break
         except DependenceError as e:
-            bad = sorted({f.column for f in e.figures if f.flagged})
+            bad = sorted(e.to_drop(cand.data["input"].get("drop") or []))
             if not bad or config.input.weight in bad:
                 cand.status, cand.note = "refused", str(e).splitlines()[0][:240]
                 return cand

@@ -211,3 +211,22 @@ def test_pairs_beyond_the_bound_are_named_in_a_warning() -> None:
                         ("f", pa.date32())])
     assert D.schema_kinds(schema) == {"a": "integer", "b": "float", "c": "text",
                                       "d": "discrete", "e": "discrete"}
+
+
+def test_the_columns_to_drop_are_input_columns_not_pair_names() -> None:
+    """``DependenceError.to_drop`` (what ``sdc init``'s large-groups design drops): a failing
+    column itself, a pair's second column (not its name ``b - c``, which made the config
+    refuse its own input), a rebuilt column's rebuilding column; a pair of which a column is
+    dropped already is fixed."""
+    from sdc.method.dependence.measure import ColumnDependence
+    from sdc.method.dependence.verdict import DependenceError
+
+    def fig(col, of=(), via="values", flagged=True):
+        return ColumnDependence(col, 0.5, 0.3, 0, 0.5, 0.3, {}, flagged, via, of)
+
+    e = DependenceError("x", [fig("a"), fig("b - c", ("b", "c"), "pair"),
+                              fig("a - d", ("a", "d"), "pair"),
+                              fig("code", ("code", "tot"), "rebuilt"), fig("e", flagged=False)])
+    assert e.to_drop() == ["a", "c", "tot"]
+    assert e.to_drop(["b", "code"]) == ["a", "tot"]
+    assert e.to_drop(["tot"]) == ["a", "c"]

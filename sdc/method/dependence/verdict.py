@@ -24,6 +24,24 @@ class DependenceError(InputError):
         super().__init__(message)
         self.figures = figures
 
+    def to_drop(self, dropped: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """The input columns whose drop fixes each failing figure: a column's own name; for
+        a pair or a rebuilt column (``of``: the dropped column and what rebuilds it), the
+        second column of it, none when a column of the pair (the rebuilding column) is
+        ``dropped`` or named here already (a pair's name, ``a - b``, is no column)."""
+        out: list[str] = []
+        for f in self.figures:
+            if not f.flagged:
+                continue
+            if f.of:
+                if any(c in dropped or c in out for c in f.of[f.via == REBUILT:]):
+                    continue
+                col = f.of[1]
+            else:
+                col = f.column
+            if col not in out:
+                out.append(col)
+        return out
 
 
 def visibly_moved(figures: list[ColumnDependence]) -> list[ColumnDependence]:
