@@ -221,9 +221,9 @@ def test_skipping_mixed_buckets_keeps_what_the_ordered_table_reads(monkeypatch, 
     hi - lo > w on the same keys as the full scatter; and records were skipped (a skewed
     bucket of many records, mixed early). w one for all keys or per key (``key_spreads``:
     a key of 2 codes keeps one code only). ``OrderPart`` keeps intervals up to ``SPREAD``."""
-    np.testing.assert_array_equal(O.key_spreads([2, 5, 9, 70], 4), [0, 3, 7, 7])
+    np.testing.assert_array_equal(O.key_spreads([2, 5, 9, 16, 44, 70], 6), [0, 0, 1, 3, 7, 7])
     np.testing.assert_array_equal(O.key_spreads(None, 2), [O.SPREAD] * 2)
-    w = O.key_spreads([40, 92, 3], 3)[:, None] if per_key else O.SPREAD
+    w = O.key_spreads([40, 92, 9], 3)[:, None] if per_key else O.SPREAD
     rng = np.random.default_rng(11)
     n, size = 60_000, 5_000
     bucket = np.minimum(rng.zipf(1.2, n), size - 1).astype(np.int64)

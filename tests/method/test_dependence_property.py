@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -176,4 +177,22 @@ def test_a_running_total_of_half_the_age_is_refused_or_harmless() -> None:
         return  # refused: nothing is released
     res = sdc.release_frame(f, cfg, seed=7)
     mean, se = intruder(res, lambda p: _sorted_diff(p["c"].to_numpy()) / 0.5, age)
+    assert mean <= XI + 3 * se, (mean, se, [g.as_dict() for g in figures])
+
+
+@pytest.mark.parametrize("sd", [0.6])
+def test_a_noisy_copy_of_age_is_refused_or_harmless(sd) -> None:
+    """c = age + N(0, sd): released before the check looked for runs of a band of ages, with
+    the intruder that rounds c to an age at 0.50 (SE 0.023) for sd 0.6, above xi + 3 SE (this
+    test failed then); now refused (figure 0.56; docs/METHOD.md, "Runs of a band")."""
+    f = base(0)
+    age = f["age"].to_numpy()
+    f["c"] = age + sd * np.random.default_rng(1).standard_normal(age.size)
+    cfg = config()
+    plan = plan_release(partition_frame(f, cfg), cfg)
+    figures = D.frame_dependence(f, plan, cfg)
+    if D.dependence_error(figures, plan, cfg) is not None:
+        return  # refused: nothing is released
+    res = sdc.release_frame(f, cfg, seed=7)
+    mean, se = intruder(res, lambda p: p["c"].to_numpy(), age)
     assert mean <= XI + 3 * se, (mean, se, [g.as_dict() for g in figures])

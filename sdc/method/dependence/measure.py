@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sdc.method.dependence.counting import DependenceCounter
-from sdc.method.dependence.order import BANDS, OrderPart
+from sdc.method.dependence.order import OrderPart, key_bands
 
 __all__ = ["ALPHA", "CONFINE", "MARGIN", "ColumnDependence", "MeasureContext",
            "expected_distinct", "failing", "measure_dependence", "order_inform", "pair_figures"]
@@ -183,7 +183,8 @@ def order_inform(part: OrderPart, ctx: MeasureContext) -> tuple[np.ndarray, ...]
 
     A relation with noise (a running total of age plus a little noise: its sorted differences
     are age give or take a year) has no such runs; :func:`_band_runs` finds the runs whose
-    records all have k in one band of s codes (s = 2, 4, 8; bands at two offsets) beyond
+    records all have k in one band of s codes (s = 2, 4, 8 up to a quarter of k's codes,
+    :func:`~.order.key_bands`; bands at two offsets) beyond
     chance, N log P_k(band) < log(ALPHA / (n B)) over the B bands tried, and gives their bins
     the run's own interval of k when narrower."""
     n_total = ctx.n_total
@@ -228,20 +229,24 @@ def _band_runs(part: OrderPart, ctx: MeasureContext, k: int, cum: np.ndarray, to
     """Narrow (lo, hi, inform) of key k, in place, by the runs of bins whose records have k
     in one band of s codes beyond chance (:func:`order_inform`)."""
     size_k = ctx.sizes[k]
-    tries = [(s, o) for s in BANDS if s < size_k for o in (0, s // 2)]  # (order.key_spreads)
+    tries = [(s, o) for s in key_bands(size_k) for o in (0, s // 2)]
     if not tries or not part.n.size:
         return
     limit = math.log(ALPHA) - math.log(max(ctx.n_total, 1.0)) - math.log(len(tries))
-    kept = part.hi[:, k] - part.lo[:, k] < size_k  # not [0, MIXED]
-    blo_k = part.lo[:, k]
-    bhi_k = np.where(kept, part.hi[:, k], blo_k)
+    # only the bins that keep an interval of k can be in a run: the rest break runs (their
+    # position in ``at`` is not next to the previous one's)
+    at = np.flatnonzero(part.hi[:, k] - part.lo[:, k] < size_k)  # not [0, MIXED]
+    if not at.size:
+        return
+    blo_k, bhi_k, n = part.lo[at, k], part.hi[at, k], part.n[at]
+    gap = np.r_[True, np.diff(at) != 1]
     for s, o in tries:
         band = (blo_k + o) // s
-        inband = kept & (band == (bhi_k + o) // s)
-        brk = np.r_[True, ~inband[1:] | ~inband[:-1] | (band[1:] != band[:-1])]
+        inband = band == (bhi_k + o) // s
+        brk = gap | np.r_[True, ~inband[1:] | ~inband[:-1] | (band[1:] != band[:-1])]
         starts = np.flatnonzero(brk)
         run = np.cumsum(brk) - 1
-        size = np.add.reduceat(part.n, starts)[run]
+        size = np.add.reduceat(n, starts)[run]
         first = np.clip(band * s - o, 0, size_k)
         last = np.clip(band * s - o + s, 0, size_k)
         pband = (cum[last] - cum[first]) / total
@@ -251,10 +256,10 @@ def _band_runs(part: OrderPart, ctx: MeasureContext, k: int, cum: np.ndarray, to
             continue
         rlo = np.minimum.reduceat(blo_k, starts)[run]
         rhi = np.maximum.reduceat(bhi_k, starts)[run]
-        better = inf & (rhi - rlo < hi[:, k] - lo[:, k])
-        lo[better, k] = rlo[better]
-        hi[better, k] = rhi[better]
-        inform[better, k] = True
+        better = inf & (rhi - rlo < hi[at, k] - lo[at, k])
+        lo[at[better], k] = rlo[better]
+        hi[at[better], k] = rhi[better]
+        inform[at[better], k] = True
 
 
 class MeasureContext:

@@ -58,12 +58,14 @@ class BatchCells:
         """Per key the records' count per code (int64; as long as the largest code seen + 1),
         of the records ``valid`` (None: every record): from the counts per cell, so O(n)
         only for a mask (the counts of every record are found once per batch)."""
-        if valid is None:
-            if self._counts is None:
-                self._counts = np.bincount(self.fcode, minlength=self.fcell.size)
-            cnt = self._counts
-        else:
-            cnt = np.bincount(self.fcode[valid], minlength=self.fcell.size)
+        if self._counts is None:
+            self._counts = np.bincount(self.fcode, minlength=self.fcell.size)
+        cnt = self._counts
+        if valid is not None:
+            out = np.flatnonzero(~valid)  # (mostly few: the counts less theirs)
+            cnt = (cnt - np.bincount(self.fcode[out], minlength=self.fcell.size)
+                   if out.size <= valid.size // 2 else
+                   np.bincount(self.fcode[valid], minlength=self.fcell.size))
         return tuple(np.bincount(self.cell_keys[:, k], weights=cnt).astype(np.int64)
                      for k in range(self.cell_keys.shape[1]))
 
@@ -143,9 +145,12 @@ def extreme_tables(bucket: np.ndarray, key_codes: np.ndarray, size: int,
             np.minimum.at(lo[k], b, x)
             np.maximum.at(hi[k], b, x)
         if skip_mixed is not None and s + CHUNK < bucket.size:
-            # (in int64: an unreached bucket's hi - lo would wrap in the codes' dtype)
-            w = np.broadcast_to(np.asarray(skip_mixed, np.int64), (p,))[:, None]
-            mixed = (hi.astype(np.int64) - lo > w).all(axis=0)
+            # in the codes' dtype (codes >= 0: a reached bucket's hi - lo fits; an unreached
+            # bucket's wraps and is masked out); w as Python ints keep that dtype
+            w = [int(v) for v in np.broadcast_to(np.asarray(skip_mixed), (p,))]
+            mixed = lo[0] <= hi[0]
+            for k in range(p):
+                mixed &= (hi[k] - lo[k]) > w[k]
     return lo, hi
 
 
