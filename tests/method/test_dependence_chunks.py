@@ -293,3 +293,23 @@ def test_the_counter_tables_do_not_depend_on_the_scratch(monkeypatch, tmp_path_f
     assert any(k.startswith("SyntheticColumn") or "+" in k for k in got)  # images were made
     for k in want:
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+@pytest.mark.parametrize("share_out", [0.0, 0.01, 0.9])
+def test_key_hist_counts_the_codes_of_the_records_with_a_value(share_out) -> None:
+    """``BatchCells.key_hist`` (the distribution the check in order measures runs against):
+    per key the count of each code among the records ``valid``, however many are outside
+    (none, few: the batch's counts less theirs; most: from the cells)."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    codes = np.stack([rng.integers(0, s, n) for s in (2, 70, 9)], 1).astype(np.int16)
+    cell = codes[:, 0].astype(np.int64) * 1000 + codes[:, 1] * 10 + codes[:, 2]
+    fcode, fcell = T.factorize_sorted(cell)
+    cells = T.BatchCells.of(fcode, fcell, codes, np.ones(fcell.size, bool))
+    valid = rng.random(n) >= share_out
+    for got, k in zip(cells.key_hist(valid), range(3), strict=True):
+        want = np.bincount(codes[valid, k])
+        np.testing.assert_array_equal(got[:want.size], want)
+        assert not got[want.size:].any()
+    for got, k in zip(cells.key_hist(None), range(3), strict=True):
+        np.testing.assert_array_equal(got, np.bincount(codes[:, k]))

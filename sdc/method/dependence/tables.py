@@ -36,7 +36,7 @@ class BatchCells:
     #: per key the widest interval hi - lo of codes its ordered tables keep
     #: (:func:`~.order.key_spreads`; None: every key 7)
     spread: np.ndarray | None = None
-    _counts: np.ndarray | None = None
+    _hist: tuple[np.ndarray, ...] | None = None
 
     @classmethod
     def of(cls, fcode: np.ndarray, fcell: np.ndarray, key_codes: np.ndarray,
@@ -56,18 +56,24 @@ class BatchCells:
 
     def key_hist(self, valid: np.ndarray | None) -> tuple[np.ndarray, ...]:
         """Per key the records' count per code (int64; as long as the largest code seen + 1),
-        of the records ``valid`` (None: every record): from the counts per cell, so O(n)
-        only for a mask (the counts of every record are found once per batch)."""
-        if self._counts is None:
-            self._counts = np.bincount(self.fcode, minlength=self.fcell.size)
-        cnt = self._counts
-        if valid is not None:
-            out = np.flatnonzero(~valid)  # (mostly few: the counts less theirs)
-            cnt = (cnt - np.bincount(self.fcode[out], minlength=self.fcell.size)
-                   if out.size <= valid.size // 2 else
-                   np.bincount(self.fcode[valid], minlength=self.fcell.size))
-        return tuple(np.bincount(self.cell_keys[:, k], weights=cnt).astype(np.int64)
-                     for k in range(self.cell_keys.shape[1]))
+        of the records ``valid`` (None: every record). Every record's are found once per
+        batch (from the counts per cell); a mask's as those less the few records outside it
+        (O(records outside)), or from the cells when most records are outside."""
+        if self._hist is None:
+            cnt = np.bincount(self.fcode, minlength=self.fcell.size)
+            self._hist = tuple(np.bincount(self.cell_keys[:, k], weights=cnt).astype(np.int64)
+                               for k in range(self.cell_keys.shape[1]))
+        if valid is None:
+            return self._hist
+        out = np.flatnonzero(~valid)
+        if not out.size:
+            return self._hist
+        if out.size <= valid.size // 2:
+            return tuple(h - np.bincount(self.key_codes[out, k], minlength=h.size)
+                         for k, h in enumerate(self._hist))
+        cnt = np.bincount(self.fcode[valid], minlength=self.fcell.size)
+        return tuple(np.bincount(self.cell_keys[:, k], weights=cnt, minlength=h.size).astype(
+            np.int64) for k, h in enumerate(self._hist))
 
 
 def reduce_values(bucket: np.ndarray, count: np.ndarray | None, lo: np.ndarray,
