@@ -220,9 +220,9 @@ def _order_width(kind: str, lo: float, hi: float, e: int | None = None) -> int:
     return w
 
 
-#: the ordered table's interval of a key whose records in the bin span more than ``SPREAD``
-#: + 1 codes: [0, MIXED] (every code), whichever codes they have (the measure reads whether a
-#: bin pins a key to one code or to a band of at most ``SPREAD`` + 1 codes,
+#: the ordered table's interval of a key whose records in the bin span more than its
+#: ``spread`` + 1 codes (:func:`key_spreads`): [0, MIXED] (every code), whichever codes they
+#: have (the measure reads whether a bin pins a key to one code or to a band,
 #: :func:`sdc.method.dependence.measure.order_inform`)
 MIXED = np.iinfo(np.int64).max
 #: the bands of key codes the check in order tries (:func:`~.measure.order_inform`): a key
