@@ -324,6 +324,7 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
             return plan_cells(count_cells(InMemory(cfg, rframe), cfg, validate=False), cfg)
         except DependenceError as e:
             bad = [f for f in e.figures if f.flagged]
+            wanted = set(e.to_drop(draft.input["drop"]))  # (a pair broken already: none)
             keys = list(cfg.key_names)
             weight, weight_fixed = data["input"].get("weight"), False
             for f in bad:
@@ -331,8 +332,7 @@ def checked_plan(frame: pd.DataFrame, data: dict[str, Any], base: Path,
                 why = (f"gives {shown} away (an intruder using it picks a target with "
                        f"probability {f.figure:.2f} > xi = {cfg.risk.xi})")
                 if f.of:  # a pair of columns gives keys away together: drop the second
-                    if f.of[1] not in frame.columns or (f.via == "pair" and any(
-                            c in draft.input["drop"] for c in f.of)):
+                    if f.of[1] not in frame.columns or f.of[1] not in wanted:
                         continue  # rebuilt from the member count (refused) or pair dropped
                     f = replace(f, column=f.of[1])
                 if f.column == weight:  # its own figure or a dropped copy's: fixed once
