@@ -325,11 +325,13 @@ def ols_from_moments(x: np.ndarray, n: np.ndarray, s: np.ndarray, q: np.ndarray
                      ) -> dict[str, Any]:
     """OLS of y on the per-cell design ``x`` from the cells' count ``n``, sum ``s`` and sum
     of squares ``q`` of y: coefficients, classical SEs, R^2, n, rank. Sums over cells by
-    ``np.einsum`` (no BLAS threads: the same bytes in every process)."""
+    ``np.einsum`` (no BLAS threads: the same bytes in every process), X'X as the two-operand
+    ``(x n)' x``: numpy has no fast loop for three operands (4x slower: 0.23 s of the demo's
+    0.6 s of reports)."""
     n = np.asarray(n, dtype=float)
     keep = n > 0
     x, n, s, q = x[keep], n[keep], s[keep], q[keep]
-    xtx = np.einsum("ci,cj,c->ij", x, x, n)
+    xtx = np.einsum("ci,cj->ij", x * n[:, None], x)
     xty = np.einsum("ci,c->i", x, s)
     return ols_from_gram(xtx, xty, float(q.sum()), float(s.sum()), int(n.sum()))
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.config.model import ReleaseConfig
+from sdc.io.json_text import dumps_indented
 from sdc.method.designs.households import release_household_design
 from sdc.method.outcome import ReleaseOutcome
 from sdc.reports.aggregate import ReleaseAggregates, partition_set_rows
@@ -71,8 +72,8 @@ def dumps(obj: Any, *, clean: bool = True) -> bytes:
     """Deterministic JSON bytes: sorted keys, 2-space indent, no NaN (null), trailing newline
     (``clean=False``: ``obj`` is :func:`_clean`'s output already, which cleaning again would
     not change)."""
-    return (json.dumps(_clean(obj) if clean else obj, sort_keys=True, indent=2,
-                       allow_nan=False, ensure_ascii=False) + "\n").encode("utf-8")
+    return (dumps_indented(_clean(obj) if clean else obj, sort_keys=True, allow_nan=False)
+            + "\n").encode("utf-8")
 
 
 # --------------------------------------------------------------------------------------------
@@ -85,6 +86,13 @@ def _profile_dict(profile: str) -> dict[str, int]:
             t, m = part.split(":")
             out[str(int(t))] = int(m)
     return out
+
+
+#: the block table's columns risk.json's ``prbs`` reads
+_PRB_COLUMNS = ("prb", "partition_key", "n_partition_sets", "k", "n_records", "profile",
+                "theta", "kmin", "max_risk", "max_risk_t", "max_risk_a", "max_risk_pick",
+                "max_risk_t_z", "own_max_risk", "other_max_risk", "action",
+                "expected_changed", "changed")
 
 
 def build_risk(original: pd.DataFrame | None, result: ReleaseOutcome, config: ReleaseConfig, *,
@@ -112,7 +120,8 @@ def build_risk(original: pd.DataFrame | None, result: ReleaseOutcome, config: Re
     ps_rows = partition_set_rows(result, agg, xi)
 
     prbs = []
-    for _, b in result.blocks.iterrows():
+    # the blocks' rows as Python values (one conversion per column, not a Series per row)
+    for b in result.blocks[list(_PRB_COLUMNS)].to_dict("records"):
         prbs.append({
             "prb": int(b["prb"]), "partition_key": str(b["partition_key"]),
             "n_partition_sets": int(b["n_partition_sets"]), "k": int(b["k"]),

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sdc.io.json_text import dumps_indented
 
@@ -37,3 +39,43 @@ def test_a_value_json_refuses_is_refused():
             json.dumps(obj, indent=2, ensure_ascii=False)
         with pytest.raises(TypeError):
             dumps_indented(obj)
+
+
+@pytest.mark.parametrize("obj", CASES, ids=range(len(CASES)))
+def test_sorted_keys_as_json_dumps_sorts_them(obj):
+    """risk.json and utility.json: sorted keys (json.dumps sorts the items by the original
+    keys, then converts them to text)."""
+    try:
+        want = json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True)
+    except TypeError:  # keys of mixed types: not comparable, refused the same way
+        with pytest.raises(TypeError):
+            dumps_indented(obj, sort_keys=True)
+        return
+    assert dumps_indented(obj, sort_keys=True) == want
+
+
+@pytest.mark.parametrize("obj", [float("nan"), [1.0, float("inf")], {"a": -float("inf")},
+                                 {"a": [{"b": float("nan")}]}, [1, "x", float("nan")]])
+def test_without_nan_a_non_finite_number_is_refused_as_json_dumps_refuses_it(obj):
+    with pytest.raises(ValueError):
+        json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False)
+    with pytest.raises(ValueError):
+        dumps_indented(obj, allow_nan=False)
+
+
+_leaves = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20),
+                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+_documents = st.recursive(_leaves, lambda inner: st.one_of(
+    st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=4), inner, max_size=5)),
+    max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_documents)
+def test_any_document_has_the_text_of_json_dumps(obj):
+    """Random documents of the types the reports hold (str keys, numbers, text, nesting):
+    the same text as the standard library's for both key orders."""
+    for sort_keys in (False, True):
+        assert (dumps_indented(obj, sort_keys=sort_keys, allow_nan=False)
+                == json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=sort_keys,
+                              allow_nan=False))
