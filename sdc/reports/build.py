@@ -50,6 +50,15 @@ RISK_FILE, UTILITY_FILE, HTML_FILE = "risk.json", "utility.json", "report.html"
 def _clean(obj: Any) -> Any:
     """JSON-ready copy: numpy scalars to Python, NaN/inf to None, floats to 12 significant
     digits (so sums whose last bits depend on summation order serialize identically)."""
+    t = type(obj)  # the common exact types first (the reports hold ~40,000 values)
+    if t is float:
+        return float(f"{obj:.12g}") if math.isfinite(obj) else None
+    if t is str or t is int or t is bool or obj is None:
+        return obj
+    if t is dict:
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if t is list:
+        return [_clean(v) for v in obj]
     if isinstance(obj, dict):
         return {str(k): _clean(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):

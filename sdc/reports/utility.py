@@ -247,11 +247,11 @@ def _by_partition_set(result: Any, agg: ReleaseAggregates) -> list[dict[str, Any
                         minlength=n_ps).astype(np.int64)
     n_ps_rec = np.bincount(cps, weights=agg.t_before.astype(float),
                            minlength=n_ps).astype(np.int64)
-    keys_ps = ps["partition_key"].to_numpy()
-    return [{"partition_key": str(keys_ps[s]), "n_records": int(n_ps_rec[s]),
-             "n_changed": int(ch_ps[s]),
-             "share": float(ch_ps[s] / n_ps_rec[s]) if n_ps_rec[s] else 0.0}
-            for s in range(n_ps)]
+    # as Python values first (a numpy scalar per field and set cost ~0.05 s on the demo)
+    return [{"partition_key": str(k), "n_records": n, "n_changed": c,
+             "share": c / n if n else 0.0}
+            for k, n, c in zip(ps["partition_key"].tolist(), n_ps_rec.tolist(),
+                               ch_ps.tolist(), strict=True)]
 
 
 def _expected_totals(result: Any, config: ReleaseConfig,
