@@ -9,6 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 import sdc
 from sdc.config.load import parse_config
@@ -302,3 +303,27 @@ def test_counter_aggregates_equal_a_brute_force_groupby() -> None:
             code = (bucket * sizes[k1] + kc[:, k1]) * sizes[k2] + kc[:, k2]
             eu, en = np.unique(code, return_counts=True)
             assert np.array_equal(u, eu) and np.array_equal(cnt, en)
+
+
+@pytest.mark.parametrize("executor", ["memory", "streaming"])
+def test_the_cli_refuses_with_exit_2_and_leaves_no_file(tmp_path, executor):
+    """Through ``sdc release`` the refusal is exit 2 naming the columns, and nothing is left:
+    no release folder, no stage folder (the in-memory executor's check measures on a thread
+    beside the apply pass; its verdict comes before any file)."""
+    from conftest import run_cli
+
+    dependent_frame(3000).to_csv(tmp_path / "dep.csv", index=False)
+    data = {"name": "dep", "input": {"path": str(tmp_path / "dep.csv"), "format": "csv"},
+            "key_variables": {"age": {"range": [18, 80]}, "sex": {"categories": ["F", "M"]},
+                              "region": {"categories": REGIONS}, "educ": {"range": [8, 18]}},
+            "partition": {"sex": "as_is", "age": {"bands": [18, 40, 60]}},
+            "risk": {"xi": 0.395, "small_blocks": "merge"},
+            "seed": {"file": str(tmp_path / "dep.seed")},
+            "output": {"dir": str(tmp_path / "out" / "dep"), "formats": ["parquet"]}}
+    job = tmp_path / "dep.yaml"
+    job.write_text(yaml.safe_dump(data), encoding="utf-8")
+    r = run_cli("release", job, "--executor", executor)
+    assert r.exit_code == 2, r.text
+    assert "'agesq'" in r.text and "xi = 0.395" in r.text
+    out = tmp_path / "out"
+    assert not out.exists() or not any(out.iterdir()), sorted(p.name for p in out.iterdir())
