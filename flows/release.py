@@ -511,7 +511,7 @@ def _release(config_path: str, force: bool, engine: str | None, t0: float,
 # ---------------------------------------------------------------------------------------------
 # the flow
 # ---------------------------------------------------------------------------------------------
-@flow(name="release", retries=0, log_prints=False, flow_run_name=run_name)
+@flow(name="release", retries=0, log_prints=False, flow_run_name=run_name, persist_result=False)
 def release(config_path: str, force: bool = False, new_series: bool = False,
             engine: str | None = None, review: bool = False,
             wait_for_review: bool = False,

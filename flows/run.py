@@ -199,44 +199,74 @@ def _api_for_run(reuse: bool, temp_api: Any = None) -> tuple[Any, Any]:
 
 
 @contextmanager
-def _run_settings(url: str | None) -> Iterator[None]:
+def _run_settings(url: str | None, csrf_off: bool = False) -> Iterator[None]:
     """Prefect's settings for one release run: the API ``url`` (None: as configured) and no
     flow-run heartbeats unless ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` is set. A heartbeat
     (every 180 s by default) would be sent once at the start of a run that lasts seconds,
     and the flow's end waits up to 1 s (0.5 s on average) for the heartbeat thread's sleep;
-    the command itself reports a run that fails (docs/OPERATIONS.md)."""
+    the command itself reports a run that fails (docs/OPERATIONS.md). ``csrf_off``: the
+    server proved (its identity, :meth:`flows.server.LocalServer.healthy`) that its CSRF
+    protection is off, so the client does not probe ``/csrf-token`` first."""
     import prefect.context
 
     context = prefect.context.get_settings_context()
-    with prefect.context.SettingsContext(profile=context.profile,
-                                         settings=run_settings(url, context.settings)):
+    with prefect.context.SettingsContext(
+            profile=context.profile, settings=run_settings(url, context.settings, csrf_off)):
         yield
 
 
-#: (url, heartbeats off, the settings they update) -> the updated settings (see run_settings)
-_settings_made: dict[tuple[str | None, bool, int], tuple[Any, Any]] = {}
+#: the local result storage folder -> the release flow with it (see release_flow)
+_flows_made: dict[Path, Any] = {}
 
 
-def run_settings(url: str | None, base: Any = None) -> Any:
+def release_flow() -> Any:
+    """:func:`flows.release.release` with the current settings' local result storage named
+    (``with_options(result_storage=PREFECT_RESULTS_LOCAL_STORAGE_PATH)``, kept per folder).
+    Nothing of a release run is persisted (the flow and its tasks: ``persist_result=False``),
+    but a flow without a result storage asks the server for its default storage block twice a
+    run (Prefect's ``update_for_flow``: two GETs of ~50 ms each on a small machine)."""
+    import prefect.context
+
+    from flows.release import release
+
+    path = Path(prefect.context.get_settings_context().settings.results.local_storage_path)
+    made = _flows_made.get(path)
+    if made is None:
+        made = _flows_made[path] = release.with_options(result_storage=path)
+    return made
+
+
+#: (url, heartbeats off, CSRF probe off, the settings they update) -> the updated settings
+#: (see run_settings)
+_settings_made: dict[tuple[str | None, bool, bool, int], tuple[Any, Any]] = {}
+
+
+def run_settings(url: str | None, base: Any = None, csrf_off: bool = False) -> Any:
     """Prefect's settings for a run (:func:`_run_settings`): ``base`` (default: the current
     settings) updated as ``temporary_settings`` would (``Settings.copy_with_update``, which
     builds and validates a whole new ``Settings`` from every source: ~0.1-0.3 CPU s). The
     result is kept per (url, heartbeats, base settings object): the release worker makes its
     server's once, before it forks a child per run."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_CLIENT_CSRF_SUPPORT_ENABLED,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+    )
 
     if base is None:
         import prefect.context
 
         base = prefect.context.get_settings_context().settings
     beats_off = not os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
-    key = (url, beats_off, id(base))
+    key = (url, beats_off, csrf_off, id(base))
     made = _settings_made.get(key)
     if made is not None and made[0] is base:
         return made[1]
     updates: dict[Any, Any] = {} if url is None else {PREFECT_API_URL: url}
     if beats_off:
         updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+    if csrf_off:
+        updates[PREFECT_CLIENT_CSRF_SUPPORT_ENABLED] = False
     settings = base.copy_with_update(updates=updates)
     _settings_made[key] = (base, settings)
     return settings
@@ -285,7 +315,6 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
 
     from flows.client import client_context
     from flows.release import prefetch_job, progress_callback
-    from flows.release import release as release_flow
     from sdc.executors import get_executor
     from sdc.release.job import resolve_engine
 
@@ -328,7 +357,7 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
             tags(f"release:{config.name}"):
         if temp_api is None and lease is None:  # a configured API, else Prefect's embedded
             with _run_settings(None), client_context() if api else contextlib.nullcontext():
-                return release_flow(**kwargs), startup
+                return release_flow()(**kwargs), startup
         waited_from = time.perf_counter() - t0
         if lease is not None:
             url = lease.wait()
@@ -340,8 +369,9 @@ def _run_with(lease: Any, temp_api: Any, config_path: Path, checked: Any,
             startup.update({"api_server_url": url,
                             "api_server_ready_seconds": round(temp_api.wait(), 3),
                             "cli_ready_seconds": round(waited_from, 3)})
-        with _run_settings(url), client_context():
-            summary = release_flow(**kwargs)
+        csrf_off = lease is not None and lease.server is not None and lease.server.csrf is False
+        with _run_settings(url, csrf_off), client_context():
+            summary = release_flow()(**kwargs)
     if temp_api is not None:
         startup["api_server_peak_rss_mb"] = temp_api.current_peak_rss_mb()
     return summary, startup

@@ -153,6 +153,9 @@ class LocalServer:
     token: str = ""
     idle_minutes: float | None = None
     started_at: float = field(default_factory=time.time)
+    #: whether the server's CSRF protection is on, as its proven identity last said (None:
+    #: not asked yet, or a server that does not say)
+    csrf: bool | None = field(default=None, compare=False, repr=False)
 
     @property
     def root(self) -> str:
@@ -167,7 +170,11 @@ class LocalServer:
         if not isinstance(data, dict) or data.get("pid") != self.pid:
             return False
         want = hmac.new(self.token.encode(), nonce.encode(), hashlib.sha256).hexdigest()
-        return hmac.compare_digest(str(data.get("proof", "")), want)
+        if not hmac.compare_digest(str(data.get("proof", "")), want):
+            return False
+        csrf = data.get("csrf")
+        self.csrf = csrf if isinstance(csrf, bool) else None
+        return True
 
     def alive(self) -> bool:
         """The recorded process runs (same pid, same start time, this boot)."""
@@ -271,7 +278,7 @@ def _write_state(srv: LocalServer, home: Path | None = None) -> None:
     tmp = path.with_suffix(f".tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump(asdict(srv), f)
+        json.dump({k: v for k, v in asdict(srv).items() if k != "csrf"}, f)  # asked each run
     os.replace(tmp, path)
 
 

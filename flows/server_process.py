@@ -5,9 +5,12 @@ a server); never imported by the CLI. What it runs: Prefect's own API applicatio
 (``prefect.server.api.server:create_app``, as ``prefect server start`` runs it) under uvicorn,
 wrapped in a small ASGI layer that
 
-- answers ``GET /sdc-identity?nonce=N`` with ``{"pid": P, "proof": HMAC-SHA256(token, N)}``:
-  the token is a secret only the starter knows (it is in the owner-only state file), so a
-  client can tell *this* server from any other process that later holds the port;
+- answers ``GET /sdc-identity?nonce=N`` with ``{"pid": P, "proof": HMAC-SHA256(token, N),
+  "csrf": B}``: the token is a secret only the starter knows (it is in the owner-only state
+  file), so a client can tell *this* server from any other process that later holds the port;
+  ``B`` is whether the API's CSRF protection is on (its ``server.api.csrf_protection_enabled``),
+  which spares each run's client the probe of ``/csrf-token`` Prefect makes before its first
+  write (one request, ~50 ms on a busy small machine);
 - records the time of the last request (HTTP or websocket) and the number in flight.
 
 A watchdog thread stops the server (uvicorn's graceful shutdown) when it has been idle for
@@ -47,9 +50,10 @@ IDENTITY_PATH = "/sdc-identity"
 class Watched:
     """ASGI wrapper: the identity endpoint, and the time of the last request."""
 
-    def __init__(self, app: Any, token: bytes) -> None:
+    def __init__(self, app: Any, token: bytes, csrf: bool = True) -> None:
         self.app = app
         self.token = token
+        self.csrf = csrf
         self.last = time.monotonic()
         self.active = 0
 
@@ -77,7 +81,7 @@ class Watched:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         nonce = (query.get("nonce") or [""])[0][:256]
         proof = hmac.new(self.token, nonce.encode(), hashlib.sha256).hexdigest()
-        body = json.dumps({"pid": os.getpid(), "proof": proof}).encode()
+        body = json.dumps({"pid": os.getpid(), "proof": proof, "csrf": self.csrf}).encode()
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode())]})
@@ -216,9 +220,10 @@ def main(argv: list[str] | None = None) -> None:
 
     import uvicorn
     from prefect.server.api.server import create_app
+    from prefect.settings import get_current_settings
 
     app = create_app(final=True, ephemeral=args.services == "ephemeral")
-    watched = Watched(app, token)
+    watched = Watched(app, token, bool(get_current_settings().server.api.csrf_protection_enabled))
     level = os.environ.get("PREFECT_SERVER_LOGGING_LEVEL", "WARNING").lower()
     config = uvicorn.Config(watched, log_level=level, lifespan="on",
                             timeout_graceful_shutdown=10, ws_ping_interval=20.0)

@@ -458,9 +458,11 @@ def serve(home: Path) -> Job | None:
     server_fd = os.pidfd_open(server.pid)
     t0 = time.perf_counter()
     _preimport()
-    from flows.run import run_settings
+    from flows.run import release_flow, run_settings
 
-    run_settings(server.url)  # Prefect's settings of a run on this server, made once
+    server.healthy()  # learns whether the server's CSRF protection is on (the runs ask again)
+    run_settings(server.url, csrf_off=server.csrf is False)  # a run's settings, made once
+    release_flow()  # and the flow with its result storage
     _build_cli_once()
     files = module_files()
     sock = home / WORKER_SOCKET

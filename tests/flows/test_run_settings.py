@@ -88,3 +88,7 @@ def test_a_runs_settings_are_made_once_and_as_temporary_settings_makes_them(monk
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:11/api"}) as base:
         assert run_settings(url, base) is not beats  # another base: built from it
         assert str(run_settings(url, base).api.url) == url
+    # a server that proved its CSRF protection is off: the client skips the token probe
+    quiet = run_settings(url, csrf_off=True)
+    assert quiet is not beats and run_settings(url, csrf_off=True) is quiet
+    assert quiet.client.csrf_support_enabled is False and beats.client.csrf_support_enabled

@@ -197,6 +197,9 @@ def test_server_start_release_stop(server_home, make_small_job):
         assert r.returncode == 0, r.stdout + r.stderr
         pid = json.loads(state_file().read_text())["pid"]
         assert state_file().stat().st_mode & 0o077 == 0
+        srv = local_server()  # its proven identity says its CSRF protection is off (default)
+        assert srv is not None and srv.csrf is None and srv.healthy() and srv.csrf is False
+        assert "csrf" not in json.loads(state_file().read_text())  # asked at each run
         cfg = make_small_job("srv", n=1000)
         r = subprocess.run([sdc, "release", str(cfg), "--timings"], env=env,
                            capture_output=True, text=True, timeout=600)
@@ -209,6 +212,42 @@ def test_server_start_release_stop(server_home, make_small_job):
     assert "stopped the Prefect server" in r.output, r.output
     assert pid is not None and _gone(pid)
     assert CliRunner().invoke(app, ["server", "status"]).exit_code == 1
+
+
+@pytest.mark.waits
+def test_a_server_with_csrf_protection_says_so_and_its_runs_send_the_token(server_home,
+                                                                          make_small_job):
+    """A local server started with Prefect's CSRF protection on answers ``"csrf": true`` in
+    its identity, so its runs keep the client's CSRF support (the token probe): the release
+    writes to the API (flow run, states, artifacts) and exits 0. With protection off (the
+    default, test_server_start_release_stop) the runs skip the probe."""
+    import socket
+
+    from sdc.cli.main import app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = _env(PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED="true")
+    sdc = str(BIN / "sdc")
+    pid = None
+    try:
+        r = subprocess.run([sdc, "server", "start", "--port", str(port)], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        srv = local_server()
+        assert srv is not None
+        pid = srv.pid
+        assert srv.healthy() and srv.csrf is True
+        cfg = make_small_job("csrf", n=500)
+        r = subprocess.run([sdc, "release", str(cfg), "--timings"], env=_env(SDC_WORKER="0"),
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert _timings(r.stdout)["prefect_api"] == "reused"
+        assert "403" not in r.stdout + r.stderr and "CSRF" not in r.stdout + r.stderr
+    finally:
+        CliRunner().invoke(app, ["server", "stop"])
+    assert pid is not None and _gone(pid)
 
 
 @pytest.mark.waits
