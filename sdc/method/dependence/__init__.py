@@ -15,7 +15,7 @@ Modules, one job each: :mod:`.columns` (what is measured), :mod:`.tables` (merge
 and from one column), :mod:`.dates` (text read as dates), :mod:`.relations` (relations between
 rows: a numeric column sorted), :mod:`.members` (a household
 file's person columns against its household keys), :mod:`.measure` (the filter
-intruder's figure), :mod:`.verdict` (the refusal),
+intruder's figure), :mod:`.compatible` (its compatibility sums), :mod:`.verdict` (the refusal),
 :mod:`.check` (a whole frame at once).
 """
 

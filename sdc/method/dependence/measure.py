@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from sdc.method.dependence.compatible import informing
 from sdc.method.dependence.counting import DependenceCounter
 from sdc.method.dependence.order import OrderPart, key_bands
 
@@ -22,7 +23,6 @@ __all__ = ["ALPHA", "CONFINE", "MARGIN", "ColumnDependence", "MeasureContext",
 
 ALPHA = 1e-6
 MARGIN = 0.05
-_MATRIX = 1 << 22  # entries of one compatibility chunk (values x cells)
 CONFINE = 0.5  # a pair confinement counts when it halves what the one-key intervals leave
 
 
@@ -227,7 +227,10 @@ def _key_cum(part: OrderPart, ctx: MeasureContext, k: int) -> tuple[np.ndarray, 
 def _band_runs(part: OrderPart, ctx: MeasureContext, k: int, cum: np.ndarray, total: float,
                lo: np.ndarray, hi: np.ndarray, inform: np.ndarray) -> None:
     """Narrow (lo, hi, inform) of key k, in place, by the runs of bins whose records have k
-    in one band of s codes beyond chance (:func:`order_inform`)."""
+    in one band of s codes beyond chance (:func:`order_inform`). Every (band, offset) tried is
+    one row of a (tries x bins) computation; a bin takes the narrowest run interval of the
+    rows where it informs when narrower than its own (the first such row on ties: what trying
+    them one after the other keeps)."""
     size_k = ctx.sizes[k]
     tries = [(s, o) for s in key_bands(size_k) for o in (0, s // 2)]
     if not tries or not part.n.size:
@@ -239,27 +242,34 @@ def _band_runs(part: OrderPart, ctx: MeasureContext, k: int, cum: np.ndarray, to
     if not at.size:
         return
     blo_k, bhi_k, n = part.lo[at, k], part.hi[at, k], part.n[at]
-    gap = np.r_[True, np.diff(at) != 1]
-    for s, o in tries:
-        band = (blo_k + o) // s
-        inband = band == (bhi_k + o) // s
-        brk = gap | np.r_[True, ~inband[1:] | ~inband[:-1] | (band[1:] != band[:-1])]
-        starts = np.flatnonzero(brk)
-        run = np.cumsum(brk) - 1
-        size = np.add.reduceat(n, starts)[run]
-        first = np.clip(band * s - o, 0, size_k)
-        last = np.clip(band * s - o + s, 0, size_k)
-        pband = (cum[last] - cum[first]) / total
-        with np.errstate(divide="ignore"):
-            inf = inband & (size >= 2) & (size * np.log(np.maximum(pband, 1e-300)) < limit)
-        if not inf.any():
-            continue
-        rlo = np.minimum.reduceat(blo_k, starts)[run]
-        rhi = np.maximum.reduceat(bhi_k, starts)[run]
-        better = inf & (rhi - rlo < hi[at, k] - lo[at, k])
-        lo[at[better], k] = rlo[better]
-        hi[at[better], k] = rhi[better]
-        inform[at[better], k] = True
+    t, m = len(tries), at.size
+    sw = np.array([s for s, _ in tries], dtype=blo_k.dtype)[:, None]
+    off = np.array([o for _, o in tries], dtype=blo_k.dtype)[:, None]
+    band = (blo_k + off) // sw                      # (tries, bins)
+    inband = band == (bhi_k + off) // sw
+    brk = np.ones((t, m), dtype=bool)               # every row starts a run
+    brk[:, 1:] = ((np.diff(at) != 1) | ~inband[:, 1:] | ~inband[:, :-1]
+                  | (band[:, 1:] != band[:, :-1]))
+    brk = brk.ravel()
+    starts = np.flatnonzero(brk)
+    run = np.cumsum(brk) - 1
+    size = np.add.reduceat(np.tile(n, t), starts)[run].reshape(t, m)
+    first = np.clip(band * sw - off, 0, size_k)
+    last = np.clip(band * sw - off + sw, 0, size_k)
+    pband = (cum[last] - cum[first]) / total
+    with np.errstate(divide="ignore"):
+        inf = inband & (size >= 2) & (size * np.log(np.maximum(pband, 1e-300)) < limit)
+    if not inf.any():
+        return
+    rlo = np.minimum.reduceat(np.tile(blo_k, t), starts)[run].reshape(t, m)
+    rhi = np.maximum.reduceat(np.tile(bhi_k, t), starts)[run].reshape(t, m)
+    width = np.where(inf, rhi - rlo, np.iinfo(np.int64).max)
+    best = np.argmin(width, axis=0)                 # the first row of the narrowest
+    col = np.arange(m)
+    better = width[best, col] < hi[at, k] - lo[at, k]
+    lo[at[better], k] = rlo[best, col][better]
+    hi[at[better], k] = rhi[best, col][better]
+    inform[at[better], k] = True
 
 
 class MeasureContext:
@@ -437,42 +447,11 @@ class MeasureContext:
     def _informing(self, prb: np.ndarray, vi: np.ndarray, w: np.ndarray, inform: np.ndarray,
                    vlo: np.ndarray, vhi: np.ndarray, combo: dict) -> np.ndarray:
         """Per cell j of the PRBs (0 elsewhere): the sum over the informing pairs of j's PRB
-        (PRBs ``prb``, values ``vi``, weights ``w``) of w [v compatible with j]: v's interval
-        holds j's code on every key v informs on, and j's code pair is one v was observed
-        with on every pair of ``combo`` v informs on. One flat computation over the triples
-        (PRB, distinct value, member cell) of all PRBs, ``_MATRIX`` triples at a time (a loop
-        over ~1,000 PRBs of a small file cost ~0.1 s, the check's critical path there)."""
-        plan, kc, sizes = self.plan, self.kc, self.sizes
-        nv = max(int(inform.shape[0]), 1)
-        uc, inv = np.unique(prb.astype(np.int64) * nv + vi, return_inverse=True)
-        wv = np.bincount(inv.ravel(), weights=w, minlength=uc.size)
-        eb, ev = np.divmod(uc, nv)          # each distinct (PRB, value)
-        ke = self.k_prb[eb].astype(np.int64)  # its PRB's cells
-        ends = np.cumsum(ke)                # triples up to and with each (PRB, value)
-        acc = np.zeros(self.cells.n_cells)
-        s = 0
-        while s < uc.size:
-            base = int(ends[s] - ke[s])
-            stop = max(s + 1, int(np.searchsorted(ends, base + _MATRIX, side="right")))
-            kk = ke[s:stop]
-            rep = np.repeat(np.arange(s, stop), kk)
-            nth = np.arange(rep.size) - np.repeat(ends[s:stop] - kk - base, kk)
-            member = plan.prb_cells[plan.prb_start[eb[rep]] + nth]
-            v, mc = ev[rep], kc[member]
-            ok = np.ones(rep.size, dtype=bool)
-            for k in range(len(self.keys)):
-                m = inform[v, k]
-                if m.any():
-                    ok &= ~m | ((mc[:, k] >= vlo[v, k]) & (mc[:, k] <= vhi[v, k]))
-            for (k1, k2), (inf_q, qcodes, span) in combo.items():
-                m = inf_q[v]
-                if m.any():
-                    query = v * span + (mc[:, k1] * sizes[k2] + mc[:, k2])
-                    pos = np.minimum(np.searchsorted(qcodes, query), qcodes.size - 1)
-                    ok &= (qcodes[pos] == query) | ~m
-            acc += np.bincount(member, weights=wv[rep] * ok, minlength=acc.size)
-            s = stop
-        return acc
+        (PRBs ``prb``, values ``vi``, weights ``w``) of w [v compatible with j]
+        (:func:`~.compatible.informing`)."""
+        return informing(prb, vi, w, inform, vlo, vhi, combo, kc=self.kc, sizes=self.sizes,
+                         prb_cells=self.plan.prb_cells, prb_start=self.plan.prb_start,
+                         k_prb=self.k_prb, n_cells=self.cells.n_cells)
 
     def _filter_risk(self, a: np.ndarray) -> tuple[float, float, int, float, float, bool,
                                                   tuple[int, ...]]:
