@@ -215,8 +215,8 @@ def _run_settings(url: str | None, csrf_off: bool = False) -> Iterator[None]:
         yield
 
 
-#: the local result storage folder -> the release flow with it (see release_flow)
-_flows_made: dict[Path, Any] = {}
+#: the local result storage folder -> (the flow it was made from, the flow with the folder)
+_flows_made: dict[Path, tuple[Any, Any]] = {}
 
 
 def release_flow() -> Any:
@@ -231,9 +231,9 @@ def release_flow() -> Any:
 
     path = Path(prefect.context.get_settings_context().settings.results.local_storage_path)
     made = _flows_made.get(path)
-    if made is None:
-        made = _flows_made[path] = release.with_options(result_storage=path)
-    return made
+    if made is None or made[0] is not release:
+        made = _flows_made[path] = (release, release.with_options(result_storage=path))
+    return made[1]
 
 
 #: (url, heartbeats off, CSRF probe off, the settings they update) -> the updated settings

@@ -5,6 +5,7 @@ the run is told by what the folders hold."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from prefect.settings import get_current_settings
@@ -92,3 +93,20 @@ def test_a_runs_settings_are_made_once_and_as_temporary_settings_makes_them(monk
     quiet = run_settings(url, csrf_off=True)
     assert quiet is not beats and run_settings(url, csrf_off=True) is quiet
     assert quiet.client.csrf_support_enabled is False and beats.client.csrf_support_enabled
+
+
+def test_the_release_flow_is_run_with_its_local_result_storage_named(tmp_path) -> None:
+    """flows.run.release_flow: the release flow persists nothing and names the settings' local
+    result storage (so Prefect does not ask the server for a default storage block at each
+    run), made once per folder; another folder, another flow."""
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+    from flows.release import release
+    from flows.run import release_flow
+
+    made = release_flow()
+    assert made is release_flow() and made.fn is release.fn and made.name == release.name
+    assert made.persist_result is False and release.persist_result is False
+    with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: tmp_path}):
+        other = release_flow()
+        assert other is not made and Path(other.result_storage) == tmp_path
