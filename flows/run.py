@@ -245,8 +245,8 @@ def run_settings(url: str | None, base: Any = None, csrf_off: bool = False) -> A
     """Prefect's settings for a run (:func:`_run_settings`): ``base`` (default: the current
     settings) updated as ``temporary_settings`` would (``Settings.copy_with_update``, which
     builds and validates a whole new ``Settings`` from every source: ~0.1-0.3 CPU s). The
-    result is kept per (url, heartbeats, base settings object): the release worker makes its
-    server's once, before it forks a child per run."""
+    result is kept per (url, heartbeats, CSRF probe, base settings object): the release worker
+    makes its server's once, before it forks a child per run."""
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_CLIENT_CSRF_SUPPORT_ENABLED,
