@@ -161,6 +161,18 @@ def _timings(stdout: str) -> dict:
     return json.loads(next(x for x in stdout.splitlines() if x.startswith("timings "))[8:])
 
 
+def _start_server(env: dict[str, str]) -> None:
+    """`sdc server start` on a free port (a real process that outlives the command)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = subprocess.run([str(BIN / "sdc"), "server", "start", "--port", str(port)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(COLUMNS="200", **extra)
@@ -181,20 +193,13 @@ def test_server_start_release_stop(server_home, make_small_job):
     temporary API); `sdc server stop` ends it; nothing is left running. Start and release are
     real processes; status and stop run in-process (typer's CliRunner: the same command, exit
     code and output, without a process start each)."""
-    import socket
-
     from sdc.cli.main import app
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = _env()
     sdc = str(BIN / "sdc")
     pid = None
     try:
-        r = subprocess.run([sdc, "server", "start", "--port", str(port)], env=env,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stdout + r.stderr
+        _start_server(env)
         pid = json.loads(state_file().read_text())["pid"]
         assert state_file().stat().st_mode & 0o077 == 0
         srv = local_server()  # its proven identity says its CSRF protection is off (default)
@@ -221,20 +226,12 @@ def test_a_server_with_csrf_protection_says_so_and_its_runs_send_the_token(serve
     its identity, so its runs keep the client's CSRF support (the token probe): the release
     writes to the API (flow run, states, artifacts) and exits 0. With protection off (the
     default, test_server_start_release_stop) the runs skip the probe."""
-    import socket
-
     from sdc.cli.main import app
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = _env(PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED="true")
     sdc = str(BIN / "sdc")
     pid = None
     try:
-        r = subprocess.run([sdc, "server", "start", "--port", str(port)], env=env,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stdout + r.stderr
+        _start_server(_env(PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED="true"))
         srv = local_server()
         assert srv is not None
         pid = srv.pid

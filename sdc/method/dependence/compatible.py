@@ -58,7 +58,7 @@ def _one_prb(acc: np.ndarray, v: np.ndarray, wv: np.ndarray, b: int, inform: np.
     end = int(prb_start[b + 1]) if b + 1 < len(prb_start) else prb_cells.size
     cells = prb_cells[start:end]
     step = max(1, MATRIX // max(cells.size, 1))
-    codes = {}
+    mc = kc[cells].astype(np.int64)  # the PRB's cells' key codes (cells x keys)
     for s in range(0, v.size, step):
         vs, ws = v[s:s + step], wv[s:s + step]
         ok = None
@@ -66,8 +66,7 @@ def _one_prb(acc: np.ndarray, v: np.ndarray, wv: np.ndarray, b: int, inform: np.
             m = inform[vs, k]
             if not m.any():
                 continue
-            c = codes[k] if k in codes else codes.setdefault(k, kc[cells, k])
-            inside = (c >= vlo[vs, k][:, None]) & (c <= vhi[vs, k][:, None])
+            inside = (mc[:, k] >= vlo[vs, k][:, None]) & (mc[:, k] <= vhi[vs, k][:, None])
             if not m.all():
                 inside |= ~m[:, None]
             ok = inside if ok is None else np.logical_and(ok, inside, out=ok)
@@ -75,8 +74,7 @@ def _one_prb(acc: np.ndarray, v: np.ndarray, wv: np.ndarray, b: int, inform: np.
             m = inf_q[vs]
             if not m.any():
                 continue
-            pair = kc[cells, k1].astype(np.int64) * sizes[k2] + kc[cells, k2]
-            query = vs[:, None] * span + pair
+            query = vs[:, None] * span + (mc[:, k1] * sizes[k2] + mc[:, k2])
             pos = np.minimum(np.searchsorted(qcodes, query), qcodes.size - 1)
             inside = qcodes[pos] == query
             if not m.all():
