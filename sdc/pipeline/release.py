@@ -41,7 +41,7 @@ from sdc.method.cell_passes import (
     new_dependence_counter,
 )
 from sdc.method.cells import CellTable, cell_codes, cell_key_codes, code_counts, radix_sizes
-from sdc.method.dependence import DependenceCounter, schema_kinds
+from sdc.method.dependence import DependenceCounter, MixedBins, schema_kinds
 from sdc.method.dependence import checked_columns as dependence_columns
 from sdc.method.derived import DerivedCollector
 from sdc.method.designs import design_of
@@ -144,6 +144,9 @@ class PersonStage:
     keep_codes: bool = False
     #: the file's records when the count pass sorts the identities: each batch sorts its run
     presort: int | None = None
+    #: the bins the batches merged so far have mixed in every ordered table (the merging
+    #: counter's :attr:`DependenceCounter.publish`): a batch's counter skips their records
+    mixed_bins: MixedBins | None = None
     #: every record's cell in input order, located once from the count pass's codes (a
     #: runner that keeps them: :func:`keeps_records`; None: each pass locates a batch's)
     kept_cells: np.ndarray | None = None
@@ -173,6 +176,7 @@ class PersonStage:
             part.run = packed_run(part.ident, part.offset, self.presort)
         if dependence:
             part.dependence = new_dependence_counter(self.columns, config, self.kinds)
+            part.dependence.known = self.mixed_bins
             if self.background:
                 part.dependence = DependenceThread(part.dependence, frame, codes, config, keys)
             else:
@@ -310,6 +314,8 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
     # every executor (never from a batch's types)
     kinds = schema_kinds(runner.public_schema()) if dependence else None
     dep = new_dependence_counter(columns, config, kinds) if dependence else None
+    if dep is not None and not background:  # its merged tables' mixed bins for the batches
+        dep.publish = MixedBins()
     wsums = WeightSums() if design_of(config).weighted and weight is not None else None
 
     # every record's cell code, placed at its rows as the parts arrive
@@ -326,7 +332,8 @@ def count_cells(runner: Runner, config: ReleaseConfig, *, validate: bool = True,
             wsums.merge(part.weight_sums)
 
     stage = PersonStage(config, columns, dependence, kinds, background=background,
-                        keep_codes=keep, presort=n_known if keep and order else None)
+                        keep_codes=keep, presort=n_known if keep and order else None,
+                        mixed_bins=dep.publish if dep is not None else None)
     count_pass(runner, stage, merged, merge, measure, validate=validate,
                columns=read_columns(config, columns, dependence, measure))
     if merged.counted:

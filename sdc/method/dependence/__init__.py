@@ -37,7 +37,7 @@ from sdc.method.dependence.members import (
     member_rows,
     person_level,
 )
-from sdc.method.dependence.order import order_image
+from sdc.method.dependence.order import MixedBins, order_image
 from sdc.method.dependence.pairs import (
     PAIR_COLUMNS,
     PairPlan,
@@ -56,7 +56,7 @@ from sdc.method.dependence.verdict import (
 )
 
 __all__ = ["ALPHA", "HASH_BITS", "MARGIN", "PAIR_COLUMNS", "PAIR_VALUES", "PERSON_LEVEL",
-           "ColumnDependence", "DependenceCounter", "DependenceError", "HouseholdMembers",
+           "ColumnDependence", "MixedBins", "DependenceCounter", "DependenceError", "HouseholdMembers",
            "MeasureContext", "PairPlan", "SyntheticColumn", "member_columns", "member_rows",
            "person_level",
            "checked_columns", "dependence_error", "frame_dependence", "frame_kinds", "key_sizes",

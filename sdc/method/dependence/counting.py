@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from sdc.method.dependence.order import (
+    MixedBins,
     OrderPart,
     image_part,
     key_spreads,
@@ -92,6 +93,11 @@ class DependenceCounter:
     _sorted_tables: dict[str, OrderPart | None] | None = None
     #: per key the intervals its ordered tables keep (:func:`~.order.key_spreads`)
     spread: np.ndarray = field(init=False)
+    #: the bins other batches' ordered tables have mixed on every key (a batch's counter of
+    #: a streaming count pass): their records are not scattered (:func:`~.order.image_part`)
+    known: MixedBins | None = None
+    #: where this counter (the one that merges the batches) publishes its mixed bins
+    publish: MixedBins | None = None
 
     def __post_init__(self) -> None:
         self.spread = key_spreads(self.sizes, self.n_keys)
@@ -156,7 +162,8 @@ class DependenceCounter:
                     own: dict[str, np.ndarray] = {}
                     for s in arith:
                         images[s.key] = image_part(*pair_image(
-                            frame, s, {}, own, scratch("image", len(frame), np.float64)), cells)
+                            frame, s, {}, own, scratch("image", len(frame), np.float64)), cells,
+                            self._known(s.key))
                 except BaseException as exc:  # re-raised below, in the caller's thread
                     failed.append(exc)
 
@@ -214,13 +221,14 @@ class DependenceCounter:
             pairs = (fcell[u >> HASH_BITS], u & int(_MASK), n)
             self._pairs[c].append(pairs)
             self._order[c].append(value_order_part(frame[c], b, table, pairs, cells) if few
-                                  else order_part(frame[c], cells))
+                                  else order_part(frame[c], cells, self._known(c)))
         numbers: dict[str, np.ndarray] = {}  # the paired columns as float64, once
         on_thread = {a.key for a in arith}
         for s in self.pairs.columns:
             if s.key not in on_thread:
                 self._order[s.key].append(image_part(*pair_image(
-                    frame, s, hashes, numbers, scratch("image", len(frame), np.float64)), cells))
+                    frame, s, hashes, numbers, scratch("image", len(frame), np.float64)), cells,
+                    self._known(s.key)))
         if worker is not None:
             worker.join()
             if failed:
@@ -253,7 +261,10 @@ class DependenceCounter:
             for q in self.key_pairs:
                 self._combos[c][q].extend(other._combos.get(c, {}).get(q, []))
         for c in self._order:
-            self._order[c].extend(other._order.get(c, []))
+            parts = other._order.get(c, [])
+            self._order[c].extend(parts)
+            if self.publish is not None and c not in self.publish.bins and len(parts) == 1:
+                self.publish.publish(c, parts[0])  # the first batch's, until the first merge
         self._wide |= other._wide
         self._big = np.union1d(self._big, other._big)
         if self._sorted is not None and other._sorted is not None:
@@ -307,6 +318,8 @@ class DependenceCounter:
             if len(self._order[c]) > 1:
                 self._order[c] = [merge_order(self._order[c])]
             part = self._order[c][0] if self._order[c] else None
+            if self.publish is not None:
+                self.publish.publish(c, part)
             if part is not None and self._big.size and part.pcell.size:
                 keep = ~np.isin(part.pcell, self._big)
                 part.pcell, part.pbin, part.pcount = (part.pcell[keep], part.pbin[keep],
@@ -317,6 +330,9 @@ class DependenceCounter:
                     cc, bb, nn = self._pairs[c][0]
                     keep = ~np.isin(cc, self._big)
                     self._pairs[c] = [(cc[keep], bb[keep], nn[keep])]
+
+    def _known(self, key: str) -> tuple[str, int, np.ndarray] | None:
+        return self.known.of(key) if self.known is not None else None
 
     def _settle(self) -> None:
         """Merge everything, twice (the second prunes the pairs with the final cell totals),

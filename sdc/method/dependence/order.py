@@ -23,8 +23,9 @@ from sdc.method.dependence.tables import (
     reduce_sorted,
 )
 
-__all__ = ["BANDS", "MIXED", "ORDER_BITS", "SPREAD", "OrderPart", "image_part", "key_bands",
-           "key_spreads", "merge_order", "order_image", "order_part", "scratch", "value_order_part"]
+__all__ = ["BANDS", "MIXED", "ORDER_BITS", "SPREAD", "MixedBins", "OrderPart", "image_part",
+           "key_bands", "key_spreads", "merge_order", "order_image", "order_part", "scratch",
+           "value_order_part"]
 
 ORDER_BITS = 16  # an ordered table has at most 2**ORDER_BITS bins (adjacent values merge)
 _PREFIX_BYTES = 7  # text and bytes are ordered by their first 7 bytes (56 bits)
@@ -315,12 +316,14 @@ def _summed(arrays: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def order_part(values: pd.Series, cells: BatchCells) -> OrderPart | None:
-    """A batch's ordered table of one column (None: the column has no order)."""
+def order_part(values: pd.Series, cells: BatchCells,
+               known: tuple[str, int, np.ndarray] | None = None) -> OrderPart | None:
+    """A batch's ordered table of one column (None: the column has no order); ``known``:
+    :meth:`MixedBins.of` the column."""
     img = order_image(values)
     if img is None:
         return None
-    return image_part(*img, cells)
+    return image_part(*img, cells, known)
 
 
 def value_order_part(values: pd.Series, bucket: np.ndarray, table: tuple[np.ndarray, ...],
@@ -363,12 +366,20 @@ def value_order_part(values: pd.Series, bucket: np.ndarray, table: tuple[np.ndar
                      cells.key_hist(valid if not valid.all() else None))
 
 
-def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -> OrderPart:
+def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells,
+               known: tuple[str, int, np.ndarray] | None = None) -> OrderPart:
     """A batch's ordered table of an order image ``(kind, x, valid)`` (a column's, or a
     synthetic column's: a + b of two columns) on a batch's ``cells``. O(n): bins counted into
     2**ORDER_BITS rows (the records not ``valid`` into one row more, dropped: no copy of the
     key codes), then the key codes' intervals scattered per bin from the records, or from
-    the distinct (cell, bin) pairs when there are few bins (:func:`_few_bins`)."""
+    the distinct (cell, bin) pairs when there are few bins (:func:`_few_bins`).
+
+    ``known``: ``(kind, e, bins)``, bins of width 2**e that earlier batches' tables already
+    have mixed on every key (:class:`MixedBins`): the records of the bins inside or around
+    them are not scattered (their merged bin is mixed whatever they hold; the bins are
+    aligned, ``floor(x 2**-e)``, and nest). The batch's own table then has wrong extremes in
+    those bins, which the merge with the known tables' parts overwrites: the merged table is
+    the same."""
     p = cells.key_codes.shape[1]
     every = bool(valid.all())
     xv = x if every else x[valid]
@@ -409,7 +420,8 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
         else:
             # 2**ORDER_BITS rows stay in cache: ufunc.at is fast here; the records of bins
             # already wider than kept on every key are skipped ([0, MIXED] anyway)
-            tlo, thi = extreme_tables(rel, cells.key_codes, rows, skip_mixed=cells.spread)
+            tlo, thi = extreme_tables(rel, cells.key_codes, rows, skip_mixed=cells.spread,
+                                      known=_known_rows(known, kind, e, present, base, rows))
             lo = tlo[:, present].T.astype(np.int64)
             hi = thi[:, present].T.astype(np.int64)
         at, kcode = cells.kept, cells.kcode
@@ -423,6 +435,50 @@ def image_part(kind: str, x: np.ndarray, valid: np.ndarray, cells: BatchCells) -
     return OrderPart(kind, e, lo_i, hi_i, present.astype(np.int64) + base,
                      n[present].astype(np.int64), lo, hi, cells.fcell[pc], pb + base, pn,
                      cells.spread, cells.key_hist(None if every else valid))
+
+
+def _known_rows(known: tuple[str, int, np.ndarray] | None, kind: str, e: int,
+                present: np.ndarray, base: int, rows: int) -> np.ndarray | None:
+    """Per row of a batch's table (bins ``present + base`` of width 2**e): whether it lies in
+    or around a bin of ``known`` (:class:`MixedBins`); None when nothing is known."""
+    if known is None or known[0] != kind or not known[2].size or not present.size:
+        return None
+    _, ek, kb = known
+    mine = present.astype(np.int64) + base
+    if ek >= e:  # a known bin holds the batch's bin
+        mine >>= ek - e
+    else:  # the batch's bin holds known ones (coarsened: sorted, repeats harmless)
+        kb = kb >> (e - ek)
+    at = np.minimum(np.searchsorted(kb, mine), kb.size - 1)
+    hit = kb[at] == mine
+    if not hit.any():
+        return None
+    out = np.zeros(rows, bool)
+    out[present[hit]] = True
+    return out
+
+
+class MixedBins:
+    """The bins each column's merged ordered table has mixed on every key (per column key:
+    ``(kind, e, sorted bins of width 2**e)``), published by the counter that merges a
+    streaming count pass's batches and read by the batches counted after
+    (:func:`image_part`'s ``known``). Any snapshot is right: a bin mixed in some batches'
+    tables is mixed in every merge that holds them. The dict is replaced, never changed, so
+    the batches' threads read it without a lock."""
+
+    def __init__(self) -> None:
+        self.bins: dict[str, tuple[str, int, np.ndarray]] = {}
+
+    def of(self, key: str) -> tuple[str, int, np.ndarray] | None:
+        return self.bins.get(key)
+
+    def publish(self, key: str, part: OrderPart | None) -> None:
+        """Take ``part``'s all-mixed bins for ``key`` (no change when it has none)."""
+        if part is None or part.hi.ndim != 2 or not part.hi.shape[1]:
+            return
+        mixed = part.bins[(part.hi == MIXED).all(axis=1)]
+        if mixed.size:
+            self.bins = {**self.bins, key: (part.kind, part.e, mixed)}
 
 
 def few_bins(n_cells: int, n_bins: int, n: int) -> bool:

@@ -121,7 +121,8 @@ CHUNK = 1 << 17
 
 def extreme_tables(bucket: np.ndarray, key_codes: np.ndarray, size: int,
                    dtype: np.dtype | None = None,
-                   skip_mixed: np.ndarray | int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   skip_mixed: np.ndarray | int | None = None,
+                   known: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi), each (p, ``size``): per bucket the smallest and largest code of every key
     column of ``key_codes`` (n, p), in ``dtype`` (the codes' own by default; they must fit),
     a row no record reaches holding the dtype's largest (lo) or smallest (hi) value: the
@@ -131,13 +132,22 @@ def extreme_tables(bucket: np.ndarray, key_codes: np.ndarray, size: int,
     ``skip_mixed`` = w, per key or one for all (the ordered tables, which keep a bucket's
     interval of key k only when hi - lo <= w_k): from the second chunk on, the records of
     buckets whose records so far have hi - lo > w_k on every key k are not scattered. Such a
-    bucket's hi - lo > w_k on every key, the other buckets' extremes are exact."""
+    bucket's hi - lo > w_k on every key, the other buckets' extremes are exact. ``known``
+    (with ``skip_mixed``): per bucket, mixed elsewhere (earlier batches): its records are
+    never scattered, and its extremes are whatever the others leave."""
     dt = np.dtype(key_codes.dtype if dtype is None else dtype)
     info = np.iinfo(dt)
     p = key_codes.shape[1]
     lo = np.full((p, size), info.max, dtype=dt)
     hi = np.full((p, size), info.min, dtype=dt)
     mixed = None  # per bucket: hi - lo > skip_mixed on every key (after the chunks so far)
+    if known is not None and skip_mixed is not None:
+        # one pass drops the records of the known buckets (most records, once a column's
+        # first batches are merged): the chunks below scatter the rest
+        keep = np.flatnonzero(~known[bucket])
+        if keep.size < 0.9 * bucket.size:
+            bucket, key_codes = bucket[keep], key_codes[keep]
+        mixed = known
     for s in range(0, bucket.size, CHUNK):
         b = bucket[s:s + CHUNK]
         codes = key_codes[s:s + CHUNK]
@@ -157,6 +167,8 @@ def extreme_tables(bucket: np.ndarray, key_codes: np.ndarray, size: int,
             mixed = lo[0] <= hi[0]
             for k in range(p):
                 mixed &= (hi[k] - lo[k]) > w[k]
+            if known is not None:
+                mixed |= known
     return lo, hi
 
 
