@@ -25,8 +25,9 @@ __all__ = ["write_kept_files"]
 def write_kept_files(box: list[tuple], config: ReleaseConfig, schema: pa.Schema,
                      dplan: DrawPlan, out_dir: Path, records_path: Path | None,
                      say: Callable[[str], None], files: bool = True,
-                     order: np.ndarray | None = None,
-                     distinct: bool = False) -> tuple[dict[str, Path], Any, Path | None]:
+                     order: np.ndarray | None = None, distinct: bool = False,
+                     positions: np.ndarray | None = None,
+                     ) -> tuple[dict[str, Path], Any, Path | None]:
     """The public files and the records file from the records the apply pass kept in memory
     (:attr:`~sdc.pipeline.passes.Runner.whole`; ``box`` holds them and is emptied, so the public table is freed
     once written): the bytes the spilled buckets give, without the spill. The records file
@@ -35,7 +36,9 @@ def write_kept_files(box: list[tuple], config: ReleaseConfig, schema: pa.Schema,
     public file, the public records kept in memory when Parquet keeps their types
     (:func:`~sdc.pipeline.kernels.write_public_files`' ``in_memory``). ``order``: the
     positions that sort the kept raw identities, when the count pass made them; ``distinct``:
-    the count pass found them all distinct (no second look for equal ones)."""
+    the count pass found them all distinct (no second look for equal ones); ``positions``:
+    the public order of the kept table (:func:`~sdc.pipeline.kernels.public_positions`), when
+    the caller made it while it waited for the dependence check."""
     table, raw, rc, rel = box.pop()
     tables = [table]
     del table
@@ -51,7 +54,7 @@ def write_kept_files(box: list[tuple], config: ReleaseConfig, schema: pa.Schema,
             + (" (and the internal records file alongside)" if records is not None else ""))
         files, public_table = write_public_files(
             config, schema, [], out_dir,
-            lambda _, writer: write_table_in_order(tables.pop(), writer),
+            lambda _, writer: write_table_in_order(tables.pop(), writer, positions),
             in_memory=not files and parquet_keeps_types(schema))
     finally:
         if pool is not None:

@@ -32,6 +32,7 @@ from sdc.io.batches import (
     ROW_GROUP_ROWS,
     PublicWriter,
     frame_to_table,
+    map_ahead,
     read_ahead_frames,
 )
 from sdc.io.spill import IdentitySpill, read_bucket
@@ -55,7 +56,7 @@ __all__ = ["BatchPerturb", "CellCount", "Problems", "ReleaseOutcome", "ReleasedR
            "batch_problems", "batch_schema", "check_dependence", "duplicate_identities",
            "duplicate_ids_table", "id_rows_with_identity", "plan_cells", "raise_duplicate_ids",
            "release_batch", "repeated_ids", "sorted_buckets", "write_buckets_in_order",
-           "write_public_files", "write_table_in_order"]
+           "public_positions", "write_public_files", "write_table_in_order"]
 
 
 @dataclass
@@ -350,27 +351,34 @@ def write_buckets_in_order(bucket_files: list[Path], writer: PublicWriter,
         del table
 
 
-def write_table_in_order(table: pa.Table, writer: PublicWriter) -> None:
+def write_table_in_order(table: pa.Table, writer: PublicWriter,
+                         positions: np.ndarray | None = None) -> None:
     """The public records of ``table`` (the whole file's, with its order column) in public
     order, ``record_id`` numbered from 1: what :func:`write_buckets_in_order` writes for the
     same records (its buckets are ranges of the same order key), without the spill. One
-    argsort; the rows are gathered one row group at a time, the next group by a background
-    thread while this one is encoded (:func:`sdc.io.batches.read_ahead_frames`: one group
-    ahead at most)."""
-    positions = sort_positions(table.column(ORDER_COLUMNS[0]).to_numpy())
+    argsort (``positions``: :func:`public_positions` of the table, when the caller made it);
+    the rows are gathered one row group at a time, the next two groups by two background
+    threads while this one is encoded (:func:`sdc.io.batches.map_ahead`; kept in memory,
+    ``release_frame``, the gathers are all the work)."""
+    if positions is None:
+        positions = public_positions(table)
     body = table.drop_columns(list(ORDER_COLUMNS))
     del table  # the order column is freed (the caller holds no other reference)
 
-    def groups() -> Iterator[pa.Table]:
-        for start in range(0, positions.size, ROW_GROUP_ROWS):
-            part = body.take(pa.array(positions[start:start + ROW_GROUP_ROWS]))
-            ids = pa.array(np.arange(start + 1, start + 1 + part.num_rows, dtype=np.int64))
-            yield part.add_column(0, PUBLIC_ID, ids)
-            del part
+    def group(start: int) -> pa.Table:
+        part = body.take(pa.array(positions[start:start + ROW_GROUP_ROWS]))
+        ids = pa.array(np.arange(start + 1, start + 1 + part.num_rows, dtype=np.int64))
+        return part.add_column(0, PUBLIC_ID, ids)
 
-    for part in read_ahead_frames(groups(), 1):
+    for part in map_ahead(group, range(0, positions.size, ROW_GROUP_ROWS), 2, ahead=2,
+                          name="sdc-public-rows"):
         writer.write_table(part)
         del part
+
+
+def public_positions(table: pa.Table) -> np.ndarray:
+    """The positions that put ``table``'s records (with their order column) in public order."""
+    return sort_positions(table.column(ORDER_COLUMNS[0]).to_numpy())
 
 
 class _Keeping:

@@ -66,6 +66,7 @@ from sdc.pipeline.kernels import (
     add_perturb_counts,
     check_dependence,
     plan_cells,
+    public_positions,
     raise_duplicate_ids,
     release_batch,
 )
@@ -491,7 +492,10 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
                 perturb.changed += perturb_changed
 
         offsets, kept, box = apply_pass(runner, stage, target, identity_of, acc, merge)
+        positions = None
         if isinstance(count.dependence, DependenceThread):  # joined before any file
+            if whole and box[0] is not None:  # the public order sorted while it measures
+                positions = public_positions(box[0][0])
             plan = check_dependence(plan, count, config)
         # the report refinement passes run while the files below are written
         refinement = None if defer else Refinement(
@@ -500,7 +504,7 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         if whole:  # the public file first: its table's memory is free for the records file's
             files, public_table, records_file = write_kept_files(
                 box, config, schema, dplan, out_dir, records_path, say, files,
-                stage.kept_order, count.identities_unique)
+                stage.kept_order, count.identities_unique, positions)
             stage.kept_order = None
         else:
             records_file = None
