@@ -5,6 +5,7 @@ that may be small, (value, key pair) combinations and the ordered table; ``add``
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,9 +128,10 @@ class DependenceCounter:
         O(n) per column: the batch's cells and (cell, value) combinations are hashed
         (``pd.factorize``), value tables scattered into 2**HASH_BITS rows; only distinct
         combinations are ever sorted. ``split``: the pairs' arithmetic images (+ - * /) are
-        made on a second thread while this one counts the columns (a whole file in memory,
-        whose check is the release's longest step: ~0.3 s less at 5M; from ``SPLIT_FROM``
-        records on); the same tables."""
+        made on a second thread while this one counts the columns, and by this one too once
+        its columns are done (the images not started yet: the two threads end together); a
+        whole file in memory, whose check is the release's longest step, from ``SPLIT_FROM``
+        records on; the same tables."""
         cell_id = np.asarray(cell_id, dtype=np.int64)
         # integer codes kept in their (narrow) dtype: ufunc.at into tables of that dtype takes
         # its fast path (no cast) and is faster the narrower the table
@@ -154,16 +156,25 @@ class DependenceCounter:
         images: dict[str, OrderPart] = {}
         failed: list[BaseException] = []
         worker = None
+        todo = deque(arith)  # the images not started yet: both threads take from it
+
+        def take_images() -> None:
+            own: dict[str, np.ndarray] = {}  # this thread's float64 columns
+            while True:
+                try:
+                    s = todo.popleft()  # (atomic: each image is made once)
+                except IndexError:
+                    return
+                images[s.key] = image_part(*pair_image(
+                    frame, s, {}, own, scratch("image", len(frame), np.float64)), cells,
+                    self._known(s.key))
+
         if arith:
             import threading
 
             def run() -> None:
                 try:
-                    own: dict[str, np.ndarray] = {}
-                    for s in arith:
-                        images[s.key] = image_part(*pair_image(
-                            frame, s, {}, own, scratch("image", len(frame), np.float64)), cells,
-                            self._known(s.key))
+                    take_images()
                 except BaseException as exc:  # re-raised below, in the caller's thread
                     failed.append(exc)
 
@@ -229,14 +240,15 @@ class DependenceCounter:
                 self._order[s.key].append(image_part(*pair_image(
                     frame, s, hashes, numbers, scratch("image", len(frame), np.float64)), cells,
                     self._known(s.key)))
+        if self._sorted is not None and self._sorted.columns:
+            self._sorted.add(frame, cell_id, key_codes)
         if worker is not None:
+            take_images()  # the images the other thread has not started yet
             worker.join()
             if failed:
                 raise failed[0]
             for s in arith:
                 self._order[s.key].append(images[s.key])
-        if self._sorted is not None and self._sorted.columns:
-            self._sorted.add(frame, cell_id, key_codes)
         self._pending += 1
         self._settled = False
         self._sorted_tables = None
