@@ -137,9 +137,13 @@ def test_relative_bins_in_chunks_equal_one_array(monkeypatch) -> None:
                                           _one_array_bins(xv, e, lo, None, 0)[0])
 
 
-def _all_tables(frame: pd.DataFrame, keys: list[str], batches: int) -> dict[str, np.ndarray]:
+def _all_tables(frame: pd.DataFrame, keys: list[str], batches: int,
+                hints: bool = False) -> dict[str, np.ndarray]:
     """Every table the counter keeps of ``frame`` (value tables, (cell, value) pairs, key
-    pair combinations, ordered tables of columns and synthetic pairs)."""
+    pair combinations, ordered tables of columns and synthetic pairs), as the streaming
+    count pass merges: an empty counter merges the batches' counters in order. ``hints``: it
+    publishes its mixed bins (``MixedBins``) and each later batch's counter skips their
+    records."""
     cell, codes, sizes = _keyed(frame, keys)
     cols = [c for c in frame.columns if c not in keys]
 
@@ -150,14 +154,13 @@ def _all_tables(frame: pd.DataFrame, keys: list[str], batches: int) -> dict[str,
         input = _Input()
 
     plan = pair_plan(cols, frame_kinds(frame[cols]), _Config())
-    counter = None
+    counter = DependenceCounter(cols, len(keys), 3, sizes=sizes, pairs=plan)
+    counter.publish = O.MixedBins() if hints else None
     for part in np.array_split(np.arange(len(frame)), batches):
-        c = DependenceCounter(cols, len(keys), 3, sizes=sizes, pairs=plan)
+        c = DependenceCounter(cols, len(keys), 3, sizes=sizes, pairs=plan,
+                              known=counter.publish)
         c.add(frame.iloc[part].reset_index(drop=True), cell[part], codes[part])
-        if counter is None:
-            counter = c
-        else:
-            counter.merge(c)
+        counter.merge(c)
     out: dict[str, np.ndarray] = {}
     for col in cols:
         (v, p) = counter.tables(col)
@@ -317,22 +320,8 @@ def test_key_hist_counts_the_codes_of_the_records_with_a_value(share_out) -> Non
 
 def _hinted_tables(frame: pd.DataFrame, keys: list[str], batches: int,
                    hints: bool) -> tuple[dict[str, np.ndarray], int]:
-    """:func:`_all_tables` as the streaming count pass merges: an empty counter merges the
-    batches' counters in order; with ``hints`` it publishes its mixed bins (``MixedBins``)
-    and each later batch's counter skips their records. Also the records scattered by the
-    ordered tables' ``extreme_tables`` (the skip must happen for the test to mean anything)."""
-    cell, codes, sizes = _keyed(frame, keys)
-    cols = [c for c in frame.columns if c not in keys]
-
-    class _Input:
-        weight = None
-
-    class _Config:
-        input = _Input()
-
-    plan = pair_plan(cols, frame_kinds(frame[cols]), _Config())
-    merged = DependenceCounter(cols, len(keys), 3, sizes=sizes, pairs=plan)
-    merged.publish = O.MixedBins() if hints else None
+    """:func:`_all_tables` and the records the ordered tables' ``extreme_tables`` scattered
+    (the skip must happen for the test to mean anything)."""
     scattered = [0]
     real = T.extreme_tables
 
@@ -343,25 +332,9 @@ def _hinted_tables(frame: pd.DataFrame, keys: list[str], batches: int,
 
     O.extreme_tables = spy
     try:
-        for part in np.array_split(np.arange(len(frame)), batches):
-            c = DependenceCounter(cols, len(keys), 3, sizes=sizes, pairs=plan,
-                                  known=merged.publish)
-            c.add(frame.iloc[part].reset_index(drop=True), cell[part], codes[part])
-            merged.merge(c)
+        return _all_tables(frame, keys, batches, hints), scattered[0]
     finally:
         O.extreme_tables = real
-    out: dict[str, np.ndarray] = {}
-    for col in cols:
-        (v, p) = merged.tables(col)
-        out.update({f"{col}/v{i}": a for i, a in enumerate(v)})
-        out.update({f"{col}/p{i}": a for i, a in enumerate(p)})
-    for key in merged._order:
-        t = merged.order_table(key)
-        if t is not None:
-            for f in ("bins", "n", "lo", "hi", "pcell", "pbin", "pcount"):
-                out[f"{key!r}/{f}"] = getattr(t, f)
-            out[f"{key!r}/e"] = np.array([t.e, t.img_lo, t.img_hi])
-    return out, scattered[0]
 
 
 @pytest.mark.parametrize("name", ["random", "testdata", "adult", "eusilc"])
