@@ -3,8 +3,9 @@ warm local server is handed to the pre-imported worker (:mod:`sdc.cli.worker`) w
 everything else, and a release the worker cannot take, runs in this process
 (:mod:`sdc.cli.main`), as before. After such a release it starts a worker for the next ones.
 
-This module imports only the standard library (and ``flows.server`` when a worker's state
-file exists); it imports no other module of ``sdc.cli``: the protocol's names live here.
+This module imports only the standard library, :mod:`sdc.errors` (the record of Ctrl-C) and
+``flows.server`` when a worker's state file exists; it imports no other module of ``sdc.cli``:
+the protocol's names live here.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
+
+from sdc.errors import INTERRUPTS
 
 __all__ = ["FORWARDED", "PREFIX", "WORKER_LOCK", "WORKER_LOG", "WORKER_SOCKET", "WORKER_STATE",
            "cgroup", "guarded", "interrupted", "limits", "mount_ns", "quick_exit", "run",
@@ -298,7 +301,7 @@ def run(app: Callable[[], None]) -> None:
 
 
 #: Ctrl-C in this command: the signals received, and whether "interrupted" was printed
-_interrupt: dict[str, Any] = {"signals": [], "told": False}
+_interrupt: dict[str, Any] = {"signals": INTERRUPTS, "told": False}
 
 
 def interrupted() -> bool:
@@ -322,17 +325,21 @@ def _on_sigint(sig: int, _frame: object) -> None:
 
 def guarded(app: Callable[[], None]) -> None:
     """``app()``; Ctrl-C exits 130 with one line "interrupted", wherever it arrives: before a
-    command, within one, or where typer's argument parsing swallows it (exit 130, silent)."""
+    command, within one, where typer's argument parsing swallows it (exit 130, silent), or
+    where a library swallows the KeyboardInterrupt and the command runs on (the publish step
+    then refuses: :func:`sdc.errors.raise_if_interrupted`)."""
     before = signal.getsignal(signal.SIGINT)
     if before is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         app()
+        if interrupted():
+            raise KeyboardInterrupt
     except KeyboardInterrupt:
         tell_interrupted()
         sys.exit(130)
-    except SystemExit as done:
-        if interrupted() and done.code not in (None, 0):
+    except SystemExit:
+        if interrupted():
             tell_interrupted()
             sys.exit(130)
         raise

@@ -57,6 +57,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sdc.errors import raise_if_interrupted
 from sdc.io.guard import DISK_FULL, disk_full_error
 
 __all__ = ["PARENT_MODE", "ReleaseExistsError", "ReleaseFolderError", "check_output_path",
@@ -509,8 +510,10 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
        file's bytes), the folders fsynced, then the folder made 0755;
     5. ``before_publish()`` if given (the flow checks that input and config did not change
        since they were hashed: an exception there publishes nothing),
-       ``checkpoint("before_rename")``, then one atomic rename into place (exchange with the
-       old release under ``force``), fsync of the parent, removal of the old release.
+       KeyboardInterrupt if Ctrl-C reached the process (a library may have swallowed the
+       one the handler raised), ``checkpoint("before_rename")``, then one atomic rename into
+       place (exchange with the old release under ``force``), fsync of the parent, removal
+       of the old release.
 
     Any exception during 4-5 removes the temp folder and re-raises; a SIGKILL leaves it for the
     next run to remove. See the module docstring for what a crash at each point leaves.
@@ -543,6 +546,7 @@ def write_release(out_dir: Path, public: dict[str, bytes | Path], internal: dict
         fsync_dir(tmp)
         if before_publish is not None:  # e.g. the input and config did not change meanwhile
             before_publish()
+        raise_if_interrupted()  # a Ctrl-C that a library swallowed publishes nothing
         checkpoint("before_rename")
         if exists:
             swap_in(tmp, out_dir)

@@ -282,8 +282,8 @@ def test_a_lost_worker_ends_the_command_with_1_not_a_second_run(capsys):
 
 def test_an_interrupted_command_ends_130_with_one_line(monkeypatch, capsys):
     """Ctrl-C is noted where it arrives; whatever a library makes of it (typer's argument
-    parsing: a silent exit 130; Prefect/pydantic: another exception) the command ends 130
-    with one "interrupted"."""
+    parsing: a silent exit 130; Prefect/pydantic: another exception; a Cython callback:
+    nothing, the command goes on) the command ends 130 with one "interrupted"."""
     import typer
 
     from sdc.cli.common import friendly_errors
@@ -296,6 +296,17 @@ def test_an_interrupted_command_ends_130_with_one_line(monkeypatch, capsys):
                 raise exc from None
         return app
 
+    def swallowed() -> None:  # a Cython callback: "Exception ignored in", the run goes on
+        try:
+            entry._on_sigint(signal.SIGINT, None)
+        except KeyboardInterrupt:
+            pass
+
+    for app in (swallowed, ctrl_c_then(SystemExit(0))):  # and then ends well: still 130
+        monkeypatch.setattr(entry, "_interrupt", {"signals": [], "told": False})
+        with pytest.raises(SystemExit) as done:
+            entry.guarded(app)
+        assert done.value.code == 130 and capsys.readouterr().err == "interrupted\n"
     for exc in (SystemExit(130), SystemExit(1), ValueError("Task run is not set")):
         monkeypatch.setattr(entry, "_interrupt", {"signals": [], "told": False})
         with pytest.raises(SystemExit) as done:

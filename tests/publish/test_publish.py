@@ -287,6 +287,23 @@ def test_failure_while_writing_leaves_nothing_and_old_release_intact(tmp_path, m
     assert leftovers(tmp_path) == []
 
 
+def test_a_swallowed_ctrl_c_publishes_nothing(tmp_path, monkeypatch) -> None:
+    """Ctrl-C whose KeyboardInterrupt a library swallowed (a Cython callback prints "Exception
+    ignored in" and the run goes on; seen once in CI through the worker): the publish step
+    sees the signal's record and raises before its rename; the old release stays."""
+    import sdc.errors
+
+    out = write_release(tmp_path / "r", PUB, INT)
+    monkeypatch.setattr(sdc.errors, "INTERRUPTS", [signal.SIGINT])
+    with pytest.raises(KeyboardInterrupt):
+        write_release(out, {"codebook.md": b"new"}, INT, force=True, discard_extra_files=True)
+    with pytest.raises(KeyboardInterrupt):
+        write_release(tmp_path / "fresh", PUB, INT)
+    assert not (tmp_path / "fresh").exists()
+    assert (out / "public" / "codebook.md").read_bytes() == b"# c\n"
+    assert leftovers(tmp_path) == []
+
+
 def test_refuses_inside_another_release(tmp_path: Path) -> None:
     out = write_release(tmp_path / "r", PUB, INT)
     with pytest.raises(ReleaseFolderError, match=r"lies in the public/ folder of release"):
