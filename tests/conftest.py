@@ -764,3 +764,18 @@ def mount_tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
     finally:
         for mnt in mounted:
             subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. the large sorts: numpy's AVX-512 sort and the split sort (sdc.method.sorting.SIMD_SORT)
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(params=[True, False], ids=["numpy-sort", "split-sort"])
+def both_sorts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """The test runs with each of the two ways to sort 64-bit arrays (the host picks one;
+    the results must be the same)."""
+    import sdc.method.sorting
+    import sdc.pipeline.order
+
+    monkeypatch.setattr(sdc.method.sorting, "SIMD_SORT", request.param)
+    monkeypatch.setattr(sdc.pipeline.order, "SIMD_SORT", request.param)
+    return request.param

@@ -31,6 +31,7 @@ ARRAYS = {
 }
 
 
+@pytest.mark.usefixtures("both_sorts")
 @pytest.mark.parametrize(("name", "parts"), [(name, parts) for name in ARRAYS
                                              for parts in ((None, 3) if "hashes" in name
                                                            else (2,))])
@@ -42,6 +43,7 @@ def test_sort_inplace_is_np_sort(name: str, parts: int | None) -> None:
     assert a.dtype == want.dtype
 
 
+@pytest.mark.usefixtures("both_sorts")
 def test_small_and_other_arrays_are_sorted_in_one_call() -> None:
     """Below the size, floats and 2-D arrays: ``ndarray.sort`` itself (NaN last)."""
     for a in (np.array([3, 1, 2], np.uint64), np.array([2.0, np.nan, -1.0]),
@@ -96,6 +98,7 @@ def test_split_sort_of_a_view_and_of_other_dtypes() -> None:
         np.testing.assert_array_equal(a, want)
 
 
+@pytest.mark.usefixtures("both_sorts")
 def test_argsort_u64_in_parts_is_the_stable_argsort() -> None:
     """argsort_u64 sorts its packed keys with sort_inplace: at the parallel size with equal
     top bits (keys that differ only in their low bits) the positions are still numpy's

@@ -24,6 +24,7 @@ def _cases():
     }
 
 
+@pytest.mark.usefixtures("both_sorts")
 @pytest.mark.parametrize("name", list(_cases()))
 def test_argsort_u64_is_the_stable_argsort(name) -> None:
     keys = _cases()[name]
@@ -149,6 +150,7 @@ def test_content_hash_of_leading_keys_by_cell() -> None:
         assert np.array_equal(got, content_hash(table)), (list(cols), keys)
 
 
+@pytest.mark.usefixtures("both_sorts")
 def test_argsort_u64_finds_equal_top_bits_across_its_blocks() -> None:
     """The only two keys sharing their top bits land in sorted slots 2**15 - 1 and 2**15, on
     both sides of a block of argsort_u64's chunked pass: their order still comes from the
@@ -163,6 +165,7 @@ def test_argsort_u64_finds_equal_top_bits_across_its_blocks() -> None:
     assert got[32767] == n - 1 and got[32768] == 32767
 
 
+@pytest.mark.usefixtures("both_sorts")
 @pytest.mark.parametrize("name", ["hashes", "few values (every key in a run)", "runs",
                                   "two equal", "one"])
 def test_argsort_u64_merges_the_batches_sorted_runs(name) -> None:
