@@ -200,16 +200,17 @@ def post_randomize_design(cell: np.ndarray, kernel: DesignKernel, u: np.ndarray)
     cell = np.asarray(cell, dtype=np.int64)
     out = cell.copy()
     move = u[:, 0] < kernel.threshold
-    uni = move
     if kernel.dest.size:       # some W rows (else every mover draws uniformly in its group)
         rows = move & (kernel.row_hi > kernel.row_lo)
-        if rows.any():
-            target = kernel.base[rows] + u[rows, 1] * kernel.span[rows]
+        ri = np.flatnonzero(rows)  # located once: gathers, not five boolean selections
+        if ri.size:
+            target = kernel.base[ri]
+            target += u[ri, 1] * kernel.span[ri]
             at = np.searchsorted(kernel.cum, target, side="right")
-            at = np.clip(at, kernel.row_lo[rows], kernel.row_hi[rows] - 1)
-            out[rows] = kernel.dest[at]
-        uni = move & ~rows
-    i = np.flatnonzero(uni)    # the uniform movers, located once
+            np.clip(at, kernel.row_lo[ri], kernel.row_hi[ri] - 1, out=at)
+            out[ri] = kernel.dest[at]
+        move &= ~rows
+    i = np.flatnonzero(move)   # the uniform movers, located once
     if i.size:
         r = (u[i, 1] * kernel.k_minus_1[i]).astype(np.int64)
         np.minimum(r, kernel.r_max[i], out=r)
