@@ -1,8 +1,8 @@
 """Sorts of large integer arrays (issue 48: the id check's, the public order's and the records
 file's sorts of 8 bytes a record were the largest CPU item of a 100M release).
 
-numpy's quicksort of 1M random uint64 took ~50 ns a value on the host of eaebd51 (~30 ns for 64K:
-the array no longer fits the core's cache). :func:`split_sort` first groups the values by
+numpy's quicksort of 1M random uint64 took ~50 ns a value on the host of eaebd51 (~30 ns for
+64K: the array no longer fits the core's cache). :func:`split_sort` first groups the values by
 their top digit (numpy's stable argsort of uint16 is a radix sort, O(n)) and then sorts each
 group of ~512 values where it sits, in cache: half the CPU for 1M-4M hashes. numpy's sort
 releases the GIL, so :func:`sort_inplace` sorts the parts of a larger array at once on several

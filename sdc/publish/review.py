@@ -463,12 +463,12 @@ def _approve_locked(out: Path, staged: Path, record: dict[str, Any], name: str,
     at = datetime.now(UTC).isoformat(timespec="seconds")
     audit["review"] = {"approved_by": name, "approved_at": at, "comment": comment or "",
                        "approved_manifest_sha256": record["manifest_sha256"],
-                       "staged_at": record.get("staged_at"), "flow_run_id": record.get("flow_run_id")}
+                       "staged_at": record.get("staged_at"),
+                       "flow_run_id": record.get("flow_run_id")}
     record.update(status="approved", approved_by=name, approved_at=at, comment=comment or "")
-    # both written before either replaces its file (a full disk fails here, changing nothing);
-    # review.json first: an approval that stops between the two renames leaves audit.json as
-    # staged, so the next approval is not refused as "changed"
     raise_if_interrupted()  # Ctrl-C swallowed by a library while sealing: no approval
+    # both written before either replaces its file (a full disk fails here, changing nothing);
+    # review.json first: a stop between the renames leaves audit.json as staged, not "changed"
     review_tmp = _write_temp(staged / "internal" / REVIEW_FILE, _json_bytes(record))
     try:
         audit_tmp = _write_temp(audit_path, _json_bytes(audit))
