@@ -321,10 +321,14 @@ def test_ctrl_c_stops_the_schedule_cleanly(prefect_harness, make_small_job, tmp_
                 return state is not None and state.is_paused()
 
             _wait(paused, 180, "the run to pause for review", [log], step=0.5)
+            before = log.stat().st_size  # what the service printed before the Ctrl-C
             os.killpg(serve.pid, signal.SIGINT)  # Ctrl-C in the terminal
             assert serve.wait(timeout=60) == 0, log.read_text()[-4000:]
-            text = log.read_text(errors="replace")
+            text = log.read_bytes()[before:].decode(errors="replace")
+            # no traceback from the stop (a server that stalled under the suite's load earlier
+            # makes Prefect's event client log one of its own before the Ctrl-C: not checked)
             assert "Traceback" not in text, text[-4000:]
+            assert "CancelledError" not in log.read_text(errors="replace")
             with client() as c:
                 state = c.read_flow_run(UUID(str(run_id))).state
             assert state.is_cancelled(), state
