@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import queue
+import threading
+from collections import OrderedDict
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["parquet_bytes", "sha256_bytes", "sha256_file"]
+__all__ = ["HashingFile", "parquet_bytes", "sha256_bytes", "sha256_file", "written_sha256"]
 
 _CHUNK = 1 << 20
 
@@ -33,6 +38,84 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(_CHUNK), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+#: the SHA-256 of files this process wrote through :class:`HashingFile`, by the file's state
+#: when it was closed (device, inode, size, mtime and ctime in ns); the newest few only
+_WRITTEN: OrderedDict[tuple[int, ...], str] = OrderedDict()
+_WRITTEN_MAX = 64
+
+
+def _state(path: str | Path) -> tuple[int, ...]:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def written_sha256(path: str | Path) -> str:
+    """:func:`sha256_file` of a file this process wrote through :class:`HashingFile`: the
+    digest of the bytes written, taken while they were written, when the file's state is
+    still the one it had when it was closed (any later write, rename or touch changes its
+    ctime); else the file is read and hashed. For the release's own files before they are
+    published (the audit record's digests); checks of a published folder read the bytes
+    (:func:`sha256_file`)."""
+    try:
+        known = _WRITTEN.get(_state(path))
+    except OSError:
+        known = None
+    return known if known is not None else sha256_file(path)
+
+
+class HashingFile:
+    """A binary file being written whose SHA-256 is computed from the bytes written, on a
+    thread (hashlib releases the GIL for large buffers), so that the digest is known when
+    the file is closed instead of costing a second read: ~0.15 s a 200 MB file on the step's
+    critical path (the public file's Parquet encoding is on one thread; the digest's thread
+    takes the other core). ``write`` passes through; the rest of the file interface is the
+    wrapped file's. :meth:`close` closes the file and records the digest for
+    :func:`written_sha256`."""
+
+    def __init__(self, f: BinaryIO, path: str | Path) -> None:
+        self._f, self._path = f, Path(path)
+        self._hash = hashlib.sha256()
+        self._chunks: queue.Queue = queue.Queue(maxsize=64)
+        self._thread = threading.Thread(target=self._digest, name="sdc-sha256", daemon=True)
+        self._thread.start()
+        self._done = False
+
+    def _digest(self) -> None:
+        while (chunk := self._chunks.get()) is not None:
+            self._hash.update(chunk)
+
+    def write(self, data: Any) -> int:
+        n = self._f.write(data)
+        self._chunks.put(bytes(data) if isinstance(data, bytearray | memoryview) else data)
+        return n
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._f.close()
+        finally:
+            self._chunks.put(None)
+            self._thread.join()
+        _WRITTEN[_state(self._path)] = self._hash.hexdigest()
+        while len(_WRITTEN) > _WRITTEN_MAX:
+            _WRITTEN.popitem(last=False)
+
+    @property
+    def closed(self) -> bool:
+        return self._done
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+    def __enter__(self) -> HashingFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # -- deterministic serialization ----------------------------------------------------------

@@ -36,6 +36,7 @@ from sdc.io.batches import (
     read_ahead_frames,
 )
 from sdc.io.spill import IdentitySpill, read_bucket
+from sdc.io.write import HashingFile
 from sdc.method.cell_passes import DependenceThread, decode_released, derived_cells
 from sdc.method.cells import CellTable
 from sdc.method.dependence import DependenceCounter, measure_dependence, raise_if_dependent
@@ -434,7 +435,8 @@ def write_public_files(config: ReleaseConfig, schema: pa.Schema, buckets: list[P
         for fmt, name in (("parquet", "microdata.parquet"), ("csv", "microdata.csv")):
             if fmt in formats:
                 files[name] = out_dir / name
-                handles[fmt] = open(files[name], "wb")  # noqa: SIM115
+                # the digest for the audit record taken while the bytes are written
+                handles[fmt] = HashingFile(open(files[name], "wb"), files[name])  # noqa: SIM115
         writer = PublicWriter(schema, parquet=handles.get("parquet"), csv=handles.get("csv"))
         keeping = _Keeping(writer) if {"sav", "dta"} & set(formats) else None
         try:

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from sdc.io.batches import ROW_GROUP_ROWS, PublicWriter, map_ahead, read_ahead_frames
 from sdc.io.spill import BucketSpill, read_bucket
+from sdc.io.write import HashingFile
 from sdc.method.draws import draw_tiebreak, unique_identities
 from sdc.pipeline.order import argsort_u64
 
@@ -109,7 +110,7 @@ def _write_file(path: Path, tables) -> Path:
     path = Path(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
+    with HashingFile(os.fdopen(fd, "wb"), path) as f:  # the audit record's digest
         _write(f, tables)
     return path
 

@@ -57,7 +57,7 @@ def _add_reports_and_audit(config: ReleaseConfig, result: ReleaseOutcome, seed_i
                            config_text: str, series: dict, engine: str | None = None) -> None:
     """Add the ``reports`` files and, last, ``audit.json`` (with the SHA-256 of every other
     file: bytes, or the path of a file an executor wrote) to ``internal``."""
-    from sdc.io.write import sha256_file
+    from sdc.io.write import written_sha256
 
     for name, data in (reports or {}).items():
         if name in internal or name == "audit.json" or not _NAME_OK.match(name):
@@ -65,7 +65,7 @@ def _add_reports_and_audit(config: ReleaseConfig, result: ReleaseOutcome, seed_i
         internal[name] = bytes(data)
 
     def digest(v: Path | bytes) -> str:
-        return sha256_file(v) if isinstance(v, Path) else sha256_bytes(v)
+        return written_sha256(v) if isinstance(v, Path) else sha256_bytes(v)
 
     audit = build_audit(
         config, result, input_path=config.input_path, input_sha256=input_sha256,

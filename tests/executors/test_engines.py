@@ -160,6 +160,23 @@ def test_records_file_equal_across_engines_with_shared_identities(tmp_path, monk
     assert got2.records_file.read_bytes() == expected
 
 
+def test_written_files_have_their_digests_without_a_second_read(tmp_path, monkeypatch):
+    """The public files (Parquet and CSV) and the records file are hashed while they are
+    written (sdc.io.write.HashingFile): the audit record's digests need no second read, and
+    they are the files' bytes."""
+    import sdc.io.write as write_mod
+
+    path = tmp_path / "in.parquet"
+    make_frame(1_500).to_parquet(path, index=False)
+    cfg = config_for(path, tmp_path / "rel", "parquet", formats=("parquet", "csv"))
+    got = stream_release(cfg, 11, tmp_path / "o", batch_rows=400,
+                         records_path=tmp_path / "records.parquet")
+    files = [*got.files.values(), got.records_file]
+    want = [hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in files]
+    monkeypatch.setattr(write_mod, "sha256_file", lambda p: pytest.fail(f"{p} read again"))
+    assert [write_mod.written_sha256(f) for f in files] == want
+
+
 PERTURB = {"region": {"epsilon": 0.8, "domain_from_data": True}}
 
 

@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import sdc
+import sdc.io.write as write_mod
 from sdc.io.read import read_input
-from sdc.io.write import parquet_bytes, sha256_bytes, sha256_file
+from sdc.io.write import HashingFile, parquet_bytes, sha256_bytes, sha256_file, written_sha256
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -185,6 +186,27 @@ def test_hashes(tmp_path: Path) -> None:
     data = b"abc" * 1_000_000
     (tmp_path / "f").write_bytes(data)
     assert sha256_file(tmp_path / "f") == hashlib.sha256(data).hexdigest() == sha256_bytes(data)
+
+
+def test_digest_taken_while_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file written through HashingFile has its digest without a second read (Parquet
+    through pyarrow's writer, as the public and records files are); a later change of the
+    file (its ctime moves) makes written_sha256 read the bytes again."""
+    path = tmp_path / "t.parquet"
+    table = pa.table({"a": np.arange(300_000), "b": np.random.default_rng(1).random(300_000)})
+    with HashingFile(open(path, "wb"), path) as f:  # noqa: SIM115
+        pq.write_table(table, f, row_group_size=50_000)
+    want = hashlib.sha256(path.read_bytes()).hexdigest()
+    with monkeypatch.context() as m:  # no read: the digest taken while writing
+        m.setattr(write_mod, "sha256_file", lambda p: pytest.fail("read again"))
+        assert written_sha256(path) == want
+    with open(path, "ab") as f:  # changed after it was closed: read and hashed again
+        f.write(b"x")
+    assert written_sha256(path) == sha256_file(path) == hashlib.sha256(
+        path.read_bytes()).hexdigest() != want
+    other = tmp_path / "never-through-hashing"  # a file it did not write: read
+    other.write_bytes(b"abc")
+    assert written_sha256(other) == sha256_bytes(b"abc")
 
 
 def _frame() -> pd.DataFrame:
