@@ -301,7 +301,7 @@ class ReleaseJob:
     config_path: Path
     config: ReleaseConfig
     config_text: str
-    input_sha256: str
+    input_sha256: str | None  # None: being hashed on a thread (input_pin.digest())
     seed_info: Any
     input_pin: Any = None
     config_pin: Any = None
@@ -339,9 +339,10 @@ def load_task(config_path: str, force: bool, engine: str | None, new_series: boo
     frame = None
     if loaded is not None:  # read, hashed and pinned while Prefect started
         frame, digest, input_pin = loaded.frame, loaded.input_sha256, loaded.input_pin
-    else:  # the executor reads the records later: the pin is checked again before publishing
-        input_pin = Pin.take(config.input_path, "input file", input_sha256)
-        digest = input_pin.sha256
+    else:  # the executor reads the records later: the pin is checked again before publishing;
+        # the hash on a thread while it reads them (write_task takes it: Pin.digest)
+        input_pin = Pin.take(config.input_path, "input file", input_sha256, background=True)
+        digest = None
     checkpoint("loaded")  # crash-test hook
     seed_info = _seed_with_warnings(config, new_series)
     return ReleaseJob(file.path, config, config_text, digest, seed_info, input_pin,
@@ -400,7 +401,8 @@ def write_task(job: ReleaseJob, result: ReleaseOutcome, force: bool, engine: str
     # re-derives with the executor the registry names for it); an in-memory release's record
     # is as it always was
     public, internal = assemble_batch_release(
-        job.config, result, job.seed_info, input_sha256=job.input_sha256,
+        job.config, result, job.seed_info,
+        input_sha256=job.input_sha256 or job.input_pin.digest(),
         config_text=job.config_text,
         engine=engine if get_executor(engine).in_audit_record else None, reports=reports)
     out = _publish(job.config, public, internal, force, review, discard_extra_files,

@@ -11,9 +11,11 @@ docs/RELIABILITY.md, "Publishing, paths and the audit".
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sdc.errors import InputError
 
@@ -77,15 +79,30 @@ class Pin:
     what: str                       # "input file", "config file"
     states: dict[str, FileState]
     sha256: str | None = None
+    _pending: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def take(cls, path: Path, what: str,
-             digest: Callable[[Path], str] | None = None) -> Pin:
-        """States first, then the hash (``digest(path)``, if given)."""
+             digest: Callable[[Path], str] | None = None, *, background: bool = False) -> Pin:
+        """States first, then the hash (``digest(path)``, if given). ``background``: the hash
+        is computed on a thread (a batch executor reads the input meanwhile; ~0.27 s a 200 MB
+        file, ~1.5 s at 2 GB, no longer before the first record is read) and :meth:`digest`
+        waits for it; the states taken before it still guard what it hashed
+        (:meth:`check`)."""
         pin = cls(Path(path), what, states_of(path))
-        if digest is not None:
+        if digest is not None and background:
+            pin._pending = _Background(digest, Path(path))
+        elif digest is not None:
             pin.sha256 = digest(Path(path))
         return pin
+
+    def digest(self) -> str | None:
+        """The SHA-256 taken by :meth:`take` (waiting for a background hash; its error, e.g.
+        :class:`~sdc.errors.InputError`, is raised here)."""
+        if self._pending is not None:
+            self.sha256 = self._pending.result()
+            self._pending = None
+        return self.sha256
 
     def check(self, when: str) -> None:
         """Raise :class:`~sdc.errors.InputError` (exit 2) if the file changed since it was
@@ -98,3 +115,27 @@ class Pin:
             f". The release would not match the SHA-256 recorded for it; nothing was published. "
             f"Wait until whatever writes the {self.what} has finished (or work on a copy that "
             "nobody writes to), then rerun")
+
+
+class _Background:
+    """``digest(path)`` on a daemon thread; :meth:`result` joins it and returns the digest or
+    raises its error."""
+
+    def __init__(self, digest: Callable[[Path], str], path: Path) -> None:
+        self._out: list[Any] = []
+        self._thread = threading.Thread(target=self._run, args=(digest, path),
+                                        name="sdc-input-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self, digest: Callable[[Path], str], path: Path) -> None:
+        try:
+            self._out.append((digest(path), None))
+        except BaseException as err:  # noqa: BLE001 - raised in the caller of result()
+            self._out.append((None, err))
+
+    def result(self) -> str:
+        self._thread.join()
+        value, err = self._out[0]
+        if err is not None:
+            raise err
+        return value

@@ -102,11 +102,28 @@ def test_config_changed_before_publish(job: JobBuilder, cli, monkeypatch) -> Non
     assert job.leftovers() == []
 
 
-def test_recorded_hash_is_the_released_file(job: JobBuilder, cli) -> None:
-    """Control: an undisturbed run records the SHA-256 of the file it released."""
+@pytest.mark.parametrize("engine", ["pandas", "streaming"])
+def test_recorded_hash_is_the_released_file(job: JobBuilder, cli, engine: str) -> None:
+    """Control: an undisturbed run records the SHA-256 of the file it released (a batch
+    executor's run hashes it on a thread while it reads it: Pin.take(background=True))."""
     import json
 
-    res = cli("release", job.write())
+    res = cli("release", job.write(), "--engine", engine)
     assert res.exit_code == 0, res.output
     audit = json.loads((job.out_dir / "internal" / "audit.json").read_text())
     assert audit["input"]["sha256"] == sha256_file(job.data_path)
+
+
+def test_a_background_hash_gives_the_digest_or_its_error(tmp_path: Path) -> None:
+    from sdc.errors import InputError
+    from sdc.io.batches import input_sha256
+    from sdc.io.pin import Pin
+
+    path = tmp_path / "in.csv"
+    path.write_bytes(b"a,b\n1,2\n" * 100_000)
+    pin = Pin.take(path, "input file", input_sha256, background=True)
+    assert pin.digest() == pin.sha256 == sha256_file(path)
+    assert pin.states == Pin.take(path, "input file").states
+    gone = Pin.take(tmp_path / "missing.csv", "input file", input_sha256, background=True)
+    with pytest.raises(InputError, match="does not exist"):
+        gone.digest()
