@@ -460,6 +460,8 @@ def _release(config_path: str, force: bool, engine: str | None, t0: float,
              prefetched: Prefetch | None = None, scheduled: bool = False) -> dict[str, Any]:
     import shutil
 
+    from sdc.io.write import start_writeback
+
     timings: dict[str, float] = {}
     timed = _timer(timings)
 
@@ -474,6 +476,8 @@ def _release(config_path: str, force: bool, engine: str | None, t0: float,
         result = release_task(opaque(job), spec, stage / "public",
                               stage / "internal" / "records.parquet")
         end = time.perf_counter()
+        # the disk writes the executor's files while the reports are built
+        start_writeback([*result.files.values(), getattr(result, "records_file", None)])
         # the executor's own steps (passes, writing, report passes), then the task's remainder
         # (Prefect's bookkeeping of the task run)
         timings.update(step_seconds(_engine_marks or [("release records", t)], end,

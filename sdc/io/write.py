@@ -20,7 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["HashingFile", "parquet_bytes", "sha256_bytes", "sha256_file", "written_sha256"]
+__all__ = ["HashingFile", "parquet_bytes", "sha256_bytes", "sha256_file", "start_writeback",
+           "written_sha256"]
 
 _CHUNK = 1 << 20
 
@@ -63,6 +64,35 @@ def written_sha256(path: str | Path) -> str:
     except OSError:
         known = None
     return known if known is not None else sha256_file(path)
+
+
+def start_writeback(paths: list[Path | None], min_bytes: int = 8 << 20) -> None:
+    """Start writing the pages of the files an executor wrote (the public and records files)
+    to disk, on a daemon thread nobody waits for: the flow calls it when the executor is
+    done, so the disk works while the reports are built on one core, and the fsync of each
+    file when it is published (``sdc.publish.folder``, which still guarantees it) finds them
+    written. Files under ``min_bytes`` are left to that fsync. (Started when each file was
+    closed, inside the executor, the writeback slowed the public file's step as much as it
+    saved.)"""
+    todo = [p for p in paths if p is not None]
+
+    def sync() -> None:
+        for path in todo:
+            try:
+                if os.stat(path).st_size < min_bytes:
+                    continue
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass  # the publish step's own fsync reports a real failure
+            finally:
+                os.close(fd)
+
+    if todo:
+        threading.Thread(target=sync, name="sdc-writeback", daemon=True).start()
 
 
 class HashingFile:

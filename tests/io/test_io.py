@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,14 @@ import pytest
 import sdc
 import sdc.io.write as write_mod
 from sdc.io.read import read_input
-from sdc.io.write import HashingFile, parquet_bytes, sha256_bytes, sha256_file, written_sha256
+from sdc.io.write import (
+    HashingFile,
+    parquet_bytes,
+    sha256_bytes,
+    sha256_file,
+    start_writeback,
+    written_sha256,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -207,6 +215,26 @@ def test_digest_taken_while_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     other = tmp_path / "never-through-hashing"  # a file it did not write: read
     other.write_bytes(b"abc")
     assert written_sha256(other) == sha256_bytes(b"abc")
+
+
+def test_start_writeback_syncs_the_large_files_only(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flow's early writeback: an fsync of each large file on a thread; small, missing
+    or None paths are skipped without an error (the publish step's fsync is the guarantee)."""
+    import threading
+
+    synced = []
+    real = write_mod.os.fsync
+    monkeypatch.setattr(write_mod.os, "fsync",
+                        lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    big, small = tmp_path / "big", tmp_path / "small"
+    big.write_bytes(b"x" * 3000)
+    small.write_bytes(b"x")
+    start_writeback([big, None, small, tmp_path / "missing"], min_bytes=2000)
+    for t in threading.enumerate():
+        if t.name == "sdc-writeback":
+            t.join(10)
+    assert synced == [str(big)]
 
 
 def _frame() -> pd.DataFrame:
