@@ -109,7 +109,8 @@ class HashingFile:
     def __init__(self, f: BinaryIO, path: str | Path) -> None:
         self._f, self._path = f, Path(path)
         self._hash = hashlib.sha256()
-        self._chunks: queue.Queue = queue.Queue(maxsize=64)
+        # at most 8 writes (a few MB each) held for the hash: the writer waits beyond
+        self._chunks: queue.Queue = queue.Queue(maxsize=8)
         self._thread = threading.Thread(target=self._digest, name="sdc-sha256", daemon=True)
         self._thread.start()
         self._done = False
