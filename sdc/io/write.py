@@ -121,7 +121,11 @@ class HashingFile:
 
     def write(self, data: Any) -> int:
         n = self._f.write(data)
-        self._chunks.put(bytes(data) if isinstance(data, bytearray | memoryview) else data)
+        view = memoryview(data)
+        if n is not None and n < view.nbytes:  # a raw file's short write: what it took
+            data = view.cast("B")[:n]
+        # bytes are immutable; a caller's buffer may be reused after write returns
+        self._chunks.put(data if isinstance(data, bytes) else bytes(data))
         return n
 
     def close(self) -> None:
