@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from conftest import run_cli
+from conftest import run_cli, series_seed_file
 from typer.testing import CliRunner
 
 runner = CliRunner()
@@ -16,7 +16,7 @@ run = run_cli
 
 
 def test_series_release_refusal_and_audit(prefect_harness, make_small_job, tmp_path):
-    seed = tmp_path / "secrets" / "small.seed"
+    seed = series_seed_file(tmp_path / "secrets" / "small.seed")  # conftest: why fixed
     cfg = make_small_job(seed={"file": str(seed)},
                          output={"dir": str(tmp_path / "releases" / "small-{month}")})
     r = run("release", cfg)
@@ -70,7 +70,7 @@ def _month_pair(cfg, tmp_path, first_engine, second_engine):
 
 
 def test_two_streaming_releases_then_audit_series(prefect_harness, make_small_job, tmp_path):
-    seed = tmp_path / "secrets" / "small.seed"
+    seed = series_seed_file(tmp_path / "secrets" / "small.seed")  # conftest: why fixed
     cfg = make_small_job(seed={"file": str(seed)},
                          output={"dir": str(tmp_path / "releases" / "small-{month}")})
     last, this = _month_pair(cfg, tmp_path, "streaming", "streaming")
@@ -104,7 +104,8 @@ def test_two_streaming_releases_then_audit_series(prefect_harness, make_small_jo
 
 def test_pandas_release_then_streaming_release_in_one_series(prefect_harness, make_small_job,
                                                              tmp_path):
-    cfg = make_small_job(seed={"file": str(tmp_path / "secrets" / "small.seed")},
+    seed = series_seed_file(tmp_path / "secrets" / "small.seed")  # conftest: why fixed
+    cfg = make_small_job(seed={"file": str(seed)},
                          output={"dir": str(tmp_path / "releases" / "small-{month}")})
     last, this = _month_pair(cfg, tmp_path, "pandas", "streaming")
     # same input, seed and config: the records files are the same bytes whatever the engine
@@ -139,6 +140,7 @@ def test_per_month_folders_with_a_new_seed_file_each_month_are_one_series(
         return make_small_job(name=name, seed={"file": str(tmp_path / "secrets" / seed_name)},
                               output={"dir": str(out)}), out
 
+    series_seed_file(tmp_path / "secrets" / "2026-01.seed")  # month 2 reuses it: a series
     cfg1, out1 = month(1, "2026-01.seed")
     assert run("release", cfg1).exit_code == 0
     cfg2, out2 = month(2, "2026-02.seed")

@@ -12,10 +12,7 @@ import pandas as pd
 
 from flows.release import release
 from sdc.reports.schema import validate
-from tests.conftest import small_frame
-
-#: the series seed of the test's two releases (a 128-bit integer, as a seed file holds)
-SERIES_SEED = 0x2026_1206_5DC5_E21E_0000_0000_0000_0001
+from tests.conftest import series_seed_file, small_frame
 
 
 def _same(x, y) -> bool:
@@ -34,10 +31,7 @@ def test_second_release_of_a_series_reports_its_series_risk(prefect_harness, mak
     # is measured on one draw of the two releases, and a random seed made this test fail in
     # about one run in a few (the linking intruder's rate 0.474 over 192 targets, above the
     # 2-SE bound 0.466, in a full run of 2026-12-06): the same seed, the same figures, every run
-    seed = tmp_path / "secrets" / "small.seed"
-    seed.parent.mkdir(mode=0o700)
-    seed.write_text(f"{SERIES_SEED}\n", encoding="ascii")
-    seed.chmod(0o600)
+    seed = series_seed_file(tmp_path / "secrets" / "small.seed")
     changes = {"seed": {"file": str(seed)},
                "output": {"dir": str(tmp_path / "releases" / "small-{month}")}}
     month1 = small_frame(3000)
