@@ -124,7 +124,10 @@ def _audit_series(release_dirs: list[Path], as_json: bool) -> None:
                + (f" (class t_j = {at['t']}, a = {at['a']}, {at['n']:,} targets)" if at else "")
                + f", xi {risk.xi}; with one matching record, pooled: series {rate:.4f}, last "
                f"release alone {risk.rate_a1('single_rate'):.4f} (measured per class, a class "
-               f"exceeds xi above xi + {cert.z:g} standard errors: docs/SERIES.md)")
+               f"exceeds xi above xi + {cert.z:g} standard errors: docs/SERIES.md)"
+               + ("" if cert.tested else "; with two releases the linking intruder is the last "
+                  "release's own, which its exact certificate covers: the classes are shown, "
+                  "not tested"))
         if not ok:
             for r in cert.exceeding.to_dict(orient="records"):
                 err_console.print("series risk ABOVE xi in " + cert.describe(r), style="bold red")

@@ -66,6 +66,27 @@ def test_a_class_above_xi_fails_although_the_pooled_rate_is_below(tmp_path):
     assert doc["certificate"]["exceeding"][0]["t"] == 2
 
 
+def test_two_releases_are_reported_not_tested(tmp_path):
+    """With two releases the linking intruder is the last release's own (its modal cell is the
+    last release's cell): the same records as above, whose class t = 2, a = 1 is at 0.5, are
+    reported (the class, its rate and bound) but no class exceeds: the release's exact
+    certificate covers that intruder, and testing it refused certified re-releases for their
+    realized fluctuation. ``sdc audit --series`` exits 0 and says why."""
+    rec = _class_above_xi_hidden_by_pooling()
+    dirs = [_release_dir(tmp_path, f"m{i}", rec) for i in range(2)]
+    risk = series_risk_of_files([d / "internal" / "records.parquet" for d in dirs], XI)
+    cert = risk.certificate()
+    assert cert.passed and not cert.tested and cert.exceeding.empty
+    row = cert.classes[(cert.classes["t"] == 2) & (cert.classes["a"] == 1)].iloc[0]
+    assert (row["n"], row["rate"]) == (600, 0.5) and row["rate"] > row["bound"]
+    assert cert.to_dict()["tested"] is False
+    r = run_cli("audit", "--series", *dirs)
+    assert r.exit_code == 0, r.text
+    assert "series risk within xi" in r.text and "not tested" in r.text
+    # a third release makes it a series test again (the test above)
+    assert not series_certificate(risk.intruder, XI, 3).passed
+
+
 def test_the_class_test_has_its_stated_false_alarm_rate_and_power():
     """4,000 classes of n = 400 targets whose success probability is exactly xi (a = 1: score
     Bernoulli(xi); a = 2: Bernoulli(2 xi) / 2): the share flagged is P(Z > 2) = 0.0228 up to
