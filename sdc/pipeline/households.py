@@ -190,7 +190,8 @@ def stream_household_release(config: ReleaseConfig, seed: int, out_dir: Path, *,
                        person_changed=np.zeros(n_designs, dtype=np.int64))
     refinement = None
     try:
-        target = ApplyTarget(str(tmp), bits, records_path is not None, False, keep, acc.spawn())
+        target = ApplyTarget(str(tmp), bits, records_path is not None, False, keep, acc.spawn(),
+                             n_cells=table.n_cells)
         offsets, kept, _ = apply_pass(runner, stage, target, lambda i: (
             ident[starts[i]:starts[i + 1]],
             None if every_ident is None else every_ident[k.offsets[i]:k.offsets[i + 1]]),

@@ -250,7 +250,8 @@ class ApplyTarget:
     (and ``scratch/records`` with ``records``) by the top ``bits`` of their spill keys, or with
     ``whole`` (a runner holding the whole file) returned in the part; ``keep``: the part also
     holds the batch's cells and public table; ``template``: the report accumulator to spawn;
-    ``keys``: the key columns spilled as the released cell (:mod:`sdc.pipeline.key_spill`)."""
+    ``keys``: the key columns spilled as the released cell (:mod:`sdc.pipeline.key_spill`);
+    ``n_cells``: the cell table's size (the records spill's cell type, :class:`RecordsSpill`)."""
 
     scratch: str
     bits: int
@@ -259,6 +260,7 @@ class ApplyTarget:
     keep: bool
     template: Any
     keys: KeySpill | None = None
+    n_cells: int | None = None
 
 
 @dataclass
@@ -291,7 +293,8 @@ def apply_batch(frame: pd.DataFrame, index: int, stage: Stage, target: ApplyTarg
             table, r.spill_key)
         del table
         if target.records:
-            RecordsSpill(Path(target.scratch) / "records", target.bits, piece=index).add(
+            RecordsSpill(Path(target.scratch) / "records", target.bits, piece=index,
+                         n_cells=target.n_cells).add(
                 r.raw, r.cell, r.released)
     r.table = None  # type: ignore[assignment]
     part = None

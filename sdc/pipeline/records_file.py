@@ -41,7 +41,10 @@ __all__ = ["RECORDS_SCHEMA", "RecordsSpill", "records_parquet_bytes", "sorted_re
 
 RECORDS_SCHEMA = pa.schema([("identity", pa.uint64()), ("cell", pa.uint64()),
                             ("released", pa.uint64())])
-_SPILL_SCHEMA = pa.schema([("raw", pa.uint64()), ("cell", pa.int64()), ("released", pa.int64())])
+
+
+def _spill_schema(cell: pa.DataType) -> pa.Schema:
+    return pa.schema([("raw", pa.uint64()), ("cell", cell), ("released", cell)])
 
 
 def sorted_records(raw: np.ndarray, identity: np.ndarray, cell: np.ndarray,
@@ -78,14 +81,23 @@ def records_parquet_bytes(raw: np.ndarray, identity: np.ndarray, cell: np.ndarra
 class RecordsSpill(BucketSpill):
     """Spill (raw identity, true cell, released cell) of every record to bucket files by the
     top bits of the raw identity (:class:`sdc.io.spill.BucketSpill`: ``folder``, ``bits``,
-    ``piece`` for a Dask task)."""
+    ``piece`` for a Dask task). ``n_cells``: the cell table's size, when known; below 2**31
+    the cell indexes are spilled as int32 (16 bytes a record instead of 24: at 100M records
+    0.8 GB less written and read back)."""
+
+    def __init__(self, folder: Path, bits: int, piece: int | None = None,
+                 n_cells: int | None = None) -> None:
+        super().__init__(folder, bits, piece)
+        self.cell_type = (np.int32 if n_cells is not None and n_cells < 2**31 else np.int64)
 
     def add(self, raw: np.ndarray, record_cell: np.ndarray,  # type: ignore[override]
             released_cell: np.ndarray) -> None:
         """Append a batch's records (whole columns; one gather per batch)."""
         raw = np.asarray(raw, np.uint64)
-        table = pa.table([pa.array(raw), pa.array(np.asarray(record_cell, np.int64)),
-                          pa.array(np.asarray(released_cell, np.int64))], schema=_SPILL_SCHEMA)
+        t = self.cell_type
+        table = pa.table([pa.array(raw), pa.array(np.asarray(record_cell, t)),
+                          pa.array(np.asarray(released_cell, t))],
+                         schema=_spill_schema(pa.from_numpy_dtype(t)))
         super().add(table, raw)
 
 

@@ -480,7 +480,8 @@ def release_persons(runner: Runner, config: ReleaseConfig, seed: int, out_dir: P
         # thread while the files are written (from the kept cells), not in the apply pass
         target = ApplyTarget(str(tmp), bits, records_path is not None and not kept_records,
                              whole, keep, None if defer or whole else acc.spawn(),
-                             None if whole else key_spill(cells, config, schema))
+                             None if whole else key_spill(cells, config, schema),
+                             cells.n_cells)
         released_frequency = np.zeros(cells.n_cells, dtype=np.int64)
         changed = np.zeros(len(plan.block_plan.blocks), dtype=np.int64)
 
