@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import subprocess
 import sys
@@ -215,6 +216,49 @@ def test_digest_taken_while_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     other = tmp_path / "never-through-hashing"  # a file it did not write: read
     other.write_bytes(b"abc")
     assert written_sha256(other) == sha256_bytes(b"abc")
+
+
+def test_hashing_file_writes_on_its_thread_and_reports_a_failed_write(tmp_path: Path) -> None:
+    """The bytes reach the file in order through a raw file that takes part of each buffer
+    (short writes); a write that fails on the thread (a full disk) is raised to the writer,
+    by a later write or by close, and no digest is recorded for the file."""
+    import errno
+
+    class Short(io.FileIO):  # takes at most 7 bytes a call
+        def write(self, b) -> int:
+            return super().write(bytes(b[:7]))
+
+    path = tmp_path / "short"
+    data = [bytes([i]) * (3 + 5 * i) for i in range(40)]
+    f = HashingFile(Short(path, "wb"), path)
+    for d in data:
+        assert f.write(d) == len(d)
+    f.write(bytearray(b"tail"))  # a buffer that is not bytes: copied
+    f.close()
+    want = b"".join(data) + b"tail"
+    assert path.read_bytes() == want
+    assert written_sha256(path) == sha256_bytes(want)
+
+    class Full(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    path = tmp_path / "full"
+    f = HashingFile(Full(), path)
+    with pytest.raises(OSError, match="No space left"):
+        for _ in range(1000):  # the thread's failure reaches a later write, or close
+            f.write(b"x" * 1000)
+        f.close()
+    f.close()  # raised once: closing after it does not raise again
+    f = HashingFile(Full(), path)
+    f.write(b"x")
+    with pytest.raises(OSError, match="No space left"):
+        f.close()  # the failure of the last write: raised by close
+    path.write_bytes(b"other")
+    assert written_sha256(path) == sha256_bytes(b"other")
 
 
 def test_start_writeback_syncs_the_large_files_only(tmp_path: Path,
