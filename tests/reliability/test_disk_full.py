@@ -86,3 +86,35 @@ def test_seed_file_on_a_full_disk(job: JobBuilder, cli, monkeypatch) -> None:
     assert contains(res.output, "cannot create seed file")
     assert contains(res.output, "is full (No space left on device)")
     assert job.leftovers() == []
+
+
+@pytest.mark.parametrize("engine", ["streaming", "dask"])
+def test_disk_fills_up_while_an_executor_writes_the_public_file(job: JobBuilder, cli,
+                                                                 monkeypatch, engine: str) -> None:
+    """The batch executors write the public file through ``HashingFile``, whose thread does
+    the writes: a write that fails there (the disk fills up after the first bytes) still
+    reaches the release as the disk-full refusal (exit 2), and nothing is published."""
+    import sdc.pipeline.kernels as kernels
+
+    class Filling:
+        def __init__(self, f) -> None:
+            self.f, self.n = f, 0
+
+        def write(self, b) -> int:
+            self.n += len(b)
+            if self.n > 64:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.f.write(b)
+
+        def __getattr__(self, name: str):
+            return getattr(self.f, name)
+
+    real_open = open
+    monkeypatch.setattr(kernels, "open", lambda p, mode="r": Filling(real_open(p, mode)),
+                        raising=False)
+    res = cli("release", job.write(), "--engine", engine)
+    assert res.exit_code == 2, res.output
+    assert contains(res.output, "is full")
+    assert contains(res.output, "No space left on device")
+    assert contains(res.output, "nothing was published")
+    assert job.leftovers() == []
