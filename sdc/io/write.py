@@ -100,15 +100,15 @@ class HashingFile:
     thread (hashlib releases the GIL for large buffers), so that the digest is known when
     the file is closed instead of costing a second read: ~0.15 s a 200 MB file on the step's
     critical path (the public file's Parquet encoding is on one thread; the digest's thread
-    takes the other core). The same thread writes the bytes to the file, in order: the
-    copy into the page cache (and the kernel's dirty-page throttling) left the encoding
-    thread too (100M records: ~3 CPU s of the public and records files' steps). ``write``
-    takes ``bytes`` (what pyarrow's writers and the CSV writer pass; other buffers are
-    copied) and returns at once; a failed write is raised once, by the next ``write`` or by
-    :meth:`close`, and no digest is recorded. :meth:`close` closes the file and records
-    the digest for :func:`written_sha256`. (Starting each large file's fsync on a thread when it is closed
-    was tried: the publish step's fsync then took 0.1 s instead of 0.3 s at 10M, but the
-    public file's step took 0.2 s longer, the writeback's cost on this VM.)"""
+    takes the other core). The same thread writes the bytes to the file, in order, so the
+    copy into the page cache (and any wait for the kernel's dirty-page throttling) is off
+    the encoding thread too (at 100M records the writes were ~4 s of that thread's samples).
+    ``write`` takes ``bytes`` (what pyarrow's writers and the CSV writer pass; other buffers
+    are copied) and returns at once; a failed write is raised once, by the next ``write`` or
+    by :meth:`close`, and no digest is recorded. :meth:`close` closes the file and records
+    the digest for :func:`written_sha256`. (Starting each large file's fsync on a thread
+    when it is closed was tried: the publish step's fsync then took 0.1 s instead of 0.3 s
+    at 10M, but the public file's step took 0.2 s longer, the writeback's cost on this VM.)"""
 
     def __init__(self, f: BinaryIO, path: str | Path) -> None:
         self._f, self._path = f, Path(path)
